@@ -1,0 +1,47 @@
+# The two commands the README starts with:
+#   make demo   -> local control plane + the example, printing what a user sees
+#   make test   -> every test (unit, webhook, end-to-end on the local control plane)
+# Both work on a fresh machine with Python 3.11+ and Go 1.26 (Go only builds the
+# test control plane: kube-apiserver, etcd, kube-scheduler, kube-controller-manager,
+# kubectl, kwok, helm, pinned in tests/localcluster/versions.py, cached under
+# ~/.cache/cogate or $COGATE_CACHE_DIR).
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PYTEST_ARGS ?=
+
+.PHONY: demo test unit e2e binaries bench dev-up dev-down clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+binaries: $(VENV)/.installed
+	$(PY) -m cogate.localcluster.build
+
+demo: binaries
+	$(VENV)/bin/cogate demo
+
+test: binaries
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+unit: $(VENV)/.installed
+	$(VENV)/bin/pytest -m 'not e2e' $(PYTEST_ARGS)
+
+e2e: binaries
+	$(VENV)/bin/pytest -m e2e $(PYTEST_ARGS)
+
+bench: $(VENV)/.installed
+	$(PY) bench/bench_planner.py
+
+dev-up: binaries
+	$(VENV)/bin/cogate dev up
+
+dev-down: $(VENV)/.installed
+	$(VENV)/bin/cogate dev down
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis
