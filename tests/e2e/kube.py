@@ -1,0 +1,61 @@
+"""Small helpers for end-to-end tests: polling, pod states, raw API reads."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+from kubernetes import client
+
+from cogate.api import GROUP, PLURAL, VERSION
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float, interval: float = 0.1, what: str = "condition") -> Any:
+    """Poll ``predicate`` until it returns a truthy value; raise AssertionError naming ``what`` on timeout."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while True:
+        last = predicate()
+        if last:
+            return last
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value: {last!r}")
+        time.sleep(interval)
+
+
+def pods(api: client.ApiClient, namespace: str, selector: str | None = None) -> list[client.V1Pod]:
+    return client.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=selector).items
+
+
+def gated(pod: client.V1Pod) -> bool:
+    return bool(pod.spec.scheduling_gates)
+
+
+def bound(pod: client.V1Pod) -> bool:
+    return bool(pod.spec.node_name)
+
+
+def running(pod: client.V1Pod) -> bool:
+    return bool(pod.spec.node_name) and pod.status.phase == "Running"
+
+
+def scheduled_reason(pod: client.V1Pod) -> str | None:
+    """Reason of the PodScheduled condition (``SchedulingGated``, ``Unschedulable``) or None."""
+    for cond in pod.status.conditions or []:
+        if cond.type == "PodScheduled":
+            return cond.reason
+    return None
+
+
+def get_pod_group(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any]:
+    return client.CustomObjectsApi(api).get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+
+
+def create_pod_group(api: client.ApiClient, body: dict[str, Any]) -> dict[str, Any]:
+    ns = body["metadata"]["namespace"]
+    return client.CustomObjectsApi(api).create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, body)
+
+
+def events_for(api: client.ApiClient, namespace: str, name: str, kind: str = "PodGroup") -> list[client.CoreV1Event]:
+    sel = f"involvedObject.name={name},involvedObject.kind={kind}"
+    return client.CoreV1Api(api).list_namespaced_event(namespace, field_selector=sel).items
