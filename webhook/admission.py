@@ -1,0 +1,301 @@
+"""Admission decision of the cogate mutating webhook (pure; no I/O, no API calls).
+
+The webhook adds one scheduling gate to every pod created with the PodGroup label
+(DESIGN.md §3, "Webhook"), so the pod is stored Pending/SchedulingGated until the
+controller releases its whole group. This module holds the whole decision as plain
+functions over the parsed ``admission.k8s.io/v1`` AdmissionReview dict; the aiohttp
+server in :mod:`cogate.webhook.server` only parses JSON and calls :func:`admit`.
+
+Rules, in order (first match wins):
+
+1. The envelope must be a valid ``admission.k8s.io/v1`` ``AdmissionReview`` with a
+   ``request`` object carrying a non-empty string ``uid``; otherwise
+   :class:`InvalidReview` (the server answers HTTP 400).
+2. Anything but a ``CREATE`` of the ``pods`` resource itself (core group, no
+   subresource) is allowed unchanged: the webhook gates at creation only.
+3. A pod without the label :data:`cogate.api.POD_GROUP_LABEL` is allowed unchanged.
+4. A pod whose label value is empty names no PodGroup (a PodGroup name cannot be
+   empty), so it is allowed unchanged, *not* gated, with an admission warning. Gating
+   it would leave it Pending forever, because no PodGroup can ever release it.
+5. A pod with ``spec.nodeName`` set bypasses the scheduler and cannot carry a
+   scheduling gate (Kubernetes API validation rejects ``schedulingGates`` together
+   with ``nodeName`` at create): allowed unchanged with an admission warning.
+6. A pod that already carries the gate is allowed unchanged (idempotent under webhook
+   reinvocation).
+7. Otherwise the pod is allowed with a JSONPatch that appends the gate to
+   ``spec.schedulingGates`` (creating the list if absent or null). No other gate or
+   field is touched.
+
+Admission warnings are short (the API server asks for at most 120 characters each)
+and are shown to the client by kubectl.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from cogate.api import DEFAULT_GATE_NAME, POD_GROUP_LABEL
+
+__all__ = [
+    "ADMISSION_API_VERSION",
+    "ADMISSION_KIND",
+    "Admission",
+    "InvalidReview",
+    "Outcome",
+    "admit",
+    "evaluate",
+    "gate_patch",
+    "validate_gate_name",
+]
+
+ADMISSION_API_VERSION = "admission.k8s.io/v1"
+ADMISSION_KIND = "AdmissionReview"
+
+
+class InvalidReview(ValueError):
+    """The request body is not a valid ``admission.k8s.io/v1`` AdmissionReview.
+
+    ``str(exc)`` names the offending field, e.g. ``"request.uid: missing"``.
+    """
+
+
+class Outcome:
+    """Outcome labels of an admission decision (also the ``outcome`` metric label)."""
+
+    GATED = "gated"  #: labelled pod, gate added by the patch
+    ALREADY_GATED = "already_gated"  #: labelled pod that already carries the gate
+    BOUND = "bound"  #: labelled pod with spec.nodeName: cannot be gated, warning
+    EMPTY_GROUP = "empty_group"  #: label present with an empty value, warning
+    IGNORED = "ignored"  #: not a pod CREATE, or a pod without the label
+    INVALID = "invalid"  #: not a valid AdmissionReview (HTTP 400); set by the server
+    ERROR = "error"  #: unexpected internal error; set by the server
+
+    ALL = (GATED, ALREADY_GATED, BOUND, EMPTY_GROUP, IGNORED, INVALID, ERROR)
+
+
+@dataclass(frozen=True)
+class Admission:
+    """One admission decision.
+
+    ``uid`` echoes ``request.uid``; ``patch`` is the JSONPatch operations list (RFC
+    6902) or ``None`` for "allowed unchanged"; ``warnings`` are admission warnings;
+    ``outcome`` is one of :class:`Outcome`; ``namespace``/``name`` identify the
+    object for logs (``name`` falls back to ``generateName`` for pods created by
+    controllers, which have no name yet at admission).
+    """
+
+    uid: str
+    outcome: str
+    patch: list[dict[str, Any]] | None = None
+    warnings: tuple[str, ...] = ()
+    namespace: str = ""
+    name: str = ""
+    operation: str = ""
+    kind: str = ""
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def response(self) -> dict[str, Any]:
+        """The AdmissionReview response body (``admission.k8s.io/v1``).
+
+        Always ``allowed: true``; ``patch`` (base64 of the JSON array) and
+        ``patchType: JSONPatch`` only when there is a patch; ``warnings`` only
+        when non-empty.
+        """
+        resp: dict[str, Any] = {"uid": self.uid, "allowed": True}
+        if self.patch is not None:
+            raw = json.dumps(self.patch, separators=(",", ":")).encode()
+            resp["patchType"] = "JSONPatch"
+            resp["patch"] = base64.b64encode(raw).decode("ascii")
+        if self.warnings:
+            resp["warnings"] = list(self.warnings)
+        return {"apiVersion": ADMISSION_API_VERSION, "kind": ADMISSION_KIND, "response": resp}
+
+
+# Kubernetes qualified name (apimachinery validation.IsQualifiedName), which is the
+# rule API validation applies to scheduling gate names: optional DNS-1123 subdomain
+# prefix (<= 253 chars) and "/", then a name of <= 63 alphanumerics, '-', '_', '.',
+# starting and ending with an alphanumeric.
+_QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+def validate_gate_name(name: str) -> str:
+    """Return ``name`` if it is a valid scheduling gate name, else raise ``ValueError``.
+
+    Source of the rule: Kubernetes API validation of ``spec.schedulingGates[*].name``
+    (a qualified name, as label keys: ``[prefix/]name``).
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError("gate name: must be a non-empty string")
+    prefix, sep, short = name.rpartition("/")
+    if sep:
+        if not prefix or len(prefix) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(prefix):
+            raise ValueError(f"gate name {name!r}: prefix must be a DNS-1123 subdomain of at most 253 characters")
+    if len(short) > 63 or not _QUALIFIED_NAME.fullmatch(short):
+        raise ValueError(
+            f"gate name {name!r}: name part must be at most 63 characters of [A-Za-z0-9-_.], "
+            "starting and ending with an alphanumeric character"
+        )
+    return name
+
+
+def _obj(value: Any, path: str, *, required: bool = False) -> dict[str, Any] | None:
+    """``value`` as a dict; ``None`` when absent/null; InvalidReview for other types."""
+    if value is None:
+        if required:
+            raise InvalidReview(f"{path}: missing")
+        return None
+    if not isinstance(value, dict):
+        raise InvalidReview(f"{path}: must be an object, got {type(value).__name__}")
+    return value
+
+
+def _str(value: Any, path: str) -> str:
+    """``value`` as a string; ``""`` when absent/null; InvalidReview for other types."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise InvalidReview(f"{path}: must be a string, got {type(value).__name__}")
+    return value
+
+
+def _is_pod_resource(request: dict[str, Any]) -> bool:
+    """True when the request is for the core ``pods`` resource itself (no subresource).
+
+    Uses ``request.kind`` (core group, kind ``Pod``), falling back to
+    ``request.resource`` (core group, resource ``pods``) when ``kind`` is absent.
+    Subresource requests (``pods/binding``, ``pods/eviction``, ...) are not pods.
+    """
+    if _str(request.get("subResource"), "request.subResource"):
+        return False
+    kind = _obj(request.get("kind"), "request.kind")
+    if kind is not None:
+        return _str(kind.get("group"), "request.kind.group") == "" and _str(kind.get("kind"), "request.kind.kind") == "Pod"
+    resource = _obj(request.get("resource"), "request.resource")
+    if resource is not None:
+        return (
+            _str(resource.get("group"), "request.resource.group") == ""
+            and _str(resource.get("resource"), "request.resource.resource") == "pods"
+        )
+    return False
+
+
+def gate_patch(pod: dict[str, Any], gate_name: str = DEFAULT_GATE_NAME) -> list[dict[str, Any]] | None:
+    """JSONPatch (RFC 6902) adding ``gate_name`` to a pod's ``spec.schedulingGates``.
+
+    ``pod`` is the pod as API JSON (camelCase). Returns ``None`` when the gate is
+    already present. Appends (``add`` at ``/spec/schedulingGates/-``) when the list
+    exists, so other gates keep their order; creates the list when absent or null;
+    creates ``spec`` itself only if the object has none. Raises
+    :class:`InvalidReview` naming the field when ``spec``, ``spec.schedulingGates``
+    or one of its entries has the wrong type.
+    """
+    spec = _obj(pod.get("spec"), "request.object.spec")
+    gate = {"name": gate_name}
+    if spec is None:
+        return [{"op": "add", "path": "/spec", "value": {"schedulingGates": [gate]}}]
+    gates = spec.get("schedulingGates")
+    if gates is None:
+        return [{"op": "add", "path": "/spec/schedulingGates", "value": [gate]}]
+    if not isinstance(gates, list):
+        raise InvalidReview(f"request.object.spec.schedulingGates: must be an array, got {type(gates).__name__}")
+    for i, entry in enumerate(gates):
+        entry = _obj(entry, f"request.object.spec.schedulingGates[{i}]", required=True)
+        if _str(entry.get("name"), f"request.object.spec.schedulingGates[{i}].name") == gate_name:
+            return None
+    return [{"op": "add", "path": "/spec/schedulingGates/-", "value": gate}]
+
+
+def _validate_envelope(review: Any) -> dict[str, Any]:
+    """Check the AdmissionReview envelope; return ``review["request"]``."""
+    if not isinstance(review, dict):
+        raise InvalidReview(f"body: must be a JSON object (AdmissionReview), got {type(review).__name__}")
+    api_version = review.get("apiVersion")
+    if api_version != ADMISSION_API_VERSION:
+        raise InvalidReview(f"apiVersion: must be {ADMISSION_API_VERSION!r}, got {api_version!r}")
+    kind = review.get("kind")
+    if kind != ADMISSION_KIND:
+        raise InvalidReview(f"kind: must be {ADMISSION_KIND!r}, got {kind!r}")
+    request = _obj(review.get("request"), "request", required=True)
+    assert request is not None
+    uid = request.get("uid")
+    if uid is None:
+        raise InvalidReview("request.uid: missing")
+    if not isinstance(uid, str) or not uid:
+        raise InvalidReview("request.uid: must be a non-empty string")
+    return request
+
+
+def evaluate(review: Any, gate_name: str = DEFAULT_GATE_NAME) -> Admission:
+    """Decide one AdmissionReview (the parsed JSON body) for gate ``gate_name``.
+
+    Returns an :class:`Admission` (always allowed; see the module docstring for the
+    rules). Raises :class:`InvalidReview` with the offending field when ``review`` is
+    not a valid ``admission.k8s.io/v1`` AdmissionReview or a field the decision reads
+    has the wrong type (``request.object`` not an object, labels not a map of
+    strings, ...). Pure: no I/O, does not modify ``review``.
+    """
+    request = _validate_envelope(review)
+    uid: str = request["uid"]
+    operation = _str(request.get("operation"), "request.operation")
+    obj = _obj(request.get("object"), "request.object")
+    old = request.get("oldObject")
+    if old is not None and not isinstance(old, dict):
+        raise InvalidReview(f"request.oldObject: must be an object, got {type(old).__name__}")
+    namespace = _str(request.get("namespace"), "request.namespace")
+    name = _str(request.get("name"), "request.name")
+    kind_obj = _obj(request.get("kind"), "request.kind") or {}
+    kind = _str(kind_obj.get("kind"), "request.kind.kind")
+    base = {"uid": uid, "namespace": namespace, "name": name, "operation": operation, "kind": kind}
+
+    if operation != "CREATE" or not _is_pod_resource(request):
+        return Admission(outcome=Outcome.IGNORED, **base)
+    if obj is None:
+        raise InvalidReview("request.object: missing for a pod CREATE")
+
+    metadata = _obj(obj.get("metadata"), "request.object.metadata") or {}
+    if not name:
+        name = _str(metadata.get("name"), "request.object.metadata.name") or _str(
+            metadata.get("generateName"), "request.object.metadata.generateName"
+        )
+        base["name"] = name
+    labels = _obj(metadata.get("labels"), "request.object.metadata.labels") or {}
+    if POD_GROUP_LABEL not in labels:
+        return Admission(outcome=Outcome.IGNORED, **base)
+    group = labels[POD_GROUP_LABEL]
+    if not isinstance(group, str):
+        raise InvalidReview(
+            f"request.object.metadata.labels[{POD_GROUP_LABEL!r}]: must be a string, got {type(group).__name__}"
+        )
+    if group == "":
+        return Admission(
+            outcome=Outcome.EMPTY_GROUP,
+            warnings=(f"label {POD_GROUP_LABEL} is empty: it names no PodGroup; pod not gang-gated",),
+            **base,
+        )
+    spec = _obj(obj.get("spec"), "request.object.spec") or {}
+    if _str(spec.get("nodeName"), "request.object.spec.nodeName"):
+        return Admission(
+            outcome=Outcome.BOUND,
+            warnings=(f"pod sets spec.nodeName: it cannot be gang-gated (PodGroup {group!r})",),
+            extra={"group": group},
+            **base,
+        )
+    patch = gate_patch(obj, gate_name)
+    if patch is None:
+        return Admission(outcome=Outcome.ALREADY_GATED, extra={"group": group}, **base)
+    return Admission(outcome=Outcome.GATED, patch=patch, extra={"group": group}, **base)
+
+
+def admit(review: Any, gate_name: str = DEFAULT_GATE_NAME) -> dict[str, Any]:
+    """The AdmissionReview response dict for ``review`` (see :func:`evaluate`).
+
+    Shape: ``{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+    "response": {"uid", "allowed": True, ["patchType": "JSONPatch", "patch": <base64>],
+    ["warnings": [...]]}}``. Raises :class:`InvalidReview` on an invalid review.
+    """
+    return evaluate(review, gate_name).response()

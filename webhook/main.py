@@ -1,0 +1,211 @@
+"""``cogate webhook``: run the mutating admission webhook.
+
+Usage::
+
+    cogate webhook --tls-cert-file /tls/tls.crt --tls-key-file /tls/tls.key \\
+        [--host 0.0.0.0] [--port 9443] [--gate-name scheduling.x-k8s.io/pod-group] \\
+        [--tls-reload-interval 5] [--metrics-port 8080] [--log-level info]
+
+    cogate webhook --insecure-http --port 8443   # local debugging only
+
+``--insecure-http`` serves plain HTTP; the Kubernetes API server only calls webhooks
+over HTTPS, so this is for local debugging (curl, tests), never for a cluster.
+
+Logs are JSON lines on stderr: one line per admission request at ``debug``, invalid
+requests and failed certificate reloads at ``warning``, internal errors at ``error``.
+SIGTERM or SIGINT drains: ``/readyz`` turns 503, the listener closes, in-flight
+requests get ``--shutdown-timeout`` seconds to finish, then the process exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import signal
+import ssl
+import sys
+import time
+from typing import Any
+
+from cogate.api import DEFAULT_GATE_NAME
+
+from .admission import validate_gate_name
+
+__all__ = ["JsonFormatter", "build_parser", "main"]
+
+log = logging.getLogger("cogate.webhook")
+
+_STANDARD_ATTRS = frozenset(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime", "taskName"}
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: ``ts`` (epoch seconds), ``level``, ``logger``,
+    ``msg``, every ``extra=`` field, and ``exc`` with the traceback if any."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, Any] = {
+            "ts": round(record.created, 6),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        for key, value in record.__dict__.items():
+            if key not in _STANDARD_ATTRS and not key.startswith("_"):
+                out[key] = value
+        if record.exc_info:
+            out["exc"] = self.formatException(record.exc_info)
+        return json.dumps(out, default=str)
+
+
+def _gate_name(value: str) -> str:
+    try:
+        return validate_gate_name(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _positive_float(value: str) -> float:
+    try:
+        f = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
+    if not f > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
+    return f
+
+
+def _port(value: str) -> int:
+    try:
+        p = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {value!r}") from None
+    if not 0 <= p <= 65535:
+        raise argparse.ArgumentTypeError(f"port must be 0-65535, got {p}")
+    return p
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse parser of ``cogate webhook``."""
+    p = argparse.ArgumentParser(
+        prog="cogate webhook",
+        description="Mutating admission webhook: adds the PodGroup scheduling gate to labelled pods at CREATE.",
+    )
+    p.add_argument("--host", default="0.0.0.0", help="address to listen on (default: %(default)s)")
+    p.add_argument("--port", type=_port, default=9443, help="HTTPS port for /mutate and probes (default: %(default)s)")
+    p.add_argument("--tls-cert-file", help="PEM serving certificate (chain); required unless --insecure-http")
+    p.add_argument("--tls-key-file", help="PEM private key of the certificate; required unless --insecure-http")
+    p.add_argument(
+        "--tls-reload-interval",
+        type=_positive_float,
+        default=5.0,
+        metavar="SECONDS",
+        help="how often to check the certificate files for changes and reload them (default: %(default)s)",
+    )
+    p.add_argument(
+        "--insecure-http",
+        action="store_true",
+        help="serve plain HTTP without TLS; LOCAL DEBUGGING ONLY (the API server calls webhooks over HTTPS)",
+    )
+    p.add_argument(
+        "--gate-name",
+        type=_gate_name,
+        default=DEFAULT_GATE_NAME,
+        help="scheduling gate to add; must match the controller's --gate-name (default: %(default)s)",
+    )
+    p.add_argument(
+        "--metrics-port",
+        type=_port,
+        default=None,
+        help="also serve /metrics, /healthz, /readyz over plain HTTP on this port (default: only on --port)",
+    )
+    p.add_argument(
+        "--shutdown-timeout",
+        type=_positive_float,
+        default=10.0,
+        metavar="SECONDS",
+        help="on SIGTERM, how long in-flight requests may take to finish (default: %(default)s)",
+    )
+    p.add_argument(
+        "--log-level",
+        default="info",
+        type=str.lower,
+        choices=["debug", "info", "warning", "error"],
+        help="log level; debug logs one line per admission request (default: %(default)s)",
+    )
+    return p
+
+
+def _configure_logging(level: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+
+
+async def _serve(args: argparse.Namespace, stop: asyncio.Event | None = None) -> int:
+    from .server import CertReloader, WebhookServer, make_app
+
+    tls = None
+    if not args.insecure_http:
+        try:
+            tls = CertReloader(args.tls_cert_file, args.tls_key_file, args.tls_reload_interval)
+        except (OSError, ssl.SSLError) as exc:
+            log.error("cannot load TLS certificate: %s", exc, extra={"event": "tls_load_failed"})
+            return 1
+    else:
+        log.warning("serving plain HTTP (--insecure-http): for local debugging only", extra={"event": "insecure"})
+    server = WebhookServer(
+        make_app(args.gate_name),
+        host=args.host,
+        port=args.port,
+        tls=tls,
+        shutdown_timeout=args.shutdown_timeout,
+        metrics_port=args.metrics_port,
+    )
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    installed = []
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+            installed.append(sig)
+        except (NotImplementedError, RuntimeError):  # not the main thread / platform
+            pass
+    try:
+        try:
+            await server.start()
+        except OSError as exc:
+            log.error("cannot listen on %s:%s: %s", args.host, args.port, exc, extra={"event": "listen_failed"})
+            await server.stop()
+            return 1
+        await stop.wait()
+        started = time.monotonic()
+        log.info("shutting down: draining in-flight requests", extra={"event": "draining"})
+        await server.stop()
+        log.info("drained", extra={"event": "drained", "seconds": round(time.monotonic() - started, 3)})
+        return 0
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``cogate webhook``; returns the process exit code.
+
+    Exit codes: 0 after a graceful shutdown (SIGTERM/SIGINT), 1 when the certificate
+    cannot be loaded or the port cannot be bound, 2 on bad flags (argparse).
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.insecure_http and not (args.tls_cert_file and args.tls_key_file):
+        parser.error("--tls-cert-file and --tls-key-file are required (or --insecure-http for local debugging)")
+    _configure_logging(args.log_level)
+    return asyncio.run(_serve(args))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,397 @@
+"""aiohttp HTTPS server of the cogate mutating webhook (the imperative shell).
+
+Routes:
+
+- ``POST /mutate``: body is an ``admission.k8s.io/v1`` AdmissionReview; answers the
+  AdmissionReview from :func:`cogate.webhook.admission.evaluate`. A body that is not a
+  valid AdmissionReview (bad JSON, wrong apiVersion/kind, missing ``request.uid``,
+  ``request.object`` not an object, larger than ``max_body_bytes``) gets HTTP 400 with
+  ``{"error": "<reason naming the field>"}``. An unexpected internal error never
+  becomes an HTTP 500: when the request uid is known it is answered with a *denying*
+  AdmissionReview (``allowed: false``, status reason ``InternalError``), so a
+  labelled pod is never admitted without its gate (the same effect as the
+  configuration's ``failurePolicy: Fail``); otherwise with HTTP 400.
+- ``GET /healthz``: 200 while the process serves.
+- ``GET /readyz``: 200 when a serving certificate is loaded (or TLS is off) and the
+  server is not draining; 503 otherwise.
+- ``GET /metrics``: Prometheus text format (``cogate_webhook_requests_total{outcome}``,
+  ``cogate_webhook_request_duration_seconds`` histogram, process metrics).
+
+TLS: :class:`CertReloader` owns one ``ssl.SSLContext`` and re-runs
+``load_cert_chain`` when the certificate or key file changes (mtime, size or inode,
+as seen through symlinks, which covers Secret volume updates). OpenSSL copies the
+certificate into each connection when the handshake object is created, so new
+connections get the new certificate and established ones keep theirs. A half-written
+pair (e.g. the new cert next to the old key) fails to load: the old certificate stays
+in use and the next check retries.
+
+No Kubernetes API calls are made anywhere on the request path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import ssl
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import GCCollector, PlatformCollector, ProcessCollector
+
+from cogate.api import DEFAULT_GATE_NAME
+
+from .admission import Outcome, InvalidReview, evaluate
+
+__all__ = [
+    "DEFAULT_MAX_BODY_BYTES",
+    "CertReloader",
+    "WebhookServer",
+    "make_app",
+]
+
+log = logging.getLogger("cogate.webhook")
+
+#: Largest accepted AdmissionReview body, bytes. The API server limits a request
+#: body to 3 MiB and etcd an object to 1.5 MiB; a CREATE review carries one object,
+#: so twice the API server limit leaves room for the envelope.
+DEFAULT_MAX_BODY_BYTES = 6 * 1024 * 1024
+
+# Latency buckets, seconds: the webhook should answer in well under a millisecond
+# to a few milliseconds; the API server's timeout for it is a few seconds.
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+
+
+@dataclass
+class _Metrics:
+    registry: CollectorRegistry
+    requests: Counter
+    latency: Histogram
+
+
+def _make_metrics(registry: CollectorRegistry | None) -> _Metrics:
+    """Metrics in ``registry`` (a fresh one, with process metrics, when ``None``)."""
+    if registry is None:
+        registry = CollectorRegistry()
+        ProcessCollector(registry=registry)
+        PlatformCollector(registry=registry)
+        GCCollector(registry=registry)
+    requests = Counter(
+        "cogate_webhook_requests",
+        "Admission requests handled by the cogate webhook, by outcome "
+        "(gated, already_gated, bound, empty_group, ignored, invalid, error).",
+        ["outcome"],
+        registry=registry,
+    )
+    for outcome in Outcome.ALL:  # export zeros so rates work from the start
+        requests.labels(outcome)
+    latency = Histogram(
+        "cogate_webhook_request_duration_seconds",
+        "Time to answer one POST /mutate, seconds (body read to response built).",
+        buckets=_LATENCY_BUCKETS,
+        registry=registry,
+    )
+    return _Metrics(registry, requests, latency)
+
+
+class CertReloader:
+    """A server ``ssl.SSLContext`` that follows certificate/key files on disk.
+
+    ``cert_file``/``key_file``: PEM paths (the cert file may hold the chain).
+    ``interval``: seconds between file checks in :meth:`run`. The first load happens
+    in the constructor and raises (``OSError``/``ssl.SSLError``) if the files are
+    missing or do not match; later failed reloads are logged and keep the old pair.
+    """
+
+    def __init__(self, cert_file: str, key_file: str, interval: float = 5.0) -> None:
+        if interval <= 0:
+            raise ValueError(f"tls reload interval: must be > 0 seconds, got {interval}")
+        self.cert_file = cert_file
+        self.key_file = key_file
+        self.interval = interval
+        self.context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        self.context.minimum_version = ssl.TLSVersion.TLSv1_2
+        self.reloads = 0  #: successful reloads after the first load
+        #: set after each successful reload (tests and callers may wait on it)
+        self.reloaded = asyncio.Event()
+        self._stamp = self._file_stamp()
+        self.context.load_cert_chain(cert_file, key_file)
+
+    def _file_stamp(self) -> tuple[tuple[int, int, int], ...]:
+        stamps = []
+        for path in (self.cert_file, self.key_file):
+            st = os.stat(path)  # follows symlinks: Secret volumes swap a ..data link
+            stamps.append((st.st_mtime_ns, st.st_size, st.st_ino))
+        return tuple(stamps)
+
+    def check(self) -> bool:
+        """Reload the pair if either file changed since the last successful load.
+
+        Returns True when a new certificate was loaded. Never raises: an unreadable
+        or mismatched pair is logged at warning and retried at the next check.
+        """
+        try:
+            stamp = self._file_stamp()
+        except OSError as exc:
+            log.warning("tls reload: cannot stat certificate files: %s", exc, extra={"event": "tls_reload_failed"})
+            return False
+        if stamp == self._stamp:
+            return False
+        try:
+            self.context.load_cert_chain(self.cert_file, self.key_file)
+        except (OSError, ssl.SSLError, ValueError) as exc:
+            log.warning(
+                "tls reload: keeping the previous certificate, new pair does not load: %s",
+                exc,
+                extra={"event": "tls_reload_failed", "cert_file": self.cert_file},
+            )
+            return False
+        self._stamp = stamp
+        self.reloads += 1
+        self.reloaded.set()
+        log.info("tls certificate reloaded", extra={"event": "tls_reloaded", "cert_file": self.cert_file})
+        return True
+
+    async def run(self) -> None:
+        """Check the files every ``interval`` seconds until cancelled."""
+        while True:
+            await asyncio.sleep(self.interval)
+            self.check()
+
+
+#: aiohttp application keys (typed state on the app).
+GATE_NAME = web.AppKey("gate_name", str)
+METRICS = web.AppKey("metrics", _Metrics)
+STATE = web.AppKey("state", dict)
+
+
+def _error(status: int, message: str) -> web.Response:
+    return web.json_response({"error": message}, status=status)
+
+
+def _request_uid(review: Any) -> str | None:
+    """``request.uid`` of a review when it is a non-empty string, else None."""
+    if isinstance(review, dict):
+        request = review.get("request")
+        if isinstance(request, dict):
+            uid = request.get("uid")
+            if isinstance(uid, str) and uid:
+                return uid
+    return None
+
+
+async def _mutate(request: web.Request) -> web.Response:
+    app = request.app
+    metrics = app[METRICS]
+    started = time.perf_counter()
+    outcome = Outcome.ERROR
+    try:
+        response, outcome = await _mutate_inner(request, app[GATE_NAME])
+        return response
+    finally:
+        metrics.requests.labels(outcome).inc()
+        metrics.latency.observe(time.perf_counter() - started)
+
+
+async def _mutate_inner(request: web.Request, gate_name: str) -> tuple[web.Response, str]:
+    try:
+        body = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        msg = f"body: larger than {request.client_max_size} bytes"
+        log.warning("invalid admission request: %s", msg, extra={"event": "invalid_review", "reason": msg})
+        return _error(400, msg), Outcome.INVALID
+    try:
+        review = json.loads(body)
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        msg = f"body: not valid JSON: {exc}"[:300]
+        log.warning("invalid admission request: %s", msg, extra={"event": "invalid_review", "reason": msg})
+        return _error(400, msg), Outcome.INVALID
+    started = time.perf_counter()
+    try:
+        decision = evaluate(review, gate_name)
+    except InvalidReview as exc:
+        log.warning(
+            "invalid admission request: %s",
+            exc,
+            extra={"event": "invalid_review", "reason": str(exc), "uid": _request_uid(review)},
+        )
+        return _error(400, str(exc)), Outcome.INVALID
+    except Exception as exc:  # a bug: never a 500, never admit a pod unchecked
+        uid = _request_uid(review)
+        log.exception("admission failed", extra={"event": "admission_error", "uid": uid})
+        if uid is None:
+            return _error(400, f"cannot process request: {type(exc).__name__}"), Outcome.ERROR
+        denial = {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "response": {
+                "uid": uid,
+                "allowed": False,
+                "status": {
+                    "status": "Failure",
+                    "reason": "InternalError",
+                    "code": 500,
+                    "message": f"cogate webhook internal error ({type(exc).__name__}); retry the request",
+                },
+            },
+        }
+        return web.json_response(denial), Outcome.ERROR
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug(
+            "admission %s %s/%s: %s",
+            decision.operation,
+            decision.namespace,
+            decision.name,
+            decision.outcome,
+            extra={
+                "event": "admission",
+                "uid": decision.uid,
+                "operation": decision.operation,
+                "kind": decision.kind,
+                "namespace": decision.namespace,
+                "name": decision.name,
+                "outcome": decision.outcome,
+                "duration_ms": round((time.perf_counter() - started) * 1000, 3),
+                **decision.extra,
+            },
+        )
+    return web.json_response(decision.response()), decision.outcome
+
+
+async def _healthz(request: web.Request) -> web.Response:
+    return web.Response(text="ok\n")
+
+
+async def _readyz(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    if state.get("draining"):
+        return web.Response(status=503, text="draining\n")
+    if not state.get("ready", True):
+        return web.Response(status=503, text="not ready\n")
+    return web.Response(text="ok\n")
+
+
+async def _metrics(request: web.Request) -> web.Response:
+    body = generate_latest(request.app[METRICS].registry)
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+def make_app(
+    gate_name: str = DEFAULT_GATE_NAME,
+    *,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    registry: CollectorRegistry | None = None,
+) -> web.Application:
+    """The webhook aiohttp application (no TLS here: see :class:`WebhookServer`).
+
+    ``gate_name``: scheduling gate to add; ``max_body_bytes``: largest accepted
+    ``/mutate`` body (bytes, larger gets 400); ``registry``: Prometheus registry for
+    the webhook metrics (a fresh one with process metrics when ``None``, so several
+    apps can live in one process). ``app[STATE]["draining"] = True`` makes
+    ``/readyz`` answer 503.
+    """
+    app = web.Application(client_max_size=max_body_bytes)
+    app[GATE_NAME] = gate_name
+    app[METRICS] = _make_metrics(registry)
+    app[STATE] = {"ready": True, "draining": False}
+    app.router.add_post("/mutate", _mutate)
+    app.router.add_get("/healthz", _healthz)
+    app.router.add_get("/readyz", _readyz)
+    app.router.add_get("/metrics", _metrics)
+    return app
+
+
+def make_probe_app(app: web.Application) -> web.Application:
+    """Plain-HTTP app with ``/metrics``, ``/healthz`` and ``/readyz`` of ``app``.
+
+    Shares ``app``'s metrics and state (so draining shows on both); has no
+    ``/mutate``. Used for ``--metrics-port``.
+    """
+    probe = web.Application()
+    probe[METRICS] = app[METRICS]
+    probe[STATE] = app[STATE]
+    probe.router.add_get("/healthz", _healthz)
+    probe.router.add_get("/readyz", _readyz)
+    probe.router.add_get("/metrics", _metrics)
+    return probe
+
+
+class WebhookServer:
+    """The webhook app bound to a host/port, over TLS unless ``tls`` is ``None``.
+
+    ``start()`` binds (``port=0`` picks a free port; see :attr:`port`) and starts the
+    certificate reload loop; with ``metrics_port`` set, also serves
+    :func:`make_probe_app` over plain HTTP on that port. ``stop()`` drains: ``/readyz`` turns 503, the listener
+    closes, in-flight requests get up to ``shutdown_timeout`` seconds to finish.
+    """
+
+    def __init__(
+        self,
+        app: web.Application,
+        host: str = "0.0.0.0",
+        port: int = 9443,
+        tls: CertReloader | None = None,
+        shutdown_timeout: float = 10.0,
+        metrics_port: int | None = None,
+    ) -> None:
+        self.app = app
+        self.host = host
+        self.requested_port = port
+        self.tls = tls
+        self.runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=shutdown_timeout)
+        self.metrics_port = metrics_port
+        self.probe_runner = (
+            web.AppRunner(make_probe_app(app), access_log=None, handle_signals=False, shutdown_timeout=shutdown_timeout)
+            if metrics_port is not None
+            else None
+        )
+        self._reload_task: asyncio.Task[None] | None = None
+
+    @property
+    def port(self) -> int:
+        """The bound port (after :meth:`start`)."""
+        return int(self.runner.addresses[0][1])
+
+    @property
+    def probe_port(self) -> int | None:
+        """The bound plain-HTTP probe/metrics port, or None without ``metrics_port``."""
+        if self.probe_runner is None:
+            return None
+        return int(self.probe_runner.addresses[0][1])
+
+    async def start(self) -> None:
+        await self.runner.setup()
+        site = web.TCPSite(
+            self.runner,
+            self.host,
+            self.requested_port,
+            ssl_context=self.tls.context if self.tls else None,
+        )
+        await site.start()
+        if self.probe_runner is not None:
+            await self.probe_runner.setup()
+            await web.TCPSite(self.probe_runner, self.host, self.metrics_port).start()
+        if self.tls is not None:
+            self._reload_task = asyncio.create_task(self.tls.run(), name="cogate-webhook-tls-reload")
+        log.info(
+            "webhook listening",
+            extra={"event": "listening", "host": self.host, "port": self.port, "tls": self.tls is not None},
+        )
+
+    async def stop(self) -> None:
+        self.app[STATE]["draining"] = True
+        if self._reload_task is not None:
+            self._reload_task.cancel()
+            try:
+                await self._reload_task
+            except asyncio.CancelledError:
+                pass
+            self._reload_task = None
+        await self.runner.cleanup()
+        if self.probe_runner is not None:
+            await self.probe_runner.cleanup()
+        log.info("webhook stopped", extra={"event": "stopped"})
