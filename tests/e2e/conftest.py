@@ -1,0 +1,66 @@
+"""Fixtures for cogate's end-to-end tests: cogate running on the local control plane.
+
+``stack`` (session): the webhook and controller as real processes against the
+session's ``cluster`` (tests/conftest.py). ``only_nodes`` (function): replace every
+fake node by the shapes a test asks for, so capacity-sensitive tests see exactly the
+cluster they describe.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from cogate.localcluster.stack import CogateStack
+from cogate.localcluster import nodes as fake_nodes
+
+from .kube import wait_for
+
+_counter = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def stack(cluster, tmp_path_factory):
+    s = CogateStack(cluster, Path(tmp_path_factory.mktemp("cogate")))
+    s.start()
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def only_nodes(cluster, kube):
+    """``only_nodes(count, taint=False, **shape) -> [names]``: delete every fake node, create these.
+
+    Nodes are named ``e2e-<n>``; the shape keywords are those of
+    :func:`cogate.localcluster.nodes.node_manifest` (cpu, memory, pods, labels, taints...).
+    """
+    core = client.CoreV1Api(kube)
+
+    def make(count: int = 1, **shape) -> list[str]:
+        existing = [n.metadata.name for n in core.list_node(label_selector="type=kwok").items]
+        for name in existing:
+            core.delete_node(name)
+        wait_for(lambda: not core.list_node(label_selector="type=kwok").items, 60, what="old fake nodes deleted")
+        names = [f"e2e-{next(_counter)}" for _ in range(count)]
+        for name in names:
+            core.create_node(fake_nodes.node_manifest(name, **shape))
+
+        def ready() -> bool:
+            got = {n.metadata.name: n for n in core.list_node(label_selector="type=kwok").items}
+            return all(
+                name in got and any(c.type == "Ready" and c.status == "True" for c in got[name].status.conditions or [])
+                for name in names
+            )
+
+        wait_for(ready, 60, what=f"nodes {names} Ready")
+        return names
+
+    return make
+
+
+def now() -> float:
+    return time.time()

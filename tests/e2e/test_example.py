@@ -1,0 +1,185 @@
+"""The README example, end to end: real control plane, webhook and controller as processes.
+
+One node (cpu 10, memory 8Gi, pods 110); ReplicaSet ``nginx`` of 6 pods of 3 CPU / 500Mi
+in PodGroup ``nginx``. minMember 3 -> 3 Running, 3 Pending (Unschedulable);
+minMember 4 -> all 6 gated, none ever bound, the PodGroup says "fits 3 of 4".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+
+import pytest
+from kubernetes import client, watch
+
+from cogate.localcluster import example
+
+from .kube import (bound, create_pod_group, events_for, gated, get_pod_group, pods, running,
+                   scheduled_reason, wait_for)
+
+pytestmark = pytest.mark.e2e
+
+SELECTOR = "app=nginx"
+
+
+class PodWatch(threading.Thread):
+    """Records, on one clock, when pods appear and when their gates go; flags any binding."""
+
+    def __init__(self, api: client.ApiClient, namespace: str):
+        super().__init__(daemon=True)
+        self.core = client.CoreV1Api(api)
+        self.namespace = namespace
+        self.created: dict[str, float] = {}
+        self.ungated: dict[str, float] = {}
+        self.bound: set[str] = set()
+        self.stop_flag = threading.Event()
+        self.ready = threading.Event()
+
+    def run(self) -> None:
+        w = watch.Watch()
+        self.ready.set()
+        while not self.stop_flag.is_set():
+            for ev in w.stream(self.core.list_namespaced_pod, self.namespace, timeout_seconds=2):
+                pod = ev["raw_object"]
+                name, t = pod["metadata"]["name"], time.monotonic()
+                spec = pod.get("spec", {})
+                if ev["type"] == "ADDED":
+                    self.created.setdefault(name, t)
+                if not spec.get("schedulingGates"):
+                    self.ungated.setdefault(name, t)
+                if spec.get("nodeName"):
+                    self.bound.add(name)
+                if self.stop_flag.is_set():
+                    break
+
+    def stop(self) -> None:
+        self.stop_flag.set()
+        self.join(5)
+
+
+def _report(name: str, value: float) -> None:
+    path = os.environ.get("COGATE_E2E_REPORT")
+    line = json.dumps({"measure": name, "seconds": round(value, 3)})
+    print(line)
+    if path:
+        with open(path, "a") as fh:
+            fh.write(line + "\n")
+
+
+def test_min_member_3_runs_three_and_leaves_three_unschedulable(stack, kube, namespace, only_nodes):
+    only_nodes(1, taint=False, **example.NODE_SHAPE)
+    watcher = PodWatch(kube, namespace)
+    watcher.start()
+    watcher.ready.wait(5)
+    create_pod_group(kube, example.pod_group("nginx", 3, namespace=namespace, timeout_seconds=10))
+    client.AppsV1Api(kube).create_namespaced_replica_set(
+        namespace, example.replica_set("nginx", 6, namespace=namespace, group="nginx"))
+
+    def settled():
+        ps = pods(kube, namespace, SELECTOR)
+        run = [p for p in ps if running(p)]
+        pending = [p for p in ps if not bound(p)]
+        unsched = [p for p in pending if scheduled_reason(p) == "Unschedulable"]
+        return len(ps) == 6 and len(run) == 3 and len(pending) == 3 and len(unsched) >= 2 and (ps, run, pending)
+
+    ps, run, pending = wait_for(settled, 10, what="3 Running and 3 Unschedulable pods")
+    assert not any(gated(p) for p in ps), "every member of a released group loses the gate"
+    wait_for(lambda: len(watcher.ungated) == 6, 5, what="watch saw all gates removed")
+    watcher.stop()
+    last_created = max(watcher.created.values())
+    all_ungated = max(watcher.ungated.values())
+    _report("last member created -> all gates removed", all_ungated - last_created)
+
+    def pg_running():
+        pg = get_pod_group(kube, namespace, "nginx")
+        st = pg.get("status", {})
+        return st.get("phase") == "Running" and st.get("running") == 3 and pg
+
+    pg = wait_for(pg_running, 10, what="PodGroup phase Running, running 3")
+    assert pg["status"].get("scheduleStartTime")
+    out = stack.cluster.kubectl("get", "pg", "nginx", "-n", namespace).stdout
+    assert "Running" in out and "nginx" in out
+    reasons = {e.reason for e in events_for(kube, namespace, "nginx")}
+    assert "Released" in reasons
+
+
+def test_min_member_4_keeps_all_six_gated(stack, kube, namespace, only_nodes):
+    only_nodes(1, taint=False, **example.NODE_SHAPE)
+    watcher = PodWatch(kube, namespace)
+    watcher.start()
+    watcher.ready.wait(5)
+    create_pod_group(kube, example.pod_group("nginx", 4, namespace=namespace, timeout_seconds=10))
+    client.AppsV1Api(kube).create_namespaced_replica_set(
+        namespace, example.replica_set("nginx", 6, namespace=namespace, group="nginx"))
+    wait_for(lambda: len(pods(kube, namespace, SELECTOR)) == 6, 10, what="6 pods created")
+
+    def says_why():
+        st = get_pod_group(kube, namespace, "nginx").get("status", {})
+        for cond in st.get("conditions", []):
+            if cond.get("reason") == "InsufficientCapacity" and "3 of 4" in cond.get("message", ""):
+                return cond
+        return None
+
+    cond = wait_for(says_why, 10, what="InsufficientCapacity condition saying 3 of 4")
+    assert "fits 3 of 4" in cond["message"]
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        ps = pods(kube, namespace, SELECTOR)
+        assert len(ps) == 6
+        for p in ps:
+            assert gated(p) and not bound(p), f"{p.metadata.name} left the gate"
+            assert p.status.phase == "Pending"
+            assert scheduled_reason(p) == "SchedulingGated"
+        time.sleep(1)
+    watcher.stop()
+    assert watcher.bound == set(), f"pods were bound: {watcher.bound}"
+    st = get_pod_group(kube, namespace, "nginx")["status"]
+    assert st.get("phase") == "Pending"
+    assert not st.get("scheduleStartTime")
+    reasons = {e.reason for e in events_for(kube, namespace, "nginx")}
+    assert "InsufficientCapacity" in reasons and "Released" not in reasons
+
+
+def test_pods_before_their_pod_group_wait_then_release_within_2s(stack, kube, namespace, only_nodes):
+    only_nodes(1, taint=False, **example.NODE_SHAPE)
+    client.AppsV1Api(kube).create_namespaced_replica_set(
+        namespace, example.replica_set("nginx", 3, namespace=namespace, group="nginx"))
+    wait_for(lambda: len(pods(kube, namespace, SELECTOR)) == 3, 10, what="3 pods created")
+    time.sleep(3)
+    ps = pods(kube, namespace, SELECTOR)
+    assert all(gated(p) and not bound(p) for p in ps), "no PodGroup yet: members stay gated"
+    created = time.monotonic()
+    create_pod_group(kube, example.pod_group("nginx", 3, namespace=namespace))
+    wait_for(lambda: not any(gated(p) for p in pods(kube, namespace, SELECTOR)), 2, interval=0.05,
+             what="all gates removed within 2 s of the PodGroup")
+    _report("PodGroup created -> all gates removed", time.monotonic() - created)
+    wait_for(lambda: sum(running(p) for p in pods(kube, namespace, SELECTOR)) == 3, 10, what="3 Running")
+
+
+def test_unlabelled_pod_is_never_touched(stack, kube, namespace, only_nodes):
+    only_nodes(1, taint=False, **example.NODE_SHAPE)
+    before = stack.metrics("webhook")
+    pod = {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "plain", "labels": {"app": "plain"}},
+        "spec": example.pod_template(None, cpu="1")["spec"],
+    }
+    created = client.CoreV1Api(kube).create_namespaced_pod(namespace, pod)
+    assert not created.spec.scheduling_gates
+    wait_for(lambda: running(client.CoreV1Api(kube).read_namespaced_pod("plain", namespace)), 10,
+             what="unlabelled pod Running")
+    after = stack.metrics("webhook")
+    # The objectSelector keeps unlabelled pods away from the webhook: its request counters do not move.
+    assert _admission_requests(after) == _admission_requests(before)
+
+
+def _admission_requests(metrics_text: str) -> float:
+    total = 0.0
+    for line in metrics_text.splitlines():
+        if line.startswith("#") or "_total" not in line or "request" not in line:
+            continue
+        total += float(line.rsplit(" ", 1)[1])
+    return total
