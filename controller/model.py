@@ -1,0 +1,581 @@
+"""Pure, immutable records the planner works on, and converters from API JSON.
+
+The informers hand over API objects as plain dicts (a watch event's
+``raw_object``); :func:`node_info` and :func:`pod_info` reduce them to the few
+fields capacity planning needs. Matching rules live on the records so each rule
+is in one place:
+
+* :meth:`Toleration.tolerates` - ``v1.Toleration.ToleratesTaint`` (k8s.io/api).
+* :meth:`NodeSelectorTerm.matches` - kube-scheduler NodeAffinity /
+  component-helpers ``nodeaffinity`` (matchExpressions ANDed, operators In,
+  NotIn, Exists, DoesNotExist, Gt, Lt; matchFields on ``metadata.name``; a term
+  without requirements matches nothing).
+* :meth:`LabelSelector.matches` - ``metav1.LabelSelectorAsSelector``.
+* :meth:`HostPort.conflicts` - kube-scheduler NodePorts (``0.0.0.0`` conflicts
+  with every IP of the same protocol and port).
+
+Units: ResourceList values as in :mod:`cogate.controller.resources`; times in
+float epoch seconds (UTC).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from cogate.api import POD_GROUP_LABEL
+from cogate.controller.resources import QuantityError, ResourceList, effective_request, parse_quantity, to_units
+
+__all__ = [
+    "InvalidObject",
+    "Taint",
+    "Toleration",
+    "NodeSelectorRequirement",
+    "NodeSelectorTerm",
+    "LabelSelectorRequirement",
+    "LabelSelector",
+    "PodAffinityTerm",
+    "HostPort",
+    "NodeInfo",
+    "PodInfo",
+    "Reservation",
+    "node_info",
+    "pod_info",
+    "parse_time",
+    "HOSTNAME_LABEL",
+    "UNSCHEDULABLE_TAINT_KEY",
+]
+
+#: Topology key for "one per node" pod (anti-)affinity.
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+#: Taint a pod must tolerate (effect NoSchedule) to land on a cordoned node
+#: (kube-scheduler NodeUnschedulable plugin).
+UNSCHEDULABLE_TAINT_KEY = "node.kubernetes.io/unschedulable"
+
+_EMPTY: Mapping[str, str] = MappingProxyType({})
+
+
+class InvalidObject(ValueError):
+    """An API object the planner cannot read; the message names the field."""
+
+
+# -- taints and tolerations ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Taint:
+    """A node taint. ``effect`` is NoSchedule, PreferNoSchedule or NoExecute."""
+
+    key: str
+    value: str = ""
+    effect: str = ""
+
+    def __str__(self) -> str:
+        kv = f"{self.key}={self.value}" if self.value else self.key
+        return f"{kv}:{self.effect}" if self.effect else kv
+
+
+@dataclass(frozen=True)
+class Toleration:
+    """A pod toleration (``operator`` Equal, the default, or Exists)."""
+
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+    def tolerates(self, taint: Taint) -> bool:
+        """``v1.Toleration.ToleratesTaint``: an empty effect matches every effect,
+        an empty key (with Exists) every key; Equal compares values."""
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        if self.operator in ("", "Equal"):
+            return self.value == taint.value
+        if self.operator == "Exists":
+            return True
+        return False
+
+
+# -- node selection ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NodeSelectorRequirement:
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        """Evaluate against a label map (or ``{"metadata.name": name}`` for fields)."""
+        op = self.operator
+        present = self.key in labels
+        if op == "In":
+            return present and labels[self.key] in self.values
+        if op == "NotIn":
+            return not present or labels[self.key] not in self.values
+        if op == "Exists":
+            return present
+        if op == "DoesNotExist":
+            return not present
+        if op in ("Gt", "Lt"):
+            if not present or len(self.values) != 1:
+                return False
+            try:
+                have = int(labels[self.key])
+                want = int(self.values[0])
+            except ValueError:
+                return False
+            return have > want if op == "Gt" else have < want
+        return False  # unknown operator: the term is invalid and matches nothing
+
+
+@dataclass(frozen=True)
+class NodeSelectorTerm:
+    """One ``nodeSelectorTerms`` entry; requirements are ANDed."""
+
+    match_expressions: tuple[NodeSelectorRequirement, ...] = ()
+    match_fields: tuple[NodeSelectorRequirement, ...] = ()
+
+    def matches(self, node: "NodeInfo") -> bool:
+        if not self.match_expressions and not self.match_fields:
+            return False  # an empty term matches no objects
+        for r in self.match_expressions:
+            if not r.matches(node.labels):
+                return False
+        for r in self.match_fields:
+            # only metadata.name is a supported field, with In / NotIn
+            if r.key != "metadata.name" or r.operator not in ("In", "NotIn"):
+                return False
+            if not r.matches({"metadata.name": node.name}):
+                return False
+        return True
+
+
+# -- pod (anti-)affinity -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LabelSelectorRequirement:
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class LabelSelector:
+    """``metav1.LabelSelector``; an empty selector matches every label set."""
+
+    match_labels: tuple[tuple[str, str], ...] = ()
+    match_expressions: tuple[LabelSelectorRequirement, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        for k, v in self.match_labels:
+            if labels.get(k) != v:
+                return False
+        for r in self.match_expressions:
+            present = r.key in labels
+            if r.operator == "In":
+                ok = present and labels[r.key] in r.values
+            elif r.operator == "NotIn":
+                ok = not present or labels[r.key] not in r.values
+            elif r.operator == "Exists":
+                ok = present
+            elif r.operator == "DoesNotExist":
+                ok = not present
+            else:
+                ok = False
+            if not ok:
+                return False
+        return True
+
+
+@dataclass(frozen=True)
+class PodAffinityTerm:
+    """A required pod (anti-)affinity term.
+
+    ``label_selector`` None matches no pod. ``namespaces`` empty and
+    ``namespace_selector`` None mean the owning pod's namespace; an empty
+    ``namespace_selector`` means all namespaces. A non-empty namespace
+    selector cannot be evaluated without Namespace objects: callers treat it
+    conservatively (see planner).
+    """
+
+    topology_key: str
+    label_selector: LabelSelector | None = None
+    namespaces: tuple[str, ...] = ()
+    namespace_selector: LabelSelector | None = None
+
+
+@dataclass(frozen=True)
+class HostPort:
+    """A host port a container binds (``hostIP`` '' is stored as ``0.0.0.0``)."""
+
+    port: int
+    protocol: str = "TCP"
+    host_ip: str = "0.0.0.0"
+
+    def conflicts(self, other: "HostPort") -> bool:
+        """kube-scheduler NodePorts: same protocol and port, and same IP or either is 0.0.0.0."""
+        if self.port != other.port or self.protocol != other.protocol:
+            return False
+        return self.host_ip == other.host_ip or "0.0.0.0" in (self.host_ip, other.host_ip)
+
+    def __str__(self) -> str:
+        ip = "" if self.host_ip == "0.0.0.0" else f"{self.host_ip}:"
+        return f"{ip}{self.port}/{self.protocol}"
+
+
+# -- nodes and pods ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """A node as the planner sees it. ``allocatable`` in ResourceList units."""
+
+    name: str
+    labels: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    allocatable: ResourceList = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+    ready: bool = True
+
+
+@dataclass(frozen=True)
+class PodInfo:
+    """A pod as the planner sees it. ``requests`` = effective request
+    (:func:`cogate.controller.resources.effective_request`)."""
+
+    namespace: str
+    name: str
+    uid: str
+    labels: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    node_name: str = ""
+    phase: str = "Pending"
+    requests: ResourceList = field(default_factory=dict)
+    gates: tuple[str, ...] = ()
+    node_selector: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    required_node_affinity: tuple[NodeSelectorTerm, ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+    host_ports: tuple[HostPort, ...] = ()
+    required_pod_anti_affinity: tuple[PodAffinityTerm, ...] = ()
+    required_pod_affinity: tuple[PodAffinityTerm, ...] = ()
+    priority: int = 0
+    created: float = 0.0
+    deleting: bool = False
+    has_controller: bool = False
+    scheduler_name: str = "default-scheduler"
+    resource_version: str = ""
+
+    @property
+    def group(self) -> str | None:
+        """The PodGroup name from the pod-group label, or None."""
+        return self.labels.get(POD_GROUP_LABEL)
+
+    @property
+    def bound(self) -> bool:
+        return bool(self.node_name)
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+    def gated_by(self, gate: str) -> bool:
+        return gate in self.gates
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """Room held on ``node_name`` for a released, not yet bound pod until ``expires``."""
+
+    pod_uid: str
+    namespace: str
+    name: str
+    node_name: str
+    requests: ResourceList
+    host_ports: tuple[HostPort, ...] = ()
+    expires: float = 0.0
+
+
+# -- API JSON converters ---------------------------------------------------------
+
+
+def parse_time(value: Any, field_name: str = "timestamp") -> float:
+    """RFC 3339 timestamp -> epoch seconds; None/'' -> 0.0. Raises InvalidObject."""
+    if value in (None, ""):
+        return 0.0
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, _dt.datetime):
+        dt = value
+    elif isinstance(value, str):
+        try:
+            dt = _dt.datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
+        except ValueError:
+            raise InvalidObject(f"{field_name}: invalid timestamp {value!r}") from None
+    else:
+        raise InvalidObject(f"{field_name}: invalid timestamp {value!r}")
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=_dt.timezone.utc)
+    return dt.timestamp()
+
+
+def _obj(v: Any, path: str) -> Mapping[str, Any]:
+    if v is None:
+        return {}
+    if not isinstance(v, Mapping):
+        raise InvalidObject(f"{path}: expected an object, got {type(v).__name__}")
+    return v
+
+
+def _lst(v: Any, path: str) -> list[Any]:
+    if v is None:
+        return []
+    if not isinstance(v, list):
+        raise InvalidObject(f"{path}: expected a list, got {type(v).__name__}")
+    return v
+
+
+def _str_map(v: Any, path: str) -> Mapping[str, str]:
+    m = _obj(v, path)
+    out: dict[str, str] = {}
+    for k, val in m.items():
+        if not isinstance(k, str) or not isinstance(val, str):
+            raise InvalidObject(f"{path}.{k}: expected a string value")
+        out[k] = val
+    return MappingProxyType(out)
+
+
+def _str(v: Any, path: str, default: str = "") -> str:
+    if v is None:
+        return default
+    if not isinstance(v, str):
+        raise InvalidObject(f"{path}: expected a string, got {type(v).__name__}")
+    return v
+
+
+def _strs(v: Any, path: str) -> tuple[str, ...]:
+    return tuple(_str(x, f"{path}[{i}]") for i, x in enumerate(_lst(v, path)))
+
+
+def _node_selector_terms(v: Any, path: str) -> tuple[NodeSelectorTerm, ...]:
+    terms = []
+    for i, t in enumerate(_lst(v, path)):
+        tp = f"{path}[{i}]"
+        t = _obj(t, tp)
+        exprs = []
+        for kind in ("matchExpressions", "matchFields"):
+            reqs = []
+            for j, r in enumerate(_lst(t.get(kind), f"{tp}.{kind}")):
+                rp = f"{tp}.{kind}[{j}]"
+                r = _obj(r, rp)
+                reqs.append(
+                    NodeSelectorRequirement(
+                        key=_str(r.get("key"), f"{rp}.key"),
+                        operator=_str(r.get("operator"), f"{rp}.operator"),
+                        values=_strs(r.get("values"), f"{rp}.values"),
+                    )
+                )
+            exprs.append(tuple(reqs))
+        terms.append(NodeSelectorTerm(match_expressions=exprs[0], match_fields=exprs[1]))
+    return tuple(terms)
+
+
+def _label_selector(v: Any, path: str) -> LabelSelector | None:
+    if v is None:
+        return None
+    m = _obj(v, path)
+    ml = _str_map(m.get("matchLabels"), f"{path}.matchLabels")
+    exprs = []
+    for j, r in enumerate(_lst(m.get("matchExpressions"), f"{path}.matchExpressions")):
+        rp = f"{path}.matchExpressions[{j}]"
+        r = _obj(r, rp)
+        exprs.append(
+            LabelSelectorRequirement(
+                key=_str(r.get("key"), f"{rp}.key"),
+                operator=_str(r.get("operator"), f"{rp}.operator"),
+                values=_strs(r.get("values"), f"{rp}.values"),
+            )
+        )
+    return LabelSelector(match_labels=tuple(sorted(ml.items())), match_expressions=tuple(exprs))
+
+
+def _pod_affinity_terms(v: Any, path: str) -> tuple[PodAffinityTerm, ...]:
+    out = []
+    for i, t in enumerate(_lst(v, path)):
+        tp = f"{path}[{i}]"
+        t = _obj(t, tp)
+        out.append(
+            PodAffinityTerm(
+                topology_key=_str(t.get("topologyKey"), f"{tp}.topologyKey"),
+                label_selector=_label_selector(t.get("labelSelector"), f"{tp}.labelSelector"),
+                namespaces=_strs(t.get("namespaces"), f"{tp}.namespaces"),
+                namespace_selector=_label_selector(t.get("namespaceSelector"), f"{tp}.namespaceSelector"),
+            )
+        )
+    return tuple(out)
+
+
+def _taints(v: Any, path: str) -> tuple[Taint, ...]:
+    out = []
+    for i, t in enumerate(_lst(v, path)):
+        tp = f"{path}[{i}]"
+        t = _obj(t, tp)
+        out.append(
+            Taint(
+                key=_str(t.get("key"), f"{tp}.key"),
+                value=_str(t.get("value"), f"{tp}.value"),
+                effect=_str(t.get("effect"), f"{tp}.effect"),
+            )
+        )
+    return tuple(out)
+
+
+def node_info(obj: Mapping[str, Any]) -> NodeInfo:
+    """Reduce a v1 Node (API JSON) to a :class:`NodeInfo`.
+
+    ``ready`` is True only with a ``Ready`` condition of status ``True``
+    (NotReady, Unknown and a missing condition are not ready).
+    Raises :class:`InvalidObject` naming the field (e.g. a bad allocatable quantity).
+    """
+    if not isinstance(obj, Mapping):
+        raise InvalidObject(f"node: expected an object, got {type(obj).__name__}")
+    meta = _obj(obj.get("metadata"), "metadata")
+    spec = _obj(obj.get("spec"), "spec")
+    status = _obj(obj.get("status"), "status")
+    name = _str(meta.get("name"), "metadata.name")
+    if not name:
+        raise InvalidObject("metadata.name: missing")
+    alloc: ResourceList = {}
+    for k, raw in _obj(status.get("allocatable"), "status.allocatable").items():
+        try:
+            alloc[str(k)] = to_units(str(k), parse_quantity(raw))
+        except QuantityError as e:
+            raise InvalidObject(f"node {name}: status.allocatable.{k}: {e}") from None
+    ready = False
+    for i, c in enumerate(_lst(status.get("conditions"), "status.conditions")):
+        c = _obj(c, f"status.conditions[{i}]")
+        if c.get("type") == "Ready":
+            ready = c.get("status") == "True"
+    return NodeInfo(
+        name=name,
+        labels=_str_map(meta.get("labels"), "metadata.labels"),
+        allocatable=alloc,
+        taints=_taints(spec.get("taints"), "spec.taints"),
+        unschedulable=bool(spec.get("unschedulable")),
+        ready=ready,
+    )
+
+
+def _host_ports(spec: Mapping[str, Any]) -> tuple[HostPort, ...]:
+    """Host ports of containers and init containers (sidecars hold theirs while
+    running; counting plain init containers too only makes the planner stricter)."""
+    out: list[HostPort] = []
+    for kind in ("initContainers", "containers"):
+        for i, c in enumerate(_lst(spec.get(kind), f"spec.{kind}")):
+            c = _obj(c, f"spec.{kind}[{i}]")
+            for j, p in enumerate(_lst(c.get("ports"), f"spec.{kind}[{i}].ports")):
+                pp = f"spec.{kind}[{i}].ports[{j}]"
+                p = _obj(p, pp)
+                hp = p.get("hostPort")
+                if hp in (None, 0):
+                    continue
+                if not isinstance(hp, int) or isinstance(hp, bool):
+                    raise InvalidObject(f"{pp}.hostPort: expected an integer, got {hp!r}")
+                out.append(
+                    HostPort(
+                        port=hp,
+                        protocol=_str(p.get("protocol"), f"{pp}.protocol") or "TCP",
+                        host_ip=_str(p.get("hostIP"), f"{pp}.hostIP") or "0.0.0.0",
+                    )
+                )
+    return tuple(out)
+
+
+def pod_info(obj: Mapping[str, Any]) -> PodInfo:
+    """Reduce a v1 Pod (API JSON) to a :class:`PodInfo`.
+
+    Raises :class:`InvalidObject` naming the field on malformed input (bad
+    quantity, wrong types, bad timestamp).
+    """
+    if not isinstance(obj, Mapping):
+        raise InvalidObject(f"pod: expected an object, got {type(obj).__name__}")
+    meta = _obj(obj.get("metadata"), "metadata")
+    spec = _obj(obj.get("spec"), "spec")
+    status = _obj(obj.get("status"), "status")
+    ns = _str(meta.get("namespace"), "metadata.namespace")
+    name = _str(meta.get("name"), "metadata.name")
+    try:
+        return _pod_info(meta, spec, status, ns, name)
+    except QuantityError as e:
+        raise InvalidObject(f"pod {ns}/{name}: {e}") from None
+    except InvalidObject as e:
+        raise InvalidObject(f"pod {ns}/{name}: {e}") from None
+
+
+def _pod_info(
+    meta: Mapping[str, Any], spec: Mapping[str, Any], status: Mapping[str, Any], ns: str, name: str
+) -> PodInfo:
+    requests = effective_request(spec)
+    affinity = _obj(spec.get("affinity"), "spec.affinity")
+    node_aff = _obj(affinity.get("nodeAffinity"), "spec.affinity.nodeAffinity")
+    req_na = node_aff.get("requiredDuringSchedulingIgnoredDuringExecution")
+    na_path = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    terms = _node_selector_terms(_obj(req_na, na_path).get("nodeSelectorTerms"), f"{na_path}.nodeSelectorTerms")
+    if req_na is not None and not terms:
+        # API validation requires at least one term; an empty selector matches nothing.
+        terms = (NodeSelectorTerm(),)
+    pa = _obj(affinity.get("podAffinity"), "spec.affinity.podAffinity")
+    paa = _obj(affinity.get("podAntiAffinity"), "spec.affinity.podAntiAffinity")
+    req = "requiredDuringSchedulingIgnoredDuringExecution"
+    tolerations = []
+    for i, t in enumerate(_lst(spec.get("tolerations"), "spec.tolerations")):
+        tp = f"spec.tolerations[{i}]"
+        t = _obj(t, tp)
+        tolerations.append(
+            Toleration(
+                key=_str(t.get("key"), f"{tp}.key"),
+                operator=_str(t.get("operator"), f"{tp}.operator") or "Equal",
+                value=_str(t.get("value"), f"{tp}.value"),
+                effect=_str(t.get("effect"), f"{tp}.effect"),
+            )
+        )
+    priority = spec.get("priority", 0)
+    if priority is None:
+        priority = 0
+    if not isinstance(priority, int) or isinstance(priority, bool):
+        raise InvalidObject(f"spec.priority: expected an integer, got {priority!r}")
+    owners = _lst(meta.get("ownerReferences"), "metadata.ownerReferences")
+    created = parse_time(meta.get("creationTimestamp"), "metadata.creationTimestamp")
+    gates = tuple(
+        _str(_obj(g, f"spec.schedulingGates[{i}]").get("name"), f"spec.schedulingGates[{i}].name")
+        for i, g in enumerate(_lst(spec.get("schedulingGates"), "spec.schedulingGates"))
+    )
+    return PodInfo(
+        namespace=ns,
+        name=name,
+        uid=_str(meta.get("uid"), "metadata.uid"),
+        labels=_str_map(meta.get("labels"), "metadata.labels"),
+        node_name=_str(spec.get("nodeName"), "spec.nodeName"),
+        phase=_str(status.get("phase"), "status.phase") or "Pending",
+        requests=requests,
+        gates=gates,
+        node_selector=_str_map(spec.get("nodeSelector"), "spec.nodeSelector"),
+        required_node_affinity=terms,
+        tolerations=tuple(tolerations),
+        host_ports=_host_ports(spec),
+        required_pod_anti_affinity=_pod_affinity_terms(
+            paa.get(req), f"spec.affinity.podAntiAffinity.{req}"
+        ),
+        required_pod_affinity=_pod_affinity_terms(pa.get(req), f"spec.affinity.podAffinity.{req}"),
+        priority=priority,
+        created=created,
+        deleting=meta.get("deletionTimestamp") is not None,
+        has_controller=any(isinstance(o, Mapping) and o.get("controller") is True for o in owners),
+        scheduler_name=_str(spec.get("schedulerName"), "spec.schedulerName") or "default-scheduler",
+        resource_version=_str(meta.get("resourceVersion"), "metadata.resourceVersion"),
+    )
