@@ -1,0 +1,336 @@
+"""controller.status: the phase table, counts, conditions, and write-only-on-change patches."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+from hypothesis import given, strategies as st
+
+from cogate.api import POD_GROUP_LABEL
+from cogate.controller.model import PodInfo
+from cogate.controller.status import (
+    Counts,
+    compute_status,
+    count_members,
+    decide_phase,
+    status_patch,
+    timeout_deadline,
+)
+from cogate.models import PHASES, PodGroup, format_time, parse_time
+
+NS, NAME = "ml", "train"
+T0 = parse_time("2024-05-01T10:00:00Z")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Stand-in with GroupVerdict's attribute names (duck typing, as status.py reads it)."""
+
+    namespace: str
+    name: str
+    outcome: str
+    release: dict
+    fits: int
+    message: str
+
+
+def verdict(outcome: str, message: str = "", fits: int = 0) -> Verdict:
+    return Verdict(NS, NAME, outcome, {}, fits, message)
+
+
+#: shorthand -> (node_name, phase)
+STATES = {
+    "G": ("", "Pending"),         # gated, unbound
+    "B": ("n1", "Pending"),       # bound, containers starting
+    "R": ("n1", "Running"),
+    "S": ("n1", "Succeeded"),
+    "F": ("n1", "Failed"),
+}
+
+
+def member(state: str, i: int = 0, *, ns: str = NS, group: str = NAME, deleting: bool = False) -> PodInfo:
+    node, phase = STATES[state]
+    return PodInfo(namespace=ns, name=f"{group}-{i}", uid=f"uid-{group}-{i}", labels={POD_GROUP_LABEL: group},
+                   node_name=node, phase=phase, gates=("scheduling.x-k8s.io/pod-group",) if state == "G" else (),
+                   deleting=deleting)
+
+
+def members(spec: str) -> list[PodInfo]:
+    return [member(s, i) for i, s in enumerate(spec)]
+
+
+def podgroup(min_member: int = 3, status: dict | None = None, timeout: int | None = None) -> PodGroup:
+    spec: dict = {"minMember": min_member}
+    if timeout is not None:
+        spec["scheduleTimeoutSeconds"] = timeout
+    return PodGroup.from_api({
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+        "metadata": {"name": NAME, "namespace": NS, "generation": 1, "creationTimestamp": format_time(T0)},
+        "spec": spec, "status": status or {},
+    })
+
+
+RELEASED = {"phase": "Scheduling", "scheduleStartTime": format_time(T0)}
+
+
+# ------------------------------------------------------------------ phase table
+# (minMember, members, released, previous phase) -> phase
+PHASE_TABLE = [
+    # Pending: not released, fewer than m bound
+    (3, "", False, None, "Pending"),
+    (3, "GG", False, None, "Pending"),
+    (3, "GGG", False, None, "Pending"),
+    (3, "GGGG", False, "Pending", "Pending"),
+    (1, "G", False, None, "Pending"),
+    # Scheduling: released, fewer than m bound
+    (3, "GGG", True, None, "Scheduling"),
+    (3, "BGG", True, None, "Scheduling"),
+    (3, "BBG", True, "Scheduling", "Scheduling"),
+    (3, "", True, "Scheduling", "Scheduling"),
+    (3, "RGG", True, None, "Scheduling"),
+    # Scheduled: >= m bound, not >= m running
+    (3, "BBB", True, None, "Scheduled"),
+    (3, "BBBG", True, None, "Scheduled"),
+    (3, "RBB", True, None, "Scheduled"),
+    (3, "RRB", True, None, "Scheduled"),
+    (3, "BBB", False, None, "Scheduled"),  # bound without release (e.g. nodeName set by the creator)
+    (1, "B", True, None, "Scheduled"),
+    # Running: >= m running (+ succeeded)
+    (3, "RRR", True, None, "Running"),
+    (3, "RRRG", True, None, "Running"),
+    (3, "RRRGGG", True, None, "Running"),
+    (3, "RRS", True, None, "Running"),
+    (3, "RSS", True, None, "Running"),
+    (3, "RRRF", True, None, "Running"),  # a failure above quorum keeps Running
+    (1, "R", True, None, "Running"),
+    (2, "RRF", True, "Running", "Running"),
+    # Finished: >= m succeeded, none active
+    (3, "SSS", True, None, "Finished"),
+    (3, "SSSF", True, None, "Finished"),
+    (1, "S", True, None, "Finished"),
+    (3, "SSSR", True, None, "Running"),  # still one active
+    (3, "SSSG", True, None, "Scheduled"),  # a gated extra member is active: not Finished, none running
+    (3, "SS", True, None, "Scheduling"),  # 2 succeeded < m, nothing active, 2 placed < m
+    # Failed: quorum lost through failures
+    (3, "RRF", True, None, "Failed"),
+    (3, "FFF", True, None, "Failed"),
+    (3, "SSF", True, None, "Failed"),
+    (3, "GGF", False, None, "Failed"),
+    (1, "F", True, None, "Failed"),
+    (3, "RRFG", True, None, "Scheduling"),  # a replacement restores quorum: back to Scheduling
+    (3, "RRFB", True, None, "Scheduled"),  # the replacement bound: 3 placed
+    (3, "BBF", True, "Scheduled", "Failed"),
+    # terminal phases stick while no member is active
+    (3, "", True, "Finished", "Finished"),
+    (3, "S", True, "Finished", "Finished"),
+    (3, "", True, "Failed", "Failed"),
+    (3, "GGG", True, "Finished", "Scheduling"),  # a new gang of members: recomputed
+    (3, "RRR", True, "Failed", "Running"),
+]
+
+
+@pytest.mark.parametrize("m,spec,released,previous,expected", PHASE_TABLE)
+def test_phase_table(m, spec, released, previous, expected):
+    c = count_members(podgroup(m), members(spec))
+    assert decide_phase(m, c, released, previous) == expected
+
+
+@pytest.mark.parametrize("m,spec,released,previous,expected", PHASE_TABLE)
+def test_compute_status_phase_matches_table(m, spec, released, previous, expected):
+    status = dict(RELEASED) if released else {}
+    if previous:
+        status["phase"] = previous
+        if previous != "Pending" and not released:
+            pytest.fail("table row inconsistent: a non-Pending previous phase implies a release")
+    st_ = compute_status(podgroup(m, status), members(spec), None, T0 + 10)
+    assert st_.phase == expected
+    assert st_.scheduled == sum(s in "BRSF" for s in spec)
+    assert st_.running == spec.count("R")
+    assert st_.succeeded == spec.count("S")
+    assert st_.failed == spec.count("F")
+
+
+def test_decide_phase_rejects_bad_min_member():
+    with pytest.raises(ValueError, match="minMember"):
+        decide_phase(0, Counts(0, 0, 0, 0, 0, 0, 0), False)
+
+
+@given(
+    m=st.integers(1, 6),
+    spec=st.text(alphabet="GBRSF", max_size=10),
+    released=st.booleans(),
+)
+def test_phase_invariants(m, spec, released):
+    c = count_members(podgroup(m), members(spec))
+    phase = decide_phase(m, c, released)
+    assert phase in PHASES
+    if phase == "Finished":
+        assert c.succeeded >= m and c.active == 0
+    if phase == "Failed":
+        assert c.failed > 0 and c.members - c.failed < m
+    if phase == "Running":
+        assert c.running + c.succeeded >= m
+    if phase == "Scheduled":
+        assert c.placed >= m and (c.running + c.succeeded < m or c.running == 0)
+    if phase == "Pending":
+        assert not released and c.bound < m
+    if c.placed < m and c.failed == 0 and not released:
+        assert phase == "Pending"
+    assert c.placed == c.bound - c.failed  # every Failed member here is bound
+
+
+def test_members_filtering():
+    pods = [member("R", 0), member("R", 1, ns="other"), member("R", 2, group="other"),
+            member("R", 3, deleting=True), member("B", 4)]
+    c = count_members(podgroup(2), pods)
+    assert c == Counts(members=2, bound=2, placed=2, active=2, running=1, succeeded=0, failed=0)
+
+
+# ------------------------------------------------------------------ release, conditions
+def test_release_sets_start_time_and_condition():
+    v = verdict("Released", "fits 4 of 4", fits=4)
+    st_ = compute_status(podgroup(4), members("GGGG"), v, T0)
+    assert st_.phase == "Scheduling"
+    assert st_.scheduleStartTime == format_time(T0)
+    rel = st_.condition("Released")
+    assert (rel.status, rel.reason, rel.message, rel.lastTransitionTime) == ("True", "Released", "fits 4 of 4", format_time(T0))
+    assert rel.observedGeneration == 1
+
+
+def test_start_time_kept_once_set():
+    pg = podgroup(2, {**RELEASED})
+    st_ = compute_status(pg, members("GG"), verdict("AlreadyReleased"), T0 + 500)
+    assert st_.scheduleStartTime == RELEASED["scheduleStartTime"]
+
+
+@pytest.mark.parametrize("outcome,message", [
+    ("InsufficientCapacity", "fits 3 of 4: cpu short by 2 on every node"),
+    ("ExceedsClusterCapacity", "needs 64 cpu on one node; largest allocatable 32"),
+    ("WaitingForMembers", "2 of minMember 4 members exist"),
+    ("Unschedulable", "required pod affinity is not supported"),
+])
+def test_not_released_condition_carries_planner_reason(outcome, message):
+    st_ = compute_status(podgroup(4), members("GGG"), verdict(outcome, message, 3), T0)
+    assert st_.phase == "Pending"
+    assert st_.scheduleStartTime is None
+    cond = st_.condition("Released")
+    assert (cond.status, cond.reason, cond.message) == ("False", outcome, message)
+
+
+def test_last_transition_time_kept_while_status_unchanged():
+    first = compute_status(podgroup(4), members("GGG"), verdict("WaitingForMembers", "3 of 4"), T0)
+    pg = podgroup(4, first.to_api())
+    second = compute_status(pg, members("GGGG"), verdict("InsufficientCapacity", "fits 3 of 4"), T0 + 60)
+    cond = second.condition("Released")
+    assert cond.reason == "InsufficientCapacity"
+    assert cond.lastTransitionTime == format_time(T0)  # still False
+    third = compute_status(podgroup(4, second.to_api()), members("GGGG"), verdict("Released", "fits 4 of 4"), T0 + 120)
+    assert third.condition("Released").lastTransitionTime == format_time(T0 + 120)
+    # later verdicts do not rewrite the True condition's message
+    fourth = compute_status(podgroup(4, third.to_api()), members("RRRR"), verdict("AlreadyReleased", "other"), T0 + 180)
+    assert fourth.condition("Released") == third.condition("Released")
+
+
+def test_no_verdict_leaves_released_condition_alone():
+    first = compute_status(podgroup(4), members("GGG"), verdict("WaitingForMembers", "3 of 4"), T0)
+    again = compute_status(podgroup(4, first.to_api()), members("GGG"), None, T0 + 30)
+    assert again.conditions == first.conditions
+    assert compute_status(podgroup(4), members("GG"), None, T0).conditions == []
+
+
+def test_foreign_conditions_kept():
+    foreign = {"type": "example.com/Audited", "status": "True", "reason": "Ok", "message": "",
+               "lastTransitionTime": format_time(T0)}
+    st_ = compute_status(podgroup(2, {"conditions": [foreign]}), members("GG"), verdict("Released"), T0 + 1)
+    assert st_.condition("example.com/Audited").to_api() == foreign
+
+
+def test_occupied_by_kept():
+    st_ = compute_status(podgroup(2, {"occupiedBy": "job-uid"}), members("GG"), None, T0)
+    assert st_.occupiedBy == "job-uid"
+
+
+# ------------------------------------------------------------------ timeout
+@pytest.mark.parametrize("spec,elapsed,timed_out", [
+    ("BGG", 59, False),
+    ("BGG", 60, True),
+    ("BBG", 600, True),
+    ("BBB", 600, False),
+    ("RRR", 600, False),
+])
+def test_timeout_from_schedule_start_time(spec, elapsed, timed_out):
+    pg = podgroup(3, dict(RELEASED), timeout=60)
+    st_ = compute_status(pg, members(spec), None, T0 + elapsed)
+    cond = st_.condition("TimedOut")
+    if timed_out:
+        assert cond is not None and (cond.status, cond.reason) == ("True", "TimedOut")
+        assert f"{sum(s in 'BR' for s in spec)} of minMember 3" in cond.message
+        assert cond.lastTransitionTime == format_time(T0 + elapsed)
+    else:
+        assert cond is None
+
+
+def test_timeout_clears_when_quorum_binds_and_is_disabled_by_zero():
+    pg = podgroup(3, dict(RELEASED), timeout=60)
+    late = compute_status(pg, members("BGG"), None, T0 + 100)
+    healed = compute_status(podgroup(3, late.to_api(), timeout=60), members("BBB"), None, T0 + 200)
+    cond = healed.condition("TimedOut")
+    assert (cond.status, cond.reason, cond.lastTransitionTime) == ("False", "MembersBound", format_time(T0 + 200))
+    assert compute_status(podgroup(3, dict(RELEASED), timeout=0), members("BGG"), None, T0 + 10**6).condition("TimedOut") is None
+
+
+def test_timeout_not_counted_before_release():
+    st_ = compute_status(podgroup(3, timeout=1), members("GGG"), verdict("InsufficientCapacity", "x"), T0 + 10**6)
+    assert st_.condition("TimedOut") is None
+
+
+def test_timeout_deadline():
+    assert timeout_deadline(podgroup(3, dict(RELEASED), timeout=90)) == T0 + 90
+    assert timeout_deadline(podgroup(3, dict(RELEASED))) is None
+    assert timeout_deadline(podgroup(3, timeout=90)) is None
+
+
+# ------------------------------------------------------------------ patches
+def test_patch_none_when_unchanged():
+    st_ = compute_status(podgroup(3, dict(RELEASED)), members("RRR"), None, T0 + 5)
+    assert status_patch(st_.to_api(), st_) is None
+    # recomputing from the written status is stable (the reconciler's steady state)
+    again = compute_status(podgroup(3, st_.to_api()), members("RRR"), None, T0 + 50)
+    assert status_patch(st_.to_api(), again) is None
+
+
+def test_patch_only_changed_fields():
+    before = compute_status(podgroup(3, dict(RELEASED)), members("BBR"), None, T0 + 5)
+    after = compute_status(podgroup(3, before.to_api()), members("RRR"), None, T0 + 6)
+    assert status_patch(before.to_api(), after) == {"status": {"phase": "Running", "running": 3}}
+
+
+def test_patch_from_empty_status():
+    st_ = compute_status(podgroup(2), members("GG"), verdict("Released", "fits 2 of 2"), T0)
+    body = status_patch(None, st_)
+    assert body["status"]["phase"] == "Scheduling"
+    assert body["status"]["scheduleStartTime"] == format_time(T0)
+    assert body["status"]["conditions"][0]["type"] == "Released"
+    assert "occupiedBy" not in body["status"]  # None is never written
+    assert status_patch({}, st_) == body
+
+
+def test_patch_keeps_old_last_transition_time_and_nulls_dropped_fields():
+    old = {"phase": "Pending", "scheduled": 0, "running": 0, "succeeded": 0, "failed": 0, "occupiedBy": "x",
+           "somethingElse": 1,
+           "conditions": [{"type": "Released", "status": "False", "reason": "WaitingForMembers", "message": "1 of 2",
+                           "lastTransitionTime": "2020-01-01T00:00:00Z", "observedGeneration": 1}]}
+    st_ = compute_status(podgroup(2), members("G"), verdict("WaitingForMembers", "1 of 2"), T0)
+    st_ = st_.model_copy(update={"occupiedBy": None})
+    body = status_patch(old, st_)
+    assert body == {"status": {"occupiedBy": None}}
+
+
+def test_patch_sends_whole_conditions_list_on_change():
+    old = compute_status(podgroup(2), members("G"), verdict("WaitingForMembers", "1 of 2"), T0).to_api()
+    new = compute_status(podgroup(2, old), members("GG"), verdict("InsufficientCapacity", "fits 1 of 2"), T0 + 9)
+    body = status_patch(old, new)
+    (cond,) = body["status"]["conditions"]
+    assert cond["reason"] == "InsufficientCapacity"
+    assert cond["lastTransitionTime"] == format_time(T0)
