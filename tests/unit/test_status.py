@@ -174,7 +174,7 @@ def test_phase_invariants(m, spec, released):
     if phase == "Scheduled":
         assert c.placed >= m and (c.running + c.succeeded < m or c.running == 0)
     if phase == "Pending":
-        assert not released and c.bound < m
+        assert not released and c.placed < m
     if c.placed < m and c.failed == 0 and not released:
         assert phase == "Pending"
     assert c.placed == c.bound - c.failed  # every Failed member here is bound
