@@ -35,6 +35,7 @@ import json
 import logging
 import os
 import ssl
+import tempfile
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -142,7 +143,7 @@ class CertReloader:
         if stamp == self._stamp:
             return False
         try:
-            self.context.load_cert_chain(self.cert_file, self.key_file)
+            self._load_validated()
         except (OSError, ssl.SSLError, ValueError) as exc:
             log.warning(
                 "tls reload: keeping the previous certificate, new pair does not load: %s",
@@ -155,6 +156,29 @@ class CertReloader:
         self.reloaded.set()
         log.info("tls certificate reloaded", extra={"event": "tls_reloaded", "cert_file": self.cert_file})
         return True
+
+    def _load_validated(self) -> None:
+        """Load the current files into the live context only if they form a valid pair.
+
+        A failed ``load_cert_chain`` can leave a context with a certificate and a
+        mismatched key, which breaks every new handshake. So the files are read once,
+        copied into a private temporary directory, loaded into a scratch context, and
+        only when that works into the live one (the same bytes: no race with a writer
+        changing the files in between).
+        """
+        with open(self.cert_file, "rb") as f:
+            cert = f.read()
+        with open(self.key_file, "rb") as f:
+            key = f.read()
+        with tempfile.TemporaryDirectory(prefix="cogate-tls-") as tmp:
+            cert_copy, key_copy = os.path.join(tmp, "tls.crt"), os.path.join(tmp, "tls.key")
+            for path, data in ((cert_copy, cert), (key_copy, key)):
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+            scratch = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            scratch.load_cert_chain(cert_copy, key_copy)
+            self.context.load_cert_chain(cert_copy, key_copy)
 
     async def run(self) -> None:
         """Check the files every ``interval`` seconds until cancelled."""
@@ -192,6 +216,9 @@ async def _mutate(request: web.Request) -> web.Response:
     try:
         response, outcome = await _mutate_inner(request, app[GATE_NAME])
         return response
+    except Exception as exc:  # last resort (e.g. a logging bug): never an HTTP 500
+        log.exception("admission request failed", extra={"event": "admission_error"})
+        return _error(400, f"cannot process request: {type(exc).__name__}")
     finally:
         metrics.requests.labels(outcome).inc()
         metrics.latency.observe(time.perf_counter() - started)
@@ -253,7 +280,7 @@ async def _mutate_inner(request: web.Request, gate_name: str) -> tuple[web.Respo
                 "operation": decision.operation,
                 "kind": decision.kind,
                 "namespace": decision.namespace,
-                "name": decision.name,
+                "object_name": decision.name,
                 "outcome": decision.outcome,
                 "duration_ms": round((time.perf_counter() - started) * 1000, 3),
                 **decision.extra,
