@@ -20,6 +20,7 @@ import socket
 import ssl
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -584,8 +585,6 @@ def test_process_serves_https_and_exits_0_on_sigterm(cert_files):
                         assert reply.startswith(b"HTTP/1.1 200")
                         break
             except (ConnectionRefusedError, ConnectionResetError):
-                import time
-
                 time.sleep(0.1)
         else:
             pytest.fail("webhook process did not start listening")
