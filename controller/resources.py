@@ -149,7 +149,9 @@ def _container_requests(c: Any, path: str) -> dict[str, Fraction]:
         return {}
     if not isinstance(c, Mapping):
         raise QuantityError(f"{path}: expected an object, got {type(c).__name__}")
-    res = c.get("resources") or {}
+    res = c.get("resources")
+    if res is None:
+        res = {}
     if not isinstance(res, Mapping):
         raise QuantityError(f"{path}.resources: expected an object")
     return _requests_with_limits(res, f"{path}.resources")
@@ -158,7 +160,9 @@ def _container_requests(c: Any, path: str) -> dict[str, Fraction]:
 def _requests_with_limits(res: Mapping[str, Any], path: str) -> dict[str, Fraction]:
     out: dict[str, Fraction] = {}
     for kind in ("limits", "requests"):  # requests override limits
-        lst = res.get(kind) or {}
+        lst = res.get(kind)
+        if lst is None:
+            lst = {}
         if not isinstance(lst, Mapping):
             raise QuantityError(f"{path}.{kind}: expected an object")
         for name, raw in lst.items():
@@ -181,7 +185,9 @@ def _max_into(into: dict[str, Fraction], other: Mapping[str, Fraction]) -> None:
 
 
 def _list(spec: Mapping[str, Any], key: str) -> list[Any]:
-    v = spec.get(key) or []
+    v = spec.get(key)
+    if v is None:
+        v = []
     if not isinstance(v, list):
         raise QuantityError(f"spec.{key}: expected a list, got {type(v).__name__}")
     return v
@@ -226,7 +232,7 @@ def effective_request(spec: Mapping[str, Any]) -> ResourceList:
     _max_into(reqs, init_use)
 
     pod_res = spec.get("resources")
-    if pod_res:
+    if pod_res is not None:
         if not isinstance(pod_res, Mapping):
             raise QuantityError("spec.resources: expected an object")
         pod_level = _requests_with_limits(pod_res, "spec.resources")
@@ -234,7 +240,9 @@ def effective_request(spec: Mapping[str, Any]) -> ResourceList:
             if name in pod_level:
                 reqs[name] = pod_level[name]
 
-    overhead = spec.get("overhead") or {}
+    overhead = spec.get("overhead")
+    if overhead is None:
+        overhead = {}
     if not isinstance(overhead, Mapping):
         raise QuantityError("spec.overhead: expected an object")
     for name, raw in overhead.items():
