@@ -1,0 +1,99 @@
+"""Prometheus metrics of the controller and its HTTP endpoint (``/metrics``, ``/healthz``, ``/readyz``).
+
+Every metric lives in the :class:`Metrics` instance's own ``CollectorRegistry`` (tests
+create several controllers in one process). Names are prefixed ``cogate_controller_``;
+durations are seconds.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+log = logging.getLogger(__name__)
+
+_P = "cogate_controller_"
+#: Buckets for the group-complete -> release latency (seconds).
+RELEASE_LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800, 3600)
+
+
+class Metrics:
+    """The controller's metrics (see each attribute's help text)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        r = self.registry = registry or CollectorRegistry()
+        self.decisions = Counter(_P + "decisions", "Reconcile passes (planner decisions) run.", registry=r)
+        self.decision_errors = Counter(_P + "decision_errors", "Reconcile passes that failed.", registry=r)
+        self.decision_seconds = Histogram(_P + "decision_duration_seconds",
+                                          "Time spent in planner.decide per pass (seconds).", registry=r)
+        self.pass_seconds = Histogram(_P + "reconcile_duration_seconds",
+                                      "Time of a whole reconcile pass incl. writes (seconds).", registry=r)
+        self.releases = Counter(_P + "releases", "PodGroups released.", registry=r)
+        self.gate_removals = Counter(_P + "gate_removals", "Scheduling gate removals by result "
+                                     "(removed, absent, not_found, failed).", ["result"], registry=r)
+        self.complete_to_release = Histogram(
+            _P + "group_complete_to_release_seconds",
+            "From the moment minMember members were present (as seen by this process) to the release (seconds).",
+            buckets=RELEASE_LATENCY_BUCKETS, registry=r)
+        self.informer_events = Counter(_P + "informer_events", "Watch events received, by informer and type.",
+                                       ["informer", "type"], registry=r)
+        self.watch_restarts = Counter(_P + "watch_restarts", "Watch reconnects, by informer and reason (gone, error).",
+                                      ["informer", "reason"], registry=r)
+        self.invalid_objects = Counter(_P + "invalid_objects", "Objects that failed conversion, by informer.",
+                                       ["informer"], registry=r)
+        self.groups = Gauge(_P + "podgroups", "PodGroups by status phase.", ["phase"], registry=r)
+        self.reservations = Gauge(_P + "reservations", "Capacity reservations held for released, unbound members.",
+                                  registry=r)
+        self.events = Counter(_P + "events", "Kubernetes Events recorded, by type and reason.", ["type", "reason"],
+                              registry=r)
+        self.evictions = Counter(_P + "evictions", "Members evicted after a schedule timeout, by result.",
+                                 ["result"], registry=r)
+        self.status_writes = Counter(_P + "status_writes", "PodGroup status patches by result (ok, error).",
+                                     ["result"], registry=r)
+        self.is_leader = Gauge(_P + "leader", "1 while this process holds the leader Lease.", registry=r)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+def serve(port: int, metrics: Metrics, ready: Callable[[], bool], host: str = "0.0.0.0") -> ThreadingHTTPServer:
+    """Serve ``/metrics``, ``/healthz`` (200 while the process serves) and ``/readyz``
+    (200 when ``ready()``, else 503) on ``host:port`` in a daemon thread; returns the server
+    (``shutdown()`` it to stop). ``port`` 0 picks a free port (``server.server_port``).
+    """
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server API
+            path = self.path.split("?", 1)[0]
+            if path == "/metrics":
+                self._send(200, metrics.render(), CONTENT_TYPE_LATEST)
+            elif path == "/healthz":
+                self._send(200, b"ok\n")
+            elif path == "/readyz":
+                ok = False
+                try:
+                    ok = bool(ready())
+                except Exception:  # noqa: BLE001
+                    log.exception("readiness check failed")
+                self._send(200 if ok else 503, b"ok\n" if ok else b"not ready\n")
+            else:
+                self._send(404, b"not found\n")
+
+        def _send(self, code: int, body: bytes, ctype: str = "text/plain; charset=utf-8") -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+            log.debug("http: " + format, *args)
+
+    server = ThreadingHTTPServer((host, port), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, name="metrics-http", daemon=True).start()
+    return server
