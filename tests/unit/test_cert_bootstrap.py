@@ -1,0 +1,233 @@
+"""certs.bootstrap: rotation decision, Secret data, caBundle patch, Secret create/update races."""
+
+from __future__ import annotations
+
+import base64
+import time
+from types import SimpleNamespace
+
+import jsonpatch
+import pytest
+from cryptography import x509
+
+from kubernetes.client.exceptions import ApiException as _ApiException
+
+from cogate.certs import bootstrap as b
+from cogate.certs import pki
+
+NAMES = b.service_dns_names("cogate-webhook", "cogate-system")
+DAY = 86400.0
+
+
+def sans(pem: bytes) -> list[str]:
+    cert = pki.load_cert_pem(pem)
+    return cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(x509.DNSName)
+
+
+@pytest.fixture(scope="module")
+def good() -> dict[str, bytes]:
+    return b.build_secret_data(NAMES, time.time())
+
+
+def test_service_dns_names():
+    assert NAMES == ["cogate-webhook", "cogate-webhook.cogate-system", "cogate-webhook.cogate-system.svc",
+                     "cogate-webhook.cogate-system.svc.cluster.local"]
+    assert b.service_dns_names("s", "n", "") == ["s", "s.n", "s.n.svc"]
+    with pytest.raises(ValueError):
+        b.service_dns_names("", "n")
+
+
+def test_built_data_is_a_valid_chain_for_the_service(good):
+    assert set(good) == set(b.SECRET_KEYS)
+    assert sans(good["tls.crt"]) == NAMES
+    pki.verify_issued_by(pki.load_cert_pem(good["tls.crt"]), pki.load_cert_pem(good["ca.crt"]))
+    assert b.rotation_reason(good, NAMES, time.time()) is None
+
+
+def test_rotation_reasons(good):
+    now = time.time()
+    assert b.rotation_reason(None, NAMES, now) == "no secret"
+    assert "missing keys" in b.rotation_reason({k: v for k, v in good.items() if k != "tls.key"}, NAMES, now)
+    assert "unparsable" in b.rotation_reason({**good, "tls.crt": b"garbage"}, NAMES, now)
+    assert "lacks DNS names" in b.rotation_reason(good, NAMES + ["other.svc"], now)
+    other = b.build_secret_data(NAMES, now)
+    assert "does not match" in b.rotation_reason({**good, "tls.key": other["tls.key"]}, NAMES, now)
+    assert "not valid under" in b.rotation_reason({**good, "tls.crt": other["tls.crt"], "tls.key": other["tls.key"]},
+                                                  NAMES, now)
+
+
+def test_rotates_within_30_days_of_expiry(good):
+    leaf_end = pki.not_after(pki.load_cert_pem(good["tls.crt"]))
+    assert b.rotation_reason(good, NAMES, leaf_end - 31 * DAY) is None
+    reason = b.rotation_reason(good, NAMES, leaf_end - 29 * DAY)
+    assert reason is not None and "tls.crt expires in 29.0 days" in reason
+    assert b.rotation_reason(good, NAMES, leaf_end - 5 * DAY, rotate_before=1 * DAY) is None
+
+
+def test_rotation_keeps_a_valid_ca(good):
+    fresh = b.build_secret_data(NAMES, time.time(), previous=good)
+    assert fresh["ca.crt"] == good["ca.crt"] and fresh["ca.key"] == good["ca.key"]
+    assert fresh["tls.crt"] != good["tls.crt"]
+    assert b.rotation_reason(fresh, NAMES, time.time()) is None
+
+
+def test_rotation_of_an_expiring_ca_bundles_the_old_one(good):
+    ca_end = pki.not_after(pki.load_cert_pem(good["ca.crt"]))
+    # pretend we are 10 days before the CA expires (the CA is still valid, so it stays in the bundle)
+    fresh = b.build_secret_data(NAMES, ca_end - 10 * DAY, previous=good)
+    cas = pki.load_certs_pem(fresh["ca.crt"])
+    assert len(cas) == 2
+    assert pki.cert_to_pem(cas[1]) == good["ca.crt"]
+    assert fresh["ca.key"] != good["ca.key"]
+    pki.verify_issued_by(pki.load_cert_pem(fresh["tls.crt"]), cas[0])
+
+
+def test_garbage_previous_gives_a_new_ca():
+    fresh = b.build_secret_data(NAMES, time.time(), previous={"ca.crt": b"x", "ca.key": b"y"})
+    assert len(pki.load_certs_pem(fresh["ca.crt"])) == 1
+    with pytest.raises(ValueError, match="dns_names"):
+        b.build_secret_data([], time.time())
+
+
+def test_secret_body_and_decode_round_trip(good):
+    body = b.secret_body("s", "ns", good, resource_version="7")
+    assert body["metadata"]["resourceVersion"] == "7" and body["type"] == "Opaque"
+    assert b.decode_secret_data(body["data"]) == good
+    assert "resourceVersion" not in b.secret_body("s", "ns", good)["metadata"]
+    assert b.decode_secret_data({"a": "!!!", "b": base64.b64encode(b"x").decode()}) == {"b": b"x"}
+    assert b.decode_secret_data(None) is None
+
+
+def _config(bundles: list[str | None]) -> dict:
+    hooks = []
+    for i, bundle in enumerate(bundles):
+        cc = {"service": {"name": "cogate-webhook", "namespace": "cogate-system"}}
+        if bundle is not None:
+            cc["caBundle"] = bundle
+        hooks.append({"name": f"hook-{i}.example.com", "clientConfig": cc})
+    return {"metadata": {"name": "cogate"}, "webhooks": hooks}
+
+
+def test_ca_bundle_patch_sets_only_our_entries_and_applies():
+    ca = b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"
+    want = base64.b64encode(ca).decode()
+    config = _config([None, "b2xk", want])
+    ops = b.ca_bundle_patch(config, ca, ["hook-0.example.com", "hook-1.example.com", "hook-2.example.com"])
+    patched = jsonpatch.apply_patch(config, ops)
+    assert [h["clientConfig"]["caBundle"] for h in patched["webhooks"]] == [want, want, want]
+    assert len(ops) == 4  # entry 2 already right
+    # only named entries
+    ops = b.ca_bundle_patch(config, ca, ["hook-1.example.com"])
+    assert [o["path"] for o in ops] == ["/webhooks/1/name", "/webhooks/1/clientConfig/caBundle"]
+    # None = every entry; nothing to do once applied
+    assert b.ca_bundle_patch(jsonpatch.apply_patch(config, b.ca_bundle_patch(config, ca)), ca) == []
+    assert b.ca_bundle_patch({"webhooks": None}, ca) == []
+
+
+def test_ca_bundle_patch_test_op_guards_a_reordered_list():
+    ca = b"pem"
+    config = _config([None, None])
+    ops = b.ca_bundle_patch(config, ca, ["hook-1.example.com"])
+    reordered = {"webhooks": list(reversed(config["webhooks"]))}
+    with pytest.raises(jsonpatch.JsonPatchTestFailed):
+        jsonpatch.apply_patch(reordered, ops)
+
+
+# ------------------------------------------------------------------ Secret races with a fake API
+def ApiException(status: int) -> Exception:  # noqa: N802 - the client's exception, as the API raises it
+    return _ApiException(status=status, reason="fake")
+
+
+class FakeCore:
+    """Secret store with resourceVersion checks; ``before_write`` lets a 'rival replica' write first."""
+
+    def __init__(self, initial: dict | None = None):
+        self.secret = initial
+        self.rv = 1
+        self.writes = 0
+        self.before_write = None
+
+    def read_namespaced_secret(self, name, namespace):
+        if self.secret is None:
+            raise ApiException(404)
+        return SimpleNamespace(data=self.secret["data"], metadata=SimpleNamespace(resource_version=str(self.rv)))
+
+    def _rival(self):
+        if self.before_write:
+            hook, self.before_write = self.before_write, None
+            hook(self)
+
+    def create_namespaced_secret(self, namespace, body):
+        self._rival()
+        if self.secret is not None:
+            raise ApiException(409)
+        self.secret, self.rv, self.writes = body, self.rv + 1, self.writes + 1
+
+    def replace_namespaced_secret(self, name, namespace, body):
+        self._rival()
+        if body["metadata"]["resourceVersion"] != str(self.rv):
+            raise ApiException(409)
+        self.secret, self.rv, self.writes = body, self.rv + 1, self.writes + 1
+
+
+def test_ensure_secret_creates_when_absent():
+    core = FakeCore()
+    data = b.ensure_secret(core, "ns", "s", NAMES)
+    assert core.writes == 1
+    assert b.decode_secret_data(core.secret["data"]) == data
+
+
+def test_ensure_secret_keeps_a_good_secret(good):
+    core = FakeCore(b.secret_body("s", "ns", good))
+    assert b.ensure_secret(core, "ns", "s", NAMES) == good
+    assert core.writes == 0
+
+
+def test_ensure_secret_loses_create_race_and_uses_the_winner(good):
+    core = FakeCore()
+
+    def rival(c):
+        c.secret, c.rv = b.secret_body("s", "ns", good), c.rv + 1
+
+    core.before_write = rival
+    assert b.ensure_secret(core, "ns", "s", NAMES) == good
+    assert core.writes == 0
+
+
+def test_ensure_secret_rotates_with_resource_version_and_retries_on_conflict(good):
+    leaf_end = pki.not_after(pki.load_cert_pem(good["tls.crt"]))
+    core = FakeCore(b.secret_body("s", "ns", good))
+    core.before_write = lambda c: setattr(c, "rv", c.rv + 1)  # someone touched it: 409 once
+    data = b.ensure_secret(core, "ns", "s", NAMES, now=leaf_end - DAY)
+    assert core.writes == 1
+    assert data["tls.crt"] != good["tls.crt"] and data["ca.crt"] == good["ca.crt"]
+
+
+def test_ensure_secret_gives_up_after_repeated_races():
+    core = FakeCore()
+    core.create_namespaced_secret = lambda ns, body: (_ for _ in ()).throw(ApiException(409))
+    with pytest.raises(RuntimeError, match="lost 3 write races"):
+        b.ensure_secret(core, "ns", "s", NAMES, attempts=3)
+
+
+def test_ensure_secret_propagates_other_errors():
+    core = FakeCore()
+    core.read_namespaced_secret = lambda name, ns: (_ for _ in ()).throw(ApiException(403))
+    with pytest.raises(_ApiException) as err:
+        b.ensure_secret(core, "ns", "s", NAMES)
+    assert err.value.status == 403
+
+
+def test_write_cert_files_only_on_change(tmp_path, good):
+    assert {p.name for p in b.write_cert_files(tmp_path, good)} == {"tls.crt", "tls.key", "ca.crt"}
+    assert (tmp_path / "tls.key").stat().st_mode & 0o077 == 0
+    assert b.write_cert_files(tmp_path, good) == []
+    other = b.build_secret_data(NAMES, time.time(), previous=good)
+    assert {p.name for p in b.write_cert_files(tmp_path, other)} == {"tls.crt", "tls.key"}
+
+
+def test_generate_cli(tmp_path, capsys):
+    assert b.main(["generate", "--out", str(tmp_path), "--dns", "localhost", "--ip", "127.0.0.1"]) == 0
+    data = {k: (tmp_path / k).read_bytes() for k in b.SECRET_KEYS}
+    assert b.rotation_reason(data, ["localhost"], time.time()) is None
+    assert b.main(["generate", "--out", str(tmp_path / "x"), "--dns", "localhost", "--ip", "not-an-ip"]) == 2
