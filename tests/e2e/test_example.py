@@ -70,7 +70,7 @@ def _report(name: str, value: float) -> None:
 
 
 def test_min_member_3_runs_three_and_leaves_three_unschedulable(stack, kube, namespace, only_nodes):
-    only_nodes(1, taint=False, **example.NODE_SHAPE)
+    only_nodes(1, kwok_taint=False, **example.NODE_SHAPE)
     watcher = PodWatch(kube, namespace)
     watcher.start()
     watcher.ready.wait(5)
@@ -107,7 +107,7 @@ def test_min_member_3_runs_three_and_leaves_three_unschedulable(stack, kube, nam
 
 
 def test_min_member_4_keeps_all_six_gated(stack, kube, namespace, only_nodes):
-    only_nodes(1, taint=False, **example.NODE_SHAPE)
+    only_nodes(1, kwok_taint=False, **example.NODE_SHAPE)
     watcher = PodWatch(kube, namespace)
     watcher.start()
     watcher.ready.wait(5)
@@ -144,7 +144,7 @@ def test_min_member_4_keeps_all_six_gated(stack, kube, namespace, only_nodes):
 
 
 def test_pods_before_their_pod_group_wait_then_release_within_2s(stack, kube, namespace, only_nodes):
-    only_nodes(1, taint=False, **example.NODE_SHAPE)
+    only_nodes(1, kwok_taint=False, **example.NODE_SHAPE)
     client.AppsV1Api(kube).create_namespaced_replica_set(
         namespace, example.replica_set("nginx", 3, namespace=namespace, group="nginx"))
     wait_for(lambda: len(pods(kube, namespace, SELECTOR)) == 3, 10, what="3 pods created")
@@ -160,7 +160,7 @@ def test_pods_before_their_pod_group_wait_then_release_within_2s(stack, kube, na
 
 
 def test_unlabelled_pod_is_never_touched(stack, kube, namespace, only_nodes):
-    only_nodes(1, taint=False, **example.NODE_SHAPE)
+    only_nodes(1, kwok_taint=False, **example.NODE_SHAPE)
     before = stack.metrics("webhook")
     pod = {
         "apiVersion": "v1", "kind": "Pod",

@@ -10,6 +10,7 @@ minMember 4. Everything is torn down on exit or Ctrl-C.
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import tempfile
 import time
@@ -104,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.monotonic()
         cluster.start()
         print(f"control plane ready in {time.monotonic() - t0:.1f}s; kubeconfig {cluster.kubeconfig}")
-        fake_nodes.add_nodes(cluster, 1, name_prefix="node", taint=False, **example.NODE_SHAPE)
+        fake_nodes.add_nodes(cluster, 1, prefix="node-", kwok_taint=False, **example.NODE_SHAPE)
         stack = CogateStack(cluster, work / "cogate").start()
         print("cogate webhook and controller running; PodGroup CRD installed")
         cluster.kubectl("create", "namespace", NAMESPACE)
@@ -131,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
         cluster.stop()
         if args.keep:
             print(f"work directory kept: {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
