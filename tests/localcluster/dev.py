@@ -1,0 +1,139 @@
+"""``cogate dev up|down|status|build``: the demo's environment, left running for you to try.
+
+``cogate dev up`` starts the local control plane (kube-apiserver, etcd, kube-scheduler,
+kube-controller-manager, kwok) in the background, adds fake nodes of the shape you give,
+installs the PodGroup CRD, starts cogate's webhook and controller as background processes,
+and prints the ``KUBECONFIG`` to use. ``cogate dev down`` stops every process it started
+(by pid) and removes its directory. State lives in ``$COGATE_CACHE_DIR/dev`` (default
+``~/.cache/cogate/dev``).
+
+Exit codes: 0 ok, 1 failure (message on stderr), 2 usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+from . import build
+from . import nodes as fake_nodes
+from .cluster import ClusterError, LocalCluster, process_alive
+from .stack import CogateStack, StackError
+
+
+def dev_dir() -> Path:
+    return build.cache_dir() / "dev"
+
+
+def _state_paths() -> tuple[Path, Path]:
+    d = dev_dir()
+    return d / "cluster" / "state.json", d / "cogate.json"
+
+
+def _label(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"label must be KEY=VALUE, got {text!r}")
+    return key, value
+
+
+def _taint(text: str) -> dict[str, str]:
+    """``KEY[=VALUE]:EFFECT`` as kubectl taint writes it."""
+    kv, sep, effect = text.rpartition(":")
+    if not sep or effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
+        raise argparse.ArgumentTypeError(f"taint must be KEY[=VALUE]:NoSchedule|PreferNoSchedule|NoExecute, got {text!r}")
+    key, _, value = kv.partition("=")
+    return {"key": key, "value": value, "effect": effect}
+
+
+def up(args: argparse.Namespace) -> int:
+    cluster_state, cogate_state = _state_paths()
+    if cluster_state.exists():
+        print(f"a dev environment is already up (state {cluster_state}); run `cogate dev down` first",
+              file=sys.stderr)
+        return 1
+    build.ensure_binaries(["etcd", "kubernetes", "kwok"])
+    cluster = LocalCluster(workdir=dev_dir() / "cluster", keep=True)
+    try:
+        cluster.start(detach=True)
+        cluster.add_nodes(args.nodes, prefix="node-", cpu=args.cpu, memory=args.memory, pods=args.pods,
+                          labels=dict(args.label), taints=args.taint, kwok_taint=args.kwok_taint)
+        stack = CogateStack(cluster, dev_dir() / "cogate").start()
+        # The stack's processes run in their own session; this process may exit.
+        cogate_state.write_text(json.dumps(stack.state(), indent=2))
+    except (ClusterError, StackError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        LocalCluster.stop_from_state(cluster_state, keep=False) if cluster_state.exists() else None
+        return 1
+    print(f"cogate dev environment is up: {args.nodes} node(s) of cpu {args.cpu}, memory {args.memory}")
+    print(f"  export KUBECONFIG={cluster.kubeconfig}")
+    print(f"  logs: {dev_dir()}/cluster/*.log, {dev_dir()}/cogate/{{webhook,controller}}.log")
+    print("  stop it with: cogate dev down")
+    return 0
+
+
+def down(args: argparse.Namespace) -> int:
+    cluster_state, cogate_state = _state_paths()
+    if cogate_state.exists():
+        state = json.loads(cogate_state.read_text())
+        for name in ("controller", "webhook"):
+            pid = state.get(name, {}).get("pid")
+            if pid and process_alive(pid):
+                os.kill(pid, signal.SIGTERM)
+                deadline = time.monotonic() + 10
+                while process_alive(pid) and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                if process_alive(pid):
+                    os.kill(pid, signal.SIGKILL)
+        cogate_state.unlink()
+    if cluster_state.exists():
+        LocalCluster.stop_from_state(cluster_state, keep=False)
+        print("cogate dev environment stopped")
+    else:
+        print("no dev environment is up")
+    return 0
+
+
+def status(args: argparse.Namespace) -> int:
+    cluster_state, cogate_state = _state_paths()
+    if not cluster_state.exists():
+        print("no dev environment is up")
+        return 0
+    state = LocalCluster.read_state(cluster_state)
+    procs = dict(state.get("pids", {}))
+    if cogate_state.exists():
+        procs |= {k: v["pid"] for k, v in json.loads(cogate_state.read_text()).items() if isinstance(v, dict)}
+    for name, pid in procs.items():
+        print(f"  {name:<24} pid {pid:<8} {'running' if process_alive(pid) else 'NOT RUNNING'}")
+    print(f"  export KUBECONFIG={state.get('kubeconfig')}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="cogate dev", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_up = sub.add_parser("up", help="start the local environment in the background")
+    p_up.add_argument("--nodes", type=int, default=1, help="number of fake nodes (default 1)")
+    p_up.add_argument("--cpu", default="10", help="allocatable cpu per node (default 10)")
+    p_up.add_argument("--memory", default="8Gi", help="allocatable memory per node (default 8Gi)")
+    p_up.add_argument("--pods", type=int, default=110, help="allocatable pods per node (default 110)")
+    p_up.add_argument("--label", type=_label, action="append", default=[], help="node label KEY=VALUE (repeatable)")
+    p_up.add_argument("--taint", type=_taint, action="append", default=[], help="node taint KEY[=VALUE]:EFFECT")
+    p_up.add_argument("--kwok-taint", action=argparse.BooleanOptionalAction, default=False,
+                      help="also taint nodes kwok.x-k8s.io/node=fake:NoSchedule (default: no)")
+    sub.add_parser("down", help="stop everything `dev up` started")
+    sub.add_parser("status", help="show the processes of the dev environment")
+    sub.add_parser("build", help="build (or check) the cached control-plane binaries")
+    args = parser.parse_args(argv)
+    if args.command == "build":
+        return build.main([])
+    return {"up": up, "down": down, "status": status}[args.command](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
