@@ -75,7 +75,9 @@ a reservation is ungated again towards its reserved node.
 Membership accounting for a group:
 
 * present = live members not in phase Failed; fewer than ``min_member`` ->
-  ``WaitingForMembers``.
+  ``WaitingForMembers``; so is a group whose bound + plannable members are
+  fewer than ``min_member`` because others are held by other scheduling gates
+  (or pending ungated without a node: the scheduler is already on them).
 * bound = members bound to a node (not Failed) or Succeeded.
 * gated = unbound members carrying our gate. Only those whose *only* gate is
   ours are planned; members that also carry other gates are ungated on release
@@ -752,6 +754,14 @@ def decide(
             verdict(WAITING_FOR_MEMBERS, bound_n, f"{len(ms.present)} of {g.min_member} members present")
             continue
         needed = g.min_member - bound_n
+        held = len(ms.present) - bound_n - len(ms.plannable)
+        if bound_n + len(ms.plannable) < g.min_member:
+            verdict(
+                WAITING_FOR_MEMBERS,
+                bound_n,
+                f"{len(ms.present)} of {g.min_member} members present; {held} held by other scheduling gates",
+            )
+            continue
         if blocker is not None:
             ok, msg = fits_empty(ms, g)
             if not ok:
