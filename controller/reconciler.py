@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cogate import api
+from cogate.controller import planner
 from cogate.controller import status as status_mod
 from cogate.controller.events import NORMAL, WARNING, EventGate, EventRecorder, ObjectRef
 from cogate.controller.informer import Backoff, Informer
@@ -301,11 +302,12 @@ def release_message(release: Mapping[str, str], placement: str, new: bool = Fals
     return f"released {n} {noun} pinned to planned nodes: {parts}{extra}"
 
 
-def priority_event(members: Sequence[PodInfo]) -> tuple[str, str, str] | None:
-    """A Warning ``MixedPriorities`` when members differ in priority (the group is ordered by the highest)."""
-    prios = {p.priority for p in members}
-    if len(prios) <= 1:
+def priority_event(request: Any) -> tuple[str, str, str] | None:
+    """A Warning ``MixedPriorities`` when a GroupRequest's members differ in priority
+    (``planner.mixed_priorities``; the group is ordered by the highest)."""
+    if not planner.mixed_priorities(request):
         return None
+    prios = {p.priority for p in request.members}
     return (WARNING, "MixedPriorities",
             f"members have priorities {min(prios)}..{max(prios)}; the group is ordered by the highest")
 
@@ -361,13 +363,10 @@ class Reconciler:
                  sleep: Callable[[float], None] = time.sleep) -> None:
         if config.placement not in PLACEMENTS:
             raise ValueError(f"placement: {config.placement!r} not in {PLACEMENTS}")
-        if decide is None or group_request is None or config.planner_config is None:
-            from cogate.controller import planner
-
-            decide = decide or planner.decide
-            group_request = group_request or planner.GroupRequest
-            if config.planner_config is None:
-                config.planner_config = planner.PlannerConfig(gate_name=config.gate_name)
+        decide = decide or planner.decide
+        group_request = group_request or planner.GroupRequest
+        if config.planner_config is None:
+            config.planner_config = planner.PlannerConfig(gate_name=config.gate_name)
         self.core = core
         self.custom = custom
         self.caches = caches
@@ -435,6 +434,7 @@ class Reconciler:
         bound = [p for p in self.caches.bound.snapshot() if p.bound and not p.terminal]
         nodes = self.caches.nodes.snapshot()
         requests = build_group_requests(groups.values(), members, self.config.placement, self._group_request)
+        by_key = {(r.namespace, r.name): r for r in requests}
         t0 = self._monotonic()
         decision = self._decide(nodes, bound, requests, self.reservations, now, self.config.planner_config)
         self.metrics.decision_seconds.observe(self._monotonic() - t0)
@@ -448,8 +448,7 @@ class Reconciler:
             g = groups.get((verdict.namespace, verdict.name))
             if g is None:
                 continue
-            ms = members.get(g.key, [])
-            futures.append(self._groups_pool.submit(self._apply_verdict, g, ms, verdict, now))
+            futures.append(self._groups_pool.submit(self._apply_verdict, g, by_key[g.key], verdict, now))
         phases: _Counter[str] = _Counter()
         for f in futures:
             try:
@@ -480,8 +479,9 @@ class Reconciler:
             with self._cond:
                 self.debouncer.wake_at(self._monotonic() + (min(deadlines) - now) + 0.01)
 
-    def _apply_verdict(self, g: GroupObject, ms: Sequence[PodInfo], verdict: Any, now: float) -> tuple[str, int, int]:
+    def _apply_verdict(self, g: GroupObject, request: Any, verdict: Any, now: float) -> tuple[str, int, int]:
         pg = g.pg
+        ms = request.members
         new_status = status_mod.compute_status(pg, ms, verdict, now)
         body = status_mod.status_patch(g.raw_status, new_status)
         writes = ungated = 0
@@ -496,10 +496,9 @@ class Reconciler:
         if outcome == "Released":
             self.metrics.releases.inc()
             self.gate.clear(g.uid, "verdict")
-            m = pg.spec.minMember
-            if present >= m:
-                # The group became complete when its minMember-th member was created.
-                self.metrics.complete_to_release.observe(max(0.0, now - ms[m - 1].created))
+            since = planner.complete_since(request)
+            if since is not None:
+                self.metrics.complete_to_release.observe(max(0.0, now - since))
         if release and outcome in ("Released", "AlreadyReleased"):
             results = self.ungate_members(release)
             removed = {u: n for u, n in release.items() if results.get(u) == "removed"}
@@ -512,7 +511,7 @@ class Reconciler:
             ev = verdict_event(outcome, verdict.message, present, pg.spec.minMember)
             if ev is not None:
                 self._event(g, "verdict", ev[0], ev[1], ev[2], now)
-        pe = priority_event(ms)
+        pe = priority_event(request)
         if pe is not None:
             self._event(g, "priorities", *pe, now)
         else:

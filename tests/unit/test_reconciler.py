@@ -1,0 +1,522 @@
+"""Reconciler shell and its pure helpers; leader-election decisions.
+
+Pure parts are table-driven (debounce with an injected clock, event change gate,
+lease decision). The pass itself runs against in-memory fakes of the two client APIs
+(pods patched with real JSON Patch semantics, scripted HTTP errors) and a scripted
+``decide`` so that the order of writes (status before gates), retries and event
+de-duplication are checked without an API server.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import jsonpatch
+import pytest
+
+from cogate import api
+from cogate.controller import model
+from cogate.controller.events import EventGate, EventRecorder, ObjectRef
+from cogate.controller.informer import Informer, name_key, namespaced_key, uid_key
+from cogate.controller.leader import ACQUIRE, RENEW, WAIT, LeaseRecord, lease_decision, next_record
+from cogate.controller.metrics import Metrics
+from cogate.controller.planner import Decision, GroupRequest, GroupVerdict, PlannerConfig
+from cogate.controller.reconciler import (
+    Caches,
+    Debouncer,
+    Reconciler,
+    ReconcilerConfig,
+    build_group_requests,
+    group_object,
+    members_by_group,
+    release_message,
+    verdict_event,
+)
+
+GATE = api.DEFAULT_GATE_NAME
+NS = "team"
+
+
+# --------------------------------------------------------------------------- debounce
+
+
+class TestDebouncer:
+    def test_events_coalesce_into_one_pass_after_delay(self):
+        d = Debouncer(delay=0.05, resync=30.0, now=100.0)
+        assert d.deadline() == pytest.approx(130.0)  # only the resync is pending
+        d.trigger(101.0)
+        d.trigger(101.03)  # inside the window: does not move the deadline
+        assert d.deadline() == pytest.approx(101.05)
+        assert not d.due(101.049)
+        assert d.due(101.05)
+        d.started(101.05)
+        assert d.deadline() == pytest.approx(131.05)
+
+    def test_steady_stream_cannot_postpone_forever(self):
+        d = Debouncer(delay=1.0, resync=30.0, now=0.0)
+        t = 10.0
+        d.trigger(t)
+        for i in range(100):
+            d.trigger(t + i * 0.01)
+        assert d.deadline() == pytest.approx(11.0)
+
+    def test_trigger_during_a_pass_starts_a_new_window(self):
+        d = Debouncer(delay=0.5, resync=30.0, now=0.0)
+        d.trigger(1.0)
+        d.started(1.5)
+        d.trigger(1.7)  # arrived while the pass ran
+        assert d.deadline() == pytest.approx(2.2)
+
+    def test_wake_at_keeps_the_earliest_deadline(self):
+        d = Debouncer(delay=0.05, resync=30.0, now=0.0)
+        d.wake_at(12.0)
+        d.wake_at(20.0)
+        assert d.deadline() == pytest.approx(12.0)
+        d.started(12.0)
+        assert d.deadline() == pytest.approx(42.0)
+
+    @pytest.mark.parametrize("delay,resync", [(-1.0, 30.0), (0.05, 0.0)])
+    def test_bad_settings_raise(self, delay, resync):
+        with pytest.raises(ValueError):
+            Debouncer(delay, resync, 0.0)
+
+
+# --------------------------------------------------------------------------- event gate / recorder
+
+
+@pytest.mark.parametrize("steps,expected", [
+    # (reason, message, now) -> emitted?
+    ([("A", "m1", 0), ("A", "m1", 1), ("A", "m1", 1000)], [True, False, False]),
+    ([("A", "m1", 0), ("B", "m1", 1), ("A", "m1", 2)], [True, True, True]),
+    ([("A", "m1", 0), ("A", "m2", 10), ("A", "m3", 61)], [True, False, True]),
+    ([("A", "m1", 0), ("A", "m2", 70)], [True, True]),
+])
+def test_event_gate_emits_only_news(steps, expected):
+    gate = EventGate(min_interval=60.0)
+    got = [gate.should_emit("uid", "verdict", r, m, t) for r, m, t in steps]
+    assert got == expected
+
+
+def test_event_gate_slots_are_independent_and_forgettable():
+    gate = EventGate()
+    assert gate.should_emit("u", "verdict", "A", "m", 0)
+    assert gate.should_emit("u", "timeout", "A", "m", 0)
+    assert not gate.should_emit("u", "timeout", "A", "m", 1)
+    gate.clear("u", "timeout")
+    assert gate.should_emit("u", "timeout", "A", "m", 2)
+    gate.forget("u")
+    assert gate.should_emit("u", "verdict", "A", "m", 3)
+
+
+def test_recorder_aggregates_repeats_into_count():
+    created: list[dict] = []
+    patched: list[tuple[str, dict]] = []
+    clock = iter([100.0, 200.0, 300.0, 5000.0])
+    rec = EventRecorder(lambda ns, body: created.append(body), lambda ns, name, body: patched.append((name, body)),
+                        clock=lambda: next(clock), series_window=3600.0)
+    ref = ObjectRef(NS, "pg", "u1")
+    rec.record(ref, "Warning", "InsufficientCapacity", "fits 1 of 2")
+    rec.record(ref, "Warning", "InsufficientCapacity", "fits 1 of 2")
+    rec.record(ref, "Warning", "InsufficientCapacity", "fits 0 of 2")
+    rec.record(ref, "Warning", "InsufficientCapacity", "fits 1 of 2")  # outside the window
+    rec.flush()
+    assert [c["message"] for c in created] == ["fits 1 of 2", "fits 0 of 2", "fits 1 of 2"]
+    assert created[0]["involvedObject"] == {"apiVersion": api.API_VERSION, "kind": api.KIND, "namespace": NS,
+                                            "name": "pg", "uid": "u1"}
+    assert created[0]["type"] == "Warning" and created[0]["count"] == 1
+    assert patched == [(created[0]["metadata"]["name"], {"count": 2, "lastTimestamp": "1970-01-01T00:03:20Z"})]
+
+
+def test_recorder_never_raises_on_api_errors():
+    def boom(*_):
+        raise RuntimeError("apiserver down")
+
+    rec = EventRecorder(boom, boom, clock=lambda: 1.0)
+    rec.record(ObjectRef(NS, "pg"), "Normal", "Released", "x")
+    rec.flush()  # no exception
+
+
+@pytest.mark.parametrize("outcome,expected", [
+    ("WaitingForMembers", ("Normal", "WaitingForMembers", "2 of minMember 4 members present")),
+    ("InsufficientCapacity", ("Warning", "InsufficientCapacity", "msg")),
+    ("ExceedsClusterCapacity", ("Warning", "ExceedsClusterCapacity", "msg")),
+    ("Unschedulable", ("Warning", "Unschedulable", "msg")),
+    ("Released", None),
+    ("AlreadyReleased", None),
+])
+def test_verdict_event(outcome, expected):
+    assert verdict_event(outcome, "msg", 2, 4) == expected
+
+
+def test_release_message_counts_nodes():
+    assert release_message({"a": "n1", "b": "n2", "c": "n1"}, "pinned") == \
+        "released 3 members pinned to planned nodes: n1 x2, n2 x1"
+    assert release_message({"a": "n1", "b": ""}, "pinned") == \
+        "released 2 members pinned to planned nodes: n1 x1, 1 unplanned"
+    assert release_message({"a": "n1"}, "free") == "released 1 member (placement by kube-scheduler)"
+    assert release_message({"a": "n1"}, "free", new=True) == "released 1 new member (placement by kube-scheduler)"
+
+
+# --------------------------------------------------------------------------- leader election
+
+
+@pytest.mark.parametrize("record,now,expected", [
+    (None, 100.0, ACQUIRE),
+    (LeaseRecord(holder="", renew_time=99.0), 100.0, ACQUIRE),
+    (LeaseRecord(holder="me", renew_time=99.0), 100.0, RENEW),
+    (LeaseRecord(holder="me", renew_time=10.0), 100.0, RENEW),  # expired but still ours
+    (LeaseRecord(holder="other", renew_time=90.0, lease_duration=15.0), 100.0, WAIT),
+    (LeaseRecord(holder="other", renew_time=84.5, lease_duration=15.0), 100.0, WAIT),  # within skew
+    (LeaseRecord(holder="other", renew_time=84.0, lease_duration=15.0), 100.0, ACQUIRE),
+    (LeaseRecord(holder="other", renew_time=None), 100.0, ACQUIRE),
+])
+def test_lease_decision(record, now, expected):
+    assert lease_decision(record, now, "me") == expected
+
+
+def test_next_record_counts_transitions():
+    old = LeaseRecord(holder="other", renew_time=1.0, acquire_time=0.5, transitions=3)
+    assert next_record(old, ACQUIRE, 50.0, "me") == LeaseRecord("me", 15.0, 50.0, 50.0, 4)
+    mine = LeaseRecord(holder="me", renew_time=40.0, acquire_time=30.0, transitions=4)
+    assert next_record(mine, RENEW, 52.0, "me") == LeaseRecord("me", 15.0, 30.0, 52.0, 4)
+    assert next_record(None, ACQUIRE, 1.0, "me").transitions == 0
+    with pytest.raises(ValueError):
+        next_record(mine, WAIT, 1.0, "me")
+    with pytest.raises(ValueError):
+        lease_decision(None, 1.0, "")
+
+
+# --------------------------------------------------------------------------- the pass, against fakes
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, msg: str = "") -> None:
+        super().__init__(f"HTTP {status} {msg}")
+        self.status = status
+
+
+def raw_pod(name: str, *, group: str | None = "pg", gates=(GATE,), node: str = "", phase: str = "Pending",
+            cpu: str = "1", created: str = "2024-01-01T00:00:00Z", affinity: dict | None = None,
+            owner: bool = False, rv: str = "1") -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": NS, "uid": "uid-" + name, "creationTimestamp": created,
+                            "resourceVersion": rv, "labels": {api.POD_GROUP_LABEL: group} if group else {}}
+    if owner:
+        meta["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "j1",
+                                    "controller": True}]
+    spec: dict[str, Any] = {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu}}}]}
+    if gates:
+        spec["schedulingGates"] = [{"name": g} for g in gates]
+    if node:
+        spec["nodeName"] = node
+    if affinity:
+        spec["affinity"] = affinity
+    return {"metadata": meta, "spec": spec, "status": {"phase": phase}}
+
+
+def raw_pg(name: str = "pg", min_member: int = 2, status: dict | None = None, timeout: int | None = None):
+    spec: dict[str, Any] = {"minMember": min_member}
+    if timeout is not None:
+        spec["scheduleTimeoutSeconds"] = timeout
+    return {"apiVersion": api.API_VERSION, "kind": api.KIND,
+            "metadata": {"name": name, "namespace": NS, "uid": "pg-uid-" + name, "resourceVersion": "1",
+                         "creationTimestamp": "2024-01-01T00:00:00Z"},
+            "spec": spec, "status": status or {}}
+
+
+class FakeCluster:
+    """CoreV1Api + CustomObjectsApi subset: pods and PodGroups in dicts; a shared call log."""
+
+    def __init__(self, pods: list[dict], pgs: list[dict]) -> None:
+        self.pods = {p["metadata"]["name"]: p for p in pods}
+        self.pgs = {p["metadata"]["name"]: p for p in pgs}
+        self.log: list[tuple[str, str]] = []
+        self.pod_errors: dict[str, list[Exception]] = {}
+        self.status_errors: list[Exception] = []
+        self.evicted: list[str] = []
+        self.rv = 100
+
+    def _bump(self, obj: dict) -> None:
+        self.rv += 1
+        obj["metadata"]["resourceVersion"] = str(self.rv)
+
+    # CoreV1Api
+    def read_namespaced_pod(self, name, namespace, **_):
+        if name not in self.pods:
+            raise ApiError(404)
+        return jsonpatch.apply_patch(self.pods[name], [])  # a copy
+
+    def patch_namespaced_pod(self, name, namespace, body, **kw):
+        assert kw["_content_type"] == "application/json-patch+json"
+        errors = self.pod_errors.get(name)
+        if errors:
+            raise errors.pop(0)
+        try:
+            new = jsonpatch.apply_patch(self.pods[name], body)
+        except jsonpatch.JsonPatchException as exc:
+            raise ApiError(422, str(exc)) from None
+        self._bump(new)
+        self.pods[name] = new
+        self.log.append(("pod", name))
+        return new
+
+    def create_namespaced_pod_eviction(self, name, namespace, body, **_):
+        self.evicted.append(name)
+
+    # CustomObjectsApi
+    def patch_namespaced_custom_object_status(self, group, version, namespace, plural, name, body, **kw):
+        assert (group, version, plural) == (api.GROUP, api.VERSION, api.PLURAL)
+        assert kw["_content_type"] == "application/merge-patch+json"
+        if self.status_errors:
+            raise self.status_errors.pop(0)
+        pg = self.pgs[name]
+        pg["status"] = jsonpatch.apply_patch(pg, [])["status"] | body["status"]
+        pg["status"] = {k: v for k, v in pg["status"].items() if v is not None}
+        self._bump(pg)
+        self.log.append(("status", name))
+        return jsonpatch.apply_patch(pg, [])
+
+
+def informer(name, items, key, convert) -> Informer:
+    inf = Informer(name, lambda: (items, "1"), lambda rv: iter(()), key, convert)
+    inf._relist()
+    return inf
+
+
+def bound_convert(raw):
+    p = model.pod_info(raw)
+    if not p.bound or p.terminal:
+        raise ValueError("not bound")
+    return p
+
+
+class Harness:
+    def __init__(self, pods, pgs, verdicts, *, placement="pinned", evict=False, now=1_704_067_300.0):
+        self.cluster = FakeCluster(pods, pgs)
+        self.events: list[tuple[str, str, str]] = []
+        self.decide_calls: list[dict] = []
+        self.verdicts = verdicts
+        self.now = now
+        caches = Caches(
+            podgroups=informer("pg", list(self.cluster.pgs.values()), namespaced_key, group_object),
+            members=informer("members", [p for p in pods if p["metadata"]["labels"]], uid_key, model.pod_info),
+            bound=informer("bound", [p for p in pods if p["spec"].get("nodeName")], uid_key, model.pod_info),
+            nodes=informer("nodes", [{"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "4", "pods": "10"}}}],
+                           name_key, model.node_info),
+        )
+        self.caches = caches
+        recorder = EventRecorder(lambda ns, b: self.events.append((b["type"], b["reason"], b["message"])),
+                                 lambda *a: None, clock=lambda: self.now)
+        self.recorder = recorder
+        self.rec = Reconciler(self.cluster, self.cluster, caches,
+                              ReconcilerConfig(placement=placement, evict_on_timeout=evict, max_patch_attempts=4,
+                                               planner_config=PlannerConfig()),
+                              recorder=recorder, metrics=Metrics(), decide=self.decide, group_request=GroupRequest,
+                              clock=lambda: self.now, sleep=lambda s: None)
+
+    def decide(self, nodes, pods, groups, reservations, now, config):
+        self.decide_calls.append({"nodes": nodes, "pods": pods, "groups": groups, "reservations": reservations})
+        v = self.verdicts(groups) if callable(self.verdicts) else self.verdicts
+        return Decision(verdicts=tuple(v), reservations=())
+
+    def run(self):
+        res = self.rec.reconcile_once()
+        self.recorder.flush()
+        return res
+
+
+def verdict(outcome, release=None, fits=0, message="", name="pg"):
+    return GroupVerdict(NS, name, outcome, release or {}, fits, message)
+
+
+def test_pass_builds_group_requests_from_caches():
+    pods = [raw_pod("a"), raw_pod("b"), raw_pod("x", group="other"), raw_pod("w", group=None, node="n1"),
+            raw_pod("c", node="n1", gates=())]
+    h = Harness(pods, [raw_pg()], [verdict("WaitingForMembers")])
+    h.run()
+    call = h.decide_calls[0]
+    (g,) = call["groups"]
+    assert (g.namespace, g.name, g.min_member, g.released) == (NS, "pg", 2, False)
+    assert sorted(m.name for m in g.members) == ["a", "b", "c"]
+    assert sorted(p.name for p in call["pods"]) == ["c", "w"]
+    assert [n.name for n in call["nodes"]] == ["n1"]
+
+
+def test_members_exclude_deleting_and_other_namespaces():
+    a = model.pod_info(raw_pod("a"))
+    d = raw_pod("d")
+    d["metadata"]["deletionTimestamp"] = "2024-01-01T00:01:00Z"
+    other = raw_pod("o")
+    other["metadata"]["namespace"] = "elsewhere"
+    idx = members_by_group([a, model.pod_info(d), model.pod_info(other)])
+    assert {k: [p.name for p in v] for k, v in idx.items()} == {(NS, "pg"): ["a"], ("elsewhere", "pg"): ["o"]}
+    reqs = build_group_requests([group_object(raw_pg())], idx, "free", GroupRequest)
+    assert [m.name for m in reqs[0].members] == ["a"] and reqs[0].placement == "free"
+
+
+def test_release_writes_status_before_any_gate_and_pins_members():
+    aff = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]}}}
+    pods = [raw_pod("a"), raw_pod("b", affinity=aff)]
+    h = Harness(pods, [raw_pg()], [verdict("Released", {"uid-a": "n1", "uid-b": "n2"}, 2, "fits 2 of 2")])
+    res = h.run()
+    assert h.cluster.log[0] == ("status", "pg")
+    assert sorted(h.cluster.log[1:]) == [("pod", "a"), ("pod", "b")]
+    assert res.ungated == 2 and res.status_writes == 1
+    st = h.cluster.pgs["pg"]["status"]
+    assert st["phase"] == "Scheduling" and st["scheduleStartTime"]
+    a, b = h.cluster.pods["a"]["spec"], h.cluster.pods["b"]["spec"]
+    assert "schedulingGates" not in a or a["schedulingGates"] == []
+    assert a["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] == [
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]
+    assert b["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] == [
+        {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}],
+         "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n2"]}]}]
+    assert ("Normal", "Released", "released 2 members pinned to planned nodes: n1 x1, n2 x1") in h.events
+    # the caches saw our writes: the next pass reports the group released and no gates
+    h.run()
+    g = h.decide_calls[1]["groups"][0]
+    assert g.released and all(not m.gates for m in g.members)
+
+
+def test_failed_status_write_means_no_gate_is_touched():
+    h = Harness([raw_pod("a"), raw_pod("b")], [raw_pg()], [verdict("Released", {"uid-a": "n1", "uid-b": "n1"}, 2)])
+    h.cluster.status_errors = [ApiError(403)]
+    res = h.run()
+    assert h.cluster.log == []
+    assert res.ungated == 0
+    assert all(p["spec"].get("schedulingGates") for p in h.cluster.pods.values())
+
+
+def test_free_placement_removes_only_the_gate():
+    h = Harness([raw_pod("a", gates=("other", GATE))], [raw_pg(min_member=1)],
+                [verdict("Released", {"uid-a": "n1"}, 1)], placement="free")
+    h.run()
+    spec = h.cluster.pods["a"]["spec"]
+    assert spec["schedulingGates"] == [{"name": "other"}]
+    assert "affinity" not in spec
+
+
+@pytest.mark.parametrize("errors,expected,gates_left", [
+    ([ApiError(409)], "removed", False),
+    ([ApiError(429), ApiError(503)], "removed", False),
+    ([ApiError(500)] * 4, "failed", True),
+    ([ApiError(403)], "failed", True),
+    ([ApiError(404)], "not_found", True),
+])
+def test_gate_removal_retries(errors, expected, gates_left):
+    h = Harness([raw_pod("a")], [raw_pg(min_member=1)], [])
+    h.cluster.pod_errors["a"] = list(errors)
+    assert h.rec.ungate(NS, "a", "uid-a", "n1") == expected
+    assert bool(h.cluster.pods["a"]["spec"].get("schedulingGates")) == gates_left
+
+
+def test_gate_already_gone_is_fine():
+    h = Harness([raw_pod("a")], [raw_pg(min_member=1)], [])
+    h.cluster.pods["a"]["spec"]["schedulingGates"] = []
+    assert h.rec.ungate(NS, "a", "uid-a", "n1") == "absent"
+    assert h.cluster.log == []
+
+
+def test_failed_test_op_rereads_and_finds_gate_gone():
+    h = Harness([raw_pod("a")], [raw_pg(min_member=1)], [])
+    real_patch = h.cluster.patch_namespaced_pod
+
+    def racing_patch(name, namespace, body, **kw):
+        # someone else removes the gate just before our patch lands
+        h.cluster.pods[name]["spec"]["schedulingGates"] = [{"name": "x"}]
+        h.cluster.patch_namespaced_pod = real_patch
+        return real_patch(name, namespace, body, **kw)
+
+    h.cluster.patch_namespaced_pod = racing_patch
+    assert h.rec.ungate(NS, "a", "uid-a", "") == "absent"
+
+
+def test_recreated_pod_with_same_name_is_not_touched():
+    h = Harness([raw_pod("a")], [raw_pg(min_member=1)], [])
+    assert h.rec.ungate(NS, "a", "uid-old", "n1") == "not_found"
+    assert h.cluster.log == []
+
+
+def test_events_only_on_change():
+    msgs = iter(["fits 1 of 2: cpu short by 1", "fits 1 of 2: cpu short by 1", "fits 0 of 2: cpu short by 2"])
+    h = Harness([raw_pod("a"), raw_pod("b")], [raw_pg()],
+                lambda groups: [verdict("InsufficientCapacity", fits=1, message=next(msgs))])
+    h.run()
+    h.run()
+    assert h.events == [("Warning", "InsufficientCapacity", "fits 1 of 2: cpu short by 1")]
+    h.now += 61  # a changed message of the same reason, after the min interval
+    h.run()
+    assert h.events[-1] == ("Warning", "InsufficientCapacity", "fits 0 of 2: cpu short by 2")
+    assert len(h.events) == 2
+    # status written only when it changed: pass 1 (new condition) and pass 3 (new message)
+    assert h.cluster.log == [("status", "pg"), ("status", "pg")]
+
+
+def test_mixed_priorities_warning():
+    a, b = raw_pod("a"), raw_pod("b")
+    b["spec"]["priority"] = 100
+    h = Harness([a, b], [raw_pg()], [verdict("WaitingForMembers")])
+    h.run()
+    h.run()
+    assert [e for e in h.events if e[1] == "MixedPriorities"] == [
+        ("Warning", "MixedPriorities", "members have priorities 0..100; the group is ordered by the highest")]
+
+
+@pytest.mark.parametrize("evict", [False, True])
+def test_timeout_event_and_opt_in_eviction(evict):
+    start = "2024-01-01T00:00:00Z"  # release time; timeout 60 s; now is far later
+    pods = [raw_pod("a", gates=(), node="n1", phase="Running", owner=True),
+            raw_pod("b", gates=(), node="n1", phase="Running", owner=False),
+            raw_pod("c", gates=())]
+    status = {"phase": "Scheduling", "scheduleStartTime": start}
+    h = Harness(pods, [raw_pg(min_member=3, status=status, timeout=60)], [verdict("AlreadyReleased", fits=2)],
+                evict=evict)
+    h.run()
+    h.run()
+    assert [e for e in h.events if e[1] == "Timeout"][0][0] == "Warning"
+    assert len([e for e in h.events if e[1] == "Timeout"]) == (2 if evict else 1)
+    assert h.cluster.evicted == (["a"] if evict else [])  # only bound members with a controller owner, once
+    assert h.cluster.pgs["pg"]["status"]["conditions"][-1]["type"] == "TimedOut"
+
+
+def test_invalid_member_is_reported_on_its_podgroup():
+    h = Harness([raw_pod("a")], [raw_pg()], [])
+    bad = raw_pod("bad", cpu="lots")
+    with pytest.raises(model.InvalidObject) as err:
+        model.pod_info(bad)
+    h.rec.on_invalid_member(bad, err.value)
+    h.rec.on_invalid_member(bad, err.value)  # same problem again: one event
+    h.recorder.flush()
+    assert len(h.events) == 1
+    type_, reason, message = h.events[0]
+    assert (type_, reason) == ("Warning", "InvalidObject") and message.startswith("pod bad:")
+
+
+def test_run_loop_only_reconciles_while_leading():
+    h = Harness([raw_pod("a")], [raw_pg()], [verdict("WaitingForMembers")])
+    stop = threading.Event()
+    leading = threading.Event()
+    h.rec.debouncer = Debouncer(0.0, 3600.0, 0.0)
+    h.rec.enqueue()
+    t = threading.Thread(target=h.rec.run, args=(stop, leading.is_set))
+    t.start()
+    try:
+        # not leading: the pending pass is consumed without deciding
+        for _ in range(200):
+            if h.rec.debouncer.pending_since is None:
+                break
+            stop.wait(0.01)
+        assert h.decide_calls == []
+        leading.set()
+        h.rec.enqueue()
+        for _ in range(500):
+            if h.decide_calls:
+                break
+            stop.wait(0.01)
+        assert len(h.decide_calls) == 1
+    finally:
+        stop.set()
+        h.rec.close()
+        t.join(5)
+    assert not t.is_alive()
