@@ -1,0 +1,650 @@
+"""A real Kubernetes control plane on 127.0.0.1, started and stopped from Python.
+
+:class:`LocalCluster` runs the Go binaries built by :mod:`cogate.localcluster.build`
+(pinned in :mod:`cogate.localcluster.versions`) as child processes:
+
+========================  ==================================================================
+etcd                      plain HTTP on 127.0.0.1, data in ``<workdir>/etcd``, ``--unsafe-no-fsync``
+kube-apiserver            HTTPS, client-certificate auth, ``Node,RBAC`` authorization, admission
+                          incl. MutatingAdmissionWebhook/ValidatingAdmissionWebhook, service
+                          accounts (issuer ``https://kubernetes.default.svc.cluster.local``),
+                          service range :data:`SERVICE_CIDR` (``kubernetes`` service at
+                          :data:`KUBERNETES_SERVICE_IP`)
+kube-scheduler            default profile, no leader election
+kube-controller-manager   ``--controllers=*`` minus the cloud ones (ReplicaSet, Deployment, Job,
+                          garbage collector, node lifecycle, service accounts, ...), signing
+                          service-account tokens and CSRs with the cluster's keys
+kwok                      fake kubelets for nodes annotated ``kwok.x-k8s.io/node=fake``
+                          (stages in ``kwok-stages.yaml``; see :mod:`cogate.localcluster.nodes`)
+========================  ==================================================================
+
+Every port is a free one picked at start; every certificate comes from
+:mod:`cogate.certs.pki` (one CA; apiserver serving cert for 127.0.0.1, localhost and
+the ``kubernetes`` service names/IP; client certs for admin (``system:masters``),
+kube-scheduler, kube-controller-manager and kwok; an ECDSA service-account key pair).
+Each component logs to ``<workdir>/<component>.log``.
+
+Use (tests, the demo)::
+
+    from cogate.localcluster.cluster import LocalCluster
+
+    with LocalCluster() as cluster:          # start() ... stop()
+        cluster.add_nodes(2, cpu="8", memory="16Gi")
+        cluster.kubectl("get", "nodes")       # subprocess.CompletedProcess, text output
+        api = cluster.api_client()            # kubernetes.client.ApiClient (admin)
+        print(cluster.kubeconfig)             # Path of the admin kubeconfig
+
+Persist it in the background (``cogate dev up`` / ``cogate dev down``)::
+
+    cluster = LocalCluster(workdir=Path("~/.cache/cogate/dev").expanduser(), keep=True)
+    state_path = cluster.start(detach=True)   # returns <workdir>/state.json; processes keep running
+    ...                                       # this Python process may exit
+    LocalCluster.stop_from_state(state_path)  # from any process: stop all, free ports, rm workdir
+    LocalCluster.read_state(state_path)       # dict: pids, ports, kubeconfig, server, ...
+
+``start()`` raises :class:`ClusterError` (with the failing component's log tail) when a
+component exits or is not ready within ``timeout`` seconds, after stopping what it had
+started. ``stop()`` sends SIGTERM to every process it started (by pid, reverse start order),
+SIGKILL after ``grace`` seconds, waits until none of the cluster's ports accepts
+connections, and removes the work dir unless ``keep=True``. Processes run in their own
+session, so a Ctrl-C in the terminal reaches only the Python process, whose ``atexit``
+hook then stops an undetached cluster.
+
+Readiness means: etcd ``/health``; apiserver ``/readyz``; scheduler and controller-manager
+``/healthz``; the ``default`` ServiceAccount exists in namespace ``default`` (so pods can be
+created); kwok is running.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import yaml
+
+from cogate.certs import pki
+
+from . import build
+
+__all__ = [
+    "LocalCluster",
+    "ClusterError",
+    "SERVICE_CIDR",
+    "KUBERNETES_SERVICE_IP",
+    "SERVICE_ACCOUNT_ISSUER",
+    "free_ports",
+    "port_open",
+    "process_alive",
+]
+
+#: Service ClusterIP range of the apiserver (``--service-cluster-ip-range``).
+SERVICE_CIDR = "10.96.0.0/16"
+#: First address of :data:`SERVICE_CIDR`: the ``kubernetes`` service, in the apiserver's SANs.
+KUBERNETES_SERVICE_IP = "10.96.0.1"
+#: ``iss`` of service-account tokens.
+SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
+#: Annotation kwok's ``--manage-nodes-with-annotation-selector`` selects (see nodes.py).
+KWOK_NODE_SELECTOR = "kwok.x-k8s.io/node=fake"
+#: Lease duration kwok sets on node Leases (seconds); the node lifecycle controller's
+#: grace period (50 s default) is longer, so a live kwok keeps its nodes Ready.
+NODE_LEASE_SECONDS = 40
+#: Order in which components start; they stop in reverse.
+COMPONENTS = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kwok")
+STATE_FILE = "state.json"
+STAGES_FILE = Path(__file__).with_name("kwok-stages.yaml")
+
+# kube-controller-manager controllers that need a cloud provider; disabled explicitly
+# although they are no-ops without one.
+_CLOUD_CONTROLLERS = ("-cloud-node-lifecycle-controller", "-service-lb-controller", "-node-route-controller")
+
+
+class ClusterError(RuntimeError):
+    """The control plane could not be started, queried or stopped; the message says which
+    component and, for start failures, ends with its log tail."""
+
+
+# ----------------------------------------------------------------- small helpers
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct TCP ports free on 127.0.0.1 right now (kernel-assigned ephemeral ports)."""
+    socks = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def port_open(port: int, host: str = "127.0.0.1", timeout: float = 0.5) -> bool:
+    """True when something accepts TCP connections on ``host:port``."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def process_alive(pid: int) -> bool:
+    """True when ``pid`` exists and is not a zombie (read from ``/proc``)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            state = fh.read().rsplit(b")", 1)[1].split()[0]
+        return state not in (b"Z", b"X")
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        return [a.decode(errors="replace") for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if a]
+    except OSError:
+        return []
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident set size of ``pid`` in bytes (``VmRSS`` of ``/proc/<pid>/status``), 0 if gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _tail(path: Path, lines: int = 40) -> str:
+    try:
+        text = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return f"(no log at {path})"
+    return "\n".join(text[-lines:]) or "(empty log)"
+
+
+def _kubeconfig(server: str, ca: Path, cert: Path, key: Path, user: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "cogate-local", "cluster": {"server": server, "certificate-authority": str(ca)}}],
+        "users": [{"name": user, "user": {"client-certificate": str(cert), "client-key": str(key)}}],
+        "contexts": [{"name": "cogate-local", "context": {"cluster": "cogate-local", "user": user}}],
+        "current-context": "cogate-local",
+    }
+
+
+@dataclass
+class _Proc:
+    name: str
+    pid: int
+    binary: str
+    log: Path
+    popen: subprocess.Popen | None = None  # None when re-attached from a state file
+
+    def alive(self) -> bool:
+        if self.popen is not None:
+            return self.popen.poll() is None
+        return process_alive(self.pid) and self._is_ours()
+
+    def _is_ours(self) -> bool:
+        # Guards against pid reuse after a reboot or a long time: the pid must still run our binary.
+        cmd = _cmdline(self.pid)
+        return bool(cmd) and cmd[0] == self.binary
+
+    def signal(self, sig: int) -> None:
+        if not self.alive():
+            return
+        try:
+            os.kill(self.pid, sig)
+        except ProcessLookupError:
+            pass
+
+    def wait(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.popen is not None:
+                try:
+                    self.popen.wait(timeout=max(0.0, min(0.1, deadline - time.monotonic())))
+                    return True
+                except subprocess.TimeoutExpired:
+                    continue
+            if not self.alive():
+                return True
+            time.sleep(0.05)
+        return not self.alive()
+
+
+# ------------------------------------------------------------------ the cluster
+
+class LocalCluster:
+    """kube-apiserver + etcd + kube-scheduler + kube-controller-manager + kwok on 127.0.0.1.
+
+    ``workdir``: where certificates, kubeconfigs, etcd data, logs and the state file go; a
+    new temporary directory when omitted; must be empty or absent when given.
+    ``keep``: keep the work dir on :meth:`stop` (for post-mortems; env ``COGATE_KEEP_CLUSTER=1``
+    sets it too). ``timeout``: seconds each component gets to become ready.
+    ``extra_args``: per-component extra flags, e.g. ``{"kube-apiserver": ["--v=4"]}``.
+    """
+
+    def __init__(self, workdir: str | os.PathLike[str] | None = None, *, keep: bool = False,
+                 timeout: float = 60.0, extra_args: Mapping[str, Iterable[str]] | None = None) -> None:
+        self._own_workdir = workdir is None
+        self.workdir = Path(workdir).expanduser().resolve() if workdir is not None else None
+        self.keep = keep or os.environ.get("COGATE_KEEP_CLUSTER") == "1"
+        self.timeout = float(timeout)
+        self.extra_args = {k: list(v) for k, v in (extra_args or {}).items()}
+        unknown = set(self.extra_args) - set(COMPONENTS)
+        if unknown:
+            raise ValueError(f"extra_args: unknown component(s) {sorted(unknown)}; expected some of {COMPONENTS}")
+        self.ports: dict[str, int] = {}
+        self.procs: dict[str, _Proc] = {}
+        #: seconds from start() until each component was ready, and "total"
+        self.timings: dict[str, float] = {}
+        self.detached = False
+        self._started = False
+        self._atexit_registered = False
+
+    # -- paths ------------------------------------------------------------------
+    def _path(self, *parts: str) -> Path:
+        if self.workdir is None:
+            raise ClusterError("cluster not started: no work dir yet")
+        return self.workdir.joinpath(*parts)
+
+    @property
+    def kubeconfig(self) -> Path:
+        """Admin kubeconfig (user ``admin`` in group ``system:masters``, TLS with the cluster CA)."""
+        return self._path("kubeconfig")
+
+    @property
+    def server(self) -> str:
+        """``https://127.0.0.1:<port>`` of kube-apiserver."""
+        return f"https://127.0.0.1:{self.ports['kube-apiserver']}"
+
+    @property
+    def ca_file(self) -> Path:
+        """PEM of the cluster CA (signs every serving and client certificate of the cluster)."""
+        return self._path("pki", "ca.crt")
+
+    @property
+    def state_file(self) -> Path:
+        return self._path(STATE_FILE)
+
+    def log_path(self, component: str) -> Path:
+        """Log file of ``component`` (one of :data:`COMPONENTS`)."""
+        return self._path(f"{component}.log")
+
+    @property
+    def pids(self) -> dict[str, int]:
+        """Component name -> pid of every process started (alive or not)."""
+        return {name: p.pid for name, p in self.procs.items()}
+
+    # -- lifecycle --------------------------------------------------------------
+    def __enter__(self) -> "LocalCluster":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self, *, detach: bool = False) -> Path:
+        """Start every component and wait until ready; returns the state file path.
+
+        ``detach=True``: the processes outlive this Python process (no atexit stop); find them
+        again with :meth:`stop_from_state` / :meth:`read_state`. Raises :class:`ClusterError`
+        (after stopping anything started) when a binary is missing or a component fails.
+        """
+        if self._started:
+            raise ClusterError("cluster already started")
+        missing = [n for n in ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kwok", "kubectl")
+                   if not build.binary(n).is_file()]
+        if missing:
+            raise ClusterError(f"binaries not built: {missing}; run `python -m cogate.localcluster.build`")
+        if self.workdir is None:
+            self.workdir = Path(tempfile.mkdtemp(prefix="cogate-cluster-"))
+        else:
+            if self.workdir.exists() and any(self.workdir.iterdir()):
+                raise ClusterError(f"workdir {self.workdir} is not empty (a cluster may be running there; "
+                                   f"stop it with LocalCluster.stop_from_state)")
+            self.workdir.mkdir(parents=True, exist_ok=True)
+        self.detached = detach
+        self._started = True
+        if not detach and not self._atexit_registered:
+            atexit.register(self._atexit_stop)
+            self._atexit_registered = True
+        t0 = time.monotonic()
+        try:
+            names = ("etcd", "etcd-peer", "kube-apiserver", "kube-scheduler", "kube-controller-manager")
+            self.ports = dict(zip(names, free_ports(len(names))))
+            self._write_pki_and_configs()
+            self._start_etcd()
+            self._wait_http("etcd", f"http://127.0.0.1:{self.ports['etcd']}/health", lambda b: b'"health":"true"' in b)
+            self.timings["etcd"] = time.monotonic() - t0
+            self._start_apiserver()
+            self._wait_http("kube-apiserver", f"{self.server}/readyz", None)
+            self.timings["kube-apiserver"] = time.monotonic() - t0
+            self._start_scheduler()
+            self._start_controller_manager()
+            self._start_kwok()
+            self._wait_http("kube-scheduler", f"https://127.0.0.1:{self.ports['kube-scheduler']}/healthz", None)
+            self.timings["kube-scheduler"] = time.monotonic() - t0
+            self._wait_http("kube-controller-manager",
+                            f"https://127.0.0.1:{self.ports['kube-controller-manager']}/healthz", None)
+            self.timings["kube-controller-manager"] = time.monotonic() - t0
+            self._wait_http("kube-controller-manager",
+                            f"{self.server}/api/v1/namespaces/default/serviceaccounts/default", None,
+                            what="the default ServiceAccount in namespace default")
+            self.timings["default-serviceaccount"] = time.monotonic() - t0
+            self._check_alive("kwok")
+            self.timings["total"] = time.monotonic() - t0
+            self._write_state()
+        except BaseException:
+            self.stop()
+            raise
+        return self.state_file
+
+    def stop(self, grace: float = 10.0) -> None:
+        """Stop every process started (reverse order; SIGTERM, then SIGKILL after ``grace`` s),
+        wait until the cluster's ports are closed, remove the work dir unless ``keep``.
+        Idempotent. Raises :class:`ClusterError` if a process survives SIGKILL or a port stays open."""
+        if not self._started:
+            return
+        self._started = False
+        problems = _terminate(list(self.procs.values()), grace)
+        problems += _wait_ports_closed(self.ports.values(), 10.0)
+        if self.workdir is not None and not self.keep:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+        if problems:
+            raise ClusterError("; ".join(problems))
+
+    def _atexit_stop(self) -> None:
+        if self._started and not self.detached:
+            try:
+                self.stop()
+            except ClusterError:
+                pass
+
+    # -- background use ---------------------------------------------------------
+    def _write_state(self) -> None:
+        state = {
+            "workdir": str(self.workdir),
+            "keep": self.keep,
+            "kubeconfig": str(self.kubeconfig),
+            "server": self.server,
+            "ca_file": str(self.ca_file),
+            "ports": self.ports,
+            "processes": {n: {"pid": p.pid, "binary": p.binary, "log": str(p.log)} for n, p in self.procs.items()},
+            "timings": self.timings,
+            "started_at": time.time(),
+        }
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state, indent=2, sort_keys=True))
+        os.replace(tmp, self.state_file)
+
+    @staticmethod
+    def read_state(path: str | os.PathLike[str]) -> dict[str, Any]:
+        """The JSON state written by :meth:`start`: ``workdir``, ``kubeconfig``, ``server``,
+        ``ca_file``, ``ports`` {name: port}, ``processes`` {name: {pid, binary, log}},
+        ``timings``, ``started_at`` (epoch s). Raises ``FileNotFoundError`` / ``ValueError``."""
+        data = json.loads(Path(path).expanduser().read_text())
+        if not isinstance(data, dict) or "processes" not in data or "ports" not in data:
+            raise ValueError(f"{path}: not a LocalCluster state file")
+        return data
+
+    @classmethod
+    def attach(cls, path: str | os.PathLike[str]) -> "LocalCluster":
+        """A LocalCluster object for a running (detached) cluster described by state file ``path``;
+        ``kubectl``, ``api_client``, ``add_nodes`` and ``stop`` work on it."""
+        state = cls.read_state(path)
+        self = cls(state["workdir"], keep=bool(state.get("keep")))
+        self.ports = {k: int(v) for k, v in state["ports"].items()}
+        self.procs = {n: _Proc(n, int(p["pid"]), p["binary"], Path(p["log"])) for n, p in state["processes"].items()}
+        self.timings = dict(state.get("timings", {}))
+        self.detached = True
+        self._started = True
+        return self
+
+    @classmethod
+    def stop_from_state(cls, path: str | os.PathLike[str], *, grace: float = 10.0, keep: bool | None = None) -> None:
+        """Stop the detached cluster of state file ``path`` (only pids still running the recorded
+        binary are signalled) and remove its work dir unless it was started with ``keep=True``
+        (``keep`` overrides). Raises :class:`ClusterError` if something survives."""
+        cluster = cls.attach(path)
+        if keep is not None:
+            cluster.keep = keep
+        try:
+            cluster.stop(grace)
+        finally:
+            if cluster.keep:
+                Path(path).expanduser().unlink(missing_ok=True)
+
+    # -- using it ---------------------------------------------------------------
+    def kubectl(self, *args: str, check: bool = True, input: str | None = None,
+                timeout: float = 120.0) -> subprocess.CompletedProcess:
+        """Run the pinned kubectl with the admin kubeconfig; text stdout/stderr captured.
+
+        Raises :class:`ClusterError` with the command and stderr when ``check`` and it fails.
+        """
+        cmd = [str(build.binary("kubectl")), "--kubeconfig", str(self.kubeconfig), *args]
+        proc = subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=timeout)
+        if check and proc.returncode != 0:
+            raise ClusterError(f"`kubectl {' '.join(args)}` failed with exit code {proc.returncode}:\n"
+                               f"{proc.stderr.strip() or proc.stdout.strip()}")
+        return proc
+
+    def api_client(self):
+        """A new ``kubernetes.client.ApiClient`` authenticated as admin (close it when done)."""
+        from kubernetes import config
+
+        return config.new_client_from_config(config_file=str(self.kubeconfig))
+
+    def add_nodes(self, count: int, **shape: Any) -> list[str]:
+        """Create ``count`` kwok nodes (see :func:`cogate.localcluster.nodes.add_nodes`) and wait until Ready."""
+        from .nodes import add_nodes
+
+        return add_nodes(self, count, **shape)
+
+    def rss(self) -> dict[str, int]:
+        """Resident memory in bytes of each running component (``/proc/<pid>/status`` VmRSS)."""
+        return {name: rss_bytes(p.pid) for name, p in self.procs.items() if p.alive()}
+
+    # -- internals: files -------------------------------------------------------
+    def _write_pki_and_configs(self) -> None:
+        pk = self._path("pki")
+        ca_cert, ca_key = pki.new_ca("cogate-local-ca", days=365)
+        pki.write_pem(pk / "ca.crt", ca_cert)
+        pki.write_pem(pk / "ca.key", ca_key)
+        cert, key = pki.issue(
+            ca_cert, ca_key, "kube-apiserver",
+            dns_names=["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
+                       "kubernetes.default.svc.cluster.local"],
+            ip_addresses=["127.0.0.1", KUBERNETES_SERVICE_IP], days=365)
+        pki.write_pem(pk / "apiserver.crt", cert)
+        pki.write_pem(pk / "apiserver.key", key)
+        for name in ("kube-scheduler", "kube-controller-manager"):
+            cert, key = pki.issue(ca_cert, ca_key, name, dns_names=["localhost"], ip_addresses=["127.0.0.1"], days=365)
+            pki.write_pem(pk / f"{name}-serving.crt", cert)
+            pki.write_pem(pk / f"{name}-serving.key", key)
+        sa_key = pki.new_ec_key()
+        pki.write_pem(pk / "sa.key", sa_key)
+        pki.write_pem(pk / "sa.pub", sa_key.public_key())
+        # client identities: (file stem, user, groups)
+        clients = [
+            ("admin", "admin", ["system:masters"]),
+            ("kube-scheduler", "system:kube-scheduler", []),
+            ("kube-controller-manager", "system:kube-controller-manager", []),
+            # kwok patches node/pod status, renews Leases and deletes pods of every namespace.
+            ("kwok", "kwok-controller", ["system:masters"]),
+        ]
+        server = f"https://127.0.0.1:{self.ports['kube-apiserver']}"
+        for stem, user, groups in clients:
+            cert, key = pki.issue(ca_cert, ca_key, user, organizations=groups, server=False, client=True, days=365)
+            crt_path = pki.write_pem(pk / f"{stem}-client.crt", cert)
+            key_path = pki.write_pem(pk / f"{stem}-client.key", key)
+            name = "kubeconfig" if stem == "admin" else f"{stem}.kubeconfig"
+            path = self._path(name)
+            path.write_text(yaml.safe_dump(_kubeconfig(server, pk / "ca.crt", crt_path, key_path, user)))
+            path.chmod(0o600)
+        # kwok: our options and stages (the packaged YAML) as its one --config file
+        shutil.copyfile(STAGES_FILE, self._path("kwok.yaml"))
+
+    # -- internals: processes ---------------------------------------------------
+    def _spawn(self, name: str, args: list[str]) -> None:
+        binary = str(build.binary(name))
+        log = self.log_path(name)
+        with open(log, "ab") as out:
+            popen = subprocess.Popen([binary, *args, *self.extra_args.get(name, [])],
+                                     stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                     cwd=self.workdir, start_new_session=True)
+        self.procs[name] = _Proc(name, popen.pid, binary, log, popen)
+
+    def _start_etcd(self) -> None:
+        client = f"http://127.0.0.1:{self.ports['etcd']}"
+        peer = f"http://127.0.0.1:{self.ports['etcd-peer']}"
+        self._spawn("etcd", [
+            "--name=cogate", f"--data-dir={self._path('etcd')}",
+            f"--listen-client-urls={client}", f"--advertise-client-urls={client}",
+            f"--listen-peer-urls={peer}", f"--initial-advertise-peer-urls={peer}",
+            f"--initial-cluster=cogate={peer}", "--initial-cluster-state=new",
+            "--unsafe-no-fsync", "--log-level=warn", "--quota-backend-bytes=2147483648",
+        ])
+
+    def _start_apiserver(self) -> None:
+        pk = self._path("pki")
+        self._spawn("kube-apiserver", [
+            f"--etcd-servers=http://127.0.0.1:{self.ports['etcd']}",
+            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+            f"--secure-port={self.ports['kube-apiserver']}",
+            f"--cert-dir={pk}",
+            f"--tls-cert-file={pk / 'apiserver.crt'}", f"--tls-private-key-file={pk / 'apiserver.key'}",
+            f"--client-ca-file={pk / 'ca.crt'}",
+            # Request-header (front-proxy) auth: only a client cert named front-proxy-client, which
+            # no component holds, may assert X-Remote-User. Set so that the scheduler's and the
+            # controller-manager's delegated authentication find a complete configmap.
+            f"--requestheader-client-ca-file={pk / 'ca.crt'}",
+            "--requestheader-allowed-names=front-proxy-client",
+            "--requestheader-username-headers=X-Remote-User",
+            "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            "--authorization-mode=Node,RBAC",
+            "--enable-admission-plugins=NodeRestriction,MutatingAdmissionWebhook,ValidatingAdmissionWebhook",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
+            f"--service-account-key-file={pk / 'sa.pub'}",
+            f"--service-account-signing-key-file={pk / 'sa.key'}",
+            "--allow-privileged=true",
+            "--profiling=false",
+            "--v=1",
+        ])
+
+    def _component_common(self, name: str) -> list[str]:
+        pk = self._path("pki")
+        kc = self._path(f"{name}.kubeconfig")
+        return [
+            f"--kubeconfig={kc}", f"--authentication-kubeconfig={kc}", f"--authorization-kubeconfig={kc}",
+            "--bind-address=127.0.0.1", f"--secure-port={self.ports[name]}",
+            f"--tls-cert-file={pk / f'{name}-serving.crt'}", f"--tls-private-key-file={pk / f'{name}-serving.key'}",
+            "--leader-elect=false", "--profiling=false", "--v=1",
+        ]
+
+    def _start_scheduler(self) -> None:
+        self._spawn("kube-scheduler", self._component_common("kube-scheduler"))
+
+    def _start_controller_manager(self) -> None:
+        pk = self._path("pki")
+        self._spawn("kube-controller-manager", [
+            *self._component_common("kube-controller-manager"),
+            "--controllers=" + ",".join(("*",) + _CLOUD_CONTROLLERS),
+            "--use-service-account-credentials=true",
+            f"--service-account-private-key-file={pk / 'sa.key'}",
+            f"--root-ca-file={pk / 'ca.crt'}",
+            f"--cluster-signing-cert-file={pk / 'ca.crt'}", f"--cluster-signing-key-file={pk / 'ca.key'}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            "--allocate-node-cidrs=false",
+        ])
+
+    def _start_kwok(self) -> None:
+        self._spawn("kwok", [
+            f"--kubeconfig={self._path('kwok.kubeconfig')}",
+            f"--config={self._path('kwok.yaml')}",
+            "--manage-all-nodes=false",
+            f"--manage-nodes-with-annotation-selector={KWOK_NODE_SELECTOR}",
+            f"--node-lease-duration-seconds={NODE_LEASE_SECONDS}",
+        ])
+
+    # -- internals: readiness ---------------------------------------------------
+    def _ssl_context(self) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(cafile=str(self.ca_file))
+        pk = self._path("pki")
+        ctx.load_cert_chain(pk / "admin-client.crt", pk / "admin-client.key")
+        return ctx
+
+    def _check_alive(self, name: str) -> None:
+        proc = self.procs.get(name)
+        if proc is None or not proc.alive():
+            code = proc.popen.returncode if proc and proc.popen else None
+            raise ClusterError(f"{name} exited (code {code}); last lines of {self.log_path(name)}:\n"
+                               f"{_tail(self.log_path(name))}")
+
+    def _wait_http(self, name: str, url: str, ok, what: str | None = None) -> None:
+        ctx = self._ssl_context() if url.startswith("https") else None
+        deadline = time.monotonic() + self.timeout
+        last = "no attempt"
+        while True:
+            self._check_alive(name)
+            try:
+                with urllib.request.urlopen(url, timeout=2, context=ctx) as resp:
+                    body = resp.read()
+                    if resp.status == 200 and (ok is None or ok(body)):
+                        return
+                    last = f"HTTP {resp.status}: {body[:200]!r}"
+            except urllib.error.HTTPError as exc:
+                last = f"HTTP {exc.code}: {exc.read()[:300]!r}"
+            except (OSError, ssl.SSLError) as exc:
+                last = str(exc)
+            if time.monotonic() >= deadline:
+                raise ClusterError(f"{name} not ready after {self.timeout:.0f}s: {what or url} -> {last}; "
+                                   f"last lines of {self.log_path(name)}:\n{_tail(self.log_path(name))}")
+            time.sleep(0.1)
+
+
+def _terminate(procs: list[_Proc], grace: float) -> list[str]:
+    """SIGTERM every process in reverse order, SIGKILL stragglers after ``grace`` s; problems found."""
+    for proc in reversed(procs):
+        proc.signal(signal.SIGTERM)
+        # Stop in order so that kwok/controllers do not log a storm of errors against a dead apiserver.
+        proc.wait(min(grace, 3.0))
+    for proc in reversed(procs):
+        if not proc.wait(grace):
+            proc.signal(signal.SIGKILL)
+    problems = []
+    for proc in procs:
+        if not proc.wait(5.0):
+            problems.append(f"{proc.name} (pid {proc.pid}) still running after SIGKILL")
+    return problems
+
+
+def _wait_ports_closed(ports: Iterable[int], timeout: float) -> list[str]:
+    deadline = time.monotonic() + timeout
+    ports = list(ports)
+    while True:
+        still = [p for p in ports if port_open(p)]
+        if not still:
+            return []
+        if time.monotonic() >= deadline:
+            return [f"port(s) {still} still accept connections"]
+        time.sleep(0.1)
