@@ -116,7 +116,7 @@ class Informer:
         self._key = key
         self._convert = convert
         self._handlers: list[Handler] = [handler] if handler else []
-        self._on_invalid = on_invalid
+        self.on_invalid = on_invalid
         self._on_watch_restart = on_watch_restart
         self._on_event = on_event
         self._backoff = backoff or Backoff()
@@ -219,9 +219,9 @@ class Informer:
             meta = raw.get("metadata") if isinstance(raw, dict) else None
             meta = meta if isinstance(meta, dict) else {}
             log.warning("informer %s: invalid object %s/%s: %s", self.name, meta.get("namespace", ""), meta.get("name", "?"), exc)
-            if self._on_invalid:
+            if self.on_invalid:
                 try:
-                    self._on_invalid(raw, exc)
+                    self.on_invalid(raw, exc)
                 except Exception:  # noqa: BLE001
                     log.exception("informer %s: on_invalid failed", self.name)
             return False, None

@@ -148,6 +148,10 @@ class LeaderElector:
         self._thread.start()
         return self._thread
 
+    def join(self, timeout: float | None = None) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout)
+
     def run(self, stop: threading.Event) -> None:
         last_renew = 0.0
         while not stop.is_set():

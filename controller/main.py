@@ -1,0 +1,234 @@
+"""``cogate controller``: informers, the reconcile loop, leader election, metrics.
+
+Configuration: ``--kubeconfig`` if given, else the ``KUBECONFIG`` environment variable,
+else the in-cluster service account. Every replica runs the informers and serves
+``/metrics``, ``/healthz`` and ``/readyz`` (ready once all informers have synced,
+whether or not it leads); only the leader (Lease ``cogate-controller``) reconciles.
+A replica that loses the lease exits with status 1 so that it restarts as a follower
+(see :mod:`cogate.controller.leader`). SIGTERM/SIGINT stop cleanly: the reconcile
+loop ends after its current pass, the lease is released, status 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import socket
+import threading
+import uuid
+from pathlib import Path
+
+from cogate import api
+from cogate.controller import model, planner
+from cogate.controller.events import EventRecorder
+from cogate.controller.informer import (
+    Informer,
+    name_key,
+    namespaced_key,
+    node_source,
+    pod_source,
+    podgroup_source,
+    uid_key,
+    wait_all_synced,
+)
+from cogate.controller.leader import LEASE_NAME, LeaderElector
+from cogate.controller.metrics import Metrics, serve
+from cogate.controller.reconciler import PLACEMENTS, Caches, Reconciler, ReconcilerConfig, group_object
+
+log = logging.getLogger("cogate.controller")
+
+#: Bound, non-terminal pods: what occupies node capacity (kube-scheduler's view).
+BOUND_PODS_FIELD_SELECTOR = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
+_SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+def _positive(text: str) -> float:
+    value = float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="cogate controller", description=__doc__.splitlines()[0])
+    p.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, then in-cluster config)")
+    p.add_argument("--gate-name", default=api.DEFAULT_GATE_NAME, help="scheduling gate to remove (default %(default)s)")
+    p.add_argument("--metrics-port", type=int, default=8080, help="port of /metrics, /healthz, /readyz (0: any)")
+    p.add_argument("--metrics-host", default="0.0.0.0", help="address of the metrics server (default %(default)s)")
+    p.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=True,
+                   help=f"elect a leader through the Lease {LEASE_NAME!r} (default on)")
+    p.add_argument("--leader-election-namespace", default=None,
+                   help="namespace of the Lease (default: $POD_NAMESPACE, the service account's, or 'default')")
+    p.add_argument("--placement", choices=PLACEMENTS, default="pinned",
+                   help="pinned: narrow each member's required node affinity to its planned node before "
+                        "removing the gate; free: only remove the gate (default %(default)s)")
+    p.add_argument("--reservation-ttl", type=_positive, default=60.0,
+                   help="seconds a released member's planned room stays reserved while unbound (default 60)")
+    p.add_argument("--starvation-seconds", type=_positive, default=300.0,
+                   help="seconds a complete group may be passed over by smaller groups (default 300)")
+    p.add_argument("--debounce", type=_positive, default=0.05,
+                   help="seconds to coalesce events before a decision pass (default 0.05)")
+    p.add_argument("--resync", type=float, default=30.0, help="seconds between periodic passes (default 30)")
+    p.add_argument("--evict-on-timeout", action="store_true",
+                   help="after scheduleTimeoutSeconds, evict bound members that have a controller owner")
+    p.add_argument("--workers", type=int, default=8, help="concurrent gate-removal requests (default 8)")
+    p.add_argument("--namespace", default=None, help="only PodGroups and members in this namespace (testing)")
+    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    return p
+
+
+def load_client(kubeconfig: str | None, pool_size: int):
+    """An ``ApiClient`` from ``kubeconfig``, else ``$KUBECONFIG``, else in-cluster config."""
+    from kubernetes import client, config
+
+    cfg = client.Configuration()
+    if kubeconfig or os.environ.get("KUBECONFIG"):
+        config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
+    else:
+        config.load_incluster_config(client_configuration=cfg)
+    cfg.connection_pool_maxsize = pool_size
+    return client.ApiClient(cfg)
+
+
+def _lease_namespace(flag: str | None) -> str:
+    if flag:
+        return flag
+    if os.environ.get("POD_NAMESPACE"):
+        return os.environ["POD_NAMESPACE"]
+    try:
+        return _SA_NAMESPACE.read_text().strip() or "default"
+    except OSError:
+        return "default"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from kubernetes import client
+
+    try:
+        api_client = load_client(args.kubeconfig, pool_size=args.workers + 16)
+    except Exception as exc:  # noqa: BLE001
+        log.error("cannot load Kubernetes client configuration: %s", exc)
+        return 2
+    core = client.CoreV1Api(api_client)
+    custom = client.CustomObjectsApi(api_client)
+    identity = f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+    stop = threading.Event()
+    lost = threading.Event()
+    metrics = Metrics()
+
+    def restarted(name: str):
+        return lambda reason: metrics.watch_restarts.labels(name, reason).inc()
+
+    def counted(name: str):
+        return lambda type_: metrics.informer_events.labels(name, type_).inc()
+
+    def make(name, source, key, convert) -> Informer:
+        list_fn, watch_fn = source
+        return Informer(name, list_fn, watch_fn, key, convert, on_watch_restart=restarted(name),
+                        on_event=counted(name))
+
+    ns = args.namespace
+    caches = Caches(
+        podgroups=make("podgroups", podgroup_source(custom, api.GROUP, api.VERSION, api.PLURAL, ns),
+                       namespaced_key, group_object),
+        members=make("members", pod_source(core, label_selector=api.POD_GROUP_LABEL, namespace=ns),
+                     uid_key, model.pod_info),
+        bound=make("bound-pods", pod_source(core, field_selector=BOUND_PODS_FIELD_SELECTOR), uid_key, model.pod_info),
+        nodes=make("nodes", node_source(core), name_key, model.node_info),
+    )
+    recorder = EventRecorder.for_core_api(core, host=identity,
+                                          on_emit=lambda t, r: metrics.events.labels(t, r).inc())
+    config = ReconcilerConfig(
+        gate_name=args.gate_name, placement=args.placement, debounce=args.debounce, resync=args.resync,
+        evict_on_timeout=args.evict_on_timeout, workers=args.workers,
+        planner_config=planner.PlannerConfig(gate_name=args.gate_name, starvation_seconds=args.starvation_seconds,
+                                             reservation_ttl_seconds=args.reservation_ttl))
+    reconciler = Reconciler(core, custom, caches, config, recorder=recorder, metrics=metrics)
+
+    def invalid(name: str, then=None):
+        def on_invalid(raw, exc):
+            metrics.invalid_objects.labels(name).inc()
+            if then is not None:
+                then(raw, exc)
+        return on_invalid
+
+    caches.podgroups.on_invalid = invalid("podgroups", reconciler.on_invalid_podgroup)
+    caches.members.on_invalid = invalid("members", reconciler.on_invalid_member)
+    caches.bound.on_invalid = invalid("bound-pods")
+    caches.nodes.on_invalid = invalid("nodes")
+    for inf in caches.all():
+        inf.add_handler(reconciler.enqueue)
+
+    def ready() -> bool:
+        return all(i.has_synced for i in caches.all()) and not stop.is_set()
+
+    try:
+        server = serve(args.metrics_port, metrics, ready, host=args.metrics_host)
+    except OSError as exc:
+        log.error("cannot listen on port %s: %s", args.metrics_port, exc)
+        return 2
+    log.info("metrics on port %d; gate %r; placement %s", server.server_port, args.gate_name, args.placement)
+
+    def on_signal(signum, _frame):
+        log.info("signal %d: shutting down", signum)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    for inf in caches.all():
+        inf.start(stop)
+    recorder.start(stop)
+
+    elector: LeaderElector | None = None
+    if args.leader_elect:
+        from kubernetes.client import CoordinationV1Api
+
+        def on_lost() -> None:
+            metrics.is_leader.set(0)
+            lost.set()
+            stop.set()
+
+        def on_started() -> None:
+            metrics.is_leader.set(1)
+            reconciler.enqueue()
+
+        elector = LeaderElector(CoordinationV1Api(api_client), _lease_namespace(args.leader_election_namespace),
+                                identity, on_started=on_started, on_lost=on_lost)
+        elector.start(stop)
+        leading = lambda: elector.is_leader  # noqa: E731
+    else:
+        metrics.is_leader.set(1)
+        leading = lambda: True  # noqa: E731
+
+    loop = threading.Thread(target=_reconcile_when_synced, args=(reconciler, caches, stop, leading),
+                            name="reconciler", daemon=True)
+    loop.start()
+    while not stop.is_set():
+        stop.wait(1.0)
+    loop.join(10.0)
+    reconciler.close()
+    if elector is not None:
+        elector.join(5.0)
+    server.shutdown()
+    if lost.is_set():
+        log.error("leadership lost; exiting so the pod restarts as a follower")
+        return 1
+    log.info("stopped")
+    return 0
+
+
+def _reconcile_when_synced(reconciler: Reconciler, caches: Caches, stop: threading.Event, leading) -> None:
+    if not wait_all_synced(caches.all(), stop):
+        return
+    log.info("informers synced")
+    reconciler.enqueue()
+    reconciler.run(stop, leading)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
