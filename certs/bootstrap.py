@@ -382,7 +382,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="cogate certs", description="Webhook serving certificates.")
-    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    parser.add_argument("--log-level", default="info", type=str.lower, choices=["debug", "info", "warning", "error"])
     sub = parser.add_subparsers(dest="command", required=True)
 
     b = sub.add_parser("bootstrap", help="keep the webhook certificate in a Secret, write it to files, patch caBundle")

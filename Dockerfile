@@ -1,0 +1,30 @@
+# One image for both Deployments of the chart: `cogate webhook ...`, `cogate controller ...`,
+# `cogate certs bootstrap ...` (the webhook's certificate init container / sidecar).
+#   docker build -t cogate:dev .
+# The image holds only the Python distribution: no Go binaries, no tests.
+
+FROM python:3.11-slim AS build
+WORKDIR /src
+# The package's sources (top-level component dirs install as subpackages, see
+# pyproject.toml); charts/ because cogate/manifests/ links to the chart's CRD.
+COPY pyproject.toml README.md ./
+COPY cogate/ cogate/
+COPY controller/ controller/
+COPY webhook/ webhook/
+COPY certs/ certs/
+COPY tests/localcluster/ tests/localcluster/
+COPY charts/cogate/crds/ charts/cogate/crds/
+RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+
+FROM python:3.11-slim
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1
+RUN groupadd --system --gid 10001 cogate \
+ && useradd --system --uid 10001 --gid cogate --no-create-home --shell /usr/sbin/nologin cogate
+COPY --from=build /wheels /wheels
+RUN pip install --no-cache-dir /wheels/*.whl && rm -rf /wheels
+# Numeric user so `runAsNonRoot: true` can be verified by the kubelet.
+USER 10001:10001
+EXPOSE 9443 8080
+ENTRYPOINT ["cogate"]
+CMD ["--help"]

@@ -1,0 +1,72 @@
+{{/* Chart name. */}}
+{{- define "cogate.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Resource name prefix. */}}
+{{- define "cogate.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "cogate.webhookName" -}}{{ include "cogate.fullname" . | trunc 55 | trimSuffix "-" }}-webhook{{- end -}}
+{{- define "cogate.controllerName" -}}{{ include "cogate.fullname" . | trunc 52 | trimSuffix "-" }}-controller{{- end -}}
+{{- define "cogate.certSecretName" -}}{{ default (printf "%s-cert" (include "cogate.webhookName" .)) .Values.webhook.certs.secretName }}{{- end -}}
+{{/* The webhook entry name; equal to cogate.webhook.config.WEBHOOK_NAME. */}}
+{{- define "cogate.webhookEntryName" -}}pod-group-gate.scheduling.x-k8s.io{{- end -}}
+
+{{- define "cogate.image" -}}
+{{ .Values.image.repository }}:{{ default .Chart.AppVersion .Values.image.tag }}
+{{- end -}}
+
+{{- define "cogate.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/name: {{ include "cogate.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{/* Selector labels; call with (dict "ctx" $ "component" "webhook"). */}}
+{{- define "cogate.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "cogate.name" .ctx }}
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "cogate.validate" -}}
+{{- if not (has .Values.controller.placement (list "pinned" "free")) -}}
+{{- fail (printf "controller.placement must be pinned or free, got %q" .Values.controller.placement) -}}
+{{- end -}}
+{{- if not (has .Values.webhook.certs.mode (list "bootstrap" "cert-manager")) -}}
+{{- fail (printf "webhook.certs.mode must be bootstrap or cert-manager, got %q" .Values.webhook.certs.mode) -}}
+{{- end -}}
+{{- if or (lt (int .Values.webhook.timeoutSeconds) 1) (gt (int .Values.webhook.timeoutSeconds) 30) -}}
+{{- fail "webhook.timeoutSeconds must be between 1 and 30" -}}
+{{- end -}}
+{{- if and (gt (int .Values.controller.replicas) 1) (not .Values.controller.leaderElect) -}}
+{{- fail "controller.replicas > 1 needs controller.leaderElect=true (two leaders would release against the same capacity)" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Arguments of `cogate certs bootstrap` (init container and rotator sidecar). */}}
+{{- define "cogate.certsArgs" -}}
+- certs
+- --log-level={{ .Values.logLevel }}
+- bootstrap
+- --namespace=$(POD_NAMESPACE)
+- --secret-name={{ include "cogate.certSecretName" . }}
+- --service-name={{ include "cogate.webhookName" . }}
+- --cert-dir=/certs
+- --webhook-config-name={{ include "cogate.fullname" . }}
+- --webhook-name={{ include "cogate.webhookEntryName" . }}
+- --rotate-before-days={{ .Values.webhook.certs.rotateBeforeDays }}
+{{- end -}}

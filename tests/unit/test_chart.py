@@ -1,0 +1,302 @@
+"""Helm chart charts/cogate: `helm lint` and the objects `helm template` renders.
+
+Uses the pinned Helm CLI from the local tool cache (built from its Go module on first
+use, see cogate.localcluster.build). Asserts the contract of DESIGN.md §3 on the
+rendered objects: webhook registration (same rules as cogate.webhook.config), replicas,
+leader election, probes, least-privilege RBAC, certificate modes, and that every
+container's arguments parse with the component's own argparse.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cogate.api import POD_GROUP_LABEL
+from cogate.certs import bootstrap
+from cogate.controller import main as controller_main
+from cogate.localcluster import versions
+from cogate.localcluster.build import binary, ensure_binaries
+from cogate.webhook import config as webhook_config
+from cogate.webhook import main as webhook_main
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / "cogate"
+RELEASE, NAMESPACE = "cogate", "cogate-system"
+
+
+@pytest.fixture(scope="module")
+def helm() -> Path:
+    path = binary("helm")
+    if not path.is_file():
+        ensure_binaries(["helm"], log=sys.stderr)
+    return path
+
+
+def _template(helm: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    # helm template assumes Kubernetes 1.20 without a cluster; render for the version we test against.
+    return subprocess.run([str(helm), "template", RELEASE, str(CHART), "--namespace", NAMESPACE,
+                           "--kube-version", versions.KUBERNETES, *args],
+                          capture_output=True, text=True, check=check)
+
+
+def render(helm: Path, *args: str) -> list[dict]:
+    out = _template(helm, *args).stdout
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+def find(objs: list[dict], kind: str, name: str | None = None) -> dict:
+    hits = [o for o in objs if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)]
+    assert len(hits) == 1, f"expected one {kind} {name or ''}, got {[o['metadata']['name'] for o in hits]}"
+    return hits[0]
+
+
+def all_of(objs: list[dict], kind: str) -> list[dict]:
+    return [o for o in objs if o["kind"] == kind]
+
+
+@pytest.fixture(scope="module")
+def objs(helm) -> list[dict]:
+    return render(helm)
+
+
+@pytest.fixture(scope="module")
+def webhook_deploy(objs) -> dict:
+    return find(objs, "Deployment", "cogate-webhook")
+
+
+@pytest.fixture(scope="module")
+def controller_deploy(objs) -> dict:
+    return find(objs, "Deployment", "cogate-controller")
+
+
+def container(deploy: dict, name: str, init: bool = False) -> dict:
+    spec = deploy["spec"]["template"]["spec"]
+    (c,) = [c for c in spec["initContainers" if init else "containers"] if c["name"] == name]
+    return c
+
+
+def test_helm_lint(helm):
+    proc = subprocess.run([str(helm), "lint", str(CHART), "--namespace", NAMESPACE], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "0 chart(s) failed" in proc.stdout
+    proc = subprocess.run([str(helm), "lint", str(CHART), "--set", "webhook.certs.mode=cert-manager"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_rendered_kinds(objs):
+    kinds = sorted((o["kind"], o["metadata"]["name"]) for o in objs)
+    assert ("MutatingWebhookConfiguration", "cogate") in kinds
+    assert ("Service", "cogate-webhook") in kinds
+    assert ("PodDisruptionBudget", "cogate-webhook") in kinds
+    assert ("ServiceAccount", "cogate-webhook") in kinds and ("ServiceAccount", "cogate-controller") in kinds
+    assert {n for k, n in kinds if k == "Service"} >= {"cogate-webhook-metrics", "cogate-controller-metrics"}
+    for o in objs:
+        if o["kind"] not in ("ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration"):
+            assert o["metadata"]["namespace"] == NAMESPACE, o["metadata"]["name"]
+
+
+def test_crd_is_installed_from_crds_dir(helm):
+    objs = render(helm, "--include-crds")
+    crd = find(objs, "CustomResourceDefinition", "podgroups.scheduling.x-k8s.io")
+    assert crd == yaml.safe_load((CHART / "crds" / "scheduling.x-k8s.io_podgroups.yaml").read_text())
+
+
+def test_webhook_registration_matches_the_builder(objs):
+    mwc = find(objs, "MutatingWebhookConfiguration")
+    (hook,) = mwc["webhooks"]
+    (ref,) = webhook_config.webhook_configuration({"service": {}}, excluded_namespaces=("kube-system", NAMESPACE))["webhooks"]
+    for key in ("name", "admissionReviewVersions", "rules", "objectSelector", "namespaceSelector", "failurePolicy",
+                "matchPolicy", "sideEffects", "timeoutSeconds", "reinvocationPolicy"):
+        assert hook[key] == ref[key], key
+    assert hook["objectSelector"] == {"matchExpressions": [{"key": POD_GROUP_LABEL, "operator": "Exists"}]}
+    assert hook["failurePolicy"] == "Fail" and hook["sideEffects"] == "None" and hook["timeoutSeconds"] == 5
+    assert hook["rules"][0]["operations"] == ["CREATE"] and hook["rules"][0]["resources"] == ["pods"]
+    svc = hook["clientConfig"]["service"]
+    assert svc == {"name": "cogate-webhook", "namespace": NAMESPACE, "path": "/mutate", "port": 443}
+    assert "caBundle" not in hook["clientConfig"]  # set at runtime by the bootstrap
+
+
+def test_excluded_namespaces_extend_the_selector(helm):
+    objs = render(helm, "--set", "webhook.excludedNamespaces={monitoring,kube-system}")
+    (hook,) = find(objs, "MutatingWebhookConfiguration")["webhooks"]
+    (expr,) = hook["namespaceSelector"]["matchExpressions"]
+    assert expr == {"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+                    "values": ["kube-system", NAMESPACE, "monitoring"]}
+
+
+def test_webhook_deployment(objs, webhook_deploy):
+    spec = webhook_deploy["spec"]
+    assert spec["replicas"] == 2
+    assert spec["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+    pod_labels = spec["template"]["metadata"]["labels"]
+    c = container(webhook_deploy, "webhook")
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "https", "scheme": "HTTPS"}
+    assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    args = webhook_main.build_parser().parse_args(c["args"][1:])
+    assert c["args"][0] == "webhook"
+    assert (args.tls_cert_file, args.tls_key_file) == ("/certs/tls.crt", "/certs/tls.key")
+    assert args.gate_name == "scheduling.x-k8s.io/pod-group" and args.port == 9443
+    # Service and PDB select exactly the webhook pods
+    svc = find(objs, "Service", "cogate-webhook")
+    assert svc["spec"]["ports"][0]["targetPort"] == "https"
+    assert set(svc["spec"]["selector"].items()) <= set(pod_labels.items())
+    assert svc["spec"]["selector"]["app.kubernetes.io/component"] == "webhook"
+    pdb = find(objs, "PodDisruptionBudget")
+    assert pdb["spec"]["minAvailable"] == 1
+    assert pdb["spec"]["selector"]["matchLabels"] == spec["selector"]["matchLabels"]
+    assert set(spec["selector"]["matchLabels"].items()) <= set(pod_labels.items())
+
+
+def test_bootstrap_init_container_and_rotator(webhook_deploy):
+    init = container(webhook_deploy, "certs", init=True)
+    rot = container(webhook_deploy, "cert-rotator")
+    for c in (init, rot):
+        assert c["args"][0] == "certs"
+        args = bootstrap.build_parser().parse_args(c["args"][1:])
+        assert args.command == "bootstrap"
+        assert args.secret_name == "cogate-webhook-cert"
+        assert args.service_name == "cogate-webhook"
+        assert args.webhook_config_name == "cogate"
+        assert args.webhook_name == [webhook_config.WEBHOOK_NAME]
+        assert args.cert_dir == "/certs"
+        assert {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}} in c["env"]
+    assert bootstrap.build_parser().parse_args(init["args"][1:]).loop == 0
+    assert bootstrap.build_parser().parse_args(rot["args"][1:]).loop == 3600
+    vols = webhook_deploy["spec"]["template"]["spec"]["volumes"]
+    assert vols == [{"name": "certs", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}}]
+
+
+def test_cert_manager_mode(helm):
+    objs = render(helm, "--set", "webhook.certs.mode=cert-manager")
+    dep = find(objs, "Deployment", "cogate-webhook")
+    pod = dep["spec"]["template"]["spec"]
+    assert "initContainers" not in pod
+    assert [c["name"] for c in pod["containers"]] == ["webhook"]
+    assert pod["volumes"] == [{"name": "certs", "secret": {"secretName": "cogate-webhook-cert"}}]
+    assert pod["automountServiceAccountToken"] is False
+    cert = find(objs, "Certificate")
+    assert cert["spec"]["secretName"] == "cogate-webhook-cert"
+    assert f"cogate-webhook.{NAMESPACE}.svc" in cert["spec"]["dnsNames"]
+    assert cert["spec"]["renewBefore"] == "720h"
+    mwc = find(objs, "MutatingWebhookConfiguration")
+    assert mwc["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == f"{NAMESPACE}/cogate-webhook"
+    # no Secret or webhook-configuration rights without the bootstrap
+    assert not [r for r in all_of(objs, "Role") + all_of(objs, "ClusterRole") if r["metadata"]["name"] == "cogate-webhook"]
+
+
+def test_controller_deployment(controller_deploy):
+    spec = controller_deploy["spec"]
+    assert spec["replicas"] == 2
+    c = container(controller_deploy, "controller")
+    assert c["args"][0] == "controller"
+    flags = dict(a.split("=", 1) if "=" in a else (a, True) for a in c["args"][1:])
+    assert flags["--leader-elect"] is True
+    assert flags["--leader-election-namespace"] == "$(POD_NAMESPACE)"
+    assert flags["--placement"] == "pinned"
+    assert flags["--gate-name"] == "scheduling.x-k8s.io/pod-group"
+    assert flags["--reservation-ttl"] == "60" and flags["--starvation-seconds"] == "300"
+    assert flags["--metrics-port"] == "8080"
+    args = controller_main.build_parser().parse_args(c["args"][1:])
+    assert args.leader_elect is True and args.placement == "pinned"
+    assert "--evict-on-timeout" not in c["args"]
+
+
+def test_evict_on_timeout_adds_flag_and_eviction_right(helm):
+    objs = render(helm, "--set", "controller.evictOnTimeout=true")
+    args = container(find(objs, "Deployment", "cogate-controller"), "controller")["args"]
+    assert controller_main.build_parser().parse_args(args[1:]).evict_on_timeout is True
+    assert (("",), ("pods/eviction",), ("create",), ()) in _rules(objs, "ClusterRole", "cogate-controller")
+
+
+def test_values_reach_the_containers(helm):
+    objs = render(helm, "--set", "gateName=example.com/gang", "--set", "controller.placement=free",
+                  "--set", "webhook.replicas=3", "--set", "controller.replicas=1", "--set", "controller.leaderElect=false",
+                  "--set", "controller.nodeSelector.pool=system", "--set", "logLevel=debug")
+    web = find(objs, "Deployment", "cogate-webhook")
+    ctl = find(objs, "Deployment", "cogate-controller")
+    assert web["spec"]["replicas"] == 3 and ctl["spec"]["replicas"] == 1
+    assert "--gate-name=example.com/gang" in container(web, "webhook")["args"]
+    args = container(ctl, "controller")["args"]
+    assert "--gate-name=example.com/gang" in args and "--placement=free" in args and "--no-leader-elect" in args
+    assert "--log-level=DEBUG" in args  # the controller's argparse wants upper case
+    assert "--log-level=debug" in container(web, "webhook")["args"]
+    controller_main.build_parser().parse_args(args[1:])
+    assert ctl["spec"]["template"]["spec"]["nodeSelector"] == {"pool": "system"}
+    assert not [r for r in all_of(objs, "Role") if "leader-election" in r["metadata"]["name"]]
+
+
+@pytest.mark.parametrize("sets,message", [
+    (["controller.placement=anywhere"], "controller.placement must be pinned or free"),
+    (["webhook.certs.mode=manual"], "webhook.certs.mode must be bootstrap or cert-manager"),
+    (["webhook.timeoutSeconds=31"], "timeoutSeconds must be between 1 and 30"),
+    (["controller.leaderElect=false"], "needs controller.leaderElect=true"),
+])
+def test_bad_values_fail_with_a_message(helm, sets, message):
+    args = [a for s in sets for a in ("--set", s)]
+    proc = _template(helm, *args, check=False)
+    assert proc.returncode != 0
+    assert message in proc.stderr
+
+
+# ------------------------------------------------------------------ RBAC
+def _rules(objs, kind, name):
+    return [(tuple(r.get("apiGroups", [])), tuple(r["resources"]), tuple(sorted(r["verbs"])),
+             tuple(r.get("resourceNames", ()))) for r in find(objs, kind, name)["rules"]]
+
+
+def test_controller_rbac_is_least_privilege(objs):
+    rules = _rules(objs, "ClusterRole", "cogate-controller")
+    assert sorted(rules) == sorted([
+        (("",), ("pods",), ("get", "list", "patch", "watch"), ()),
+        (("",), ("nodes",), ("get", "list", "watch"), ()),
+        (("scheduling.x-k8s.io",), ("podgroups",), ("get", "list", "watch"), ()),
+        (("scheduling.x-k8s.io",), ("podgroups/status",), ("get", "patch", "update"), ()),
+        (("", "events.k8s.io"), ("events",), ("create", "patch"), ()),
+    ])
+    role = find(objs, "Role", "cogate-controller-leader-election")
+    assert role["metadata"]["namespace"] == NAMESPACE
+    assert _rules(objs, "Role", "cogate-controller-leader-election") == [
+        (("coordination.k8s.io",), ("leases",), ("create", "get", "list", "patch", "update", "watch"), ())]
+    crb = find(objs, "ClusterRoleBinding", "cogate-controller")
+    assert crb["subjects"] == [{"kind": "ServiceAccount", "name": "cogate-controller", "namespace": NAMESPACE}]
+    assert controller_sa(objs) == "cogate-controller"
+
+
+def controller_sa(objs):
+    return find(objs, "Deployment", "cogate-controller")["spec"]["template"]["spec"]["serviceAccountName"]
+
+
+def test_webhook_rbac_is_least_privilege(objs):
+    assert sorted(_rules(objs, "Role", "cogate-webhook")) == sorted([
+        (("",), ("secrets",), ("create",), ()),
+        (("",), ("secrets",), ("get", "update"), ("cogate-webhook-cert",)),
+    ])
+    assert _rules(objs, "ClusterRole", "cogate-webhook") == [
+        (("admissionregistration.k8s.io",), ("mutatingwebhookconfigurations",), ("get", "patch"), ("cogate",))]
+    rb = find(objs, "RoleBinding", "cogate-webhook")
+    assert rb["subjects"] == [{"kind": "ServiceAccount", "name": "cogate-webhook", "namespace": NAMESPACE}]
+
+
+def test_no_wildcards_anywhere(objs):
+    for o in all_of(objs, "ClusterRole") + all_of(objs, "Role"):
+        for r in o["rules"]:
+            for field in ("apiGroups", "resources", "verbs"):
+                assert "*" not in r.get(field, []), (o["metadata"]["name"], r)
+
+
+def test_containers_are_hardened(objs):
+    for dep in all_of(objs, "Deployment"):
+        pod = dep["spec"]["template"]["spec"]
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        for c in pod["containers"] + pod.get("initContainers", []):
+            sc = c["securityContext"]
+            assert sc["allowPrivilegeEscalation"] is False and sc["readOnlyRootFilesystem"] is True
+            assert sc["capabilities"]["drop"] == ["ALL"]
+            assert c["image"] == "ghcr.io/cogate/cogate:0.1.0"
+            assert "requests" in c["resources"]
