@@ -195,6 +195,8 @@ def test_controller_deployment(controller_deploy):
     assert spec["replicas"] == 2
     c = container(controller_deploy, "controller")
     assert c["args"][0] == "controller"
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
     flags = dict(a.split("=", 1) if "=" in a else (a, True) for a in c["args"][1:])
     assert flags["--leader-elect"] is True
     assert flags["--leader-election-namespace"] == "$(POD_NAMESPACE)"
