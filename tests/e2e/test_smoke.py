@@ -77,10 +77,10 @@ def test_deployment_scheduled_and_run_on_kwok_nodes(cluster, kube, namespace):
         scheduled = {e.involved_object.name for e in events
                      if (e.reporting_component or e.source.component) == "default-scheduler"}
         assert {p.metadata.name for p in pods} <= scheduled
-        wait_for(lambda: (apps.read_namespaced_deployment(namespace, "web").status.ready_replicas or 0) == 3,
+        wait_for(lambda: (apps.read_namespaced_deployment("web", namespace).status.ready_replicas or 0) == 3,
                  30, "Deployment web readyReplicas == 3")
 
-        apps.patch_namespaced_deployment_scale(namespace, "web", {"spec": {"replicas": 0}})
+        apps.patch_namespaced_deployment_scale("web", namespace, {"spec": {"replicas": 0}})
         wait_for(lambda: not core.list_namespaced_pod(namespace, label_selector="app=web").items, 60,
                  "pods of Deployment web gone after scale to 0")
     finally:

@@ -18,7 +18,7 @@ import re
 import time
 from typing import Any, Iterable, Mapping, Sequence
 
-__all__ = ["KWOK_ANNOTATION", "KWOK_TAINT", "node_manifest", "add_nodes", "wait_nodes_ready", "node_ready",
+__all__ = ["KWOK_ANNOTATION", "KWOK_TAINT", "CONDITION_TAINTS", "node_manifest", "add_nodes", "wait_nodes_ready", "node_ready",
            "NodeError"]
 
 #: Annotation kwok selects nodes by (key, value).
@@ -117,8 +117,17 @@ def _api(api_or_cluster: Any):
     return api_or_cluster, False
 
 
+#: Taints the node lifecycle controller (TaintNodesByCondition) puts on a node that is not
+#: (yet) Ready; it removes them shortly after the Ready condition turns True.
+CONDITION_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+
+
 def node_ready(node: Mapping[str, Any]) -> bool:
-    """True when the node dict's ``Ready`` condition is ``"True"``."""
+    """True when the node dict's ``Ready`` condition is ``"True"`` and the node lifecycle
+    controller has removed its :data:`CONDITION_TAINTS` (until then kube-scheduler, and
+    cogate's planner, treat the node as not schedulable)."""
+    if any(t.get("key") in CONDITION_TAINTS for t in (node.get("spec") or {}).get("taints") or []):
+        return False
     for cond in (node.get("status") or {}).get("conditions") or []:
         if cond.get("type") == "Ready":
             return cond.get("status") == "True"
@@ -126,7 +135,8 @@ def node_ready(node: Mapping[str, Any]) -> bool:
 
 
 def wait_nodes_ready(api_or_cluster: Any, names: Iterable[str], timeout: float = 60.0) -> None:
-    """Wait until every node in ``names`` is Ready; raises :class:`NodeError` after ``timeout`` s."""
+    """Wait until every node in ``names`` is Ready per :func:`node_ready` (Ready condition True,
+    no not-ready/unreachable taint); raises :class:`NodeError` after ``timeout`` s."""
     from kubernetes import client
 
     api, owned = _api(api_or_cluster)
@@ -139,14 +149,16 @@ def wait_nodes_ready(api_or_cluster: Any, names: Iterable[str], timeout: float =
             for node in core.list_node().items:
                 d = api.sanitize_for_serialization(node)
                 if d["metadata"]["name"] in pending:
-                    last[d["metadata"]["name"]] = (d.get("status") or {}).get("conditions")
+                    last[d["metadata"]["name"]] = {
+                        "conditions": {c.get("type"): c.get("status") for c in (d.get("status") or {}).get("conditions") or []},
+                        "taints": [t.get("key") for t in (d.get("spec") or {}).get("taints") or []]}
                     if node_ready(d):
                         pending.discard(d["metadata"]["name"])
             if not pending:
                 return
             if time.monotonic() >= deadline:
                 raise NodeError(f"nodes not Ready after {timeout:.0f}s: "
-                                + ", ".join(f"{n} (conditions {last.get(n)!r})" for n in sorted(pending))
+                                + ", ".join(f"{n} ({last.get(n)!r})" for n in sorted(pending))
                                 + "; is kwok running and does the node carry the kwok annotation?")
             time.sleep(0.1)
     finally:
