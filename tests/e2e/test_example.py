@@ -39,25 +39,41 @@ class PodWatch(threading.Thread):
         self.ready = threading.Event()
 
     def run(self) -> None:
-        w = watch.Watch()
         self.ready.set()
         while not self.stop_flag.is_set():
-            for ev in w.stream(self.core.list_namespaced_pod, self.namespace, timeout_seconds=2):
-                pod = ev["raw_object"]
-                name, t = pod["metadata"]["name"], time.monotonic()
-                spec = pod.get("spec", {})
-                if ev["type"] == "ADDED":
-                    self.created.setdefault(name, t)
-                if not spec.get("schedulingGates"):
-                    self.ungated.setdefault(name, t)
-                if spec.get("nodeName"):
-                    self.bound.add(name)
-                if self.stop_flag.is_set():
-                    break
+            try:
+                self._stream()
+            except Exception:  # noqa: BLE001 - the cluster may go away at teardown
+                if self.stop_flag.wait(0.5):
+                    return
+
+    def _stream(self) -> None:
+        w = watch.Watch()
+        for ev in w.stream(self.core.list_namespaced_pod, self.namespace, timeout_seconds=2):
+            pod = ev["raw_object"]
+            name, t = pod["metadata"]["name"], time.monotonic()
+            spec = pod.get("spec", {})
+            if ev["type"] == "ADDED":
+                self.created.setdefault(name, t)
+            if not spec.get("schedulingGates"):
+                self.ungated.setdefault(name, t)
+            if spec.get("nodeName"):
+                self.bound.add(name)
+            if self.stop_flag.is_set():
+                return
 
     def stop(self) -> None:
         self.stop_flag.set()
         self.join(5)
+
+
+@pytest.fixture
+def pod_watch(kube, namespace):
+    watcher = PodWatch(kube, namespace)
+    watcher.start()
+    watcher.ready.wait(5)
+    yield watcher
+    watcher.stop()
 
 
 def _report(name: str, value: float) -> None:
@@ -69,11 +85,9 @@ def _report(name: str, value: float) -> None:
             fh.write(line + "\n")
 
 
-def test_min_member_3_runs_three_and_leaves_three_unschedulable(stack, kube, namespace, only_nodes):
+def test_min_member_3_runs_three_and_leaves_three_unschedulable(stack, kube, namespace, only_nodes, pod_watch):
     only_nodes(1, kwok_taint=False, **example.NODE_SHAPE)
-    watcher = PodWatch(kube, namespace)
-    watcher.start()
-    watcher.ready.wait(5)
+    watcher = pod_watch
     create_pod_group(kube, example.pod_group("nginx", 3, namespace=namespace, timeout_seconds=10))
     client.AppsV1Api(kube).create_namespaced_replica_set(
         namespace, example.replica_set("nginx", 6, namespace=namespace, group="nginx"))
@@ -88,7 +102,6 @@ def test_min_member_3_runs_three_and_leaves_three_unschedulable(stack, kube, nam
     ps, run, pending = wait_for(settled, 10, what="3 Running and 3 Unschedulable pods")
     assert not any(gated(p) for p in ps), "every member of a released group loses the gate"
     wait_for(lambda: len(watcher.ungated) == 6, 5, what="watch saw all gates removed")
-    watcher.stop()
     last_created = max(watcher.created.values())
     all_ungated = max(watcher.ungated.values())
     _report("last member created -> all gates removed", all_ungated - last_created)
@@ -106,11 +119,9 @@ def test_min_member_3_runs_three_and_leaves_three_unschedulable(stack, kube, nam
     assert "Released" in reasons
 
 
-def test_min_member_4_keeps_all_six_gated(stack, kube, namespace, only_nodes):
+def test_min_member_4_keeps_all_six_gated(stack, kube, namespace, only_nodes, pod_watch):
     only_nodes(1, kwok_taint=False, **example.NODE_SHAPE)
-    watcher = PodWatch(kube, namespace)
-    watcher.start()
-    watcher.ready.wait(5)
+    watcher = pod_watch
     create_pod_group(kube, example.pod_group("nginx", 4, namespace=namespace, timeout_seconds=10))
     client.AppsV1Api(kube).create_namespaced_replica_set(
         namespace, example.replica_set("nginx", 6, namespace=namespace, group="nginx"))
@@ -134,7 +145,6 @@ def test_min_member_4_keeps_all_six_gated(stack, kube, namespace, only_nodes):
             assert p.status.phase == "Pending"
             assert scheduled_reason(p) == "SchedulingGated"
         time.sleep(1)
-    watcher.stop()
     assert watcher.bound == set(), f"pods were bound: {watcher.bound}"
     st = get_pod_group(kube, namespace, "nginx")["status"]
     assert st.get("phase") == "Pending"
