@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pytest
 from hypothesis import given, strategies as st
 
 from cogate.api import POD_GROUP_LABEL
 from cogate.controller.model import PodInfo
+from cogate.controller.planner import GroupVerdict
 from cogate.controller.status import (
     Counts,
     compute_status,
@@ -23,20 +22,8 @@ NS, NAME = "ml", "train"
 T0 = parse_time("2024-05-01T10:00:00Z")
 
 
-@dataclass(frozen=True)
-class Verdict:
-    """Stand-in with GroupVerdict's attribute names (duck typing, as status.py reads it)."""
-
-    namespace: str
-    name: str
-    outcome: str
-    release: dict
-    fits: int
-    message: str
-
-
-def verdict(outcome: str, message: str = "", fits: int = 0) -> Verdict:
-    return Verdict(NS, NAME, outcome, {}, fits, message)
+def verdict(outcome: str, message: str = "", fits: int = 0) -> GroupVerdict:
+    return GroupVerdict(NS, NAME, outcome, {}, fits, message)
 
 
 #: shorthand -> (node_name, phase)
