@@ -300,5 +300,5 @@ def test_containers_are_hardened(objs):
             sc = c["securityContext"]
             assert sc["allowPrivilegeEscalation"] is False and sc["readOnlyRootFilesystem"] is True
             assert sc["capabilities"]["drop"] == ["ALL"]
-            assert c["image"] == "ghcr.io/cogate/cogate:0.1.0"
+            assert c["image"] == "cogate:0.1.0"
             assert "requests" in c["resources"]
