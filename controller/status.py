@@ -59,6 +59,8 @@ from cogate.models import Condition, PodGroup, PodGroupStatus, format_time, pars
 __all__ = [
     "CONDITION_RELEASED",
     "CONDITION_TIMED_OUT",
+    "CONDITION_FITS_CLUSTER",
+    "released_reason",
     "Counts",
     "count_members",
     "decide_phase",
@@ -69,10 +71,28 @@ __all__ = [
 
 CONDITION_RELEASED = "Released"
 CONDITION_TIMED_OUT = "TimedOut"
+#: Whether the group fits the cluster at all (every eligible node empty). False with reason
+#: ``ExceedsClusterCapacity`` marks a group that waits for the cluster to grow, not for room.
+CONDITION_FITS_CLUSTER = "FitsCluster"
 #: Verdict outcomes that mean the group is (being) released.
 RELEASED_OUTCOMES = frozenset({"Released", "AlreadyReleased"})
 #: Verdict outcomes of a group that is not released, used as the Released=False reason.
 WAITING_OUTCOMES = frozenset({"WaitingForMembers", "InsufficientCapacity", "ExceedsClusterCapacity", "Unschedulable"})
+#: Planner outcomes that say the group fits an empty cluster.
+FITS_EMPTY_OUTCOMES = frozenset({"Released", "InsufficientCapacity"})
+
+
+def released_reason(outcome: str) -> str:
+    """Reason of ``Released=False`` (and of the matching event) for a planner outcome.
+
+    A group short of capacity is reported as ``InsufficientCapacity`` whether the room is
+    taken (it waits for it) or never existed (planner outcome ``ExceedsClusterCapacity``,
+    which the ``FitsCluster`` condition marks separately): users look for one reason that
+    says "not enough room", and the message says how much ("fits 3 of 4: cpu short by 2").
+    """
+    return "InsufficientCapacity" if outcome == "ExceedsClusterCapacity" else outcome
+
+
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 #: Status fields cogate writes (a merge patch nulls only these when they disappear).
 STATUS_FIELDS = ("phase", "scheduled", "running", "succeeded", "failed", "scheduleStartTime", "occupiedBy", "conditions")
@@ -206,8 +226,17 @@ def compute_status(pg: PodGroup, members: Sequence[_Member], verdict: _Verdict |
                 prev, CONDITION_RELEASED, "True", "Released",
                 message or f"released with {c.members} members for minMember {m}", now, generation)
     elif outcome in WAITING_OUTCOMES:
-        conditions[CONDITION_RELEASED] = _condition(prev, CONDITION_RELEASED, "False", outcome, message or outcome,
-                                                    now, generation)
+        conditions[CONDITION_RELEASED] = _condition(prev, CONDITION_RELEASED, "False", released_reason(outcome),
+                                                    message or outcome, now, generation)
+
+    prev = conditions.get(CONDITION_FITS_CLUSTER)
+    if outcome == "ExceedsClusterCapacity":
+        conditions[CONDITION_FITS_CLUSTER] = _condition(prev, CONDITION_FITS_CLUSTER, "False", outcome,
+                                                        message or outcome, now, generation)
+    elif outcome in FITS_EMPTY_OUTCOMES and prev is not None and prev.status != "True":
+        conditions[CONDITION_FITS_CLUSTER] = _condition(
+            prev, CONDITION_FITS_CLUSTER, "True", "FitsEmptyCluster",
+            f"minMember {m} fits on the eligible nodes when they have room", now, generation)
 
     prev = conditions.get(CONDITION_TIMED_OUT)
     timeout = pg.spec.scheduleTimeoutSeconds

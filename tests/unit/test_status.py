@@ -191,18 +191,37 @@ def test_start_time_kept_once_set():
     assert st_.scheduleStartTime == RELEASED["scheduleStartTime"]
 
 
-@pytest.mark.parametrize("outcome,message", [
-    ("InsufficientCapacity", "fits 3 of 4: cpu short by 2 on every node"),
-    ("ExceedsClusterCapacity", "needs 64 cpu on one node; largest allocatable 32"),
-    ("WaitingForMembers", "2 of minMember 4 members exist"),
-    ("Unschedulable", "required pod affinity is not supported"),
+@pytest.mark.parametrize("outcome,reason,message", [
+    ("InsufficientCapacity", "InsufficientCapacity", "fits 3 of 4: cpu short by 2 on every node"),
+    ("ExceedsClusterCapacity", "InsufficientCapacity", "needs 64 cpu on one node; largest allocatable 32"),
+    ("WaitingForMembers", "WaitingForMembers", "2 of minMember 4 members exist"),
+    ("Unschedulable", "Unschedulable", "required pod affinity is not supported"),
 ])
-def test_not_released_condition_carries_planner_reason(outcome, message):
+def test_not_released_condition_carries_planner_reason(outcome, reason, message):
     st_ = compute_status(podgroup(4), members("GGG"), verdict(outcome, message, 3), T0)
     assert st_.phase == "Pending"
     assert st_.scheduleStartTime is None
     cond = st_.condition("Released")
-    assert (cond.status, cond.reason, cond.message) == ("False", outcome, message)
+    assert (cond.status, cond.reason, cond.message) == ("False", reason, message)
+
+
+def test_exceeds_cluster_capacity_marks_fits_cluster_false_until_it_fits():
+    msg = "cannot fit even on an empty cluster: fits 3 of 4 on empty eligible nodes: cpu short by 2"
+    st_ = compute_status(podgroup(4), members("GGGGGG"), verdict("ExceedsClusterCapacity", msg, 3), T0)
+    fits = st_.condition("FitsCluster")
+    assert (fits.status, fits.reason, fits.message) == ("False", "ExceedsClusterCapacity", msg)
+    assert st_.condition("Released").reason == "InsufficientCapacity"
+    # A node is added: the group now fits an empty cluster but the room is taken.
+    later = compute_status(podgroup(4, st_.to_api()), members("GGGGGG"),
+                           verdict("InsufficientCapacity", "fits 3 of 4: cpu short by 2", 3), T0 + 60)
+    fits = later.condition("FitsCluster")
+    assert (fits.status, fits.reason) == ("True", "FitsEmptyCluster")
+    assert fits.lastTransitionTime != st_.condition("FitsCluster").lastTransitionTime
+
+
+def test_fits_cluster_absent_for_groups_that_always_fit():
+    st_ = compute_status(podgroup(4), members("GGGG"), verdict("InsufficientCapacity", "fits 3 of 4", 3), T0)
+    assert st_.condition("FitsCluster") is None
 
 
 def test_last_transition_time_kept_while_status_unchanged():
