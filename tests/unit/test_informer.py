@@ -72,15 +72,18 @@ def run_informer(lists, watches, rand=lambda: 0.5):
     invalid: list[str] = []
     restarts: list[str] = []
     sleeps: list[float] = []
+    seen: list[str] = []
     inf = Informer(
         "test", src.list, src.watch, uid_key, convert,
         handler=lambda kind, old, new: events.append((kind, old, new)),
         on_invalid=lambda raw, exc: invalid.append(raw["metadata"]["uid"]),
         on_watch_restart=restarts.append,
+        on_event=seen.append,
         backoff=Backoff(initial=1.0, maximum=8.0, jitter=0.2, rand=rand),
         sleep=lambda seconds, _stop: sleeps.append(seconds),
     )
     inf.run(stop)
+    inf.seen = seen
     return inf, src, events, invalid, restarts, sleeps
 
 
@@ -95,6 +98,7 @@ def test_list_then_watch_applies_events_and_tracks_resource_version():
     )
     assert inf.has_synced
     assert inf.store == {"a": ("a", 3)}
+    assert inf.seen == ["LIST", "ADDED", "MODIFIED", "DELETED"]
     assert src.watch_rvs == ["10", "13"]  # resumes from the last event's RV after a clean close
     assert events == [
         ("ADDED", None, ("a", 1)),
