@@ -126,3 +126,26 @@ def test_detached_cluster_stops_from_state_and_leaves_nothing(tmp_path: Path):
     assert [name for name, pid in pids.items() if process_alive(pid)] == []
     assert [p for p in ports if port_open(p)] == []
     assert not workdir.exists()
+
+
+def test_job_pods_complete_and_job_succeeds(cluster, kube, namespace):
+    """kwok's pod-complete stage: Job pods succeed after the delay in their annotation."""
+    core, batch = client.CoreV1Api(kube), client.BatchV1Api(kube)
+    nodes = add_nodes(cluster, 1, prefix=f"{namespace}-", labels={"cogate.test/pool": namespace})
+    try:
+        batch.create_namespaced_job(namespace, {
+            "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "work"},
+            "spec": {"completions": 2, "parallelism": 2, "backoffLimit": 0, "template": {
+                "metadata": {"annotations": {"pod-complete.stage.kwok.x-k8s.io/delay": "1s"}},
+                "spec": {"restartPolicy": "Never", "nodeSelector": {"cogate.test/pool": namespace},
+                         "tolerations": [{"key": KWOK_TAINT["key"], "operator": "Exists"}],
+                         "containers": [{"name": "w", "image": "registry.invalid/w:1"}]}}},
+        })
+        wait_for(lambda: (batch.read_namespaced_job("work", namespace).status.succeeded or 0) == 2, 60,
+                 "Job work succeeded == 2")
+        pods = core.list_namespaced_pod(namespace, label_selector="job-name=work").items
+        assert len(pods) == 2 and {p.status.phase for p in pods} == {"Succeeded"}
+        assert {p.spec.node_name for p in pods} == set(nodes)
+    finally:
+        for name in nodes:
+            core.delete_node(name)

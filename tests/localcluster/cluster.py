@@ -575,6 +575,9 @@ class LocalCluster:
             f"--cluster-signing-cert-file={pk / 'ca.crt'}", f"--cluster-signing-key-file={pk / 'ca.key'}",
             f"--service-cluster-ip-range={SERVICE_CIDR}",
             "--allocate-node-cidrs=false",
+            # Start-up creates a ServiceAccount and token per controller; the default client
+            # rate limit (20 qps) makes that take seconds on a local cluster.
+            "--kube-api-qps=200", "--kube-api-burst=400",
         ])
 
     def _start_kwok(self) -> None:
