@@ -283,7 +283,9 @@ def verdict_event(outcome: str, message: str, present: int, min_member: int) -> 
     if outcome == "WaitingForMembers":
         return (NORMAL, "WaitingForMembers", f"{present} of minMember {min_member} members present")
     if outcome in ("InsufficientCapacity", "ExceedsClusterCapacity", "Unschedulable"):
-        return (WARNING, outcome, message or outcome)
+        # Same reason as the Released=False condition (status.released_reason): a group larger
+        # than the cluster is short of capacity too; its message says so.
+        return (WARNING, status_mod.released_reason(outcome), message or outcome)
     return None
 
 

@@ -140,7 +140,7 @@ def test_recorder_never_raises_on_api_errors():
 @pytest.mark.parametrize("outcome,expected", [
     ("WaitingForMembers", ("Normal", "WaitingForMembers", "2 of minMember 4 members present")),
     ("InsufficientCapacity", ("Warning", "InsufficientCapacity", "msg")),
-    ("ExceedsClusterCapacity", ("Warning", "ExceedsClusterCapacity", "msg")),
+    ("ExceedsClusterCapacity", ("Warning", "InsufficientCapacity", "msg")),  # FitsCluster condition tells them apart
     ("Unschedulable", ("Warning", "Unschedulable", "msg")),
     ("Released", None),
     ("AlreadyReleased", None),
