@@ -149,3 +149,13 @@ def test_job_pods_complete_and_job_succeeds(cluster, kube, namespace):
     finally:
         for name in nodes:
             core.delete_node(name)
+
+
+def test_failed_start_reports_log_tail_and_stops_what_started(tmp_path: Path):
+    cluster = LocalCluster(tmp_path / "bad", extra_args={"kube-apiserver": ["--no-such-flag"]})
+    with pytest.raises(Exception) as err:
+        cluster.start()
+    assert "kube-apiserver exited" in str(err.value)
+    assert "no-such-flag" in str(err.value)  # the apiserver's own complaint, from its log tail
+    assert not any(process_alive(pid) for pid in cluster.pids.values())
+    assert not any(port_open(p) for p in cluster.ports.values())
