@@ -248,11 +248,6 @@ def group_object(raw: dict[str, Any]) -> GroupObject:
                        pg.metadata.resourceVersion or "")
 
 
-def is_released(pg: PodGroup) -> bool:
-    """The PodGroup status records a release (planner contract: scheduleStartTime set and phase not Pending)."""
-    return bool(pg.status.scheduleStartTime) and pg.status.phase not in (None, "Pending")
-
-
 def members_by_group(pods: Iterable[PodInfo]) -> dict[tuple[str, str], list[PodInfo]]:
     """Live members per (namespace, group): pods whose label names the group, not deleting (DESIGN §3)."""
     out: dict[tuple[str, str], list[PodInfo]] = {}
@@ -273,7 +268,7 @@ def build_group_requests(groups: Iterable[GroupObject], members: Mapping[tuple[s
         pg = g.pg
         created = parse_time(pg.metadata.creationTimestamp) if pg.metadata.creationTimestamp else 0.0
         out.append(make(namespace=pg.metadata.namespace, name=pg.metadata.name, min_member=pg.spec.minMember,
-                        created=created, released=is_released(pg), members=tuple(members.get(g.key, ())),
+                        created=created, released=status_mod.release_stands(pg.status), members=tuple(members.get(g.key, ())),
                         placement=placement))
     return out
 

@@ -67,6 +67,7 @@ __all__ = [
     "timeout_deadline",
     "compute_status",
     "status_patch",
+    "release_stands",
 ]
 
 CONDITION_RELEASED = "Released"
@@ -173,9 +174,20 @@ def decide_phase(min_member: int, c: Counts, released: bool, previous: str | Non
     return "Pending"
 
 
-def _released_before(status: PodGroupStatus) -> bool:
-    """The status records a release (planner's rule: scheduleStartTime set, phase not Pending)."""
-    return bool(status.scheduleStartTime) and status.phase not in (None, "Pending")
+def release_stands(status: PodGroupStatus) -> bool:
+    """The status records a release that still stands (the planner's ``GroupRequest.released``).
+
+    A release is recorded by ``scheduleStartTime`` with a phase other than Pending. It stops
+    standing when the group timed out (condition ``TimedOut=True``) or lost its quorum
+    through failures (phase ``Failed``): members that then come back behind the gate
+    (replacements, pods evicted on timeout) are planned as a gang again instead of being
+    ungated one by one. While it stands, new members (replacements, Job pods) are ungated
+    as they appear (DESIGN.md §3).
+    """
+    if not status.scheduleStartTime or status.phase in (None, "Pending", "Failed"):
+        return False
+    timed_out = status.condition(CONDITION_TIMED_OUT)
+    return not (timed_out is not None and timed_out.status == "True")
 
 
 def timeout_deadline(pg: PodGroup) -> float | None:
@@ -211,9 +223,11 @@ def compute_status(pg: PodGroup, members: Sequence[_Member], verdict: _Verdict |
     m = pg.spec.minMember
     outcome = getattr(verdict, "outcome", None) if verdict is not None else None
     message = str(getattr(verdict, "message", "") or "") if verdict is not None else ""
-    released = _released_before(old) or outcome in RELEASED_OUTCOMES
+    released = release_stands(old) or outcome in RELEASED_OUTCOMES
     start = old.scheduleStartTime
-    if released and not start:
+    # A fresh release decision (also a re-release after a timeout or lost quorum) restarts the clock.
+    fresh = outcome == "Released" and not release_stands(old)
+    if (released and not start) or fresh:
         start = format_time(now)
     phase = decide_phase(m, c, released, old.phase)
     generation = pg.metadata.generation
@@ -240,7 +254,11 @@ def compute_status(pg: PodGroup, members: Sequence[_Member], verdict: _Verdict |
 
     prev = conditions.get(CONDITION_TIMED_OUT)
     timeout = pg.spec.scheduleTimeoutSeconds
-    if released and timeout and start:
+    if fresh and prev is not None and prev.status == "True":
+        conditions[CONDITION_TIMED_OUT] = _condition(
+            prev, CONDITION_TIMED_OUT, "False", "Released",
+            f"released again; scheduleTimeoutSeconds counts from {start}", now, generation)
+    elif timeout and start and (released or (prev is not None and prev.status == "True")):
         elapsed = now - parse_time(start)
         if c.placed < m and elapsed >= timeout:
             conditions[CONDITION_TIMED_OUT] = _condition(

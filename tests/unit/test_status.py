@@ -9,6 +9,7 @@ from cogate.api import POD_GROUP_LABEL
 from cogate.controller.model import PodInfo
 from cogate.controller.planner import GroupVerdict
 from cogate.controller.status import (
+    release_stands,
     Counts,
     compute_status,
     count_members,
@@ -340,3 +341,49 @@ def test_patch_sends_whole_conditions_list_on_change():
     (cond,) = body["status"]["conditions"]
     assert cond["reason"] == "InsufficientCapacity"
     assert cond["lastTransitionTime"] == format_time(T0)
+
+
+# ------------------------------------------------------------------ release stands / re-release
+
+@pytest.mark.parametrize("status,stands", [
+    ({}, False),
+    ({"phase": "Pending", "scheduleStartTime": format_time(T0)}, False),
+    ({"phase": "Scheduling"}, False),
+    ({"phase": "Scheduling", "scheduleStartTime": format_time(T0)}, True),
+    ({"phase": "Running", "scheduleStartTime": format_time(T0)}, True),
+    ({"phase": "Finished", "scheduleStartTime": format_time(T0)}, True),
+    ({"phase": "Failed", "scheduleStartTime": format_time(T0)}, False),
+    ({"phase": "Scheduling", "scheduleStartTime": format_time(T0),
+      "conditions": [{"type": "TimedOut", "status": "True", "reason": "TimedOut", "message": "1 of 3",
+                      "lastTransitionTime": format_time(T0 + 60)}]}, False),
+    ({"phase": "Running", "scheduleStartTime": format_time(T0),
+      "conditions": [{"type": "TimedOut", "status": "False", "reason": "MembersBound", "message": "3 of 3",
+                      "lastTransitionTime": format_time(T0 + 90)}]}, True),
+])
+def test_release_stands(status, stands):
+    assert release_stands(podgroup(3, status).status) is stands
+
+
+def test_re_release_after_timeout_restarts_the_clock_and_clears_timed_out():
+    pg = podgroup(3, dict(RELEASED), timeout=60)
+    timed_out = compute_status(pg, members("BGG"), None, T0 + 100)
+    assert timed_out.condition("TimedOut").status == "True"
+    pg2 = podgroup(3, timed_out.to_api(), timeout=60)
+    assert not release_stands(pg2.status)
+    again = compute_status(pg2, members("BGG"), verdict("Released", "fits 3 of 3", 3), T0 + 200)
+    assert again.scheduleStartTime == format_time(T0 + 200)
+    cond = again.condition("TimedOut")
+    assert (cond.status, cond.reason) == ("False", "Released")
+    assert release_stands(podgroup(3, again.to_api(), timeout=60).status)
+
+
+def test_timed_out_group_short_of_room_reports_it_and_keeps_start_time():
+    pg = podgroup(3, dict(RELEASED), timeout=60)
+    timed_out = compute_status(pg, members("BGG"), None, T0 + 100)
+    pg2 = podgroup(3, timed_out.to_api(), timeout=60)
+    st_ = compute_status(pg2, members("BGG"), verdict("InsufficientCapacity", "fits 1 of 3: cpu short by 4", 1),
+                         T0 + 150)
+    assert st_.phase == "Pending"
+    assert st_.scheduleStartTime == format_time(T0)
+    assert (st_.condition("Released").status, st_.condition("Released").reason) == ("False", "InsufficientCapacity")
+    assert st_.condition("TimedOut").status == "True"
