@@ -42,12 +42,13 @@ the rules above, so it never releases a group that cannot be placed.
 
 Order, backfill and starvation:
 
-* Released groups (``GroupRequest.released``) are handled first: their new gated
-  members (replacements, Job pods) are ungated unconditionally - also when the
-  group has lost quorum: the gang was admitted once, holding its pods back
-  would not bring the lost ones back, and the scheduler's own fit check still
-  applies. Each gets its planned node, or ``''`` when the planner has no room
-  for it; planned ones get a reservation.
+* Released groups (``GroupRequest.released``: a release that still stands, see
+  :func:`cogate.controller.status.release_stands`) are handled first: their new
+  gated members (replacements, Job pods) are ungated unconditionally. Each gets
+  its planned node, or ``''`` when the planner has no room for it; planned ones
+  get a reservation. The shell stops passing ``released=True`` once the group
+  timed out or failed, so members that come back gated then are planned as a
+  gang again.
 * Other groups follow by priority (highest member ``spec.priority``) descending,
   then ``created`` (oldest first), then namespace/name.
 * A group that cannot be placed even on the empty eligible nodes (bound pods
