@@ -75,7 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="after scheduleTimeoutSeconds, evict bound members that have a controller owner")
     p.add_argument("--workers", type=int, default=8, help="concurrent gate-removal requests (default 8)")
     p.add_argument("--namespace", default=None, help="only PodGroups and members in this namespace (testing)")
-    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    p.add_argument("--log-level", default="INFO", type=str.upper, choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+                   help="log level (any case; default INFO)")
     return p
 
 
