@@ -226,7 +226,7 @@ def test_values_reach_the_containers(helm):
     assert "--gate-name=example.com/gang" in container(web, "webhook")["args"]
     args = container(ctl, "controller")["args"]
     assert "--gate-name=example.com/gang" in args and "--placement=free" in args and "--no-leader-elect" in args
-    assert "--log-level=DEBUG" in args  # the controller's argparse wants upper case
+    assert "--log-level=debug" in args
     assert "--log-level=debug" in container(web, "webhook")["args"]
     controller_main.build_parser().parse_args(args[1:])
     assert ctl["spec"]["template"]["spec"]["nodeSelector"] == {"pool": "system"}
