@@ -683,7 +683,7 @@ def decide(
         ok = len(plan) >= needed
         if not ok:
             unplaced = [m for m in ms.plannable if m.uid not in plan]
-            msg = f"fits {len(ms.bound) + len(plan)} of {g.min_member} on empty eligible nodes: " + _shortfall(
+            msg = f"fits {len(ms.bound) + len(plan)} of {g.min_member} even with every eligible node empty: " + _shortfall(
                 empty_state, unplaced, needed - len(plan)
             )
         empty_state.rollback(mark)
@@ -775,7 +775,7 @@ def decide(
         if blocker is not None:
             ok, msg = fits_empty(ms, g)
             if not ok:
-                verdict(EXCEEDS_CLUSTER_CAPACITY, bound_n, "cannot fit even on an empty cluster: " + msg)
+                verdict(EXCEEDS_CLUSTER_CAPACITY, bound_n, msg)
             else:
                 verdict(
                     INSUFFICIENT_CAPACITY,
@@ -808,7 +808,7 @@ def decide(
         state.rollback(mark)
         ok, empty_msg = fits_empty(ms, g)
         if not ok:
-            verdict(EXCEEDS_CLUSTER_CAPACITY, fits, "cannot fit even on an empty cluster: " + empty_msg)
+            verdict(EXCEEDS_CLUSTER_CAPACITY, fits, empty_msg)
             continue
         affinity_dead = [
             m

@@ -51,9 +51,17 @@ def _wait(predicate, timeout: float) -> bool:
     return predicate()
 
 
+#: Why each pod is (not) scheduled: the PodScheduled condition kube-scheduler and the API server set.
+_SCHEDULED_COLUMNS = ('custom-columns=NAME:.metadata.name,PODSCHEDULED:.status.conditions[?(@.type=="PodScheduled")]'
+                      '.reason,MESSAGE:.status.conditions[?(@.type=="PodScheduled")].message')
+
+
 def _show(cluster: LocalCluster) -> None:
-    for args in (("get", "pods", "-n", NAMESPACE, "-o", "wide"), ("get", "pg", "-n", NAMESPACE, "-o", "wide")):
-        print(f"$ kubectl {' '.join(args)}")
+    for args in (("get", "pods", "-n", NAMESPACE, "-o", "wide"),
+                 ("get", "pods", "-n", NAMESPACE, "-o", _SCHEDULED_COLUMNS),
+                 ("get", "pg", "-n", NAMESPACE, "-o", "wide")):
+        shown = " ".join(a if " " not in a and "(" not in a else f"'{a}'" for a in args)
+        print(f"$ kubectl {shown}")
         print(cluster.kubectl(*args).stdout.rstrip())
 
 

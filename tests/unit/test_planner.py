@@ -562,7 +562,7 @@ def test_exceeds_cluster_capacity_never_blocks():
     small = group([pod(group="small", cpu=1)], name="small", created=1)
     d = run(nodes, [huge, small], now=1e9)  # huge has waited "forever"
     assert [v.outcome for v in d.verdicts] == ["ExceedsClusterCapacity", "Released"]
-    assert "cannot fit even on an empty cluster" in d.verdicts[0].message
+    assert "fits 0 of 1 even with every eligible node empty: cpu short by" in d.verdicts[0].message
 
 
 def test_backfill_before_starvation():

@@ -207,7 +207,7 @@ def test_not_released_condition_carries_planner_reason(outcome, reason, message)
 
 
 def test_exceeds_cluster_capacity_marks_fits_cluster_false_until_it_fits():
-    msg = "cannot fit even on an empty cluster: fits 3 of 4 on empty eligible nodes: cpu short by 2"
+    msg = "fits 3 of 4 even with every eligible node empty: cpu short by 2 on eligible nodes"
     st_ = compute_status(podgroup(4), members("GGGGGG"), verdict("ExceedsClusterCapacity", msg, 3), T0)
     fits = st_.condition("FitsCluster")
     assert (fits.status, fits.reason, fits.message) == ("False", "ExceedsClusterCapacity", msg)
