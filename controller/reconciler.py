@@ -6,12 +6,17 @@ Pure parts (plain functions over plain data, unit-tested table-driven):
   scheduling gate (``test`` the entry's name, then ``remove`` it) and, with placement
   ``pinned``, first narrows the member's required node affinity to its planned node;
 - :class:`Debouncer`: when the next pass is due (debounce, periodic resync, deadlines);
-- :func:`build_group_requests`, :func:`verdict_event`, :func:`priority_event`.
+- :func:`build_group_requests`, :func:`verdict_event`, :func:`priority_event`;
+- :func:`pinned_node` / :func:`restored_reservations`: the room of released members that
+  were ungated (pinned) but are not bound yet, rebuilt from the cluster when a process
+  starts deciding (start, or leadership gained), since reservations live in memory only.
 
 Imperative shell: :class:`Reconciler` runs one decision pass at a time (decisions are
 serialised, DESIGN §3) on its own thread:
 
 1. snapshot the caches: nodes, bound non-terminal pods, PodGroups, labelled members;
+   on the first pass of a process (or after gaining leadership) seed the reservations
+   with :func:`restored_reservations`;
 2. ``planner.decide(nodes, bound_pods, groups, reservations, now, config)``; keep the
    returned reservations for the next pass;
 3. per verdict, in a thread pool: ``status.compute_status`` and, when ``status_patch``
@@ -45,7 +50,7 @@ from cogate.controller import status as status_mod
 from cogate.controller.events import NORMAL, WARNING, EventGate, EventRecorder, ObjectRef
 from cogate.controller.informer import Backoff, Informer
 from cogate.controller.metrics import Metrics
-from cogate.controller.model import PodInfo
+from cogate.controller.model import PodInfo, Reservation
 from cogate.models import PodGroup, parse_time
 
 log = logging.getLogger(__name__)
@@ -163,6 +168,57 @@ def release_patch(pod: Mapping[str, Any], gate: str, node: str = "") -> list[dic
     ops.append({"op": "test", "path": f"/spec/schedulingGates/{idx}/name", "value": gate})
     ops.append({"op": "remove", "path": f"/spec/schedulingGates/{idx}"})
     return ops
+
+
+def pinned_node(p: PodInfo) -> str | None:
+    """The single node ``p``'s required node affinity narrows it to, or ``None``.
+
+    A pod is pinned when every non-empty ``nodeSelectorTerms`` entry carries a
+    ``matchFields`` requirement ``metadata.name In [node]`` with one value, the same node
+    in each: what :func:`pin_ops` writes on release (terms are ORed, so only then is the
+    node certain). Empty terms match no node (kube-scheduler NodeAffinity) and are skipped.
+    """
+    node: str | None = None
+    for term in p.required_node_affinity:
+        if not term.match_expressions and not term.match_fields:
+            continue
+        names = {r.values[0] for r in term.match_fields
+                 if r.key == NODE_NAME_FIELD and r.operator == "In" and len(r.values) == 1}
+        if len(names) != 1:
+            return None
+        (name,) = names
+        if node is not None and name != node:
+            return None
+        node = name
+    return node
+
+
+def restored_reservations(requests: Iterable[Any], gate: str, now: float, ttl: float) -> list[Reservation]:
+    """Reservations for released members the scheduler has not bound yet (rebuilt after a restart).
+
+    ``requests``: ``planner.GroupRequest`` records. A member counts when its group's release
+    stands (``released``), it carries no scheduling gate at all (ours was removed; another
+    gate means the scheduler is not on it yet), it is unbound, not terminal, not deleting and
+    pinned to one node (:func:`pinned_node`). Each gets ``Reservation(expires=now + ttl)`` on
+    that node, as the release that ungated it would have made (DESIGN §3 Reservations: room
+    of released, unbound members stays reserved until they bind, go, or a TTL passes).
+    Members released with placement ``free`` carry no pin and cannot be restored. Times:
+    epoch seconds. ``gate`` is accepted for symmetry with the planner and not needed here
+    (any remaining gate disqualifies).
+    """
+    del gate
+    out: list[Reservation] = []
+    for r in requests:
+        if not r.released:
+            continue
+        for m in r.members:
+            if m.gates or m.bound or m.terminal or m.deleting:
+                continue
+            node = pinned_node(m)
+            if node:
+                out.append(Reservation(pod_uid=m.uid, namespace=m.namespace, name=m.name, node_name=node,
+                                       requests=dict(m.requests), host_ports=m.host_ports, expires=now + ttl))
+    return out
 
 
 # --------------------------------------------------------------------------- pure: scheduling of passes
@@ -376,6 +432,8 @@ class Reconciler:
         self._monotonic = monotonic
         self._sleep = sleep
         self.reservations: tuple[Any, ...] = ()
+        #: Rebuild reservations from the cluster on the next pass (first pass, leadership gained).
+        self.restore_reservations = True
         self.gate = EventGate()
         self._cond = threading.Condition()
         self.debouncer = Debouncer(config.debounce, config.resync, monotonic())
@@ -405,6 +463,7 @@ class Reconciler:
                 continue
             if not was_leading:
                 was_leading = True
+                self.restore_reservations = True  # another process may have released meanwhile
                 log.info("reconciler active")
             if stop.is_set():
                 break
@@ -432,6 +491,16 @@ class Reconciler:
         nodes = self.caches.nodes.snapshot()
         requests = build_group_requests(groups.values(), members, self.config.placement, self._group_request)
         by_key = {(r.namespace, r.name): r for r in requests}
+        if self.restore_reservations:
+            self.restore_reservations = False
+            have = {getattr(r, "pod_uid", None) for r in self.reservations}
+            pc = self.config.planner_config
+            restored = [r for r in restored_reservations(requests, self.config.gate_name, now,
+                                                         getattr(pc, "reservation_ttl_seconds", 60.0))
+                        if r.pod_uid not in have]
+            if restored:
+                log.info("restored %d reservations of released, unbound members", len(restored))
+                self.reservations = tuple(self.reservations) + tuple(restored)
         t0 = self._monotonic()
         decision = self._decide(nodes, bound, requests, self.reservations, now, self.config.planner_config)
         self.metrics.decision_seconds.observe(self._monotonic() - t0)
