@@ -63,6 +63,7 @@ __all__ = [
     "classify",
     "Runner",
     "summarize",
+    "replay_planner",
     "main",
 ]
 
@@ -266,16 +267,55 @@ def _gen_template(rng: random.Random, group: str, nodes: Sequence[Mapping[str, A
     return spec
 
 
-def generate(seed: int) -> dict[str, Any]:
-    """The scenario of ``seed`` (pure, deterministic): a JSON-able dict.
+def _generate_tight(rng: random.Random, seed: int) -> dict[str, Any]:
+    """A packing puzzle: 2-4 identical plain nodes filled (nearly) exactly by a group of
+    "big" members (more than half a node) and "small" ones, the small ones created (and
+    so released and queued) first. A perfect packing exists by construction; a scheduler
+    that spreads the small members over every node leaves no node with room for a big one.
+    """
+    group = "g"
+    k = rng.randint(2, 4)
+    cpu = rng.choice((2, 4, 8))
+    nodes = [{"name": f"n{i}", "cpu": str(cpu), "memory": "16Gi", "pods": 30, "extended": {},
+              "labels": {ZONE: "abc"[i % 3]}, "taints": [], "unschedulable": False} for i in range(k)]
+    big = int(cpu * 1000 * rng.uniform(0.55, 0.85)) // 50 * 50
+    small = rng.choice((250, 500)) if cpu > 2 else 250
+    n_big, n_small = 0, 0
+    for _ in range(k):
+        if rng.random() < 0.7:
+            n_big += 1
+            n_small += (cpu * 1000 - big) // small
+        else:
+            n_small += cpu * 1000 // small
+    n_big = max(n_big, 1)
+    n_small = min(max(n_small, 1), 12)
+    spec_small = {"containers": [_container("main", f"{small}m", "256Mi")]}
+    spec_big = {"containers": [_container("main", f"{big}m", "256Mi")]}
+    members = [{"name": f"m{i:02d}", "labels": {APP_LABEL: group, MEMBER_LABEL: group},
+                "spec": spec_small if i < n_small else spec_big} for i in range(n_small + n_big)]
+    return {"seed": seed, "family": "tight", "nodes": nodes, "existing": [], "members": members,
+            "min_member": len(members)}
 
-    Keys: ``seed``; ``nodes`` (keyword arguments of
+
+def generate(seed: int, family: str = "mixed") -> dict[str, Any]:
+    """The scenario of ``seed`` in ``family`` (pure, deterministic): a JSON-able dict.
+
+    Families: ``mixed`` (the default: random nodes, taints, cordons, existing pods,
+    selectors, affinities, tolerations, host ports, init containers, overhead) and
+    ``tight`` (see :func:`_generate_tight`: exact packing puzzles on plain nodes).
+    Raises ``ValueError`` for another family.
+
+    Keys: ``seed``, ``family``; ``nodes`` (keyword arguments of
     :func:`cogate.localcluster.nodes.node_manifest`, logical names ``n0``...);
     ``existing`` (pods bound with ``spec.nodeName``: ``name``, ``node``, ``labels``,
     ``spec``); ``members`` (gated pods: ``name``, ``labels``, ``spec``);
     ``min_member`` (1 <= min_member <= len(members)).
     """
     rng = random.Random(seed)
+    if family == "tight":
+        return _generate_tight(rng, seed)
+    if family != "mixed":
+        raise ValueError(f"family: expected 'mixed' or 'tight', got {family!r}")
     group = "g"
     nodes = [_gen_node(rng, f"n{i}") for i in range(rng.choice((1, 2, 2, 3, 3, 4, 4, 5, 6)))]
     existing = _gen_existing(rng, nodes, group)
@@ -290,7 +330,8 @@ def generate(seed: int) -> dict[str, Any]:
         })
     r = rng.random()
     min_member = n if r < 0.7 else (n - 1 if r < 0.85 else rng.randint(1, n))
-    return {"seed": seed, "nodes": nodes, "existing": existing, "members": members, "min_member": max(1, min_member)}
+    return {"seed": seed, "family": "mixed", "nodes": nodes, "existing": existing, "members": members,
+            "min_member": max(1, min_member)}
 
 
 def classify(released: bool, bound: int, min_member: int) -> str:
@@ -308,6 +349,7 @@ class Outcome:
     """What happened in one scenario run (JSON-able via :meth:`as_dict`)."""
 
     seed: int
+    family: str
     placement: str
     min_member: int
     members: int
@@ -494,7 +536,7 @@ class Runner:
         if cls in ("FP", "FN"):
             snapshot = {"nodes": node_dicts, "bound_pods": bound_dicts, "members": member_dicts}
         return Outcome(
-            seed=scenario["seed"], placement=placement, min_member=scenario["min_member"],
+            seed=scenario["seed"], family=scenario.get("family", "mixed"), placement=placement, min_member=scenario["min_member"],
             members=len(member_dicts), verdict=verdict.outcome, message=verdict.message, planned=planned,
             bound=bound, unschedulable=unsched, classification=cls, seconds=round(time.monotonic() - t0, 2),
             snapshot=snapshot,
@@ -540,6 +582,22 @@ class Runner:
                 raise
 
 
+def replay_planner(case: Mapping[str, Any]) -> Any:
+    """Re-run the planner (pure, no cluster) on a saved FP/FN case of a results file.
+
+    ``case``: an entry of ``cases`` (needs ``snapshot`` with ``nodes``, ``bound_pods``,
+    ``members`` as API JSON, and ``min_member``). Returns the
+    :class:`~cogate.controller.planner.GroupVerdict`; the starting point of a planner unit test.
+    """
+    snap = case["snapshot"]
+    members = tuple(pod_info(p) for p in snap["members"])
+    ns = members[0].namespace if members else "default"
+    group = GroupRequest(namespace=ns, name="g", min_member=case["min_member"], created=0.0, released=False,
+                         members=members, placement=case.get("placement", "pinned"))
+    return decide([node_info(n) for n in snap["nodes"]], [pod_info(p) for p in snap["bound_pods"]], [group], [],
+                  0.0, PlannerConfig(gate_name=GATE)).verdicts[0]
+
+
 # ------------------------------------------------------------------------------- reporting / CLI
 
 
@@ -559,7 +617,7 @@ def _write(path: str, argv: Sequence[str], outcomes: Sequence[Outcome], started:
         "elapsed_seconds": round(time.monotonic() - started, 1),
         "summary": summarize(outcomes),
         "runs": [o.as_dict() for o in outcomes],
-        "cases": [dict(o.as_dict(with_snapshot=True), scenario=generate(o.seed) if o.seed >= 0 else None)
+        "cases": [dict(o.as_dict(with_snapshot=True), scenario=generate(o.seed, o.family))
                   for o in outcomes if o.classification in ("FP", "FN")],
     }
     with open(path + ".tmp", "w") as f:
@@ -576,6 +634,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0, help="first seed")
     ap.add_argument("--seeds", type=str, default="", help="comma-separated seeds (overrides --count/--seed)")
     ap.add_argument("--placement", choices=(*PLACEMENTS, "both"), default="both")
+    ap.add_argument("--family", choices=("mixed", "tight"), default="mixed", help="scenario generator family")
     ap.add_argument("--out", default="differential-results.json")
     ap.add_argument("--kubeconfig", help="use this cluster (else start a local control plane)")
     ap.add_argument("--stable", type=float, default=2.0, help="seconds the outcome must not change")
@@ -600,11 +659,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         runner = Runner(api, stable=args.stable, settle_timeout=args.settle_timeout)
         for seed in seeds:
-            sc = generate(seed)
+            sc = generate(seed, args.family)
             for mode in modes:
                 o = runner.run(sc, mode)
                 outcomes.append(o)
-                print(f"seed {seed} {mode}: {o.verdict} fits={o.members and len(o.planned)} "
+                print(f"seed {seed} {args.family} {mode}: {o.verdict} fits={o.members and len(o.planned)} "
                       f"min={o.min_member} bound={len(o.bound)}/{o.members} -> {o.classification} "
                       f"({o.seconds}s)", flush=True)
             _write(args.out, argv, outcomes, started)

@@ -20,8 +20,10 @@ from .differential import Runner, classify, generate, summarize
 
 pytestmark = pytest.mark.e2e
 
-#: Fixed seeds: 12 scenarios, a mix of groups that fit and that do not (checked below).
+#: Fixed seeds: 12 "mixed" scenarios, a mix of groups that fit and that do not (checked
+#: below), and 4 "tight" packing puzzles (a spreading scheduler fragments them).
 SEEDS = tuple(range(12))
+TIGHT_SEEDS = tuple(range(4))
 
 
 def test_generator_is_deterministic_and_valid():
@@ -36,6 +38,15 @@ def test_generator_is_deterministic_and_valid():
         node_names = {n["name"] for n in sc["nodes"]}
         assert all(p["node"] in node_names for p in sc["existing"])
         assert all("schedulingGates" not in m["spec"] for m in sc["members"])  # the runner adds GATE
+    for seed in TIGHT_SEEDS:
+        sc = generate(seed, "tight")
+        assert sc["family"] == "tight" and sc["min_member"] == len(sc["members"])
+        cpu = int(sc["nodes"][0]["cpu"]) * 1000
+        demand = sum(int(m["spec"]["containers"][0]["resources"]["requests"]["cpu"].removesuffix("m"))
+                     for m in sc["members"])
+        assert demand > 0.5 * cpu * len(sc["nodes"])  # tight: the group needs most of the cluster
+    with pytest.raises(ValueError, match="family"):
+        generate(1, "nope")
 
 
 @pytest.mark.parametrize(
@@ -53,10 +64,12 @@ def test_planner_fits_is_never_followed_by_an_unschedulable_member(cluster, kube
     try:
         for seed in SEEDS:
             outcomes.append(runner.run(generate(seed), "pinned"))
+        for seed in TIGHT_SEEDS:
+            outcomes.append(runner.run(generate(seed, "tight"), "pinned"))
     finally:
         runner.delete_fake_nodes()
     summary = summarize(outcomes)["pinned"]
-    assert summary["scenarios"] == len(SEEDS)
+    assert summary["scenarios"] == len(SEEDS) + len(TIGHT_SEEDS)
     # the batch is not vacuous: it has groups the planner releases and groups it holds back
     assert summary["TP"] + summary["FP"] > 0 and summary["TN"] + summary["FN"] > 0, summary
     for o in outcomes:
