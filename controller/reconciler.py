@@ -193,6 +193,24 @@ def pinned_node(p: PodInfo) -> str | None:
     return node
 
 
+def timeout_victims(members: Iterable[PodInfo], gate: str) -> list[PodInfo]:
+    """Members the opt-in ``--evict-on-timeout`` policy evicts once a group timed out.
+
+    Those with a controller owner (so it recreates them, gated again) that are not
+    terminal and either hold room (bound) or can never move (released, unbound, and pinned
+    to a node by :func:`pin_ops`: node affinity cannot change once the gate is gone, so a
+    member whose planned node lost its room or went away would wait there for ever and the
+    group could not form again). Gated members hold nothing and are left alone.
+    """
+    out = []
+    for p in members:
+        if p.terminal or not p.has_controller or p.deleting:
+            continue
+        if p.bound or (not p.gated_by(gate) and pinned_node(p) is not None):
+            out.append(p)
+    return out
+
+
 def restored_reservations(requests: Iterable[Any], gate: str, now: float, ttl: float) -> list[Reservation]:
     """Reservations for released members the scheduler has not bound yet (rebuilt after a restart).
 
@@ -604,12 +622,13 @@ class Reconciler:
         if token in self._evicted:
             return
         self._evicted.add(token)
-        victims = [p for p in ms if p.bound and not p.terminal and p.has_controller]
+        victims = timeout_victims(ms, self.config.gate_name)
         for p in victims:
             self.metrics.evictions.labels(self._evict(p)).inc()
         if victims:
             self._event(g, "evict", WARNING, "Timeout",
-                        f"evicted {len(victims)} bound members with a controller owner after the schedule timeout", now)
+                        f"evicted {len(victims)} members with a controller owner after the schedule timeout "
+                        "(bound ones, and unbound ones held on their pinned node); they return gated", now)
 
     def _evict(self, p: PodInfo) -> str:
         from kubernetes import client

@@ -1,21 +1,13 @@
-"""Known gap (xfail, strict): after a schedule timeout, a released member that was pinned to
-its planned node but never bound blocks the group from forming again.
+"""Regression: after a schedule timeout, a released member that was pinned to its planned
+node but never bound must not block the group from forming again.
 
 How it happens (placement ``pinned``): a member loses the gate with its required node
 affinity narrowed to the planned node; before kube-scheduler binds it, the room is taken by
 a pod cogate does not manage (kube-scheduler does not see cogate's reservations) or the node
-goes away. The member is now Pending/Unschedulable and can never move: node affinity is
-immutable once the gate is gone (KEP-3838 only allows narrowing while gated). When
-``scheduleTimeoutSeconds`` passes, the opt-in ``--evict-on-timeout`` policy evicts only the
-*bound* members with a controller owner. They come back gated, but the stuck member is
-neither bound nor plannable, so the planner answers ``WaitingForMembers`` ("held by other
-scheduling gates") for ever, unless someone deletes the stuck pod by hand.
-
-Expected (what this test asks for): the timeout eviction also evicts unbound, ungated
-members that carry cogate's pin and have a controller owner, so the owner recreates them
-gated and the whole group is planned again. This changes the eviction rule written in
-DESIGN.md §3 ("evicts the bound members that have a controller owner"), so it is left to
-the owner of that rule.
+goes away. The member can never move: node affinity is immutable once the gate is gone
+(KEP-3838 only allows narrowing while gated). So ``--evict-on-timeout`` evicts it too (when
+it has a controller owner), along with the bound members; the owner recreates them gated
+and the whole group is planned again (``reconciler.timeout_victims``).
 """
 
 from __future__ import annotations
@@ -23,13 +15,13 @@ from __future__ import annotations
 import jsonpatch
 import pytest
 
-from cogate.controller.reconciler import pin_ops
+from cogate.api import DEFAULT_GATE_NAME
+from cogate.controller.model import pod_info
+from cogate.controller.reconciler import pin_ops, timeout_victims
 
 from .test_reconciler import Harness, raw_pg, raw_pod, verdict
 
 
-@pytest.mark.xfail(strict=True, reason="timeout eviction skips unbound members stuck on their pin (DESIGN §3 rule); "
-                                       "the group can never re-form -- reported to the lead")
 def test_timeout_eviction_also_frees_members_stuck_on_their_pin():
     stuck = raw_pod("c", gates=(), owner=True)
     stuck = jsonpatch.apply_patch(stuck, pin_ops(stuck["spec"], "gone-node"))
@@ -40,3 +32,20 @@ def test_timeout_eviction_also_frees_members_stuck_on_their_pin():
                 evict=True)
     h.run()
     assert sorted(h.cluster.evicted) == ["a", "b", "c"]
+
+
+@pytest.mark.parametrize("name,kwargs,pin,expected", [
+    ("bound-owned", dict(gates=(), node="n1", phase="Running", owner=True), None, True),
+    ("bound-unowned", dict(gates=(), node="n1", phase="Running", owner=False), None, False),
+    ("gated-owned", dict(owner=True), None, False),
+    ("free-unbound-owned", dict(gates=(), owner=True), None, False),
+    ("pinned-unbound-owned", dict(gates=(), owner=True), "n2", True),
+    ("pinned-unbound-unowned", dict(gates=(), owner=False), "n2", False),
+    ("succeeded-owned", dict(gates=(), node="n1", phase="Succeeded", owner=True), None, False),
+])
+def test_timeout_victims(name, kwargs, pin, expected):
+    raw = raw_pod(name, **kwargs)
+    if pin:
+        raw = jsonpatch.apply_patch(raw, pin_ops(raw["spec"], pin))
+    victims = timeout_victims([pod_info(raw)], DEFAULT_GATE_NAME)
+    assert [p.name for p in victims] == ([name] if expected else [])
