@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     caches.bound.on_invalid = invalid("bound-pods")
     caches.nodes.on_invalid = invalid("nodes")
     for inf in caches.all():
-        inf.add_handler(reconciler.enqueue)
+        inf.add_handler(reconciler.on_member_event if inf is caches.members else reconciler.enqueue)
 
     def ready() -> bool:
         return all(i.has_synced for i in caches.all()) and not stop.is_set()

@@ -193,6 +193,13 @@ def pinned_node(p: PodInfo) -> str | None:
     return node
 
 
+def left_group(pod: Mapping[str, Any]) -> bool:
+    """The pod (API JSON) carries no group any more: label absent or empty, and not being deleted."""
+    meta = pod.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    return not labels.get(api.POD_GROUP_LABEL) and not meta.get("deletionTimestamp")
+
+
 def timeout_victims(members: Iterable[PodInfo], gate: str) -> list[PodInfo]:
     """Members the opt-in ``--evict-on-timeout`` policy evicts once a group timed out.
 
@@ -456,6 +463,8 @@ class Reconciler:
         self._cond = threading.Condition()
         self.debouncer = Debouncer(config.debounce, config.resync, monotonic())
         self._evicted: set[tuple[str, str]] = set()
+        #: (namespace, name, uid, group) of gated members whose watch reported DELETED.
+        self._orphan_checks: set[tuple[str, str, str, str]] = set()
         self._groups_pool = concurrent.futures.ThreadPoolExecutor(max(1, config.workers // 2), "cogate-status")
         self._pods_pool = concurrent.futures.ThreadPoolExecutor(config.workers, "cogate-ungate")
 
@@ -503,6 +512,8 @@ class Reconciler:
     def reconcile_once(self) -> PassResult:
         started = self._monotonic()
         now = self._clock()
+        if self._orphan_checks:
+            self.release_orphans()
         groups = {g.key: g for g in self.caches.podgroups.snapshot()}
         members = members_by_group(self.caches.members.snapshot())
         bound = [p for p in self.caches.bound.snapshot() if p.bound and not p.terminal]
@@ -691,8 +702,12 @@ class Reconciler:
             self.metrics.gate_removals.labels(out[uid]).inc()
         return out
 
-    def ungate(self, namespace: str, name: str, uid: str, node: str) -> str:
-        """Remove the gate from one pod; returns removed | absent | not_found | failed."""
+    def ungate(self, namespace: str, name: str, uid: str, node: str,
+               only_if: Callable[[dict[str, Any]], bool] | None = None) -> str:
+        """Remove the gate from one pod; returns removed | absent | not_found | skipped | failed.
+
+        ``only_if``: a predicate on the freshly read pod (API JSON); ``skipped`` when it is false.
+        """
         gate = self.config.gate_name
         backoff = Backoff(initial=0.2, maximum=5.0)
         for attempt in range(self.config.max_patch_attempts):
@@ -710,6 +725,8 @@ class Reconciler:
                 return "failed"
             if (pod.get("metadata") or {}).get("uid") != uid:
                 return "not_found"  # deleted and recreated under the same name
+            if only_if is not None and not only_if(pod):
+                return "skipped"
             try:
                 ops = release_patch(pod, gate, node)
             except ValueError as exc:
@@ -721,7 +738,7 @@ class Reconciler:
                 resp = self.core.patch_namespaced_pod(name, namespace, ops, _content_type="application/json-patch+json",
                                                       _preload_content=False, _request_timeout=10)
                 raw = _json(resp)
-                if raw:
+                if raw and not left_group(raw):
                     self.caches.members.apply_local(raw)
                 return "removed"
             except Exception as exc:  # noqa: BLE001
@@ -736,6 +753,39 @@ class Reconciler:
                 log.warning("ungating pod %s/%s failed: %s", namespace, name, exc)
                 return "failed"
         return "failed"
+
+    # -- pods that left their group ------------------------------------------
+    def on_member_event(self, kind: str, old: Any, new: Any) -> None:
+        """Members informer handler: requests a pass, and remembers gated members that vanish.
+
+        A label-selector watch reports a pod whose group label was removed as DELETED, exactly
+        like a deleted pod. Such a pod would keep cogate's gate for ever (no PodGroup names it
+        any more), so the next pass reads it back and, if it still exists without the label,
+        removes the gate: it is scheduled as a plain pod (:meth:`release_orphans`).
+        """
+        # A pod still watched but whose label value became empty names no group either.
+        gone = old if kind == "DELETED" else (new if new is not None and not new.group else None)
+        if gone is not None and not gone.bound and gone.gated_by(self.config.gate_name):
+            with self._cond:
+                self._orphan_checks.add((gone.namespace, gone.name, gone.uid, (old or gone).group or ""))
+        self.enqueue()
+
+    def release_orphans(self) -> dict[str, str]:
+        """Remove the gate from pods that left their group while gated; ``{uid: result}``."""
+        with self._cond:
+            checks, self._orphan_checks = self._orphan_checks, set()
+        out: dict[str, str] = {}
+        for ns, name, uid, group in checks:
+            out[uid] = self.ungate(ns, name, uid, "", only_if=left_group)
+            if out[uid] == "removed":
+                log.info("pod %s/%s left PodGroup %s while gated: gate removed", ns, name, group)
+                self.metrics.gate_removals.labels("left_group").inc()
+                if self.recorder is not None:
+                    self.recorder.record(ObjectRef(ns, name, uid, kind="Pod", api_version="v1"), NORMAL,
+                                         "LeftPodGroup",
+                                         f"label {api.POD_GROUP_LABEL} no longer names PodGroup {group!r}: "
+                                         "scheduling gate removed, the pod is scheduled on its own")
+        return out
 
     # -- invalid objects -------------------------------------------------------
     def on_invalid_member(self, raw: dict[str, Any], exc: Exception) -> None:

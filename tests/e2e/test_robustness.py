@@ -620,3 +620,21 @@ def test_same_named_group_in_another_namespace_never_counts(stack, kube, namespa
         hold_gated(kube, other, "g", 1, 2)
     finally:
         core.delete_namespace(other, propagation_policy="Background")
+
+
+@pytest.mark.parametrize("new_label", [None, ""], ids=["label-removed", "label-emptied"])
+def test_gated_pod_that_leaves_its_group_is_scheduled_on_its_own(stack, kube, namespace, only_nodes, new_label):
+    only_nodes(1, **NODE)
+    core = client.CoreV1Api(kube)
+    create_pod_group(kube, example.pod_group("g", 3, namespace=namespace, timeout_seconds=None))
+    core.create_namespaced_pod(namespace, pod("leaver", "g", cpu="1"))
+    core.create_namespaced_pod(namespace, pod("stayer", "g", cpu="1"))
+    wait_for(lambda: condition(status(kube, namespace, "g"), "Released"), 10, what="Released condition")
+    assert gated(core.read_namespaced_pod("leaver", namespace))
+    # JSON merge patch: null deletes the label.
+    core.patch_namespaced_pod("leaver", namespace, {"metadata": {"labels": {POD_GROUP_LABEL: new_label}}})
+    wait_for(lambda: running(core.read_namespaced_pod("leaver", namespace)), 10,
+             what="the pod that left its group scheduled on its own")
+    assert "LeftPodGroup" in {e.reason for e in events_for(kube, namespace, "leaver", kind="Pod")}
+    stayer = core.read_namespaced_pod("stayer", namespace)
+    assert gated(stayer) and not bound(stayer), "the remaining member still waits for its gang"

@@ -1,0 +1,69 @@
+"""Regression: a gated pod whose group label is removed (or emptied) must not keep the gate for ever.
+
+A label-selector watch reports such a pod as DELETED, like a deleted pod; the reconciler reads
+it back on the next pass and, if it still exists without a group, removes the gate.
+"""
+
+from __future__ import annotations
+
+from cogate.api import POD_GROUP_LABEL
+from cogate.controller import model
+from cogate.controller.reconciler import left_group
+
+from .test_reconciler import Harness, raw_pg, raw_pod, verdict
+
+
+def _unlabel(h: Harness, name: str, value: str | None) -> None:
+    labels = h.cluster.pods[name]["metadata"]["labels"]
+    if value is None:
+        labels.pop(POD_GROUP_LABEL)
+    else:
+        labels[POD_GROUP_LABEL] = value
+
+
+def test_gated_pod_whose_label_was_removed_loses_the_gate():
+    h = Harness([raw_pod("a"), raw_pod("b")], [raw_pg()], [verdict("WaitingForMembers")])
+    before = model.pod_info(h.cluster.pods["a"])
+    _unlabel(h, "a", None)
+    h.rec.on_member_event("DELETED", before, None)
+    h.run()
+    assert "schedulingGates" not in h.cluster.pods["a"]["spec"] or not h.cluster.pods["a"]["spec"]["schedulingGates"]
+    assert h.cluster.pods["b"]["spec"]["schedulingGates"], "the other member keeps its gate"
+    assert ("Normal", "LeftPodGroup") in {(t, r) for t, r, _ in h.events}
+
+
+def test_label_emptied_counts_as_leaving():
+    h = Harness([raw_pod("a"), raw_pod("b")], [raw_pg()], [verdict("WaitingForMembers")])
+    before = model.pod_info(h.cluster.pods["a"])
+    _unlabel(h, "a", "")
+    h.rec.on_member_event("MODIFIED", before, model.pod_info(h.cluster.pods["a"]))
+    h.run()
+    assert not h.cluster.pods["a"]["spec"].get("schedulingGates")
+
+
+def test_deleted_pod_is_not_touched():
+    h = Harness([raw_pod("a"), raw_pod("b")], [raw_pg()], [verdict("WaitingForMembers")])
+    before = model.pod_info(h.cluster.pods["a"])
+    del h.cluster.pods["a"]
+    h.rec.on_member_event("DELETED", before, None)
+    h.run()
+    assert ("pod", "a") not in h.cluster.log
+
+
+def test_relabelled_to_another_group_keeps_the_gate():
+    h = Harness([raw_pod("a"), raw_pod("b")], [raw_pg()], [verdict("WaitingForMembers")])
+    before = model.pod_info(h.cluster.pods["a"])
+    _unlabel(h, "a", "other")
+    h.rec.on_member_event("DELETED", before, None)  # e.g. a relist that raced the relabel
+    h.run()
+    assert h.cluster.pods["a"]["spec"]["schedulingGates"]
+    assert ("pod", "a") not in h.cluster.log
+
+
+def test_left_group_predicate():
+    pod = raw_pod("a")
+    assert not left_group(pod)
+    pod["metadata"]["labels"] = {}
+    assert left_group(pod)
+    pod["metadata"]["deletionTimestamp"] = "2024-01-01T00:00:00Z"
+    assert not left_group(pod)
