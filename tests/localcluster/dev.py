@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import sys
 import time
@@ -72,6 +73,7 @@ def up(args: argparse.Namespace) -> int:
         return 1
     print(f"cogate dev environment is up: {args.nodes} node(s) of cpu {args.cpu}, memory {args.memory}")
     print(f"  export KUBECONFIG={cluster.kubeconfig}")
+    print(f"  kubectl: {build.binary('kubectl')} (or any kubectl >= 1.30)")
     print(f"  logs: {dev_dir()}/cluster/*.log, {dev_dir()}/cogate/{{webhook,controller}}.log")
     print("  stop it with: cogate dev down")
     return 0
@@ -91,6 +93,7 @@ def down(args: argparse.Namespace) -> int:
                 if process_alive(pid):
                     os.kill(pid, signal.SIGKILL)
         cogate_state.unlink()
+    shutil.rmtree(dev_dir() / "cogate", ignore_errors=True)
     if cluster_state.exists():
         LocalCluster.stop_from_state(cluster_state, keep=False)
         print("cogate dev environment stopped")
@@ -105,7 +108,7 @@ def status(args: argparse.Namespace) -> int:
         print("no dev environment is up")
         return 0
     state = LocalCluster.read_state(cluster_state)
-    procs = dict(state.get("pids", {}))
+    procs = {k: v["pid"] for k, v in state.get("processes", {}).items() if isinstance(v, dict) and "pid" in v}
     if cogate_state.exists():
         procs |= {k: v["pid"] for k, v in json.loads(cogate_state.read_text()).items() if isinstance(v, dict)}
     for name, pid in procs.items():
