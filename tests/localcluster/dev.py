@@ -4,8 +4,8 @@
 kube-controller-manager, kwok) in the background, adds fake nodes of the shape you give,
 installs the PodGroup CRD, starts cogate's webhook and controller as background processes,
 and prints the ``KUBECONFIG`` to use. ``cogate dev down`` stops every process it started
-(by pid) and removes its directory. State lives in ``$COGATE_CACHE_DIR/dev`` (default
-``~/.cache/cogate/dev``).
+(by pid) and removes its directory. State lives in ``$COGATE_DEV_DIR`` (default
+``$COGATE_CACHE_DIR/dev``, i.e. ``~/.cache/cogate/dev``).
 
 Exit codes: 0 ok, 1 failure (message on stderr), 2 usage.
 """
@@ -28,7 +28,9 @@ from .stack import CogateStack, StackError
 
 
 def dev_dir() -> Path:
-    return build.cache_dir() / "dev"
+    """Where ``dev up`` keeps its state and logs: ``$COGATE_DEV_DIR``, else ``<cache dir>/dev``."""
+    env = os.environ.get("COGATE_DEV_DIR")
+    return Path(env).expanduser() if env else build.cache_dir() / "dev"
 
 
 def _state_paths() -> tuple[Path, Path]:
