@@ -355,6 +355,7 @@ class Outcome:
     members: int
     verdict: str
     message: str
+    fits: int  # GroupVerdict.fits: members the planner counts as placed (bound + planned)
     planned: dict[str, str]
     bound: dict[str, str]
     unschedulable: dict[str, str]
@@ -537,7 +538,8 @@ class Runner:
             snapshot = {"nodes": node_dicts, "bound_pods": bound_dicts, "members": member_dicts}
         return Outcome(
             seed=scenario["seed"], family=scenario.get("family", "mixed"), placement=placement, min_member=scenario["min_member"],
-            members=len(member_dicts), verdict=verdict.outcome, message=verdict.message, planned=planned,
+            members=len(member_dicts), verdict=verdict.outcome, message=verdict.message, fits=verdict.fits,
+            planned=planned,
             bound=bound, unschedulable=unsched, classification=cls, seconds=round(time.monotonic() - t0, 2),
             snapshot=snapshot,
         )
@@ -663,7 +665,7 @@ def main(argv: list[str] | None = None) -> int:
             for mode in modes:
                 o = runner.run(sc, mode)
                 outcomes.append(o)
-                print(f"seed {seed} {args.family} {mode}: {o.verdict} fits={o.members and len(o.planned)} "
+                print(f"seed {seed} {args.family} {mode}: {o.verdict} fits={o.fits} "
                       f"min={o.min_member} bound={len(o.bound)}/{o.members} -> {o.classification} "
                       f"({o.seconds}s)", flush=True)
             _write(args.out, argv, outcomes, started)
