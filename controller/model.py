@@ -21,7 +21,7 @@ float epoch seconds (UTC).
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -104,6 +104,25 @@ class Toleration:
 # -- node selection ------------------------------------------------------------
 
 
+SET_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
+
+
+def set_based_match(operator: str, key: str, values: Sequence[str], labels: Mapping[str, str]) -> bool:
+    """One set-based requirement against a label map (``metav1.LabelSelectorRequirement``
+    and ``NodeSelectorRequirement`` semantics): In, NotIn (true when the key is absent),
+    Exists, DoesNotExist; any other operator matches nothing."""
+    present = key in labels
+    if operator == "In":
+        return present and labels[key] in values
+    if operator == "NotIn":
+        return not present or labels[key] not in values
+    if operator == "Exists":
+        return present
+    if operator == "DoesNotExist":
+        return not present
+    return False
+
+
 @dataclass(frozen=True)
 class NodeSelectorRequirement:
     key: str
@@ -114,14 +133,8 @@ class NodeSelectorRequirement:
         """Evaluate against a label map (or ``{"metadata.name": name}`` for fields)."""
         op = self.operator
         present = self.key in labels
-        if op == "In":
-            return present and labels[self.key] in self.values
-        if op == "NotIn":
-            return not present or labels[self.key] not in self.values
-        if op == "Exists":
-            return present
-        if op == "DoesNotExist":
-            return not present
+        if op in SET_OPERATORS:
+            return set_based_match(op, self.key, self.values, labels)
         if op in ("Gt", "Lt"):
             if not present or len(self.values) != 1:
                 return False
@@ -177,21 +190,7 @@ class LabelSelector:
         for k, v in self.match_labels:
             if labels.get(k) != v:
                 return False
-        for r in self.match_expressions:
-            present = r.key in labels
-            if r.operator == "In":
-                ok = present and labels[r.key] in r.values
-            elif r.operator == "NotIn":
-                ok = not present or labels[r.key] not in r.values
-            elif r.operator == "Exists":
-                ok = present
-            elif r.operator == "DoesNotExist":
-                ok = not present
-            else:
-                ok = False
-            if not ok:
-                return False
-        return True
+        return all(set_based_match(r.operator, r.key, r.values, labels) for r in self.match_expressions)
 
 
 @dataclass(frozen=True)

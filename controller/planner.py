@@ -105,7 +105,7 @@ from cogate.controller.model import (
     Reservation,
     Taint,
 )
-from cogate.controller.resources import ResourceList, format_quantity, format_resources
+from cogate.controller.resources import format_quantity, format_resources
 
 __all__ = [
     "GroupRequest",

@@ -55,6 +55,8 @@ from cogate.controller.planner import RELEASED, GroupRequest, PlannerConfig, dec
 from cogate.controller.reconciler import release_patch
 from cogate.localcluster.nodes import node_manifest
 
+from .kube import wait_for
+
 __all__ = [
     "GATE",
     "PLACEMENTS",
@@ -370,17 +372,6 @@ class Outcome:
         return d
 
 
-def _wait(pred: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v:
-            return v
-        if time.monotonic() >= deadline:
-            raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
-
-
 class Runner:
     """Runs scenarios on a cluster reached through ``api`` (a ``kubernetes.client.ApiClient``).
 
@@ -438,7 +429,7 @@ class Runner:
             except self.client.ApiException as e:
                 if e.status != 404:
                     raise
-        _wait(lambda: not self.list_nodes("type=kwok"), 60, "fake nodes deleted")
+        wait_for(lambda: not self.list_nodes("type=kwok"), 60, what="fake nodes deleted")
 
     def _nodes_settled(self, names: Mapping[str, Mapping[str, Any]]) -> bool:
         got = {n["metadata"]["name"]: n for n in self.list_nodes("type=kwok")}
@@ -467,7 +458,7 @@ class Runner:
                                  unschedulable=n["unschedulable"])
             self.core.create_node(body)
             shapes[real] = n
-        _wait(lambda: self._nodes_settled(shapes), 60, f"nodes {sorted(shapes)} Ready and settled")
+        wait_for(lambda: self._nodes_settled(shapes), 60, what=f"nodes {sorted(shapes)} Ready and settled")
         return names
 
     def _pod_body(self, name: str, labels: Mapping[str, str], spec: Mapping[str, Any], **extra: Any) -> dict:
@@ -499,10 +490,10 @@ class Runner:
             self.core.create_namespaced_pod(ns, self._pod_body(p["name"], p["labels"], p["spec"],
                                                                nodeName=names[p["node"]]))
         if scenario["existing"]:
-            _wait(lambda: all((p.get("status") or {}).get("phase") == "Running"
+            wait_for(lambda: all((p.get("status") or {}).get("phase") == "Running"
                               for p in self.list_pods(ns, "cogate.test/existing=true"))
-                  and len(self.list_pods(ns, "cogate.test/existing=true")) == len(scenario["existing"]),
-                  60, "existing pods Running")
+                     and len(self.list_pods(ns, "cogate.test/existing=true")) == len(scenario["existing"]),
+                     60, what="existing pods Running")
         for m in scenario["members"]:
             self.core.create_namespaced_pod(ns, self._pod_body(m["name"], m["labels"], m["spec"],
                                                                schedulingGates=[{"name": GATE}]))
@@ -577,7 +568,7 @@ class Runner:
     def _cleanup(self, ns: str) -> None:
         try:
             self.core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
-            _wait(lambda: not self.list_pods(ns), 60, f"pods of {ns} deleted")
+            wait_for(lambda: not self.list_pods(ns), 60, what=f"pods of {ns} deleted")
             self.core.delete_namespace(ns, propagation_policy="Background")
         except self.client.ApiException as e:  # pragma: no cover - best effort
             if e.status != 404:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import re
 import signal
 import ssl
 import subprocess

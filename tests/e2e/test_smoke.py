@@ -3,7 +3,6 @@ and teardown leaves nothing behind."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -13,18 +12,9 @@ from kubernetes import client
 from cogate.localcluster.cluster import LocalCluster, port_open, process_alive
 from cogate.localcluster.nodes import KWOK_TAINT, add_nodes, node_manifest, node_ready, wait_nodes_ready
 
+from .kube import wait_for
+
 pytestmark = pytest.mark.e2e
-
-
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value {value!r}")
-        time.sleep(0.1)
 
 
 def deployment(name: str, replicas: int, pool: str) -> dict:
@@ -67,7 +57,7 @@ def test_deployment_scheduled_and_run_on_kwok_nodes(cluster, kube, namespace):
             ok = [p for p in pods if p.spec.node_name and p.status.phase == "Running" and p.status.pod_ip]
             return pods if len(pods) == 3 and len(ok) == 3 else None
 
-        pods = wait_for(running_pods, 60, "3 Running pods of Deployment web")
+        pods = wait_for(running_pods, 60, what="3 Running pods of Deployment web")
         assert {p.spec.node_name for p in pods} <= set(nodes)
         for p in pods:
             conds = {c.type: c.status for c in p.status.conditions}
@@ -78,11 +68,11 @@ def test_deployment_scheduled_and_run_on_kwok_nodes(cluster, kube, namespace):
                      if (e.reporting_component or e.source.component) == "default-scheduler"}
         assert {p.metadata.name for p in pods} <= scheduled
         wait_for(lambda: (apps.read_namespaced_deployment("web", namespace).status.ready_replicas or 0) == 3,
-                 30, "Deployment web readyReplicas == 3")
+                 30, what="Deployment web readyReplicas == 3")
 
         apps.patch_namespaced_deployment_scale("web", namespace, {"spec": {"replicas": 0}})
         wait_for(lambda: not core.list_namespaced_pod(namespace, label_selector="app=web").items, 60,
-                 "pods of Deployment web gone after scale to 0")
+                 what="pods of Deployment web gone after scale to 0")
     finally:
         for name in nodes:
             core.delete_node(name)
@@ -142,7 +132,7 @@ def test_job_pods_complete_and_job_succeeds(cluster, kube, namespace):
                          "containers": [{"name": "w", "image": "registry.invalid/w:1"}]}}},
         })
         wait_for(lambda: (batch.read_namespaced_job("work", namespace).status.succeeded or 0) == 2, 60,
-                 "Job work succeeded == 2")
+                 what="Job work succeeded == 2")
         pods = core.list_namespaced_pod(namespace, label_selector="job-name=work").items
         assert len(pods) == 2 and {p.status.phase for p in pods} == {"Succeeded"}
         assert {p.spec.node_name for p in pods} == set(nodes)

@@ -22,7 +22,6 @@ import time
 from pathlib import Path
 
 from . import build
-from . import nodes as fake_nodes
 from .cluster import ClusterError, LocalCluster, process_alive
 from .stack import CogateStack, StackError
 
