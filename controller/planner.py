@@ -764,12 +764,19 @@ def decide(
             verdict(WAITING_FOR_MEMBERS, bound_n, f"{len(ms.present)} of {g.min_member} members present")
             continue
         needed = g.min_member - bound_n
-        held = len(ms.present) - bound_n - len(ms.plannable)
         if bound_n + len(ms.plannable) < g.min_member:
+            plannable = {m.uid for m in ms.plannable}
+            foreign = sum(1 for m in ms.present if m.gates and not m.bound and m.uid not in plannable)
+            queued = sum(1 for m in ms.present if not m.gates and not m.bound and not m.terminal)
+            why = []
+            if foreign:
+                why.append(f"{foreign} held by other scheduling gates")
+            if queued:
+                why.append(f"{queued} ungated and waiting for kube-scheduler")
             verdict(
                 WAITING_FOR_MEMBERS,
                 bound_n,
-                f"{len(ms.present)} of {g.min_member} members present; {held} held by other scheduling gates",
+                f"{len(ms.present)} of {g.min_member} members present, {bound_n} bound; " + ", ".join(why),
             )
             continue
         if blocker is not None:

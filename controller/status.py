@@ -53,7 +53,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
-from cogate.api import POD_GROUP_LABEL
+from cogate.api import DEFAULT_GATE_NAME, POD_GROUP_LABEL
 from cogate.models import Condition, PodGroup, PodGroupStatus, format_time, parse_time
 
 __all__ = [
@@ -174,20 +174,25 @@ def decide_phase(min_member: int, c: Counts, released: bool, previous: str | Non
     return "Pending"
 
 
-def release_stands(status: PodGroupStatus) -> bool:
+def release_stands(status: PodGroupStatus, members: Sequence[Any] = (), gate: str = DEFAULT_GATE_NAME) -> bool:
     """The status records a release that still stands (the planner's ``GroupRequest.released``).
 
     A release is recorded by ``scheduleStartTime`` with a phase other than Pending. It stops
-    standing when the group timed out (condition ``TimedOut=True``) or lost its quorum
-    through failures (phase ``Failed``): members that then come back behind the gate
-    (replacements, pods evicted on timeout) are planned as a gang again instead of being
-    ungated one by one. While it stands, new members (replacements, Job pods) are ungated
-    as they appear (DESIGN.md §3).
+    standing only when the group timed out (condition ``TimedOut=True``) or lost its quorum
+    through failures (phase ``Failed``) **and** members came back behind ``gate`` (pods
+    evicted on timeout and recreated, replacements of failed pods): those are then planned
+    as a gang again instead of being ungated one by one. Until a member is gated again the
+    release stands, so a timed-out group whose members wait in kube-scheduler's queue keeps
+    reporting ``Scheduling`` with ``TimedOut=True``. While it stands, new members
+    (replacements, Job pods) are ungated as they appear (DESIGN.md §3).
+
+    ``members``: the group's live members (objects with ``gated_by(gate)`` and ``bound``).
     """
-    if not status.scheduleStartTime or status.phase in (None, "Pending", "Failed"):
+    if not status.scheduleStartTime or status.phase in (None, "Pending"):
         return False
     timed_out = status.condition(CONDITION_TIMED_OUT)
-    return not (timed_out is not None and timed_out.status == "True")
+    lost = status.phase == "Failed" or (timed_out is not None and timed_out.status == "True")
+    return not lost or not any(m.gated_by(gate) and not m.bound for m in members)
 
 
 def timeout_deadline(pg: PodGroup) -> float | None:
@@ -210,7 +215,8 @@ def _condition(old: Condition | None, type_: str, status: str, reason: str, mess
                      lastTransitionTime=ltt, observedGeneration=generation)
 
 
-def compute_status(pg: PodGroup, members: Sequence[_Member], verdict: _Verdict | None, now: float) -> PodGroupStatus:
+def compute_status(pg: PodGroup, members: Sequence[_Member], verdict: _Verdict | None, now: float,
+                   gate: str = DEFAULT_GATE_NAME) -> PodGroupStatus:
     """The status ``pg`` should have, from its live ``members`` and the planner's ``verdict``.
 
     ``verdict`` is ``None`` when the planner did not look at the group in this pass;
@@ -223,10 +229,11 @@ def compute_status(pg: PodGroup, members: Sequence[_Member], verdict: _Verdict |
     m = pg.spec.minMember
     outcome = getattr(verdict, "outcome", None) if verdict is not None else None
     message = str(getattr(verdict, "message", "") or "") if verdict is not None else ""
-    released = release_stands(old) or outcome in RELEASED_OUTCOMES
+    stands = release_stands(old, members, gate)
+    released = stands or outcome in RELEASED_OUTCOMES
     start = old.scheduleStartTime
     # A fresh release decision (also a re-release after a timeout or lost quorum) restarts the clock.
-    fresh = outcome == "Released" and not release_stands(old)
+    fresh = outcome == "Released" and not stands
     if (released and not start) or fresh:
         start = format_time(now)
     phase = decide_phase(m, c, released, old.phase)

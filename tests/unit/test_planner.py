@@ -159,10 +159,18 @@ def test_members_gated_by_other_gate_only_are_not_ours():
     foreign = [pod(cpu=1, gates=("example.com/other",))]
     v = only(run([node("n1")], [group(ours + foreign, min_member=2)]))
     assert v.outcome == "WaitingForMembers" and v.fits == 0
-    assert v.message == "2 of 2 members present; 1 held by other scheduling gates"
+    assert v.message == "2 of 2 members present, 0 bound; 1 held by other scheduling gates"
     v = only(run([node("n1")], [group(ours + foreign, min_member=1)]))
     assert v.outcome == "Released" and v.fits == 1
     assert v.release == {ours[0].uid: "n1"}
+
+
+def test_ungated_unbound_members_are_reported_as_waiting_for_the_scheduler():
+    # A group whose release no longer stands (timed out) and whose members sit in kube-scheduler's queue.
+    queued = [pod(cpu=1, gates=()), pod(cpu=1, gates=())]
+    v = only(run([node("n1")], [group(queued, min_member=2)]))
+    assert v.outcome == "WaitingForMembers"
+    assert v.message == "2 of 2 members present, 0 bound; 2 ungated and waiting for kube-scheduler"
 
 
 def test_members_with_our_and_other_gate_are_released_unplanned():

@@ -30,6 +30,7 @@ def verdict(outcome: str, message: str = "", fits: int = 0) -> GroupVerdict:
 #: shorthand -> (node_name, phase)
 STATES = {
     "G": ("", "Pending"),         # gated, unbound
+    "U": ("", "Pending"),         # ungated, unbound: in kube-scheduler's queue
     "B": ("n1", "Pending"),       # bound, containers starting
     "R": ("n1", "Running"),
     "S": ("n1", "Succeeded"),
@@ -345,23 +346,38 @@ def test_patch_sends_whole_conditions_list_on_change():
 
 # ------------------------------------------------------------------ release stands / re-release
 
-@pytest.mark.parametrize("status,stands", [
-    ({}, False),
-    ({"phase": "Pending", "scheduleStartTime": format_time(T0)}, False),
-    ({"phase": "Scheduling"}, False),
-    ({"phase": "Scheduling", "scheduleStartTime": format_time(T0)}, True),
-    ({"phase": "Running", "scheduleStartTime": format_time(T0)}, True),
-    ({"phase": "Finished", "scheduleStartTime": format_time(T0)}, True),
-    ({"phase": "Failed", "scheduleStartTime": format_time(T0)}, False),
-    ({"phase": "Scheduling", "scheduleStartTime": format_time(T0),
-      "conditions": [{"type": "TimedOut", "status": "True", "reason": "TimedOut", "message": "1 of 3",
-                      "lastTransitionTime": format_time(T0 + 60)}]}, False),
-    ({"phase": "Running", "scheduleStartTime": format_time(T0),
-      "conditions": [{"type": "TimedOut", "status": "False", "reason": "MembersBound", "message": "3 of 3",
-                      "lastTransitionTime": format_time(T0 + 90)}]}, True),
+_TIMED_OUT = {"type": "TimedOut", "status": "True", "reason": "TimedOut", "message": "1 of 3",
+              "lastTransitionTime": format_time(T0 + 60)}
+_HEALED = {"type": "TimedOut", "status": "False", "reason": "MembersBound", "message": "3 of 3",
+           "lastTransitionTime": format_time(T0 + 90)}
+
+
+@pytest.mark.parametrize("status,spec,stands", [
+    ({}, "GGG", False),
+    ({"phase": "Pending", "scheduleStartTime": format_time(T0)}, "GGG", False),
+    ({"phase": "Scheduling"}, "UUU", False),
+    ({"phase": "Scheduling", "scheduleStartTime": format_time(T0)}, "UUU", True),
+    ({"phase": "Scheduling", "scheduleStartTime": format_time(T0)}, "BBG", True),   # a replacement joins
+    ({"phase": "Running", "scheduleStartTime": format_time(T0)}, "RRR", True),
+    ({"phase": "Finished", "scheduleStartTime": format_time(T0)}, "SSS", True),
+    ({"phase": "Failed", "scheduleStartTime": format_time(T0)}, "RFF", True),        # nothing came back gated
+    ({"phase": "Failed", "scheduleStartTime": format_time(T0)}, "RFG", False),       # a replacement: gang again
+    ({"phase": "Scheduling", "scheduleStartTime": format_time(T0), "conditions": [_TIMED_OUT]}, "BUU", True),
+    ({"phase": "Scheduling", "scheduleStartTime": format_time(T0), "conditions": [_TIMED_OUT]}, "GGG", False),
+    ({"phase": "Running", "scheduleStartTime": format_time(T0), "conditions": [_HEALED]}, "RRG", True),
 ])
-def test_release_stands(status, stands):
-    assert release_stands(podgroup(3, status).status) is stands
+def test_release_stands(status, spec, stands):
+    assert release_stands(podgroup(3, status).status, members(spec)) is stands
+
+
+def test_timed_out_group_waiting_in_the_scheduler_keeps_reporting_scheduling():
+    pg = podgroup(3, dict(RELEASED), timeout=60)
+    timed_out = compute_status(pg, members("BUU"), None, T0 + 100)
+    later = compute_status(podgroup(3, timed_out.to_api(), timeout=60), members("BUU"),
+                           verdict("AlreadyReleased"), T0 + 200)
+    assert later.phase == "Scheduling"
+    assert later.condition("TimedOut").status == "True"
+    assert later.condition("Released").status == "True"
 
 
 def test_re_release_after_timeout_restarts_the_clock_and_clears_timed_out():
@@ -369,12 +385,12 @@ def test_re_release_after_timeout_restarts_the_clock_and_clears_timed_out():
     timed_out = compute_status(pg, members("BGG"), None, T0 + 100)
     assert timed_out.condition("TimedOut").status == "True"
     pg2 = podgroup(3, timed_out.to_api(), timeout=60)
-    assert not release_stands(pg2.status)
+    assert not release_stands(pg2.status, members("BGG"))
     again = compute_status(pg2, members("BGG"), verdict("Released", "fits 3 of 3", 3), T0 + 200)
     assert again.scheduleStartTime == format_time(T0 + 200)
     cond = again.condition("TimedOut")
     assert (cond.status, cond.reason) == ("False", "Released")
-    assert release_stands(podgroup(3, again.to_api(), timeout=60).status)
+    assert release_stands(podgroup(3, again.to_api(), timeout=60).status, members("BGG"))
 
 
 def test_timed_out_group_short_of_room_reports_it_and_keeps_start_time():
