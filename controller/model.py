@@ -269,6 +269,9 @@ class PodInfo:
     has_controller: bool = False
     scheduler_name: str = "default-scheduler"
     resource_version: str = ""
+    #: Scheduling constraints the planner does not evaluate ("volume claims", "topology spread",
+    #: "resource claims"); such members are released without a pin (see reconciler.pin_target).
+    unplanned: tuple[str, ...] = ()
 
     @property
     def group(self) -> str | None:
@@ -577,4 +580,21 @@ def _pod_info(
         has_controller=any(isinstance(o, Mapping) and o.get("controller") is True for o in owners),
         scheduler_name=_str(spec.get("schedulerName"), "spec.schedulerName") or "default-scheduler",
         resource_version=_str(meta.get("resourceVersion"), "metadata.resourceVersion"),
+        unplanned=_unplanned(spec),
     )
+
+
+def _unplanned(spec: Mapping[str, Any]) -> tuple[str, ...]:
+    """Constraints of a pod spec that the planner does not model (kube-scheduler's VolumeBinding,
+    VolumeZone, PodTopologySpread with ``DoNotSchedule``, DynamicResources)."""
+    out = []
+    volumes = _lst(spec.get("volumes"), "spec.volumes")
+    if any(isinstance(v, Mapping) and (v.get("persistentVolumeClaim") or v.get("ephemeral")) for v in volumes):
+        out.append("volume claims")
+    spread = _lst(spec.get("topologySpreadConstraints"), "spec.topologySpreadConstraints")
+    if any(isinstance(c, Mapping) and c.get("whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule"
+           for c in spread):
+        out.append("topology spread")
+    if _lst(spec.get("resourceClaims"), "spec.resourceClaims"):
+        out.append("resource claims")
+    return tuple(out)

@@ -367,6 +367,19 @@ def verdict_event(outcome: str, message: str, present: int, min_member: int) -> 
     return None
 
 
+def pin_target(member: PodInfo | None, node: str, placement: str) -> str:
+    """The node a released member is pinned to ('' = only the gate is removed).
+
+    The planned ``node`` with placement ``pinned``, except for a member with constraints the
+    planner does not evaluate (``PodInfo.unplanned``: volume claims, hard topology spread,
+    resource claims): pinning it could tie it to a node its volume or spread rule excludes, for
+    good (node affinity cannot change once the gate is gone), so kube-scheduler places it freely.
+    """
+    if placement != "pinned" or not node or member is None or member.unplanned:
+        return ""
+    return node
+
+
 def release_message(release: Mapping[str, str], placement: str, new: bool = False) -> str:
     """Human text for a Released event: how many members and where
     ("released 4 members pinned to planned nodes: node-a x2, node-b x2"); ``new``: members
@@ -377,8 +390,8 @@ def release_message(release: Mapping[str, str], placement: str, new: bool = Fals
     if placement != "pinned" or not where:
         return f"released {n} {noun} (placement by kube-scheduler)"
     parts = ", ".join(f"{node} x{count}" for node, count in sorted(where.items()))
-    unplanned = n - sum(where.values())
-    extra = f", {unplanned} unplanned" if unplanned else ""
+    unpinned = n - sum(where.values())
+    extra = f", {unpinned} placed by kube-scheduler" if unpinned else ""
     return f"released {n} {noun} pinned to planned nodes: {parts}{extra}"
 
 
@@ -598,6 +611,7 @@ class Reconciler:
             if since is not None:
                 self.metrics.complete_to_release.observe(max(0.0, now - since))
         if release and outcome in ("Released", "AlreadyReleased"):
+            release = {u: pin_target(self.caches.members.get(u), n, self.config.placement) for u, n in release.items()}
             results = self.ungate_members(release)
             removed = {u: n for u, n in release.items() if results.get(u) == "removed"}
             ungated = len(removed)
@@ -686,15 +700,14 @@ class Reconciler:
         return False
 
     def ungate_members(self, release: Mapping[str, str]) -> dict[str, str]:
-        """Remove the gate from each member (uid -> planned node) concurrently; uid -> result."""
+        """Remove the gate from each member (uid -> node to pin to, '' for none) concurrently; uid -> result."""
         futures = {}
         for uid, node in release.items():
             p = self.caches.members.get(uid)
             if p is None:
                 self.metrics.gate_removals.labels("not_found").inc()
                 continue
-            pin = node if self.config.placement == "pinned" else ""
-            futures[uid] = self._pods_pool.submit(self.ungate, p.namespace, p.name, uid, pin)
+            futures[uid] = self._pods_pool.submit(self.ungate, p.namespace, p.name, uid, node)
         out = {}
         for uid, f in futures.items():
             try:

@@ -30,6 +30,7 @@ from cogate.controller.reconciler import (
     build_group_requests,
     group_object,
     members_by_group,
+    pin_target,
     release_message,
     verdict_event,
 )
@@ -153,7 +154,7 @@ def test_release_message_counts_nodes():
     assert release_message({"a": "n1", "b": "n2", "c": "n1"}, "pinned") == \
         "released 3 members pinned to planned nodes: n1 x2, n2 x1"
     assert release_message({"a": "n1", "b": ""}, "pinned") == \
-        "released 2 members pinned to planned nodes: n1 x1, 1 unplanned"
+        "released 2 members pinned to planned nodes: n1 x1, 1 placed by kube-scheduler"
     assert release_message({"a": "n1"}, "free") == "released 1 member (placement by kube-scheduler)"
     assert release_message({"a": "n1"}, "free", new=True) == "released 1 new member (placement by kube-scheduler)"
 
@@ -520,3 +521,35 @@ def test_run_loop_only_reconciles_while_leading():
         h.rec.close()
         t.join(5)
     assert not t.is_alive()
+
+
+@pytest.mark.parametrize("extra_spec,unplanned", [
+    ({}, ()),
+    ({"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]}, ("volume claims",)),
+    ({"volumes": [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}}]}, ("volume claims",)),
+    ({"volumes": [{"name": "cfg", "configMap": {"name": "cfg"}}]}, ()),
+    ({"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+                                     "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {}}]}, ("topology spread",)),
+    ({"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone",
+                                     "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {}}]}, ()),
+    ({"resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu"}]}, ("resource claims",)),
+])
+def test_members_with_unplanned_constraints_are_released_unpinned(extra_spec, unplanned):
+    raw = raw_pod("a")
+    raw["spec"].update(extra_spec)
+    p = model.pod_info(raw)
+    assert p.unplanned == unplanned
+    assert pin_target(p, "n1", "pinned") == ("" if unplanned else "n1")
+    assert pin_target(p, "n1", "free") == ""
+    assert pin_target(p, "", "pinned") == ""
+
+
+def test_release_patch_of_a_member_with_a_volume_claim_only_removes_the_gate():
+    raw = raw_pod("a")
+    raw["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]
+    h = Harness([raw, raw_pod("b")], [raw_pg()], [verdict("Released", {"uid-a": "n1", "uid-b": "n1"}, fits=2)])
+    h.run()
+    a, b = h.cluster.pods["a"], h.cluster.pods["b"]
+    assert not a["spec"].get("schedulingGates") and "affinity" not in a["spec"]
+    assert not b["spec"].get("schedulingGates") and b["spec"]["affinity"]["nodeAffinity"]
+    assert any("n1 x1, 1 placed by kube-scheduler" in m for _, _, m in h.events)
