@@ -637,3 +637,36 @@ def test_gated_pod_that_leaves_its_group_is_scheduled_on_its_own(stack, kube, na
     assert "LeftPodGroup" in {e.reason for e in events_for(kube, namespace, "leaver", kind="Pod")}
     stayer = core.read_namespaced_pod("stayer", namespace)
     assert gated(stayer) and not bound(stayer), "the remaining member still waits for its gang"
+
+
+def test_members_with_a_node_bound_volume_are_not_pinned_away_from_it(stack, kube, namespace, only_nodes):
+    names = only_nodes(3, **NODE)
+    core = client.CoreV1Api(kube)
+    pv_name = f"{namespace}-data"
+    core.create_persistent_volume({
+        "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": pv_name},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteMany"], "storageClassName": "",
+                 "persistentVolumeReclaimPolicy": "Retain", "hostPath": {"path": "/data"},
+                 "claimRef": {"namespace": namespace, "name": "data"},
+                 "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                     {"key": "kubernetes.io/hostname", "operator": "In", "values": [names[-1]]}]}]}}},
+    })
+    try:
+        core.create_namespaced_persistent_volume_claim(namespace, {
+            "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data"},
+            "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": pv_name,
+                     "resources": {"requests": {"storage": "1Gi"}}},
+        })
+        wait_for(lambda: core.read_namespaced_persistent_volume_claim("data", namespace).status.phase == "Bound", 30,
+                 what="PVC bound to the node-local PV")
+        create_pod_group(kube, example.pod_group("vol", 2, namespace=namespace, timeout_seconds=None))
+        volume = {"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]}
+        create_pods(kube, namespace, "vol", 2, cpu="1", extra_spec=volume)
+        ps = wait_for(lambda: (lambda ps: len(ps) == 2 and all(running(p) for p in ps) and ps)(
+            group_pods(kube, namespace, "vol")), 20, what="both members Running")
+        assert {p.spec.node_name for p in ps} == {names[-1]}, "members run on the only node their volume allows"
+        assert all(p.spec.affinity is None or p.spec.affinity.node_affinity is None for p in ps), "not pinned"
+        released = [e.message for e in events_for(kube, namespace, "vol") if e.reason == "Released"]
+        assert any("placed by kube-scheduler" in m or "placement by kube-scheduler" in m for m in released), released
+    finally:
+        core.delete_persistent_volume(pv_name)
