@@ -193,6 +193,13 @@ def pinned_node(p: PodInfo) -> str | None:
     return node
 
 
+def waiting_for_pod_group(groups: Iterable[tuple[str, str]], members: Mapping[tuple[str, str], Sequence[PodInfo]],
+                          gate: str) -> list[PodInfo]:
+    """Gated, unbound members of ``(namespace, group)`` keys that have no PodGroup."""
+    have = set(groups)
+    return [p for key, ms in members.items() if key not in have for p in ms if p.gated_by(gate) and not p.bound]
+
+
 def left_group(pod: Mapping[str, Any]) -> bool:
     """The pod (API JSON) carries no group any more: label absent or empty, and not being deleted."""
     meta = pod.get("metadata") or {}
@@ -478,6 +485,8 @@ class Reconciler:
         self._cond = threading.Condition()
         self.debouncer = Debouncer(config.debounce, config.resync, monotonic())
         self._evicted: set[tuple[str, str]] = set()
+        #: uids of gated members already told that their PodGroup does not exist.
+        self._missing_notified: set[str] = set()
         #: (namespace, name, uid, group) of gated members whose watch reported DELETED.
         self._orphan_checks: set[tuple[str, str, str, str]] = set()
         self._groups_pool = concurrent.futures.ThreadPoolExecutor(max(1, config.workers // 2), "cogate-status")
@@ -571,9 +580,25 @@ class Reconciler:
                 log.exception("applying a verdict failed")
         for phase in ("Pending", "Scheduling", "Scheduled", "Running", "Finished", "Failed"):
             self.metrics.groups.labels(phase).set(phases.get(phase, 0))
+        self._notify_missing_groups(groups, members)
         self._after_pass(groups, now)
         self.metrics.pass_seconds.observe(self._monotonic() - started)
         return result
+
+    def _notify_missing_groups(self, groups: Mapping[tuple[str, str], GroupObject],
+                               members: Mapping[tuple[str, str], Sequence[PodInfo]]) -> None:
+        """Tell each gated member whose PodGroup does not exist, once (Normal ``PodGroupNotFound``
+        on the pod): it waits for it, and a typo in the label would otherwise go unnoticed."""
+        waiting = waiting_for_pod_group(groups.keys(), members, self.config.gate_name)
+        if self.recorder is not None:
+            for p in waiting:
+                if p.uid not in self._missing_notified:
+                    self.recorder.record(
+                        ObjectRef(p.namespace, p.name, p.uid, kind="Pod", api_version="v1"), NORMAL,
+                        "PodGroupNotFound",
+                        f"PodGroup {p.namespace}/{p.group} does not exist: the pod stays behind the scheduling "
+                        f"gate until a PodGroup of that name is created in namespace {p.namespace}")
+        self._missing_notified = {p.uid for p in waiting}
 
     def _after_pass(self, groups: Mapping[tuple[str, str], GroupObject], now: float) -> None:
         """Forget state of deleted groups; wake up at the next timeout or reservation expiry."""

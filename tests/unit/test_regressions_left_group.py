@@ -6,11 +6,11 @@ it back on the next pass and, if it still exists without a group, removes the ga
 
 from __future__ import annotations
 
-from cogate.api import POD_GROUP_LABEL
+from cogate.api import DEFAULT_GATE_NAME, POD_GROUP_LABEL
 from cogate.controller import model
-from cogate.controller.reconciler import left_group
+from cogate.controller.reconciler import left_group, waiting_for_pod_group
 
-from .test_reconciler import Harness, raw_pg, raw_pod, verdict
+from .test_reconciler import NS, Harness, raw_pg, raw_pod, verdict
 
 
 def _unlabel(h: Harness, name: str, value: str | None) -> None:
@@ -67,3 +67,21 @@ def test_left_group_predicate():
     assert left_group(pod)
     pod["metadata"]["deletionTimestamp"] = "2024-01-01T00:00:00Z"
     assert not left_group(pod)
+
+
+def test_members_of_a_missing_pod_group_are_told_once():
+    h = Harness([raw_pod("a", group="typo"), raw_pod("b")], [raw_pg()], [verdict("WaitingForMembers")])
+    h.run()
+    h.run()
+    told = [(t, r, m) for t, r, m in h.events if r == "PodGroupNotFound"]
+    assert len(told) == 1 and told[0][0] == "Normal"
+    assert f"PodGroup {NS}/typo does not exist" in told[0][2]
+    assert h.cluster.pods["a"]["spec"]["schedulingGates"], "it stays gated"
+
+
+def test_waiting_for_pod_group_selects_gated_members_without_a_group():
+    a, b, c = (model.pod_info(raw_pod(n, group=g)) for n, g in (("a", "typo"), ("b", "pg"), ("c", "typo")))
+    bound = model.pod_info(raw_pod("d", group="typo", gates=(), node="n1"))
+    members = {(NS, "typo"): [a, c, bound], (NS, "pg"): [b]}
+    got = waiting_for_pod_group([(NS, "pg")], members, DEFAULT_GATE_NAME)
+    assert sorted(p.name for p in got) == ["a", "c"]
