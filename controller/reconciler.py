@@ -628,6 +628,10 @@ class Reconciler:
                 return (new_status.phase or "Pending", 0, 0)  # never ungate before the decision is recorded
             writes = 1
 
+        if pg.spec.minResources:
+            self._event(g, "minresources", NORMAL, "MinResourcesNotUsed",
+                        "spec.minResources is accepted for compatibility with scheduler-plugins and not used: cogate "
+                        "checks each member's requests node by node instead", now)
         release = dict(verdict.release or {})
         if outcome == "Released":
             self.metrics.releases.inc()
@@ -641,7 +645,9 @@ class Reconciler:
             removed = {u: n for u, n in release.items() if results.get(u) == "removed"}
             ungated = len(removed)
             if outcome == "Released":
-                self._event(g, "", NORMAL, "Released", release_message(release, self.config.placement), now)
+                msg = release_message(release, self.config.placement)
+                log.info("PodGroup %s/%s: %s (%s)", *g.key, msg, verdict.message)
+                self._event(g, "", NORMAL, "Released", msg, now)
             elif removed:
                 self._event(g, "", NORMAL, "Released", release_message(removed, self.config.placement, new=True), now)
         else:

@@ -1,7 +1,8 @@
-"""Regression: a gated pod whose group label is removed (or emptied) must not keep the gate for ever.
+"""Regressions from a new-user trial: pods that leave their group, missing PodGroups, minResources.
 
-A label-selector watch reports such a pod as DELETED, like a deleted pod; the reconciler reads
-it back on the next pass and, if it still exists without a group, removes the gate.
+A gated pod whose group label is removed or emptied must not keep the gate for ever: a
+label-selector watch reports it as DELETED, like a deleted pod; the reconciler reads it back on
+the next pass and, if it still exists without a group, removes the gate.
 """
 
 from __future__ import annotations
@@ -85,3 +86,13 @@ def test_waiting_for_pod_group_selects_gated_members_without_a_group():
     members = {(NS, "typo"): [a, c, bound], (NS, "pg"): [b]}
     got = waiting_for_pod_group([(NS, "pg")], members, DEFAULT_GATE_NAME)
     assert sorted(p.name for p in got) == ["a", "c"]
+
+
+def test_min_resources_is_reported_as_not_used_once():
+    pg = raw_pg()
+    pg["spec"]["minResources"] = {"cpu": "1000", "nvidia.com/gpu": "8"}
+    h = Harness([raw_pod("a"), raw_pod("b")], [pg], [verdict("WaitingForMembers")])
+    h.run()
+    h.run()
+    told = [m for _, r, m in h.events if r == "MinResourcesNotUsed"]
+    assert len(told) == 1 and "node by node" in told[0]
