@@ -10,6 +10,7 @@ minMember 4. Everything is torn down on exit or Ctrl-C.
 from __future__ import annotations
 
 import argparse
+import shlex
 import shutil
 import sys
 import tempfile
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from . import build, example
+from . import build, example, versions
 from . import nodes as fake_nodes
 from .cluster import LocalCluster
 from .stack import CogateStack
@@ -56,20 +57,21 @@ _SCHEDULED_COLUMNS = ('custom-columns=NAME:.metadata.name,PODSCHEDULED:.status.c
                       '.reason,MESSAGE:.status.conditions[?(@.type=="PodScheduled")].message')
 
 
-def _show(cluster: LocalCluster) -> None:
-    for args in (("get", "pods", "-n", NAMESPACE, "-o", "wide"),
-                 ("get", "pods", "-n", NAMESPACE, "-o", _SCHEDULED_COLUMNS),
-                 ("get", "pg", "-n", NAMESPACE, "-o", "wide")):
-        shown = " ".join(a if " " not in a and "(" not in a else f"'{a}'" for a in args)
-        print(f"$ kubectl {shown}")
-        print(cluster.kubectl(*args).stdout.rstrip())
-
-
-def _condition_lines(cluster: LocalCluster) -> None:
-    args = ("get", "pg", "nginx", "-n", NAMESPACE, "-o",
-            "jsonpath={range .status.conditions[*]}{.type}={.status} {.reason}: {.message}{\"\\n\"}{end}")
-    print("$ kubectl get pg nginx -o jsonpath='{.status.conditions}'  (type=status reason: message)")
+def _run_shown(cluster: LocalCluster, *args: str) -> None:
+    """Print ``$ kubectl <args>`` exactly as it runs (shell-quoted, copy-pasteable), then its output."""
+    print(f"$ kubectl {shlex.join(args)}")
     print(cluster.kubectl(*args).stdout.rstrip())
+
+
+#: One line per PodGroup condition: ``<type>=<status> <reason>: <message>``.
+_CONDITION_LINES = 'jsonpath={range .status.conditions[*]}{.type}={.status} {.reason}: {.message}{"\\n"}{end}'
+
+
+def _show(cluster: LocalCluster) -> None:
+    _run_shown(cluster, "get", "pods", "-n", NAMESPACE, "-o", "wide")
+    _run_shown(cluster, "get", "pods", "-n", NAMESPACE, "-o", _SCHEDULED_COLUMNS)
+    _run_shown(cluster, "get", "pg", "-n", NAMESPACE, "-o", "wide")
+    _run_shown(cluster, "get", "pg", "nginx", "-n", NAMESPACE, "-o", _CONDITION_LINES)
 
 
 def run_case(cluster: LocalCluster, work: Path, min_member: int, settle: float) -> None:
@@ -84,7 +86,19 @@ def run_case(cluster: LocalCluster, work: Path, min_member: int, settle: float) 
         _wait(lambda: len(_pods(cluster)) == 6, 30)
         time.sleep(settle)
     _show(cluster)
-    _condition_lines(cluster)
+
+
+def _ensure_binaries(tools: list[str]) -> None:
+    """One line when every binary is cached (as after ``make binaries``); else build, per-tool lines.
+
+    Raises :class:`build.BuildError` when a Go build fails.
+    """
+    missing = [t for t in tools if not all((build.bin_dir(t) / n).is_file() for n in versions.BINARIES[t])]
+    if not missing:
+        print(f"control plane binaries: cached in {build.cache_dir() / 'bin'}", flush=True)
+        return
+    _banner(f"building {', '.join(missing)} from pinned Go modules (once; cached in {build.cache_dir() / 'bin'})")
+    build.ensure_binaries(tools)
 
 
 def cleanup(cluster: LocalCluster) -> None:
@@ -93,15 +107,20 @@ def cleanup(cluster: LocalCluster) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="cogate demo", description=__doc__.splitlines()[0])
-    parser.add_argument("--settle", type=float, default=8.0,
-                        help="seconds to watch the minMember 4 case stay gated before printing (default 8)")
-    parser.add_argument("--keep", action="store_true", help="keep the work directory (logs, kubeconfig)")
+    parser = argparse.ArgumentParser(
+        prog="cogate demo",
+        description="Start a throwaway local Kubernetes control plane with cogate, run the README example "
+                    "(6 pods, one node, minMember 3 then 4), print what kubectl shows, then tear it all down.",
+    )
+    parser.add_argument("--settle", metavar="SECONDS", type=float, default=8.0,
+                        help="how long to watch the minMember 4 case stay gated before printing "
+                             "(default: %(default)s)")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the work directory (logs, kubeconfig) after the demo (default: off)")
     args = parser.parse_args(argv)
 
-    _banner("building/checking the local control plane binaries (cached after the first run)")
     try:
-        build.ensure_binaries(["etcd", "kubernetes", "kwok"])
+        _ensure_binaries(["etcd", "kubernetes", "kwok"])
     except build.BuildError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -112,14 +131,14 @@ def main(argv: list[str] | None = None) -> int:
         _banner("starting kube-apiserver, etcd, kube-scheduler, kube-controller-manager, kwok")
         t0 = time.monotonic()
         cluster.start()
-        print(f"control plane ready in {time.monotonic() - t0:.1f}s; kubeconfig {cluster.kubeconfig}")
+        print(f"control plane ready in {time.monotonic() - t0:.1f}s; "
+              f"the kubectl commands below run with KUBECONFIG={cluster.kubeconfig}")
         fake_nodes.add_nodes(cluster, 1, prefix="node-", kwok_taint=False, **example.NODE_SHAPE)
         stack = CogateStack(cluster, work / "cogate").start()
         print("cogate webhook and controller running; PodGroup CRD installed")
         cluster.kubectl("create", "namespace", NAMESPACE)
-        print(cluster.kubectl("get", "nodes", "-o", "custom-columns=NAME:.metadata.name,"
-                              "CPU:.status.allocatable.cpu,MEMORY:.status.allocatable.memory,"
-                              "PODS:.status.allocatable.pods").stdout.rstrip())
+        _run_shown(cluster, "get", "nodes", "-o", "custom-columns=NAME:.metadata.name,"
+                   "CPU:.status.allocatable.cpu,MEMORY:.status.allocatable.memory,PODS:.status.allocatable.pods")
         run_case(cluster, work, 3, args.settle)
         print("\n=> the group fits: all gates removed together; 3 pods run, kube-scheduler leaves 3 Pending "
               "(Unschedulable: no room).")
