@@ -381,32 +381,55 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="cogate certs", description="Webhook serving certificates.")
-    parser.add_argument("--log-level", default="info", type=str.lower, choices=["debug", "info", "warning", "error"])
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(
+        prog="cogate certs",
+        description="Create and renew the webhook's TLS certificate: in the cluster, kept in a Secret "
+                    "(bootstrap), or written to a directory for local use (generate).",
+    )
+    parser.add_argument("--log-level", default="info", type=str.lower, choices=["debug", "info", "warning", "error"],
+                        metavar="{debug,info,warning,error}", help="log level, any case (default: %(default)s)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{bootstrap,generate}")
 
-    b = sub.add_parser("bootstrap", help="keep the webhook certificate in a Secret, write it to files, patch caBundle")
-    b.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster configuration)")
+    b = sub.add_parser(
+        "bootstrap",
+        help="keep the webhook certificate in a Secret, write it to files, set the webhook's caBundle",
+        description="Keep the webhook's CA and serving certificate in a Secret (creating or renewing them), "
+                    "write them to --cert-dir and set the caBundle of the MutatingWebhookConfiguration.",
+    )
+    b.add_argument("--kubeconfig", metavar="PATH", help="kubeconfig file (default: the in-cluster service account)")
     b.add_argument("--namespace", default=_default_namespace(),
-                   help="namespace of the Secret and the Service (default: POD_NAMESPACE or the pod's namespace)")
-    b.add_argument("--secret-name", default="cogate-webhook-cert", help="Secret holding CA and serving certificate")
-    b.add_argument("--service-name", default="cogate-webhook", help="webhook Service; the certificate names <service>.<namespace>.svc")
-    b.add_argument("--cluster-domain", default="cluster.local", help="cluster DNS domain, also put in the certificate")
-    b.add_argument("--cert-dir", default="/tmp/k8s-webhook-server/serving-certs", help="directory for tls.crt, tls.key, ca.crt")
-    b.add_argument("--webhook-config-name", default="",
-                   help="MutatingWebhookConfiguration whose caBundle to set (empty: do not patch)")
-    b.add_argument("--webhook-name", action="append", default=[],
-                   help="webhook entry to patch (repeatable; default: every entry of the configuration)")
-    b.add_argument("--rotate-before-days", type=float, default=DEFAULT_ROTATE_BEFORE_DAYS,
-                   help="renew when the certificate or CA has fewer days left (default 30)")
+                   help="namespace of the Secret and the Service (default: $POD_NAMESPACE, else the pod's "
+                        "service-account namespace)")
+    b.add_argument("--secret-name", metavar="NAME", default="cogate-webhook-cert",
+                   help="Secret holding the CA and the serving certificate (default: %(default)s)")
+    b.add_argument("--service-name", metavar="NAME", default="cogate-webhook",
+                   help="webhook Service; the certificate is for <service>.<namespace>.svc (default: %(default)s)")
+    b.add_argument("--cluster-domain", metavar="DOMAIN", default="cluster.local",
+                   help="cluster DNS domain, also put in the certificate (default: %(default)s)")
+    b.add_argument("--cert-dir", metavar="DIR", default="/tmp/k8s-webhook-server/serving-certs",
+                   help="directory for tls.crt, tls.key, ca.crt (default: %(default)s)")
+    b.add_argument("--webhook-config-name", metavar="NAME", default="",
+                   help="MutatingWebhookConfiguration whose caBundle to set (default: none, do not patch)")
+    b.add_argument("--webhook-name", metavar="NAME", action="append", default=[],
+                   help="webhook entry to patch, repeatable (default: every entry of the configuration)")
+    b.add_argument("--rotate-before-days", metavar="DAYS", type=float, default=DEFAULT_ROTATE_BEFORE_DAYS,
+                   help="renew when the certificate or the CA has fewer days left (default: %(default)s)")
     b.add_argument("--loop", type=float, default=0.0, metavar="SECONDS",
-                   help="repeat every SECONDS (sidecar mode); 0 runs once (init container)")
-    b.add_argument("--retry", type=float, default=10.0, metavar="SECONDS", help="wait after a failed pass in loop mode")
+                   help="repeat every SECONDS, as a sidecar; 0 runs once, as an init container (default: %(default)s)")
+    b.add_argument("--retry", type=float, default=10.0, metavar="SECONDS",
+                   help="wait after a failed pass in loop mode (default: %(default)s)")
 
-    g = sub.add_parser("generate", help="write a CA and a serving certificate to a directory (local use)")
-    g.add_argument("--out", required=True, help="output directory")
-    g.add_argument("--dns", action="append", required=True, help="DNS name for the certificate (repeatable)")
-    g.add_argument("--ip", action="append", default=[], help="IP address for the certificate (repeatable)")
+    g = sub.add_parser(
+        "generate",
+        help="write a CA and a serving certificate to a directory (local use)",
+        description="Write a new CA and a serving certificate (tls.crt, tls.key, ca.crt, ca.key) to a directory, "
+                    "for running the webhook outside a cluster.",
+    )
+    g.add_argument("--out", metavar="DIR", required=True, help="output directory (required)")
+    g.add_argument("--dns", metavar="NAME", action="append", required=True,
+                   help="DNS name for the certificate, repeatable; the first is the subject (required)")
+    g.add_argument("--ip", metavar="ADDRESS", action="append", default=[],
+                   help="IP address for the certificate, repeatable (default: none)")
     return parser
 
 

@@ -51,32 +51,56 @@ def _positive(text: str) -> float:
     return value
 
 
+_LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+def _log_level(text: str) -> str:
+    """``--log-level`` in any case -> logging's upper-case level name (shown lower-case like the other commands)."""
+    if text.lower() not in _LOG_LEVELS:
+        raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {', '.join(map(repr, _LOG_LEVELS))})")
+    return text.upper()
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="cogate controller", description=__doc__.splitlines()[0])
-    p.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, then in-cluster config)")
-    p.add_argument("--gate-name", default=api.DEFAULT_GATE_NAME, help="scheduling gate to remove (default %(default)s)")
-    p.add_argument("--metrics-port", type=int, default=8080, help="port of /metrics, /healthz, /readyz (0: any)")
-    p.add_argument("--metrics-host", default="0.0.0.0", help="address of the metrics server (default %(default)s)")
+    p = argparse.ArgumentParser(
+        prog="cogate controller",
+        description="Run the gang controller: it watches PodGroups, their pods and the nodes, and removes the "
+                    "scheduling gate from a group's pods only once at least minMember of them fit together.",
+    )
+    p.add_argument("--kubeconfig", metavar="PATH",
+                   help="kubeconfig file (default: $KUBECONFIG, then the in-cluster service account)")
+    p.add_argument("--gate-name", metavar="NAME", default=api.DEFAULT_GATE_NAME,
+                   help="scheduling gate to remove; must match the webhook's --gate-name (default: %(default)s)")
+    p.add_argument("--metrics-port", metavar="PORT", type=int, default=8080,
+                   help="port of /metrics, /healthz, /readyz; 0 picks a free port (default: %(default)s)")
+    p.add_argument("--metrics-host", metavar="ADDRESS", default="0.0.0.0",
+                   help="address of the metrics server (default: %(default)s)")
     p.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=True,
-                   help=f"elect a leader through the Lease {LEASE_NAME!r} (default on)")
-    p.add_argument("--leader-election-namespace", default=None,
-                   help="namespace of the Lease (default: $POD_NAMESPACE, the service account's, or 'default')")
+                   help=f"elect a leader through the Lease {LEASE_NAME!r}; only the leader acts (default: on)")
+    p.add_argument("--leader-election-namespace", metavar="NAMESPACE", default=None,
+                   help="namespace of the Lease (default: $POD_NAMESPACE, else the service account's, "
+                        "else 'default')")
     p.add_argument("--placement", choices=PLACEMENTS, default="pinned",
                    help="pinned: narrow each member's required node affinity to its planned node before "
-                        "removing the gate; free: only remove the gate (default %(default)s)")
-    p.add_argument("--reservation-ttl", type=_positive, default=60.0,
-                   help="seconds a released member's planned room stays reserved while unbound (default 60)")
-    p.add_argument("--starvation-seconds", type=_positive, default=300.0,
-                   help="seconds a complete group may be passed over by smaller groups (default 300)")
-    p.add_argument("--debounce", type=_positive, default=0.05,
-                   help="seconds to coalesce events before a decision pass (default 0.05)")
-    p.add_argument("--resync", type=float, default=30.0, help="seconds between periodic passes (default 30)")
+                        "removing the gate; free: only remove the gate (default: %(default)s)")
+    p.add_argument("--reservation-ttl", metavar="SECONDS", type=_positive, default=60.0,
+                   help="how long a released member's planned room stays reserved while it is unbound "
+                        "(default: %(default)s)")
+    p.add_argument("--starvation-seconds", metavar="SECONDS", type=_positive, default=300.0,
+                   help="how long a complete group may be passed over by smaller groups (default: %(default)s)")
+    p.add_argument("--debounce", metavar="SECONDS", type=_positive, default=0.05,
+                   help="how long to coalesce events before a decision pass (default: %(default)s)")
+    p.add_argument("--resync", metavar="SECONDS", type=float, default=30.0,
+                   help="time between periodic passes (default: %(default)s)")
     p.add_argument("--evict-on-timeout", action="store_true",
-                   help="after scheduleTimeoutSeconds, evict bound members that have a controller owner")
-    p.add_argument("--workers", type=int, default=8, help="concurrent gate-removal requests (default 8)")
-    p.add_argument("--namespace", default=None, help="only PodGroups and members in this namespace (testing)")
-    p.add_argument("--log-level", default="INFO", type=str.upper, choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-                   help="log level (any case; default INFO)")
+                   help="after scheduleTimeoutSeconds, evict members that have a controller owner and are bound "
+                        "or held on their pinned node, so they come back gated (default: off)")
+    p.add_argument("--workers", metavar="N", type=int, default=8,
+                   help="concurrent gate-removal requests (default: %(default)s)")
+    p.add_argument("--namespace", default=None,
+                   help="only PodGroups and members in this namespace, for testing (default: all namespaces)")
+    p.add_argument("--log-level", default="INFO", type=_log_level, metavar="{debug,info,warning,error}",
+                   help="log level, any case (default: info)")
     return p
 
 

@@ -90,12 +90,16 @@ def build_parser() -> argparse.ArgumentParser:
     """The argparse parser of ``cogate webhook``."""
     p = argparse.ArgumentParser(
         prog="cogate webhook",
-        description="Mutating admission webhook: adds the PodGroup scheduling gate to labelled pods at CREATE.",
+        description="Run the mutating admission webhook: it adds the scheduling gate to every new pod labelled "
+                    "scheduling.x-k8s.io/pod-group, so the pod waits until the controller releases its PodGroup.",
     )
-    p.add_argument("--host", default="0.0.0.0", help="address to listen on (default: %(default)s)")
-    p.add_argument("--port", type=_port, default=9443, help="HTTPS port for /mutate and probes (default: %(default)s)")
-    p.add_argument("--tls-cert-file", help="PEM serving certificate (chain); required unless --insecure-http")
-    p.add_argument("--tls-key-file", help="PEM private key of the certificate; required unless --insecure-http")
+    p.add_argument("--host", metavar="ADDRESS", default="0.0.0.0", help="address to listen on (default: %(default)s)")
+    p.add_argument("--port", metavar="PORT", type=_port, default=9443,
+                   help="HTTPS port for /mutate and probes (default: %(default)s)")
+    p.add_argument("--tls-cert-file", metavar="PATH",
+                   help="PEM serving certificate (chain); required unless --insecure-http")
+    p.add_argument("--tls-key-file", metavar="PATH",
+                   help="PEM private key of the certificate; required unless --insecure-http")
     p.add_argument(
         "--tls-reload-interval",
         type=_positive_float,
@@ -106,16 +110,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--insecure-http",
         action="store_true",
-        help="serve plain HTTP without TLS; LOCAL DEBUGGING ONLY (the API server calls webhooks over HTTPS)",
+        help="serve plain HTTP without TLS, for LOCAL DEBUGGING ONLY: the API server calls webhooks over "
+        "HTTPS (default: off)",
     )
     p.add_argument(
         "--gate-name",
+        metavar="NAME",
         type=_gate_name,
         default=DEFAULT_GATE_NAME,
         help="scheduling gate to add; must match the controller's --gate-name (default: %(default)s)",
     )
     p.add_argument(
         "--metrics-port",
+        metavar="PORT",
         type=_port,
         default=None,
         help="also serve /metrics, /healthz, /readyz over plain HTTP on this port (default: only on --port)",
@@ -132,7 +139,8 @@ def build_parser() -> argparse.ArgumentParser:
         default="info",
         type=str.lower,
         choices=["debug", "info", "warning", "error"],
-        help="log level; debug logs one line per admission request (default: %(default)s)",
+        metavar="{debug,info,warning,error}",
+        help="log level, any case; debug logs one line per admission request (default: %(default)s)",
     )
     return p
 

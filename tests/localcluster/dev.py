@@ -119,20 +119,38 @@ def status(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="cogate dev", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="cogate dev",
+        description="Start, inspect or stop a local Kubernetes control plane with cogate running, left up in "
+                    "the background for you to try PodGroups with kubectl.",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
-    p_up = sub.add_parser("up", help="start the local environment in the background")
-    p_up.add_argument("--nodes", type=int, default=1, help="number of fake nodes (default 1)")
-    p_up.add_argument("--cpu", default="10", help="allocatable cpu per node (default 10)")
-    p_up.add_argument("--memory", default="8Gi", help="allocatable memory per node (default 8Gi)")
-    p_up.add_argument("--pods", type=int, default=110, help="allocatable pods per node (default 110)")
-    p_up.add_argument("--label", type=_label, action="append", default=[], help="node label KEY=VALUE (repeatable)")
-    p_up.add_argument("--taint", type=_taint, action="append", default=[], help="node taint KEY[=VALUE]:EFFECT")
+    p_up = sub.add_parser(
+        "up", help="start the local environment in the background",
+        description="Start the local control plane, fake nodes of the given shape, and cogate's webhook and "
+                    "controller in the background, then print the KUBECONFIG to use.",
+    )
+    p_up.add_argument("--nodes", type=int, default=1, metavar="N",
+                      help="number of fake nodes (default: %(default)s)")
+    p_up.add_argument("--cpu", default="10", metavar="QUANTITY",
+                      help="allocatable cpu per node (default: %(default)s)")
+    p_up.add_argument("--memory", default="8Gi", metavar="QUANTITY",
+                      help="allocatable memory per node (default: %(default)s)")
+    p_up.add_argument("--pods", type=int, default=110, metavar="N",
+                      help="allocatable pods per node (default: %(default)s)")
+    p_up.add_argument("--label", type=_label, action="append", default=[], metavar="KEY=VALUE",
+                      help="node label, repeatable (default: none)")
+    p_up.add_argument("--taint", type=_taint, action="append", default=[], metavar="KEY[=VALUE]:EFFECT",
+                      help="node taint, repeatable (default: none)")
     p_up.add_argument("--kwok-taint", action=argparse.BooleanOptionalAction, default=False,
-                      help="also taint nodes kwok.x-k8s.io/node=fake:NoSchedule (default: no)")
-    sub.add_parser("down", help="stop everything `dev up` started")
-    sub.add_parser("status", help="show the processes of the dev environment")
-    sub.add_parser("build", help="build (or check) the cached control-plane binaries")
+                      help="also taint nodes kwok.x-k8s.io/node=fake:NoSchedule (default: off)")
+    sub.add_parser("down", help="stop everything `cogate dev up` started and remove its files",
+                   description="Stop every process `cogate dev up` started and remove its directory.")
+    sub.add_parser("status", help="show the processes of the dev environment",
+                   description="Show whether each process of the dev environment is running.")
+    sub.add_parser("build", help="build (or check) the cached control-plane binaries",
+                   description="Build the local control plane's binaries from pinned Go modules, "
+                               "or check that they are cached.")
     args = parser.parse_args(argv)
     if args.command == "build":
         return build.main([])
