@@ -12,7 +12,7 @@ Pure parts (plain functions over plain data, unit-tested table-driven):
   starts deciding (start, or leadership gained), since reservations live in memory only.
 
 Imperative shell: :class:`Reconciler` runs one decision pass at a time (decisions are
-serialised, DESIGN §3) on its own thread:
+serialised, docs/semantics.md) on its own thread:
 
 1. snapshot the caches: nodes, bound non-terminal pods, PodGroups, labelled members;
    on the first pass of a process (or after gaining leadership) seed the reservations
@@ -232,7 +232,7 @@ def restored_reservations(requests: Iterable[Any], gate: str, now: float, ttl: f
     stands (``released``), it carries no scheduling gate at all (ours was removed; another
     gate means the scheduler is not on it yet), it is unbound, not terminal, not deleting and
     pinned to one node (:func:`pinned_node`). Each gets ``Reservation(expires=now + ttl)`` on
-    that node, as the release that ungated it would have made (DESIGN §3 Reservations: room
+    that node, as the release that ungated it would have made (docs/semantics.md Reservations: room
     of released, unbound members stays reserved until they bind, go, or a TTL passes).
     Members released with placement ``free`` carry no pin and cannot be restored. Times:
     epoch seconds. ``gate`` is accepted for symmetry with the planner and not needed here
@@ -337,7 +337,7 @@ def group_object(raw: dict[str, Any]) -> GroupObject:
 
 
 def members_by_group(pods: Iterable[PodInfo]) -> dict[tuple[str, str], list[PodInfo]]:
-    """Live members per (namespace, group): pods whose label names the group, not deleting (DESIGN §3)."""
+    """Live members per (namespace, group): pods whose label names the group, not deleting (docs/semantics.md)."""
     out: dict[tuple[str, str], list[PodInfo]] = {}
     for p in pods:
         g = p.group

@@ -4,7 +4,7 @@
 :func:`status_patch` turns the result into the merge-patch body for the status
 subresource, or ``None`` when nothing changed, so status is written only on change.
 
-Phase (DESIGN.md §3; names from scheduler-plugins' PodGroup): one ordered decision,
+Phase (docs/semantics.md; names from scheduler-plugins' PodGroup): one ordered decision,
 the first rule that holds wins. ``m`` is ``spec.minMember``; a member is *bound* when
 it has a ``nodeName`` (any pod phase; ``status.scheduled`` counts these), *placed*
 when bound and not Failed, *active* when its phase is neither Succeeded nor Failed.
@@ -128,7 +128,7 @@ def count_members(pg: PodGroup, members: Sequence[_Member]) -> Counts:
     """Count the live members of ``pg`` in ``members``.
 
     Pods that are deleting, in another namespace or labelled for another group are
-    ignored (DESIGN.md §3: a member is a pod of the PodGroup's namespace whose label
+    ignored (docs/semantics.md: a member is a pod of the PodGroup's namespace whose label
     names it and that has no deletionTimestamp).
     """
     n = bound = placed = active = running = succeeded = failed = 0
@@ -184,7 +184,7 @@ def release_stands(status: PodGroupStatus, members: Sequence[Any] = (), gate: st
     as a gang again instead of being ungated one by one. Until a member is gated again the
     release stands, so a timed-out group whose members wait in kube-scheduler's queue keeps
     reporting ``Scheduling`` with ``TimedOut=True``. While it stands, new members
-    (replacements, Job pods) are ungated as they appear (DESIGN.md §3).
+    (replacements, Job pods) are ungated as they appear (docs/semantics.md).
 
     ``members``: the group's live members (objects with ``gated_by(gate)`` and ``bound``).
     """

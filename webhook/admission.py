@@ -1,7 +1,7 @@
 """Admission decision of the cogate mutating webhook (pure; no I/O, no API calls).
 
 The webhook adds one scheduling gate to every pod created with the PodGroup label
-(DESIGN.md §3, "Webhook"), so the pod is stored Pending/SchedulingGated until the
+(docs/semantics.md, "Webhook"), so the pod is stored Pending/SchedulingGated until the
 controller releases its whole group. This module holds the whole decision as plain
 functions over the parsed ``admission.k8s.io/v1`` AdmissionReview dict; the aiohttp
 server in :mod:`cogate.webhook.server` only parses JSON and calls :func:`admit`.

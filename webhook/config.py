@@ -1,6 +1,6 @@
 """The MutatingWebhookConfiguration cogate registers, as a plain dict.
 
-One place for the registration rules of DESIGN.md §3 (the chart template
+One place for the registration rules of docs/semantics.md (the chart template
 ``charts/cogate/templates/webhook.yaml`` renders the same rules and
 ``tests/unit/test_chart.py`` checks they agree):
 

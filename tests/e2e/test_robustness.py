@@ -600,7 +600,7 @@ def test_job_waves_after_the_first_gang_are_ungated_as_they_appear(stack, kube, 
 
 
 def test_same_named_group_in_another_namespace_never_counts(stack, kube, namespace, only_nodes):
-    """DESIGN §3: a member is a pod in the PodGroup's namespace; pods of another namespace
+    """docs/semantics.md: a member is a pod in the PodGroup's namespace; pods of another namespace
     labelled with the same group name neither complete it nor get released by it."""
     only_nodes(1, **NODE)
     core = client.CoreV1Api(kube)
