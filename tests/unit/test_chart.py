@@ -1,8 +1,8 @@
 """Helm chart charts/cogate: `helm lint` and the objects `helm template` renders.
 
 Uses the pinned Helm CLI from the local tool cache (built from its Go module on first
-use, see cogate.localcluster.build). Asserts the contract of DESIGN.md §3 on the
-rendered objects: webhook registration (same rules as cogate.webhook.config), replicas,
+use, see cogate.localcluster.build). Asserts the contract of docs/semantics.md on the
+rendered objects (valid YAML without duplicate mapping keys): webhook registration (same rules as cogate.webhook.config), replicas,
 leader election, probes, least-privilege RBAC, certificate modes, and that every
 container's arguments parse with the component's own argparse.
 """
@@ -44,9 +44,28 @@ def _template(helm: Path, *args: str, check: bool = True) -> subprocess.Complete
                           capture_output=True, text=True, check=check)
 
 
+class UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that raises on a duplicate mapping key (PyYAML keeps the last one silently;
+    strict parsers such as kubectl's and yamllint's reject the document)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: set = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping", node.start_mark, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_all_strict(text: str) -> list[dict]:
+    return [d for d in yaml.load_all(text, Loader=UniqueKeyLoader) if d]
+
+
 def render(helm: Path, *args: str) -> list[dict]:
-    out = _template(helm, *args).stdout
-    return [d for d in yaml.safe_load_all(out) if d]
+    """The rendered objects; raises ``yaml.constructor.ConstructorError`` on any duplicate key."""
+    return load_all_strict(_template(helm, *args).stdout)
 
 
 def find(objs: list[dict], kind: str, name: str | None = None) -> dict:
@@ -87,6 +106,21 @@ def test_helm_lint(helm):
     proc = subprocess.run([str(helm), "lint", str(CHART), "--set", "webhook.certs.mode=cert-manager"],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_strict_loader_rejects_duplicate_keys():
+    with pytest.raises(yaml.constructor.ConstructorError, match="duplicate key 'app'"):
+        load_all_strict("metadata:\n  labels:\n    app: a\n    tier: b\n    app: a\n")
+    assert load_all_strict("a: 1\n---\nb: {a: 1}\n") == [{"a": 1}, {"b": {"a": 1}}]
+
+
+@pytest.mark.parametrize("sets", [[], ["webhook.certs.mode=cert-manager"], ["controller.evictOnTimeout=true"],
+                                  ["serviceAccount.create=false"]], ids=str)
+def test_rendered_yaml_has_no_duplicate_keys(helm, sets):
+    objs = render(helm, *[a for s in sets for a in ("--set", s)])  # raises on a duplicate key
+    for deploy in all_of(objs, "Deployment"):
+        labels = deploy["spec"]["template"]["metadata"]["labels"]
+        assert deploy["spec"]["selector"]["matchLabels"].items() <= labels.items()
 
 
 def test_rendered_kinds(objs):
@@ -244,6 +278,7 @@ def test_bad_values_fail_with_a_message(helm, sets, message):
     proc = _template(helm, *args, check=False)
     assert proc.returncode != 0
     assert message in proc.stderr
+    assert "templates/validate-values.yaml" in proc.stderr  # the error points at the values check
 
 
 # ------------------------------------------------------------------ RBAC
