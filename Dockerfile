@@ -1,6 +1,9 @@
 # One image for both Deployments of the chart: `cogate webhook ...`, `cogate controller ...`,
 # `cogate certs bootstrap ...` (the webhook's certificate init container / sidecar).
-#   docker build -t cogate:dev .
+# Tag it as the chart expects, <repository>:<chart appVersion>, push it, and install with
+# --set image.repository=<registry>/cogate (see charts/cogate/README.md):
+#   docker build -t <registry>/cogate:0.1.0 .
+#   docker push <registry>/cogate:0.1.0
 # The image holds only the Python distribution: no Go binaries, no tests.
 
 FROM python:3.11-slim AS build
