@@ -569,7 +569,15 @@ def _shortfall(state: _State, unplaced: Sequence[PodInfo], missing: int) -> str:
     if not eligible:
         parts.append("no eligible node")
     elif short:
-        parts.append(", ".join(f"{k} short by {format_quantity(k, v)}" for k, v in short.items()) + " on eligible nodes")
+        # Totals alone would hide fragmentation: also say what one node has and one member needs.
+        s0 = pairs[0][0]
+        texts = []
+        for k, v in short.items():
+            most = max((state.free[i].get(k, 0) for i in eligible), default=0)
+            texts.append(f"{k} short by {format_quantity(k, v)} on eligible nodes (at most "
+                         f"{format_quantity(k, max(most, 0))} free on one node, a member requests "
+                         f"{format_quantity(k, s0.req.get(k, 0))})")
+        parts.append(", ".join(texts))
     else:
         s0 = pairs[0][0]
         parts.append(f"no eligible node has room for a member requesting {format_resources(s0.req)}")

@@ -642,3 +642,20 @@ def test_all_bound_group_releases_nothing_pending():
     bound = [pod(node_name="n1", gated=False) for _ in range(2)]
     v = only(run([node("n1")], [group(bound)], pods=bound))
     assert v.outcome == "Released" and v.release == {} and v.fits == 2
+
+
+def test_shortfall_message_names_fragmentation_not_only_totals():
+    # 3 nodes of 8 cpu, 4 members of 7 cpu: totals say "short by 4", but what is missing is a node with 7 free.
+    nodes = [node(f"n{i}", cpu=8, mem=16) for i in range(3)]
+    v = only(run(nodes, [group([pod(cpu=7) for _ in range(4)])]))
+    assert v.outcome == "ExceedsClusterCapacity"
+    assert v.message == ("fits 3 of 4 even with every eligible node empty: cpu short by 4 on eligible nodes "
+                         "(at most 1 free on one node, a member requests 7)")
+
+
+def test_shortfall_message_with_room_taken_by_bound_pods():
+    nodes = [node("n0", cpu=8, mem=16)]
+    bound = [pod(group=None, cpu=5, node_name="n0")]
+    v = only(run(nodes, [group([pod(cpu=2) for _ in range(3)])], pods=bound, now=0.0))
+    assert v.outcome == "InsufficientCapacity"
+    assert v.message == "fits 1 of 3: cpu short by 3 on eligible nodes (at most 1 free on one node, a member requests 2)"
