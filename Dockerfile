@@ -10,8 +10,7 @@ FROM python:3.11-slim AS build
 WORKDIR /src
 # The package's sources (top-level component dirs install as subpackages, see
 # pyproject.toml); charts/ because cogate/manifests/ links to the chart's CRD.
-COPY pyproject.toml README.md MANIFEST.in ./
-COPY tools/ tools/
+COPY pyproject.toml README.md ./
 COPY cogate/ cogate/
 COPY controller/ controller/
 COPY webhook/ webhook/

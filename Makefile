@@ -15,8 +15,9 @@ PYTEST_ARGS ?=
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	@echo "installing cogate and its test dependencies into $(VENV) (log: $(VENV)/install.log)"
+	@( $(PY) -m pip install -q --upgrade pip && $(PY) -m pip install -q -e '.[test]' ) > $(VENV)/install.log 2>&1 \
+		|| { cat $(VENV)/install.log; exit 1; }
 	touch $@
 
 binaries: $(VENV)/.installed
