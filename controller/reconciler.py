@@ -9,7 +9,12 @@ Pure parts (plain functions over plain data, unit-tested table-driven):
 - :func:`build_group_requests`, :func:`verdict_event`, :func:`priority_event`;
 - :func:`pinned_node` / :func:`restored_reservations`: the room of released members that
   were ungated (pinned) but are not bound yet, rebuilt from the cluster when a process
-  starts deciding (start, or leadership gained), since reservations live in memory only.
+  starts deciding (start, or leadership gained), since reservations live in memory only;
+- :func:`pin_target`: which node a released member is pinned to (none for members with
+  constraints the planner does not evaluate: volume claims, hard topology spread, DRA);
+- :func:`timeout_victims`: whom ``--evict-on-timeout`` evicts;
+- :func:`left_group`, :func:`waiting_for_pod_group`: gated pods that left their group
+  (the gate is removed) or whose PodGroup does not exist (an event says so).
 
 Imperative shell: :class:`Reconciler` runs one decision pass at a time (decisions are
 serialised, docs/semantics.md) on its own thread:
