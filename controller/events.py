@@ -57,34 +57,40 @@ class ObjectRef:
 
 
 class EventGate:
-    """Decides whether an event is news (see module doc). Not thread-safe: one reconciler uses it."""
+    """Decides whether an event is news (see module doc). Thread-safe: the reconcile thread,
+    its status workers and informer callbacks (invalid objects) all use one gate."""
 
     def __init__(self, min_interval: float = 60.0) -> None:
         self.min_interval = min_interval
         self._last: dict[tuple[Hashable, Hashable], tuple[str, str, float]] = {}
+        self._lock = threading.Lock()
 
     def should_emit(self, obj: Hashable, slot: Hashable, reason: str, message: str, now: float) -> bool:
         """True if ``reason``/``message`` is news for ``(obj, slot)`` at ``now`` (epoch seconds); records it."""
         key = (obj, slot)
-        last = self._last.get(key)
-        if last is not None:
-            last_reason, last_message, at = last
-            if last_reason == reason and (last_message == message or now - at < self.min_interval):
-                return False
-        self._last[key] = (reason, message, now)
-        return True
+        with self._lock:
+            last = self._last.get(key)
+            if last is not None:
+                last_reason, last_message, at = last
+                if last_reason == reason and (last_message == message or now - at < self.min_interval):
+                    return False
+            self._last[key] = (reason, message, now)
+            return True
 
     def clear(self, obj: Hashable, slot: Hashable) -> None:
         """Forget ``(obj, slot)`` so the next event there is news (e.g. the condition ended)."""
-        self._last.pop((obj, slot), None)
+        with self._lock:
+            self._last.pop((obj, slot), None)
 
     def forget(self, obj: Hashable) -> None:
         """Forget every slot of ``obj`` (the object was deleted)."""
-        for key in [k for k in self._last if k[0] == obj]:
-            del self._last[key]
+        with self._lock:
+            for key in [k for k in self._last if k[0] == obj]:
+                del self._last[key]
 
     def objects(self) -> set[Hashable]:
-        return {k[0] for k in self._last}
+        with self._lock:
+            return {k[0] for k in self._last}
 
 
 def event_body(ref: ObjectRef, type_: str, reason: str, message: str, now: float, *,
@@ -196,5 +202,8 @@ class EventRecorder:
                 self._series = {k: v for k, v in self._series.items() if v[2] >= cutoff}
         except Exception as exc:  # noqa: BLE001 - events are best effort
             if getattr(exc, "status", None) == 404 and series is not None:
-                self._series.pop(key, None)  # the Event expired (TTL); the next one creates a new object
+                # The Event expired (TTL) before this repeat: start a new series with this one.
+                self._series.pop(key, None)
+                self._write(ref, type_, reason, message, now)
+                return
             log.warning("could not write event %s on %s/%s: %s", reason, ref.namespace, ref.name, exc)

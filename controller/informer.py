@@ -162,8 +162,7 @@ class Informer:
         rv = str((raw.get("metadata") or {}).get("resourceVersion") or "")
         with self.lock:
             old = self.store.get(key)
-            old_rv = getattr(old, "resource_version", "") if old is not None else ""
-            if old_rv.isdigit() and rv.isdigit() and int(old_rv) >= int(rv):
+            if not _newer(rv, old):
                 return
             self.store[key] = record
         self._notify("MODIFIED" if old is not None else "ADDED", old, record)
@@ -290,7 +289,15 @@ class Informer:
             return
         if kind not in ("ADDED", "MODIFIED", "DELETED"):
             raise ValueError(f"unknown watch event type {kind!r}")
-        key = self._key(raw)
+        try:
+            key = self._key(raw)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            # Skip it (as a relist does) and move on: retrying would replay the same event.
+            log.warning("informer %s: %s event without a usable key (%s); skipped", self.name, kind, exc)
+            with self.lock:
+                if rv:
+                    self.resource_version = rv
+            return
         if kind == "DELETED":
             with self.lock:
                 old = self.store.pop(key, None)
@@ -302,17 +309,33 @@ class Informer:
             ok, record = self._convert_or_report(raw)
             with self.lock:
                 old = self.store.get(key)
-                if ok:
-                    self.store[key] = record
-                else:
-                    self.store.pop(key, None)
                 if rv:
                     self.resource_version = rv
-            if ok:
+                # An event older than what apply_local stored from our own write: keep ours.
+                stale = ok and not _newer(rv, old)
+                if ok and not stale:
+                    self.store[key] = record
+                elif not ok:
+                    self.store.pop(key, None)
+            if ok and not stale and old != record:
+                # Records hold only what the planner needs: an unchanged one (e.g. a status
+                # heartbeat of a bound pod) does not trigger a pass.
                 self._notify("MODIFIED" if old is not None else "ADDED", old, record)
-            elif old is not None:
+            elif not ok and old is not None:
                 self._notify("DELETED", old, None)
         self._backoff.reset()
+
+
+def _newer(rv: str, old: Any) -> bool:
+    """Whether an object at resourceVersion ``rv`` may replace the cached record ``old``.
+
+    resourceVersions are opaque to clients in general, but kube-apiserver's are etcd revisions
+    (integers) that grow with every write: an older one must not overwrite a record this process
+    stored from its own write response (:meth:`Informer.apply_local`). Non-numeric versions
+    always replace.
+    """
+    old_rv = getattr(old, "resource_version", "") if old is not None else ""
+    return not (old_rv.isdigit() and rv.isdigit() and int(old_rv) >= int(rv))
 
 
 # -- sources built from the official client --------------------------------------

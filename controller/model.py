@@ -268,7 +268,8 @@ class PodInfo:
     deleting: bool = False
     has_controller: bool = False
     scheduler_name: str = "default-scheduler"
-    resource_version: str = ""
+    #: Not compared: two records that differ only here mean the same to the planner.
+    resource_version: str = field(default="", compare=False)
     #: Scheduling constraints the planner does not evaluate ("volume claims", "topology spread",
     #: "resource claims"); such members are released without a pin (see reconciler.pin_target).
     unplanned: tuple[str, ...] = ()

@@ -317,7 +317,7 @@ class GroupObject:
     pg: PodGroup
     raw_status: Mapping[str, Any] | None
     uid: str
-    resource_version: str
+    resource_version: str = field(default="", compare=False)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -368,10 +368,13 @@ def build_group_requests(groups: Iterable[GroupObject], members: Mapping[tuple[s
     return out
 
 
-def verdict_event(outcome: str, message: str, present: int, min_member: int) -> tuple[str, str, str] | None:
-    """(type, reason, message) of the event for a verdict outcome, or None (AlreadyReleased: see shell)."""
+def verdict_event(outcome: str, message: str) -> tuple[str, str, str] | None:
+    """(type, reason, message) of the event for a verdict outcome, or None (AlreadyReleased: see shell).
+
+    The message is the planner's, as in the ``Released=False`` condition, so both say the same.
+    """
     if outcome == "WaitingForMembers":
-        return (NORMAL, "WaitingForMembers", f"{present} of minMember {min_member} members present")
+        return (NORMAL, "WaitingForMembers", message or outcome)
     if outcome in ("InsufficientCapacity", "ExceedsClusterCapacity", "Unschedulable"):
         # Same reason as the Released=False condition (status.released_reason): a group larger
         # than the cluster is short of capacity too; its message says so.
@@ -490,6 +493,8 @@ class Reconciler:
         self._cond = threading.Condition()
         self.debouncer = Debouncer(config.debounce, config.resync, monotonic())
         self._evicted: set[tuple[str, str]] = set()
+        #: Whether this process leads (set by :meth:`run`); tests drive passes directly.
+        self._leading: Callable[[], bool] = lambda: True
         #: uids of gated members already told that their PodGroup does not exist.
         self._missing_notified: set[str] = set()
         #: (namespace, name, uid, group) of gated members whose watch reported DELETED.
@@ -506,6 +511,7 @@ class Reconciler:
 
     def run(self, stop: threading.Event, leading: Callable[[], bool] = lambda: True) -> None:
         """Run passes until ``stop``; passes run only while ``leading()``. Never raises."""
+        self._leading = leading
         was_leading = False
         while not stop.is_set():
             with self._cond:
@@ -627,7 +633,6 @@ class Reconciler:
         body = status_mod.status_patch(g.raw_status, new_status)
         writes = ungated = 0
         outcome = verdict.outcome
-        present = len(ms)
         if body is not None:
             if not self._write_status(g, body):
                 return (new_status.phase or "Pending", 0, 0)  # never ungate before the decision is recorded
@@ -656,7 +661,7 @@ class Reconciler:
             elif removed:
                 self._event(g, "", NORMAL, "Released", release_message(removed, self.config.placement, new=True), now)
         else:
-            ev = verdict_event(outcome, verdict.message, present, pg.spec.minMember)
+            ev = verdict_event(outcome, verdict.message)
             if ev is not None:
                 self._event(g, "verdict", ev[0], ev[1], ev[2], now)
         pe = priority_event(request)
@@ -817,7 +822,8 @@ class Reconciler:
         """
         # A pod still watched but whose label value became empty names no group either.
         gone = old if kind == "DELETED" else (new if new is not None and not new.group else None)
-        if gone is not None and not gone.bound and gone.gated_by(self.config.gate_name):
+        # Only the leader acts (its informer sees the same event); followers would only pile these up.
+        if gone is not None and not gone.bound and gone.gated_by(self.config.gate_name) and self._leading():
             with self._cond:
                 self._orphan_checks.add((gone.namespace, gone.name, gone.uid, (old or gone).group or ""))
         self.enqueue()

@@ -214,3 +214,51 @@ class _Rec:
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, _Rec) and (self.value, self.resource_version) == (other.value, other.resource_version)
+
+
+# -- freshness: own writes vs. stale watch events; unchanged records ----------------
+
+from dataclasses import dataclass, field  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Rec:
+    value: Any
+    resource_version: str = field(default="", compare=False)
+
+
+def rec_convert(raw: dict[str, Any]) -> Rec:
+    return Rec(raw["value"], raw["metadata"]["resourceVersion"])
+
+
+def direct_informer():
+    events: list[tuple[str, Any, Any]] = []
+    inf = Informer("t", lambda: ([], "1"), lambda rv: iter(()), uid_key, rec_convert,
+                   handler=lambda kind, old, new: events.append((kind, old, new)))
+    return inf, events
+
+
+def test_stale_watch_event_does_not_overwrite_our_own_newer_write():
+    inf, events = direct_informer()
+    inf._handle_event({"type": "ADDED", "object": obj("a", "100", "before")})
+    inf.apply_local(obj("a", "105", "ours"))
+    inf._handle_event({"type": "MODIFIED", "object": obj("a", "103", "stale")})
+    assert inf.get("a") == Rec("ours") and inf.get("a").resource_version == "105"
+    assert inf.resource_version == "103", "the watch still resumes from the newest event it saw"
+    inf._handle_event({"type": "MODIFIED", "object": obj("a", "110", "newer")})
+    assert inf.get("a") == Rec("newer")
+    assert [k for k, *_ in events] == ["ADDED", "MODIFIED", "MODIFIED"]
+
+
+def test_unchanged_record_does_not_notify():
+    inf, events = direct_informer()
+    inf._handle_event({"type": "ADDED", "object": obj("a", "1", "x")})
+    inf._handle_event({"type": "MODIFIED", "object": obj("a", "2", "x")})  # e.g. a status heartbeat
+    assert [k for k, *_ in events] == ["ADDED"]
+    assert inf.get("a").resource_version == "2"
+
+
+def test_watch_event_without_a_key_is_skipped_not_replayed():
+    inf, events = direct_informer()
+    inf._handle_event({"type": "ADDED", "object": {"metadata": {"resourceVersion": "7"}, "value": 1}})
+    assert inf.resource_version == "7" and events == [] and inf.snapshot() == []

@@ -129,6 +129,20 @@ def test_recorder_aggregates_repeats_into_count():
     assert patched == [(created[0]["metadata"]["name"], {"count": 2, "lastTimestamp": "1970-01-01T00:03:20Z"})]
 
 
+def test_recorder_starts_a_new_series_when_the_event_expired():
+    created: list[dict] = []
+
+    def gone(ns, name, body):
+        raise ApiError(404)
+
+    rec = EventRecorder(lambda ns, body: created.append(body), gone, clock=lambda: 100.0, series_window=3600.0)
+    ref = ObjectRef(NS, "pg", "u1")
+    rec.record(ref, "Warning", "InsufficientCapacity", "fits 1 of 2")
+    rec.record(ref, "Warning", "InsufficientCapacity", "fits 1 of 2")  # its Event was garbage-collected
+    rec.flush()
+    assert [c["message"] for c in created] == ["fits 1 of 2", "fits 1 of 2"], "the repeat is not lost"
+
+
 def test_recorder_never_raises_on_api_errors():
     def boom(*_):
         raise RuntimeError("apiserver down")
@@ -139,7 +153,7 @@ def test_recorder_never_raises_on_api_errors():
 
 
 @pytest.mark.parametrize("outcome,expected", [
-    ("WaitingForMembers", ("Normal", "WaitingForMembers", "2 of minMember 4 members present")),
+    ("WaitingForMembers", ("Normal", "WaitingForMembers", "msg")),
     ("InsufficientCapacity", ("Warning", "InsufficientCapacity", "msg")),
     ("ExceedsClusterCapacity", ("Warning", "InsufficientCapacity", "msg")),  # FitsCluster condition tells them apart
     ("Unschedulable", ("Warning", "Unschedulable", "msg")),
@@ -147,7 +161,7 @@ def test_recorder_never_raises_on_api_errors():
     ("AlreadyReleased", None),
 ])
 def test_verdict_event(outcome, expected):
-    assert verdict_event(outcome, "msg", 2, 4) == expected
+    assert verdict_event(outcome, "msg") == expected
 
 
 def test_release_message_counts_nodes():
