@@ -138,8 +138,7 @@ class GroupRequest:
 
     ``members``: live members (label names the group, same namespace, not
     deleting), any phase. ``released``: the PodGroup status records a release.
-    ``created``: PodGroup creationTimestamp (epoch seconds). ``placement`` is
-    carried for the shell ("pinned"/"free"); the plan is the same.
+    ``created``: PodGroup creationTimestamp (epoch seconds).
     """
 
     namespace: str
@@ -148,7 +147,6 @@ class GroupRequest:
     created: float
     released: bool
     members: tuple[PodInfo, ...]
-    placement: str = "pinned"
 
 
 @dataclass(frozen=True)

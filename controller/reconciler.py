@@ -354,8 +354,7 @@ def members_by_group(pods: Iterable[PodInfo]) -> dict[tuple[str, str], list[PodI
 
 
 def build_group_requests(groups: Iterable[GroupObject], members: Mapping[tuple[str, str], Sequence[PodInfo]],
-                         placement: str, make: Callable[..., Any],
-                         gate: str = api.DEFAULT_GATE_NAME) -> list[Any]:
+                         make: Callable[..., Any], gate: str = api.DEFAULT_GATE_NAME) -> list[Any]:
     """``planner.GroupRequest`` per cached PodGroup (``make`` is the GroupRequest class)."""
     out = []
     for g in groups:
@@ -363,8 +362,7 @@ def build_group_requests(groups: Iterable[GroupObject], members: Mapping[tuple[s
         ms = tuple(members.get(g.key, ()))
         created = parse_time(pg.metadata.creationTimestamp) if pg.metadata.creationTimestamp else 0.0
         out.append(make(namespace=pg.metadata.namespace, name=pg.metadata.name, min_member=pg.spec.minMember,
-                        created=created, released=status_mod.release_stands(pg.status, ms, gate), members=ms,
-                        placement=placement))
+                        created=created, released=status_mod.release_stands(pg.status, ms, gate), members=ms))
     return out
 
 
@@ -553,8 +551,7 @@ class Reconciler:
         members = members_by_group(self.caches.members.snapshot())
         bound = [p for p in self.caches.bound.snapshot() if p.bound and not p.terminal]
         nodes = self.caches.nodes.snapshot()
-        requests = build_group_requests(groups.values(), members, self.config.placement, self._group_request,
-                                        self.config.gate_name)
+        requests = build_group_requests(groups.values(), members, self._group_request, self.config.gate_name)
         by_key = {(r.namespace, r.name): r for r in requests}
         if self.restore_reservations:
             self.restore_reservations = False

@@ -586,7 +586,7 @@ def replay_planner(case: Mapping[str, Any]) -> Any:
     members = tuple(pod_info(p) for p in snap["members"])
     ns = members[0].namespace if members else "default"
     group = GroupRequest(namespace=ns, name="g", min_member=case["min_member"], created=0.0, released=False,
-                         members=members, placement=case.get("placement", "pinned"))
+                         members=members)
     return decide([node_info(n) for n in snap["nodes"]], [pod_info(p) for p in snap["bound_pods"]], [group], [],
                   0.0, PlannerConfig(gate_name=GATE)).verdicts[0]
 

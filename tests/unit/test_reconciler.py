@@ -365,8 +365,8 @@ def test_members_exclude_deleting_and_other_namespaces():
     other["metadata"]["namespace"] = "elsewhere"
     idx = members_by_group([a, model.pod_info(d), model.pod_info(other)])
     assert {k: [p.name for p in v] for k, v in idx.items()} == {(NS, "pg"): ["a"], ("elsewhere", "pg"): ["o"]}
-    reqs = build_group_requests([group_object(raw_pg())], idx, "free", GroupRequest)
-    assert [m.name for m in reqs[0].members] == ["a"] and reqs[0].placement == "free"
+    reqs = build_group_requests([group_object(raw_pg())], idx, GroupRequest)
+    assert [m.name for m in reqs[0].members] == ["a"]
 
 
 def test_release_writes_status_before_any_gate_and_pins_members():
