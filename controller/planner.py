@@ -257,8 +257,9 @@ def _static_reason(node: NodeInfo, pod: PodInfo) -> str | None:
     return None
 
 
-def _req_with_pod(pod: PodInfo) -> dict[str, int]:
-    r = {k: v for k, v in pod.requests.items() if v > 0 and k != "pods"}
+def _req_with_pod(requests: Mapping[str, int]) -> dict[str, int]:
+    """A pod's effective requests plus the one ``pods`` slot it takes (NodeResourcesFit)."""
+    r = {k: v for k, v in requests.items() if v > 0 and k != "pods"}
     r["pods"] = 1
     return r
 
@@ -392,7 +393,7 @@ class _State:
         spec = self.specs.get(key)
         if spec is not None:
             return spec
-        spec = _Spec(pod, _req_with_pod(pod))
+        spec = _Spec(pod, _req_with_pod(pod.requests))
         cached = self.static_cache.get(static_key)
         if cached is None:
             eligible: list[int] = []
@@ -657,10 +658,8 @@ def decide(
     for p, i in state.bound_pods:
         # hot path (every bound pod): subtract directly, no undo entry needed
         f = state.free[i]
-        for k, v in p.requests.items():
-            if v > 0 and k != "pods":
-                f[k] = f.get(k, 0) - v
-        f["pods"] = f.get("pods", 0) - 1
+        for k, v in _req_with_pod(p.requests).items():
+            f[k] = f.get(k, 0) - v
         if p.host_ports:
             state.ports[i].extend(p.host_ports)
         if anti_active:
@@ -669,10 +668,8 @@ def decide(
         i = index.get(r.node_name)
         if i is None:
             continue
-        req = {k: v for k, v in r.requests.items() if v > 0 and k != "pods"}
-        req["pods"] = 1
         known = member_of.get(r.pod_uid)
-        state.occupy(known[0] if known else None, req, r.host_ports, i)
+        state.occupy(known[0] if known else None, _req_with_pod(r.requests), r.host_ports, i)
     state.commit()
 
     empty_state: _State | None = None
