@@ -7,6 +7,8 @@ Coscheduling PodGroup, so existing manifests apply unchanged.
 
 from __future__ import annotations
 
+import re
+
 GROUP = "scheduling.x-k8s.io"
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
@@ -23,3 +25,53 @@ DEFAULT_GATE_NAME = "scheduling.x-k8s.io/pod-group"
 
 #: Field manager / event source name used for every write cogate makes.
 COMPONENT = "cogate"
+
+
+# ----------------------------------------------------------------- name validation
+# Kubernetes qualified name (apimachinery validation.IsQualifiedName), the rule API
+# validation applies to ``spec.schedulingGates[*].name`` (as to label keys):
+# ``[prefix/]name`` where the optional prefix is a DNS-1123 subdomain (IsDNS1123Subdomain:
+# at most 253 characters of lower-case alphanumerics, '-' and '.', each dot-separated
+# part starting and ending with an alphanumeric) and the name part is at most 63
+# characters of alphanumerics, '-', '_' and '.', starting and ending with an alphanumeric.
+_QUALIFIED_NAME_PART = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+QUALIFIED_NAME_MAX_LENGTH = 63
+DNS1123_SUBDOMAIN_MAX_LENGTH = 253
+
+
+def validate_qualified_name(value: object, field: str = "name") -> str:
+    """Return ``value`` if it is a Kubernetes qualified name, else raise ``ValueError``.
+
+    ``field`` names the value in the error message (e.g. ``"--gate-name"``).
+    Source of the rule: apimachinery ``validation.IsQualifiedName``.
+    """
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{field}: must be a non-empty string")
+    parts = value.split("/")
+    if len(parts) > 2:
+        raise ValueError(f"{field} {value!r}: at most one '/' (an optional prefix, then the name)")
+    if len(parts) == 2:
+        prefix, short = parts
+        if not prefix:
+            raise ValueError(f"{field} {value!r}: prefix before '/' must not be empty")
+        if len(prefix) > DNS1123_SUBDOMAIN_MAX_LENGTH or not _DNS1123_SUBDOMAIN.fullmatch(prefix):
+            raise ValueError(f"{field} {value!r}: prefix must be a DNS-1123 subdomain (lower-case alphanumerics, "
+                             f"'-' and '.') of at most {DNS1123_SUBDOMAIN_MAX_LENGTH} characters")
+    else:
+        short = parts[0]
+    if len(short) > QUALIFIED_NAME_MAX_LENGTH or not _QUALIFIED_NAME_PART.fullmatch(short):
+        raise ValueError(f"{field} {value!r}: name part must be at most {QUALIFIED_NAME_MAX_LENGTH} characters of "
+                         "[A-Za-z0-9-_.], starting and ending with an alphanumeric character")
+    return value
+
+
+def validate_gate_name(value: object) -> str:
+    """Return ``value`` if it is a valid scheduling gate name, else raise ``ValueError``.
+
+    The one rule for ``--gate-name`` of the webhook and the controller: a qualified
+    name (:func:`validate_qualified_name`), as the API server validates
+    ``spec.schedulingGates[*].name``; anything else would make every gated pod's
+    creation fail.
+    """
+    return validate_qualified_name(value, "gate name")

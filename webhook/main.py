@@ -29,9 +29,7 @@ import sys
 import time
 from typing import Any
 
-from cogate.api import DEFAULT_GATE_NAME
-
-from .admission import validate_gate_name
+from cogate.api import DEFAULT_GATE_NAME, validate_gate_name
 
 __all__ = ["JsonFormatter", "build_parser", "main"]
 
@@ -60,6 +58,7 @@ class JsonFormatter(logging.Formatter):
 
 
 def _gate_name(value: str) -> str:
+    """``--gate-name``: a Kubernetes qualified name (:func:`cogate.api.validate_gate_name`)."""
     try:
         return validate_gate_name(value)
     except ValueError as exc:
