@@ -4,20 +4,28 @@ Configuration: ``--kubeconfig`` if given, else the ``KUBECONFIG`` environment va
 else the in-cluster service account. Every replica runs the informers and serves
 ``/metrics``, ``/healthz`` and ``/readyz`` (ready once all informers have synced,
 whether or not it leads); only the leader (Lease ``cogate-controller``) reconciles.
-A replica that loses the lease exits with status 1 so that it restarts as a follower
-(see :mod:`cogate.controller.leader`). SIGTERM/SIGINT stop cleanly: the reconcile
-loop ends after its current pass, the lease is released, status 0.
+A replica leads only while its last successful lease renewal started less than 10 s
+ago (see :mod:`cogate.controller.leader`). A replica that loses the lease exits at once
+with status 1 (``os._exit`` after one log line and a best-effort flush): no in-flight
+reconcile pass may keep patching pods while another replica leads, so nothing is joined
+or cleaned up; Kubernetes restarts the pod as a follower. SIGTERM/SIGINT stop cleanly:
+the reconcile loop ends after its current pass (up to 10 s) while the lease is still
+renewed, then the lease is released and the process exits 0.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import signal
 import socket
+import sys
 import threading
 import uuid
+from collections.abc import Callable
+from typing import Any
 from pathlib import Path
 
 from cogate import api
@@ -44,11 +52,60 @@ BOUND_PODS_FIELD_SELECTOR = "spec.nodeName!=,status.phase!=Succeeded,status.phas
 _SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds, got {text}")
+    return value
+
+
 def _positive(text: str) -> float:
-    value = float(text)
+    """Seconds > 0 (argparse type)."""
+    value = _seconds(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+def _non_negative(text: str) -> float:
+    """Seconds >= 0 (argparse type)."""
+    value = _seconds(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
     return value
+
+
+def _positive_int(text: str) -> int:
+    """An integer >= 1 (argparse type)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
+    return value
+
+
+def _port(text: str) -> int:
+    """A TCP port 0-65535; 0 picks a free port (argparse type)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"port must be 0-65535, got {text}")
+    return value
+
+
+def _gate_name(text: str) -> str:
+    """``--gate-name``: a Kubernetes qualified name (:func:`cogate.api.validate_gate_name`)."""
+    try:
+        return api.validate_gate_name(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 _LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -69,9 +126,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--kubeconfig", metavar="PATH",
                    help="kubeconfig file (default: $KUBECONFIG, then the in-cluster service account)")
-    p.add_argument("--gate-name", metavar="NAME", default=api.DEFAULT_GATE_NAME,
+    p.add_argument("--gate-name", metavar="NAME", type=_gate_name, default=api.DEFAULT_GATE_NAME,
                    help="scheduling gate to remove; must match the webhook's --gate-name (default: %(default)s)")
-    p.add_argument("--metrics-port", metavar="PORT", type=int, default=8080,
+    p.add_argument("--metrics-port", metavar="PORT", type=_port, default=8080,
                    help="port of /metrics, /healthz, /readyz; 0 picks a free port (default: %(default)s)")
     p.add_argument("--metrics-host", metavar="ADDRESS", default="0.0.0.0",
                    help="address of the metrics server (default: %(default)s)")
@@ -84,19 +141,20 @@ def build_parser() -> argparse.ArgumentParser:
                    help="pinned: narrow each member's required node affinity to its planned node before "
                         "removing the gate; free: only remove the gate (default: %(default)s)")
     p.add_argument("--reservation-ttl", metavar="SECONDS", type=_positive, default=60.0,
-                   help="how long a released member's planned room stays reserved while it is unbound "
+                   help="how long a released member's planned room stays reserved while it is unbound; > 0 "
                         "(default: %(default)s)")
-    p.add_argument("--starvation-seconds", metavar="SECONDS", type=_positive, default=300.0,
-                   help="how long a complete group may be passed over by smaller groups (default: %(default)s)")
-    p.add_argument("--debounce", metavar="SECONDS", type=_positive, default=0.05,
-                   help="how long to coalesce events before a decision pass (default: %(default)s)")
-    p.add_argument("--resync", metavar="SECONDS", type=float, default=30.0,
-                   help="time between periodic passes (default: %(default)s)")
+    p.add_argument("--starvation-seconds", metavar="SECONDS", type=_non_negative, default=300.0,
+                   help="how long a complete group may be passed over by smaller groups; 0 never lets a later "
+                        "group pass (default: %(default)s)")
+    p.add_argument("--debounce", metavar="SECONDS", type=_non_negative, default=0.05,
+                   help="how long to coalesce events before a decision pass; 0 does not wait (default: %(default)s)")
+    p.add_argument("--resync", metavar="SECONDS", type=_positive, default=30.0,
+                   help="time between periodic passes; > 0 (default: %(default)s)")
     p.add_argument("--evict-on-timeout", action="store_true",
                    help="after scheduleTimeoutSeconds, evict members that have a controller owner and are bound "
                         "or held on their pinned node, so they come back gated (default: off)")
-    p.add_argument("--workers", metavar="N", type=int, default=8,
-                   help="concurrent gate-removal requests (default: %(default)s)")
+    p.add_argument("--workers", metavar="N", type=_positive_int, default=8,
+                   help="concurrent gate-removal requests; >= 1 (default: %(default)s)")
     p.add_argument("--namespace", default=None,
                    help="only PodGroups and members in this namespace, for testing (default: all namespaces)")
     p.add_argument("--log-level", default="INFO", type=_log_level, metavar="{debug,info,warning,error}",
@@ -142,7 +200,6 @@ def main(argv: list[str] | None = None) -> int:
     custom = client.CustomObjectsApi(api_client)
     identity = f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
     stop = threading.Event()
-    lost = threading.Event()
     metrics = Metrics()
 
     def restarted(name: str):
@@ -210,22 +267,21 @@ def main(argv: list[str] | None = None) -> int:
     recorder.start(stop)
 
     elector: LeaderElector | None = None
+    # The elector has its own stop event: on SIGTERM it keeps renewing until the
+    # reconcile loop has finished its pass, and only then gives the lease up.
+    stop_elector = threading.Event()
+    leading: Callable[[], bool]
     if args.leader_elect:
         from kubernetes.client import CoordinationV1Api
-
-        def on_lost() -> None:
-            metrics.is_leader.set(0)
-            lost.set()
-            stop.set()
 
         def on_started() -> None:
             metrics.is_leader.set(1)
             reconciler.enqueue()
 
         elector = LeaderElector(CoordinationV1Api(api_client), _lease_namespace(args.leader_election_namespace),
-                                identity, on_started=on_started, on_lost=on_lost)
-        elector.start(stop)
-        leading = lambda: elector.is_leader  # noqa: E731
+                                identity, on_started=on_started, on_lost=exit_on_lost)
+        elector.start(stop_elector)
+        leading = elector.is_leader
     else:
         metrics.is_leader.set(1)
         leading = lambda: True  # noqa: E731
@@ -236,15 +292,42 @@ def main(argv: list[str] | None = None) -> int:
     while not stop.is_set():
         stop.wait(1.0)
     loop.join(10.0)
+    pass_done = not loop.is_alive()
     reconciler.close()
+    stop_elector.set()
     if elector is not None:
-        elector.join(5.0)
+        elector.join(elector.renew_deadline + 1.0)
+        if pass_done and not elector.alive():
+            elector.release()
+            metrics.is_leader.set(0)
+        else:  # a write may still be in flight: let the lease expire instead
+            log.warning("reconcile pass still running at shutdown; not releasing the lease (it expires in %.0fs)",
+                        elector.lease_duration)
     server.shutdown()
-    if lost.is_set():
-        log.error("leadership lost; exiting so the pod restarts as a follower")
-        return 1
     log.info("stopped")
     return 0
+
+
+def exit_on_lost(_exit: Callable[[int], Any] = os._exit) -> None:
+    """``on_lost`` of the controller's elector: log, flush, and end the process with status 1 at once.
+
+    ``os._exit`` rather than ``sys.exit``: it ends every thread immediately, so no
+    in-flight reconcile write (status or gate removal) reaches the API server while
+    another replica may already lead. Nothing is cleaned up: the Lease is not released
+    (it is no longer ours), Kubernetes restarts the pod as a follower.
+    """
+    log.critical("leadership lost; exiting now so no write continues (the pod restarts as a follower)")
+    for handler in logging.getLogger().handlers + log.handlers:
+        try:
+            handler.flush()
+        except Exception:  # noqa: BLE001 - best effort
+            pass
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001 - best effort
+            pass
+    _exit(1)
 
 
 def _reconcile_when_synced(reconciler: Reconciler, caches: Caches, stop: threading.Event, leading) -> None:

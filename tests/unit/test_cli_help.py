@@ -1,5 +1,7 @@
 """``cogate <command> --help``: one plain-sentence description, every option's default shown
-the same way, ``--log-level`` shown and accepted alike in controller, webhook and certs."""
+the same way, ``--log-level`` shown and accepted alike in controller, webhook and certs;
+bad flag values end in a usage error (exit 2), never a traceback; ``--gate-name`` follows
+one rule (``cogate.api.validate_gate_name``) in the controller and the webhook."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import re
 
 import pytest
 
+from cogate import api
 from cogate.certs import bootstrap
 from cogate.controller import main as controller_main
 from cogate.localcluster import demo, dev
@@ -94,3 +97,78 @@ def test_certs_bootstrap_shows_real_defaults(capsys):
     assert entries["--service-name"].endswith("(default: cogate-webhook)")
     assert entries["--cert-dir"].endswith(f"(default: {bootstrap.build_parser().parse_args(['bootstrap']).cert_dir})")
     assert entries["--rotate-before-days"].endswith(f"(default: {bootstrap.DEFAULT_ROTATE_BEFORE_DAYS})")
+
+
+# --------------------------------------------------------------------------- bad flag values: usage error, exit 2
+
+
+def _usage_error(parse, argv: list[str], capsys) -> str:
+    with pytest.raises(SystemExit) as exc:
+        parse(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "usage:" in err and "Traceback" not in err
+    return err
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["--resync", "0"], "--resync"),
+    (["--resync", "-5"], "--resync"),
+    (["--resync", "nan"], "--resync"),
+    (["--resync", "soon"], "--resync"),
+    (["--workers", "0"], "--workers"),
+    (["--workers", "-1"], "--workers"),
+    (["--workers", "2.5"], "--workers"),
+    (["--reservation-ttl", "0"], "--reservation-ttl"),
+    (["--reservation-ttl", "inf"], "--reservation-ttl"),
+    (["--debounce", "-0.1"], "--debounce"),
+    (["--starvation-seconds", "-1"], "--starvation-seconds"),
+    (["--metrics-port", "70000"], "--metrics-port"),
+    (["--gate-name", "Bad Gate"], "--gate-name"),
+])
+def test_controller_rejects_bad_values_with_a_usage_error(argv, flag, capsys):
+    err = _usage_error(controller_main.main, argv, capsys)
+    assert f"argument {flag}" in err
+
+
+@pytest.mark.parametrize("argv, attr, value", [
+    (["--resync", "0.5"], "resync", 0.5),
+    (["--workers", "1"], "workers", 1),
+    (["--debounce", "0"], "debounce", 0.0),  # 0: no coalescing
+    (["--starvation-seconds", "0"], "starvation_seconds", 0.0),  # 0: strict order
+    (["--metrics-port", "0"], "metrics_port", 0),  # 0: a free port
+    (["--gate-name", "example.com/gang"], "gate_name", "example.com/gang"),
+])
+def test_controller_accepts_boundary_values(argv, attr, value):
+    assert getattr(controller_main.build_parser().parse_args(argv), attr) == value
+
+
+# --------------------------------------------------------------------------- --gate-name: one rule in cogate.api
+
+VALID_GATE_NAMES = [api.DEFAULT_GATE_NAME, "gang", "example.com/gang", "a", "x.y-z/A_b.c-9", "a" * 63,
+                    ("s" * 253) + "/n", "a.b/c"]
+INVALID_GATE_NAMES = ["", "/gang", "example.com/", "Example.com/gang", "-gang", "gang-", "a" * 64,
+                      ("s" * 254) + "/n", "a/b/c", "sp ace", "ex_ample.com/gang", "gang/"]
+
+
+@pytest.mark.parametrize("name", VALID_GATE_NAMES)
+def test_valid_gate_names(name):
+    assert api.validate_gate_name(name) == name
+    assert controller_main.build_parser().parse_args(["--gate-name", name]).gate_name == name
+    assert webhook_main.build_parser().parse_args(["--gate-name", name, "--insecure-http"]).gate_name == name
+
+
+@pytest.mark.parametrize("name", INVALID_GATE_NAMES)
+def test_invalid_gate_names_rejected_alike_by_both_components(name, capsys):
+    with pytest.raises(ValueError, match="gate name") as info:
+        api.validate_gate_name(name)
+    message = str(info.value)
+    for parse in (controller_main.main, lambda argv: webhook_main.main([*argv, "--insecure-http"])):
+        err = _usage_error(parse, [f"--gate-name={name}"], capsys)
+        assert "argument --gate-name" in err and message in err
+
+
+@pytest.mark.parametrize("value", [None, 3, b"gang"])
+def test_gate_name_must_be_a_string(value):
+    with pytest.raises(ValueError, match="non-empty string"):
+        api.validate_gate_name(value)

@@ -1,8 +1,8 @@
-"""Reconciler shell and its pure helpers; leader-election decisions.
+"""Reconciler shell and its pure helpers (leader election: tests/unit/test_leader.py).
 
-Pure parts are table-driven (debounce with an injected clock, event change gate,
-lease decision). The pass itself runs against in-memory fakes of the two client APIs
-(pods patched with real JSON Patch semantics, scripted HTTP errors) and a scripted
+Pure parts are table-driven (debounce with an injected clock, event change gate).
+The pass itself runs against in-memory fakes of the two client APIs (pods patched
+with real JSON Patch semantics, scripted HTTP errors) and a scripted
 ``decide`` so that the order of writes (status before gates), retries and event
 de-duplication are checked without an API server.
 """
@@ -19,7 +19,6 @@ from cogate import api
 from cogate.controller import model
 from cogate.controller.events import EventGate, EventRecorder, ObjectRef
 from cogate.controller.informer import Informer, name_key, namespaced_key, uid_key
-from cogate.controller.leader import ACQUIRE, RENEW, WAIT, LeaseRecord, lease_decision, next_record
 from cogate.controller.metrics import Metrics
 from cogate.controller.planner import Decision, GroupRequest, GroupVerdict, PlannerConfig
 from cogate.controller.reconciler import (
@@ -171,35 +170,6 @@ def test_release_message_counts_nodes():
         "released 2 members pinned to planned nodes: n1 x1, 1 placed by kube-scheduler"
     assert release_message({"a": "n1"}, "free") == "released 1 member (placement by kube-scheduler)"
     assert release_message({"a": "n1"}, "free", new=True) == "released 1 new member (placement by kube-scheduler)"
-
-
-# --------------------------------------------------------------------------- leader election
-
-
-@pytest.mark.parametrize("record,now,expected", [
-    (None, 100.0, ACQUIRE),
-    (LeaseRecord(holder="", renew_time=99.0), 100.0, ACQUIRE),
-    (LeaseRecord(holder="me", renew_time=99.0), 100.0, RENEW),
-    (LeaseRecord(holder="me", renew_time=10.0), 100.0, RENEW),  # expired but still ours
-    (LeaseRecord(holder="other", renew_time=90.0, lease_duration=15.0), 100.0, WAIT),
-    (LeaseRecord(holder="other", renew_time=84.5, lease_duration=15.0), 100.0, WAIT),  # within skew
-    (LeaseRecord(holder="other", renew_time=84.0, lease_duration=15.0), 100.0, ACQUIRE),
-    (LeaseRecord(holder="other", renew_time=None), 100.0, ACQUIRE),
-])
-def test_lease_decision(record, now, expected):
-    assert lease_decision(record, now, "me") == expected
-
-
-def test_next_record_counts_transitions():
-    old = LeaseRecord(holder="other", renew_time=1.0, acquire_time=0.5, transitions=3)
-    assert next_record(old, ACQUIRE, 50.0, "me") == LeaseRecord("me", 15.0, 50.0, 50.0, 4)
-    mine = LeaseRecord(holder="me", renew_time=40.0, acquire_time=30.0, transitions=4)
-    assert next_record(mine, RENEW, 52.0, "me") == LeaseRecord("me", 15.0, 30.0, 52.0, 4)
-    assert next_record(None, ACQUIRE, 1.0, "me").transitions == 0
-    with pytest.raises(ValueError):
-        next_record(mine, WAIT, 1.0, "me")
-    with pytest.raises(ValueError):
-        lease_decision(None, 1.0, "")
 
 
 # --------------------------------------------------------------------------- the pass, against fakes
