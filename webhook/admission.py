@@ -34,11 +34,10 @@ from __future__ import annotations
 
 import base64
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from cogate.api import DEFAULT_GATE_NAME, POD_GROUP_LABEL
+from cogate.api import DEFAULT_GATE_NAME, POD_GROUP_LABEL, validate_gate_name
 
 __all__ = [
     "ADMISSION_API_VERSION",
@@ -113,34 +112,6 @@ class Admission:
         if self.warnings:
             resp["warnings"] = list(self.warnings)
         return {"apiVersion": ADMISSION_API_VERSION, "kind": ADMISSION_KIND, "response": resp}
-
-
-# Kubernetes qualified name (apimachinery validation.IsQualifiedName), which is the
-# rule API validation applies to scheduling gate names: optional DNS-1123 subdomain
-# prefix (<= 253 chars) and "/", then a name of <= 63 alphanumerics, '-', '_', '.',
-# starting and ending with an alphanumeric.
-_QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
-_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-
-
-def validate_gate_name(name: str) -> str:
-    """Return ``name`` if it is a valid scheduling gate name, else raise ``ValueError``.
-
-    Source of the rule: Kubernetes API validation of ``spec.schedulingGates[*].name``
-    (a qualified name, as label keys: ``[prefix/]name``).
-    """
-    if not isinstance(name, str) or not name:
-        raise ValueError("gate name: must be a non-empty string")
-    prefix, sep, short = name.rpartition("/")
-    if sep:
-        if not prefix or len(prefix) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(prefix):
-            raise ValueError(f"gate name {name!r}: prefix must be a DNS-1123 subdomain of at most 253 characters")
-    if len(short) > 63 or not _QUALIFIED_NAME.fullmatch(short):
-        raise ValueError(
-            f"gate name {name!r}: name part must be at most 63 characters of [A-Za-z0-9-_.], "
-            "starting and ending with an alphanumeric character"
-        )
-    return name
 
 
 def _obj(value: Any, path: str, *, required: bool = False) -> dict[str, Any] | None:
