@@ -149,8 +149,10 @@ def rotation_reason(data: Mapping[str, bytes] | None, dns_names: Sequence[str], 
 
 
 def build_secret_data(dns_names: Sequence[str], now: float, previous: Mapping[str, bytes] | None = None,
-                      rotate_before: float = DEFAULT_ROTATE_BEFORE_DAYS * DAY) -> dict[str, bytes]:
-    """New Secret data (key -> PEM bytes) with a serving certificate for ``dns_names``.
+                      rotate_before: float = DEFAULT_ROTATE_BEFORE_DAYS * DAY,
+                      ip_addresses: Sequence[str] = ()) -> dict[str, bytes]:
+    """New Secret data (key -> PEM bytes) with a serving certificate for ``dns_names``
+    (and ``ip_addresses``, as IP SANs).
 
     The CA of ``previous`` is re-used when it parses, matches its key and is valid for
     at least ``rotate_before`` more seconds (so ``caBundle`` does not change); otherwise a
@@ -175,7 +177,8 @@ def build_secret_data(dns_names: Sequence[str], now: float, previous: Mapping[st
         bundle = [c for c in old_cas[:1] if pki.not_after(c) > now]
     else:
         bundle = [c for c in old_cas[1:] if pki.not_after(c) > now]
-    leaf, leaf_key = pki.issue(ca, ca_key, dns_names[0], dns_names=list(dns_names), days=LEAF_DAYS)
+    leaf, leaf_key = pki.issue(ca, ca_key, dns_names[0], dns_names=list(dns_names),
+                               ip_addresses=list(ip_addresses), days=LEAF_DAYS)
     return {
         CA_CERT: b"".join(pki.cert_to_pem(c) for c in [ca, *bundle]),
         CA_KEY: pki.key_to_pem(ca_key),
@@ -365,11 +368,7 @@ def _cmd_bootstrap(args: argparse.Namespace) -> int:
 
 def _cmd_generate(args: argparse.Namespace) -> int:
     try:
-        data = build_secret_data(args.dns, time.time())
-        if args.ip:
-            ca, ca_key = pki.load_cert_pem(data[CA_CERT]), pki.load_key_pem(data[CA_KEY])
-            leaf, key = pki.issue(ca, ca_key, args.dns[0], dns_names=args.dns, ip_addresses=args.ip, days=LEAF_DAYS)
-            data[TLS_CERT], data[TLS_KEY] = pki.cert_to_pem(leaf), pki.key_to_pem(key)
+        data = build_secret_data(args.dns, time.time(), ip_addresses=args.ip)
         out = Path(args.out)
         for key_name in SECRET_KEYS:
             pki.write_pem(out / key_name, data[key_name])

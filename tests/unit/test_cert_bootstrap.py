@@ -231,3 +231,15 @@ def test_generate_cli(tmp_path, capsys):
     data = {k: (tmp_path / k).read_bytes() for k in b.SECRET_KEYS}
     assert b.rotation_reason(data, ["localhost"], time.time()) is None
     assert b.main(["generate", "--out", str(tmp_path / "x"), "--dns", "localhost", "--ip", "not-an-ip"]) == 2
+
+
+def test_serving_certificate_carries_ip_sans():
+    import ipaddress
+
+    from cryptography import x509
+
+    data = b.build_secret_data(["localhost"], 1_800_000_000.0, ip_addresses=["127.0.0.1"])
+    leaf = pki.load_cert_pem(data[b.TLS_CERT])
+    sans = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert sans.get_values_for_type(x509.IPAddress) == [ipaddress.ip_address("127.0.0.1")]
+    assert sans.get_values_for_type(x509.DNSName) == ["localhost"]
