@@ -506,7 +506,7 @@ class Runner:
                        and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
         members = tuple(pod_info(p) for p in member_dicts)
         group = GroupRequest(namespace=ns, name="g", min_member=scenario["min_member"], created=time.time(),
-                             released=False, members=members, placement=placement)
+                             released=False, members=members)
         decision = decide([node_info(n) for n in node_dicts], [pod_info(p) for p in bound_dicts], [group], [],
                           time.time(), PlannerConfig(gate_name=GATE))
         verdict = decision.verdicts[0]
