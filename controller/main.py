@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import math
 import os
 import signal
 import socket
@@ -28,7 +27,7 @@ from collections.abc import Callable
 from typing import Any
 from pathlib import Path
 
-from cogate import api
+from cogate import api, cliargs
 from cogate.controller import model, planner
 from cogate.controller.events import EventRecorder
 from cogate.controller.informer import (
@@ -52,62 +51,6 @@ BOUND_PODS_FIELD_SELECTOR = "spec.nodeName!=,status.phase!=Succeeded,status.phas
 _SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"must be a finite number of seconds, got {text}")
-    return value
-
-
-def _positive(text: str) -> float:
-    """Seconds > 0 (argparse type)."""
-    value = _seconds(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return value
-
-
-def _non_negative(text: str) -> float:
-    """Seconds >= 0 (argparse type)."""
-    value = _seconds(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    """An integer >= 1 (argparse type)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
-    return value
-
-
-def _port(text: str) -> int:
-    """A TCP port 0-65535; 0 picks a free port (argparse type)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"port must be 0-65535, got {text}")
-    return value
-
-
-def _gate_name(text: str) -> str:
-    """``--gate-name``: a Kubernetes qualified name (:func:`cogate.api.validate_gate_name`)."""
-    try:
-        return api.validate_gate_name(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
 _LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
@@ -126,9 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--kubeconfig", metavar="PATH",
                    help="kubeconfig file (default: $KUBECONFIG, then the in-cluster service account)")
-    p.add_argument("--gate-name", metavar="NAME", type=_gate_name, default=api.DEFAULT_GATE_NAME,
+    p.add_argument("--gate-name", metavar="NAME", type=cliargs.gate_name, default=api.DEFAULT_GATE_NAME,
                    help="scheduling gate to remove; must match the webhook's --gate-name (default: %(default)s)")
-    p.add_argument("--metrics-port", metavar="PORT", type=_port, default=8080,
+    p.add_argument("--metrics-port", metavar="PORT", type=cliargs.port, default=8080,
                    help="port of /metrics, /healthz, /readyz; 0 picks a free port (default: %(default)s)")
     p.add_argument("--metrics-host", metavar="ADDRESS", default="0.0.0.0",
                    help="address of the metrics server (default: %(default)s)")
@@ -140,20 +83,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--placement", choices=PLACEMENTS, default="pinned",
                    help="pinned: narrow each member's required node affinity to its planned node before "
                         "removing the gate; free: only remove the gate (default: %(default)s)")
-    p.add_argument("--reservation-ttl", metavar="SECONDS", type=_positive, default=60.0,
+    p.add_argument("--reservation-ttl", metavar="SECONDS", type=cliargs.positive_seconds, default=60.0,
                    help="how long a released member's planned room stays reserved while it is unbound; > 0 "
                         "(default: %(default)s)")
-    p.add_argument("--starvation-seconds", metavar="SECONDS", type=_non_negative, default=300.0,
+    p.add_argument("--starvation-seconds", metavar="SECONDS", type=cliargs.non_negative_seconds, default=300.0,
                    help="how long a complete group may be passed over by smaller groups; 0 never lets a later "
                         "group pass (default: %(default)s)")
-    p.add_argument("--debounce", metavar="SECONDS", type=_non_negative, default=0.05,
+    p.add_argument("--debounce", metavar="SECONDS", type=cliargs.non_negative_seconds, default=0.05,
                    help="how long to coalesce events before a decision pass; 0 does not wait (default: %(default)s)")
-    p.add_argument("--resync", metavar="SECONDS", type=_positive, default=30.0,
+    p.add_argument("--resync", metavar="SECONDS", type=cliargs.positive_seconds, default=30.0,
                    help="time between periodic passes; > 0 (default: %(default)s)")
     p.add_argument("--evict-on-timeout", action="store_true",
                    help="after scheduleTimeoutSeconds, evict members that have a controller owner and are bound "
                         "or held on their pinned node, so they come back gated (default: off)")
-    p.add_argument("--workers", metavar="N", type=_positive_int, default=8,
+    p.add_argument("--workers", metavar="N", type=cliargs.positive_int, default=8,
                    help="concurrent gate-removal requests; >= 1 (default: %(default)s)")
     p.add_argument("--namespace", default=None,
                    help="only PodGroups and members in this namespace, for testing (default: all namespaces)")

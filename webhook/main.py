@@ -29,7 +29,8 @@ import sys
 import time
 from typing import Any
 
-from cogate.api import DEFAULT_GATE_NAME, validate_gate_name
+from cogate import cliargs
+from cogate.api import DEFAULT_GATE_NAME
 
 __all__ = ["JsonFormatter", "build_parser", "main"]
 
@@ -57,34 +58,6 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out, default=str)
 
 
-def _gate_name(value: str) -> str:
-    """``--gate-name``: a Kubernetes qualified name (:func:`cogate.api.validate_gate_name`)."""
-    try:
-        return validate_gate_name(value)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _positive_float(value: str) -> float:
-    try:
-        f = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
-    if not f > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
-    return f
-
-
-def _port(value: str) -> int:
-    try:
-        p = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port number: {value!r}") from None
-    if not 0 <= p <= 65535:
-        raise argparse.ArgumentTypeError(f"port must be 0-65535, got {p}")
-    return p
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The argparse parser of ``cogate webhook``."""
     p = argparse.ArgumentParser(
@@ -93,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "scheduling.x-k8s.io/pod-group, so the pod waits until the controller releases its PodGroup.",
     )
     p.add_argument("--host", metavar="ADDRESS", default="0.0.0.0", help="address to listen on (default: %(default)s)")
-    p.add_argument("--port", metavar="PORT", type=_port, default=9443,
+    p.add_argument("--port", metavar="PORT", type=cliargs.port, default=9443,
                    help="HTTPS port for /mutate and probes (default: %(default)s)")
     p.add_argument("--tls-cert-file", metavar="PATH",
                    help="PEM serving certificate (chain); required unless --insecure-http")
@@ -101,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="PEM private key of the certificate; required unless --insecure-http")
     p.add_argument(
         "--tls-reload-interval",
-        type=_positive_float,
+        type=cliargs.positive_seconds,
         default=5.0,
         metavar="SECONDS",
         help="how often to check the certificate files for changes and reload them (default: %(default)s)",
@@ -115,20 +88,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--gate-name",
         metavar="NAME",
-        type=_gate_name,
+        type=cliargs.gate_name,
         default=DEFAULT_GATE_NAME,
         help="scheduling gate to add; must match the controller's --gate-name (default: %(default)s)",
     )
     p.add_argument(
         "--metrics-port",
         metavar="PORT",
-        type=_port,
+        type=cliargs.port,
         default=None,
         help="also serve /metrics, /healthz, /readyz over plain HTTP on this port (default: only on --port)",
     )
     p.add_argument(
         "--shutdown-timeout",
-        type=_positive_float,
+        type=cliargs.positive_seconds,
         default=10.0,
         metavar="SECONDS",
         help="on SIGTERM, how long in-flight requests may take to finish (default: %(default)s)",

@@ -1,0 +1,68 @@
+"""argparse types shared by cogate's commands: one place for each flag rule.
+
+Each raises ``argparse.ArgumentTypeError`` (argparse turns it into a usage error, exit 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+from cogate import api
+
+
+def seconds(text: str) -> float:
+    """A finite number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds, got {text}")
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    """Seconds > 0."""
+    value = seconds(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+def non_negative_seconds(text: str) -> float:
+    """Seconds >= 0."""
+    value = seconds(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """An integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
+    return value
+
+
+def port(text: str) -> int:
+    """A TCP port 0-65535; 0 picks a free port."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"port must be 0-65535, got {text}")
+    return value
+
+
+def gate_name(text: str) -> str:
+    """``--gate-name``: a Kubernetes qualified name (:func:`cogate.api.validate_gate_name`)."""
+    try:
+        return api.validate_gate_name(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
