@@ -44,6 +44,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from cogate import cliargs
+
 from . import pki
 
 __all__ = [
@@ -385,8 +387,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Create and renew the webhook's TLS certificate: in the cluster, kept in a Secret "
                     "(bootstrap), or written to a directory for local use (generate).",
     )
-    parser.add_argument("--log-level", default="info", type=str.lower, choices=["debug", "info", "warning", "error"],
-                        metavar="{debug,info,warning,error}", help="log level, any case (default: %(default)s)")
+    cliargs.add_log_level(parser)
     sub = parser.add_subparsers(dest="command", required=True, metavar="{bootstrap,generate}")
 
     b = sub.add_parser(

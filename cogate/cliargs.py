@@ -66,3 +66,14 @@ def gate_name(text: str) -> str:
         return api.validate_gate_name(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+def add_log_level(parser: argparse.ArgumentParser, detail: str = "") -> None:
+    """Add ``--log-level`` (any case, parsed to lower case; default ``info``) to ``parser``:
+    the same flag, display and error for every command. ``detail``: extra help text."""
+    parser.add_argument("--log-level", default="info", type=str.lower, choices=LOG_LEVELS,
+                        metavar="{" + ",".join(LOG_LEVELS) + "}",
+                        help=f"log level, any case{'; ' + detail if detail else ''} (default: %(default)s)")

@@ -51,16 +51,6 @@ BOUND_PODS_FIELD_SELECTOR = "spec.nodeName!=,status.phase!=Succeeded,status.phas
 _SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
-_LOG_LEVELS = ("debug", "info", "warning", "error")
-
-
-def _log_level(text: str) -> str:
-    """``--log-level`` in any case -> logging's upper-case level name (shown lower-case like the other commands)."""
-    if text.lower() not in _LOG_LEVELS:
-        raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {', '.join(map(repr, _LOG_LEVELS))})")
-    return text.upper()
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="cogate controller",
@@ -100,8 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="concurrent gate-removal requests; >= 1 (default: %(default)s)")
     p.add_argument("--namespace", default=None,
                    help="only PodGroups and members in this namespace, for testing (default: all namespaces)")
-    p.add_argument("--log-level", default="INFO", type=_log_level, metavar="{debug,info,warning,error}",
-                   help="log level, any case (default: info)")
+    cliargs.add_log_level(p)
     return p
 
 
@@ -131,7 +120,7 @@ def _lease_namespace(flag: str | None) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from kubernetes import client
 
     try:

@@ -106,14 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="on SIGTERM, how long in-flight requests may take to finish (default: %(default)s)",
     )
-    p.add_argument(
-        "--log-level",
-        default="info",
-        type=str.lower,
-        choices=["debug", "info", "warning", "error"],
-        metavar="{debug,info,warning,error}",
-        help="log level, any case; debug logs one line per admission request (default: %(default)s)",
-    )
+    cliargs.add_log_level(p, "debug logs one line per admission request")
     return p
 
 

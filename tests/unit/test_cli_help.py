@@ -77,7 +77,7 @@ def test_log_level_displayed_alike(command, capsys):
 
 
 def test_log_level_any_case():
-    assert controller_main.build_parser().parse_args(["--log-level", "Debug"]).log_level == "DEBUG"
+    assert controller_main.build_parser().parse_args(["--log-level", "Debug"]).log_level == "debug"
     assert webhook_main.build_parser().parse_args(["--log-level", "Debug", "--insecure-http"]).log_level == "debug"
     assert bootstrap.build_parser().parse_args(["--log-level", "WARNING", "generate", "--out", "x", "--dns", "a"]
                                                ).log_level == "warning"
