@@ -99,13 +99,6 @@ def _sans(cert) -> set[str]:
     return set(ext.value.get_values_for_type(x509.DNSName))
 
 
-def _same_key(cert, key) -> bool:
-    from cryptography.hazmat.primitives import serialization
-
-    fmt = (serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
-    return cert.public_key().public_bytes(*fmt) == key.public_key().public_bytes(*fmt)
-
-
 def rotation_reason(data: Mapping[str, bytes] | None, dns_names: Sequence[str], now: float,
                     rotate_before: float = DEFAULT_ROTATE_BEFORE_DAYS * DAY) -> str | None:
     """Why the Secret data needs new material, or ``None`` if it is good.
@@ -129,9 +122,9 @@ def rotation_reason(data: Mapping[str, bytes] | None, dns_names: Sequence[str], 
     except ValueError as exc:
         return f"unparsable: {exc}"
     ca = cas[0]
-    if not _same_key(ca, ca_key):
+    if not pki.key_matches(ca, ca_key):
         return f"{CA_KEY} does not match {CA_CERT}"
-    if not _same_key(leaf, leaf_key):
+    if not pki.key_matches(leaf, leaf_key):
         return f"{TLS_KEY} does not match {TLS_CERT}"
     import datetime as _dt
 
@@ -169,7 +162,7 @@ def build_secret_data(dns_names: Sequence[str], now: float, previous: Mapping[st
         try:
             old_cas = pki.load_certs_pem(previous[CA_CERT])
             key = pki.load_key_pem(previous[CA_KEY])
-            if _same_key(old_cas[0], key) and pki.not_after(old_cas[0]) - now >= rotate_before:
+            if pki.key_matches(old_cas[0], key) and pki.not_after(old_cas[0]) - now >= rotate_before:
                 ca, ca_key = old_cas[0], key
         except ValueError:
             old_cas = []

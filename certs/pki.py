@@ -48,6 +48,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 __all__ = [
     "PrivateKey",
+    "key_matches",
     "PublicKey",
     "CLOCK_SKEW",
     "new_key",
@@ -190,6 +191,12 @@ def _strings(values: Iterable[str], what: str) -> list[str]:
     return out
 
 
+def key_matches(cert: x509.Certificate, key: PrivateKey) -> bool:
+    """Whether ``key`` is the private key of ``cert`` (same SubjectPublicKeyInfo)."""
+    fmt = (serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    return cert.public_key().public_bytes(*fmt) == key.public_key().public_bytes(*fmt)
+
+
 def issue(
     ca_cert: x509.Certificate,
     ca_key: PrivateKey,
@@ -219,8 +226,7 @@ def issue(
     _check_days(days)
     _check_key(ca_key, "ca_key")
     key = _check_key(key, "key") if key is not None else new_ec_key()
-    if ca_cert.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo) != \
-            ca_key.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo):
+    if not key_matches(ca_cert, ca_key):
         raise ValueError("ca_key: does not match the public key of ca_cert")
     dns = _strings(dns_names, "dns_names")
     if isinstance(ip_addresses, str):

@@ -133,7 +133,7 @@ class PodGroupSpec(_Model):
 class PodGroupStatus(_Model):
     """Status. Counts are members; ``scheduleStartTime`` is the release time (RFC 3339)."""
 
-    phase: Literal["Pending", "Scheduling", "Scheduled", "Running", "Finished", "Failed"] | None = None
+    phase: Literal[PHASES] | None = None  # type: ignore[valid-type]  # one list: PHASES
     scheduled: int | None = Field(default=None, ge=0)
     running: int | None = Field(default=None, ge=0)
     succeeded: int | None = Field(default=None, ge=0)

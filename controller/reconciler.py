@@ -56,7 +56,7 @@ from cogate.controller.events import NORMAL, WARNING, EventGate, EventRecorder, 
 from cogate.controller.informer import Backoff, Informer
 from cogate.controller.metrics import Metrics
 from cogate.controller.model import PodInfo, Reservation
-from cogate.models import PodGroup, parse_time
+from cogate.models import PHASES, PodGroup, parse_time
 
 log = logging.getLogger(__name__)
 
@@ -586,7 +586,7 @@ class Reconciler:
                 result.ungated += ungated
             except Exception:  # noqa: BLE001
                 log.exception("applying a verdict failed")
-        for phase in ("Pending", "Scheduling", "Scheduled", "Running", "Finished", "Failed"):
+        for phase in PHASES:
             self.metrics.groups.labels(phase).set(phases.get(phase, 0))
         self._notify_missing_groups(groups, members)
         self._after_pass(groups, now)
