@@ -28,7 +28,7 @@ from typing import Any
 from pathlib import Path
 
 from cogate import api, cliargs
-from cogate.controller import model, planner
+from cogate.controller import model
 from cogate.controller.events import EventRecorder
 from cogate.controller.informer import (
     Informer,
@@ -159,8 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     config = ReconcilerConfig(
         gate_name=args.gate_name, placement=args.placement, debounce=args.debounce, resync=args.resync,
         evict_on_timeout=args.evict_on_timeout, workers=args.workers,
-        planner_config=planner.PlannerConfig(gate_name=args.gate_name, starvation_seconds=args.starvation_seconds,
-                                             reservation_ttl_seconds=args.reservation_ttl))
+        starvation_seconds=args.starvation_seconds, reservation_ttl_seconds=args.reservation_ttl)
     reconciler = Reconciler(core, custom, caches, config, recorder=recorder, metrics=metrics)
 
     def invalid(name: str, then=None):

@@ -430,7 +430,14 @@ class ReconcilerConfig:
     evict_on_timeout: bool = False
     workers: int = 8
     max_patch_attempts: int = 6
-    planner_config: Any = None
+    starvation_seconds: float = 300.0
+    reservation_ttl_seconds: float = 60.0
+
+    @property
+    def planner_config(self) -> planner.PlannerConfig:
+        """The planner's knobs, derived: one source for the gate name and the TTL."""
+        return planner.PlannerConfig(gate_name=self.gate_name, starvation_seconds=self.starvation_seconds,
+                                     reservation_ttl_seconds=self.reservation_ttl_seconds)
 
 
 @dataclass
@@ -471,8 +478,6 @@ class Reconciler:
             raise ValueError(f"placement: {config.placement!r} not in {PLACEMENTS}")
         decide = decide or planner.decide
         group_request = group_request or planner.GroupRequest
-        if config.planner_config is None:
-            config.planner_config = planner.PlannerConfig(gate_name=config.gate_name)
         self.core = core
         self.custom = custom
         self.caches = caches
@@ -556,9 +561,8 @@ class Reconciler:
         if self.restore_reservations:
             self.restore_reservations = False
             have = {getattr(r, "pod_uid", None) for r in self.reservations}
-            pc = self.config.planner_config
             restored = [r for r in restored_reservations(requests, self.config.gate_name, now,
-                                                         getattr(pc, "reservation_ttl_seconds", 60.0))
+                                                         self.config.reservation_ttl_seconds)
                         if r.pod_uid not in have]
             if restored:
                 log.info("restored %d reservations of released, unbound members", len(restored))

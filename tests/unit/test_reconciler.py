@@ -20,7 +20,7 @@ from cogate.controller import model
 from cogate.controller.events import EventGate, EventRecorder, ObjectRef
 from cogate.controller.informer import Informer, name_key, namespaced_key, uid_key
 from cogate.controller.metrics import Metrics
-from cogate.controller.planner import Decision, GroupRequest, GroupVerdict, PlannerConfig
+from cogate.controller.planner import Decision, GroupRequest, GroupVerdict
 from cogate.controller.reconciler import (
     Caches,
     Debouncer,
@@ -294,8 +294,7 @@ class Harness:
                                  lambda *a: None, clock=lambda: self.now)
         self.recorder = recorder
         self.rec = Reconciler(self.cluster, self.cluster, caches,
-                              ReconcilerConfig(placement=placement, evict_on_timeout=evict, max_patch_attempts=4,
-                                               planner_config=PlannerConfig()),
+                              ReconcilerConfig(placement=placement, evict_on_timeout=evict, max_patch_attempts=4),
                               recorder=recorder, metrics=Metrics(), decide=self.decide, group_request=GroupRequest,
                               clock=lambda: self.now, sleep=lambda s: None)
 
