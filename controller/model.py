@@ -28,6 +28,7 @@ from typing import Any
 
 from cogate.api import POD_GROUP_LABEL
 from cogate.controller.resources import QuantityError, ResourceList, effective_request, parse_quantity, to_units
+from cogate.models import parse_time as rfc3339_to_epoch
 
 __all__ = [
     "InvalidObject",
@@ -308,23 +309,19 @@ class Reservation:
 
 
 def parse_time(value: Any, field_name: str = "timestamp") -> float:
-    """RFC 3339 timestamp -> epoch seconds; None/'' -> 0.0. Raises InvalidObject."""
+    """A timestamp field of an API object -> epoch seconds; None/'' -> 0.0; epoch numbers and
+    datetimes pass through. Text is parsed by :func:`cogate.models.parse_time` (RFC 3339).
+    Raises InvalidObject naming ``field_name``."""
     if value in (None, ""):
         return 0.0
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
     if isinstance(value, _dt.datetime):
-        dt = value
-    elif isinstance(value, str):
-        try:
-            dt = _dt.datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
-        except ValueError:
-            raise InvalidObject(f"{field_name}: invalid timestamp {value!r}") from None
-    else:
-        raise InvalidObject(f"{field_name}: invalid timestamp {value!r}")
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=_dt.timezone.utc)
-    return dt.timestamp()
+        return (value if value.tzinfo else value.replace(tzinfo=_dt.timezone.utc)).timestamp()
+    try:
+        return rfc3339_to_epoch(value)
+    except ValueError:
+        raise InvalidObject(f"{field_name}: invalid timestamp {value!r}") from None
 
 
 def _obj(v: Any, path: str) -> Mapping[str, Any]:
