@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from cogate import cliargs
+from cogate.kube import api_client, own_namespace
 
 from . import pki
 
@@ -71,7 +72,6 @@ DAY = 86400.0
 DEFAULT_ROTATE_BEFORE_DAYS = 30
 CA_DAYS = 3650
 LEAF_DAYS = 365
-SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
 # ------------------------------------------------------------------ pure part
@@ -319,33 +319,14 @@ def bootstrap_once(args: argparse.Namespace, core, admission) -> None:
         patch_ca_bundle(admission, args.webhook_config_name, data[CA_CERT], args.webhook_name or None)
 
 
-def _default_namespace() -> str:
-    env = os.environ.get("POD_NAMESPACE")
-    if env:
-        return env
-    try:
-        return SERVICE_ACCOUNT_NAMESPACE.read_text().strip()
-    except OSError:
-        return ""
-
-
-def _load_config(kubeconfig: str | None) -> None:
-    from kubernetes import config
-
-    if kubeconfig:
-        config.load_kube_config(config_file=kubeconfig)
-    else:
-        config.load_incluster_config()
-
-
 def _cmd_bootstrap(args: argparse.Namespace) -> int:
     from kubernetes import client
 
     if not args.namespace:
         print("error: --namespace not given and POD_NAMESPACE/service account namespace unavailable", file=sys.stderr)
         return 2
-    _load_config(args.kubeconfig)
-    core, admission = client.CoreV1Api(), client.AdmissionregistrationV1Api()
+    api = api_client(args.kubeconfig)
+    core, admission = client.CoreV1Api(api), client.AdmissionregistrationV1Api(api)
     while True:
         try:
             bootstrap_once(args, core, admission)
@@ -389,8 +370,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Keep the webhook's CA and serving certificate in a Secret (creating or renewing them), "
                     "write them to --cert-dir and set the caBundle of the MutatingWebhookConfiguration.",
     )
-    b.add_argument("--kubeconfig", metavar="PATH", help="kubeconfig file (default: the in-cluster service account)")
-    b.add_argument("--namespace", default=_default_namespace(),
+    b.add_argument("--kubeconfig", metavar="PATH", help="kubeconfig file (default: $KUBECONFIG, then the in-cluster service account)")
+    b.add_argument("--namespace", default=own_namespace(),
                    help="namespace of the Secret and the Service (default: $POD_NAMESPACE, else the pod's "
                         "service-account namespace)")
     b.add_argument("--secret-name", metavar="NAME", default="cogate-webhook-cert",

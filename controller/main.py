@@ -25,9 +25,8 @@ import threading
 import uuid
 from collections.abc import Callable
 from typing import Any
-from pathlib import Path
 
-from cogate import api, cliargs
+from cogate import api, cliargs, kube
 from cogate.controller import model
 from cogate.controller.events import EventRecorder
 from cogate.controller.informer import (
@@ -48,7 +47,6 @@ log = logging.getLogger("cogate.controller")
 
 #: Bound, non-terminal pods: what occupies node capacity (kube-scheduler's view).
 BOUND_PODS_FIELD_SELECTOR = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
-_SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -94,28 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def load_client(kubeconfig: str | None, pool_size: int):
-    """An ``ApiClient`` from ``kubeconfig``, else ``$KUBECONFIG``, else in-cluster config."""
-    from kubernetes import client, config
-
-    cfg = client.Configuration()
-    if kubeconfig or os.environ.get("KUBECONFIG"):
-        config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
-    else:
-        config.load_incluster_config(client_configuration=cfg)
-    cfg.connection_pool_maxsize = pool_size
-    return client.ApiClient(cfg)
-
-
 def _lease_namespace(flag: str | None) -> str:
-    if flag:
-        return flag
-    if os.environ.get("POD_NAMESPACE"):
-        return os.environ["POD_NAMESPACE"]
-    try:
-        return _SA_NAMESPACE.read_text().strip() or "default"
-    except OSError:
-        return "default"
+    return flag or kube.own_namespace("default")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -124,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     from kubernetes import client
 
     try:
-        api_client = load_client(args.kubeconfig, pool_size=args.workers + 16)
+        api_client = kube.api_client(args.kubeconfig, pool_size=args.workers + 16)
     except Exception as exc:  # noqa: BLE001
         log.error("cannot load Kubernetes client configuration: %s", exc)
         return 2
