@@ -42,6 +42,7 @@ from cogate.api import DEFAULT_GATE_NAME, POD_GROUP_LABEL, validate_gate_name
 __all__ = [
     "ADMISSION_API_VERSION",
     "ADMISSION_KIND",
+    "internal_error_response",
     "Admission",
     "InvalidReview",
     "Outcome",
@@ -179,6 +180,26 @@ def gate_patch(pod: dict[str, Any], gate_name: str = DEFAULT_GATE_NAME) -> list[
         if _str(entry.get("name"), f"request.object.spec.schedulingGates[{i}].name") == gate_name:
             return None
     return [{"op": "add", "path": "/spec/schedulingGates/-", "value": gate}]
+
+
+def internal_error_response(uid: str, error: str) -> dict[str, Any]:
+    """The AdmissionReview that denies request ``uid`` after an internal error (``error``:
+    the exception's type name): a labelled pod is never admitted without its gate, and the
+    API server reports a retryable 500 to the client."""
+    return {
+        "apiVersion": ADMISSION_API_VERSION,
+        "kind": ADMISSION_KIND,
+        "response": {
+            "uid": uid,
+            "allowed": False,
+            "status": {
+                "status": "Failure",
+                "reason": "InternalError",
+                "code": 500,
+                "message": f"cogate webhook internal error ({error}); retry the request",
+            },
+        },
+    }
 
 
 def _validate_envelope(review: Any) -> dict[str, Any]:

@@ -46,7 +46,7 @@ from prometheus_client import GCCollector, PlatformCollector, ProcessCollector
 
 from cogate.api import DEFAULT_GATE_NAME
 
-from .admission import Outcome, InvalidReview, evaluate
+from .admission import InvalidReview, Outcome, evaluate, internal_error_response
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
@@ -252,20 +252,7 @@ async def _mutate_inner(request: web.Request, gate_name: str) -> tuple[web.Respo
         log.exception("admission failed", extra={"event": "admission_error", "uid": uid})
         if uid is None:
             return _error(400, f"cannot process request: {type(exc).__name__}"), Outcome.ERROR
-        denial = {
-            "apiVersion": "admission.k8s.io/v1",
-            "kind": "AdmissionReview",
-            "response": {
-                "uid": uid,
-                "allowed": False,
-                "status": {
-                    "status": "Failure",
-                    "reason": "InternalError",
-                    "code": 500,
-                    "message": f"cogate webhook internal error ({type(exc).__name__}); retry the request",
-                },
-            },
-        }
+        denial = internal_error_response(uid, type(exc).__name__)
         return web.json_response(denial), Outcome.ERROR
     if log.isEnabledFor(logging.DEBUG):
         log.debug(
