@@ -15,7 +15,7 @@ COPY cogate/ cogate/
 COPY controller/ controller/
 COPY webhook/ webhook/
 COPY certs/ certs/
-COPY tests/localcluster/ tests/localcluster/
+COPY localcluster/ localcluster/
 COPY charts/cogate/crds/ charts/cogate/crds/
 RUN pip wheel --no-cache-dir --wheel-dir /wheels .
 

@@ -3,7 +3,7 @@
 #   make test   -> every test (unit, webhook, end-to-end on the local control plane)
 # Both work on a fresh machine with Python 3.11+ and Go 1.26 (Go only builds the
 # test control plane: kube-apiserver, etcd, kube-scheduler, kube-controller-manager,
-# kubectl, kwok, helm, pinned in tests/localcluster/versions.py, cached under
+# kubectl, kwok, helm, pinned in localcluster/versions.py, cached under
 # ~/.cache/cogate or $COGATE_CACHE_DIR).
 
 PYTHON ?= python3
