@@ -92,6 +92,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from cogate.api import DEFAULT_GATE_NAME
@@ -116,20 +117,44 @@ __all__ = [
     "mixed_priorities",
     "group_priority",
     "complete_since",
-    "RELEASED",
-    "ALREADY_RELEASED",
-    "WAITING_FOR_MEMBERS",
-    "INSUFFICIENT_CAPACITY",
-    "EXCEEDS_CLUSTER_CAPACITY",
-    "UNSCHEDULABLE",
+    "Outcome",
 ]
 
-RELEASED = "Released"
-ALREADY_RELEASED = "AlreadyReleased"
-WAITING_FOR_MEMBERS = "WaitingForMembers"
-INSUFFICIENT_CAPACITY = "InsufficientCapacity"
-EXCEEDS_CLUSTER_CAPACITY = "ExceedsClusterCapacity"
-UNSCHEDULABLE = "Unschedulable"
+
+class Outcome(StrEnum):
+    """What ``decide`` says of one group (``GroupVerdict.outcome``).
+
+    A ``StrEnum``: each member equals its string, so status JSON, event reasons and
+    metrics labels carry the same text as before (``Outcome.RELEASED == "Released"``).
+    """
+
+    #: Release now: ``GroupVerdict.release`` maps every gated member to its planned node.
+    RELEASED = "Released"
+    #: A release that still stands: ``release`` holds new gated members to ungate.
+    ALREADY_RELEASED = "AlreadyReleased"
+    #: Fewer than minMember members exist.
+    WAITING_FOR_MEMBERS = "WaitingForMembers"
+    #: The group would fit the empty eligible nodes, but the room is taken now.
+    INSUFFICIENT_CAPACITY = "InsufficientCapacity"
+    #: The group does not fit even on the empty eligible nodes.
+    EXCEEDS_CLUSTER_CAPACITY = "ExceedsClusterCapacity"
+    #: A member spec the planner can never place (e.g. unsupported pod affinity).
+    UNSCHEDULABLE = "Unschedulable"
+
+    @property
+    def releases(self) -> bool:
+        """The group is (being) released."""
+        return self in (Outcome.RELEASED, Outcome.ALREADY_RELEASED)
+
+    @property
+    def waiting(self) -> bool:
+        """The group is held: the outcome is the reason of ``Released=False``."""
+        return not self.releases
+
+    @property
+    def fits_empty_cluster(self) -> bool:
+        """The planner showed that the group fits the empty eligible nodes."""
+        return self in (Outcome.RELEASED, Outcome.INSUFFICIENT_CAPACITY)
 
 
 @dataclass(frozen=True)
@@ -164,7 +189,7 @@ class GroupVerdict:
 
     namespace: str
     name: str
-    outcome: str
+    outcome: Outcome
     release: Mapping[str, str]
     fits: int
     message: str
@@ -741,7 +766,7 @@ def decide(
         verdicts[gi] = GroupVerdict(
             g.namespace,
             g.name,
-            ALREADY_RELEASED,
+            Outcome.ALREADY_RELEASED,
             release,
             len(ms.bound) + planned,
             f"released; ungating {len(release)} new member{'s' if len(release) != 1 else ''}"
@@ -757,14 +782,14 @@ def decide(
         ms = _classify(g, gate)
         bound_n = len(ms.bound)
 
-        def verdict(outcome: str, fits: int, message: str, release: Mapping[str, str] | None = None) -> None:
+        def verdict(outcome: Outcome, fits: int, message: str, release: Mapping[str, str] | None = None) -> None:
             verdicts[gi] = GroupVerdict(g.namespace, g.name, outcome, release or {}, fits, message)
 
         if g.min_member < 1:
-            verdict(UNSCHEDULABLE, bound_n, f"invalid minMember {g.min_member}")
+            verdict(Outcome.UNSCHEDULABLE, bound_n, f"invalid minMember {g.min_member}")
             continue
         if len(ms.present) < g.min_member:
-            verdict(WAITING_FOR_MEMBERS, bound_n, f"{len(ms.present)} of {g.min_member} members present")
+            verdict(Outcome.WAITING_FOR_MEMBERS, bound_n, f"{len(ms.present)} of {g.min_member} members present")
             continue
         needed = g.min_member - bound_n
         if bound_n + len(ms.plannable) < g.min_member:
@@ -777,7 +802,7 @@ def decide(
             if queued:
                 why.append(f"{queued} ungated and waiting for kube-scheduler")
             verdict(
-                WAITING_FOR_MEMBERS,
+                Outcome.WAITING_FOR_MEMBERS,
                 bound_n,
                 f"{len(ms.present)} of {g.min_member} members present, {bound_n} bound; " + ", ".join(why),
             )
@@ -785,10 +810,10 @@ def decide(
         if blocker is not None:
             ok, msg = fits_empty(ms, g)
             if not ok:
-                verdict(EXCEEDS_CLUSTER_CAPACITY, bound_n, msg)
+                verdict(Outcome.EXCEEDS_CLUSTER_CAPACITY, bound_n, msg)
             else:
                 verdict(
-                    INSUFFICIENT_CAPACITY,
+                    Outcome.INSUFFICIENT_CAPACITY,
                     bound_n,
                     f"waiting behind starving PodGroup {blocker.namespace}/{blocker.name}, "
                     "which has priority for freed room",
@@ -806,7 +831,7 @@ def decide(
                 if i is not None:
                     reserve(m, i)
             verdict(
-                RELEASED,
+                Outcome.RELEASED,
                 fits,
                 f"fits {fits} of {g.min_member}: releasing {len(release)} gated member"
                 f"{'s' if len(release) != 1 else ''}",
@@ -818,7 +843,7 @@ def decide(
         state.rollback(mark)
         ok, empty_msg = fits_empty(ms, g)
         if not ok:
-            verdict(EXCEEDS_CLUSTER_CAPACITY, fits, empty_msg)
+            verdict(Outcome.EXCEEDS_CLUSTER_CAPACITY, fits, empty_msg)
             continue
         affinity_dead = [
             m
@@ -827,7 +852,7 @@ def decide(
         ]
         if affinity_dead:
             verdict(
-                UNSCHEDULABLE,
+                Outcome.UNSCHEDULABLE,
                 fits,
                 f"fits {fits} of {g.min_member}: required pod affinity of {affinity_dead[0].name} is not "
                 "satisfied by any bound pod (cogate only plans pod affinity against pods already running)",
@@ -838,7 +863,7 @@ def decide(
         if since is not None and now - since >= config.starvation_seconds:
             blocker = g
             msg += f"; starving for {int(now - since)}s: later groups wait"
-        verdict(INSUFFICIENT_CAPACITY, fits, msg)
+        verdict(Outcome.INSUFFICIENT_CAPACITY, fits, msg)
 
     return Decision(
         verdicts=tuple(verdicts[i] for i in range(len(groups))),

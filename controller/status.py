@@ -54,6 +54,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
 from cogate.api import DEFAULT_GATE_NAME, POD_GROUP_LABEL
+from cogate.controller.planner import Outcome
 from cogate.models import Condition, PodGroup, PodGroupStatus, format_time, parse_time
 
 __all__ = [
@@ -75,12 +76,6 @@ CONDITION_TIMED_OUT = "TimedOut"
 #: Whether the group fits the cluster at all (every eligible node empty). False with reason
 #: ``ExceedsClusterCapacity`` marks a group that waits for the cluster to grow, not for room.
 CONDITION_FITS_CLUSTER = "FitsCluster"
-#: Verdict outcomes that mean the group is (being) released.
-RELEASED_OUTCOMES = frozenset({"Released", "AlreadyReleased"})
-#: Verdict outcomes of a group that is not released, used as the Released=False reason.
-WAITING_OUTCOMES = frozenset({"WaitingForMembers", "InsufficientCapacity", "ExceedsClusterCapacity", "Unschedulable"})
-#: Planner outcomes that say the group fits an empty cluster.
-FITS_EMPTY_OUTCOMES = frozenset({"Released", "InsufficientCapacity"})
 
 
 def released_reason(outcome: str) -> str:
@@ -91,7 +86,8 @@ def released_reason(outcome: str) -> str:
     which the ``FitsCluster`` condition marks separately): users look for one reason that
     says "not enough room", and the message says how much ("fits 3 of 4: cpu short by 2").
     """
-    return "InsufficientCapacity" if outcome == "ExceedsClusterCapacity" else outcome
+    outcome = Outcome(outcome)
+    return Outcome.INSUFFICIENT_CAPACITY if outcome is Outcome.EXCEEDS_CLUSTER_CAPACITY else outcome
 
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
@@ -227,13 +223,13 @@ def compute_status(pg: PodGroup, members: Sequence[_Member], verdict: _Verdict |
     old = pg.status
     c = count_members(pg, members)
     m = pg.spec.minMember
-    outcome = getattr(verdict, "outcome", None) if verdict is not None else None
+    outcome = Outcome(verdict.outcome) if verdict is not None else None
     message = str(getattr(verdict, "message", "") or "") if verdict is not None else ""
     stands = release_stands(old, members, gate)
-    released = stands or outcome in RELEASED_OUTCOMES
+    released = stands or (outcome is not None and outcome.releases)
     start = old.scheduleStartTime
     # A fresh release decision (also a re-release after a timeout or lost quorum) restarts the clock.
-    fresh = outcome == "Released" and not stands
+    fresh = outcome is Outcome.RELEASED and not stands
     if (released and not start) or fresh:
         start = format_time(now)
     phase = decide_phase(m, c, released, old.phase)
@@ -246,15 +242,15 @@ def compute_status(pg: PodGroup, members: Sequence[_Member], verdict: _Verdict |
             conditions[CONDITION_RELEASED] = _condition(
                 prev, CONDITION_RELEASED, "True", "Released",
                 message or f"released with {c.members} members for minMember {m}", now, generation)
-    elif outcome in WAITING_OUTCOMES:
+    elif outcome is not None and outcome.waiting:
         conditions[CONDITION_RELEASED] = _condition(prev, CONDITION_RELEASED, "False", released_reason(outcome),
                                                     message or outcome, now, generation)
 
     prev = conditions.get(CONDITION_FITS_CLUSTER)
-    if outcome == "ExceedsClusterCapacity":
+    if outcome is Outcome.EXCEEDS_CLUSTER_CAPACITY:
         conditions[CONDITION_FITS_CLUSTER] = _condition(prev, CONDITION_FITS_CLUSTER, "False", outcome,
                                                         message or outcome, now, generation)
-    elif outcome in FITS_EMPTY_OUTCOMES and prev is not None and prev.status != "True":
+    elif outcome is not None and outcome.fits_empty_cluster and prev is not None and prev.status != "True":
         conditions[CONDITION_FITS_CLUSTER] = _condition(
             prev, CONDITION_FITS_CLUSTER, "True", "FitsEmptyCluster",
             f"minMember {m} fits on the eligible nodes when they have room", now, generation)

@@ -79,10 +79,10 @@ def test_planner_with_restored_reservations_does_not_release_into_released_room(
     a = _request("a", [pinned_raw(f"a{i}", cpu="3") for i in range(3)], released=True, min_member=3)
     b = _request("b", [raw_pod("b0", group="b", cpu="3")], released=False)
     fresh = planner.decide(nodes, [], [a, b], [], NOW, planner.PlannerConfig())
-    assert fresh.verdicts[1].outcome == planner.RELEASED  # what the restarted controller used to do
+    assert fresh.verdicts[1].outcome == planner.Outcome.RELEASED  # what the restarted controller used to do
     restored = restored_reservations([a, b], GATE, NOW, 60.0)
     d = planner.decide(nodes, [], [a, b], restored, NOW, planner.PlannerConfig())
-    assert d.verdicts[1].outcome == planner.INSUFFICIENT_CAPACITY
+    assert d.verdicts[1].outcome == planner.Outcome.INSUFFICIENT_CAPACITY
     assert {r.pod_uid for r in d.reservations} == {"uid-a0", "uid-a1", "uid-a2"}
 
 
