@@ -547,7 +547,7 @@ def test_flag_defaults():
 
 
 def test_main_exits_1_on_unloadable_certificate(tmp_path, monkeypatch):
-    monkeypatch.setattr(webhook_main, "_configure_logging", lambda level: None)
+    monkeypatch.setattr(webhook_main, "_configure_logging", lambda level, fmt: None)
     missing = str(tmp_path / "nope.pem")
     assert webhook_main.main(["--tls-cert-file", missing, "--tls-key-file", missing, "--port", "0"]) == 1
 
@@ -567,7 +567,7 @@ def test_process_serves_https_and_exits_0_on_sigterm(cert_files):
             sys.executable, "-m", "cogate.webhook.main",
             "--host", "127.0.0.1", "--port", str(port),
             "--tls-cert-file", str(cert_path), "--tls-key-file", str(key_path),
-            "--log-level", "debug",
+            "--log-level", "debug", "--log-format", "json",
         ],
         stderr=subprocess.PIPE,
         text=True,
