@@ -44,7 +44,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from cogate import cliargs
+from cogate import cliargs, logs
 from cogate.kube import api_client, own_namespace
 
 from . import pki
@@ -332,7 +332,7 @@ def _cmd_bootstrap(args: argparse.Namespace) -> int:
             bootstrap_once(args, core, admission)
         except Exception as exc:  # noqa: BLE001 - a loop keeps going; a one-shot run reports and fails
             if not args.loop:
-                print(f"error: {exc}", file=sys.stderr)
+                log.error("certificate bootstrap failed: %s", exc)
                 return 1
             log.warning("certificate bootstrap failed, retrying in %ss: %s", args.retry, exc)
             time.sleep(args.retry)
@@ -361,7 +361,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Create and renew the webhook's TLS certificate: in the cluster, kept in a Secret "
                     "(bootstrap), or written to a directory for local use (generate).",
     )
-    cliargs.add_log_level(parser)
+    cliargs.add_log_flags(parser)
     sub = parser.add_subparsers(dest="command", required=True, metavar="{bootstrap,generate}")
 
     b = sub.add_parser(
@@ -410,7 +410,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """``cogate certs bootstrap|generate``. Exit codes: 0 ok, 1 API failure, 2 usage error."""
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logs.configure(args.log_level, args.log_format)
     if args.command == "generate":
         return _cmd_generate(args)
     return _cmd_bootstrap(args)

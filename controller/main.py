@@ -26,7 +26,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from cogate import api, cliargs, kube
+from cogate import api, cliargs, kube, logs
 from cogate.controller import model
 from cogate.controller.events import EventRecorder
 from cogate.controller.informer import (
@@ -88,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="concurrent gate-removal requests; >= 1 (default: %(default)s)")
     p.add_argument("--namespace", default=None,
                    help="only PodGroups and members in this namespace, for testing (default: all namespaces)")
-    cliargs.add_log_level(p)
+    cliargs.add_log_flags(p)
     return p
 
 
@@ -98,7 +98,7 @@ def _lease_namespace(flag: str | None) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logs.configure(args.log_level, args.log_format)
     from kubernetes import client
 
     try:
