@@ -2,7 +2,7 @@
 
 Two layers of de-duplication, as users expect from ``kubectl describe``:
 
-1. :class:`EventGate` (pure, injected clock) decides whether an event is *news*:
+1. :class:`EventDeduplicator` (pure, injected clock) decides whether an event is *news*:
    per ``(object uid, slot)`` it remembers the last reason and message emitted. A new
    reason is emitted at once; the same reason with a different message (e.g.
    "fits 3 of 4" -> "fits 2 of 4") at most once per ``min_interval`` seconds; the same
@@ -56,9 +56,9 @@ class ObjectRef:
         return out
 
 
-class EventGate:
+class EventDeduplicator:
     """Decides whether an event is news (see module doc). Thread-safe: the reconcile thread,
-    its status workers and informer callbacks (invalid objects) all use one gate."""
+    its status workers and informer callbacks (invalid objects) share one instance."""
 
     def __init__(self, min_interval: float = 60.0) -> None:
         self.min_interval = min_interval

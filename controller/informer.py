@@ -21,7 +21,7 @@ relist/reconnect logic is tested against a fake stream source; :func:`pod_source
 :func:`node_source` and :func:`podgroup_source` build them from the official client.
 
 An object that fails conversion (``convert`` raises ``ValueError``, e.g.
-``model.InvalidObject`` or a pydantic ``ValidationError``) is dropped from the store (a
+``records.InvalidObject`` or a pydantic ``ValidationError``) is dropped from the store (a
 stale record would lie), reported to ``on_invalid(raw_object, error)`` and counted; the
 informer never crashes on odd objects.
 """

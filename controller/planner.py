@@ -96,7 +96,7 @@ from enum import StrEnum
 from typing import Any
 
 from cogate.api import DEFAULT_GATE_NAME
-from cogate.controller.model import (
+from cogate.controller.records import (
     HOSTNAME_LABEL,
     UNSCHEDULABLE_TAINT_KEY,
     HostPort,

@@ -30,7 +30,7 @@ serialised, docs/semantics.md) on its own thread:
    controller finishes the release instead of re-deciding it; only after it succeeded
    are the gates removed, concurrently, one minimal JSON Patch per member
    (``AlreadyReleased`` verdicts ungate their new members the same way);
-4. events on change (:class:`cogate.controller.events.EventGate`), metrics.
+4. events on change (:class:`cogate.controller.events.EventDeduplicator`), metrics.
 
 Gate removal retries: 409 Conflict -> re-read the pod and rebuild the patch; 429/5xx ->
 backoff; 422 (a failed ``test``) -> re-read: gate gone means someone else removed it
@@ -52,10 +52,10 @@ from typing import Any
 from cogate import api
 from cogate.controller import planner
 from cogate.controller import status as status_mod
-from cogate.controller.events import NORMAL, WARNING, EventGate, EventRecorder, ObjectRef
+from cogate.controller.events import NORMAL, WARNING, EventDeduplicator, EventRecorder, ObjectRef
 from cogate.controller.informer import Backoff, Informer
 from cogate.controller.metrics import Metrics
-from cogate.controller.model import PodInfo, Reservation
+from cogate.controller.records import PodInfo, Reservation
 from cogate.models import PHASES, PodGroup, parse_time
 
 log = logging.getLogger(__name__)
@@ -492,7 +492,7 @@ class Reconciler:
         self.reservations: tuple[Any, ...] = ()
         #: Rebuild reservations from the cluster on the next pass (first pass, leadership gained).
         self.restore_reservations = True
-        self.gate = EventGate()
+        self.dedup = EventDeduplicator()
         self._cond = threading.Condition()
         self.debouncer = Debouncer(config.debounce, config.resync, monotonic())
         self._evicted: set[tuple[str, str]] = set()
@@ -615,8 +615,8 @@ class Reconciler:
     def _after_pass(self, groups: Mapping[tuple[str, str], GroupObject], now: float) -> None:
         """Forget state of deleted groups; wake up at the next timeout or reservation expiry."""
         live_uids = {g.uid for g in groups.values()}
-        for obj in self.gate.objects() - live_uids:
-            self.gate.forget(obj)
+        for obj in self.dedup.objects() - live_uids:
+            self.dedup.forget(obj)
         self._evicted = {e for e in self._evicted if e[0] in live_uids}
         deadlines = [r.expires for r in self.reservations if getattr(r, "expires", 0) > now]
         for g in groups.values():
@@ -646,7 +646,7 @@ class Reconciler:
         release = dict(verdict.release or {})
         if outcome == "Released":
             self.metrics.releases.inc()
-            self.gate.clear(g.uid, "verdict")
+            self.dedup.clear(g.uid, "verdict")
             since = planner.complete_since(request)
             if since is not None:
                 self.metrics.complete_to_release.observe(max(0.0, now - since))
@@ -669,21 +669,21 @@ class Reconciler:
         if pe is not None:
             self._event(g, "priorities", *pe, now)
         else:
-            self.gate.clear(g.uid, "priorities")
+            self.dedup.clear(g.uid, "priorities")
         self._handle_timeout(g, ms, new_status, now)
         return (new_status.phase or "Pending", writes, ungated)
 
     def _event(self, g: GroupObject, slot: str, type_: str, reason: str, message: str, now: float) -> None:
-        """Record an event on ``g``; with a ``slot`` only when it is news (:class:`EventGate`), else always."""
+        """Record an event on ``g``; with a ``slot`` only when it is news (:class:`EventDeduplicator`), else always."""
         if self.recorder is None:
             return
-        if not slot or self.gate.should_emit(g.uid, slot, reason, message, now):
+        if not slot or self.dedup.should_emit(g.uid, slot, reason, message, now):
             self.recorder.record(g.ref, type_, reason, message)
 
     def _handle_timeout(self, g: GroupObject, ms: Sequence[PodInfo], new_status: Any, now: float) -> None:
         cond = new_status.condition(status_mod.CONDITION_TIMED_OUT)
         if cond is None or cond.status != "True":
-            self.gate.clear(g.uid, "timeout")
+            self.dedup.clear(g.uid, "timeout")
             return
         self._event(g, "timeout", WARNING, "Timeout", cond.message, now)
         if not self.config.evict_on_timeout:
@@ -859,7 +859,7 @@ class Reconciler:
         g = self.caches.podgroups.get((ns, group))
         ref = g.ref if g is not None else ObjectRef(ns, str(group))
         msg = f"pod {meta.get('name', '?')}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
-        if self.gate.should_emit(ref.uid or ref.name, ("invalid", meta.get("uid")), "InvalidObject", msg,
+        if self.dedup.should_emit(ref.uid or ref.name, ("invalid", meta.get("uid")), "InvalidObject", msg,
                                  self._clock()):
             self.recorder.record(ref, WARNING, "InvalidObject", msg)
 
@@ -871,7 +871,7 @@ class Reconciler:
             return
         ref = ObjectRef(str(meta.get("namespace") or ""), str(meta["name"]), str(meta.get("uid") or ""))
         msg = " ".join(str(exc).split())[:1000]
-        if self.gate.should_emit(ref.uid or ref.name, "invalid-podgroup", "InvalidObject", msg, self._clock()):
+        if self.dedup.should_emit(ref.uid or ref.name, "invalid-podgroup", "InvalidObject", msg, self._clock()):
             self.recorder.record(ref, WARNING, "InvalidObject", msg)
 
 

@@ -50,7 +50,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cogate.controller.model import node_info, pod_info
+from cogate.controller.records import node_info, pod_info
 from cogate.controller.planner import GroupRequest, Outcome, PlannerConfig, decide
 from cogate.controller.reconciler import release_patch
 from cogate.localcluster.nodes import node_manifest

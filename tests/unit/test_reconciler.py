@@ -1,6 +1,6 @@
 """Reconciler shell and its pure helpers (leader election: tests/unit/test_leader.py).
 
-Pure parts are table-driven (debounce with an injected clock, event change gate).
+Pure parts are table-driven (debounce with an injected clock, event de-duplication).
 The pass itself runs against in-memory fakes of the two client APIs (pods patched
 with real JSON Patch semantics, scripted HTTP errors) and a scripted
 ``decide`` so that the order of writes (status before gates), retries and event
@@ -16,8 +16,8 @@ import jsonpatch
 import pytest
 
 from cogate import api
-from cogate.controller import model
-from cogate.controller.events import EventGate, EventRecorder, ObjectRef
+from cogate.controller import records
+from cogate.controller.events import EventDeduplicator, EventRecorder, ObjectRef
 from cogate.controller.informer import Informer, name_key, namespaced_key, uid_key
 from cogate.controller.metrics import Metrics
 from cogate.controller.planner import Decision, GroupRequest, GroupVerdict
@@ -82,7 +82,7 @@ class TestDebouncer:
             Debouncer(delay, resync, 0.0)
 
 
-# --------------------------------------------------------------------------- event gate / recorder
+# --------------------------------------------------------------------------- event de-duplication / recorder
 
 
 @pytest.mark.parametrize("steps,expected", [
@@ -92,21 +92,21 @@ class TestDebouncer:
     ([("A", "m1", 0), ("A", "m2", 10), ("A", "m3", 61)], [True, False, True]),
     ([("A", "m1", 0), ("A", "m2", 70)], [True, True]),
 ])
-def test_event_gate_emits_only_news(steps, expected):
-    gate = EventGate(min_interval=60.0)
-    got = [gate.should_emit("uid", "verdict", r, m, t) for r, m, t in steps]
+def test_event_dedup_emits_only_news(steps, expected):
+    dedup = EventDeduplicator(min_interval=60.0)
+    got = [dedup.should_emit("uid", "verdict", r, m, t) for r, m, t in steps]
     assert got == expected
 
 
-def test_event_gate_slots_are_independent_and_forgettable():
-    gate = EventGate()
-    assert gate.should_emit("u", "verdict", "A", "m", 0)
-    assert gate.should_emit("u", "timeout", "A", "m", 0)
-    assert not gate.should_emit("u", "timeout", "A", "m", 1)
-    gate.clear("u", "timeout")
-    assert gate.should_emit("u", "timeout", "A", "m", 2)
-    gate.forget("u")
-    assert gate.should_emit("u", "verdict", "A", "m", 3)
+def test_event_dedup_slots_are_independent_and_forgettable():
+    dedup = EventDeduplicator()
+    assert dedup.should_emit("u", "verdict", "A", "m", 0)
+    assert dedup.should_emit("u", "timeout", "A", "m", 0)
+    assert not dedup.should_emit("u", "timeout", "A", "m", 1)
+    dedup.clear("u", "timeout")
+    assert dedup.should_emit("u", "timeout", "A", "m", 2)
+    dedup.forget("u")
+    assert dedup.should_emit("u", "verdict", "A", "m", 3)
 
 
 def test_recorder_aggregates_repeats_into_count():
@@ -269,7 +269,7 @@ def informer(name, items, key, convert) -> Informer:
 
 
 def bound_convert(raw):
-    p = model.pod_info(raw)
+    p = records.pod_info(raw)
     if not p.bound or p.terminal:
         raise ValueError("not bound")
     return p
@@ -284,10 +284,10 @@ class Harness:
         self.now = now
         caches = Caches(
             podgroups=informer("pg", list(self.cluster.pgs.values()), namespaced_key, group_object),
-            members=informer("members", [p for p in pods if p["metadata"]["labels"]], uid_key, model.pod_info),
-            bound=informer("bound", [p for p in pods if p["spec"].get("nodeName")], uid_key, model.pod_info),
+            members=informer("members", [p for p in pods if p["metadata"]["labels"]], uid_key, records.pod_info),
+            bound=informer("bound", [p for p in pods if p["spec"].get("nodeName")], uid_key, records.pod_info),
             nodes=informer("nodes", [{"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "4", "pods": "10"}}}],
-                           name_key, model.node_info),
+                           name_key, records.node_info),
         )
         self.caches = caches
         recorder = EventRecorder(lambda ns, b: self.events.append((b["type"], b["reason"], b["message"])),
@@ -327,12 +327,12 @@ def test_pass_builds_group_requests_from_caches():
 
 
 def test_members_exclude_deleting_and_other_namespaces():
-    a = model.pod_info(raw_pod("a"))
+    a = records.pod_info(raw_pod("a"))
     d = raw_pod("d")
     d["metadata"]["deletionTimestamp"] = "2024-01-01T00:01:00Z"
     other = raw_pod("o")
     other["metadata"]["namespace"] = "elsewhere"
-    idx = members_by_group([a, model.pod_info(d), model.pod_info(other)])
+    idx = members_by_group([a, records.pod_info(d), records.pod_info(other)])
     assert {k: [p.name for p in v] for k, v in idx.items()} == {(NS, "pg"): ["a"], ("elsewhere", "pg"): ["o"]}
     reqs = build_group_requests([group_object(raw_pg())], idx, GroupRequest)
     assert [m.name for m in reqs[0].members] == ["a"]
@@ -467,8 +467,8 @@ def test_timeout_event_and_opt_in_eviction(evict):
 def test_invalid_member_is_reported_on_its_podgroup():
     h = Harness([raw_pod("a")], [raw_pg()], [])
     bad = raw_pod("bad", cpu="lots")
-    with pytest.raises(model.InvalidObject) as err:
-        model.pod_info(bad)
+    with pytest.raises(records.InvalidObject) as err:
+        records.pod_info(bad)
     h.rec.on_invalid_member(bad, err.value)
     h.rec.on_invalid_member(bad, err.value)  # same problem again: one event
     h.recorder.flush()
@@ -520,7 +520,7 @@ def test_run_loop_only_reconciles_while_leading():
 def test_members_with_unplanned_constraints_are_released_unpinned(extra_spec, unplanned):
     raw = raw_pod("a")
     raw["spec"].update(extra_spec)
-    p = model.pod_info(raw)
+    p = records.pod_info(raw)
     assert p.unplanned == unplanned
     assert pin_target(p, "n1", "pinned") == ("" if unplanned else "n1")
     assert pin_target(p, "n1", "free") == ""

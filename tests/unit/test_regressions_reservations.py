@@ -12,7 +12,7 @@ import jsonpatch
 import pytest
 
 from cogate import api
-from cogate.controller import model, planner
+from cogate.controller import planner, records
 from cogate.controller.reconciler import pin_ops, pinned_node, restored_reservations
 
 from .test_reconciler import Harness, raw_pg, raw_pod, verdict
@@ -44,7 +44,7 @@ ZONE_TERMS = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
     (pinned_raw("p", node="", base_affinity=ZONE_TERMS), None),  # terms without a pin
 ])
 def test_pinned_node_reads_the_pin_the_release_writes(raw, expected):
-    assert pinned_node(model.pod_info(raw)) == expected
+    assert pinned_node(records.pod_info(raw)) == expected
 
 
 def test_pinned_node_rejects_ambiguous_pins():
@@ -53,14 +53,14 @@ def test_pinned_node_rejects_ambiguous_pins():
         {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]},
         {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n2"]}]},
     ]}}}
-    assert pinned_node(model.pod_info(raw)) is None
+    assert pinned_node(records.pod_info(raw)) is None
     raw["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] = [
         {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1", "n2"]}]}]
-    assert pinned_node(model.pod_info(raw)) is None
+    assert pinned_node(records.pod_info(raw)) is None
 
 
 def _request(name, members, released, min_member=1):
-    return planner.GroupRequest("team", name, min_member, 0.0, released, tuple(model.pod_info(m) for m in members))
+    return planner.GroupRequest("team", name, min_member, 0.0, released, tuple(records.pod_info(m) for m in members))
 
 
 def test_only_ungated_unbound_pinned_members_of_standing_releases_are_restored():
@@ -74,7 +74,7 @@ def test_only_ungated_unbound_pinned_members_of_standing_releases_are_restored()
 
 def test_planner_with_restored_reservations_does_not_release_into_released_room():
     """Node of 10 CPU; group a (3 x 3 CPU) released and pinned to it but unbound; group b needs 3 CPU."""
-    nodes = [model.node_info({"metadata": {"name": "n1"}, "status": {
+    nodes = [records.node_info({"metadata": {"name": "n1"}, "status": {
         "allocatable": {"cpu": "10", "pods": "110"}, "conditions": [{"type": "Ready", "status": "True"}]}})]
     a = _request("a", [pinned_raw(f"a{i}", cpu="3") for i in range(3)], released=True, min_member=3)
     b = _request("b", [raw_pod("b0", group="b", cpu="3")], released=False)
