@@ -29,12 +29,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from cogate import api
+from cogate.kube import api_status
 
 log = logging.getLogger(__name__)
-
-NORMAL = "Normal"
-WARNING = "Warning"
-
 
 @dataclass(frozen=True)
 class ObjectRef:
@@ -201,7 +198,7 @@ class EventRecorder:
                 cutoff = now - self._series_window
                 self._series = {k: v for k, v in self._series.items() if v[2] >= cutoff}
         except Exception as exc:  # noqa: BLE001 - events are best effort
-            if getattr(exc, "status", None) == 404 and series is not None:
+            if api_status(exc) == 404 and series is not None:
                 # The Event expired (TTL) before this repeat: start a new series with this one.
                 self._series.pop(key, None)
                 self._write(ref, type_, reason, message, now)

@@ -33,8 +33,9 @@ import logging
 import random
 import threading
 from collections.abc import Callable, Hashable, Iterable, Iterator
-from dataclasses import dataclass
 from typing import Any
+
+from cogate.kube import Backoff, api_status
 
 log = logging.getLogger(__name__)
 
@@ -55,34 +56,6 @@ LIST_PAGE_SIZE = 500
 
 class Gone(Exception):
     """The watch's resourceVersion is too old (HTTP 410 / ERROR event code 410): relist."""
-
-
-@dataclass
-class Backoff:
-    """Exponential backoff with jitter: ``initial`` seconds doubling to ``maximum``, +-``jitter`` fraction.
-
-    ``rand`` is injectable (``() -> float in [0, 1)``) so tests are deterministic.
-    """
-
-    initial: float = 0.5
-    maximum: float = 30.0
-    factor: float = 2.0
-    jitter: float = 0.2
-    rand: Callable[[], float] = random.random
-    _current: float = 0.0
-
-    def next(self) -> float:
-        """Seconds to wait before the next attempt; grows on each call until :meth:`reset`."""
-        self._current = self.initial if self._current == 0.0 else min(self.maximum, self._current * self.factor)
-        return self._current * (1.0 + self.jitter * (2.0 * self.rand() - 1.0))
-
-    def reset(self) -> None:
-        self._current = 0.0
-
-
-def _status_code(exc: BaseException) -> int | None:
-    status = getattr(exc, "status", None)
-    return status if isinstance(status, int) else None
 
 
 class Informer:
@@ -188,7 +161,7 @@ class Informer:
                 self._restarted("gone")
                 need_list = True
             except Exception as exc:  # noqa: BLE001 - an informer must outlive any error
-                if _status_code(exc) == 410:
+                if api_status(exc) == 410:
                     self._restarted("gone")
                     need_list = True
                     continue

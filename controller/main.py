@@ -41,7 +41,8 @@ from cogate.controller.informer import (
 )
 from cogate.controller.leader import LEASE_NAME, LeaderElector
 from cogate.controller.metrics import Metrics, serve
-from cogate.controller.reconciler import PLACEMENTS, Caches, Reconciler, ReconcilerConfig, group_object
+from cogate.controller.patches import PLACEMENTS
+from cogate.controller.reconciler import Caches, Reconciler, ReconcilerConfig, group_object
 
 log = logging.getLogger("cogate.controller")
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from cogate import gates
 from cogate.api import POD_GROUP_LABEL
 from cogate.controller.resources import QuantityError, ResourceList, effective_request, parse_quantity, to_units
 from cogate.models import parse_time as rfc3339_to_epoch
@@ -551,10 +552,10 @@ def _pod_info(
         raise InvalidObject(f"spec.priority: expected an integer, got {priority!r}")
     owners = _lst(meta.get("ownerReferences"), "metadata.ownerReferences")
     created = parse_time(meta.get("creationTimestamp"), "metadata.creationTimestamp")
-    gates = tuple(
-        _str(_obj(g, f"spec.schedulingGates[{i}]").get("name"), f"spec.schedulingGates[{i}].name")
-        for i, g in enumerate(_lst(spec.get("schedulingGates"), "spec.schedulingGates"))
-    )
+    try:
+        gate_names = gates.names({"spec": spec})
+    except gates.GateShapeError as exc:
+        raise InvalidObject(str(exc)) from None
     return PodInfo(
         namespace=ns,
         name=name,
@@ -563,7 +564,7 @@ def _pod_info(
         node_name=_str(spec.get("nodeName"), "spec.nodeName"),
         phase=_str(status.get("phase"), "status.phase") or "Pending",
         requests=requests,
-        gates=gates,
+        gates=gate_names,
         node_selector=_str_map(spec.get("nodeSelector"), "spec.nodeSelector"),
         required_node_affinity=terms,
         tolerations=tuple(tolerations),

@@ -37,6 +37,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from cogate import gates
 from cogate.api import DEFAULT_GATE_NAME, POD_GROUP_LABEL, validate_gate_name
 
 __all__ = [
@@ -157,29 +158,17 @@ def _is_pod_resource(request: dict[str, Any]) -> bool:
 
 
 def gate_patch(pod: dict[str, Any], gate_name: str = DEFAULT_GATE_NAME) -> list[dict[str, Any]] | None:
-    """JSONPatch (RFC 6902) adding ``gate_name`` to a pod's ``spec.schedulingGates``.
+    """JSONPatch (RFC 6902) adding ``gate_name`` to a pod's ``spec.schedulingGates``
+    (:func:`cogate.gates.add`: appends, or creates the list or ``spec`` when absent).
 
     ``pod`` is the pod as API JSON (camelCase). Returns ``None`` when the gate is
-    already present. Appends (``add`` at ``/spec/schedulingGates/-``) when the list
-    exists, so other gates keep their order; creates the list when absent or null;
-    creates ``spec`` itself only if the object has none. Raises
-    :class:`InvalidReview` naming the field when ``spec``, ``spec.schedulingGates``
-    or one of its entries has the wrong type.
+    already present. Raises :class:`InvalidReview` naming the field when ``spec``,
+    ``spec.schedulingGates`` or one of its entries has the wrong type.
     """
-    spec = _obj(pod.get("spec"), "request.object.spec")
-    gate = {"name": gate_name}
-    if spec is None:
-        return [{"op": "add", "path": "/spec", "value": {"schedulingGates": [gate]}}]
-    gates = spec.get("schedulingGates")
-    if gates is None:
-        return [{"op": "add", "path": "/spec/schedulingGates", "value": [gate]}]
-    if not isinstance(gates, list):
-        raise InvalidReview(f"request.object.spec.schedulingGates: must be an array, got {type(gates).__name__}")
-    for i, entry in enumerate(gates):
-        entry = _obj(entry, f"request.object.spec.schedulingGates[{i}]", required=True)
-        if _str(entry.get("name"), f"request.object.spec.schedulingGates[{i}].name") == gate_name:
-            return None
-    return [{"op": "add", "path": "/spec/schedulingGates/-", "value": gate}]
+    try:
+        return gates.add(pod, gate_name)
+    except gates.GateShapeError as exc:
+        raise InvalidReview(f"request.object.{exc}") from None
 
 
 def internal_error_response(uid: str, error: str) -> dict[str, Any]:

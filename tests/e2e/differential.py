@@ -7,7 +7,7 @@ pods bound directly with ``spec.nodeName``) and a random group of gated members
 ``nodeSelector``, required node affinity, tolerations, host ports, required pod
 (anti-)affinity). It reads nodes and pods back from the API, asks the planner
 (:func:`cogate.controller.planner.decide`), then releases **every** member whatever
-the planner said (:func:`cogate.controller.reconciler.release_patch`; placement
+the planner said (:func:`cogate.controller.patches.release_patch`; placement
 ``pinned`` narrows each planned member to its planned node, ``free`` only removes
 the gate) and watches kube-scheduler bind them.
 
@@ -52,7 +52,7 @@ from typing import Any
 
 from cogate.controller.records import node_info, pod_info
 from cogate.controller.planner import GroupRequest, Outcome, PlannerConfig, decide
-from cogate.controller.reconciler import release_patch
+from cogate.controller.patches import release_patch
 from cogate.localcluster.nodes import node_manifest
 
 from .kube import wait_for

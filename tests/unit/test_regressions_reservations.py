@@ -13,7 +13,8 @@ import pytest
 
 from cogate import api
 from cogate.controller import planner, records
-from cogate.controller.reconciler import pin_ops, pinned_node, restored_reservations
+from cogate.controller.patches import pin_ops, pinned_node
+from cogate.controller.reconciler import restored_reservations
 
 from .test_reconciler import Harness, raw_pg, raw_pod, verdict
 
@@ -68,7 +69,7 @@ def test_only_ungated_unbound_pinned_members_of_standing_releases_are_restored()
     a = _request("a", [pinned_raw("a0", cpu="3"), pinned_raw("a1", gates=("other",)), raw_pod("a2", group="a"),
                        pinned_raw("a3", node=""), bound], released=True)
     not_released = _request("c", [pinned_raw("c0", group="c")], released=False)
-    res = restored_reservations([a, not_released], GATE, NOW, 60.0)
+    res = restored_reservations([a, not_released], NOW, 60.0)
     assert [(r.name, r.node_name, r.requests.get("cpu"), r.expires) for r in res] == [("a0", "n1", 3000, NOW + 60.0)]
 
 
@@ -80,7 +81,7 @@ def test_planner_with_restored_reservations_does_not_release_into_released_room(
     b = _request("b", [raw_pod("b0", group="b", cpu="3")], released=False)
     fresh = planner.decide(nodes, [], [a, b], [], NOW, planner.PlannerConfig())
     assert fresh.verdicts[1].outcome == planner.Outcome.RELEASED  # what the restarted controller used to do
-    restored = restored_reservations([a, b], GATE, NOW, 60.0)
+    restored = restored_reservations([a, b], NOW, 60.0)
     d = planner.decide(nodes, [], [a, b], restored, NOW, planner.PlannerConfig())
     assert d.verdicts[1].outcome == planner.Outcome.INSUFFICIENT_CAPACITY
     assert {r.pod_uid for r in d.reservations} == {"uid-a0", "uid-a1", "uid-a2"}

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from cogate.api import DEFAULT_GATE_NAME, POD_GROUP_LABEL
 from cogate.controller import records
-from cogate.controller.reconciler import left_group, waiting_for_pod_group
+from cogate.controller.patches import left_group
+from cogate.controller.reconciler import waiting_for_pod_group
 
 from .test_reconciler import NS, Harness, raw_pg, raw_pod, verdict
 
