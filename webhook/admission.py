@@ -35,6 +35,7 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from cogate import gates
@@ -64,8 +65,9 @@ class InvalidReview(ValueError):
     """
 
 
-class Outcome:
-    """Outcome labels of an admission decision (also the ``outcome`` metric label)."""
+class Outcome(StrEnum):
+    """Outcome of an admission decision (also the ``outcome`` metric label; a ``StrEnum``
+    equals its string, so labels and log fields are unchanged)."""
 
     GATED = "gated"  #: labelled pod, gate added by the patch
     ALREADY_GATED = "already_gated"  #: labelled pod that already carries the gate
@@ -74,8 +76,6 @@ class Outcome:
     IGNORED = "ignored"  #: not a pod CREATE, or a pod without the label
     INVALID = "invalid"  #: not a valid AdmissionReview (HTTP 400); set by the server
     ERROR = "error"  #: unexpected internal error; set by the server
-
-    ALL = (GATED, ALREADY_GATED, BOUND, EMPTY_GROUP, IGNORED, INVALID, ERROR)
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,7 @@ class Admission:
     """
 
     uid: str
-    outcome: str
+    outcome: Outcome
     patch: list[dict[str, Any]] | None = None
     warnings: tuple[str, ...] = ()
     namespace: str = ""
