@@ -13,13 +13,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from kubernetes.client import ApiClient
 
 #: Where the kubelet mounts the pod's namespace (in-cluster).
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
-def api_client(kubeconfig: str | None, pool_size: int | None = None) -> Any:
+def api_client(kubeconfig: str | None, pool_size: int | None = None) -> ApiClient:
     """A ``kubernetes.client.ApiClient``; ``pool_size``: urllib3 connection pool size (None: default).
 
     Raises the client's ``ConfigException`` when no configuration is found.

@@ -33,9 +33,12 @@ import logging
 import random
 import threading
 from collections.abc import Callable, Hashable, Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cogate.kube import Backoff, api_status
+
+if TYPE_CHECKING:
+    from kubernetes.client import CoreV1Api, CustomObjectsApi
 
 log = logging.getLogger(__name__)
 
@@ -382,7 +385,7 @@ def _watch_source(call: Callable[..., Any], **kwargs: Any) -> WatchFn:
     return watch
 
 
-def pod_source(core: Any, *, label_selector: str | None = None, field_selector: str | None = None,
+def pod_source(core: CoreV1Api, *, label_selector: str | None = None, field_selector: str | None = None,
                namespace: str | None = None) -> tuple[ListFn, WatchFn]:
     """List/watch callables for pods (all namespaces, or ``namespace``) with the given selectors."""
     kwargs: dict[str, Any] = {}
@@ -398,12 +401,12 @@ def pod_source(core: Any, *, label_selector: str | None = None, field_selector: 
     return (lambda: _paged_list(call, **kwargs)), _watch_source(call, **kwargs)
 
 
-def node_source(core: Any) -> tuple[ListFn, WatchFn]:
+def node_source(core: CoreV1Api) -> tuple[ListFn, WatchFn]:
     """List/watch callables for nodes."""
     return (lambda: _paged_list(core.list_node)), _watch_source(core.list_node)
 
 
-def podgroup_source(custom: Any, group: str, version: str, plural: str,
+def podgroup_source(custom: CustomObjectsApi, group: str, version: str, plural: str,
                     namespace: str | None = None) -> tuple[ListFn, WatchFn]:
     """List/watch callables for a custom resource (PodGroups), all namespaces or ``namespace``."""
     if namespace:

@@ -47,9 +47,12 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cogate.kube import api_status, json_body
+
+if TYPE_CHECKING:
+    from kubernetes.client import CoordinationV1Api
 
 log = logging.getLogger(__name__)
 
@@ -203,7 +206,7 @@ class LeaderElector:
     stops afterwards; see the module docstring).
     """
 
-    def __init__(self, coordination: Any, namespace: str, identity: str, *, name: str = LEASE_NAME,
+    def __init__(self, coordination: CoordinationV1Api, namespace: str, identity: str, *, name: str = LEASE_NAME,
                  lease_duration: float = LEASE_DURATION, renew_deadline: float = RENEW_DEADLINE,
                  retry: float = RETRY_PERIOD, on_started: Callable[[], None] | None = None,
                  on_lost: Callable[[], None] | None = None, clock: Callable[[], float] = time.time,

@@ -45,7 +45,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cogate import api
 from cogate.controller import notices, planner
@@ -59,6 +59,9 @@ from cogate.controller.planner import Decision, GroupRequest, GroupVerdict, Outc
 from cogate.controller.records import NodeInfo, PodInfo, Reservation
 from cogate.controller.writer import Writer
 from cogate.models import PHASES, PodGroup, PodGroupStatus, parse_time
+
+if TYPE_CHECKING:
+    from kubernetes.client import CoreV1Api, CustomObjectsApi
 
 log = logging.getLogger(__name__)
 
@@ -296,7 +299,7 @@ class Reconciler:
     (``CoreV1Api``, ``CustomObjectsApi``) or fakes with the same methods; ``decide`` is
     ``planner.decide`` unless a test scripts it."""
 
-    def __init__(self, core: Any, custom: Any, caches: Caches, config: ReconcilerConfig, *,
+    def __init__(self, core: CoreV1Api, custom: CustomObjectsApi, caches: Caches, config: ReconcilerConfig, *,
                  recorder: EventRecorder | None = None, metrics: Metrics | None = None,
                  decide: DecideFn = planner.decide,
                  clock: Callable[[], float] = time.time, monotonic: Callable[[], float] = time.monotonic,

@@ -16,7 +16,7 @@ import jsonpatch
 import pytest
 
 from cogate.controller.patches import pin_ops, pin_requirement, release_patch
-from cogate import gates
+from cogate.gates import find as find_gate
 
 GATE = "scheduling.x-k8s.io/pod-group"
 REQ = "requiredDuringSchedulingIgnoredDuringExecution"
@@ -149,7 +149,7 @@ def test_no_patch_without_the_gate(gates):
     if gates is None:
         del p["spec"]["schedulingGates"]
     assert release_patch(p, GATE, "node-1") is None
-    assert gates.find(p, GATE) is None
+    assert find_gate(p, GATE) is None
 
 
 def test_test_op_fails_when_gate_list_changed():
