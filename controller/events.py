@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cogate import api
+from cogate.controller import notices
 from cogate.kube import api_status
 
 log = logging.getLogger(__name__)
@@ -43,6 +44,10 @@ class ObjectRef:
     kind: str = api.KIND
     api_version: str = api.API_VERSION
     resource_version: str = ""
+
+    def log_extra(self) -> dict[str, str] | None:
+        """``extra=`` of a log line about this object: the ``podgroup`` attribute when it is a PodGroup."""
+        return notices.log_extra(self.namespace, self.name) if self.kind == api.KIND else None
 
     def to_api(self) -> dict[str, str]:
         out = {"apiVersion": self.api_version, "kind": self.kind, "namespace": self.namespace, "name": self.name}
@@ -153,7 +158,8 @@ class EventRecorder:
         try:
             self._queue.put_nowait((ref, type_, reason, message, self._clock()))
         except queue.Full:
-            log.warning("event queue full; dropped %s %s on %s/%s", type_, reason, ref.namespace, ref.name)
+            log.warning("event queue full; dropped %s %s on %s/%s", type_, reason, ref.namespace, ref.name,
+                        extra=ref.log_extra())
         if self._on_emit:
             self._on_emit(type_, reason)
 
@@ -203,4 +209,5 @@ class EventRecorder:
                 self._series.pop(key, None)
                 self._write(ref, type_, reason, message, now)
                 return
-            log.warning("could not write event %s on %s/%s: %s", reason, ref.namespace, ref.name, exc)
+            log.warning("could not write event %s on %s/%s: %s", reason, ref.namespace, ref.name, exc,
+                        extra=ref.log_extra())

@@ -426,13 +426,13 @@ class Reconciler:
         for verdict in decision.verdicts:
             g = groups.get((verdict.namespace, verdict.name))
             if g is not None:
-                futures.append(self._groups_pool.submit(self._apply_verdict, g, requests[g.key], verdict, now))
+                futures.append((g.key, self._groups_pool.submit(self._apply_verdict, g, requests[g.key], verdict, now)))
         phases: Counter[str] = Counter()
-        for f in futures:
+        for key, f in futures:
             try:
                 applied = f.result()
             except Exception:  # noqa: BLE001
-                log.exception("applying a verdict failed")
+                log.exception("applying the verdict of PodGroup %s/%s failed", *key, extra=log_extra(*key))
                 continue
             phases[applied.phase] += 1
             result.status_writes += applied.writes
@@ -544,7 +544,7 @@ class Reconciler:
 
     # -- events ------------------------------------------------------------------
     def _event(self, g: GroupObject, slot: str, notice: Notice, now: float) -> None:
-        """Record ``notice`` on ``g``; with a ``slot`` only when it is news (:class:`EventDeduplicator`), else always."""
+        """Record ``notice`` on ``g``; with a ``slot`` only when it is news (:class:`EventDeduplicator`)."""
         if self.recorder is None:
             return
         if not slot or self.dedup.should_emit(g.uid, slot, notice.reason, notice.message, now):
@@ -577,7 +577,7 @@ class Reconciler:
             checks, self._orphan_checks = self._orphan_checks, set()
         out: dict[str, str] = {}
         for ns, name, uid, group in checks:
-            out[uid] = self.writer.ungate(ns, name, uid, "", only_if=left_group)
+            out[uid] = self.writer.ungate(ns, name, uid, "", only_if=left_group, group=group)
             if out[uid] == "removed":
                 log.info("pod %s/%s left PodGroup %s while gated: gate removed", ns, name, group,
                          extra=log_extra(ns, group))

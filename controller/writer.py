@@ -97,23 +97,27 @@ class Writer:
             if p is None:
                 self.metrics.gate_removals.labels("not_found").inc()
                 continue
-            futures[uid] = self._pool.submit(self.ungate, p.namespace, p.name, uid, node)
+            futures[uid] = (p, self._pool.submit(self.ungate, p.namespace, p.name, uid, node, group=p.group or ""))
         out = {}
-        for uid, f in futures.items():
+        for uid, (p, f) in futures.items():
             try:
                 out[uid] = f.result()
             except Exception:  # noqa: BLE001
-                log.exception("ungating %s failed", uid)
+                log.exception("ungating pod %s/%s (uid %s) failed", p.namespace, p.name, uid,
+                              extra=log_extra(p.namespace, p.group or ""))
                 out[uid] = "failed"
             self.metrics.gate_removals.labels(out[uid]).inc()
         return out
 
     def ungate(self, namespace: str, name: str, uid: str, node: str,
-               only_if: Callable[[dict[str, Any]], bool] | None = None) -> str:
+               only_if: Callable[[dict[str, Any]], bool] | None = None, *, group: str = "") -> str:
         """Remove the gate from one pod, pinning it to ``node`` ('' for none); one of :data:`UNGATE_RESULTS`.
 
         ``only_if``: a predicate on the freshly read pod (API JSON); ``skipped`` when it is false.
+        ``group``: the PodGroup the pod belongs (or belonged) to, for log lines.
         """
+        extra = log_extra(namespace, group) if group else None
+
         def attempt() -> str:
             pod = json_body(self.core.read_namespaced_pod(name, namespace, _preload_content=False,
                                                           _request_timeout=REQUEST_TIMEOUT))
@@ -121,7 +125,7 @@ class Writer:
                 return "not_found"  # deleted and recreated under the same name
             if only_if is not None and not only_if(pod):
                 return "skipped"
-            ops = self._release_ops(pod, namespace, name, node)
+            ops = self._release_ops(pod, namespace, name, node, extra)
             if ops is None:
                 return "absent"
             resp = self.core.patch_namespaced_pod(name, namespace, ops, _content_type="application/json-patch+json",
@@ -136,14 +140,15 @@ class Writer:
         except Exception as exc:  # noqa: BLE001
             if api_status(exc) == 404:
                 return "not_found"
-            log.warning("ungating pod %s/%s failed: %s", namespace, name, exc)
+            log.warning("ungating pod %s/%s failed: %s", namespace, name, exc, extra=extra)
             return "failed"
 
-    def _release_ops(self, pod: dict[str, Any], namespace: str, name: str, node: str) -> list[dict[str, Any]] | None:
+    def _release_ops(self, pod: dict[str, Any], namespace: str, name: str, node: str,
+                     extra: dict[str, str] | None) -> list[dict[str, Any]] | None:
         try:
             return release_patch(pod, self.gate, node)
         except ValueError as exc:
-            log.warning("pod %s/%s: cannot pin (%s); removing the gate only", namespace, name, exc)
+            log.warning("pod %s/%s: cannot pin (%s); removing the gate only", namespace, name, exc, extra=extra)
             return release_patch(pod, self.gate, "")
 
     # -- eviction ----------------------------------------------------------------
@@ -166,7 +171,8 @@ class Writer:
         except Exception as exc:  # noqa: BLE001
             if api_status(exc) in (404, 409):
                 return "gone"
-            log.warning("evicting %s/%s failed: %s", p.namespace, p.name, exc)
+            log.warning("evicting %s/%s failed: %s", p.namespace, p.name, exc,
+                        extra=log_extra(p.namespace, p.group or ""))
             return "failed"
 
     # -- caches ------------------------------------------------------------------

@@ -404,3 +404,13 @@ def test_release_patch_of_a_member_with_a_volume_claim_only_removes_the_gate():
     assert not a["spec"].get("schedulingGates") and "affinity" not in a["spec"]
     assert not b["spec"].get("schedulingGates") and b["spec"]["affinity"]["nodeAffinity"]
     assert any("n1 x1, 1 placed by kube-scheduler" in m for _, _, m in h.events)
+
+
+def test_log_lines_about_a_group_carry_its_name(caplog):
+    h = Harness([raw_pod("a"), raw_pod("b")], [raw_pg()], [verdict("Released", {"uid-a": "n1", "uid-b": "n1"}, 2)])
+    h.cluster.pod_errors["b"] = [ApiError(403)]
+    with caplog.at_level("INFO", logger="cogate.controller"):
+        h.run()
+    about = [r for r in caplog.records if "PodGroup team/pg" in r.getMessage() or "pod team/b" in r.getMessage()]
+    assert len(about) == 2, [r.getMessage() for r in caplog.records]
+    assert all(getattr(r, "podgroup", None) == f"{NS}/pg" for r in about)
