@@ -266,19 +266,6 @@ class Caches:
 
 
 @dataclass
-class Caches:
-    """The informers a pass reads (records: GroupObject, PodInfo, PodInfo, NodeInfo)."""
-
-    podgroups: Informer
-    members: Informer
-    bound: Informer
-    nodes: Informer
-
-    def all(self) -> list[Informer]:
-        return [self.podgroups, self.members, self.bound, self.nodes]
-
-
-@dataclass
 class PassResult:
     verdicts: list[GroupVerdict] = field(default_factory=list)
     status_writes: int = 0
