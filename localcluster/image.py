@@ -307,35 +307,41 @@ def ensure_base_image(*, log=sys.stderr) -> str:
 # ------------------------------------------------------------ pip settings
 
 def host_pip_settings(python: str = sys.executable) -> dict[str, dict[str, str]]:
-    """pip's settings on this host, ``{section: {key: value}}`` (``global``, ``install``, ...).
-
-    Read with ``pip config list``, which merges ``PIP_*`` variables (section ``:env:``, treated
-    as ``global``) over the config files; keys in :data:`PIP_HOST_ONLY` are left out.
-    """
+    """pip's settings on this host, ``{section: {key: value}}``: :func:`parse_pip_config_list`
+    of ``<python> -m pip config list``."""
     out = subprocess.run([python, "-m", "pip", "config", "list"], stdout=subprocess.PIPE,
                          stderr=subprocess.DEVNULL, text=True).stdout
+    return parse_pip_config_list(out)
+
+
+def parse_pip_config_list(text: str) -> dict[str, dict[str, str]]:
+    """``pip config list`` output (lines ``section.key='value'``) as ``{section: {key: value}}``.
+
+    ``PIP_*`` variables appear as section ``:env:`` and become ``global`` settings that win
+    over the files' ``global`` ones (pip's own precedence); keys in :data:`PIP_HOST_ONLY`
+    are left out.
+    """
     settings: dict[str, dict[str, str]] = {}
-    for line in out.splitlines():
+    for line in text.splitlines():
         name, sep, raw = line.partition("=")
         if not sep or "." not in name:
             continue
         section, _, key = name.rpartition(".")
-        section = "global" if section in (":env:", "") else section
+        from_env = section == ":env:"
+        section = "global" if from_env else section
         try:
-            value = ast.literal_eval(raw)
+            value = str(ast.literal_eval(raw))
         except (ValueError, SyntaxError):
             value = raw
         if key in PIP_HOST_ONLY:
             continue
-        settings.setdefault(section, {})
-        if section == "global" and name.startswith(":env:"):
-            settings[section][key] = str(value)  # the environment wins over files
-        else:
-            settings[section].setdefault(key, str(value))
+        target = settings.setdefault(section, {})
+        if from_env or key not in target:
+            target[key] = value
     return settings
 
 
-def _pip_conf(settings: dict[str, dict[str, str]]) -> tuple[str, list[str]]:
+def pip_conf(settings: dict[str, dict[str, str]]) -> tuple[str, list[str]]:
     """``pip.conf`` text and the host paths it names that exist (to bind-mount read-only)."""
     lines: list[str] = []
     paths: list[str] = []
@@ -467,7 +473,7 @@ def build_image(*, root: Path | None = None, force: bool = False, log=sys.stderr
     else:
         previous = _inspect(tag).get("FromImageID") if _image_exists(tag) else None
         with tempfile.TemporaryDirectory(prefix="cogate-pip-") as tmp:
-            conf, paths = _pip_conf(host_pip_settings())
+            conf, paths = pip_conf(host_pip_settings())
             conf_path = Path(tmp) / "pip.conf"
             conf_path.touch(mode=0o600)
             conf_path.write_text(conf)
