@@ -13,9 +13,11 @@ argument ``BASE_IMAGE`` (whose default stays the public image):
    install into the system Python, PEP 668). Cached as a tarball per release + package list +
    apt sources in ``<cache>/images/base/`` and as the buildah image
    ``localhost/cogate-base:bookworm-<hash>``.
-2. **Build**: ``buildah build --isolation chroot --layers --pull=never`` (chroot isolation
-   needs no OCI runtime; ``--layers`` caches each step, so the ``pip wheel`` stage is reused
-   while the files it copies are unchanged). ``pip`` inside the build needs the host's
+2. **Build**: ``buildah build --isolation chroot --layers=false --pull=never`` (chroot
+   isolation needs no OCI runtime). No per-step cache: the ``pip wheel`` step's inputs are
+   the files the Dockerfile copies, i.e. the image's inputs hash below, so a step cache would
+   only hit where the whole image is cached already, and each rebuild would leave ~200 MB of
+   intermediate layers behind. ``pip`` inside the build needs the host's
    package-index settings: every setting ``pip config list`` reports on the host (its
    ``PIP_*`` environment and config files) is written to a private temporary ``pip.conf``
    bind-mounted read-only at ``/etc/pip.conf`` for the ``RUN`` steps only, and host paths
@@ -190,8 +192,8 @@ def ensure_tools(tools: dict[str, str] | None = None, *, install: bool = True, l
     """Make sure ``tools`` (``{command: Debian package}``, default :data:`TOOLS`: ``buildah`` and
     ``mmdebstrap``) are on ``PATH``.
 
-    Missing ones are installed with ``apt-get`` (one ``apt-get update``, then
-    ``apt-get install --no-install-recommends``) when ``install`` is true and we run as root on
+    Missing ones are installed with ``apt-get`` (one ``apt-get update``, then ``apt-get
+    install`` with recommended packages: tested that way, and all are small) when ``install`` is true and we run as root on
     a system with apt; otherwise :class:`ImageBuildError` names the Debian packages to install.
     """
     missing = sorted(pkg for tool, pkg in (tools or TOOLS).items() if shutil.which(tool) is None)
@@ -204,7 +206,7 @@ def ensure_tools(tools: dict[str, str] | None = None, *, install: bool = True, l
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     print(f"installing {' '.join(missing)} with apt-get", file=log, flush=True)
     _run(["apt-get", "update", "-q"], log=log, env=env)
-    _run(["apt-get", "install", "-y", "-q", "--no-install-recommends", "-o", "DPkg::Lock::Timeout=600", *missing],
+    _run(["apt-get", "install", "-y", "-q", "-o", "DPkg::Lock::Timeout=600", *missing],
          log=log, env=env)
 
 
@@ -451,7 +453,7 @@ def export_archive(ref: str, dest: Path, *, tag: str, log=sys.stderr) -> int:
 def build_image(*, root: Path | None = None, force: bool = False, log=sys.stderr) -> ImageBuild:
     """Build (or find cached) the image and its OCI archive; see the module docstring.
 
-    ``force`` rebuilds every step after the base (``buildah build --no-cache``). Old archives of
+    ``force`` rebuilds even when the archive and the image are current. Old archives of
     the same version are removed. Next to the archive, ``<archive>.json`` records the inputs,
     sizes and the seconds the build took. Raises :class:`ImageBuildError`.
     """
@@ -477,7 +479,7 @@ def build_image(*, root: Path | None = None, force: bool = False, log=sys.stderr
             conf_path = Path(tmp) / "pip.conf"
             conf_path.touch(mode=0o600)
             conf_path.write_text(conf)
-            cmd = ["buildah", "build", "--isolation", "chroot", "--layers", "--pull=never",
+            cmd = ["buildah", "build", "--isolation", "chroot", "--layers=false", "--pull=never",
                    "--build-arg", f"BASE_IMAGE={base}", "--label", f"{INPUTS_LABEL}={key}",
                    "--volume", f"{conf_path}:/etc/pip.conf:ro"]
             for p in paths:
@@ -485,12 +487,10 @@ def build_image(*, root: Path | None = None, force: bool = False, log=sys.stderr
             for name in PROXY_ARGS:
                 if os.environ.get(name):
                     cmd += ["--build-arg", name]  # value taken from the environment, not written out
-            if force:
-                cmd.append("--no-cache")
             cmd += ["-f", str(root / "Dockerfile"), "-t", tag, str(root)]
             _run(cmd, log=log, cwd=root)
         if previous and previous != _inspect(tag).get("FromImageID"):
-            # the image this tag named before; its build-stage layers stay as buildah's cache
+            # the image this tag named before, now untagged
             subprocess.run(["buildah", "rmi", previous], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         for old in out_dir.glob(f"cogate-{version}-*"):
             if old.suffix in (".tar", ".json") and old.stem != archive.stem:
@@ -506,7 +506,7 @@ def build_image(*, root: Path | None = None, force: bool = False, log=sys.stderr
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--force", action="store_true", help="rebuild all steps after the base image")
+    parser.add_argument("--force", action="store_true", help="rebuild the image (not the base) even if cached")
     parser.add_argument("--print-path", action="store_true", help="print only the archive path")
     args = parser.parse_args(argv)
     try:
