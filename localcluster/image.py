@@ -193,8 +193,9 @@ def ensure_tools(tools: dict[str, str] | None = None, *, install: bool = True, l
     ``mmdebstrap``) are on ``PATH``.
 
     Missing ones are installed with ``apt-get`` (one ``apt-get update``, then ``apt-get
-    install`` with recommended packages: tested that way, and all are small) when ``install`` is true and we run as root on
-    a system with apt; otherwise :class:`ImageBuildError` names the Debian packages to install.
+    install`` with recommended packages: tested that way, and all are small) when ``install``
+    is true and we run as root on a system with apt; otherwise :class:`ImageBuildError` names
+    the Debian packages to install.
     """
     missing = sorted(pkg for tool, pkg in (tools or TOOLS).items() if shutil.which(tool) is None)
     if not missing:
