@@ -1,0 +1,68 @@
+"""Profile a callable with pyinstrument (sampling) and summarise where its time goes.
+
+Used by the benchmarks to explain a missed target with figures: the functions with the
+most *self* time (time in their own code, not in the functions they call) and the
+most *inclusive* time among our own code (``cogate``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+
+def _walk(frame: Any, self_t: dict[str, float], incl_t: dict[str, float], stack: frozenset[str]) -> None:
+    key = f"{frame.function} ({frame.file_path_short}:{frame.line_no})" if frame.file_path_short else frame.function
+    if frame.is_synthetic:  # a "[self]" or "[await]" leaf: time of the parent's own code
+        return
+    self_t[key] += frame.total_self_time
+    if key not in stack:  # recursion counts once
+        incl_t[key] += frame.time
+    for child in frame.children:
+        _walk(child, self_t, incl_t, stack | {key})
+
+
+def profile(fn: Callable[[], Any], interval: float = 0.0005) -> tuple[float, dict[str, float], dict[str, float]]:
+    """Run ``fn`` under pyinstrument; returns (wall seconds, self seconds by function,
+    inclusive seconds by function). Function keys: ``name (file:line)``."""
+    from pyinstrument import Profiler
+
+    prof = Profiler(interval=interval)
+    t0 = time.perf_counter()
+    prof.start()
+    fn()
+    prof.stop()
+    wall = time.perf_counter() - t0
+    self_t: dict[str, float] = defaultdict(float)
+    incl_t: dict[str, float] = defaultdict(float)
+    root = prof.last_session.root_frame() if prof.last_session else None
+    if root is not None:
+        _walk(root, self_t, incl_t, frozenset())
+    return wall, dict(self_t), dict(incl_t)
+
+
+def profile_summary(fn: Callable[[], Any], *, top: int = 6, calls: int = 1, ours: str = "cogate") -> str:
+    """One paragraph: ``Profile (pyinstrument, N calls, X ms each): self time: f 41%, g 20%, ...;
+    inclusive: ...``. ``calls``: how many passes ``fn`` runs (for the per-call figure);
+    ``ours``: path fragment of our code for the inclusive list."""
+    wall, self_t, incl_t = profile(fn)
+    total = sum(self_t.values()) or 1.0
+
+    def short(key: str) -> str:
+        return key.replace(".py:", ":")
+
+    selfs = sorted(self_t.items(), key=lambda kv: -kv[1])[:top]
+    own = sorted(
+        ((k, v) for k, v in incl_t.items() if ours in k or "/controller/" in k or "/webhook/" in k),
+        key=lambda kv: -kv[1],
+    )[1 : top + 1]  # the first is the entry point itself (100 %)
+    parts = [f"Profile (pyinstrument, {calls} pass{'es' if calls != 1 else ''}, "
+             f"{wall / calls * 1000:.0f} ms each): self time "]
+    parts.append(", ".join(f"{short(k)} {v / total:.0%}" for k, v in selfs))
+    if own:
+        parts.append("; inclusive time in our code: ")
+        parts.append(", ".join(f"{short(k)} {v / total:.0%}" for k, v in own))
+    parts.append(".")
+    return "".join(parts)
