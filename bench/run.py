@@ -44,6 +44,8 @@ if str(BENCH_DIR) not in sys.path:
 #: Benchmark modules (bench/<name>.py), in report order. Cluster benchmarks set NEEDS_CLUSTER.
 BENCHMARKS: list[str] = [
     "planning_pass",  # 1
+    "webhook",  # 5
+    "controller_memory",  # 6a
 ]
 
 #: Binaries the local control plane runs (what a NEEDS_CLUSTER benchmark needs).

@@ -1,0 +1,134 @@
+"""HTTPS load generator for the webhook benchmark (run as its own process).
+
+    python bench/_loadgen.py --url https://127.0.0.1:PORT/mutate --ca ca.crt --body review.json \\
+        --mode closed --concurrency 16 --duration 3 [--warmup 0.5] [--max-requests 20000]
+    python bench/_loadgen.py ... --mode open --rate 800 --duration 3
+
+Closed loop: ``concurrency`` workers each send a request as soon as the previous one is
+answered (keep-alive connections, as the API server's webhook client uses). Open loop:
+requests are started at a fixed ``rate`` per second whatever the answers; a request's
+latency counts from its *scheduled* start (no coordinated omission), and at most 64
+connections are open. The first ``warmup`` seconds (TLS handshakes, caches) are not
+counted: in the closed loop, answers that arrive before its end; in the open loop,
+requests scheduled before its end. Prints one JSON object: requests, errors, answered_all (warm-up included), seconds,
+rate (answered/s), p50_ms,
+p90_ms, p99_ms, max_ms, first_response (the decoded body of one answer, to check it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import ssl
+import sys
+import time
+
+
+def _pct(sorted_ms: list[float], q: float) -> float:
+    if not sorted_ms:
+        return float("nan")
+    return sorted_ms[min(len(sorted_ms) - 1, int(q * len(sorted_ms)))]
+
+
+async def main_async(args: argparse.Namespace) -> dict:
+    import aiohttp
+
+    ctx = ssl.create_default_context(cafile=args.ca)
+    body = open(args.body, "rb").read()
+    headers = {"Content-Type": "application/json"}
+    limit = args.concurrency if args.mode == "closed" else 64
+    connector = aiohttp.TCPConnector(limit=limit, ssl=ctx, force_close=False)
+    latencies: list[float] = []
+    errors = 0
+    answered_all = 0  # warm-up included (the server's CPU time covers those too)
+    first: dict = {}
+    async with aiohttp.ClientSession(connector=connector) as session:
+
+        async def one(scheduled: float, record: bool | None = None) -> None:
+            nonlocal errors, first, answered_all
+            try:
+                async with session.post(args.url, data=body, headers=headers) as resp:
+                    data = await resp.read()
+                    ok = resp.status == 200
+            except (aiohttp.ClientError, OSError, asyncio.TimeoutError):
+                ok, data = False, b""
+            done = time.perf_counter()
+            answered_all += ok
+            if record is False or (record is None and done < measure_from):
+                return
+            if not ok:
+                errors += 1
+                return
+            latencies.append((done - scheduled) * 1000)
+            if not first:
+                first = json.loads(data)
+
+        start = time.perf_counter()
+        measure_from = start + args.warmup
+        stop_at = measure_from + args.duration
+        if args.mode == "closed":
+
+            async def worker() -> None:
+                while True:
+                    t = time.perf_counter()
+                    if t >= stop_at or len(latencies) + errors >= args.max_requests:
+                        return
+                    await one(t)  # counted when it completes after the warm-up
+
+            await asyncio.gather(*(worker() for _ in range(args.concurrency)))
+            measured_end = time.perf_counter()
+        else:
+            interval = 1.0 / args.rate
+            tasks = []
+            i = 0
+            while True:
+                scheduled = start + i * interval
+                if scheduled >= stop_at or len(tasks) >= args.max_requests:
+                    break
+                delay = scheduled - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                tasks.append(asyncio.create_task(one(scheduled, scheduled >= measure_from)))
+                i += 1
+            await asyncio.gather(*tasks)
+            measured_end = stop_at
+    seconds = measured_end - measure_from
+    lat = sorted(latencies)
+    return {
+        "mode": args.mode,
+        "concurrency": args.concurrency,
+        "target_rate": args.rate,
+        "requests": len(lat),
+        "errors": errors,
+        "answered_all": answered_all,
+        "seconds": round(seconds, 3),
+        "rate": len(lat) / seconds if seconds > 0 else 0.0,
+        "p50_ms": _pct(lat, 0.50),
+        "p90_ms": _pct(lat, 0.90),
+        "p99_ms": _pct(lat, 0.99),
+        "max_ms": lat[-1] if lat else float("nan"),
+        "first_response": first,
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--url", required=True)
+    ap.add_argument("--ca", required=True, help="PEM CA bundle that signed the server certificate")
+    ap.add_argument("--body", required=True, help="file holding the AdmissionReview JSON to POST")
+    ap.add_argument("--mode", choices=("closed", "open"), default="closed")
+    ap.add_argument("--concurrency", type=int, default=1, help="closed loop: requests in flight")
+    ap.add_argument("--rate", type=float, default=0.0, help="open loop: requests started per second")
+    ap.add_argument("--duration", type=float, default=3.0, help="measured seconds (after the warm-up)")
+    ap.add_argument("--warmup", type=float, default=0.5, help="seconds not measured at the start")
+    ap.add_argument("--max-requests", type=int, default=200_000, help="stop after this many answers")
+    args = ap.parse_args()
+    if args.mode == "open" and args.rate <= 0:
+        ap.error("--rate must be > 0 in open-loop mode")
+    print(json.dumps(asyncio.run(main_async(args))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

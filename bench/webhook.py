@@ -1,0 +1,364 @@
+"""Benchmark 5 (issue 10): the mutating webhook over TLS.
+
+The real webhook runs as its own process (``cogate webhook`` with a certificate made by
+:mod:`cogate.certs.pki`); the baseline is a bare aiohttp HTTPS handler answering every
+``POST /mutate`` with the same response bytes (bench/_bare_webhook.py), also its own
+process. A separate load-generating process (bench/_loadgen.py, aiohttp client over
+keep-alive TLS connections) posts a realistic AdmissionReview (a pod CREATE of about
+4 KB) to each in turn, on 127.0.0.1 only:
+
+* closed loop at concurrency 1, 16 and 64: answered reviews per second and p50/p99
+  latency; the servers' CPU time per request (from /proc) too, which on a 2-core machine
+  shared with the load generator says more than the throughput;
+* open loop at half the baseline's peak rate, against both: p50/p99 latency, counted
+  from each request's scheduled start.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import os
+import signal
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from cogate.api import DEFAULT_GATE_NAME, POD_GROUP_LABEL
+
+NAME = "webhook"
+NEEDS_CLUSTER = False
+BENCH_DIR = Path(__file__).resolve().parent
+
+CONCURRENCY = (1, 16, 64)
+THROUGHPUT_RATIO_TARGET = 0.8
+P99_TARGET_MS = 10.0
+
+
+# -- input --------------------------------------------------------------------------------
+
+
+def review() -> dict[str, Any]:
+    """A pod CREATE AdmissionReview as kube-apiserver sends it for a Job's pod (about 4 KB)."""
+    env = [{"name": n, "value": v} for n, v in (
+        ("MASTER_ADDR", "trainer-0.trainer.ml.svc"), ("MASTER_PORT", "29500"), ("WORLD_SIZE", "8"),
+        ("NCCL_DEBUG", "WARN"), ("OMP_NUM_THREADS", "4"), ("DATASET", "s3://datasets/imagenet-1k/train"))]
+    env.append({"name": "RANK", "valueFrom": {"fieldRef": {"apiVersion": "v1",
+                                                           "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}})
+    mounts = [{"name": "data", "mountPath": "/data", "readOnly": True}, {"name": "scratch", "mountPath": "/scratch"},
+              {"name": "config", "mountPath": "/etc/trainer"},
+              {"name": "kube-api-access-x7k2p", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
+               "readOnly": True}]
+    pod = {
+        "kind": "Pod", "apiVersion": "v1",
+        "metadata": {
+            "generateName": "trainer-3-", "namespace": "ml",
+            "labels": {POD_GROUP_LABEL: "trainer", "app.kubernetes.io/name": "trainer",
+                       "app.kubernetes.io/part-of": "resnet-sweep", "batch.kubernetes.io/controller-uid":
+                       "6f1c2a9e-0b7d-4f53-9a3e-2c1d8e7f6a5b", "batch.kubernetes.io/job-name": "trainer",
+                       "batch.kubernetes.io/job-completion-index": "3", "controller-uid":
+                       "6f1c2a9e-0b7d-4f53-9a3e-2c1d8e7f6a5b", "job-name": "trainer"},
+            "annotations": {"batch.kubernetes.io/job-completion-index": "3",
+                            "prometheus.io/scrape": "true", "prometheus.io/port": "9090"},
+            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "trainer",
+                                 "uid": "6f1c2a9e-0b7d-4f53-9a3e-2c1d8e7f6a5b", "controller": True,
+                                 "blockOwnerDeletion": True}],
+        },
+        "spec": {
+            "volumes": [
+                {"name": "data", "persistentVolumeClaim": {"claimName": "imagenet", "readOnly": True}},
+                {"name": "scratch", "emptyDir": {"sizeLimit": "20Gi"}},
+                {"name": "config", "configMap": {"name": "trainer-config", "defaultMode": 420}},
+                {"name": "kube-api-access-x7k2p", "projected": {"defaultMode": 420, "sources": [
+                    {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                    {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+                    {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {
+                        "apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}}]}},
+            ],
+            "containers": [
+                {"name": "trainer", "image": "registry.example.com/ml/trainer:2.4.1-cuda12",
+                 "command": ["torchrun"], "args": ["--nproc-per-node=1", "train.py", "--epochs=90", "--batch=256"],
+                 "ports": [{"name": "metrics", "containerPort": 9090, "protocol": "TCP"}],
+                 "env": env,
+                 "resources": {"requests": {"cpu": "4", "memory": "16Gi"}, "limits": {"cpu": "4", "memory": "16Gi"}},
+                 "volumeMounts": mounts, "terminationMessagePath": "/dev/termination-log",
+                 "terminationMessagePolicy": "File", "imagePullPolicy": "IfNotPresent",
+                 "securityContext": {"allowPrivilegeEscalation": False, "runAsNonRoot": True,
+                                     "capabilities": {"drop": ["ALL"]}}},
+                {"name": "log-shipper", "image": "registry.example.com/infra/fluent-bit:3.1",
+                 "args": ["--config=/etc/fluent-bit/fluent-bit.conf"],
+                 "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"memory": "128Mi"}},
+                 "volumeMounts": mounts[1:2] + mounts[3:], "terminationMessagePath": "/dev/termination-log",
+                 "terminationMessagePolicy": "File", "imagePullPolicy": "IfNotPresent"},
+            ],
+            "restartPolicy": "Never", "terminationGracePeriodSeconds": 30, "dnsPolicy": "ClusterFirst",
+            "serviceAccountName": "default", "serviceAccount": "default", "securityContext": {"fsGroup": 1000},
+            "hostname": "trainer-3", "subdomain": "trainer", "schedulerName": "default-scheduler",
+            "tolerations": [
+                {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute",
+                 "tolerationSeconds": 300},
+                {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute",
+                 "tolerationSeconds": 300},
+                {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "node.kubernetes.io/instance-type", "operator": "In",
+                                       "values": ["m5.4xlarge", "m5.8xlarge"]}]}]}}},
+            "priority": 0, "enableServiceLinks": True, "preemptionPolicy": "PreemptLowerPriority",
+        },
+        "status": {"phase": "Pending", "qosClass": "Burstable"},
+    }
+    return {
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {
+            "uid": "0df28fbd-5f5f-11e8-bc74-36e6bb280816",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
+            "requestResource": {"group": "", "version": "v1", "resource": "pods"},
+            "namespace": "ml", "operation": "CREATE",
+            "userInfo": {"username": "system:serviceaccount:kube-system:job-controller",
+                         "uid": "a1b2c3d4-e5f6-4711-8899-aabbccddeeff",
+                         "groups": ["system:serviceaccounts", "system:serviceaccounts:kube-system",
+                                    "system:authenticated"]},
+            "object": pod, "oldObject": None, "dryRun": False,
+            "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"},
+        },
+    }
+
+
+# -- processes ----------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    from cogate.localcluster.cluster import free_ports
+
+    return free_ports(1)[0]
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of ``pid`` (seconds), from /proc/<pid>/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _wait_healthy(url: str, ctx: ssl.SSLContext, proc: subprocess.Popen, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{proc.args[:4]} exited with {proc.returncode} before serving")
+        try:
+            with urllib.request.urlopen(url, context=ctx, timeout=1) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"{url} not healthy after {timeout}s")
+
+
+class Server:
+    """One server process under test, on 127.0.0.1:port."""
+
+    def __init__(self, label: str, argv: list[str], port: int, ctx: ssl.SSLContext, log: Path) -> None:
+        self.label = label
+        self.port = port
+        self.url = f"https://127.0.0.1:{port}/mutate"
+        self._log = open(log, "wb")
+        self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT)
+        try:
+            _wait_healthy(f"https://127.0.0.1:{port}/healthz", ctx, self.proc)
+        except Exception:
+            self.stop()
+            raise
+
+    def cpu(self) -> float:
+        return _cpu_seconds(self.proc.pid)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+
+
+def load(server: Server, files: dict[str, str], *, mode: str, concurrency: int = 1, rate: float = 0.0,
+         duration: float, warmup: float) -> dict[str, Any]:
+    """One load-generator run (its own process) against ``server``; adds the server's CPU
+    time per answered request (``cpu_ms_per_req``, ms; warm-up included on both sides)."""
+    argv = [sys.executable, str(BENCH_DIR / "_loadgen.py"), "--url", server.url, "--ca", files["ca"],
+            "--body", files["review"], "--mode", mode, "--concurrency", str(concurrency), "--rate", str(rate),
+            "--duration", str(duration), "--warmup", str(warmup)]
+    cpu0 = server.cpu()
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=duration + warmup + 120, check=False)
+    cpu1 = server.cpu()
+    if out.returncode != 0:
+        raise RuntimeError(f"load generator failed ({out.returncode}): {out.stderr[-2000:]}")
+    res = json.loads(out.stdout)
+    if res["requests"] == 0:
+        raise RuntimeError(f"no request answered by {server.label}: {res}")
+    res["cpu_ms_per_req"] = (cpu1 - cpu0) * 1000 / max(1, res["answered_all"])
+    return res
+
+
+# -- the benchmark ------------------------------------------------------------------------
+
+
+def run(quick: bool, out_dir: Path) -> dict[str, Any]:
+    from cogate.certs import pki
+    from cogate.webhook.admission import admit
+
+    duration, warmup, rounds = (0.3, 0.1, 1) if quick else (3.0, 0.5, 2)
+    open_duration = 0.5 if quick else 6.0
+    rev = review()
+    body = json.dumps(rev).encode()
+    response = admit(copy.deepcopy(rev), DEFAULT_GATE_NAME)
+    assert response["response"].get("patchType") == "JSONPatch", response
+
+    with tempfile.TemporaryDirectory(prefix="cogate-bench-webhook-") as tmp:
+        t = Path(tmp)
+        ca, ca_key = pki.new_ca("cogate-bench-ca", days=1)
+        cert, key = pki.issue(ca, ca_key, "127.0.0.1", ip_addresses=["127.0.0.1"], dns_names=["localhost"], days=1)
+        files = {"ca": str(pki.write_pem(t / "ca.crt", ca)), "cert": str(pki.write_pem(t / "tls.crt", cert)),
+                 "key": str(pki.write_pem(t / "tls.key", key))}
+        (t / "review.json").write_bytes(body)
+        (t / "response.json").write_text(json.dumps(response))
+        files["review"] = str(t / "review.json")
+        ctx = ssl.create_default_context(cafile=files["ca"])
+
+        bp, cp = _free_port(), _free_port()
+        servers = []
+        try:
+            base = Server("bare aiohttp", [sys.executable, str(BENCH_DIR / "_bare_webhook.py"), "--port", str(bp),
+                                           "--cert", files["cert"], "--key", files["key"], "--response",
+                                           str(t / "response.json")], bp, ctx, t / "bare.log")
+            servers.append(base)
+            cog = Server("cogate webhook", [sys.executable, "-m", "cogate.cli", "webhook", "--host", "127.0.0.1",
+                                            "--port", str(cp), "--tls-cert-file", files["cert"], "--tls-key-file",
+                                            files["key"], "--log-level", "warning"], cp, ctx, t / "cogate.log")
+            servers.append(cog)
+            closed: dict[tuple[str, int], list[dict[str, Any]]] = {}
+            for r in range(rounds):
+                for c in CONCURRENCY:
+                    order = (base, cog) if r % 2 == 0 else (cog, base)  # ABBA against drift
+                    for s in order:
+                        closed.setdefault((s.label, c), []).append(
+                            load(s, files, mode="closed", concurrency=c, duration=duration, warmup=warmup))
+            checked = closed[(cog.label, 1)][0]["first_response"]
+            patch = json.loads(base64.b64decode(checked["response"]["patch"]))
+            assert checked["response"]["allowed"] is True and patch[0]["path"].startswith("/spec/schedulingGates"), \
+                checked
+
+            def avg(label: str, c: int, key: str) -> float:
+                runs = closed[(label, c)]
+                return sum(x[key] for x in runs) / len(runs)
+
+            peak = max(avg(base.label, c, "rate") for c in CONCURRENCY)
+            open_rate = round(peak / 2)
+            opened = {s.label: load(s, files, mode="open", rate=open_rate, duration=open_duration, warmup=warmup)
+                      for s in (base, cog)}
+        finally:
+            for s in servers:
+                s.stop()
+
+    rows = []
+    ratios = {}
+    for c in CONCURRENCY:
+        b_rate, g_rate = avg(base.label, c, "rate"), avg(cog.label, c, "rate")
+        ratios[c] = g_rate / b_rate
+        rows.append([c, round(b_rate), round(g_rate), round(ratios[c], 2),
+                     round(avg(base.label, c, "p50_ms"), 2), round(avg(cog.label, c, "p50_ms"), 2),
+                     round(avg(base.label, c, "p99_ms"), 2), round(avg(cog.label, c, "p99_ms"), 2),
+                     round(avg(base.label, c, "cpu_ms_per_req"), 3), round(avg(cog.label, c, "cpu_ms_per_req"), 3)])
+    open_rows = [[label, open_rate, round(o["rate"]), o["requests"], o["errors"], round(o["p50_ms"], 2),
+                  round(o["p99_ms"], 2), round(o["max_ms"], 2), round(o["cpu_ms_per_req"], 3)]
+                 for label, o in opened.items()]
+    worst_c = min(ratios, key=ratios.get)
+    thr_met = ratios[worst_c] >= THROUGHPUT_RATIO_TARGET
+    p99 = opened[cog.label]["p99_ms"]
+    lat_met = p99 < P99_TARGET_MS and opened[cog.label]["errors"] == 0
+    errors = sum(x["errors"] for runs in closed.values() for x in runs)
+    plot = _plot(rows, out_dir / "webhook.png")
+    cpu_note = (f"Server CPU per review: {rows[-1][9]:.3f} ms (cogate) vs {rows[-1][8]:.3f} ms (bare) at "
+                f"concurrency 64: cogate's own work costs {rows[-1][9] - rows[-1][8]:.3f} ms of CPU per review.")
+    return {
+        "name": NAME,
+        "title": "Webhook",
+        "what": (
+            f"AdmissionReviews answered per second and latency over TLS (loopback). The body is a pod CREATE "
+            f"review of {len(body):,} bytes (a Job's pod with the pod-group label, two containers, env, volumes, "
+            "tolerations, node affinity); every answer carries the gate's JSON patch. The real webhook runs as "
+            "`cogate webhook` with a certificate from cogate.certs.pki; the load generator (aiohttp client, "
+            "keep-alive connections) is a separate process. Closed loop: N requests in flight, "
+            f"{duration:g} s measured after {warmup:g} s of warm-up, {rounds} round(s) in ABBA order, averaged. "
+            f"Open loop: requests started at a fixed rate (half the baseline's peak) for {open_duration:g} s; "
+            "latency counts from each request's scheduled start."
+        ),
+        "baseline": ("a bare aiohttp HTTPS handler (same TLS settings) answering every POST with the same response "
+                     "bytes without parsing the request, same run, same load generator."),
+        "tables": [
+            {"caption": "Closed loop. Ratio = cogate / baseline throughput. CPU = the server process's CPU time per "
+                        "answered review.",
+             "columns": ["concurrency", "baseline rev/s", "cogate rev/s", "ratio", "baseline p50 ms", "cogate p50 ms",
+                         "baseline p99 ms", "cogate p99 ms", "baseline CPU ms/rev", "cogate CPU ms/rev"],
+             "rows": rows},
+            {"caption": f"Open loop at {open_rate} reviews/s (half the baseline's peak of {peak:.0f}/s).",
+             "columns": ["server", "offered rev/s", "answered rev/s", "answered", "errors", "p50 ms", "p99 ms",
+                         "max ms", "CPU ms/rev"],
+             "rows": open_rows},
+        ],
+        "plots": [plot],
+        "targets": [
+            {"what": "throughput at concurrency 1, 16 and 64 (the lowest ratio counts)",
+             "target": f">= {THROUGHPUT_RATIO_TARGET}x baseline",
+             "measured": f"{ratios[worst_c]:.2f}x at concurrency {worst_c} "
+                         f"({', '.join(f'{ratios[c]:.2f}x at {c}' for c in CONCURRENCY)})",
+             "met": thr_met,
+             "explanation": "" if thr_met else cpu_note},
+            {"what": f"p99 latency at half the baseline's peak rate ({open_rate}/s)",
+             "target": f"< {P99_TARGET_MS:g} ms",
+             "measured": f"{p99:.2f} ms (baseline {opened[base.label]['p99_ms']:.2f} ms)",
+             "met": lat_met,
+             "explanation": "" if lat_met else cpu_note},
+        ],
+        "notes": [cpu_note, f"Failed requests in the closed-loop runs: {errors}."],
+    }
+
+
+def _plot(rows: list[list[Any]], path: Path) -> dict[str, str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
+    xs = range(len(rows))
+    w = 0.38
+    a.bar([x - w / 2 for x in xs], [r[1] for r in rows], w, label="bare aiohttp (baseline)")
+    a.bar([x + w / 2 for x in xs], [r[2] for r in rows], w, label="cogate webhook")
+    a.set_xticks(list(xs), [str(r[0]) for r in rows])
+    a.set_xlabel("concurrency")
+    a.set_ylabel("AdmissionReviews / s")
+    a.set_title("throughput (closed loop)")
+    a.legend(fontsize=8)
+    for i, (label, p50, p99) in enumerate((("baseline", 4, 6), ("cogate", 5, 7))):
+        off = (i - 0.5) * w
+        b.bar([x + off for x in xs], [r[p99] for r in rows], w, alpha=0.45, label=f"{label} p99")
+        b.bar([x + off for x in xs], [r[p50] for r in rows], w, label=f"{label} p50")
+    b.set_xticks(list(xs), [str(r[0]) for r in rows])
+    b.set_xlabel("concurrency")
+    b.set_ylabel("ms")
+    b.set_title("latency (closed loop)")
+    b.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return {"file": path.name, "caption": "Webhook throughput and latency against the bare aiohttp handler."}
