@@ -10,9 +10,9 @@ requests are started at a fixed ``rate`` per second whatever the answers; a requ
 latency counts from its *scheduled* start (no coordinated omission), and at most 64
 connections are open. The first ``warmup`` seconds (TLS handshakes, caches) are not
 counted: in the closed loop, answers that arrive before its end; in the open loop,
-requests scheduled before its end. Prints one JSON object: requests, errors, answered_all (warm-up included), seconds,
-rate (answered/s), p50_ms,
-p90_ms, p99_ms, max_ms, first_response (the decoded body of one answer, to check it).
+requests scheduled before its end. Prints one JSON object: requests, errors,
+answered_all (warm-up included), seconds, rate (answered/s), p50_ms, p90_ms, p99_ms,
+max_ms, first_response (the decoded body of one answer, to check it).
 """
 
 from __future__ import annotations
