@@ -66,3 +66,56 @@ def profile_summary(fn: Callable[[], Any], *, top: int = 6, calls: int = 1, ours
         parts.append(", ".join(f"{short(k)} {v / total:.0%}" for k, v in own))
     parts.append(".")
     return "".join(parts)
+
+
+#: (category, path fragments of the innermost frame) for py-spy's self-time summary; first match wins.
+CATEGORIES = (
+    ("idle (waiting in epoll)", ("selectors.py",)),
+    ("JSON decode/encode", ("json/",)),
+    ("cogate webhook code", ("webhook/",)),
+    ("prometheus_client metrics", ("prometheus_client",)),
+    ("logging", ("logging/",)),
+    ("TLS (ssl, asyncio sslproto)", ("ssl.py", "sslproto.py")),
+    ("aiohttp (HTTP parsing, routing, responses)", ("aiohttp/",)),
+    ("asyncio event loop and sockets", ("asyncio/",)),
+)
+
+
+def pyspy_record(pid: int, seconds: float, out: str, rate: int = 250) -> "subprocess.Popen[bytes]":
+    """Start ``py-spy record`` (raw collapsed stacks into ``out``) on ``pid`` for ``seconds``;
+    returns the process (wait on it). Raises FileNotFoundError without py-spy."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    exe = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    if not Path(exe).exists():
+        raise FileNotFoundError("py-spy is not installed (pip install -e '.[bench]')")
+    return subprocess.Popen([exe, "record", "--pid", str(pid), "--duration", str(max(1, round(seconds))),
+                             "--rate", str(rate), "--format", "raw", "--output", out, "--nonblocking"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def pyspy_categories(raw_file: str, inclusive: tuple[str, ...] = ()) -> tuple[int, dict[str, float], dict[str, float]]:
+    """Summarise py-spy's raw output: (samples, share of samples by :data:`CATEGORIES` of the
+    innermost frame, inclusive share of each function named in ``inclusive``, e.g. ``"_mutate "``)."""
+    by_cat: dict[str, int] = defaultdict(int)
+    incl: dict[str, int] = defaultdict(int)
+    total = 0
+    with open(raw_file) as f:
+        for line in f:
+            stack, _, n_text = line.rstrip().rpartition(" ")
+            if not stack:
+                continue
+            n = int(n_text)
+            total += n
+            frames = stack.split(";")
+            leaf = frames[-1]
+            cat = next((c for c, frags in CATEGORIES if any(fr in leaf for fr in frags)), "other")
+            by_cat[cat] += n
+            for name in inclusive:
+                if any(fr.startswith(name) for fr in frames):
+                    incl[name] += n
+    total = max(total, 1)
+    return total, {k: v / total for k, v in by_cat.items()}, {k: v / total for k, v in incl.items()}

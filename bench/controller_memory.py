@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 NAME = "controller_memory"
+TITLE = "Controller memory"
 NEEDS_CLUSTER = False
 BENCH_DIR = Path(__file__).resolve().parent
 MiB = 2**20
@@ -66,7 +67,7 @@ def run(quick: bool, out_dir: Path) -> dict[str, Any]:
     plot = _plot(points, size, out_dir / "controller_memory.png")
     return {
         "name": NAME,
-        "title": "Controller memory",
+        "title": TITLE,
         "what": (
             f"RSS of a process holding the controller's informer caches: {size['nodes']:,} kwok-like nodes "
             f"({res['node_json_bytes']:,} bytes of JSON each: labels, taint, conditions, 8 images), "

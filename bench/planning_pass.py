@@ -35,6 +35,7 @@ from cogate.controller.model import NodeInfo, PodInfo, Reservation
 from cogate.controller.planner import Decision, GroupRequest, Outcome, PlannerConfig, decide
 
 NAME = "planning_pass"
+TITLE = "Planning pass"
 NEEDS_CLUSTER = False
 
 Gi = 2**30
@@ -299,7 +300,7 @@ def run(quick: bool, out_dir: Path) -> dict[str, Any]:
         notes.append(f"Quick mode: tiny sizes; the target row stands in with {size}.")
     return {
         "name": NAME,
-        "title": "Planning pass",
+        "title": TITLE,
         "what": (
             "Time of one planning pass without I/O. N nodes of 32 CPU / 128 GiB / 110 pods, each running "
             f"{BOUND_PER_NODE} bound pods of 1,500m (2 CPU left per node); G waiting PodGroups of "

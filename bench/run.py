@@ -164,6 +164,7 @@ def run_one(name: str, quick: bool, out_dir: Path, no_cluster: bool) -> dict[str
     reason = unavailable() if callable(unavailable) else None
     if reason:
         return _skipped(name, title, reason)
+    load1 = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
     t0 = time.monotonic()
     try:
         result = mod.run(quick, out_dir)
@@ -176,6 +177,7 @@ def run_one(name: str, quick: bool, out_dir: Path, no_cluster: bool) -> dict[str
                 "notes": ["Malformed result: " + "; ".join(errs)]}
     result.setdefault("status", "ok")
     result["seconds"] = round(time.monotonic() - t0, 1)
+    result["load_average"] = round(load1, 1)
     return result
 
 
@@ -245,7 +247,8 @@ def render(results: list[dict[str, Any]], facts: dict[str, str], plots_rel: str,
             else:
                 lines.append(f"- {n}")
         if r.get("seconds") is not None:
-            lines.append(f"- Run time: {r['seconds']} s.")
+            lines.append(f"- Run time: {r['seconds']} s; machine load average (1 min) at its start: "
+                         f"{r['load_average']} on {os.cpu_count()} cores.")
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -33,6 +33,7 @@ from typing import Any
 from cogate.api import DEFAULT_GATE_NAME, POD_GROUP_LABEL
 
 NAME = "webhook"
+TITLE = "Webhook"
 NEEDS_CLUSTER = False
 BENCH_DIR = Path(__file__).resolve().parent
 
@@ -209,6 +210,45 @@ def load(server: Server, files: dict[str, str], *, mode: str, concurrency: int =
     return res
 
 
+def profile_server(server: Server, files: dict[str, str], tmp: Path, concurrency: int = 16,
+                   seconds: float = 6.0) -> str:
+    """py-spy profile of ``server`` under a closed-loop load; one paragraph with the shares
+    of its CPU samples (idle excluded), or why there is none."""
+    from _profile import pyspy_categories, pyspy_record
+
+    raw = str(tmp / "webhook-profile.raw")
+    try:
+        spy = pyspy_record(server.proc.pid, seconds + 1.0, raw)
+    except OSError as exc:
+        return f"No profile: {exc}."
+    time.sleep(0.5)
+    res = load(server, files, mode="closed", concurrency=concurrency, duration=seconds, warmup=0.3)
+    out, _ = spy.communicate(timeout=60)
+    if spy.returncode != 0 or not Path(raw).exists():
+        return f"No profile: py-spy failed ({out.decode(errors='replace').strip()[-300:]})."
+    funcs = {"handler": "_mutate ", "json.loads": "loads ", "evaluate": "evaluate ",
+             "Admission.response": "Admission.response ", "json_response": "json_response ",
+             "metrics": "MetricWrapperBase.labels ", "observe": "Histogram.observe ", "inc": "Counter.inc "}
+    samples, cats, incl = pyspy_categories(raw, tuple(funcs.values()))
+    busy = 1.0 - cats.get("idle (waiting in epoll)", 0.0)
+    if busy <= 0:
+        return "No profile: no busy samples."
+
+    def share(key: str) -> str:
+        return f"{incl.get(funcs[key], 0.0) / busy:.0%}"
+
+    top = sorted(((c, v) for c, v in cats.items() if not c.startswith("idle")), key=lambda kv: -kv[1])
+    return (
+        f"Profile of the cogate webhook at concurrency {concurrency} (py-spy, {samples:,} samples, "
+        f"{res['rate']:.0f} reviews/s, {res['cpu_ms_per_req']:.3f} ms CPU per review; shares of its busy time): "
+        f"the /mutate handler (webhook.server._mutate, body read to response built) {share('handler')}, of which "
+        f"json.loads of the review {share('json.loads')}, admission.evaluate {share('evaluate')}, building and "
+        f"encoding the response {share('Admission.response')} + {share('json_response')}, Prometheus metrics "
+        f"{incl.get(funcs['metrics'], 0) / busy + incl.get(funcs['observe'], 0) / busy + incl.get(funcs['inc'], 0) / busy:.0%}. "
+        "Innermost frames by kind: " + ", ".join(f"{c} {v / busy:.0%}" for c, v in top) + "."
+    )
+
+
 # -- the benchmark ------------------------------------------------------------------------
 
 
@@ -265,15 +305,17 @@ def run(quick: bool, out_dir: Path) -> dict[str, Any]:
             open_rate = round(peak / 2)
             opened = {s.label: load(s, files, mode="open", rate=open_rate, duration=open_duration, warmup=warmup)
                       for s in (base, cog)}
+            ratios = {c: avg(cog.label, c, "rate") / avg(base.label, c, "rate") for c in CONCURRENCY}
+            missed = (min(ratios.values()) < THROUGHPUT_RATIO_TARGET or opened[cog.label]["p99_ms"] >= P99_TARGET_MS
+                      or opened[cog.label]["errors"] > 0)
+            profile = profile_server(cog, files, t) if missed and not quick else ""
         finally:
             for s in servers:
                 s.stop()
 
     rows = []
-    ratios = {}
     for c in CONCURRENCY:
         b_rate, g_rate = avg(base.label, c, "rate"), avg(cog.label, c, "rate")
-        ratios[c] = g_rate / b_rate
         rows.append([c, round(b_rate), round(g_rate), round(ratios[c], 2),
                      round(avg(base.label, c, "p50_ms"), 2), round(avg(cog.label, c, "p50_ms"), 2),
                      round(avg(base.label, c, "p99_ms"), 2), round(avg(cog.label, c, "p99_ms"), 2),
@@ -289,9 +331,15 @@ def run(quick: bool, out_dir: Path) -> dict[str, Any]:
     plot = _plot(rows, out_dir / "webhook.png")
     cpu_note = (f"Server CPU per review: {rows[-1][9]:.3f} ms (cogate) vs {rows[-1][8]:.3f} ms (bare) at "
                 f"concurrency 64: cogate's own work costs {rows[-1][9] - rows[-1][8]:.3f} ms of CPU per review.")
+    base_p99 = opened[base.label]["p99_ms"]
+    lat_why = f"{cpu_note} {profile}".strip()
+    if base_p99 >= P99_TARGET_MS:
+        lat_why = (f"The bare aiohttp baseline misses it too at the same offered rate (p99 {base_p99:.1f} ms): at "
+                   "this rate the tail is set by the machine (load generator and server share 2 cores with other "
+                   "work), not by the webhook's own code. " + lat_why)
     return {
         "name": NAME,
-        "title": "Webhook",
+        "title": TITLE,
         "what": (
             f"AdmissionReviews answered per second and latency over TLS (loopback). The body is a pod CREATE "
             f"review of {len(body):,} bytes (a Job's pod with the pod-group label, two containers, env, volumes, "
@@ -322,12 +370,12 @@ def run(quick: bool, out_dir: Path) -> dict[str, Any]:
              "measured": f"{ratios[worst_c]:.2f}x at concurrency {worst_c} "
                          f"({', '.join(f'{ratios[c]:.2f}x at {c}' for c in CONCURRENCY)})",
              "met": thr_met,
-             "explanation": "" if thr_met else cpu_note},
+             "explanation": "" if thr_met else f"{cpu_note} {profile}".strip()},
             {"what": f"p99 latency at half the baseline's peak rate ({open_rate}/s)",
              "target": f"< {P99_TARGET_MS:g} ms",
              "measured": f"{p99:.2f} ms (baseline {opened[base.label]['p99_ms']:.2f} ms)",
              "met": lat_met,
-             "explanation": "" if lat_met else cpu_note},
+             "explanation": "" if lat_met else lat_why},
         ],
         "notes": [cpu_note, f"Failed requests in the closed-loop runs: {errors}."],
     }
