@@ -24,7 +24,7 @@ def _walk(frame: Any, self_t: dict[str, float], incl_t: dict[str, float], stack:
         _walk(child, self_t, incl_t, stack | {key})
 
 
-def profile(fn: Callable[[], Any], interval: float = 0.0005) -> tuple[float, dict[str, float], dict[str, float]]:
+def profile(fn: Callable[[], Any], interval: float = 0.001) -> tuple[float, dict[str, float], dict[str, float]]:
     """Run ``fn`` under pyinstrument; returns (wall seconds, self seconds by function,
     inclusive seconds by function). Function keys: ``name (file:line)``."""
     from pyinstrument import Profiler

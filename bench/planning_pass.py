@@ -194,9 +194,10 @@ def _repeats(first_seconds: float, quick: bool) -> int:
     return max(3, min(21, math.ceil(2.0 / max(first_seconds, 1e-4))))
 
 
-def _median_ms(fn: Callable[[], Any], runs: int) -> float:
-    times = []
-    for _ in range(runs):
+def _median_ms(fn: Callable[[], Any], runs: int, done: Sequence[float] = ()) -> float:
+    """Median of ``runs`` timings of ``fn()`` in ms, ``done`` (ms) counting as runs already made."""
+    times = [d / 1000 for d in done]
+    for _ in range(runs - len(done)):
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)
@@ -223,11 +224,12 @@ def measure(n_nodes: int, n_groups: int, quick: bool, built: dict[int, Any]) -> 
     config = PlannerConfig()
     base = FromScratch(nodes, pods, groups, [], NOW, config)
     t0 = time.perf_counter()
-    first = base.steady()  # warm-up, and the scenario check
-    runs = _repeats(time.perf_counter() - t0, quick)
+    first = base.steady()  # the scenario check; counts as the first steady run
+    first_ms = (time.perf_counter() - t0) * 1000
+    runs = _repeats(first_ms / 1000, quick)
     check_scenario(first, n_groups)
     events = iter(change_events(nodes, 10_000))
-    base_steady = _median_ms(base.steady, runs)
+    base_steady = _median_ms(base.steady, runs, [first_ms])
     base_change = _median_ms(lambda: base.after_one_change(next(events)), runs)
     if CANDIDATE is FromScratch:
         return Cell(n_nodes, n_groups, runs, base_steady, base_change, base_steady, base_change)
@@ -252,7 +254,7 @@ def profile_target(nodes: list[NodeInfo], pods: list[PodInfo]) -> str:
     p = CANDIDATE(nodes, pods, waiting_groups(TARGET_GROUPS), [], NOW, PlannerConfig())
     p.steady()
     events = iter(change_events(nodes, 100))
-    return profile_summary(lambda: [p.after_one_change(next(events)) for _ in range(3)], top=6, calls=3)
+    return profile_summary(lambda: p.after_one_change(next(events)), top=6, calls=1)
 
 
 # -- the benchmark ------------------------------------------------------------------------
