@@ -3,12 +3,16 @@
 ``GET /healthz`` with ok. Same framework, TLS setup and response bytes as the real
 webhook, none of its work (parsing, deciding, metrics).
 
-    python bench/_bare_webhook.py --port 9443 --cert tls.crt --key tls.key --response response.json
+    python bench/_bare_webhook.py --port 9443 --cert tls.crt --key tls.key --response response.json [--parse]
+
+``--parse`` also decodes each request body with ``json.loads`` (and drops the result): the
+floor of any Python webhook that reads the review.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import ssl
 import sys
 
@@ -22,11 +26,15 @@ def main() -> int:
     ap.add_argument("--cert", required=True)
     ap.add_argument("--key", required=True)
     ap.add_argument("--response", required=True, help="file with the JSON body of every answer")
+    ap.add_argument("--parse", action="store_true", help="json.loads every request body")
     args = ap.parse_args()
     fixed = open(args.response, "rb").read()
+    parse = args.parse
 
     async def mutate(request: web.Request) -> web.Response:
-        await request.read()
+        body = await request.read()
+        if parse:
+            json.loads(body)
         return web.Response(body=fixed, content_type="application/json")
 
     async def healthz(request: web.Request) -> web.Response:

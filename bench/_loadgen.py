@@ -6,13 +6,15 @@
 
 Closed loop: ``concurrency`` workers each send a request as soon as the previous one is
 answered (keep-alive connections, as the API server's webhook client uses). Open loop:
-requests are started at a fixed ``rate`` per second whatever the answers; a request's
-latency counts from its *scheduled* start (no coordinated omission), and at most 64
-connections are open. The first ``warmup`` seconds (TLS handshakes, caches) are not
-counted: in the closed loop, answers that arrive before its end; in the open loop,
+requests are started at a fixed ``rate`` per second whatever the answers (so a slow
+server builds a queue instead of slowing the generator down); latency counts from when a
+request is sent, and ``lag_p99_ms`` says how late the generator itself sent them against
+the schedule (its own CPU starvation, not the server's doing). At most 64 connections
+are open (all opened before the schedule starts). The first ``warmup`` seconds (TLS
+handshakes, caches) are not counted: in the closed loop, answers that arrive before its end; in the open loop,
 requests scheduled before its end. Prints one JSON object: requests, errors,
 answered_all (warm-up included), seconds, rate (answered/s), p50_ms, p90_ms, p99_ms,
-max_ms, first_response (the decoded body of one answer, to check it).
+max_ms, lag_p99_ms, first_response (the decoded body of one answer, to check it).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ async def main_async(args: argparse.Namespace) -> dict:
     limit = args.concurrency if args.mode == "closed" else 64
     connector = aiohttp.TCPConnector(limit=limit, ssl=ctx, force_close=False)
     latencies: list[float] = []
+    lags: list[float] = []  # open loop: how late the generator sent each request (ms)
     errors = 0
     answered_all = 0  # warm-up included (the server's CPU time covers those too)
     first: dict = {}
@@ -47,6 +50,7 @@ async def main_async(args: argparse.Namespace) -> dict:
 
         async def one(scheduled: float, record: bool | None = None) -> None:
             nonlocal errors, first, answered_all
+            sent = time.perf_counter()
             try:
                 async with session.post(args.url, data=body, headers=headers) as resp:
                     data = await resp.read()
@@ -60,10 +64,13 @@ async def main_async(args: argparse.Namespace) -> dict:
             if not ok:
                 errors += 1
                 return
-            latencies.append((done - scheduled) * 1000)
+            latencies.append((done - sent) * 1000)
+            lags.append((sent - scheduled) * 1000)
             if not first:
                 first = json.loads(data)
 
+        if args.mode == "open":  # open the pool's connections (TLS handshakes) before the clock starts
+            await asyncio.gather(*(one(0.0, False) for _ in range(limit)))
         start = time.perf_counter()
         measure_from = start + args.warmup
         stop_at = measure_from + args.duration
@@ -108,6 +115,7 @@ async def main_async(args: argparse.Namespace) -> dict:
         "p90_ms": _pct(lat, 0.90),
         "p99_ms": _pct(lat, 0.99),
         "max_ms": lat[-1] if lat else float("nan"),
+        "lag_p99_ms": _pct(sorted(lags), 0.99) if args.mode == "open" else 0.0,
         "first_response": first,
     }
 

@@ -50,16 +50,17 @@ def profile_summary(fn: Callable[[], Any], *, top: int = 6, calls: int = 1, ours
     wall, self_t, incl_t = profile(fn)
     total = sum(self_t.values()) or 1.0
 
-    def short(key: str) -> str:
-        return key.replace(".py:", ":")
+    def short(key: str) -> str:  # "copies (../controller/planner.py:483)" -> "copies (planner.py:483)"
+        name, _, where = key.partition(" (")
+        return f"{name} ({where.rsplit('/', 1)[-1]}" if where else name
 
     selfs = sorted(self_t.items(), key=lambda kv: -kv[1])[:top]
     own = sorted(
         ((k, v) for k, v in incl_t.items() if ours in k or "/controller/" in k or "/webhook/" in k),
         key=lambda kv: -kv[1],
     )[1 : top + 1]  # the first is the entry point itself (100 %)
-    parts = [f"Profile (pyinstrument, {calls} pass{'es' if calls != 1 else ''}, "
-             f"{wall / calls * 1000:.0f} ms each): self time "]
+    parts = [f"Profile (pyinstrument, {calls} pass{'es' if calls != 1 else ''}, {wall / calls * 1000:.0f} ms "
+             "each under the profiler, which inflates call-heavy code): self time "]
     parts.append(", ".join(f"{short(k)} {v / total:.0%}" for k, v in selfs))
     if own:
         parts.append("; inclusive time in our code: ")

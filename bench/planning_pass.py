@@ -289,6 +289,17 @@ def run(quick: bool, out_dir: Path) -> dict[str, Any]:
             "planner.decide, whose cost grows with nodes x bound pods and with waiting groups x nodes "
             f"({target_cell.base_change / TARGET_MS:.0f}x the target at this size)."
         )
+        row = sorted((c for c in cells if c.nodes == target_cell.nodes), key=lambda c: c.groups)
+        if len(row) >= 2 and row[-1].groups > row[0].groups:
+            per_group = (row[-1].base_change - row[0].base_change) / (row[-1].groups - row[0].groups)
+            explanation += (
+                f" At {target_cell.nodes:,} nodes a from-scratch pass costs {row[0].base_change:,.0f} ms with "
+                f"{row[0].groups} waiting group (rebuilding every node's free room from "
+                f"{target_cell.nodes * BOUND_PER_NODE:,} bound pods, then one group) and about {per_group:,.1f} ms "
+                "more per further waiting group: each waiting group that does not fit is re-planned over every "
+                "node (placement, the shortfall message, the empty-cluster check) although nothing it depends "
+                "on changed."
+            )
         if not quick and built.get(TARGET_NODES):
             explanation += " " + profile_target(*built[TARGET_NODES])
     notes = [
