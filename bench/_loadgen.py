@@ -3,6 +3,7 @@
     python bench/_loadgen.py --url https://127.0.0.1:PORT/mutate --ca ca.crt --body review.json \\
         --mode closed --concurrency 16 --duration 3 [--warmup 0.5] [--max-requests 20000]
     python bench/_loadgen.py ... --mode open --rate 800 --duration 3
+    python bench/_loadgen.py --ca ca.crt --body review.json --plan passes.json   # several passes, one process
 
 Closed loop: ``concurrency`` workers each send a request as soon as the previous one is
 answered (keep-alive connections, as the API server's webhook client uses). Open loop:
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import ssl
 import sys
 import time
@@ -33,11 +35,37 @@ def _pct(sorted_ms: list[float], q: float) -> float:
     return sorted_ms[min(len(sorted_ms) - 1, int(q * len(sorted_ms)))]
 
 
-async def main_async(args: argparse.Namespace) -> dict:
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process ``pid`` (seconds), from /proc/<pid>/stat."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def run_plan(passes: list[dict], ca: str, body_file: str) -> list[dict]:
+    """Run the passes one after the other (each with its own connections); with ``pid`` in a
+    pass, also the server's CPU ms per answered request (``cpu_ms_per_req``, warm-up included)."""
+    ctx = ssl.create_default_context(cafile=ca)
+    body = open(body_file, "rb").read()
+    out = []
+    for p in passes:
+        args = argparse.Namespace(**{**PASS_DEFAULTS, **p})
+        cpu0 = _cpu_seconds(args.pid) if args.pid else 0.0
+        res = await run_pass(args, ctx, body)
+        if args.pid:
+            res["cpu_ms_per_req"] = (_cpu_seconds(args.pid) - cpu0) * 1000 / max(1, res["answered_all"])
+        out.append(res)
+    return out
+
+
+PASS_DEFAULTS = {"url": "", "mode": "closed", "concurrency": 1, "rate": 0.0, "duration": 3.0, "warmup": 0.5,
+                 "max_requests": 200_000, "pid": 0}
+
+
+async def run_pass(args: argparse.Namespace, ctx: ssl.SSLContext, body: bytes) -> dict:
+    """One pass against ``args.url`` (fields as :data:`PASS_DEFAULTS`)."""
     import aiohttp
 
-    ctx = ssl.create_default_context(cafile=args.ca)
-    body = open(args.body, "rb").read()
     headers = {"Content-Type": "application/json"}
     limit = args.concurrency if args.mode == "closed" else 64
     connector = aiohttp.TCPConnector(limit=limit, ssl=ctx, force_close=False)
@@ -122,19 +150,30 @@ async def main_async(args: argparse.Namespace) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--url", required=True)
     ap.add_argument("--ca", required=True, help="PEM CA bundle that signed the server certificate")
     ap.add_argument("--body", required=True, help="file holding the AdmissionReview JSON to POST")
+    ap.add_argument("--plan", help="JSON file: a list of passes (keys as the flags below, plus pid: the server "
+                                   "process whose CPU time to measure); prints a list of results")
+    ap.add_argument("--url", help="one pass against this URL")
     ap.add_argument("--mode", choices=("closed", "open"), default="closed")
     ap.add_argument("--concurrency", type=int, default=1, help="closed loop: requests in flight")
     ap.add_argument("--rate", type=float, default=0.0, help="open loop: requests started per second")
     ap.add_argument("--duration", type=float, default=3.0, help="measured seconds (after the warm-up)")
     ap.add_argument("--warmup", type=float, default=0.5, help="seconds not measured at the start")
     ap.add_argument("--max-requests", type=int, default=200_000, help="stop after this many answers")
+    ap.add_argument("--pid", type=int, default=0, help="server process whose CPU time to measure")
     args = ap.parse_args()
-    if args.mode == "open" and args.rate <= 0:
-        ap.error("--rate must be > 0 in open-loop mode")
-    print(json.dumps(asyncio.run(main_async(args))))
+    if args.plan:
+        passes = json.loads(open(args.plan).read())
+    elif args.url:
+        passes = [{k: getattr(args, k) for k in PASS_DEFAULTS}]
+    else:
+        ap.error("give --plan or --url")
+    for p in passes:
+        if p.get("mode") == "open" and not p.get("rate", 0) > 0:
+            ap.error("rate must be > 0 in an open-loop pass")
+    results = asyncio.run(run_plan(passes, args.ca, args.body))
+    print(json.dumps(results if args.plan else results[0]))
     return 0
 
 

@@ -7,6 +7,7 @@ most *inclusive* time among our own code (``cogate``).
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -82,11 +83,10 @@ CATEGORIES = (
 )
 
 
-def pyspy_record(pid: int, seconds: float, out: str, rate: int = 250) -> "subprocess.Popen[bytes]":
+def pyspy_record(pid: int, seconds: float, out: str, rate: int = 250) -> subprocess.Popen[bytes]:
     """Start ``py-spy record`` (raw collapsed stacks into ``out``) on ``pid`` for ``seconds``;
     returns the process (wait on it). Raises FileNotFoundError without py-spy."""
     import shutil
-    import subprocess
     import sys
     from pathlib import Path
 

@@ -2,7 +2,7 @@
 
     python bench/run.py                       # every benchmark -> docs/benchmarks.md
     python bench/run.py --quick --out /tmp/b/benchmarks.md   # tiny sizes (the smoke test)
-    python bench/run.py --only planning_pass webhook
+    python bench/run.py --only planning_pass webhook   # re-run two; keep the others' last results
     python bench/run.py --no-cluster          # skip the benchmarks that need the local control plane
 
 Each benchmark is a module in bench/ (listed in :data:`BENCHMARKS`) with
@@ -178,6 +178,7 @@ def run_one(name: str, quick: bool, out_dir: Path, no_cluster: bool) -> dict[str
     result.setdefault("status", "ok")
     result["seconds"] = round(time.monotonic() - t0, 1)
     result["load_average"] = round(load1, 1)
+    result["ran_at"] = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     return result
 
 
@@ -247,8 +248,8 @@ def render(results: list[dict[str, Any]], facts: dict[str, str], plots_rel: str,
             else:
                 lines.append(f"- {n}")
         if r.get("seconds") is not None:
-            lines.append(f"- Run time: {r['seconds']} s; machine load average (1 min) at its start: "
-                         f"{r['load_average']} on {os.cpu_count()} cores.")
+            lines.append(f"- Ran {r.get('ran_at', '')} in {r['seconds']} s; machine load average (1 min) at its "
+                         f"start: {r['load_average']} on {os.cpu_count()} cores.")
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -260,7 +261,9 @@ def _anchor(title: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="tiny sizes (the smoke test); not results")
-    ap.add_argument("--only", nargs="+", metavar="NAME", choices=BENCHMARKS, help="run only these benchmarks")
+    ap.add_argument("--only", nargs="+", metavar="NAME", choices=BENCHMARKS,
+                    help="run only these benchmarks; the report keeps the other benchmarks' results from the "
+                         "previous run at --out (if any, of the same --quick kind)")
     ap.add_argument("--no-cluster", action="store_true", help="skip benchmarks that need the local control plane")
     ap.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks.md",
                     help="Markdown report (default: %(default)s); plots and results.json go to a directory "
@@ -270,6 +273,15 @@ def main(argv: list[str] | None = None) -> int:
     plots_dir = out.with_suffix("")
     plots_dir.mkdir(parents=True, exist_ok=True)
     facts = machine_facts()
+    previous: dict[str, dict[str, Any]] = {}
+    results_file = plots_dir / "results.json"
+    if args.only and results_file.exists():
+        try:
+            old = json.loads(results_file.read_text())
+            if old.get("quick") == args.quick:
+                previous = {r["name"]: r for r in old.get("results", [])}
+        except (ValueError, KeyError, TypeError):
+            print(f"[bench] ignoring unreadable {results_file}", file=sys.stderr)
     results = []
     for name in args.only or BENCHMARKS:
         print(f"[bench] {name} ...", file=sys.stderr, flush=True)
@@ -282,6 +294,9 @@ def main(argv: list[str] | None = None) -> int:
         if r["status"] == "failed":
             print("\n".join(r["notes"]), file=sys.stderr)
         results.append(r)
+    if args.only:  # keep the others' previous results, in BENCHMARKS order
+        fresh = {r["name"]: r for r in results}
+        results = [fresh.get(n) or previous[n] for n in BENCHMARKS if n in fresh or n in previous]
     out.write_text(render(results, facts, os.path.relpath(plots_dir, out.parent),
                               os.path.relpath(BENCH_DIR / "README.md", out.parent), args.quick))
     (plots_dir / "results.json").write_text(

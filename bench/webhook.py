@@ -20,9 +20,9 @@ from __future__ import annotations
 import base64
 import copy
 import json
-import os
 import signal
 import ssl
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -137,16 +137,10 @@ def review() -> dict[str, Any]:
 # -- processes ----------------------------------------------------------------------------
 
 
-def _free_port() -> int:
+def _free_ports(n: int) -> list[int]:
     from cogate.localcluster.cluster import free_ports
 
-    return free_ports(1)[0]
-
-
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU time of ``pid`` (seconds), from /proc/<pid>/stat."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return free_ports(n)
 
 
 def _wait_healthy(url: str, ctx: ssl.SSLContext, proc: subprocess.Popen, timeout: float = 30.0) -> None:
@@ -164,22 +158,19 @@ def _wait_healthy(url: str, ctx: ssl.SSLContext, proc: subprocess.Popen, timeout
 
 
 class Server:
-    """One server process under test, on 127.0.0.1:port."""
+    """One server process under test, on 127.0.0.1:port (started; see :meth:`wait_ready`)."""
 
     def __init__(self, label: str, argv: list[str], port: int, ctx: ssl.SSLContext, log: Path) -> None:
         self.label = label
         self.port = port
         self.url = f"https://127.0.0.1:{port}/mutate"
+        self._ctx = ctx
         self._log = open(log, "wb")
         self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT)
-        try:
-            _wait_healthy(f"https://127.0.0.1:{port}/healthz", ctx, self.proc)
-        except Exception:
-            self.stop()
-            raise
 
-    def cpu(self) -> float:
-        return _cpu_seconds(self.proc.pid)
+    def wait_ready(self) -> None:
+        """Block until ``/healthz`` answers (raises when the process exits or after 30 s)."""
+        _wait_healthy(f"https://127.0.0.1:{self.port}/healthz", self._ctx, self.proc)
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -192,23 +183,29 @@ class Server:
         self._log.close()
 
 
-def load(server: Server, files: dict[str, str], *, mode: str, concurrency: int = 1, rate: float = 0.0,
-         duration: float, warmup: float) -> dict[str, Any]:
-    """One load-generator run (its own process) against ``server``; adds the server's CPU
-    time per answered request (``cpu_ms_per_req``, ms; warm-up included on both sides)."""
-    argv = [sys.executable, str(BENCH_DIR / "_loadgen.py"), "--url", server.url, "--ca", files["ca"],
-            "--body", files["review"], "--mode", mode, "--concurrency", str(concurrency), "--rate", str(rate),
-            "--duration", str(duration), "--warmup", str(warmup)]
-    cpu0 = server.cpu()
-    out = subprocess.run(argv, capture_output=True, text=True, timeout=duration + warmup + 120, check=False)
-    cpu1 = server.cpu()
+def load_plan(passes: list[tuple[Server, dict[str, Any]]], files: dict[str, str], tmp: Path) -> list[dict[str, Any]]:
+    """Run ``(server, pass)`` pairs in one load-generator process (bench/_loadgen.py, one after
+    the other; pass keys: mode, concurrency, rate, duration, warmup). Each result carries the
+    server's CPU time per answered request (``cpu_ms_per_req``, ms; warm-up included)."""
+    plan = [{"url": srv.url, "pid": srv.proc.pid, **p} for srv, p in passes]
+    plan_file = tmp / "plan.json"
+    plan_file.write_text(json.dumps(plan))
+    argv = [sys.executable, str(BENCH_DIR / "_loadgen.py"), "--ca", files["ca"], "--body", files["review"],
+            "--plan", str(plan_file)]
+    budget = sum(p["duration"] + p["warmup"] + 30 for p in plan) + 60
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=budget, check=False)
     if out.returncode != 0:
         raise RuntimeError(f"load generator failed ({out.returncode}): {out.stderr[-2000:]}")
-    res = json.loads(out.stdout)
-    if res["requests"] == 0:
-        raise RuntimeError(f"no request answered by {server.label}: {res}")
-    res["cpu_ms_per_req"] = (cpu1 - cpu0) * 1000 / max(1, res["answered_all"])
-    return res
+    results = json.loads(out.stdout)
+    for (srv, _), res in zip(passes, results):
+        if res["requests"] == 0:
+            raise RuntimeError(f"no request answered by {srv.label}: {res}")
+    return results
+
+
+def load(server: Server, files: dict[str, str], tmp: Path, **p: Any) -> dict[str, Any]:
+    """One pass (see :func:`load_plan`)."""
+    return load_plan([(server, {"warmup": 0.5, **p})], files, tmp)[0]
 
 
 def handler_costs(body: bytes, gate: str = DEFAULT_GATE_NAME) -> dict[str, float]:
@@ -250,7 +247,7 @@ def profile_server(server: Server, files: dict[str, str], tmp: Path, concurrency
     except OSError as exc:
         return f"No profile: {exc}."
     time.sleep(0.5)
-    res = load(server, files, mode="closed", concurrency=concurrency, duration=seconds, warmup=0.3)
+    res = load(server, files, tmp, mode="closed", concurrency=concurrency, duration=seconds, warmup=0.3)
     out, _ = spy.communicate(timeout=60)
     if spy.returncode != 0 or not Path(raw).exists():
         return f"No profile: py-spy failed ({out.decode(errors='replace').strip()[-300:]})."
@@ -284,7 +281,7 @@ def run(quick: bool, out_dir: Path) -> dict[str, Any]:
     from cogate.certs import pki
     from cogate.webhook.admission import admit
 
-    duration, warmup, rounds = (0.3, 0.1, 1) if quick else (3.0, 0.5, 2)
+    duration, warmup, rounds = (0.3, 0.1, 1) if quick else (3.0, 0.5, 3)
     open_duration = 0.5 if quick else 6.0
     rev = review()
     body = json.dumps(rev).encode()
@@ -302,7 +299,7 @@ def run(quick: bool, out_dir: Path) -> dict[str, Any]:
         files["review"] = str(t / "review.json")
         ctx = ssl.create_default_context(cafile=files["ca"])
 
-        bp, cp = _free_port(), _free_port()
+        bp, cp, pp = _free_ports(3)
         servers = []
         try:
             base = Server("bare aiohttp", [sys.executable, str(BENCH_DIR / "_bare_webhook.py"), "--port", str(bp),
@@ -313,37 +310,43 @@ def run(quick: bool, out_dir: Path) -> dict[str, Any]:
                                             "--port", str(cp), "--tls-cert-file", files["cert"], "--tls-key-file",
                                             files["key"], "--log-level", "warning"], cp, ctx, t / "cogate.log")
             servers.append(cog)
-            pp = _free_port()
             parse = Server("bare aiohttp + json.loads", [sys.executable, str(BENCH_DIR / "_bare_webhook.py"), "--port",
                                                         str(pp), "--cert", files["cert"], "--key", files["key"],
                                                         "--response", str(t / "response.json"), "--parse"],
                            pp, ctx, t / "parse.log")
             servers.append(parse)
-            closed: dict[tuple[str, int], list[dict[str, Any]]] = {}
+            for srv in servers:  # started together, waited for in turn
+                srv.wait_ready()
+            # one load-generator process for the closed-loop passes, servers alternating against drift
+            passes: list[tuple[Server, dict[str, Any]]] = []
             for r in range(rounds):
                 for c in CONCURRENCY:
-                    order = (base, cog) if r % 2 == 0 else (cog, base)  # ABBA against drift
-                    for s in order:
-                        closed.setdefault((s.label, c), []).append(
-                            load(s, files, mode="closed", concurrency=c, duration=duration, warmup=warmup))
+                    for srv in ((base, cog) if r % 2 == 0 else (cog, base)):
+                        passes.append((srv, {"mode": "closed", "concurrency": c, "duration": duration,
+                                             "warmup": warmup, "tag": "closed"}))
+                for srv in ((base, parse, cog) if r % 2 == 0 else (cog, parse, base)):  # the parse floor
+                    passes.append((srv, {"mode": "closed", "concurrency": 16, "duration": duration,
+                                         "warmup": warmup, "tag": "floor"}))
+            closed: dict[tuple[str, int], list[dict[str, Any]]] = {}
             floor: dict[str, list[dict[str, Any]]] = {}
-            for r in range(rounds):  # the parse floor, at concurrency 16, between the two
-                for srv in ((base, parse, cog) if r % 2 == 0 else (cog, parse, base)):
-                    floor.setdefault(srv.label, []).append(
-                        load(srv, files, mode="closed", concurrency=16, duration=duration, warmup=warmup))
+            for (srv, p), res in zip(passes, load_plan(passes, files, t)):
+                if p["tag"] == "closed":
+                    closed.setdefault((srv.label, p["concurrency"]), []).append(res)
+                else:
+                    floor.setdefault(srv.label, []).append(res)
             checked = closed[(cog.label, 1)][0]["first_response"]
             patch = json.loads(base64.b64decode(checked["response"]["patch"]))
             assert checked["response"]["allowed"] is True and patch[0]["path"].startswith("/spec/schedulingGates"), \
                 checked
 
             def avg(label: str, c: int, key: str) -> float:
-                runs = closed[(label, c)]
-                return sum(x[key] for x in runs) / len(runs)
+                return statistics.median(x[key] for x in closed[(label, c)])
 
             peak = max(avg(base.label, c, "rate") for c in CONCURRENCY)
             open_rate = round(peak / 2)
-            opened = {s.label: load(s, files, mode="open", rate=open_rate, duration=open_duration, warmup=warmup)
-                      for s in (base, cog)}
+            open_passes = [(srv, {"mode": "open", "rate": open_rate, "duration": open_duration, "warmup": warmup})
+                           for srv in (base, cog)]
+            opened = {srv.label: res for (srv, _), res in zip(open_passes, load_plan(open_passes, files, t))}
             ratios = {c: avg(cog.label, c, "rate") / avg(base.label, c, "rate") for c in CONCURRENCY}
             missed = (min(ratios.values()) < THROUGHPUT_RATIO_TARGET or opened[cog.label]["p99_ms"] >= P99_TARGET_MS
                       or opened[cog.label]["errors"] > 0)
@@ -355,7 +358,7 @@ def run(quick: bool, out_dir: Path) -> dict[str, Any]:
     costs = handler_costs(body)
 
     def favg(label: str, key: str) -> float:
-        return sum(x[key] for x in floor[label]) / len(floor[label])
+        return statistics.median(x[key] for x in floor[label])
 
     floor_rows = [[label, round(favg(label, "rate")), round(favg(label, "p50_ms"), 2), round(favg(label, "p99_ms"), 2),
                    round(favg(label, "cpu_ms_per_req"), 3),
@@ -395,12 +398,14 @@ def run(quick: bool, out_dir: Path) -> dict[str, Any]:
         "a faster JSON parser is the lever left (a new dependency: the lead's call)."
     )
     base_p99 = opened[base.label]["p99_ms"]
-    lat_why = f"{cpu_note} {profile}".strip()
+    lag = max(o["lag_p99_ms"] for o in opened.values())
+    lat_why = (f"cogate's p99 is {p99 / base_p99:.1f}x the baseline's ({base_p99:.1f} ms) at the same offered rate; "
+               f"its extra CPU per review ({cpu_g:.3f} ms against {cpu_b:.3f} ms; what it is spent on: see the "
+               "throughput target) leaves less headroom, so queues build sooner.")
     if base_p99 >= P99_TARGET_MS:
-        lat_why = (f"The bare aiohttp baseline misses it too at the same offered rate (p99 {base_p99:.1f} ms, "
-                   f"cogate {p99 / base_p99:.1f}x that): at this rate the tail is set first by the machine (load "
-                   "generator and server share 2 cores with other work); cogate's extra CPU per review adds "
-                   "queueing on top. " + lat_why)
+        lat_why = (f"The bare baseline misses it too (p99 {base_p99:.1f} ms): on this machine the tail is set first "
+                   "by CPU contention: the load generator, the server and other work share 2 cores (the generator "
+                   f"itself sent requests up to {lag:.0f} ms late, p99). " + lat_why)
     return {
         "name": NAME,
         "title": TITLE,
@@ -410,7 +415,7 @@ def run(quick: bool, out_dir: Path) -> dict[str, Any]:
             "tolerations, node affinity); every answer carries the gate's JSON patch. The real webhook runs as "
             "`cogate webhook` with a certificate from cogate.certs.pki; the load generator (aiohttp client, "
             "keep-alive connections) is a separate process. Closed loop: N requests in flight, "
-            f"{duration:g} s measured after {warmup:g} s of warm-up, {rounds} round(s) in ABBA order, averaged. "
+            f"{duration:g} s measured after {warmup:g} s of warm-up, {rounds} round(s) alternating the servers' order, median of the rounds. "
             f"Open loop: requests started at a fixed rate (half the baseline's peak) for {open_duration:g} s "
             "over 64 pre-opened connections; latency counts from each request's send, and the generator's own "
             "lateness against the schedule is shown beside it."
@@ -447,7 +452,7 @@ def run(quick: bool, out_dir: Path) -> dict[str, Any]:
              "met": lat_met,
              "explanation": "" if lat_met else lat_why},
         ],
-        "notes": [f"In-process cost of cogate's /mutate steps (µs): "
+        "notes": ["In-process cost of cogate's /mutate steps (µs): "
                   + ", ".join(f"{k} {v:.1f}" for k, v in costs.items()) + ".",
                   f"Failed requests in the closed-loop runs: {errors}."],
     }

@@ -88,3 +88,38 @@ def test_markdown_report_has_every_section(report: tuple[Path, dict]) -> None:
             lines = md[md.index(header):].splitlines()
             assert lines[1] == "|" + "---|" * len(t["columns"])
             assert all(line.startswith("| ") for line in lines[2:2 + len(t["rows"])])
+
+
+def test_planning_pass_takes_a_candidate_planner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The incremental planner plugs into benchmark 1 as planning_pass.CANDIDATE: its passes are
+    checked against decide() and reported in their own columns."""
+    monkeypatch.syspath_prepend(str(REPO / "bench"))
+    import planning_pass
+
+    calls = {"steady": 0, "change": 0}
+
+    class Counting(planning_pass.FromScratch):
+        label = "counting test candidate"
+
+        def steady(self):
+            calls["steady"] += 1
+            return super().steady()
+
+        def after_one_change(self, event):
+            calls["change"] += 1
+            return super().after_one_change(event)
+
+    monkeypatch.setattr(planning_pass, "CANDIDATE", Counting)
+    result = planning_pass.run(True, tmp_path)
+    assert calls["steady"] > 0 and calls["change"] > 0
+    assert any("counting test candidate" in n for n in result["notes"])
+    assert not any("from-scratch planner itself" in n for n in result["notes"])
+
+    class Wrong(planning_pass.FromScratch):
+        def after_one_change(self, event):
+            super().after_one_change(event)
+            return planning_pass.decide([], [], [], [], planning_pass.NOW)  # no verdicts
+
+    monkeypatch.setattr(planning_pass, "CANDIDATE", Wrong)
+    with pytest.raises(AssertionError, match="differs from decide"):
+        planning_pass.run(True, tmp_path)
