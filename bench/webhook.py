@@ -464,26 +464,27 @@ def _plot(rows: list[list[Any]], path: Path) -> dict[str, str]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
-    xs = range(len(rows))
+    fig, (a, b, c) = plt.subplots(1, 3, figsize=(13, 4))
+    xs = list(range(len(rows)))
     w = 0.38
-    a.bar([x - w / 2 for x in xs], [r[1] for r in rows], w, label="bare aiohttp (baseline)")
-    a.bar([x + w / 2 for x in xs], [r[2] for r in rows], w, label="cogate webhook")
-    a.set_xticks(list(xs), [str(r[0]) for r in rows])
-    a.set_xlabel("concurrency")
-    a.set_ylabel("AdmissionReviews / s")
-    a.set_title("throughput (closed loop)")
-    a.legend(fontsize=8)
-    for i, (label, p50, p99) in enumerate((("baseline", 4, 6), ("cogate", 5, 7))):
+    servers = (("bare aiohttp (baseline)", "C0", 1, 4, 6, 8), ("cogate webhook", "C1", 2, 5, 7, 9))
+    for i, (label, color, rate, p50, p99, cpu) in enumerate(servers):
         off = (i - 0.5) * w
-        b.bar([x + off for x in xs], [r[p99] for r in rows], w, alpha=0.45, label=f"{label} p99")
-        b.bar([x + off for x in xs], [r[p50] for r in rows], w, label=f"{label} p50")
-    b.set_xticks(list(xs), [str(r[0]) for r in rows])
-    b.set_xlabel("concurrency")
-    b.set_ylabel("ms")
-    b.set_title("latency (closed loop)")
-    b.legend(fontsize=8)
+        pos = [x + off for x in xs]
+        a.bar(pos, [r[rate] for r in rows], w, color=color, label=label)
+        b.bar(pos, [r[p99] for r in rows], w, color=color, alpha=0.35, label=f"{label} p99")
+        b.bar(pos, [r[p50] for r in rows], w, color=color, label=f"{label} p50")
+        c.bar(pos, [r[cpu] for r in rows], w, color=color, label=label)
+    for ax, title, ylabel in ((a, "throughput (closed loop)", "AdmissionReviews / s"),
+                              (b, "latency (closed loop)", "ms"),
+                              (c, "server CPU per review", "ms of CPU")):
+        ax.set_xticks(xs, [str(r[0]) for r in rows])
+        ax.set_xlabel("concurrency")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
-    return {"file": path.name, "caption": "Webhook throughput and latency against the bare aiohttp handler."}
+    return {"file": path.name, "caption": "Webhook throughput, latency and CPU per review against the bare aiohttp "
+                                          "handler."}
