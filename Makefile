@@ -41,8 +41,15 @@ unit: $(VENV)/.installed
 e2e: binaries
 	$(VENV)/bin/pytest -m e2e $(PYTEST_ARGS)
 
-bench: $(VENV)/.installed
-	$(PY) bench/bench_planner.py
+$(VENV)/.bench-installed: $(VENV)/.installed pyproject.toml
+	$(PY) -m pip install -q -e '.[test,bench]'
+	touch $@
+
+# Every benchmark (bench/README.md) -> docs/benchmarks.md and docs/benchmarks/*.png.
+# BENCH_ARGS: e.g. --no-cluster, --only planning_pass, --quick.
+BENCH_ARGS ?=
+bench: $(VENV)/.bench-installed
+	$(PY) bench/run.py $(BENCH_ARGS)
 
 dev-up: binaries
 	$(VENV)/bin/cogate dev up

@@ -1,0 +1,309 @@
+"""Run cogate's benchmarks (issue 10) and write the report.
+
+    python bench/run.py                       # every benchmark -> docs/benchmarks.md
+    python bench/run.py --quick --out /tmp/b/benchmarks.md   # tiny sizes (the smoke test)
+    python bench/run.py --only planning_pass webhook   # re-run two; keep the others' last results
+    python bench/run.py --no-cluster          # skip the benchmarks that need the local control plane
+
+Each benchmark is a module in bench/ (listed in :data:`BENCHMARKS`) with
+``run(quick: bool, out_dir: pathlib.Path) -> dict`` returning one result dict (the
+contract: name, title, what, baseline, tables, plots, targets, notes; see
+bench/README.md) and writing its PNG plots into ``out_dir``. A module that needs the
+local control plane sets ``NEEDS_CLUSTER = True``; it is skipped, with a note in the
+report, under ``--no-cluster`` or when the Go-built binaries are not in the cache. A
+module may also define ``unavailable() -> str | None`` giving a reason to skip it
+(e.g. a missing source directory).
+
+Output: the Markdown report (``--out``, default docs/benchmarks.md); next to it a
+directory of the same stem (docs/benchmarks/) holding the plots and ``results.json``
+(every result dict, plus the machine's facts). A benchmark that raises is reported as
+failed (its traceback in the notes) and the run goes on; the exit code is then 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import importlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+BENCH_DIR = Path(__file__).resolve().parent
+REPO = BENCH_DIR.parent
+if str(BENCH_DIR) not in sys.path:
+    sys.path.insert(0, str(BENCH_DIR))
+
+#: Benchmark modules (bench/<name>.py), in report order. Cluster benchmarks set NEEDS_CLUSTER.
+BENCHMARKS: list[str] = [
+    "planning_pass",  # 1
+    "webhook",  # 5
+    "controller_memory",  # 6a
+]
+
+#: Binaries the local control plane runs (what a NEEDS_CLUSTER benchmark needs).
+CLUSTER_BINARIES = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kwok")
+
+RESULT_KEYS = ("name", "title", "what", "baseline", "tables", "plots", "targets", "notes")
+
+
+# -- machine facts ------------------------------------------------------------------------
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError:
+        return ""
+
+
+def _cmd(*args: str) -> str:
+    try:
+        out = subprocess.run(args, capture_output=True, text=True, timeout=20, check=False)
+        return (out.stdout or out.stderr).strip().splitlines()[0] if (out.stdout or out.stderr).strip() else ""
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+
+
+def machine_facts() -> dict[str, str]:
+    """CPU model, cores, memory, kernel, Python, Go, Kubernetes (pinned), date, commit, load."""
+    cpu = next((line.split(":", 1)[1].strip() for line in _read("/proc/cpuinfo").splitlines()
+                if line.startswith("model name")), platform.processor() or "unknown")
+    mem_kb = next((int(line.split()[1]) for line in _read("/proc/meminfo").splitlines()
+                   if line.startswith("MemTotal:")), 0)
+    try:
+        from cogate.localcluster import versions
+
+        k8s = versions.KUBERNETES
+    except ImportError:
+        k8s = "unknown"
+    go = _cmd("go", "version") if shutil.which("go") else "not installed"
+    commit = _cmd("git", "-C", str(REPO), "rev-parse", "--short", "HEAD")
+    dirty = _cmd("git", "-C", str(REPO), "status", "--porcelain")
+    load = os.getloadavg() if hasattr(os, "getloadavg") else (0.0, 0.0, 0.0)
+    return {
+        "CPU": cpu,
+        "cores": str(os.cpu_count()),
+        "memory": f"{mem_kb / 2**20:.1f} GiB",
+        "kernel": f"{platform.system()} {platform.release()}",
+        "Python": platform.python_version(),
+        "Go": go,
+        "Kubernetes (local control plane)": k8s,
+        "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "commit": commit + (" (with uncommitted changes)" if dirty else ""),
+        "load average at start (1/5/15 min)": " / ".join(f"{x:.1f}" for x in load),
+    }
+
+
+# -- running ------------------------------------------------------------------------------
+
+
+def cluster_unavailable() -> str | None:
+    """Why the local control plane cannot run here (binaries missing), or None."""
+    try:
+        from cogate.localcluster.build import binary
+    except ImportError as exc:
+        return f"cogate.localcluster is not importable ({exc})"
+    missing = [b for b in CLUSTER_BINARIES if not binary(b).exists()]
+    if missing:
+        return f"Go-built binaries not in the cache ({', '.join(missing)}); run `make binaries` first"
+    return None
+
+
+def _skipped(name: str, title: str, reason: str) -> dict[str, Any]:
+    return {"name": name, "title": title, "what": "", "baseline": "", "tables": [], "plots": [], "targets": [],
+            "notes": [f"Skipped: {reason}."], "status": "skipped"}
+
+
+def validate(result: Any, out_dir: Path) -> list[str]:
+    """Problems with a result dict (empty when it follows the contract)."""
+    if not isinstance(result, dict):
+        return [f"result is a {type(result).__name__}, not a dict"]
+    errs = [f"missing key {k!r}" for k in RESULT_KEYS if k not in result]
+    for t in result.get("tables", []):
+        cols = t.get("columns", [])
+        for i, row in enumerate(t.get("rows", [])):
+            if len(row) != len(cols):
+                errs.append(f"table {t.get('caption', '')!r}: row {i} has {len(row)} cells for {len(cols)} columns")
+    for p in result.get("plots", []):
+        if not (out_dir / p.get("file", "")).is_file():
+            errs.append(f"plot {p.get('file')!r} was not written")
+    for t in result.get("targets", []):
+        if not isinstance(t.get("met"), bool):
+            errs.append(f"target {t.get('what')!r}: 'met' is not a boolean")
+        elif not t["met"] and not t.get("explanation"):
+            errs.append(f"target {t.get('what')!r}: missed without an explanation")
+    try:
+        json.dumps(result)
+    except (TypeError, ValueError) as exc:
+        errs.append(f"not JSON-serialisable: {exc}")
+    return errs
+
+
+def run_one(name: str, quick: bool, out_dir: Path, no_cluster: bool) -> dict[str, Any]:
+    try:
+        mod = importlib.import_module(name)
+    except Exception:  # noqa: BLE001 - report it, run the others
+        return {**_skipped(name, name, "import failed"), "status": "failed",
+                "notes": ["Import failed:", traceback.format_exc()]}
+    title = getattr(mod, "TITLE", name.replace("_", " ").capitalize())
+    if getattr(mod, "NEEDS_CLUSTER", False):
+        if no_cluster:
+            return _skipped(name, title, "needs the local control plane; run without --no-cluster")
+        reason = cluster_unavailable()
+        if reason:
+            return _skipped(name, title, reason)
+    unavailable = getattr(mod, "unavailable", None)
+    reason = unavailable() if callable(unavailable) else None
+    if reason:
+        return _skipped(name, title, reason)
+    load1 = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    t0 = time.monotonic()
+    try:
+        result = mod.run(quick, out_dir)
+    except Exception:  # noqa: BLE001
+        return {**_skipped(name, title, "failed"), "status": "failed",
+                "notes": ["The benchmark raised:", traceback.format_exc()]}
+    errs = validate(result, out_dir)
+    if errs:
+        return {**_skipped(name, title, "its result does not follow the contract"), "status": "failed",
+                "notes": ["Malformed result: " + "; ".join(errs)]}
+    result.setdefault("status", "ok")
+    result["seconds"] = round(time.monotonic() - t0, 1)
+    result["load_average"] = round(load1, 1)
+    result["ran_at"] = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return result
+
+
+# -- the report ---------------------------------------------------------------------------
+
+
+def _cell(v: Any) -> str:
+    if isinstance(v, bool):
+        return "yes" if v else "**no**"
+    if isinstance(v, float):
+        return f"{v:,.3g}" if abs(v) < 10 else f"{v:,.1f}" if abs(v) < 1000 else f"{v:,.0f}"
+    if isinstance(v, int):
+        return f"{v:,}"
+    return str(v).replace("|", "\\|").replace("\n", " ")
+
+
+def _table(columns: list[str], rows: list[list[Any]]) -> list[str]:
+    out = ["| " + " | ".join(_cell(c) for c in columns) + " |", "|" + "---|" * len(columns)]
+    out += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows]
+    return out
+
+
+def render(results: list[dict[str, Any]], facts: dict[str, str], plots_rel: str, readme_rel: str,
+           quick: bool) -> str:
+    """The Markdown report; ``plots_rel``/``readme_rel``: paths of the plots directory and of
+    bench/README.md relative to the report."""
+    lines = ["# Benchmarks", ""]
+    lines.append(f"Generated by `make bench` (`python bench/run.py`); see [bench/README.md]({readme_rel}) for "
+                 "how to run them. Absolute times on a shared 2-core machine are noise: every figure that "
+                 "matters is a ratio against a baseline measured in the same run.")
+    if quick:
+        lines += ["", "**Quick run (`--quick`): tiny sizes, for the smoke test only. Not results.**"]
+    lines += ["", "## Machine", ""]
+    lines += _table(["fact", "value"], [[k, v] for k, v in facts.items()])
+    lines += ["", "## Targets", ""]
+    rows = []
+    for r in results:
+        for t in r.get("targets", []):
+            rows.append([f"[{r['title']}](#{_anchor(r['title'])})", t["what"], t["target"], t["measured"], t["met"]])
+        if r.get("status") != "ok":
+            rows.append([f"[{r['title']}](#{_anchor(r['title'])})", r["status"], "", r["notes"][0], ""])
+    lines += _table(["benchmark", "what", "target", "measured", "met"], rows)
+    for r in results:
+        lines += ["", f"## {r['title']}", ""]
+        if r.get("what"):
+            lines += [r["what"], ""]
+        if r.get("baseline"):
+            lines += [f"**Baseline:** {r['baseline']}", ""]
+        for t in r.get("tables", []):
+            if t.get("caption"):
+                lines += [f"*{t['caption']}*", ""]
+            lines += _table(t["columns"], t["rows"]) + [""]
+        for p in r.get("plots", []):
+            lines += [f"![{p.get('caption', '')}]({plots_rel}/{p['file']})", ""]
+            if p.get("caption"):
+                lines += [f"*{p['caption']}*", ""]
+        for t in r.get("targets", []):
+            verdict = "met" if t["met"] else "**missed**"
+            lines.append(f"- Target: {t['what']}: {t['target']}; measured {t['measured']} — {verdict}.")
+            if t.get("explanation"):
+                lines.append(f"  {t['explanation']}")
+        if r.get("targets"):
+            lines.append("")
+        for n in r.get("notes", []):
+            if "\n" in n.strip():
+                lines += ["```", n.rstrip(), "```"]
+            else:
+                lines.append(f"- {n}")
+        if r.get("seconds") is not None:
+            lines.append(f"- Ran {r.get('ran_at', '')} in {r['seconds']} s; machine load average (1 min) at its "
+                         f"start: {r['load_average']} on {os.cpu_count()} cores.")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _anchor(title: str) -> str:
+    keep = "".join(c for c in title.lower() if c.isalnum() or c in " -_")
+    return keep.replace(" ", "-")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="tiny sizes (the smoke test); not results")
+    ap.add_argument("--only", nargs="+", metavar="NAME", choices=BENCHMARKS,
+                    help="run only these benchmarks; the report keeps the other benchmarks' results from the "
+                         "previous run at --out (if any, of the same --quick kind)")
+    ap.add_argument("--no-cluster", action="store_true", help="skip benchmarks that need the local control plane")
+    ap.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks.md",
+                    help="Markdown report (default: %(default)s); plots and results.json go to a directory "
+                         "of the same stem beside it")
+    args = ap.parse_args(argv)
+    out: Path = args.out.resolve()
+    plots_dir = out.with_suffix("")
+    plots_dir.mkdir(parents=True, exist_ok=True)
+    facts = machine_facts()
+    previous: dict[str, dict[str, Any]] = {}
+    results_file = plots_dir / "results.json"
+    if args.only and results_file.exists():
+        try:
+            old = json.loads(results_file.read_text())
+            if old.get("quick") == args.quick:
+                previous = {r["name"]: r for r in old.get("results", [])}
+        except (ValueError, KeyError, TypeError):
+            print(f"[bench] ignoring unreadable {results_file}", file=sys.stderr)
+    results = []
+    for name in args.only or BENCHMARKS:
+        print(f"[bench] {name} ...", file=sys.stderr, flush=True)
+        r = run_one(name, args.quick, plots_dir, args.no_cluster)
+        print(f"[bench] {name}: {r['status']}" + (f" in {r['seconds']} s" if "seconds" in r else ""),
+              file=sys.stderr, flush=True)
+        for t in r.get("targets", []):
+            print(f"[bench]   {t['what']}: {t['target']}; measured {t['measured']}: "
+                  + ("met" if t["met"] else "MISSED"), file=sys.stderr, flush=True)
+        if r["status"] == "failed":
+            print("\n".join(r["notes"]), file=sys.stderr)
+        results.append(r)
+    if args.only:  # keep the others' previous results, in BENCHMARKS order
+        fresh = {r["name"]: r for r in results}
+        results = [fresh.get(n) or previous[n] for n in BENCHMARKS if n in fresh or n in previous]
+    out.write_text(render(results, facts, os.path.relpath(plots_dir, out.parent),
+                              os.path.relpath(BENCH_DIR / "README.md", out.parent), args.quick))
+    (plots_dir / "results.json").write_text(
+        json.dumps({"quick": args.quick, "machine": facts, "results": results}, indent=1) + "\n")
+    print(f"[bench] wrote {out} and {plots_dir}/", file=sys.stderr)
+    return 1 if any(r["status"] == "failed" for r in results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,125 @@
+"""Smoke test of the benchmark suite (bench/run.py --quick --no-cluster): a well-formed report
+comes out. It checks the report's shape only, never a timing (speed targets live in bench/)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+pytest.importorskip("matplotlib", reason="the test extra installs matplotlib (pip install -e '.[test]')")
+
+
+def _no_cluster_benchmarks() -> list[str]:
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        import importlib
+
+        run = importlib.import_module("run")
+        return [n for n in run.BENCHMARKS if not getattr(importlib.import_module(n), "NEEDS_CLUSTER", False)]
+    finally:
+        sys.path.remove(str(REPO / "bench"))
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    out = tmp_path_factory.mktemp("bench") / "benchmarks.md"
+    proc = subprocess.run([sys.executable, str(REPO / "bench" / "run.py"), "--quick", "--no-cluster", "--out", str(out)],
+                          capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    results = json.loads((out.with_suffix("") / "results.json").read_text())
+    return out, results
+
+
+def test_every_no_cluster_benchmark_ran(report: tuple[Path, dict]) -> None:
+    _, doc = report
+    names = [r["name"] for r in doc["results"]]
+    expected = _no_cluster_benchmarks()
+    assert {"planning_pass", "webhook", "controller_memory"} <= set(expected)
+    for name in expected:
+        assert name in names
+        r = next(r for r in doc["results"] if r["name"] == name)
+        assert r["status"] == "ok", r["notes"]
+    for r in doc["results"]:
+        if r["name"] not in expected:  # cluster benchmarks: skipped with a note under --no-cluster
+            assert r["status"] == "skipped" and "control plane" in r["notes"][0]
+    assert doc["quick"] is True
+    for fact in ("CPU", "cores", "memory", "kernel", "Python", "Kubernetes (local control plane)", "date"):
+        assert doc["machine"].get(fact), fact
+
+
+def test_results_follow_the_contract(report: tuple[Path, dict]) -> None:
+    out, doc = report
+    plots = out.with_suffix("")
+    for r in (r for r in doc["results"] if r["status"] == "ok"):
+        assert r["title"] and r["what"] and r["baseline"], r["name"]
+        assert r["tables"] and r["targets"] and r["plots"], r["name"]
+        for t in r["tables"]:
+            assert t["columns"] and t["rows"], (r["name"], t["caption"])
+            assert all(len(row) == len(t["columns"]) for row in t["rows"]), (r["name"], t["caption"])
+        for p in r["plots"]:
+            data = (plots / p["file"]).read_bytes()
+            assert data[:8] == PNG_MAGIC and len(data) > 1000, p["file"]
+        for t in r["targets"]:
+            assert isinstance(t["met"], bool), t
+            assert t["what"] and t["target"] and t["measured"], t
+            assert t["met"] or t["explanation"], t
+
+
+def test_markdown_report_has_every_section(report: tuple[Path, dict]) -> None:
+    out, doc = report
+    md = out.read_text()
+    assert md.startswith("# Benchmarks\n")
+    assert "## Machine" in md and "## Targets" in md
+    for r in doc["results"]:
+        assert f"\n## {r['title']}\n" in md, r["title"]
+        for p in r["plots"]:
+            assert f"]({out.with_suffix('').name}/{p['file']})" in md
+        for t in r["tables"]:
+            header = "| " + " | ".join(t["columns"]) + " |"
+            assert header in md, header
+            # the header, the separator and one line per row
+            lines = md[md.index(header):].splitlines()
+            assert lines[1] == "|" + "---|" * len(t["columns"])
+            assert all(line.startswith("| ") for line in lines[2:2 + len(t["rows"])])
+
+
+def test_planning_pass_takes_a_candidate_planner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The incremental planner plugs into benchmark 1 as planning_pass.CANDIDATE: its passes are
+    checked against decide() and reported in their own columns."""
+    monkeypatch.syspath_prepend(str(REPO / "bench"))
+    import planning_pass
+
+    calls = {"steady": 0, "change": 0}
+
+    class Counting(planning_pass.FromScratch):
+        label = "counting test candidate"
+
+        def steady(self):
+            calls["steady"] += 1
+            return super().steady()
+
+        def after_one_change(self, event):
+            calls["change"] += 1
+            return super().after_one_change(event)
+
+    monkeypatch.setattr(planning_pass, "CANDIDATE", Counting)
+    result = planning_pass.run(True, tmp_path)
+    assert calls["steady"] > 0 and calls["change"] > 0
+    assert any("counting test candidate" in n for n in result["notes"])
+    assert not any("from-scratch planner itself" in n for n in result["notes"])
+
+    class Wrong(planning_pass.FromScratch):
+        def after_one_change(self, event):
+            super().after_one_change(event)
+            return planning_pass.decide([], [], [], [], planning_pass.NOW)  # no verdicts
+
+    monkeypatch.setattr(planning_pass, "CANDIDATE", Wrong)
+    with pytest.raises(AssertionError, match="differs from decide"):
+        planning_pass.run(True, tmp_path)
