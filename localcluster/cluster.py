@@ -61,15 +61,10 @@ import atexit
 import json
 import os
 import shutil
-import signal
-import socket
 import ssl
 import subprocess
 import tempfile
 import time
-import urllib.error
-import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -78,6 +73,7 @@ import yaml
 from cogate.certs import pki
 
 from . import build
+from .procs import Proc, free_ports, rss_bytes, spawn, tail, terminate, wait_http, wait_ports_closed
 
 __all__ = [
     "LocalCluster",
@@ -85,9 +81,6 @@ __all__ = [
     "SERVICE_CIDR",
     "KUBERNETES_SERVICE_IP",
     "SERVICE_ACCOUNT_ISSUER",
-    "free_ports",
-    "port_open",
-    "process_alive",
 ]
 
 #: Service ClusterIP range of the apiserver (``--service-cluster-ip-range``).
@@ -118,65 +111,6 @@ class ClusterError(RuntimeError):
 
 # ----------------------------------------------------------------- small helpers
 
-def free_ports(count: int) -> list[int]:
-    """``count`` distinct TCP ports free on 127.0.0.1 right now (kernel-assigned ephemeral ports)."""
-    socks = []
-    try:
-        for _ in range(count):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-def port_open(port: int, host: str = "127.0.0.1", timeout: float = 0.5) -> bool:
-    """True when something accepts TCP connections on ``host:port``."""
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
-
-
-def process_alive(pid: int) -> bool:
-    """True when ``pid`` exists and is not a zombie (read from ``/proc``)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            state = fh.read().rsplit(b")", 1)[1].split()[0]
-        return state not in (b"Z", b"X")
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return False
-
-
-def _cmdline(pid: int) -> list[str]:
-    try:
-        return [a.decode(errors="replace") for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if a]
-    except OSError:
-        return []
-
-
-def rss_bytes(pid: int) -> int:
-    """Resident set size of ``pid`` in bytes (``VmRSS`` of ``/proc/<pid>/status``), 0 if gone."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
-def _tail(path: Path, lines: int = 40) -> str:
-    try:
-        text = path.read_text(errors="replace").splitlines()
-    except OSError:
-        return f"(no log at {path})"
-    return "\n".join(text[-lines:]) or "(empty log)"
-
-
 def _kubeconfig(server: str, ca: Path, cert: Path, key: Path, user: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
@@ -186,47 +120,6 @@ def _kubeconfig(server: str, ca: Path, cert: Path, key: Path, user: str) -> dict
         "contexts": [{"name": "cogate-local", "context": {"cluster": "cogate-local", "user": user}}],
         "current-context": "cogate-local",
     }
-
-
-@dataclass
-class _Proc:
-    name: str
-    pid: int
-    binary: str
-    log: Path
-    popen: subprocess.Popen | None = None  # None when re-attached from a state file
-
-    def alive(self) -> bool:
-        if self.popen is not None:
-            return self.popen.poll() is None
-        return process_alive(self.pid) and self._is_ours()
-
-    def _is_ours(self) -> bool:
-        # Guards against pid reuse after a reboot or a long time: the pid must still run our binary.
-        cmd = _cmdline(self.pid)
-        return bool(cmd) and cmd[0] == self.binary
-
-    def signal(self, sig: int) -> None:
-        if not self.alive():
-            return
-        try:
-            os.kill(self.pid, sig)
-        except ProcessLookupError:
-            pass
-
-    def wait(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.popen is not None:
-                try:
-                    self.popen.wait(timeout=max(0.0, min(0.1, deadline - time.monotonic())))
-                    return True
-                except subprocess.TimeoutExpired:
-                    continue
-            if not self.alive():
-                return True
-            time.sleep(0.05)
-        return not self.alive()
 
 
 # ------------------------------------------------------------------ the cluster
@@ -252,7 +145,7 @@ class LocalCluster:
         if unknown:
             raise ValueError(f"extra_args: unknown component(s) {sorted(unknown)}; expected some of {COMPONENTS}")
         self.ports: dict[str, int] = {}
-        self.procs: dict[str, _Proc] = {}
+        self.procs: dict[str, Proc] = {}
         #: seconds from start() until each component was ready, and "total"
         self.timings: dict[str, float] = {}
         self.detached = False
@@ -364,8 +257,8 @@ class LocalCluster:
         if not self._started:
             return
         self._started = False
-        problems = _terminate(list(self.procs.values()), grace)
-        problems += _wait_ports_closed(self.ports.values(), 10.0)
+        problems = terminate(list(self.procs.values()), grace)
+        problems += wait_ports_closed(self.ports.values(), 10.0)
         if self.workdir is not None and not self.keep:
             shutil.rmtree(self.workdir, ignore_errors=True)
         if problems:
@@ -412,7 +305,7 @@ class LocalCluster:
         state = cls.read_state(path)
         self = cls(state["workdir"], keep=bool(state.get("keep")))
         self.ports = {k: int(v) for k, v in state["ports"].items()}
-        self.procs = {n: _Proc(n, int(p["pid"]), p["binary"], Path(p["log"])) for n, p in state["processes"].items()}
+        self.procs = {n: Proc(n, int(p["pid"]), p["binary"], Path(p["log"])) for n, p in state["processes"].items()}
         self.timings = dict(state.get("timings", {}))
         self.detached = True
         self._started = True
@@ -504,13 +397,8 @@ class LocalCluster:
 
     # -- internals: processes ---------------------------------------------------
     def _spawn(self, name: str, args: list[str]) -> None:
-        binary = str(build.binary(name))
-        log = self.log_path(name)
-        with open(log, "ab") as out:
-            popen = subprocess.Popen([binary, *args, *self.extra_args.get(name, [])],
-                                     stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                     cwd=self.workdir, start_new_session=True)
-        self.procs[name] = _Proc(name, popen.pid, binary, log, popen)
+        argv = [str(build.binary(name)), *args, *self.extra_args.get(name, [])]
+        self.procs[name] = spawn(name, argv, self.log_path(name), cwd=self.workdir)
 
     def _start_etcd(self) -> None:
         client = f"http://127.0.0.1:{self.ports['etcd']}"
@@ -599,55 +487,10 @@ class LocalCluster:
     def _check_alive(self, name: str) -> None:
         proc = self.procs.get(name)
         if proc is None or not proc.alive():
-            code = proc.popen.returncode if proc and proc.popen else None
+            code = proc.returncode if proc else None
             raise ClusterError(f"{name} exited (code {code}); last lines of {self.log_path(name)}:\n"
-                               f"{_tail(self.log_path(name))}")
+                               f"{tail(self.log_path(name))}")
 
     def _wait_http(self, name: str, url: str, ok, what: str | None = None) -> None:
         ctx = self._ssl_context() if url.startswith("https") else None
-        deadline = time.monotonic() + self.timeout
-        last = "no attempt"
-        while True:
-            self._check_alive(name)
-            try:
-                with urllib.request.urlopen(url, timeout=2, context=ctx) as resp:
-                    body = resp.read()
-                    if resp.status == 200 and (ok is None or ok(body)):
-                        return
-                    last = f"HTTP {resp.status}: {body[:200]!r}"
-            except urllib.error.HTTPError as exc:
-                last = f"HTTP {exc.code}: {exc.read()[:300]!r}"
-            except (OSError, ssl.SSLError) as exc:
-                last = str(exc)
-            if time.monotonic() >= deadline:
-                raise ClusterError(f"{name} not ready after {self.timeout:.0f}s: {what or url} -> {last}; "
-                                   f"last lines of {self.log_path(name)}:\n{_tail(self.log_path(name))}")
-            time.sleep(0.1)
-
-
-def _terminate(procs: list[_Proc], grace: float) -> list[str]:
-    """SIGTERM every process in reverse order, SIGKILL stragglers after ``grace`` s; problems found."""
-    for proc in reversed(procs):
-        proc.signal(signal.SIGTERM)
-        # Stop in order so that kwok/controllers do not log a storm of errors against a dead apiserver.
-        proc.wait(min(grace, 3.0))
-    for proc in reversed(procs):
-        if not proc.wait(grace):
-            proc.signal(signal.SIGKILL)
-    problems = []
-    for proc in procs:
-        if not proc.wait(5.0):
-            problems.append(f"{proc.name} (pid {proc.pid}) still running after SIGKILL")
-    return problems
-
-
-def _wait_ports_closed(ports: Iterable[int], timeout: float) -> list[str]:
-    deadline = time.monotonic() + timeout
-    ports = list(ports)
-    while True:
-        still = [p for p in ports if port_open(p)]
-        if not still:
-            return []
-        if time.monotonic() >= deadline:
-            return [f"port(s) {still} still accept connections"]
-        time.sleep(0.1)
+        wait_http(self.procs[name], url, timeout=self.timeout, context=ctx, ok=ok, what=what, error=ClusterError)

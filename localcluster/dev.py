@@ -16,13 +16,12 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import sys
-import time
 from pathlib import Path
 
 from . import build
-from .cluster import ClusterError, LocalCluster, process_alive
+from .cluster import ClusterError, LocalCluster
+from .procs import Proc, process_alive, terminate
 from .stack import CogateStack, StackError
 
 
@@ -84,15 +83,11 @@ def down(args: argparse.Namespace) -> int:
     cluster_state, cogate_state = _state_paths()
     if cogate_state.exists():
         state = json.loads(cogate_state.read_text())
-        for name in ("controller", "webhook"):
-            pid = state.get(name, {}).get("pid")
-            if pid and process_alive(pid):
-                os.kill(pid, signal.SIGTERM)
-                deadline = time.monotonic() + 10
-                while process_alive(pid) and time.monotonic() < deadline:
-                    time.sleep(0.1)
-                if process_alive(pid):
-                    os.kill(pid, signal.SIGKILL)
+        procs = [Proc(name, int(info["pid"]), info.get("binary", sys.executable), Path(info.get("log", "")))
+                 for name, info in state.items() if isinstance(info, dict) and "pid" in info]
+        problems = terminate(procs, grace=10.0)
+        if problems:
+            print(f"error: {'; '.join(problems)}", file=sys.stderr)
         cogate_state.unlink()
     shutil.rmtree(dev_dir() / "cogate", ignore_errors=True)
     if cluster_state.exists():
