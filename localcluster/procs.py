@@ -76,12 +76,12 @@ def port_open(port: int, host: str = "127.0.0.1", timeout: float = 0.5) -> bool:
         return False
 
 
-def wait_ports_closed(ports: Iterable[int], timeout: float) -> list[str]:
-    """Wait up to ``timeout`` s until no port of ``ports`` accepts connections; problems found (empty: ok)."""
+def wait_ports_closed(ports: Iterable[int], timeout: float, host: str = "127.0.0.1") -> list[str]:
+    """Wait up to ``timeout`` s until no port of ``ports`` accepts connections on ``host``; problems found (empty: ok)."""
     deadline = time.monotonic() + timeout
     ports = list(ports)
     while True:
-        still = [p for p in ports if port_open(p)]
+        still = [p for p in ports if port_open(p, host)]
         if not still:
             return []
         if time.monotonic() >= deadline:
