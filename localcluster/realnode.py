@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -355,6 +356,7 @@ class RealNode:
             _iptables("-X", FIREWALL_CHAIN, check=False)
         if build.binary("kube-proxy").is_file() and shutil.which("iptables"):
             _run([str(build.binary("kube-proxy")), "--cleanup"], check=False)
+            _remove_kube_chains()
         for h in _cgroup_hierarchies():
             _remove_cgroup_tree(h / CGROUP_ROOT)
         for name, value in self.sysctls.items():
@@ -423,13 +425,25 @@ class RealNode:
     def load_image(self, path: str | os.PathLike[str]) -> list[str]:
         """Import an OCI or Docker image archive (``.tar``) into containerd's ``k8s.io`` namespace,
         unpacked for the CRI's snapshotter; pods then run it with ``imagePullPolicy: Never`` (or
-        ``IfNotPresent``). Returns the image references imported. Raises :class:`NodeSetupError`."""
+        ``IfNotPresent``). The archive must name its images: Docker ``manifest.json`` ``RepoTags``
+        (``buildah push IMAGE docker-archive:FILE:NAME:TAG``) or OCI ``index.json`` annotations
+        ``io.containerd.image.name`` (or a full name in ``org.opencontainers.image.ref.name``).
+        Returns those names. Raises :class:`NodeSetupError` (no such file, not an archive, no name,
+        import failed)."""
         path = Path(path)
         if not path.is_file():
             raise NodeSetupError(f"no image archive at {path}")
-        out = self.ctr("images", "import", "--snapshotter", "overlayfs", str(path)).stdout
-        refs = [line.split()[0] for line in out.splitlines() if line.strip() and not line.startswith("unpacking")]
-        return refs or [line for line in out.splitlines() if line.strip()]
+        refs = _archive_refs(path)
+        if not refs:
+            raise NodeSetupError(f"{path} names no image; write it with a name, e.g. `buildah push IMAGE "
+                                 f"docker-archive:{path}:NAME:TAG`, or an OCI archive whose index.json "
+                                 f"carries the annotation io.containerd.image.name")
+        self.ctr("images", "import", "--snapshotter", "overlayfs", str(path))
+        present = set(self.ctr("images", "list", "--quiet").stdout.split())
+        missing = [r for r in refs if r not in present]
+        if missing:
+            raise NodeSetupError(f"importing {path} did not create {missing}; containerd has {sorted(present)}")
+        return refs
 
     def start(self, api_ready: Callable[[], Any], log=sys.stderr) -> None:
         """Start containerd, import the pause image, start kubelet and kube-proxy, and wait until
@@ -582,11 +596,54 @@ class RealNode:
                         link.unlink()
                 except OSError:
                     pass
-        for d in (SHIM_SOCKET_DIR, SHIM_SOCKET_DIR.parent, logs):
+        for d in (SHIM_SOCKET_DIR, SHIM_SOCKET_DIR.parent / "fifo", SHIM_SOCKET_DIR.parent, logs):
             try:
                 d.rmdir()  # only when empty, i.e. when this node created it
             except OSError:
                 pass
+
+
+def _remove_kube_chains() -> None:
+    """Delete every ``KUBE-*`` iptables chain and the rules jumping to them (filter, nat, mangle).
+
+    ``kube-proxy --cleanup`` removes kube-proxy's own; kubelet adds a few (``KUBE-IPTABLES-HINT``,
+    ``KUBE-KUBELET-CANARY``) that nothing removes. Safe because only one real node runs per host.
+    """
+    for table in ("filter", "nat", "mangle"):
+        dump = _run(["iptables-save", "-t", table], check=False).stdout.splitlines()
+        chains = [line[1:].split()[0] for line in dump if line.startswith(":KUBE-")]
+        for line in dump:
+            if line.startswith("-A ") and not line.split()[1].startswith("KUBE-") and " -j KUBE-" in line:
+                _iptables("-t", table, "-D", *shlex.split(line)[1:], check=False)
+        for chain in chains:
+            _iptables("-t", table, "-F", chain, check=False)
+        for chain in chains:
+            _iptables("-t", table, "-X", chain, check=False)
+
+
+def _archive_refs(path: Path) -> list[str]:
+    """Image names an archive carries: OCI ``index.json`` annotations (``io.containerd.image.name``,
+    else ``org.opencontainers.image.ref.name`` when it is a full name) or Docker ``manifest.json``
+    ``RepoTags``. Raises :class:`NodeSetupError` when the file is not such an archive."""
+    import tarfile
+
+    try:
+        with tarfile.open(path) as tar:
+            names = set(tar.getnames())
+            if "index.json" in names:
+                index = json.load(tar.extractfile("index.json"))
+                refs = []
+                for m in index.get("manifests", []):
+                    ann = m.get("annotations") or {}
+                    ref = ann.get("io.containerd.image.name") or ann.get("org.opencontainers.image.ref.name", "")
+                    if "/" in ref or ":" in ref.rpartition("/")[2]:
+                        refs.append(ref)
+                return refs
+            if "manifest.json" in names:
+                return [t for m in json.load(tar.extractfile("manifest.json")) for t in m.get("RepoTags") or []]
+    except (tarfile.TarError, OSError, ValueError, KeyError) as exc:
+        raise NodeSetupError(f"{path} is not a readable image archive: {exc}") from None
+    raise NodeSetupError(f"{path} is neither an OCI image archive (index.json) nor a Docker one (manifest.json)")
 
 
 def _remove_cgroup_tree(path: Path) -> None:
@@ -608,9 +665,10 @@ def _remove_cgroup_tree(path: Path) -> None:
 def _containerd_config(cd: Path, socket: Path, net_d: Path, sandbox_image: str) -> str:
     shim = build.binary("containerd-shim-runc-v2")
     return f"""# Written by cogate.localcluster.realnode: one node's containerd, everything under {cd}.
-version = 3
+version = 4
 root = "{cd / 'root'}"
 state = "{cd / 'state'}"
+imports = []
 # Plugins that would write outside the work dir or that the node does not use.
 disabled_plugins = [
   "io.containerd.internal.v1.opt",
@@ -619,39 +677,41 @@ disabled_plugins = [
   "io.containerd.snapshotter.v1.blockfile",
   "io.containerd.snapshotter.v1.erofs",
   "io.containerd.differ.v1.erofs",
-  "io.containerd.tracing.processor.v1.otlp",
-  "io.containerd.internal.v1.tracing",
+  "io.containerd.mount-handler.v1.erofs",
 ]
-
-[grpc]
-  address = "{socket}"
-
-[ttrpc]
-  address = "{socket}.ttrpc"
 
 [debug]
   level = "info"
 
-[plugins."io.containerd.cri.v1.images"]
-  snapshotter = "overlayfs"
-  [plugins."io.containerd.cri.v1.images".pinned_images]
-    sandbox = "{sandbox_image}"
-
-[plugins."io.containerd.cri.v1.runtime"]
-  enable_selinux = false
-  netns_mounts_under_state_dir = true
-  [plugins."io.containerd.cri.v1.runtime".containerd]
-    default_runtime_name = "runc"
-    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      runtime_path = "{shim}"
-      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
-        BinaryName = "{RUNC}"
-        SystemdCgroup = false
-  [plugins."io.containerd.cri.v1.runtime".cni]
-    bin_dirs = ["{CNI_BIN_DIR}"]
-    conf_dir = "{net_d}"
-    max_conf_num = 1
+[plugins]
+  [plugins."io.containerd.server.v1.grpc"]
+    address = "{socket}"
+  [plugins."io.containerd.server.v1.ttrpc"]
+    address = "{socket}.ttrpc"
+  [plugins."io.containerd.grpc.v1.cri"]
+    disable_tcp_service = true
+    stream_server_address = "127.0.0.1"
+    stream_server_port = "0"
+  [plugins."io.containerd.cri.v1.images"]
+    snapshotter = "overlayfs"
+    [plugins."io.containerd.cri.v1.images".pinned_images]
+      sandbox = "{sandbox_image}"
+  [plugins."io.containerd.cri.v1.runtime"]
+    enable_selinux = false
+    netns_mounts_under_state_dir = true
+    [plugins."io.containerd.cri.v1.runtime".containerd]
+      default_runtime_name = "runc"
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
+        runtime_type = "io.containerd.runc.v2"
+        runtime_path = "{shim}"
+        [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
+          BinaryName = "{RUNC}"
+          Root = "{cd / 'state' / 'runc'}"
+          SystemdCgroup = false
+    [plugins."io.containerd.cri.v1.runtime".cni]
+      bin_dirs = ["{CNI_BIN_DIR}"]
+      conf_dir = "{net_d}"
+      max_conf_num = 1
 """
 
 
