@@ -699,6 +699,11 @@ disabled_plugins = [
   [plugins."io.containerd.cri.v1.runtime"]
     enable_selinux = false
     netns_mounts_under_state_dir = true
+    # Without CAP_SYS_RESOURCE (missing on some hosts, e.g. this project's VMs) no process may
+    # lower its oom_score_adj, and kubelet asks -998 for every sandbox (and -997 for Guaranteed
+    # pods): runc then fails with "can't get final child's PID from pipe: EOF". Clamp to
+    # containerd's own score instead (0 here), as containerd does for rootless setups.
+    restrict_oom_score_adj = {'true' if _lacks_cap_sys_resource() else 'false'}
     [plugins."io.containerd.cri.v1.runtime".containerd]
       default_runtime_name = "runc"
       [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
@@ -713,6 +718,14 @@ disabled_plugins = [
       conf_dir = "{net_d}"
       max_conf_num = 1
 """
+
+
+def _lacks_cap_sys_resource() -> bool:
+    """True when this process's effective capabilities lack CAP_SYS_RESOURCE (bit 24)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("CapEff:"):
+            return not (int(line.split()[1], 16) >> 24) & 1
+    return True
 
 
 def _cni_config(ipam_dir: Path) -> dict[str, Any]:
