@@ -105,6 +105,9 @@ NODE_COMPONENTS = ("containerd", "kubelet", "kube-proxy")
 CNI_BIN_DIR = Path("/usr/lib/cni")
 RUNC = Path("/usr/sbin/runc")
 SHIM_SOCKET_DIR = Path("/run/containerd/s")
+#: containerd's sockets: a short fixed path (a unix socket path has at most 104-108 bytes, and
+#: work dirs can be long); fixed because one real node runs per host.
+SOCKET_DIR = Path("/run/cogate-real-node")
 
 
 class NodeSetupError(RuntimeError):
@@ -209,8 +212,9 @@ def host_leftovers(workdir: Path | None = None) -> list[str]:
     for h in _cgroup_hierarchies():
         if (h / CGROUP_ROOT).exists():
             found.append(f"cgroup {h / CGROUP_ROOT}")
-    if OWNER_FILE.exists():
-        found.append(f"owner file {OWNER_FILE}")
+    for path in (OWNER_FILE, SOCKET_DIR):
+        if path.exists():
+            found.append(f"file {path}")
     return found
 
 
@@ -258,7 +262,7 @@ class RealNode:
     @property
     def socket(self) -> Path:
         """containerd's gRPC socket (``ctr --address``, kubelet's ``containerRuntimeEndpoint``)."""
-        return self.dir / "containerd" / "containerd.sock"
+        return SOCKET_DIR / "containerd.sock"
 
     def log_path(self, component: str) -> Path:
         return self.dir / f"{component}.log"
@@ -285,6 +289,10 @@ class RealNode:
         Raises :class:`NodeSetupError` (after undoing what it did) when not root, a binary or
         package is missing, or another real node runs on this host.
         """
+        longest = self.dir / "kubelet" / "plugins_registry" / "kubelet.sock"  # kubelet's sockets live below its root dir
+        if len(str(longest)) > 100:
+            raise NodeSetupError(f"work dir {self.dir} is too long for kubelet's unix sockets (a socket path "
+                                 f"has at most 104-108 bytes): use a shorter work dir")
         if os.geteuid() != 0:
             raise NodeSetupError("the real node needs root (containerd, kubelet and kube-proxy manage "
                                  "mounts, cgroups, network interfaces and iptables)")
@@ -309,6 +317,7 @@ class RealNode:
             _iptables("-I", "INPUT", "-d", POD_SUBNET, "-j", FIREWALL_CHAIN)
             for h in _cgroup_hierarchies():
                 (h / CGROUP_ROOT).mkdir(exist_ok=True)
+            SOCKET_DIR.mkdir(mode=0o700, exist_ok=True)
         except BaseException:
             self.teardown_host()
             raise
@@ -359,6 +368,7 @@ class RealNode:
             _remove_kube_chains()
         for h in _cgroup_hierarchies():
             _remove_cgroup_tree(h / CGROUP_ROOT)
+        shutil.rmtree(SOCKET_DIR, ignore_errors=True)
         for name, value in self.sysctls.items():
             _write_sysctl(name, value)
         OWNER_FILE.unlink(missing_ok=True)

@@ -10,9 +10,16 @@ that stopping it leaves the host as it was.
 from __future__ import annotations
 
 import base64
+import contextlib
 import ipaddress
 import json
+import os
+import re
 import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -172,6 +179,48 @@ def test_second_real_node_on_the_host_is_refused(real_cluster):
     assert real_cluster.node.procs["kubelet"].alive(), "the running node is untouched"
 
 
+@contextlib.contextmanager
+def _session_node_stopped(real_cluster):
+    """Stop the session's real cluster (one real node per host), run the body, start it again
+    (a new work dir) for later tests."""
+    real_cluster.stop()
+    try:
+        yield
+    finally:
+        real_cluster.start()
+
+
+def _cogate(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cogate.cli", *args], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, **env})
+
+
+def test_dev_up_real_node_runs_detached_and_down_removes_it(real_cluster):
+    from tests.conftest import host_state
+
+    dev = Path(tempfile.mkdtemp(prefix="cogate-dev-"))  # short: kubelet's unix sockets live below it
+    env = {"COGATE_DEV_DIR": str(dev)}
+    with _session_node_stopped(real_cluster):
+        up = _cogate("dev", "up", "--real-node", env=env)
+        try:
+            assert up.returncode == 0, up.stderr + up.stdout
+            assert f"real node {realnode.NODE_NAME}" in up.stdout
+            attached = LocalCluster.attach(dev / "cluster" / "state.json")
+            nodes = attached.kubectl("get", "nodes", "-o", "json").stdout
+            ready = {n["metadata"]["name"] for n in json.loads(nodes)["items"]
+                     if any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"]["conditions"])}
+            assert ready == {"node-0", realnode.NODE_NAME}
+            status = _cogate("dev", "status", env=env).stdout
+            for name in ("containerd", "kubelet", "kube-proxy"):
+                assert re.search(rf"{name}\s+pid \d+\s+running", status), status
+        finally:
+            down = _cogate("dev", "down", env=env)
+        assert down.returncode == 0, down.stderr
+        assert host_state() == real_cluster.host_baseline
+        assert not (dev / "cluster").exists()
+        shutil.rmtree(dev)
+
+
 def test_stop_leaves_the_host_as_it_was_and_restart_works(real_cluster, real_kube):
     """Last in this module: stop the session's real cluster with pods running on the node, check
     that no process, mount, interface, iptables rule, cgroup or kernel setting is left, start again."""
@@ -183,9 +232,8 @@ def test_stop_leaves_the_host_as_it_was_and_restart_works(real_cluster, real_kub
     workdir = real_cluster.workdir
     assert any(m.startswith(str(workdir)) for m in realnode.mounts()), "a running pod has mounts"
     t0 = time.monotonic()
-    real_cluster.stop()
-    print(f"stop with one pod running: {time.monotonic() - t0:.1f}s")
-    assert host_state() == real_cluster.host_baseline
-    assert not workdir.exists()
-    real_cluster.start()  # for later modules; a new work dir
+    with _session_node_stopped(real_cluster):
+        print(f"stop with one pod running: {time.monotonic() - t0:.1f}s")
+        assert host_state() == real_cluster.host_baseline
+        assert not workdir.exists()
     assert real_cluster.workdir != workdir
