@@ -103,11 +103,18 @@ KUBELET_SYSCTLS = ("vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "k
 #: Processes of the node, in start order (they stop in reverse).
 NODE_COMPONENTS = ("containerd", "kubelet", "kube-proxy")
 CNI_BIN_DIR = Path("/usr/lib/cni")
+#: Name of the node's CNI network (``10-cogate.conflist``).
+CNI_NETWORK = "cogate-real-node"
 RUNC = Path("/usr/sbin/runc")
 SHIM_SOCKET_DIR = Path("/run/containerd/s")
 #: containerd's sockets: a short fixed path (a unix socket path has at most 104-108 bytes, and
 #: work dirs can be long); fixed because one real node runs per host.
 SOCKET_DIR = Path("/run/cogate-real-node")
+#: Paths kubelet and CNI use whatever their configuration says: kubelet's device-plugin socket
+#: (``pluginapi.KubeletSocket``) and libcni's result cache (``/var/lib/cni/results``, files named
+#: ``<network>-<container id>-<interface>``). Removed (the directories only when empty) on teardown.
+KUBELET_DEVICE_PLUGIN_SOCKET = Path("/var/lib/kubelet/device-plugins/kubelet.sock")
+CNI_CACHE_DIR = Path("/var/lib/cni/results")
 
 
 class NodeSetupError(RuntimeError):
@@ -212,9 +219,11 @@ def host_leftovers(workdir: Path | None = None) -> list[str]:
     for h in _cgroup_hierarchies():
         if (h / CGROUP_ROOT).exists():
             found.append(f"cgroup {h / CGROUP_ROOT}")
-    for path in (OWNER_FILE, SOCKET_DIR):
+    for path in (OWNER_FILE, SOCKET_DIR, KUBELET_DEVICE_PLUGIN_SOCKET):
         if path.exists():
             found.append(f"file {path}")
+    if CNI_CACHE_DIR.is_dir():
+        found += [f"file {p}" for p in CNI_CACHE_DIR.glob(f"{CNI_NETWORK}-*")]
     return found
 
 
@@ -369,6 +378,15 @@ class RealNode:
         for h in _cgroup_hierarchies():
             _remove_cgroup_tree(h / CGROUP_ROOT)
         shutil.rmtree(SOCKET_DIR, ignore_errors=True)
+        KUBELET_DEVICE_PLUGIN_SOCKET.unlink(missing_ok=True)
+        for stale in CNI_CACHE_DIR.glob(f"{CNI_NETWORK}-*") if CNI_CACHE_DIR.is_dir() else []:
+            stale.unlink(missing_ok=True)
+        for d in (KUBELET_DEVICE_PLUGIN_SOCKET.parent, KUBELET_DEVICE_PLUGIN_SOCKET.parent.parent,
+                  CNI_CACHE_DIR, CNI_CACHE_DIR.parent):
+            try:
+                d.rmdir()  # only when empty: another tool may keep its files there
+            except OSError:
+                pass
         for name, value in self.sysctls.items():
             _write_sysctl(name, value)
         OWNER_FILE.unlink(missing_ok=True)
@@ -744,7 +762,7 @@ def _cni_config(ipam_dir: Path) -> dict[str, Any]:
     # from the IPAM result instead.
     return {
         "cniVersion": "1.0.0",
-        "name": "cogate",
+        "name": CNI_NETWORK,
         "plugins": [
             {"type": "bridge", "bridge": BRIDGE, "isGateway": False, "ipMasq": False, "hairpinMode": True,
              "ipam": {"type": "host-local", "dataDir": str(ipam_dir),
