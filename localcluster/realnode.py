@@ -58,7 +58,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 import yaml
 
@@ -288,7 +288,12 @@ class RealNode:
         node.timings = dict(state.get("timings", {}))
         node.procs = {n: Proc(n, int(p["pid"]), p["binary"], Path(p["log"]))
                       for n, p in state.get("processes", {}).items()}
-        node.host_ready = True
+        # Touch the host only if this node still owns it (a later node may have taken over
+        # after this one crashed and cleaned its leftovers).
+        try:
+            node.host_ready = json.loads(OWNER_FILE.read_text()).get("dir") == str(node.dir)
+        except (OSError, ValueError):
+            node.host_ready = False
         return node
 
     # -- host -------------------------------------------------------------------
@@ -337,7 +342,9 @@ class RealNode:
                 owner = json.loads(OWNER_FILE.read_text())
             except (OSError, ValueError):
                 owner = {}
-            alive = [p for p in owner.get("pids", []) if process_alive(int(p))]
+            # The starting process by pid; the node's processes by pid and binary (pid reuse).
+            alive = [int(pid) for pid, binary in owner.get("pids", {}).items()
+                     if (Proc("owner", int(pid), binary, Path()).alive() if binary else process_alive(int(pid)))]
             if alive:
                 raise NodeSetupError(f"another real node runs on this host (work dir {owner.get('dir')}, "
                                      f"processes {alive}); stop it first (its LocalCluster.stop, or "
@@ -352,10 +359,11 @@ class RealNode:
             raise NodeSetupError(f"network interface {BRIDGE} exists but no real node owns it "
                                  f"({OWNER_FILE} missing); remove it with `ip link del {BRIDGE}`")
         self.sysctls = {k: v for k in KUBELET_SYSCTLS if (v := _read_sysctl(k)) is not None}
-        self._write_owner([os.getpid()])
+        self._write_owner()
 
-    def _write_owner(self, pids: Iterable[int]) -> None:
-        OWNER_FILE.write_text(json.dumps({"dir": str(self.dir), "pids": list(pids), "sysctls": self.sysctls}))
+    def _write_owner(self) -> None:
+        pids: dict[int, str | None] = {os.getpid(): None, **{p.pid: p.binary for p in self.procs.values()}}
+        OWNER_FILE.write_text(json.dumps({"dir": str(self.dir), "pids": pids, "sysctls": self.sysctls}))
 
     def teardown_host(self) -> list[str]:
         """Remove the bridge (and its route), the firewall chain, kube-proxy's leftover chains,
@@ -438,7 +446,7 @@ class RealNode:
                                        "/usr/sbin", "/usr/bin", "/sbin", "/bin"])
         proc = spawn(name, [*argv, *self.extra_args.get(name, [])], self.log_path(name), cwd=self.dir, env=env)
         self.procs[name] = proc
-        self._write_owner([os.getpid(), *(p.pid for p in self.procs.values())])
+        self._write_owner()
         return proc
 
     def ctr(self, *args: str, timeout: float = 300.0, check: bool = True) -> subprocess.CompletedProcess:

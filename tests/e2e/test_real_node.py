@@ -17,6 +17,7 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -27,8 +28,9 @@ import pytest
 from kubernetes import client
 
 from cogate.certs import pki
-from cogate.localcluster import images, realnode, versions
+from cogate.localcluster import build, images, realnode, versions
 from cogate.localcluster.cluster import ClusterError, LocalCluster
+from cogate.localcluster.procs import cmdline, process_alive
 
 from .kube import wait_for
 
@@ -219,6 +221,34 @@ def test_dev_up_real_node_runs_detached_and_down_removes_it(real_cluster):
         assert host_state() == real_cluster.host_baseline
         assert not (dev / "cluster").exists()
         shutil.rmtree(dev)
+
+
+def test_a_start_after_a_crash_removes_the_dead_nodes_leftovers(real_cluster, real_kube):
+    dev = Path(tempfile.mkdtemp(prefix="cogate-dev-"))
+    env = {"COGATE_DEV_DIR": str(dev)}
+    with _session_node_stopped(real_cluster):
+        up = _cogate("dev", "up", "--real-node", env=env)
+        assert up.returncode == 0, up.stderr + up.stdout
+        crashed = LocalCluster.attach(dev / "cluster" / "state.json")
+        crashed.kubectl("create", "-f", "-", input=json.dumps(_pod("victim", images.pause_ref())))
+        crashed.kubectl("wait", "--for=condition=Ready", "pod/victim", "--timeout=90s")
+        pids = list(crashed.pids.values()) + [v["pid"] for v in json.loads((dev / "cogate.json").read_text()).values()
+                                              if isinstance(v, dict)]
+        for pid in pids:  # a crash: nothing gets to clean up
+            os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: not any(process_alive(p) for p in pids), 10, what="the crashed processes gone")
+        assert realnode.host_leftovers(dev), "the crash left mounts, the bridge, rules, a shim and the pod"
+    # _session_node_stopped started the session's node again: its start removed the leftovers.
+    assert not [m for m in realnode.mounts() if m.startswith(str(dev))]
+    shim = str(build.binary("containerd-shim-runc-v2"))
+    survivors = [cmdline(int(p.name)) for p in Path("/proc").iterdir() if p.name.isdigit()]
+    assert not [c for c in survivors if c and c[0] in ("/pause", shim)], "the crashed pod and its shim are gone"
+    down = _cogate("dev", "down", env=env)  # the crashed environment's state: nothing of it touches the host
+    assert down.returncode == 0, down.stderr
+    assert real_cluster.node.procs["kubelet"].alive()
+    node = client.CoreV1Api(real_cluster.api_client()).read_node(realnode.NODE_NAME)
+    assert any(c.type == "Ready" and c.status == "True" for c in node.status.conditions)
+    shutil.rmtree(dev, ignore_errors=True)
 
 
 def test_stop_leaves_the_host_as_it_was_and_restart_works(real_cluster, real_kube):
