@@ -226,6 +226,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown tool(s) {unknown}; choose from {sorted(versions.TOOLS)}")
     try:
         ensure_binaries(args.tools or None)
+        if not args.tools:  # everything: the real node's pause image too (seconds; cached)
+            from .images import ensure_pause_image
+
+            archive, ref = ensure_pause_image()
+            print(f"pause image {ref} -> {archive}", file=sys.stderr, flush=True)
     except BuildError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
