@@ -3,8 +3,10 @@
 #   make test   -> every test (unit, webhook, end-to-end on the local control plane)
 # Both work on a fresh machine with Python 3.11+ and Go 1.26 (Go only builds the
 # test control plane: kube-apiserver, etcd, kube-scheduler, kube-controller-manager,
-# kubectl, kwok, helm, pinned in localcluster/versions.py, cached under
-# ~/.cache/cogate or $COGATE_CACHE_DIR).
+# kubectl, kwok, helm, and containerd, kubelet, kube-proxy for the real node, pinned in
+# localcluster/versions.py, cached under ~/.cache/cogate or $COGATE_CACHE_DIR). The real
+# node's tests run as root and install Debian's runc, containernetworking-plugins and
+# iptables with apt-get when missing (localcluster/realnode.py).
 
 PYTHON ?= python3
 VENV ?= .venv

@@ -126,9 +126,12 @@ def _replaces(gomod: str, version: str) -> list[str]:
     return out
 
 
-def _ldflags(tool: str, version: str) -> str:
+def _ldflags(module: str, version: str) -> str:
     flags = ["-s", "-w"]
-    if tool == "kubernetes":
+    if module == "github.com/containerd/containerd/v2":
+        # kubelet reads the runtime version over CRI; without this it says "2.x+unknown".
+        flags += [f"-X {module}/version.Version={version}", f"-X {module}/version.Package={module}"]
+    if module == "k8s.io/kubernetes":
         major, minor = version.lstrip("v").split(".")[:2]
         for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
             flags += [
@@ -177,8 +180,8 @@ def build_lock(name: str):
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _build(tool: str, module: str, version: str, packages: tuple[str, ...], out: Path,
-           names: tuple[str, ...], log) -> None:
+def _build(tool: str, module: str, version: str, packages: tuple[str, ...], out: Path, names: tuple[str, ...],
+           log) -> None:
     work = cache_dir() / "build" / f"{tool}-{version}"
     if work.exists():
         shutil.rmtree(work)
@@ -198,11 +201,14 @@ def _build(tool: str, module: str, version: str, packages: tuple[str, ...], out:
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
-    ld = _ldflags(tool, version)
+    flags = ["-trimpath", "-ldflags", _ldflags(module, version)]
+    tags = versions.BUILD_TAGS.get(tool)
+    if tags:
+        flags += ["-tags", ",".join(tags)]
     if tool == "etcd":
-        _run(["go", "build", "-trimpath", "-ldflags", ld, "-o", str(tmp / "etcd"), packages[0]], work, log)
+        _run(["go", "build", *flags, "-o", str(tmp / "etcd"), packages[0]], work, log)
     else:
-        _run(["go", "build", "-trimpath", "-ldflags", ld, "-o", str(tmp) + "/", *packages], work, log)
+        _run(["go", "build", *flags, "-o", str(tmp) + "/", *packages], work, log)
     missing = [n for n in names if not (tmp / n).is_file()]
     if missing:
         raise BuildError(f"build of {tool} produced no {missing} in {tmp}")
@@ -236,6 +242,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown tool(s) {unknown}; choose from {sorted(versions.TOOLS)}")
     try:
         ensure_binaries(args.tools or None)
+        if not args.tools:  # everything: the real node's pause image too (seconds; cached)
+            from .images import ensure_pause_image
+
+            archive, ref = ensure_pause_image()
+            print(f"pause image {ref} -> {archive}", file=sys.stderr, flush=True)
     except BuildError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -61,15 +61,11 @@ import atexit
 import json
 import os
 import shutil
-import signal
-import socket
 import ssl
 import subprocess
+import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -77,7 +73,9 @@ import yaml
 
 from cogate.certs import pki
 
-from . import build
+from . import build, versions
+from .procs import Proc, free_ports, rss_bytes, spawn, tail, terminate, wait_http, wait_ports_closed
+from .realnode import NODE_IP, NodeSetupError, RealNode, mounts
 
 __all__ = [
     "LocalCluster",
@@ -85,9 +83,6 @@ __all__ = [
     "SERVICE_CIDR",
     "KUBERNETES_SERVICE_IP",
     "SERVICE_ACCOUNT_ISSUER",
-    "free_ports",
-    "port_open",
-    "process_alive",
 ]
 
 #: Service ClusterIP range of the apiserver (``--service-cluster-ip-range``).
@@ -103,6 +98,8 @@ KWOK_NODE_SELECTOR = "kwok.x-k8s.io/node=fake"
 NODE_LEASE_SECONDS = 40
 #: Order in which components start; they stop in reverse.
 COMPONENTS = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kwok")
+#: Components of the optional real node (:mod:`cogate.localcluster.realnode`), started after the control plane.
+NODE_COMPONENTS = ("containerd", "kubelet", "kube-proxy")
 STATE_FILE = "state.json"
 STAGES_FILE = Path(__file__).with_name("kwok-stages.yaml")
 
@@ -118,65 +115,6 @@ class ClusterError(RuntimeError):
 
 # ----------------------------------------------------------------- small helpers
 
-def free_ports(count: int) -> list[int]:
-    """``count`` distinct TCP ports free on 127.0.0.1 right now (kernel-assigned ephemeral ports)."""
-    socks = []
-    try:
-        for _ in range(count):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-def port_open(port: int, host: str = "127.0.0.1", timeout: float = 0.5) -> bool:
-    """True when something accepts TCP connections on ``host:port``."""
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
-
-
-def process_alive(pid: int) -> bool:
-    """True when ``pid`` exists and is not a zombie (read from ``/proc``)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            state = fh.read().rsplit(b")", 1)[1].split()[0]
-        return state not in (b"Z", b"X")
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return False
-
-
-def _cmdline(pid: int) -> list[str]:
-    try:
-        return [a.decode(errors="replace") for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if a]
-    except OSError:
-        return []
-
-
-def rss_bytes(pid: int) -> int:
-    """Resident set size of ``pid`` in bytes (``VmRSS`` of ``/proc/<pid>/status``), 0 if gone."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
-def _tail(path: Path, lines: int = 40) -> str:
-    try:
-        text = path.read_text(errors="replace").splitlines()
-    except OSError:
-        return f"(no log at {path})"
-    return "\n".join(text[-lines:]) or "(empty log)"
-
-
 def _kubeconfig(server: str, ca: Path, cert: Path, key: Path, user: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
@@ -186,47 +124,6 @@ def _kubeconfig(server: str, ca: Path, cert: Path, key: Path, user: str) -> dict
         "contexts": [{"name": "cogate-local", "context": {"cluster": "cogate-local", "user": user}}],
         "current-context": "cogate-local",
     }
-
-
-@dataclass
-class _Proc:
-    name: str
-    pid: int
-    binary: str
-    log: Path
-    popen: subprocess.Popen | None = None  # None when re-attached from a state file
-
-    def alive(self) -> bool:
-        if self.popen is not None:
-            return self.popen.poll() is None
-        return process_alive(self.pid) and self._is_ours()
-
-    def _is_ours(self) -> bool:
-        # Guards against pid reuse after a reboot or a long time: the pid must still run our binary.
-        cmd = _cmdline(self.pid)
-        return bool(cmd) and cmd[0] == self.binary
-
-    def signal(self, sig: int) -> None:
-        if not self.alive():
-            return
-        try:
-            os.kill(self.pid, sig)
-        except ProcessLookupError:
-            pass
-
-    def wait(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.popen is not None:
-                try:
-                    self.popen.wait(timeout=max(0.0, min(0.1, deadline - time.monotonic())))
-                    return True
-                except subprocess.TimeoutExpired:
-                    continue
-            if not self.alive():
-                return True
-            time.sleep(0.05)
-        return not self.alive()
 
 
 # ------------------------------------------------------------------ the cluster
@@ -239,20 +136,30 @@ class LocalCluster:
     ``keep``: keep the work dir on :meth:`stop` (for post-mortems; env ``COGATE_KEEP_CLUSTER=1``
     sets it too). ``timeout``: seconds each component gets to become ready.
     ``extra_args``: per-component extra flags, e.g. ``{"kube-apiserver": ["--v=4"]}``.
+    ``real_node``: also run a real kubelet node, :data:`~cogate.localcluster.realnode.NODE_NAME`
+    (containerd, kubelet, kube-proxy; see :mod:`cogate.localcluster.realnode`): needs root;
+    kube-apiserver then binds and advertises the node's bridge address
+    (:data:`~cogate.localcluster.realnode.NODE_IP`) instead of 127.0.0.1, so that pods reach it
+    through the ``kubernetes`` Service.
     """
 
     def __init__(self, workdir: str | os.PathLike[str] | None = None, *, keep: bool = False,
-                 timeout: float = 60.0, extra_args: Mapping[str, Iterable[str]] | None = None) -> None:
+                 timeout: float = 60.0, extra_args: Mapping[str, Iterable[str]] | None = None,
+                 real_node: bool = False) -> None:
         self._own_workdir = workdir is None
         self.workdir = Path(workdir).expanduser().resolve() if workdir is not None else None
         self.keep = keep or os.environ.get("COGATE_KEEP_CLUSTER") == "1"
         self.timeout = float(timeout)
         self.extra_args = {k: list(v) for k, v in (extra_args or {}).items()}
-        unknown = set(self.extra_args) - set(COMPONENTS)
+        known = COMPONENTS + (NODE_COMPONENTS if real_node else ())
+        unknown = set(self.extra_args) - set(known)
         if unknown:
-            raise ValueError(f"extra_args: unknown component(s) {sorted(unknown)}; expected some of {COMPONENTS}")
+            raise ValueError(f"extra_args: unknown component(s) {sorted(unknown)}; expected some of {known}")
+        self.real_node = real_node
+        #: The real node once started (``real_node=True``), else None.
+        self.node: RealNode | None = None
         self.ports: dict[str, int] = {}
-        self.procs: dict[str, _Proc] = {}
+        self.procs: dict[str, Proc] = {}
         #: seconds from start() until each component was ready, and "total"
         self.timings: dict[str, float] = {}
         self.detached = False
@@ -271,9 +178,14 @@ class LocalCluster:
         return self._path("kubeconfig")
 
     @property
+    def address(self) -> str:
+        """The address kube-apiserver binds and advertises: 127.0.0.1, or the real node's bridge address."""
+        return NODE_IP if self.real_node else "127.0.0.1"
+
+    @property
     def server(self) -> str:
-        """``https://127.0.0.1:<port>`` of kube-apiserver."""
-        return f"https://127.0.0.1:{self.ports['kube-apiserver']}"
+        """``https://<address>:<port>`` of kube-apiserver (see :attr:`address`)."""
+        return f"https://{self.address}:{self.ports['kube-apiserver']}"
 
     @property
     def ca_file(self) -> Path:
@@ -290,8 +202,11 @@ class LocalCluster:
 
     @property
     def pids(self) -> dict[str, int]:
-        """Component name -> pid of every process started (alive or not)."""
-        return {name: p.pid for name, p in self.procs.items()}
+        """Component name -> pid of every process started (alive or not), the real node's included."""
+        return {name: p.pid for name, p in self._all_procs().items()}
+
+    def _all_procs(self) -> dict[str, Proc]:
+        return {**self.procs, **(self.node.procs if self.node else {})}
 
     # -- lifecycle --------------------------------------------------------------
     def __enter__(self) -> "LocalCluster":
@@ -310,8 +225,9 @@ class LocalCluster:
         """
         if self._started:
             raise ClusterError("cluster already started")
-        missing = [n for n in ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kwok", "kubectl")
-                   if not build.binary(n).is_file()]
+        needed = [n for tool in versions.CONTROL_PLANE_TOOLS + (versions.NODE_TOOLS if self.real_node else ())
+                  for n in versions.BINARIES[tool]]
+        missing = [n for n in needed if not build.binary(n).is_file()]
         if missing:
             raise ClusterError(f"binaries not built: {missing}; run `python -m cogate.localcluster.build`")
         if self.workdir is None:
@@ -330,6 +246,10 @@ class LocalCluster:
         try:
             names = ("etcd", "etcd-peer", "kube-apiserver", "kube-scheduler", "kube-controller-manager")
             self.ports = dict(zip(names, free_ports(len(names))))
+            if self.real_node:
+                self.node = RealNode(self._path("node"), timeout=max(self.timeout, 120.0),
+                                     extra_args={k: v for k, v in self.extra_args.items() if k in NODE_COMPONENTS})
+                self.node.setup_host()
             self._write_pki_and_configs()
             self._start_etcd()
             self._wait_http("etcd", f"http://127.0.0.1:{self.ports['etcd']}/health", lambda b: b'"health":"true"' in b)
@@ -350,10 +270,18 @@ class LocalCluster:
                             what="the default ServiceAccount in namespace default")
             self.timings["default-serviceaccount"] = time.monotonic() - t0
             self._check_alive("kwok")
+            if self.node is not None:
+                self._write_state()  # so that stop_from_state finds a half-started node too
+                t1 = time.monotonic()
+                self.node.start(self.api_client)
+                self.timings["real-node"] = time.monotonic() - t1
             self.timings["total"] = time.monotonic() - t0
             self._write_state()
+        except NodeSetupError as exc:
+            self._stop_after_failed_start()
+            raise ClusterError(f"real node: {exc}") from None
         except BaseException:
-            self.stop()
+            self._stop_after_failed_start()
             raise
         return self.state_file
 
@@ -364,12 +292,32 @@ class LocalCluster:
         if not self._started:
             return
         self._started = False
-        problems = _terminate(list(self.procs.values()), grace)
-        problems += _wait_ports_closed(self.ports.values(), 10.0)
+        problems: list[str] = []
+        if self.node is not None:
+            apiserver = self.procs.get("kube-apiserver")
+            problems += self.node.stop(self.kubectl if apiserver is not None and apiserver.alive() else None, grace)
+        problems += terminate(list(self.procs.values()), grace)
+        problems += wait_ports_closed([p for n, p in self.ports.items() if n != "kube-apiserver"], 10.0)
+        if "kube-apiserver" in self.ports:
+            problems += wait_ports_closed([self.ports["kube-apiserver"]], 10.0, host=self.address)
+        if self.node is not None:
+            problems += self.node.teardown_host()
         if self.workdir is not None and not self.keep:
-            shutil.rmtree(self.workdir, ignore_errors=True)
+            mounted = [m for m in mounts() if m.startswith(str(self.workdir) + "/")]
+            if mounted:  # never delete through a mount point
+                problems.append(f"work dir {self.workdir} kept: still mounted below it: {mounted[:5]}")
+            else:
+                shutil.rmtree(self.workdir, ignore_errors=True)
+                if self._own_workdir:
+                    self.workdir = None  # a new start() makes a new one
         if problems:
             raise ClusterError("; ".join(problems))
+
+    def _stop_after_failed_start(self) -> None:
+        try:
+            self.stop()
+        except ClusterError as exc:  # the start error matters more; keep this one in the log
+            print(f"cogate.localcluster: stopping after a failed start: {exc}", file=sys.stderr)
 
     def _atexit_stop(self) -> None:
         if self._started and not self.detached:
@@ -388,6 +336,7 @@ class LocalCluster:
             "ca_file": str(self.ca_file),
             "ports": self.ports,
             "processes": {n: {"pid": p.pid, "binary": p.binary, "log": str(p.log)} for n, p in self.procs.items()},
+            "real_node": self.node.state() if self.node is not None else None,
             "timings": self.timings,
             "started_at": time.time(),
         }
@@ -410,9 +359,11 @@ class LocalCluster:
         """A LocalCluster object for a running (detached) cluster described by state file ``path``;
         ``kubectl``, ``api_client``, ``add_nodes`` and ``stop`` work on it."""
         state = cls.read_state(path)
-        self = cls(state["workdir"], keep=bool(state.get("keep")))
+        self = cls(state["workdir"], keep=bool(state.get("keep")), real_node=bool(state.get("real_node")))
+        if state.get("real_node"):
+            self.node = RealNode.from_state(state["real_node"])
         self.ports = {k: int(v) for k, v in state["ports"].items()}
-        self.procs = {n: _Proc(n, int(p["pid"]), p["binary"], Path(p["log"])) for n, p in state["processes"].items()}
+        self.procs = {n: Proc(n, int(p["pid"]), p["binary"], Path(p["log"])) for n, p in state["processes"].items()}
         self.timings = dict(state.get("timings", {}))
         self.detached = True
         self._started = True
@@ -458,9 +409,21 @@ class LocalCluster:
 
         return add_nodes(self, count, **shape)
 
+    def load_image(self, path: str | os.PathLike[str]) -> list[str]:
+        """Import the OCI or Docker image archive ``path`` into the real node's containerd
+        (namespace ``k8s.io``, what kubelet sees), as ``ctr -n k8s.io images import`` does; returns
+        the image references. Pods on the real node then use it with ``imagePullPolicy: Never``.
+        Raises :class:`ClusterError` without a real node or when the import fails."""
+        if self.node is None:
+            raise ClusterError("load_image needs a real node: LocalCluster(real_node=True)")
+        try:
+            return self.node.load_image(path)
+        except NodeSetupError as exc:
+            raise ClusterError(str(exc)) from None
+
     def rss(self) -> dict[str, int]:
         """Resident memory in bytes of each running component (``/proc/<pid>/status`` VmRSS)."""
-        return {name: rss_bytes(p.pid) for name, p in self.procs.items() if p.alive()}
+        return {name: rss_bytes(p.pid) for name, p in self._all_procs().items() if p.alive()}
 
     # -- internals: files -------------------------------------------------------
     def _write_pki_and_configs(self) -> None:
@@ -472,7 +435,7 @@ class LocalCluster:
             ca_cert, ca_key, "kube-apiserver",
             dns_names=["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
                        "kubernetes.default.svc.cluster.local"],
-            ip_addresses=["127.0.0.1", KUBERNETES_SERVICE_IP], days=365)
+            ip_addresses=["127.0.0.1", self.address, KUBERNETES_SERVICE_IP], days=365)
         pki.write_pem(pk / "apiserver.crt", cert)
         pki.write_pem(pk / "apiserver.key", key)
         for name in ("kube-scheduler", "kube-controller-manager"):
@@ -490,7 +453,10 @@ class LocalCluster:
             # kwok patches node/pod status, renews Leases and deletes pods of every namespace.
             ("kwok", "kwok-controller", ["system:masters"]),
         ]
-        server = f"https://127.0.0.1:{self.ports['kube-apiserver']}"
+        if self.node is not None:
+            # kube-apiserver's identity towards kubelet (logs, exec, port-forward).
+            clients.append(("apiserver-kubelet", "kube-apiserver-kubelet-client", ["system:masters"]))
+        server = self.server
         for stem, user, groups in clients:
             cert, key = pki.issue(ca_cert, ca_key, user, organizations=groups, server=False, client=True, days=365)
             crt_path = pki.write_pem(pk / f"{stem}-client.crt", cert)
@@ -501,16 +467,13 @@ class LocalCluster:
             path.chmod(0o600)
         # kwok: our options and stages (the packaged YAML) as its one --config file
         shutil.copyfile(STAGES_FILE, self._path("kwok.yaml"))
+        if self.node is not None:
+            self.node.write_files(ca_cert=ca_cert, ca_key=ca_key, ca_file=pk / "ca.crt", server=server)
 
     # -- internals: processes ---------------------------------------------------
     def _spawn(self, name: str, args: list[str]) -> None:
-        binary = str(build.binary(name))
-        log = self.log_path(name)
-        with open(log, "ab") as out:
-            popen = subprocess.Popen([binary, *args, *self.extra_args.get(name, [])],
-                                     stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                     cwd=self.workdir, start_new_session=True)
-        self.procs[name] = _Proc(name, popen.pid, binary, log, popen)
+        argv = [str(build.binary(name)), *args, *self.extra_args.get(name, [])]
+        self.procs[name] = spawn(name, argv, self.log_path(name), cwd=self.workdir)
 
     def _start_etcd(self) -> None:
         client = f"http://127.0.0.1:{self.ports['etcd']}"
@@ -527,7 +490,7 @@ class LocalCluster:
         pk = self._path("pki")
         self._spawn("kube-apiserver", [
             f"--etcd-servers=http://127.0.0.1:{self.ports['etcd']}",
-            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+            f"--bind-address={self.address}", f"--advertise-address={self.address}",
             f"--secure-port={self.ports['kube-apiserver']}",
             f"--cert-dir={pk}",
             f"--tls-cert-file={pk / 'apiserver.crt'}", f"--tls-private-key-file={pk / 'apiserver.key'}",
@@ -549,6 +512,10 @@ class LocalCluster:
             "--allow-privileged=true",
             "--profiling=false",
             "--v=1",
+            *([f"--kubelet-client-certificate={pk / 'apiserver-kubelet-client.crt'}",
+               f"--kubelet-client-key={pk / 'apiserver-kubelet-client.key'}",
+               f"--kubelet-certificate-authority={pk / 'ca.crt'}",
+               "--kubelet-preferred-address-types=InternalIP"] if self.node is not None else []),
         ])
 
     def _component_common(self, name: str) -> list[str]:
@@ -599,55 +566,10 @@ class LocalCluster:
     def _check_alive(self, name: str) -> None:
         proc = self.procs.get(name)
         if proc is None or not proc.alive():
-            code = proc.popen.returncode if proc and proc.popen else None
+            code = proc.returncode if proc else None
             raise ClusterError(f"{name} exited (code {code}); last lines of {self.log_path(name)}:\n"
-                               f"{_tail(self.log_path(name))}")
+                               f"{tail(self.log_path(name))}")
 
     def _wait_http(self, name: str, url: str, ok, what: str | None = None) -> None:
         ctx = self._ssl_context() if url.startswith("https") else None
-        deadline = time.monotonic() + self.timeout
-        last = "no attempt"
-        while True:
-            self._check_alive(name)
-            try:
-                with urllib.request.urlopen(url, timeout=2, context=ctx) as resp:
-                    body = resp.read()
-                    if resp.status == 200 and (ok is None or ok(body)):
-                        return
-                    last = f"HTTP {resp.status}: {body[:200]!r}"
-            except urllib.error.HTTPError as exc:
-                last = f"HTTP {exc.code}: {exc.read()[:300]!r}"
-            except (OSError, ssl.SSLError) as exc:
-                last = str(exc)
-            if time.monotonic() >= deadline:
-                raise ClusterError(f"{name} not ready after {self.timeout:.0f}s: {what or url} -> {last}; "
-                                   f"last lines of {self.log_path(name)}:\n{_tail(self.log_path(name))}")
-            time.sleep(0.1)
-
-
-def _terminate(procs: list[_Proc], grace: float) -> list[str]:
-    """SIGTERM every process in reverse order, SIGKILL stragglers after ``grace`` s; problems found."""
-    for proc in reversed(procs):
-        proc.signal(signal.SIGTERM)
-        # Stop in order so that kwok/controllers do not log a storm of errors against a dead apiserver.
-        proc.wait(min(grace, 3.0))
-    for proc in reversed(procs):
-        if not proc.wait(grace):
-            proc.signal(signal.SIGKILL)
-    problems = []
-    for proc in procs:
-        if not proc.wait(5.0):
-            problems.append(f"{proc.name} (pid {proc.pid}) still running after SIGKILL")
-    return problems
-
-
-def _wait_ports_closed(ports: Iterable[int], timeout: float) -> list[str]:
-    deadline = time.monotonic() + timeout
-    ports = list(ports)
-    while True:
-        still = [p for p in ports if port_open(p)]
-        if not still:
-            return []
-        if time.monotonic() >= deadline:
-            return [f"port(s) {still} still accept connections"]
-        time.sleep(0.1)
+        wait_http(self.procs[name], url, timeout=self.timeout, context=ctx, ok=ok, what=what, error=ClusterError)

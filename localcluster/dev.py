@@ -5,7 +5,8 @@ kube-controller-manager, kwok) in the background, adds fake nodes of the shape y
 installs the PodGroup CRD, starts cogate's webhook and controller as background processes,
 and prints the ``KUBECONFIG`` to use. ``cogate dev down`` stops every process it started
 (by pid) and removes its directory. State lives in ``$COGATE_DEV_DIR`` (default
-``$COGATE_CACHE_DIR/dev``, i.e. ``~/.cache/cogate/dev``).
+``$COGATE_CACHE_DIR/dev``, i.e. ``~/.cache/cogate/dev``). ``--real-node`` adds a real kubelet
+node beside the fake ones (see :mod:`cogate.localcluster.realnode`); ``down`` removes it too.
 
 Exit codes: 0 ok, 1 failure (message on stderr), 2 usage.
 """
@@ -16,13 +17,12 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import sys
-import time
 from pathlib import Path
 
-from . import build
-from .cluster import ClusterError, LocalCluster, process_alive
+from . import build, realnode, versions
+from .cluster import ClusterError, LocalCluster
+from .procs import Proc, process_alive, terminate
 from .stack import CogateStack, StackError
 
 
@@ -59,8 +59,13 @@ def up(args: argparse.Namespace) -> int:
         print(f"a dev environment is already up (state {cluster_state}); run `cogate dev down` first",
               file=sys.stderr)
         return 1
-    build.ensure_binaries(["etcd", "kubernetes", "kwok"])
-    cluster = LocalCluster(workdir=dev_dir() / "cluster", keep=True)
+    tools = versions.CONTROL_PLANE_TOOLS + (versions.NODE_TOOLS if args.real_node else ())
+    try:
+        build.ensure_binaries(list(tools))
+    except build.BuildError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    cluster = LocalCluster(workdir=dev_dir() / "cluster", keep=True, real_node=args.real_node)
     try:
         cluster.start(detach=True)
         cluster.add_nodes(args.nodes, prefix="node-", cpu=args.cpu, memory=args.memory, pods=args.pods,
@@ -68,11 +73,15 @@ def up(args: argparse.Namespace) -> int:
         stack = CogateStack(cluster, dev_dir() / "cogate").start()
         # The stack's processes run in their own session; this process may exit.
         cogate_state.write_text(json.dumps(stack.state(), indent=2))
-    except (ClusterError, StackError, ValueError) as exc:
+    except (ClusterError, StackError, ValueError, realnode.NodeSetupError, build.BuildError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         LocalCluster.stop_from_state(cluster_state, keep=False) if cluster_state.exists() else None
         return 1
     print(f"cogate dev environment is up: {args.nodes} node(s) of cpu {args.cpu}, memory {args.memory}")
+    if args.real_node:
+        print(f"  real node {realnode.NODE_NAME} ({realnode.NODE_IP}), tainted "
+              f"{realnode.NODE_TAINT['key']}={realnode.NODE_TAINT['value']}:{realnode.NODE_TAINT['effect']}; "
+              f"load images with: {build.binary('ctr')} --address {cluster.node.socket} -n k8s.io images import IMAGE.tar")
     print(f"  export KUBECONFIG={cluster.kubeconfig}")
     print(f"  kubectl: {build.binary('kubectl')} (or any kubectl >= 1.30)")
     print(f"  logs: {dev_dir()}/cluster/*.log, {dev_dir()}/cogate/{{webhook,controller}}.log")
@@ -84,15 +93,11 @@ def down(args: argparse.Namespace) -> int:
     cluster_state, cogate_state = _state_paths()
     if cogate_state.exists():
         state = json.loads(cogate_state.read_text())
-        for name in ("controller", "webhook"):
-            pid = state.get(name, {}).get("pid")
-            if pid and process_alive(pid):
-                os.kill(pid, signal.SIGTERM)
-                deadline = time.monotonic() + 10
-                while process_alive(pid) and time.monotonic() < deadline:
-                    time.sleep(0.1)
-                if process_alive(pid):
-                    os.kill(pid, signal.SIGKILL)
+        procs = [Proc(name, int(info["pid"]), info.get("binary", sys.executable), Path(info.get("log", "")))
+                 for name, info in state.items() if isinstance(info, dict) and "pid" in info]
+        problems = terminate(procs, grace=10.0)
+        if problems:
+            print(f"error: {'; '.join(problems)}", file=sys.stderr)
         cogate_state.unlink()
     shutil.rmtree(dev_dir() / "cogate", ignore_errors=True)
     if cluster_state.exists():
@@ -110,6 +115,7 @@ def status(args: argparse.Namespace) -> int:
         return 0
     state = LocalCluster.read_state(cluster_state)
     procs = {k: v["pid"] for k, v in state.get("processes", {}).items() if isinstance(v, dict) and "pid" in v}
+    procs |= {k: v["pid"] for k, v in ((state.get("real_node") or {}).get("processes") or {}).items()}
     if cogate_state.exists():
         procs |= {k: v["pid"] for k, v in json.loads(cogate_state.read_text()).items() if isinstance(v, dict)}
     for name, pid in procs.items():
@@ -144,6 +150,10 @@ def main(argv: list[str] | None = None) -> int:
                       help="node taint, repeatable (default: none)")
     p_up.add_argument("--kwok-taint", action=argparse.BooleanOptionalAction, default=False,
                       help="also taint nodes kwok.x-k8s.io/node=fake:NoSchedule (default: off)")
+    p_up.add_argument("--real-node", action="store_true",
+                      help=f"also run a real kubelet node, {realnode.NODE_NAME} (containerd, runc, kubelet, "
+                           f"kube-proxy; needs root; tainted {realnode.NODE_TAINT['key']}=true:NoSchedule) "
+                           "(default: off)")
     sub.add_parser("down", help="stop everything `cogate dev up` started and remove its files",
                    description="Stop every process `cogate dev up` started and remove its directory.")
     sub.add_parser("status", help="show the processes of the dev environment",

@@ -15,12 +15,8 @@ from __future__ import annotations
 import base64
 import json
 import os
-import signal
-import socket
 import ssl
-import subprocess
 import sys
-import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +27,8 @@ import yaml
 from cogate.api import DEFAULT_GATE_NAME
 from cogate.certs import pki
 from cogate.webhook.config import webhook_configuration
+
+from .procs import Proc, free_port, spawn, wait_http
 
 #: The one CRD file (the chart's); the installed package carries a copy.
 CRD_NAME = "podgroups.scheduling.x-k8s.io"
@@ -50,39 +48,6 @@ class StackError(RuntimeError):
     """A cogate process did not come up; the message has its log tail."""
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _tail(path: Path, lines: int = 30) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
-
-
-@dataclass
-class Process:
-    name: str
-    popen: subprocess.Popen
-    log: Path
-
-    def alive(self) -> bool:
-        return self.popen.poll() is None
-
-    def stop(self, timeout: float = 10.0) -> None:
-        if self.popen.poll() is not None:
-            return
-        self.popen.send_signal(signal.SIGTERM)
-        try:
-            self.popen.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.popen.kill()
-            self.popen.wait(5)
-
-
 @dataclass
 class CogateStack:
     """Webhook + controller processes for a running local cluster.
@@ -95,7 +60,7 @@ class CogateStack:
     workdir: Path
     gate_name: str = DEFAULT_GATE_NAME
     controller_args: tuple[str, ...] = ()
-    processes: dict[str, Process] = field(default_factory=dict)
+    processes: dict[str, Proc] = field(default_factory=dict)
     webhook_port: int = 0
     webhook_metrics_port: int = 0
     controller_metrics_port: int = 0
@@ -136,31 +101,14 @@ class CogateStack:
         pki.write_pem(self.workdir / "ca.crt", ca_cert)
         return (self.workdir / "ca.crt").read_bytes()
 
-    def _spawn(self, name: str, args: list[str]) -> Process:
-        log = self.workdir / f"{name}.log"
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
-        out = open(log, "ab")
-        popen = subprocess.Popen([sys.executable, "-m", "cogate.cli", name, *args], stdout=out,
-                                 stderr=subprocess.STDOUT, env=env, start_new_session=True)
-        out.close()
-        proc = Process(name, popen, log)
+    def _spawn(self, name: str, args: list[str]) -> Proc:
+        proc = spawn(name, [sys.executable, "-m", "cogate.cli", name, *args], self.workdir / f"{name}.log",
+                     env=dict(os.environ, PYTHONUNBUFFERED="1"))
         self.processes[name] = proc
         return proc
 
-    def _wait_ready(self, proc: Process, url: str, context: ssl.SSLContext | None, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        last = ""
-        while time.monotonic() < deadline:
-            if not proc.alive():
-                raise StackError(f"{proc.name} exited with code {proc.popen.returncode}:\n{_tail(proc.log)}")
-            try:
-                with urllib.request.urlopen(url, timeout=2, context=context) as resp:
-                    if resp.status == 200:
-                        return
-            except Exception as exc:  # noqa: BLE001 - polling until ready
-                last = str(exc)
-            time.sleep(0.2)
-        raise StackError(f"{proc.name} not ready at {url} after {timeout:.0f}s ({last}):\n{_tail(proc.log)}")
+    def _wait_ready(self, proc: Proc, url: str, context: ssl.SSLContext | None, timeout: float = 30.0) -> None:
+        wait_http(proc, url, timeout=timeout, context=context, error=StackError)
 
     def start_webhook(self) -> None:
         self.webhook_port = free_port()
@@ -208,7 +156,7 @@ class CogateStack:
 
     def state(self) -> dict[str, Any]:
         """What ``cogate dev up`` persists to find the processes again."""
-        return {name: {"pid": p.popen.pid, "log": str(p.log)} for name, p in self.processes.items()} | {
+        return {name: {"pid": p.pid, "binary": p.binary, "log": str(p.log)} for name, p in self.processes.items()} | {
             "webhook_port": self.webhook_port, "controller_metrics_port": self.controller_metrics_port}
 
 

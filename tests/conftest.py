@@ -6,6 +6,10 @@
   ``COGATE_KEEP_CLUSTER=1`` keeps its work dir (logs, etcd data, kubeconfig) for post-mortems.
 - ``kube``: a ``kubernetes.client.ApiClient`` (admin) on that cluster, closed after the test.
 - ``namespace``: a fresh namespace per test (name derived from the test name), deleted after.
+- ``real_cluster`` (session): a second, separate LocalCluster with a real kubelet node
+  (``LocalCluster(real_node=True)``: containerd, runc, kubelet, kube-proxy; needs root), started
+  on first use; ``real_cluster.host_baseline`` is what the host looked like before it (see
+  :func:`host_state`); at the end of the session it is stopped and the host must be back to that.
 
 Every test under ``tests/e2e/`` is marked ``e2e`` automatically (select with ``-m e2e``,
 skip with ``-m 'not e2e'``).
@@ -42,6 +46,44 @@ def cluster() -> Iterator["LocalCluster"]:  # noqa: F821 - imported lazily
         yield c
     finally:
         c.stop()
+
+
+def host_state() -> dict:
+    """What a real node could leave on this host: its leftovers (processes, mounts, bridge,
+    iptables rules, cgroups; :func:`cogate.localcluster.realnode.host_leftovers`), the veth
+    interfaces, network namespaces and the kernel settings kubelet and the CNI bridge change."""
+    from cogate.localcluster import realnode
+
+    sysctls = (*realnode.KUBELET_SYSCTLS, "net/ipv4/ip_forward")
+    netns = Path("/var/run/netns")
+    return {
+        "leftovers": realnode.host_leftovers(),
+        # veth interfaces on no bridge (a pod's, once the node's bridge is gone); other tools'
+        # containers (buildah) keep theirs on their own bridge.
+        "veths": sorted(p.name for p in Path("/sys/class/net").iterdir()
+                        if p.name.startswith("veth") and not (p / "master").exists()),
+        "netns": sorted(p.name for p in netns.iterdir()) if netns.is_dir() else [],
+        "sysctls": {k: Path("/proc/sys", k).read_text().strip() for k in sysctls},
+    }
+
+
+@pytest.fixture(scope="session")
+def real_cluster() -> Iterator["LocalCluster"]:  # noqa: F821 - imported lazily
+    from cogate.localcluster import versions
+    from cogate.localcluster.build import ensure_binaries
+    from cogate.localcluster.cluster import LocalCluster
+
+    ensure_binaries([*versions.CONTROL_PLANE_TOOLS, *versions.NODE_TOOLS], log=sys.stderr)
+    baseline = host_state()
+    assert baseline["leftovers"] == [], "the host must be clean before a real node starts"
+    c = LocalCluster(real_node=True)
+    c.host_baseline = baseline
+    c.start()
+    try:
+        yield c
+    finally:
+        c.stop()
+    assert host_state() == baseline, "stopping the real node must leave the host as it was"
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from cogate.localcluster import build
-from cogate.localcluster.cluster import process_alive
+from cogate.localcluster.procs import process_alive
 
 pytestmark = pytest.mark.e2e
 

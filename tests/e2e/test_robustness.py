@@ -12,7 +12,6 @@ import json
 import os
 import signal
 import ssl
-import subprocess
 import sys
 import time
 import urllib.error
@@ -25,7 +24,7 @@ from kubernetes import client
 
 from cogate.api import DEFAULT_GATE_NAME, GROUP, PLURAL, POD_GROUP_LABEL, VERSION
 from cogate.localcluster import example
-from cogate.localcluster.stack import free_port
+from cogate.localcluster.procs import Proc, free_port, spawn, terminate
 
 from .kube import bound, create_pod_group, events_for, gated, get_pod_group, pods, running, wait_for
 
@@ -427,16 +426,13 @@ def test_webhook_registration_matches_config_and_kube_system_pods_are_not_gated(
 # ----------------------------------------------------------------- 6. leader election
 
 
-def _spawn_controller(stack, workdir: Path, name: str, namespace: str) -> tuple[subprocess.Popen, int]:
+def _spawn_controller(stack, workdir: Path, name: str, namespace: str) -> tuple[Proc, int]:
     port = free_port()
-    log = open(workdir / f"{name}.log", "ab")
-    p = subprocess.Popen([sys.executable, "-m", "cogate.cli", "controller", "--kubeconfig", str(stack.cluster.kubeconfig),
-                          "--leader-elect", "--leader-election-namespace", namespace, "--namespace", namespace,
-                          "--metrics-port", str(port), "--metrics-host", "127.0.0.1"],
-                         stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, PYTHONUNBUFFERED="1"),
-                         start_new_session=True)
-    log.close()
-    return p, port
+    proc = spawn(name, [sys.executable, "-m", "cogate.cli", "controller", "--kubeconfig", str(stack.cluster.kubeconfig),
+                        "--leader-elect", "--leader-election-namespace", namespace, "--namespace", namespace,
+                        "--metrics-port", str(port), "--metrics-host", "127.0.0.1"],
+                 workdir / f"{name}.log", env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    return proc, port
 
 
 def _scrape(port: int) -> str:
@@ -465,8 +461,8 @@ def test_leader_election_one_leader_reconciles_and_failover_after_kill(stack, ku
         assert metric(texts[follower], "cogate_controller_decisions_total") == 0, "a follower must not reconcile"
         assert metric(texts[follower], "cogate_controller_leader") == 0
 
-        procs[leader][0].send_signal(signal.SIGKILL)
-        procs[leader][0].wait(5)
+        procs[leader][0].signal(signal.SIGKILL)
+        assert procs[leader][0].wait(5)
         t0 = time.monotonic()
         wait_for(lambda: metric(_scrape(procs[follower][1]), "cogate_controller_leader") == 1, 25, interval=0.3,
                  what="the follower takes over after the leader is killed")
@@ -478,21 +474,14 @@ def test_leader_election_one_leader_reconciles_and_failover_after_kill(stack, ku
         procs.append(_spawn_controller(stack, tmp_path, "c2", namespace))
         wait_for(lambda: _scrape(procs[2][1]), 30, interval=0.3, what="third controller serving metrics")
         assert metric(_scrape(procs[2][1]), "cogate_controller_leader") == 0
-        procs[follower][0].send_signal(signal.SIGTERM)
-        assert procs[follower][0].wait(15) == 0
+        procs[follower][0].signal(signal.SIGTERM)
+        assert procs[follower][0].wait(15) and procs[follower][0].returncode == 0
         t0 = time.monotonic()
         wait_for(lambda: metric(_scrape(procs[2][1]), "cogate_controller_leader") == 1, 8, interval=0.2,
                  what="the standby leads soon after the leader released the Lease")
         print(f"takeover after SIGTERM: {time.monotonic() - t0:.1f}s")
     finally:
-        for p, _ in procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-                try:
-                    p.wait(10)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait(5)
+        assert not terminate([p for p, _ in procs], grace=10.0)
 
 
 # ----------------------------------------------------------------- 1b. restart keeps released room reserved

@@ -9,7 +9,8 @@ import pytest
 import yaml
 from kubernetes import client
 
-from cogate.localcluster.cluster import LocalCluster, port_open, process_alive
+from cogate.localcluster.cluster import LocalCluster
+from cogate.localcluster.procs import port_open, process_alive
 from cogate.localcluster.nodes import KWOK_TAINT, add_nodes, node_manifest, node_ready, wait_nodes_ready
 
 from .kube import wait_for
