@@ -243,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         ensure_binaries(args.tools or None)
         if not args.tools:  # everything: the real node's pause image too (seconds; cached)
-            from .images import ensure_pause_image
+            from .pause import ensure_pause_image
 
             archive, ref = ensure_pause_image()
             print(f"pause image {ref} -> {archive}", file=sys.stderr, flush=True)

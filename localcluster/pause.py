@@ -88,7 +88,7 @@ def write_oci_archive(path: Path, ref: str, files: Mapping[str, tuple[bytes, int
         "architecture": arch, "os": "linux",
         "config": {"Entrypoint": entrypoint, "WorkingDir": "/"},
         "rootfs": {"type": "layers", "diff_ids": [_sha(layer_tar)]},
-        "history": [{"created_by": "cogate.localcluster.images.write_oci_archive"}],
+        "history": [{"created_by": "cogate.localcluster.pause.write_oci_archive"}],
     }, sort_keys=True).encode()
     manifest = json.dumps({
         "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
