@@ -44,8 +44,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from cogate import cliargs
-from cogate.kube import api_client, own_namespace
+from cogate import cliargs, logs
+from cogate.kube import api_client, api_status, own_namespace, retrying
 
 from . import pki
 
@@ -228,10 +228,6 @@ def ca_bundle_patch(config: Mapping[str, Any], ca_pem: bytes, webhook_names: Ite
 
 
 # ------------------------------------------------------------------ I/O part
-def _status(exc: BaseException) -> int | None:
-    return getattr(exc, "status", None)
-
-
 def ensure_secret(core, namespace: str, name: str, dns_names: Sequence[str], now: float | None = None,
                   rotate_before: float = DEFAULT_ROTATE_BEFORE_DAYS * DAY, attempts: int = 5) -> dict[str, bytes]:
     """Make the Secret hold valid material and return its decoded data.
@@ -239,16 +235,17 @@ def ensure_secret(core, namespace: str, name: str, dns_names: Sequence[str], now
     ``core`` is a ``kubernetes.client.CoreV1Api``. Creates the Secret if absent (on 409
     reads the one another replica created), updates it when :func:`rotation_reason`
     says so (on 409 re-reads). Raises ``RuntimeError`` after ``attempts`` lost races
-    and lets other ``ApiException`` errors through.
+    and lets other ``ApiException`` errors through (our own rule is 409 -> re-read; the
+    retry loop is :func:`cogate.kube.retrying`).
     """
     from kubernetes.client.exceptions import ApiException
 
-    for _ in range(attempts):
+    def attempt() -> dict[str, bytes]:
         t = time.time() if now is None else now
         try:
             secret = core.read_namespaced_secret(name, namespace)
         except ApiException as exc:
-            if _status(exc) != 404:
+            if api_status(exc) != 404:
                 raise
             secret = None
         data = decode_secret_data(secret.data) if secret is not None else None
@@ -257,18 +254,25 @@ def ensure_secret(core, namespace: str, name: str, dns_names: Sequence[str], now
             return data  # type: ignore[return-value]
         log.info("secret %s/%s: issuing new certificate (%s)", namespace, name, reason)
         fresh = build_secret_data(dns_names, t, data, rotate_before)
-        try:
-            if secret is None:
-                core.create_namespaced_secret(namespace, secret_body(name, namespace, fresh))
-            else:
-                rv = secret.metadata.resource_version
-                core.replace_namespaced_secret(name, namespace, secret_body(name, namespace, fresh, rv))
-            return fresh
-        except ApiException as exc:
-            if _status(exc) != 409:
-                raise
+        if secret is None:
+            core.create_namespaced_secret(namespace, secret_body(name, namespace, fresh))
+        else:
+            rv = secret.metadata.resource_version
+            core.replace_namespaced_secret(name, namespace, secret_body(name, namespace, fresh, rv))
+        return fresh
+
+    def lost_race(exc: BaseException) -> bool:
+        if isinstance(exc, ApiException) and api_status(exc) == 409:
             log.info("secret %s/%s: another replica wrote it first; re-reading", namespace, name)
-    raise RuntimeError(f"secret {namespace}/{name}: lost {attempts} write races in a row")
+            return True
+        return False
+
+    try:
+        return retrying(attempt, attempts=attempts, again=lost_race)
+    except ApiException as exc:
+        if api_status(exc) == 409:
+            raise RuntimeError(f"secret {namespace}/{name}: lost {attempts} write races in a row") from exc
+        raise
 
 
 def write_cert_files(directory: str | os.PathLike[str], data: Mapping[str, bytes]) -> list[Path]:
@@ -332,7 +336,7 @@ def _cmd_bootstrap(args: argparse.Namespace) -> int:
             bootstrap_once(args, core, admission)
         except Exception as exc:  # noqa: BLE001 - a loop keeps going; a one-shot run reports and fails
             if not args.loop:
-                print(f"error: {exc}", file=sys.stderr)
+                log.error("certificate bootstrap failed: %s", exc)
                 return 1
             log.warning("certificate bootstrap failed, retrying in %ss: %s", args.retry, exc)
             time.sleep(args.retry)
@@ -361,7 +365,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Create and renew the webhook's TLS certificate: in the cluster, kept in a Secret "
                     "(bootstrap), or written to a directory for local use (generate).",
     )
-    cliargs.add_log_level(parser)
+    cliargs.add_log_flags(parser)
     sub = parser.add_subparsers(dest="command", required=True, metavar="{bootstrap,generate}")
 
     b = sub.add_parser(
@@ -410,7 +414,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """``cogate certs bootstrap|generate``. Exit codes: 0 ok, 1 API failure, 2 usage error."""
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logs.configure(args.log_level, args.log_format)
     if args.command == "generate":
         return _cmd_generate(args)
     return _cmd_bootstrap(args)

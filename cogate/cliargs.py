@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from cogate import api
+from cogate import api, logs
 
 
 def seconds(text: str) -> float:
@@ -68,12 +68,16 @@ def gate_name(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-LOG_LEVELS = ("debug", "info", "warning", "error")
+LOG_LEVELS = logs.LEVELS
 
 
-def add_log_level(parser: argparse.ArgumentParser, detail: str = "") -> None:
-    """Add ``--log-level`` (any case, parsed to lower case; default ``info``) to ``parser``:
-    the same flag, display and error for every command. ``detail``: extra help text."""
+def add_log_flags(parser: argparse.ArgumentParser, detail: str = "") -> None:
+    """Add ``--log-level`` (any case, parsed to lower case; default ``info``) and ``--log-format``
+    (``text``, default, or ``json``: :mod:`cogate.logs`) to ``parser``: the same flags, display and
+    errors for every command. ``detail``: extra help text for ``--log-level``. Pass the parsed
+    ``args.log_level`` and ``args.log_format`` to :func:`cogate.logs.configure`."""
     parser.add_argument("--log-level", default="info", type=str.lower, choices=LOG_LEVELS,
                         metavar="{" + ",".join(LOG_LEVELS) + "}",
                         help=f"log level, any case{'; ' + detail if detail else ''} (default: %(default)s)")
+    parser.add_argument("--log-format", default="text", choices=logs.FORMATS,
+                        help="log line format on stderr: text, or one JSON object per line (default: %(default)s)")

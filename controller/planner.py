@@ -18,7 +18,7 @@ totals):
 * TaintToleration: NoSchedule and NoExecute taints must be tolerated;
   PreferNoSchedule never blocks.
 * NodeAffinity: ``nodeSelector`` and required node affinity
-  (:meth:`cogate.controller.model.NodeSelectorTerm.matches`).
+  (:meth:`cogate.controller.records.NodeSelectorTerm.matches`).
 * NodePorts: a host port may not conflict with ports used on the node (bound
   pods, reservations, members planned earlier).
 * InterPodAffinity, required anti-affinity: evaluated for any topology key
@@ -86,6 +86,14 @@ Membership accounting for a group:
   ours (neither placed nor bound).
 * ``fits = bound + planned gated``; ``Released`` iff ``fits >= min_member``;
   then every gated member is in ``release`` (``''`` for those not planned).
+
+Code map: ``decide`` builds a private ``_Pass``, whose ``_Snapshot`` (nodes and
+bound pods only, with the static filter cache) yields the ``_Room``: free room
+per node after bound pods and kept reservations, with an undo log. Released
+groups go through ``_Pass.ungate_new_members``, the rest through
+``_Pass.judge``, a run of early returns with one method per rule above
+(``_invalid_min_member``, ``_waiting_for_members``, ``_behind_starving_group``,
+``_try_release``, ``_explain``).
 """
 
 from __future__ import annotations
@@ -93,18 +101,20 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Literal, TypeVar
 
 from cogate.api import DEFAULT_GATE_NAME
-from cogate.controller.model import (
+from cogate.controller.records import (
     HOSTNAME_LABEL,
     UNSCHEDULABLE_TAINT_KEY,
     HostPort,
     NodeInfo,
+    NodeSelectorTerm,
     PodAffinityTerm,
     PodInfo,
     Reservation,
     Taint,
+    Toleration,
 )
 from cogate.controller.resources import format_quantity, format_resources
 
@@ -289,8 +299,35 @@ def _req_with_pod(requests: Mapping[str, int]) -> dict[str, int]:
     return r
 
 
-def _items_key(m: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+_V = TypeVar("_V", str, int)
+
+
+def _items_key(m: Mapping[str, _V]) -> tuple[tuple[str, _V], ...]:
     return tuple(sorted(m.items()))
+
+
+#: What the load-independent filters (NodeUnschedulable, TaintToleration, NodeAffinity) look at:
+#: nodeSelector, required node affinity, tolerations.
+_StaticKey = tuple[tuple[tuple[str, str], ...], tuple[NodeSelectorTerm, ...], tuple[Toleration, ...]]
+#: Eligible node indexes, and how many nodes each reason excluded (``_static_reason``).
+_StaticResult = tuple[list[int], dict[str, int]]
+#: Everything the filters read from a member: members with equal keys share one ``_Spec``.
+_SpecKey = tuple[
+    _StaticKey,
+    tuple[tuple[str, int], ...],
+    tuple[HostPort, ...],
+    str,
+    tuple[PodAffinityTerm, ...],
+    tuple[PodAffinityTerm, ...],
+    tuple[tuple[str, str], ...],
+]
+#: ``_Room`` undo log entries: room taken on a node (requests, number of host ports), a pod
+#: recorded as placed (anti-affinity), a topology domain forbidden to a spec.
+_Undo = (
+    tuple[Literal["occupy"], int, Mapping[str, int], int]
+    | tuple[Literal["placed"]]
+    | tuple[Literal["forbid"], "_Spec", str, str]
+)
 
 
 class _Spec:
@@ -310,13 +347,17 @@ class _Spec:
         self.size = 0.0
 
 
-class _State:
-    """Free room per node with an undo log, for one decision (or the empty cluster)."""
+class _Room:
+    """Free room per node with an undo log, for one decision (or the empty cluster).
+
+    ``mark``/``rollback`` undo what was placed since a mark (a plan that did not
+    fit); ``commit`` keeps it (a release). Built by :meth:`_Snapshot.room`.
+    """
 
     def __init__(
         self,
         nodes: Sequence[NodeInfo],
-        static_cache: dict[tuple[Any, ...], tuple[list[int], dict[str, int]]],
+        static_cache: dict[_StaticKey, _StaticResult],
         anti_active: bool,
         empty: bool,
     ) -> None:
@@ -328,8 +369,8 @@ class _State:
         self.bound_pods: list[tuple[PodInfo, int]] = []  # for pod affinity
         self.anti_active = anti_active
         self.static_cache = static_cache
-        self.specs: dict[tuple[Any, ...], _Spec] = {}
-        self.log: list[tuple[Any, ...]] = []
+        self.specs: dict[_SpecKey, _Spec] = {}
+        self.log: list[_Undo] = []
         self._dom_cache: dict[str, list[str | None]] = {}
         maxalloc: dict[str, int] = {}
         for n in nodes:
@@ -401,12 +442,14 @@ class _State:
 
     # -- specs
     def spec_for(self, pod: PodInfo) -> _Spec:
-        static_key = (
+        """The shared ``_Spec`` of ``pod``: its eligible nodes (static filters, then required pod
+        affinity against bound pods), its size, and the domains anti-affinity forbids it now."""
+        static_key: _StaticKey = (
             _items_key(pod.node_selector),
             pod.required_node_affinity,
             pod.tolerations,
         )
-        key = (
+        key: _SpecKey = (
             static_key,
             _items_key(pod.requests),
             pod.host_ports,
@@ -419,19 +462,7 @@ class _State:
         if spec is not None:
             return spec
         spec = _Spec(pod, _req_with_pod(pod.requests))
-        cached = self.static_cache.get(static_key)
-        if cached is None:
-            eligible: list[int] = []
-            reasons: dict[str, int] = {}
-            for i, n in enumerate(self.nodes):
-                r = _static_reason(n, pod)
-                if r is None:
-                    eligible.append(i)
-                else:
-                    reasons[r] = reasons.get(r, 0) + 1
-            cached = (eligible, reasons)
-            self.static_cache[static_key] = cached
-        eligible, reasons = cached
+        eligible, reasons = self._static_filter(static_key, pod)
         spec.reasons = dict(reasons)
         if pod.required_pod_affinity and not self.empty:
             kept = [i for i in eligible if self._affinity_ok(pod, i)]
@@ -447,6 +478,22 @@ class _State:
                 self._forbid_for(spec, other, i)
         self.specs[key] = spec
         return spec
+
+    def _static_filter(self, key: _StaticKey, pod: PodInfo) -> _StaticResult:
+        """Nodes that pass the load-independent filters for ``pod``, cached per ``key``."""
+        cached = self.static_cache.get(key)
+        if cached is None:
+            eligible: list[int] = []
+            reasons: dict[str, int] = {}
+            for i, n in enumerate(self.nodes):
+                r = _static_reason(n, pod)
+                if r is None:
+                    eligible.append(i)
+                else:
+                    reasons[r] = reasons.get(r, 0) + 1
+            cached = (eligible, reasons)
+            self.static_cache[key] = cached
+        return cached
 
     def _affinity_ok(self, pod: PodInfo, i: int) -> bool:
         for term in pod.required_pod_affinity:
@@ -532,81 +579,96 @@ def _classify(group: GroupRequest, gate: str) -> _Members:
     return r
 
 
-def _plan(state: _State, members: Sequence[PodInfo], needed: int) -> dict[str, int]:
-    """Plan ``members`` on ``state`` (left applied). Returns uid -> node index."""
+def _plan(room: _Room, members: Sequence[PodInfo], needed: int) -> dict[str, int]:
+    """Plan ``members`` on ``room`` (left applied). Returns uid -> node index."""
     by_spec: dict[int, tuple[_Spec, list[PodInfo]]] = {}
     for m in members:
-        s = state.spec_for(m)
+        s = room.spec_for(m)
         by_spec.setdefault(id(s), (s, []))[1].append(m)
     groups = list(by_spec.values())
     strategies = [lambda g: (len(g[0].eligible), -g[0].size, g[1][0].name)]
     if len(members) > needed:
         strategies.append(lambda g: (g[0].size, len(g[0].eligible), g[1][0].name))
-    mark = state.mark()
+    mark = room.mark()
     best: dict[str, int] | None = None
     for strategy in strategies:
         out: dict[str, int] = {}
         for spec, ms in sorted(groups, key=strategy):
-            state.place_batch(spec, ms, out)
+            room.place_batch(spec, ms, out)
         if len(out) >= needed:
             return out
         if best is None or len(out) > len(best):
             best = out
-        state.rollback(mark)
+        room.rollback(mark)
     # leave the best attempt applied so the caller can explain the shortfall
-    return _replay(state, groups, best or {})
+    return _replay(room, groups, best or {})
 
 
-def _replay(state: _State, groups: list[tuple[_Spec, list[PodInfo]]], plan: dict[str, int]) -> dict[str, int]:
+def _replay(room: _Room, groups: list[tuple[_Spec, list[PodInfo]]], plan: dict[str, int]) -> dict[str, int]:
     for spec, ms in groups:
         for m in ms:
             i = plan.get(m.uid)
             if i is not None:
-                state.occupy(m, spec.req, spec.ports, i)
+                room.occupy(m, spec.req, spec.ports, i)
     return plan
 
 
-def _shortfall(state: _State, unplaced: Sequence[PodInfo], missing: int) -> str:
-    """Explain why ``missing`` more of ``unplaced`` do not fit on ``state``."""
+def _shortfall(room: _Room, unplaced: Sequence[PodInfo], missing: int) -> str:
+    """Explain why ``missing`` more of ``unplaced`` do not fit on ``room``: what the smallest
+    ``missing`` of them lack, then how many nodes each filter excluded."""
     if missing <= 0:
         return ""
     if len(unplaced) < missing:
         return f"only {len(unplaced)} more gated members can be planned (others carry other scheduling gates)"
-    specs = [state.spec_for(m) for m in unplaced]
+    specs = [room.spec_for(m) for m in unplaced]
     pairs = sorted(zip(specs, unplaced), key=lambda sp: (sp[0].size, sp[1].name))[:missing]
+    smallest = [s for s, _ in pairs]
+    parts = [_lacking(room, smallest)]
+    reasons = _exclusions(room, smallest)
+    for r in sorted(reasons, key=lambda r: (-reasons[r], r)):
+        c = reasons[r]
+        parts.append(f"{c} node{'s' if c != 1 else ''} excluded by {r}")
+    return "; ".join(parts)
+
+
+def _lacking(room: _Room, specs: Sequence[_Spec]) -> str:
+    """What ``specs`` (one per missing member) lack: resources summed over their eligible
+    nodes, or, when the totals suffice, room for one member on one node (fragmentation)."""
     demand: dict[str, int] = {}
-    for s, _ in pairs:
+    for s in specs:
         for k, v in s.req.items():
             demand[k] = demand.get(k, 0) + v
     eligible: set[int] = set()
-    for s, _ in pairs:
+    for s in specs:
         eligible.update(s.eligible)
     supply: dict[str, int] = {}
     for i in eligible:
-        f = state.free[i]
+        f = room.free[i]
         for k in demand:
             v = f.get(k, 0)
             if v > 0:
                 supply[k] = supply.get(k, 0) + v
-    parts: list[str] = []
     short = {k: demand[k] - supply.get(k, 0) for k in sorted(demand) if demand[k] > supply.get(k, 0)}
     if not eligible:
-        parts.append("no eligible node")
-    elif short:
-        # Totals alone would hide fragmentation: also say what one node has and one member needs.
-        s0 = pairs[0][0]
-        texts = []
-        for k, v in short.items():
-            most = max((state.free[i].get(k, 0) for i in eligible), default=0)
-            texts.append(f"{k} short by {format_quantity(k, v)} on eligible nodes (at most "
-                         f"{format_quantity(k, max(most, 0))} free on one node, a member requests "
-                         f"{format_quantity(k, s0.req.get(k, 0))})")
-        parts.append(", ".join(texts))
-    else:
-        s0 = pairs[0][0]
-        parts.append(f"no eligible node has room for a member requesting {format_resources(s0.req)}")
+        return "no eligible node"
+    s0 = specs[0]
+    if not short:
+        return f"no eligible node has room for a member requesting {format_resources(s0.req)}"
+    # Totals alone would hide fragmentation: also say what one node has and one member needs.
+    texts = []
+    for k, v in short.items():
+        most = max((room.free[i].get(k, 0) for i in eligible), default=0)
+        texts.append(f"{k} short by {format_quantity(k, v)} on eligible nodes (at most "
+                     f"{format_quantity(k, max(most, 0))} free on one node, a member requests "
+                     f"{format_quantity(k, s0.req.get(k, 0))})")
+    return ", ".join(texts)
+
+
+def _exclusions(room: _Room, specs: Sequence[_Spec]) -> dict[str, int]:
+    """Nodes excluded per filter, the most over ``specs``: the static filters and pod affinity
+    (counted when the spec was built), anti-affinity and host ports (on ``room`` as it is now)."""
     reasons: dict[str, int] = {}
-    for s, _ in pairs:
+    for s in specs:
         for r, c in s.reasons.items():
             reasons[r] = max(reasons.get(r, 0), c)
         if s.affinity_unmet:
@@ -614,20 +676,297 @@ def _shortfall(state: _State, unplaced: Sequence[PodInfo], missing: int) -> str:
         dyn: dict[str, int] = {}
         for i in s.eligible:
             if s.forbidden and any(
-                state.dom(k, i) is not None and state.dom(k, i) in d for k, d in s.forbidden.items()
+                room.dom(k, i) is not None and room.dom(k, i) in d for k, d in s.forbidden.items()
             ):
                 dyn["pod anti-affinity"] = dyn.get("pod anti-affinity", 0) + 1
-            elif s.ports and any(p.conflicts(q) for p in s.ports for q in state.ports[i]):
+            elif s.ports and any(p.conflicts(q) for p in s.ports for q in room.ports[i]):
                 dyn["host port in use"] = dyn.get("host port in use", 0) + 1
         for r, c in dyn.items():
             reasons[r] = max(reasons.get(r, 0), c)
-    for r in sorted(reasons, key=lambda r: (-reasons[r], r)):
-        c = reasons[r]
-        parts.append(f"{c} node{'s' if c != 1 else ''} excluded by {r}")
-    return "; ".join(parts)
+    return reasons
 
 
-# -- decide -----------------------------------------------------------------------------
+# -- the pass ---------------------------------------------------------------------------
+
+
+class _Snapshot:
+    """The cluster a pass plans against: nodes, the pods bound to them, and the filter cache.
+
+    Built from nodes and bound pods (and one flag from the groups: whether any member has
+    required anti-affinity); nothing here depends on reservations or the clock, so this is the
+    piece an incremental planner can keep between passes and update from informer deltas.
+    :meth:`room` adds the reservations a pass keeps.
+    """
+
+    def __init__(self, nodes: Sequence[NodeInfo], pods: Sequence[PodInfo], members_anti: bool) -> None:
+        """``pods``: as given to :func:`decide` (unbound, terminal and unknown-node entries are
+        skipped). ``members_anti``: some group member has required pod anti-affinity."""
+        self.nodes = nodes
+        self.index = {n.name: i for i, n in enumerate(nodes)}
+        bound = [p for p in pods if p.bound and not p.terminal and p.node_name in self.index]
+        self.bound = [(p, self.index[p.node_name]) for p in bound]
+        self.bound_uids = frozenset(p.uid for p in pods if p.bound)
+        #: Track where pods sit for anti-affinity (InterPodAffinity works in both directions).
+        self.anti_active = members_anti or any(p.required_pod_anti_affinity for p in bound)
+        #: Static filter results per ``_StaticKey``, shared by the live and the empty room.
+        self.static_cache: dict[_StaticKey, _StaticResult] = {}
+
+    def room(self, reserved: Sequence[tuple[Reservation, PodInfo]]) -> _Room:
+        """Free room after every bound pod and every ``(reservation, its pod)``, committed."""
+        room = _Room(self.nodes, self.static_cache, self.anti_active, empty=False)
+        room.bound_pods = list(self.bound)
+        for p, i in room.bound_pods:
+            # hot path (every bound pod): subtract directly, no undo entry needed
+            f = room.free[i]
+            for k, v in _req_with_pod(p.requests).items():
+                f[k] = f.get(k, 0) - v
+            if p.host_ports:
+                room.ports[i].extend(p.host_ports)
+            if self.anti_active:
+                room.placed.append((p, i))
+        for r, pod in reserved:
+            i = self.index.get(r.node_name)
+            if i is not None:
+                room.occupy(pod, _req_with_pod(r.requests), r.host_ports, i)
+        room.commit()
+        return room
+
+    def empty_room(self) -> _Room:
+        """Every eligible node empty: bound pods and reservations ignored."""
+        return _Room(self.nodes, self.static_cache, self.anti_active, empty=True)
+
+
+@dataclass(frozen=True)
+class _Miss:
+    """A plan on the current room that placed too few: ``fits`` = bound + planned,
+    ``unplaced`` plannable members left over, ``short`` the text of what is lacking."""
+
+    fits: int
+    unplaced: list[PodInfo]
+    short: str
+
+
+def _verdict(
+    g: GroupRequest, outcome: Outcome, fits: int, message: str, release: Mapping[str, str] | None = None
+) -> GroupVerdict:
+    return GroupVerdict(g.namespace, g.name, outcome, release or {}, fits, message)
+
+
+def _order_key(g: GroupRequest) -> tuple[int, float, str, str]:
+    """Priority descending, then oldest first, then namespace/name."""
+    return (-group_priority(g), g.created, g.namespace, g.name)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'s' if n != 1 else ''}"
+
+
+class _Pass:
+    """One call of :func:`decide`: the room left as groups are taken in order, the
+    reservations kept and made, and the starving group that blocks later ones."""
+
+    def __init__(
+        self,
+        nodes: Sequence[NodeInfo],
+        pods: Sequence[PodInfo],
+        groups: Sequence[GroupRequest],
+        reservations: Sequence[Reservation],
+        now: float,
+        config: PlannerConfig,
+    ) -> None:
+        self.now = now
+        self.config = config
+        self.gate = config.gate_name
+        self.member_of = {m.uid: (m, g) for g in groups for m in g.members}
+        members_anti = any(m.required_pod_anti_affinity for g in groups for m in g.members)
+        self.snapshot = _Snapshot(nodes, pods, members_anti)
+        self.nodes = nodes
+        self.kept = [r for r in reservations if self._still_holds(r)]
+        self.reserved = {r.pod_uid: r for r in self.kept}
+        self.room = self.snapshot.room([(r, self.member_of[r.pod_uid][0]) for r in self.kept])
+        self._empty: _Room | None = None
+        self.new_reservations: list[Reservation] = []
+        self.blocker: GroupRequest | None = None
+
+    def reservations(self) -> tuple[Reservation, ...]:
+        return tuple(self.kept) + tuple(self.new_reservations)
+
+    def _still_holds(self, r: Reservation) -> bool:
+        """A reservation holds room until its pod is bound, deleted, terminal or ``expires``
+        passes; one whose pod is gated again in an unreleased group never took effect."""
+        if r.expires <= self.now or r.pod_uid in self.snapshot.bound_uids:
+            return False
+        known = self.member_of.get(r.pod_uid)
+        if known is None:
+            return False
+        m, g = known
+        if m.bound or m.terminal:
+            return False
+        return not (m.gated_by(self.gate) and not g.released)
+
+    def _reserve(self, members: Sequence[PodInfo], plan: Mapping[str, int]) -> dict[str, str]:
+        """uid -> planned node name ('' = not planned) for ``members``; reserves the planned ones."""
+        release: dict[str, str] = {}
+        for m in members:
+            i = plan.get(m.uid)
+            release[m.uid] = self.nodes[i].name if i is not None else ""
+            if i is not None:
+                self.new_reservations.append(Reservation(
+                    pod_uid=m.uid,
+                    namespace=m.namespace,
+                    name=m.name,
+                    node_name=self.nodes[i].name,
+                    requests=dict(m.requests),
+                    host_ports=m.host_ports,
+                    expires=self.now + self.config.reservation_ttl_seconds,
+                ))
+        return release
+
+    # -- released groups
+
+    def ungate_new_members(self, g: GroupRequest) -> GroupVerdict:
+        """A released group: every gated member is ungated unconditionally, towards its
+        reservation, else its planned node (reserved), else ``''``."""
+        ms = _classify(g, self.gate)
+        plannable = {m.uid for m in ms.plannable}
+        release: dict[str, str] = {}
+        to_plan = []
+        for m in ms.gated:
+            r = self.reserved.get(m.uid)
+            if r is not None:
+                release[m.uid] = r.node_name
+            elif m.uid in plannable:
+                to_plan.append(m)
+            else:
+                release[m.uid] = ""
+        plan = _plan(self.room, to_plan, len(to_plan)) if to_plan else {}
+        self.room.commit()
+        release.update(self._reserve(to_plan, plan))
+        planned = sum(1 for v in release.values() if v)
+        message = f"released; ungating {_plural(len(release), 'new member')}" if release else "released"
+        return _verdict(g, Outcome.ALREADY_RELEASED, len(ms.bound) + planned, message, release)
+
+    # -- other groups, in order: the first rule that applies gives the verdict
+
+    def judge(self, g: GroupRequest) -> GroupVerdict:
+        ms = _classify(g, self.gate)
+        if (verdict := self._invalid_min_member(g, ms)) is not None:
+            return verdict
+        if (verdict := self._waiting_for_members(g, ms)) is not None:
+            return verdict
+        if (verdict := self._behind_starving_group(g, ms)) is not None:
+            return verdict
+        attempt = self._try_release(g, ms)
+        if isinstance(attempt, GroupVerdict):
+            return attempt
+        return self._explain(g, ms, attempt)
+
+    def _invalid_min_member(self, g: GroupRequest, ms: _Members) -> GroupVerdict | None:
+        if g.min_member >= 1:
+            return None
+        return _verdict(g, Outcome.UNSCHEDULABLE, len(ms.bound), f"invalid minMember {g.min_member}")
+
+    def _waiting_for_members(self, g: GroupRequest, ms: _Members) -> GroupVerdict | None:
+        """Fewer than minMember present, or fewer bound + plannable (the others are held by
+        other scheduling gates, or ungated and already with kube-scheduler)."""
+        bound_n = len(ms.bound)
+        if len(ms.present) < g.min_member:
+            present = f"{len(ms.present)} of {g.min_member} members present"
+            return _verdict(g, Outcome.WAITING_FOR_MEMBERS, bound_n, present)
+        if bound_n + len(ms.plannable) >= g.min_member:
+            return None
+        plannable = {m.uid for m in ms.plannable}
+        foreign = sum(1 for m in ms.present if m.gates and not m.bound and m.uid not in plannable)
+        queued = sum(1 for m in ms.present if not m.gates and not m.bound and not m.terminal)
+        why = []
+        if foreign:
+            why.append(f"{foreign} held by other scheduling gates")
+        if queued:
+            why.append(f"{queued} ungated and waiting for kube-scheduler")
+        return _verdict(
+            g,
+            Outcome.WAITING_FOR_MEMBERS,
+            bound_n,
+            f"{len(ms.present)} of {g.min_member} members present, {bound_n} bound; " + ", ".join(why),
+        )
+
+    def _behind_starving_group(self, g: GroupRequest, ms: _Members) -> GroupVerdict | None:
+        """No later group is released while a starving group waits; it is still told
+        whether it could ever fit."""
+        if self.blocker is None:
+            return None
+        ok, msg = self._fits_empty(g, ms)
+        if not ok:
+            return _verdict(g, Outcome.EXCEEDS_CLUSTER_CAPACITY, len(ms.bound), msg)
+        return _verdict(
+            g,
+            Outcome.INSUFFICIENT_CAPACITY,
+            len(ms.bound),
+            f"waiting behind starving PodGroup {self.blocker.namespace}/{self.blocker.name}, "
+            "which has priority for freed room",
+        )
+
+    def _try_release(self, g: GroupRequest, ms: _Members) -> GroupVerdict | _Miss:
+        """Plan the plannable members on the room left. ``fits = bound + planned``; at least
+        minMember releases every gated member (the plan stays charged), else the plan is undone."""
+        needed = g.min_member - len(ms.bound)
+        mark = self.room.mark()
+        plan = _plan(self.room, ms.plannable, max(needed, 0))
+        fits = len(ms.bound) + len(plan)
+        if fits >= g.min_member:
+            self.room.commit()
+            release = self._reserve(ms.gated, plan)
+            message = f"fits {fits} of {g.min_member}: releasing {_plural(len(release), 'gated member')}"
+            return _verdict(g, Outcome.RELEASED, fits, message, release)
+        unplaced = [m for m in ms.plannable if m.uid not in plan]
+        short = _shortfall(self.room, unplaced, needed - len(plan))
+        self.room.rollback(mark)
+        return _Miss(fits, unplaced, short)
+
+    def _explain(self, g: GroupRequest, ms: _Members, miss: _Miss) -> GroupVerdict:
+        """Why a group that does not fit now waits: it never fits the empty cluster, or its
+        required pod affinity has no bound pod to meet, or the room is taken (and after
+        ``starvation_seconds`` complete it starves: later groups wait)."""
+        ok, empty_msg = self._fits_empty(g, ms)
+        if not ok:
+            return _verdict(g, Outcome.EXCEEDS_CLUSTER_CAPACITY, miss.fits, empty_msg)
+        affinity_dead = [
+            m
+            for m in miss.unplaced
+            if m.required_pod_affinity and not self.room.spec_for(m).eligible and self.room.spec_for(m).affinity_unmet
+        ]
+        if affinity_dead:
+            return _verdict(
+                g,
+                Outcome.UNSCHEDULABLE,
+                miss.fits,
+                f"fits {miss.fits} of {g.min_member}: required pod affinity of {affinity_dead[0].name} is not "
+                "satisfied by any bound pod (cogate only plans pod affinity against pods already running)",
+            )
+        msg = f"fits {miss.fits} of {g.min_member}: {miss.short}"
+        since = complete_since(g)
+        if since is not None and self.now - since >= self.config.starvation_seconds:
+            self.blocker = g
+            msg += f"; starving for {int(self.now - since)}s: later groups wait"
+        return _verdict(g, Outcome.INSUFFICIENT_CAPACITY, miss.fits, msg)
+
+    def _fits_empty(self, g: GroupRequest, ms: _Members) -> tuple[bool, str]:
+        """Whether the group fits every eligible node empty (every bound member counts as
+        placed), and if not, why; the empty room is built on first use and left unchanged."""
+        if self._empty is None:
+            self._empty = self.snapshot.empty_room()
+        room = self._empty
+        mark = room.mark()
+        needed = g.min_member - len(ms.bound)
+        plan = _plan(room, ms.plannable, needed)
+        ok = len(plan) >= needed
+        msg = ""
+        if not ok:
+            unplaced = [m for m in ms.plannable if m.uid not in plan]
+            msg = (f"fits {len(ms.bound) + len(plan)} of {g.min_member} even with every eligible node empty: "
+                   + _shortfall(room, unplaced, needed - len(plan)))
+        room.rollback(mark)
+        return ok, msg
 
 
 def decide(
@@ -649,223 +988,13 @@ def decide(
     keep (pruned, plus one per member planned in this decision). Rules: see the
     module docstring. Never raises on well-typed records.
     """
-    gate = config.gate_name
-    index = {n.name: i for i, n in enumerate(nodes)}
-    member_of: dict[str, tuple[PodInfo, GroupRequest]] = {}
-    for g in groups:
-        for m in g.members:
-            member_of[m.uid] = (m, g)
-    bound_pods = [p for p in pods if p.bound and not p.terminal and p.node_name in index]
-    bound_uids = {p.uid for p in pods if p.bound}
-
-    # prune reservations
-    kept: list[Reservation] = []
-    for r in reservations:
-        if r.expires <= now or r.pod_uid in bound_uids:
-            continue
-        mg = member_of.get(r.pod_uid)
-        if mg is None:
-            continue
-        m, g = mg
-        if m.bound or m.terminal:
-            continue
-        if m.gated_by(gate) and not g.released:
-            continue
-        kept.append(r)
-    reserved_uid = {r.pod_uid: r for r in kept}
-
-    anti_active = any(p.required_pod_anti_affinity for p in bound_pods) or any(
-        m.required_pod_anti_affinity for g in groups for m in g.members
-    )
-    static_cache: dict[tuple[Any, ...], tuple[list[int], dict[str, int]]] = {}
-    state = _State(nodes, static_cache, anti_active, empty=False)
-    state.bound_pods = [(p, index[p.node_name]) for p in bound_pods]
-    for p, i in state.bound_pods:
-        # hot path (every bound pod): subtract directly, no undo entry needed
-        f = state.free[i]
-        for k, v in _req_with_pod(p.requests).items():
-            f[k] = f.get(k, 0) - v
-        if p.host_ports:
-            state.ports[i].extend(p.host_ports)
-        if anti_active:
-            state.placed.append((p, i))
-    for r in kept:
-        i = index.get(r.node_name)
-        if i is None:
-            continue
-        known = member_of.get(r.pod_uid)
-        state.occupy(known[0] if known else None, _req_with_pod(r.requests), r.host_ports, i)
-    state.commit()
-
-    empty_state: _State | None = None
-
-    def fits_empty(ms: _Members, g: GroupRequest) -> tuple[bool, str]:
-        nonlocal empty_state
-        if empty_state is None:
-            empty_state = _State(nodes, static_cache, anti_active, empty=True)
-        mark = empty_state.mark()
-        needed = g.min_member - len(ms.bound)
-        # every bound member would sit somewhere in the empty cluster too; count it as placed
-        plan = _plan(empty_state, ms.plannable, needed)
-        msg = ""
-        ok = len(plan) >= needed
-        if not ok:
-            unplaced = [m for m in ms.plannable if m.uid not in plan]
-            msg = f"fits {len(ms.bound) + len(plan)} of {g.min_member} even with every eligible node empty: " + _shortfall(
-                empty_state, unplaced, needed - len(plan)
-            )
-        empty_state.rollback(mark)
-        return ok, msg
-
+    run = _Pass(nodes, pods, groups, reservations, now, config)  # prunes reservations, charges bound pods
+    ordered = sorted(enumerate(groups), key=lambda pair: _order_key(pair[1]))
     verdicts: dict[int, GroupVerdict] = {}
-    new_res: list[Reservation] = []
-
-    def reserve(m: PodInfo, i: int) -> None:
-        new_res.append(
-            Reservation(
-                pod_uid=m.uid,
-                namespace=m.namespace,
-                name=m.name,
-                node_name=nodes[i].name,
-                requests=dict(m.requests),
-                host_ports=m.host_ports,
-                expires=now + config.reservation_ttl_seconds,
-            )
-        )
-
-    def order_key(pair: tuple[int, GroupRequest]) -> tuple[Any, ...]:
-        _, g = pair
-        return (-group_priority(g), g.created, g.namespace, g.name)
-
-    ordered = sorted(enumerate(groups), key=order_key)
-
-    # 1. released groups: ungate new members
-    for gi, g in ordered:
-        if not g.released:
-            continue
-        ms = _classify(g, gate)
-        release: dict[str, str] = {}
-        to_plan = []
-        plannable_uids = {m.uid for m in ms.plannable}
-        for m in ms.gated:
-            r = reserved_uid.get(m.uid)
-            if r is not None:
-                release[m.uid] = r.node_name
-            elif m.uid in plannable_uids:
-                to_plan.append(m)
-            else:
-                release[m.uid] = ""
-        plan = _plan(state, to_plan, len(to_plan)) if to_plan else {}
-        state.commit()
-        for m in to_plan:
-            i = plan.get(m.uid)
-            release[m.uid] = nodes[i].name if i is not None else ""
-            if i is not None:
-                reserve(m, i)
-        planned = sum(1 for v in release.values() if v)
-        verdicts[gi] = GroupVerdict(
-            g.namespace,
-            g.name,
-            Outcome.ALREADY_RELEASED,
-            release,
-            len(ms.bound) + planned,
-            f"released; ungating {len(release)} new member{'s' if len(release) != 1 else ''}"
-            if release
-            else "released",
-        )
-
-    # 2. the rest, in order
-    blocker: GroupRequest | None = None
-    for gi, g in ordered:
+    for i, g in ordered:  # released groups first: their new members are never blocked
         if g.released:
-            continue
-        ms = _classify(g, gate)
-        bound_n = len(ms.bound)
-
-        def verdict(outcome: Outcome, fits: int, message: str, release: Mapping[str, str] | None = None) -> None:
-            verdicts[gi] = GroupVerdict(g.namespace, g.name, outcome, release or {}, fits, message)
-
-        if g.min_member < 1:
-            verdict(Outcome.UNSCHEDULABLE, bound_n, f"invalid minMember {g.min_member}")
-            continue
-        if len(ms.present) < g.min_member:
-            verdict(Outcome.WAITING_FOR_MEMBERS, bound_n, f"{len(ms.present)} of {g.min_member} members present")
-            continue
-        needed = g.min_member - bound_n
-        if bound_n + len(ms.plannable) < g.min_member:
-            plannable = {m.uid for m in ms.plannable}
-            foreign = sum(1 for m in ms.present if m.gates and not m.bound and m.uid not in plannable)
-            queued = sum(1 for m in ms.present if not m.gates and not m.bound and not m.terminal)
-            why = []
-            if foreign:
-                why.append(f"{foreign} held by other scheduling gates")
-            if queued:
-                why.append(f"{queued} ungated and waiting for kube-scheduler")
-            verdict(
-                Outcome.WAITING_FOR_MEMBERS,
-                bound_n,
-                f"{len(ms.present)} of {g.min_member} members present, {bound_n} bound; " + ", ".join(why),
-            )
-            continue
-        if blocker is not None:
-            ok, msg = fits_empty(ms, g)
-            if not ok:
-                verdict(Outcome.EXCEEDS_CLUSTER_CAPACITY, bound_n, msg)
-            else:
-                verdict(
-                    Outcome.INSUFFICIENT_CAPACITY,
-                    bound_n,
-                    f"waiting behind starving PodGroup {blocker.namespace}/{blocker.name}, "
-                    "which has priority for freed room",
-                )
-            continue
-        mark = state.mark()
-        plan = _plan(state, ms.plannable, max(needed, 0))
-        fits = bound_n + len(plan)
-        if fits >= g.min_member:
-            state.commit()
-            release = {}
-            for m in ms.gated:
-                i = plan.get(m.uid)
-                release[m.uid] = nodes[i].name if i is not None else ""
-                if i is not None:
-                    reserve(m, i)
-            verdict(
-                Outcome.RELEASED,
-                fits,
-                f"fits {fits} of {g.min_member}: releasing {len(release)} gated member"
-                f"{'s' if len(release) != 1 else ''}",
-                release,
-            )
-            continue
-        unplaced = [m for m in ms.plannable if m.uid not in plan]
-        short = _shortfall(state, unplaced, needed - len(plan))
-        state.rollback(mark)
-        ok, empty_msg = fits_empty(ms, g)
-        if not ok:
-            verdict(Outcome.EXCEEDS_CLUSTER_CAPACITY, fits, empty_msg)
-            continue
-        affinity_dead = [
-            m
-            for m in unplaced
-            if m.required_pod_affinity and not state.spec_for(m).eligible and state.spec_for(m).affinity_unmet
-        ]
-        if affinity_dead:
-            verdict(
-                Outcome.UNSCHEDULABLE,
-                fits,
-                f"fits {fits} of {g.min_member}: required pod affinity of {affinity_dead[0].name} is not "
-                "satisfied by any bound pod (cogate only plans pod affinity against pods already running)",
-            )
-            continue
-        msg = f"fits {fits} of {g.min_member}: {short}"
-        since = complete_since(g)
-        if since is not None and now - since >= config.starvation_seconds:
-            blocker = g
-            msg += f"; starving for {int(now - since)}s: later groups wait"
-        verdict(Outcome.INSUFFICIENT_CAPACITY, fits, msg)
-
-    return Decision(
-        verdicts=tuple(verdicts[i] for i in range(len(groups))),
-        reservations=tuple(kept) + tuple(new_res),
-    )
+            verdicts[i] = run.ungate_new_members(g)
+    for i, g in ordered:
+        if not g.released:
+            verdicts[i] = run.judge(g)
+    return Decision(verdicts=tuple(verdicts[i] for i in range(len(groups))), reservations=run.reservations())

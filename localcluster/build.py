@@ -17,6 +17,7 @@ Run ``python -m cogate.localcluster.build`` (or ``cogate dev build``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fcntl
 import json
 import os
@@ -29,7 +30,7 @@ from pathlib import Path
 
 from . import versions
 
-__all__ = ["cache_dir", "bin_dir", "binary", "ensure_binaries", "BuildError"]
+__all__ = ["cache_dir", "bin_dir", "binary", "ensure_binaries", "build_lock", "BuildError"]
 
 
 class BuildError(RuntimeError):
@@ -153,20 +154,35 @@ def build_tool(tool: str, log=sys.stderr) -> float:
     if all((out / n).is_file() for n in names):
         return 0.0
     start = time.monotonic()
-    work = cache_dir() / "build" / f"{tool}-{version}"
-    work.parent.mkdir(parents=True, exist_ok=True)
-    # One build per tool at a time across processes (two test runs, a test and `make binaries`):
-    # the second waits for the first and then finds the binaries cached.
-    with open(work.parent / f"{tool}-{version}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with build_lock(tool):
+        # Another process (a parallel test run, `cogate dev build`) may have built it while we waited.
         if all((out / n).is_file() for n in names):
             return 0.0
-        _build(tool, module, version, packages, out, names, work, log)
+        _build(tool, module, version, packages, out, names, log)
     return time.monotonic() - start
 
 
-def _build(tool: str, module: str, version: str, packages: tuple[str, ...], out: Path, names: tuple[str, ...],
-           work: Path, log) -> None:
+@contextlib.contextmanager
+def build_lock(name: str):
+    """Hold an exclusive lock on ``<cache>/locks/<name>.lock`` (``fcntl.flock``) while building ``name``.
+
+    Concurrent builds of one tool share a work directory and an output directory; without the lock
+    they delete each other's files. The lock is released when the process exits, so a killed build
+    never leaves it held.
+    """
+    path = cache_dir() / "locks" / f"{name}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _build(tool: str, module: str, version: str, packages: tuple[str, ...], out: Path,
+           names: tuple[str, ...], log) -> None:
+    work = cache_dir() / "build" / f"{tool}-{version}"
     if work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True)
@@ -227,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         ensure_binaries(args.tools or None)
         if not args.tools:  # everything: the real node's pause image too (seconds; cached)
-            from .images import ensure_pause_image
+            from .pauseimage import ensure_pause_image
 
             archive, ref = ensure_pause_image()
             print(f"pause image {ref} -> {archive}", file=sys.stderr, flush=True)

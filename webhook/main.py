@@ -4,15 +4,16 @@ Usage::
 
     cogate webhook --tls-cert-file /tls/tls.crt --tls-key-file /tls/tls.key \\
         [--host 0.0.0.0] [--port 9443] [--gate-name scheduling.x-k8s.io/pod-group] \\
-        [--tls-reload-interval 5] [--metrics-port 8080] [--log-level info]
+        [--tls-reload-interval 5] [--metrics-port 8080] [--log-level info] [--log-format text]
 
     cogate webhook --insecure-http --port 8443   # local debugging only
 
 ``--insecure-http`` serves plain HTTP; the Kubernetes API server only calls webhooks
 over HTTPS, so this is for local debugging (curl, tests), never for a cluster.
 
-Logs are JSON lines on stderr: one line per admission request at ``debug``, invalid
-requests and failed certificate reloads at ``warning``, internal errors at ``error``.
+Logs go to stderr as text or JSON lines (``--log-format``, :mod:`cogate.logs`): one line per
+admission request at ``debug``, invalid requests and failed certificate reloads at ``warning``,
+internal errors at ``error``; each carries an ``event`` field (``listening``, ``admission``, ...).
 SIGTERM or SIGINT drains: ``/readyz`` turns 503, the listener closes, in-flight
 requests get ``--shutdown-timeout`` seconds to finish, then the process exits 0.
 """
@@ -21,42 +22,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
 import signal
 import ssl
 import sys
 import time
-from typing import Any
 
-from cogate import cliargs
+from cogate import cliargs, logs
 from cogate.api import DEFAULT_GATE_NAME
+from cogate.logs import JsonFormatter
 
 __all__ = ["JsonFormatter", "build_parser", "main"]
 
 log = logging.getLogger("cogate.webhook")
-
-_STANDARD_ATTRS = frozenset(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime", "taskName"}
-
-
-class JsonFormatter(logging.Formatter):
-    """One JSON object per line: ``ts`` (epoch seconds), ``level``, ``logger``,
-    ``msg``, every ``extra=`` field, and ``exc`` with the traceback if any."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        out: dict[str, Any] = {
-            "ts": round(record.created, 6),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "msg": record.getMessage(),
-        }
-        for key, value in record.__dict__.items():
-            if key not in _STANDARD_ATTRS and not key.startswith("_"):
-                out[key] = value
-        if record.exc_info:
-            out["exc"] = self.formatException(record.exc_info)
-        return json.dumps(out, default=str)
-
 
 def build_parser() -> argparse.ArgumentParser:
     """The argparse parser of ``cogate webhook``."""
@@ -106,17 +84,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="on SIGTERM, how long in-flight requests may take to finish (default: %(default)s)",
     )
-    cliargs.add_log_level(p, "debug logs one line per admission request")
+    cliargs.add_log_flags(p, "debug logs one line per admission request")
     return p
 
 
-def _configure_logging(level: str) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter())
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level.upper())
-    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+def _configure_logging(level: str, fmt: str = "text") -> None:
+    logs.configure(level, fmt)
+    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)  # one line per request is ours, at debug
 
 
 async def _serve(args: argparse.Namespace, stop: asyncio.Event | None = None) -> int:
@@ -176,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.insecure_http and not (args.tls_cert_file and args.tls_key_file):
         parser.error("--tls-cert-file and --tls-key-file are required (or --insecure-http for local debugging)")
-    _configure_logging(args.log_level)
+    _configure_logging(args.log_level, args.log_format)
     return asyncio.run(_serve(args))
 
 

@@ -19,7 +19,9 @@ Routes:
 
 TLS: :class:`CertReloader` owns one ``ssl.SSLContext`` and re-runs
 ``load_cert_chain`` when the certificate or key file changes (mtime, size or inode,
-as seen through symlinks, which covers Secret volume updates). OpenSSL copies the
+as seen through symlinks, which covers Secret volume updates). Its check loop is a
+background task owned by the app (:func:`reload_certificates`, aiohttp ``cleanup_ctx``):
+started when the app starts, cancelled when it is cleaned up. OpenSSL copies the
 certificate into each connection when the handshake object is created, so new
 connections get the new certificate and established ones keep theirs. A half-written
 pair (e.g. the new cert next to the old key) fails to load: the old certificate stays
@@ -31,12 +33,14 @@ No Kubernetes API calls are made anywhere on the request path.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
 import ssl
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,9 +54,16 @@ from .admission import InvalidReview, Outcome, evaluate, internal_error_response
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
+    "CERTS",
+    "GATE_NAME",
+    "METRICS",
+    "STATE",
     "CertReloader",
+    "ServingState",
     "WebhookServer",
     "make_app",
+    "make_probe_app",
+    "reload_certificates",
 ]
 
 log = logging.getLogger("cogate.webhook")
@@ -88,7 +99,7 @@ def _make_metrics(registry: CollectorRegistry | None) -> _Metrics:
         ["outcome"],
         registry=registry,
     )
-    for outcome in Outcome.ALL:  # export zeros so rates work from the start
+    for outcome in Outcome:  # export zeros so rates work from the start
         requests.labels(outcome)
     latency = Histogram(
         "cogate_webhook_request_duration_seconds",
@@ -187,10 +198,35 @@ class CertReloader:
             self.check()
 
 
+@dataclass(slots=True)
+class ServingState:
+    """What ``/readyz`` reports: 503 while ``draining``. (Not ready without a certificate
+    needs no flag: the server does not start until :class:`CertReloader` has loaded one.)"""
+
+    draining: bool = False
+
+
 #: aiohttp application keys (typed state on the app).
 GATE_NAME = web.AppKey("gate_name", str)
 METRICS = web.AppKey("metrics", _Metrics)
-STATE = web.AppKey("state", dict)
+STATE = web.AppKey("state", ServingState)
+CERTS = web.AppKey("certs", CertReloader)
+
+
+def reload_certificates(app: web.Application, reloader: CertReloader) -> None:
+    """Make ``app`` own ``reloader``'s check loop (:meth:`CertReloader.run`): a background task
+    started when the app starts up and cancelled when it is cleaned up (aiohttp ``cleanup_ctx``,
+    the "Background tasks" pattern). Call before the app starts."""
+    app[CERTS] = reloader
+    app.cleanup_ctx.append(_certificate_reload_task)
+
+
+async def _certificate_reload_task(app: web.Application) -> AsyncIterator[None]:
+    task = asyncio.create_task(app[CERTS].run(), name="cogate-webhook-tls-reload")
+    yield
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
 
 
 def _error(status: int, message: str) -> web.Response:
@@ -224,7 +260,7 @@ async def _mutate(request: web.Request) -> web.Response:
         metrics.latency.observe(time.perf_counter() - started)
 
 
-async def _mutate_inner(request: web.Request, gate_name: str) -> tuple[web.Response, str]:
+async def _mutate_inner(request: web.Request, gate_name: str) -> tuple[web.Response, Outcome]:
     try:
         body = await request.read()
     except web.HTTPRequestEntityTooLarge:
@@ -282,10 +318,8 @@ async def _healthz(request: web.Request) -> web.Response:
 
 async def _readyz(request: web.Request) -> web.Response:
     state = request.app[STATE]
-    if state.get("draining"):
+    if state.draining:
         return web.Response(status=503, text="draining\n")
-    if not state.get("ready", True):
-        return web.Response(status=503, text="not ready\n")
     return web.Response(text="ok\n")
 
 
@@ -305,13 +339,13 @@ def make_app(
     ``gate_name``: scheduling gate to add; ``max_body_bytes``: largest accepted
     ``/mutate`` body (bytes, larger gets 400); ``registry``: Prometheus registry for
     the webhook metrics (a fresh one with process metrics when ``None``, so several
-    apps can live in one process). ``app[STATE]["draining"] = True`` makes
-    ``/readyz`` answer 503.
+    apps can live in one process). ``app[STATE].draining = True`` makes ``/readyz``
+    answer 503.
     """
     app = web.Application(client_max_size=max_body_bytes)
     app[GATE_NAME] = gate_name
     app[METRICS] = _make_metrics(registry)
-    app[STATE] = {"ready": True, "draining": False}
+    app[STATE] = ServingState()
     app.router.add_post("/mutate", _mutate)
     app.router.add_get("/healthz", _healthz)
     app.router.add_get("/readyz", _readyz)
@@ -337,10 +371,11 @@ def make_probe_app(app: web.Application) -> web.Application:
 class WebhookServer:
     """The webhook app bound to a host/port, over TLS unless ``tls`` is ``None``.
 
-    ``start()`` binds (``port=0`` picks a free port; see :attr:`port`) and starts the
-    certificate reload loop; with ``metrics_port`` set, also serves
-    :func:`make_probe_app` over plain HTTP on that port. ``stop()`` drains: ``/readyz`` turns 503, the listener
-    closes, in-flight requests get up to ``shutdown_timeout`` seconds to finish.
+    With ``tls``, the app owns its certificate reload loop (:func:`reload_certificates`).
+    ``start()`` binds (``port=0`` picks a free port; see :attr:`port`); with ``metrics_port``
+    set, also serves :func:`make_probe_app` over plain HTTP on that port. ``stop()`` drains:
+    ``/readyz`` turns 503, the listener closes, in-flight requests get up to
+    ``shutdown_timeout`` seconds to finish, then the app's cleanup ends the reload loop.
     """
 
     def __init__(
@@ -356,6 +391,8 @@ class WebhookServer:
         self.host = host
         self.requested_port = port
         self.tls = tls
+        if tls is not None:
+            reload_certificates(app, tls)
         self.runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=shutdown_timeout)
         self.metrics_port = metrics_port
         self.probe_runner = (
@@ -363,7 +400,6 @@ class WebhookServer:
             if metrics_port is not None
             else None
         )
-        self._reload_task: asyncio.Task[None] | None = None
 
     @property
     def port(self) -> int:
@@ -389,22 +425,13 @@ class WebhookServer:
         if self.probe_runner is not None:
             await self.probe_runner.setup()
             await web.TCPSite(self.probe_runner, self.host, self.metrics_port).start()
-        if self.tls is not None:
-            self._reload_task = asyncio.create_task(self.tls.run(), name="cogate-webhook-tls-reload")
         log.info(
             "webhook listening",
             extra={"event": "listening", "host": self.host, "port": self.port, "tls": self.tls is not None},
         )
 
     async def stop(self) -> None:
-        self.app[STATE]["draining"] = True
-        if self._reload_task is not None:
-            self._reload_task.cancel()
-            try:
-                await self._reload_task
-            except asyncio.CancelledError:
-                pass
-            self._reload_task = None
+        self.app[STATE].draining = True
         await self.runner.cleanup()
         if self.probe_runner is not None:
             await self.probe_runner.cleanup()

@@ -267,7 +267,26 @@ def test_values_reach_the_containers(helm):
     assert not [r for r in all_of(objs, "Role") if "leader-election" in r["metadata"]["name"]]
 
 
+def _cogate_containers(objs: list[dict]) -> list[dict]:
+    """Every container (init containers included) that runs the cogate image."""
+    pods = [d["spec"]["template"]["spec"] for d in all_of(objs, "Deployment")]
+    return [c for pod in pods for c in pod["containers"] + pod.get("initContainers", []) if c["image"].startswith("cogate:")]
+
+
+@pytest.mark.parametrize("sets, fmt", [([], "json"), (["--set", "logFormat=text"], "text")])
+def test_log_format_reaches_every_cogate_container(helm, sets, fmt):
+    containers = _cogate_containers(render(helm, *sets))
+    assert sorted(c["name"] for c in containers) == ["cert-rotator", "certs", "controller", "webhook"]
+    parsers = {"controller": controller_main.build_parser, "webhook": webhook_main.build_parser,
+               "certs": bootstrap.build_parser}
+    for c in containers:
+        assert f"--log-format={fmt}" in c["args"], c["name"]
+        args = [*c["args"][1:], "--insecure-http"] if c["args"][0] == "webhook" else c["args"][1:]
+        assert parsers[c["args"][0]]().parse_args(args).log_format == fmt
+
+
 @pytest.mark.parametrize("sets,message", [
+    (["logFormat=yaml"], "logFormat must be json or text"),
     (["controller.placement=anywhere"], "controller.placement must be pinned or free"),
     (["webhook.certs.mode=manual"], "webhook.certs.mode must be bootstrap or cert-manager"),
     (["webhook.timeoutSeconds=31"], "timeoutSeconds must be between 1 and 30"),

@@ -1,5 +1,5 @@
 """``cogate <command> --help``: one plain-sentence description, every option's default shown
-the same way, ``--log-level`` shown and accepted alike in controller, webhook and certs;
+the same way, ``--log-level`` and ``--log-format`` shown and accepted alike in controller, webhook and certs;
 bad flag values end in a usage error (exit 2), never a traceback; ``--gate-name`` follows
 one rule (``cogate.api.validate_gate_name``) in the controller and the webhook."""
 
@@ -74,6 +74,25 @@ def test_log_level_displayed_alike(command, capsys):
     text = _help(command, capsys)
     assert "[--log-level {debug,info,warning,error}]" in " ".join(text.split())
     assert _option_entries(text)["--log-level"].endswith("(default: info)")
+
+
+@pytest.mark.parametrize("command", [("controller",), ("webhook",), ("certs",)], ids=" ".join)
+def test_log_format_displayed_alike(command, capsys):
+    text = _help(command, capsys)
+    assert "[--log-format {text,json}]" in " ".join(text.split())
+    assert _option_entries(text)["--log-format"].endswith("(default: text)")
+
+
+@pytest.mark.parametrize("build, extra", [(controller_main.build_parser, []),
+                                          (webhook_main.build_parser, ["--insecure-http"]),
+                                          (bootstrap.build_parser, ["generate", "--out", "x", "--dns", "a"])])
+def test_log_format_parsed_alike(build, extra, capsys):
+    assert build().parse_args(extra).log_format == "text"
+    assert build().parse_args(["--log-format", "json", *extra]).log_format == "json"
+    with pytest.raises(SystemExit) as exc:
+        build().parse_args(["--log-format", "yaml", *extra])
+    assert exc.value.code == 2
+    assert "invalid choice: 'yaml' (choose from 'text', 'json')" in capsys.readouterr().err
 
 
 def test_log_level_any_case():

@@ -27,6 +27,7 @@ from typing import Any
 import aiohttp
 import jsonpatch
 import pytest
+from aiohttp import web
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -36,7 +37,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from cogate.api import DEFAULT_GATE_NAME, POD_GROUP_LABEL
 from cogate.webhook import main as webhook_main
 from cogate.webhook import server as webhook_server
-from cogate.webhook.server import STATE, CertReloader, WebhookServer, make_app
+from cogate.webhook.server import STATE, CertReloader, WebhookServer, make_app, reload_certificates
 
 OURS = {"name": DEFAULT_GATE_NAME}
 UID = "0df28fbd-5f5f-11e8-bc74-36e6bb280816"
@@ -293,7 +294,7 @@ async def test_wrong_method_and_path_are_not_500(client):
 async def test_healthz_and_readyz_draining(client):
     assert (await client.get("/healthz")).status == 200
     assert (await client.get("/readyz")).status == 200
-    client.server.app[STATE]["draining"] = True
+    client.server.app[STATE].draining = True
     assert (await client.get("/readyz")).status == 503
     assert (await client.get("/healthz")).status == 200
 
@@ -472,6 +473,24 @@ async def test_reload_loop_picks_up_changed_files(cert_files):
         await server.stop()
 
 
+async def test_app_owns_the_certificate_reload_task(cert_files):
+    """The reload loop lives exactly as long as the app: started on startup, cancelled on cleanup."""
+    cert_path, key_path, _, _ = cert_files
+    app = make_app()
+    reload_certificates(app, CertReloader(str(cert_path), str(key_path), interval=3600))
+
+    def reload_tasks() -> list[asyncio.Task]:
+        return [t for t in asyncio.all_tasks() if t.get_name() == "cogate-webhook-tls-reload"]
+
+    assert reload_tasks() == []
+    runner = web.AppRunner(app)
+    await runner.setup()
+    (task,) = reload_tasks()
+    assert not task.done()
+    await runner.cleanup()
+    assert task.cancelled() and reload_tasks() == []
+
+
 def test_cert_reloader_rejects_missing_files_and_bad_interval(tmp_path, cert_files):
     cert_path, key_path, _, _ = cert_files
     with pytest.raises(OSError):
@@ -500,7 +519,7 @@ async def test_stop_drains_in_flight_requests():
         await entered.wait()
         stopping = asyncio.create_task(server.stop())
         await asyncio.sleep(0)
-        assert app[STATE]["draining"] is True
+        assert app[STATE].draining is True
         assert not stopping.done()
         release.set()
         resp = await in_flight
@@ -547,7 +566,7 @@ def test_flag_defaults():
 
 
 def test_main_exits_1_on_unloadable_certificate(tmp_path, monkeypatch):
-    monkeypatch.setattr(webhook_main, "_configure_logging", lambda level: None)
+    monkeypatch.setattr(webhook_main, "_configure_logging", lambda level, fmt: None)
     missing = str(tmp_path / "nope.pem")
     assert webhook_main.main(["--tls-cert-file", missing, "--tls-key-file", missing, "--port", "0"]) == 1
 
@@ -567,7 +586,7 @@ def test_process_serves_https_and_exits_0_on_sigterm(cert_files):
             sys.executable, "-m", "cogate.webhook.main",
             "--host", "127.0.0.1", "--port", str(port),
             "--tls-cert-file", str(cert_path), "--tls-key-file", str(key_path),
-            "--log-level", "debug",
+            "--log-level", "debug", "--log-format", "json",
         ],
         stderr=subprocess.PIPE,
         text=True,

@@ -46,6 +46,9 @@ app.kubernetes.io/component: {{ .component }}
 {{- if not (has .Values.controller.placement (list "pinned" "free")) -}}
 {{- fail (printf "controller.placement must be pinned or free, got %q" .Values.controller.placement) -}}
 {{- end -}}
+{{- if not (has .Values.logFormat (list "json" "text")) -}}
+{{- fail (printf "logFormat must be json or text, got %q" .Values.logFormat) -}}
+{{- end -}}
 {{- if not (has .Values.webhook.certs.mode (list "bootstrap" "cert-manager")) -}}
 {{- fail (printf "webhook.certs.mode must be bootstrap or cert-manager, got %q" .Values.webhook.certs.mode) -}}
 {{- end -}}
@@ -61,6 +64,7 @@ app.kubernetes.io/component: {{ .component }}
 {{- define "cogate.certsArgs" -}}
 - certs
 - --log-level={{ .Values.logLevel }}
+- --log-format={{ .Values.logFormat }}
 - bootstrap
 - --namespace=$(POD_NAMESPACE)
 - --secret-name={{ include "cogate.certSecretName" . }}
