@@ -8,7 +8,7 @@ What runs, and from where:
 ========================  ==================================================================
 containerd 2.x            built from ``github.com/containerd/containerd/v2`` (``versions.py``),
                           with ``containerd-shim-runc-v2`` and ``ctr``; root, state, sockets in
-                          ``<workdir>/node/containerd``; sandbox image :func:`pause.pause_ref`
+                          ``<workdir>/node/containerd``; sandbox image :func:`pauseimage.pause_ref`
 runc, CNI plugins         Debian's ``runc`` and ``containernetworking-plugins`` (``bridge``,
                           ``host-local``, ``loopback``, ``portmap`` in ``/usr/lib/cni``),
                           installed with apt-get when missing (:func:`ensure_host_packages`)
@@ -64,7 +64,7 @@ import yaml
 
 from cogate.certs import pki
 
-from . import build, pause, versions
+from . import build, pauseimage, versions
 from .procs import Proc, cmdline, free_ports, process_alive, spawn, tail, terminate, wait_http
 
 __all__ = [
@@ -430,7 +430,7 @@ class RealNode:
         (cd / "state").mkdir(parents=True, exist_ok=True)
         net_d = self.dir / "cni" / "net.d"
         net_d.mkdir(parents=True, exist_ok=True)
-        _, ref = pause.ensure_pause_image()
+        _, ref = pauseimage.ensure_pause_image()
         (cd / "config.toml").write_text(_containerd_config(cd, self.socket, net_d, ref))
         (net_d / "10-cogate.conflist").write_text(json.dumps(_cni_config(self.dir / "cni" / "ipam"), indent=2))
         (self.dir / "kubelet.yaml").write_text(yaml.safe_dump(_kubelet_config(
@@ -491,7 +491,7 @@ class RealNode:
         self._wait(lambda: self.socket.exists() and self.ctr("version", timeout=5, check=False).returncode == 0,
                    proc, "containerd answering on its socket")
         self.timings["containerd"] = time.monotonic() - t0
-        archive, _ = pause.ensure_pause_image(log)
+        archive, _ = pauseimage.ensure_pause_image(log)
         self.load_image(archive)
         self.timings["pause-image"] = time.monotonic() - t0
         proc = self._spawn("kubelet", [
