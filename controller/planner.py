@@ -101,7 +101,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from cogate.api import DEFAULT_GATE_NAME
 from cogate.controller.model import (
@@ -410,6 +410,13 @@ def _spec_key(pod: PodInfo, anti_active: bool) -> _SpecKey:
         pod.required_pod_affinity,
         _items_key(pod.labels) if anti_active else (),
     )
+
+
+def _fits_empty_key(group: GroupRequest, ms: _Members, anti_active: bool) -> tuple[Any, ...]:
+    """Everything :meth:`_Pass._fits_empty` reads of a group besides the nodes: equal keys,
+    equal answers for one node generation (the incremental planner keeps them)."""
+    return (group.min_member, len(ms.bound),
+            tuple((_spec_key(m, anti_active), m.name, m.uid) for m in ms.plannable))
 
 
 class _Room:
@@ -864,7 +871,8 @@ class _Basis:
     * ``"group"``: the ``GroupRequest`` alone (invalid minMember, waiting for members);
     * ``"blocker"``: the group, the starving group ahead of it, and the nodes;
     * ``"room"``: the group, the nodes, and the free room at its turn as the failed plan
-      ``miss`` read it, with no starving group ahead; until ``starve_at`` (epoch seconds);
+      ``miss`` read it, with no starving group ahead; while it does not starve (complete
+      ``since``, epoch seconds; None: not complete);
     * ``"pass"``: state of this pass that is not kept (a release, a starving group, pod
       affinity against bound pods): judged again every pass.
     """
@@ -872,7 +880,7 @@ class _Basis:
     reads: Literal["group", "blocker", "room", "pass"]
     members: _Members | None = None
     miss: _Miss | None = None
-    starve_at: float | None = None
+    since: float | None = None
 
 
 def _verdict(
@@ -884,6 +892,11 @@ def _verdict(
 def _order_key(g: GroupRequest) -> tuple[int, float, str, str]:
     """Priority descending, then oldest first, then namespace/name."""
     return (-group_priority(g), g.created, g.namespace, g.name)
+
+
+def _starving(since: float, now: float, config: PlannerConfig) -> bool:
+    """A group complete since ``since`` has waited ``starvation_seconds`` at ``now``: it starves."""
+    return now - since >= config.starvation_seconds
 
 
 def _plural(n: int, word: str) -> str:
@@ -1087,13 +1100,12 @@ class _Pass:
             )
         msg = f"fits {miss.fits} of {g.min_member}: {miss.short.text}"
         since = complete_since(g)
-        if since is not None and self.now - since >= self.config.starvation_seconds:
+        if since is not None and _starving(since, self.now, self.config):
             self.blocker = g
             msg += f"; starving for {int(self.now - since)}s: later groups wait"
             self.basis = _Basis("pass", ms, miss)
         else:
-            starve_at = None if since is None else since + self.config.starvation_seconds
-            self.basis = _Basis("room", ms, miss, starve_at)
+            self.basis = _Basis("room", ms, miss, since)
         return _verdict(g, Outcome.INSUFFICIENT_CAPACITY, miss.fits, msg)
 
     def _fits_empty(self, g: GroupRequest, ms: _Members) -> tuple[bool, str]:
