@@ -136,6 +136,9 @@ class PlanningState:
         self._fits_empty: dict[Any, tuple[bool, str]] = {}
         self._empty: _Room | None = None
         self._pass_key: tuple[PlannerConfig, bool] | None = None
+        #: Groups of the last pass whose verdict was kept / judged again (for metrics and tests).
+        self.last_kept = 0
+        self.last_judged = 0
 
     @classmethod
     def build(cls, nodes: Iterable[NodeInfo], pods: Iterable[PodInfo]) -> PlanningState:
@@ -291,6 +294,7 @@ class PlanningState:
             self._kept.clear()
             self._fits_empty.clear()
             self._empty = None
+        self.last_kept = self.last_judged = 0
         run = _IncrementalPass(self, _Live(self, self._table, anti), groups, reservations, now, config)
         try:
             decision = _run_pass(run, groups)
@@ -357,7 +361,9 @@ class _IncrementalPass(_Pass):
         key = (g.namespace, g.name)
         kept = self.state._kept.get(key)
         if kept is not None and kept.request == g and self._holds(kept):
+            self.state.last_kept += 1
             return kept.verdict
+        self.state.last_judged += 1
         own = self.room.own
         own_at_turn = frozenset(own) if own else frozenset()
         self.room.looked = set()
