@@ -6,7 +6,11 @@
 #   docker push <registry>/cogate:0.1.0
 # The image holds only the Python distribution: no Go binaries, no tests.
 
-FROM python:3.11-slim AS build
+# Base image: the public python:3.11-slim; `make image` passes a locally built stand-in
+# (Debian 12 + Python 3.11 + pip, localcluster/image.py) where no registry is reachable.
+ARG BASE_IMAGE=python:3.11-slim
+
+FROM ${BASE_IMAGE} AS build
 WORKDIR /src
 # The package's sources (top-level component dirs install as subpackages, see
 # pyproject.toml); charts/ because cogate/manifests/ links to the chart's CRD.
@@ -19,7 +23,7 @@ COPY localcluster/ localcluster/
 COPY charts/cogate/crds/ charts/cogate/crds/
 RUN pip wheel --no-cache-dir --wheel-dir /wheels .
 
-FROM python:3.11-slim
+FROM ${BASE_IMAGE}
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1
 RUN groupadd --system --gid 10001 cogate \

@@ -11,7 +11,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: demo test unit e2e binaries bench dev-up dev-down clean
+.PHONY: demo test unit e2e binaries image bench dev-up dev-down clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,12 @@ $(VENV)/.installed: pyproject.toml
 
 binaries: $(VENV)/.installed
 	$(PY) -m cogate.localcluster.build
+
+# The container image from the Dockerfile with buildah (installed with apt-get when missing
+# and run as root), a local Debian 12 stand-in for the python:3.11-slim base; prints the
+# OCI archive for containerd (localcluster/image.py).
+image: $(VENV)/.installed
+	$(PY) -m cogate.localcluster.image
 
 demo: binaries
 	$(VENV)/bin/cogate demo

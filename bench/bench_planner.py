@@ -15,7 +15,7 @@ import statistics
 import time
 
 from cogate.api import DEFAULT_GATE_NAME, POD_GROUP_LABEL
-from cogate.controller.model import NodeInfo, PodInfo
+from cogate.controller.records import NodeInfo, PodInfo
 from cogate.controller.planner import GroupRequest, PlannerConfig, decide
 
 Gi = 2**30

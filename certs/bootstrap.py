@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from cogate import cliargs, logs
-from cogate.kube import api_client, own_namespace
+from cogate.kube import api_client, api_status, own_namespace, retrying
 
 from . import pki
 
@@ -228,10 +228,6 @@ def ca_bundle_patch(config: Mapping[str, Any], ca_pem: bytes, webhook_names: Ite
 
 
 # ------------------------------------------------------------------ I/O part
-def _status(exc: BaseException) -> int | None:
-    return getattr(exc, "status", None)
-
-
 def ensure_secret(core, namespace: str, name: str, dns_names: Sequence[str], now: float | None = None,
                   rotate_before: float = DEFAULT_ROTATE_BEFORE_DAYS * DAY, attempts: int = 5) -> dict[str, bytes]:
     """Make the Secret hold valid material and return its decoded data.
@@ -239,16 +235,17 @@ def ensure_secret(core, namespace: str, name: str, dns_names: Sequence[str], now
     ``core`` is a ``kubernetes.client.CoreV1Api``. Creates the Secret if absent (on 409
     reads the one another replica created), updates it when :func:`rotation_reason`
     says so (on 409 re-reads). Raises ``RuntimeError`` after ``attempts`` lost races
-    and lets other ``ApiException`` errors through.
+    and lets other ``ApiException`` errors through (our own rule is 409 -> re-read; the
+    retry loop is :func:`cogate.kube.retrying`).
     """
     from kubernetes.client.exceptions import ApiException
 
-    for _ in range(attempts):
+    def attempt() -> dict[str, bytes]:
         t = time.time() if now is None else now
         try:
             secret = core.read_namespaced_secret(name, namespace)
         except ApiException as exc:
-            if _status(exc) != 404:
+            if api_status(exc) != 404:
                 raise
             secret = None
         data = decode_secret_data(secret.data) if secret is not None else None
@@ -257,18 +254,25 @@ def ensure_secret(core, namespace: str, name: str, dns_names: Sequence[str], now
             return data  # type: ignore[return-value]
         log.info("secret %s/%s: issuing new certificate (%s)", namespace, name, reason)
         fresh = build_secret_data(dns_names, t, data, rotate_before)
-        try:
-            if secret is None:
-                core.create_namespaced_secret(namespace, secret_body(name, namespace, fresh))
-            else:
-                rv = secret.metadata.resource_version
-                core.replace_namespaced_secret(name, namespace, secret_body(name, namespace, fresh, rv))
-            return fresh
-        except ApiException as exc:
-            if _status(exc) != 409:
-                raise
+        if secret is None:
+            core.create_namespaced_secret(namespace, secret_body(name, namespace, fresh))
+        else:
+            rv = secret.metadata.resource_version
+            core.replace_namespaced_secret(name, namespace, secret_body(name, namespace, fresh, rv))
+        return fresh
+
+    def lost_race(exc: BaseException) -> bool:
+        if isinstance(exc, ApiException) and api_status(exc) == 409:
             log.info("secret %s/%s: another replica wrote it first; re-reading", namespace, name)
-    raise RuntimeError(f"secret {namespace}/{name}: lost {attempts} write races in a row")
+            return True
+        return False
+
+    try:
+        return retrying(attempt, attempts=attempts, again=lost_race)
+    except ApiException as exc:
+        if api_status(exc) == 409:
+            raise RuntimeError(f"secret {namespace}/{name}: lost {attempts} write races in a row") from exc
+        raise
 
 
 def write_cert_files(directory: str | os.PathLike[str], data: Mapping[str, bytes]) -> list[Path]:

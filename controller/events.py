@@ -2,7 +2,7 @@
 
 Two layers of de-duplication, as users expect from ``kubectl describe``:
 
-1. :class:`EventGate` (pure, injected clock) decides whether an event is *news*:
+1. :class:`EventDeduplicator` (pure, injected clock) decides whether an event is *news*:
    per ``(object uid, slot)`` it remembers the last reason and message emitted. A new
    reason is emitted at once; the same reason with a different message (e.g.
    "fits 3 of 4" -> "fits 2 of 4") at most once per ``min_interval`` seconds; the same
@@ -29,12 +29,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from cogate import api
+from cogate.controller import notices
+from cogate.kube import api_status
 
 log = logging.getLogger(__name__)
-
-NORMAL = "Normal"
-WARNING = "Warning"
-
 
 @dataclass(frozen=True)
 class ObjectRef:
@@ -47,6 +45,10 @@ class ObjectRef:
     api_version: str = api.API_VERSION
     resource_version: str = ""
 
+    def log_extra(self) -> dict[str, str] | None:
+        """``extra=`` of a log line about this object: the ``podgroup`` attribute when it is a PodGroup."""
+        return notices.log_extra(self.namespace, self.name) if self.kind == api.KIND else None
+
     def to_api(self) -> dict[str, str]:
         out = {"apiVersion": self.api_version, "kind": self.kind, "namespace": self.namespace, "name": self.name}
         if self.uid:
@@ -56,9 +58,9 @@ class ObjectRef:
         return out
 
 
-class EventGate:
+class EventDeduplicator:
     """Decides whether an event is news (see module doc). Thread-safe: the reconcile thread,
-    its status workers and informer callbacks (invalid objects) all use one gate."""
+    its status workers and informer callbacks (invalid objects) share one instance."""
 
     def __init__(self, min_interval: float = 60.0) -> None:
         self.min_interval = min_interval
@@ -156,7 +158,8 @@ class EventRecorder:
         try:
             self._queue.put_nowait((ref, type_, reason, message, self._clock()))
         except queue.Full:
-            log.warning("event queue full; dropped %s %s on %s/%s", type_, reason, ref.namespace, ref.name)
+            log.warning("event queue full; dropped %s %s on %s/%s", type_, reason, ref.namespace, ref.name,
+                        extra=ref.log_extra())
         if self._on_emit:
             self._on_emit(type_, reason)
 
@@ -201,9 +204,10 @@ class EventRecorder:
                 cutoff = now - self._series_window
                 self._series = {k: v for k, v in self._series.items() if v[2] >= cutoff}
         except Exception as exc:  # noqa: BLE001 - events are best effort
-            if getattr(exc, "status", None) == 404 and series is not None:
+            if api_status(exc) == 404 and series is not None:
                 # The Event expired (TTL) before this repeat: start a new series with this one.
                 self._series.pop(key, None)
                 self._write(ref, type_, reason, message, now)
                 return
-            log.warning("could not write event %s on %s/%s: %s", reason, ref.namespace, ref.name, exc)
+            log.warning("could not write event %s on %s/%s: %s", reason, ref.namespace, ref.name, exc,
+                        extra=ref.log_extra())

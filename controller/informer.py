@@ -21,7 +21,7 @@ relist/reconnect logic is tested against a fake stream source; :func:`pod_source
 :func:`node_source` and :func:`podgroup_source` build them from the official client.
 
 An object that fails conversion (``convert`` raises ``ValueError``, e.g.
-``model.InvalidObject`` or a pydantic ``ValidationError``) is dropped from the store (a
+``records.InvalidObject`` or a pydantic ``ValidationError``) is dropped from the store (a
 stale record would lie), reported to ``on_invalid(raw_object, error)`` and counted; the
 informer never crashes on odd objects.
 """
@@ -33,8 +33,12 @@ import logging
 import random
 import threading
 from collections.abc import Callable, Hashable, Iterable, Iterator
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from cogate.kube import Backoff, api_status
+
+if TYPE_CHECKING:
+    from kubernetes.client import CoreV1Api, CustomObjectsApi
 
 log = logging.getLogger(__name__)
 
@@ -55,34 +59,6 @@ LIST_PAGE_SIZE = 500
 
 class Gone(Exception):
     """The watch's resourceVersion is too old (HTTP 410 / ERROR event code 410): relist."""
-
-
-@dataclass
-class Backoff:
-    """Exponential backoff with jitter: ``initial`` seconds doubling to ``maximum``, +-``jitter`` fraction.
-
-    ``rand`` is injectable (``() -> float in [0, 1)``) so tests are deterministic.
-    """
-
-    initial: float = 0.5
-    maximum: float = 30.0
-    factor: float = 2.0
-    jitter: float = 0.2
-    rand: Callable[[], float] = random.random
-    _current: float = 0.0
-
-    def next(self) -> float:
-        """Seconds to wait before the next attempt; grows on each call until :meth:`reset`."""
-        self._current = self.initial if self._current == 0.0 else min(self.maximum, self._current * self.factor)
-        return self._current * (1.0 + self.jitter * (2.0 * self.rand() - 1.0))
-
-    def reset(self) -> None:
-        self._current = 0.0
-
-
-def _status_code(exc: BaseException) -> int | None:
-    status = getattr(exc, "status", None)
-    return status if isinstance(status, int) else None
 
 
 class Informer:
@@ -188,7 +164,7 @@ class Informer:
                 self._restarted("gone")
                 need_list = True
             except Exception as exc:  # noqa: BLE001 - an informer must outlive any error
-                if _status_code(exc) == 410:
+                if api_status(exc) == 410:
                     self._restarted("gone")
                     need_list = True
                     continue
@@ -409,7 +385,7 @@ def _watch_source(call: Callable[..., Any], **kwargs: Any) -> WatchFn:
     return watch
 
 
-def pod_source(core: Any, *, label_selector: str | None = None, field_selector: str | None = None,
+def pod_source(core: CoreV1Api, *, label_selector: str | None = None, field_selector: str | None = None,
                namespace: str | None = None) -> tuple[ListFn, WatchFn]:
     """List/watch callables for pods (all namespaces, or ``namespace``) with the given selectors."""
     kwargs: dict[str, Any] = {}
@@ -425,12 +401,12 @@ def pod_source(core: Any, *, label_selector: str | None = None, field_selector: 
     return (lambda: _paged_list(call, **kwargs)), _watch_source(call, **kwargs)
 
 
-def node_source(core: Any) -> tuple[ListFn, WatchFn]:
+def node_source(core: CoreV1Api) -> tuple[ListFn, WatchFn]:
     """List/watch callables for nodes."""
     return (lambda: _paged_list(core.list_node)), _watch_source(core.list_node)
 
 
-def podgroup_source(custom: Any, group: str, version: str, plural: str,
+def podgroup_source(custom: CustomObjectsApi, group: str, version: str, plural: str,
                     namespace: str | None = None) -> tuple[ListFn, WatchFn]:
     """List/watch callables for a custom resource (PodGroups), all namespaces or ``namespace``."""
     if namespace:

@@ -42,13 +42,17 @@ Source of the rules: k8s.io/client-go/tools/leaderelection (``tryAcquireOrRenew`
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import logging
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from cogate.kube import api_status, json_body
+
+if TYPE_CHECKING:
+    from kubernetes.client import CoordinationV1Api
 
 log = logging.getLogger(__name__)
 
@@ -188,19 +192,6 @@ def lease_spec(r: LeaseRecord) -> dict[str, Any]:
             "acquireTime": _fmt(r.acquire_time), "renewTime": _fmt(r.renew_time), "leaseTransitions": r.transitions}
 
 
-def _body(resp: Any) -> dict[str, Any]:
-    """Body of a ``_preload_content=False`` response (or a dict from a fake) as a dict."""
-    if isinstance(resp, dict):
-        return resp
-    data = getattr(resp, "data", resp)
-    if isinstance(data, (bytes, bytearray)):
-        data = data.decode("utf-8")
-    obj = json.loads(data) if data else {}
-    if not isinstance(obj, dict):
-        raise ValueError(f"Lease: response is not a JSON object but {type(obj).__name__}")
-    return obj
-
-
 class DeadlinePassed(Exception):
     """The current attempt has no time left before its deadline."""
 
@@ -215,7 +206,7 @@ class LeaderElector:
     stops afterwards; see the module docstring).
     """
 
-    def __init__(self, coordination: Any, namespace: str, identity: str, *, name: str = LEASE_NAME,
+    def __init__(self, coordination: CoordinationV1Api, namespace: str, identity: str, *, name: str = LEASE_NAME,
                  lease_duration: float = LEASE_DURATION, renew_deadline: float = RENEW_DEADLINE,
                  retry: float = RETRY_PERIOD, on_started: Callable[[], None] | None = None,
                  on_lost: Callable[[], None] | None = None, clock: Callable[[], float] = time.time,
@@ -319,10 +310,10 @@ class LeaderElector:
     def _try_acquire_or_renew(self, start: float) -> bool:
         now = self._clock()
         try:
-            raw = _body(self.api.read_namespaced_lease(self.name, self.namespace, _preload_content=False,
+            raw = json_body(self.api.read_namespaced_lease(self.name, self.namespace, _preload_content=False,
                                                        _request_timeout=self._request_timeout()))
         except Exception as exc:  # noqa: BLE001
-            if getattr(exc, "status", None) != 404:
+            if api_status(exc) != 404:
                 raise
             rec = next_record(None, ACQUIRE, now, self.identity, self.lease_duration)
             body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
@@ -331,10 +322,10 @@ class LeaderElector:
                 created = self.api.create_namespaced_lease(self.namespace, body, _preload_content=False,
                                                            _request_timeout=self._request_timeout())
             except Exception as cexc:  # noqa: BLE001
-                if getattr(cexc, "status", None) == 409:
+                if api_status(cexc) == 409:
                     return False
                 raise
-            self._observed = observe(self._observed, record_from_lease(_body(created) or body), self._monotonic())
+            self._observed = observe(self._observed, record_from_lease(json_body(created) or body), self._monotonic())
             return True
         rec = record_from_lease(raw)
         self._observed = observe(self._observed, rec, self._monotonic())
@@ -347,10 +338,10 @@ class LeaderElector:
             written = self.api.replace_namespaced_lease(self.name, self.namespace, raw, _preload_content=False,
                                                         _request_timeout=self._request_timeout())
         except Exception as exc:  # noqa: BLE001
-            if getattr(exc, "status", None) == 409:
+            if api_status(exc) == 409:
                 return False
             raise
-        self._observed = observe(self._observed, record_from_lease(_body(written) or raw), self._monotonic())
+        self._observed = observe(self._observed, record_from_lease(json_body(written) or raw), self._monotonic())
         return True
 
     def release(self) -> None:
@@ -361,7 +352,7 @@ class LeaderElector:
         self._renewed_at = None
         self._started = False
         try:
-            raw = _body(self.api.read_namespaced_lease(self.name, self.namespace, _preload_content=False,
+            raw = json_body(self.api.read_namespaced_lease(self.name, self.namespace, _preload_content=False,
                                                        _request_timeout=RELEASE_TIMEOUT))
             if record_from_lease(raw).holder != self.identity:
                 return

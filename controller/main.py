@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from cogate import api, cliargs, kube, logs
-from cogate.controller import model
+from cogate.controller import records
 from cogate.controller.events import EventRecorder
 from cogate.controller.informer import (
     Informer,
@@ -41,7 +41,8 @@ from cogate.controller.informer import (
 )
 from cogate.controller.leader import LEASE_NAME, LeaderElector
 from cogate.controller.metrics import Metrics, serve
-from cogate.controller.reconciler import PLACEMENTS, Caches, Reconciler, ReconcilerConfig, group_object
+from cogate.controller.patches import PLACEMENTS
+from cogate.controller.reconciler import Caches, Reconciler, ReconcilerConfig, group_object
 
 log = logging.getLogger("cogate.controller")
 
@@ -128,9 +129,9 @@ def main(argv: list[str] | None = None) -> int:
         podgroups=make("podgroups", podgroup_source(custom, api.GROUP, api.VERSION, api.PLURAL, ns),
                        namespaced_key, group_object),
         members=make("members", pod_source(core, label_selector=api.POD_GROUP_LABEL, namespace=ns),
-                     uid_key, model.pod_info),
-        bound=make("bound-pods", pod_source(core, field_selector=BOUND_PODS_FIELD_SELECTOR), uid_key, model.pod_info),
-        nodes=make("nodes", node_source(core), name_key, model.node_info),
+                     uid_key, records.pod_info),
+        bound=make("bound-pods", pod_source(core, field_selector=BOUND_PODS_FIELD_SELECTOR), uid_key, records.pod_info),
+        nodes=make("nodes", node_source(core), name_key, records.node_info),
     )
     recorder = EventRecorder.for_core_api(core, host=identity,
                                           on_emit=lambda t, r: metrics.events.labels(t, r).inc())

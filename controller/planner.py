@@ -18,7 +18,7 @@ totals):
 * TaintToleration: NoSchedule and NoExecute taints must be tolerated;
   PreferNoSchedule never blocks.
 * NodeAffinity: ``nodeSelector`` and required node affinity
-  (:meth:`cogate.controller.model.NodeSelectorTerm.matches`).
+  (:meth:`cogate.controller.records.NodeSelectorTerm.matches`).
 * NodePorts: a host port may not conflict with ports used on the node (bound
   pods, reservations, members planned earlier).
 * InterPodAffinity, required anti-affinity: evaluated for any topology key
@@ -104,7 +104,7 @@ from enum import StrEnum
 from typing import Any, Literal, TypeVar
 
 from cogate.api import DEFAULT_GATE_NAME
-from cogate.controller.model import (
+from cogate.controller.records import (
     HOSTNAME_LABEL,
     UNSCHEDULABLE_TAINT_KEY,
     HostPort,

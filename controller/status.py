@@ -42,7 +42,7 @@ Conditions (metav1.Condition; ``lastTransitionTime`` moves only when ``status`` 
 afterwards. ``occupiedBy`` is kept as it is.
 
 Inputs use the documented records (docs/internals.md) by attribute name only:
-members are ``cogate.controller.model.PodInfo`` (``namespace``, ``labels``,
+members are ``cogate.controller.records.PodInfo`` (``namespace``, ``labels``,
 ``node_name``, ``phase``, ``deleting``); the verdict is
 ``cogate.controller.planner.GroupVerdict`` (``outcome``, ``message``, ``fits``).
 Times are float epoch seconds (UTC).

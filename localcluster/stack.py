@@ -38,7 +38,7 @@ CRD_NAME = "podgroups.scheduling.x-k8s.io"
 
 def crd_path() -> Path:
     """Path of the PodGroup CRD manifest: the chart's file in a checkout, else the packaged copy."""
-    repo = Path(__file__).resolve().parents[2] / "charts" / "cogate" / "crds" / "scheduling.x-k8s.io_podgroups.yaml"
+    repo = Path(__file__).resolve().parents[1] / "charts" / "cogate" / "crds" / "scheduling.x-k8s.io_podgroups.yaml"
     if repo.is_file():
         return repo
     import cogate

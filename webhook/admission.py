@@ -35,8 +35,10 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
+from cogate import gates
 from cogate.api import DEFAULT_GATE_NAME, POD_GROUP_LABEL, validate_gate_name
 
 __all__ = [
@@ -63,8 +65,9 @@ class InvalidReview(ValueError):
     """
 
 
-class Outcome:
-    """Outcome labels of an admission decision (also the ``outcome`` metric label)."""
+class Outcome(StrEnum):
+    """Outcome of an admission decision (also the ``outcome`` metric label; a ``StrEnum``
+    equals its string, so labels and log fields are unchanged)."""
 
     GATED = "gated"  #: labelled pod, gate added by the patch
     ALREADY_GATED = "already_gated"  #: labelled pod that already carries the gate
@@ -73,8 +76,6 @@ class Outcome:
     IGNORED = "ignored"  #: not a pod CREATE, or a pod without the label
     INVALID = "invalid"  #: not a valid AdmissionReview (HTTP 400); set by the server
     ERROR = "error"  #: unexpected internal error; set by the server
-
-    ALL = (GATED, ALREADY_GATED, BOUND, EMPTY_GROUP, IGNORED, INVALID, ERROR)
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,7 @@ class Admission:
     """
 
     uid: str
-    outcome: str
+    outcome: Outcome
     patch: list[dict[str, Any]] | None = None
     warnings: tuple[str, ...] = ()
     namespace: str = ""
@@ -157,29 +158,17 @@ def _is_pod_resource(request: dict[str, Any]) -> bool:
 
 
 def gate_patch(pod: dict[str, Any], gate_name: str = DEFAULT_GATE_NAME) -> list[dict[str, Any]] | None:
-    """JSONPatch (RFC 6902) adding ``gate_name`` to a pod's ``spec.schedulingGates``.
+    """JSONPatch (RFC 6902) adding ``gate_name`` to a pod's ``spec.schedulingGates``
+    (:func:`cogate.gates.add`: appends, or creates the list or ``spec`` when absent).
 
     ``pod`` is the pod as API JSON (camelCase). Returns ``None`` when the gate is
-    already present. Appends (``add`` at ``/spec/schedulingGates/-``) when the list
-    exists, so other gates keep their order; creates the list when absent or null;
-    creates ``spec`` itself only if the object has none. Raises
-    :class:`InvalidReview` naming the field when ``spec``, ``spec.schedulingGates``
-    or one of its entries has the wrong type.
+    already present. Raises :class:`InvalidReview` naming the field when ``spec``,
+    ``spec.schedulingGates`` or one of its entries has the wrong type.
     """
-    spec = _obj(pod.get("spec"), "request.object.spec")
-    gate = {"name": gate_name}
-    if spec is None:
-        return [{"op": "add", "path": "/spec", "value": {"schedulingGates": [gate]}}]
-    gates = spec.get("schedulingGates")
-    if gates is None:
-        return [{"op": "add", "path": "/spec/schedulingGates", "value": [gate]}]
-    if not isinstance(gates, list):
-        raise InvalidReview(f"request.object.spec.schedulingGates: must be an array, got {type(gates).__name__}")
-    for i, entry in enumerate(gates):
-        entry = _obj(entry, f"request.object.spec.schedulingGates[{i}]", required=True)
-        if _str(entry.get("name"), f"request.object.spec.schedulingGates[{i}].name") == gate_name:
-            return None
-    return [{"op": "add", "path": "/spec/schedulingGates/-", "value": gate}]
+    try:
+        return gates.add(pod, gate_name)
+    except gates.GateShapeError as exc:
+        raise InvalidReview(f"request.object.{exc}") from None
 
 
 def internal_error_response(uid: str, error: str) -> dict[str, Any]:

@@ -99,7 +99,7 @@ def _make_metrics(registry: CollectorRegistry | None) -> _Metrics:
         ["outcome"],
         registry=registry,
     )
-    for outcome in Outcome.ALL:  # export zeros so rates work from the start
+    for outcome in Outcome:  # export zeros so rates work from the start
         requests.labels(outcome)
     latency = Histogram(
         "cogate_webhook_request_duration_seconds",
@@ -260,7 +260,7 @@ async def _mutate(request: web.Request) -> web.Response:
         metrics.latency.observe(time.perf_counter() - started)
 
 
-async def _mutate_inner(request: web.Request, gate_name: str) -> tuple[web.Response, str]:
+async def _mutate_inner(request: web.Request, gate_name: str) -> tuple[web.Response, Outcome]:
     try:
         body = await request.read()
     except web.HTTPRequestEntityTooLarge:

@@ -7,7 +7,7 @@ pods bound directly with ``spec.nodeName``) and a random group of gated members
 ``nodeSelector``, required node affinity, tolerations, host ports, required pod
 (anti-)affinity). It reads nodes and pods back from the API, asks the planner
 (:func:`cogate.controller.planner.decide`), then releases **every** member whatever
-the planner said (:func:`cogate.controller.reconciler.release_patch`; placement
+the planner said (:func:`cogate.controller.patches.release_patch`; placement
 ``pinned`` narrows each planned member to its planned node, ``free`` only removes
 the gate) and watches kube-scheduler bind them.
 
@@ -50,10 +50,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cogate.controller.model import node_info, pod_info
+from cogate.controller.records import node_info, pod_info
 from cogate.controller.planner import GroupRequest, PlannerConfig, decide
-from cogate.controller.planner import Outcome as PlanOutcome
-from cogate.controller.reconciler import release_patch
+from cogate.controller.planner import Outcome as PlannerOutcome
+from cogate.controller.patches import release_patch
 from cogate.localcluster.nodes import node_manifest
 
 from .kube import wait_for
@@ -511,7 +511,7 @@ class Runner:
         decision = decide([node_info(n) for n in node_dicts], [pod_info(p) for p in bound_dicts], [group], [],
                           time.time(), PlannerConfig(gate_name=GATE))
         verdict = decision.verdicts[0]
-        released = verdict.outcome == PlanOutcome.RELEASED
+        released = verdict.outcome == PlannerOutcome.RELEASED
         uid_name = {p["metadata"]["uid"]: p["metadata"]["name"] for p in member_dicts}
         planned = {uid_name[u]: n for u, n in verdict.release.items() if n} if released else {}
 

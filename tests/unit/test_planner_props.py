@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from cogate.api import DEFAULT_GATE_NAME as GATE
 from cogate.api import POD_GROUP_LABEL
-from cogate.controller.model import HostPort, LabelSelector, NodeInfo, PodAffinityTerm, PodInfo, Taint, Toleration
+from cogate.controller.records import HostPort, LabelSelector, NodeInfo, PodAffinityTerm, PodInfo, Taint, Toleration
 from cogate.controller.planner import GroupRequest, PlannerConfig, decide
 
 TAINT = Taint("dedicated", "x", "NoSchedule")

@@ -1,6 +1,7 @@
-"""Reconciler shell and its pure helpers (leader election: tests/unit/test_leader.py).
+"""Reconciler shell and its pure helpers (leader election: tests/unit/test_leader.py; events:
+test_events.py; notices: test_notices.py; API writes: test_writer.py; patches: test_patches.py).
 
-Pure parts are table-driven (debounce with an injected clock, event change gate).
+Pure parts are table-driven (debounce with an injected clock).
 The pass itself runs against in-memory fakes of the two client APIs (pods patched
 with real JSON Patch semantics, scripted HTTP errors) and a scripted
 ``decide`` so that the order of writes (status before gates), retries and event
@@ -16,11 +17,11 @@ import jsonpatch
 import pytest
 
 from cogate import api
-from cogate.controller import model
-from cogate.controller.events import EventGate, EventRecorder, ObjectRef
+from cogate.controller import records
+from cogate.controller.events import EventRecorder
 from cogate.controller.informer import Informer, name_key, namespaced_key, uid_key
 from cogate.controller.metrics import Metrics
-from cogate.controller.planner import Decision, GroupRequest, GroupVerdict
+from cogate.controller.planner import Decision, GroupVerdict
 from cogate.controller.reconciler import (
     Caches,
     Debouncer,
@@ -29,10 +30,8 @@ from cogate.controller.reconciler import (
     build_group_requests,
     group_object,
     members_by_group,
-    pin_target,
-    release_message,
-    verdict_event,
 )
+from cogate.controller.patches import pin_target
 
 GATE = api.DEFAULT_GATE_NAME
 NS = "team"
@@ -80,96 +79,6 @@ class TestDebouncer:
     def test_bad_settings_raise(self, delay, resync):
         with pytest.raises(ValueError):
             Debouncer(delay, resync, 0.0)
-
-
-# --------------------------------------------------------------------------- event gate / recorder
-
-
-@pytest.mark.parametrize("steps,expected", [
-    # (reason, message, now) -> emitted?
-    ([("A", "m1", 0), ("A", "m1", 1), ("A", "m1", 1000)], [True, False, False]),
-    ([("A", "m1", 0), ("B", "m1", 1), ("A", "m1", 2)], [True, True, True]),
-    ([("A", "m1", 0), ("A", "m2", 10), ("A", "m3", 61)], [True, False, True]),
-    ([("A", "m1", 0), ("A", "m2", 70)], [True, True]),
-])
-def test_event_gate_emits_only_news(steps, expected):
-    gate = EventGate(min_interval=60.0)
-    got = [gate.should_emit("uid", "verdict", r, m, t) for r, m, t in steps]
-    assert got == expected
-
-
-def test_event_gate_slots_are_independent_and_forgettable():
-    gate = EventGate()
-    assert gate.should_emit("u", "verdict", "A", "m", 0)
-    assert gate.should_emit("u", "timeout", "A", "m", 0)
-    assert not gate.should_emit("u", "timeout", "A", "m", 1)
-    gate.clear("u", "timeout")
-    assert gate.should_emit("u", "timeout", "A", "m", 2)
-    gate.forget("u")
-    assert gate.should_emit("u", "verdict", "A", "m", 3)
-
-
-def test_recorder_aggregates_repeats_into_count():
-    created: list[dict] = []
-    patched: list[tuple[str, dict]] = []
-    clock = iter([100.0, 200.0, 300.0, 5000.0])
-    rec = EventRecorder(lambda ns, body: created.append(body), lambda ns, name, body: patched.append((name, body)),
-                        clock=lambda: next(clock), series_window=3600.0)
-    ref = ObjectRef(NS, "pg", "u1")
-    rec.record(ref, "Warning", "InsufficientCapacity", "fits 1 of 2")
-    rec.record(ref, "Warning", "InsufficientCapacity", "fits 1 of 2")
-    rec.record(ref, "Warning", "InsufficientCapacity", "fits 0 of 2")
-    rec.record(ref, "Warning", "InsufficientCapacity", "fits 1 of 2")  # outside the window
-    rec.flush()
-    assert [c["message"] for c in created] == ["fits 1 of 2", "fits 0 of 2", "fits 1 of 2"]
-    assert created[0]["involvedObject"] == {"apiVersion": api.API_VERSION, "kind": api.KIND, "namespace": NS,
-                                            "name": "pg", "uid": "u1"}
-    assert created[0]["type"] == "Warning" and created[0]["count"] == 1
-    assert patched == [(created[0]["metadata"]["name"], {"count": 2, "lastTimestamp": "1970-01-01T00:03:20Z"})]
-
-
-def test_recorder_starts_a_new_series_when_the_event_expired():
-    created: list[dict] = []
-
-    def gone(ns, name, body):
-        raise ApiError(404)
-
-    rec = EventRecorder(lambda ns, body: created.append(body), gone, clock=lambda: 100.0, series_window=3600.0)
-    ref = ObjectRef(NS, "pg", "u1")
-    rec.record(ref, "Warning", "InsufficientCapacity", "fits 1 of 2")
-    rec.record(ref, "Warning", "InsufficientCapacity", "fits 1 of 2")  # its Event was garbage-collected
-    rec.flush()
-    assert [c["message"] for c in created] == ["fits 1 of 2", "fits 1 of 2"], "the repeat is not lost"
-
-
-def test_recorder_never_raises_on_api_errors():
-    def boom(*_):
-        raise RuntimeError("apiserver down")
-
-    rec = EventRecorder(boom, boom, clock=lambda: 1.0)
-    rec.record(ObjectRef(NS, "pg"), "Normal", "Released", "x")
-    rec.flush()  # no exception
-
-
-@pytest.mark.parametrize("outcome,expected", [
-    ("WaitingForMembers", ("Normal", "WaitingForMembers", "msg")),
-    ("InsufficientCapacity", ("Warning", "InsufficientCapacity", "msg")),
-    ("ExceedsClusterCapacity", ("Warning", "InsufficientCapacity", "msg")),  # FitsCluster condition tells them apart
-    ("Unschedulable", ("Warning", "Unschedulable", "msg")),
-    ("Released", None),
-    ("AlreadyReleased", None),
-])
-def test_verdict_event(outcome, expected):
-    assert verdict_event(outcome, "msg") == expected
-
-
-def test_release_message_counts_nodes():
-    assert release_message({"a": "n1", "b": "n2", "c": "n1"}, "pinned") == \
-        "released 3 members pinned to planned nodes: n1 x2, n2 x1"
-    assert release_message({"a": "n1", "b": ""}, "pinned") == \
-        "released 2 members pinned to planned nodes: n1 x1, 1 placed by kube-scheduler"
-    assert release_message({"a": "n1"}, "free") == "released 1 member (placement by kube-scheduler)"
-    assert release_message({"a": "n1"}, "free", new=True) == "released 1 new member (placement by kube-scheduler)"
 
 
 # --------------------------------------------------------------------------- the pass, against fakes
@@ -269,7 +178,7 @@ def informer(name, items, key, convert) -> Informer:
 
 
 def bound_convert(raw):
-    p = model.pod_info(raw)
+    p = records.pod_info(raw)
     if not p.bound or p.terminal:
         raise ValueError("not bound")
     return p
@@ -284,10 +193,10 @@ class Harness:
         self.now = now
         caches = Caches(
             podgroups=informer("pg", list(self.cluster.pgs.values()), namespaced_key, group_object),
-            members=informer("members", [p for p in pods if p["metadata"]["labels"]], uid_key, model.pod_info),
-            bound=informer("bound", [p for p in pods if p["spec"].get("nodeName")], uid_key, model.pod_info),
+            members=informer("members", [p for p in pods if p["metadata"]["labels"]], uid_key, records.pod_info),
+            bound=informer("bound", [p for p in pods if p["spec"].get("nodeName")], uid_key, records.pod_info),
             nodes=informer("nodes", [{"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "4", "pods": "10"}}}],
-                           name_key, model.node_info),
+                           name_key, records.node_info),
         )
         self.caches = caches
         recorder = EventRecorder(lambda ns, b: self.events.append((b["type"], b["reason"], b["message"])),
@@ -295,7 +204,7 @@ class Harness:
         self.recorder = recorder
         self.rec = Reconciler(self.cluster, self.cluster, caches,
                               ReconcilerConfig(placement=placement, evict_on_timeout=evict, max_patch_attempts=4),
-                              recorder=recorder, metrics=Metrics(), decide=self.decide, group_request=GroupRequest,
+                              recorder=recorder, metrics=Metrics(), decide=self.decide,
                               clock=lambda: self.now, sleep=lambda s: None)
 
     def decide(self, nodes, pods, groups, reservations, now, config):
@@ -327,14 +236,14 @@ def test_pass_builds_group_requests_from_caches():
 
 
 def test_members_exclude_deleting_and_other_namespaces():
-    a = model.pod_info(raw_pod("a"))
+    a = records.pod_info(raw_pod("a"))
     d = raw_pod("d")
     d["metadata"]["deletionTimestamp"] = "2024-01-01T00:01:00Z"
     other = raw_pod("o")
     other["metadata"]["namespace"] = "elsewhere"
-    idx = members_by_group([a, model.pod_info(d), model.pod_info(other)])
+    idx = members_by_group([a, records.pod_info(d), records.pod_info(other)])
     assert {k: [p.name for p in v] for k, v in idx.items()} == {(NS, "pg"): ["a"], ("elsewhere", "pg"): ["o"]}
-    reqs = build_group_requests([group_object(raw_pg())], idx, GroupRequest)
+    reqs = build_group_requests([group_object(raw_pg())], idx)
     assert [m.name for m in reqs[0].members] == ["a"]
 
 
@@ -379,47 +288,6 @@ def test_free_placement_removes_only_the_gate():
     spec = h.cluster.pods["a"]["spec"]
     assert spec["schedulingGates"] == [{"name": "other"}]
     assert "affinity" not in spec
-
-
-@pytest.mark.parametrize("errors,expected,gates_left", [
-    ([ApiError(409)], "removed", False),
-    ([ApiError(429), ApiError(503)], "removed", False),
-    ([ApiError(500)] * 4, "failed", True),
-    ([ApiError(403)], "failed", True),
-    ([ApiError(404)], "not_found", True),
-])
-def test_gate_removal_retries(errors, expected, gates_left):
-    h = Harness([raw_pod("a")], [raw_pg(min_member=1)], [])
-    h.cluster.pod_errors["a"] = list(errors)
-    assert h.rec.ungate(NS, "a", "uid-a", "n1") == expected
-    assert bool(h.cluster.pods["a"]["spec"].get("schedulingGates")) == gates_left
-
-
-def test_gate_already_gone_is_fine():
-    h = Harness([raw_pod("a")], [raw_pg(min_member=1)], [])
-    h.cluster.pods["a"]["spec"]["schedulingGates"] = []
-    assert h.rec.ungate(NS, "a", "uid-a", "n1") == "absent"
-    assert h.cluster.log == []
-
-
-def test_failed_test_op_rereads_and_finds_gate_gone():
-    h = Harness([raw_pod("a")], [raw_pg(min_member=1)], [])
-    real_patch = h.cluster.patch_namespaced_pod
-
-    def racing_patch(name, namespace, body, **kw):
-        # someone else removes the gate just before our patch lands
-        h.cluster.pods[name]["spec"]["schedulingGates"] = [{"name": "x"}]
-        h.cluster.patch_namespaced_pod = real_patch
-        return real_patch(name, namespace, body, **kw)
-
-    h.cluster.patch_namespaced_pod = racing_patch
-    assert h.rec.ungate(NS, "a", "uid-a", "") == "absent"
-
-
-def test_recreated_pod_with_same_name_is_not_touched():
-    h = Harness([raw_pod("a")], [raw_pg(min_member=1)], [])
-    assert h.rec.ungate(NS, "a", "uid-old", "n1") == "not_found"
-    assert h.cluster.log == []
 
 
 def test_events_only_on_change():
@@ -467,8 +335,8 @@ def test_timeout_event_and_opt_in_eviction(evict):
 def test_invalid_member_is_reported_on_its_podgroup():
     h = Harness([raw_pod("a")], [raw_pg()], [])
     bad = raw_pod("bad", cpu="lots")
-    with pytest.raises(model.InvalidObject) as err:
-        model.pod_info(bad)
+    with pytest.raises(records.InvalidObject) as err:
+        records.pod_info(bad)
     h.rec.on_invalid_member(bad, err.value)
     h.rec.on_invalid_member(bad, err.value)  # same problem again: one event
     h.recorder.flush()
@@ -520,7 +388,7 @@ def test_run_loop_only_reconciles_while_leading():
 def test_members_with_unplanned_constraints_are_released_unpinned(extra_spec, unplanned):
     raw = raw_pod("a")
     raw["spec"].update(extra_spec)
-    p = model.pod_info(raw)
+    p = records.pod_info(raw)
     assert p.unplanned == unplanned
     assert pin_target(p, "n1", "pinned") == ("" if unplanned else "n1")
     assert pin_target(p, "n1", "free") == ""
@@ -536,3 +404,13 @@ def test_release_patch_of_a_member_with_a_volume_claim_only_removes_the_gate():
     assert not a["spec"].get("schedulingGates") and "affinity" not in a["spec"]
     assert not b["spec"].get("schedulingGates") and b["spec"]["affinity"]["nodeAffinity"]
     assert any("n1 x1, 1 placed by kube-scheduler" in m for _, _, m in h.events)
+
+
+def test_log_lines_about_a_group_carry_its_name(caplog):
+    h = Harness([raw_pod("a"), raw_pod("b")], [raw_pg()], [verdict("Released", {"uid-a": "n1", "uid-b": "n1"}, 2)])
+    h.cluster.pod_errors["b"] = [ApiError(403)]
+    with caplog.at_level("INFO", logger="cogate.controller"):
+        h.run()
+    about = [r for r in caplog.records if "PodGroup team/pg" in r.getMessage() or "pod team/b" in r.getMessage()]
+    assert len(about) == 2, [r.getMessage() for r in caplog.records]
+    assert all(getattr(r, "podgroup", None) == f"{NS}/pg" for r in about)

@@ -12,8 +12,9 @@ import jsonpatch
 import pytest
 
 from cogate import api
-from cogate.controller import model, planner
-from cogate.controller.reconciler import pin_ops, pinned_node, restored_reservations
+from cogate.controller import planner, records
+from cogate.controller.patches import pin_ops, pinned_node
+from cogate.controller.reconciler import restored_reservations
 
 from .test_reconciler import Harness, raw_pg, raw_pod, verdict
 
@@ -44,7 +45,7 @@ ZONE_TERMS = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
     (pinned_raw("p", node="", base_affinity=ZONE_TERMS), None),  # terms without a pin
 ])
 def test_pinned_node_reads_the_pin_the_release_writes(raw, expected):
-    assert pinned_node(model.pod_info(raw)) == expected
+    assert pinned_node(records.pod_info(raw)) == expected
 
 
 def test_pinned_node_rejects_ambiguous_pins():
@@ -53,14 +54,14 @@ def test_pinned_node_rejects_ambiguous_pins():
         {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]},
         {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n2"]}]},
     ]}}}
-    assert pinned_node(model.pod_info(raw)) is None
+    assert pinned_node(records.pod_info(raw)) is None
     raw["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] = [
         {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1", "n2"]}]}]
-    assert pinned_node(model.pod_info(raw)) is None
+    assert pinned_node(records.pod_info(raw)) is None
 
 
 def _request(name, members, released, min_member=1):
-    return planner.GroupRequest("team", name, min_member, 0.0, released, tuple(model.pod_info(m) for m in members))
+    return planner.GroupRequest("team", name, min_member, 0.0, released, tuple(records.pod_info(m) for m in members))
 
 
 def test_only_ungated_unbound_pinned_members_of_standing_releases_are_restored():
@@ -68,19 +69,19 @@ def test_only_ungated_unbound_pinned_members_of_standing_releases_are_restored()
     a = _request("a", [pinned_raw("a0", cpu="3"), pinned_raw("a1", gates=("other",)), raw_pod("a2", group="a"),
                        pinned_raw("a3", node=""), bound], released=True)
     not_released = _request("c", [pinned_raw("c0", group="c")], released=False)
-    res = restored_reservations([a, not_released], GATE, NOW, 60.0)
+    res = restored_reservations([a, not_released], NOW, 60.0)
     assert [(r.name, r.node_name, r.requests.get("cpu"), r.expires) for r in res] == [("a0", "n1", 3000, NOW + 60.0)]
 
 
 def test_planner_with_restored_reservations_does_not_release_into_released_room():
     """Node of 10 CPU; group a (3 x 3 CPU) released and pinned to it but unbound; group b needs 3 CPU."""
-    nodes = [model.node_info({"metadata": {"name": "n1"}, "status": {
+    nodes = [records.node_info({"metadata": {"name": "n1"}, "status": {
         "allocatable": {"cpu": "10", "pods": "110"}, "conditions": [{"type": "Ready", "status": "True"}]}})]
     a = _request("a", [pinned_raw(f"a{i}", cpu="3") for i in range(3)], released=True, min_member=3)
     b = _request("b", [raw_pod("b0", group="b", cpu="3")], released=False)
     fresh = planner.decide(nodes, [], [a, b], [], NOW, planner.PlannerConfig())
     assert fresh.verdicts[1].outcome == planner.Outcome.RELEASED  # what the restarted controller used to do
-    restored = restored_reservations([a, b], GATE, NOW, 60.0)
+    restored = restored_reservations([a, b], NOW, 60.0)
     d = planner.decide(nodes, [], [a, b], restored, NOW, planner.PlannerConfig())
     assert d.verdicts[1].outcome == planner.Outcome.INSUFFICIENT_CAPACITY
     assert {r.pod_uid for r in d.reservations} == {"uid-a0", "uid-a1", "uid-a2"}

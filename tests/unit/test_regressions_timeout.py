@@ -16,8 +16,9 @@ import jsonpatch
 import pytest
 
 from cogate.api import DEFAULT_GATE_NAME
-from cogate.controller.model import pod_info
-from cogate.controller.reconciler import pin_ops, timeout_victims
+from cogate.controller.records import pod_info
+from cogate.controller.patches import pin_ops
+from cogate.controller.reconciler import timeout_victims
 
 from .test_reconciler import Harness, raw_pg, raw_pod, verdict
 

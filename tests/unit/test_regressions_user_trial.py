@@ -8,8 +8,9 @@ the next pass and, if it still exists without a group, removes the gate.
 from __future__ import annotations
 
 from cogate.api import DEFAULT_GATE_NAME, POD_GROUP_LABEL
-from cogate.controller import model
-from cogate.controller.reconciler import left_group, waiting_for_pod_group
+from cogate.controller import records
+from cogate.controller.patches import left_group
+from cogate.controller.reconciler import waiting_for_pod_group
 
 from .test_reconciler import NS, Harness, raw_pg, raw_pod, verdict
 
@@ -24,7 +25,7 @@ def _unlabel(h: Harness, name: str, value: str | None) -> None:
 
 def test_gated_pod_whose_label_was_removed_loses_the_gate():
     h = Harness([raw_pod("a"), raw_pod("b")], [raw_pg()], [verdict("WaitingForMembers")])
-    before = model.pod_info(h.cluster.pods["a"])
+    before = records.pod_info(h.cluster.pods["a"])
     _unlabel(h, "a", None)
     h.rec.on_member_event("DELETED", before, None)
     h.run()
@@ -35,16 +36,16 @@ def test_gated_pod_whose_label_was_removed_loses_the_gate():
 
 def test_label_emptied_counts_as_leaving():
     h = Harness([raw_pod("a"), raw_pod("b")], [raw_pg()], [verdict("WaitingForMembers")])
-    before = model.pod_info(h.cluster.pods["a"])
+    before = records.pod_info(h.cluster.pods["a"])
     _unlabel(h, "a", "")
-    h.rec.on_member_event("MODIFIED", before, model.pod_info(h.cluster.pods["a"]))
+    h.rec.on_member_event("MODIFIED", before, records.pod_info(h.cluster.pods["a"]))
     h.run()
     assert not h.cluster.pods["a"]["spec"].get("schedulingGates")
 
 
 def test_deleted_pod_is_not_touched():
     h = Harness([raw_pod("a"), raw_pod("b")], [raw_pg()], [verdict("WaitingForMembers")])
-    before = model.pod_info(h.cluster.pods["a"])
+    before = records.pod_info(h.cluster.pods["a"])
     del h.cluster.pods["a"]
     h.rec.on_member_event("DELETED", before, None)
     h.run()
@@ -53,7 +54,7 @@ def test_deleted_pod_is_not_touched():
 
 def test_relabelled_to_another_group_keeps_the_gate():
     h = Harness([raw_pod("a"), raw_pod("b")], [raw_pg()], [verdict("WaitingForMembers")])
-    before = model.pod_info(h.cluster.pods["a"])
+    before = records.pod_info(h.cluster.pods["a"])
     _unlabel(h, "a", "other")
     h.rec.on_member_event("DELETED", before, None)  # e.g. a relist that raced the relabel
     h.run()
@@ -81,8 +82,8 @@ def test_members_of_a_missing_pod_group_are_told_once():
 
 
 def test_waiting_for_pod_group_selects_gated_members_without_a_group():
-    a, b, c = (model.pod_info(raw_pod(n, group=g)) for n, g in (("a", "typo"), ("b", "pg"), ("c", "typo")))
-    bound = model.pod_info(raw_pod("d", group="typo", gates=(), node="n1"))
+    a, b, c = (records.pod_info(raw_pod(n, group=g)) for n, g in (("a", "typo"), ("b", "pg"), ("c", "typo")))
+    bound = records.pod_info(raw_pod("d", group="typo", gates=(), node="n1"))
     members = {(NS, "typo"): [a, c, bound], (NS, "pg"): [b]}
     got = waiting_for_pod_group([(NS, "pg")], members, DEFAULT_GATE_NAME)
     assert sorted(p.name for p in got) == ["a", "c"]

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from cogate.api import POD_GROUP_LABEL
-from cogate.controller.model import PodInfo
+from cogate.controller.records import PodInfo
 from cogate.controller.planner import GroupVerdict
 from cogate.controller.status import (
     release_stands,

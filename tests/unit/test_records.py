@@ -1,9 +1,9 @@
-"""Planner records, matching rules and API JSON converters (controller/model.py)."""
+"""Planner records, matching rules and API JSON converters (controller/records.py)."""
 
 import pytest
 
 from cogate.api import POD_GROUP_LABEL
-from cogate.controller.model import (
+from cogate.controller.records import (
     HostPort,
     InvalidObject,
     LabelSelector,

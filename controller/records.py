@@ -21,11 +21,12 @@ float epoch seconds (UTC).
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
+from cogate import gates
 from cogate.api import POD_GROUP_LABEL
 from cogate.controller.resources import QuantityError, ResourceList, effective_request, parse_quantity, to_units
 from cogate.models import parse_time as rfc3339_to_epoch
@@ -340,6 +341,21 @@ def _lst(v: Any, path: str) -> list[Any]:
     return v
 
 
+_R = TypeVar("_R", NodeSelectorRequirement, LabelSelectorRequirement)
+
+
+def _objs(v: Any, path: str) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """``(path[i], object)`` for each entry of the list ``v`` at ``path`` (none when null)."""
+    for i, item in enumerate(_lst(v, path)):
+        yield f"{path}[{i}]", _obj(item, f"{path}[{i}]")
+
+
+def _requirement(cls: type[_R], r: Mapping[str, Any], rp: str) -> _R:
+    """A ``key``/``operator``/``values`` requirement (node or label selector) at ``rp``."""
+    return cls(key=_str(r.get("key"), f"{rp}.key"), operator=_str(r.get("operator"), f"{rp}.operator"),
+               values=_strs(r.get("values"), f"{rp}.values"))
+
+
 def _str_map(v: Any, path: str) -> Mapping[str, str]:
     m = _obj(v, path)
     out: dict[str, str] = {}
@@ -364,23 +380,9 @@ def _strs(v: Any, path: str) -> tuple[str, ...]:
 
 def _node_selector_terms(v: Any, path: str) -> tuple[NodeSelectorTerm, ...]:
     terms = []
-    for i, t in enumerate(_lst(v, path)):
-        tp = f"{path}[{i}]"
-        t = _obj(t, tp)
-        exprs = []
-        for kind in ("matchExpressions", "matchFields"):
-            reqs = []
-            for j, r in enumerate(_lst(t.get(kind), f"{tp}.{kind}")):
-                rp = f"{tp}.{kind}[{j}]"
-                r = _obj(r, rp)
-                reqs.append(
-                    NodeSelectorRequirement(
-                        key=_str(r.get("key"), f"{rp}.key"),
-                        operator=_str(r.get("operator"), f"{rp}.operator"),
-                        values=_strs(r.get("values"), f"{rp}.values"),
-                    )
-                )
-            exprs.append(tuple(reqs))
+    for tp, t in _objs(v, path):
+        exprs = [tuple(_requirement(NodeSelectorRequirement, r, rp) for rp, r in _objs(t.get(kind), f"{tp}.{kind}"))
+                 for kind in ("matchExpressions", "matchFields")]
         terms.append(NodeSelectorTerm(match_expressions=exprs[0], match_fields=exprs[1]))
     return tuple(terms)
 
@@ -390,49 +392,29 @@ def _label_selector(v: Any, path: str) -> LabelSelector | None:
         return None
     m = _obj(v, path)
     ml = _str_map(m.get("matchLabels"), f"{path}.matchLabels")
-    exprs = []
-    for j, r in enumerate(_lst(m.get("matchExpressions"), f"{path}.matchExpressions")):
-        rp = f"{path}.matchExpressions[{j}]"
-        r = _obj(r, rp)
-        exprs.append(
-            LabelSelectorRequirement(
-                key=_str(r.get("key"), f"{rp}.key"),
-                operator=_str(r.get("operator"), f"{rp}.operator"),
-                values=_strs(r.get("values"), f"{rp}.values"),
-            )
-        )
-    return LabelSelector(match_labels=tuple(sorted(ml.items())), match_expressions=tuple(exprs))
+    exprs = tuple(_requirement(LabelSelectorRequirement, r, rp)
+                  for rp, r in _objs(m.get("matchExpressions"), f"{path}.matchExpressions"))
+    return LabelSelector(match_labels=tuple(sorted(ml.items())), match_expressions=exprs)
 
 
 def _pod_affinity_terms(v: Any, path: str) -> tuple[PodAffinityTerm, ...]:
-    out = []
-    for i, t in enumerate(_lst(v, path)):
-        tp = f"{path}[{i}]"
-        t = _obj(t, tp)
-        out.append(
-            PodAffinityTerm(
-                topology_key=_str(t.get("topologyKey"), f"{tp}.topologyKey"),
-                label_selector=_label_selector(t.get("labelSelector"), f"{tp}.labelSelector"),
-                namespaces=_strs(t.get("namespaces"), f"{tp}.namespaces"),
-                namespace_selector=_label_selector(t.get("namespaceSelector"), f"{tp}.namespaceSelector"),
-            )
+    return tuple(
+        PodAffinityTerm(
+            topology_key=_str(t.get("topologyKey"), f"{tp}.topologyKey"),
+            label_selector=_label_selector(t.get("labelSelector"), f"{tp}.labelSelector"),
+            namespaces=_strs(t.get("namespaces"), f"{tp}.namespaces"),
+            namespace_selector=_label_selector(t.get("namespaceSelector"), f"{tp}.namespaceSelector"),
         )
-    return tuple(out)
+        for tp, t in _objs(v, path)
+    )
 
 
 def _taints(v: Any, path: str) -> tuple[Taint, ...]:
-    out = []
-    for i, t in enumerate(_lst(v, path)):
-        tp = f"{path}[{i}]"
-        t = _obj(t, tp)
-        out.append(
-            Taint(
-                key=_str(t.get("key"), f"{tp}.key"),
-                value=_str(t.get("value"), f"{tp}.value"),
-                effect=_str(t.get("effect"), f"{tp}.effect"),
-            )
-        )
-    return tuple(out)
+    return tuple(
+        Taint(key=_str(t.get("key"), f"{tp}.key"), value=_str(t.get("value"), f"{tp}.value"),
+              effect=_str(t.get("effect"), f"{tp}.effect"))
+        for tp, t in _objs(v, path)
+    )
 
 
 def node_info(obj: Mapping[str, Any]) -> NodeInfo:
@@ -457,8 +439,7 @@ def node_info(obj: Mapping[str, Any]) -> NodeInfo:
         except QuantityError as e:
             raise InvalidObject(f"node {name}: status.allocatable.{k}: {e}") from None
     ready = False
-    for i, c in enumerate(_lst(status.get("conditions"), "status.conditions")):
-        c = _obj(c, f"status.conditions[{i}]")
+    for _, c in _objs(status.get("conditions"), "status.conditions"):
         if c.get("type") == "Ready":
             ready = c.get("status") == "True"
     return NodeInfo(
@@ -476,11 +457,8 @@ def _host_ports(spec: Mapping[str, Any]) -> tuple[HostPort, ...]:
     running; counting plain init containers too only makes the planner stricter)."""
     out: list[HostPort] = []
     for kind in ("initContainers", "containers"):
-        for i, c in enumerate(_lst(spec.get(kind), f"spec.{kind}")):
-            c = _obj(c, f"spec.{kind}[{i}]")
-            for j, p in enumerate(_lst(c.get("ports"), f"spec.{kind}[{i}].ports")):
-                pp = f"spec.{kind}[{i}].ports[{j}]"
-                p = _obj(p, pp)
+        for cp, c in _objs(spec.get(kind), f"spec.{kind}"):
+            for pp, p in _objs(c.get("ports"), f"{cp}.ports"):
                 hp = p.get("hostPort")
                 if hp in (None, 0):
                     continue
@@ -532,18 +510,15 @@ def _pod_info(
     pa = _obj(affinity.get("podAffinity"), "spec.affinity.podAffinity")
     paa = _obj(affinity.get("podAntiAffinity"), "spec.affinity.podAntiAffinity")
     req = "requiredDuringSchedulingIgnoredDuringExecution"
-    tolerations = []
-    for i, t in enumerate(_lst(spec.get("tolerations"), "spec.tolerations")):
-        tp = f"spec.tolerations[{i}]"
-        t = _obj(t, tp)
-        tolerations.append(
-            Toleration(
-                key=_str(t.get("key"), f"{tp}.key"),
-                operator=_str(t.get("operator"), f"{tp}.operator") or "Equal",
-                value=_str(t.get("value"), f"{tp}.value"),
-                effect=_str(t.get("effect"), f"{tp}.effect"),
-            )
+    tolerations = [
+        Toleration(
+            key=_str(t.get("key"), f"{tp}.key"),
+            operator=_str(t.get("operator"), f"{tp}.operator") or "Equal",
+            value=_str(t.get("value"), f"{tp}.value"),
+            effect=_str(t.get("effect"), f"{tp}.effect"),
         )
+        for tp, t in _objs(spec.get("tolerations"), "spec.tolerations")
+    ]
     priority = spec.get("priority", 0)
     if priority is None:
         priority = 0
@@ -551,10 +526,10 @@ def _pod_info(
         raise InvalidObject(f"spec.priority: expected an integer, got {priority!r}")
     owners = _lst(meta.get("ownerReferences"), "metadata.ownerReferences")
     created = parse_time(meta.get("creationTimestamp"), "metadata.creationTimestamp")
-    gates = tuple(
-        _str(_obj(g, f"spec.schedulingGates[{i}]").get("name"), f"spec.schedulingGates[{i}].name")
-        for i, g in enumerate(_lst(spec.get("schedulingGates"), "spec.schedulingGates"))
-    )
+    try:
+        gate_names = gates.names({"spec": spec})
+    except gates.GateShapeError as exc:
+        raise InvalidObject(str(exc)) from None
     return PodInfo(
         namespace=ns,
         name=name,
@@ -563,7 +538,7 @@ def _pod_info(
         node_name=_str(spec.get("nodeName"), "spec.nodeName"),
         phase=_str(status.get("phase"), "status.phase") or "Pending",
         requests=requests,
-        gates=gates,
+        gates=gate_names,
         node_selector=_str_map(spec.get("nodeSelector"), "spec.nodeSelector"),
         required_node_affinity=terms,
         tolerations=tuple(tolerations),

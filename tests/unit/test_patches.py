@@ -15,7 +15,8 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from cogate.controller.reconciler import gate_index, pin_ops, pin_requirement, release_patch
+from cogate.controller.patches import pin_ops, pin_requirement, release_patch
+from cogate.gates import find as find_gate
 
 GATE = "scheduling.x-k8s.io/pod-group"
 REQ = "requiredDuringSchedulingIgnoredDuringExecution"
@@ -148,7 +149,7 @@ def test_no_patch_without_the_gate(gates):
     if gates is None:
         del p["spec"]["schedulingGates"]
     assert release_patch(p, GATE, "node-1") is None
-    assert gate_index(p, GATE) is None
+    assert find_gate(p, GATE) is None
 
 
 def test_test_op_fails_when_gate_list_changed():

@@ -1,0 +1,162 @@
+"""What the controller tells users in Events (pure): the reasons, and the messages built from a verdict.
+
+Event reasons are one vocabulary (:class:`Reason`, a ``StrEnum``: it equals its string, so
+Event objects and the ``cogate_events_total{reason}`` metric label are unchanged). Each
+builder returns a :class:`Notice` (type, reason, message) or ``None`` when there is nothing
+to say; the reconciler decides when to emit it (:class:`cogate.controller.events.EventDeduplicator`).
+Messages of verdicts are the planner's, as in the ``Released=False`` condition, so both say
+the same.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import NamedTuple
+
+from cogate import api
+from cogate.controller import planner
+from cogate.controller import status as status_mod
+from cogate.controller.records import PodInfo
+
+class EventType(StrEnum):
+    """``core/v1`` Event ``type``."""
+
+    NORMAL = "Normal"
+    WARNING = "Warning"
+
+
+NORMAL = EventType.NORMAL
+WARNING = EventType.WARNING
+
+
+class Reason(StrEnum):
+    """Reasons of the Events cogate writes (docs/semantics.md, "Events")."""
+
+    #: On the PodGroup: members were released (their gates removed).
+    RELEASED = "Released"
+    #: On the PodGroup: fewer members exist than ``minMember``.
+    WAITING_FOR_MEMBERS = "WaitingForMembers"
+    #: On the PodGroup: the group does not fit now (or not even an empty cluster).
+    INSUFFICIENT_CAPACITY = "InsufficientCapacity"
+    #: On the PodGroup: a member's spec can never be placed by the planner.
+    UNSCHEDULABLE = "Unschedulable"
+    #: On the PodGroup: ``scheduleTimeoutSeconds`` passed (and, opted in, members were evicted).
+    TIMEOUT = "Timeout"
+    #: On the PodGroup: members differ in priority.
+    MIXED_PRIORITIES = "MixedPriorities"
+    #: On the PodGroup: the PodGroup or one of its members failed validation.
+    INVALID_OBJECT = "InvalidObject"
+    #: On the PodGroup: ``spec.minResources`` is set (accepted, not used).
+    MIN_RESOURCES_NOT_USED = "MinResourcesNotUsed"
+    #: On a gated pod: its label names a PodGroup that does not exist.
+    POD_GROUP_NOT_FOUND = "PodGroupNotFound"
+    #: On a pod: it left its group while gated, so its gate was removed.
+    LEFT_POD_GROUP = "LeftPodGroup"
+
+
+class Notice(NamedTuple):
+    """One Event to write: ``type`` Normal/Warning, its reason and its message."""
+
+    type: EventType
+    reason: Reason
+    message: str
+
+
+#: Said once per PodGroup with ``spec.minResources``.
+MIN_RESOURCES_NOT_USED = Notice(
+    NORMAL, Reason.MIN_RESOURCES_NOT_USED,
+    "spec.minResources is accepted for compatibility with scheduler-plugins and not used: cogate "
+    "checks each member's requests node by node instead")
+
+
+def verdict_event(outcome: str, message: str) -> Notice | None:
+    """The event for a verdict outcome, or None (Released/AlreadyReleased: see :func:`released`).
+
+    The message is the planner's, as in the ``Released=False`` condition, so both say the same.
+    """
+    outcome = planner.Outcome(outcome)
+    if outcome.releases:
+        return None
+    if outcome is planner.Outcome.WAITING_FOR_MEMBERS:
+        return Notice(NORMAL, Reason.WAITING_FOR_MEMBERS, message or outcome)
+    # Same reason as the Released=False condition (status.released_reason): a group larger
+    # than the cluster is short of capacity too; its message says so.
+    return Notice(WARNING, Reason(status_mod.released_reason(outcome)), message or outcome)
+
+
+def release_message(release: Mapping[str, str], placement: str, new: bool = False) -> str:
+    """Human text for a Released event: how many members and where
+    ("released 4 members pinned to planned nodes: node-a x2, node-b x2"); ``new``: members
+    that joined an already released group."""
+    n = len(release)
+    where = Counter(node for node in release.values() if node)
+    noun = ("new " if new else "") + ("member" if n == 1 else "members")
+    if placement != "pinned" or not where:
+        return f"released {n} {noun} (placement by kube-scheduler)"
+    parts = ", ".join(f"{node} x{count}" for node, count in sorted(where.items()))
+    unpinned = n - sum(where.values())
+    extra = f", {unpinned} placed by kube-scheduler" if unpinned else ""
+    return f"released {n} {noun} pinned to planned nodes: {parts}{extra}"
+
+
+def released(release: Mapping[str, str], placement: str, new: bool = False) -> Notice:
+    """The Normal ``Released`` event for members ungated (uid -> pinned node, '' for none)."""
+    return Notice(NORMAL, Reason.RELEASED, release_message(release, placement, new=new))
+
+
+def priority_event(request: planner.GroupRequest) -> Notice | None:
+    """A Warning ``MixedPriorities`` when a GroupRequest's members differ in priority
+    (``planner.mixed_priorities``; the group is ordered by the highest)."""
+    if not planner.mixed_priorities(request):
+        return None
+    prios = {p.priority for p in request.members}
+    return Notice(WARNING, Reason.MIXED_PRIORITIES,
+                  f"members have priorities {min(prios)}..{max(prios)}; the group is ordered by the highest")
+
+
+def timed_out(message: str) -> Notice:
+    """The Warning ``Timeout`` event; ``message`` is the ``TimedOut`` condition's."""
+    return Notice(WARNING, Reason.TIMEOUT, message)
+
+
+def evicted_after_timeout(count: int) -> Notice:
+    """The Warning ``Timeout`` event saying how many members ``--evict-on-timeout`` evicted."""
+    return Notice(WARNING, Reason.TIMEOUT,
+                  f"evicted {count} members with a controller owner after the schedule timeout "
+                  "(bound ones, and unbound ones held on their pinned node); they return gated")
+
+
+def pod_group_not_found(p: PodInfo) -> Notice:
+    """The Normal ``PodGroupNotFound`` event on a gated member whose PodGroup does not exist."""
+    return Notice(NORMAL, Reason.POD_GROUP_NOT_FOUND,
+                  f"PodGroup {p.namespace}/{p.group} does not exist: the pod stays behind the scheduling "
+                  f"gate until a PodGroup of that name is created in namespace {p.namespace}")
+
+
+def left_pod_group(group: str) -> Notice:
+    """The Normal ``LeftPodGroup`` event on a pod that left PodGroup ``group`` while gated."""
+    return Notice(NORMAL, Reason.LEFT_POD_GROUP,
+                  f"label {api.POD_GROUP_LABEL} no longer names PodGroup {group!r}: "
+                  "scheduling gate removed, the pod is scheduled on its own")
+
+
+def invalid_member(pod_name: str, exc: Exception) -> Notice:
+    """The Warning ``InvalidObject`` event on a PodGroup one of whose members failed conversion:
+    the pod's name and the first line of the error (which names the field)."""
+    text = str(exc)
+    return Notice(WARNING, Reason.INVALID_OBJECT,
+                  f"pod {pod_name}: {text.splitlines()[0] if text else type(exc).__name__}")
+
+
+def invalid_podgroup(exc: Exception) -> Notice:
+    """The Warning ``InvalidObject`` event on a PodGroup that failed validation (one line, at
+    most 1000 characters)."""
+    return Notice(WARNING, Reason.INVALID_OBJECT, " ".join(str(exc).split())[:1000])
+
+
+def log_extra(namespace: str, name: str) -> dict[str, str]:
+    """``extra=`` of a log line about PodGroup ``namespace/name``: the ``podgroup`` attribute the
+    log formatters render (the message names the group too, so it reads on its own)."""
+    return {"podgroup": f"{namespace}/{name}"}

@@ -1,0 +1,192 @@
+"""The controller's writes to the API server: PodGroup status, gate removal, eviction.
+
+Every call goes through :mod:`cogate.kube` (``api_status``, ``json_body``, and
+``retrying`` with a :class:`cogate.kube.Backoff` for transient errors: no status, 429,
+5xx). Each write keeps only its own rule:
+
+- status (merge patch of the status subresource): 404 -> the PodGroup is gone;
+- gate removal (one minimal JSON Patch per member, :func:`cogate.controller.patches.release_patch`):
+  409 Conflict or 422 (a failed ``test`` op) -> re-read the pod and rebuild the patch (gate
+  gone means someone else removed it: fine); 404, or a pod recreated under the same name ->
+  the member is gone;
+- eviction (``policy/v1`` Eviction with a uid precondition): 404/409 -> gone; no retry.
+
+Results of writes are stored into the informer caches at once (``Informer.apply_local``), so
+the next pass does not act on its own stale view.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from cogate import api
+from cogate.controller.metrics import Metrics
+from cogate.controller.notices import log_extra
+from cogate.controller.patches import left_group, release_patch
+from cogate.controller.records import PodInfo
+from cogate.kube import Backoff, api_status, json_body, retrying
+
+if TYPE_CHECKING:
+    from kubernetes.client import CoreV1Api, CustomObjectsApi
+
+    from cogate.controller.informer import Informer
+
+log = logging.getLogger(__name__)
+
+#: Seconds an API request may take.
+REQUEST_TIMEOUT = 10
+#: Results of :meth:`Writer.ungate` (also the ``result`` label of ``cogate_gate_removals_total``).
+UNGATE_RESULTS = ("removed", "absent", "not_found", "skipped", "failed")
+
+
+class Writer:
+    """Writes decisions through ``core``/``custom`` (``CoreV1Api``, ``CustomObjectsApi`` or fakes
+    with the same methods), updating the ``podgroups`` and ``members`` informer caches with the
+    objects written. ``attempts`` bounds each write's tries; ``sleep`` is injectable (tests).
+    Gate removals of one release run concurrently on ``workers`` threads."""
+
+    def __init__(self, core: CoreV1Api, custom: CustomObjectsApi, *, podgroups: Informer, members: Informer,
+                 gate: str, attempts: int, metrics: Metrics, workers: int = 8,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.core = core
+        self.custom = custom
+        self.podgroups = podgroups
+        self.members = members
+        self.gate = gate
+        self.attempts = attempts
+        self.metrics = metrics
+        self._sleep = sleep
+        self._pool = concurrent.futures.ThreadPoolExecutor(workers, "cogate-ungate")
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    # -- status ------------------------------------------------------------------
+    def write_status(self, namespace: str, name: str, body: dict[str, Any]) -> bool:
+        """Merge-patch PodGroup ``namespace/name``'s status subresource with ``body``; True when written."""
+        def patch() -> Any:
+            return self.custom.patch_namespaced_custom_object_status(
+                api.GROUP, api.VERSION, namespace, api.PLURAL, name, body,
+                _content_type="application/merge-patch+json", _preload_content=False,
+                _request_timeout=REQUEST_TIMEOUT)
+
+        try:
+            resp = retrying(patch, attempts=self.attempts, backoff=Backoff(initial=0.2, maximum=2.0),
+                            sleep=self._sleep)
+        except Exception as exc:  # noqa: BLE001
+            if api_status(exc) == 404:
+                return False
+            self.metrics.status_writes.labels("error").inc()
+            log.warning("status patch of PodGroup %s/%s failed: %s", namespace, name, exc,
+                        extra=log_extra(namespace, name))
+            return False
+        self.metrics.status_writes.labels("ok").inc()
+        self._remember(self.podgroups, resp)
+        return True
+
+    # -- gates -------------------------------------------------------------------
+    def ungate_members(self, release: Mapping[str, str]) -> dict[str, str]:
+        """Remove the gate from each member (uid -> node to pin to, '' for none) concurrently; uid -> result."""
+        futures = {}
+        for uid, node in release.items():
+            p = self.members.get(uid)
+            if p is None:
+                self.metrics.gate_removals.labels("not_found").inc()
+                continue
+            futures[uid] = (p, self._pool.submit(self.ungate, p.namespace, p.name, uid, node, group=p.group or ""))
+        out = {}
+        for uid, (p, f) in futures.items():
+            try:
+                out[uid] = f.result()
+            except Exception:  # noqa: BLE001
+                log.exception("ungating pod %s/%s (uid %s) failed", p.namespace, p.name, uid,
+                              extra=log_extra(p.namespace, p.group or ""))
+                out[uid] = "failed"
+            self.metrics.gate_removals.labels(out[uid]).inc()
+        return out
+
+    def ungate(self, namespace: str, name: str, uid: str, node: str,
+               only_if: Callable[[dict[str, Any]], bool] | None = None, *, group: str = "") -> str:
+        """Remove the gate from one pod, pinning it to ``node`` ('' for none); one of :data:`UNGATE_RESULTS`.
+
+        ``only_if``: a predicate on the freshly read pod (API JSON); ``skipped`` when it is false.
+        ``group``: the PodGroup the pod belongs (or belonged) to, for log lines.
+        """
+        extra = log_extra(namespace, group) if group else None
+
+        def attempt() -> str:
+            pod = json_body(self.core.read_namespaced_pod(name, namespace, _preload_content=False,
+                                                          _request_timeout=REQUEST_TIMEOUT))
+            if (pod.get("metadata") or {}).get("uid") != uid:
+                return "not_found"  # deleted and recreated under the same name
+            if only_if is not None and not only_if(pod):
+                return "skipped"
+            ops = self._release_ops(pod, namespace, name, node, extra)
+            if ops is None:
+                return "absent"
+            resp = self.core.patch_namespaced_pod(name, namespace, ops, _content_type="application/json-patch+json",
+                                                  _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
+            self._remember(self.members, resp, keep=_still_member)
+            return "removed"
+
+        try:
+            # 409/422: re-read; a 422 from the test op usually means the gate is gone already.
+            return retrying(attempt, attempts=self.attempts, backoff=Backoff(initial=0.2, maximum=5.0),
+                            again=lambda exc: api_status(exc) in (409, 422), sleep=self._sleep)
+        except Exception as exc:  # noqa: BLE001
+            if api_status(exc) == 404:
+                return "not_found"
+            log.warning("ungating pod %s/%s failed: %s", namespace, name, exc, extra=extra)
+            return "failed"
+
+    def _release_ops(self, pod: dict[str, Any], namespace: str, name: str, node: str,
+                     extra: dict[str, str] | None) -> list[dict[str, Any]] | None:
+        try:
+            return release_patch(pod, self.gate, node)
+        except ValueError as exc:
+            log.warning("pod %s/%s: cannot pin (%s); removing the gate only", namespace, name, exc, extra=extra)
+            return release_patch(pod, self.gate, "")
+
+    # -- eviction ----------------------------------------------------------------
+    def evict(self, p: PodInfo) -> str:
+        """Evict member ``p`` (uid precondition); ``evicted``, ``gone`` (404/409) or ``failed``, counted."""
+        result = self._evict(p)
+        self.metrics.evictions.labels(result).inc()
+        return result
+
+    def _evict(self, p: PodInfo) -> str:
+        from kubernetes import client
+
+        body = client.V1Eviction.from_dict({"apiVersion": "policy/v1", "kind": "Eviction",
+                                            "metadata": {"name": p.name, "namespace": p.namespace},
+                                            "deleteOptions": {"preconditions": {"uid": p.uid}}})
+        try:
+            self.core.create_namespaced_pod_eviction(p.name, p.namespace, body, _preload_content=False,
+                                                     _request_timeout=REQUEST_TIMEOUT)
+            return "evicted"
+        except Exception as exc:  # noqa: BLE001
+            if api_status(exc) in (404, 409):
+                return "gone"
+            log.warning("evicting %s/%s failed: %s", p.namespace, p.name, exc,
+                        extra=log_extra(p.namespace, p.group or ""))
+            return "failed"
+
+    # -- caches ------------------------------------------------------------------
+    @staticmethod
+    def _remember(cache: Informer, resp: Any, keep: Callable[[dict[str, Any]], bool] | None = None) -> None:
+        """Store the object a write returned into ``cache`` (best effort: a body that is not a
+        JSON object is ignored, the watch brings the object anyway)."""
+        try:
+            raw = json_body(resp)
+        except ValueError:
+            return
+        if raw and (keep is None or keep(raw)):
+            cache.apply_local(raw)
+
+
+def _still_member(pod: Mapping[str, Any]) -> bool:
+    return not left_group(pod)

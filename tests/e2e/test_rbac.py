@@ -1,0 +1,369 @@
+"""Least privilege: cogate's components under the chart's own ServiceAccounts.
+
+No kubelet needed: the chart is rendered (``helm template``, default values); its
+ServiceAccounts, RBAC objects and MutatingWebhookConfiguration are applied to a local
+control plane of this module, with the API server's audit log on for those
+ServiceAccounts. Tokens are minted with the TokenRequest API (``kubectl create token``),
+and the components run as local processes with the chart's own arguments and a kubeconfig
+holding that token:
+
+- the certificate bootstrap (the webhook pod's init container, then a forced renewal as
+  its rotator sidecar does it) as the webhook ServiceAccount;
+- the controller, with leader election, as the controller ServiceAccount;
+- the webhook server itself makes no API calls; it serves admission from a local URL (the
+  chart's MutatingWebhookConfiguration, whose Service has no pods here, is narrowed to match
+  no pod; the bootstrap still patches its ``caBundle``).
+
+Then the README example runs through them, and: no request of theirs was forbidden (audit
+log and logs); each request kind the chart's RBAC exists for was made (so "nothing
+forbidden" is not vacuous); and ``kubectl auth can-i --list`` for each ServiceAccount,
+minus what any ServiceAccount may do, equals the RBAC table of ``charts/cogate/README.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from kubernetes import client
+
+from cogate.localcluster import build, example, versions
+from cogate.localcluster.cluster import LocalCluster
+from cogate.localcluster.stack import CogateStack, free_port
+
+from .kube import create_pod_group, events_for, gated, get_pod_group, pods, running, wait_for
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / "cogate"
+RELEASE = "cogate"
+NAMESPACE = "cogate-system"
+#: The chart's names for release "cogate" (fullname "cogate").
+FULLNAME = RELEASE
+WEBHOOK_SA = f"{FULLNAME}-webhook"
+CONTROLLER_SA = f"{FULLNAME}-controller"
+#: A ServiceAccount with no bindings: what every ServiceAccount may do (discovery, self reviews).
+BASELINE_SA = "rbac-baseline"
+SELECTOR = "app=nginx"
+
+
+def sa_user(name: str) -> str:
+    return f"system:serviceaccount:{NAMESPACE}:{name}"
+
+
+# ------------------------------------------------------------------ fixtures
+
+@pytest.fixture(scope="module")
+def audited(tmp_path_factory):
+    """``(cluster, audit_log_path)``: a control plane auditing requests of the release namespace's ServiceAccounts."""
+    build.ensure_binaries(["etcd", "kubernetes", "kwok", "helm"], log=sys.stderr)
+    work = tmp_path_factory.mktemp("audit")
+    policy = work / "audit-policy.yaml"
+    policy.write_text(yaml.safe_dump({
+        "apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"],
+        "rules": [{"level": "Metadata", "userGroups": [f"system:serviceaccounts:{NAMESPACE}"]}, {"level": "None"}],
+    }))
+    log = work / "audit.log"
+    cluster = LocalCluster(extra_args={"kube-apiserver": [
+        f"--audit-policy-file={policy}", f"--audit-log-path={log}", "--audit-log-format=json",
+        "--audit-log-mode=blocking", "--audit-log-maxbackup=0"]})
+    cluster.start()
+    try:
+        yield cluster, log
+    finally:
+        cluster.stop()
+
+
+def render_chart(*set_values: str) -> list[dict]:
+    kube_version = versions.KUBERNETES.lstrip("v")
+    out = subprocess.run([str(build.binary("helm")), "template", RELEASE, str(CHART), "--namespace", NAMESPACE,
+                          "--kube-version", kube_version, *(a for v in set_values for a in ("--set", v))],
+                         capture_output=True, text=True, check=True).stdout
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+def sa_kubeconfig(cluster: LocalCluster, sa: str, path: Path) -> Path:
+    """A kubeconfig authenticating with a fresh token of ServiceAccount ``sa`` (TokenRequest API)."""
+    token = cluster.kubectl("create", "token", sa, "-n", NAMESPACE, "--duration=2h").stdout.strip()
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": "local", "cluster": {"server": cluster.server,
+                                                   "certificate-authority": str(cluster.ca_file)}}],
+        "users": [{"name": sa, "user": {"token": token}}],
+        "contexts": [{"name": "local", "context": {"cluster": "local", "user": sa, "namespace": NAMESPACE}}],
+        "current-context": "local",
+    }))
+    path.chmod(0o600)
+    return path
+
+
+def container(objs: list[dict], deployment: str, name: str, *, init: bool = False) -> dict:
+    deploy = next(o for o in objs if o["kind"] == "Deployment" and o["metadata"]["name"] == deployment)
+    spec = deploy["spec"]["template"]["spec"]
+    return next(c for c in spec["initContainers" if init else "containers"] if c["name"] == name)
+
+
+def chart_args(c: dict, **overrides: str) -> list[str]:
+    """The container's args with ``$(POD_NAMESPACE)`` resolved and ``--flag=value`` overrides applied
+    (a value of ``None`` drops the flag)."""
+    out = []
+    for arg in c["args"]:
+        arg = arg.replace("$(POD_NAMESPACE)", NAMESPACE)
+        flag = arg.split("=", 1)[0]
+        if flag in overrides:
+            continue
+        out.append(arg)
+    return out + [f"{k}={v}" for k, v in overrides.items() if v is not None]
+
+
+def run_cogate(args: list[str], log: Path) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-m", "cogate.cli", *args], capture_output=True, text=True, timeout=120,
+                          env={"PATH": "/usr/bin:/bin", "POD_NAMESPACE": NAMESPACE})
+    log.write_text(proc.stdout + proc.stderr)
+    return proc
+
+
+class _AdminKubectl:
+    """What :class:`CogateStack` needs of a cluster, for the webhook only (CRD, local registration)."""
+
+    def __init__(self, cluster: LocalCluster):
+        self.kubectl = cluster.kubectl
+        self.kubeconfig = cluster.kubeconfig
+
+
+@pytest.fixture(scope="module")
+def installed(audited, tmp_path_factory):
+    """Chart RBAC applied; bootstrap run twice and the controller started under their ServiceAccounts."""
+    cluster, audit_log = audited
+    work = tmp_path_factory.mktemp("rbac")
+    objs = render_chart()
+    wanted = {"ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding",
+              "MutatingWebhookConfiguration"}
+    applied = [o for o in objs if o["kind"] in wanted]
+    for o in applied:
+        if o["kind"] == "MutatingWebhookConfiguration":
+            for hook in o["webhooks"]:  # its Service has no pods here: match no pod
+                hook["objectSelector"] = {"matchLabels": {"cogate.test/never": "true"}}
+    cluster.kubectl("create", "namespace", NAMESPACE)
+    cluster.kubectl("create", "serviceaccount", BASELINE_SA, "-n", NAMESPACE)
+    manifest = work / "chart-rbac.yaml"
+    manifest.write_text(yaml.safe_dump_all(applied))
+    cluster.kubectl("apply", "-f", str(manifest))
+
+    webhook_kc = sa_kubeconfig(cluster, WEBHOOK_SA, work / "webhook.kubeconfig")
+    controller_kc = sa_kubeconfig(cluster, CONTROLLER_SA, work / "controller.kubeconfig")
+
+    # The webhook pod's init container, then its rotator sidecar forced to renew (secret update).
+    cert_dir = work / "certs"
+    init = container(objs, WEBHOOK_SA, "certs", init=True)
+    first = run_cogate(chart_args(init, **{"--cert-dir": str(cert_dir), "--kubeconfig": str(webhook_kc)}),
+                       work / "bootstrap.log")
+    assert first.returncode == 0, first.stdout + first.stderr
+    rotator = container(objs, WEBHOOK_SA, "cert-rotator")
+    renew = run_cogate(chart_args(rotator, **{"--cert-dir": str(cert_dir), "--kubeconfig": str(webhook_kc),
+                                              "--loop": None, "--rotate-before-days": "36500"}),
+                       work / "rotate.log")
+    assert renew.returncode == 0, renew.stdout + renew.stderr
+
+    stack = CogateStack(_AdminKubectl(cluster), work / "stack")
+    stack.workdir.mkdir(parents=True)
+    stack.apply_crd()
+    ca_pem = stack._write_certs()
+    stack.start_webhook()
+    stack.register_webhook(ca_pem)
+
+    ctrl = container(objs, CONTROLLER_SA, "controller")
+    port = free_port()
+    args = chart_args(ctrl, **{"--metrics-port": str(port), "--metrics-host": "127.0.0.1",
+                               "--kubeconfig": str(controller_kc)})
+    stack.controller_metrics_port = port
+    proc = stack._spawn("controller", args[1:])  # args[0] is the subcommand, _spawn adds it
+    stack._wait_ready(proc, f"http://127.0.0.1:{port}/readyz", None)
+    try:
+        yield {"cluster": cluster, "audit": audit_log, "stack": stack, "objs": objs, "work": work,
+               "logs": [work / "bootstrap.log", work / "rotate.log", proc.log]}
+    finally:
+        stack.stop()
+
+
+# --------------------------------------------------------------------- audit
+
+def audit_events(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def request_kind(event: dict) -> tuple[str, str, str]:
+    """``(verb, group/resource[/subresource], name)`` of an audit event."""
+    ref = event.get("objectRef") or {}
+    resource = "/".join(p for p in (ref.get("apiGroup") or "", ref.get("resource", ""), ref.get("subresource", "")) if p)
+    return event["verb"], resource, ref.get("name", "")
+
+
+# ---------------------------------------------------------------------- tests
+
+def test_readme_example_under_the_chart_service_accounts(installed):
+    cluster, stack = installed["cluster"], installed["stack"]
+    cluster.add_nodes(1, prefix="rbac-", kwok_taint=False, **example.NODE_SHAPE)
+    api = cluster.api_client()
+    try:
+        apps = client.AppsV1Api(api)
+        lease = wait_for(lambda: client.CoordinationV1Api(api).read_namespaced_lease("cogate-controller", NAMESPACE),
+                         30, what="controller Lease")
+        assert lease.spec.holder_identity
+
+        for ns in ("rbac-three", "rbac-four"):
+            cluster.kubectl("create", "namespace", ns)
+        # minMember 3: released, 3 run and 3 stay Pending (no room)
+        create_pod_group(api, example.pod_group("nginx", 3, namespace="rbac-three", timeout_seconds=10))
+        apps.create_namespaced_replica_set("rbac-three", example.replica_set("nginx", 6, namespace="rbac-three",
+                                                                             group="nginx"))
+
+        def three_running():
+            ps = pods(api, "rbac-three", SELECTOR)
+            return len(ps) == 6 and sum(map(running, ps)) == 3 and not any(map(gated, ps))
+
+        wait_for(three_running, 30, what="3 Running, 6 ungated")
+        wait_for(lambda: get_pod_group(api, "rbac-three", "nginx").get("status", {}).get("phase") == "Running", 30,
+                 what="PodGroup Running")
+        assert "Released" in {e.reason for e in events_for(api, "rbac-three", "nginx")}
+        apps.delete_namespaced_replica_set("nginx", "rbac-three", propagation_policy="Foreground")
+        wait_for(lambda: not pods(api, "rbac-three", SELECTOR), 60, what="first example's pods gone")
+
+        # minMember 4: nothing released, all 6 gated, the PodGroup says why
+        create_pod_group(api, example.pod_group("nginx", 4, namespace="rbac-four", timeout_seconds=10))
+        apps.create_namespaced_replica_set("rbac-four", example.replica_set("nginx", 6, namespace="rbac-four",
+                                                                            group="nginx"))
+
+        def says_why():
+            st = get_pod_group(api, "rbac-four", "nginx").get("status", {})
+            return any(c.get("reason") == "InsufficientCapacity" for c in st.get("conditions", []))
+
+        wait_for(says_why, 30, what="InsufficientCapacity condition")
+        ps = pods(api, "rbac-four", SELECTOR)
+        assert len(ps) == 6 and all(map(gated, ps))
+        assert "InsufficientCapacity" in {e.reason for e in events_for(api, "rbac-four", "nginx")}
+    finally:
+        api.close()
+    assert stack.processes["controller"].alive()
+
+
+def test_no_request_forbidden_and_every_granted_kind_used(installed):
+    # runs after the example (pytest keeps file order): the audit log holds all of it, and
+    # at least one renewal of the leader Lease (every 2 s, controller.leader.RETRY_PERIOD)
+    def renewed():
+        return any(e["user"]["username"] == sa_user(CONTROLLER_SA)
+                   and request_kind(e)[:2] == ("update", "coordination.k8s.io/leases")
+                   for e in audit_events(installed["audit"]))
+
+    wait_for(renewed, 20, what="a Lease renewal by the controller in the audit log")
+    events = audit_events(installed["audit"])
+    ours = {sa_user(WEBHOOK_SA): [], sa_user(CONTROLLER_SA): []}
+    for e in events:
+        if e["user"]["username"] in ours:
+            ours[e["user"]["username"]].append(e)
+    forbidden = [(e["user"]["username"], *request_kind(e)) for evs in ours.values() for e in evs
+                 if e.get("responseStatus", {}).get("code") == 403]
+    assert forbidden == [], f"forbidden requests: {forbidden}"
+    for log in installed["logs"]:
+        text = log.read_text()
+        assert not re.search(r"\b403\b|Forbidden|forbidden", text), f"{log.name}:\n{text[-2000:]}"
+
+    made = {user: {(v, r) for v, r, _ in map(request_kind, evs)} for user, evs in ours.items()}
+    webhook_needed = {("create", "secrets"), ("get", "secrets"), ("update", "secrets"),
+                      ("get", "admissionregistration.k8s.io/mutatingwebhookconfigurations"),
+                      ("patch", "admissionregistration.k8s.io/mutatingwebhookconfigurations")}
+    controller_needed = {("list", "pods"), ("watch", "pods"), ("patch", "pods"), ("list", "nodes"),
+                         ("list", "scheduling.x-k8s.io/podgroups"),
+                         ("create", "coordination.k8s.io/leases"), ("update", "coordination.k8s.io/leases")}
+    assert webhook_needed <= made[sa_user(WEBHOOK_SA)], sorted(made[sa_user(WEBHOOK_SA)])
+    assert controller_needed <= made[sa_user(CONTROLLER_SA)], sorted(made[sa_user(CONTROLLER_SA)])
+    status_writes = {v for v, r in made[sa_user(CONTROLLER_SA)] if r == "scheduling.x-k8s.io/podgroups/status"}
+    event_writes = {r for v, r in made[sa_user(CONTROLLER_SA)] if v in ("create", "patch") and r.endswith("events")}
+    assert status_writes & {"update", "patch"} and event_writes, sorted(made[sa_user(CONTROLLER_SA)])
+
+
+# ------------------------------------------------------------- can-i --list
+
+def _values_default(key: str):
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    for part in key.split("."):
+        values = values[part]
+    return values
+
+
+def readme_rbac_table() -> set[tuple[str, str, str, str, str]]:
+    """Rows of the chart README's RBAC table that apply with default values, expanded to
+    ``(service account, scope, group/resource, resource name, verb)``."""
+    text = (CHART / "README.md").read_text()
+    lines = text.split("| ServiceAccount | scope |", 1)[1].splitlines()[2:]
+    rows: set[tuple[str, str, str, str, str]] = set()
+    for line in lines:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        sa, scope, groups, resources, names, verbs, when = cells[:7]
+        if when not in ("", "—"):
+            key, _, value = when.strip("`").partition("=")
+            if str(_values_default(key)).lower() != value.lower():
+                continue
+
+        def words(cell: str) -> list[str]:
+            return [w.strip().strip("`") for w in cell.split(",") if w.strip() not in ("", "—")]
+
+        for group in words(groups):
+            group = "" if group in ('""', "core") else group
+            for resource in words(resources):
+                for name in words(names) or [""]:
+                    name = name.replace("<release>", FULLNAME)
+                    for verb in words(verbs):
+                        rows.add((sa.strip("`"), scope, f"{group}/{resource}" if group else resource, name, verb))
+    return rows
+
+
+_CAN_I_ROW = re.compile(r"^(\S*)\s+\[([^\]]*)\]\s+\[([^\]]*)\]\s+\[([^\]]*)\]\s*$")
+
+
+def can_i(cluster: LocalCluster, sa: str, namespace: str) -> set[tuple[str, str, str]]:
+    """``kubectl auth can-i --list`` of ``sa`` in ``namespace`` as ``(group/resource, name, verb)``
+    (non-resource URLs as ``(url, "", verb)``).
+
+    kubectl prints ``resource.group/subresource`` (its ``combineResourceGroup``), one list
+    in brackets per column.
+    """
+    out = cluster.kubectl("auth", "can-i", "--list", f"--as={sa_user(sa)}", "-n", namespace).stdout
+    lines = out.splitlines()
+    assert lines and lines[0].split()[:2] == ["Resources", "Non-Resource"], out
+    rights = set()
+    for line in lines[1:]:
+        m = _CAN_I_ROW.match(line)
+        assert m, f"unexpected can-i line: {line!r}"
+        resource, urls, names, verbs = m.group(1), m.group(2).split(), m.group(3).split(), m.group(4).split()
+        if resource:
+            base, _, sub = resource.partition("/")
+            plural, _, group = base.partition(".")
+            key = "/".join(p for p in (group, plural, sub) if p)
+            for name in names or [""]:
+                rights.update((key, name, verb) for verb in verbs)
+        for url in urls:
+            rights.update((url, "", verb) for verb in verbs)
+    return rights
+
+
+@pytest.mark.parametrize("sa, short", [(WEBHOOK_SA, "webhook"), (CONTROLLER_SA, "controller")])
+def test_can_i_list_matches_the_chart_readme(installed, sa, short):
+    cluster = installed["cluster"]
+    table = readme_rbac_table()
+    assert table, "no RBAC table in charts/cogate/README.md"
+    for namespace, scopes in ((NAMESPACE, {"cluster", "release namespace"}), ("default", {"cluster"})):
+        baseline = can_i(cluster, BASELINE_SA, namespace)
+        granted = can_i(cluster, sa, namespace) - baseline
+        expected = {(res, name, verb) for who, scope, res, name, verb in table if who == short and scope in scopes}
+        assert granted == expected, (f"{short} in {namespace}: granted but not in the README: "
+                                     f"{sorted(granted - expected)}; in the README but not granted: "
+                                     f"{sorted(expected - granted)}")

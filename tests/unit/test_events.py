@@ -1,0 +1,76 @@
+"""Event de-duplication and the best-effort recorder (controller/events.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from cogate import api
+from cogate.controller.events import EventDeduplicator, EventRecorder, ObjectRef
+
+from .test_reconciler import NS, ApiError
+
+
+@pytest.mark.parametrize("steps,expected", [
+    # (reason, message, now) -> emitted?
+    ([("A", "m1", 0), ("A", "m1", 1), ("A", "m1", 1000)], [True, False, False]),
+    ([("A", "m1", 0), ("B", "m1", 1), ("A", "m1", 2)], [True, True, True]),
+    ([("A", "m1", 0), ("A", "m2", 10), ("A", "m3", 61)], [True, False, True]),
+    ([("A", "m1", 0), ("A", "m2", 70)], [True, True]),
+])
+def test_event_dedup_emits_only_news(steps, expected):
+    dedup = EventDeduplicator(min_interval=60.0)
+    got = [dedup.should_emit("uid", "verdict", r, m, t) for r, m, t in steps]
+    assert got == expected
+
+
+def test_event_dedup_slots_are_independent_and_forgettable():
+    dedup = EventDeduplicator()
+    assert dedup.should_emit("u", "verdict", "A", "m", 0)
+    assert dedup.should_emit("u", "timeout", "A", "m", 0)
+    assert not dedup.should_emit("u", "timeout", "A", "m", 1)
+    dedup.clear("u", "timeout")
+    assert dedup.should_emit("u", "timeout", "A", "m", 2)
+    dedup.forget("u")
+    assert dedup.should_emit("u", "verdict", "A", "m", 3)
+
+
+def test_recorder_aggregates_repeats_into_count():
+    created: list[dict] = []
+    patched: list[tuple[str, dict]] = []
+    clock = iter([100.0, 200.0, 300.0, 5000.0])
+    rec = EventRecorder(lambda ns, body: created.append(body), lambda ns, name, body: patched.append((name, body)),
+                        clock=lambda: next(clock), series_window=3600.0)
+    ref = ObjectRef(NS, "pg", "u1")
+    rec.record(ref, "Warning", "InsufficientCapacity", "fits 1 of 2")
+    rec.record(ref, "Warning", "InsufficientCapacity", "fits 1 of 2")
+    rec.record(ref, "Warning", "InsufficientCapacity", "fits 0 of 2")
+    rec.record(ref, "Warning", "InsufficientCapacity", "fits 1 of 2")  # outside the window
+    rec.flush()
+    assert [c["message"] for c in created] == ["fits 1 of 2", "fits 0 of 2", "fits 1 of 2"]
+    assert created[0]["involvedObject"] == {"apiVersion": api.API_VERSION, "kind": api.KIND, "namespace": NS,
+                                            "name": "pg", "uid": "u1"}
+    assert created[0]["type"] == "Warning" and created[0]["count"] == 1
+    assert patched == [(created[0]["metadata"]["name"], {"count": 2, "lastTimestamp": "1970-01-01T00:03:20Z"})]
+
+
+def test_recorder_starts_a_new_series_when_the_event_expired():
+    created: list[dict] = []
+
+    def gone(ns, name, body):
+        raise ApiError(404)
+
+    rec = EventRecorder(lambda ns, body: created.append(body), gone, clock=lambda: 100.0, series_window=3600.0)
+    ref = ObjectRef(NS, "pg", "u1")
+    rec.record(ref, "Warning", "InsufficientCapacity", "fits 1 of 2")
+    rec.record(ref, "Warning", "InsufficientCapacity", "fits 1 of 2")  # its Event was garbage-collected
+    rec.flush()
+    assert [c["message"] for c in created] == ["fits 1 of 2", "fits 1 of 2"], "the repeat is not lost"
+
+
+def test_recorder_never_raises_on_api_errors():
+    def boom(*_):
+        raise RuntimeError("apiserver down")
+
+    rec = EventRecorder(boom, boom, clock=lambda: 1.0)
+    rec.record(ObjectRef(NS, "pg"), "Normal", "Released", "x")
+    rec.flush()  # no exception
