@@ -19,7 +19,7 @@ import statistics
 import time
 
 from cogate.api import DEFAULT_GATE_NAME, POD_GROUP_LABEL
-from cogate.controller.model import NodeInfo, PodInfo
+from cogate.controller.records import NodeInfo, PodInfo
 from cogate.controller.planner import GroupRequest, Outcome, PlannerConfig, decide
 from cogate.controller.planstate import PlanningState
 

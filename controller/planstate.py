@@ -51,7 +51,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cogate.controller.model import HostPort, NodeInfo, PodInfo, Reservation
+from cogate.controller.records import HostPort, NodeInfo, PodInfo, Reservation
 from cogate.controller.planner import (
     Decision,
     GroupRequest,

@@ -21,7 +21,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from cogate.api import DEFAULT_GATE_NAME as GATE
 from cogate.api import POD_GROUP_LABEL
-from cogate.controller.model import (
+from cogate.controller.records import (
     HostPort,
     LabelSelector,
     NodeInfo,
