@@ -93,7 +93,10 @@ per node after bound pods and kept reservations, with an undo log. Released
 groups go through ``_Pass.ungate_new_members``, the rest through
 ``_Pass.judge``, a run of early returns with one method per rule above
 (``_invalid_min_member``, ``_waiting_for_members``, ``_behind_starving_group``,
-``_try_release``, ``_explain``).
+``_try_release``, ``_explain``); each sets ``_Pass.basis``, what the verdict read.
+``_run_pass`` holds the order of a pass. The incremental planner
+(:mod:`cogate.controller.planstate`) runs the same ``_Pass`` on state kept between
+passes and skips groups whose verdict's basis did not change.
 """
 
 from __future__ import annotations
@@ -333,10 +336,12 @@ _Undo = (
 class _Spec:
     """Members that the filters cannot tell apart share one _Spec (and its caches)."""
 
-    __slots__ = ("pod", "req", "req_items", "ports", "eligible", "reasons", "forbidden", "affinity_unmet", "size")
+    __slots__ = ("pod", "static_key", "req", "req_items", "ports", "eligible", "reasons", "forbidden",
+                 "affinity_unmet", "size")
 
-    def __init__(self, pod: PodInfo, req: dict[str, int]) -> None:
+    def __init__(self, pod: PodInfo, req: dict[str, int], static_key: _StaticKey) -> None:
         self.pod = pod
+        self.static_key = static_key
         self.req = req
         self.req_items = tuple(sorted(req.items()))
         self.ports = pod.host_ports
@@ -548,7 +553,7 @@ class _Room:
         spec = self.specs.get(key)
         if spec is not None:
             return spec
-        spec = _Spec(pod, _req_with_pod(pod.requests))
+        spec = _Spec(pod, _req_with_pod(pod.requests), static_key)
         eligible, reasons = self._static_filter(static_key, pod)
         spec.reasons = dict(reasons)
         if pod.required_pod_affinity and not self.empty:
@@ -748,7 +753,12 @@ def _lacking(room: _Room, specs: Sequence[_Spec]) -> _Short:
     short = {k: demand[k] - supply.get(k, 0) for k in sorted(demand) if demand[k] > supply.get(k, 0)}
     if not eligible:
         return _Short("no eligible node")
-    read = (frozenset(eligible), demand, supply, short)
+    keys = {s.static_key for s in specs}
+    if len(keys) == 1 and not any(s.affinity_unmet for s in specs) and not room.empty:
+        summed = room.table.eligible_set(keys.pop())  # shared by every group of these specs
+    else:
+        summed = frozenset(eligible)
+    read = (summed, demand, supply, short)
     s0 = specs[0]
     if not short:
         return _Short(f"no eligible node has room for a member requesting {format_resources(s0.req)}", *read)
