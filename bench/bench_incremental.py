@@ -55,6 +55,31 @@ def events(nodes: list[NodeInfo]):
         yield "DELETED", pod
 
 
+class IncrementalPlanner:
+    """The planner-under-test adapter of bench/planning_pass.py (``CANDIDATE``): built once from
+    the snapshot (not timed), then ``steady()`` and ``after_one_change(event)`` (an informer
+    delta of the bound-pods cache with ``kind``, ``old``, ``new``) each run one pass."""
+
+    label = "incremental (planstate.PlanningState)"
+
+    def __init__(self, nodes, pods, groups, reservations, now, config) -> None:  # noqa: ANN001
+        self.state = PlanningState.build(nodes, pods)
+        self.groups = list(groups)
+        self.reservations = list(reservations)
+        self.now = now
+        self.config = config
+
+    def steady(self):
+        return self.state.decide(self.groups, self.reservations, self.now, self.config)
+
+    def after_one_change(self, event):
+        if event.kind == "DELETED":
+            self.state.remove_pod(event.old.uid)
+        else:
+            self.state.upsert_pod(event.new)
+        return self.steady()
+
+
 def median_ms(fn, runs: int) -> float:
     times = []
     for _ in range(runs):
