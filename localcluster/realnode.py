@@ -64,7 +64,7 @@ import yaml
 
 from cogate.certs import pki
 
-from . import build, pauseimage, versions
+from . import build, pauseimage, procs, versions
 from .procs import Proc, cmdline, free_ports, process_alive, spawn, tail, terminate, wait_http
 
 __all__ = [
@@ -135,32 +135,12 @@ def _run(cmd: list[str], check: bool = True, timeout: float = 60.0, env: dict[st
 def ensure_host_packages(log=sys.stderr) -> list[str]:
     """Install the Debian packages of :data:`versions.NODE_PACKAGES` that are missing; returns those installed.
 
-    Runs ``apt-get install -y --no-install-recommends`` (after one ``apt-get update`` if the
-    first attempt cannot find a package). The start code does this rather than CI scripts so
-    that ``cogate dev up --real-node`` and ``make test`` behave the same on a fresh machine.
-    Raises :class:`NodeSetupError` when not root or apt-get is missing or fails.
+    See :func:`procs.ensure_debian_packages`. Raises :class:`NodeSetupError` when they cannot be installed.
     """
-    missing = [pkg for pkg, path in versions.NODE_PACKAGES.items() if not Path(path).exists()]
-    if not missing:
-        return []
-    if os.geteuid() != 0:
-        raise NodeSetupError(f"the real node needs the Debian packages {missing}: "
-                             f"run `apt-get install -y {' '.join(missing)}` as root")
-    if shutil.which("apt-get") is None:
-        raise NodeSetupError(f"the real node needs {missing} ({', '.join(versions.NODE_PACKAGES[p] for p in missing)}) "
-                             f"and there is no apt-get to install them")
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    cmd = ["apt-get", "install", "-y", "--no-install-recommends", *missing]
-    print(f"+ {' '.join(cmd)}", file=log, flush=True)
-    proc = _run(cmd, check=False, timeout=600, env=env)
-    if proc.returncode != 0:
-        print("+ apt-get update", file=log, flush=True)
-        _run(["apt-get", "update"], timeout=600, env=env)
-        _run(cmd, timeout=600, env=env)
-    still = [pkg for pkg, path in versions.NODE_PACKAGES.items() if not Path(path).exists()]
-    if still:
-        raise NodeSetupError(f"after apt-get install, still missing: {still}")
-    return missing
+    try:
+        return procs.ensure_debian_packages(versions.NODE_PACKAGES, "the real node", log=log)
+    except procs.MissingPackages as exc:
+        raise NodeSetupError(str(exc)) from exc
 
 
 def _iptables(*args: str, check: bool = True) -> subprocess.CompletedProcess:
