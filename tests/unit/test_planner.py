@@ -471,6 +471,22 @@ def test_reservation_dropped_when_pod_binds_and_not_double_counted():
     assert r.pod_uid not in {x.pod_uid for x in d2.reservations}
 
 
+def test_reservation_holds_while_a_bound_member_is_not_yet_among_the_bound_pods():
+    # The members watch shows the member bound before the bound-pods watch delivers it: its room
+    # must stay charged (by the reservation) until the bound pods carry it, then only once.
+    nodes = [node("n1", cpu=4)]
+    a = group([pod(group="a", cpu=2) for _ in range(2)], name="a", created=1)
+    d = run(nodes, [a])
+    rs = {r.pod_uid: r for r in d.reservations}
+    bound = [PodInfo(**{**m.__dict__, "node_name": "n1", "gates": ()}) for m in a.members]
+    a2 = group(bound, name="a", created=1, released=True)
+    b = group([pod(group="b", cpu=2)], name="b", created=2)
+    for seen in range(3):  # 0, 1 or 2 of a's members already among the bound pods
+        d2 = run(nodes, [a2, b], pods=bound[:seen], reservations=d.reservations, now=NOW + 1)
+        assert d2.verdicts[1].outcome == "InsufficientCapacity", seen
+        assert {r.pod_uid for r in d2.reservations} == set(rs) - {m.uid for m in bound[:seen]}
+
+
 def test_reservation_dropped_when_pod_deleted():
     nodes = [node("n1", cpu=2)]
     ghost = Reservation("gone", "default", "x", "n1", {"cpu": 2000}, (), NOW + 30)
