@@ -122,7 +122,8 @@ def run(quick: bool, out_dir: Path, cluster: Any = None) -> dict[str, Any]:
                 time.sleep(10 if quick else 30)
                 final = {k: rss_bytes(p) for k, p in pids.items()}
                 stats = cb.controller_stats(stack)
-                cb.delete_namespace(api, ns, timeout=900)
+                if cluster is not None:  # a cluster of our own is simply stopped
+                    cb.delete_namespace(api, ns, timeout=900)
             api.close()
             sampler.stop()
     plots = _plot(out_dir, sampler, t0)

@@ -150,7 +150,8 @@ def run_workload(cluster: Any, api, watch: cb.PodWatch, w: Workload, scheduler_n
 def scheduler_config(kubeconfig: Path, permit_wait_s: int = 10) -> dict[str, Any]:
     """KubeSchedulerConfiguration of the second scheduler (manifests/coscheduling/scheduler-config.yaml's plugins,
     under its own profile name)."""
-    cos = {"enabled": [{"name": "Coscheduling"}]}
+    def cos() -> dict[str, Any]:
+        return {"enabled": [{"name": "Coscheduling"}]}
     return {
         "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
         "leaderElection": {"leaderElect": False},
@@ -158,7 +159,7 @@ def scheduler_config(kubeconfig: Path, permit_wait_s: int = 10) -> dict[str, Any
         "profiles": [{
             "schedulerName": SCHEDULER_NAME,
             "plugins": {"queueSort": {"enabled": [{"name": "Coscheduling"}], "disabled": [{"name": "*"}]},
-                        "preFilter": cos, "postFilter": cos, "permit": cos, "reserve": cos},
+                        "preFilter": cos(), "postFilter": cos(), "permit": cos(), "reserve": cos()},
             "pluginConfig": [{"name": "Coscheduling", "args": {"permitWaitingTimeSeconds": permit_wait_s}}],
         }],
     }

@@ -114,7 +114,7 @@ def run(quick: bool, out_dir: Path, cluster: Any = None) -> dict[str, Any]:
                 t_start = time.monotonic()
                 stack.start_controller()
                 t_ready = time.monotonic()
-                last = watch.wait_ungated(ns, total, timeout)
+                watch.wait_ungated(ns, total, timeout)
                 gang_rate, gang_span, gang_n = _rate(watch, ns)
                 first = min(p.ungated for p in watch.pods(ns))
                 watch.wait_bound(ns, total, timeout)

@@ -41,7 +41,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from kubernetes import client, config
 
-from cogate.api import API_VERSION, DEFAULT_GATE_NAME, GROUP, KIND, PLURAL, POD_GROUP_LABEL, VERSION
+from cogate.api import API_VERSION, GROUP, KIND, PLURAL, POD_GROUP_LABEL, VERSION
 from cogate.localcluster import nodes as fake_nodes
 
 #: Annotation whose values :class:`PodWatch` records (when each value was first seen).
