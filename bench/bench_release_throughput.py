@@ -99,7 +99,9 @@ def run(quick: bool, out_dir: Path, cluster: Any = None) -> dict[str, Any]:
                 watch.wait_ungated(raw_ns, total, timeout)
                 raw_rate, raw_span, raw_n = _rate(watch, raw_ns)
                 watch.wait_bound(raw_ns, total, timeout)
+                cb.log(f"{NAME}: raw: all bound")
                 cb.delete_namespace(api, raw_ns)
+                cb.log(f"{NAME}: raw: deleted")
 
                 # -- cogate: controller stopped while everything is created, then started
                 ns = cb.new_namespace(api, "thr-gang")
@@ -117,7 +119,9 @@ def run(quick: bool, out_dir: Path, cluster: Any = None) -> dict[str, Any]:
                 watch.wait_ungated(ns, total, timeout)
                 gang_rate, gang_span, gang_n = _rate(watch, ns)
                 first = min(p.ungated for p in watch.pods(ns))
+                cb.log(f"{NAME}: all gates removed")
                 watch.wait_bound(ns, total, timeout)
+                cb.log(f"{NAME}: all bound")
                 stats = cb.controller_stats(stack)  # a new process: its counters start at 0
                 cb.delete_namespace(api, ns)
             api.close()

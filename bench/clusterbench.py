@@ -31,6 +31,7 @@ import json
 import math
 import os
 import secrets
+import socket
 import sys
 import tempfile
 import threading
@@ -143,7 +144,9 @@ def cogate_stack(cluster: Any, *controller_args: str) -> Iterator[Any]:
     try:
         yield stack
     finally:
+        t = time.monotonic()
         stack.stop()
+        log(f"cogate stopped in {time.monotonic() - t:.1f} s")
         with contextlib.suppress(Exception):
             from cogate.webhook.config import CONFIGURATION_NAME
 
@@ -159,18 +162,19 @@ def new_namespace(api: client.ApiClient, prefix: str) -> str:
 
 
 def delete_namespace(api: client.ApiClient, namespace: str, timeout: float = 180.0) -> float:
-    """Delete ``namespace`` and wait until it is gone (its pods deleted); returns seconds taken."""
+    """Delete ``namespace``'s ReplicaSets and pods (grace 0), wait until no pod is left, then delete the
+    namespace without waiting for its finalization; returns seconds taken."""
     core = client.CoreV1Api(api)
     t0 = time.monotonic()
-    _ignore_404(core.delete_namespace, namespace, propagation_policy="Background")
+    _ignore_404(client.AppsV1Api(api).delete_collection_namespaced_replica_set, namespace,
+                propagation_policy="Background", _preload_content=False)
+    _ignore_404(core.delete_collection_namespaced_pod, namespace, grace_period_seconds=0, _preload_content=False)
 
-    def gone() -> bool:
-        try:
-            core.read_namespace(namespace)
-            return False
-        except client.ApiException as exc:
-            return exc.status == 404
-    _wait(gone, timeout, f"namespace {namespace} deleted", interval=0.5)
+    def empty() -> bool:
+        left = json.loads(core.list_namespaced_pod(namespace, limit=1, _preload_content=False).data)
+        return not left.get("items")
+    _wait(empty, timeout, f"pods of namespace {namespace} deleted", interval=0.3)
+    _ignore_404(core.delete_namespace, namespace, propagation_policy="Background")
     return time.monotonic() - t0
 
 
@@ -288,10 +292,13 @@ class PodWatch:
 
     def stop(self) -> None:
         self._stop.set()
+        # Wake the reading thread by shutting the socket down (closing the response would block
+        # on the lock the reader holds); the thread is a daemon in any case.
         with contextlib.suppress(Exception):
-            if self._resp is not None:
-                self._resp.close()
+            self._resp.connection.sock.shutdown(socket.SHUT_RDWR)
+        t = time.monotonic()
         self._thread.join(5)
+        log(f"pod watch stopped in {time.monotonic() - t:.1f} s")
 
     def _run(self) -> None:
         core = client.CoreV1Api(self.api)
@@ -416,12 +423,12 @@ def metric_value(text: str, name: str, labels: str | None = None) -> float:
 
 
 STATS = {
-    "passes": ("cogate_decisions_total", None),
-    "planner s": ("cogate_decision_duration_seconds_sum", None),
-    "pass s": ("cogate_reconcile_duration_seconds_sum", None),
-    "gates removed": ("cogate_gate_removals_total", 'result="removed"'),
-    "status writes": ("cogate_status_writes_total", None),
-    "watch events": ("cogate_informer_events_total", None),
+    "passes": ("cogate_controller_decisions_total", None),
+    "planner s": ("cogate_controller_decision_duration_seconds_sum", None),
+    "pass s": ("cogate_controller_reconcile_duration_seconds_sum", None),
+    "gates removed": ("cogate_controller_gate_removals_total", 'result="removed"'),
+    "status writes": ("cogate_controller_status_writes_total", None),
+    "watch events": ("cogate_controller_informer_events_total", None),
 }
 
 
