@@ -165,6 +165,16 @@ def scheduler_config(kubeconfig: Path, permit_wait_s: int = 10) -> dict[str, Any
     }
 
 
+def crd_file(src: Path, name: str) -> Path:
+    """``manifests/crds/<name>`` of the snapshot; in the git tree these are symbolic links, stored in a
+    snapshot as a small text file holding the link target (``../coscheduling/crd.yaml``): followed."""
+    path = src / "manifests" / "crds" / name
+    text = path.read_text().strip()
+    if "\n" not in text and text.endswith(".yaml") and not text.startswith("apiVersion"):
+        path = (path.parent / text).resolve()
+    return path
+
+
 class Coscheduling:
     """scheduler-plugins' scheduler and PodGroup controller as child processes of this one."""
 
@@ -177,7 +187,7 @@ class Coscheduling:
     def __enter__(self) -> "Coscheduling":
         bins = schedplugins.ensure_built(self.src)
         for crd in ("scheduling.x-k8s.io_podgroups.yaml", "scheduling.x-k8s.io_elasticquotas.yaml"):
-            self.cluster.kubectl("apply", "--server-side", "-f", str(self.src / "manifests" / "crds" / crd))
+            self.cluster.kubectl("apply", "--server-side", "-f", str(crd_file(self.src, crd)))
         self.cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
                              "crd/podgroups.scheduling.x-k8s.io", "crd/elasticquotas.scheduling.x-k8s.io")
         kc = self.cluster.kubeconfig
