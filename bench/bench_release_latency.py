@@ -35,8 +35,9 @@ NAME = "release_latency"
 NODE_SHAPE = {"cpu": "32", "memory": "128Gi", "pods": 110}
 TARGET_P99_MS = 100.0
 MEMBERS = 4
-#: background requests per second (creates and deletes alternate); about 2.5 pod events each
-CHURN_REQUESTS_PER_S = 20.0
+#: background requests per second (creates and deletes alternate); measured: about one pod event
+#: per request reaches the watch on this machine (20/s gave 21.5 events/s)
+CHURN_REQUESTS_PER_S = 50.0
 CHURN_MAX_S = 900.0
 CHURN_MAX_REQUESTS = 50_000
 CHURN_MAX_PODS = 60
@@ -163,6 +164,16 @@ def run(quick: bool, out_dir: Path, cluster: Any = None) -> dict[str, Any]:
              f"ms and mean whole pass {stats['pass s'] / passes * 1000:.1f} ms over {passes:.0f} passes",
              "the controller waits --debounce (default 0.05 s) after an event before a pass, then reads each member "
              "(GET) and patches it (JSON Patch) after writing the PodGroup status: at least 50 ms + 3 round trips"]
+    explanation = (
+        f"A release needs, after the debounce ({0.05 * 1000:.0f} ms) and after any pass already running, three "
+        f"sequential API round trips: the PodGroup status write, then per member a GET and a JSON Patch. On this "
+        f"machine one plain pod update round trip alone took p50 {cb.ms(b50)} ms / p99 {cb.ms(b99)} ms in the same "
+        f"run, so 100 ms is out of reach for any controller that writes at all; cogate's p99 is "
+        f"{cb.ratio(p99, b99)}x that round trip. The churn kept the controller busy: {stats['passes']:.0f} passes "
+        f"in {t_end - t_start:.0f} s, mean {stats['pass s'] / passes * 1000:.0f} ms each, of which planner.decide "
+        f"{stats['planner s'] / passes * 1000:.0f} ms on {nodes} nodes; the rest is status writes "
+        f"({stats['status writes']:.0f} for {groups} groups) done inside the pass, so a new group waits for the "
+        "pass in progress (passes are serialised) before its own pass starts.")
     return cb.result(
         NAME, "Release latency under pod churn",
         f"{groups} PodGroups of {MEMBERS} members (100m/64Mi) created one after another on {nodes} kwok nodes while "
@@ -176,7 +187,7 @@ def run(quick: bool, out_dir: Path, cluster: Any = None) -> dict[str, Any]:
         targets=[cb.target(f"release latency p99, {groups} groups, {nodes} nodes, ~{churn_rate:.0f} pod events/s",
                            f"<= {TARGET_P99_MS:.0f} ms", f"{cb.ms(p99)} ms (p50 {cb.ms(p50)} ms; "
                            f"{cb.ratio(p99, b99)}x the p99 of a pod update round trip)",
-                           p99 * 1000 <= TARGET_P99_MS, "see notes")],
+                           p99 * 1000 <= TARGET_P99_MS, explanation)],
         notes=notes)
 
 
