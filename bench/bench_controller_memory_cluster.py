@@ -1,8 +1,8 @@
 """Benchmark 6b (issue 10): controller memory in a real run, 1,000 kwok nodes and 20,000 pods.
 
-1,000 kwok nodes (32 CPU, 128Gi, 110 pods). 19,000 unlabelled pods of 10m / 16Mi created
+1,000 kwok nodes (32 CPU, 128Gi, 110 pods). First 19,000 unlabelled pods of 10m / 16Mi created
 already bound (``spec.nodeName`` set, 19 per node, as a DaemonSet or a second scheduler
-would; kube-scheduler is not needed for them, which keeps the run within minutes), and 125
+would; kube-scheduler is not needed for them, which keeps the run within minutes), then 125
 PodGroups of 8 members (1,000 pods) that the webhook gates, the controller releases and
 kube-scheduler binds: 20,000 pods, all bound, all in the controller's caches (bound-pod
 informer; members also in the member informer). Pods are created from 16 threads; if
@@ -95,11 +95,6 @@ def run(quick: bool, out_dir: Path, cluster: Any = None) -> dict[str, Any]:
             api = cb.api_client(c)
             with cb.PodWatch(api) as watch:
                 ns = cb.new_namespace(api, "mem")
-                gnames = [f"g{i}" for i in range(groups)]
-                cb.parallel(lambda g: cb.create_pod_group(api, ns, cb.pod_group(g, size)), gnames)
-                members = [(g, f"{g}-{k}") for g in gnames for k in range(size)]
-                cb.parallel(lambda m: cb.create_pod(api, ns, cb.pod(m[1], group=m[0], cpu="10m", memory="16Mi")),
-                            members)
                 cb.log(f"{NAME}: {plain} bound pods")
                 t_create = time.monotonic()
                 created = 0
@@ -114,9 +109,20 @@ def run(quick: bool, out_dir: Path, cluster: Any = None) -> dict[str, Any]:
                         f"p{i}", cpu="10m", memory="16Mi", node_name=node_names[i % len(node_names)])), batch)
                     created += len(batch)
                 create_s = time.monotonic() - t_create
+                # Members after the pre-bound pods: those bypass the scheduler and cogate's reservations, so
+                # created later they could take the room a released member is pinned to.
+                gnames = [f"g{i}" for i in range(groups)]
+                cb.parallel(lambda g: cb.create_pod_group(api, ns, cb.pod_group(g, size)), gnames)
+                members = [(g, f"{g}-{k}") for g in gnames for k in range(size)]
+                cb.parallel(lambda m: cb.create_pod(api, ns, cb.pod(m[1], group=m[0], cpu="10m", memory="16Mi")),
+                            members)
                 total = created + len(members)
-                watch.wait_bound(ns, total, 600)
-                cb.log(f"{NAME}: {total} pods bound; settling")
+                try:
+                    watch.wait_bound(ns, total, 300)
+                except TimeoutError:
+                    n = sum(1 for p in watch.pods(ns) if p.bound is not None)
+                    notes.append(f"only {n} of {total} pods were bound after 300 s; memory measured anyway")
+                cb.log(f"{NAME}: {total} pods; settling")
                 # let kwok mark them Running and the controller digest the events
                 t_settle = time.monotonic()
                 time.sleep(10 if quick else 30)
