@@ -1,0 +1,500 @@
+"""Shared pieces of the cluster benchmarks (issue 10, benchmarks 2, 3, 4, 6b and 7).
+
+Each cluster benchmark starts its own local control plane
+(:class:`cogate.localcluster.cluster.LocalCluster`: etcd, kube-apiserver, kube-scheduler,
+kube-controller-manager, kwok) unless one is passed in, creates kwok nodes, runs cogate's
+webhook and controller as real processes (:class:`cogate.localcluster.stack.CogateStack`)
+and times what happens from ONE pod watch (:class:`PodWatch`): every time is read from
+``time.monotonic()`` in this process when the watch event arrives, so creation, gate
+removal and binding are on the same clock as in ``tests/e2e/test_example.py``.
+
+Pieces:
+
+- :func:`control_plane`: a started LocalCluster (the one given, or a new one stopped at the end);
+- :func:`set_nodes`: replace every kwok node by ``count`` nodes of one shape, wait until Ready;
+- :func:`cogate_stack`: webhook + controller processes (context manager);
+- :class:`PodWatch`: cluster-wide pod watch recording, per pod, when it was first seen
+  (created), first seen without scheduling gates (ungated) and first seen with a node
+  (bound), plus a binding log and event counts per namespace;
+- :func:`pod`, :func:`pod_group`, :func:`replica_set`: manifests (dicts);
+- :func:`parallel`: run calls on a thread pool ("created at once");
+- :func:`new_namespace`, :func:`delete_namespace`;
+- :func:`percentile`, :func:`ratio`, :func:`result`: figures and the RESULT dict of
+  ``/work/wt/BENCH_CONTRACT.md`` (name, title, what, baseline, tables, plots, targets, notes).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import json
+import math
+import os
+import secrets
+import socket
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
+
+from kubernetes import client, config
+
+from cogate.api import API_VERSION, GROUP, KIND, PLURAL, POD_GROUP_LABEL, VERSION
+from cogate.localcluster import nodes as fake_nodes
+
+#: Annotation whose values :class:`PodWatch` records (when each value was first seen).
+MARK = "bench.cogate/mark"
+#: Label carried by every node this module creates (so they can be found and replaced).
+NODE_LABEL = ("cogate-bench", "node")
+
+
+# ------------------------------------------------------------------ API clients
+
+def api_client(cluster: Any, pool: int = 32) -> client.ApiClient:
+    """An admin ApiClient for ``cluster`` with a connection pool of ``pool`` (threads share it)."""
+    cfg = client.Configuration()
+    config.load_kube_config(config_file=str(cluster.kubeconfig), client_configuration=cfg)
+    cfg.connection_pool_maxsize = pool
+    return client.ApiClient(cfg)
+
+
+def parallel(fn: Callable[[Any], Any], items: Iterable[Any], workers: int = 16) -> list[Any]:
+    """``fn(item)`` for every item on ``workers`` threads; results in order; the first error is raised."""
+    items = list(items)
+    if not items:
+        return []
+    with concurrent.futures.ThreadPoolExecutor(min(workers, len(items))) as pool:
+        return list(pool.map(fn, items))
+
+
+# ------------------------------------------------------------------ the control plane
+
+@contextlib.contextmanager
+def control_plane(cluster: Any = None) -> Iterator[Any]:
+    """``cluster`` itself when given (left running), else a new LocalCluster stopped on exit."""
+    if cluster is not None:
+        yield cluster
+        return
+    from cogate.localcluster.build import ensure_binaries
+    from cogate.localcluster.cluster import LocalCluster
+
+    ensure_binaries(["etcd", "kubernetes", "kwok"], log=sys.stderr)
+    c = LocalCluster(timeout=120)
+    c.start()
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+def set_nodes(cluster: Any, count: int, *, prefix: str = "bench-", timeout: float = 300.0,
+              **shape: Any) -> list[str]:
+    """Delete every kwok node, create ``count`` nodes ``<prefix><i>`` of ``shape`` (keywords of
+    :func:`cogate.localcluster.nodes.node_manifest`; untainted unless ``kwok_taint=True``), wait
+    until all are Ready. Returns their names."""
+    shape.setdefault("kwok_taint", False)
+    labels = dict(shape.pop("labels", None) or {})
+    labels[NODE_LABEL[0]] = NODE_LABEL[1]
+    api = api_client(cluster)
+    core = client.CoreV1Api(api)
+    try:
+        old = [n.metadata.name for n in core.list_node(label_selector="type=kwok").items]
+        parallel(lambda n: _ignore_404(core.delete_node, n), old)
+        _wait(lambda: not core.list_node(label_selector="type=kwok").items, 120, "old kwok nodes deleted")
+        names = [f"{prefix}{i}" for i in range(count)]
+        bodies = [fake_nodes.node_manifest(n, labels=labels, **shape) for n in names]
+        parallel(lambda b: core.create_node(b, _preload_content=False), bodies)
+        fake_nodes.wait_nodes_ready(api, names, timeout)
+        return names
+    finally:
+        api.close()
+
+
+def _ignore_404(fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+    try:
+        return fn(*args, **kw)
+    except client.ApiException as exc:
+        if exc.status != 404:
+            raise
+        return None
+
+
+def _wait(pred: Callable[[], Any], timeout: float, what: str, interval: float = 0.2) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        got = pred()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(interval)
+
+
+@contextlib.contextmanager
+def cogate_stack(cluster: Any, *controller_args: str) -> Iterator[Any]:
+    """cogate's webhook and controller as processes on ``cluster`` (CRD applied, webhook registered)."""
+    from cogate.localcluster.stack import CogateStack
+
+    workdir = Path(tempfile.mkdtemp(prefix="cogate-bench-stack-"))
+    stack = CogateStack(cluster, workdir, controller_args=tuple(controller_args))
+    stack.start()
+    try:
+        yield stack
+    finally:
+        t = time.monotonic()
+        stack.stop()
+        log(f"cogate stopped in {time.monotonic() - t:.1f} s")
+        with contextlib.suppress(Exception):
+            from cogate.webhook.config import CONFIGURATION_NAME
+
+            # unregistered, so that pods created later on this cluster are not sent to a stopped webhook
+            cluster.kubectl("delete", "mutatingwebhookconfiguration", CONFIGURATION_NAME, "--ignore-not-found",
+                            check=False)
+
+
+def new_namespace(api: client.ApiClient, prefix: str) -> str:
+    name = f"{prefix}-{secrets.token_hex(3)}"
+    client.CoreV1Api(api).create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    return name
+
+
+def delete_namespace(api: client.ApiClient, namespace: str, timeout: float = 180.0) -> float:
+    """Delete ``namespace``'s ReplicaSets and pods (grace 0), wait until no pod is left, then delete the
+    namespace without waiting for its finalization; returns seconds taken."""
+    core = client.CoreV1Api(api)
+    t0 = time.monotonic()
+    _ignore_404(client.AppsV1Api(api).delete_collection_namespaced_replica_set, namespace,
+                propagation_policy="Background", _preload_content=False)
+    _ignore_404(core.delete_collection_namespaced_pod, namespace, grace_period_seconds=0, _preload_content=False)
+
+    def empty() -> bool:
+        left = json.loads(core.list_namespaced_pod(namespace, limit=1, _preload_content=False).data)
+        return not left.get("items")
+    _wait(empty, timeout, f"pods of namespace {namespace} deleted", interval=0.3)
+    _ignore_404(core.delete_namespace, namespace, propagation_policy="Background")
+    return time.monotonic() - t0
+
+
+# ------------------------------------------------------------------ manifests
+
+def pod(name: str, *, group: str | None = None, cpu: str = "100m", memory: str = "64Mi",
+        gate: str | None = None, scheduler_name: str | None = None, node_name: str | None = None,
+        labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """A pod of one container requesting (= limited to) ``cpu``/``memory``.
+
+    ``group``: the PodGroup label; ``gate``: a scheduling gate put there by the creator (not the
+    webhook); ``scheduler_name``: ``spec.schedulerName``; ``node_name``: created bound (no scheduler).
+    """
+    lab = {"app": "bench", **(labels or {})}
+    if group is not None:
+        lab[POD_GROUP_LABEL] = group
+    res = {"cpu": cpu, "memory": memory}
+    spec: dict[str, Any] = {
+        "containers": [{"name": "c", "image": "registry.invalid/bench:1", "resources": {"requests": res, "limits": res}}],
+        "terminationGracePeriodSeconds": 0,
+    }
+    if gate:
+        spec["schedulingGates"] = [{"name": gate}]
+    if scheduler_name:
+        spec["schedulerName"] = scheduler_name
+    if node_name:
+        spec["nodeName"] = node_name
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": lab}, "spec": spec}
+
+
+def pod_group(name: str, min_member: int, timeout_seconds: int | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"minMember": min_member}
+    if timeout_seconds is not None:
+        spec["scheduleTimeoutSeconds"] = timeout_seconds
+    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": name}, "spec": spec}
+
+
+def replica_set(name: str, replicas: int, *, group: str | None, cpu: str = "100m", memory: str = "64Mi",
+                scheduler_name: str | None = None) -> dict[str, Any]:
+    tmpl = pod("x", group=group, cpu=cpu, memory=memory, scheduler_name=scheduler_name, labels={"rs": name})
+    tmpl["metadata"].pop("name")
+    return {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": name},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"rs": name}},
+                     "template": {"metadata": tmpl["metadata"], "spec": tmpl["spec"]}}}
+
+
+def create_pod_group(api: client.ApiClient, namespace: str, body: dict[str, Any]) -> None:
+    client.CustomObjectsApi(api).create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, body,
+                                                                 _preload_content=False)
+
+
+def create_pod(api: client.ApiClient, namespace: str, body: dict[str, Any]) -> None:
+    client.CoreV1Api(api).create_namespaced_pod(namespace, body, _preload_content=False)
+
+
+def create_replica_set(api: client.ApiClient, namespace: str, body: dict[str, Any]) -> None:
+    client.AppsV1Api(api).create_namespaced_replica_set(namespace, body, _preload_content=False)
+
+
+# ------------------------------------------------------------------ the watch
+
+@dataclass
+class PodRecord:
+    namespace: str
+    name: str
+    group: str | None
+    created: float
+    gated_at_creation: bool
+    ungated: float | None = None
+    bound: float | None = None
+    node: str | None = None
+    deleted: float | None = None
+
+
+@dataclass
+class PodWatch:
+    """Cluster-wide pod watch in a thread; see the module doc. Use as a context manager.
+
+    ``records``: (namespace, name) -> :class:`PodRecord`; ``events``: namespace -> event count;
+    ``bind_log``: [(t, namespace, name, group)] in order of observation. Times are
+    ``time.monotonic()`` at arrival. Raw JSON lines are parsed directly (no client models).
+    """
+
+    api: client.ApiClient
+    records: dict[tuple[str, str], PodRecord] = field(default_factory=dict)
+    events: dict[str, int] = field(default_factory=dict)
+    event_times: list[tuple[float, str]] = field(default_factory=list)
+    bind_log: list[tuple[float, str, str, str | None]] = field(default_factory=list)
+    #: value of annotation :data:`MARK` -> when first seen (round-trip probes)
+    marks: dict[str, float] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.lock = threading.Lock()
+        self.changed = threading.Condition(self.lock)
+        self._stop = threading.Event()
+        self._resp: Any = None
+        self._thread = threading.Thread(target=self._run, name="pod-watch", daemon=True)
+
+    def __enter__(self) -> "PodWatch":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        core = client.CoreV1Api(self.api)
+        raw = json.loads(core.list_pod_for_all_namespaces(_preload_content=False).data)
+        self._rv = raw["metadata"]["resourceVersion"]
+        now = time.monotonic()
+        for obj in raw.get("items") or []:
+            self._observe("ADDED", obj, now)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        # Wake the reading thread by shutting the socket down (closing the response would block
+        # on the lock the reader holds); the thread is a daemon in any case.
+        with contextlib.suppress(Exception):
+            self._resp.connection.sock.shutdown(socket.SHUT_RDWR)
+        t = time.monotonic()
+        self._thread.join(5)
+        log(f"pod watch stopped in {time.monotonic() - t:.1f} s")
+
+    def _run(self) -> None:
+        core = client.CoreV1Api(self.api)
+        while not self._stop.is_set():
+            try:
+                self._resp = core.list_pod_for_all_namespaces(
+                    watch=True, resource_version=self._rv, allow_watch_bookmarks=True, timeout_seconds=300,
+                    _preload_content=False, _request_timeout=(10, 600))
+                for line in self._resp:
+                    if self._stop.is_set():
+                        return
+                    if not line.strip():
+                        continue
+                    t = time.monotonic()
+                    ev = json.loads(line)
+                    obj = ev.get("object") or {}
+                    if ev.get("type") == "ERROR":
+                        self.errors.append(str(obj.get("message")))
+                        self._relist()
+                        break
+                    rv = (obj.get("metadata") or {}).get("resourceVersion")
+                    if rv:
+                        self._rv = rv
+                    if ev.get("type") != "BOOKMARK":
+                        self._observe(ev["type"], obj, t)
+            except Exception as exc:  # noqa: BLE001 - reconnect; the cluster may go away at the end
+                if self._stop.is_set():
+                    return
+                self.errors.append(repr(exc))
+                time.sleep(0.2)
+
+    def _relist(self) -> None:
+        core = client.CoreV1Api(self.api)
+        raw = json.loads(core.list_pod_for_all_namespaces(_preload_content=False).data)
+        self._rv = raw["metadata"]["resourceVersion"]
+        now = time.monotonic()
+        for obj in raw.get("items") or []:
+            self._observe("MODIFIED", obj, now)
+
+    def _observe(self, kind: str, obj: dict[str, Any], t: float) -> None:
+        meta = obj.get("metadata") or {}
+        spec = obj.get("spec") or {}
+        key = (meta.get("namespace", ""), meta.get("name", ""))
+        mark = (meta.get("annotations") or {}).get(MARK)
+        with self.lock:
+            if mark is not None and mark not in self.marks:
+                self.marks[mark] = t
+            self.events[key[0]] = self.events.get(key[0], 0) + 1
+            self.event_times.append((t, key[0]))
+            rec = self.records.get(key)
+            if rec is None or (rec.deleted is not None and kind == "ADDED"):
+                rec = PodRecord(key[0], key[1], (meta.get("labels") or {}).get(POD_GROUP_LABEL), t,
+                                bool(spec.get("schedulingGates")))
+                self.records[key] = rec
+            if rec.ungated is None and not spec.get("schedulingGates"):
+                rec.ungated = t
+            if rec.bound is None and spec.get("nodeName"):
+                rec.bound = t
+                rec.node = spec["nodeName"]
+                self.bind_log.append((t, key[0], key[1], rec.group))
+            if kind == "DELETED":
+                rec.deleted = t
+            self.changed.notify_all()
+
+    # -- queries -------------------------------------------------------------
+    def pods(self, namespace: str) -> list[PodRecord]:
+        with self.lock:
+            return [r for (ns, _), r in self.records.items() if ns == namespace and r.deleted is None]
+
+    def wait(self, pred: Callable[[], Any], timeout: float, what: str) -> Any:
+        """Wait until ``pred()`` (called under no lock) is truthy; TimeoutError naming ``what``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            got = pred()
+            if got:
+                return got
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
+            with self.changed:
+                self.changed.wait(min(left, 0.2))
+
+    def wait_bound(self, namespace: str, count: int, timeout: float) -> float:
+        """Wait until ``count`` pods of ``namespace`` are bound; returns the time the last one was seen bound."""
+        def done():
+            ps = [p for p in self.pods(namespace) if p.bound is not None]
+            return len(ps) >= count and max(p.bound for p in ps)
+        return self.wait(done, timeout, f"{count} pods bound in {namespace}")
+
+    def wait_ungated(self, namespace: str, count: int, timeout: float) -> float:
+        def done():
+            ps = [p for p in self.pods(namespace) if p.ungated is not None]
+            return len(ps) >= count and max(p.ungated for p in ps)
+        return self.wait(done, timeout, f"{count} pods ungated in {namespace}")
+
+    def event_rate(self, namespace: str, start: float, end: float) -> float:
+        """Pod events per second of ``namespace`` seen between ``start`` and ``end``."""
+        with self.lock:
+            n = sum(1 for t, ns in self.event_times if ns == namespace and start <= t <= end)
+        return n / (end - start) if end > start else 0.0
+
+
+# ------------------------------------------------------------------ controller process
+
+def controller_pid(stack: Any) -> int:
+    return stack.processes["controller"].popen.pid
+
+
+def metric_value(text: str, name: str, labels: str | None = None) -> float:
+    """Sum of Prometheus samples ``name`` (optionally whose label set contains ``labels``) in ``text``."""
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith("#") or not line.startswith(name):
+            continue
+        head, _, value = line.rpartition(" ")
+        metric = head.split("{", 1)[0]
+        if metric != name or (labels and labels not in head):
+            continue
+        with contextlib.suppress(ValueError):
+            total += float(value)
+    return total
+
+
+STATS = {
+    "passes": ("cogate_controller_decisions_total", None),
+    "planner s": ("cogate_controller_decision_duration_seconds_sum", None),
+    "pass s": ("cogate_controller_reconcile_duration_seconds_sum", None),
+    "gates removed": ("cogate_controller_gate_removals_total", 'result="removed"'),
+    "status writes": ("cogate_controller_status_writes_total", None),
+    "watch events": ("cogate_controller_informer_events_total", None),
+}
+
+
+def controller_stats(stack: Any) -> dict[str, float]:
+    """Counters of the controller's /metrics (passes, seconds in planner.decide and in whole passes,
+    gates removed, status writes, watch events); subtract two snapshots for one run."""
+    text = stack.metrics()
+    return {k: metric_value(text, name, labels) for k, (name, labels) in STATS.items()}
+
+
+def stats_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    return {k: round(after[k] - before.get(k, 0.0), 3) for k in after}
+
+
+# ------------------------------------------------------------------ figures
+
+def percentile(values: Iterable[float], p: float) -> float:
+    """Nearest-rank percentile ``p`` (0-100) of ``values``; NaN when empty."""
+    xs = sorted(values)
+    if not xs:
+        return math.nan
+    k = max(0, min(len(xs) - 1, math.ceil(p / 100 * len(xs)) - 1))
+    return xs[k]
+
+
+def ratio(a: float, b: float) -> float | None:
+    return round(a / b, 3) if b and not math.isnan(a) and not math.isnan(b) else None
+
+
+def ms(seconds: float) -> float:
+    return round(seconds * 1000, 1)
+
+
+def result(name: str, title: str, what: str, baseline: str, *, tables: list[dict[str, Any]] | None = None,
+           plots: list[dict[str, str]] | None = None, targets: list[dict[str, Any]] | None = None,
+           notes: list[str] | None = None) -> dict[str, Any]:
+    """The RESULT dict of the benchmark contract."""
+    return {"name": name, "title": title, "what": what, "baseline": baseline, "tables": tables or [],
+            "plots": plots or [], "targets": targets or [], "notes": notes or []}
+
+
+def table(caption: str, columns: list[str], rows: list[list[Any]]) -> dict[str, Any]:
+    return {"caption": caption, "columns": columns, "rows": rows}
+
+
+def target(what: str, target_: str, measured: str, met: bool, explanation: str = "") -> dict[str, Any]:
+    return {"what": what, "target": target_, "measured": measured, "met": bool(met),
+            "explanation": "" if met else explanation}
+
+
+def main(run: Callable[[bool, Path], dict[str, Any]], argv: list[str] | None = None) -> None:
+    """Command line of a benchmark module: ``[--quick] [--out-dir DIR]``; prints ``RESULT <json>``."""
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="tiny sizes: smoke-test the harness")
+    ap.add_argument("--out-dir", type=Path, default=None, help="where plots go (default: a temp dir)")
+    args, extra = ap.parse_known_args(argv)
+    out = args.out_dir or Path(tempfile.mkdtemp(prefix="cogate-bench-"))
+    out.mkdir(parents=True, exist_ok=True)
+    res = run(args.quick, out, *extra) if extra else run(args.quick, out)
+    print("RESULT " + json.dumps(res))
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+os.environ.setdefault("PYTHONUNBUFFERED", "1")

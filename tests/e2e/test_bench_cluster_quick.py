@@ -1,0 +1,68 @@
+"""Smoke test of the cluster benchmarks (bench/, issue 10): benchmarks 3 (end to end) and 4
+(release throughput) in --quick mode on their own local control plane. Checks only that each
+returns a well-formed RESULT (the contract in bench/: name, title, what, baseline, tables,
+plots, targets, notes), never a timing.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+@pytest.fixture(scope="module")
+def own_cluster():
+    # Not the session cluster: the benchmarks replace every kwok node and register their own webhook.
+    from cogate.localcluster.build import ensure_binaries
+    from cogate.localcluster.cluster import LocalCluster
+
+    ensure_binaries(["etcd", "kubernetes", "kwok"], log=sys.stderr)
+    c = LocalCluster(timeout=120)
+    c.start()
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+def _module(name: str):
+    sys.path.insert(0, str(BENCH))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(BENCH))
+
+
+def _check_result(res: dict, name: str) -> None:
+    assert res["name"] == name
+    for key in ("title", "what", "baseline"):
+        assert isinstance(res[key], str) and res[key].strip(), key
+    json.dumps(res, allow_nan=False)  # JSON-serialisable, no NaN
+    assert res["tables"], "at least one table"
+    for t in res["tables"]:
+        assert t["caption"] and t["columns"] and t["rows"]
+        for row in t["rows"]:
+            assert len(row) == len(t["columns"]), (t["caption"], row)
+            for v in row:
+                assert v is None or isinstance(v, (str, int, float)), v
+                assert not (isinstance(v, float) and math.isnan(v))
+    assert isinstance(res["plots"], list) and isinstance(res["notes"], list)
+    assert res["targets"]
+    for tg in res["targets"]:
+        assert set(tg) == {"what", "target", "measured", "met", "explanation"}
+        assert isinstance(tg["met"], bool)
+        assert tg["met"] or tg["explanation"], "a missed target is explained"
+
+
+@pytest.mark.parametrize("module,name", [("bench_end_to_end", "end_to_end"),
+                                         ("bench_release_throughput", "release_throughput")])
+def test_quick_result_is_well_formed(own_cluster, tmp_path, module, name):
+    res = _module(module).run(True, tmp_path, cluster=own_cluster)
+    _check_result(res, name)
