@@ -30,6 +30,8 @@ import clusterbench as cb  # noqa: E402
 from cogate.localcluster.cluster import rss_bytes  # noqa: E402
 
 NAME = "controller_memory_cluster"
+TITLE = "Controller memory, real run"
+NEEDS_CLUSTER = True
 NODE_SHAPE = {"cpu": "32", "memory": "128Gi", "pods": 110}
 CREATE_BUDGET_S = 600.0
 MB = 1024 * 1024
@@ -142,7 +144,7 @@ def run(quick: bool, out_dir: Path, cluster: Any = None) -> dict[str, Any]:
               f"{len(members)} members in {groups} PodGroups released by cogate; settled {time.monotonic() - t_settle:.0f} s",
               f"controller: {per_pod / 1024:.1f} KiB per pod above its RSS with nodes only; counters: {stats}"]
     return cb.result(
-        NAME, "Controller memory, real run",
+        NAME, TITLE,
         f"RSS of the controller process on the local control plane with {nodes} kwok nodes and {total} pods "
         f"({created} unlabelled pods created bound, {len(members)} members of {groups} PodGroups released by cogate), "
         "sampled every 0.5 s; the final figure after 30 s of settling.",

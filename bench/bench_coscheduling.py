@@ -60,6 +60,16 @@ import schedplugins  # noqa: E402
 from cogate.localcluster.cluster import free_ports  # noqa: E402
 
 NAME = "coscheduling"
+TITLE = "Side by side with scheduler-plugins Coscheduling"
+NEEDS_CLUSTER = True
+
+
+def unavailable() -> str | None:
+    """Why the benchmark cannot run here (no scheduler-plugins source), or None."""
+    if not (schedplugins.DEFAULT_SRC / "go.mod").is_file():
+        return (f"no scheduler-plugins source at {schedplugins.DEFAULT_SRC} "
+                "(set COGATE_COSCHEDULING_SRC to a kubernetes-sigs/scheduler-plugins v0.34.7 checkout)")
+    return None
 SCHEDULER_NAME = "scheduler-plugins-scheduler"
 BIND_RATE = 50.0  # kube-scheduler's default client QPS
 README_NODE = {"cpu": "10", "memory": "8Gi", "pods": 110}
@@ -294,7 +304,7 @@ def run(quick: bool, out_dir: Path, src: str | Path | None = None) -> dict[str, 
              "(placement pinned, debounce 0.05 s, 8 workers).",
              "raw figures: " + json.dumps(res)]
     return cb.result(
-        NAME, "Side by side with scheduler-plugins Coscheduling",
+        NAME, TITLE,
         "The same workloads (README example, two groups competing for room for one, 100 groups of 8, one group of "
         "1,000) through cogate and through scheduler-plugins' Coscheduling (second scheduler + PodGroup controller), "
         "each in its own local control plane with the same kwok nodes. Time from the first create call until a pod "

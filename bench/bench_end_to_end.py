@@ -23,6 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import clusterbench as cb  # noqa: E402
 
 NAME = "end_to_end"
+TITLE = "End to end: gangs against kube-scheduler alone"
+NEEDS_CLUSTER = True
 NODE_SHAPE = {"cpu": "4", "memory": "16Gi", "pods": 110}
 TARGET = 1.25
 
@@ -106,7 +108,7 @@ def run(quick: bool, out_dir: Path, cluster: Any = None) -> dict[str, Any]:
                                  f"kube-scheduler-alone run: {base['controller']}")
             api.close()
     return cb.result(
-        NAME, "End to end: gangs against kube-scheduler alone",
+        NAME, TITLE,
         f"{nodes} kwok nodes ({NODE_SHAPE['cpu']} CPU, {NODE_SHAPE['memory']}, {NODE_SHAPE['pods']} pods). Each workload "
         "is created at once as ReplicaSets of pods of 100m/64Mi; with cogate each ReplicaSet is a PodGroup (created "
         "first, minMember = replicas) whose pods the webhook gates and the controller releases. Time from the first "

@@ -32,6 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import clusterbench as cb  # noqa: E402
 
 NAME = "release_latency"
+TITLE = "Release latency under pod churn"
+NEEDS_CLUSTER = True
 NODE_SHAPE = {"cpu": "32", "memory": "128Gi", "pods": 110}
 TARGET_P99_MS = 100.0
 MEMBERS = 4
@@ -175,7 +177,7 @@ def run(quick: bool, out_dir: Path, cluster: Any = None) -> dict[str, Any]:
         f"({stats['status writes']:.0f} for {groups} groups) done inside the pass, so a new group waits for the "
         "pass in progress (passes are serialised) before its own pass starts.")
     return cb.result(
-        NAME, "Release latency under pod churn",
+        NAME, TITLE,
         f"{groups} PodGroups of {MEMBERS} members (100m/64Mi) created one after another on {nodes} kwok nodes while "
         f"unrelated pods are created and deleted in the background ({churn_rate:.0f} pod events/s measured). Latency "
         "of a group: a pod watch sees its last member created -> the watch sees its last gate removed (one clock).",

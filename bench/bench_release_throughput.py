@@ -33,6 +33,8 @@ import clusterbench as cb  # noqa: E402
 from cogate.api import DEFAULT_GATE_NAME  # noqa: E402
 
 NAME = "release_throughput"
+TITLE = "Release throughput"
+NEEDS_CLUSTER = True
 NODE_SHAPE = {"cpu": "32", "memory": "128Gi", "pods": 110}
 TARGET = 0.7
 WORKERS = 8
@@ -134,7 +136,7 @@ def run(quick: bool, out_dir: Path, cluster: Any = None) -> dict[str, Any]:
     notes.append("the controller sends two requests per member (GET the pod, then the JSON Patch) and writes each "
                  "PodGroup's status before removing its gates; the raw client sends only the patch")
     return cb.result(
-        NAME, "Release throughput",
+        NAME, TITLE,
         f"{groups} PodGroups of {size} members (100m/64Mi) on {nodes} kwok nodes ({NODE_SHAPE['cpu']} CPU), all "
         "fitting. The controller is stopped while groups and members are created (the webhook gates them), then "
         "started; gate removals per second = (n - 1) / (last - first removal), from a pod watch.",

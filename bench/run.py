@@ -46,6 +46,11 @@ BENCHMARKS: list[str] = [
     "planning_pass",  # 1
     "webhook",  # 5
     "controller_memory",  # 6a
+    "bench_release_latency",  # 2
+    "bench_end_to_end",  # 3
+    "bench_release_throughput",  # 4
+    "bench_controller_memory_cluster",  # 6b
+    "bench_coscheduling",  # 7 (needs the scheduler-plugins source: $COGATE_COSCHEDULING_SRC)
 ]
 
 #: Binaries the local control plane runs (what a NEEDS_CLUSTER benchmark needs).

@@ -27,7 +27,10 @@ except ImportError:  # pragma: no cover - run from a checkout without install
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from localcluster.build import cache_dir  # type: ignore
 
-DEFAULT_SRC = Path("/work/shared/third_party/scheduler-plugins-v0.34.7")
+#: The source snapshot: ``$COGATE_COSCHEDULING_SRC``, else ``shared/third_party/scheduler-plugins-v0.34.7``
+#: beside the repository (kubernetes-sigs/scheduler-plugins at tag v0.34.7; see its README there).
+DEFAULT_SRC = Path(os.environ.get("COGATE_COSCHEDULING_SRC")
+                   or Path(__file__).resolve().parents[2] / "shared" / "third_party" / "scheduler-plugins-v0.34.7")
 # binary name -> Go package inside the snapshot
 BINARIES = {"kube-scheduler": "./cmd/scheduler", "controller": "./cmd/controller"}
 
