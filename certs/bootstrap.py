@@ -12,11 +12,12 @@ cert-manager:
    (default 30), issue a new serving certificate (re-using the CA while the CA itself
    has that long left) and *update* the Secret with its ``resourceVersion``; on
    ``409 Conflict`` re-read and start over;
-3. write ``tls.crt``, ``tls.key`` and ``ca.crt`` into ``--cert-dir`` (atomic renames,
-   only when the content changed, so the webhook's file watcher reloads once);
-4. set ``caBundle`` of our entries in the MutatingWebhookConfiguration
+3. set ``caBundle`` of our entries in the MutatingWebhookConfiguration
    ``--webhook-config-name`` with a JSON Patch (``test`` the entry's name, then
-   ``add`` the bundle), only where it differs.
+   ``add`` the bundle), only where it differs -- before the files change, so the API
+   server trusts a new CA before a replica serves a certificate it signed;
+4. write ``tls.crt``, ``tls.key`` and ``ca.crt`` into ``--cert-dir`` (atomic renames,
+   only when the content changed, so the webhook's file watcher reloads once).
 
 With ``--loop SECONDS`` it repeats forever (a sidecar), else it runs once (an init
 container). ``cogate certs generate --out DIR --dns NAME...`` writes a CA and a
@@ -29,7 +30,8 @@ rotation), ``ca.key``, ``tls.crt``, ``tls.key``.
 The decisions (:func:`rotation_reason`, :func:`build_secret_data`,
 :func:`ca_bundle_patch`) are pure functions over plain data; the functions taking an
 API client do the I/O. Certificates and keys come from :mod:`cogate.certs.pki`
-(ECDSA P-256, SHA-256; CA 10 years, serving certificate 1 year).
+(ECDSA P-256, SHA-256; CA 10 years, serving certificate 1 year: ``--ca-validity-days``,
+``--cert-validity-days``, which must satisfy rotate-before < certificate <= CA validity).
 """
 
 from __future__ import annotations
@@ -145,9 +147,11 @@ def rotation_reason(data: Mapping[str, bytes] | None, dns_names: Sequence[str], 
 
 def build_secret_data(dns_names: Sequence[str], now: float, previous: Mapping[str, bytes] | None = None,
                       rotate_before: float = DEFAULT_ROTATE_BEFORE_DAYS * DAY,
-                      ip_addresses: Sequence[str] = ()) -> dict[str, bytes]:
+                      ip_addresses: Sequence[str] = (), ca_days: float = CA_DAYS,
+                      leaf_days: float = LEAF_DAYS) -> dict[str, bytes]:
     """New Secret data (key -> PEM bytes) with a serving certificate for ``dns_names``
-    (and ``ip_addresses``, as IP SANs).
+    (and ``ip_addresses``, as IP SANs), valid ``leaf_days`` (capped at the CA's expiry);
+    a new CA is valid ``ca_days`` (fractions of a day allowed).
 
     The CA of ``previous`` is re-used when it parses, matches its key and is valid for
     at least ``rotate_before`` more seconds (so ``caBundle`` does not change); otherwise a
@@ -168,12 +172,12 @@ def build_secret_data(dns_names: Sequence[str], now: float, previous: Mapping[st
             old_cas = []
     bundle: list = []
     if ca is None:
-        ca, ca_key = pki.new_ca(f"cogate-webhook-ca@{int(now)}", days=CA_DAYS)
+        ca, ca_key = pki.new_ca(f"cogate-webhook-ca@{int(now)}", days=ca_days)
         bundle = [c for c in old_cas[:1] if pki.not_after(c) > now]
     else:
         bundle = [c for c in old_cas[1:] if pki.not_after(c) > now]
     leaf, leaf_key = pki.issue(ca, ca_key, dns_names[0], dns_names=list(dns_names),
-                               ip_addresses=list(ip_addresses), days=LEAF_DAYS)
+                               ip_addresses=list(ip_addresses), days=leaf_days)
     return {
         CA_CERT: b"".join(pki.cert_to_pem(c) for c in [ca, *bundle]),
         CA_KEY: pki.key_to_pem(ca_key),
@@ -229,8 +233,10 @@ def ca_bundle_patch(config: Mapping[str, Any], ca_pem: bytes, webhook_names: Ite
 
 # ------------------------------------------------------------------ I/O part
 def ensure_secret(core, namespace: str, name: str, dns_names: Sequence[str], now: float | None = None,
-                  rotate_before: float = DEFAULT_ROTATE_BEFORE_DAYS * DAY, attempts: int = 5) -> dict[str, bytes]:
-    """Make the Secret hold valid material and return its decoded data.
+                  rotate_before: float = DEFAULT_ROTATE_BEFORE_DAYS * DAY, attempts: int = 5,
+                  ca_days: float = CA_DAYS, leaf_days: float = LEAF_DAYS) -> dict[str, bytes]:
+    """Make the Secret hold valid material and return its decoded data (new material is
+    valid ``ca_days`` / ``leaf_days``, see :func:`build_secret_data`).
 
     ``core`` is a ``kubernetes.client.CoreV1Api``. Creates the Secret if absent (on 409
     reads the one another replica created), updates it when :func:`rotation_reason`
@@ -253,7 +259,7 @@ def ensure_secret(core, namespace: str, name: str, dns_names: Sequence[str], now
         if reason is None:
             return data  # type: ignore[return-value]
         log.info("secret %s/%s: issuing new certificate (%s)", namespace, name, reason)
-        fresh = build_secret_data(dns_names, t, data, rotate_before)
+        fresh = build_secret_data(dns_names, t, data, rotate_before, ca_days=ca_days, leaf_days=leaf_days)
         if secret is None:
             core.create_namespaced_secret(namespace, secret_body(name, namespace, fresh))
         else:
@@ -313,14 +319,20 @@ def patch_ca_bundle(admission, config_name: str, ca_pem: bytes, webhook_names: I
 
 
 def bootstrap_once(args: argparse.Namespace, core, admission) -> None:
-    """One pass: Secret, files, caBundle. Raises on API errors."""
+    """One pass: Secret, caBundle, files. Raises on API errors.
+
+    ``caBundle`` is set before the files change: after a CA rollover the bundle holds the new
+    and the previous CA, so the API server trusts the new certificate before any replica
+    serves it (the other order fails webhook calls until the API server sees the new bundle).
+    """
     names = service_dns_names(args.service_name, args.namespace, args.cluster_domain)
-    data = ensure_secret(core, args.namespace, args.secret_name, names, rotate_before=args.rotate_before_days * DAY)
+    data = ensure_secret(core, args.namespace, args.secret_name, names, rotate_before=args.rotate_before_days * DAY,
+                         ca_days=args.ca_validity_days, leaf_days=args.cert_validity_days)
+    if args.webhook_config_name:
+        patch_ca_bundle(admission, args.webhook_config_name, data[CA_CERT], args.webhook_name or None)
     changed = write_cert_files(args.cert_dir, data)
     if changed:
         log.info("wrote %s", ", ".join(str(p) for p in changed))
-    if args.webhook_config_name:
-        patch_ca_bundle(admission, args.webhook_config_name, data[CA_CERT], args.webhook_name or None)
 
 
 def _cmd_bootstrap(args: argparse.Namespace) -> int:
@@ -392,6 +404,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="webhook entry to patch, repeatable (default: every entry of the configuration)")
     b.add_argument("--rotate-before-days", metavar="DAYS", type=float, default=DEFAULT_ROTATE_BEFORE_DAYS,
                    help="renew when the certificate or the CA has fewer days left (default: %(default)s)")
+    b.add_argument("--cert-validity-days", metavar="DAYS", type=cliargs.positive_days, default=LEAF_DAYS,
+                   help="validity of a new serving certificate, capped at the CA's (default: %(default)s)")
+    b.add_argument("--ca-validity-days", metavar="DAYS", type=cliargs.positive_days, default=CA_DAYS,
+                   help="validity of a new CA (default: %(default)s)")
     b.add_argument("--loop", type=float, default=0.0, metavar="SECONDS",
                    help="repeat every SECONDS, as a sidecar; 0 runs once, as an init container (default: %(default)s)")
     b.add_argument("--retry", type=float, default=10.0, metavar="SECONDS",
@@ -413,7 +429,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """``cogate certs bootstrap|generate``. Exit codes: 0 ok, 1 API failure, 2 usage error."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "bootstrap" and not (
+            args.rotate_before_days < args.cert_validity_days <= args.ca_validity_days):
+        parser.error(f"need --rotate-before-days ({args.rotate_before_days:g}) < --cert-validity-days "
+                     f"({args.cert_validity_days:g}) <= --ca-validity-days ({args.ca_validity_days:g}): "
+                     f"otherwise every pass would issue a new certificate")
     logs.configure(args.log_level, args.log_format)
     if args.command == "generate":
         return _cmd_generate(args)
