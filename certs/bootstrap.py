@@ -74,6 +74,9 @@ DAY = 86400.0
 DEFAULT_ROTATE_BEFORE_DAYS = 30
 CA_DAYS = 3650
 LEAF_DAYS = 365
+#: Seconds a certificate may outlive the configured validity before it is replaced (clock
+#: steps between issuing and checking).
+VALIDITY_SLACK = 60.0
 
 
 # ------------------------------------------------------------------ pure part
@@ -102,14 +105,17 @@ def _sans(cert) -> set[str]:
 
 
 def rotation_reason(data: Mapping[str, bytes] | None, dns_names: Sequence[str], now: float,
-                    rotate_before: float = DEFAULT_ROTATE_BEFORE_DAYS * DAY) -> str | None:
+                    rotate_before: float = DEFAULT_ROTATE_BEFORE_DAYS * DAY, ca_days: float = CA_DAYS,
+                    leaf_days: float = LEAF_DAYS) -> str | None:
     """Why the Secret data needs new material, or ``None`` if it is good.
 
     ``data``: decoded Secret data (key -> PEM bytes) or ``None`` for no Secret.
     ``now`` and ``rotate_before`` in seconds. Checks: every key present and parsable,
     the keys match their certificates, the serving certificate is signed by the CA,
     covers every name in ``dns_names`` and is valid for at least ``rotate_before`` more
-    seconds, and so is the CA.
+    seconds, and so is the CA; neither is valid for longer than a new one would be
+    (``leaf_days``, ``ca_days``, plus :data:`VALIDITY_SLACK`), so that lowering the
+    configured validity takes effect at the next check.
     """
     if data is None:
         return "no secret"
@@ -138,11 +144,17 @@ def rotation_reason(data: Mapping[str, bytes] | None, dns_names: Sequence[str], 
     absent = sorted(set(dns_names) - _sans(leaf))
     if absent:
         return f"{TLS_CERT} lacks DNS names {absent}"
-    for what, cert in ((TLS_CERT, leaf), (CA_CERT, ca)):
+    for what, cert, days in ((TLS_CERT, leaf, leaf_days), (CA_CERT, ca, ca_days)):
         left = pki.not_after(cert) - now
         if left < rotate_before:
-            return f"{what} expires in {left / DAY:.1f} days (rotating at {rotate_before / DAY:.0f})"
+            return f"{what} expires in {_days(left)} (rotating at {_days(rotate_before)})"
+        if left > days * DAY + VALIDITY_SLACK:
+            return f"{what} is valid {_days(left)} more, longer than the configured {_days(days * DAY)}"
     return None
+
+
+def _days(seconds: float) -> str:
+    return f"{seconds / DAY:.1f} days" if seconds >= DAY else f"{seconds:.0f} s"
 
 
 def build_secret_data(dns_names: Sequence[str], now: float, previous: Mapping[str, bytes] | None = None,
@@ -154,8 +166,9 @@ def build_secret_data(dns_names: Sequence[str], now: float, previous: Mapping[st
     a new CA is valid ``ca_days`` (fractions of a day allowed).
 
     The CA of ``previous`` is re-used when it parses, matches its key and is valid for
-    at least ``rotate_before`` more seconds (so ``caBundle`` does not change); otherwise a
-    new CA is made and the previous CA, if still valid, is appended to ``ca.crt``.
+    at least ``rotate_before`` and at most ``ca_days`` (+ :data:`VALIDITY_SLACK`) more
+    seconds (so ``caBundle`` does not change); otherwise a new CA is made and the previous
+    CA, if still valid, is appended to ``ca.crt``.
     The common name is the first DNS name. Raises ``ValueError`` on empty ``dns_names``.
     """
     if not dns_names:
@@ -166,7 +179,8 @@ def build_secret_data(dns_names: Sequence[str], now: float, previous: Mapping[st
         try:
             old_cas = pki.load_certs_pem(previous[CA_CERT])
             key = pki.load_key_pem(previous[CA_KEY])
-            if pki.key_matches(old_cas[0], key) and pki.not_after(old_cas[0]) - now >= rotate_before:
+            left = pki.not_after(old_cas[0]) - now
+            if pki.key_matches(old_cas[0], key) and rotate_before <= left <= ca_days * DAY + VALIDITY_SLACK:
                 ca, ca_key = old_cas[0], key
         except ValueError:
             old_cas = []
@@ -255,7 +269,7 @@ def ensure_secret(core, namespace: str, name: str, dns_names: Sequence[str], now
                 raise
             secret = None
         data = decode_secret_data(secret.data) if secret is not None else None
-        reason = rotation_reason(data, dns_names, t, rotate_before)
+        reason = rotation_reason(data, dns_names, t, rotate_before, ca_days=ca_days, leaf_days=leaf_days)
         if reason is None:
             return data  # type: ignore[return-value]
         log.info("secret %s/%s: issuing new certificate (%s)", namespace, name, reason)

@@ -291,3 +291,20 @@ def test_bootstrap_sets_ca_bundle_before_the_files_change(tmp_path, good):
                                         "--webhook-config-name", "cogate"])
     b.bootstrap_once(args, FakeCore(), Admission())
     assert order == ["read config", "patch caBundle"] and (tmp_path / "tls.crt").is_file()
+
+
+def test_lowering_the_validity_rotates_at_the_next_check(good):
+    """Material issued under a longer validity is replaced once the configured one is lower:
+    the leaf alone when only the certificate validity dropped, the CA too (old one bundled)."""
+    now = time.time()
+    assert b.rotation_reason(good, NAMES, now) is None
+    assert "longer than the configured" in b.rotation_reason(good, NAMES, now, leaf_days=60)
+    leaf_only = b.build_secret_data(NAMES, now, previous=good, leaf_days=60)
+    assert leaf_only["ca.crt"] == good["ca.crt"]
+    assert b.rotation_reason(leaf_only, NAMES, now, leaf_days=60) is None
+    assert "ca.crt is valid" in b.rotation_reason(leaf_only, NAMES, now, ca_days=100, leaf_days=60)
+    rolled = b.build_secret_data(NAMES, now, previous=leaf_only, ca_days=100, leaf_days=60)
+    cas = pki.load_certs_pem(rolled["ca.crt"])
+    assert len(cas) == 2 and pki.cert_to_pem(cas[1]) == pki.load_certs_pem(good["ca.crt"])[0].public_bytes(
+        pki.serialization.Encoding.PEM)
+    assert b.rotation_reason(rolled, NAMES, now, ca_days=100, leaf_days=60) is None
