@@ -368,14 +368,25 @@ def make_probe_app(app: web.Application) -> web.Application:
     return probe
 
 
+async def _close_while_draining(request: web.Request, response: web.StreamResponse) -> None:
+    """While draining, every response closes its connection (``Connection: close``): a client
+    that pooled a connection to this replica opens its next one through the Service."""
+    if request.app[STATE].draining:
+        response.force_close()  # the connection closes after this response...
+        response.headers["Connection"] = "close"  # ...and the client is told (headers are not sent yet)
+
+
 class WebhookServer:
     """The webhook app bound to a host/port, over TLS unless ``tls`` is ``None``.
 
     With ``tls``, the app owns its certificate reload loop (:func:`reload_certificates`).
     ``start()`` binds (``port=0`` picks a free port; see :attr:`port`); with ``metrics_port``
     set, also serves :func:`make_probe_app` over plain HTTP on that port. ``stop()`` drains:
-    ``/readyz`` turns 503, the listener closes, in-flight requests get up to
-    ``shutdown_timeout`` seconds to finish, then the app's cleanup ends the reload loop.
+    ``/readyz`` turns 503 and, for ``shutdown_delay`` seconds, requests are still served (each
+    response closing its connection, so clients reconnect elsewhere) while the pod leaves the
+    Service's endpoints (EndpointSlice, then kube-proxy's rules: seconds, during which the API
+    server still sends new connections here); then the listener closes, in-flight requests get
+    up to ``shutdown_timeout`` seconds to finish, and the app's cleanup ends the reload loop.
     """
 
     def __init__(
@@ -386,8 +397,11 @@ class WebhookServer:
         tls: CertReloader | None = None,
         shutdown_timeout: float = 10.0,
         metrics_port: int | None = None,
+        shutdown_delay: float = 0.0,
     ) -> None:
         self.app = app
+        self.shutdown_delay = shutdown_delay
+        app.on_response_prepare.append(_close_while_draining)
         self.host = host
         self.requested_port = port
         self.tls = tls
@@ -432,6 +446,10 @@ class WebhookServer:
 
     async def stop(self) -> None:
         self.app[STATE].draining = True
+        if self.shutdown_delay > 0:
+            log.info("draining: still serving for %ss while the pod leaves the Service's endpoints",
+                     self.shutdown_delay, extra={"event": "shutdown_delay", "seconds": self.shutdown_delay})
+            await asyncio.sleep(self.shutdown_delay)
         await self.runner.cleanup()
         if self.probe_runner is not None:
             await self.probe_runner.cleanup()

@@ -424,14 +424,26 @@ def test_certificate_rotation_under_a_stream_of_pod_creations(release, api, ns):
     stop.set()
     sampler.join(10)
     assert not loop.is_alive()
+
+    def diagnostics() -> str:
+        t0 = samples[0]["t"] if samples else 0.0
+        lines = [f"{s['t'] - t0:6.1f}s bundle={[fp(c) for c in s['bundle']]} served="
+                 f"{ {p[-5:]: (fp(leaf), round(pki.not_after(leaf) - time.time() + (time.monotonic() - s['t']), 1)) for p, leaf in s['served'].items()} }"
+                 for s in samples]
+        for pod in component_pods(api, "webhook"):
+            for c in ("certs", "cert-rotator"):
+                log = release.cluster.kubectl("logs", "-n", NAMESPACE, pod.metadata.name, "-c", c, check=False).stdout
+                lines += [f"{pod.metadata.name[-5:]}/{c}: {line[:300]}" for line in log.splitlines()[-15:]]
+        return "\n".join(lines)
+
     assert loop.failures == [], f"{len(loop.failures)} of {len(loop.created) + len(loop.failures)} creations " \
-                                f"failed:\n" + "\n".join(loop.failures[:20])
+                                f"failed:\n" + "\n".join(f[:400] for f in loop.failures[:10]) + "\n" + diagnostics()
     assert loop.ungated == [] and len(loop.created) >= 250, (len(loop.created), loop.ungated[:5])
 
     # Invariant at every sample: each replica serves a certificate signed by a CA in caBundle.
     broken = [(round(s["t"] - samples[0]["t"], 1), pod, [fp(c) for c in s["bundle"]])
               for s in samples for pod, leaf in s["served"].items() if not issued_by_one_of(leaf, s["bundle"])]
-    assert broken == [], broken
+    assert broken == [], f"{broken}\n{diagnostics()}"
     cas_seen = {fp(c) for s in samples for c in s["bundle"]}
     rollovers = [s for s in samples if len(s["bundle"]) >= 2]
     leaves = {fp(leaf) for s in samples for leaf in s["served"].values()}
