@@ -40,7 +40,7 @@ import os
 import ssl
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -110,6 +110,33 @@ def _make_metrics(registry: CollectorRegistry | None) -> _Metrics:
     return _Metrics(registry, requests, latency)
 
 
+@contextlib.contextmanager
+def _in_memory_files(*contents: bytes) -> Iterator[list[str]]:
+    """Paths that read as ``contents``: Linux memfds (``/proc/self/fd/N``, nothing written to any
+    file system), else files in a private temporary directory (other systems, local use)."""
+    if hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd"):
+        fds = []
+        try:
+            for data in contents:
+                fd = os.memfd_create("cogate-tls")
+                fds.append(fd)
+                os.write(fd, data)
+            yield [f"/proc/self/fd/{fd}" for fd in fds]
+        finally:
+            for fd in fds:
+                os.close(fd)
+        return
+    with tempfile.TemporaryDirectory(prefix="cogate-tls-") as tmp:
+        paths = []
+        for i, data in enumerate(contents):
+            path = os.path.join(tmp, str(i))
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            paths.append(path)
+        yield paths
+
+
 class CertReloader:
     """A server ``ssl.SSLContext`` that follows certificate/key files on disk.
 
@@ -173,20 +200,17 @@ class CertReloader:
 
         A failed ``load_cert_chain`` can leave a context with a certificate and a
         mismatched key, which breaks every new handshake. So the files are read once,
-        copied into a private temporary directory, loaded into a scratch context, and
-        only when that works into the live one (the same bytes: no race with a writer
-        changing the files in between).
+        the bytes are loaded into a scratch context, and only when that works into the live
+        one (the same bytes: no race with a writer changing the files in between).
+        ``load_cert_chain`` only takes paths: the bytes go to anonymous in-memory files
+        (:func:`_in_memory_files`), never to disk -- the container's root file system is
+        read-only and ``/certs`` may be mounted read-only.
         """
         with open(self.cert_file, "rb") as f:
             cert = f.read()
         with open(self.key_file, "rb") as f:
             key = f.read()
-        with tempfile.TemporaryDirectory(prefix="cogate-tls-") as tmp:
-            cert_copy, key_copy = os.path.join(tmp, "tls.crt"), os.path.join(tmp, "tls.key")
-            for path, data in ((cert_copy, cert), (key_copy, key)):
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-                with os.fdopen(fd, "wb") as f:
-                    f.write(data)
+        with _in_memory_files(cert, key) as (cert_copy, key_copy):
             scratch = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             scratch.load_cert_chain(cert_copy, key_copy)
             self.context.load_cert_chain(cert_copy, key_copy)

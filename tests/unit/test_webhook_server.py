@@ -637,3 +637,23 @@ async def test_shutdown_delay_keeps_serving_with_connection_close_then_closes(ce
         await stopping
         with pytest.raises(aiohttp.ClientConnectorError):
             await session.get(f"{base}/healthz", ssl=client_context(cert_a))
+
+
+def test_reload_writes_nothing_to_disk(cert_files, monkeypatch):
+    """In the container the root file system is read-only and /certs is mounted read-only:
+    a reload must not need a writable temporary directory (it did, and every rotated
+    certificate was refused with EROFS while the old one expired)."""
+    import tempfile
+
+    cert_path, key_path, _, _ = cert_files
+    reloader = CertReloader(str(cert_path), str(key_path), interval=3600)
+
+    def no_disk(*a, **k):
+        raise OSError(30, "Read-only file system")
+
+    monkeypatch.setattr(tempfile, "TemporaryDirectory", no_disk)
+    monkeypatch.setattr(tempfile, "mkstemp", no_disk)
+    cert_b, key_b = make_cert("cogate-webhook-b")
+    write_atomic(key_path, key_b)
+    write_atomic(cert_path, cert_b)
+    assert reloader.check() is True and reloader.reloads == 1
