@@ -134,10 +134,11 @@ def ca_bundle(api: client.ApiClient) -> list:
     return pki.load_certs_pem(base64.b64decode(pem))
 
 
-def issued_by_one_of(cert, cas: list) -> bool:
+def issued_by_one_of(cert, cas: list, at=None) -> bool:
+    """Whether one of ``cas`` signed ``cert`` and both are valid at ``at`` (datetime, default now)."""
     for ca in cas:
         try:
-            pki.verify_issued_by(cert, ca)
+            pki.verify_issued_by(cert, ca, at=at)
             return True
         except ValueError:
             continue

@@ -16,6 +16,7 @@ uninstall``.
 from __future__ import annotations
 
 import base64
+import datetime
 import ipaddress
 import json
 import re
@@ -419,7 +420,8 @@ def test_certificate_rotation_under_a_stream_of_pod_creations(release, api, ns):
                     except OSError:
                         continue
             bundle = ca_bundle(api)  # read after the served certificates (caBundle changes first)
-            samples.append({"t": time.monotonic(), "bundle": bundle, "served": served})
+            samples.append({"t": time.monotonic(), "at": datetime.datetime.now(datetime.timezone.utc),
+                            "bundle": bundle, "served": served})
             stop.wait(0.5)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -451,7 +453,7 @@ def test_certificate_rotation_under_a_stream_of_pod_creations(release, api, ns):
 
     # Invariant at every sample: each replica serves a certificate signed by a CA in caBundle.
     broken = [(round(s["t"] - samples[0]["t"], 1), pod, [fp(c) for c in s["bundle"]])
-              for s in samples for pod, leaf in s["served"].items() if not issued_by_one_of(leaf, s["bundle"])]
+              for s in samples for pod, leaf in s["served"].items() if not issued_by_one_of(leaf, s["bundle"], s["at"])]
     assert broken == [], f"{broken}\n{diagnostics()}"
     cas_seen = {fp(c) for s in samples for c in s["bundle"]}
     rollovers = [s for s in samples if len(s["bundle"]) >= 2]
@@ -463,7 +465,7 @@ def test_certificate_rotation_under_a_stream_of_pod_creations(release, api, ns):
     # (The invariant above is "a previous CA leaves caBundle only once no replica serves a
     # certificate it signed".) In the end every replica serves one signed by the newest CA.
     last = samples[-1]
-    assert len(last["served"]) == 2 and all(issued_by_one_of(leaf, last["bundle"][:1])
+    assert len(last["served"]) == 2 and all(issued_by_one_of(leaf, last["bundle"][:1], last["at"])
                                             for leaf in last["served"].values()), last
     # Rotation happened in place: the webhook containers were not restarted by it.
     for pod in component_pods(api, "webhook"):
