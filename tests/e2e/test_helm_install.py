@@ -90,6 +90,8 @@ def release(real_cluster, api):
     assert built.containerd_name in refs
     print(f"image {built.tag}: {built.image_bytes / 2**20:.0f} MiB, archive {built.archive_bytes / 2**20:.0f} MiB, "
           f"build {built.seconds:.1f}s (cached: {built.cached}), load_image {load_seconds:.1f}s")
+    print(f"cluster start {real_cluster.timings.get('total', 0):.1f}s, "
+          f"real node {real_cluster.timings.get('real-node', 0):.1f}s of it")
     replace_fake_nodes(api, 1, kwok_taint=False, **example.NODE_SHAPE)
     probe_ns = _namespace(api, "helm-probe")
     commands = readme_commands()
