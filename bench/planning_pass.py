@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from cogate.api import DEFAULT_GATE_NAME, POD_GROUP_LABEL
+from cogate.controller.planstate import PlanningState
 from cogate.controller.records import NodeInfo, PodInfo, Reservation
 from cogate.controller.planner import Decision, GroupRequest, Outcome, PlannerConfig, decide
 
@@ -117,9 +118,35 @@ class FromScratch:
         return self.steady()
 
 
-#: The planner whose passes are measured against :class:`FromScratch`. The incremental
-#: planner (issue 10) plugs in here: a class following :class:`PlannerUnderTest`.
-CANDIDATE: type = FromScratch
+class Incremental:
+    """The controller's planner: :class:`cogate.controller.planstate.PlanningState` built once from
+    the snapshot (not timed), fed the one informer delta, then one pass (``PlanningState.decide``)."""
+
+    label = "incremental (planstate.PlanningState)"
+
+    def __init__(self, nodes, pods, groups, reservations, now, config) -> None:  # noqa: ANN001 - see the Protocol
+        self.state = PlanningState.build(nodes, pods)
+        self.groups = list(groups)
+        self.reservations = list(reservations)
+        self.now = now
+        self.config = config
+
+    def steady(self) -> Decision:
+        return self.state.decide(self.groups, self.reservations, self.now, self.config)
+
+    def after_one_change(self, event: PodEvent) -> Decision:
+        if event.kind == "DELETED":
+            assert event.old is not None
+            self.state.remove_pod(event.old.uid)
+        else:
+            assert event.new is not None
+            self.state.upsert_pod(event.new)
+        return self.steady()
+
+
+#: The planner whose passes are measured against :class:`FromScratch` (a class following
+#: :class:`PlannerUnderTest`): the incremental planning state the controller runs.
+CANDIDATE: type = Incremental
 
 
 # -- input --------------------------------------------------------------------------------

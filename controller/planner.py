@@ -93,15 +93,18 @@ per node after bound pods and kept reservations, with an undo log. Released
 groups go through ``_Pass.ungate_new_members``, the rest through
 ``_Pass.judge``, a run of early returns with one method per rule above
 (``_invalid_min_member``, ``_waiting_for_members``, ``_behind_starving_group``,
-``_try_release``, ``_explain``).
+``_try_release``, ``_explain``); each sets ``_Pass.basis``, what the verdict read.
+``_run_pass`` holds the order of a pass. The incremental planner
+(:mod:`cogate.controller.planstate`) runs the same ``_Pass`` on state kept between
+passes and skips groups whose verdict's basis did not change.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from cogate.api import DEFAULT_GATE_NAME
 from cogate.controller.records import (
@@ -333,10 +336,12 @@ _Undo = (
 class _Spec:
     """Members that the filters cannot tell apart share one _Spec (and its caches)."""
 
-    __slots__ = ("pod", "req", "req_items", "ports", "eligible", "reasons", "forbidden", "affinity_unmet", "size")
+    __slots__ = ("pod", "static_key", "req", "req_items", "ports", "eligible", "reasons", "forbidden",
+                 "affinity_unmet", "size")
 
-    def __init__(self, pod: PodInfo, req: dict[str, int]) -> None:
+    def __init__(self, pod: PodInfo, req: dict[str, int], static_key: _StaticKey) -> None:
         self.pod = pod
+        self.static_key = static_key
         self.req = req
         self.req_items = tuple(sorted(req.items()))
         self.ports = pod.host_ports
@@ -347,37 +352,136 @@ class _Spec:
         self.size = 0.0
 
 
-class _Room:
-    """Free room per node with an undo log, for one decision (or the empty cluster).
+class _NodeTable:
+    """Everything that depends on the nodes alone (one node generation): the nodes in slot
+    order, name -> slot, the static filter results per ``_StaticKey`` (shared by the live and
+    the empty room), the largest allocatable per resource (member size), topology domains.
 
-    ``mark``/``rollback`` undo what was placed since a mark (a plan that did not
-    fit); ``commit`` keeps it (a release). Built by :meth:`_Snapshot.room`.
+    The incremental planner (:mod:`cogate.controller.planstate`) keeps one per node generation;
+    ``decide`` builds one per call.
     """
 
-    def __init__(
-        self,
-        nodes: Sequence[NodeInfo],
-        static_cache: dict[_StaticKey, _StaticResult],
-        anti_active: bool,
-        empty: bool,
-    ) -> None:
+    def __init__(self, nodes: Sequence[NodeInfo]) -> None:
         self.nodes = nodes
-        self.empty = empty
-        self.free: list[dict[str, int]] = [dict(n.allocatable) for n in nodes]
-        self.ports: list[list[HostPort]] = [[] for _ in nodes]
-        self.placed: list[tuple[PodInfo, int]] = []  # only tracked when anti-affinity is in play
-        self.bound_pods: list[tuple[PodInfo, int]] = []  # for pod affinity
-        self.anti_active = anti_active
-        self.static_cache = static_cache
-        self.specs: dict[_SpecKey, _Spec] = {}
-        self.log: list[_Undo] = []
-        self._dom_cache: dict[str, list[str | None]] = {}
+        self.index = {n.name: i for i, n in enumerate(nodes)}
+        self.static_cache: dict[_StaticKey, _StaticResult] = {}
+        self.dom_cache: dict[str, list[str | None]] = {}
+        self._eligible_sets: dict[_StaticKey, frozenset[int]] = {}
         maxalloc: dict[str, int] = {}
         for n in nodes:
             for k, v in n.allocatable.items():
                 if v > maxalloc.get(k, 0):
                     maxalloc[k] = v
         self.maxalloc = maxalloc
+
+    def eligible_set(self, key: _StaticKey) -> frozenset[int]:
+        """The slots of ``static_cache[key]`` as a set (filled once the key was filtered)."""
+        out = self._eligible_sets.get(key)
+        if out is None:
+            out = frozenset(self.static_cache[key][0])
+            self._eligible_sets[key] = out
+        return out
+
+
+#: Base free room per node slot (``free``, host ``ports``) that a live room starts from and
+#: copies a node's entry of only when it first changes it (the incremental planner's base).
+_Base = tuple[list[dict[str, int]], list[list[HostPort]]]
+
+
+def _copies(free: Mapping[str, int], req_items: Sequence[tuple[str, int]]) -> int:
+    """How many members requesting ``req_items`` (with ``pods``) the free room holds by
+    resources alone (NodeResourcesFit); host ports and anti-affinity are checked by ``fits``."""
+    n = 1 << 62
+    for k, v in req_items:
+        c = free.get(k, 0) // v
+        if c < n:
+            n = c
+    return n
+
+
+def _spec_key(pod: PodInfo, anti_active: bool) -> _SpecKey:
+    """What the filters read from ``pod``: members with equal keys share one ``_Spec``."""
+    static_key: _StaticKey = (
+        _items_key(pod.node_selector),
+        pod.required_node_affinity,
+        pod.tolerations,
+    )
+    return (
+        static_key,
+        _items_key(pod.requests),
+        pod.host_ports,
+        pod.namespace,
+        pod.required_pod_anti_affinity,
+        pod.required_pod_affinity,
+        _items_key(pod.labels) if anti_active else (),
+    )
+
+
+def _fits_empty_key(group: GroupRequest, ms: _Members, anti_active: bool) -> tuple[Any, ...]:
+    """Everything :meth:`_Pass._fits_empty` reads of a group besides the nodes: equal keys,
+    equal answers for one node generation (the incremental planner keeps them)."""
+    return (group.min_member, len(ms.bound),
+            tuple((_spec_key(m, anti_active), m.name, m.uid) for m in ms.plannable))
+
+
+class _Room:
+    """Free room per node with an undo log, for one decision (or the empty cluster).
+
+    ``mark``/``rollback`` undo what was placed since a mark (a plan that did not
+    fit); ``commit`` keeps it (a release). Built by :meth:`_Snapshot.room` (from the
+    nodes and bound pods) or from a ``_Base`` kept between passes, whose per-node
+    entries are copied on first write (``own``: the slots this room changed).
+    """
+
+    def __init__(
+        self,
+        table: _NodeTable,
+        anti_active: bool,
+        empty: bool,
+        base: _Base | None = None,
+    ) -> None:
+        nodes = table.nodes
+        self.nodes = nodes
+        self.empty = empty
+        self.own: set[int] | None = None
+        if base is None:
+            self.free: list[dict[str, int]] = [dict(n.allocatable) for n in nodes]
+            self.ports: list[list[HostPort]] = [[] for _ in nodes]
+        else:
+            self.free = list(base[0])
+            self.ports = list(base[1])
+            self.own = set()
+        self.placed: list[tuple[PodInfo, int]] = []  # only tracked when anti-affinity is in play
+        #: Bound pods for pod affinity, or a function that lists them when first needed.
+        self._bound_pods: list[tuple[PodInfo, int]] | Callable[[], list[tuple[PodInfo, int]]] = []
+        self.anti_active = anti_active
+        self.static_cache = table.static_cache
+        self.table = table
+        self.specs: dict[_SpecKey, _Spec] = {}
+        self.log: list[_Undo] = []
+        self._dom_cache = table.dom_cache
+        self.maxalloc = table.maxalloc
+        #: When a set: every node some batch considered (free room for one more member), for
+        #: the incremental planner to know which nodes a plan depends on.
+        self.looked: set[int] | None = None
+
+    @property
+    def bound_pods(self) -> list[tuple[PodInfo, int]]:
+        if callable(self._bound_pods):
+            self._bound_pods = self._bound_pods()
+        return self._bound_pods
+
+    @bound_pods.setter
+    def bound_pods(self, value: list[tuple[PodInfo, int]] | Callable[[], list[tuple[PodInfo, int]]]) -> None:
+        self._bound_pods = value
+
+    def _own(self, i: int) -> dict[str, int]:
+        """Node ``i``'s free room, copied from the base on first write."""
+        if self.own is not None and i not in self.own:
+            self.own.add(i)
+            self.free[i] = dict(self.free[i])
+            self.ports[i] = list(self.ports[i])
+        return self.free[i]
 
     # -- domains
     def dom(self, key: str, i: int) -> str | None:
@@ -389,7 +493,7 @@ class _Room:
 
     # -- accounting
     def occupy(self, pod: PodInfo | None, req: Mapping[str, int], ports: Sequence[HostPort], i: int) -> None:
-        f = self.free[i]
+        f = self._own(i)
         for k, v in req.items():
             f[k] = f.get(k, 0) - v
         self.ports[i].extend(ports)
@@ -444,24 +548,12 @@ class _Room:
     def spec_for(self, pod: PodInfo) -> _Spec:
         """The shared ``_Spec`` of ``pod``: its eligible nodes (static filters, then required pod
         affinity against bound pods), its size, and the domains anti-affinity forbids it now."""
-        static_key: _StaticKey = (
-            _items_key(pod.node_selector),
-            pod.required_node_affinity,
-            pod.tolerations,
-        )
-        key: _SpecKey = (
-            static_key,
-            _items_key(pod.requests),
-            pod.host_ports,
-            pod.namespace,
-            pod.required_pod_anti_affinity,
-            pod.required_pod_affinity,
-            _items_key(pod.labels) if self.anti_active else (),
-        )
+        key = _spec_key(pod, self.anti_active)
+        static_key = key[0]
         spec = self.specs.get(key)
         if spec is not None:
             return spec
-        spec = _Spec(pod, _req_with_pod(pod.requests))
+        spec = _Spec(pod, _req_with_pod(pod.requests), static_key)
         eligible, reasons = self._static_filter(static_key, pod)
         spec.reasons = dict(reasons)
         if pod.required_pod_affinity and not self.empty:
@@ -528,13 +620,7 @@ class _Room:
         return True
 
     def copies(self, spec: _Spec, i: int) -> int:
-        f = self.free[i]
-        n = 1 << 62
-        for k, v in spec.req_items:
-            c = f.get(k, 0) // v
-            if c < n:
-                n = c
-        return n
+        return _copies(self.free[i], spec.req_items)
 
     def place_batch(self, spec: _Spec, members: Sequence[PodInfo], out: dict[str, int]) -> None:
         """Place as many of ``members`` (same spec) as possible, tightest nodes first."""
@@ -546,6 +632,8 @@ class _Room:
             if c > 0:
                 order.append((c, self.nodes[i].name, i))
         order.sort()
+        if self.looked is not None:
+            self.looked.update(i for _, _, i in order)
         k = 0
         for _, _, i in order:
             while k < len(members) and self.fits(spec, i):
@@ -613,25 +701,39 @@ def _replay(room: _Room, groups: list[tuple[_Spec, list[PodInfo]]], plan: dict[s
     return plan
 
 
-def _shortfall(room: _Room, unplaced: Sequence[PodInfo], missing: int) -> str:
+@dataclass(frozen=True)
+class _Short:
+    """Why members do not fit (:func:`_shortfall`): ``text``, and what it read of the free room:
+    ``supply`` (free ``demand`` resources summed over the ``eligible`` nodes; ``eligible`` None
+    when the text reads no free room), ``short`` (demand beyond supply)."""
+
+    text: str
+    eligible: frozenset[int] | None = None
+    demand: Mapping[str, int] = field(default_factory=dict)
+    supply: Mapping[str, int] = field(default_factory=dict)
+    short: Mapping[str, int] = field(default_factory=dict)
+
+
+def _shortfall(room: _Room, unplaced: Sequence[PodInfo], missing: int) -> _Short:
     """Explain why ``missing`` more of ``unplaced`` do not fit on ``room``: what the smallest
     ``missing`` of them lack, then how many nodes each filter excluded."""
     if missing <= 0:
-        return ""
+        return _Short("")
     if len(unplaced) < missing:
-        return f"only {len(unplaced)} more gated members can be planned (others carry other scheduling gates)"
+        return _Short(f"only {len(unplaced)} more gated members can be planned (others carry other scheduling gates)")
     specs = [room.spec_for(m) for m in unplaced]
     pairs = sorted(zip(specs, unplaced), key=lambda sp: (sp[0].size, sp[1].name))[:missing]
     smallest = [s for s, _ in pairs]
-    parts = [_lacking(room, smallest)]
+    lack = _lacking(room, smallest)
+    parts = [lack.text]
     reasons = _exclusions(room, smallest)
     for r in sorted(reasons, key=lambda r: (-reasons[r], r)):
         c = reasons[r]
         parts.append(f"{c} node{'s' if c != 1 else ''} excluded by {r}")
-    return "; ".join(parts)
+    return _Short("; ".join(parts), lack.eligible, lack.demand, lack.supply, lack.short)
 
 
-def _lacking(room: _Room, specs: Sequence[_Spec]) -> str:
+def _lacking(room: _Room, specs: Sequence[_Spec]) -> _Short:
     """What ``specs`` (one per missing member) lack: resources summed over their eligible
     nodes, or, when the totals suffice, room for one member on one node (fragmentation)."""
     demand: dict[str, int] = {}
@@ -650,10 +752,16 @@ def _lacking(room: _Room, specs: Sequence[_Spec]) -> str:
                 supply[k] = supply.get(k, 0) + v
     short = {k: demand[k] - supply.get(k, 0) for k in sorted(demand) if demand[k] > supply.get(k, 0)}
     if not eligible:
-        return "no eligible node"
+        return _Short("no eligible node")
+    keys = {s.static_key for s in specs}
+    if len(keys) == 1 and not any(s.affinity_unmet for s in specs) and not room.empty:
+        summed = room.table.eligible_set(keys.pop())  # shared by every group of these specs
+    else:
+        summed = frozenset(eligible)
+    read = (summed, demand, supply, short)
     s0 = specs[0]
     if not short:
-        return f"no eligible node has room for a member requesting {format_resources(s0.req)}"
+        return _Short(f"no eligible node has room for a member requesting {format_resources(s0.req)}", *read)
     # Totals alone would hide fragmentation: also say what one node has and one member needs.
     texts = []
     for k, v in short.items():
@@ -661,7 +769,7 @@ def _lacking(room: _Room, specs: Sequence[_Spec]) -> str:
         texts.append(f"{k} short by {format_quantity(k, v)} on eligible nodes (at most "
                      f"{format_quantity(k, max(most, 0))} free on one node, a member requests "
                      f"{format_quantity(k, s0.req.get(k, 0))})")
-    return ", ".join(texts)
+    return _Short(", ".join(texts), *read)
 
 
 def _exclusions(room: _Room, specs: Sequence[_Spec]) -> dict[str, int]:
@@ -693,27 +801,26 @@ class _Snapshot:
     """The cluster a pass plans against: nodes, the pods bound to them, and the filter cache.
 
     Built from nodes and bound pods (and one flag from the groups: whether any member has
-    required anti-affinity); nothing here depends on reservations or the clock, so this is the
-    piece an incremental planner can keep between passes and update from informer deltas.
-    :meth:`room` adds the reservations a pass keeps.
+    required anti-affinity); nothing here depends on reservations or the clock. The
+    incremental planner (:class:`cogate.controller.planstate.PlanningState`) offers the same
+    interface (``table``, ``anti_active``, ``bound_uids``, ``room``, ``empty_room``) from
+    state kept between passes. :meth:`room` adds the reservations a pass keeps.
     """
 
     def __init__(self, nodes: Sequence[NodeInfo], pods: Sequence[PodInfo], members_anti: bool) -> None:
         """``pods``: as given to :func:`decide` (unbound, terminal and unknown-node entries are
         skipped). ``members_anti``: some group member has required pod anti-affinity."""
-        self.nodes = nodes
-        self.index = {n.name: i for i, n in enumerate(nodes)}
+        self.table = _NodeTable(nodes)
+        self.index = self.table.index
         bound = [p for p in pods if p.bound and not p.terminal and p.node_name in self.index]
         self.bound = [(p, self.index[p.node_name]) for p in bound]
         self.bound_uids = frozenset(p.uid for p in pods if p.bound)
         #: Track where pods sit for anti-affinity (InterPodAffinity works in both directions).
         self.anti_active = members_anti or any(p.required_pod_anti_affinity for p in bound)
-        #: Static filter results per ``_StaticKey``, shared by the live and the empty room.
-        self.static_cache: dict[_StaticKey, _StaticResult] = {}
 
     def room(self, reserved: Sequence[tuple[Reservation, PodInfo]]) -> _Room:
         """Free room after every bound pod and every ``(reservation, its pod)``, committed."""
-        room = _Room(self.nodes, self.static_cache, self.anti_active, empty=False)
+        room = _Room(self.table, self.anti_active, empty=False)
         room.bound_pods = list(self.bound)
         for p, i in room.bound_pods:
             # hot path (every bound pod): subtract directly, no undo entry needed
@@ -724,16 +831,36 @@ class _Snapshot:
                 room.ports[i].extend(p.host_ports)
             if self.anti_active:
                 room.placed.append((p, i))
-        for r, pod in reserved:
-            i = self.index.get(r.node_name)
-            if i is not None:
-                room.occupy(pod, _req_with_pod(r.requests), r.host_ports, i)
-        room.commit()
+        _reserve_room(room, self.index, reserved)
         return room
 
     def empty_room(self) -> _Room:
         """Every eligible node empty: bound pods and reservations ignored."""
-        return _Room(self.nodes, self.static_cache, self.anti_active, empty=True)
+        return _Room(self.table, self.anti_active, empty=True)
+
+
+def _reserve_room(room: _Room, index: Mapping[str, int], reserved: Sequence[tuple[Reservation, PodInfo]]) -> None:
+    """Charge each ``(reservation, its pod)`` on its node (unknown nodes skipped), committed."""
+    for r, pod in reserved:
+        i = index.get(r.node_name)
+        if i is not None:
+            room.occupy(pod, _req_with_pod(r.requests), r.host_ports, i)
+    room.commit()
+
+
+def room_by_node(nodes: Sequence[NodeInfo], pods: Sequence[PodInfo]) -> dict[str, tuple[dict[str, int], tuple[HostPort, ...]]]:
+    """Free room per node name after the bound non-terminal pods (as :func:`decide` computes it
+    from scratch): ``(free resources without zero entries, host ports in use, sorted)``.
+    The reference that the incremental planner's state is tested against."""
+    snap = _Snapshot(nodes, pods, False)
+    return _by_node(snap.table.nodes, snap.room([]))
+
+
+def _by_node(nodes: Sequence[NodeInfo], room: _Room) -> dict[str, tuple[dict[str, int], tuple[HostPort, ...]]]:
+    return {
+        n.name: ({k: v for k, v in room.free[i].items() if v}, tuple(sorted(room.ports[i], key=str)))
+        for i, n in enumerate(nodes)
+    }
 
 
 @dataclass(frozen=True)
@@ -743,7 +870,27 @@ class _Miss:
 
     fits: int
     unplaced: list[PodInfo]
-    short: str
+    short: _Short
+
+
+@dataclass(frozen=True)
+class _Basis:
+    """What the verdict :meth:`_Pass.judge` just gave was computed from, so that the
+    incremental planner (:mod:`cogate.controller.planstate`) knows when it still holds:
+
+    * ``"group"``: the ``GroupRequest`` alone (invalid minMember, waiting for members);
+    * ``"blocker"``: the group, the starving group ahead of it, and the nodes;
+    * ``"room"``: the group, the nodes, and the free room at its turn as the failed plan
+      ``miss`` read it, with no starving group ahead; while it does not starve (complete
+      ``since``, epoch seconds; None: not complete);
+    * ``"pass"``: state of this pass that is not kept (a release, a starving group, pod
+      affinity against bound pods): judged again every pass.
+    """
+
+    reads: Literal["group", "blocker", "room", "pass"]
+    members: _Members | None = None
+    miss: _Miss | None = None
+    since: float | None = None
 
 
 def _verdict(
@@ -757,18 +904,31 @@ def _order_key(g: GroupRequest) -> tuple[int, float, str, str]:
     return (-group_priority(g), g.created, g.namespace, g.name)
 
 
+def _starving(since: float, now: float, config: PlannerConfig) -> bool:
+    """A group complete since ``since`` has waited ``starvation_seconds`` at ``now``: it starves."""
+    return now - since >= config.starvation_seconds
+
+
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'s' if n != 1 else ''}"
 
 
+def _members_anti(groups: Sequence[GroupRequest]) -> bool:
+    """Some member has required pod anti-affinity (the room then tracks where pods sit)."""
+    return any(m.required_pod_anti_affinity for g in groups for m in g.members)
+
+
 class _Pass:
     """One call of :func:`decide`: the room left as groups are taken in order, the
-    reservations kept and made, and the starving group that blocks later ones."""
+    reservations kept and made, and the starving group that blocks later ones.
+
+    ``snapshot``: a :class:`_Snapshot`, or the incremental planner's state with the same
+    interface. After each :meth:`judge`, ``basis`` says what the verdict was computed from.
+    """
 
     def __init__(
         self,
-        nodes: Sequence[NodeInfo],
-        pods: Sequence[PodInfo],
+        snapshot: _Snapshot,
         groups: Sequence[GroupRequest],
         reservations: Sequence[Reservation],
         now: float,
@@ -778,9 +938,9 @@ class _Pass:
         self.config = config
         self.gate = config.gate_name
         self.member_of = {m.uid: (m, g) for g in groups for m in g.members}
-        members_anti = any(m.required_pod_anti_affinity for g in groups for m in g.members)
-        self.snapshot = _Snapshot(nodes, pods, members_anti)
-        self.nodes = nodes
+        self.snapshot = snapshot
+        self.nodes = snapshot.table.nodes
+        self.basis = _Basis("pass")
         self.kept = [r for r in reservations if self._still_holds(r)]
         self.reserved = {r.pod_uid: r for r in self.kept}
         self.room = self.snapshot.room([(r, self.member_of[r.pod_uid][0]) for r in self.kept])
@@ -850,12 +1010,15 @@ class _Pass:
 
     def judge(self, g: GroupRequest) -> GroupVerdict:
         ms = _classify(g, self.gate)
+        self.basis = _Basis("group", ms)
         if (verdict := self._invalid_min_member(g, ms)) is not None:
             return verdict
         if (verdict := self._waiting_for_members(g, ms)) is not None:
             return verdict
+        self.basis = _Basis("blocker", ms)
         if (verdict := self._behind_starving_group(g, ms)) is not None:
             return verdict
+        self.basis = _Basis("pass", ms)
         attempt = self._try_release(g, ms)
         if isinstance(attempt, GroupVerdict):
             return attempt
@@ -929,6 +1092,7 @@ class _Pass:
         ``starvation_seconds`` complete it starves: later groups wait)."""
         ok, empty_msg = self._fits_empty(g, ms)
         if not ok:
+            self.basis = _Basis("room", ms, miss)
             return _verdict(g, Outcome.EXCEEDS_CLUSTER_CAPACITY, miss.fits, empty_msg)
         affinity_dead = [
             m
@@ -936,6 +1100,7 @@ class _Pass:
             if m.required_pod_affinity and not self.room.spec_for(m).eligible and self.room.spec_for(m).affinity_unmet
         ]
         if affinity_dead:
+            self.basis = _Basis("pass", ms, miss)
             return _verdict(
                 g,
                 Outcome.UNSCHEDULABLE,
@@ -943,11 +1108,14 @@ class _Pass:
                 f"fits {miss.fits} of {g.min_member}: required pod affinity of {affinity_dead[0].name} is not "
                 "satisfied by any bound pod (cogate only plans pod affinity against pods already running)",
             )
-        msg = f"fits {miss.fits} of {g.min_member}: {miss.short}"
+        msg = f"fits {miss.fits} of {g.min_member}: {miss.short.text}"
         since = complete_since(g)
-        if since is not None and self.now - since >= self.config.starvation_seconds:
+        if since is not None and _starving(since, self.now, self.config):
             self.blocker = g
             msg += f"; starving for {int(self.now - since)}s: later groups wait"
+            self.basis = _Basis("pass", ms, miss)
+        else:
+            self.basis = _Basis("room", ms, miss, since)
         return _verdict(g, Outcome.INSUFFICIENT_CAPACITY, miss.fits, msg)
 
     def _fits_empty(self, g: GroupRequest, ms: _Members) -> tuple[bool, str]:
@@ -964,7 +1132,7 @@ class _Pass:
         if not ok:
             unplaced = [m for m in ms.plannable if m.uid not in plan]
             msg = (f"fits {len(ms.bound) + len(plan)} of {g.min_member} even with every eligible node empty: "
-                   + _shortfall(room, unplaced, needed - len(plan)))
+                   + _shortfall(room, unplaced, needed - len(plan)).text)
         room.rollback(mark)
         return ok, msg
 
@@ -988,10 +1156,16 @@ def decide(
     keep (pruned, plus one per member planned in this decision). Rules: see the
     module docstring. Never raises on well-typed records.
     """
-    run = _Pass(nodes, pods, groups, reservations, now, config)  # prunes reservations, charges bound pods
+    run = _Pass(_Snapshot(nodes, pods, _members_anti(groups)), groups, reservations, now, config)
+    return _run_pass(run, groups)
+
+
+def _run_pass(run: _Pass, groups: Sequence[GroupRequest]) -> Decision:
+    """The order of one pass (one place for it): released groups first (their new members are
+    never blocked), then the rest by priority and age; verdicts in the order of ``groups``."""
     ordered = sorted(enumerate(groups), key=lambda pair: _order_key(pair[1]))
     verdicts: dict[int, GroupVerdict] = {}
-    for i, g in ordered:  # released groups first: their new members are never blocked
+    for i, g in ordered:
         if g.released:
             verdicts[i] = run.ungate_new_members(g)
     for i, g in ordered:

@@ -18,11 +18,13 @@ Pure helpers here (unit-tested table-driven):
 :class:`Reconciler` runs one decision pass at a time (decisions are serialised,
 docs/semantics.md) on its own thread:
 
-1. snapshot the caches: nodes, bound non-terminal pods, PodGroups, labelled members;
-   on the first pass of a process (or after gaining leadership) seed the reservations
-   with :func:`restored_reservations`;
-2. ``planner.decide(nodes, bound_pods, groups, reservations, now, config)``; keep the
-   returned reservations for the next pass;
+1. snapshot the caches: PodGroups, labelled members; on the first pass of a process (or
+   after gaining leadership) seed the reservations with :func:`restored_reservations`;
+2. ``PlanningState.decide(groups, reservations, now, config)``
+   (:mod:`~cogate.controller.planstate`: the nodes and bound non-terminal pods are fed to it
+   from the informers' deltas, and only groups whose inputs changed are planned again; the
+   same decision as ``planner.decide`` over the caches); keep the returned reservations for
+   the next pass;
 3. per verdict, in a thread pool: ``status.compute_status`` and, when ``status_patch``
    returns a body, a merge patch of the status subresource. For ``Released`` the
    status (phase Scheduling, scheduleStartTime) is written FIRST, so that a restarted
@@ -56,6 +58,7 @@ from cogate.controller.metrics import Metrics
 from cogate.controller.notices import Notice, log_extra
 from cogate.controller.patches import PLACEMENTS, left_group, pin_target, pinned_node
 from cogate.controller.planner import Decision, GroupRequest, GroupVerdict, Outcome, PlannerConfig
+from cogate.controller.planstate import PlanningState
 from cogate.controller.records import NodeInfo, PodInfo, Reservation
 from cogate.controller.writer import Writer
 from cogate.models import PHASES, PodGroup, PodGroupStatus, parse_time
@@ -283,12 +286,14 @@ class _Applied:
 
 class Reconciler:
     """Runs decision passes; see the module doc. ``core``/``custom`` are the client APIs
-    (``CoreV1Api``, ``CustomObjectsApi``) or fakes with the same methods; ``decide`` is
-    ``planner.decide`` unless a test scripts it."""
+    (``CoreV1Api``, ``CustomObjectsApi``) or fakes with the same methods. Without ``decide``
+    passes plan on a :class:`PlanningState` kept current by handlers on the bound-pods and
+    nodes informers (registered here, seeded from their stores); a test may script ``decide``
+    (``planner.decide``'s signature) instead, which then gets the caches' snapshots."""
 
     def __init__(self, core: CoreV1Api, custom: CustomObjectsApi, caches: Caches, config: ReconcilerConfig, *,
                  recorder: EventRecorder | None = None, metrics: Metrics | None = None,
-                 decide: DecideFn = planner.decide,
+                 decide: DecideFn | None = None,
                  clock: Callable[[], float] = time.time, monotonic: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         if config.placement not in PLACEMENTS:
@@ -301,6 +306,17 @@ class Reconciler:
                              gate=config.gate_name, attempts=config.max_patch_attempts, metrics=self.metrics,
                              workers=config.workers, sleep=sleep)
         self._decide = decide
+        #: The incremental planner's state (None when ``decide`` is scripted); guarded by its lock.
+        self.planning: PlanningState | None = None
+        self._planning_lock = threading.Lock()
+        if decide is None:
+            self.planning = PlanningState()
+            caches.bound.add_handler(self.on_bound_pod_event)
+            caches.nodes.add_handler(self.on_node_event)
+            for n in caches.nodes.snapshot():
+                self.on_node_event("ADDED", None, n)
+            for p in caches.bound.snapshot():
+                self.on_bound_pod_event("ADDED", None, p)
         self._clock = clock
         self._monotonic = monotonic
         self.reservations: tuple[Reservation, ...] = ()
@@ -393,12 +409,38 @@ class Reconciler:
             log.info("restored %d reservations of released, unbound members", len(restored))
             self.reservations = tuple(self.reservations) + tuple(restored)
 
+    def on_bound_pod_event(self, kind: str, old: PodInfo | None, new: PodInfo | None) -> None:
+        """Bound-pods informer handler: the delta goes into the planning state (bound,
+        non-terminal pods hold room; others are dropped)."""
+        with self._planning_lock:
+            assert self.planning is not None
+            if new is not None and new.bound and not new.terminal:
+                self.planning.upsert_pod(new)
+            elif new is not None or old is not None:
+                self.planning.remove_pod((new or old).uid)  # type: ignore[union-attr]
+
+    def on_node_event(self, kind: str, old: NodeInfo | None, new: NodeInfo | None) -> None:
+        """Nodes informer handler: the delta goes into the planning state."""
+        with self._planning_lock:
+            assert self.planning is not None
+            if new is not None:
+                self.planning.upsert_node(new)
+            elif old is not None:
+                self.planning.remove_node(old.name)
+
     def _plan(self, requests: Sequence[GroupRequest], now: float) -> Decision:
-        """``decide`` over the caches' nodes and bound pods; keeps its reservations for the next pass."""
-        bound = [p for p in self.caches.bound.snapshot() if p.bound and not p.terminal]
-        nodes = self.caches.nodes.snapshot()
+        """Plan the pass (on the planning state, or the scripted ``decide`` over the caches'
+        nodes and bound pods); keeps its reservations for the next pass."""
         t0 = self._monotonic()
-        decision = self._decide(nodes, bound, requests, self.reservations, now, self.config.planner_config)
+        if self.planning is not None:
+            with self._planning_lock:
+                decision = self.planning.decide(requests, self.reservations, now, self.config.planner_config)
+        else:
+            assert self._decide is not None
+            bound = [p for p in self.caches.bound.snapshot() if p.bound and not p.terminal]
+            nodes = self.caches.nodes.snapshot()
+            t0 = self._monotonic()
+            decision = self._decide(nodes, bound, requests, self.reservations, now, self.config.planner_config)
         self.metrics.decision_seconds.observe(self._monotonic() - t0)
         self.metrics.decisions.inc()
         self.reservations = tuple(decision.reservations)

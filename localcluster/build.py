@@ -180,8 +180,8 @@ def build_lock(name: str):
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _build(tool: str, module: str, version: str, packages: tuple[str, ...], out: Path, names: tuple[str, ...],
-           log) -> None:
+def _build(tool: str, module: str, version: str, packages: tuple[str, ...], out: Path,
+           names: tuple[str, ...], log) -> None:
     work = cache_dir() / "build" / f"{tool}-{version}"
     if work.exists():
         shutil.rmtree(work)
@@ -243,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         ensure_binaries(args.tools or None)
         if not args.tools:  # everything: the real node's pause image too (seconds; cached)
-            from .pause import ensure_pause_image
+            from .pauseimage import ensure_pause_image
 
             archive, ref = ensure_pause_image()
             print(f"pause image {ref} -> {archive}", file=sys.stderr, flush=True)

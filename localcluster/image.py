@@ -68,7 +68,7 @@ from pathlib import Path
 
 import yaml
 
-from . import build
+from . import build, procs
 
 __all__ = [
     "ImageBuildError",
@@ -192,23 +192,21 @@ def ensure_tools(tools: dict[str, str] | None = None, *, install: bool = True, l
     """Make sure ``tools`` (``{command: Debian package}``, default :data:`TOOLS`: ``buildah`` and
     ``mmdebstrap``) are on ``PATH``.
 
-    Missing ones are installed with ``apt-get`` (one ``apt-get update``, then ``apt-get
-    install`` with recommended packages: tested that way, and all are small) when ``install``
-    is true and we run as root on a system with apt; otherwise :class:`ImageBuildError` names
-    the Debian packages to install.
+    Missing ones are installed with :func:`procs.ensure_debian_packages` (with recommended
+    packages: tested that way, and all are small) when ``install`` is true; otherwise, or when
+    that fails, :class:`ImageBuildError` names the Debian packages to install.
     """
-    missing = sorted(pkg for tool, pkg in (tools or TOOLS).items() if shutil.which(tool) is None)
-    if not missing:
+    wanted = {pkg: tool for tool, pkg in (tools or TOOLS).items()}
+    if not install:
+        missing = sorted(pkg for pkg, tool in wanted.items() if shutil.which(tool) is None)
+        if missing:
+            raise ImageBuildError(f"the image build or its checks need {', '.join(missing)} (Debian packages); "
+                                  f"install them with `apt-get install {' '.join(missing)}` as root")
         return
-    if not install or os.geteuid() != 0 or shutil.which("apt-get") is None:
-        raise ImageBuildError(
-            f"the image build or its checks need {', '.join(missing)} (Debian packages); install them with "
-            f"`apt-get install {' '.join(missing)}` as root")
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    print(f"installing {' '.join(missing)} with apt-get", file=log, flush=True)
-    _run(["apt-get", "update", "-q"], log=log, env=env)
-    _run(["apt-get", "install", "-y", "-q", "-o", "DPkg::Lock::Timeout=600", *missing],
-         log=log, env=env)
+    try:
+        procs.ensure_debian_packages(wanted, "the image build or its checks", recommends=True, log=log)
+    except procs.MissingPackages as exc:
+        raise ImageBuildError(str(exc)) from exc
 
 
 def _image_exists(ref: str) -> bool:

@@ -8,7 +8,7 @@ What runs, and from where:
 ========================  ==================================================================
 containerd 2.x            built from ``github.com/containerd/containerd/v2`` (``versions.py``),
                           with ``containerd-shim-runc-v2`` and ``ctr``; root, state, sockets in
-                          ``<workdir>/node/containerd``; sandbox image :func:`pause.pause_ref`
+                          ``<workdir>/node/containerd``; sandbox image :func:`pauseimage.pause_ref`
 runc, CNI plugins         Debian's ``runc`` and ``containernetworking-plugins`` (``bridge``,
                           ``host-local``, ``loopback``, ``portmap`` in ``/usr/lib/cni``),
                           installed with apt-get when missing (:func:`ensure_host_packages`)
@@ -64,7 +64,7 @@ import yaml
 
 from cogate.certs import pki
 
-from . import build, pause, versions
+from . import build, pauseimage, procs, versions
 from .procs import Proc, cmdline, free_ports, process_alive, spawn, tail, terminate, wait_http
 
 __all__ = [
@@ -135,32 +135,12 @@ def _run(cmd: list[str], check: bool = True, timeout: float = 60.0, env: dict[st
 def ensure_host_packages(log=sys.stderr) -> list[str]:
     """Install the Debian packages of :data:`versions.NODE_PACKAGES` that are missing; returns those installed.
 
-    Runs ``apt-get install -y --no-install-recommends`` (after one ``apt-get update`` if the
-    first attempt cannot find a package). The start code does this rather than CI scripts so
-    that ``cogate dev up --real-node`` and ``make test`` behave the same on a fresh machine.
-    Raises :class:`NodeSetupError` when not root or apt-get is missing or fails.
+    See :func:`procs.ensure_debian_packages`. Raises :class:`NodeSetupError` when they cannot be installed.
     """
-    missing = [pkg for pkg, path in versions.NODE_PACKAGES.items() if not Path(path).exists()]
-    if not missing:
-        return []
-    if os.geteuid() != 0:
-        raise NodeSetupError(f"the real node needs the Debian packages {missing}: "
-                             f"run `apt-get install -y {' '.join(missing)}` as root")
-    if shutil.which("apt-get") is None:
-        raise NodeSetupError(f"the real node needs {missing} ({', '.join(versions.NODE_PACKAGES[p] for p in missing)}) "
-                             f"and there is no apt-get to install them")
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    cmd = ["apt-get", "install", "-y", "--no-install-recommends", *missing]
-    print(f"+ {' '.join(cmd)}", file=log, flush=True)
-    proc = _run(cmd, check=False, timeout=600, env=env)
-    if proc.returncode != 0:
-        print("+ apt-get update", file=log, flush=True)
-        _run(["apt-get", "update"], timeout=600, env=env)
-        _run(cmd, timeout=600, env=env)
-    still = [pkg for pkg, path in versions.NODE_PACKAGES.items() if not Path(path).exists()]
-    if still:
-        raise NodeSetupError(f"after apt-get install, still missing: {still}")
-    return missing
+    try:
+        return procs.ensure_debian_packages(versions.NODE_PACKAGES, "the real node", log=log)
+    except procs.MissingPackages as exc:
+        raise NodeSetupError(str(exc)) from exc
 
 
 def _iptables(*args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -430,7 +410,7 @@ class RealNode:
         (cd / "state").mkdir(parents=True, exist_ok=True)
         net_d = self.dir / "cni" / "net.d"
         net_d.mkdir(parents=True, exist_ok=True)
-        _, ref = pause.ensure_pause_image()
+        _, ref = pauseimage.ensure_pause_image()
         (cd / "config.toml").write_text(_containerd_config(cd, self.socket, net_d, ref))
         (net_d / "10-cogate.conflist").write_text(json.dumps(_cni_config(self.dir / "cni" / "ipam"), indent=2))
         (self.dir / "kubelet.yaml").write_text(yaml.safe_dump(_kubelet_config(
@@ -491,7 +471,7 @@ class RealNode:
         self._wait(lambda: self.socket.exists() and self.ctr("version", timeout=5, check=False).returncode == 0,
                    proc, "containerd answering on its socket")
         self.timings["containerd"] = time.monotonic() - t0
-        archive, _ = pause.ensure_pause_image(log)
+        archive, _ = pauseimage.ensure_pause_image(log)
         self.load_image(archive)
         self.timings["pause-image"] = time.monotonic() - t0
         proc = self._spawn("kubelet", [

@@ -28,7 +28,7 @@ import pytest
 from kubernetes import client
 
 from cogate.certs import pki
-from cogate.localcluster import build, images, realnode, versions
+from cogate.localcluster import build, pauseimage, realnode, versions
 from cogate.localcluster.cluster import ClusterError, LocalCluster
 from cogate.localcluster.procs import cmdline, process_alive
 
@@ -89,7 +89,7 @@ def test_node_registers_ready_labelled_tainted(real_cluster, real_kube):
 
 def test_pause_pod_runs_ready_on_the_real_node(real_cluster, real_kube, real_ns):
     core = client.CoreV1Api(real_kube)
-    core.create_namespaced_pod(real_ns, _pod("pause", images.pause_ref()))
+    core.create_namespaced_pod(real_ns, _pod("pause", pauseimage.pause_ref()))
     pod = wait_for(lambda: (p := core.read_namespaced_pod("pause", real_ns)) and _ready(p) and p, 90,
                    what="the pause pod Ready")
     assert pod.spec.node_name == realnode.NODE_NAME
@@ -100,7 +100,7 @@ def test_pause_pod_runs_ready_on_the_real_node(real_cluster, real_kube, real_ns)
 
 def test_pod_reaches_the_api_server_through_the_kubernetes_service(real_cluster, real_kube, real_ns):
     core = client.CoreV1Api(real_kube)
-    core.create_namespaced_pod(real_ns, _pod("apicheck", images.pause_ref(), ["apicheck"], restart="Never"))
+    core.create_namespaced_pod(real_ns, _pod("apicheck", pauseimage.pause_ref(), ["apicheck"], restart="Never"))
     pod = wait_for(lambda: (p := core.read_namespaced_pod("apicheck", real_ns)).status.phase in ("Succeeded", "Failed")
                    and p, 90, what="the apicheck pod finished")
     logs = real_cluster.kubectl("logs", "-n", real_ns, "apicheck").stdout  # API server -> kubelet, too
@@ -117,7 +117,7 @@ def test_api_server_reaches_a_webhook_service_on_the_real_node(real_cluster, rea
         "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "probe-tls"}, "type": "kubernetes.io/tls",
         "data": {"tls.crt": base64.b64encode(pki.cert_to_pem(cert)).decode(),
                  "tls.key": base64.b64encode(pki.key_to_pem(key)).decode()}})
-    pod = _pod("probe", images.pause_ref(), ["webhook", "/tls/tls.crt", "/tls/tls.key"],
+    pod = _pod("probe", pauseimage.pause_ref(), ["webhook", "/tls/tls.crt", "/tls/tls.key"],
                readinessProbe={"httpGet": {"path": "/healthz", "port": 8443, "scheme": "HTTPS"}, "periodSeconds": 1},
                volumeMounts=[{"name": "tls", "mountPath": "/tls", "readOnly": True}])
     pod["spec"]["volumes"] = [{"name": "tls", "secret": {"secretName": "probe-tls"}}]
@@ -159,10 +159,10 @@ def test_api_server_reaches_a_webhook_service_on_the_real_node(real_cluster, rea
 
 
 def test_load_image_imports_an_oci_archive_for_pods(real_cluster, real_kube, real_ns, tmp_path):
-    pause_archive, _ = images.ensure_pause_image()
+    pause_archive, _ = pauseimage.ensure_pause_image()
     ref = f"localhost/cogate/loaded:{secrets.token_hex(4)}"
-    binary = next((Path(pause_archive).parent.parent / "bin").glob(f"pause-{images.pause_tag()}/pause"))
-    archive = images.write_oci_archive(tmp_path / "loaded.tar", ref, {"/pause": (binary.read_bytes(), 0o755)},
+    binary = next((Path(pause_archive).parent.parent / "bin").glob(f"pause-{pauseimage.pause_tag()}/pause"))
+    archive = pauseimage.write_oci_archive(tmp_path / "loaded.tar", ref, {"/pause": (binary.read_bytes(), 0o755)},
                                        ["/pause"])
     t0 = time.monotonic()
     assert ref in real_cluster.load_image(archive)
@@ -230,7 +230,7 @@ def test_a_start_after_a_crash_removes_the_dead_nodes_leftovers(real_cluster, re
         up = _cogate("dev", "up", "--real-node", env=env)
         assert up.returncode == 0, up.stderr + up.stdout
         crashed = LocalCluster.attach(dev / "cluster" / "state.json")
-        crashed.kubectl("create", "-f", "-", input=json.dumps(_pod("victim", images.pause_ref())))
+        crashed.kubectl("create", "-f", "-", input=json.dumps(_pod("victim", pauseimage.pause_ref())))
         crashed.kubectl("wait", "--for=condition=Ready", "pod/victim", "--timeout=90s")
         pids = list(crashed.pids.values()) + [v["pid"] for v in json.loads((dev / "cogate.json").read_text()).values()
                                               if isinstance(v, dict)]
@@ -257,7 +257,7 @@ def test_stop_leaves_the_host_as_it_was_and_restart_works(real_cluster, real_kub
     from tests.conftest import host_state
 
     core = client.CoreV1Api(real_kube)
-    core.create_namespaced_pod("default", _pod("left-running", images.pause_ref()))
+    core.create_namespaced_pod("default", _pod("left-running", pauseimage.pause_ref()))
     wait_for(lambda: _ready(core.read_namespaced_pod("left-running", "default")), 90, what="a pod running")
     workdir = real_cluster.workdir
     assert any(m.startswith(str(workdir)) for m in realnode.mounts()), "a running pod has mounts"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cogate.localcluster import pause, realnode
+from cogate.localcluster import pauseimage, realnode
 from cogate.localcluster.cluster import LocalCluster
 
 
@@ -21,8 +21,8 @@ def _members(path: Path) -> dict[str, bytes]:
 
 def test_oci_archive_is_reproducible_and_self_consistent(tmp_path):
     files = {"/pause": (b"\x7fELF fake", 0o755)}
-    a = pause.write_oci_archive(tmp_path / "a.tar", "localhost/x/y:1", files, ["/pause"], arch="amd64")
-    b = pause.write_oci_archive(tmp_path / "b.tar", "localhost/x/y:1", files, ["/pause"], arch="amd64")
+    a = pauseimage.write_oci_archive(tmp_path / "a.tar", "localhost/x/y:1", files, ["/pause"], arch="amd64")
+    b = pauseimage.write_oci_archive(tmp_path / "b.tar", "localhost/x/y:1", files, ["/pause"], arch="amd64")
     assert a.read_bytes() == b.read_bytes()
     blobs = _members(a)
     index = json.loads(blobs["index.json"])
@@ -45,7 +45,7 @@ def test_oci_archive_is_reproducible_and_self_consistent(tmp_path):
 
 
 def test_archive_refs_reads_oci_and_docker_archives(tmp_path):
-    oci = pause.write_oci_archive(tmp_path / "oci.tar", "localhost/cogate/x:2", {"/a": (b"a", 0o644)}, ["/a"])
+    oci = pauseimage.write_oci_archive(tmp_path / "oci.tar", "localhost/cogate/x:2", {"/a": (b"a", 0o644)}, ["/a"])
     assert realnode._archive_refs(oci) == ["localhost/cogate/x:2"]
     docker = tmp_path / "docker.tar"
     with tarfile.open(docker, "w") as tar:

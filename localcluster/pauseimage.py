@@ -16,7 +16,6 @@ archive into the real node's containerd.
 
 from __future__ import annotations
 
-import fcntl
 import gzip
 import hashlib
 import io
@@ -88,7 +87,7 @@ def write_oci_archive(path: Path, ref: str, files: Mapping[str, tuple[bytes, int
         "architecture": arch, "os": "linux",
         "config": {"Entrypoint": entrypoint, "WorkingDir": "/"},
         "rootfs": {"type": "layers", "diff_ids": [_sha(layer_tar)]},
-        "history": [{"created_by": "cogate.localcluster.pause.write_oci_archive"}],
+        "history": [{"created_by": "cogate.localcluster.pauseimage.write_oci_archive"}],
     }, sort_keys=True).encode()
     manifest = json.dumps({
         "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
@@ -132,9 +131,7 @@ def ensure_pause_image(log=sys.stderr) -> tuple[Path, str]:
         return archive, ref
     binary = build.cache_dir() / "bin" / f"pause-{tag}" / "pause"
     work = build.cache_dir() / "build" / f"pause-{tag}"
-    work.parent.mkdir(parents=True, exist_ok=True)
-    with open(work.parent / f"pause-{tag}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with build.build_lock(f"pause-{tag}"):
         if archive.is_file():
             return archive, ref
         if not binary.is_file():

@@ -1,0 +1,472 @@
+"""Incremental planning state (pure): the planner's view of the cluster, kept between passes.
+
+:func:`cogate.controller.planner.decide` starts every pass from scratch: it charges every
+bound pod to its node and plans every waiting group. :class:`PlanningState` keeps what does
+not change between passes, the way kube-scheduler keeps its cache and snapshot, and gives the
+same :class:`~cogate.controller.planner.Decision` as ``decide`` over the same input (the
+property test ``tests/unit/test_planstate_props.py`` checks both claims over random event
+sequences):
+
+* **per-node free room** (resources, the ``pods`` slot, host ports) after the bound
+  non-terminal pods, updated from informer deltas (:meth:`PlanningState.upsert_pod`,
+  :meth:`~PlanningState.remove_pod`, :meth:`~PlanningState.upsert_node`,
+  :meth:`~PlanningState.remove_node`) at a cost that follows the pods of the changed node,
+  never all pods. Bound pods are kept by reference (the informer's records, not copies).
+* **node filter results** (NodeUnschedulable, TaintToleration, NodeAffinity per member spec
+  class), the largest allocatable, topology domains and the "fits the empty cluster" result
+  per group shape: kept for one *node generation* (any node added, changed or removed
+  starts a new one).
+* **verdicts**: a group's verdict is kept, without planning it again, while its inputs have
+  not changed. The rules (each proved by the property test against ``decide``):
+
+  - the ``GroupRequest`` is equal to the one judged (no member added, removed or changed,
+    same minMember, same ``released``), the planner config and the node generation are the
+    same, and required pod anti-affinity is in play nowhere (it makes every placement
+    depend on every other: such passes are planned in full);
+  - a verdict of the group alone (``WaitingForMembers``, invalid minMember) is kept;
+  - a verdict given behind a starving group is kept while the same group starves ahead of it;
+  - a verdict from a plan that did not fit (``InsufficientCapacity``,
+    ``ExceedsClusterCapacity``) is kept while no starving group is ahead, the group does not
+    starve yet (``starvation_seconds`` since complete, checked against ``now``), none of its
+    members uses host ports or pod (anti-)affinity, and for every node whose free room may
+    differ at the group's turn (a bound pod added or removed there since the last pass; room
+    taken by a reservation or by a group released earlier in this pass or the last one) that
+    the group's members may use (static filters): the plan did not consider the node (no
+    member fitted it) and no member fits it now, and the "short by" totals of the message
+    are still not short (any change on such a node re-plans a group whose message names a
+    shortfall);
+  - ``Released`` verdicts, released groups' new members, and a starving group (its message
+    counts the seconds, and it blocks later groups) are planned every pass.
+
+  Room freed or taken by a group released earlier in the same pass, a reservation that
+  expired, and a new starving group ahead are all seen by these rules, so ordering
+  (priority, age, backfill, starvation) is exactly as in ``decide``.
+
+Not thread-safe: the shell serialises deltas and passes (one lock).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from cogate.controller.records import HostPort, NodeInfo, PodInfo, Reservation
+from cogate.controller.planner import (
+    Decision,
+    GroupRequest,
+    GroupVerdict,
+    PlannerConfig,
+    _copies,
+    _fits_empty_key,
+    _members_anti,
+    _NodeTable,
+    _Pass,
+    _req_with_pod,
+    _reserve_room,
+    _Room,
+    _run_pass,
+    _spec_key,
+    _starving,
+)
+
+__all__ = ["PlanningState", "NodeRoom"]
+
+#: Free room of one node: (free resources without zero entries, host ports in use sorted by text).
+NodeRoom = tuple[dict[str, int], tuple[HostPort, ...]]
+
+#: Bound on the kept "fits the empty cluster" results (cleared when exceeded).
+_FITS_EMPTY_LIMIT = 4096
+
+
+@dataclass
+class _Kept:
+    """A verdict kept from an earlier pass and what it was computed from (see the module doc).
+
+    For ``reads == "room"``: ``specs`` (requests with ``pods`` of each member spec, slots its
+    static filters admit), ``looked`` (slots the plan considered), ``own`` (slots changed in
+    the pass before the group's turn), and for the shortfall text: ``lack`` (slots whose free
+    room it summed, None when it read none), ``demand``, ``supply`` (free room it summed, with
+    the plan applied), ``short`` (it named a shortfall), ``inpass`` (the part of ``supply``
+    that came from changes made in the pass before the group's turn), ``since`` (complete since).
+    """
+
+    request: GroupRequest
+    verdict: GroupVerdict
+    reads: str
+    blocker: tuple[str, str] | None = None
+    specs: tuple[tuple[tuple[tuple[str, int], ...], frozenset[int]], ...] = ()
+    looked: frozenset[int] = frozenset()
+    own: frozenset[int] = frozenset()
+    lack: frozenset[int] | None = None
+    demand: Mapping[str, int] = field(default_factory=dict)
+    supply: dict[str, int] = field(default_factory=dict)
+    short: bool = False
+    inpass: dict[str, int] = field(default_factory=dict)
+    since: float | None = None
+
+
+def _pos(v: int) -> int:
+    return v if v > 0 else 0
+
+
+class PlanningState:
+    """Nodes and bound pods (from informer deltas) and what passes keep; see the module doc.
+
+    ``decide(groups, reservations, now, config)`` returns what
+    ``planner.decide(nodes, pods, groups, reservations, now, config)`` returns for the nodes
+    and pods given so far. Units as in :mod:`cogate.controller.resources`; times epoch seconds.
+    """
+
+    def __init__(self) -> None:
+        self._nodes: list[NodeInfo] = []
+        self._index: dict[str, int] = {}
+        self._free: list[dict[str, int]] = []
+        self._ports: list[list[HostPort]] = []
+        #: Every bound pod given (any phase, any node), by uid.
+        self._pods: dict[str, PodInfo] = {}
+        #: Node name -> its bound non-terminal pods by uid (also for nodes not known yet).
+        self._on_node: dict[str, dict[str, PodInfo]] = {}
+        #: Pods charged to a known node that carry required pod anti-affinity.
+        self._anti_pods = 0
+        self._table: _NodeTable | None = None
+        #: Slot -> change of max(free, 0) per resource since the last pass (slot in: changed).
+        self._changed: dict[int, dict[str, int]] = {}
+        self._kept: dict[tuple[str, str], _Kept] = {}
+        self._fits_empty: dict[Any, tuple[bool, str]] = {}
+        self._empty: _Room | None = None
+        self._pass_key: tuple[PlannerConfig, bool] | None = None
+        #: Groups of the last pass whose verdict was kept / judged again (for metrics and tests).
+        self.last_kept = 0
+        self.last_judged = 0
+
+    @classmethod
+    def build(cls, nodes: Iterable[NodeInfo], pods: Iterable[PodInfo]) -> PlanningState:
+        """A state holding ``nodes`` and ``pods`` (as ``planner.decide`` takes them)."""
+        state = cls()
+        for n in nodes:
+            state.upsert_node(n)
+        for p in pods:
+            state.upsert_pod(p)
+        return state
+
+    # -- deltas -----------------------------------------------------------------------
+
+    def upsert_node(self, node: NodeInfo) -> None:
+        """A node was added or changed (a change of what the planner reads starts a new node
+        generation; an equal record only replaces the reference)."""
+        i = self._index.get(node.name)
+        if i is None:
+            i = len(self._nodes)
+            self._index[node.name] = i
+            self._nodes.append(node)
+            self._free.append(dict(node.allocatable))
+            self._ports.append([])
+            for p in self._on_node.get(node.name, {}).values():
+                self._charge(i, p, 1)
+        elif self._nodes[i] == node:
+            self._nodes[i] = node
+            return
+        else:
+            self._nodes[i] = node
+            self._free[i] = dict(node.allocatable)
+            self._ports[i] = []
+            for p in self._on_node.get(node.name, {}).values():
+                if p.required_pod_anti_affinity:
+                    self._anti_pods -= 1
+                self._charge(i, p, 1)
+        self._table = None
+
+    def remove_node(self, name: str) -> None:
+        """A node was deleted; its pods stay known (charged again if the node comes back)."""
+        i = self._index.pop(name, None)
+        if i is None:
+            return
+        for p in self._on_node.get(name, {}).values():
+            if p.required_pod_anti_affinity:
+                self._anti_pods -= 1
+        last = len(self._nodes) - 1
+        if i != last:  # keep slots dense: the last node takes the freed slot
+            self._nodes[i], self._free[i], self._ports[i] = self._nodes[last], self._free[last], self._ports[last]
+            self._index[self._nodes[i].name] = i
+        self._nodes.pop()
+        self._free.pop()
+        self._ports.pop()
+        self._table = None
+
+    def upsert_pod(self, pod: PodInfo) -> None:
+        """A pod was added or changed. Only bound pods are kept: an unbound one is removed
+        (``decide`` ignores unbound pods); terminal ones are kept but hold no room."""
+        old = self._pods.get(pod.uid)
+        if old is not None:
+            if old == pod:  # nothing the planner reads changed: keep the newer record only
+                self._pods[pod.uid] = pod
+                on = self._on_node.get(pod.node_name)
+                if on is not None and pod.uid in on:
+                    on[pod.uid] = pod
+                return
+            self._drop(old)
+        if not pod.bound:
+            return
+        self._pods[pod.uid] = pod
+        if not pod.terminal:
+            self._on_node.setdefault(pod.node_name, {})[pod.uid] = pod
+            i = self._index.get(pod.node_name)
+            if i is not None:
+                self._charge(i, pod, 1)
+
+    def remove_pod(self, uid: str) -> None:
+        """A pod was deleted (or is no longer watched: e.g. it became terminal)."""
+        old = self._pods.get(uid)
+        if old is not None:
+            self._drop(old)
+
+    def _drop(self, old: PodInfo) -> None:
+        del self._pods[old.uid]
+        if old.terminal:
+            return
+        on = self._on_node[old.node_name]
+        del on[old.uid]
+        if not on:
+            del self._on_node[old.node_name]
+        i = self._index.get(old.node_name)
+        if i is not None:
+            self._charge(i, old, -1)
+
+    def _charge(self, i: int, p: PodInfo, sign: int) -> None:
+        """Add (``sign`` 1) or remove (-1) pod ``p``'s requests and host ports on slot ``i``."""
+        f = self._free[i]
+        changed = self._changed.setdefault(i, {})
+        for k, v in _req_with_pod(p.requests).items():
+            before = f.get(k, 0)
+            after = before - sign * v
+            f[k] = after
+            d = _pos(after) - _pos(before)
+            if d:
+                changed[k] = changed.get(k, 0) + d
+        if p.host_ports:
+            if sign > 0:
+                self._ports[i].extend(p.host_ports)
+            else:
+                for hp in p.host_ports:
+                    self._ports[i].remove(hp)
+        if p.required_pod_anti_affinity:
+            self._anti_pods += sign
+
+    # -- views ------------------------------------------------------------------------
+
+    def room_by_node(self) -> dict[str, NodeRoom]:
+        """Free room per node name, as :func:`cogate.controller.planner.room_by_node` computes
+        it from scratch for the same nodes and pods."""
+        return {
+            n.name: ({k: v for k, v in self._free[i].items() if v}, tuple(sorted(self._ports[i], key=str)))
+            for i, n in enumerate(self._nodes)
+        }
+
+    @property
+    def nodes(self) -> list[NodeInfo]:
+        return list(self._nodes)
+
+    @property
+    def pods(self) -> list[PodInfo]:
+        """Every bound pod held (the ``pods`` argument ``planner.decide`` would take)."""
+        return list(self._pods.values())
+
+    # -- passes -----------------------------------------------------------------------
+
+    def decide(
+        self,
+        groups: Sequence[GroupRequest],
+        reservations: Sequence[Reservation],
+        now: float,
+        config: PlannerConfig = PlannerConfig(),
+    ) -> Decision:
+        """``planner.decide(nodes, pods, groups, reservations, now, config)`` for the nodes and
+        pods held, planning only groups whose inputs changed (module doc). Never raises on
+        well-typed records; if a pass fails anyway, every kept verdict is dropped."""
+        anti = _members_anti(groups) or self._anti_pods > 0
+        if self._table is None:
+            self._table = _NodeTable(list(self._nodes))
+            self._pass_key = None
+            self._changed.clear()
+        if self._pass_key != (config, anti):
+            self._pass_key = (config, anti)
+            self._kept.clear()
+            self._fits_empty.clear()
+            self._empty = None
+        self.last_kept = self.last_judged = 0
+        run = _IncrementalPass(self, _Live(self, self._table, anti), groups, reservations, now, config)
+        try:
+            decision = _run_pass(run, groups)
+        except BaseException:
+            self._kept.clear()
+            raise
+        finally:
+            self._changed.clear()
+        if len(self._kept) > len(groups):
+            live = {(g.namespace, g.name) for g in groups}
+            for key in [k for k in self._kept if k not in live]:
+                del self._kept[key]
+        return decision
+
+
+class _Live:
+    """The planner's snapshot interface (``planner._Snapshot``) over a :class:`PlanningState`."""
+
+    def __init__(self, state: PlanningState, table: _NodeTable, anti_active: bool) -> None:
+        self.state = state
+        self.table = table
+        self.anti_active = anti_active
+        self.bound_uids = state._pods
+
+    def _bound(self) -> list[tuple[PodInfo, int]]:
+        index = self.table.index
+        return [(p, index[name]) for name, on in self.state._on_node.items() if name in index for p in on.values()]
+
+    def room(self, reserved: Sequence[tuple[Reservation, PodInfo]]) -> _Room:
+        room = _Room(self.table, self.anti_active, empty=False, base=(self.state._free, self.state._ports))
+        room.bound_pods = self._bound
+        if self.anti_active:
+            room.placed = self._bound()
+        _reserve_room(room, self.table.index, reserved)
+        return room
+
+    def empty_room(self) -> _Room:
+        if self.state._empty is None:
+            self.state._empty = _Room(self.table, self.anti_active, empty=True)
+        return self.state._empty
+
+
+class _IncrementalPass(_Pass):
+    """A pass that keeps verdicts whose inputs did not change (module doc)."""
+
+    def __init__(self, state: PlanningState, live: _Live, groups: Sequence[GroupRequest],
+                 reservations: Sequence[Reservation], now: float, config: PlannerConfig) -> None:
+        super().__init__(live, groups, reservations, now, config)  # type: ignore[arg-type]
+        self.state = state
+        self.live = live
+
+    def _fits_empty(self, g: GroupRequest, ms: Any) -> tuple[bool, str]:
+        cache = self.state._fits_empty
+        key = _fits_empty_key(g, ms, self.live.anti_active)
+        hit = cache.get(key)
+        if hit is None:
+            hit = super()._fits_empty(g, ms)
+            if len(cache) >= _FITS_EMPTY_LIMIT:
+                cache.clear()
+            cache[key] = hit
+        return hit
+
+    def judge(self, g: GroupRequest) -> GroupVerdict:
+        key = (g.namespace, g.name)
+        kept = self.state._kept.get(key)
+        if kept is not None and kept.request == g and self._holds(kept):
+            self.state.last_kept += 1
+            return kept.verdict
+        self.state.last_judged += 1
+        own = self.room.own
+        own_at_turn = frozenset(own) if own else frozenset()
+        self.room.looked = set()
+        try:
+            verdict = super().judge(g)
+        finally:
+            looked, self.room.looked = self.room.looked, None
+        kept = self._keep(g, verdict, frozenset(looked), own_at_turn)
+        if kept is None:
+            self.state._kept.pop(key, None)
+        else:
+            self.state._kept[key] = kept
+        return verdict
+
+    def _blocker_key(self) -> tuple[str, str] | None:
+        b = self.blocker
+        return None if b is None else (b.namespace, b.name)
+
+    # -- what a verdict read
+
+    def _keep(self, g: GroupRequest, verdict: GroupVerdict, looked: frozenset[int],
+              own_at_turn: frozenset[int]) -> _Kept | None:
+        basis = self.basis
+        if basis.reads == "group":
+            return _Kept(g, verdict, "group")
+        if basis.reads == "blocker":
+            return _Kept(g, verdict, "blocker", blocker=self._blocker_key())
+        if basis.reads != "room" or self.live.anti_active:
+            return None
+        assert basis.members is not None and basis.miss is not None
+        specs: dict[int, tuple[tuple[tuple[str, int], ...], frozenset[int]]] = {}
+        for m in basis.members.plannable:
+            if m.host_ports or m.required_pod_affinity or m.required_pod_anti_affinity:
+                return None  # read the room beyond free resources: planned every pass
+            spec = self.room.spec_for(m)
+            if id(spec) not in specs:
+                static_key = _spec_key(m, False)[0]
+                specs[id(spec)] = (spec.req_items, self.live.table.eligible_set(static_key))
+        short = basis.miss.short
+        kept = _Kept(g, verdict, "room", specs=tuple(specs.values()), looked=looked, own=own_at_turn,
+                     lack=short.eligible, demand=short.demand, supply=dict(short.supply), short=bool(short.short),
+                     since=basis.since)
+        kept.inpass = self._inpass(kept, own_at_turn)
+        return kept
+
+    def _inpass(self, kept: _Kept, own: Iterable[int]) -> dict[str, int]:
+        """Free room (``demand`` resources, over ``lack``) that this pass's changes before the
+        group's turn (reservations, earlier releases) added to the base: part of ``supply``."""
+        out: dict[str, int] = {}
+        if kept.lack is None:
+            return out
+        base = self.state._free
+        free = self.room.free
+        for x in own:
+            if x in kept.lack:
+                f, b = free[x], base[x]
+                for k in kept.demand:
+                    d = _pos(f.get(k, 0)) - _pos(b.get(k, 0))
+                    if d:
+                        out[k] = out.get(k, 0) + d
+        return out
+
+    def _holds(self, kept: _Kept) -> bool:
+        """Whether ``kept`` is the verdict ``judge`` would give now; refreshes it if so."""
+        if kept.reads == "group":
+            return True
+        blocker = self._blocker_key()
+        if kept.reads == "blocker":
+            return blocker == kept.blocker
+        if blocker is not None:
+            return False
+        if kept.since is not None and _starving(kept.since, self.now, self.config):
+            return False
+        room = self.room
+        own = room.own or set()
+        changed = self.state._changed
+        nodes = set(changed)
+        nodes.update(own)
+        nodes.update(kept.own)
+        supply = dict(kept.supply)
+        for x in nodes:
+            relevant = False
+            for req_items, eligible in kept.specs:
+                if x in eligible:
+                    relevant = True
+                    if x in kept.looked or _copies(room.free[x], req_items) > 0:
+                        return False
+            if not relevant or kept.lack is None or x not in kept.lack:
+                continue
+            if kept.short:
+                return False
+            delta = changed.get(x)
+            if delta:
+                for k in kept.demand:
+                    d = delta.get(k)
+                    if d:
+                        supply[k] = supply.get(k, 0) + d
+        inpass = self._inpass(kept, own)
+        for k in kept.demand:
+            supply[k] = supply.get(k, 0) + inpass.get(k, 0) - kept.inpass.get(k, 0)
+            if kept.demand[k] > supply[k]:
+                return False
+        kept.own = frozenset(own)
+        kept.inpass = inpass
+        kept.supply = supply
+        return True

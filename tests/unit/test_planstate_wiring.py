@@ -1,0 +1,67 @@
+"""The reconciler feeds its planning state from the informers' deltas (controller/reconciler.py)."""
+
+from __future__ import annotations
+
+from cogate.controller import records
+from cogate.controller.informer import Informer, name_key, namespaced_key, uid_key
+from cogate.controller.metrics import Metrics
+from cogate.controller.planner import decide, room_by_node
+from cogate.controller.reconciler import (
+    Caches,
+    Reconciler,
+    ReconcilerConfig,
+    build_group_requests,
+    group_object,
+    members_by_group,
+)
+from tests.unit.test_reconciler import FakeCluster, raw_pg, raw_pod
+
+
+def _informer(name, items, key, convert) -> Informer:
+    inf = Informer(name, lambda: (items, "1"), lambda rv: iter(()), key, convert)
+    inf._relist()
+    return inf
+
+
+def _node(name: str, cpu: str = "4") -> dict:
+    return {"metadata": {"name": name, "resourceVersion": "1"},
+            "status": {"allocatable": {"cpu": cpu, "pods": "10"}, "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def test_planning_state_follows_informer_deltas_and_decides_as_planner():
+    pods = [raw_pod("a", cpu="3"), raw_pod("b", cpu="3"), raw_pod("w", group=None, node="n1", gates=(), cpu="2")]
+    cluster = FakeCluster(pods, [raw_pg()])
+    caches = Caches(
+        podgroups=_informer("pg", list(cluster.pgs.values()), namespaced_key, group_object),
+        members=_informer("members", [p for p in pods if p["metadata"]["labels"]], uid_key, records.pod_info),
+        bound=_informer("bound", [p for p in pods if p["spec"].get("nodeName")], uid_key, records.pod_info),
+        nodes=_informer("nodes", [_node("n1")], name_key, records.node_info),
+    )
+    rec = Reconciler(cluster, cluster, caches, ReconcilerConfig(), metrics=Metrics(), clock=lambda: 1_704_067_300.0,
+                     sleep=lambda s: None)
+    assert rec.planning is not None
+
+    def same_as_caches() -> None:
+        nodes = caches.nodes.snapshot()
+        bound = [p for p in caches.bound.snapshot() if p.bound and not p.terminal]
+        assert rec.planning.room_by_node() == room_by_node(nodes, bound)
+        requests = build_group_requests(caches.podgroups.snapshot(), members_by_group(caches.members.snapshot()))
+        assert rec.planning.decide(requests, (), 1_704_067_300.0) == decide(nodes, bound, requests, (), 1_704_067_300.0)
+
+    same_as_caches()  # seeded from the stores
+    # watch events after the seed: a node joins, a pod binds there, the first pod goes, a node changes
+    caches.nodes._handle_event({"type": "ADDED", "object": _node("n2", cpu="8")})
+    caches.bound._handle_event({"type": "ADDED", "object": raw_pod("x", group=None, node="n2", gates=(), cpu="5",
+                                                                   phase="Running")})
+    same_as_caches()
+    caches.bound._handle_event({"type": "DELETED", "object": raw_pod("w", group=None, node="n1", gates=())})
+    caches.bound._handle_event({"type": "MODIFIED", "object": raw_pod("x", group=None, node="n2", gates=(),
+                                                                      cpu="5", phase="Succeeded", rv="2")})
+    caches.nodes._handle_event({"type": "MODIFIED", "object": _node("n1", cpu="6") | {"metadata": {"name": "n1",
+                                                                                                  "resourceVersion": "2"}}})
+    same_as_caches()
+    caches.nodes._handle_event({"type": "DELETED", "object": _node("n2")})
+    same_as_caches()
+    result = rec.reconcile_once()  # a full pass on the state: both members fit n1 (6 CPU) and are released
+    assert [v.outcome for v in result.verdicts] == ["Released"]
+    rec.close()
