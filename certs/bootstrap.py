@@ -113,9 +113,12 @@ def rotation_reason(data: Mapping[str, bytes] | None, dns_names: Sequence[str], 
     ``now`` and ``rotate_before`` in seconds. Checks: every key present and parsable,
     the keys match their certificates, the serving certificate is signed by the CA,
     covers every name in ``dns_names`` and is valid for at least ``rotate_before`` more
-    seconds, and so is the CA; neither is valid for longer than a new one would be
-    (``leaf_days``, ``ca_days``, plus :data:`VALIDITY_SLACK`), so that lowering the
-    configured validity takes effect at the next check.
+    seconds, and so is the CA; the serving certificate is not valid for longer than a new
+    one would be (``leaf_days`` plus :data:`VALIDITY_SLACK`), so that lowering the configured
+    validity takes effect at the next check. The CA is judged by its expiry only: replicas
+    running with different settings (during a rollout) may then disagree about serving
+    certificates, all signed by one CA, but never roll the CA back and forth (a CA two
+    rollovers old is no longer in ``caBundle``). ``ca_days`` is the validity of a new CA.
     """
     if data is None:
         return "no secret"
@@ -144,12 +147,13 @@ def rotation_reason(data: Mapping[str, bytes] | None, dns_names: Sequence[str], 
     absent = sorted(set(dns_names) - _sans(leaf))
     if absent:
         return f"{TLS_CERT} lacks DNS names {absent}"
-    for what, cert, days in ((TLS_CERT, leaf, leaf_days), (CA_CERT, ca, ca_days)):
+    for what, cert in ((TLS_CERT, leaf), (CA_CERT, ca)):
         left = pki.not_after(cert) - now
         if left < rotate_before:
             return f"{what} expires in {_days(left)} (rotating at {_days(rotate_before)})"
-        if left > days * DAY + VALIDITY_SLACK:
-            return f"{what} is valid {_days(left)} more, longer than the configured {_days(days * DAY)}"
+    left = pki.not_after(leaf) - now
+    if left > leaf_days * DAY + VALIDITY_SLACK:
+        return f"{TLS_CERT} is valid {_days(left)} more, longer than the configured {_days(leaf_days * DAY)}"
     return None
 
 
@@ -166,24 +170,28 @@ def build_secret_data(dns_names: Sequence[str], now: float, previous: Mapping[st
     a new CA is valid ``ca_days`` (fractions of a day allowed).
 
     The CA of ``previous`` is re-used when it parses, matches its key and is valid for
-    at least ``rotate_before`` and at most ``ca_days`` (+ :data:`VALIDITY_SLACK`) more
-    seconds (so ``caBundle`` does not change); otherwise a new CA is made and the previous
-    CA, if still valid, is appended to ``ca.crt``.
+    at least ``rotate_before`` more seconds (so ``caBundle`` does not change); otherwise a
+    new CA is made and the previous CA, if still valid, is appended to ``ca.crt`` -- also
+    when ``ca.key`` was removed from the Secret, which is how an operator rolls the CA over
+    at once.
     The common name is the first DNS name. Raises ``ValueError`` on empty ``dns_names``.
     """
     if not dns_names:
         raise ValueError("dns_names: a serving certificate needs at least one DNS name")
     ca = ca_key = None
     old_cas: list = []
-    if previous and previous.get(CA_CERT) and previous.get(CA_KEY):
+    if previous and previous.get(CA_CERT):
         try:
             old_cas = pki.load_certs_pem(previous[CA_CERT])
-            key = pki.load_key_pem(previous[CA_KEY])
-            left = pki.not_after(old_cas[0]) - now
-            if pki.key_matches(old_cas[0], key) and rotate_before <= left <= ca_days * DAY + VALIDITY_SLACK:
-                ca, ca_key = old_cas[0], key
         except ValueError:
             old_cas = []
+        try:
+            key = pki.load_key_pem(previous[CA_KEY]) if previous.get(CA_KEY) else None
+        except ValueError:
+            key = None
+        if old_cas and key is not None and pki.key_matches(old_cas[0], key) \
+                and pki.not_after(old_cas[0]) - now >= rotate_before:
+            ca, ca_key = old_cas[0], key
     bundle: list = []
     if ca is None:
         ca, ca_key = pki.new_ca(f"cogate-webhook-ca@{int(now)}", days=ca_days)

@@ -392,6 +392,8 @@ def test_webhook_down_refuses_labelled_pods_clearly_and_jobs_recover(release, he
 #: Short validities (days) forcing rotation within the test: certificates 30 s, CA 50 s,
 #: renewed 15 s before expiry, sidecar checks every 2 s; the webhook reloads within 5 s
 #: (``--tls-reload-interval``), well inside the 15 s the previous CA stays in caBundle.
+#: The running CA (10 years) is rolled over at once the operator's way: ``ca.key`` removed
+#: from the Secret; the new one (50 s) is rolled over again before it expires.
 ROTATION_VALUES = ("webhook.certs.certValidityDays=0.000347222", "webhook.certs.caValidityDays=0.000578704",
                    "webhook.certs.rotateBeforeDays=0.000173611", "webhook.certs.checkIntervalSeconds=2")
 
@@ -447,6 +449,8 @@ def test_certificate_rotation_under_a_stream_of_pod_creations(release, healthy, 
     sampler.start()
     loop.start()
     time.sleep(2)
+    release.cluster.kubectl("patch", "secret", CERT_SECRET, "-n", NAMESPACE, "--type=json",
+                            "-p", '[{"op": "remove", "path": "/data/ca.key"}]')
     upgrade = ["helm", "upgrade", "cogate", "charts/cogate", "--namespace", NAMESPACE, "--values", REAL_NODE_VALUES,
                *(a for v in ROTATION_VALUES for a in ("--set", v)), "--wait", "--timeout", "3m"]
     helm(release.cluster, upgrade)
@@ -479,7 +483,7 @@ def test_certificate_rotation_under_a_stream_of_pod_creations(release, healthy, 
     leaves = {fp(leaf) for s in samples for leaf in s["served"].values()}
     print(f"{len(samples)} samples, {len(cas_seen)} CAs, {len(leaves)} serving certificates, "
           f"{len(rollovers)} samples with 2 CAs in caBundle, {len(loop.created)} pods created")
-    assert len(cas_seen) >= 3, "the upgrade's new CA and at least one rollover by the sidecars"
+    assert len(cas_seen) >= 3, "the CA rolled over after ca.key's removal, then again by a sidecar"
     assert rollovers, "a CA rollover keeps the previous CA in caBundle"
     # (The invariant above is "a previous CA leaves caBundle only once no replica serves a
     # certificate it signed".) In the end every replica serves one signed by the newest CA.

@@ -293,18 +293,27 @@ def test_bootstrap_sets_ca_bundle_before_the_files_change(tmp_path, good):
     assert order == ["read config", "patch caBundle"] and (tmp_path / "tls.crt").is_file()
 
 
-def test_lowering_the_validity_rotates_at_the_next_check(good):
-    """Material issued under a longer validity is replaced once the configured one is lower:
-    the leaf alone when only the certificate validity dropped, the CA too (old one bundled)."""
+def test_lowering_the_validity_rotates_the_leaf_at_the_next_check(good):
+    """A serving certificate issued under a longer validity is replaced once the configured one
+    is lower, under the same CA: replicas of a rollout that disagree about the validity only
+    swap serving certificates, never CAs."""
     now = time.time()
     assert b.rotation_reason(good, NAMES, now) is None
     assert "longer than the configured" in b.rotation_reason(good, NAMES, now, leaf_days=60)
-    leaf_only = b.build_secret_data(NAMES, now, previous=good, leaf_days=60)
-    assert leaf_only["ca.crt"] == good["ca.crt"]
-    assert b.rotation_reason(leaf_only, NAMES, now, leaf_days=60) is None
-    assert "ca.crt is valid" in b.rotation_reason(leaf_only, NAMES, now, ca_days=100, leaf_days=60)
-    rolled = b.build_secret_data(NAMES, now, previous=leaf_only, ca_days=100, leaf_days=60)
+    short = b.build_secret_data(NAMES, now, previous=good, leaf_days=60, ca_days=100)
+    assert short["ca.crt"] == good["ca.crt"]
+    assert b.rotation_reason(short, NAMES, now, leaf_days=60, ca_days=100) is None
+    back = b.build_secret_data(NAMES, now, previous=short)  # the other replicas' settings
+    assert back["ca.crt"] == good["ca.crt"]
+
+
+def test_removing_ca_key_rolls_the_ca_over_keeping_the_old_one():
+    """An operator rolls the CA over at once by removing ca.key from the Secret."""
+    now = time.time()
+    data = b.build_secret_data(NAMES, now)
+    without_key = {k: v for k, v in data.items() if k != "ca.key"}
+    assert "missing keys" in b.rotation_reason(without_key, NAMES, now)
+    rolled = b.build_secret_data(NAMES, now, previous=without_key)
     cas = pki.load_certs_pem(rolled["ca.crt"])
-    assert len(cas) == 2 and pki.cert_to_pem(cas[1]) == pki.load_certs_pem(good["ca.crt"])[0].public_bytes(
-        pki.serialization.Encoding.PEM)
-    assert b.rotation_reason(rolled, NAMES, now, ca_days=100, leaf_days=60) is None
+    assert len(cas) == 2 and pki.cert_to_pem(cas[1]) == pki.cert_to_pem(pki.load_certs_pem(data["ca.crt"])[0])
+    assert b.rotation_reason(rolled, NAMES, now) is None
