@@ -298,7 +298,7 @@ def test_readme_example_through_the_installed_chart(release, healthy, api):
 
 # ------------------------------------------------ 6 leader deleted mid-release
 
-def test_leader_deleted_mid_release_standby_finishes_it(release, healthy, api, ns):
+def test_leader_deleted_mid_release_another_replica_finishes_it(release, healthy, api, ns):
     members = 60
     replace_fake_nodes(api, 2, cpu="32", memory="64Gi", pods=110, kwok_taint=False)
     core = client.CoreV1Api(api)
@@ -326,7 +326,7 @@ def test_leader_deleted_mid_release_standby_finishes_it(release, healthy, api, n
     new = wait_for(lambda: (h := lease_holder(api)) not in (None, leader) and h, LEASE_DURATION + 5, interval=0.2,
                    what="a new Lease holder")
     takeover = time.monotonic() - deleted_at[0]
-    report("leader pod deleted -> standby holds the Lease", takeover)
+    report("leader pod deleted -> another controller holds the Lease", takeover)
     # The old leader finishes its reconcile pass, then gives the Lease up; the standby or the
     # Deployment's replacement pod, whichever asks first, takes it.
     print(f"new leader {new} ({'the standby' if new in standby else 'the replacement pod'})")
