@@ -12,11 +12,12 @@ cert-manager:
    (default 30), issue a new serving certificate (re-using the CA while the CA itself
    has that long left) and *update* the Secret with its ``resourceVersion``; on
    ``409 Conflict`` re-read and start over;
-3. write ``tls.crt``, ``tls.key`` and ``ca.crt`` into ``--cert-dir`` (atomic renames,
-   only when the content changed, so the webhook's file watcher reloads once);
-4. set ``caBundle`` of our entries in the MutatingWebhookConfiguration
+3. set ``caBundle`` of our entries in the MutatingWebhookConfiguration
    ``--webhook-config-name`` with a JSON Patch (``test`` the entry's name, then
-   ``add`` the bundle), only where it differs.
+   ``add`` the bundle), only where it differs -- before the files change, so the API
+   server trusts a new CA before a replica serves a certificate it signed;
+4. write ``tls.crt``, ``tls.key`` and ``ca.crt`` into ``--cert-dir`` (atomic renames,
+   only when the content changed, so the webhook's file watcher reloads once).
 
 With ``--loop SECONDS`` it repeats forever (a sidecar), else it runs once (an init
 container). ``cogate certs generate --out DIR --dns NAME...`` writes a CA and a
@@ -29,7 +30,8 @@ rotation), ``ca.key``, ``tls.crt``, ``tls.key``.
 The decisions (:func:`rotation_reason`, :func:`build_secret_data`,
 :func:`ca_bundle_patch`) are pure functions over plain data; the functions taking an
 API client do the I/O. Certificates and keys come from :mod:`cogate.certs.pki`
-(ECDSA P-256, SHA-256; CA 10 years, serving certificate 1 year).
+(ECDSA P-256, SHA-256; CA 10 years, serving certificate 1 year: ``--ca-validity-days``,
+``--cert-validity-days``, which must satisfy rotate-before < certificate <= CA validity).
 """
 
 from __future__ import annotations
@@ -72,6 +74,9 @@ DAY = 86400.0
 DEFAULT_ROTATE_BEFORE_DAYS = 30
 CA_DAYS = 3650
 LEAF_DAYS = 365
+#: Seconds a certificate may outlive the configured validity before it is replaced (clock
+#: steps between issuing and checking).
+VALIDITY_SLACK = 60.0
 
 
 # ------------------------------------------------------------------ pure part
@@ -100,14 +105,20 @@ def _sans(cert) -> set[str]:
 
 
 def rotation_reason(data: Mapping[str, bytes] | None, dns_names: Sequence[str], now: float,
-                    rotate_before: float = DEFAULT_ROTATE_BEFORE_DAYS * DAY) -> str | None:
+                    rotate_before: float = DEFAULT_ROTATE_BEFORE_DAYS * DAY, ca_days: float = CA_DAYS,
+                    leaf_days: float = LEAF_DAYS) -> str | None:
     """Why the Secret data needs new material, or ``None`` if it is good.
 
     ``data``: decoded Secret data (key -> PEM bytes) or ``None`` for no Secret.
     ``now`` and ``rotate_before`` in seconds. Checks: every key present and parsable,
     the keys match their certificates, the serving certificate is signed by the CA,
     covers every name in ``dns_names`` and is valid for at least ``rotate_before`` more
-    seconds, and so is the CA.
+    seconds, and so is the CA; the serving certificate is not valid for longer than a new
+    one would be (``leaf_days`` plus :data:`VALIDITY_SLACK`), so that lowering the configured
+    validity takes effect at the next check. The CA is judged by its expiry only: replicas
+    running with different settings (during a rollout) may then disagree about serving
+    certificates, all signed by one CA, but never roll the CA back and forth (a CA two
+    rollovers old is no longer in ``caBundle``). ``ca_days`` is the validity of a new CA.
     """
     if data is None:
         return "no secret"
@@ -139,41 +150,56 @@ def rotation_reason(data: Mapping[str, bytes] | None, dns_names: Sequence[str], 
     for what, cert in ((TLS_CERT, leaf), (CA_CERT, ca)):
         left = pki.not_after(cert) - now
         if left < rotate_before:
-            return f"{what} expires in {left / DAY:.1f} days (rotating at {rotate_before / DAY:.0f})"
+            return f"{what} expires in {_days(left)} (rotating at {_days(rotate_before)})"
+    left = pki.not_after(leaf) - now
+    if left > leaf_days * DAY + VALIDITY_SLACK:
+        return f"{TLS_CERT} is valid {_days(left)} more, longer than the configured {_days(leaf_days * DAY)}"
     return None
+
+
+def _days(seconds: float) -> str:
+    return f"{seconds / DAY:.1f} days" if seconds >= DAY else f"{seconds:.0f} s"
 
 
 def build_secret_data(dns_names: Sequence[str], now: float, previous: Mapping[str, bytes] | None = None,
                       rotate_before: float = DEFAULT_ROTATE_BEFORE_DAYS * DAY,
-                      ip_addresses: Sequence[str] = ()) -> dict[str, bytes]:
+                      ip_addresses: Sequence[str] = (), ca_days: float = CA_DAYS,
+                      leaf_days: float = LEAF_DAYS) -> dict[str, bytes]:
     """New Secret data (key -> PEM bytes) with a serving certificate for ``dns_names``
-    (and ``ip_addresses``, as IP SANs).
+    (and ``ip_addresses``, as IP SANs), valid ``leaf_days`` (capped at the CA's expiry);
+    a new CA is valid ``ca_days`` (fractions of a day allowed).
 
     The CA of ``previous`` is re-used when it parses, matches its key and is valid for
     at least ``rotate_before`` more seconds (so ``caBundle`` does not change); otherwise a
-    new CA is made and the previous CA, if still valid, is appended to ``ca.crt``.
+    new CA is made and the previous CA, if still valid, is appended to ``ca.crt`` -- also
+    when ``ca.key`` was removed from the Secret, which is how an operator rolls the CA over
+    at once.
     The common name is the first DNS name. Raises ``ValueError`` on empty ``dns_names``.
     """
     if not dns_names:
         raise ValueError("dns_names: a serving certificate needs at least one DNS name")
     ca = ca_key = None
     old_cas: list = []
-    if previous and previous.get(CA_CERT) and previous.get(CA_KEY):
+    if previous and previous.get(CA_CERT):
         try:
             old_cas = pki.load_certs_pem(previous[CA_CERT])
-            key = pki.load_key_pem(previous[CA_KEY])
-            if pki.key_matches(old_cas[0], key) and pki.not_after(old_cas[0]) - now >= rotate_before:
-                ca, ca_key = old_cas[0], key
         except ValueError:
             old_cas = []
+        try:
+            key = pki.load_key_pem(previous[CA_KEY]) if previous.get(CA_KEY) else None
+        except ValueError:
+            key = None
+        if old_cas and key is not None and pki.key_matches(old_cas[0], key) \
+                and pki.not_after(old_cas[0]) - now >= rotate_before:
+            ca, ca_key = old_cas[0], key
     bundle: list = []
     if ca is None:
-        ca, ca_key = pki.new_ca(f"cogate-webhook-ca@{int(now)}", days=CA_DAYS)
+        ca, ca_key = pki.new_ca(f"cogate-webhook-ca@{int(now)}", days=ca_days)
         bundle = [c for c in old_cas[:1] if pki.not_after(c) > now]
     else:
         bundle = [c for c in old_cas[1:] if pki.not_after(c) > now]
     leaf, leaf_key = pki.issue(ca, ca_key, dns_names[0], dns_names=list(dns_names),
-                               ip_addresses=list(ip_addresses), days=LEAF_DAYS)
+                               ip_addresses=list(ip_addresses), days=leaf_days)
     return {
         CA_CERT: b"".join(pki.cert_to_pem(c) for c in [ca, *bundle]),
         CA_KEY: pki.key_to_pem(ca_key),
@@ -229,8 +255,10 @@ def ca_bundle_patch(config: Mapping[str, Any], ca_pem: bytes, webhook_names: Ite
 
 # ------------------------------------------------------------------ I/O part
 def ensure_secret(core, namespace: str, name: str, dns_names: Sequence[str], now: float | None = None,
-                  rotate_before: float = DEFAULT_ROTATE_BEFORE_DAYS * DAY, attempts: int = 5) -> dict[str, bytes]:
-    """Make the Secret hold valid material and return its decoded data.
+                  rotate_before: float = DEFAULT_ROTATE_BEFORE_DAYS * DAY, attempts: int = 5,
+                  ca_days: float = CA_DAYS, leaf_days: float = LEAF_DAYS) -> dict[str, bytes]:
+    """Make the Secret hold valid material and return its decoded data (new material is
+    valid ``ca_days`` / ``leaf_days``, see :func:`build_secret_data`).
 
     ``core`` is a ``kubernetes.client.CoreV1Api``. Creates the Secret if absent (on 409
     reads the one another replica created), updates it when :func:`rotation_reason`
@@ -249,11 +277,11 @@ def ensure_secret(core, namespace: str, name: str, dns_names: Sequence[str], now
                 raise
             secret = None
         data = decode_secret_data(secret.data) if secret is not None else None
-        reason = rotation_reason(data, dns_names, t, rotate_before)
+        reason = rotation_reason(data, dns_names, t, rotate_before, ca_days=ca_days, leaf_days=leaf_days)
         if reason is None:
             return data  # type: ignore[return-value]
         log.info("secret %s/%s: issuing new certificate (%s)", namespace, name, reason)
-        fresh = build_secret_data(dns_names, t, data, rotate_before)
+        fresh = build_secret_data(dns_names, t, data, rotate_before, ca_days=ca_days, leaf_days=leaf_days)
         if secret is None:
             core.create_namespaced_secret(namespace, secret_body(name, namespace, fresh))
         else:
@@ -313,14 +341,20 @@ def patch_ca_bundle(admission, config_name: str, ca_pem: bytes, webhook_names: I
 
 
 def bootstrap_once(args: argparse.Namespace, core, admission) -> None:
-    """One pass: Secret, files, caBundle. Raises on API errors."""
+    """One pass: Secret, caBundle, files. Raises on API errors.
+
+    ``caBundle`` is set before the files change: after a CA rollover the bundle holds the new
+    and the previous CA, so the API server trusts the new certificate before any replica
+    serves it (the other order fails webhook calls until the API server sees the new bundle).
+    """
     names = service_dns_names(args.service_name, args.namespace, args.cluster_domain)
-    data = ensure_secret(core, args.namespace, args.secret_name, names, rotate_before=args.rotate_before_days * DAY)
+    data = ensure_secret(core, args.namespace, args.secret_name, names, rotate_before=args.rotate_before_days * DAY,
+                         ca_days=args.ca_validity_days, leaf_days=args.cert_validity_days)
+    if args.webhook_config_name:
+        patch_ca_bundle(admission, args.webhook_config_name, data[CA_CERT], args.webhook_name or None)
     changed = write_cert_files(args.cert_dir, data)
     if changed:
         log.info("wrote %s", ", ".join(str(p) for p in changed))
-    if args.webhook_config_name:
-        patch_ca_bundle(admission, args.webhook_config_name, data[CA_CERT], args.webhook_name or None)
 
 
 def _cmd_bootstrap(args: argparse.Namespace) -> int:
@@ -392,6 +426,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="webhook entry to patch, repeatable (default: every entry of the configuration)")
     b.add_argument("--rotate-before-days", metavar="DAYS", type=float, default=DEFAULT_ROTATE_BEFORE_DAYS,
                    help="renew when the certificate or the CA has fewer days left (default: %(default)s)")
+    b.add_argument("--cert-validity-days", metavar="DAYS", type=cliargs.positive_days, default=LEAF_DAYS,
+                   help="validity of a new serving certificate, capped at the CA's (default: %(default)s)")
+    b.add_argument("--ca-validity-days", metavar="DAYS", type=cliargs.positive_days, default=CA_DAYS,
+                   help="validity of a new CA (default: %(default)s)")
     b.add_argument("--loop", type=float, default=0.0, metavar="SECONDS",
                    help="repeat every SECONDS, as a sidecar; 0 runs once, as an init container (default: %(default)s)")
     b.add_argument("--retry", type=float, default=10.0, metavar="SECONDS",
@@ -413,7 +451,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """``cogate certs bootstrap|generate``. Exit codes: 0 ok, 1 API failure, 2 usage error."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "bootstrap" and not (
+            args.rotate_before_days < args.cert_validity_days <= args.ca_validity_days):
+        parser.error(f"need --rotate-before-days ({args.rotate_before_days:g}) < --cert-validity-days "
+                     f"({args.cert_validity_days:g}) <= --ca-validity-days ({args.ca_validity_days:g}): "
+                     f"otherwise every pass would issue a new certificate")
     logs.configure(args.log_level, args.log_format)
     if args.command == "generate":
         return _cmd_generate(args)

@@ -115,9 +115,10 @@ def _now() -> _dt.datetime:
     return _dt.datetime.now(_dt.timezone.utc)
 
 
-def _check_days(days: object) -> int:
-    if not isinstance(days, int) or isinstance(days, bool) or days < 1:
-        raise ValueError(f"days: expected a positive integer number of days, got {days!r}")
+def _check_days(days: object) -> float:
+    # Fractions of a day are allowed (short-lived certificates, e.g. to exercise rotation).
+    if not isinstance(days, (int, float)) or isinstance(days, bool) or not 0 < days < float("inf"):
+        raise ValueError(f"days: expected a positive number of days, got {days!r}")
     return days
 
 
@@ -134,7 +135,7 @@ def _check_key(key: object, what: str) -> PrivateKey:
     return key  # type: ignore[return-value]
 
 
-def new_ca(common_name: str, days: int = 3650, *, key: PrivateKey | None = None) -> tuple[x509.Certificate, PrivateKey]:
+def new_ca(common_name: str, days: float = 3650, *, key: PrivateKey | None = None) -> tuple[x509.Certificate, PrivateKey]:
     """A self-signed CA certificate and its private key.
 
     ``days``: validity in days from now (``not_before`` back-dated by :data:`CLOCK_SKEW`).
@@ -207,7 +208,7 @@ def issue(
     organizations: Iterable[str] = (),
     server: bool = True,
     client: bool = False,
-    days: int = 365,
+    days: float = 365,
     key: PrivateKey | None = None,
 ) -> tuple[x509.Certificate, PrivateKey]:
     """A leaf certificate for ``common_name`` signed by ``ca_cert``/``ca_key``, and its key.

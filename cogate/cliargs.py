@@ -22,6 +22,17 @@ def seconds(text: str) -> float:
     return value
 
 
+def positive_days(text: str) -> float:
+    """A finite number of days > 0 (fractions allowed, e.g. short-lived certificates)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of days: {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number of days > 0, got {text}")
+    return value
+
+
 def positive_seconds(text: str) -> float:
     """Seconds > 0."""
     value = seconds(text)

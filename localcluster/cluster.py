@@ -141,11 +141,13 @@ class LocalCluster:
     kube-apiserver then binds and advertises the node's bridge address
     (:data:`~cogate.localcluster.realnode.NODE_IP`) instead of 127.0.0.1, so that pods reach it
     through the ``kubernetes`` Service.
+    ``audit_policy``: an ``audit.k8s.io/v1`` Policy (as a dict); kube-apiserver then writes its
+    audit log (JSON lines, blocking mode) to :attr:`audit_log`.
     """
 
     def __init__(self, workdir: str | os.PathLike[str] | None = None, *, keep: bool = False,
                  timeout: float = 60.0, extra_args: Mapping[str, Iterable[str]] | None = None,
-                 real_node: bool = False) -> None:
+                 real_node: bool = False, audit_policy: Mapping[str, Any] | None = None) -> None:
         self._own_workdir = workdir is None
         self.workdir = Path(workdir).expanduser().resolve() if workdir is not None else None
         self.keep = keep or os.environ.get("COGATE_KEEP_CLUSTER") == "1"
@@ -156,6 +158,7 @@ class LocalCluster:
         if unknown:
             raise ValueError(f"extra_args: unknown component(s) {sorted(unknown)}; expected some of {known}")
         self.real_node = real_node
+        self.audit_policy = dict(audit_policy) if audit_policy is not None else None
         #: The real node once started (``real_node=True``), else None.
         self.node: RealNode | None = None
         self.ports: dict[str, int] = {}
@@ -191,6 +194,11 @@ class LocalCluster:
     def ca_file(self) -> Path:
         """PEM of the cluster CA (signs every serving and client certificate of the cluster)."""
         return self._path("pki", "ca.crt")
+
+    @property
+    def audit_log(self) -> Path:
+        """kube-apiserver's audit log (JSON lines; written only with ``audit_policy``)."""
+        return self._path("audit.log")
 
     @property
     def state_file(self) -> Path:
@@ -509,6 +517,7 @@ class LocalCluster:
             f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
             f"--service-account-key-file={pk / 'sa.pub'}",
             f"--service-account-signing-key-file={pk / 'sa.key'}",
+            *self._audit_flags(),
             "--allow-privileged=true",
             "--profiling=false",
             "--v=1",
@@ -517,6 +526,14 @@ class LocalCluster:
                f"--kubelet-certificate-authority={pk / 'ca.crt'}",
                "--kubelet-preferred-address-types=InternalIP"] if self.node is not None else []),
         ])
+
+    def _audit_flags(self) -> list[str]:
+        if self.audit_policy is None:
+            return []
+        policy = self._path("audit-policy.yaml")
+        policy.write_text(yaml.safe_dump(self.audit_policy))
+        return [f"--audit-policy-file={policy}", f"--audit-log-path={self.audit_log}", "--audit-log-format=json",
+                "--audit-log-mode=blocking", "--audit-log-maxbackup=0"]
 
     def _component_common(self, name: str) -> list[str]:
         pk = self._path("pki")

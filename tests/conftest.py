@@ -10,6 +10,9 @@
   (``LocalCluster(real_node=True)``: containerd, runc, kubelet, kube-proxy; needs root), started
   on first use; ``real_cluster.host_baseline`` is what the host looked like before it (see
   :func:`host_state`); at the end of the session it is stopped and the host must be back to that.
+  Its API server audits (metadata level) every request made with a ServiceAccount token outside
+  ``kube-system`` (:data:`REAL_CLUSTER_AUDIT`; log at ``real_cluster.audit_log``), so tests of
+  components running in pods can check that none of their requests was forbidden.
 
 Every test under ``tests/e2e/`` is marked ``e2e`` automatically (select with ``-m e2e``,
 skip with ``-m 'not e2e'``).
@@ -67,6 +70,16 @@ def host_state() -> dict:
     }
 
 
+#: Audit policy of ``real_cluster``: requests of ServiceAccounts outside kube-system
+#: (kube-controller-manager's controllers use kube-system ones), metadata only.
+REAL_CLUSTER_AUDIT = {
+    "apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"],
+    "rules": [{"level": "None", "userGroups": ["system:serviceaccounts:kube-system"]},
+              {"level": "Metadata", "userGroups": ["system:serviceaccounts"]},
+              {"level": "None"}],
+}
+
+
 @pytest.fixture(scope="session")
 def real_cluster() -> Iterator["LocalCluster"]:  # noqa: F821 - imported lazily
     from cogate.localcluster import versions
@@ -76,7 +89,7 @@ def real_cluster() -> Iterator["LocalCluster"]:  # noqa: F821 - imported lazily
     ensure_binaries([*versions.CONTROL_PLANE_TOOLS, *versions.NODE_TOOLS], log=sys.stderr)
     baseline = host_state()
     assert baseline["leftovers"] == [], "the host must be clean before a real node starts"
-    c = LocalCluster(real_node=True)
+    c = LocalCluster(real_node=True, audit_policy=REAL_CLUSTER_AUDIT)
     c.host_baseline = baseline
     c.start()
     try:

@@ -14,8 +14,10 @@ over HTTPS, so this is for local debugging (curl, tests), never for a cluster.
 Logs go to stderr as text or JSON lines (``--log-format``, :mod:`cogate.logs`): one line per
 admission request at ``debug``, invalid requests and failed certificate reloads at ``warning``,
 internal errors at ``error``; each carries an ``event`` field (``listening``, ``admission``, ...).
-SIGTERM or SIGINT drains: ``/readyz`` turns 503, the listener closes, in-flight
-requests get ``--shutdown-timeout`` seconds to finish, then the process exits 0.
+SIGTERM or SIGINT drains: ``/readyz`` turns 503, requests are still served for
+``--shutdown-delay`` seconds (each response closing its connection) while the pod leaves the
+Service's endpoints, then the listener closes, in-flight requests get ``--shutdown-timeout``
+seconds to finish, and the process exits 0.
 """
 
 from __future__ import annotations
@@ -78,6 +80,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="also serve /metrics, /healthz, /readyz over plain HTTP on this port (default: only on --port)",
     )
     p.add_argument(
+        "--shutdown-delay",
+        type=cliargs.non_negative_seconds,
+        default=0.0,
+        metavar="SECONDS",
+        help="on SIGTERM, keep serving this long (readiness failing, connections closed after each response) "
+        "before closing the listener, so that the pod leaves the Service's endpoints first; the chart sets 5 "
+        "(default: %(default)s)",
+    )
+    p.add_argument(
         "--shutdown-timeout",
         type=cliargs.positive_seconds,
         default=10.0,
@@ -111,6 +122,7 @@ async def _serve(args: argparse.Namespace, stop: asyncio.Event | None = None) ->
         port=args.port,
         tls=tls,
         shutdown_timeout=args.shutdown_timeout,
+        shutdown_delay=args.shutdown_delay,
         metrics_port=args.metrics_port,
     )
     stop = stop or asyncio.Event()

@@ -40,7 +40,7 @@ import os
 import ssl
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -110,6 +110,33 @@ def _make_metrics(registry: CollectorRegistry | None) -> _Metrics:
     return _Metrics(registry, requests, latency)
 
 
+@contextlib.contextmanager
+def _in_memory_files(*contents: bytes) -> Iterator[list[str]]:
+    """Paths that read as ``contents``: Linux memfds (``/proc/self/fd/N``, nothing written to any
+    file system), else files in a private temporary directory (other systems, local use)."""
+    if hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd"):
+        fds = []
+        try:
+            for data in contents:
+                fd = os.memfd_create("cogate-tls")
+                fds.append(fd)
+                os.write(fd, data)
+            yield [f"/proc/self/fd/{fd}" for fd in fds]
+        finally:
+            for fd in fds:
+                os.close(fd)
+        return
+    with tempfile.TemporaryDirectory(prefix="cogate-tls-") as tmp:
+        paths = []
+        for i, data in enumerate(contents):
+            path = os.path.join(tmp, str(i))
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            paths.append(path)
+        yield paths
+
+
 class CertReloader:
     """A server ``ssl.SSLContext`` that follows certificate/key files on disk.
 
@@ -173,20 +200,17 @@ class CertReloader:
 
         A failed ``load_cert_chain`` can leave a context with a certificate and a
         mismatched key, which breaks every new handshake. So the files are read once,
-        copied into a private temporary directory, loaded into a scratch context, and
-        only when that works into the live one (the same bytes: no race with a writer
-        changing the files in between).
+        the bytes are loaded into a scratch context, and only when that works into the live
+        one (the same bytes: no race with a writer changing the files in between).
+        ``load_cert_chain`` only takes paths: the bytes go to anonymous in-memory files
+        (:func:`_in_memory_files`), never to disk -- the container's root file system is
+        read-only and ``/certs`` may be mounted read-only.
         """
         with open(self.cert_file, "rb") as f:
             cert = f.read()
         with open(self.key_file, "rb") as f:
             key = f.read()
-        with tempfile.TemporaryDirectory(prefix="cogate-tls-") as tmp:
-            cert_copy, key_copy = os.path.join(tmp, "tls.crt"), os.path.join(tmp, "tls.key")
-            for path, data in ((cert_copy, cert), (key_copy, key)):
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-                with os.fdopen(fd, "wb") as f:
-                    f.write(data)
+        with _in_memory_files(cert, key) as (cert_copy, key_copy):
             scratch = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             scratch.load_cert_chain(cert_copy, key_copy)
             self.context.load_cert_chain(cert_copy, key_copy)
@@ -368,14 +392,25 @@ def make_probe_app(app: web.Application) -> web.Application:
     return probe
 
 
+async def _close_while_draining(request: web.Request, response: web.StreamResponse) -> None:
+    """While draining, every response closes its connection (``Connection: close``): a client
+    that pooled a connection to this replica opens its next one through the Service."""
+    if request.app[STATE].draining:
+        response.force_close()  # the connection closes after this response...
+        response.headers["Connection"] = "close"  # ...and the client is told (headers are not sent yet)
+
+
 class WebhookServer:
     """The webhook app bound to a host/port, over TLS unless ``tls`` is ``None``.
 
     With ``tls``, the app owns its certificate reload loop (:func:`reload_certificates`).
     ``start()`` binds (``port=0`` picks a free port; see :attr:`port`); with ``metrics_port``
     set, also serves :func:`make_probe_app` over plain HTTP on that port. ``stop()`` drains:
-    ``/readyz`` turns 503, the listener closes, in-flight requests get up to
-    ``shutdown_timeout`` seconds to finish, then the app's cleanup ends the reload loop.
+    ``/readyz`` turns 503 and, for ``shutdown_delay`` seconds, requests are still served (each
+    response closing its connection, so clients reconnect elsewhere) while the pod leaves the
+    Service's endpoints (EndpointSlice, then kube-proxy's rules: seconds, during which the API
+    server still sends new connections here); then the listener closes, in-flight requests get
+    up to ``shutdown_timeout`` seconds to finish, and the app's cleanup ends the reload loop.
     """
 
     def __init__(
@@ -386,8 +421,11 @@ class WebhookServer:
         tls: CertReloader | None = None,
         shutdown_timeout: float = 10.0,
         metrics_port: int | None = None,
+        shutdown_delay: float = 0.0,
     ) -> None:
         self.app = app
+        self.shutdown_delay = shutdown_delay
+        app.on_response_prepare.append(_close_while_draining)
         self.host = host
         self.requested_port = port
         self.tls = tls
@@ -432,6 +470,10 @@ class WebhookServer:
 
     async def stop(self) -> None:
         self.app[STATE].draining = True
+        if self.shutdown_delay > 0:
+            log.info("draining: still serving for %ss while the pod leaves the Service's endpoints",
+                     self.shutdown_delay, extra={"event": "shutdown_delay", "seconds": self.shutdown_delay})
+            await asyncio.sleep(self.shutdown_delay)
         await self.runner.cleanup()
         if self.probe_runner is not None:
             await self.probe_runner.cleanup()

@@ -31,35 +31,36 @@ def stack(cluster, tmp_path_factory):
     s.stop()
 
 
+def replace_fake_nodes(api: client.ApiClient, count: int = 1, **shape) -> list[str]:
+    """Delete every fake (kwok) node, create ``count`` of ``shape``, wait until Ready; returns
+    their names (``e2e-<n>``). The shape keywords are those of
+    :func:`cogate.localcluster.nodes.node_manifest` (cpu, memory, pods, labels, taints...).
+    A real node (``real_cluster``) is not a fake one and stays."""
+    core = client.CoreV1Api(api)
+    existing = [n.metadata.name for n in core.list_node(label_selector="type=kwok").items]
+    for name in existing:
+        core.delete_node(name)
+    wait_for(lambda: not core.list_node(label_selector="type=kwok").items, 60, what="old fake nodes deleted")
+    names = [f"e2e-{next(_counter)}" for _ in range(count)]
+    for name in names:
+        core.create_node(fake_nodes.node_manifest(name, **shape))
+
+    def ready() -> bool:
+        got = {n.metadata.name: n for n in core.list_node(label_selector="type=kwok").items}
+        return all(
+            name in got and any(c.type == "Ready" and c.status == "True" for c in got[name].status.conditions or [])
+            for name in names
+        )
+
+    wait_for(ready, 60, what=f"nodes {names} Ready")
+    return names
+
+
 @pytest.fixture
 def only_nodes(cluster, kube):
-    """``only_nodes(count, taint=False, **shape) -> [names]``: delete every fake node, create these.
-
-    Nodes are named ``e2e-<n>``; the shape keywords are those of
-    :func:`cogate.localcluster.nodes.node_manifest` (cpu, memory, pods, labels, taints...).
-    """
-    core = client.CoreV1Api(kube)
-
-    def make(count: int = 1, **shape) -> list[str]:
-        existing = [n.metadata.name for n in core.list_node(label_selector="type=kwok").items]
-        for name in existing:
-            core.delete_node(name)
-        wait_for(lambda: not core.list_node(label_selector="type=kwok").items, 60, what="old fake nodes deleted")
-        names = [f"e2e-{next(_counter)}" for _ in range(count)]
-        for name in names:
-            core.create_node(fake_nodes.node_manifest(name, **shape))
-
-        def ready() -> bool:
-            got = {n.metadata.name: n for n in core.list_node(label_selector="type=kwok").items}
-            return all(
-                name in got and any(c.type == "Ready" and c.status == "True" for c in got[name].status.conditions or [])
-                for name in names
-            )
-
-        wait_for(ready, 60, what=f"nodes {names} Ready")
-        return names
-
-    return make
+    """``only_nodes(count, taint=False, **shape) -> [names]``: delete every fake node, create these
+    (:func:`replace_fake_nodes`)."""
+    return lambda count=1, **shape: replace_fake_nodes(kube, count, **shape)
 
 
 def now() -> float:

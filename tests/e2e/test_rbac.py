@@ -165,9 +165,10 @@ def installed(audited, tmp_path_factory):
     first = run_cogate(chart_args(init, **{"--cert-dir": str(cert_dir), "--kubeconfig": str(webhook_kc)}),
                        work / "bootstrap.log")
     assert first.returncode == 0, first.stdout + first.stderr
+    # A validity shorter than the first certificate's remaining one forces the renewal.
     rotator = container(objs, WEBHOOK_SA, "cert-rotator")
     renew = run_cogate(chart_args(rotator, **{"--cert-dir": str(cert_dir), "--kubeconfig": str(webhook_kc),
-                                              "--loop": None, "--rotate-before-days": "36500"}),
+                                              "--loop": None, "--cert-validity-days": "300"}),
                        work / "rotate.log")
     assert renew.returncode == 0, renew.stdout + renew.stderr
 

@@ -243,3 +243,77 @@ def test_serving_certificate_carries_ip_sans():
     sans = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert sans.get_values_for_type(x509.IPAddress) == [ipaddress.ip_address("127.0.0.1")]
     assert sans.get_values_for_type(x509.DNSName) == ["localhost"]
+
+
+def test_validity_is_configurable_in_fractions_of_a_day():
+    now = time.time()
+    data = b.build_secret_data(NAMES, now, ca_days=60 / DAY, leaf_days=30 / DAY)
+    ca, leaf = pki.load_certs_pem(data["ca.crt"])[0], pki.load_cert_pem(data["tls.crt"])
+    assert pki.not_after(ca) - now == pytest.approx(60, abs=2)
+    assert pki.not_after(leaf) - now == pytest.approx(30, abs=2)
+    # 20 s before the CA expires it is rolled over; the old one stays in the bundle while valid
+    later = now + 45
+    assert b.rotation_reason(data, NAMES, later, rotate_before=20) is not None
+    rolled = b.build_secret_data(NAMES, later, previous=data, rotate_before=20, ca_days=60 / DAY, leaf_days=30 / DAY)
+    cas = pki.load_certs_pem(rolled["ca.crt"])
+    assert len(cas) == 2 and cas[1].fingerprint(pki.hashes.SHA256()) == ca.fingerprint(pki.hashes.SHA256())
+
+
+@pytest.mark.parametrize("flags", [
+    ["--rotate-before-days", "400"],                                 # >= certificate validity (365)
+    ["--cert-validity-days", "4000"],                                # > CA validity (3650)
+    ["--cert-validity-days", "0"],
+    ["--ca-validity-days", "nan"],
+])
+def test_bootstrap_refuses_validities_that_rotate_on_every_pass(flags, capsys):
+    with pytest.raises(SystemExit) as exc:
+        b.main(["bootstrap", "--namespace", "ns", *flags])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "validity-days" in err or "rotate-before-days" in err, err
+
+
+def test_bootstrap_sets_ca_bundle_before_the_files_change(tmp_path, good):
+    """After a CA rollover the API server must trust the new CA before a replica serves a
+    certificate it signed: the caBundle patch comes before the files are written."""
+    order: list[str] = []
+
+    class Admission:
+        def read_mutating_webhook_configuration(self, name):
+            order.append("read config")
+            return {"webhooks": [{"name": "w", "clientConfig": {}}]}
+
+        def patch_mutating_webhook_configuration(self, name, ops, **kw):
+            order.append("patch caBundle")
+            assert not (tmp_path / "tls.crt").exists(), "files written before caBundle"
+
+    args = b.build_parser().parse_args(["bootstrap", "--namespace", "ns", "--cert-dir", str(tmp_path),
+                                        "--webhook-config-name", "cogate"])
+    b.bootstrap_once(args, FakeCore(), Admission())
+    assert order == ["read config", "patch caBundle"] and (tmp_path / "tls.crt").is_file()
+
+
+def test_lowering_the_validity_rotates_the_leaf_at_the_next_check(good):
+    """A serving certificate issued under a longer validity is replaced once the configured one
+    is lower, under the same CA: replicas of a rollout that disagree about the validity only
+    swap serving certificates, never CAs."""
+    now = time.time()
+    assert b.rotation_reason(good, NAMES, now) is None
+    assert "longer than the configured" in b.rotation_reason(good, NAMES, now, leaf_days=60)
+    short = b.build_secret_data(NAMES, now, previous=good, leaf_days=60, ca_days=100)
+    assert short["ca.crt"] == good["ca.crt"]
+    assert b.rotation_reason(short, NAMES, now, leaf_days=60, ca_days=100) is None
+    back = b.build_secret_data(NAMES, now, previous=short)  # the other replicas' settings
+    assert back["ca.crt"] == good["ca.crt"]
+
+
+def test_removing_ca_key_rolls_the_ca_over_keeping_the_old_one():
+    """An operator rolls the CA over at once by removing ca.key from the Secret."""
+    now = time.time()
+    data = b.build_secret_data(NAMES, now)
+    without_key = {k: v for k, v in data.items() if k != "ca.key"}
+    assert "missing keys" in b.rotation_reason(without_key, NAMES, now)
+    rolled = b.build_secret_data(NAMES, now, previous=without_key)
+    cas = pki.load_certs_pem(rolled["ca.crt"])
+    assert len(cas) == 2 and pki.cert_to_pem(cas[1]) == pki.cert_to_pem(pki.load_certs_pem(data["ca.crt"])[0])
+    assert b.rotation_reason(rolled, NAMES, now) is None

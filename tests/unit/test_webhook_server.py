@@ -617,3 +617,43 @@ def test_process_serves_https_and_exits_0_on_sigterm(cert_files):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+async def test_shutdown_delay_keeps_serving_with_connection_close_then_closes(cert_files):
+    """On stop, a replica keeps answering for shutdown_delay seconds (readyz 503, every response
+    closing its connection) while it leaves the Service's endpoints; then the listener closes."""
+    cert_path, key_path, cert_a, _ = cert_files
+    server = WebhookServer(make_app(), "127.0.0.1", 0, tls=CertReloader(str(cert_path), str(key_path)),
+                           shutdown_delay=1.0)
+    await server.start()
+    base = f"https://127.0.0.1:{server.port}"
+    stopping = asyncio.create_task(server.stop())
+    await asyncio.sleep(0.2)
+    async with aiohttp.ClientSession() as session:
+        async with session.post(f"{base}/mutate", json=review(pod()), ssl=client_context(cert_a)) as resp:
+            assert resp.status == 200 and resp.headers.get("Connection", "").lower() == "close"
+        async with session.get(f"{base}/readyz", ssl=client_context(cert_a)) as resp:
+            assert resp.status == 503
+        await stopping
+        with pytest.raises(aiohttp.ClientConnectorError):
+            await session.get(f"{base}/healthz", ssl=client_context(cert_a))
+
+
+def test_reload_writes_nothing_to_disk(cert_files, monkeypatch):
+    """In the container the root file system is read-only and /certs is mounted read-only:
+    a reload must not need a writable temporary directory (it did, and every rotated
+    certificate was refused with EROFS while the old one expired)."""
+    import tempfile
+
+    cert_path, key_path, _, _ = cert_files
+    reloader = CertReloader(str(cert_path), str(key_path), interval=3600)
+
+    def no_disk(*a, **k):
+        raise OSError(30, "Read-only file system")
+
+    monkeypatch.setattr(tempfile, "TemporaryDirectory", no_disk)
+    monkeypatch.setattr(tempfile, "mkstemp", no_disk)
+    cert_b, key_b = make_cert("cogate-webhook-b")
+    write_atomic(key_path, key_b)
+    write_atomic(cert_path, cert_b)
+    assert reloader.check() is True and reloader.reloads == 1

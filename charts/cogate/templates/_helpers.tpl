@@ -73,4 +73,6 @@ app.kubernetes.io/component: {{ .component }}
 - --webhook-config-name={{ include "cogate.fullname" . }}
 - --webhook-name={{ include "cogate.webhookEntryName" . }}
 - --rotate-before-days={{ .Values.webhook.certs.rotateBeforeDays }}
+- --cert-validity-days={{ .Values.webhook.certs.certValidityDays }}
+- --ca-validity-days={{ .Values.webhook.certs.caValidityDays }}
 {{- end -}}

@@ -1,0 +1,567 @@
+"""cogate installed the way users install it: ``helm install`` of charts/cogate on the real
+kubelet node of ``real_cluster`` (containerd, runc, kubelet, kube-proxy), the image built from
+the Dockerfile (``make image``) and imported into the node, webhook and controller running as
+containers under the chart's ServiceAccounts. The README example runs on fake (kwok) nodes.
+
+One release for the module (fixture ``release``), installed with the README's command
+(:func:`tests.e2e.helm_release.readme_commands`) and the values of
+``charts/cogate/ci/real-node-values.yaml`` (placement on the real node, ``pullPolicy: Never``;
+the chart's defaults otherwise). Tests run in file order, the ones that disturb the release
+last: install; ServiceAccounts and ``can-i``; the containers' security context; the README
+example; the leader deleted mid-release; the webhook scaled to 0; certificate rotation under
+a stream of pod creations; nothing forbidden in the audit log; ``helm upgrade``; ``helm
+uninstall``.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import ipaddress
+import json
+import re
+import secrets
+import sys
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from kubernetes import client, watch
+
+from cogate.api import POD_GROUP_LABEL
+from cogate.certs import pki
+from cogate.localcluster import build, example, image, realnode
+
+from . import test_example, test_rbac
+from .conftest import replace_fake_nodes
+from .helm_release import (ROOT, CERT_SECRET, CONTROLLER, CRD, NAMESPACE, WEBHOOK, WEBHOOK_CONFIG, WEBHOOK_ENTRY,
+                           ca_bundle, component_pods, gated_by_webhook, helm, issued_by_one_of, labelled_pod,
+                           lease_holder, readme_commands, ready, rolled_out, served_certificate)
+from .kube import create_pod_group, events_for, gated, wait_for
+
+pytestmark = pytest.mark.e2e
+
+#: Values of ``charts/cogate/ci/real-node-values.yaml`` (the README's commands use the file).
+REAL_NODE_VALUES = "charts/cogate/ci/real-node-values.yaml"
+#: Lease duration of the controller's leader election (controller/leader.py), seconds.
+LEASE_DURATION = 15.0
+
+
+def report(name: str, seconds: float) -> None:
+    test_example._report(name, seconds)
+
+
+# ------------------------------------------------------------------ fixtures
+
+@pytest.fixture(scope="module")
+def api(real_cluster):
+    a = real_cluster.api_client()
+    yield a
+    a.close()
+
+
+def _namespace(api, prefix: str) -> str:
+    name = f"{prefix}-{secrets.token_hex(3)}"
+    core = client.CoreV1Api(api)
+    core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    wait_for(lambda: core.list_namespaced_service_account(name, field_selector="metadata.name=default").items,
+             30, what=f"the default ServiceAccount of {name}")
+    return name
+
+
+@pytest.fixture
+def ns(api, request):
+    name = _namespace(api, re.sub(r"[^a-z0-9]+", "-", request.node.name.removeprefix("test_"))[:24].strip("-"))
+    yield name
+    client.CoreV1Api(api).delete_namespace(name, propagation_policy="Background")
+
+
+@pytest.fixture(scope="module")
+def release(real_cluster, api):
+    """The chart installed with the README's ``helm install``; ``timings`` holds the seconds from
+    ``helm install`` to the first labelled pod gated (``install_to_gated``)."""
+    build.ensure_binaries(["helm"], log=sys.stderr)
+    built = image.build_image()
+    t0 = time.monotonic()
+    refs = real_cluster.load_image(built.archive)
+    load_seconds = time.monotonic() - t0
+    assert built.containerd_name in refs
+    print(f"image {built.tag}: {built.image_bytes / 2**20:.0f} MiB, archive {built.archive_bytes / 2**20:.0f} MiB, "
+          f"build {built.seconds:.1f}s (cached: {built.cached}), load_image {load_seconds:.1f}s")
+    print(f"cluster start {real_cluster.timings.get('total', 0):.1f}s, "
+          f"real node {real_cluster.timings.get('real-node', 0):.1f}s of it")
+    replace_fake_nodes(api, 1, kwok_taint=False, **example.NODE_SHAPE)
+    probe_ns = _namespace(api, "helm-probe")
+    commands = readme_commands()
+    assert set(commands) == {"install", "upgrade", "uninstall"}, commands
+
+    t0 = time.monotonic()
+    helm(real_cluster, commands["install"])
+    helm_seconds = time.monotonic() - t0
+
+    def webhook_gates():
+        try:
+            return gated_by_webhook(api, probe_ns)
+        except client.ApiException:  # e.g. the configuration exists, its pods not ready yet
+            return False
+
+    wait_for(webhook_gates, 240, interval=0.25, what="a labelled pod gated by the installed webhook")
+    timings = {"helm_install": helm_seconds, "install_to_gated": time.monotonic() - t0}
+    report("helm install -> labelled pod gated", timings["install_to_gated"])
+    state = SimpleNamespace(cluster=real_cluster, api=api, commands=commands, probe_ns=probe_ns, built=built,
+                            timings=timings, installed=True)
+    try:
+        yield state
+    finally:
+        if state.installed:
+            helm(real_cluster, ["helm", "uninstall", "cogate", "--namespace", NAMESPACE, "--wait"])
+        core = client.CoreV1Api(api)
+        core.delete_namespace(probe_ns, propagation_policy="Background")
+        core.delete_namespace(NAMESPACE, propagation_policy="Background")
+
+
+@pytest.fixture
+def healthy(release, api):
+    """Each test starts from a healthy release (both Deployments rolled out, a leader), so that
+    one test's failure does not fail the next."""
+    if release.installed:
+        _wait_rolled_out(api)
+    return release
+
+
+def _wait_rolled_out(api, timeout: float = 180.0) -> None:
+    for name in (WEBHOOK, CONTROLLER):
+        wait_for(lambda: rolled_out(api, name), timeout, interval=0.5, what=f"Deployment {name} rolled out")
+    wait_for(lambda: lease_holder(api) in {p.metadata.name for p in component_pods(api, "controller")},
+             timeout, interval=0.5, what="the Lease held by a running controller pod")
+
+
+# ----------------------------------------------------------------- 1 install
+
+def test_install_webhook_ready_lease_held_crd_and_ca_bundle(release, api):
+    print(f"helm install {release.timings['helm_install']:.1f}s; "
+          f"helm install -> labelled pod gated {release.timings['install_to_gated']:.1f}s")
+    _wait_rolled_out(api)
+    webhooks = component_pods(api, "webhook")
+    controllers = component_pods(api, "controller")
+    assert len(webhooks) == 2 and all(map(ready, webhooks))
+    assert len(controllers) == 2 and all(map(ready, controllers))
+    for pod in webhooks + controllers:
+        assert pod.spec.node_name == realnode.NODE_NAME, pod.metadata.name
+        assert all(c.image == "cogate:0.1.0" and c.image_pull_policy == "Never" for c in pod.spec.containers)
+    # The Lease is held by exactly one of the two controller pods.
+    assert lease_holder(api) in {p.metadata.name for p in controllers}
+    crd = client.ApiextensionsV1Api(api).read_custom_resource_definition(CRD)
+    assert any(c.type == "Established" and c.status == "True" for c in crd.status.conditions)
+    # caBundle: the CA of the bootstrap's Secret; each replica serves a certificate it signed
+    # for the Service's name.
+    secret = client.CoreV1Api(api).read_namespaced_secret(CERT_SECRET, NAMESPACE)
+    secret_cas = pki.load_certs_pem(base64.b64decode(secret.data["ca.crt"]))
+    bundle = ca_bundle(api)
+    assert [c.fingerprint(pki.hashes.SHA256()) for c in bundle] == \
+           [c.fingerprint(pki.hashes.SHA256()) for c in secret_cas]
+    for pod in webhooks:
+        leaf = served_certificate(pod.status.pod_ip)
+        assert issued_by_one_of(leaf, bundle[:1]), pod.metadata.name
+        names = leaf.extensions.get_extension_for_class(pki.x509.SubjectAlternativeName).value
+        assert f"{WEBHOOK}.{NAMESPACE}.svc" in names.get_values_for_type(pki.x509.DNSName)
+
+
+# ------------------------------------------------ 3 ServiceAccounts and can-i
+
+def test_components_run_under_the_chart_service_accounts_with_the_readme_rights(release, healthy, api):
+    for pod in component_pods(api, "webhook"):
+        assert pod.spec.service_account_name == WEBHOOK
+    for pod in component_pods(api, "controller"):
+        assert pod.spec.service_account_name == CONTROLLER
+    cluster = release.cluster
+    if cluster.kubectl("get", "serviceaccount", test_rbac.BASELINE_SA, "-n", NAMESPACE, check=False).returncode:
+        cluster.kubectl("create", "serviceaccount", test_rbac.BASELINE_SA, "-n", NAMESPACE)
+    table = test_rbac.readme_rbac_table()
+    for sa, short in ((WEBHOOK, "webhook"), (CONTROLLER, "controller")):
+        for namespace, scopes in ((NAMESPACE, {"cluster", "release namespace"}), ("default", {"cluster"})):
+            granted = test_rbac.can_i(cluster, sa, namespace) - test_rbac.can_i(cluster, test_rbac.BASELINE_SA,
+                                                                                namespace)
+            expected = {(res, name, verb) for who, scope, res, name, verb in table if who == short and scope in scopes}
+            assert granted == expected, (short, namespace, sorted(granted ^ expected))
+
+
+# ------------------------------------------------------- 8 security context
+
+def _container_pid(cluster, container_id: str) -> int:
+    cid = container_id.split("://", 1)[1]
+    out = cluster.node.ctr("tasks", "ls").stdout
+    for line in out.splitlines()[1:]:
+        fields = line.split()
+        if fields and fields[0] == cid:
+            return int(fields[1])
+    raise AssertionError(f"container {cid} not running in the node's containerd:\n{out}")
+
+
+def _status(pid: int) -> dict[str, str]:
+    return dict(line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":\t" in line)
+
+
+def _writable_mounts(pid: int) -> dict[str, str]:
+    """Mount point -> file system type of the process's writable mounts (``/proc/<pid>/mountinfo``)."""
+    out = {}
+    for line in Path(f"/proc/{pid}/mountinfo").read_text().splitlines():
+        left, right = line.split(" - ", 1)
+        fields = left.split()
+        point, options = fields[4], fields[5].split(",")
+        fstype, super_options = right.split()[0], right.split()[2].split(",")
+        if "rw" in options and "ro" not in super_options:
+            out[point] = fstype
+    return out
+
+
+#: Kernel file systems (not storage); the runtime's masked paths below /proc are skipped too.
+VIRTUAL_FS = {"proc", "sysfs", "cgroup", "cgroup2", "devpts", "mqueue"}
+#: Writable mounts every container has: the runtime's /dev and /dev/shm (tmpfs), on cgroup v1
+#: the tmpfs holding the (read-only) cgroup hierarchies, and kubelet's files. All root-owned
+#: but /dev/shm and kubelet's files.
+RUNTIME_WRITABLE = {"/dev", "/dev/shm", "/sys/fs/cgroup", "/dev/termination-log", "/etc/hosts", "/etc/hostname",
+                    "/etc/resolv.conf"}
+
+
+def test_containers_run_non_root_read_only_without_capabilities_under_runtime_default_seccomp(release, healthy, api):
+    cluster = release.cluster
+    seen = []
+    for pod in component_pods(api, "webhook") + component_pods(api, "controller"):
+        for cs in pod.status.container_statuses:
+            pid = _container_pid(cluster, cs.container_id)
+            st = _status(pid)
+            where = f"{pod.metadata.name}/{cs.name} (pid {pid})"
+            assert st["Uid"].split() == ["10001"] * 4, (where, st["Uid"])
+            assert st["Gid"].split() == ["10001"] * 4, (where, st["Gid"])
+            for cap in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+                assert int(st[cap], 16) == 0, (where, cap, st[cap])
+            assert st["NoNewPrivs"] == "1", where      # allowPrivilegeEscalation: false
+            assert st["Seccomp"] == "2", where         # a filter: RuntimeDefault
+            mountinfo = Path(f"/proc/{pid}/mountinfo").read_text().splitlines()
+            root = [m for m in mountinfo if m.split()[4] == "/"]
+            assert root and "ro" in root[-1].split()[5].split(","), (where, root)
+            writable = {point: fstype for point, fstype in _writable_mounts(pid).items()
+                        if fstype not in VIRTUAL_FS and not point.startswith("/proc/")}
+            allowed = RUNTIME_WRITABLE | ({"/certs"} if cs.name == "cert-rotator" else set())
+            assert set(writable) <= allowed, (where, writable)
+            if cs.name == "cert-rotator":
+                assert writable["/certs"] == "tmpfs", where  # emptyDir medium Memory
+            if cs.name == "webhook":
+                assert "/certs" not in writable, where
+            seen.append(where)
+    assert len(seen) == 6, seen  # webhook x2 (webhook, cert-rotator), controller x2
+    assert _log_lines(release, api, WRITE_FAILED) == []
+
+
+#: Log lines saying a write failed (the read-only root or a read-only mount refused it).
+WRITE_FAILED = r"Read-only file system|EROFS|Permission denied|EACCES|Traceback"
+#: RBAC's refusal as the API server words it ("... is forbidden: User "system:serviceaccount:..." cannot ...").
+FORBIDDEN = r'forbidden: User "|cannot \w+ resource'
+
+
+
+def _log_lines(release, api, pattern: str) -> list[tuple[str, str, str]]:
+    """``(pod, container, line)`` of every log line of the release's containers (init
+    containers included) matching ``pattern``."""
+    found = []
+    for pod in component_pods(api, "webhook") + component_pods(api, "controller"):
+        for c in (pod.spec.init_containers or []) + pod.spec.containers:
+            log = release.cluster.kubectl("logs", "-n", NAMESPACE, pod.metadata.name, "-c", c.name).stdout
+            found += [(pod.metadata.name, c.name, line[:300]) for line in log.splitlines() if re.search(pattern, line)]
+    return found
+
+
+# ------------------------------------------------------------- 2 the example
+
+def test_readme_example_through_the_installed_chart(release, healthy, api):
+    """The assertions of tests/e2e/test_example.py, on the release instead of local processes."""
+    stack = SimpleNamespace(cluster=release.cluster)
+
+    def only_nodes(count=1, **shape):
+        return replace_fake_nodes(api, count, **shape)
+
+    for test in (test_example.test_min_member_3_runs_three_and_leaves_three_unschedulable,
+                 test_example.test_min_member_4_keeps_all_six_gated):
+        namespace = _namespace(api, test.__name__.removeprefix("test_")[:12].replace("_", "-"))
+        watcher = test_example.PodWatch(api, namespace)
+        watcher.start()
+        watcher.ready.wait(5)
+        try:
+            test(stack=stack, kube=api, namespace=namespace, only_nodes=only_nodes, pod_watch=watcher)
+        finally:
+            watcher.stop()
+            client.CoreV1Api(api).delete_namespace(namespace, propagation_policy="Background")
+
+
+# ------------------------------------------------ 6 leader deleted mid-release
+
+def test_leader_deleted_mid_release_another_replica_finishes_it(release, healthy, api, ns):
+    members = 60
+    replace_fake_nodes(api, 2, cpu="32", memory="64Gi", pods=110, kwok_taint=False)
+    core = client.CoreV1Api(api)
+    client.AppsV1Api(api).create_namespaced_replica_set(
+        ns, example.replica_set("gang", members, namespace=ns, group="gang", cpu="100m", memory="64Mi"))
+    wait_for(lambda: len([p for p in core.list_namespaced_pod(ns).items if gated(p)]) == members, 60,
+             what=f"{members} gated members")
+    leader = lease_holder(api)
+    standby = {p.metadata.name for p in component_pods(api, "controller")} - {leader}
+    assert leader and len(standby) == 1
+
+    deleted_at: list[float] = []
+    w = watch.Watch()
+    create_pod_group(api, example.pod_group("gang", members, namespace=ns, timeout_seconds=None))
+    for ev in w.stream(core.list_namespaced_pod, ns, timeout_seconds=60):
+        if not ev["object"].spec.scheduling_gates:  # the release has begun: delete the leader now
+            core.delete_namespaced_pod(leader, NAMESPACE)
+            deleted_at.append(time.monotonic())
+            w.stop()
+            break
+    assert deleted_at, "no member was released"
+    released = sum(not gated(p) for p in core.list_namespaced_pod(ns).items)
+    print(f"{released} of {members} members released right after the leader pod's deletion")
+    assert released < members, "not mid-release: the whole group was released before the deletion"
+    new = wait_for(lambda: (h := lease_holder(api)) not in (None, leader) and h, LEASE_DURATION + 5, interval=0.2,
+                   what="a new Lease holder")
+    takeover = time.monotonic() - deleted_at[0]
+    report("leader pod deleted -> another controller holds the Lease", takeover)
+    # The old leader finishes its reconcile pass, then gives the Lease up; the standby or the
+    # Deployment's replacement pod, whichever asks first, takes it.
+    print(f"new leader {new} ({'the standby' if new in standby else 'the replacement pod'})")
+    assert new in {p.metadata.name for p in component_pods(api, "controller")}
+    assert takeover <= LEASE_DURATION, f"takeover took {takeover:.1f}s"
+    wait_for(lambda: not any(gated(p) for p in core.list_namespaced_pod(ns).items), 60,
+             what="every member released")
+    assert len(core.list_namespaced_pod(ns).items) == members
+    wait_for(lambda: rolled_out(api, CONTROLLER), 120, interval=0.5, what="the controller Deployment back to 2")
+
+
+# ---------------------------------------------------------- 5 webhook down
+
+def _scale(api, name: str, replicas: int) -> None:
+    client.AppsV1Api(api).patch_namespaced_deployment_scale(name, NAMESPACE, {"spec": {"replicas": replicas}})
+
+
+def test_webhook_down_refuses_labelled_pods_clearly_and_jobs_recover(release, healthy, api, ns):
+    core = client.CoreV1Api(api)
+    replace_fake_nodes(api, 1, cpu="32", memory="64Gi", kwok_taint=False)
+    _scale(api, WEBHOOK, 0)
+    try:
+        # stopping replicas keep serving for webhook.shutdownDelaySeconds: wait until all are gone
+        sel = "app.kubernetes.io/instance=cogate,app.kubernetes.io/component=webhook"
+        wait_for(lambda: not core.list_namespaced_pod(NAMESPACE, label_selector=sel).items, 90,
+                 what="no webhook pods, terminating ones included")
+        with pytest.raises(client.ApiException) as refused:
+            core.create_namespaced_pod(ns, labelled_pod("refused"))
+        message = json.loads(refused.value.body)["message"]
+        print(f"refused: {message}")
+        assert f'failed calling webhook "{WEBHOOK_ENTRY}"' in message
+        # the API server's words (kube-proxy rejects a Service without endpoints): the webhook
+        # entry, its Service and why
+        assert f"https://{WEBHOOK}.{NAMESPACE}.svc:443/mutate" in message and "connection refused" in message, message
+        plain = labelled_pod("plain")
+        del plain["metadata"]["labels"][POD_GROUP_LABEL]
+        created = core.create_namespaced_pod(ns, plain)
+        assert not created.spec.scheduling_gates
+        job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "gang"},
+               "spec": {"parallelism": 2, "completions": 2, "backoffLimit": 0,
+                        "template": {"metadata": {"labels": {POD_GROUP_LABEL: "job-gang"}},
+                                     "spec": {**labelled_pod("x")["spec"], "restartPolicy": "Never"}}}}
+        client.BatchV1Api(api).create_namespaced_job(ns, job)
+
+        def failed_create():
+            return [e for e in events_for(api, ns, "gang", kind="Job") if e.reason == "FailedCreate"]
+
+        events = wait_for(failed_create, 30, what="the Job's FailedCreate event")
+        assert WEBHOOK_ENTRY in events[0].message
+        assert not core.list_namespaced_pod(ns, label_selector=f"{POD_GROUP_LABEL}=job-gang").items
+    finally:
+        _scale(api, WEBHOOK, 2)
+    t0 = time.monotonic()
+    wait_for(lambda: rolled_out(api, WEBHOOK), 180, interval=0.5, what="the webhook back with 2 replicas")
+    job_pods = wait_for(lambda: (ps := core.list_namespaced_pod(ns, label_selector=f"{POD_GROUP_LABEL}=job-gang")
+                                 .items) and len(ps) == 2 and ps, 120, interval=0.5, what="the Job's 2 pods")
+    report("webhook back -> the Job's labelled pods created", time.monotonic() - t0)
+    assert all(gated(p) for p in job_pods), "created through the webhook: gated (no PodGroup yet)"
+
+
+# ------------------------------------------------------ 4 certificate rotation
+
+#: Short validities (days) forcing rotation within the test: certificates 30 s, CA 50 s,
+#: renewed 15 s before expiry, sidecar checks every 2 s; the webhook reloads within 5 s
+#: (``--tls-reload-interval``), well inside the 15 s the previous CA stays in caBundle.
+#: The running CA (10 years) is rolled over at once the operator's way: ``ca.key`` removed
+#: from the Secret; the new one (50 s) is rolled over again before it expires.
+ROTATION_VALUES = ("webhook.certs.certValidityDays=0.000347222", "webhook.certs.caValidityDays=0.000578704",
+                   "webhook.certs.rotateBeforeDays=0.000173611", "webhook.certs.checkIntervalSeconds=2")
+
+
+class CreationLoop(threading.Thread):
+    """Creates a labelled pod every ``period`` seconds for ``duration`` seconds; records failures."""
+
+    def __init__(self, api, namespace: str, period: float = 0.2, duration: float = 60.0):
+        super().__init__(daemon=True)
+        self.core, self.namespace, self.period, self.duration = client.CoreV1Api(api), namespace, period, duration
+        self.created: list[str] = []
+        self.ungated: list[str] = []
+        self.failures: list[str] = []
+
+    def run(self) -> None:
+        start = time.monotonic()
+        n = 0
+        while (now := time.monotonic()) - start < self.duration:
+            name = f"p-{n}"
+            try:
+                pod = self.core.create_namespaced_pod(self.namespace, labelled_pod(name, group="stream"),
+                                                      _request_timeout=30)
+                self.created.append(name)
+                if not pod.spec.scheduling_gates:
+                    self.ungated.append(name)
+            except Exception as exc:  # noqa: BLE001 - every failure is recorded and asserted on
+                self.failures.append(f"{now - start:.1f}s {name}: {getattr(exc, 'body', None) or exc}")
+            n += 1
+            time.sleep(max(0.0, start + n * self.period - time.monotonic()))
+
+
+def test_certificate_rotation_under_a_stream_of_pod_creations(release, healthy, api, ns):
+    fp = lambda c: c.fingerprint(pki.hashes.SHA256()).hex()[:12]  # noqa: E731
+    loop = CreationLoop(api, ns)
+    samples: list[dict] = []
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            served = {}
+            for pod in component_pods(api, "webhook"):
+                if pod.status.pod_ip and ready(pod):
+                    try:
+                        served[pod.metadata.name] = served_certificate(pod.status.pod_ip)
+                    except OSError:
+                        continue
+            bundle = ca_bundle(api)  # read after the served certificates (caBundle changes first)
+            samples.append({"t": time.monotonic(), "at": datetime.datetime.now(datetime.timezone.utc),
+                            "bundle": bundle, "served": served})
+            stop.wait(0.5)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    loop.start()
+    time.sleep(2)
+    release.cluster.kubectl("patch", "secret", CERT_SECRET, "-n", NAMESPACE, "--type=json",
+                            "-p", '[{"op": "remove", "path": "/data/ca.key"}]')
+    upgrade = ["helm", "upgrade", "cogate", "charts/cogate", "--namespace", NAMESPACE, "--values", REAL_NODE_VALUES,
+               *(a for v in ROTATION_VALUES for a in ("--set", v)), "--wait", "--timeout", "3m"]
+    helm(release.cluster, upgrade)
+    loop.join(90)
+    stop.set()
+    sampler.join(10)
+    assert not loop.is_alive()
+
+    def diagnostics() -> str:
+        t0 = samples[0]["t"] if samples else 0.0
+        lines = [f"{s['t'] - t0:6.1f}s bundle={[fp(c) for c in s['bundle']]} served="
+                 f"{ {p[-5:]: (fp(leaf), round(pki.not_after(leaf) - time.time() + (time.monotonic() - s['t']), 1)) for p, leaf in s['served'].items()} }"
+                 for s in samples]
+        for pod in component_pods(api, "webhook"):
+            for c in ("certs", "cert-rotator"):
+                log = release.cluster.kubectl("logs", "-n", NAMESPACE, pod.metadata.name, "-c", c, check=False).stdout
+                lines += [f"{pod.metadata.name[-5:]}/{c}: {line[:300]}" for line in log.splitlines()[-15:]]
+        return "\n".join(lines)
+
+    assert loop.failures == [], f"{len(loop.failures)} of {len(loop.created) + len(loop.failures)} creations " \
+                                f"failed:\n" + "\n".join(f[:400] for f in loop.failures[:10]) + "\n" + diagnostics()
+    assert loop.ungated == [] and len(loop.created) >= 250, (len(loop.created), loop.ungated[:5])
+
+    # Invariant at every sample: each replica serves a certificate signed by a CA in caBundle.
+    broken = [(round(s["t"] - samples[0]["t"], 1), pod, [fp(c) for c in s["bundle"]])
+              for s in samples for pod, leaf in s["served"].items() if not issued_by_one_of(leaf, s["bundle"], s["at"])]
+    assert broken == [], f"{broken}\n{diagnostics()}"
+    cas_seen = {fp(c) for s in samples for c in s["bundle"]}
+    rollovers = [s for s in samples if len(s["bundle"]) >= 2]
+    leaves = {fp(leaf) for s in samples for leaf in s["served"].values()}
+    print(f"{len(samples)} samples, {len(cas_seen)} CAs, {len(leaves)} serving certificates, "
+          f"{len(rollovers)} samples with 2 CAs in caBundle, {len(loop.created)} pods created")
+    assert len(cas_seen) >= 3, "the CA rolled over after ca.key's removal, then again by a sidecar"
+    assert rollovers, "a CA rollover keeps the previous CA in caBundle"
+    # (The invariant above is "a previous CA leaves caBundle only once no replica serves a
+    # certificate it signed".) In the end every replica serves one signed by the newest CA.
+    last = samples[-1]
+    assert len(last["served"]) == 2 and all(issued_by_one_of(leaf, last["bundle"][:1], last["at"])
+                                            for leaf in last["served"].values()), last
+    # Rotation happened in place: the webhook containers were not restarted by it.
+    for pod in component_pods(api, "webhook"):
+        assert all(cs.restart_count == 0 for cs in pod.status.container_statuses), pod.metadata.name
+    # Certificates are renewed without restarting: a replica served more than one over the test.
+    per_pod: dict[str, set] = {}
+    for s in samples:
+        for pod, leaf in s["served"].items():
+            per_pod.setdefault(pod, set()).add(fp(leaf))
+    assert any(len(v) >= 2 for v in per_pod.values()), per_pod
+
+
+# ------------------------------------------------- 3 nothing forbidden (audit)
+
+def test_no_request_of_the_components_was_forbidden(release, healthy, api):
+    """Runs after everything above (pytest keeps file order) and before uninstall."""
+    events = test_rbac.audit_events(release.cluster.audit_log)
+    ours = [e for e in events if e["user"]["username"] in (test_rbac.sa_user(WEBHOOK), test_rbac.sa_user(CONTROLLER))]
+    kinds = {(e["user"]["username"].rsplit(":", 1)[1], *test_rbac.request_kind(e)[:2]) for e in ours}
+    print(f"{len(ours)} audited requests of the release's ServiceAccounts; {len(kinds)} kinds")
+    # RBAC's verdict is in the audit annotations; other 403s (NamespaceLifecycle: an event for
+    # an object of a namespace being deleted) are not about the ServiceAccounts' rights.
+    forbidden = [(e["user"]["username"], *test_rbac.request_kind(e)) for e in ours
+                 if (e.get("annotations") or {}).get("authorization.k8s.io/decision") != "allow"]
+    assert forbidden == [], forbidden
+    others = [(test_rbac.request_kind(e), e["responseStatus"].get("message", "")[:160]) for e in ours
+              if e.get("responseStatus", {}).get("code") == 403]
+    print(f"403s not from RBAC: {others}")
+    assert all("because it is being terminated" in message for _, message in others), others
+    # not vacuous: the requests the RBAC rules exist for were made, from inside the pods
+    needed = {(WEBHOOK, "create", "secrets"), (WEBHOOK, "patch", "admissionregistration.k8s.io/mutatingwebhookconfigurations"),
+              (WEBHOOK, "update", "secrets"),
+              (CONTROLLER, "watch", "pods"), (CONTROLLER, "patch", "pods"), (CONTROLLER, "list", "nodes"),
+              (CONTROLLER, "update", "coordination.k8s.io/leases")}
+    assert needed <= kinds, sorted(needed - kinds)
+    sources = {ip for e in ours for ip in e.get("sourceIPs", [])}
+    print(f"source addresses: {sorted(sources)}")
+    assert all(ipaddress.ip_address(ip) in ipaddress.ip_network(realnode.POD_SUBNET) for ip in sources), sources
+    assert _log_lines(release, api, FORBIDDEN) == []
+    # and, after rotations and rollouts, still no failed write (the certificate reload once needed one)
+    assert _log_lines(release, api, WRITE_FAILED) == []
+
+
+# ------------------------------------------------------- 7 upgrade, uninstall
+
+def test_helm_upgrade_rolls_both_deployments_and_keeps_working(release, healthy, api):
+    before = {p.metadata.name for p in component_pods(api, "webhook") + component_pods(api, "controller")}
+    helm(release.cluster, release.commands["upgrade"] + ["--wait", "--timeout", "3m"])
+    _wait_rolled_out(api)
+    after = component_pods(api, "webhook") + component_pods(api, "controller")
+    assert not before & {p.metadata.name for p in after}, "every pod replaced"
+    for pod in after:
+        args = [a for c in pod.spec.containers for a in c.args]
+        assert "--log-level=debug" in args, pod.metadata.name
+    assert gated_by_webhook(api, release.probe_ns)
+    assert lease_holder(api) in {p.metadata.name for p in component_pods(api, "controller")}
+
+
+def test_helm_uninstall_leaves_only_what_the_chart_readme_says(release, healthy, api):
+    core = client.CoreV1Api(api)
+    helm(release.cluster, release.commands["uninstall"] + ["--wait"])
+    release.installed = False
+    admission = client.AdmissionregistrationV1Api(api)
+    assert WEBHOOK_CONFIG not in {c.metadata.name for c in admission.list_mutating_webhook_configuration().items}
+    wait_for(lambda: not core.list_namespaced_pod(NAMESPACE).items, 90, what="the release's pods gone")
+    secrets_left = {s.metadata.name for s in core.list_namespaced_secret(NAMESPACE).items}
+    assert secrets_left == {CERT_SECRET}, secrets_left
+    leases = client.CoordinationV1Api(api).list_namespaced_lease(NAMESPACE).items
+    assert {le.metadata.name for le in leases} == {"cogate-controller"}, leases
+    print(f"Lease left by uninstall: holder {leases[0].spec.holder_identity!r}")
+    # exactly what the chart's README says uninstall keeps
+    kept = re.search(r"`helm uninstall` keeps (.*?)\.", (ROOT / "charts/cogate/README.md").read_text(), re.S)
+    assert kept and f"Secret `<release>-webhook-cert`" in kept.group(1) and "Lease `cogate-controller`" in kept.group(1)
+    # labelled pods are admitted again (no leftover failurePolicy: Fail webhook), ungated
+    pod = core.create_namespaced_pod(release.probe_ns, labelled_pod("after-uninstall"), dry_run="All")
+    assert not pod.spec.scheduling_gates
