@@ -96,6 +96,8 @@ from enum import StrEnum
 from typing import Any
 
 from cogate.api import DEFAULT_GATE_NAME
+from cogate.controller import spread as _spread
+from cogate.controller import volumes as _volumes
 from cogate.controller.model import (
     HOSTNAME_LABEL,
     UNSCHEDULABLE_TAINT_KEY,
@@ -174,13 +176,32 @@ class GroupRequest:
     members: tuple[PodInfo, ...]
 
 
+#: kube-scheduler's default profile: the scheduler whose filters the planner models.
+DEFAULT_SCHEDULER = "default-scheduler"
+#: ``PlannerConfig.unchecked`` values.
+UNCHECKED_POLICIES = ("release", "hold")
+
+
 @dataclass(frozen=True)
 class PlannerConfig:
-    """``starvation_seconds`` and ``reservation_ttl_seconds`` in seconds."""
+    """``starvation_seconds`` and ``reservation_ttl_seconds`` in seconds.
+
+    ``scheduler_names``: the ``spec.schedulerName`` values cogate plans for. Members of
+    :data:`DEFAULT_SCHEDULER` are planned, pinned and reserved; members of another name in
+    the set are planned with the same filters (a necessary condition only) but released
+    unpinned and unreserved, as that scheduler decides; a gated member naming a scheduler
+    outside the set holds its group (``Unschedulable``, the message names the pods).
+    ``unchecked``: what to do with a group whose gated members carry constraints the planner
+    does not evaluate (``PodInfo.unplanned``: unbound volume claims, DRA resource claims):
+    ``release`` (default) plans them like others and releases them unpinned and
+    unreserved, naming them in the verdict message; ``hold`` keeps the group gated.
+    """
 
     gate_name: str = DEFAULT_GATE_NAME
     starvation_seconds: float = 300.0
     reservation_ttl_seconds: float = 60.0
+    scheduler_names: frozenset[str] = frozenset({DEFAULT_SCHEDULER})
+    unchecked: str = "release"
 
 
 @dataclass(frozen=True)
@@ -279,7 +300,7 @@ def _static_reason(node: NodeInfo, pod: PodInfo) -> str | None:
             return "nodeSelector"
     if pod.required_node_affinity and not any(term.matches(node) for term in pod.required_node_affinity):
         return "node affinity"
-    return None
+    return _volumes.node_reason(node, pod)  # hook: bound PVs' node affinity (kube-scheduler VolumeBinding)
 
 
 def _req_with_pod(requests: Mapping[str, int]) -> dict[str, int]:
@@ -319,8 +340,11 @@ class _State:
         static_cache: dict[tuple[Any, ...], tuple[list[int], dict[str, int]]],
         anti_active: bool,
         empty: bool,
+        spread_active: bool = False,
     ) -> None:
         self.nodes = nodes
+        #: hook: PodTopologySpread counts (None while no member has hard spread constraints)
+        self.spread: _spread.Tracker | None = _spread.Tracker(nodes) if spread_active else None
         self.empty = empty
         self.free: list[dict[str, int]] = [dict(n.allocatable) for n in nodes]
         self.ports: list[list[HostPort]] = [[] for _ in nodes]
@@ -353,6 +377,9 @@ class _State:
             f[k] = f.get(k, 0) - v
         self.ports[i].extend(ports)
         self.log.append(("occupy", i, req, len(ports)))
+        if self.spread is not None and pod is not None:  # hook: spread counts
+            self.spread.add(pod, i)
+            self.log.append(("spread",))
         if self.anti_active and pod is not None:
             self.placed.append((pod, i))
             self.log.append(("placed",))
@@ -374,6 +401,8 @@ class _State:
                     del self.ports[i][-nports:]
             elif e[0] == "placed":
                 self.placed.pop()
+            elif e[0] == "spread":
+                self.spread.pop()  # type: ignore[union-attr]
             elif e[0] == "forbid":
                 _, spec, key, d = e
                 spec.forbidden[key].discard(d)
@@ -405,6 +434,7 @@ class _State:
             _items_key(pod.node_selector),
             pod.required_node_affinity,
             pod.tolerations,
+            pod.volume_node_affinity,
         )
         key = (
             static_key,
@@ -413,7 +443,8 @@ class _State:
             pod.namespace,
             pod.required_pod_anti_affinity,
             pod.required_pod_affinity,
-            _items_key(pod.labels) if self.anti_active else (),
+            _items_key(pod.labels) if self.anti_active or self.spread is not None else (),
+            pod.topology_spread,
         )
         spec = self.specs.get(key)
         if spec is not None:
@@ -478,7 +509,28 @@ class _State:
                     d = self.dom(key, i)
                     if d is not None and d in doms:
                         return False
+        if spec.pod.topology_spread and self.spread is not None:  # hook: PodTopologySpread Filter
+            return self.spread.allows(spec.pod, i)
         return True
+
+    def _place_spread(self, spec: _Spec, members: Sequence[PodInfo], out: dict[str, int]) -> None:
+        """Members with hard topology spread: each onto a node the Filter allows now, the one whose
+        domains hold the fewest matching pods first (then the tightest, then by name); as
+        kube-scheduler re-evaluates the skew for every pod, so does this loop."""
+        tracker = self.spread
+        assert tracker is not None
+        for m in members:
+            best: tuple[int, int, str, int] | None = None
+            for i in spec.eligible:
+                if not self.fits(spec, i):
+                    continue
+                key = (tracker.load(spec.pod, i), self.copies(spec, i), self.nodes[i].name, i)
+                if best is None or key < best:
+                    best = key
+            if best is None:
+                return
+            self.occupy(m, spec.req, spec.ports, best[3])
+            out[m.uid] = best[3]
 
     def copies(self, spec: _Spec, i: int) -> int:
         f = self.free[i]
@@ -492,6 +544,9 @@ class _State:
     def place_batch(self, spec: _Spec, members: Sequence[PodInfo], out: dict[str, int]) -> None:
         """Place as many of ``members`` (same spec) as possible, tightest nodes first."""
         if not members:
+            return
+        if spec.pod.topology_spread and self.spread is not None:  # hook: one at a time, least crowded domain
+            self._place_spread(spec, members, out)
             return
         order = []
         for i in spec.eligible:
@@ -530,6 +585,59 @@ def _classify(group: GroupRequest, gate: str) -> _Members:
             if all(g == gate for g in m.gates):
                 r.plannable.append(m)
     return r
+
+
+def _pins(m: PodInfo, config: PlannerConfig) -> bool:
+    """A planned member is pinned and reserved only when the planner models everything that
+    decides its node: kube-scheduler's default profile and no unchecked constraint."""
+    return m.scheduler_name == DEFAULT_SCHEDULER and not m.unplanned
+
+
+def _names(ms: Sequence[PodInfo], limit: int = 5) -> str:
+    shown = ", ".join(m.name for m in ms[:limit])
+    return shown + (f" and {len(ms) - limit} more" if len(ms) > limit else "")
+
+
+def _held(gated: Sequence[PodInfo], config: PlannerConfig) -> str:
+    """Why a group whose gated members are ``gated`` must stay gated whatever the room, or ''.
+
+    - a member names a scheduler outside ``config.scheduler_names``: cogate cannot know
+      whether (or where) it will ever be scheduled;
+    - a member's volumes make it unschedulable now (``PodInfo.volume_problems``, e.g. a claim
+      that does not exist), as kube-scheduler's VolumeBinding would say;
+    - ``config.unchecked == "hold"`` and a member carries constraints the planner does not
+      evaluate (``PodInfo.unplanned``).
+    """
+    parts = []
+    unknown = [m for m in gated if m.scheduler_name not in config.scheduler_names]
+    if unknown:
+        names = sorted({m.scheduler_name for m in unknown})
+        parts.append(f"{_names(unknown)} name{'s' if len(unknown) == 1 else ''} scheduler "
+                     f"{', '.join(repr(n) for n in names)}, which cogate does not plan for (configured: "
+                     f"{', '.join(sorted(config.scheduler_names))}; add it with --scheduler-name)")
+    for m in gated:
+        if m.volume_problems:
+            parts.append(f"{m.name}: {'; '.join(m.volume_problems)}")
+    if config.unchecked == "hold":
+        unchecked = [m for m in gated if m.unplanned]
+        if unchecked:
+            parts.append(f"{_names(unchecked)} {'has' if len(unchecked) == 1 else 'have'} constraints cogate does "
+                         f"not check ({', '.join(sorted({u for m in unchecked for u in m.unplanned}))}) and "
+                         "--unchecked-constraints=hold")
+    return "; ".join(parts)
+
+
+def _unchecked_note(gated: Sequence[PodInfo], config: PlannerConfig) -> str:
+    """Suffix of a release message naming members released without a pin and why."""
+    parts = []
+    unchecked = [m for m in gated if m.unplanned]
+    if unchecked:
+        what = sorted({u for m in unchecked for u in m.unplanned})
+        parts.append(f"not checked by cogate, placed by kube-scheduler: {_names(unchecked)} ({', '.join(what)})")
+    other = [m for m in gated if m.scheduler_name != DEFAULT_SCHEDULER and m.scheduler_name in config.scheduler_names]
+    if other:
+        parts.append(f"placed by their own scheduler: {_names(other)}")
+    return "".join(f"; {p}" for p in parts)
 
 
 def _plan(state: _State, members: Sequence[PodInfo], needed: int) -> dict[str, int]:
@@ -619,6 +727,8 @@ def _shortfall(state: _State, unplaced: Sequence[PodInfo], missing: int) -> str:
                 dyn["pod anti-affinity"] = dyn.get("pod anti-affinity", 0) + 1
             elif s.ports and any(p.conflicts(q) for p in s.ports for q in state.ports[i]):
                 dyn["host port in use"] = dyn.get("host port in use", 0) + 1
+            elif state.spread is not None and (why := state.spread.reason(s.pod, i)) is not None:
+                dyn[why] = dyn.get(why, 0) + 1  # hook: PodTopologySpread
         for r, c in dyn.items():
             reasons[r] = max(reasons.get(r, 0), c)
     for r in sorted(reasons, key=lambda r: (-reasons[r], r)):
@@ -678,9 +788,12 @@ def decide(
         m.required_pod_anti_affinity for g in groups for m in g.members
     )
     static_cache: dict[tuple[Any, ...], tuple[list[int], dict[str, int]]] = {}
-    state = _State(nodes, static_cache, anti_active, empty=False)
+    spread_active = any(m.topology_spread for g in groups for m in g.members)
+    state = _State(nodes, static_cache, anti_active, empty=False, spread_active=spread_active)
     state.bound_pods = [(p, index[p.node_name]) for p in bound_pods]
     for p, i in state.bound_pods:
+        if state.spread is not None:  # hook: bound pods count for topology spread
+            state.spread.add(p, i)
         # hot path (every bound pod): subtract directly, no undo entry needed
         f = state.free[i]
         for k, v in _req_with_pod(p.requests).items():
@@ -702,7 +815,7 @@ def decide(
     def fits_empty(ms: _Members, g: GroupRequest) -> tuple[bool, str]:
         nonlocal empty_state
         if empty_state is None:
-            empty_state = _State(nodes, static_cache, anti_active, empty=True)
+            empty_state = _State(nodes, static_cache, anti_active, empty=True, spread_active=spread_active)
         mark = empty_state.mark()
         needed = g.min_member - len(ms.bound)
         # every bound member would sit somewhere in the empty cluster too; count it as placed
@@ -733,6 +846,14 @@ def decide(
             )
         )
 
+    def assign(m: PodInfo, i: int | None) -> str:
+        """Hook: the node a planned member is released to ('' = unpinned), reserving its room
+        only when it is pinned (:func:`_pins`)."""
+        if i is None or not _pins(m, config):
+            return ""
+        reserve(m, i)
+        return nodes[i].name
+
     def order_key(pair: tuple[int, GroupRequest]) -> tuple[Any, ...]:
         _, g = pair
         return (-group_priority(g), g.created, g.namespace, g.name)
@@ -758,10 +879,7 @@ def decide(
         plan = _plan(state, to_plan, len(to_plan)) if to_plan else {}
         state.commit()
         for m in to_plan:
-            i = plan.get(m.uid)
-            release[m.uid] = nodes[i].name if i is not None else ""
-            if i is not None:
-                reserve(m, i)
+            release[m.uid] = assign(m, plan.get(m.uid))
         planned = sum(1 for v in release.values() if v)
         verdicts[gi] = GroupVerdict(
             g.namespace,
@@ -790,6 +908,10 @@ def decide(
             continue
         if len(ms.present) < g.min_member:
             verdict(Outcome.WAITING_FOR_MEMBERS, bound_n, f"{len(ms.present)} of {g.min_member} members present")
+            continue
+        held = _held(ms.gated, config)  # hook: members cogate must not release (scheduler, volumes, policy)
+        if held:
+            verdict(Outcome.UNSCHEDULABLE, bound_n, held)
             continue
         needed = g.min_member - bound_n
         if bound_n + len(ms.plannable) < g.min_member:
@@ -824,17 +946,12 @@ def decide(
         fits = bound_n + len(plan)
         if fits >= g.min_member:
             state.commit()
-            release = {}
-            for m in ms.gated:
-                i = plan.get(m.uid)
-                release[m.uid] = nodes[i].name if i is not None else ""
-                if i is not None:
-                    reserve(m, i)
+            release = {m.uid: assign(m, plan.get(m.uid)) for m in ms.gated}
             verdict(
                 Outcome.RELEASED,
                 fits,
                 f"fits {fits} of {g.min_member}: releasing {len(release)} gated member"
-                f"{'s' if len(release) != 1 else ''}",
+                f"{'s' if len(release) != 1 else ''}" + _unchecked_note(ms.gated, config),
                 release,
             )
             continue

@@ -10,8 +10,11 @@ Pure parts (plain functions over plain data, unit-tested table-driven):
 - :func:`pinned_node` / :func:`restored_reservations`: the room of released members that
   were ungated (pinned) but are not bound yet, rebuilt from the cluster when a process
   starts deciding (start, or leadership gained), since reservations live in memory only;
-- :func:`pin_target`: which node a released member is pinned to (none for members with
-  constraints the planner does not evaluate: volume claims, hard topology spread, DRA);
+- :func:`pin_target`: which node a released member is pinned to (the planner's node with
+  placement ``pinned``; the planner itself leaves unpinned the members whose node it cannot
+  foresee: unchecked constraints, another scheduler);
+- :func:`resolve_volumes`: members with their claims' and bound PVs' constraints filled in
+  (:func:`cogate.controller.volumes.resolve`) from the PVC and PV informers;
 - :func:`timeout_victims`: whom ``--evict-on-timeout`` evicts;
 - :func:`left_group`, :func:`waiting_for_pod_group`: gated pods that left their group
   (the gate is removed) or whose PodGroup does not exist (an event says so).
@@ -52,6 +55,7 @@ from typing import Any
 from cogate import api
 from cogate.controller import planner
 from cogate.controller import status as status_mod
+from cogate.controller import volumes as volumes_mod
 from cogate.controller.events import NORMAL, WARNING, EventGate, EventRecorder, ObjectRef
 from cogate.controller.informer import Backoff, Informer
 from cogate.controller.metrics import Metrics
@@ -383,14 +387,26 @@ def verdict_event(outcome: str, message: str) -> tuple[str, str, str] | None:
 def pin_target(member: PodInfo | None, node: str, placement: str) -> str:
     """The node a released member is pinned to ('' = only the gate is removed).
 
-    The planned ``node`` with placement ``pinned``, except for a member with constraints the
-    planner does not evaluate (``PodInfo.unplanned``: volume claims, hard topology spread,
-    resource claims): pinning it could tie it to a node its volume or spread rule excludes, for
-    good (node affinity cannot change once the gate is gone), so kube-scheduler places it freely.
+    The planned ``node`` with placement ``pinned``. The planner already answers '' for a member
+    whose node it cannot foresee (constraints it does not evaluate, ``PodInfo.unplanned``; a
+    scheduler other than kube-scheduler's default profile): pinning it could tie it for good
+    (node affinity cannot change once the gate is gone) to a node its volume rule or its
+    scheduler excludes, so kube-scheduler (or its scheduler) places it freely.
     """
-    if placement != "pinned" or not node or member is None or member.unplanned:
+    if placement != "pinned" or not node or member is None:
         return ""
     return node
+
+
+def resolve_volumes(pods: Iterable[PodInfo], claims: Mapping[Any, Any] | None,
+                    volumes: Mapping[Any, Any] | None) -> list[PodInfo]:
+    """``pods`` with volume constraints resolved (:func:`cogate.controller.volumes.resolve`).
+
+    ``claims``: ClaimInfo by (namespace, name); ``volumes``: VolumeInfo by name. Without the
+    informers (``None``) the pods are returned unchanged: their claims stay unchecked."""
+    if claims is None or volumes is None:
+        return list(pods)
+    return [volumes_mod.resolve(p, claims, volumes) if p.volume_claims else p for p in pods]
 
 
 def release_message(release: Mapping[str, str], placement: str, new: bool = False) -> str:
@@ -432,12 +448,15 @@ class ReconcilerConfig:
     max_patch_attempts: int = 6
     starvation_seconds: float = 300.0
     reservation_ttl_seconds: float = 60.0
+    scheduler_names: frozenset[str] = frozenset({planner.DEFAULT_SCHEDULER})
+    unchecked: str = "release"
 
     @property
     def planner_config(self) -> planner.PlannerConfig:
         """The planner's knobs, derived: one source for the gate name and the TTL."""
         return planner.PlannerConfig(gate_name=self.gate_name, starvation_seconds=self.starvation_seconds,
-                                     reservation_ttl_seconds=self.reservation_ttl_seconds)
+                                     reservation_ttl_seconds=self.reservation_ttl_seconds,
+                                     scheduler_names=self.scheduler_names, unchecked=self.unchecked)
 
 
 @dataclass
@@ -448,9 +467,14 @@ class Caches:
     members: Informer
     bound: Informer
     nodes: Informer
+    #: PersistentVolumeClaims (ClaimInfo by (namespace, name)) and PersistentVolumes (VolumeInfo by
+    #: name); optional: without them members' claims stay unchecked.
+    claims: Informer | None = None
+    volumes: Informer | None = None
 
     def all(self) -> list[Informer]:
-        return [self.podgroups, self.members, self.bound, self.nodes]
+        return [i for i in (self.podgroups, self.members, self.bound, self.nodes, self.claims, self.volumes)
+                if i is not None]
 
 
 @dataclass
@@ -553,7 +577,10 @@ class Reconciler:
         if self._orphan_checks:
             self.release_orphans()
         groups = {g.key: g for g in self.caches.podgroups.snapshot()}
-        members = members_by_group(self.caches.members.snapshot())
+        members = members_by_group(resolve_volumes(
+            self.caches.members.snapshot(),
+            self.caches.claims.snapshot_map() if self.caches.claims is not None else None,
+            self.caches.volumes.snapshot_map() if self.caches.volumes is not None else None))
         bound = [p for p in self.caches.bound.snapshot() if p.bound and not p.terminal]
         nodes = self.caches.nodes.snapshot()
         requests = build_group_requests(groups.values(), members, self._group_request, self.config.gate_name)

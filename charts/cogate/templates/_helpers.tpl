@@ -46,6 +46,9 @@ app.kubernetes.io/component: {{ .component }}
 {{- if not (has .Values.controller.placement (list "pinned" "free")) -}}
 {{- fail (printf "controller.placement must be pinned or free, got %q" .Values.controller.placement) -}}
 {{- end -}}
+{{- if not (has .Values.controller.uncheckedConstraints (list "release" "hold")) -}}
+{{- fail (printf "controller.uncheckedConstraints must be release or hold, got %q" .Values.controller.uncheckedConstraints) -}}
+{{- end -}}
 {{- if not (has .Values.webhook.certs.mode (list "bootstrap" "cert-manager")) -}}
 {{- fail (printf "webhook.certs.mode must be bootstrap or cert-manager, got %q" .Values.webhook.certs.mode) -}}
 {{- end -}}
