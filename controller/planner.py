@@ -34,6 +34,21 @@ totals):
   satisfies gets ``Unschedulable``. Both choices can only make the planner say
   "does not fit" where the scheduler might succeed, never the reverse.
 
+* PodTopologySpread, ``DoNotSchedule`` constraints
+  (:mod:`cogate.controller.spread`, kube-scheduler v1.36 ``podtopologyspread/filtering.go``):
+  counted over bound pods, reservations and members planned earlier; members with such
+  constraints are placed one at a time, least crowded domain first.
+* VolumeBinding, bound claims: the required node affinity of each bound PV
+  (:mod:`cogate.controller.volumes`, filled into ``PodInfo`` by the shell) is a static
+  filter; claims kube-scheduler cannot use yet (``volume_problems``) hold the group.
+
+Pins and reservations: a planned member is pinned to its node and reserved only when it
+names :data:`DEFAULT_SCHEDULER` and has no unchecked constraint (``PodInfo.unplanned``);
+otherwise its ``release`` entry is ``''`` (kube-scheduler, or its own scheduler, places it)
+and no reservation is made. A gated member naming a scheduler outside
+``PlannerConfig.scheduler_names`` holds its group (``Unschedulable``), as does an unchecked
+constraint with ``PlannerConfig.unchecked == "hold"``.
+
 Packing is a heuristic (identical member specs are placed as a batch, the most
 constrained spec first, each onto the tightest nodes first; when a group has
 more gated members than it needs, a smallest-first pass is tried too). It may
