@@ -105,6 +105,7 @@ Membership accounting for a group:
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -531,21 +532,44 @@ class _State:
     def _place_spread(self, spec: _Spec, members: Sequence[PodInfo], out: dict[str, int]) -> None:
         """Members with hard topology spread: each onto a node the Filter allows now, the one whose
         domains hold the fewest matching pods first (then the tightest, then by name); as
-        kube-scheduler re-evaluates the skew for every pod, so does this loop."""
+        kube-scheduler re-evaluates the skew for every pod, so does this loop.
+
+        A lazy heap keyed by (load, copies, name): loads only grow during the batch, so a stored
+        key is a lower bound and is refreshed when it reaches the top. A node refused only by the
+        skew is set aside until the next placement (which may raise the minimum); a node without
+        room (or refused by ports or anti-affinity, which only get worse) is dropped.
+        """
         tracker = self.spread
         assert tracker is not None
-        for m in members:
-            best: tuple[int, int, str, int] | None = None
-            for i in spec.eligible:
-                if not self.fits(spec, i):
-                    continue
-                key = (tracker.load(spec.pod, i), self.copies(spec, i), self.nodes[i].name, i)
-                if best is None or key < best:
-                    best = key
-            if best is None:
-                return
-            self.occupy(m, spec.req, spec.ports, best[3])
-            out[m.uid] = best[3]
+        pod = spec.pod
+        heap = []
+        for i in spec.eligible:
+            c = self.copies(spec, i)
+            if c > 0:
+                heap.append((tracker.load(pod, i), c, self.nodes[i].name, i))
+        heapq.heapify(heap)
+        aside: list[tuple[int, int, str, int]] = []
+        k = 0
+        while k < len(members) and heap:
+            load, _, name, i = heapq.heappop(heap)
+            key = (tracker.load(pod, i), self.copies(spec, i), name, i)
+            if key[1] <= 0:
+                continue
+            if key[0] > load:
+                heapq.heappush(heap, key)
+                continue
+            if not self.fits(spec, i):
+                if not tracker.allows(pod, i):
+                    aside.append(key)
+                continue
+            m = members[k]
+            self.occupy(m, spec.req, spec.ports, i)
+            out[m.uid] = i
+            k += 1
+            heapq.heappush(heap, (tracker.load(pod, i), self.copies(spec, i), name, i))
+            for a in aside:
+                heapq.heappush(heap, a)
+            aside.clear()
 
     def copies(self, spec: _Spec, i: int) -> int:
         f = self.free[i]
