@@ -258,3 +258,29 @@ def test_released_groups_new_members_follow_the_same_pin_rule():
     assert d.verdicts[0].release == {"uid-m0": "", "uid-m1": "n1"}
     assert [r.pod_uid for r in d.reservations] == ["uid-m1"]
 
+
+
+# -- the shell resolves claims from its PVC and PV informers ------------------------------
+
+
+def test_reconciler_hands_the_planner_members_with_resolved_volumes():
+    from tests.unit.test_reconciler import Harness, informer, raw_pg, raw_pod as rec_pod, verdict
+
+    from cogate.controller.informer import name_key, namespaced_key
+
+    a = rec_pod("a")
+    a["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "data-a"}}]
+    h = Harness([a, rec_pod("b")], [raw_pg()], [verdict("WaitingForMembers")])
+    ns = a["metadata"]["namespace"]
+    h.caches.claims = informer("pvc", [{"metadata": {"name": "data-a", "namespace": ns, "annotations": {
+        volumes.BIND_COMPLETED: "yes"}}, "spec": {"volumeName": "pv-a"}, "status": {"phase": "Bound"}}],
+        namespaced_key, volumes.claim_info)
+    h.caches.volumes = informer("pv", [{"metadata": {"name": "pv-a"}, "spec": {"nodeAffinity": {"required": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": HOST, "operator": "In", "values": ["n1"]}]}]}}}}],
+        name_key, volumes.volume_info)
+    assert h.caches.claims in h.caches.all() and h.caches.volumes in h.caches.all()
+    h.run()
+    (g,) = h.decide_calls[0]["groups"]
+    ma = next(m for m in g.members if m.name == "a")
+    assert ma.unplanned == () and ma.volume_problems == ()
+    assert ma.volume_node_affinity[0][0].match_expressions[0].values == ("n1",)
