@@ -628,8 +628,9 @@ def _classify(group: GroupRequest, gate: str) -> _Members:
 
 def _pins(m: PodInfo, config: PlannerConfig) -> bool:
     """A planned member is pinned and reserved only when the planner models everything that
-    decides its node: kube-scheduler's default profile and no unchecked constraint."""
-    return m.scheduler_name == DEFAULT_SCHEDULER and not m.unplanned
+    decides its node: kube-scheduler's default profile, no unchecked constraint and no claim
+    kube-scheduler cannot use yet (a new member of a released group is ungated regardless)."""
+    return m.scheduler_name == DEFAULT_SCHEDULER and not m.unplanned and not m.volume_problems
 
 
 def _names(ms: Sequence[PodInfo], limit: int = 5) -> str:

@@ -284,3 +284,9 @@ def test_reconciler_hands_the_planner_members_with_resolved_volumes():
     ma = next(m for m in g.members if m.name == "a")
     assert ma.unplanned == () and ma.volume_problems == ()
     assert ma.volume_node_affinity[0][0].match_expressions[0].values == ("n1",)
+
+
+def test_a_new_member_of_a_released_group_with_a_missing_claim_is_not_pinned():
+    m = resolve_volumes([pod_info(raw_pod("m0", claim="data"))], {}, {})[0]
+    d = run([node("n1")], [m], 1, released=True)
+    assert d.verdicts[0].release == {m.uid: ""} and d.reservations == ()
