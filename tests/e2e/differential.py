@@ -51,7 +51,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cogate.controller.model import node_info, pod_info
-from cogate.controller.planner import GroupRequest, Outcome, PlannerConfig, decide
+from cogate.controller.planner import GroupRequest, PlannerConfig, decide
+from cogate.controller.planner import Outcome as PlannerOutcome
 from cogate.controller.reconciler import release_patch
 from cogate.localcluster.nodes import node_manifest
 
@@ -538,7 +539,7 @@ class Runner:
         decision = decide([node_info(n) for n in node_dicts], [pod_info(p) for p in bound_dicts], [group], [],
                           time.time(), PlannerConfig(gate_name=GATE))
         verdict = decision.verdicts[0]
-        released = verdict.outcome == Outcome.RELEASED
+        released = verdict.outcome == PlannerOutcome.RELEASED
         uid_name = {p["metadata"]["uid"]: p["metadata"]["name"] for p in member_dicts}
         planned = {uid_name[u]: n for u, n in verdict.release.items() if n} if released else {}
 
