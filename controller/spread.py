@@ -29,6 +29,16 @@ and never blocks, so it is not modelled):
   ``min`` is the smallest count over the domains, or 0 when there are fewer domains than
   ``minDomains`` (default 1); ``n`` passes when ``skew <= maxSkew`` for every constraint.
 
+**Pinned members.** cogate pins a planned member by narrowing its required node affinity to
+the planned node. kube-scheduler evaluates the pinned pod with that affinity, so with
+``nodeAffinityPolicy: Honor`` its only domain is the planned node, counting the pods on that
+node alone: ``min`` is that count while ``minDomains <= 1`` (the check always passes), and 0
+when ``minDomains > 1``, where the check becomes ``pods on the node + self <= maxSkew``. The
+planner requires both: the constraint as written (the user's spread) and, for ``Honor``
+constraints with ``minDomains > 1``, the pinned form (what kube-scheduler will enforce);
+:data:`PINNED_SKEW` names the second. The check is stricter, never looser, for members that
+end up released without a pin.
+
 System default constraints (``defaultConstraints`` of the scheduler profile) apply only to
 pods without constraints and are ``ScheduleAnyway`` by default, so they never filter.
 
@@ -44,11 +54,12 @@ from typing import Any
 
 from cogate.controller.model import LabelSelector, NodeInfo, PodInfo, TopologySpreadConstraint
 
-__all__ = ["Selector", "merged_selector", "node_included", "Tracker", "MISSING_LABEL", "SKEW"]
+__all__ = ["Selector", "merged_selector", "node_included", "Tracker", "MISSING_LABEL", "SKEW", "PINNED_SKEW"]
 
 #: Reasons :meth:`Tracker.reason` gives (texts kube-scheduler uses, shortened).
 MISSING_LABEL = "topology spread (missing topology label)"
 SKEW = "topology spread (maxSkew)"
+PINNED_SKEW = "topology spread (maxSkew with minDomains, the planned node as the only domain)"
 #: ``math.MaxInt32``: criticalPaths' initial MatchNum, the minimum when no domain exists.
 _NO_DOMAIN_MIN = 2**31 - 1
 
@@ -156,7 +167,7 @@ class Tracker:
         self.nodes = nodes
         self.pods: list[tuple[PodInfo, int]] = []
         self._views: dict[tuple[Any, ...], _View] = {}
-        self._plans: dict[tuple[Any, ...], list[tuple[TopologySpreadConstraint, _View, bool]]] = {}
+        self._plans: dict[tuple[Any, ...], list[tuple[TopologySpreadConstraint, _View, bool, _View | None]]] = {}
 
     def add(self, pod: PodInfo, i: int) -> None:
         """``pod`` now sits on node ``i``."""
@@ -170,7 +181,17 @@ class Tracker:
         for v in self._views.values():
             v.add(pod, i, -1)
 
-    def _constraints(self, pod: PodInfo) -> list[tuple[TopologySpreadConstraint, _View, bool]]:
+    def _view(self, ns: str, sel: Selector, key: str, dom: list[str | None]) -> _View:
+        vkey = (ns, sel.key, key, tuple(d is not None for d in dom))
+        view = self._views.get(vkey)
+        if view is None:
+            view = _View(ns, sel, dom)
+            for other, i in self.pods:
+                view.add(other, i, 1)
+            self._views[vkey] = view
+        return view
+
+    def _constraints(self, pod: PodInfo) -> list[tuple[TopologySpreadConstraint, _View, bool, _View | None]]:
         key = (pod.namespace, pod.topology_spread, tuple(sorted(pod.labels.items())), tuple(sorted(
             pod.node_selector.items())), pod.required_node_affinity, pod.tolerations)
         plan = self._plans.get(key)
@@ -180,14 +201,11 @@ class Tracker:
         for c in pod.topology_spread:
             sel = merged_selector(c, pod)
             dom = [n.labels.get(c.topology_key) if node_included(c, pod, n) else None for n in self.nodes]
-            vkey = (pod.namespace, sel.key, c.topology_key, tuple(d is not None for d in dom))
-            view = self._views.get(vkey)
-            if view is None:
-                view = _View(pod.namespace, sel, dom)
-                for other, i in self.pods:
-                    view.add(other, i, 1)
-                self._views[vkey] = view
-            plan.append((c, view, sel.matches(pod.labels)))
+            view = self._view(pod.namespace, sel, c.topology_key, dom)
+            per_node = None
+            if c.node_affinity_policy != "Ignore" and c.min_domains > 1:
+                per_node = self._view(pod.namespace, sel, "\x00node", [str(i) for i in range(len(self.nodes))])
+            plan.append((c, view, sel.matches(pod.labels), per_node))
         self._plans[key] = plan
         return plan
 
@@ -198,10 +216,14 @@ class Tracker:
         labels = self.nodes[i].labels
         if any(c.topology_key not in labels for c in pod.topology_spread):
             return MISSING_LABEL
-        for c, view, self_match in self._constraints(pod):
+        plan = self._constraints(pod)
+        for c, view, self_match, _ in plan:
             skew = view.counts.get(labels[c.topology_key], 0) + self_match - view.min(c.min_domains)
             if skew > c.max_skew:
                 return SKEW
+        for c, _, self_match, per_node in plan:
+            if per_node is not None and per_node.counts[str(i)] + self_match > c.max_skew:
+                return PINNED_SKEW
         return None
 
     def allows(self, pod: PodInfo, i: int) -> bool:
@@ -212,5 +234,5 @@ class Tracker:
         """Sum over ``pod``'s constraints of the matching pods in node ``i``'s domain (lower
         spreads better; the planner tries such nodes first)."""
         labels = self.nodes[i].labels
-        return sum(view.counts.get(labels.get(c.topology_key, ""), 0) for c, view, _ in self._constraints(pod))
+        return sum(view.counts.get(labels.get(c.topology_key, ""), 0) for c, view, _, _ in self._constraints(pod))
 

@@ -223,10 +223,13 @@ def _gen_spread(rng: random.Random, group: str) -> list[dict[str, Any]]:
     """One or two topology spread constraints (kube-scheduler PodTopologySpread): mostly
     ``DoNotSchedule`` on hostname or zone, with the optional fields drawn now and then."""
     out = []
-    for _ in range(1 if rng.random() < 0.8 else 2):
+    keys = ["kubernetes.io/hostname" if rng.random() < 0.6 else ZONE]
+    if rng.random() < 0.2:  # a second constraint on the other key (the API refuses a repeated key)
+        keys.append(ZONE if keys[0] != ZONE else "kubernetes.io/hostname")
+    for key in keys:
         c: dict[str, Any] = {
             "maxSkew": rng.choice((1, 1, 2)),
-            "topologyKey": "kubernetes.io/hostname" if rng.random() < 0.6 else ZONE,
+            "topologyKey": key,
             "whenUnsatisfiable": "DoNotSchedule" if rng.random() < 0.85 else "ScheduleAnyway",
             "labelSelector": {"matchLabels": {APP_LABEL: group}},
         }

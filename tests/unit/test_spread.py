@@ -28,7 +28,7 @@ from cogate.controller.model import (
     pod_info,
 )
 from cogate.controller.planner import GroupRequest, Outcome, PlannerConfig, decide
-from cogate.controller.spread import MISSING_LABEL, SKEW, Tracker
+from cogate.controller.spread import MISSING_LABEL, PINNED_SKEW, SKEW, Tracker
 
 HOST = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"
@@ -106,6 +106,30 @@ def test_min_domains_forces_a_zero_minimum_while_domains_are_fewer():
     # minDomains 3 > 2 domains: min is 0, so 1 + 1 - 0 = 2 > 1 everywhere
     assert allowed(nodes, placed, pod(spread=[hard(key=ZONE, min_domains=3)])) == set()
     assert allowed(nodes, placed, pod(spread=[hard(key=ZONE, min_domains=3, skew=2)])) == {"a", "b"}
+    # 3 zones, minDomains 3: counts 1/1/0, min 0, the empty zone takes one
+    nodes.append(node("c", zone="z3"))
+    assert allowed(nodes, placed, pod(spread=[hard(key=ZONE, min_domains=3)])) == {"c"}
+
+
+def test_pinned_members_with_min_domains_may_only_add_up_to_max_skew_per_node():
+    # differential seed 1000: maxSkew 1, minDomains 2 on hostname over 4 nodes; the planner put two
+    # members on each node, but a pinned member's only domain is its node (nodeAffinityPolicy
+    # Honor), fewer than minDomains, so kube-scheduler took min as 0 and refused the second one
+    nodes = [node("a"), node("b"), node("c"), node("d")]
+    c = hard(min_domains=2)
+    placed = [pod("a"), pod("b"), pod("c"), pod("d")]
+    t = Tracker(nodes)
+    for i, p in enumerate(placed):
+        t.add(p, i)
+    assert t.reason(pod(spread=[c]), 0) == PINNED_SKEW
+    assert allowed(nodes, placed, pod(spread=[hard(min_domains=2, skew=2)])) == {"a", "b", "c", "d"}
+    # Ignore: the pin does not change the domains, the constraint as written decides
+    assert allowed(nodes, placed, pod(spread=[hard(min_domains=2, node_affinity_policy="Ignore")])) == \
+        {"a", "b", "c", "d"}
+    ms = members(8, [c])
+    v = decide1([node(n, cpu=16) for n in "abcd"], ms, 8)
+    assert v.outcome == Outcome.EXCEEDS_CLUSTER_CAPACITY and "fits 4 of 8" in v.message
+    assert PINNED_SKEW in v.message
 
 
 def test_nodes_without_the_topology_key_are_refused_and_are_no_domain():
@@ -284,6 +308,12 @@ def ref_allows(nodes, placed, p):
         skew = counts.get(target.labels[c.topology_key], 0) + (1 if match(p.labels) else 0) - mn
         if skew > c.max_skew:
             return False
+        # pinned: kube-scheduler sees the planned node as the only domain (nodeAffinityPolicy Honor)
+        if c.node_affinity_policy == "Honor" and c.min_domains > 1:
+            here = sum(1 for q, nn in placed if nn == target.name and q.namespace == p.namespace
+                       and not q.deleting and not empty and match(q.labels))
+            if here + (1 if match(p.labels) else 0) > c.max_skew:
+                return False
     return True
 
 
