@@ -34,6 +34,21 @@ totals):
   satisfies gets ``Unschedulable``. Both choices can only make the planner say
   "does not fit" where the scheduler might succeed, never the reverse.
 
+* PodTopologySpread, ``DoNotSchedule`` constraints
+  (:mod:`cogate.controller.spread`, kube-scheduler v1.36 ``podtopologyspread/filtering.go``):
+  counted over bound pods, reservations and members planned earlier; members with such
+  constraints are placed one at a time, least crowded domain first.
+* VolumeBinding, bound claims: the required node affinity of each bound PV
+  (:mod:`cogate.controller.volumes`, filled into ``PodInfo`` by the shell) is a static
+  filter; claims kube-scheduler cannot use yet (``volume_problems``) hold the group.
+
+Pins and reservations: a planned member is pinned to its node and reserved only when it
+names :data:`DEFAULT_SCHEDULER` and has no unchecked constraint (``PodInfo.unplanned``);
+otherwise its ``release`` entry is ``''`` (kube-scheduler, or its own scheduler, places it)
+and no reservation is made. A gated member naming a scheduler outside
+``PlannerConfig.scheduler_names`` holds its group (``Unschedulable``), as does an unchecked
+constraint with ``PlannerConfig.unchecked == "hold"``.
+
 Packing is a heuristic (identical member specs are placed as a batch, the most
 constrained spec first, each onto the tightest nodes first; when a group has
 more gated members than it needs, a smallest-first pass is tried too). It may
@@ -92,18 +107,24 @@ bound pods only, with the static filter cache) yields the ``_Room``: free room
 per node after bound pods and kept reservations, with an undo log. Released
 groups go through ``_Pass.ungate_new_members``, the rest through
 ``_Pass.judge``, a run of early returns with one method per rule above
-(``_invalid_min_member``, ``_waiting_for_members``, ``_behind_starving_group``,
-``_try_release``, ``_explain``).
+(``_invalid_min_member``, ``_too_few_present``, ``_held``, ``_waiting_for_members``,
+``_behind_starving_group``, ``_try_release``, ``_explain``). Topology spread lives in
+the ``_Room`` (a :class:`cogate.controller.spread.Tracker` of pods per domain, undone with
+the room; ``_Room._place_spread`` places such members one at a time); which planned
+members are pinned and reserved is ``_pins``, applied by ``_Pass._reserve``.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Literal, TypeVar
 
 from cogate.api import DEFAULT_GATE_NAME
+from cogate.controller import spread as _spread
+from cogate.controller import volumes as _volumes
 from cogate.controller.records import (
     HOSTNAME_LABEL,
     UNSCHEDULABLE_TAINT_KEY,
@@ -115,6 +136,7 @@ from cogate.controller.records import (
     Reservation,
     Taint,
     Toleration,
+    TopologySpreadConstraint,
 )
 from cogate.controller.resources import format_quantity, format_resources
 
@@ -184,13 +206,32 @@ class GroupRequest:
     members: tuple[PodInfo, ...]
 
 
+#: kube-scheduler's default profile: the scheduler whose filters the planner models.
+DEFAULT_SCHEDULER = "default-scheduler"
+#: ``PlannerConfig.unchecked`` values.
+UNCHECKED_POLICIES = ("release", "hold")
+
+
 @dataclass(frozen=True)
 class PlannerConfig:
-    """``starvation_seconds`` and ``reservation_ttl_seconds`` in seconds."""
+    """``starvation_seconds`` and ``reservation_ttl_seconds`` in seconds.
+
+    ``scheduler_names``: the ``spec.schedulerName`` values cogate plans for. Members of
+    :data:`DEFAULT_SCHEDULER` are planned, pinned and reserved; members of another name in
+    the set are planned with the same filters (a necessary condition only) but released
+    unpinned and unreserved, as that scheduler decides; a gated member naming a scheduler
+    outside the set holds its group (``Unschedulable``, the message names the pods).
+    ``unchecked``: what to do with a group whose gated members carry constraints the planner
+    does not evaluate (``PodInfo.unplanned``: unbound volume claims, DRA resource claims):
+    ``release`` (default) plans them like others and releases them unpinned and
+    unreserved, naming them in the verdict message; ``hold`` keeps the group gated.
+    """
 
     gate_name: str = DEFAULT_GATE_NAME
     starvation_seconds: float = 300.0
     reservation_ttl_seconds: float = 60.0
+    scheduler_names: frozenset[str] = frozenset({DEFAULT_SCHEDULER})
+    unchecked: str = "release"
 
 
 @dataclass(frozen=True)
@@ -289,7 +330,7 @@ def _static_reason(node: NodeInfo, pod: PodInfo) -> str | None:
             return "nodeSelector"
     if pod.required_node_affinity and not any(term.matches(node) for term in pod.required_node_affinity):
         return "node affinity"
-    return None
+    return _volumes.node_reason(node, pod)  # hook: bound PVs' node affinity (kube-scheduler VolumeBinding)
 
 
 def _req_with_pod(requests: Mapping[str, int]) -> dict[str, int]:
@@ -306,9 +347,14 @@ def _items_key(m: Mapping[str, _V]) -> tuple[tuple[str, _V], ...]:
     return tuple(sorted(m.items()))
 
 
-#: What the load-independent filters (NodeUnschedulable, TaintToleration, NodeAffinity) look at:
-#: nodeSelector, required node affinity, tolerations.
-_StaticKey = tuple[tuple[tuple[str, str], ...], tuple[NodeSelectorTerm, ...], tuple[Toleration, ...]]
+#: What the load-independent filters (NodeUnschedulable, TaintToleration, NodeAffinity, VolumeBinding's
+#: PV node affinity) look at: nodeSelector, required node affinity, tolerations, bound PVs' node affinity.
+_StaticKey = tuple[
+    tuple[tuple[str, str], ...],
+    tuple[NodeSelectorTerm, ...],
+    tuple[Toleration, ...],
+    tuple[tuple[NodeSelectorTerm, ...], ...],
+]
 #: Eligible node indexes, and how many nodes each reason excluded (``_static_reason``).
 _StaticResult = tuple[list[int], dict[str, int]]
 #: Everything the filters read from a member: members with equal keys share one ``_Spec``.
@@ -320,12 +366,15 @@ _SpecKey = tuple[
     tuple[PodAffinityTerm, ...],
     tuple[PodAffinityTerm, ...],
     tuple[tuple[str, str], ...],
+    tuple[TopologySpreadConstraint, ...],
 ]
 #: ``_Room`` undo log entries: room taken on a node (requests, number of host ports), a pod
-#: recorded as placed (anti-affinity), a topology domain forbidden to a spec.
+#: recorded as placed (anti-affinity), a pod counted for topology spread, a topology domain
+#: forbidden to a spec.
 _Undo = (
     tuple[Literal["occupy"], int, Mapping[str, int], int]
     | tuple[Literal["placed"]]
+    | tuple[Literal["spread"]]
     | tuple[Literal["forbid"], "_Spec", str, str]
 )
 
@@ -360,8 +409,11 @@ class _Room:
         static_cache: dict[_StaticKey, _StaticResult],
         anti_active: bool,
         empty: bool,
+        spread_active: bool = False,
     ) -> None:
         self.nodes = nodes
+        #: hook: PodTopologySpread counts (None while no member has hard spread constraints)
+        self.spread: _spread.Tracker | None = _spread.Tracker(nodes) if spread_active else None
         self.empty = empty
         self.free: list[dict[str, int]] = [dict(n.allocatable) for n in nodes]
         self.ports: list[list[HostPort]] = [[] for _ in nodes]
@@ -394,6 +446,9 @@ class _Room:
             f[k] = f.get(k, 0) - v
         self.ports[i].extend(ports)
         self.log.append(("occupy", i, req, len(ports)))
+        if self.spread is not None and pod is not None:  # hook: spread counts
+            self.spread.add(pod, i)
+            self.log.append(("spread",))
         if self.anti_active and pod is not None:
             self.placed.append((pod, i))
             self.log.append(("placed",))
@@ -415,6 +470,8 @@ class _Room:
                     del self.ports[i][-nports:]
             elif e[0] == "placed":
                 self.placed.pop()
+            elif e[0] == "spread":
+                self.spread.pop()  # type: ignore[union-attr]
             elif e[0] == "forbid":
                 _, spec, key, d = e
                 spec.forbidden[key].discard(d)
@@ -448,6 +505,7 @@ class _Room:
             _items_key(pod.node_selector),
             pod.required_node_affinity,
             pod.tolerations,
+            pod.volume_node_affinity,
         )
         key: _SpecKey = (
             static_key,
@@ -456,7 +514,8 @@ class _Room:
             pod.namespace,
             pod.required_pod_anti_affinity,
             pod.required_pod_affinity,
-            _items_key(pod.labels) if self.anti_active else (),
+            _items_key(pod.labels) if self.anti_active or self.spread is not None else (),
+            pod.topology_spread,
         )
         spec = self.specs.get(key)
         if spec is not None:
@@ -525,7 +584,51 @@ class _Room:
                     d = self.dom(key, i)
                     if d is not None and d in doms:
                         return False
+        if spec.pod.topology_spread and self.spread is not None:  # hook: PodTopologySpread Filter
+            return self.spread.allows(spec.pod, i)
         return True
+
+    def _place_spread(self, spec: _Spec, members: Sequence[PodInfo], out: dict[str, int]) -> None:
+        """Members with hard topology spread: each onto a node the Filter allows now, the one whose
+        domains hold the fewest matching pods first (then the tightest, then by name); as
+        kube-scheduler re-evaluates the skew for every pod, so does this loop.
+
+        A lazy heap keyed by (load, copies, name): loads only grow during the batch, so a stored
+        key is a lower bound and is refreshed when it reaches the top. A node refused only by the
+        skew is set aside until the next placement (which may raise the minimum); a node without
+        room (or refused by ports or anti-affinity, which only get worse) is dropped.
+        """
+        tracker = self.spread
+        assert tracker is not None
+        pod = spec.pod
+        heap = []
+        for i in spec.eligible:
+            c = self.copies(spec, i)
+            if c > 0:
+                heap.append((tracker.load(pod, i), c, self.nodes[i].name, i))
+        heapq.heapify(heap)
+        aside: list[tuple[int, int, str, int]] = []
+        k = 0
+        while k < len(members) and heap:
+            load, _, name, i = heapq.heappop(heap)
+            key = (tracker.load(pod, i), self.copies(spec, i), name, i)
+            if key[1] <= 0:
+                continue
+            if key[0] > load:
+                heapq.heappush(heap, key)
+                continue
+            if not self.fits(spec, i):
+                if not tracker.allows(pod, i):
+                    aside.append(key)
+                continue
+            m = members[k]
+            self.occupy(m, spec.req, spec.ports, i)
+            out[m.uid] = i
+            k += 1
+            heapq.heappush(heap, (tracker.load(pod, i), self.copies(spec, i), name, i))
+            for a in aside:
+                heapq.heappush(heap, a)
+            aside.clear()
 
     def copies(self, spec: _Spec, i: int) -> int:
         f = self.free[i]
@@ -539,6 +642,9 @@ class _Room:
     def place_batch(self, spec: _Spec, members: Sequence[PodInfo], out: dict[str, int]) -> None:
         """Place as many of ``members`` (same spec) as possible, tightest nodes first."""
         if not members:
+            return
+        if spec.pod.topology_spread and self.spread is not None:  # hook: one at a time, least crowded domain
+            self._place_spread(spec, members, out)
             return
         order = []
         for i in spec.eligible:
@@ -577,6 +683,60 @@ def _classify(group: GroupRequest, gate: str) -> _Members:
             if all(g == gate for g in m.gates):
                 r.plannable.append(m)
     return r
+
+
+def _pins(m: PodInfo, config: PlannerConfig) -> bool:
+    """A planned member is pinned and reserved only when the planner models everything that
+    decides its node: kube-scheduler's default profile, no unchecked constraint and no claim
+    kube-scheduler cannot use yet (a new member of a released group is ungated regardless)."""
+    return m.scheduler_name == DEFAULT_SCHEDULER and not m.unplanned and not m.volume_problems
+
+
+def _names(ms: Sequence[PodInfo], limit: int = 5) -> str:
+    shown = ", ".join(m.name for m in ms[:limit])
+    return shown + (f" and {len(ms) - limit} more" if len(ms) > limit else "")
+
+
+def _held_reason(gated: Sequence[PodInfo], config: PlannerConfig) -> str:
+    """Why a group whose gated members are ``gated`` must stay gated whatever the room, or ''.
+
+    - a member names a scheduler outside ``config.scheduler_names``: cogate cannot know
+      whether (or where) it will ever be scheduled;
+    - a member's volumes make it unschedulable now (``PodInfo.volume_problems``, e.g. a claim
+      that does not exist), as kube-scheduler's VolumeBinding would say;
+    - ``config.unchecked == "hold"`` and a member carries constraints the planner does not
+      evaluate (``PodInfo.unplanned``).
+    """
+    parts = []
+    unknown = [m for m in gated if m.scheduler_name not in config.scheduler_names]
+    if unknown:
+        names = sorted({m.scheduler_name for m in unknown})
+        parts.append(f"{_names(unknown)} name{'s' if len(unknown) == 1 else ''} scheduler "
+                     f"{', '.join(repr(n) for n in names)}, which cogate does not plan for (configured: "
+                     f"{', '.join(sorted(config.scheduler_names))}; add it with --scheduler-name)")
+    for m in gated:
+        if m.volume_problems:
+            parts.append(f"{m.name}: {'; '.join(m.volume_problems)}")
+    if config.unchecked == "hold":
+        unchecked = [m for m in gated if m.unplanned]
+        if unchecked:
+            parts.append(f"{_names(unchecked)} {'has' if len(unchecked) == 1 else 'have'} constraints cogate does "
+                         f"not check ({', '.join(sorted({u for m in unchecked for u in m.unplanned}))}) and "
+                         "--unchecked-constraints=hold")
+    return "; ".join(parts)
+
+
+def _unchecked_note(gated: Sequence[PodInfo], config: PlannerConfig) -> str:
+    """Suffix of a release message naming members released without a pin and why."""
+    parts = []
+    unchecked = [m for m in gated if m.unplanned]
+    if unchecked:
+        what = sorted({u for m in unchecked for u in m.unplanned})
+        parts.append(f"not checked by cogate, placed by kube-scheduler: {_names(unchecked)} ({', '.join(what)})")
+    other = [m for m in gated if m.scheduler_name != DEFAULT_SCHEDULER and m.scheduler_name in config.scheduler_names]
+    if other:
+        parts.append(f"placed by their own scheduler: {_names(other)}")
+    return "".join(f"; {p}" for p in parts)
 
 
 def _plan(room: _Room, members: Sequence[PodInfo], needed: int) -> dict[str, int]:
@@ -681,6 +841,8 @@ def _exclusions(room: _Room, specs: Sequence[_Spec]) -> dict[str, int]:
                 dyn["pod anti-affinity"] = dyn.get("pod anti-affinity", 0) + 1
             elif s.ports and any(p.conflicts(q) for p in s.ports for q in room.ports[i]):
                 dyn["host port in use"] = dyn.get("host port in use", 0) + 1
+            elif room.spread is not None and (why := room.spread.reason(s.pod, i)) is not None:
+                dyn[why] = dyn.get(why, 0) + 1  # hook: PodTopologySpread
         for r, c in dyn.items():
             reasons[r] = max(reasons.get(r, 0), c)
     return reasons
@@ -698,9 +860,11 @@ class _Snapshot:
     :meth:`room` adds the reservations a pass keeps.
     """
 
-    def __init__(self, nodes: Sequence[NodeInfo], pods: Sequence[PodInfo], members_anti: bool) -> None:
+    def __init__(self, nodes: Sequence[NodeInfo], pods: Sequence[PodInfo], members_anti: bool,
+                 members_spread: bool = False) -> None:
         """``pods``: as given to :func:`decide` (unbound, terminal and unknown-node entries are
-        skipped). ``members_anti``: some group member has required pod anti-affinity."""
+        skipped). ``members_anti``: some group member has required pod anti-affinity;
+        ``members_spread``: some group member has hard topology spread constraints."""
         self.nodes = nodes
         self.index = {n.name: i for i, n in enumerate(nodes)}
         bound = [p for p in pods if p.bound and not p.terminal and p.node_name in self.index]
@@ -708,14 +872,18 @@ class _Snapshot:
         self.bound_uids = frozenset(p.uid for p in pods if p.bound)
         #: Track where pods sit for anti-affinity (InterPodAffinity works in both directions).
         self.anti_active = members_anti or any(p.required_pod_anti_affinity for p in bound)
+        #: Count pods per topology domain (PodTopologySpread) only when a member needs it.
+        self.spread_active = members_spread
         #: Static filter results per ``_StaticKey``, shared by the live and the empty room.
         self.static_cache: dict[_StaticKey, _StaticResult] = {}
 
     def room(self, reserved: Sequence[tuple[Reservation, PodInfo]]) -> _Room:
         """Free room after every bound pod and every ``(reservation, its pod)``, committed."""
-        room = _Room(self.nodes, self.static_cache, self.anti_active, empty=False)
+        room = _Room(self.nodes, self.static_cache, self.anti_active, empty=False, spread_active=self.spread_active)
         room.bound_pods = list(self.bound)
         for p, i in room.bound_pods:
+            if room.spread is not None:  # bound pods count for topology spread
+                room.spread.add(p, i)
             # hot path (every bound pod): subtract directly, no undo entry needed
             f = room.free[i]
             for k, v in _req_with_pod(p.requests).items():
@@ -733,7 +901,7 @@ class _Snapshot:
 
     def empty_room(self) -> _Room:
         """Every eligible node empty: bound pods and reservations ignored."""
-        return _Room(self.nodes, self.static_cache, self.anti_active, empty=True)
+        return _Room(self.nodes, self.static_cache, self.anti_active, empty=True, spread_active=self.spread_active)
 
 
 @dataclass(frozen=True)
@@ -779,7 +947,8 @@ class _Pass:
         self.gate = config.gate_name
         self.member_of = {m.uid: (m, g) for g in groups for m in g.members}
         members_anti = any(m.required_pod_anti_affinity for g in groups for m in g.members)
-        self.snapshot = _Snapshot(nodes, pods, members_anti)
+        members_spread = any(m.topology_spread for g in groups for m in g.members)
+        self.snapshot = _Snapshot(nodes, pods, members_anti, members_spread)
         self.nodes = nodes
         self.kept = [r for r in reservations if self._still_holds(r)]
         self.reserved = {r.pod_uid: r for r in self.kept}
@@ -805,10 +974,13 @@ class _Pass:
         return not (m.gated_by(self.gate) and not g.released)
 
     def _reserve(self, members: Sequence[PodInfo], plan: Mapping[str, int]) -> dict[str, str]:
-        """uid -> planned node name ('' = not planned) for ``members``; reserves the planned ones."""
+        """uid -> the node each of ``members`` is released to ('' = unpinned: not planned, or a
+        member the planner cannot foresee, :func:`_pins`); reserves the room of the pinned ones."""
         release: dict[str, str] = {}
         for m in members:
             i = plan.get(m.uid)
+            if i is not None and not _pins(m, self.config):
+                i = None
             release[m.uid] = self.nodes[i].name if i is not None else ""
             if i is not None:
                 self.new_reservations.append(Reservation(
@@ -852,6 +1024,10 @@ class _Pass:
         ms = _classify(g, self.gate)
         if (verdict := self._invalid_min_member(g, ms)) is not None:
             return verdict
+        if (verdict := self._too_few_present(g, ms)) is not None:
+            return verdict
+        if (verdict := self._held(g, ms)) is not None:
+            return verdict
         if (verdict := self._waiting_for_members(g, ms)) is not None:
             return verdict
         if (verdict := self._behind_starving_group(g, ms)) is not None:
@@ -866,13 +1042,25 @@ class _Pass:
             return None
         return _verdict(g, Outcome.UNSCHEDULABLE, len(ms.bound), f"invalid minMember {g.min_member}")
 
+    def _too_few_present(self, g: GroupRequest, ms: _Members) -> GroupVerdict | None:
+        """Fewer than minMember members present."""
+        if len(ms.present) >= g.min_member:
+            return None
+        present = f"{len(ms.present)} of {g.min_member} members present"
+        return _verdict(g, Outcome.WAITING_FOR_MEMBERS, len(ms.bound), present)
+
+    def _held(self, g: GroupRequest, ms: _Members) -> GroupVerdict | None:
+        """Members cogate must not release whatever the room (an unknown scheduler, claims
+        kube-scheduler cannot use yet, unchecked constraints under ``hold``: :func:`_held_reason`)."""
+        held = _held_reason(ms.gated, self.config)
+        if not held:
+            return None
+        return _verdict(g, Outcome.UNSCHEDULABLE, len(ms.bound), held)
+
     def _waiting_for_members(self, g: GroupRequest, ms: _Members) -> GroupVerdict | None:
-        """Fewer than minMember present, or fewer bound + plannable (the others are held by
-        other scheduling gates, or ungated and already with kube-scheduler)."""
+        """Fewer bound + plannable than minMember (the others are held by other scheduling
+        gates, or ungated and already with kube-scheduler)."""
         bound_n = len(ms.bound)
-        if len(ms.present) < g.min_member:
-            present = f"{len(ms.present)} of {g.min_member} members present"
-            return _verdict(g, Outcome.WAITING_FOR_MEMBERS, bound_n, present)
         if bound_n + len(ms.plannable) >= g.min_member:
             return None
         plannable = {m.uid for m in ms.plannable}
@@ -916,7 +1104,8 @@ class _Pass:
         if fits >= g.min_member:
             self.room.commit()
             release = self._reserve(ms.gated, plan)
-            message = f"fits {fits} of {g.min_member}: releasing {_plural(len(release), 'gated member')}"
+            message = (f"fits {fits} of {g.min_member}: releasing {_plural(len(release), 'gated member')}"
+                       + _unchecked_note(ms.gated, self.config))
             return _verdict(g, Outcome.RELEASED, fits, message, release)
         unplaced = [m for m in ms.plannable if m.uid not in plan]
         short = _shortfall(self.room, unplaced, needed - len(plan))

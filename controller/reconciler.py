@@ -12,6 +12,8 @@ Pure helpers here (unit-tested table-driven):
 - :func:`restored_reservations`: the room of released members that were ungated (pinned) but
   are not bound yet, rebuilt from the cluster when a process starts deciding (start, or
   leadership gained), since reservations live in memory only;
+- :func:`resolve_volumes`: members with their claims' and bound PVs' constraints filled in
+  (:func:`cogate.controller.volumes.resolve`) from the PVC and PV informers;
 - :func:`timeout_victims`: whom ``--evict-on-timeout`` evicts;
 - :func:`waiting_for_pod_group`: gated pods whose PodGroup does not exist (an event says so).
 
@@ -50,6 +52,7 @@ from typing import TYPE_CHECKING, Any
 from cogate import api
 from cogate.controller import notices, planner
 from cogate.controller import status as status_mod
+from cogate.controller import volumes as volumes_mod
 from cogate.controller.events import EventDeduplicator, EventRecorder, ObjectRef
 from cogate.controller.informer import Informer
 from cogate.controller.metrics import Metrics
@@ -230,6 +233,17 @@ def timeout_victims(members: Iterable[PodInfo], gate: str) -> list[PodInfo]:
     return out
 
 
+def resolve_volumes(pods: Iterable[PodInfo], claims: Mapping[Any, Any] | None,
+                    volumes: Mapping[Any, Any] | None) -> list[PodInfo]:
+    """``pods`` with volume constraints resolved (:func:`cogate.controller.volumes.resolve`).
+
+    ``claims``: ClaimInfo by (namespace, name); ``volumes``: VolumeInfo by name. Without the
+    informers (``None``) the pods are returned unchanged: their claims stay unchecked."""
+    if claims is None or volumes is None:
+        return list(pods)
+    return [volumes_mod.resolve(p, claims, volumes) if p.volume_claims else p for p in pods]
+
+
 # --------------------------------------------------------------------------- shell
 
 
@@ -244,12 +258,15 @@ class ReconcilerConfig:
     max_patch_attempts: int = 6
     starvation_seconds: float = 300.0
     reservation_ttl_seconds: float = 60.0
+    scheduler_names: frozenset[str] = frozenset({planner.DEFAULT_SCHEDULER})
+    unchecked: str = "release"
 
     @property
     def planner_config(self) -> planner.PlannerConfig:
         """The planner's knobs, derived: one source for the gate name and the TTL."""
         return planner.PlannerConfig(gate_name=self.gate_name, starvation_seconds=self.starvation_seconds,
-                                     reservation_ttl_seconds=self.reservation_ttl_seconds)
+                                     reservation_ttl_seconds=self.reservation_ttl_seconds,
+                                     scheduler_names=self.scheduler_names, unchecked=self.unchecked)
 
 
 @dataclass
@@ -260,9 +277,14 @@ class Caches:
     members: Informer
     bound: Informer
     nodes: Informer
+    #: PersistentVolumeClaims (ClaimInfo by (namespace, name)) and PersistentVolumes (VolumeInfo by
+    #: name); optional: without them members' claims stay unchecked.
+    claims: Informer | None = None
+    volumes: Informer | None = None
 
     def all(self) -> list[Informer]:
-        return [self.podgroups, self.members, self.bound, self.nodes]
+        return [i for i in (self.podgroups, self.members, self.bound, self.nodes, self.claims, self.volumes)
+                if i is not None]
 
 
 @dataclass
@@ -372,7 +394,10 @@ class Reconciler:
         if self._orphan_checks:
             self.release_orphans()
         groups = {g.key: g for g in self.caches.podgroups.snapshot()}
-        members = members_by_group(self.caches.members.snapshot())
+        members = members_by_group(resolve_volumes(
+            self.caches.members.snapshot(),
+            self.caches.claims.snapshot_map() if self.caches.claims is not None else None,
+            self.caches.volumes.snapshot_map() if self.caches.volumes is not None else None))
         requests = build_group_requests(groups.values(), members, self.config.gate_name)
         if self.restore_reservations:
             self._restore_reservations(requests, now)

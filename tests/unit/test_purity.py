@@ -25,6 +25,8 @@ PURE = [
     "cogate.controller.status",
     "cogate.controller.patches",
     "cogate.controller.notices",
+    "cogate.controller.spread",
+    "cogate.controller.volumes",
     "cogate.webhook.admission",
     "cogate.gates",
 ]

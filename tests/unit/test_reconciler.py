@@ -379,26 +379,28 @@ def test_run_loop_only_reconciles_while_leading():
     ({"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]}, ("volume claims",)),
     ({"volumes": [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}}]}, ("volume claims",)),
     ({"volumes": [{"name": "cfg", "configMap": {"name": "cfg"}}]}, ()),
+    # hard topology spread is modelled by the planner now (controller/spread.py): pinned like any member
     ({"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
-                                     "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {}}]}, ("topology spread",)),
+                                     "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {}}]}, ()),
     ({"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone",
                                      "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {}}]}, ()),
     ({"resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu"}]}, ("resource claims",)),
 ])
-def test_members_with_unplanned_constraints_are_released_unpinned(extra_spec, unplanned):
+def test_unplanned_constraints_of_a_spec_and_pin_target(extra_spec, unplanned):
     raw = raw_pod("a")
     raw["spec"].update(extra_spec)
     p = records.pod_info(raw)
     assert p.unplanned == unplanned
-    assert pin_target(p, "n1", "pinned") == ("" if unplanned else "n1")
+    # the planner decides who is pinned (planner._pins); pin_target only applies the placement mode
+    assert pin_target(p, "n1", "pinned") == "n1"
     assert pin_target(p, "n1", "free") == ""
     assert pin_target(p, "", "pinned") == ""
 
 
-def test_release_patch_of_a_member_with_a_volume_claim_only_removes_the_gate():
+def test_release_patch_of_a_member_the_planner_left_unpinned_only_removes_the_gate():
     raw = raw_pod("a")
     raw["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]
-    h = Harness([raw, raw_pod("b")], [raw_pg()], [verdict("Released", {"uid-a": "n1", "uid-b": "n1"}, fits=2)])
+    h = Harness([raw, raw_pod("b")], [raw_pg()], [verdict("Released", {"uid-a": "", "uid-b": "n1"}, fits=2)])
     h.run()
     a, b = h.cluster.pods["a"], h.cluster.pods["b"]
     assert not a["spec"].get("schedulingGates") and "affinity" not in a["spec"]
