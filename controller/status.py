@@ -33,9 +33,15 @@ Conditions (metav1.Condition; ``lastTransitionTime`` moves only when ``status`` 
   (``WaitingForMembers``, ``InsufficientCapacity``, ``ExceedsClusterCapacity``,
   ``Unschedulable``) and its message (e.g. "fits 3 of 4: cpu short by 2").
   Left as it is when there is no verdict.
-- ``TimedOut``: ``True``/``TimedOut`` when ``scheduleTimeoutSeconds`` (> 0) have passed
-  since ``scheduleStartTime`` and fewer than ``m`` members are placed; ``False``/
-  ``MembersBound`` once ``m`` are placed after a timeout. Absent otherwise.
+- ``TimedOut`` (only with ``scheduleTimeoutSeconds`` > 0): the timeout judges one window,
+  from ``scheduleStartTime`` until the group *first* has ``m`` members placed. When that
+  happens the condition becomes ``False``/``MembersBound`` (also healing an earlier
+  ``True``), and that release can no longer time out: a member lost later is not
+  lateness (no ``Timeout`` event, no eviction). ``True``/``TimedOut`` when the window
+  passes ``scheduleTimeoutSeconds`` without that. A fresh release (after a timeout or a
+  lost quorum) opens a new window: ``False``/``Released``. A phase of ``Scheduled``,
+  ``Running`` or ``Finished`` recorded for the standing release also counts as quorum
+  reached (status written before the condition existed, or a timeout added later).
   ``scheduleTimeoutSeconds: 0`` (or unset) disables the timeout.
 
 ``scheduleStartTime`` is set when the verdict releases the group and is never changed
@@ -65,6 +71,7 @@ __all__ = [
     "Counts",
     "count_members",
     "decide_phase",
+    "quorum_reached",
     "timeout_deadline",
     "compute_status",
     "status_patch",
@@ -76,6 +83,10 @@ CONDITION_TIMED_OUT = "TimedOut"
 #: Whether the group fits the cluster at all (every eligible node empty). False with reason
 #: ``ExceedsClusterCapacity`` marks a group that waits for the cluster to grow, not for room.
 CONDITION_FITS_CLUSTER = "FitsCluster"
+#: Reason of ``TimedOut=False`` once the release had minMember members placed.
+REASON_MEMBERS_BOUND = "MembersBound"
+#: Phases that imply minMember members were bound during the standing release.
+QUORUM_PHASES = frozenset({"Scheduled", "Running", "Finished"})
 
 
 def released_reason(outcome: str) -> str:
@@ -191,14 +202,28 @@ def release_stands(status: PodGroupStatus, members: Sequence[Any] = (), gate: st
     return not lost or not any(m.gated_by(gate) and not m.bound for m in members)
 
 
+def quorum_reached(status: PodGroupStatus) -> bool:
+    """The standing release has had minMember members placed at some point (its timeout
+    window is closed): condition ``TimedOut=False`` with reason ``MembersBound``, or a
+    recorded phase of ``Scheduled``, ``Running`` or ``Finished`` (each implies ``m`` members
+    were bound during the release). ``False`` before any release."""
+    if not status.scheduleStartTime:
+        return False
+    cond = status.condition(CONDITION_TIMED_OUT)
+    if cond is not None and cond.status == "False" and cond.reason == REASON_MEMBERS_BOUND:
+        return True
+    return status.phase in QUORUM_PHASES
+
+
 def timeout_deadline(pg: PodGroup) -> float | None:
     """Epoch seconds at which ``pg`` times out if fewer than minMember are bound, or ``None``.
 
-    ``scheduleStartTime + scheduleTimeoutSeconds``; ``None`` when not released yet or
-    the timeout is unset or 0. The reconciler requeues the group for this time.
+    ``scheduleStartTime + scheduleTimeoutSeconds``; ``None`` when not released yet, the
+    timeout is unset or 0, or the release already had minMember members placed
+    (:func:`quorum_reached`). The reconciler requeues the group for this time.
     """
     timeout = pg.spec.scheduleTimeoutSeconds
-    if not timeout or not pg.status.scheduleStartTime:
+    if not timeout or not pg.status.scheduleStartTime or quorum_reached(pg.status):
         return None
     return parse_time(pg.status.scheduleStartTime) + timeout
 
@@ -257,20 +282,22 @@ def compute_status(pg: PodGroup, members: Sequence[_Member], verdict: _Verdict |
 
     prev = conditions.get(CONDITION_TIMED_OUT)
     timeout = pg.spec.scheduleTimeoutSeconds
-    if fresh and prev is not None and prev.status == "True":
+    if fresh and prev is not None:
         conditions[CONDITION_TIMED_OUT] = _condition(
             prev, CONDITION_TIMED_OUT, "False", "Released",
             f"released again; scheduleTimeoutSeconds counts from {start}", now, generation)
-    elif timeout and start and (released or (prev is not None and prev.status == "True")):
+    elif timeout and start and not quorum_reached(old) and (released or (prev is not None and prev.status == "True")):
         elapsed = now - parse_time(start)
-        if c.placed < m and elapsed >= timeout:
+        if c.placed >= m:
+            conditions[CONDITION_TIMED_OUT] = _condition(
+                prev, CONDITION_TIMED_OUT, "False", REASON_MEMBERS_BOUND,
+                f"minMember reached: {c.placed} of {m} members bound {max(0, int(elapsed))}s after the release "
+                f"(scheduleTimeoutSeconds {timeout}); members lost later do not time this release out",
+                now, generation)
+        elif elapsed >= timeout:
             conditions[CONDITION_TIMED_OUT] = _condition(
                 prev, CONDITION_TIMED_OUT, "True", "TimedOut",
                 f"{c.placed} of minMember {m} members bound within scheduleTimeoutSeconds {timeout}", now, generation)
-        elif c.placed >= m and prev is not None and prev.status == "True":
-            conditions[CONDITION_TIMED_OUT] = _condition(
-                prev, CONDITION_TIMED_OUT, "False", "MembersBound",
-                f"{c.placed} of minMember {m} members bound", now, generation)
 
     return PodGroupStatus(
         phase=phase,

@@ -10,6 +10,7 @@ from cogate.controller.model import PodInfo
 from cogate.controller.planner import GroupVerdict
 from cogate.controller.status import (
     release_stands,
+    quorum_reached,
     Counts,
     compute_status,
     count_members,
@@ -260,23 +261,83 @@ def test_occupied_by_kept():
 
 
 # ------------------------------------------------------------------ timeout
-@pytest.mark.parametrize("spec,elapsed,timed_out", [
-    ("BGG", 59, False),
-    ("BGG", 60, True),
-    ("BBG", 600, True),
-    ("BBB", 600, False),
-    ("RRR", 600, False),
+@pytest.mark.parametrize("spec,elapsed,expected", [
+    ("BGG", 59, None),
+    ("BGG", 60, ("True", "TimedOut")),
+    ("BBG", 600, ("True", "TimedOut")),
+    ("BBB", 600, ("False", "MembersBound")),
+    ("RRR", 600, ("False", "MembersBound")),
+    ("BBB", 1, ("False", "MembersBound")),
 ])
-def test_timeout_from_schedule_start_time(spec, elapsed, timed_out):
+def test_timeout_from_schedule_start_time(spec, elapsed, expected):
     pg = podgroup(3, dict(RELEASED), timeout=60)
     st_ = compute_status(pg, members(spec), None, T0 + elapsed)
     cond = st_.condition("TimedOut")
-    if timed_out:
-        assert cond is not None and (cond.status, cond.reason) == ("True", "TimedOut")
-        assert f"{sum(s in 'BR' for s in spec)} of minMember 3" in cond.message
-        assert cond.lastTransitionTime == format_time(T0 + elapsed)
-    else:
+    if expected is None:
         assert cond is None
+        return
+    assert (cond.status, cond.reason) == expected
+    assert cond.lastTransitionTime == format_time(T0 + elapsed)
+    if expected[0] == "True":
+        assert f"{sum(s in 'BR' for s in spec)} of minMember 3" in cond.message
+    else:
+        assert f"3 of 3 members bound {elapsed}s after the release" in cond.message
+
+
+def _steps(pg_status: dict, timeout: int, steps: list[tuple[str, float]], m: int = 2):
+    """Run compute_status over (members, seconds after T0) steps, feeding each status into the next."""
+    out = []
+    status = dict(pg_status)
+    for spec, at in steps:
+        st_ = compute_status(podgroup(m, status, timeout=timeout), members(spec), None, T0 + at)
+        status = st_.to_api()
+        out.append(st_)
+    return out
+
+
+def test_member_lost_after_quorum_is_not_a_timeout():
+    """Issue 9 item 4: minMember 2, timeout 5, both bound within a second, one deleted 10 s
+    later: no TimedOut=True (the window closed when the quorum was first bound)."""
+    bound, later, much_later = _steps(dict(RELEASED), 5, [("BB", 1), ("R", 11), ("R", 600)])
+    assert (bound.condition("TimedOut").status, bound.condition("TimedOut").reason) == ("False", "MembersBound")
+    for st_ in (later, much_later):
+        cond = st_.condition("TimedOut")
+        assert (cond.status, cond.reason) == ("False", "MembersBound"), cond
+        assert cond.lastTransitionTime == format_time(T0 + 1)
+    assert timeout_deadline(podgroup(2, later.to_api(), timeout=5)) is None
+
+
+def test_quorum_reached_is_remembered_by_a_phase_written_before_the_condition():
+    """A status written by an older controller (phase Running, no TimedOut condition) or a
+    timeout added to a running group: the release reached its quorum, so no timeout."""
+    status = {**RELEASED, "phase": "Running"}
+    assert quorum_reached(podgroup(2, status).status)
+    st_ = compute_status(podgroup(2, status, timeout=5), members("R"), None, T0 + 60)
+    assert st_.condition("TimedOut") is None
+    assert timeout_deadline(podgroup(2, status, timeout=5)) is None
+    assert not quorum_reached(podgroup(2, {"phase": "Running"}).status)  # no release recorded
+
+
+def test_healed_timeout_does_not_fire_again_when_a_member_is_lost():
+    late, healed, lost = _steps(dict(RELEASED), 5, [("BG", 10), ("BB", 12), ("B", 20)])
+    assert late.condition("TimedOut").status == "True"
+    assert (healed.condition("TimedOut").status, healed.condition("TimedOut").reason) == ("False", "MembersBound")
+    assert lost.condition("TimedOut") == healed.condition("TimedOut")
+
+
+def test_fresh_release_reopens_the_timeout_window():
+    """After the gang re-forms (e.g. lost quorum through failures, replacements gated), the
+    new release is judged on its own window."""
+    (bound,) = _steps(dict(RELEASED), 5, [("BB", 1)])
+    failed = {**bound.to_api(), "phase": "Failed"}
+    again = compute_status(podgroup(2, failed, timeout=5), members("GG"), verdict("Released", "fits 2 of 2", 2),
+                           T0 + 100)
+    cond = again.condition("TimedOut")
+    assert (cond.status, cond.reason) == ("False", "Released")
+    assert again.scheduleStartTime == format_time(T0 + 100)
+    assert not quorum_reached(again)
+    (late,) = _steps(again.to_api(), 5, [("BU", 106)])
+    assert (late.condition("TimedOut").status, late.condition("TimedOut").reason) == ("True", "TimedOut")
 
 
 def test_timeout_clears_when_quorum_binds_and_is_disabled_by_zero():
