@@ -496,6 +496,8 @@ class Reconciler:
         self._cond = threading.Condition()
         self.debouncer = Debouncer(config.debounce, config.resync, monotonic())
         self._evicted: set[tuple[str, str]] = set()
+        #: PodGroup uid -> members seen ended during its release (status.EndedMembers).
+        self._ended: dict[str, status_mod.EndedMembers] = {}
         #: Whether this process leads (set by :meth:`run`); tests drive passes directly.
         self._leading: Callable[[], bool] = lambda: True
         #: uids of gated members already told that their PodGroup does not exist.
@@ -618,6 +620,8 @@ class Reconciler:
         for obj in self.gate.objects() - live_uids:
             self.gate.forget(obj)
         self._evicted = {e for e in self._evicted if e[0] in live_uids}
+        for uid in set(self._ended) - live_uids:
+            self._ended.pop(uid, None)
         deadlines = [r.expires for r in self.reservations if getattr(r, "expires", 0) > now]
         for g in groups.values():
             d = status_mod.timeout_deadline(g.pg)
@@ -630,7 +634,8 @@ class Reconciler:
     def _apply_verdict(self, g: GroupObject, request: Any, verdict: Any, now: float) -> tuple[str, int, int]:
         pg = g.pg
         ms = request.members
-        new_status = status_mod.compute_status(pg, ms, verdict, now, self.config.gate_name)
+        new_status, self._ended[g.uid] = status_mod.compute(pg, ms, verdict, now, self.config.gate_name,
+                                                            self._ended.get(g.uid))
         body = status_mod.status_patch(g.raw_status, new_status)
         writes = ungated = 0
         outcome = verdict.outcome

@@ -12,6 +12,8 @@ from cogate.controller.status import (
     release_stands,
     quorum_reached,
     Counts,
+    compute,
+    track_ended,
     compute_status,
     count_members,
     decide_phase,
@@ -115,7 +117,7 @@ PHASE_TABLE = [
     (3, "", True, "Finished", "Finished"),
     (3, "S", True, "Finished", "Finished"),
     (3, "", True, "Failed", "Failed"),
-    (3, "GGG", True, "Finished", "Scheduling"),  # a new gang of members: recomputed
+    (3, "GGG", True, "Finished", "Scheduling"),  # a new gang of members released: recomputed
     (3, "RRR", True, "Failed", "Running"),
 ]
 
@@ -133,7 +135,12 @@ def test_compute_status_phase_matches_table(m, spec, released, previous, expecte
         status["phase"] = previous
         if previous != "Pending" and not released:
             pytest.fail("table row inconsistent: a non-Pending previous phase implies a release")
-    st_ = compute_status(podgroup(m, status), members(spec), None, T0 + 10)
+    pg = podgroup(m, status)
+    ms = members(spec)
+    # A release that no longer stands (e.g. new gated members of a Finished group) is
+    # "released" in the table only by a fresh release verdict.
+    v = verdict("Released", "fits", m) if released and not release_stands(pg.status, ms) else None
+    st_ = compute_status(pg, ms, v, T0 + 10)
     assert st_.phase == expected
     assert st_.scheduled == sum(s in "BRSF" for s in spec)
     assert st_.running == spec.count("R")
@@ -464,3 +471,108 @@ def test_timed_out_group_short_of_room_reports_it_and_keeps_start_time():
     assert st_.scheduleStartTime == format_time(T0)
     assert (st_.condition("Released").status, st_.condition("Released").reason) == ("False", "InsufficientCapacity")
     assert st_.condition("TimedOut").status == "True"
+
+
+# ------------------------------------------------------------------ counts and phase survive deleted members
+
+
+def _pass(status: dict, spec: dict[int, str], m: int, at: float, ended=None, v=None):
+    """One compute() over members {index: state}; returns (status as API JSON, ended, PodGroupStatus)."""
+    ms = [member(state, i) for i, state in sorted(spec.items())]
+    st_, ended = compute(podgroup(m, status), ms, v, T0 + at, ended=ended)
+    return st_.to_api(), ended, st_
+
+
+def test_finished_group_keeps_phase_and_counts_when_members_are_deleted_and_a_new_one_joins():
+    """Issue 9 item 9: two bare members succeed and are deleted; a third joins. Before: succeeded
+    dropped to 0 and the phase went Finished -> Scheduling."""
+    status, ended, st_ = _pass(dict(RELEASED), {0: "R", 1: "R"}, 2, 1)
+    status, ended, st_ = _pass(status, {0: "S", 1: "S"}, 2, 5, ended)
+    assert (st_.phase, st_.succeeded) == ("Finished", 2)
+    for mem in (ended, None):  # with the controller's memory, and after a restart (written counts)
+        s2, e2, gone = _pass(status, {}, 2, 6, mem)
+        assert (gone.phase, gone.succeeded, gone.scheduled) == ("Finished", 2, 0)
+        # A new member joins: the finished release no longer stands; it waits for a new gang.
+        assert not release_stands(podgroup(2, s2).status, [member("G", 7)])
+        _, _, joined = _pass(s2, {7: "G"}, 2, 7, e2, verdict("WaitingForMembers", "1 of 2 members present"))
+        assert (joined.phase, joined.succeeded) == ("Finished", 2)
+        rel = joined.condition("Released")
+        assert (rel.status, rel.reason, rel.message) == ("False", "WaitingForMembers", "1 of 2 members present")
+
+
+def test_members_deleted_one_by_one_after_succeeding_still_finish_the_group():
+    status, ended, _ = _pass(dict(RELEASED), {0: "R", 1: "R"}, 2, 1)
+    status, ended, st_ = _pass(status, {0: "S", 1: "R"}, 2, 2, ended)
+    assert st_.phase == "Running"
+    status, ended, st_ = _pass(status, {1: "R"}, 2, 3, ended)  # 0 garbage-collected
+    assert (st_.phase, st_.succeeded, st_.running) == ("Running", 1, 1)
+    status, ended, st_ = _pass(status, {1: "S"}, 2, 4, ended)
+    assert (st_.phase, st_.succeeded) == ("Finished", 2)
+
+
+def test_failed_count_survives_deletion_and_failed_phase_sticks():
+    status, ended, st_ = _pass(dict(RELEASED), {0: "R", 1: "F"}, 2, 1)
+    assert (st_.phase, st_.failed) == ("Failed", 1)
+    status, ended, st_ = _pass(status, {0: "S"}, 2, 2, ended)
+    assert (st_.phase, st_.failed, st_.succeeded) == ("Failed", 1, 1)
+    status, ended, st_ = _pass(status, {}, 2, 3, ended)
+    assert (st_.phase, st_.failed, st_.succeeded) == ("Failed", 1, 1)
+
+
+def test_fresh_release_counts_from_its_own_members():
+    status, ended, _ = _pass(dict(RELEASED), {0: "S", 1: "S"}, 2, 1)
+    status, ended, _ = _pass(status, {}, 2, 2, ended)
+    status, ended, st_ = _pass(status, {5: "G", 6: "G"}, 2, 3, ended, verdict("Released", "fits 2 of 2", 2))
+    assert st_.phase == "Scheduling" and st_.scheduleStartTime == format_time(T0 + 3)
+    assert (st_.succeeded, st_.failed) == (0, 0)
+    status, ended, st_ = _pass(status, {5: "S", 6: "S"}, 2, 9, ended)
+    assert (st_.phase, st_.succeeded) == ("Finished", 2)
+
+
+def test_job_wave_joining_a_finished_group_counts_its_finished_pods():
+    """A Job's next wave (finished pods still exist) joins a Finished group: the new gang is
+    released at once by the planner (Succeeded members count as bound) and counts them too."""
+    status, ended, st_ = _pass(dict(RELEASED), {0: "S", 1: "S", 2: "S"}, 3, 1)
+    assert st_.phase == "Finished"
+    wave = {0: "S", 1: "S", 2: "S", 3: "G", 4: "G", 5: "G"}
+    status, ended, st_ = _pass(status, wave, 3, 2, ended, verdict("Released", "fits 6 of 3", 6))
+    assert st_.phase == "Scheduled"  # the 3 succeeded (bound) count toward minMember; the wave is active
+    assert st_.succeeded == 3
+    status, ended, st_ = _pass(status, {i: "S" for i in range(6)}, 3, 5, ended)
+    assert (st_.phase, st_.succeeded) == ("Finished", 6)
+
+
+@given(st.lists(st.tuples(st.sampled_from(["start", "succeed", "fail", "delete"]), st.integers(0, 5)),
+                max_size=40))
+def test_ended_counts_are_exact_and_never_decrease_while_the_release_stands(ops):
+    """Members start, end and get deleted in any order; with the controller's memory the counts
+    equal the members that ever ended so, and never go down."""
+    live: dict[int, str] = {}
+    ever_s: set[int] = set()
+    ever_f: set[int] = set()
+    status, ended, _ = _pass(dict(RELEASED), {}, 3, 0)
+    last = (0, 0)
+    for t, (op, i) in enumerate(ops, 1):
+        if op == "start" and i not in live and i not in ever_s | ever_f:
+            live[i] = "R"
+        elif op in ("succeed", "fail") and live.get(i) == "R":
+            live[i] = "S" if op == "succeed" else "F"
+            (ever_s if op == "succeed" else ever_f).add(i)
+        elif op == "delete" and i in live:
+            del live[i]
+        status, ended, st_ = _pass(status, dict(live), 3, t, ended)
+        assert (st_.succeeded, st_.failed) == (len(ever_s), len(ever_f))
+        assert st_.succeeded >= last[0] and st_.failed >= last[1]
+        last = (st_.succeeded, st_.failed)
+        if st_.phase in ("Finished", "Failed") and not any(s == "R" for s in live.values()):
+            assert st_.scheduleStartTime == RELEASED["scheduleStartTime"]
+
+
+def test_track_ended_first_sight_takes_written_counts_as_base():
+    pg = podgroup(2, {**RELEASED, "succeeded": 3, "failed": 1})
+    seen = track_ended(None, pg.status, pg, [member("S", 0)], RELEASED["scheduleStartTime"], fresh=False)
+    assert (seen.total_succeeded, seen.total_failed) == (3, 1)
+    other = track_ended(None, pg.status, pg, [member("S", 0)], format_time(T0 + 50), fresh=False)
+    assert (other.total_succeeded, other.total_failed) == (1, 0)  # another release: no base
+    fresh = track_ended(seen, pg.status, pg, [], format_time(T0 + 50), fresh=True)
+    assert (fresh.total_succeeded, fresh.total_failed) == (0, 0)
