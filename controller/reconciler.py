@@ -669,7 +669,7 @@ class Reconciler:
         else:
             ev = verdict_event(outcome, verdict.message)
             if ev is not None:
-                self._event(g, "verdict", ev[0], ev[1], ev[2], now)
+                self._event(g, "verdict", ev[0], ev[1], ev[2], now, key=status_mod.situation_key(ev[2]))
         pe = priority_event(request)
         if pe is not None:
             self._event(g, "priorities", *pe, now)
@@ -678,11 +678,13 @@ class Reconciler:
         self._handle_timeout(g, ms, new_status, now)
         return (new_status.phase or "Pending", writes, ungated)
 
-    def _event(self, g: GroupObject, slot: str, type_: str, reason: str, message: str, now: float) -> None:
-        """Record an event on ``g``; with a ``slot`` only when it is news (:class:`EventGate`), else always."""
+    def _event(self, g: GroupObject, slot: str, type_: str, reason: str, message: str, now: float,
+               key: str | None = None) -> None:
+        """Record an event on ``g``; with a ``slot`` only when it is news (:class:`EventGate`; ``key``:
+        the situation, see ``status.situation_key``), else always."""
         if self.recorder is None:
             return
-        if not slot or self.gate.should_emit(g.uid, slot, reason, message, now):
+        if not slot or self.gate.should_emit(g.uid, slot, reason, message, now, key):
             self.recorder.record(g.ref, type_, reason, message)
 
     def _handle_timeout(self, g: GroupObject, ms: Sequence[PodInfo], new_status: Any, now: float) -> None:

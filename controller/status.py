@@ -69,6 +69,7 @@ Times are float epoch seconds (UTC).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
@@ -81,6 +82,7 @@ __all__ = [
     "CONDITION_TIMED_OUT",
     "CONDITION_FITS_CLUSTER",
     "released_reason",
+    "situation_key",
     "Counts",
     "EndedMembers",
     "count_members",
@@ -115,6 +117,23 @@ def released_reason(outcome: str) -> str:
     """
     outcome = Outcome(outcome)
     return Outcome.INSUFFICIENT_CAPACITY if outcome is Outcome.EXCEEDS_CLUSTER_CAPACITY else outcome
+
+
+_NUMBER = re.compile(r"\d+(?:\.\d+)?[A-Za-z]*")
+_PLURAL = re.compile(r"(?<=[A-Za-z])s\b")
+
+
+def situation_key(message: str) -> str:
+    """The situation a waiting message describes, without its counts: the key on which
+    events for an unchanged situation are de-duplicated (``EventGate.should_emit``).
+
+    Every number (with a unit or suffix: ``2``, ``1500m``, ``4Gi``, ``312s``) becomes
+    ``#`` and plural endings are dropped, so "fits 3 of 4: cpu short by 2 ...; 2 nodes
+    excluded by taint" and "fits 2 of 4: cpu short by 4 ...; 1 node excluded by taint"
+    are one situation (a node was added), while a different resource short, a different
+    exclusion or a different blocking group is another. Pure; never raises.
+    """
+    return _PLURAL.sub("", _NUMBER.sub("#", message or ""))
 
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})

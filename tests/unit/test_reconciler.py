@@ -98,6 +98,24 @@ def test_event_gate_emits_only_news(steps, expected):
     assert got == expected
 
 
+@pytest.mark.parametrize("steps,expected", [
+    # (reason, key, message, now) -> emitted?  min_interval 60, refresh_interval 600
+    # an unchanged situation whose counts change: no new event until the refresh interval
+    ([("A", "k", "m1", 0), ("A", "k", "m2", 61), ("A", "k", "m3", 599), ("A", "k", "m4", 600)],
+     [True, False, False, True]),
+    # another situation of the same reason: after min_interval
+    ([("A", "k", "m1", 0), ("A", "j", "m2", 10), ("A", "j", "m2", 61)], [True, False, True]),
+    # same message: never again, even after the refresh interval
+    ([("A", "k", "m1", 0), ("A", "k", "m1", 5000)], [True, False]),
+    # a new reason: at once
+    ([("A", "k", "m1", 0), ("B", "k", "m1", 1)], [True, True]),
+])
+def test_event_gate_dedupes_an_unchanged_situation_on_its_key(steps, expected):
+    gate = EventGate(min_interval=60.0, refresh_interval=600.0)
+    got = [gate.should_emit("uid", "verdict", r, m, t, key=k) for r, k, m, t in steps]
+    assert got == expected
+
+
 def test_event_gate_slots_are_independent_and_forgettable():
     gate = EventGate()
     assert gate.should_emit("u", "verdict", "A", "m", 0)
@@ -423,18 +441,46 @@ def test_recreated_pod_with_same_name_is_not_touched():
 
 
 def test_events_only_on_change():
-    msgs = iter(["fits 1 of 2: cpu short by 1", "fits 1 of 2: cpu short by 1", "fits 0 of 2: cpu short by 2"])
+    msgs = iter(["fits 1 of 2: cpu short by 1", "fits 1 of 2: cpu short by 1", "fits 1 of 2: memory short by 1Gi"])
     h = Harness([raw_pod("a"), raw_pod("b")], [raw_pg()],
                 lambda groups: [verdict("InsufficientCapacity", fits=1, message=next(msgs))])
     h.run()
     h.run()
     assert h.events == [("Warning", "InsufficientCapacity", "fits 1 of 2: cpu short by 1")]
-    h.now += 61  # a changed message of the same reason, after the min interval
+    h.now += 61  # another situation of the same reason, after the min interval
     h.run()
-    assert h.events[-1] == ("Warning", "InsufficientCapacity", "fits 0 of 2: cpu short by 2")
+    assert h.events[-1] == ("Warning", "InsufficientCapacity", "fits 1 of 2: memory short by 1Gi")
     assert len(h.events) == 2
     # status written only when it changed: pass 1 (new condition) and pass 3 (new message)
     assert h.cluster.log == [("status", "pg"), ("status", "pg")]
+
+
+def test_no_new_event_when_only_the_counts_of_a_waiting_situation_change():
+    """Issue 9 item 9: a waiting group re-emitted InsufficientCapacity each time a node was
+    added, because the message embeds counts. The situation is unchanged: the condition is
+    kept current, the event is brought up to date at most once per refresh interval."""
+    nodes = iter(range(1, 100))
+
+    def verdicts(groups):
+        n = next(nodes)
+        return [verdict("InsufficientCapacity", fits=1,
+                        message=f"fits 1 of 2: cpu short by 2 on eligible nodes (at most 1 free on one node, "
+                                f"a member requests 2); {n} node{'s' if n != 1 else ''} excluded by taint")]
+
+    h = Harness([raw_pod("a"), raw_pod("b")], [raw_pg()], verdicts)
+    for _ in range(8):  # a node added every 70 s (each beyond the 60 s min interval)
+        h.run()
+        h.now += 70
+    warnings = [e for e in h.events if e[1] == "InsufficientCapacity"]
+    assert len(warnings) == 1, warnings
+    assert "1 node excluded by taint" in warnings[0][2]
+    cond = next(c for c in h.cluster.pgs["pg"]["status"]["conditions"] if c["type"] == "Released")
+    assert cond["message"].endswith("8 nodes excluded by taint")  # the condition is current
+    h.run()  # 560 s after the first event: still within the refresh interval
+    h.now += 70
+    h.run()  # 630 s: the event message is brought up to date once
+    warnings = [e for e in h.events if e[1] == "InsufficientCapacity"]
+    assert len(warnings) == 2 and warnings[-1][2].endswith("10 nodes excluded by taint"), warnings
 
 
 def test_mixed_priorities_warning():

@@ -11,6 +11,7 @@ from cogate.controller.planner import GroupVerdict
 from cogate.controller.status import (
     release_stands,
     quorum_reached,
+    situation_key,
     Counts,
     compute,
     track_ended,
@@ -576,3 +577,27 @@ def test_track_ended_first_sight_takes_written_counts_as_base():
     assert (other.total_succeeded, other.total_failed) == (1, 0)  # another release: no base
     fresh = track_ended(seen, pg.status, pg, [], format_time(T0 + 50), fresh=True)
     assert (fresh.total_succeeded, fresh.total_failed) == (0, 0)
+
+
+# ------------------------------------------------------------------ situation key (event de-duplication)
+
+
+@pytest.mark.parametrize("a,b,same", [
+    ("fits 3 of 4: cpu short by 2 on eligible nodes (at most 1500m free on one node, a member requests 2)",
+     "fits 2 of 4: cpu short by 4 on eligible nodes (at most 0 free on one node, a member requests 2)", True),
+    ("fits 1 of 2: no eligible node; 1 node excluded by taint", "fits 1 of 2: no eligible node; 3 nodes excluded by taint",
+     True),
+    ("fits 3 of 4: memory short by 2Gi", "fits 3 of 4: memory short by 512Mi", True),
+    ("fits 3 of 4: cpu short by 2", "fits 3 of 4: memory short by 2Gi", False),
+    ("fits 3 of 4: cpu short by 2", "fits 3 of 4: cpu short by 2; starving for 301s: later groups wait", False),
+    ("waiting behind starving PodGroup ml/big", "waiting behind starving PodGroup ml/other", False),
+    ("2 of 3 members present", "1 of 3 members present", True),
+    ("fits 1 of 2: 2 nodes excluded by taint", "fits 1 of 2: 2 nodes excluded by nodeSelector", False),
+])
+def test_situation_key_ignores_counts_only(a, b, same):
+    assert (situation_key(a) == situation_key(b)) is same
+
+
+def test_situation_key_of_odd_input():
+    assert situation_key("") == ""
+    assert situation_key(None) == ""  # type: ignore[arg-type]
