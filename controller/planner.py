@@ -566,6 +566,38 @@ def _replay(state: _State, groups: list[tuple[_Spec, list[PodInfo]]], plan: dict
     return plan
 
 
+#: How many pod names a waiting message lists before "and N more".
+NAMES_SHOWN = 3
+
+
+def _names(names: Sequence[str], limit: int = NAMES_SHOWN) -> str:
+    """``"a, b, c and 2 more"``: the first ``limit`` names of a message."""
+    shown = ", ".join(names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def held_by_other_gates(members: Sequence[PodInfo], gate: str) -> str:
+    """Message part naming the first members held by scheduling gates other than ``gate``:
+    ``"2 held by other scheduling gates (w-1: example.com/quota, w-2: example.com/quota)"``;
+    ``""`` when none is."""
+    held = [m for m in members if not m.bound and not m.terminal and any(g != gate for g in m.gates)]
+    if not held:
+        return ""
+    names = [f"{m.name}: {', '.join(g for g in m.gates if g != gate)}" for m in held]
+    return f"{len(held)} held by other scheduling gates ({_names(names)})"
+
+
+def _terminating(state: _State, eligible: set[int]) -> str:
+    """Message part naming pods being deleted on ``eligible`` nodes: kube-scheduler (and the
+    planner) count their requests until they are gone, so the room they hold frees soon."""
+    pods = sorted((p.name for p, i in state.bound_pods if p.deleting and i in eligible))
+    if not pods:
+        return ""
+    noun = "pod" if len(pods) == 1 else "pods"
+    return (f"{len(pods)} {noun} terminating on eligible nodes ({_names(pods)}) still "
+            f"hold{'s' if len(pods) == 1 else ''} room until gone")
+
+
 def _shortfall(state: _State, unplaced: Sequence[PodInfo], missing: int) -> str:
     """Explain why ``missing`` more of ``unplaced`` do not fit on ``state``."""
     if missing <= 0:
@@ -605,6 +637,8 @@ def _shortfall(state: _State, unplaced: Sequence[PodInfo], missing: int) -> str:
     else:
         s0 = pairs[0][0]
         parts.append(f"no eligible node has room for a member requesting {format_resources(s0.req)}")
+    if eligible and (terminating := _terminating(state, eligible)):
+        parts.append(terminating)
     reasons: dict[str, int] = {}
     for s, _ in pairs:
         for r, c in s.reasons.items():
@@ -793,12 +827,10 @@ def decide(
             continue
         needed = g.min_member - bound_n
         if bound_n + len(ms.plannable) < g.min_member:
-            plannable = {m.uid for m in ms.plannable}
-            foreign = sum(1 for m in ms.present if m.gates and not m.bound and m.uid not in plannable)
             queued = sum(1 for m in ms.present if not m.gates and not m.bound and not m.terminal)
             why = []
-            if foreign:
-                why.append(f"{foreign} held by other scheduling gates")
+            if held := held_by_other_gates(ms.present, gate):
+                why.append(held)
             if queued:
                 why.append(f"{queued} ungated and waiting for kube-scheduler")
             verdict(
