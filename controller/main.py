@@ -27,13 +27,14 @@ from collections.abc import Callable
 from typing import Any
 
 from cogate import api, cliargs, kube
-from cogate.controller import model
+from cogate.controller import model, quota
 from cogate.controller.events import EventRecorder
 from cogate.controller.informer import (
     Informer,
     name_key,
     namespaced_key,
     node_source,
+    resource_quota_source,
     pod_source,
     podgroup_source,
     uid_key,
@@ -131,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
                      uid_key, model.pod_info),
         bound=make("bound-pods", pod_source(core, field_selector=BOUND_PODS_FIELD_SELECTOR), uid_key, model.pod_info),
         nodes=make("nodes", node_source(core), name_key, model.node_info),
+        quotas=make("resourcequotas", resource_quota_source(core, ns), namespaced_key, quota.quota_info),
     )
     recorder = EventRecorder.for_core_api(core, host=identity,
                                           on_emit=lambda t, r: metrics.events.labels(t, r).inc())
@@ -151,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     caches.members.on_invalid = invalid("members", reconciler.on_invalid_member)
     caches.bound.on_invalid = invalid("bound-pods")
     caches.nodes.on_invalid = invalid("nodes")
+    caches.quotas.on_invalid = invalid("resourcequotas")
     for inf in caches.all():
         inf.add_handler(reconciler.on_member_event if inf is caches.members else reconciler.enqueue)
 

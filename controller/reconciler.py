@@ -51,6 +51,7 @@ from typing import Any
 
 from cogate import api
 from cogate.controller import planner
+from cogate.controller import quota as quota_mod
 from cogate.controller import status as status_mod
 from cogate.controller.events import NORMAL, WARNING, EventGate, EventRecorder, ObjectRef
 from cogate.controller.informer import Backoff, Informer
@@ -448,9 +449,11 @@ class Caches:
     members: Informer
     bound: Informer
     nodes: Informer
+    #: ResourceQuotas (records: quota.QuotaInfo), to say when a quota refuses missing members.
+    quotas: Informer | None = None
 
     def all(self) -> list[Informer]:
-        return [self.podgroups, self.members, self.bound, self.nodes]
+        return [self.podgroups, self.members, self.bound, self.nodes] + ([self.quotas] if self.quotas else [])
 
 
 @dataclass
@@ -577,11 +580,13 @@ class Reconciler:
         self.metrics.reservations.set(len(self.reservations))
 
         result = PassResult(verdicts=list(decision.verdicts))
+        quotas = self.caches.quotas.snapshot() if self.caches.quotas is not None else []
         futures = []
         for verdict in decision.verdicts:
             g = groups.get((verdict.namespace, verdict.name))
             if g is None:
                 continue
+            verdict = quota_mod.explain_waiting(verdict, by_key[g.key], quotas)
             futures.append(self._groups_pool.submit(self._apply_verdict, g, by_key[g.key], verdict, now))
         phases: _Counter[str] = _Counter()
         for f in futures:
