@@ -582,7 +582,8 @@ def test_hand_written_status_does_not_wedge_the_controller(stack, kube, namespac
 
 def test_job_waves_after_the_first_gang_are_ungated_as_they_appear(stack, kube, namespace, only_nodes):
     """completions 6, parallelism 3, minMember 3: the second wave of Job pods joins a released
-    (possibly Finished) group and is ungated without waiting for a gang decision."""
+    group and is ungated at once (or, if the group was seen Finished in between, released as a
+    new gang at once: the finished pods still exist and count as bound)."""
     only_nodes(1, **NODE)
     create_pod_group(kube, example.pod_group("job", 3, namespace=namespace, timeout_seconds=None))
     tpl = example.pod_template("job", cpu="1", app="job")
