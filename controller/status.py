@@ -123,17 +123,27 @@ _NUMBER = re.compile(r"\d+(?:\.\d+)?[A-Za-z]*")
 _PLURAL = re.compile(r"(?<=[A-Za-z])s\b")
 
 
+#: Parts of a waiting message (``"; "``-separated, after :data:`_NUMBER`/:data:`_PLURAL`)
+#: that explain rather than state the situation: which nodes are excluded and why, which
+#: pods are terminating. They change whenever a node joins (a new node is briefly NotReady
+#: and tainted) or a pod ends, while the group waits for the same thing.
+_DETAIL = re.compile(r"^# node excluded by |terminating on eligible node")
+
+
 def situation_key(message: str) -> str:
     """The situation a waiting message describes, without its counts: the key on which
     events for an unchanged situation are de-duplicated (``EventGate.should_emit``).
 
     Every number (with a unit or suffix: ``2``, ``1500m``, ``4Gi``, ``312s``) becomes
-    ``#`` and plural endings are dropped, so "fits 3 of 4: cpu short by 2 ...; 2 nodes
-    excluded by taint" and "fits 2 of 4: cpu short by 4 ...; 1 node excluded by taint"
-    are one situation (a node was added), while a different resource short, a different
-    exclusion or a different blocking group is another. Pure; never raises.
+    ``#``, plural endings are dropped, and the explanatory parts (nodes excluded by a
+    filter, pods terminating) are left out, so "fits 3 of 4: cpu short by 2 ...; 2 nodes
+    excluded by taint" and "fits 2 of 4: cpu short by 4 ...; 1 node excluded by
+    nodeSelector" are one situation (nodes came and went), while a different resource
+    short, "no eligible node", starvation, a different blocking group or a quota is
+    another. Pure; never raises.
     """
-    return _PLURAL.sub("", _NUMBER.sub("#", message or ""))
+    parts = _PLURAL.sub("", _NUMBER.sub("#", message or "")).split("; ")
+    return "; ".join(p for p in parts if not _DETAIL.search(p))
 
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
