@@ -34,9 +34,9 @@ from cogate.controller.informer import (
     name_key,
     namespaced_key,
     node_source,
-    resource_quota_source,
     pod_source,
     podgroup_source,
+    resource_quota_source,
     uid_key,
     wait_all_synced,
 )
