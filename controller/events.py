@@ -5,7 +5,8 @@ Two layers of de-duplication, as users expect from ``kubectl describe``:
 1. :class:`EventGate` (pure, injected clock) decides whether an event is *news*:
    per ``(object uid, slot)`` it remembers the last reason, situation key and message
    emitted. A new reason is emitted at once; the same reason in another situation (a
-   different ``key``) at most once per ``min_interval`` seconds; the same situation with
+   different ``key``) at most once per ``min_interval`` seconds (10: prompt news, but a
+   situation flapping between two states cannot flood); the same situation with
    a different message (``key`` given, e.g. "fits 3 of 4" -> "fits 2 of 4": only counts
    changed) at most once per ``refresh_interval`` seconds, so the Event's message is
    brought up to date at a bounded rate; the same reason and message never again.
@@ -63,7 +64,7 @@ class EventGate:
     """Decides whether an event is news (see module doc). Thread-safe: the reconcile thread,
     its status workers and informer callbacks (invalid objects) all use one gate."""
 
-    def __init__(self, min_interval: float = 60.0, refresh_interval: float = 600.0) -> None:
+    def __init__(self, min_interval: float = 10.0, refresh_interval: float = 600.0) -> None:
         self.min_interval = min_interval
         self.refresh_interval = refresh_interval
         self._last: dict[tuple[Hashable, Hashable], tuple[str, str, str, float]] = {}
