@@ -4,14 +4,14 @@ Two layers of de-duplication, as users expect from ``kubectl describe``:
 
 1. :class:`EventGate` (pure, injected clock) decides whether an event is *news*:
    per ``(object uid, slot)`` it remembers the last reason, situation key and message
-   emitted. A new reason is emitted at once; the same reason in another situation (a
-   different ``key``) at most once per ``min_interval`` seconds (10: prompt news, but a
-   situation flapping between two states cannot flood); the same situation with
-   a different message (``key`` given, e.g. "fits 3 of 4" -> "fits 2 of 4": only counts
-   changed) at most once per ``refresh_interval`` seconds, so the Event's message is
-   brought up to date at a bounded rate; the same reason and message never again.
-   Without a ``key`` the message is the key. ``slot`` separates independent streams on
-   one object (the verdict, the timeout, one per invalid member, priorities).
+   emitted. A new reason is emitted at once. With a situation ``key``: another situation
+   of the same reason is emitted at once too (it is news; keys leave out counts, so they
+   change rarely), the same situation with a different message (e.g. "fits 3 of 4" ->
+   "fits 2 of 4": only counts changed) at most once per ``refresh_interval`` seconds, so
+   the Event's message is brought up to date at a bounded rate. Without a ``key``, a
+   different message of the same reason is emitted at most once per ``min_interval``
+   seconds. The same reason and message never again. ``slot`` separates independent
+   streams on one object (the verdict, the timeout, one per invalid member, priorities).
 2. :class:`EventRecorder` writes ``core/v1`` Events, aggregating repeats the way
    client-go's EventCorrelator does: an event with the same involved object, type,
    reason and message as one written in the last ``series_window`` seconds bumps that
@@ -64,7 +64,7 @@ class EventGate:
     """Decides whether an event is news (see module doc). Thread-safe: the reconcile thread,
     its status workers and informer callbacks (invalid objects) all use one gate."""
 
-    def __init__(self, min_interval: float = 10.0, refresh_interval: float = 600.0) -> None:
+    def __init__(self, min_interval: float = 60.0, refresh_interval: float = 600.0) -> None:
         self.min_interval = min_interval
         self.refresh_interval = refresh_interval
         self._last: dict[tuple[Hashable, Hashable], tuple[str, str, str, float]] = {}
@@ -85,7 +85,10 @@ class EventGate:
                 if last_reason == reason:
                     if last_message == message:
                         return False
-                    wait = self.refresh_interval if last_situation == situation else self.min_interval
+                    if last_situation == situation:
+                        wait = self.refresh_interval
+                    else:
+                        wait = 0.0 if key is not None else self.min_interval
                     if now - at < wait:
                         return False
             self._last[(obj, slot)] = (reason, situation, message, now)

@@ -186,7 +186,7 @@ def test_group_waiting_for_members_the_quota_refuses_says_so(stack, kube, namesp
     assert cond["reason"] == "WaitingForMembers", cond
     assert "ResourceQuota compute: requests.cpu 2 of 2 used, a member requests 1" in cond["message"], cond
     assert all(gated(p) for p in group_pods(kube, namespace, "g")), "gated members hold quota, not node room"
-    # The event follows the new situation (a quota, not only a count) within the gate's 10 s.
+    # The event follows the new situation (a quota, not only a count) at once.
     wait_for(lambda: any("ResourceQuota compute" in e.message for e in events_for(kube, namespace, "g")
                          if e.reason == "WaitingForMembers"), 15, what="a WaitingForMembers event naming the quota")
 
