@@ -245,8 +245,9 @@ def test_unmatchable_node_selector_never_releases_and_says_why(stack, kube, name
     only_nodes(1, **NODE)
     create_pod_group(kube, example.pod_group("g", 2, namespace=namespace, timeout_seconds=None))
     create_pods(kube, namespace, "g", 2, cpu="1", extra_spec={"nodeSelector": {"zone": "nowhere"}})
+    # A pass may run between the two creations ("1 of 2 members present"): wait for the verdict on both.
     cond = wait_for(lambda: (c := condition(status(kube, namespace, "g"), "Released")) and c["status"] == "False"
-                    and c, 10, what="Released=False")
+                    and c["reason"] != "WaitingForMembers" and c, 10, what="Released=False with both members")
     assert cond["reason"] == "InsufficientCapacity", cond
     # A new node carries the not-ready taint for a moment; once it is gone the message names the selector.
     fits = wait_for(lambda: (c := condition(status(kube, namespace, "g"), "FitsCluster")) and "nodeSelector" in
