@@ -427,6 +427,15 @@ def volume_source(core: CoreV1Api) -> tuple[ListFn, WatchFn]:
     return (lambda: _paged_list(core.list_persistent_volume)), _watch_source(core.list_persistent_volume)
 
 
+def resource_quota_source(core: CoreV1Api, namespace: str | None = None) -> tuple[ListFn, WatchFn]:
+    """List/watch callables for ResourceQuotas (all namespaces, or ``namespace``)."""
+    if namespace:
+        call, kwargs = core.list_namespaced_resource_quota, {"namespace": namespace}
+    else:
+        call, kwargs = core.list_resource_quota_for_all_namespaces, {}
+    return (lambda: _paged_list(call, **kwargs)), _watch_source(call, **kwargs)
+
+
 def podgroup_source(custom: CustomObjectsApi, group: str, version: str, plural: str,
                     namespace: str | None = None) -> tuple[ListFn, WatchFn]:
     """List/watch callables for a custom resource (PodGroups), all namespaces or ``namespace``."""

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from cogate import api, cliargs, kube, logs
-from cogate.controller import planner, records, volumes
+from cogate.controller import planner, quota, records, volumes
 from cogate.controller.events import EventRecorder
 from cogate.controller.informer import (
     Informer,
@@ -37,6 +37,7 @@ from cogate.controller.informer import (
     node_source,
     pod_source,
     podgroup_source,
+    resource_quota_source,
     uid_key,
     volume_source,
     wait_all_synced,
@@ -145,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         nodes=make("nodes", node_source(core), name_key, records.node_info),
         claims=make("persistentvolumeclaims", claim_source(core, ns), namespaced_key, volumes.claim_info),
         volumes=make("persistentvolumes", volume_source(core), name_key, volumes.volume_info),
+        quotas=make("resourcequotas", resource_quota_source(core, ns), namespaced_key, quota.quota_info),
     )
     recorder = EventRecorder.for_core_api(core, host=identity,
                                           on_emit=lambda t, r: metrics.events.labels(t, r).inc())
@@ -169,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     caches.nodes.on_invalid = invalid("nodes")
     caches.claims.on_invalid = invalid("persistentvolumeclaims")  # type: ignore[union-attr]
     caches.volumes.on_invalid = invalid("persistentvolumes")  # type: ignore[union-attr]
+    caches.quotas.on_invalid = invalid("resourcequotas")  # type: ignore[union-attr]
     for inf in caches.all():
         inf.add_handler(reconciler.on_member_event if inf is caches.members else reconciler.enqueue)
 

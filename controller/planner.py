@@ -692,9 +692,14 @@ def _pins(m: PodInfo, config: PlannerConfig) -> bool:
     return m.scheduler_name == DEFAULT_SCHEDULER and not m.unplanned and not m.volume_problems
 
 
-def _names(ms: Sequence[PodInfo], limit: int = 5) -> str:
-    shown = ", ".join(m.name for m in ms[:limit])
-    return shown + (f" and {len(ms) - limit} more" if len(ms) > limit else "")
+#: How many pod names a message lists before "and N more".
+NAMES_SHOWN = 3
+
+
+def _names(names: Sequence[str], limit: int = NAMES_SHOWN) -> str:
+    """``"a, b, c and 2 more"``: the first ``limit`` names of a message."""
+    shown = ", ".join(names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
 def _held_reason(gated: Sequence[PodInfo], config: PlannerConfig) -> str:
@@ -711,7 +716,7 @@ def _held_reason(gated: Sequence[PodInfo], config: PlannerConfig) -> str:
     unknown = [m for m in gated if m.scheduler_name not in config.scheduler_names]
     if unknown:
         names = sorted({m.scheduler_name for m in unknown})
-        parts.append(f"{_names(unknown)} name{'s' if len(unknown) == 1 else ''} scheduler "
+        parts.append(f"{_names([m.name for m in unknown])} name{'s' if len(unknown) == 1 else ''} scheduler "
                      f"{', '.join(repr(n) for n in names)}, which cogate does not plan for (configured: "
                      f"{', '.join(sorted(config.scheduler_names))}; add it with --scheduler-name)")
     for m in gated:
@@ -720,7 +725,7 @@ def _held_reason(gated: Sequence[PodInfo], config: PlannerConfig) -> str:
     if config.unchecked == "hold":
         unchecked = [m for m in gated if m.unplanned]
         if unchecked:
-            parts.append(f"{_names(unchecked)} {'has' if len(unchecked) == 1 else 'have'} constraints cogate does "
+            parts.append(f"{_names([m.name for m in unchecked])} {'has' if len(unchecked) == 1 else 'have'} constraints cogate does "
                          f"not check ({', '.join(sorted({u for m in unchecked for u in m.unplanned}))}) and "
                          "--unchecked-constraints=hold")
     return "; ".join(parts)
@@ -732,10 +737,10 @@ def _unchecked_note(gated: Sequence[PodInfo], config: PlannerConfig) -> str:
     unchecked = [m for m in gated if m.unplanned]
     if unchecked:
         what = sorted({u for m in unchecked for u in m.unplanned})
-        parts.append(f"not checked by cogate, placed by kube-scheduler: {_names(unchecked)} ({', '.join(what)})")
+        parts.append(f"not checked by cogate, placed by kube-scheduler: {_names([m.name for m in unchecked])} ({', '.join(what)})")
     other = [m for m in gated if m.scheduler_name != DEFAULT_SCHEDULER and m.scheduler_name in config.scheduler_names]
     if other:
-        parts.append(f"placed by their own scheduler: {_names(other)}")
+        parts.append(f"placed by their own scheduler: {_names([m.name for m in other])}")
     return "".join(f"; {p}" for p in parts)
 
 
@@ -773,9 +778,32 @@ def _replay(room: _Room, groups: list[tuple[_Spec, list[PodInfo]]], plan: dict[s
     return plan
 
 
+def held_by_other_gates(members: Sequence[PodInfo], gate: str) -> str:
+    """Message part naming the first members held by scheduling gates other than ``gate``:
+    ``"2 held by other scheduling gates (w-1: example.com/quota, w-2: example.com/quota)"``;
+    ``""`` when none is."""
+    held = [m for m in members if not m.bound and not m.terminal and any(g != gate for g in m.gates)]
+    if not held:
+        return ""
+    names = [f"{m.name}: {', '.join(g for g in m.gates if g != gate)}" for m in held]
+    return f"{len(held)} held by other scheduling gates ({_names(names)})"
+
+
+def _terminating(room: _Room, eligible: set[int]) -> str:
+    """Message part naming pods being deleted on ``eligible`` nodes: kube-scheduler (and the
+    planner) count their requests until they are gone, so the room they hold frees soon."""
+    pods = sorted((p.name for p, i in room.bound_pods if p.deleting and i in eligible))
+    if not pods:
+        return ""
+    noun = "pod" if len(pods) == 1 else "pods"
+    return (f"{len(pods)} {noun} terminating on eligible nodes ({_names(pods)}) still "
+            f"hold{'s' if len(pods) == 1 else ''} room until gone")
+
+
 def _shortfall(room: _Room, unplaced: Sequence[PodInfo], missing: int) -> str:
     """Explain why ``missing`` more of ``unplaced`` do not fit on ``room``: what the smallest
-    ``missing`` of them lack, then how many nodes each filter excluded."""
+    ``missing`` of them lack, the pods terminating on their eligible nodes, then how many
+    nodes each filter excluded."""
     if missing <= 0:
         return ""
     if len(unplaced) < missing:
@@ -784,6 +812,9 @@ def _shortfall(room: _Room, unplaced: Sequence[PodInfo], missing: int) -> str:
     pairs = sorted(zip(specs, unplaced), key=lambda sp: (sp[0].size, sp[1].name))[:missing]
     smallest = [s for s, _ in pairs]
     parts = [_lacking(room, smallest)]
+    eligible = {i for s in smallest for i in s.eligible}
+    if eligible and (terminating := _terminating(room, eligible)):
+        parts.append(terminating)
     reasons = _exclusions(room, smallest)
     for r in sorted(reasons, key=lambda r: (-reasons[r], r)):
         c = reasons[r]
@@ -1063,12 +1094,10 @@ class _Pass:
         bound_n = len(ms.bound)
         if bound_n + len(ms.plannable) >= g.min_member:
             return None
-        plannable = {m.uid for m in ms.plannable}
-        foreign = sum(1 for m in ms.present if m.gates and not m.bound and m.uid not in plannable)
         queued = sum(1 for m in ms.present if not m.gates and not m.bound and not m.terminal)
         why = []
-        if foreign:
-            why.append(f"{foreign} held by other scheduling gates")
+        if held := held_by_other_gates(ms.present, self.gate):
+            why.append(held)
         if queued:
             why.append(f"{queued} ungated and waiting for kube-scheduler")
         return _verdict(

@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 
 from cogate import api
 from cogate.controller import notices, planner
+from cogate.controller import quota as quota_mod
 from cogate.controller import status as status_mod
 from cogate.controller import volumes as volumes_mod
 from cogate.controller.events import EventDeduplicator, EventRecorder, ObjectRef
@@ -281,10 +282,12 @@ class Caches:
     #: name); optional: without them members' claims stay unchecked.
     claims: Informer | None = None
     volumes: Informer | None = None
+    #: ResourceQuotas (records: quota.QuotaInfo), to say when a quota refuses missing members.
+    quotas: Informer | None = None
 
     def all(self) -> list[Informer]:
-        return [i for i in (self.podgroups, self.members, self.bound, self.nodes, self.claims, self.volumes)
-                if i is not None]
+        return [i for i in (self.podgroups, self.members, self.bound, self.nodes, self.claims, self.volumes,
+                            self.quotas) if i is not None]
 
 
 @dataclass
@@ -332,6 +335,8 @@ class Reconciler:
         self._cond = threading.Condition()
         self.debouncer = Debouncer(config.debounce, config.resync, monotonic())
         self._evicted: set[tuple[str, str]] = set()
+        #: PodGroup uid -> members seen ended during its release (status.EndedMembers).
+        self._ended: dict[str, status_mod.EndedMembers] = {}
         #: Whether this process leads (set by :meth:`run`); tests drive passes directly.
         self._leading: Callable[[], bool] = lambda: True
         #: uids of gated members already told that their PodGroup does not exist.
@@ -434,10 +439,12 @@ class Reconciler:
                         requests: Mapping[tuple[str, str], GroupRequest], now: float) -> PassResult:
         """Apply each verdict (concurrently, one task per group); counts phases into the metrics."""
         result = PassResult(verdicts=list(decision.verdicts))
+        quotas = self.caches.quotas.snapshot() if self.caches.quotas is not None else []
         futures = []
         for verdict in decision.verdicts:
             g = groups.get((verdict.namespace, verdict.name))
             if g is not None:
+                verdict = quota_mod.explain_waiting(verdict, requests[g.key], quotas)
                 futures.append((g.key, self._groups_pool.submit(self._apply_verdict, g, requests[g.key], verdict, now)))
         phases: Counter[str] = Counter()
         for key, f in futures:
@@ -469,6 +476,8 @@ class Reconciler:
         for obj in self.dedup.objects() - live_uids:
             self.dedup.forget(obj)
         self._evicted = {e for e in self._evicted if e[0] in live_uids}
+        for uid in set(self._ended) - live_uids:
+            self._ended.pop(uid, None)
         deadlines = [r.expires for r in self.reservations if r.expires > now]
         for g in groups.values():
             d = status_mod.timeout_deadline(g.pg)
@@ -481,7 +490,8 @@ class Reconciler:
     # -- one verdict -------------------------------------------------------------
     def _apply_verdict(self, g: GroupObject, request: GroupRequest, verdict: GroupVerdict, now: float) -> _Applied:
         """Status first, then gates (a restarted controller finishes a recorded release), then events."""
-        new_status = status_mod.compute_status(g.pg, request.members, verdict, now, self.config.gate_name)
+        new_status, self._ended[g.uid] = status_mod.compute(g.pg, request.members, verdict, now,
+                                                            self.config.gate_name, self._ended.get(g.uid))
         phase = new_status.phase or "Pending"
         body = status_mod.status_patch(g.raw_status, new_status)
         if body is not None and not self.writer.write_status(*g.key, body):
@@ -526,7 +536,7 @@ class Reconciler:
         """The event of a held group's verdict (waiting, short of capacity, unschedulable)."""
         notice = notices.verdict_event(outcome, message)
         if notice is not None:
-            self._event(g, "verdict", notice, now)
+            self._event(g, "verdict", notice, now, key=notices.situation_key(notice.message))
 
     def _warn_mixed_priorities(self, g: GroupObject, request: GroupRequest, now: float) -> None:
         notice = notices.priority_event(request)
@@ -555,11 +565,12 @@ class Reconciler:
             self._event(g, "evict", notices.evicted_after_timeout(len(victims)), now)
 
     # -- events ------------------------------------------------------------------
-    def _event(self, g: GroupObject, slot: str, notice: Notice, now: float) -> None:
-        """Record ``notice`` on ``g``; with a ``slot`` only when it is news (:class:`EventDeduplicator`)."""
+    def _event(self, g: GroupObject, slot: str, notice: Notice, now: float, key: str | None = None) -> None:
+        """Record ``notice`` on ``g``; with a ``slot`` only when it is news (:class:`EventDeduplicator`;
+        ``key``: the situation, :func:`cogate.controller.notices.situation_key`), else always."""
         if self.recorder is None:
             return
-        if not slot or self.dedup.should_emit(g.uid, slot, notice.reason, notice.message, now):
+        if not slot or self.dedup.should_emit(g.uid, slot, notice.reason, notice.message, now, key):
             self._record(g.ref, notice)
 
     def _record(self, ref: ObjectRef, notice: Notice) -> None:

@@ -245,7 +245,7 @@ def test_unmatchable_node_selector_never_releases_and_says_why(stack, kube, name
     only_nodes(1, **NODE)
     create_pod_group(kube, example.pod_group("g", 2, namespace=namespace, timeout_seconds=None))
     create_pods(kube, namespace, "g", 2, cpu="1", extra_spec={"nodeSelector": {"zone": "nowhere"}})
-    # The PodGroup exists before its pods: the first verdict may be WaitingForMembers (0 of 2 present).
+    # A pass may run between the two creations ("1 of 2 members present"): wait for the verdict on both.
     cond = wait_for(lambda: (c := condition(status(kube, namespace, "g"), "Released")) and c["status"] == "False"
                     and c["reason"] != "WaitingForMembers" and c, 10, what="Released=False with both members")
     assert cond["reason"] == "InsufficientCapacity", cond
@@ -583,7 +583,8 @@ def test_hand_written_status_does_not_wedge_the_controller(stack, kube, namespac
 
 def test_job_waves_after_the_first_gang_are_ungated_as_they_appear(stack, kube, namespace, only_nodes):
     """completions 6, parallelism 3, minMember 3: the second wave of Job pods joins a released
-    (possibly Finished) group and is ungated without waiting for a gang decision."""
+    group and is ungated at once (or, if the group was seen Finished in between, released as a
+    new gang at once: the finished pods still exist and count as bound)."""
     only_nodes(1, **NODE)
     create_pod_group(kube, example.pod_group("job", 3, namespace=namespace, timeout_seconds=None))
     tpl = example.pod_template("job", cpu="1", app="job")

@@ -322,6 +322,7 @@ def test_controller_rbac_is_least_privilege(objs):
     assert sorted(rules) == sorted([
         (("",), ("pods",), ("get", "list", "patch", "watch"), ()),
         (("",), ("nodes", "persistentvolumeclaims", "persistentvolumes"), ("get", "list", "watch"), ()),
+        (("",), ("resourcequotas",), ("get", "list", "watch"), ()),
         (("scheduling.x-k8s.io",), ("podgroups",), ("get", "list", "watch"), ()),
         (("scheduling.x-k8s.io",), ("podgroups/status",), ("get", "patch", "update"), ()),
         (("", "events.k8s.io"), ("events",), ("create", "patch"), ()),

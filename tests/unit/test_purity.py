@@ -27,6 +27,7 @@ PURE = [
     "cogate.controller.notices",
     "cogate.controller.spread",
     "cogate.controller.volumes",
+    "cogate.controller.quota",
     "cogate.webhook.admission",
     "cogate.gates",
 ]
