@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cogate.controller.records import InvalidObject, PodInfo
+from cogate.controller.records import InvalidObject, PodInfo, _obj, _sections, _str
 from cogate.controller.planner import Outcome
 from cogate.controller.resources import format_quantity, parse_quantity, to_units
 
@@ -65,12 +65,8 @@ def _base(key: str) -> str:
 
 
 def _amounts(raw: Any, path: str) -> dict[str, int]:
-    if raw is None:
-        return {}
-    if not isinstance(raw, Mapping):
-        raise InvalidObject(f"{path}: must be an object")
     out = {}
-    for key, value in raw.items():
+    for key, value in _obj(raw, path).items():
         try:
             out[str(key)] = to_units(_base(str(key)), parse_quantity(value))
         except (ValueError, TypeError) as exc:
@@ -80,21 +76,15 @@ def _amounts(raw: Any, path: str) -> dict[str, int]:
 
 def quota_info(obj: Mapping[str, Any]) -> QuotaInfo:
     """Reduce a v1 ResourceQuota (API JSON). Raises :class:`InvalidObject` naming the field."""
-    if not isinstance(obj, Mapping):
-        raise InvalidObject("ResourceQuota: not an object")
-    meta = obj.get("metadata") or {}
-    spec = obj.get("spec") or {}
-    status = obj.get("status") or {}
-    if not isinstance(meta, Mapping) or not isinstance(spec, Mapping) or not isinstance(status, Mapping):
-        raise InvalidObject("ResourceQuota: metadata, spec and status must be objects")
+    meta, spec, status = _sections(obj, "resourcequota")
     return QuotaInfo(
-        namespace=str(meta.get("namespace") or ""),
-        name=str(meta.get("name") or ""),
+        namespace=_str(meta.get("namespace"), "metadata.namespace"),
+        name=_str(meta.get("name"), "metadata.name"),
         # status.hard is what the quota controller enforces (spec.hard as last observed).
         hard=_amounts(status.get("hard", spec.get("hard")), "status.hard"),
         used=_amounts(status.get("used"), "status.used"),
         scoped=bool(spec.get("scopes") or spec.get("scopeSelector")),
-        resource_version=str(meta.get("resourceVersion") or ""),
+        resource_version=_str(meta.get("resourceVersion"), "metadata.resourceVersion"),
     )
 
 

@@ -372,6 +372,14 @@ def _obj(v: Any, path: str) -> Mapping[str, Any]:
     return v
 
 
+def _sections(obj: Any, kind: str) -> tuple[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]]:
+    """``(metadata, spec, status)`` of an API object of ``kind`` (each ``{}`` when absent);
+    :class:`InvalidObject` when ``obj`` or one of them is not an object."""
+    if not isinstance(obj, Mapping):
+        raise InvalidObject(f"{kind}: expected an object, got {type(obj).__name__}")
+    return _obj(obj.get("metadata"), "metadata"), _obj(obj.get("spec"), "spec"), _obj(obj.get("status"), "status")
+
+
 def _lst(v: Any, path: str) -> list[Any]:
     if v is None:
         return []
@@ -463,11 +471,7 @@ def node_info(obj: Mapping[str, Any]) -> NodeInfo:
     (NotReady, Unknown and a missing condition are not ready).
     Raises :class:`InvalidObject` naming the field (e.g. a bad allocatable quantity).
     """
-    if not isinstance(obj, Mapping):
-        raise InvalidObject(f"node: expected an object, got {type(obj).__name__}")
-    meta = _obj(obj.get("metadata"), "metadata")
-    spec = _obj(obj.get("spec"), "spec")
-    status = _obj(obj.get("status"), "status")
+    meta, spec, status = _sections(obj, "node")
     name = _str(meta.get("name"), "metadata.name")
     if not name:
         raise InvalidObject("metadata.name: missing")
@@ -519,11 +523,7 @@ def pod_info(obj: Mapping[str, Any]) -> PodInfo:
     Raises :class:`InvalidObject` naming the field on malformed input (bad
     quantity, wrong types, bad timestamp).
     """
-    if not isinstance(obj, Mapping):
-        raise InvalidObject(f"pod: expected an object, got {type(obj).__name__}")
-    meta = _obj(obj.get("metadata"), "metadata")
-    spec = _obj(obj.get("spec"), "spec")
-    status = _obj(obj.get("status"), "status")
+    meta, spec, status = _sections(obj, "pod")
     ns = _str(meta.get("namespace"), "metadata.namespace")
     name = _str(meta.get("name"), "metadata.name")
     try:

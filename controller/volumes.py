@@ -35,12 +35,12 @@ from typing import Any
 
 from cogate.controller.records import (
     VOLUME_CLAIMS,
-    InvalidObject,
     NodeInfo,
     NodeSelectorTerm,
     PodInfo,
     _node_selector_terms,
     _obj,
+    _sections,
     _str,
 )
 
@@ -75,11 +75,7 @@ class VolumeInfo:
 
 def claim_info(obj: Mapping[str, Any]) -> ClaimInfo:
     """A v1 PersistentVolumeClaim (API JSON) -> :class:`ClaimInfo`; raises InvalidObject naming the field."""
-    if not isinstance(obj, Mapping):
-        raise InvalidObject(f"persistentvolumeclaim: expected an object, got {type(obj).__name__}")
-    meta = _obj(obj.get("metadata"), "metadata")
-    spec = _obj(obj.get("spec"), "spec")
-    status = _obj(obj.get("status"), "status")
+    meta, spec, status = _sections(obj, "persistentvolumeclaim")
     ann = _obj(meta.get("annotations"), "metadata.annotations")
     return ClaimInfo(
         namespace=_str(meta.get("namespace"), "metadata.namespace"),
@@ -93,10 +89,7 @@ def claim_info(obj: Mapping[str, Any]) -> ClaimInfo:
 
 def volume_info(obj: Mapping[str, Any]) -> VolumeInfo:
     """A v1 PersistentVolume (API JSON) -> :class:`VolumeInfo`; raises InvalidObject naming the field."""
-    if not isinstance(obj, Mapping):
-        raise InvalidObject(f"persistentvolume: expected an object, got {type(obj).__name__}")
-    meta = _obj(obj.get("metadata"), "metadata")
-    spec = _obj(obj.get("spec"), "spec")
+    meta, spec, _ = _sections(obj, "persistentvolume")
     name = _str(meta.get("name"), "metadata.name")
     required = _obj(spec.get("nodeAffinity"), "spec.nodeAffinity").get("required")
     if required is None:

@@ -15,10 +15,17 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from cogate.api import POD_GROUP_LABEL
 from cogate.localcluster import example
 
-from .kube import bound, create_pod_group, gated, get_pod_group, pods, running, wait_for
+from .kube import (
+    condition,
+    create_pod_group,
+    group_pods,
+    hold_gated,
+    running,
+    status,
+    wait_for,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -32,28 +39,9 @@ def member(name: str, group: str, cpu: str = "2", **spec: Any) -> dict[str, Any]
     return {"apiVersion": "v1", "kind": "Pod", **tpl}
 
 
-def group_pods(kube, ns: str, group: str) -> list[client.V1Pod]:
-    return pods(kube, ns, f"{POD_GROUP_LABEL}={group}")
-
-
-def released_condition(kube, ns: str, name: str) -> dict[str, Any] | None:
-    st = get_pod_group(kube, ns, name).get("status") or {}
-    return next((c for c in st.get("conditions") or [] if c.get("type") == "Released"), None)
-
-
-def stays_gated(kube, ns: str, group: str, count: int, seconds: float = 4.0) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        ps = group_pods(kube, ns, group)
-        assert len(ps) == count
-        for p in ps:
-            assert gated(p) and not bound(p), f"{p.metadata.name} was released: the group would be half-placed"
-        time.sleep(0.3)
-
-
 def waiting_says(kube, ns: str, group: str, *texts: str) -> dict[str, Any]:
     def check():
-        c = released_condition(kube, ns, group)
+        c = condition(status(kube, ns, group), "Released")
         return c if c and c["status"] == "False" and all(t in c["message"] for t in texts) else None
 
     return wait_for(check, 15, what=f"Released=False naming {texts}")
@@ -77,7 +65,7 @@ def test_spread_over_a_cordoned_node_stays_gated_until_both_domains_can_take_a_m
         core.create_namespaced_pod(namespace, member(f"s-{i}", "s", topologySpreadConstraints=spread))
     cond = waiting_says(kube, namespace, "s", "topology spread")
     assert "fits 1 of 2" in cond["message"]
-    stays_gated(kube, namespace, "s", 2)
+    hold_gated(kube, namespace, "s", 4.0, 2)
     # uncordon: a member per node, pinned there, both Running
     core.patch_node(n2, {"spec": {"unschedulable": False}})
     wait_for(lambda: sum(running(p) for p in group_pods(kube, namespace, "s")) == 2, 30, what="both Running")
@@ -127,7 +115,7 @@ def test_members_whose_local_pvs_sit_on_the_busy_node_stay_gated(stack, kube, na
         for i in range(2):
             core.create_namespaced_pod(namespace, _with_claim(f"v-{i}", "v", f"data-{i}"))
         waiting_says(kube, namespace, "v", "volume node affinity")
-        stays_gated(kube, namespace, "v", 2)
+        hold_gated(kube, namespace, "v", 4.0, 2)
         core.delete_namespaced_pod("busy", namespace, grace_period_seconds=0)
         wait_for(lambda: sum(running(p) for p in group_pods(kube, namespace, "v")) == 2, 30, what="both Running")
         assert {p.spec.node_name for p in group_pods(kube, namespace, "v")} == {n2}
@@ -148,7 +136,7 @@ def test_a_member_whose_claim_does_not_exist_keeps_the_group_gated(stack, kube, 
     core.create_namespaced_pod(namespace, _with_claim("c-1", "c", "missing"))
     cond = waiting_says(kube, namespace, "c", "c-1", "persistentvolumeclaim 'missing' not found")
     assert cond["reason"] == "Unschedulable"
-    stays_gated(kube, namespace, "c", 2)
+    hold_gated(kube, namespace, "c", 4.0, 2)
 
 
 # ----------------------------------------------------------------- in-place resize
@@ -199,4 +187,4 @@ def test_members_naming_a_scheduler_cogate_does_not_plan_for_stay_gated_and_are_
         core.create_namespaced_pod(namespace, member(f"o-{i}", "o", schedulerName="other-scheduler"))
     cond = waiting_says(kube, namespace, "o", "o-0, o-1 name scheduler 'other-scheduler'")
     assert cond["reason"] == "Unschedulable"
-    stays_gated(kube, namespace, "o", 2, seconds=2.0)
+    hold_gated(kube, namespace, "o", 2.0, 2)

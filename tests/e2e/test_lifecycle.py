@@ -17,23 +17,11 @@ from kubernetes import client
 from cogate.api import POD_GROUP_LABEL
 from cogate.localcluster import example
 
-from .kube import create_pod_group, events_for, gated, get_pod_group, pods, running, wait_for
+from .kube import condition, create_pod_group, events_for, gated, group_pods, pods, running, status, wait_for
 
 pytestmark = pytest.mark.e2e
 
 NODE = dict(kwok_taint=False, **example.NODE_SHAPE)
-
-
-def group_pods(kube, namespace: str, group: str) -> list[client.V1Pod]:
-    return [p for p in pods(kube, namespace, f"{POD_GROUP_LABEL}={group}") if not p.metadata.deletion_timestamp]
-
-
-def status(kube, namespace: str, name: str) -> dict[str, Any]:
-    return get_pod_group(kube, namespace, name).get("status") or {}
-
-
-def condition(st: dict[str, Any], type_: str) -> dict[str, Any] | None:
-    return next((c for c in st.get("conditions") or [] if c.get("type") == type_), None)
 
 
 @pytest.fixture
@@ -61,7 +49,7 @@ def test_member_lost_after_the_quorum_bound_is_no_timeout_and_evicts_nothing(evi
     client.AppsV1Api(kube).create_namespaced_replica_set(
         namespace, example.replica_set("g", 2, namespace=namespace, group="g", cpu="1"))
     ps = wait_for(lambda: (lambda ps: len(ps) == 2 and all(running(p) for p in ps) and ps)(
-        group_pods(kube, namespace, "g")), 15, what="both members Running")
+        group_pods(kube, namespace, "g", deleting=False)), 15, what="both members Running")
     bound_at = time.monotonic()
     time.sleep(max(0.0, bound_at + 10 - time.monotonic()))
     victim, survivor = ps[0], ps[1]
@@ -83,7 +71,7 @@ def test_member_lost_after_the_quorum_bound_is_no_timeout_and_evicts_nothing(evi
     cond = condition(status(kube, namespace, "g"), "TimedOut")  # the closed window is recorded
     assert (cond["status"], cond["reason"]) == ("False", "MembersBound"), cond
     # The ReplicaSet's replacement joins the standing release and runs.
-    wait_for(lambda: (lambda ps: len(ps) == 2 and all(running(p) for p in ps))(group_pods(kube, namespace, "g")),
+    wait_for(lambda: (lambda ps: len(ps) == 2 and all(running(p) for p in ps))(group_pods(kube, namespace, "g", deleting=False)),
              15, what="replacement Running")
 
 
@@ -140,7 +128,7 @@ def test_finished_group_keeps_counts_and_phase_when_members_are_deleted_and_one_
     create_pod_group(kube, example.pod_group("job", 2, namespace=namespace, timeout_seconds=None))
     for i in range(2):
         core.create_namespaced_pod(namespace, _bare(f"job-{i}", "job"))
-    wait_for(lambda: (lambda ps: len(ps) == 2 and all(running(p) for p in ps))(group_pods(kube, namespace, "job")),
+    wait_for(lambda: (lambda ps: len(ps) == 2 and all(running(p) for p in ps))(group_pods(kube, namespace, "job", deleting=False)),
              15, what="both members Running")
     for i in range(2):
         _succeed(kube, namespace, f"job-{i}")
@@ -149,7 +137,7 @@ def test_finished_group_keeps_counts_and_phase_when_members_are_deleted_and_one_
     assert st["succeeded"] == 2
     for i in range(2):
         core.delete_namespaced_pod(f"job-{i}", namespace, grace_period_seconds=0)
-    wait_for(lambda: not group_pods(kube, namespace, "job"), 10, what="members deleted")
+    wait_for(lambda: not group_pods(kube, namespace, "job", deleting=False), 10, what="members deleted")
     core.create_namespaced_pod(namespace, _bare("job-late", "job"))
     cond = wait_for(lambda: (c := condition(status(kube, namespace, "job"), "Released")) and c["status"] == "False"
                     and c, 10, what="Released=False for the newcomer")
@@ -161,7 +149,7 @@ def test_finished_group_keeps_counts_and_phase_when_members_are_deleted_and_one_
     assert gated(late) and not late.spec.node_name, "a lone newcomer of a finished gang waits for a new gang"
     # A second member completes the new gang: released, and the phase is decided afresh.
     core.create_namespaced_pod(namespace, _bare("job-late-2", "job"))
-    wait_for(lambda: (lambda ps: len(ps) == 2 and all(running(p) for p in ps))(group_pods(kube, namespace, "job")),
+    wait_for(lambda: (lambda ps: len(ps) == 2 and all(running(p) for p in ps))(group_pods(kube, namespace, "job", deleting=False)),
              15, what="the new gang Running")
     wait_for(lambda: status(kube, namespace, "job").get("phase") == "Running", 10, what="phase Running")
 
@@ -187,7 +175,7 @@ def test_group_waiting_for_members_the_quota_refuses_says_so(stack, kube, namesp
                     c.get("message", "") and c, 15, what="waiting message naming the quota")
     assert cond["reason"] == "WaitingForMembers", cond
     assert "ResourceQuota compute: requests.cpu 2 of 2 used, a member requests 1" in cond["message"], cond
-    assert all(gated(p) for p in group_pods(kube, namespace, "g")), "gated members hold quota, not node room"
+    assert all(gated(p) for p in group_pods(kube, namespace, "g", deleting=False)), "gated members hold quota, not node room"
     # The event follows the new situation (a quota, not only a count) at once.
     wait_for(lambda: any("ResourceQuota compute" in e.message for e in events_for(kube, namespace, "g")
                          if e.reason == "WaitingForMembers"), 15, what="a WaitingForMembers event naming the quota")
@@ -216,5 +204,5 @@ def test_waiting_message_names_a_terminating_pod_on_the_node_the_group_needs(sta
         assert "1 pod terminating on eligible nodes (old-web) still holds room until gone" in cond["message"], cond
     finally:
         core.patch_namespaced_pod("old-web", namespace, {"metadata": {"finalizers": None}})
-    wait_for(lambda: (lambda ps: len(ps) == 2 and all(running(p) for p in ps))(group_pods(kube, namespace, "g")),
+    wait_for(lambda: (lambda ps: len(ps) == 2 and all(running(p) for p in ps))(group_pods(kube, namespace, "g", deleting=False)),
              20, what="group released once the terminating pod is gone")

@@ -27,7 +27,19 @@ from cogate.api import DEFAULT_GATE_NAME, GROUP, PLURAL, POD_GROUP_LABEL, VERSIO
 from cogate.localcluster import example
 from cogate.localcluster.stack import free_port
 
-from .kube import bound, create_pod_group, events_for, gated, get_pod_group, pods, running, wait_for
+from .kube import (
+    bound,
+    condition,
+    create_pod_group,
+    events_for,
+    gated,
+    get_pod_group,
+    group_pods,
+    hold_gated,
+    running,
+    status,
+    wait_for,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -53,35 +65,12 @@ def create_pods(kube, namespace: str, group: str, count: int, prefix: str | None
     return names
 
 
-def group_pods(kube, namespace: str, group: str) -> list[client.V1Pod]:
-    return pods(kube, namespace, f"{POD_GROUP_LABEL}={group}")
-
-
-def status(kube, namespace: str, name: str) -> dict[str, Any]:
-    return get_pod_group(kube, namespace, name).get("status") or {}
-
-
-def condition(st: dict[str, Any], type_: str) -> dict[str, Any] | None:
-    return next((c for c in st.get("conditions") or [] if c.get("type") == type_), None)
-
-
 def patch_pg(kube, namespace: str, name: str, body: dict[str, Any], subresource: bool = False) -> None:
     custom = client.CustomObjectsApi(kube)
     if subresource:
         custom.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, PLURAL, name, body)
     else:
         custom.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name, body)
-
-
-def hold_gated(kube, namespace: str, group: str, seconds: float, count: int) -> None:
-    """Assert for ``seconds`` that the group has ``count`` members, all gated and unbound."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        ps = group_pods(kube, namespace, group)
-        assert len(ps) == count
-        for p in ps:
-            assert gated(p) and not bound(p), f"{p.metadata.name} left the gate"
-        time.sleep(0.5)
 
 
 def metric(text: str, name: str, labels: str = "") -> float:
