@@ -10,6 +10,7 @@ the same.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Mapping
 from enum import StrEnum
@@ -84,6 +85,34 @@ def verdict_event(outcome: str, message: str) -> Notice | None:
     # Same reason as the Released=False condition (status.released_reason): a group larger
     # than the cluster is short of capacity too; its message says so.
     return Notice(WARNING, Reason(status_mod.released_reason(outcome)), message or outcome)
+
+
+_NUMBER = re.compile(r"\d+(?:\.\d+)?[A-Za-z]*")
+_PLURAL = re.compile(r"(?<=[A-Za-z])s\b")
+
+
+#: Parts of a waiting message (``"; "``-separated, after :data:`_NUMBER`/:data:`_PLURAL`)
+#: that explain rather than state the situation: which nodes are excluded and why, which
+#: pods are terminating. They change whenever a node joins (a new node is briefly NotReady
+#: and tainted) or a pod ends, while the group waits for the same thing.
+_DETAIL = re.compile(r"^# node excluded by |terminating on eligible node")
+
+
+def situation_key(message: str) -> str:
+    """The situation a waiting message describes, without its counts: the key on which
+    events for an unchanged situation are de-duplicated
+    (:meth:`cogate.controller.events.EventDeduplicator.should_emit`).
+
+    Every number (with a unit or suffix: ``2``, ``1500m``, ``4Gi``, ``312s``) becomes
+    ``#``, plural endings are dropped, and the explanatory parts (nodes excluded by a
+    filter, pods terminating) are left out, so "fits 3 of 4: cpu short by 2 ...; 2 nodes
+    excluded by taint" and "fits 2 of 4: cpu short by 4 ...; 1 node excluded by
+    nodeSelector" are one situation (nodes came and went), while a different resource
+    short, "no eligible node", starvation, a different blocking group or a quota is
+    another. Pure; never raises.
+    """
+    parts = _PLURAL.sub("", _NUMBER.sub("#", message or "")).split("; ")
+    return "; ".join(p for p in parts if not _DETAIL.search(p))
 
 
 def release_message(release: Mapping[str, str], placement: str, new: bool = False) -> str:

@@ -12,6 +12,8 @@ Pure helpers here (unit-tested table-driven):
 - :func:`restored_reservations`: the room of released members that were ungated (pinned) but
   are not bound yet, rebuilt from the cluster when a process starts deciding (start, or
   leadership gained), since reservations live in memory only;
+- :func:`resolve_volumes`: members with their claims' and bound PVs' constraints filled in
+  (:func:`cogate.controller.volumes.resolve`) from the PVC and PV informers;
 - :func:`timeout_victims`: whom ``--evict-on-timeout`` evicts;
 - :func:`waiting_for_pod_group`: gated pods whose PodGroup does not exist (an event says so).
 
@@ -51,7 +53,9 @@ from typing import TYPE_CHECKING, Any
 
 from cogate import api
 from cogate.controller import notices, planner
+from cogate.controller import quota as quota_mod
 from cogate.controller import status as status_mod
+from cogate.controller import volumes as volumes_mod
 from cogate.controller.events import EventDeduplicator, EventRecorder, ObjectRef
 from cogate.controller.informer import Informer
 from cogate.controller.metrics import Metrics
@@ -233,6 +237,17 @@ def timeout_victims(members: Iterable[PodInfo], gate: str) -> list[PodInfo]:
     return out
 
 
+def resolve_volumes(pods: Iterable[PodInfo], claims: Mapping[Any, Any] | None,
+                    volumes: Mapping[Any, Any] | None) -> list[PodInfo]:
+    """``pods`` with volume constraints resolved (:func:`cogate.controller.volumes.resolve`).
+
+    ``claims``: ClaimInfo by (namespace, name); ``volumes``: VolumeInfo by name. Without the
+    informers (``None``) the pods are returned unchanged: their claims stay unchecked."""
+    if claims is None or volumes is None:
+        return list(pods)
+    return [volumes_mod.resolve(p, claims, volumes) if p.volume_claims else p for p in pods]
+
+
 # --------------------------------------------------------------------------- shell
 
 
@@ -247,12 +262,15 @@ class ReconcilerConfig:
     max_patch_attempts: int = 6
     starvation_seconds: float = 300.0
     reservation_ttl_seconds: float = 60.0
+    scheduler_names: frozenset[str] = frozenset({planner.DEFAULT_SCHEDULER})
+    unchecked: str = "release"
 
     @property
     def planner_config(self) -> planner.PlannerConfig:
         """The planner's knobs, derived: one source for the gate name and the TTL."""
         return planner.PlannerConfig(gate_name=self.gate_name, starvation_seconds=self.starvation_seconds,
-                                     reservation_ttl_seconds=self.reservation_ttl_seconds)
+                                     reservation_ttl_seconds=self.reservation_ttl_seconds,
+                                     scheduler_names=self.scheduler_names, unchecked=self.unchecked)
 
 
 @dataclass
@@ -263,9 +281,16 @@ class Caches:
     members: Informer
     bound: Informer
     nodes: Informer
+    #: PersistentVolumeClaims (ClaimInfo by (namespace, name)) and PersistentVolumes (VolumeInfo by
+    #: name); optional: without them members' claims stay unchecked.
+    claims: Informer | None = None
+    volumes: Informer | None = None
+    #: ResourceQuotas (records: quota.QuotaInfo), to say when a quota refuses missing members.
+    quotas: Informer | None = None
 
     def all(self) -> list[Informer]:
-        return [self.podgroups, self.members, self.bound, self.nodes]
+        return [i for i in (self.podgroups, self.members, self.bound, self.nodes, self.claims, self.volumes,
+                            self.quotas) if i is not None]
 
 
 @dataclass
@@ -326,6 +351,8 @@ class Reconciler:
         self._cond = threading.Condition()
         self.debouncer = Debouncer(config.debounce, config.resync, monotonic())
         self._evicted: set[tuple[str, str]] = set()
+        #: PodGroup uid -> members seen ended during its release (status.EndedMembers).
+        self._ended: dict[str, status_mod.EndedMembers] = {}
         #: Whether this process leads (set by :meth:`run`); tests drive passes directly.
         self._leading: Callable[[], bool] = lambda: True
         #: uids of gated members already told that their PodGroup does not exist.
@@ -388,7 +415,10 @@ class Reconciler:
         if self._orphan_checks:
             self.release_orphans()
         groups = {g.key: g for g in self.caches.podgroups.snapshot()}
-        members = members_by_group(self.caches.members.snapshot())
+        members = members_by_group(resolve_volumes(
+            self.caches.members.snapshot(),
+            self.caches.claims.snapshot_map() if self.caches.claims is not None else None,
+            self.caches.volumes.snapshot_map() if self.caches.volumes is not None else None))
         requests = build_group_requests(groups.values(), members, self.config.gate_name)
         if self.restore_reservations:
             self._restore_reservations(requests, now)
@@ -451,10 +481,12 @@ class Reconciler:
                         requests: Mapping[tuple[str, str], GroupRequest], now: float) -> PassResult:
         """Apply each verdict (concurrently, one task per group); counts phases into the metrics."""
         result = PassResult(verdicts=list(decision.verdicts))
+        quotas = self.caches.quotas.snapshot() if self.caches.quotas is not None else []
         futures = []
         for verdict in decision.verdicts:
             g = groups.get((verdict.namespace, verdict.name))
             if g is not None:
+                verdict = quota_mod.explain_waiting(verdict, requests[g.key], quotas)
                 futures.append((g.key, self._groups_pool.submit(self._apply_verdict, g, requests[g.key], verdict, now)))
         phases: Counter[str] = Counter()
         for key, f in futures:
@@ -486,6 +518,8 @@ class Reconciler:
         for obj in self.dedup.objects() - live_uids:
             self.dedup.forget(obj)
         self._evicted = {e for e in self._evicted if e[0] in live_uids}
+        for uid in set(self._ended) - live_uids:
+            self._ended.pop(uid, None)
         deadlines = [r.expires for r in self.reservations if r.expires > now]
         for g in groups.values():
             d = status_mod.timeout_deadline(g.pg)
@@ -498,7 +532,8 @@ class Reconciler:
     # -- one verdict -------------------------------------------------------------
     def _apply_verdict(self, g: GroupObject, request: GroupRequest, verdict: GroupVerdict, now: float) -> _Applied:
         """Status first, then gates (a restarted controller finishes a recorded release), then events."""
-        new_status = status_mod.compute_status(g.pg, request.members, verdict, now, self.config.gate_name)
+        new_status, self._ended[g.uid] = status_mod.compute(g.pg, request.members, verdict, now,
+                                                            self.config.gate_name, self._ended.get(g.uid))
         phase = new_status.phase or "Pending"
         body = status_mod.status_patch(g.raw_status, new_status)
         if body is not None and not self.writer.write_status(*g.key, body):
@@ -543,7 +578,7 @@ class Reconciler:
         """The event of a held group's verdict (waiting, short of capacity, unschedulable)."""
         notice = notices.verdict_event(outcome, message)
         if notice is not None:
-            self._event(g, "verdict", notice, now)
+            self._event(g, "verdict", notice, now, key=notices.situation_key(notice.message))
 
     def _warn_mixed_priorities(self, g: GroupObject, request: GroupRequest, now: float) -> None:
         notice = notices.priority_event(request)
@@ -572,11 +607,12 @@ class Reconciler:
             self._event(g, "evict", notices.evicted_after_timeout(len(victims)), now)
 
     # -- events ------------------------------------------------------------------
-    def _event(self, g: GroupObject, slot: str, notice: Notice, now: float) -> None:
-        """Record ``notice`` on ``g``; with a ``slot`` only when it is news (:class:`EventDeduplicator`)."""
+    def _event(self, g: GroupObject, slot: str, notice: Notice, now: float, key: str | None = None) -> None:
+        """Record ``notice`` on ``g``; with a ``slot`` only when it is news (:class:`EventDeduplicator`;
+        ``key``: the situation, :func:`cogate.controller.notices.situation_key`), else always."""
         if self.recorder is None:
             return
-        if not slot or self.dedup.should_emit(g.uid, slot, notice.reason, notice.message, now):
+        if not slot or self.dedup.should_emit(g.uid, slot, notice.reason, notice.message, now, key):
             self._record(g.ref, notice)
 
     def _record(self, ref: ObjectRef, notice: Notice) -> None:

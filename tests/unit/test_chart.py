@@ -241,6 +241,16 @@ def test_controller_deployment(controller_deploy):
     args = controller_main.build_parser().parse_args(c["args"][1:])
     assert args.leader_elect is True and args.placement == "pinned"
     assert "--evict-on-timeout" not in c["args"]
+    assert args.scheduler_names == [] and args.unchecked_constraints == "release"
+
+
+def test_scheduler_names_and_unchecked_policy_reach_the_controller(helm):
+    objs = render(helm, "--set", "controller.schedulerNames={batch-scheduler,gpu-scheduler}",
+                  "--set", "controller.uncheckedConstraints=hold")
+    args = container(find(objs, "Deployment", "cogate-controller"), "controller")["args"]
+    parsed = controller_main.build_parser().parse_args(args[1:])
+    assert parsed.scheduler_names == ["batch-scheduler", "gpu-scheduler"]
+    assert parsed.unchecked_constraints == "hold"
 
 
 def test_evict_on_timeout_adds_flag_and_eviction_right(helm):
@@ -288,6 +298,7 @@ def test_log_format_reaches_every_cogate_container(helm, sets, fmt):
 @pytest.mark.parametrize("sets,message", [
     (["logFormat=yaml"], "logFormat must be json or text"),
     (["controller.placement=anywhere"], "controller.placement must be pinned or free"),
+    (["controller.uncheckedConstraints=ignore"], "controller.uncheckedConstraints must be release or hold"),
     (["webhook.certs.mode=manual"], "webhook.certs.mode must be bootstrap or cert-manager"),
     (["webhook.timeoutSeconds=31"], "timeoutSeconds must be between 1 and 30"),
     (["controller.leaderElect=false"], "needs controller.leaderElect=true"),
@@ -310,7 +321,8 @@ def test_controller_rbac_is_least_privilege(objs):
     rules = _rules(objs, "ClusterRole", "cogate-controller")
     assert sorted(rules) == sorted([
         (("",), ("pods",), ("get", "list", "patch", "watch"), ()),
-        (("",), ("nodes",), ("get", "list", "watch"), ()),
+        (("",), ("nodes", "persistentvolumeclaims", "persistentvolumes"), ("get", "list", "watch"), ()),
+        (("",), ("resourcequotas",), ("get", "list", "watch"), ()),
         (("scheduling.x-k8s.io",), ("podgroups",), ("get", "list", "watch"), ()),
         (("scheduling.x-k8s.io",), ("podgroups/status",), ("get", "patch", "update"), ()),
         (("", "events.k8s.io"), ("events",), ("create", "patch"), ()),

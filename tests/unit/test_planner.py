@@ -159,10 +159,36 @@ def test_members_gated_by_other_gate_only_are_not_ours():
     foreign = [pod(cpu=1, gates=("example.com/other",))]
     v = only(run([node("n1")], [group(ours + foreign, min_member=2)]))
     assert v.outcome == "WaitingForMembers" and v.fits == 0
-    assert v.message == "2 of 2 members present, 0 bound; 1 held by other scheduling gates"
+    assert v.message == (f"2 of 2 members present, 0 bound; 1 held by other scheduling gates "
+                         f"({foreign[0].name}: example.com/other)")
     v = only(run([node("n1")], [group(ours + foreign, min_member=1)]))
     assert v.outcome == "Released" and v.fits == 1
     assert v.release == {ours[0].uid: "n1"}
+
+
+def test_waiting_message_names_the_first_members_held_by_other_gates():
+    """Issue 9 item 9: say which members other scheduling gates hold (first few), and which gates."""
+    ours = [pod(cpu=1, name="w-0")]
+    held = [pod(cpu=1, name=f"w-{i}", gates=(GATE, "example.com/quota")) for i in range(1, 4)]
+    held.append(pod(cpu=1, name="w-4", gates=("example.com/quota", "example.com/other")))
+    held.append(pod(cpu=1, name="w-5", gates=("example.com/other",)))
+    v = only(run([node("n1")], [group(ours + held, min_member=3)]))
+    assert v.outcome == "WaitingForMembers"
+    assert v.message == ("6 of 3 members present, 0 bound; 5 held by other scheduling gates (w-1: example.com/quota, "
+                         "w-2: example.com/quota, w-3: example.com/quota and 2 more)")
+
+
+def test_shortfall_names_pods_terminating_on_the_nodes_the_group_needs():
+    """Issue 9 item 9: a pod being deleted still holds its room (kube-scheduler counts it until
+    it is gone); the waiting message says so, naming it, only for nodes the group could use."""
+    dying = pod(group=None, cpu=3, node_name="n1", name="old-web", deleting=True)
+    elsewhere = pod(group=None, cpu=3, node_name="n2", name="other", deleting=True)
+    nodes = [node("n1", cpu=4), node("n2", cpu=4, labels={"pool": "b"})]
+    members = [pod(cpu=2, node_selector={"kubernetes.io/hostname": "n1"}) for _ in range(2)]
+    v = only(run(nodes, [group(members, min_member=2)], pods=[dying, elsewhere]))
+    assert v.outcome == "InsufficientCapacity"
+    assert "1 pod terminating on eligible nodes (old-web) still holds room until gone" in v.message
+    assert "other" not in v.message.split("terminating")[1]
 
 
 def test_ungated_unbound_members_are_reported_as_waiting_for_the_scheduler():

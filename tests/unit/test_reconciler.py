@@ -291,18 +291,46 @@ def test_free_placement_removes_only_the_gate():
 
 
 def test_events_only_on_change():
-    msgs = iter(["fits 1 of 2: cpu short by 1", "fits 1 of 2: cpu short by 1", "fits 0 of 2: cpu short by 2"])
+    msgs = iter(["fits 1 of 2: cpu short by 1", "fits 1 of 2: cpu short by 1", "fits 1 of 2: memory short by 1Gi"])
     h = Harness([raw_pod("a"), raw_pod("b")], [raw_pg()],
                 lambda groups: [verdict("InsufficientCapacity", fits=1, message=next(msgs))])
     h.run()
     h.run()
     assert h.events == [("Warning", "InsufficientCapacity", "fits 1 of 2: cpu short by 1")]
-    h.now += 61  # a changed message of the same reason, after the min interval
+    h.now += 1  # another situation of the same reason: news at once
     h.run()
-    assert h.events[-1] == ("Warning", "InsufficientCapacity", "fits 0 of 2: cpu short by 2")
+    assert h.events[-1] == ("Warning", "InsufficientCapacity", "fits 1 of 2: memory short by 1Gi")
     assert len(h.events) == 2
     # status written only when it changed: pass 1 (new condition) and pass 3 (new message)
     assert h.cluster.log == [("status", "pg"), ("status", "pg")]
+
+
+def test_no_new_event_when_only_the_counts_of_a_waiting_situation_change():
+    """Issue 9 item 9: a waiting group re-emitted InsufficientCapacity each time a node was
+    added, because the message embeds counts. The situation is unchanged: the condition is
+    kept current, the event is brought up to date at most once per refresh interval."""
+    nodes = iter(range(1, 100))
+
+    def verdicts(groups):
+        n = next(nodes)
+        return [verdict("InsufficientCapacity", fits=1,
+                        message=f"fits 1 of 2: cpu short by 2 on eligible nodes (at most 1 free on one node, "
+                                f"a member requests 2); {n} node{'s' if n != 1 else ''} excluded by taint")]
+
+    h = Harness([raw_pod("a"), raw_pod("b")], [raw_pg()], verdicts)
+    for _ in range(8):  # a node added every 70 s (each beyond the 60 s min interval)
+        h.run()
+        h.now += 70
+    warnings = [e for e in h.events if e[1] == "InsufficientCapacity"]
+    assert len(warnings) == 1, warnings
+    assert "1 node excluded by taint" in warnings[0][2]
+    cond = next(c for c in h.cluster.pgs["pg"]["status"]["conditions"] if c["type"] == "Released")
+    assert cond["message"].endswith("8 nodes excluded by taint")  # the condition is current
+    h.run()  # 560 s after the first event: still within the refresh interval
+    h.now += 70
+    h.run()  # 630 s: the event message is brought up to date once
+    warnings = [e for e in h.events if e[1] == "InsufficientCapacity"]
+    assert len(warnings) == 2 and warnings[-1][2].endswith("10 nodes excluded by taint"), warnings
 
 
 def test_mixed_priorities_warning():
@@ -379,26 +407,28 @@ def test_run_loop_only_reconciles_while_leading():
     ({"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]}, ("volume claims",)),
     ({"volumes": [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}}]}, ("volume claims",)),
     ({"volumes": [{"name": "cfg", "configMap": {"name": "cfg"}}]}, ()),
+    # hard topology spread is modelled by the planner now (controller/spread.py): pinned like any member
     ({"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
-                                     "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {}}]}, ("topology spread",)),
+                                     "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {}}]}, ()),
     ({"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone",
                                      "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {}}]}, ()),
     ({"resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu"}]}, ("resource claims",)),
 ])
-def test_members_with_unplanned_constraints_are_released_unpinned(extra_spec, unplanned):
+def test_unplanned_constraints_of_a_spec_and_pin_target(extra_spec, unplanned):
     raw = raw_pod("a")
     raw["spec"].update(extra_spec)
     p = records.pod_info(raw)
     assert p.unplanned == unplanned
-    assert pin_target(p, "n1", "pinned") == ("" if unplanned else "n1")
+    # the planner decides who is pinned (planner._pins); pin_target only applies the placement mode
+    assert pin_target(p, "n1", "pinned") == "n1"
     assert pin_target(p, "n1", "free") == ""
     assert pin_target(p, "", "pinned") == ""
 
 
-def test_release_patch_of_a_member_with_a_volume_claim_only_removes_the_gate():
+def test_release_patch_of_a_member_the_planner_left_unpinned_only_removes_the_gate():
     raw = raw_pod("a")
     raw["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]
-    h = Harness([raw, raw_pod("b")], [raw_pg()], [verdict("Released", {"uid-a": "n1", "uid-b": "n1"}, fits=2)])
+    h = Harness([raw, raw_pod("b")], [raw_pg()], [verdict("Released", {"uid-a": "", "uid-b": "n1"}, fits=2)])
     h.run()
     a, b = h.cluster.pods["a"], h.cluster.pods["b"]
     assert not a["spec"].get("schedulingGates") and "affinity" not in a["spec"]
