@@ -275,6 +275,9 @@ class PodInfo:
     #: Scheduling constraints the planner does not evaluate ("volume claims", "topology spread",
     #: "resource claims"); such members are released without a pin (see reconciler.pin_target).
     unplanned: tuple[str, ...] = ()
+    #: Reason of the pod's ``DisruptionTarget`` condition when it is True (``PreemptionByScheduler``,
+    #: ``EvictionByEvictionAPI``, ``DeletionByTaintManager``, ``TerminationByKubelet``, ...), else ''.
+    disruption: str = ""
 
     @property
     def group(self) -> str | None:
@@ -554,7 +557,17 @@ def _pod_info(
         scheduler_name=_str(spec.get("schedulerName"), "spec.schedulerName") or "default-scheduler",
         resource_version=_str(meta.get("resourceVersion"), "metadata.resourceVersion"),
         unplanned=_unplanned(spec),
+        disruption=_disruption(status),
     )
+
+
+def _disruption(status: Mapping[str, Any]) -> str:
+    """Reason of a True ``DisruptionTarget`` pod condition (set by the scheduler, the Eviction API,
+    the taint manager or the kubelet before they delete or stop a pod), '' without one."""
+    for cp, c in _objs(status.get("conditions"), "status.conditions"):
+        if c.get("type") == "DisruptionTarget" and c.get("status") == "True":
+            return _str(c.get("reason"), f"{cp}.reason") or "DisruptionTarget"
+    return ""
 
 
 def _unplanned(spec: Mapping[str, Any]) -> tuple[str, ...]:

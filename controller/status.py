@@ -69,6 +69,7 @@ __all__ = [
     "compute_status",
     "status_patch",
     "release_stands",
+    "condition",
 ]
 
 CONDITION_RELEASED = "Released"
@@ -175,7 +176,9 @@ def release_stands(status: PodGroupStatus, members: Sequence[Any] = (), gate: st
 
     A release is recorded by ``scheduleStartTime`` with a phase other than Pending. It stops
     standing only when the group timed out (condition ``TimedOut=True``) or lost its quorum
-    through failures (phase ``Failed``) **and** members came back behind ``gate`` (pods
+    through failures (phase ``Failed``), or ``--evict-below-quorum`` evicted the rest of a gang
+    that lost its quorum (condition ``Disrupted=True`` reason ``QuorumLost``,
+    :mod:`cogate.controller.lifecycle`), **and** members came back behind ``gate`` (pods
     evicted on timeout and recreated, replacements of failed pods): those are then planned
     as a gang again instead of being ungated one by one. Until a member is gated again the
     release stands, so a timed-out group whose members wait in kube-scheduler's queue keeps
@@ -187,7 +190,9 @@ def release_stands(status: PodGroupStatus, members: Sequence[Any] = (), gate: st
     if not status.scheduleStartTime or status.phase in (None, "Pending"):
         return False
     timed_out = status.condition(CONDITION_TIMED_OUT)
-    lost = status.phase == "Failed" or (timed_out is not None and timed_out.status == "True")
+    disrupted = status.condition("Disrupted")
+    lost = (status.phase == "Failed" or (timed_out is not None and timed_out.status == "True")
+            or (disrupted is not None and disrupted.status == "True" and disrupted.reason == "QuorumLost"))
     return not lost or not any(m.gated_by(gate) and not m.bound for m in members)
 
 
@@ -209,6 +214,10 @@ def _condition(old: Condition | None, type_: str, status: str, reason: str, mess
     ltt = old.lastTransitionTime if old is not None and old.status == status else format_time(now)
     return Condition(type=type_, status=status, reason=reason, message=message[:32768],
                      lastTransitionTime=ltt, observedGeneration=generation)
+
+
+#: The one rule for building a condition (public: :mod:`cogate.controller.lifecycle` uses it too).
+condition = _condition
 
 
 def compute_status(pg: PodGroup, members: Sequence[_Member], verdict: _Verdict | None, now: float,

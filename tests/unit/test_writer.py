@@ -11,7 +11,7 @@ from .test_reconciler import NS, ApiError, Harness, raw_pg, raw_pod
     ([ApiError(409)], "removed", False),
     ([ApiError(429), ApiError(503)], "removed", False),
     ([ApiError(500)] * 4, "failed", True),
-    ([ApiError(403)], "failed", True),
+    ([ApiError(403)], "refused", True),
     ([ApiError(404)], "not_found", True),
 ])
 def test_gate_removal_retries(errors, expected, gates_left):
@@ -35,6 +35,7 @@ def test_failed_test_op_rereads_and_finds_gate_gone():
     def racing_patch(name, namespace, body, **kw):
         # someone else removes the gate just before our patch lands
         h.cluster.pods[name]["spec"]["schedulingGates"] = [{"name": "x"}]
+        h.cluster._bump(h.cluster.pods[name])
         h.cluster.patch_namespaced_pod = real_patch
         return real_patch(name, namespace, body, **kw)
 
