@@ -780,6 +780,12 @@ def _order_key(g: GroupRequest) -> tuple[int, float, str, str]:
     return (-group_priority(g), g.created, g.namespace, g.name)
 
 
+def _names(members: Sequence[PodInfo], limit: int = 3) -> str:
+    """The first ``limit`` member names, then how many more."""
+    names = [m.name for m in members[:limit]]
+    return ", ".join(names) + (f" and {len(members) - limit} more" if len(members) > limit else "")
+
+
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'s' if n != 1 else ''}"
 
@@ -875,9 +881,9 @@ class _Pass:
         waiting = tuple(m.name for m in unplaced + held)
         parts = [f"ungating {_plural(len(release), 'new member')}"] if release else []
         if unplaced:
-            parts.append(f"{_plural(len(unplaced), 'new member')} wait gated for capacity: {short}")
+            parts.append(f"{_plural(len(unplaced), 'new member')} ({_names(unplaced)}) wait gated for capacity: {short}")
         if held:
-            parts.append(f"{_plural(len(held), 'new member')} also held by other scheduling gates")
+            parts.append(f"{_plural(len(held), 'new member')} ({_names(held)}) also held by other scheduling gates")
         message = "released; " + "; ".join(parts) if parts else "released"
         fits = len(ms.bound) + len(release)
         return GroupVerdict(g.namespace, g.name, Outcome.ALREADY_RELEASED, release, fits, message, waiting)
