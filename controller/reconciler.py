@@ -623,6 +623,11 @@ class Reconciler:
             token = (g.uid, g.pg.status.scheduleStartTime or "")
             if token not in self._quorum_evicted:
                 self._quorum_evicted.add(token)
+                if self.config.pod_disruption_budgets and self.policy is not None:
+                    # The gang is broken: its budget would refuse these evictions (429). It is
+                    # made again once the re-formed group reaches minMember.
+                    self.writer.delete_pdb(self.policy, *g.key)
+                    self._pdbs[g.key] = "deleted"
                 victims = timeout_victims(request.members, self.config.gate_name)
                 for p in victims:
                     self._removed_by_us.add(p.uid)
