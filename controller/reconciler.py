@@ -828,6 +828,7 @@ class Reconciler:
         self._evicted.add(token)
         victims = timeout_victims(ms, self.config.gate_name)
         for p in victims:
+            self._removed_by_us.add(p.uid)  # not reported as lost members
             self.writer.evict(p)
         if victims:
             self._event(g, "evict", notices.evicted_after_timeout(len(victims)), now)

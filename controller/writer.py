@@ -48,6 +48,8 @@ log = logging.getLogger(__name__)
 REQUEST_TIMEOUT = 10
 #: Results of :meth:`Writer.ungate` (also the ``result`` label of ``cogate_gate_removals_total``).
 UNGATE_RESULTS = ("removed", "absent", "not_found", "skipped", "refused", "failed")
+#: Seconds a dry-run-validated release patch may be sent without reading the pod again.
+VALIDATED_FOR = 30.0
 #: Statuses of a release patch that mean the API server refuses it (not a changed pod, not transient).
 REFUSAL_STATUSES = (400, 403, 422)
 
@@ -96,6 +98,9 @@ class Writer:
         self._pool = concurrent.futures.ThreadPoolExecutor(workers, "cogate-ungate")
         #: uid -> the API server's answer to the last refused release patch of that member.
         self.answers: dict[str, str] = {}
+        #: uid -> (node, resourceVersion, ops, monotonic time) of a release patch a dry run accepted;
+        #: used once, within :data:`VALIDATED_FOR` seconds.
+        self._validated: dict[str, tuple[str, str, list[dict[str, Any]], float]] = {}
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -125,7 +130,11 @@ class Writer:
 
     # -- gates -------------------------------------------------------------------
     def ungate_members(self, release: Mapping[str, str]) -> dict[str, str]:
-        """Remove the gate from each member (uid -> node to pin to, '' for none) concurrently; uid -> result."""
+        """Remove the gate from each member (uid -> node to pin to, '' for none) concurrently; uid -> result.
+
+        A member whose patch :meth:`check_release` validated is patched at once with that patch,
+        guarded by a ``test`` of the resourceVersion it was built from (no second read); if the
+        pod changed meanwhile (422/409), it is read again and the patch rebuilt (:meth:`ungate`)."""
         return self._each(release, dry_run=False)
 
     def check_release(self, release: Mapping[str, str]) -> dict[str, str]:
@@ -133,6 +142,9 @@ class Writer:
         uid -> ``ok``, ``refused`` (answer in :attr:`answers`), ``absent``, ``not_found`` or
         ``failed`` (the API server could not be asked: the release goes ahead and is checked
         by the real patch)."""
+        cutoff = time.monotonic() - VALIDATED_FOR
+        for uid in [u for u, v in list(self._validated.items()) if v[3] < cutoff]:
+            self._validated.pop(uid, None)
         return self._each(release, dry_run=True)
 
     def _each(self, release: Mapping[str, str], *, dry_run: bool) -> dict[str, str]:
@@ -193,10 +205,26 @@ class Writer:
                 self._raise_refusal(exc, pod, read)
                 raise
             if dry_run:
+                rv = (pod.get("metadata") or {}).get("resourceVersion")
+                if rv:
+                    self._validated[uid] = (node, str(rv), ops, time.monotonic())
                 return "ok"
             self._remember(self.members, resp, keep=_still_member)
             return "removed"
 
+        validated = None if dry_run else self._validated.pop(uid, None)
+        if validated is not None and validated[0] == node and time.monotonic() - validated[3] < VALIDATED_FOR:
+            _, rv, ops, _ = validated
+            guarded = [{"op": "test", "path": "/metadata/resourceVersion", "value": rv}, *ops]
+            try:
+                resp = self.core.patch_namespaced_pod(name, namespace, guarded,
+                                                      _content_type="application/json-patch+json",
+                                                      _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
+                self._remember(self.members, resp, keep=_still_member)
+                self.answers.pop(uid, None)
+                return "removed"
+            except Exception:  # noqa: BLE001 - changed meanwhile, or anything else: the full path below
+                pass
         try:
             # 409/422: re-read; a 422 from the test op usually means the gate is gone already.
             result = retrying(attempt, attempts=self.attempts, backoff=Backoff(initial=0.2, maximum=5.0),

@@ -127,6 +127,7 @@ class FakeCluster:
         self.log: list[tuple[str, str]] = []
         self.pod_errors: dict[str, list[Exception]] = {}
         self.dry_errors: dict[str, list[Exception]] = {}
+        self.reads: dict[str, int] = {}
         self.deleted: list[str] = []
         self.status_errors: list[Exception] = []
         self.evicted: list[str] = []
@@ -138,6 +139,7 @@ class FakeCluster:
 
     # CoreV1Api
     def read_namespaced_pod(self, name, namespace, **_):
+        self.reads[name] = self.reads.get(name, 0) + 1
         if name not in self.pods:
             raise ApiError(404)
         return jsonpatch.apply_patch(self.pods[name], [])  # a copy
@@ -273,6 +275,7 @@ def test_release_writes_status_before_any_gate_and_pins_members():
     assert sorted(h.cluster.log[:2]) == [("dry-run", "a"), ("dry-run", "b")]
     assert h.cluster.log[2] == ("status", "pg")
     assert sorted(h.cluster.log[3:]) == [("pod", "a"), ("pod", "b")]
+    assert h.cluster.reads == {"a": 1, "b": 1}, "the validated patch is sent without reading the pod again"
     assert res.ungated == 2 and res.status_writes == 1
     st = h.cluster.pgs["pg"]["status"]
     assert st["phase"] == "Scheduling" and st["scheduleStartTime"]
@@ -426,7 +429,7 @@ def test_release_patch_of_a_member_with_a_volume_claim_only_removes_the_gate():
 
 def test_log_lines_about_a_group_carry_its_name(caplog):
     h = Harness([raw_pod("a"), raw_pod("b")], [raw_pg()], [verdict("Released", {"uid-a": "n1", "uid-b": "n1"}, 2)])
-    h.cluster.pod_errors["b"] = [ApiError(403)]
+    h.cluster.pod_errors["b"] = [ApiError(403)] * 5
     with caplog.at_level("INFO", logger="cogate.controller"):
         h.run()
     about = [r for r in caplog.records if "PodGroup team/pg" in r.getMessage() or "pod team/b" in r.getMessage()]

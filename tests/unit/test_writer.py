@@ -47,3 +47,16 @@ def test_recreated_pod_with_same_name_is_not_touched():
     h = Harness([raw_pod("a")], [raw_pg(min_member=1)], [])
     assert h.rec.writer.ungate(NS, "a", "uid-old", "n1") == "not_found"
     assert h.cluster.log == []
+
+
+def test_validated_patch_of_a_pod_changed_since_the_dry_run_is_rebuilt():
+    """The patch a dry run accepted is sent guarded by the resourceVersion it was built from; a pod
+    changed in between (here: another gate added) fails that test and is read and patched afresh."""
+    h = Harness([raw_pod("a")], [raw_pg(min_member=1)], [])
+    w = h.rec.writer
+    assert w.check_release({"uid-a": "n1"}) == {"uid-a": "ok"}
+    h.cluster.pods["a"]["spec"]["schedulingGates"].insert(0, {"name": "example.com/other"})
+    h.cluster._bump(h.cluster.pods["a"])
+    assert w.ungate_members({"uid-a": "n1"}) == {"uid-a": "removed"}
+    assert [g["name"] for g in h.cluster.pods["a"]["spec"]["schedulingGates"]] == ["example.com/other"]
+    assert h.cluster.reads["a"] == 2
