@@ -25,6 +25,7 @@ PURE = [
     "cogate.controller.status",
     "cogate.controller.patches",
     "cogate.controller.notices",
+    "cogate.controller.lifecycle",
     "cogate.webhook.admission",
     "cogate.gates",
 ]
