@@ -88,6 +88,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--evict-on-timeout", action="store_true",
                    help="after scheduleTimeoutSeconds, evict members that have a controller owner and are bound "
                         "or held on their pinned node, so they come back gated (default: off)")
+    p.add_argument("--recreate-stuck-members", action=argparse.BooleanOptionalAction, default=True,
+                   help="delete released, unbound members pinned to a node that can no longer take them (tainted, "
+                        "cordoned, NotReady, deleted, room taken) when they have a controller owner, so they come "
+                        "back gated and are planned again; bare pods are only reported (default: on)")
+    p.add_argument("--validate-releases", action=argparse.BooleanOptionalAction, default=True,
+                   help="send every member's release patch as a server-side dry run before removing any gate of "
+                        "the group, so a patch the API server refuses releases none (default: on)")
+    p.add_argument("--pod-disruption-budgets", action="store_true",
+                   help="keep a PodDisruptionBudget (minAvailable = minMember, owned by the PodGroup) for each "
+                        "group that reached minMember, until it finishes (default: off)")
+    p.add_argument("--evict-below-quorum", action="store_true",
+                   help="when a group that reached minMember falls below it, evict its remaining members that have "
+                        "a controller owner so the gang frees its room and re-forms whole (default: off)")
     p.add_argument("--workers", metavar="N", type=cliargs.positive_int, default=8,
                    help="concurrent gate-removal requests; >= 1 (default: %(default)s)")
     p.add_argument("--scheduler-name", metavar="NAME", action="append", default=[], dest="scheduler_names",
@@ -153,10 +166,13 @@ def main(argv: list[str] | None = None) -> int:
     config = ReconcilerConfig(
         gate_name=args.gate_name, placement=args.placement, debounce=args.debounce, resync=args.resync,
         evict_on_timeout=args.evict_on_timeout, workers=args.workers,
+        recreate_stuck_members=args.recreate_stuck_members, validate_releases=args.validate_releases,
+        pod_disruption_budgets=args.pod_disruption_budgets, evict_below_quorum=args.evict_below_quorum,
         starvation_seconds=args.starvation_seconds, reservation_ttl_seconds=args.reservation_ttl,
         scheduler_names=frozenset({planner.DEFAULT_SCHEDULER, *args.scheduler_names}),
         unchecked=args.unchecked_constraints)
-    reconciler = Reconciler(core, custom, caches, config, recorder=recorder, metrics=metrics)
+    reconciler = Reconciler(core, custom, caches, config, recorder=recorder, metrics=metrics,
+                            policy=client.PolicyV1Api(api_client) if args.pod_disruption_budgets else None)
 
     def invalid(name: str, then=None):
         def on_invalid(raw, exc):

@@ -58,16 +58,17 @@ the rules above, so it never releases a group that cannot be placed.
 Order, backfill and starvation:
 
 * Released groups (``GroupRequest.released``: a release that still stands, see
-  :func:`cogate.controller.status.release_stands`) are handled first: their new
-  gated members (replacements, Job pods) are ungated unconditionally. Each gets
-  its planned node, or ``''`` when the planner has no room for it; planned ones
-  get a reservation. The shell stops passing ``released=True`` once the group
-  timed out or failed, so members that come back gated then are planned as a
-  gang again.
+  :func:`cogate.controller.status.release_stands`) are handled first: a new
+  gated member (replacement, Job pod, rollout surge pod) is ungated once the
+  planner finds it room, towards that node (reserved); until then it stays
+  gated and the verdict names it in ``waiting`` with what it lacks. The shell
+  stops passing ``released=True`` once the group timed out or failed, so
+  members that come back gated then are planned as a gang again.
 * Other groups follow by priority (highest member ``spec.priority``) descending,
   then ``created`` (oldest first), then namespace/name.
 * A group that cannot be placed even on the empty eligible nodes (bound pods
-  and reservations ignored) is ``ExceedsClusterCapacity``; ``Unschedulable``
+  and reservations ignored, except the group's own bound members, which keep
+  their room on their nodes) is ``ExceedsClusterCapacity``; ``Unschedulable``
   and ``WaitingForMembers`` groups are skipped the same way: none blocks others.
 * A group that fits the empty cluster but not the current one does not block
   later groups (backfill) until it has waited ``starvation_seconds`` since it
@@ -76,8 +77,13 @@ Order, backfill and starvation:
   is released** while it waits: the simplest policy that guarantees no later
   group takes room it needs (holding only the currently free room would let
   later groups take fragments the starving group needs as more room frees).
-  Only the first starving group in order blocks; released groups' new members
-  are not blocked.
+  The block is scoped to the room the starving group could use: a later group
+  none of whose members is eligible (load-independent filters) for a node the
+  starving group's members are eligible for takes nothing from it and is judged
+  as usual (``_Scope``; when either group has required pod anti-affinity every
+  node counts, since a pod elsewhere can forbid a whole topology domain). Each
+  starving group blocks within its scope; released groups' new members are not
+  blocked.
 
 Reservations: room of members released by an earlier decision stays reserved
 until the pod is bound (it appears bound in ``pods`` and is counted there), is
@@ -154,6 +160,7 @@ __all__ = [
     "group_priority",
     "complete_since",
     "Outcome",
+    "pinned_node_problems",
 ]
 
 
@@ -240,7 +247,11 @@ class PlannerConfig:
 
 @dataclass(frozen=True)
 class GroupVerdict:
-    """Outcome for one group; ``release`` maps pod uid -> planned node ('' = none)."""
+    """Outcome for one group; ``release`` maps pod uid -> planned node ('' = none).
+
+    ``waiting``: names of new gated members of a released group that stay gated because the
+    planner found them no room (``AlreadyReleased`` only); ``message`` then says what they lack.
+    """
 
     namespace: str
     name: str
@@ -248,6 +259,7 @@ class GroupVerdict:
     release: Mapping[str, str]
     fits: int
     message: str
+    waiting: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -475,9 +487,11 @@ def _spec_key(pod: PodInfo, anti_active: bool, spread_active: bool = False) -> _
 
 
 def _fits_empty_key(group: GroupRequest, ms: _Members, anti_active: bool, spread_active: bool) -> tuple[Any, ...]:
-    """Everything :meth:`_Pass._fits_empty` reads of a group besides the nodes: equal keys,
-    equal answers for one node generation (the incremental planner keeps them)."""
-    return (group.min_member, len(ms.bound),
+    """Everything :meth:`_Pass._fits_empty` reads of a group besides the nodes (the plannable
+    members, and the bound ones whose room it charges: :meth:`_Pass._charge_bound_members`):
+    equal keys, equal answers for one node generation (the incremental planner keeps them)."""
+    return (group.min_member,
+            tuple((_spec_key(m, anti_active, spread_active), m.uid, m.node_name, m.terminal) for m in ms.bound),
             tuple((_spec_key(m, anti_active, spread_active), m.name, m.uid) for m in ms.plannable))
 
 
@@ -1073,6 +1087,17 @@ def _by_node(nodes: Sequence[NodeInfo], room: _Room) -> dict[str, tuple[dict[str
 
 
 @dataclass(frozen=True)
+class _Scope:
+    """Node indexes a group could use; ``everywhere`` when its placement can affect any node."""
+
+    nodes: frozenset[int]
+    everywhere: bool = False
+
+    def overlaps(self, other: "_Scope") -> bool:
+        return self.everywhere or other.everywhere or not self.nodes.isdisjoint(other.nodes)
+
+
+@dataclass(frozen=True)
 class _Miss:
     """A plan on the current room that placed too few: ``fits`` = bound + planned,
     ``unplaced`` plannable members left over, ``short`` the text of what is lacking."""
@@ -1160,7 +1185,8 @@ class _Pass:
         self.room = self.snapshot.room([(r, self.member_of[r.pod_uid][0]) for r in self.kept])
         self._empty: _Room | None = None
         self.new_reservations: list[Reservation] = []
-        self.blocker: GroupRequest | None = None
+        #: Starving groups in order, each with the room it could use: later groups in scope wait.
+        self.blockers: list[tuple[GroupRequest, _Scope]] = []
 
     def reservations(self) -> tuple[Reservation, ...]:
         return tuple(self.kept) + tuple(self.new_reservations)
@@ -1202,12 +1228,15 @@ class _Pass:
     # -- released groups
 
     def ungate_new_members(self, g: GroupRequest) -> GroupVerdict:
-        """A released group: every gated member is ungated unconditionally, towards its
-        reservation, else its planned node (reserved), else ``''``."""
+        """A released group: a new gated member is ungated towards its reservation, else towards
+        the node the planner finds it (reserved); one without room (or held by another gate as
+        well) stays gated and is named in ``waiting``: releasing it unplanned would send it to
+        kube-scheduler with nowhere to go (docs/semantics.md, "New members of a released group")."""
         ms = _classify(g, self.gate)
         plannable = {m.uid for m in ms.plannable}
         release: dict[str, str] = {}
         to_plan = []
+        held: list[PodInfo] = []
         for m in ms.gated:
             r = self.reserved.get(m.uid)
             if r is not None:
@@ -1215,13 +1244,22 @@ class _Pass:
             elif m.uid in plannable:
                 to_plan.append(m)
             else:
-                release[m.uid] = ""
+                held.append(m)
         plan = _plan(self.room, to_plan, len(to_plan)) if to_plan else {}
+        unplaced = [m for m in to_plan if m.uid not in plan]
+        short = _shortfall(self.room, unplaced, len(unplaced)).text if unplaced else ""
         self.room.commit()
-        release.update(self._reserve(to_plan, plan))
-        planned = sum(1 for v in release.values() if v)
-        message = f"released; ungating {_plural(len(release), 'new member')}" if release else "released"
-        return _verdict(g, Outcome.ALREADY_RELEASED, len(ms.bound) + planned, message, release)
+        planned_members = [m for m in to_plan if m.uid in plan]
+        release.update(self._reserve(planned_members, plan))
+        waiting = tuple(m.name for m in unplaced + held)
+        parts = [f"ungating {_plural(len(release), 'new member')}"] if release else []
+        if unplaced:
+            parts.append(f"{_plural(len(unplaced), 'new member')} ({_names([m.name for m in unplaced])}) wait gated for capacity: {short}")
+        if held:
+            parts.append(f"{_plural(len(held), 'new member')} ({_names([m.name for m in held])}) also held by other scheduling gates")
+        message = "released; " + "; ".join(parts) if parts else "released"
+        fits = len(ms.bound) + len(release)
+        return GroupVerdict(g.namespace, g.name, Outcome.ALREADY_RELEASED, release, fits, message, waiting)
 
     # -- other groups, in order: the first rule that applies gives the verdict
 
@@ -1285,9 +1323,13 @@ class _Pass:
         )
 
     def _behind_starving_group(self, g: GroupRequest, ms: _Members) -> GroupVerdict | None:
-        """No later group is released while a starving group waits; it is still told
-        whether it could ever fit."""
-        if self.blocker is None:
+        """No later group that could take room a starving group could use is released while it
+        waits (the first such starving group is named); it is still told whether it could ever fit."""
+        if not self.blockers:
+            return None
+        scope = self._scope(ms)
+        blocker = next((b for b, bs in self.blockers if bs.overlaps(scope)), None)
+        if blocker is None:
             return None
         ok, msg = self._fits_empty(g, ms)
         if not ok:
@@ -1296,9 +1338,19 @@ class _Pass:
             g,
             Outcome.INSUFFICIENT_CAPACITY,
             len(ms.bound),
-            f"waiting behind starving PodGroup {self.blocker.namespace}/{self.blocker.name}, "
-            "which has priority for freed room",
+            f"waiting behind starving PodGroup {blocker.namespace}/{blocker.name}, "
+            "which has priority for freed room on the nodes both can use",
         )
+
+    def _scope(self, ms: _Members) -> _Scope:
+        """The nodes the group's plannable members are eligible for (filters independent of load,
+        and required pod affinity); every node when a member has required pod anti-affinity."""
+        nodes: set[int] = set()
+        anti = False
+        for m in ms.plannable:
+            nodes.update(self.room.spec_for(m).eligible)
+            anti = anti or bool(m.required_pod_anti_affinity)
+        return _Scope(frozenset(nodes), anti)
 
     def _try_release(self, g: GroupRequest, ms: _Members) -> GroupVerdict | _Miss:
         """Plan the plannable members on the room left. ``fits = bound + planned``; at least
@@ -1343,20 +1395,32 @@ class _Pass:
         msg = f"fits {miss.fits} of {g.min_member}: {miss.short.text}"
         since = complete_since(g)
         if since is not None and _starving(since, self.now, self.config):
-            self.blocker = g
+            self.blockers.append((g, self._scope(ms)))
             msg += f"; starving for {int(self.now - since)}s: later groups wait"
             self.basis = _Basis("pass", ms, miss)
         else:
             self.basis = _Basis("room", ms, miss, since)
         return _verdict(g, Outcome.INSUFFICIENT_CAPACITY, miss.fits, msg)
 
+    def _charge_bound_members(self, room: _Room, ms: _Members) -> None:
+        """On the empty room, the group's own bound, non-terminal members keep their room: a member
+        that runs (released or ungated by hand) takes room the others cannot have, so a group that
+        can never fit is never judged to fit because one of its members already runs."""
+        index = self.snapshot.table.index
+        for m in ms.bound:
+            i = index.get(m.node_name)
+            if i is not None and not m.terminal:
+                room.occupy(m, _req_with_pod(m.requests), m.host_ports, i)
+
     def _fits_empty(self, g: GroupRequest, ms: _Members) -> tuple[bool, str]:
-        """Whether the group fits every eligible node empty (every bound member counts as
-        placed), and if not, why; the empty room is built on first use and left unchanged."""
+        """Whether the group fits every eligible node empty, and if not, why. Bound members count
+        as placed and keep their room on their nodes (:meth:`_charge_bound_members`); the empty
+        room is built on first use and left unchanged."""
         if self._empty is None:
             self._empty = self.snapshot.empty_room()
         room = self._empty
         mark = room.mark()
+        self._charge_bound_members(room, ms)
         needed = g.min_member - len(ms.bound)
         plan = _plan(room, ms.plannable, needed)
         ok = len(plan) >= needed
@@ -1404,3 +1468,56 @@ def _run_pass(run: _Pass, groups: Sequence[GroupRequest]) -> Decision:
         if not g.released:
             verdicts[i] = run.judge(g)
     return Decision(verdicts=tuple(verdicts[i] for i in range(len(groups))), reservations=run.reservations())
+
+
+# -- released members pinned to a node -------------------------------------------------------
+
+
+def pinned_node_problems(nodes: Sequence[NodeInfo], pods: Sequence[PodInfo],
+                         pinned: Sequence[tuple[PodInfo, str]]) -> dict[str, str]:
+    """Why each pinned node can no longer take its member: ``{uid: reason}``, usable ones left out.
+
+    ``pinned``: ``(member, node name)`` for released, unbound members whose required node
+    affinity pins them to that node (the pin cannot be loosened once the gate is gone).
+    ``pods``: as for :func:`decide` (bound, non-terminal pods). The rules are :func:`decide`'s
+    filters, applied to the pinned node only: the node is gone, it fails a load-independent
+    filter (NotReady, cordoned, an untolerated NoSchedule/NoExecute taint, nodeSelector, node
+    affinity: kube-scheduler NodeUnschedulable, TaintToleration, NodeAffinity), or its room no
+    longer holds the member (NodeResourcesFit, NodePorts, required pod anti-affinity) after the
+    bound pods and the pinned members before it (oldest first, then name). Reservations are not
+    charged: kube-scheduler does not see them, so this is the room it will find. A member whose
+    uid is among the bound ``pods`` (the member cache lags) is skipped.
+    """
+    snapshot = _Snapshot(nodes, pods, any(m.required_pod_anti_affinity for m, _ in pinned))
+    room = snapshot.room(())
+    out: dict[str, str] = {}
+    for m, name in sorted(pinned, key=lambda mn: (mn[0].created, mn[0].name, mn[0].uid)):
+        if m.uid in snapshot.bound_uids or m.bound or m.terminal:
+            continue
+        i = snapshot.index.get(name)
+        if i is None:
+            out[m.uid] = f"node {name} no longer exists"
+            continue
+        why = _static_reason(nodes[i], m)
+        if why is not None:
+            verb = "is" if why.startswith(("not ", "unschedulable")) else "has" if why.startswith("taint") else "fails"
+            out[m.uid] = f"node {name} {verb} {why}"
+            continue
+        spec = room.spec_for(m)
+        if not room.fits(spec, i):
+            out[m.uid] = f"node {name}: {_room_taken(room, spec, i)}"
+            continue
+        room.occupy(m, spec.req, spec.ports, i)
+    return out
+
+
+def _room_taken(room: _Room, spec: _Spec, i: int) -> str:
+    """What node ``i`` lacks for ``spec`` now (the first filter that fails, as :meth:`_Room.fits`)."""
+    free = room.free[i]
+    for k, v in spec.req_items:
+        if free.get(k, 0) < v:
+            return (f"room taken ({k}: {format_quantity(k, max(free.get(k, 0), 0))} free, "
+                    f"the member requests {format_quantity(k, v)})")
+    if spec.ports and any(p.conflicts(q) for p in spec.ports for q in room.ports[i]):
+        return "host port taken"
+    return "required pod anti-affinity now excludes it"

@@ -100,7 +100,7 @@ class _Kept:
     request: GroupRequest
     verdict: GroupVerdict
     reads: str
-    blocker: tuple[str, str] | None = None
+    blocker: tuple[Any, ...] = ()
     specs: tuple[tuple[tuple[tuple[str, int], ...], frozenset[int]], ...] = ()
     looked: frozenset[int] = frozenset()
     own: frozenset[int] = frozenset()
@@ -410,9 +410,9 @@ class _IncrementalPass(_Pass):
             self.state._kept[key] = kept
         return verdict
 
-    def _blocker_key(self) -> tuple[str, str] | None:
-        b = self.blocker
-        return None if b is None else (b.namespace, b.name)
+    def _blocker_key(self) -> tuple[Any, ...]:
+        """The starving groups ahead, in order, each with the nodes it could use (its scope)."""
+        return tuple((b.namespace, b.name, scope) for b, scope in self.blockers)
 
     # -- what a verdict read
 
@@ -422,6 +422,9 @@ class _IncrementalPass(_Pass):
         if basis.reads == "group":
             return _Kept(g, verdict, "group")
         if basis.reads == "blocker":
+            assert basis.members is not None
+            if any(m.required_pod_affinity for m in basis.members.plannable):
+                return None  # its scope (eligible nodes) depends on bound pods
             return _Kept(g, verdict, "blocker", blocker=self._blocker_key())
         if basis.reads != "room" or self.live.anti_active:
             return None
@@ -464,7 +467,7 @@ class _IncrementalPass(_Pass):
         blocker = self._blocker_key()
         if kept.reads == "blocker":
             return blocker == kept.blocker
-        if blocker is not None:
+        if blocker:
             return False
         if kept.since is not None and _starving(kept.since, self.now, self.config):
             return False

@@ -314,6 +314,9 @@ class PodInfo:
     #: Why the pod cannot be scheduled yet because of its claims ("persistentvolumeclaim "x" not
     #: found"); a member with problems keeps its group gated. Filled by ``volumes.resolve``.
     volume_problems: tuple[str, ...] = ()
+    #: Reason of the pod's ``DisruptionTarget`` condition when it is True (``PreemptionByScheduler``,
+    #: ``EvictionByEvictionAPI``, ``DeletionByTaintManager``, ``TerminationByKubelet``, ...), else ''.
+    disruption: str = ""
 
     @property
     def group(self) -> str | None:
@@ -595,6 +598,7 @@ def _pod_info(
         unplanned=_unplanned(spec),
         topology_spread=_spread_constraints(spec.get("topologySpreadConstraints"), "spec.topologySpreadConstraints"),
         volume_claims=_volume_claims(spec, name),
+        disruption=_disruption(status),
     )
 
 
@@ -635,6 +639,15 @@ def _volume_claims(spec: Mapping[str, Any], pod_name: str) -> tuple[str, ...]:
         elif v.get("ephemeral") is not None:
             out.append(f"{pod_name}-{_str(v.get('name'), f'{vp}.name')}")
     return tuple(out)
+
+
+def _disruption(status: Mapping[str, Any]) -> str:
+    """Reason of a True ``DisruptionTarget`` pod condition (set by the scheduler, the Eviction API,
+    the taint manager or the kubelet before they delete or stop a pod), '' without one."""
+    for cp, c in _objs(status.get("conditions"), "status.conditions"):
+        if c.get("type") == "DisruptionTarget" and c.get("status") == "True":
+            return _str(c.get("reason"), f"{cp}.reason") or "DisruptionTarget"
+    return ""
 
 
 def _unplanned(spec: Mapping[str, Any]) -> tuple[str, ...]:

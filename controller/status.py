@@ -92,6 +92,7 @@ __all__ = [
     "compute_status",
     "status_patch",
     "release_stands",
+    "condition",
 ]
 
 CONDITION_RELEASED = "Released"
@@ -277,10 +278,12 @@ def release_stands(status: PodGroupStatus, members: Sequence[Any] = (), gate: st
 
     A release is recorded by ``scheduleStartTime`` with a phase other than Pending. It stops
     standing only when the group timed out (condition ``TimedOut=True``), lost its quorum
-    through failures (phase ``Failed``) or finished (phase ``Finished``: its work is done)
-    **and** members came back behind ``gate`` (pods evicted on timeout and recreated,
-    replacements of failed pods, new pods labelled for a finished group): those are then
-    planned as a gang again instead of being ungated one by one. Members that still exist
+    through failures (phase ``Failed``), finished (phase ``Finished``: its work is done) or
+    ``--evict-below-quorum`` evicted the rest of a gang that lost its quorum (condition
+    ``Disrupted=True`` reason ``QuorumLost``, :mod:`cogate.controller.lifecycle`), **and**
+    members came back behind ``gate`` (pods evicted on timeout and recreated, replacements of
+    failed pods, new pods labelled for a finished group): those are then planned as a gang
+    again instead of being ungated one by one. Members that still exist
     count toward that gang (the planner counts Succeeded members as bound, as
     scheduler-plugins' Permit counts a group's pods on nodes), so a Job's next wave is
     released at once while its finished pods exist. Until a member is gated again the
@@ -293,7 +296,9 @@ def release_stands(status: PodGroupStatus, members: Sequence[Any] = (), gate: st
     if not status.scheduleStartTime or status.phase in (None, "Pending"):
         return False
     timed_out = status.condition(CONDITION_TIMED_OUT)
-    lost = status.phase in ("Failed", "Finished") or (timed_out is not None and timed_out.status == "True")
+    disrupted = status.condition("Disrupted")
+    lost = (status.phase in ("Failed", "Finished") or (timed_out is not None and timed_out.status == "True")
+            or (disrupted is not None and disrupted.status == "True" and disrupted.reason == "QuorumLost"))
     return not lost or not any(m.gated_by(gate) and not m.bound for m in members)
 
 
@@ -329,6 +334,10 @@ def _condition(old: Condition | None, type_: str, status: str, reason: str, mess
     ltt = old.lastTransitionTime if old is not None and old.status == status else format_time(now)
     return Condition(type=type_, status=status, reason=reason, message=message[:32768],
                      lastTransitionTime=ltt, observedGeneration=generation)
+
+
+#: The one rule for building a condition (public: :mod:`cogate.controller.lifecycle` uses it too).
+condition = _condition
 
 
 def compute_status(pg: PodGroup, members: Sequence[_Member], verdict: _Verdict | None, now: float,

@@ -260,6 +260,24 @@ def test_evict_on_timeout_adds_flag_and_eviction_right(helm):
     assert (("",), ("pods/eviction",), ("create",), ()) in _rules(objs, "ClusterRole", "cogate-controller")
 
 
+def test_after_release_values_reach_the_flags_and_rights(helm):
+    default = render(helm)
+    args = container(find(default, "Deployment", "cogate-controller"), "controller")["args"]
+    parsed = controller_main.build_parser().parse_args(args[1:])
+    assert parsed.recreate_stuck_members and parsed.validate_releases
+    assert not parsed.pod_disruption_budgets and not parsed.evict_below_quorum
+    objs = render(helm, "--set", "controller.recreateStuckMembers=false", "--set", "controller.validateReleases=false",
+                  "--set", "controller.podDisruptionBudgets=true", "--set", "controller.evictBelowQuorum=true")
+    args = container(find(objs, "Deployment", "cogate-controller"), "controller")["args"]
+    parsed = controller_main.build_parser().parse_args(args[1:])
+    assert not parsed.recreate_stuck_members and not parsed.validate_releases
+    assert parsed.pod_disruption_budgets and parsed.evict_below_quorum
+    rules = _rules(objs, "ClusterRole", "cogate-controller")
+    assert (("",), ("pods",), ("delete",), ()) not in rules
+    assert (("policy",), ("poddisruptionbudgets",), ("create", "delete", "get", "patch"), ()) in rules
+    assert (("",), ("pods/eviction",), ("create",), ()) in rules
+
+
 def test_values_reach_the_containers(helm):
     objs = render(helm, "--set", "gateName=example.com/gang", "--set", "controller.placement=free",
                   "--set", "webhook.replicas=3", "--set", "controller.replicas=1", "--set", "controller.leaderElect=false",
@@ -323,6 +341,7 @@ def test_controller_rbac_is_least_privilege(objs):
         (("",), ("pods",), ("get", "list", "patch", "watch"), ()),
         (("",), ("nodes", "persistentvolumeclaims", "persistentvolumes"), ("get", "list", "watch"), ()),
         (("",), ("resourcequotas",), ("get", "list", "watch"), ()),
+        (("",), ("pods",), ("delete",), ()),
         (("scheduling.x-k8s.io",), ("podgroups",), ("get", "list", "watch"), ()),
         (("scheduling.x-k8s.io",), ("podgroups/status",), ("get", "patch", "update"), ()),
         (("", "events.k8s.io"), ("events",), ("create", "patch"), ()),

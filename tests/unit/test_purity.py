@@ -28,6 +28,7 @@ PURE = [
     "cogate.controller.spread",
     "cogate.controller.volumes",
     "cogate.controller.quota",
+    "cogate.controller.lifecycle",
     "cogate.webhook.admission",
     "cogate.gates",
 ]

@@ -126,6 +126,9 @@ class FakeCluster:
         self.pgs = {p["metadata"]["name"]: p for p in pgs}
         self.log: list[tuple[str, str]] = []
         self.pod_errors: dict[str, list[Exception]] = {}
+        self.dry_errors: dict[str, list[Exception]] = {}
+        self.reads: dict[str, int] = {}
+        self.deleted: list[str] = []
         self.status_errors: list[Exception] = []
         self.evicted: list[str] = []
         self.rv = 100
@@ -136,19 +139,24 @@ class FakeCluster:
 
     # CoreV1Api
     def read_namespaced_pod(self, name, namespace, **_):
+        self.reads[name] = self.reads.get(name, 0) + 1
         if name not in self.pods:
             raise ApiError(404)
         return jsonpatch.apply_patch(self.pods[name], [])  # a copy
 
     def patch_namespaced_pod(self, name, namespace, body, **kw):
         assert kw["_content_type"] == "application/json-patch+json"
-        errors = self.pod_errors.get(name)
+        dry = kw.get("dry_run") == "All"
+        errors = (self.dry_errors if dry else self.pod_errors).get(name)
         if errors:
             raise errors.pop(0)
         try:
             new = jsonpatch.apply_patch(self.pods[name], body)
         except jsonpatch.JsonPatchException as exc:
             raise ApiError(422, str(exc)) from None
+        if dry:
+            self.log.append(("dry-run", name))
+            return new
         self._bump(new)
         self.pods[name] = new
         self.log.append(("pod", name))
@@ -156,6 +164,12 @@ class FakeCluster:
 
     def create_namespaced_pod_eviction(self, name, namespace, body, **_):
         self.evicted.append(name)
+
+    def delete_namespaced_pod(self, name, namespace, body=None, **_):
+        if name not in self.pods:
+            raise ApiError(404)
+        self.deleted.append(name)
+        del self.pods[name]
 
     # CustomObjectsApi
     def patch_namespaced_custom_object_status(self, group, version, namespace, plural, name, body, **kw):
@@ -184,6 +198,11 @@ def bound_convert(raw):
     return p
 
 
+def ready_node(name: str, cpu: str = "64", labels: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
+    return {"metadata": {"name": name, "labels": labels or {"zone": "a"}}, "spec": spec,
+            "status": {"allocatable": {"cpu": cpu, "pods": "110"}, "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
 class Harness:
     def __init__(self, pods, pgs, verdicts, *, placement="pinned", evict=False, now=1_704_067_300.0):
         self.cluster = FakeCluster(pods, pgs)
@@ -195,8 +214,7 @@ class Harness:
             podgroups=informer("pg", list(self.cluster.pgs.values()), namespaced_key, group_object),
             members=informer("members", [p for p in pods if p["metadata"]["labels"]], uid_key, records.pod_info),
             bound=informer("bound", [p for p in pods if p["spec"].get("nodeName")], uid_key, records.pod_info),
-            nodes=informer("nodes", [{"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "4", "pods": "10"}}}],
-                           name_key, records.node_info),
+            nodes=informer("nodes", [ready_node(n) for n in ("n1", "n2", "n3")], name_key, records.node_info),
         )
         self.caches = caches
         recorder = EventRecorder(lambda ns, b: self.events.append((b["type"], b["reason"], b["message"])),
@@ -232,7 +250,7 @@ def test_pass_builds_group_requests_from_caches():
     assert (g.namespace, g.name, g.min_member, g.released) == (NS, "pg", 2, False)
     assert sorted(m.name for m in g.members) == ["a", "b", "c"]
     assert sorted(p.name for p in call["pods"]) == ["c", "w"]
-    assert [n.name for n in call["nodes"]] == ["n1"]
+    assert [n.name for n in call["nodes"]] == ["n1", "n2", "n3"]
 
 
 def test_members_exclude_deleting_and_other_namespaces():
@@ -253,8 +271,11 @@ def test_release_writes_status_before_any_gate_and_pins_members():
     pods = [raw_pod("a"), raw_pod("b", affinity=aff)]
     h = Harness(pods, [raw_pg()], [verdict("Released", {"uid-a": "n1", "uid-b": "n2"}, 2, "fits 2 of 2")])
     res = h.run()
-    assert h.cluster.log[0] == ("status", "pg")
-    assert sorted(h.cluster.log[1:]) == [("pod", "a"), ("pod", "b")]
+    # every release patch validated (dry run) first, then the status, then the gates
+    assert sorted(h.cluster.log[:2]) == [("dry-run", "a"), ("dry-run", "b")]
+    assert h.cluster.log[2] == ("status", "pg")
+    assert sorted(h.cluster.log[3:]) == [("pod", "a"), ("pod", "b")]
+    assert h.cluster.reads == {"a": 1, "b": 1}, "the validated patch is sent without reading the pod again"
     assert res.ungated == 2 and res.status_writes == 1
     st = h.cluster.pgs["pg"]["status"]
     assert st["phase"] == "Scheduling" and st["scheduleStartTime"]
@@ -276,7 +297,7 @@ def test_failed_status_write_means_no_gate_is_touched():
     h = Harness([raw_pod("a"), raw_pod("b")], [raw_pg()], [verdict("Released", {"uid-a": "n1", "uid-b": "n1"}, 2)])
     h.cluster.status_errors = [ApiError(403)]
     res = h.run()
-    assert h.cluster.log == []
+    assert [e for e in h.cluster.log if e[0] != "dry-run"] == []
     assert res.ungated == 0
     assert all(p["spec"].get("schedulingGates") for p in h.cluster.pods.values())
 
@@ -438,9 +459,10 @@ def test_release_patch_of_a_member_the_planner_left_unpinned_only_removes_the_ga
 
 def test_log_lines_about_a_group_carry_its_name(caplog):
     h = Harness([raw_pod("a"), raw_pod("b")], [raw_pg()], [verdict("Released", {"uid-a": "n1", "uid-b": "n1"}, 2)])
-    h.cluster.pod_errors["b"] = [ApiError(403)]
+    h.cluster.pod_errors["b"] = [ApiError(403)] * 5
     with caplog.at_level("INFO", logger="cogate.controller"):
         h.run()
     about = [r for r in caplog.records if "PodGroup team/pg" in r.getMessage() or "pod team/b" in r.getMessage()]
-    assert len(about) == 2, [r.getMessage() for r in caplog.records]
+    # b's patch refused (writer), the refusal and the release (reconciler)
+    assert len(about) == 3, [r.getMessage() for r in caplog.records]
     assert all(getattr(r, "podgroup", None) == f"{NS}/pg" for r in about)
