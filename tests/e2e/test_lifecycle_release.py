@@ -18,23 +18,22 @@ from kubernetes import client
 from cogate.api import DEFAULT_GATE_NAME, GROUP, PLURAL, POD_GROUP_LABEL, VERSION
 from cogate.localcluster import example
 
-from .kube import bound, create_pod_group, events_for, gated, get_pod_group, pods, running, scheduled_reason, wait_for
+from .kube import (
+    bound,
+    condition,
+    create_pod_group,
+    events_for,
+    gated,
+    group_pods,
+    running,
+    scheduled_reason,
+    status,
+    wait_for,
+)
 
 pytestmark = pytest.mark.e2e
 
 NODE8 = dict(kwok_taint=False, cpu="8", memory="16Gi", pods=110)
-
-
-def status(kube, namespace: str, name: str) -> dict[str, Any]:
-    return get_pod_group(kube, namespace, name).get("status") or {}
-
-
-def condition(kube, namespace: str, name: str, type_: str) -> dict[str, Any] | None:
-    return next((c for c in status(kube, namespace, name).get("conditions") or [] if c.get("type") == type_), None)
-
-
-def group_pods(kube, namespace: str, group: str) -> list[client.V1Pod]:
-    return [p for p in pods(kube, namespace, f"{POD_GROUP_LABEL}={group}") if not p.metadata.deletion_timestamp]
 
 
 def bare_pod(name: str, group: str | None, cpu: str, **spec: Any) -> dict[str, Any]:
@@ -96,12 +95,12 @@ def test_members_pinned_to_a_node_that_became_unusable_are_recreated_and_run_els
     with scheduler_paused(stack):
         client.AppsV1Api(kube).create_namespaced_replica_set(
             namespace, example.replica_set("k", 2, namespace=namespace, group="k", cpu="4"))
-        first = wait_for(lambda: (ps := group_pods(kube, namespace, "k")) and len(ps) == 2
+        first = wait_for(lambda: (ps := group_pods(kube, namespace, "k", deleting=False)) and len(ps) == 2
                          and not any(gated(p) for p in ps) and ps, 15, what="both released")
         assert {pinned_to(p) for p in first} == {n1}, [pinned_to(p) for p in first]
         core.patch_node(n1, {"spec": {"taints": [{"key": "maint", "value": "now", "effect": "NoSchedule"}]}})
         t0 = time.monotonic()
-        cond = wait_for(lambda: (c := condition(kube, namespace, "k", "PlannedNodesUsable")) and
+        cond = wait_for(lambda: (c := condition(status(kube, namespace, "k"), "PlannedNodesUsable")) and
                         c["status"] == "False" and c, 15, what="PlannedNodesUsable=False")
         print(f"stuck members reported after {time.monotonic() - t0:.1f}s")
         assert n1 in cond["message"] and "maint=now" in cond["message"], cond
@@ -111,13 +110,13 @@ def test_members_pinned_to_a_node_that_became_unusable_are_recreated_and_run_els
         assert n1 in msg and "deleted so their owner recreates them gated" in msg, msg
         core.delete_namespaced_pod("big", namespace, grace_period_seconds=0)
         # The old members are deleted; the ReplicaSet's new ones are planned onto n2.
-        wait_for(lambda: (ps := group_pods(kube, namespace, "k")) and len(ps) == 2
+        wait_for(lambda: (ps := group_pods(kube, namespace, "k", deleting=False)) and len(ps) == 2
                  and {p.metadata.uid for p in ps}.isdisjoint({p.metadata.uid for p in first})
                  and {pinned_to(p) for p in ps} == {n2}, 20, what="replacements released pinned to n2")
-    ps = wait_for(lambda: (ps := group_pods(kube, namespace, "k")) and len(ps) == 2
+    ps = wait_for(lambda: (ps := group_pods(kube, namespace, "k", deleting=False)) and len(ps) == 2
                   and all(running(p) for p in ps) and ps, 30, what="both members Running")
     assert {p.spec.node_name for p in ps} == {n2}
-    wait_for(lambda: (c := condition(kube, namespace, "k", "PlannedNodesUsable")) and c["status"] == "True", 10,
+    wait_for(lambda: (c := condition(status(kube, namespace, "k"), "PlannedNodesUsable")) and c["status"] == "True", 10,
              what="PlannedNodesUsable=True again")
 
 
@@ -164,15 +163,15 @@ def test_a_release_the_api_server_refuses_for_one_member_releases_none_and_says_
         core = client.CoreV1Api(kube)
         for i in (1, 2, 3):
             core.create_namespaced_pod(namespace, bare_pod(f"k-{i}", "k", "2"))
-        cond = wait_for(lambda: (c := condition(kube, namespace, "k", "ReleaseAccepted")) and c, 15,
+        cond = wait_for(lambda: (c := condition(status(kube, namespace, "k"), "ReleaseAccepted")) and c, 15,
                         what="ReleaseAccepted condition")
         assert cond["status"] == "False" and cond["reason"] == "ReleaseRefused", cond
         assert "k-3" in cond["message"] and "frozen by policy" in cond["message"], cond
-        released = condition(kube, namespace, "k", "Released")
+        released = condition(status(kube, namespace, "k"), "Released")
         assert released["status"] == "False" and released["reason"] == "ReleaseRefused", released
         deadline = time.monotonic() + 12
         while time.monotonic() < deadline:  # never half-placed
-            ps = group_pods(kube, namespace, "k")
+            ps = group_pods(kube, namespace, "k", deleting=False)
             assert all(gated(p) and not bound(p) for p in ps), [p.metadata.name for p in ps if not gated(p)]
             time.sleep(0.5)
         refusals = [e for e in events_for(kube, namespace, "k") if e.reason == "ReleaseRefused"]
@@ -180,9 +179,9 @@ def test_a_release_the_api_server_refuses_for_one_member_releases_none_and_says_
         assert "k-3" in refusals[0].message
     finally:
         stack.cluster.kubectl("delete", "-f", str(path), "--ignore-not-found")
-    wait_for(lambda: (ps := group_pods(kube, namespace, "k")) and len(ps) == 3 and all(running(p) for p in ps), 30,
+    wait_for(lambda: (ps := group_pods(kube, namespace, "k", deleting=False)) and len(ps) == 3 and all(running(p) for p in ps), 30,
              what="all three Running once the policy is gone (after the back-off)")
-    wait_for(lambda: (c := condition(kube, namespace, "k", "ReleaseAccepted")) and c["status"] == "True", 10,
+    wait_for(lambda: (c := condition(status(kube, namespace, "k"), "ReleaseAccepted")) and c["status"] == "True", 10,
              what="ReleaseAccepted=True")
 
 
@@ -198,20 +197,20 @@ def test_member_ungated_by_hand_in_a_group_that_never_fits_is_reported_and_never
     core = client.CoreV1Api(kube)
     for i in range(3):
         core.create_namespaced_pod(namespace, bare_pod(f"g-{i}", "g", "2"))
-    wait_for(lambda: (c := condition(kube, namespace, "g", "FitsCluster")) and c["status"] == "False", 15,
+    wait_for(lambda: (c := condition(status(kube, namespace, "g"), "FitsCluster")) and c["status"] == "False", 15,
              what="FitsCluster=False")
     p = core.read_namespaced_pod("g-0", namespace)
     i = [g.name for g in p.spec.scheduling_gates].index(DEFAULT_GATE_NAME)
     core.patch_namespaced_pod("g-0", namespace, [{"op": "remove", "path": f"/spec/schedulingGates/{i}"}])
     wait_for(lambda: running(core.read_namespaced_pod("g-0", namespace)), 15, what="g-0 Running alone")
-    cond = wait_for(lambda: (c := condition(kube, namespace, "g", "Disrupted")) and c["status"] == "True" and c, 10,
+    cond = wait_for(lambda: (c := condition(status(kube, namespace, "g"), "Disrupted")) and c["status"] == "True" and c, 10,
                     what="Disrupted=True")
     assert cond["reason"] == "UngatedWithoutRelease" and "g-0" in cond["message"], cond
     assert any("g-0" in m for m in event_messages(kube, namespace, "g", "UngatedWithoutRelease"))
     for _ in range(6):
-        fits = condition(kube, namespace, "g", "FitsCluster")
+        fits = condition(status(kube, namespace, "g"), "FitsCluster")
         assert fits["status"] == "False", fits
-        assert all(gated(q) for q in group_pods(kube, namespace, "g") if q.metadata.name != "g-0")
+        assert all(gated(q) for q in group_pods(kube, namespace, "g", deleting=False) if q.metadata.name != "g-0")
         time.sleep(0.5)
 
 
@@ -228,22 +227,22 @@ def test_preempted_member_is_reported_and_its_replacement_waits_gated_for_room(s
         create_pod_group(kube, example.pod_group("k", 2, namespace=namespace, timeout_seconds=None))
         client.AppsV1Api(kube).create_namespaced_replica_set(
             namespace, example.replica_set("k", 2, namespace=namespace, group="k", cpu="4"))
-        first = wait_for(lambda: (ps := group_pods(kube, namespace, "k")) and len(ps) == 2
+        first = wait_for(lambda: (ps := group_pods(kube, namespace, "k", deleting=False)) and len(ps) == 2
                          and all(running(p) for p in ps) and ps, 20, what="both members Running")
         client.CoreV1Api(kube).create_namespaced_pod(namespace, bare_pod("vip", None, "2", priorityClassName=pc))
         msg = wait_for(lambda: event_messages(kube, namespace, "k", "MemberLost"), 30, what="MemberLost event")[0]
         assert any(p.metadata.name in msg for p in first) and "preempted" in msg, msg
-        cond = condition(kube, namespace, "k", "Disrupted")
+        cond = condition(status(kube, namespace, "k"), "Disrupted")
         assert cond["status"] == "True" and cond["reason"] == "MemberLost", cond
         wait_for(lambda: running(client.CoreV1Api(kube).read_namespaced_pod("vip", namespace)), 20, what="vip Running")
 
         def replacement_waits():
-            ps = group_pods(kube, namespace, "k")
+            ps = group_pods(kube, namespace, "k", deleting=False)
             new = [p for p in ps if p.metadata.uid not in {q.metadata.uid for q in first}]
             return len(new) == 1 and gated(new[0]) and new[0]
 
         new = wait_for(replacement_waits, 15, what="the replacement gated")
-        waiting = wait_for(lambda: (c := condition(kube, namespace, "k", "MembersWaiting")) and c["status"] == "True"
+        waiting = wait_for(lambda: (c := condition(status(kube, namespace, "k"), "MembersWaiting")) and c["status"] == "True"
                            and c, 10, what="MembersWaiting=True")
         assert waiting["reason"] == "WaitingForCapacity", waiting
         assert new.metadata.name in waiting["message"] and "wait gated for capacity" in waiting["message"], waiting
@@ -270,7 +269,7 @@ def test_opt_in_budget_and_quorum_eviction_reform_the_gang_whole(stack, kube, na
         create_pod_group(kube, example.pod_group("k", 2, namespace=namespace, timeout_seconds=None))
         client.AppsV1Api(kube).create_namespaced_replica_set(
             namespace, example.replica_set("k", 2, namespace=namespace, group="k", cpu="1"))
-        first = wait_for(lambda: (ps := group_pods(kube, namespace, "k")) and len(ps) == 2
+        first = wait_for(lambda: (ps := group_pods(kube, namespace, "k", deleting=False)) and len(ps) == 2
                          and all(running(p) for p in ps) and ps, 20, what="both Running")
 
         def budget():
@@ -295,10 +294,10 @@ def test_opt_in_budget_and_quorum_eviction_reform_the_gang_whole(stack, kube, na
         msg = wait_for(lambda: event_messages(kube, namespace, "k", "QuorumLost"), 15, what="QuorumLost event")[0]
         assert "evicted 1 remaining members" in msg, msg
         # The survivor was evicted too: a whole new gang forms and runs.
-        wait_for(lambda: (ps := group_pods(kube, namespace, "k")) and len(ps) == 2 and all(running(p) for p in ps)
+        wait_for(lambda: (ps := group_pods(kube, namespace, "k", deleting=False)) and len(ps) == 2 and all(running(p) for p in ps)
                  and {p.metadata.uid for p in ps}.isdisjoint({p.metadata.uid for p in first}), 30,
                  what="a whole new gang Running")
-        wait_for(lambda: (c := condition(kube, namespace, "k", "Disrupted")) and c["status"] == "False", 10,
+        wait_for(lambda: (c := condition(status(kube, namespace, "k"), "Disrupted")) and c["status"] == "False", 10,
                  what="Disrupted=False after the gang re-formed")
         wait_for(budget, 10, what="the budget again")
         client.CustomObjectsApi(kube).delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "k")
@@ -321,17 +320,17 @@ def test_rollout_surge_pod_on_a_full_cluster_waits_gated_and_max_unavailable_let
         "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
         "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}}, "template": tpl,
                  "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}}})
-    old = wait_for(lambda: (ps := group_pods(kube, namespace, "web")) and len(ps) == 2
+    old = wait_for(lambda: (ps := group_pods(kube, namespace, "web", deleting=False)) and len(ps) == 2
                    and all(running(p) for p in ps) and ps, 20, what="2 Running")
     apps.patch_namespaced_deployment("web", namespace,
                                      {"spec": {"template": {"metadata": {"annotations": {"rev": "2"}}}}})
 
     def surge():
-        new = [p for p in group_pods(kube, namespace, "web") if p.metadata.uid not in {q.metadata.uid for q in old}]
+        new = [p for p in group_pods(kube, namespace, "web", deleting=False) if p.metadata.uid not in {q.metadata.uid for q in old}]
         return len(new) == 1 and new[0]
 
     s = wait_for(surge, 15, what="surge pod")
-    waiting = wait_for(lambda: (c := condition(kube, namespace, "web", "MembersWaiting")) and c["status"] == "True"
+    waiting = wait_for(lambda: (c := condition(status(kube, namespace, "web"), "MembersWaiting")) and c["status"] == "True"
                        and c, 10, what="MembersWaiting=True")
     assert waiting["reason"] == "WaitingForCapacity", waiting
     assert s.metadata.name in waiting["message"] and "wait gated for capacity" in waiting["message"], waiting
@@ -343,7 +342,7 @@ def test_rollout_surge_pod_on_a_full_cluster_waits_gated_and_max_unavailable_let
                                      {"spec": {"strategy": {"rollingUpdate": {"maxSurge": 1, "maxUnavailable": 1}}}})
 
     def rolled():
-        ps = group_pods(kube, namespace, "web")
+        ps = group_pods(kube, namespace, "web", deleting=False)
         return (len(ps) == 2 and all(running(p) for p in ps) and
                 all((p.metadata.annotations or {}).get("rev") == "2" for p in ps))
 
