@@ -75,3 +75,36 @@ def validate_gate_name(value: object) -> str:
     creation fail.
     """
     return validate_qualified_name(value, "gate name")
+
+
+#: Longest PodGroup name: a member names its group in a label value, which is at most 63
+#: characters (apimachinery ``validation.IsValidLabelValue``); the CRD refuses longer names.
+POD_GROUP_NAME_MAX_LENGTH = 63
+
+
+def pod_group_name_error(value: object) -> str | None:
+    """Why ``value`` cannot be a PodGroup name (a label value that can never match), or ``None``.
+
+    A PodGroup name is an object name, a DNS-1123 subdomain (apimachinery
+    ``validation.IsDNS1123Subdomain``: lower-case alphanumerics, '-' and '.', each
+    dot-separated part starting and ending with an alphanumeric), and at most
+    :data:`POD_GROUP_NAME_MAX_LENGTH` characters so that a label value can hold it (the
+    CRD refuses longer names). The empty string is not handled here: it names no group.
+    """
+    if not isinstance(value, str) or not value:
+        return "a PodGroup name must be a non-empty string"
+    if len(value) > POD_GROUP_NAME_MAX_LENGTH:
+        return f"a PodGroup name is at most {POD_GROUP_NAME_MAX_LENGTH} characters, this is {len(value)}"
+    if not _DNS1123_SUBDOMAIN.fullmatch(value):
+        return ("a PodGroup name is a DNS-1123 subdomain: lower-case letters, digits, '-' and '.', "
+                "each '.'-separated part starting and ending with a letter or digit")
+    return None
+
+
+def validate_pod_group_name(value: object, field: str = "PodGroup name") -> str:
+    """Return ``value`` if it can name a PodGroup (:func:`pod_group_name_error`), else raise
+    ``ValueError`` naming ``field`` and the rule."""
+    error = pod_group_name_error(value)
+    if error is not None:
+        raise ValueError(f"{field} {value!r}: {error}")
+    return value  # type: ignore[return-value]

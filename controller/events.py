@@ -3,11 +3,15 @@
 Two layers of de-duplication, as users expect from ``kubectl describe``:
 
 1. :class:`EventDeduplicator` (pure, injected clock) decides whether an event is *news*:
-   per ``(object uid, slot)`` it remembers the last reason and message emitted. A new
-   reason is emitted at once; the same reason with a different message (e.g.
-   "fits 3 of 4" -> "fits 2 of 4") at most once per ``min_interval`` seconds; the same
-   reason and message never again. ``slot`` separates independent streams on one
-   object (the verdict, the timeout, one per invalid member, priorities).
+   per ``(object uid, slot)`` it remembers the last reason, situation key and message
+   emitted. A new reason is emitted at once. With a situation ``key``: another situation
+   of the same reason is emitted at once too (it is news; keys leave out counts, so they
+   change rarely), the same situation with a different message (e.g. "fits 3 of 4" ->
+   "fits 2 of 4": only counts changed) at most once per ``refresh_interval`` seconds, so
+   the Event's message is brought up to date at a bounded rate. Without a ``key``, a
+   different message of the same reason is emitted at most once per ``min_interval``
+   seconds. The same reason and message never again. ``slot`` separates independent
+   streams on one object (the verdict, the timeout, one per invalid member, priorities).
 2. :class:`EventRecorder` writes ``core/v1`` Events, aggregating repeats the way
    client-go's EventCorrelator does: an event with the same involved object, type,
    reason and message as one written in the last ``series_window`` seconds bumps that
@@ -62,21 +66,34 @@ class EventDeduplicator:
     """Decides whether an event is news (see module doc). Thread-safe: the reconcile thread,
     its status workers and informer callbacks (invalid objects) share one instance."""
 
-    def __init__(self, min_interval: float = 60.0) -> None:
+    def __init__(self, min_interval: float = 60.0, refresh_interval: float = 600.0) -> None:
         self.min_interval = min_interval
-        self._last: dict[tuple[Hashable, Hashable], tuple[str, str, float]] = {}
+        self.refresh_interval = refresh_interval
+        self._last: dict[tuple[Hashable, Hashable], tuple[str, str, str, float]] = {}
         self._lock = threading.Lock()
 
-    def should_emit(self, obj: Hashable, slot: Hashable, reason: str, message: str, now: float) -> bool:
-        """True if ``reason``/``message`` is news for ``(obj, slot)`` at ``now`` (epoch seconds); records it."""
-        key = (obj, slot)
+    def should_emit(self, obj: Hashable, slot: Hashable, reason: str, message: str, now: float,
+                    key: str | None = None) -> bool:
+        """True if ``reason``/``message`` is news for ``(obj, slot)`` at ``now`` (epoch seconds); records it.
+
+        ``key``: the situation the message describes, stable when only counts change
+        (:func:`cogate.controller.notices.situation_key`); ``None`` = the message itself.
+        """
+        situation = message if key is None else key
         with self._lock:
-            last = self._last.get(key)
+            last = self._last.get((obj, slot))
             if last is not None:
-                last_reason, last_message, at = last
-                if last_reason == reason and (last_message == message or now - at < self.min_interval):
-                    return False
-            self._last[key] = (reason, message, now)
+                last_reason, last_situation, last_message, at = last
+                if last_reason == reason:
+                    if last_message == message:
+                        return False
+                    if last_situation == situation:
+                        wait = self.refresh_interval
+                    else:
+                        wait = 0.0 if key is not None else self.min_interval
+                    if now - at < wait:
+                        return False
+            self._last[(obj, slot)] = (reason, situation, message, now)
             return True
 
     def clear(self, obj: Hashable, slot: Hashable) -> None:

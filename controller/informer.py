@@ -18,7 +18,8 @@ synchronous) and keeps ``store: dict[key, record]`` current:
 
 The list and watch are injectable callables (:data:`ListFn`, :data:`WatchFn`) so the
 relist/reconnect logic is tested against a fake stream source; :func:`pod_source`,
-:func:`node_source` and :func:`podgroup_source` build them from the official client.
+:func:`node_source`, :func:`claim_source`, :func:`volume_source` and :func:`podgroup_source`
+build them from the official client.
 
 An object that fails conversion (``convert`` raises ``ValueError``, e.g.
 ``records.InvalidObject`` or a pydantic ``ValidationError``) is dropped from the store (a
@@ -123,6 +124,11 @@ class Informer:
     def get(self, key: Hashable) -> Any:
         with self.lock:
             return self.store.get(key)
+
+    def snapshot_map(self) -> dict[Hashable, Any]:
+        """A copy of the store (key -> record), taken under the store lock."""
+        with self.lock:
+            return dict(self.store)
 
     def apply_local(self, raw: dict[str, Any]) -> None:
         """Store an object this process just wrote (a PATCH response) without waiting for the watch.
@@ -404,6 +410,30 @@ def pod_source(core: CoreV1Api, *, label_selector: str | None = None, field_sele
 def node_source(core: CoreV1Api) -> tuple[ListFn, WatchFn]:
     """List/watch callables for nodes."""
     return (lambda: _paged_list(core.list_node)), _watch_source(core.list_node)
+
+
+def claim_source(core: CoreV1Api, namespace: str | None = None) -> tuple[ListFn, WatchFn]:
+    """List/watch callables for PersistentVolumeClaims (all namespaces, or ``namespace``)."""
+    if namespace:
+        call = core.list_namespaced_persistent_volume_claim
+        kwargs: dict[str, Any] = {"namespace": namespace}
+    else:
+        call, kwargs = core.list_persistent_volume_claim_for_all_namespaces, {}
+    return (lambda: _paged_list(call, **kwargs)), _watch_source(call, **kwargs)
+
+
+def volume_source(core: CoreV1Api) -> tuple[ListFn, WatchFn]:
+    """List/watch callables for PersistentVolumes."""
+    return (lambda: _paged_list(core.list_persistent_volume)), _watch_source(core.list_persistent_volume)
+
+
+def resource_quota_source(core: CoreV1Api, namespace: str | None = None) -> tuple[ListFn, WatchFn]:
+    """List/watch callables for ResourceQuotas (all namespaces, or ``namespace``)."""
+    if namespace:
+        call, kwargs = core.list_namespaced_resource_quota, {"namespace": namespace}
+    else:
+        call, kwargs = core.list_resource_quota_for_all_namespaces, {}
+    return (lambda: _paged_list(call, **kwargs)), _watch_source(call, **kwargs)
 
 
 def podgroup_source(custom: CustomObjectsApi, group: str, version: str, plural: str,

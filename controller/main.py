@@ -27,16 +27,19 @@ from collections.abc import Callable
 from typing import Any
 
 from cogate import api, cliargs, kube, logs
-from cogate.controller import records
+from cogate.controller import planner, quota, records, volumes
 from cogate.controller.events import EventRecorder
 from cogate.controller.informer import (
     Informer,
+    claim_source,
     name_key,
     namespaced_key,
     node_source,
     pod_source,
     podgroup_source,
+    resource_quota_source,
     uid_key,
+    volume_source,
     wait_all_synced,
 )
 from cogate.controller.leader import LEASE_NAME, LeaderElector
@@ -85,8 +88,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--evict-on-timeout", action="store_true",
                    help="after scheduleTimeoutSeconds, evict members that have a controller owner and are bound "
                         "or held on their pinned node, so they come back gated (default: off)")
+    p.add_argument("--recreate-stuck-members", action=argparse.BooleanOptionalAction, default=True,
+                   help="delete released, unbound members pinned to a node that can no longer take them (tainted, "
+                        "cordoned, NotReady, deleted, room taken) when they have a controller owner, so they come "
+                        "back gated and are planned again; bare pods are only reported (default: on)")
+    p.add_argument("--validate-releases", action=argparse.BooleanOptionalAction, default=True,
+                   help="send every member's release patch as a server-side dry run before removing any gate of "
+                        "the group, so a patch the API server refuses releases none (default: on)")
+    p.add_argument("--pod-disruption-budgets", action="store_true",
+                   help="keep a PodDisruptionBudget (minAvailable = minMember, owned by the PodGroup) for each "
+                        "group that reached minMember, until it finishes (default: off)")
+    p.add_argument("--evict-below-quorum", action="store_true",
+                   help="when a group that reached minMember falls below it, evict its remaining members that have "
+                        "a controller owner so the gang frees its room and re-forms whole (default: off)")
     p.add_argument("--workers", metavar="N", type=cliargs.positive_int, default=8,
                    help="concurrent gate-removal requests; >= 1 (default: %(default)s)")
+    p.add_argument("--scheduler-name", metavar="NAME", action="append", default=[], dest="scheduler_names",
+                   help=f"also plan for members with this spec.schedulerName (repeatable); they are released "
+                        f"unpinned and unreserved, as their scheduler decides. {planner.DEFAULT_SCHEDULER!r} is "
+                        "always planned (pinned, reserved); a group with a member naming any other scheduler stays "
+                        "gated (default: none)")
+    p.add_argument("--unchecked-constraints", choices=planner.UNCHECKED_POLICIES, default="release",
+                   help="groups whose members have constraints cogate cannot check (unbound volume claims, DRA "
+                        "resource claims): release them unpinned, naming those members in the Released "
+                        "condition, or hold them gated (default: %(default)s)")
     p.add_argument("--namespace", default=None,
                    help="only PodGroups and members in this namespace, for testing (default: all namespaces)")
     cliargs.add_log_flags(p)
@@ -132,14 +157,22 @@ def main(argv: list[str] | None = None) -> int:
                      uid_key, records.pod_info),
         bound=make("bound-pods", pod_source(core, field_selector=BOUND_PODS_FIELD_SELECTOR), uid_key, records.pod_info),
         nodes=make("nodes", node_source(core), name_key, records.node_info),
+        claims=make("persistentvolumeclaims", claim_source(core, ns), namespaced_key, volumes.claim_info),
+        volumes=make("persistentvolumes", volume_source(core), name_key, volumes.volume_info),
+        quotas=make("resourcequotas", resource_quota_source(core, ns), namespaced_key, quota.quota_info),
     )
     recorder = EventRecorder.for_core_api(core, host=identity,
                                           on_emit=lambda t, r: metrics.events.labels(t, r).inc())
     config = ReconcilerConfig(
         gate_name=args.gate_name, placement=args.placement, debounce=args.debounce, resync=args.resync,
         evict_on_timeout=args.evict_on_timeout, workers=args.workers,
-        starvation_seconds=args.starvation_seconds, reservation_ttl_seconds=args.reservation_ttl)
-    reconciler = Reconciler(core, custom, caches, config, recorder=recorder, metrics=metrics)
+        recreate_stuck_members=args.recreate_stuck_members, validate_releases=args.validate_releases,
+        pod_disruption_budgets=args.pod_disruption_budgets, evict_below_quorum=args.evict_below_quorum,
+        starvation_seconds=args.starvation_seconds, reservation_ttl_seconds=args.reservation_ttl,
+        scheduler_names=frozenset({planner.DEFAULT_SCHEDULER, *args.scheduler_names}),
+        unchecked=args.unchecked_constraints)
+    reconciler = Reconciler(core, custom, caches, config, recorder=recorder, metrics=metrics,
+                            policy=client.PolicyV1Api(api_client) if args.pod_disruption_budgets else None)
 
     def invalid(name: str, then=None):
         def on_invalid(raw, exc):
@@ -152,6 +185,9 @@ def main(argv: list[str] | None = None) -> int:
     caches.members.on_invalid = invalid("members", reconciler.on_invalid_member)
     caches.bound.on_invalid = invalid("bound-pods")
     caches.nodes.on_invalid = invalid("nodes")
+    caches.claims.on_invalid = invalid("persistentvolumeclaims")  # type: ignore[union-attr]
+    caches.volumes.on_invalid = invalid("persistentvolumes")  # type: ignore[union-attr]
+    caches.quotas.on_invalid = invalid("resourcequotas")  # type: ignore[union-attr]
     for inf in caches.all():
         inf.add_handler(reconciler.on_member_event if inf is caches.members else reconciler.enqueue)
 

@@ -52,6 +52,12 @@ class Metrics:
                               registry=r)
         self.evictions = Counter(_P + "evictions", "Members evicted after a schedule timeout, by result.",
                                  ["result"], registry=r)
+        self.stuck_deletions = Counter(_P + "stuck_member_deletions", "Released members deleted because their "
+                                       "pinned node can no longer take them, by result.", ["result"], registry=r)
+        self.release_refusals = Counter(_P + "release_refusals", "Release patches the API server refused, by "
+                                        "stage (dry_run, patch).", ["stage"], registry=r)
+        self.members_lost = Counter(_P + "members_lost", "Members that left a released group (deleted, evicted, "
+                                    "preempted, failed).", registry=r)
         self.status_writes = Counter(_P + "status_writes", "PodGroup status patches by result (ok, error).",
                                      ["result"], registry=r)
         self.is_leader = Gauge(_P + "leader", "1 while this process holds the leader Lease.", registry=r)

@@ -10,6 +10,7 @@ the same.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Mapping
 from enum import StrEnum
@@ -50,6 +51,20 @@ class Reason(StrEnum):
     INVALID_OBJECT = "InvalidObject"
     #: On the PodGroup: ``spec.minResources`` is set (accepted, not used).
     MIN_RESOURCES_NOT_USED = "MinResourcesNotUsed"
+    #: On the PodGroup: released members are pinned to a node that can no longer take them.
+    PLANNED_NODE_UNUSABLE = "PlannedNodeUnusable"
+    #: On the PodGroup: the API server refused a member's release patch.
+    RELEASE_REFUSED = "ReleaseRefused"
+    #: On the PodGroup: a member left the released group (deleted, evicted, preempted, failed).
+    MEMBER_LOST = "MemberLost"
+    #: On the PodGroup: members run although the group was never released.
+    UNGATED_WITHOUT_RELEASE = "UngatedWithoutRelease"
+    #: On the PodGroup: the group fell below minMember; ``--evict-below-quorum`` evicted the rest.
+    QUORUM_LOST = "QuorumLost"
+    #: On the PodGroup: new members of a released group wait gated for room.
+    WAITING_FOR_CAPACITY = "WaitingForCapacity"
+    #: On the PodGroup: its PodDisruptionBudget name is taken by one cogate did not make.
+    POD_DISRUPTION_BUDGET_CONFLICT = "PodDisruptionBudgetConflict"
     #: On a gated pod: its label names a PodGroup that does not exist.
     POD_GROUP_NOT_FOUND = "PodGroupNotFound"
     #: On a pod: it left its group while gated, so its gate was removed.
@@ -84,6 +99,34 @@ def verdict_event(outcome: str, message: str) -> Notice | None:
     # Same reason as the Released=False condition (status.released_reason): a group larger
     # than the cluster is short of capacity too; its message says so.
     return Notice(WARNING, Reason(status_mod.released_reason(outcome)), message or outcome)
+
+
+_NUMBER = re.compile(r"\d+(?:\.\d+)?[A-Za-z]*")
+_PLURAL = re.compile(r"(?<=[A-Za-z])s\b")
+
+
+#: Parts of a waiting message (``"; "``-separated, after :data:`_NUMBER`/:data:`_PLURAL`)
+#: that explain rather than state the situation: which nodes are excluded and why, which
+#: pods are terminating. They change whenever a node joins (a new node is briefly NotReady
+#: and tainted) or a pod ends, while the group waits for the same thing.
+_DETAIL = re.compile(r"^# node excluded by |terminating on eligible node")
+
+
+def situation_key(message: str) -> str:
+    """The situation a waiting message describes, without its counts: the key on which
+    events for an unchanged situation are de-duplicated
+    (:meth:`cogate.controller.events.EventDeduplicator.should_emit`).
+
+    Every number (with a unit or suffix: ``2``, ``1500m``, ``4Gi``, ``312s``) becomes
+    ``#``, plural endings are dropped, and the explanatory parts (nodes excluded by a
+    filter, pods terminating) are left out, so "fits 3 of 4: cpu short by 2 ...; 2 nodes
+    excluded by taint" and "fits 2 of 4: cpu short by 4 ...; 1 node excluded by
+    nodeSelector" are one situation (nodes came and went), while a different resource
+    short, "no eligible node", starvation, a different blocking group or a quota is
+    another. Pure; never raises.
+    """
+    parts = _PLURAL.sub("", _NUMBER.sub("#", message or "")).split("; ")
+    return "; ".join(p for p in parts if not _DETAIL.search(p))
 
 
 def release_message(release: Mapping[str, str], placement: str, new: bool = False) -> str:
@@ -154,6 +197,54 @@ def invalid_podgroup(exc: Exception) -> Notice:
     """The Warning ``InvalidObject`` event on a PodGroup that failed validation (one line, at
     most 1000 characters)."""
     return Notice(WARNING, Reason.INVALID_OBJECT, " ".join(str(exc).split())[:1000])
+
+
+def planned_node_unusable(message: str) -> Notice:
+    """The Warning ``PlannedNodeUnusable`` event (:func:`cogate.controller.lifecycle.stuck_message`)."""
+    return Notice(WARNING, Reason.PLANNED_NODE_UNUSABLE, message)
+
+
+def release_refused(answers: Mapping[str, str], released: int, retry_in: float) -> Notice:
+    """The Warning ``ReleaseRefused`` event: which members' release patch the API server refused
+    (``{pod name: its answer}``), how many members were released anyway, when it is tried again."""
+    return Notice(WARNING, Reason.RELEASE_REFUSED, refusal_message(answers, released, retry_in))
+
+
+def refusal_message(answers: Mapping[str, str], released: int, retry_in: float) -> str:
+    """"the API server refused the release patch of pod k-3: <answer>; no gate removed; retrying in 10s"."""
+    names = sorted(answers)
+    what = "; ".join(f"pod {n}: {answers[n]}" for n in names[:3])
+    more = f"; and {len(names) - 3} more" if len(names) > 3 else ""
+    done = ("no gate removed (validated with a dry run first)" if released == 0
+            else f"{released} other members were released")
+    return f"the API server refused the release patch of {what}{more}; {done}; retrying in {int(retry_in)}s"
+
+
+def member_lost(message: str) -> Notice:
+    """The Warning ``MemberLost`` event (:func:`cogate.controller.lifecycle.lost_message`)."""
+    return Notice(WARNING, Reason.MEMBER_LOST, message)
+
+
+def ungated_without_release(message: str) -> Notice:
+    """The Warning ``UngatedWithoutRelease`` event (:func:`cogate.controller.lifecycle.runners_message`)."""
+    return Notice(WARNING, Reason.UNGATED_WITHOUT_RELEASE, message)
+
+
+def quorum_lost(message: str) -> Notice:
+    """The Warning ``QuorumLost`` event of the ``--evict-below-quorum`` policy."""
+    return Notice(WARNING, Reason.QUORUM_LOST, message)
+
+
+def waiting_for_capacity(message: str) -> Notice:
+    """The Normal ``WaitingForCapacity`` event: new members of a released group wait gated for room."""
+    return Notice(NORMAL, Reason.WAITING_FOR_CAPACITY, message)
+
+
+def pdb_conflict(name: str) -> Notice:
+    """The Warning ``PodDisruptionBudgetConflict`` event: the budget's name is taken."""
+    return Notice(WARNING, Reason.POD_DISRUPTION_BUDGET_CONFLICT,
+                  f"a PodDisruptionBudget named {name} exists and was not made by cogate: left alone, "
+                  "the group gets no budget from cogate")
 
 
 def log_extra(namespace: str, name: str) -> dict[str, str]:

@@ -144,12 +144,13 @@ def pinned_node(p: PodInfo) -> str | None:
 def pin_target(member: PodInfo | None, node: str, placement: str) -> str:
     """The node a released member is pinned to ('' = only the gate is removed).
 
-    The planned ``node`` with placement ``pinned``, except for a member with constraints the
-    planner does not evaluate (``PodInfo.unplanned``: volume claims, hard topology spread,
-    resource claims): pinning it could tie it to a node its volume or spread rule excludes, for
-    good (node affinity cannot change once the gate is gone), so kube-scheduler places it freely.
+    The planned ``node`` with placement ``pinned``. The planner already answers '' for a member
+    whose node it cannot foresee (constraints it does not evaluate, ``PodInfo.unplanned``; a
+    scheduler other than kube-scheduler's default profile: ``planner._pins``): pinning it could
+    tie it for good (node affinity cannot change once the gate is gone) to a node its volume
+    rule or its scheduler excludes, so kube-scheduler (or its scheduler) places it freely.
     """
-    if placement != "pinned" or not node or member is None or member.unplanned:
+    if placement != "pinned" or not node or member is None:
         return ""
     return node
 

@@ -34,6 +34,21 @@ totals):
   satisfies gets ``Unschedulable``. Both choices can only make the planner say
   "does not fit" where the scheduler might succeed, never the reverse.
 
+* PodTopologySpread, ``DoNotSchedule`` constraints
+  (:mod:`cogate.controller.spread`, kube-scheduler v1.36 ``podtopologyspread/filtering.go``):
+  counted over bound pods, reservations and members planned earlier; members with such
+  constraints are placed one at a time, least crowded domain first.
+* VolumeBinding, bound claims: the required node affinity of each bound PV
+  (:mod:`cogate.controller.volumes`, filled into ``PodInfo`` by the shell) is a static
+  filter; claims kube-scheduler cannot use yet (``volume_problems``) hold the group.
+
+Pins and reservations: a planned member is pinned to its node and reserved only when it
+names :data:`DEFAULT_SCHEDULER` and has no unchecked constraint (``PodInfo.unplanned``);
+otherwise its ``release`` entry is ``''`` (kube-scheduler, or its own scheduler, places it)
+and no reservation is made. A gated member naming a scheduler outside
+``PlannerConfig.scheduler_names`` holds its group (``Unschedulable``), as does an unchecked
+constraint with ``PlannerConfig.unchecked == "hold"``.
+
 Packing is a heuristic (identical member specs are placed as a batch, the most
 constrained spec first, each onto the tightest nodes first; when a group has
 more gated members than it needs, a smallest-first pass is tried too). It may
@@ -43,16 +58,17 @@ the rules above, so it never releases a group that cannot be placed.
 Order, backfill and starvation:
 
 * Released groups (``GroupRequest.released``: a release that still stands, see
-  :func:`cogate.controller.status.release_stands`) are handled first: their new
-  gated members (replacements, Job pods) are ungated unconditionally. Each gets
-  its planned node, or ``''`` when the planner has no room for it; planned ones
-  get a reservation. The shell stops passing ``released=True`` once the group
-  timed out or failed, so members that come back gated then are planned as a
-  gang again.
+  :func:`cogate.controller.status.release_stands`) are handled first: a new
+  gated member (replacement, Job pod, rollout surge pod) is ungated once the
+  planner finds it room, towards that node (reserved); until then it stays
+  gated and the verdict names it in ``waiting`` with what it lacks. The shell
+  stops passing ``released=True`` once the group timed out or failed, so
+  members that come back gated then are planned as a gang again.
 * Other groups follow by priority (highest member ``spec.priority``) descending,
   then ``created`` (oldest first), then namespace/name.
 * A group that cannot be placed even on the empty eligible nodes (bound pods
-  and reservations ignored) is ``ExceedsClusterCapacity``; ``Unschedulable``
+  and reservations ignored, except the group's own bound members, which keep
+  their room on their nodes) is ``ExceedsClusterCapacity``; ``Unschedulable``
   and ``WaitingForMembers`` groups are skipped the same way: none blocks others.
 * A group that fits the empty cluster but not the current one does not block
   later groups (backfill) until it has waited ``starvation_seconds`` since it
@@ -61,8 +77,13 @@ Order, backfill and starvation:
   is released** while it waits: the simplest policy that guarantees no later
   group takes room it needs (holding only the currently free room would let
   later groups take fragments the starving group needs as more room frees).
-  Only the first starving group in order blocks; released groups' new members
-  are not blocked.
+  The block is scoped to the room the starving group could use: a later group
+  none of whose members is eligible (load-independent filters) for a node the
+  starving group's members are eligible for takes nothing from it and is judged
+  as usual (``_Scope``; when either group has required pod anti-affinity every
+  node counts, since a pod elsewhere can forbid a whole topology domain). Each
+  starving group blocks within its scope; released groups' new members are not
+  blocked.
 
 Reservations: room of members released by an earlier decision stays reserved
 until the pod is bound (it appears bound in ``pods`` and is counted there), is
@@ -92,21 +113,28 @@ bound pods only, with the static filter cache) yields the ``_Room``: free room
 per node after bound pods and kept reservations, with an undo log. Released
 groups go through ``_Pass.ungate_new_members``, the rest through
 ``_Pass.judge``, a run of early returns with one method per rule above
-(``_invalid_min_member``, ``_waiting_for_members``, ``_behind_starving_group``,
-``_try_release``, ``_explain``); each sets ``_Pass.basis``, what the verdict read.
-``_run_pass`` holds the order of a pass. The incremental planner
-(:mod:`cogate.controller.planstate`) runs the same ``_Pass`` on state kept between
-passes and skips groups whose verdict's basis did not change.
+(``_invalid_min_member``, ``_too_few_present``, ``_held``, ``_waiting_for_members``,
+``_behind_starving_group``, ``_try_release``, ``_explain``); each sets ``_Pass.basis``,
+what the verdict read. Topology spread lives in the ``_Room`` (a
+:class:`cogate.controller.spread.Tracker` of pods per domain, undone with the room;
+``_Room._place_spread`` places such members one at a time); which planned members are
+pinned and reserved is ``_pins``, applied by ``_Pass._reserve``. ``_run_pass`` holds the
+order of a pass. The incremental planner (:mod:`cogate.controller.planstate`) runs the
+same ``_Pass`` on state kept between passes and skips groups whose verdict's basis did
+not change.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal, TypeVar
 
 from cogate.api import DEFAULT_GATE_NAME
+from cogate.controller import spread as _spread
+from cogate.controller import volumes as _volumes
 from cogate.controller.records import (
     HOSTNAME_LABEL,
     UNSCHEDULABLE_TAINT_KEY,
@@ -118,6 +146,7 @@ from cogate.controller.records import (
     Reservation,
     Taint,
     Toleration,
+    TopologySpreadConstraint,
 )
 from cogate.controller.resources import format_quantity, format_resources
 
@@ -131,6 +160,7 @@ __all__ = [
     "group_priority",
     "complete_since",
     "Outcome",
+    "pinned_node_problems",
 ]
 
 
@@ -187,18 +217,41 @@ class GroupRequest:
     members: tuple[PodInfo, ...]
 
 
+#: kube-scheduler's default profile: the scheduler whose filters the planner models.
+DEFAULT_SCHEDULER = "default-scheduler"
+#: ``PlannerConfig.unchecked`` values.
+UNCHECKED_POLICIES = ("release", "hold")
+
+
 @dataclass(frozen=True)
 class PlannerConfig:
-    """``starvation_seconds`` and ``reservation_ttl_seconds`` in seconds."""
+    """``starvation_seconds`` and ``reservation_ttl_seconds`` in seconds.
+
+    ``scheduler_names``: the ``spec.schedulerName`` values cogate plans for. Members of
+    :data:`DEFAULT_SCHEDULER` are planned, pinned and reserved; members of another name in
+    the set are planned with the same filters (a necessary condition only) but released
+    unpinned and unreserved, as that scheduler decides; a gated member naming a scheduler
+    outside the set holds its group (``Unschedulable``, the message names the pods).
+    ``unchecked``: what to do with a group whose gated members carry constraints the planner
+    does not evaluate (``PodInfo.unplanned``: unbound volume claims, DRA resource claims):
+    ``release`` (default) plans them like others and releases them unpinned and
+    unreserved, naming them in the verdict message; ``hold`` keeps the group gated.
+    """
 
     gate_name: str = DEFAULT_GATE_NAME
     starvation_seconds: float = 300.0
     reservation_ttl_seconds: float = 60.0
+    scheduler_names: frozenset[str] = frozenset({DEFAULT_SCHEDULER})
+    unchecked: str = "release"
 
 
 @dataclass(frozen=True)
 class GroupVerdict:
-    """Outcome for one group; ``release`` maps pod uid -> planned node ('' = none)."""
+    """Outcome for one group; ``release`` maps pod uid -> planned node ('' = none).
+
+    ``waiting``: names of new gated members of a released group that stay gated because the
+    planner found them no room (``AlreadyReleased`` only); ``message`` then says what they lack.
+    """
 
     namespace: str
     name: str
@@ -206,6 +259,7 @@ class GroupVerdict:
     release: Mapping[str, str]
     fits: int
     message: str
+    waiting: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -292,7 +346,7 @@ def _static_reason(node: NodeInfo, pod: PodInfo) -> str | None:
             return "nodeSelector"
     if pod.required_node_affinity and not any(term.matches(node) for term in pod.required_node_affinity):
         return "node affinity"
-    return None
+    return _volumes.node_reason(node, pod)  # hook: bound PVs' node affinity (kube-scheduler VolumeBinding)
 
 
 def _req_with_pod(requests: Mapping[str, int]) -> dict[str, int]:
@@ -309,9 +363,14 @@ def _items_key(m: Mapping[str, _V]) -> tuple[tuple[str, _V], ...]:
     return tuple(sorted(m.items()))
 
 
-#: What the load-independent filters (NodeUnschedulable, TaintToleration, NodeAffinity) look at:
-#: nodeSelector, required node affinity, tolerations.
-_StaticKey = tuple[tuple[tuple[str, str], ...], tuple[NodeSelectorTerm, ...], tuple[Toleration, ...]]
+#: What the load-independent filters (NodeUnschedulable, TaintToleration, NodeAffinity, VolumeBinding's
+#: PV node affinity) look at: nodeSelector, required node affinity, tolerations, bound PVs' node affinity.
+_StaticKey = tuple[
+    tuple[tuple[str, str], ...],
+    tuple[NodeSelectorTerm, ...],
+    tuple[Toleration, ...],
+    tuple[tuple[NodeSelectorTerm, ...], ...],
+]
 #: Eligible node indexes, and how many nodes each reason excluded (``_static_reason``).
 _StaticResult = tuple[list[int], dict[str, int]]
 #: Everything the filters read from a member: members with equal keys share one ``_Spec``.
@@ -323,12 +382,15 @@ _SpecKey = tuple[
     tuple[PodAffinityTerm, ...],
     tuple[PodAffinityTerm, ...],
     tuple[tuple[str, str], ...],
+    tuple[TopologySpreadConstraint, ...],
 ]
 #: ``_Room`` undo log entries: room taken on a node (requests, number of host ports), a pod
-#: recorded as placed (anti-affinity), a topology domain forbidden to a spec.
+#: recorded as placed (anti-affinity), a pod counted for topology spread, a topology domain
+#: forbidden to a spec.
 _Undo = (
     tuple[Literal["occupy"], int, Mapping[str, int], int]
     | tuple[Literal["placed"]]
+    | tuple[Literal["spread"]]
     | tuple[Literal["forbid"], "_Spec", str, str]
 )
 
@@ -399,29 +461,38 @@ def _copies(free: Mapping[str, int], req_items: Sequence[tuple[str, int]]) -> in
     return n
 
 
-def _spec_key(pod: PodInfo, anti_active: bool) -> _SpecKey:
-    """What the filters read from ``pod``: members with equal keys share one ``_Spec``."""
-    static_key: _StaticKey = (
+def _static_key(pod: PodInfo) -> _StaticKey:
+    """What :func:`_static_reason` reads from ``pod``: equal keys, equal eligible nodes."""
+    return (
         _items_key(pod.node_selector),
         pod.required_node_affinity,
         pod.tolerations,
+        pod.volume_node_affinity,
     )
+
+
+def _spec_key(pod: PodInfo, anti_active: bool, spread_active: bool = False) -> _SpecKey:
+    """What the filters read from ``pod``: members with equal keys share one ``_Spec``
+    (labels only while anti-affinity or topology spread is in play)."""
     return (
-        static_key,
+        _static_key(pod),
         _items_key(pod.requests),
         pod.host_ports,
         pod.namespace,
         pod.required_pod_anti_affinity,
         pod.required_pod_affinity,
-        _items_key(pod.labels) if anti_active else (),
+        _items_key(pod.labels) if anti_active or spread_active else (),
+        pod.topology_spread,
     )
 
 
-def _fits_empty_key(group: GroupRequest, ms: _Members, anti_active: bool) -> tuple[Any, ...]:
-    """Everything :meth:`_Pass._fits_empty` reads of a group besides the nodes: equal keys,
-    equal answers for one node generation (the incremental planner keeps them)."""
-    return (group.min_member, len(ms.bound),
-            tuple((_spec_key(m, anti_active), m.name, m.uid) for m in ms.plannable))
+def _fits_empty_key(group: GroupRequest, ms: _Members, anti_active: bool, spread_active: bool) -> tuple[Any, ...]:
+    """Everything :meth:`_Pass._fits_empty` reads of a group besides the nodes (the plannable
+    members, and the bound ones whose room it charges: :meth:`_Pass._charge_bound_members`):
+    equal keys, equal answers for one node generation (the incremental planner keeps them)."""
+    return (group.min_member,
+            tuple((_spec_key(m, anti_active, spread_active), m.uid, m.node_name, m.terminal) for m in ms.bound),
+            tuple((_spec_key(m, anti_active, spread_active), m.name, m.uid) for m in ms.plannable))
 
 
 class _Room:
@@ -439,9 +510,12 @@ class _Room:
         anti_active: bool,
         empty: bool,
         base: _Base | None = None,
+        spread_active: bool = False,
     ) -> None:
         nodes = table.nodes
         self.nodes = nodes
+        #: hook: PodTopologySpread counts (None while no member has hard spread constraints)
+        self.spread: _spread.Tracker | None = _spread.Tracker(nodes) if spread_active else None
         self.empty = empty
         self.own: set[int] | None = None
         if base is None:
@@ -461,6 +535,9 @@ class _Room:
         self.log: list[_Undo] = []
         self._dom_cache = table.dom_cache
         self.maxalloc = table.maxalloc
+        #: Bound pods being deleted, or a function that lists them (the incremental planner keeps
+        #: them apart); None: read them from ``bound_pods``.
+        self.terminating_pods: Callable[[], list[tuple[PodInfo, int]]] | None = None
         #: When a set: every node some batch considered (free room for one more member), for
         #: the incremental planner to know which nodes a plan depends on.
         self.looked: set[int] | None = None
@@ -498,6 +575,9 @@ class _Room:
             f[k] = f.get(k, 0) - v
         self.ports[i].extend(ports)
         self.log.append(("occupy", i, req, len(ports)))
+        if self.spread is not None and pod is not None:  # hook: spread counts
+            self.spread.add(pod, i)
+            self.log.append(("spread",))
         if self.anti_active and pod is not None:
             self.placed.append((pod, i))
             self.log.append(("placed",))
@@ -519,6 +599,8 @@ class _Room:
                     del self.ports[i][-nports:]
             elif e[0] == "placed":
                 self.placed.pop()
+            elif e[0] == "spread":
+                self.spread.pop()  # type: ignore[union-attr]
             elif e[0] == "forbid":
                 _, spec, key, d = e
                 spec.forbidden[key].discard(d)
@@ -548,7 +630,7 @@ class _Room:
     def spec_for(self, pod: PodInfo) -> _Spec:
         """The shared ``_Spec`` of ``pod``: its eligible nodes (static filters, then required pod
         affinity against bound pods), its size, and the domains anti-affinity forbids it now."""
-        key = _spec_key(pod, self.anti_active)
+        key = _spec_key(pod, self.anti_active, self.spread is not None)
         static_key = key[0]
         spec = self.specs.get(key)
         if spec is not None:
@@ -617,7 +699,51 @@ class _Room:
                     d = self.dom(key, i)
                     if d is not None and d in doms:
                         return False
+        if spec.pod.topology_spread and self.spread is not None:  # hook: PodTopologySpread Filter
+            return self.spread.allows(spec.pod, i)
         return True
+
+    def _place_spread(self, spec: _Spec, members: Sequence[PodInfo], out: dict[str, int]) -> None:
+        """Members with hard topology spread: each onto a node the Filter allows now, the one whose
+        domains hold the fewest matching pods first (then the tightest, then by name); as
+        kube-scheduler re-evaluates the skew for every pod, so does this loop.
+
+        A lazy heap keyed by (load, copies, name): loads only grow during the batch, so a stored
+        key is a lower bound and is refreshed when it reaches the top. A node refused only by the
+        skew is set aside until the next placement (which may raise the minimum); a node without
+        room (or refused by ports or anti-affinity, which only get worse) is dropped.
+        """
+        tracker = self.spread
+        assert tracker is not None
+        pod = spec.pod
+        heap = []
+        for i in spec.eligible:
+            c = self.copies(spec, i)
+            if c > 0:
+                heap.append((tracker.load(pod, i), c, self.nodes[i].name, i))
+        heapq.heapify(heap)
+        aside: list[tuple[int, int, str, int]] = []
+        k = 0
+        while k < len(members) and heap:
+            load, _, name, i = heapq.heappop(heap)
+            key = (tracker.load(pod, i), self.copies(spec, i), name, i)
+            if key[1] <= 0:
+                continue
+            if key[0] > load:
+                heapq.heappush(heap, key)
+                continue
+            if not self.fits(spec, i):
+                if not tracker.allows(pod, i):
+                    aside.append(key)
+                continue
+            m = members[k]
+            self.occupy(m, spec.req, spec.ports, i)
+            out[m.uid] = i
+            k += 1
+            heapq.heappush(heap, (tracker.load(pod, i), self.copies(spec, i), name, i))
+            for a in aside:
+                heapq.heappush(heap, a)
+            aside.clear()
 
     def copies(self, spec: _Spec, i: int) -> int:
         return _copies(self.free[i], spec.req_items)
@@ -625,6 +751,9 @@ class _Room:
     def place_batch(self, spec: _Spec, members: Sequence[PodInfo], out: dict[str, int]) -> None:
         """Place as many of ``members`` (same spec) as possible, tightest nodes first."""
         if not members:
+            return
+        if spec.pod.topology_spread and self.spread is not None:  # hook: one at a time, least crowded domain
+            self._place_spread(spec, members, out)
             return
         order = []
         for i in spec.eligible:
@@ -667,6 +796,65 @@ def _classify(group: GroupRequest, gate: str) -> _Members:
     return r
 
 
+def _pins(m: PodInfo, config: PlannerConfig) -> bool:
+    """A planned member is pinned and reserved only when the planner models everything that
+    decides its node: kube-scheduler's default profile, no unchecked constraint and no claim
+    kube-scheduler cannot use yet (a new member of a released group is ungated regardless)."""
+    return m.scheduler_name == DEFAULT_SCHEDULER and not m.unplanned and not m.volume_problems
+
+
+#: How many pod names a message lists before "and N more".
+NAMES_SHOWN = 3
+
+
+def _names(names: Sequence[str], limit: int = NAMES_SHOWN) -> str:
+    """``"a, b, c and 2 more"``: the first ``limit`` names of a message."""
+    shown = ", ".join(names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def _held_reason(gated: Sequence[PodInfo], config: PlannerConfig) -> str:
+    """Why a group whose gated members are ``gated`` must stay gated whatever the room, or ''.
+
+    - a member names a scheduler outside ``config.scheduler_names``: cogate cannot know
+      whether (or where) it will ever be scheduled;
+    - a member's volumes make it unschedulable now (``PodInfo.volume_problems``, e.g. a claim
+      that does not exist), as kube-scheduler's VolumeBinding would say;
+    - ``config.unchecked == "hold"`` and a member carries constraints the planner does not
+      evaluate (``PodInfo.unplanned``).
+    """
+    parts = []
+    unknown = [m for m in gated if m.scheduler_name not in config.scheduler_names]
+    if unknown:
+        names = sorted({m.scheduler_name for m in unknown})
+        parts.append(f"{_names([m.name for m in unknown])} name{'s' if len(unknown) == 1 else ''} scheduler "
+                     f"{', '.join(repr(n) for n in names)}, which cogate does not plan for (configured: "
+                     f"{', '.join(sorted(config.scheduler_names))}; add it with --scheduler-name)")
+    for m in gated:
+        if m.volume_problems:
+            parts.append(f"{m.name}: {'; '.join(m.volume_problems)}")
+    if config.unchecked == "hold":
+        unchecked = [m for m in gated if m.unplanned]
+        if unchecked:
+            parts.append(f"{_names([m.name for m in unchecked])} {'has' if len(unchecked) == 1 else 'have'} constraints cogate does "
+                         f"not check ({', '.join(sorted({u for m in unchecked for u in m.unplanned}))}) and "
+                         "--unchecked-constraints=hold")
+    return "; ".join(parts)
+
+
+def _unchecked_note(gated: Sequence[PodInfo], config: PlannerConfig) -> str:
+    """Suffix of a release message naming members released without a pin and why."""
+    parts = []
+    unchecked = [m for m in gated if m.unplanned]
+    if unchecked:
+        what = sorted({u for m in unchecked for u in m.unplanned})
+        parts.append(f"not checked by cogate, placed by kube-scheduler: {_names([m.name for m in unchecked])} ({', '.join(what)})")
+    other = [m for m in gated if m.scheduler_name != DEFAULT_SCHEDULER and m.scheduler_name in config.scheduler_names]
+    if other:
+        parts.append(f"placed by their own scheduler: {_names([m.name for m in other])}")
+    return "".join(f"; {p}" for p in parts)
+
+
 def _plan(room: _Room, members: Sequence[PodInfo], needed: int) -> dict[str, int]:
     """Plan ``members`` on ``room`` (left applied). Returns uid -> node index."""
     by_spec: dict[int, tuple[_Spec, list[PodInfo]]] = {}
@@ -701,6 +889,29 @@ def _replay(room: _Room, groups: list[tuple[_Spec, list[PodInfo]]], plan: dict[s
     return plan
 
 
+def held_by_other_gates(members: Sequence[PodInfo], gate: str) -> str:
+    """Message part naming the first members held by scheduling gates other than ``gate``:
+    ``"2 held by other scheduling gates (w-1: example.com/quota, w-2: example.com/quota)"``;
+    ``""`` when none is."""
+    held = [m for m in members if not m.bound and not m.terminal and any(g != gate for g in m.gates)]
+    if not held:
+        return ""
+    names = [f"{m.name}: {', '.join(g for g in m.gates if g != gate)}" for m in held]
+    return f"{len(held)} held by other scheduling gates ({_names(names)})"
+
+
+def _terminating(room: _Room, eligible: set[int]) -> str:
+    """Message part naming pods being deleted on ``eligible`` nodes: kube-scheduler (and the
+    planner) count their requests until they are gone, so the room they hold frees soon."""
+    deleting = room.terminating_pods() if room.terminating_pods is not None else room.bound_pods
+    pods = sorted((p.name for p, i in deleting if p.deleting and i in eligible))
+    if not pods:
+        return ""
+    noun = "pod" if len(pods) == 1 else "pods"
+    return (f"{len(pods)} {noun} terminating on eligible nodes ({_names(pods)}) still "
+            f"hold{'s' if len(pods) == 1 else ''} room until gone")
+
+
 @dataclass(frozen=True)
 class _Short:
     """Why members do not fit (:func:`_shortfall`): ``text``, and what it read of the free room:
@@ -716,7 +927,8 @@ class _Short:
 
 def _shortfall(room: _Room, unplaced: Sequence[PodInfo], missing: int) -> _Short:
     """Explain why ``missing`` more of ``unplaced`` do not fit on ``room``: what the smallest
-    ``missing`` of them lack, then how many nodes each filter excluded."""
+    ``missing`` of them lack, the pods terminating on their eligible nodes, then how many
+    nodes each filter excluded."""
     if missing <= 0:
         return _Short("")
     if len(unplaced) < missing:
@@ -726,6 +938,9 @@ def _shortfall(room: _Room, unplaced: Sequence[PodInfo], missing: int) -> _Short
     smallest = [s for s, _ in pairs]
     lack = _lacking(room, smallest)
     parts = [lack.text]
+    eligible = {i for s in smallest for i in s.eligible}
+    if eligible and (terminating := _terminating(room, eligible)):
+        parts.append(terminating)
     reasons = _exclusions(room, smallest)
     for r in sorted(reasons, key=lambda r: (-reasons[r], r)):
         c = reasons[r]
@@ -789,6 +1004,8 @@ def _exclusions(room: _Room, specs: Sequence[_Spec]) -> dict[str, int]:
                 dyn["pod anti-affinity"] = dyn.get("pod anti-affinity", 0) + 1
             elif s.ports and any(p.conflicts(q) for p in s.ports for q in room.ports[i]):
                 dyn["host port in use"] = dyn.get("host port in use", 0) + 1
+            elif room.spread is not None and (why := room.spread.reason(s.pod, i)) is not None:
+                dyn[why] = dyn.get(why, 0) + 1  # hook: PodTopologySpread
         for r, c in dyn.items():
             reasons[r] = max(reasons.get(r, 0), c)
     return reasons
@@ -807,9 +1024,11 @@ class _Snapshot:
     state kept between passes. :meth:`room` adds the reservations a pass keeps.
     """
 
-    def __init__(self, nodes: Sequence[NodeInfo], pods: Sequence[PodInfo], members_anti: bool) -> None:
+    def __init__(self, nodes: Sequence[NodeInfo], pods: Sequence[PodInfo], members_anti: bool,
+                 members_spread: bool = False) -> None:
         """``pods``: as given to :func:`decide` (unbound, terminal and unknown-node entries are
-        skipped). ``members_anti``: some group member has required pod anti-affinity."""
+        skipped). ``members_anti``: some group member has required pod anti-affinity;
+        ``members_spread``: some group member has hard topology spread constraints."""
         self.table = _NodeTable(nodes)
         self.index = self.table.index
         bound = [p for p in pods if p.bound and not p.terminal and p.node_name in self.index]
@@ -817,12 +1036,16 @@ class _Snapshot:
         self.bound_uids = frozenset(p.uid for p in pods if p.bound)
         #: Track where pods sit for anti-affinity (InterPodAffinity works in both directions).
         self.anti_active = members_anti or any(p.required_pod_anti_affinity for p in bound)
+        #: Count pods per topology domain (PodTopologySpread) only when a member needs it.
+        self.spread_active = members_spread
 
     def room(self, reserved: Sequence[tuple[Reservation, PodInfo]]) -> _Room:
         """Free room after every bound pod and every ``(reservation, its pod)``, committed."""
-        room = _Room(self.table, self.anti_active, empty=False)
+        room = _Room(self.table, self.anti_active, empty=False, spread_active=self.spread_active)
         room.bound_pods = list(self.bound)
         for p, i in room.bound_pods:
+            if room.spread is not None:  # bound pods count for topology spread
+                room.spread.add(p, i)
             # hot path (every bound pod): subtract directly, no undo entry needed
             f = room.free[i]
             for k, v in _req_with_pod(p.requests).items():
@@ -836,7 +1059,7 @@ class _Snapshot:
 
     def empty_room(self) -> _Room:
         """Every eligible node empty: bound pods and reservations ignored."""
-        return _Room(self.table, self.anti_active, empty=True)
+        return _Room(self.table, self.anti_active, empty=True, spread_active=self.spread_active)
 
 
 def _reserve_room(room: _Room, index: Mapping[str, int], reserved: Sequence[tuple[Reservation, PodInfo]]) -> None:
@@ -861,6 +1084,17 @@ def _by_node(nodes: Sequence[NodeInfo], room: _Room) -> dict[str, tuple[dict[str
         n.name: ({k: v for k, v in room.free[i].items() if v}, tuple(sorted(room.ports[i], key=str)))
         for i, n in enumerate(nodes)
     }
+
+
+@dataclass(frozen=True)
+class _Scope:
+    """Node indexes a group could use; ``everywhere`` when its placement can affect any node."""
+
+    nodes: frozenset[int]
+    everywhere: bool = False
+
+    def overlaps(self, other: "_Scope") -> bool:
+        return self.everywhere or other.everywhere or not self.nodes.isdisjoint(other.nodes)
 
 
 @dataclass(frozen=True)
@@ -918,6 +1152,11 @@ def _members_anti(groups: Sequence[GroupRequest]) -> bool:
     return any(m.required_pod_anti_affinity for g in groups for m in g.members)
 
 
+def _members_spread(groups: Sequence[GroupRequest]) -> bool:
+    """Some member has hard topology spread constraints (the room then counts pods per domain)."""
+    return any(m.topology_spread for g in groups for m in g.members)
+
+
 class _Pass:
     """One call of :func:`decide`: the room left as groups are taken in order, the
     reservations kept and made, and the starving group that blocks later ones.
@@ -946,7 +1185,8 @@ class _Pass:
         self.room = self.snapshot.room([(r, self.member_of[r.pod_uid][0]) for r in self.kept])
         self._empty: _Room | None = None
         self.new_reservations: list[Reservation] = []
-        self.blocker: GroupRequest | None = None
+        #: Starving groups in order, each with the room it could use: later groups in scope wait.
+        self.blockers: list[tuple[GroupRequest, _Scope]] = []
 
     def reservations(self) -> tuple[Reservation, ...]:
         return tuple(self.kept) + tuple(self.new_reservations)
@@ -972,10 +1212,13 @@ class _Pass:
         return not (m.gated_by(self.gate) and not g.released)
 
     def _reserve(self, members: Sequence[PodInfo], plan: Mapping[str, int]) -> dict[str, str]:
-        """uid -> planned node name ('' = not planned) for ``members``; reserves the planned ones."""
+        """uid -> the node each of ``members`` is released to ('' = unpinned: not planned, or a
+        member the planner cannot foresee, :func:`_pins`); reserves the room of the pinned ones."""
         release: dict[str, str] = {}
         for m in members:
             i = plan.get(m.uid)
+            if i is not None and not _pins(m, self.config):
+                i = None
             release[m.uid] = self.nodes[i].name if i is not None else ""
             if i is not None:
                 self.new_reservations.append(Reservation(
@@ -992,12 +1235,15 @@ class _Pass:
     # -- released groups
 
     def ungate_new_members(self, g: GroupRequest) -> GroupVerdict:
-        """A released group: every gated member is ungated unconditionally, towards its
-        reservation, else its planned node (reserved), else ``''``."""
+        """A released group: a new gated member is ungated towards its reservation, else towards
+        the node the planner finds it (reserved); one without room (or held by another gate as
+        well) stays gated and is named in ``waiting``: releasing it unplanned would send it to
+        kube-scheduler with nowhere to go (docs/semantics.md, "New members of a released group")."""
         ms = _classify(g, self.gate)
         plannable = {m.uid for m in ms.plannable}
         release: dict[str, str] = {}
         to_plan = []
+        held: list[PodInfo] = []
         for m in ms.gated:
             r = self.reserved.get(m.uid)
             if r is not None:
@@ -1005,13 +1251,22 @@ class _Pass:
             elif m.uid in plannable:
                 to_plan.append(m)
             else:
-                release[m.uid] = ""
+                held.append(m)
         plan = _plan(self.room, to_plan, len(to_plan)) if to_plan else {}
+        unplaced = [m for m in to_plan if m.uid not in plan]
+        short = _shortfall(self.room, unplaced, len(unplaced)).text if unplaced else ""
         self.room.commit()
-        release.update(self._reserve(to_plan, plan))
-        planned = sum(1 for v in release.values() if v)
-        message = f"released; ungating {_plural(len(release), 'new member')}" if release else "released"
-        return _verdict(g, Outcome.ALREADY_RELEASED, len(ms.bound) + planned, message, release)
+        planned_members = [m for m in to_plan if m.uid in plan]
+        release.update(self._reserve(planned_members, plan))
+        waiting = tuple(m.name for m in unplaced + held)
+        parts = [f"ungating {_plural(len(release), 'new member')}"] if release else []
+        if unplaced:
+            parts.append(f"{_plural(len(unplaced), 'new member')} ({_names([m.name for m in unplaced])}) wait gated for capacity: {short}")
+        if held:
+            parts.append(f"{_plural(len(held), 'new member')} ({_names([m.name for m in held])}) also held by other scheduling gates")
+        message = "released; " + "; ".join(parts) if parts else "released"
+        fits = len(ms.bound) + len(release)
+        return GroupVerdict(g.namespace, g.name, Outcome.ALREADY_RELEASED, release, fits, message, waiting)
 
     # -- other groups, in order: the first rule that applies gives the verdict
 
@@ -1019,6 +1274,10 @@ class _Pass:
         ms = _classify(g, self.gate)
         self.basis = _Basis("group", ms)
         if (verdict := self._invalid_min_member(g, ms)) is not None:
+            return verdict
+        if (verdict := self._too_few_present(g, ms)) is not None:
+            return verdict
+        if (verdict := self._held(g, ms)) is not None:
             return verdict
         if (verdict := self._waiting_for_members(g, ms)) is not None:
             return verdict
@@ -1036,21 +1295,31 @@ class _Pass:
             return None
         return _verdict(g, Outcome.UNSCHEDULABLE, len(ms.bound), f"invalid minMember {g.min_member}")
 
+    def _too_few_present(self, g: GroupRequest, ms: _Members) -> GroupVerdict | None:
+        """Fewer than minMember members present."""
+        if len(ms.present) >= g.min_member:
+            return None
+        present = f"{len(ms.present)} of {g.min_member} members present"
+        return _verdict(g, Outcome.WAITING_FOR_MEMBERS, len(ms.bound), present)
+
+    def _held(self, g: GroupRequest, ms: _Members) -> GroupVerdict | None:
+        """Members cogate must not release whatever the room (an unknown scheduler, claims
+        kube-scheduler cannot use yet, unchecked constraints under ``hold``: :func:`_held_reason`)."""
+        held = _held_reason(ms.gated, self.config)
+        if not held:
+            return None
+        return _verdict(g, Outcome.UNSCHEDULABLE, len(ms.bound), held)
+
     def _waiting_for_members(self, g: GroupRequest, ms: _Members) -> GroupVerdict | None:
-        """Fewer than minMember present, or fewer bound + plannable (the others are held by
-        other scheduling gates, or ungated and already with kube-scheduler)."""
+        """Fewer bound + plannable than minMember (the others are held by other scheduling
+        gates, or ungated and already with kube-scheduler)."""
         bound_n = len(ms.bound)
-        if len(ms.present) < g.min_member:
-            present = f"{len(ms.present)} of {g.min_member} members present"
-            return _verdict(g, Outcome.WAITING_FOR_MEMBERS, bound_n, present)
         if bound_n + len(ms.plannable) >= g.min_member:
             return None
-        plannable = {m.uid for m in ms.plannable}
-        foreign = sum(1 for m in ms.present if m.gates and not m.bound and m.uid not in plannable)
         queued = sum(1 for m in ms.present if not m.gates and not m.bound and not m.terminal)
         why = []
-        if foreign:
-            why.append(f"{foreign} held by other scheduling gates")
+        if held := held_by_other_gates(ms.present, self.gate):
+            why.append(held)
         if queued:
             why.append(f"{queued} ungated and waiting for kube-scheduler")
         return _verdict(
@@ -1061,9 +1330,13 @@ class _Pass:
         )
 
     def _behind_starving_group(self, g: GroupRequest, ms: _Members) -> GroupVerdict | None:
-        """No later group is released while a starving group waits; it is still told
-        whether it could ever fit."""
-        if self.blocker is None:
+        """No later group that could take room a starving group could use is released while it
+        waits (the first such starving group is named); it is still told whether it could ever fit."""
+        if not self.blockers:
+            return None
+        scope = self._scope(ms)
+        blocker = next((b for b, bs in self.blockers if bs.overlaps(scope)), None)
+        if blocker is None:
             return None
         ok, msg = self._fits_empty(g, ms)
         if not ok:
@@ -1072,9 +1345,19 @@ class _Pass:
             g,
             Outcome.INSUFFICIENT_CAPACITY,
             len(ms.bound),
-            f"waiting behind starving PodGroup {self.blocker.namespace}/{self.blocker.name}, "
-            "which has priority for freed room",
+            f"waiting behind starving PodGroup {blocker.namespace}/{blocker.name}, "
+            "which has priority for freed room on the nodes both can use",
         )
+
+    def _scope(self, ms: _Members) -> _Scope:
+        """The nodes the group's plannable members are eligible for (filters independent of load,
+        and required pod affinity); every node when a member has required pod anti-affinity."""
+        nodes: set[int] = set()
+        anti = False
+        for m in ms.plannable:
+            nodes.update(self.room.spec_for(m).eligible)
+            anti = anti or bool(m.required_pod_anti_affinity)
+        return _Scope(frozenset(nodes), anti)
 
     def _try_release(self, g: GroupRequest, ms: _Members) -> GroupVerdict | _Miss:
         """Plan the plannable members on the room left. ``fits = bound + planned``; at least
@@ -1086,7 +1369,8 @@ class _Pass:
         if fits >= g.min_member:
             self.room.commit()
             release = self._reserve(ms.gated, plan)
-            message = f"fits {fits} of {g.min_member}: releasing {_plural(len(release), 'gated member')}"
+            message = (f"fits {fits} of {g.min_member}: releasing {_plural(len(release), 'gated member')}"
+                       + _unchecked_note(ms.gated, self.config))
             return _verdict(g, Outcome.RELEASED, fits, message, release)
         unplaced = [m for m in ms.plannable if m.uid not in plan]
         short = _shortfall(self.room, unplaced, needed - len(plan))
@@ -1118,20 +1402,32 @@ class _Pass:
         msg = f"fits {miss.fits} of {g.min_member}: {miss.short.text}"
         since = complete_since(g)
         if since is not None and _starving(since, self.now, self.config):
-            self.blocker = g
+            self.blockers.append((g, self._scope(ms)))
             msg += f"; starving for {int(self.now - since)}s: later groups wait"
             self.basis = _Basis("pass", ms, miss)
         else:
             self.basis = _Basis("room", ms, miss, since)
         return _verdict(g, Outcome.INSUFFICIENT_CAPACITY, miss.fits, msg)
 
+    def _charge_bound_members(self, room: _Room, ms: _Members) -> None:
+        """On the empty room, the group's own bound, non-terminal members keep their room: a member
+        that runs (released or ungated by hand) takes room the others cannot have, so a group that
+        can never fit is never judged to fit because one of its members already runs."""
+        index = self.snapshot.table.index
+        for m in ms.bound:
+            i = index.get(m.node_name)
+            if i is not None and not m.terminal:
+                room.occupy(m, _req_with_pod(m.requests), m.host_ports, i)
+
     def _fits_empty(self, g: GroupRequest, ms: _Members) -> tuple[bool, str]:
-        """Whether the group fits every eligible node empty (every bound member counts as
-        placed), and if not, why; the empty room is built on first use and left unchanged."""
+        """Whether the group fits every eligible node empty, and if not, why. Bound members count
+        as placed and keep their room on their nodes (:meth:`_charge_bound_members`); the empty
+        room is built on first use and left unchanged."""
         if self._empty is None:
             self._empty = self.snapshot.empty_room()
         room = self._empty
         mark = room.mark()
+        self._charge_bound_members(room, ms)
         needed = g.min_member - len(ms.bound)
         plan = _plan(room, ms.plannable, needed)
         ok = len(plan) >= needed
@@ -1163,7 +1459,7 @@ def decide(
     keep (pruned, plus one per member planned in this decision). Rules: see the
     module docstring. Never raises on well-typed records.
     """
-    run = _Pass(_Snapshot(nodes, pods, _members_anti(groups)), groups, reservations, now, config)
+    run = _Pass(_Snapshot(nodes, pods, _members_anti(groups), _members_spread(groups)), groups, reservations, now, config)
     return _run_pass(run, groups)
 
 
@@ -1179,3 +1475,56 @@ def _run_pass(run: _Pass, groups: Sequence[GroupRequest]) -> Decision:
         if not g.released:
             verdicts[i] = run.judge(g)
     return Decision(verdicts=tuple(verdicts[i] for i in range(len(groups))), reservations=run.reservations())
+
+
+# -- released members pinned to a node -------------------------------------------------------
+
+
+def pinned_node_problems(nodes: Sequence[NodeInfo], pods: Sequence[PodInfo],
+                         pinned: Sequence[tuple[PodInfo, str]]) -> dict[str, str]:
+    """Why each pinned node can no longer take its member: ``{uid: reason}``, usable ones left out.
+
+    ``pinned``: ``(member, node name)`` for released, unbound members whose required node
+    affinity pins them to that node (the pin cannot be loosened once the gate is gone).
+    ``pods``: as for :func:`decide` (bound, non-terminal pods). The rules are :func:`decide`'s
+    filters, applied to the pinned node only: the node is gone, it fails a load-independent
+    filter (NotReady, cordoned, an untolerated NoSchedule/NoExecute taint, nodeSelector, node
+    affinity: kube-scheduler NodeUnschedulable, TaintToleration, NodeAffinity), or its room no
+    longer holds the member (NodeResourcesFit, NodePorts, required pod anti-affinity) after the
+    bound pods and the pinned members before it (oldest first, then name). Reservations are not
+    charged: kube-scheduler does not see them, so this is the room it will find. A member whose
+    uid is among the bound ``pods`` (the member cache lags) is skipped.
+    """
+    snapshot = _Snapshot(nodes, pods, any(m.required_pod_anti_affinity for m, _ in pinned))
+    room = snapshot.room(())
+    out: dict[str, str] = {}
+    for m, name in sorted(pinned, key=lambda mn: (mn[0].created, mn[0].name, mn[0].uid)):
+        if m.uid in snapshot.bound_uids or m.bound or m.terminal:
+            continue
+        i = snapshot.index.get(name)
+        if i is None:
+            out[m.uid] = f"node {name} no longer exists"
+            continue
+        why = _static_reason(nodes[i], m)
+        if why is not None:
+            verb = "is" if why.startswith(("not ", "unschedulable")) else "has" if why.startswith("taint") else "fails"
+            out[m.uid] = f"node {name} {verb} {why}"
+            continue
+        spec = room.spec_for(m)
+        if not room.fits(spec, i):
+            out[m.uid] = f"node {name}: {_room_taken(room, spec, i)}"
+            continue
+        room.occupy(m, spec.req, spec.ports, i)
+    return out
+
+
+def _room_taken(room: _Room, spec: _Spec, i: int) -> str:
+    """What node ``i`` lacks for ``spec`` now (the first filter that fails, as :meth:`_Room.fits`)."""
+    free = room.free[i]
+    for k, v in spec.req_items:
+        if free.get(k, 0) < v:
+            return (f"room taken ({k}: {format_quantity(k, max(free.get(k, 0), 0))} free, "
+                    f"the member requests {format_quantity(k, v)})")
+    if spec.ports and any(p.conflicts(q) for p in spec.ports for q in room.ports[i]):
+        return "host port taken"
+    return "required pod anti-affinity now excludes it"

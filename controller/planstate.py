@@ -12,8 +12,8 @@ sequences):
   :meth:`~PlanningState.remove_pod`, :meth:`~PlanningState.upsert_node`,
   :meth:`~PlanningState.remove_node`) at a cost that follows the pods of the changed node,
   never all pods. Bound pods are kept by reference (the informer's records, not copies).
-* **node filter results** (NodeUnschedulable, TaintToleration, NodeAffinity per member spec
-  class), the largest allocatable, topology domains and the "fits the empty cluster" result
+* **node filter results** (NodeUnschedulable, TaintToleration, NodeAffinity, bound PVs' node
+  affinity per member spec class: ``planner._static_key``), the largest allocatable, topology domains and the "fits the empty cluster" result
   per group shape: kept for one *node generation* (any node added, changed or removed
   starts a new one).
 * **verdicts**: a group's verdict is kept, without planning it again, while its inputs have
@@ -21,15 +21,20 @@ sequences):
 
   - the ``GroupRequest`` is equal to the one judged (no member added, removed or changed,
     same minMember, same ``released``), the planner config and the node generation are the
-    same, and required pod anti-affinity is in play nowhere (it makes every placement
-    depend on every other: such passes are planned in full);
-  - a verdict of the group alone (``WaitingForMembers``, invalid minMember) is kept;
+    same, required pod anti-affinity is in play nowhere (it makes every placement
+    depend on every other: such passes are planned in full), and whether any member has hard
+    topology spread is unchanged;
+  - a verdict of the group alone (``WaitingForMembers``, invalid minMember, and a group held
+    whatever the room: an unknown scheduler, claim problems, unchecked constraints under
+    ``hold``; these read only members' ``PodInfo`` and the config) is kept;
   - a verdict given behind a starving group is kept while the same group starves ahead of it;
   - a verdict from a plan that did not fit (``InsufficientCapacity``,
     ``ExceedsClusterCapacity``) is kept while no starving group is ahead, the group does not
     starve yet (``starvation_seconds`` since complete, checked against ``now``), none of its
-    members uses host ports or pod (anti-)affinity, and for every node whose free room may
-    differ at the group's turn (a bound pod added or removed there since the last pass; room
+    members uses host ports, pod (anti-)affinity or hard topology spread (spread counts pods on
+    every node of a domain, also nodes the member cannot use), no pod being deleted was
+    added, changed or removed on a node its members may use (the message names such pods),
+    and for every node whose free room may differ at the group's turn (a bound pod added or removed there since the last pass; room
     taken by a reservation or by a group released earlier in this pass or the last one) that
     the group's members may use (static filters): the plan did not consider the node (no
     member fitted it) and no member fits it now, and the "short by" totals of the message
@@ -60,14 +65,15 @@ from cogate.controller.planner import (
     _copies,
     _fits_empty_key,
     _members_anti,
+    _members_spread,
     _NodeTable,
     _Pass,
     _req_with_pod,
     _reserve_room,
     _Room,
     _run_pass,
-    _spec_key,
     _starving,
+    _static_key,
 )
 
 __all__ = ["PlanningState", "NodeRoom"]
@@ -94,7 +100,7 @@ class _Kept:
     request: GroupRequest
     verdict: GroupVerdict
     reads: str
-    blocker: tuple[str, str] | None = None
+    blocker: tuple[Any, ...] = ()
     specs: tuple[tuple[tuple[tuple[str, int], ...], frozenset[int]], ...] = ()
     looked: frozenset[int] = frozenset()
     own: frozenset[int] = frozenset()
@@ -129,13 +135,17 @@ class PlanningState:
         self._on_node: dict[str, dict[str, PodInfo]] = {}
         #: Pods charged to a known node that carry required pod anti-affinity.
         self._anti_pods = 0
+        #: Bound non-terminal pods being deleted, by uid (waiting messages name them).
+        self._deleting: dict[str, PodInfo] = {}
+        #: Slots where a pod being deleted was charged or uncharged since the last pass.
+        self._deleting_changed: set[int] = set()
         self._table: _NodeTable | None = None
         #: Slot -> change of max(free, 0) per resource since the last pass (slot in: changed).
         self._changed: dict[int, dict[str, int]] = {}
         self._kept: dict[tuple[str, str], _Kept] = {}
         self._fits_empty: dict[Any, tuple[bool, str]] = {}
         self._empty: _Room | None = None
-        self._pass_key: tuple[PlannerConfig, bool] | None = None
+        self._pass_key: tuple[PlannerConfig, bool, bool] | None = None
         #: Groups of the last pass whose verdict was kept / judged again (for metrics and tests).
         self.last_kept = 0
         self.last_judged = 0
@@ -204,6 +214,8 @@ class PlanningState:
                 on = self._on_node.get(pod.node_name)
                 if on is not None and pod.uid in on:
                     on[pod.uid] = pod
+                    if pod.uid in self._deleting:
+                        self._deleting[pod.uid] = pod
                 return
             self._drop(old)
         if not pod.bound:
@@ -211,6 +223,8 @@ class PlanningState:
         self._pods[pod.uid] = pod
         if not pod.terminal:
             self._on_node.setdefault(pod.node_name, {})[pod.uid] = pod
+            if pod.deleting:
+                self._deleting[pod.uid] = pod
             i = self._index.get(pod.node_name)
             if i is not None:
                 self._charge(i, pod, 1)
@@ -225,6 +239,7 @@ class PlanningState:
         del self._pods[old.uid]
         if old.terminal:
             return
+        self._deleting.pop(old.uid, None)
         on = self._on_node[old.node_name]
         del on[old.uid]
         if not on:
@@ -252,6 +267,8 @@ class PlanningState:
                     self._ports[i].remove(hp)
         if p.required_pod_anti_affinity:
             self._anti_pods += sign
+        if p.deleting:
+            self._deleting_changed.add(i)
 
     # -- views ------------------------------------------------------------------------
 
@@ -285,17 +302,19 @@ class PlanningState:
         pods held, planning only groups whose inputs changed (module doc). Never raises on
         well-typed records; if a pass fails anyway, every kept verdict is dropped."""
         anti = _members_anti(groups) or self._anti_pods > 0
+        spread = _members_spread(groups)
         if self._table is None:
             self._table = _NodeTable(list(self._nodes))
             self._pass_key = None
             self._changed.clear()
-        if self._pass_key != (config, anti):
-            self._pass_key = (config, anti)
+            self._deleting_changed.clear()
+        if self._pass_key != (config, anti, spread):
+            self._pass_key = (config, anti, spread)
             self._kept.clear()
             self._fits_empty.clear()
             self._empty = None
         self.last_kept = self.last_judged = 0
-        run = _IncrementalPass(self, _Live(self, self._table, anti), groups, reservations, now, config)
+        run = _IncrementalPass(self, _Live(self, self._table, anti, spread), groups, reservations, now, config)
         try:
             decision = _run_pass(run, groups)
         except BaseException:
@@ -303,6 +322,7 @@ class PlanningState:
             raise
         finally:
             self._changed.clear()
+            self._deleting_changed.clear()
         if len(self._kept) > len(groups):
             live = {(g.namespace, g.name) for g in groups}
             for key in [k for k in self._kept if k not in live]:
@@ -313,27 +333,39 @@ class PlanningState:
 class _Live:
     """The planner's snapshot interface (``planner._Snapshot``) over a :class:`PlanningState`."""
 
-    def __init__(self, state: PlanningState, table: _NodeTable, anti_active: bool) -> None:
+    def __init__(self, state: PlanningState, table: _NodeTable, anti_active: bool, spread_active: bool) -> None:
         self.state = state
         self.table = table
         self.anti_active = anti_active
+        self.spread_active = spread_active
         self.bound_uids = state._pods
 
     def _bound(self) -> list[tuple[PodInfo, int]]:
         index = self.table.index
         return [(p, index[name]) for name, on in self.state._on_node.items() if name in index for p in on.values()]
 
+    def _terminating(self) -> list[tuple[PodInfo, int]]:
+        index = self.table.index
+        return [(p, index[p.node_name]) for p in self.state._deleting.values() if p.node_name in index]
+
     def room(self, reserved: Sequence[tuple[Reservation, PodInfo]]) -> _Room:
-        room = _Room(self.table, self.anti_active, empty=False, base=(self.state._free, self.state._ports))
+        room = _Room(self.table, self.anti_active, empty=False, base=(self.state._free, self.state._ports),
+                     spread_active=self.spread_active)
         room.bound_pods = self._bound
-        if self.anti_active:
-            room.placed = self._bound()
+        room.terminating_pods = self._terminating
+        if self.anti_active or room.spread is not None:
+            bound = self._bound()
+            if self.anti_active:
+                room.placed = list(bound)
+            if room.spread is not None:  # bound pods count for topology spread (as _Snapshot.room)
+                for p, i in bound:
+                    room.spread.add(p, i)
         _reserve_room(room, self.table.index, reserved)
         return room
 
     def empty_room(self) -> _Room:
         if self.state._empty is None:
-            self.state._empty = _Room(self.table, self.anti_active, empty=True)
+            self.state._empty = _Room(self.table, self.anti_active, empty=True, spread_active=self.spread_active)
         return self.state._empty
 
 
@@ -348,7 +380,7 @@ class _IncrementalPass(_Pass):
 
     def _fits_empty(self, g: GroupRequest, ms: Any) -> tuple[bool, str]:
         cache = self.state._fits_empty
-        key = _fits_empty_key(g, ms, self.live.anti_active)
+        key = _fits_empty_key(g, ms, self.live.anti_active, self.live.spread_active)
         hit = cache.get(key)
         if hit is None:
             hit = super()._fits_empty(g, ms)
@@ -378,9 +410,9 @@ class _IncrementalPass(_Pass):
             self.state._kept[key] = kept
         return verdict
 
-    def _blocker_key(self) -> tuple[str, str] | None:
-        b = self.blocker
-        return None if b is None else (b.namespace, b.name)
+    def _blocker_key(self) -> tuple[Any, ...]:
+        """The starving groups ahead, in order, each with the nodes it could use (its scope)."""
+        return tuple((b.namespace, b.name, scope) for b, scope in self.blockers)
 
     # -- what a verdict read
 
@@ -390,18 +422,20 @@ class _IncrementalPass(_Pass):
         if basis.reads == "group":
             return _Kept(g, verdict, "group")
         if basis.reads == "blocker":
+            assert basis.members is not None
+            if any(m.required_pod_affinity for m in basis.members.plannable):
+                return None  # its scope (eligible nodes) depends on bound pods
             return _Kept(g, verdict, "blocker", blocker=self._blocker_key())
         if basis.reads != "room" or self.live.anti_active:
             return None
         assert basis.members is not None and basis.miss is not None
         specs: dict[int, tuple[tuple[tuple[str, int], ...], frozenset[int]]] = {}
         for m in basis.members.plannable:
-            if m.host_ports or m.required_pod_affinity or m.required_pod_anti_affinity:
-                return None  # read the room beyond free resources: planned every pass
+            if m.host_ports or m.required_pod_affinity or m.required_pod_anti_affinity or m.topology_spread:
+                return None  # read the room beyond free resources (topology spread: pods on every node): planned every pass
             spec = self.room.spec_for(m)
             if id(spec) not in specs:
-                static_key = _spec_key(m, False)[0]
-                specs[id(spec)] = (spec.req_items, self.live.table.eligible_set(static_key))
+                specs[id(spec)] = (spec.req_items, self.live.table.eligible_set(_static_key(m)))
         short = basis.miss.short
         kept = _Kept(g, verdict, "room", specs=tuple(specs.values()), looked=looked, own=own_at_turn,
                      lack=short.eligible, demand=short.demand, supply=dict(short.supply), short=bool(short.short),
@@ -433,7 +467,7 @@ class _IncrementalPass(_Pass):
         blocker = self._blocker_key()
         if kept.reads == "blocker":
             return blocker == kept.blocker
-        if blocker is not None:
+        if blocker:
             return False
         if kept.since is not None and _starving(kept.since, self.now, self.config):
             return False
@@ -444,6 +478,7 @@ class _IncrementalPass(_Pass):
         nodes.update(own)
         nodes.update(kept.own)
         supply = dict(kept.supply)
+        deleting = self.state._deleting_changed
         for x in nodes:
             relevant = False
             for req_items, eligible in kept.specs:
@@ -451,6 +486,8 @@ class _IncrementalPass(_Pass):
                     relevant = True
                     if x in kept.looked or _copies(room.free[x], req_items) > 0:
                         return False
+            if relevant and x in deleting:
+                return False  # the message names pods terminating on eligible nodes
             if not relevant or kept.lack is None or x not in kept.lack:
                 continue
             if kept.short:

@@ -12,6 +12,8 @@ Pure helpers here (unit-tested table-driven):
 - :func:`restored_reservations`: the room of released members that were ungated (pinned) but
   are not bound yet, rebuilt from the cluster when a process starts deciding (start, or
   leadership gained), since reservations live in memory only;
+- :func:`resolve_volumes`: members with their claims' and bound PVs' constraints filled in
+  (:func:`cogate.controller.volumes.resolve`) from the PVC and PV informers;
 - :func:`timeout_victims`: whom ``--evict-on-timeout`` evicts;
 - :func:`waiting_for_pod_group`: gated pods whose PodGroup does not exist (an event says so).
 
@@ -50,8 +52,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cogate import api
-from cogate.controller import notices, planner
+from cogate.controller import lifecycle, notices, planner
+from cogate.controller import quota as quota_mod
 from cogate.controller import status as status_mod
+from cogate.controller import volumes as volumes_mod
 from cogate.controller.events import EventDeduplicator, EventRecorder, ObjectRef
 from cogate.controller.informer import Informer
 from cogate.controller.metrics import Metrics
@@ -233,6 +237,17 @@ def timeout_victims(members: Iterable[PodInfo], gate: str) -> list[PodInfo]:
     return out
 
 
+def resolve_volumes(pods: Iterable[PodInfo], claims: Mapping[Any, Any] | None,
+                    volumes: Mapping[Any, Any] | None) -> list[PodInfo]:
+    """``pods`` with volume constraints resolved (:func:`cogate.controller.volumes.resolve`).
+
+    ``claims``: ClaimInfo by (namespace, name); ``volumes``: VolumeInfo by name. Without the
+    informers (``None``) the pods are returned unchanged: their claims stay unchecked."""
+    if claims is None or volumes is None:
+        return list(pods)
+    return [volumes_mod.resolve(p, claims, volumes) if p.volume_claims else p for p in pods]
+
+
 # --------------------------------------------------------------------------- shell
 
 
@@ -247,12 +262,24 @@ class ReconcilerConfig:
     max_patch_attempts: int = 6
     starvation_seconds: float = 300.0
     reservation_ttl_seconds: float = 60.0
+    scheduler_names: frozenset[str] = frozenset({planner.DEFAULT_SCHEDULER})
+    unchecked: str = "release"
+    #: Delete released members stuck on a pinned node that can no longer take them when they
+    #: have a controller owner (it recreates them gated); bare pods are only reported.
+    recreate_stuck_members: bool = True
+    #: Dry-run every release patch before removing any gate of the group.
+    validate_releases: bool = True
+    #: Opt-in: a PodDisruptionBudget (minAvailable = minMember) per running group.
+    pod_disruption_budgets: bool = False
+    #: Opt-in: evict the remaining owned members of a group that fell below minMember after reaching it.
+    evict_below_quorum: bool = False
 
     @property
     def planner_config(self) -> planner.PlannerConfig:
         """The planner's knobs, derived: one source for the gate name and the TTL."""
         return planner.PlannerConfig(gate_name=self.gate_name, starvation_seconds=self.starvation_seconds,
-                                     reservation_ttl_seconds=self.reservation_ttl_seconds)
+                                     reservation_ttl_seconds=self.reservation_ttl_seconds,
+                                     scheduler_names=self.scheduler_names, unchecked=self.unchecked)
 
 
 @dataclass
@@ -263,9 +290,16 @@ class Caches:
     members: Informer
     bound: Informer
     nodes: Informer
+    #: PersistentVolumeClaims (ClaimInfo by (namespace, name)) and PersistentVolumes (VolumeInfo by
+    #: name); optional: without them members' claims stay unchecked.
+    claims: Informer | None = None
+    volumes: Informer | None = None
+    #: ResourceQuotas (records: quota.QuotaInfo), to say when a quota refuses missing members.
+    quotas: Informer | None = None
 
     def all(self) -> list[Informer]:
-        return [self.podgroups, self.members, self.bound, self.nodes]
+        return [i for i in (self.podgroups, self.members, self.bound, self.nodes, self.claims, self.volumes,
+                            self.quotas) if i is not None]
 
 
 @dataclass
@@ -273,6 +307,39 @@ class PassResult:
     verdicts: list[GroupVerdict] = field(default_factory=list)
     status_writes: int = 0
     ungated: int = 0
+
+
+#: Seconds a pinned node must stay unusable for its member before cogate acts (a member the
+#: scheduler binds this instant may still look unbound in the member cache).
+STUCK_GRACE_SECONDS = 3.0
+#: Back-off after a refused release: first retry after this many seconds, doubling, at most
+#: :data:`REFUSAL_BACKOFF_MAX`.
+REFUSAL_BACKOFF_INITIAL = 5.0
+REFUSAL_BACKOFF_MAX = 300.0
+
+
+def refusal_backoff(attempts: int) -> float:
+    """Seconds to wait after the ``attempts``-th refused release in a row (5, 10, 20, ... 300)."""
+    return min(REFUSAL_BACKOFF_INITIAL * 2 ** max(attempts - 1, 0), REFUSAL_BACKOFF_MAX)
+
+
+@dataclass
+class _Refusal:
+    """A refused release of one group: when to try again, how often it was refused, the text."""
+
+    until: float
+    attempts: int
+    message: str
+    uids: frozenset[str] = frozenset()
+    whole_group: bool = True
+
+
+@dataclass
+class _Context:
+    """What the pass found about one group before its verdict is applied."""
+
+    stuck: list[lifecycle.Stuck] = field(default_factory=list)
+    lost: list[lifecycle.Departure] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -293,7 +360,7 @@ class Reconciler:
 
     def __init__(self, core: CoreV1Api, custom: CustomObjectsApi, caches: Caches, config: ReconcilerConfig, *,
                  recorder: EventRecorder | None = None, metrics: Metrics | None = None,
-                 decide: DecideFn | None = None,
+                 decide: DecideFn | None = None, policy: Any = None,
                  clock: Callable[[], float] = time.time, monotonic: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         if config.placement not in PLACEMENTS:
@@ -326,6 +393,8 @@ class Reconciler:
         self._cond = threading.Condition()
         self.debouncer = Debouncer(config.debounce, config.resync, monotonic())
         self._evicted: set[tuple[str, str]] = set()
+        #: PodGroup uid -> members seen ended during its release (status.EndedMembers).
+        self._ended: dict[str, status_mod.EndedMembers] = {}
         #: Whether this process leads (set by :meth:`run`); tests drive passes directly.
         self._leading: Callable[[], bool] = lambda: True
         #: uids of gated members already told that their PodGroup does not exist.
@@ -333,6 +402,26 @@ class Reconciler:
         #: (namespace, name, uid, group) of gated members whose watch reported DELETED.
         self._orphan_checks: set[tuple[str, str, str, str]] = set()
         self._groups_pool = concurrent.futures.ThreadPoolExecutor(max(1, config.workers // 2), "cogate-status")
+        #: uid -> when its pinned node was first seen unusable (acted on after STUCK_GRACE_SECONDS).
+        self._stuck_since: dict[str, float] = {}
+        #: uids of stuck members already deleted or reported.
+        self._stuck_acted: set[str] = set()
+        #: (namespace, name) -> the group's refused release (backed off).
+        self._refusals: dict[tuple[str, str], _Refusal] = {}
+        #: Members of standing releases at the last pass (lifecycle.gang_members).
+        self._gang: dict[str, tuple[PodInfo, tuple[str, str]]] = {}
+        #: The last record of members the watch reported deleted since the last pass.
+        self._departed: dict[str, PodInfo] = {}
+        #: uids of members cogate deleted or evicted itself (not reported as lost).
+        self._removed_by_us: set[str] = set()
+        #: uids whose reservation a worker dropped during the pass (applied after it).
+        self._drop_reservations: set[str] = set()
+        self._drop_lock = threading.Lock()
+        #: (PodGroup uid, scheduleStartTime) already evicted by --evict-below-quorum.
+        self._quorum_evicted: set[tuple[str, str]] = set()
+        #: (namespace, name) -> PodDisruptionBudget state written ("ensured:<min>", "deleted", "foreign").
+        self._pdbs: dict[tuple[str, str], str] = {}
+        self.policy = policy
 
     # -- triggering ----------------------------------------------------------
     def enqueue(self, *_: object) -> None:
@@ -388,16 +477,62 @@ class Reconciler:
         if self._orphan_checks:
             self.release_orphans()
         groups = {g.key: g for g in self.caches.podgroups.snapshot()}
-        members = members_by_group(self.caches.members.snapshot())
+        labelled = resolve_volumes(
+            self.caches.members.snapshot(),
+            self.caches.claims.snapshot_map() if self.caches.claims is not None else None,
+            self.caches.volumes.snapshot_map() if self.caches.volumes is not None else None)
+        members = members_by_group(labelled)
         requests = build_group_requests(groups.values(), members, self.config.gate_name)
         if self.restore_reservations:
             self._restore_reservations(requests, now)
-        decision = self._plan(requests, now)
-        result = self._apply_verdicts(decision, groups, {(r.namespace, r.name): r for r in requests}, now)
+        contexts: dict[tuple[str, str], _Context] = {}
+        self._find_stuck(requests, now, contexts)
+        self._find_departures(requests, labelled, contexts)
+        waiting = {k for k, r in self._refusals.items() if r.whole_group and r.until > now}
+        decision = self._plan([r for r in requests if (r.namespace, r.name) not in waiting], now)
+        result = self._apply_verdicts(decision, groups, {(r.namespace, r.name): r for r in requests}, now, contexts)
+        with self._drop_lock:
+            dropped, self._drop_reservations = self._drop_reservations, set()
+        if dropped:
+            self.reservations = tuple(r for r in self.reservations if r.pod_uid not in dropped)
         self._notify_missing_groups(groups, members)
         self._after_pass(groups, now)
         self.metrics.pass_seconds.observe(self._monotonic() - started)
         return result
+
+    # -- after the release: stuck pins, departures (docs/semantics.md "After the release") -------
+    def _find_stuck(self, requests: Sequence[GroupRequest], now: float,
+                    contexts: dict[tuple[str, str], _Context]) -> None:
+        """Released members whose pinned node cannot take them any more (``lifecycle.stuck_members``),
+        confirmed once seen for :data:`STUCK_GRACE_SECONDS`: their reservations are dropped and
+        they go into the group's context (deleted or reported when the verdict is applied)."""
+        bound = [p for p in self.caches.bound.snapshot() if p.bound and not p.terminal]
+        found = lifecycle.stuck_members(self.caches.nodes.snapshot(), bound, requests)
+        self._stuck_since = {u: self._stuck_since.get(u, now) for u in found}
+        self._stuck_acted &= set(found)
+        confirmed = {u: s for u, s in found.items() if now - self._stuck_since[u] >= STUCK_GRACE_SECONDS}
+        pending = [self._stuck_since[u] + STUCK_GRACE_SECONDS for u in found if u not in confirmed]
+        if pending:
+            with self._cond:
+                self.debouncer.wake_at(self._monotonic() + (min(pending) - now) + 0.01)
+        if confirmed:
+            self.reservations = tuple(r for r in self.reservations if r.pod_uid not in confirmed)
+        for s in confirmed.values():
+            contexts.setdefault((s.member.namespace, s.member.group or ""), _Context()).stuck.append(s)
+
+    def _find_departures(self, requests: Sequence[GroupRequest], labelled: Sequence[PodInfo],
+                         contexts: dict[tuple[str, str], _Context]) -> None:
+        """Members of standing releases at the last pass that left since (``lifecycle.departures``)."""
+        with self._cond:
+            departed, self._departed = self._departed, {}
+        current = {p.uid: p for p in labelled}
+        lost = lifecycle.departures(self._gang, current, departed, ignore=self._removed_by_us)
+        for d in lost:
+            _, key = self._gang[d.member.uid]
+            contexts.setdefault(key, _Context()).lost.append(d)
+        self.metrics.members_lost.inc(len(lost))
+        self._gang = lifecycle.gang_members(requests, self.config.gate_name)
+        self._removed_by_us &= set(current)
 
     def _restore_reservations(self, requests: Sequence[GroupRequest], now: float) -> None:
         """Seed the reservations with those of released, unbound members (:func:`restored_reservations`)."""
@@ -448,14 +583,19 @@ class Reconciler:
         return decision
 
     def _apply_verdicts(self, decision: Decision, groups: Mapping[tuple[str, str], GroupObject],
-                        requests: Mapping[tuple[str, str], GroupRequest], now: float) -> PassResult:
+                        requests: Mapping[tuple[str, str], GroupRequest], now: float,
+                        contexts: Mapping[tuple[str, str], _Context] | None = None) -> PassResult:
         """Apply each verdict (concurrently, one task per group); counts phases into the metrics."""
         result = PassResult(verdicts=list(decision.verdicts))
+        quotas = self.caches.quotas.snapshot() if self.caches.quotas is not None else []
         futures = []
         for verdict in decision.verdicts:
             g = groups.get((verdict.namespace, verdict.name))
             if g is not None:
-                futures.append((g.key, self._groups_pool.submit(self._apply_verdict, g, requests[g.key], verdict, now)))
+                verdict = quota_mod.explain_waiting(verdict, requests[g.key], quotas)
+                ctx = (contexts or {}).get(g.key) or _Context()
+                futures.append((g.key, self._groups_pool.submit(self._apply_verdict, g, requests[g.key], verdict, now,
+                                                                ctx)))
         phases: Counter[str] = Counter()
         for key, f in futures:
             try:
@@ -486,7 +626,13 @@ class Reconciler:
         for obj in self.dedup.objects() - live_uids:
             self.dedup.forget(obj)
         self._evicted = {e for e in self._evicted if e[0] in live_uids}
+        for uid in set(self._ended) - live_uids:
+            self._ended.pop(uid, None)
+        self._quorum_evicted = {e for e in self._quorum_evicted if e[0] in live_uids}
+        self._refusals = {k: r for k, r in self._refusals.items() if k in groups}
+        self._pdbs = {k: v for k, v in self._pdbs.items() if k in groups}
         deadlines = [r.expires for r in self.reservations if r.expires > now]
+        deadlines += [r.until for r in self._refusals.values() if r.until > now]
         for g in groups.values():
             d = status_mod.timeout_deadline(g.pg)
             if d is not None and d > now:
@@ -496,27 +642,211 @@ class Reconciler:
                 self.debouncer.wake_at(self._monotonic() + (min(deadlines) - now) + 0.01)
 
     # -- one verdict -------------------------------------------------------------
-    def _apply_verdict(self, g: GroupObject, request: GroupRequest, verdict: GroupVerdict, now: float) -> _Applied:
-        """Status first, then gates (a restarted controller finishes a recorded release), then events."""
-        new_status = status_mod.compute_status(g.pg, request.members, verdict, now, self.config.gate_name)
+    def _apply_verdict(self, g: GroupObject, request: GroupRequest, verdict: GroupVerdict, now: float,
+                       ctx: _Context | None = None) -> _Applied:
+        """Check the release (planned nodes, dry run), status first, then gates (a restarted
+        controller finishes a recorded release), then after-release duties and events."""
+        ctx = ctx or _Context()
+        outcome = Outcome(verdict.outcome)
+        release: dict[str, str] = {}
+        status_verdict: GroupVerdict | None = verdict
+        refused = ""
+        if outcome.releases and verdict.release:
+            release, refused = self._checked_release(g, outcome, verdict, now)
+            if outcome is Outcome.RELEASED and not release:
+                status_verdict = None  # nothing released: not recorded as a release
+        elif outcome.waiting and g.key in self._refusals:
+            self._refusals.pop(g.key, None)  # the group waits for other reasons now
+        standing = self._refusals.get(g.key)
+        if release and not refused and standing is not None and (standing.whole_group or standing.uids <= set(release)):
+            self._refusals.pop(g.key, None)  # what was refused is released now
+        refused = refused or self._standing_refusal(g.key)
+        findings = self._findings(g, request, verdict, ctx, refused, now)
+        new_status, self._ended[g.uid] = status_mod.compute(g.pg, request.members, status_verdict, now,
+                                                            self.config.gate_name, self._ended.get(g.uid))
+        new_status = lifecycle.lifecycle_conditions(
+            new_status, g.pg.status, g.pg, request.members, status_verdict.outcome if status_verdict else None,
+            verdict.message, findings, now)
         phase = new_status.phase or "Pending"
         body = status_mod.status_patch(g.raw_status, new_status)
         if body is not None and not self.writer.write_status(*g.key, body):
+            self._drop(release)
             return _Applied(phase)  # never ungate before the decision is recorded
         writes = int(body is not None)
         if g.pg.spec.minResources:
             self._event(g, "minresources", notices.MIN_RESOURCES_NOT_USED, now)
-        outcome = Outcome(verdict.outcome)
         ungated = 0
-        if outcome is Outcome.RELEASED:
+        if outcome is Outcome.RELEASED and release:
             self._count_release(g, request, now)
-        if outcome.releases and verdict.release:
-            ungated = self._release(g, outcome, verdict, now)
-        else:
+        if release:
+            ungated = self._release(g, outcome, verdict, release, now)
+        elif not outcome.releases:
             self._announce(g, outcome, verdict.message, now)
+        if verdict.waiting:
+            self._event(g, "waiting", notices.waiting_for_capacity(verdict.message), now)
+        else:
+            self.dedup.clear(g.uid, "waiting")
+        self._after_release_duties(g, request, findings, ctx, phase, now)
         self._warn_mixed_priorities(g, request, now)
         self._handle_timeout(g, request.members, new_status, now)
         return _Applied(phase, writes, ungated)
+
+    def _findings(self, g: GroupObject, request: GroupRequest, verdict: GroupVerdict, ctx: _Context,
+                  refused: str, now: float) -> lifecycle.Findings:
+        """The after-release findings of one group for its conditions; acts on the opt-in quorum policy."""
+        delete, report = lifecycle.split_stuck(ctx.stuck, self.config.recreate_stuck_members)
+        quorum = ""
+        if self.config.evict_below_quorum and lifecycle.fell_below_quorum(g.pg, request.members):
+            token = (g.uid, g.pg.status.scheduleStartTime or "")
+            if token not in self._quorum_evicted:
+                self._quorum_evicted.add(token)
+                if self.config.pod_disruption_budgets and self.policy is not None:
+                    # The gang is broken: its budget would refuse these evictions (429). It is
+                    # made again once the re-formed group reaches minMember.
+                    self.writer.delete_pdb(self.policy, *g.key)
+                    self._pdbs[g.key] = "deleted"
+                victims = timeout_victims(request.members, self.config.gate_name)
+                for p in victims:
+                    self._removed_by_us.add(p.uid)
+                    self.writer.evict(p)
+                placed = status_mod.count_members(g.pg, request.members).placed
+                quorum = (f"fell below minMember {g.pg.spec.minMember} ({placed} placed) after reaching it: evicted "
+                          f"{len(victims)} remaining members with a controller owner so the gang frees its room "
+                          "and re-forms whole (--evict-below-quorum)")
+        return lifecycle.Findings(
+            stuck=lifecycle.stuck_message(delete, report) if ctx.stuck else "",
+            refused=refused,
+            lost=tuple(ctx.lost),
+            runners=tuple(lifecycle.ungated_without_release(g.pg, request.members, self.config.gate_name)),
+            quorum_evicted=quorum,
+            waiting=verdict.waiting,
+        )
+
+    def _after_release_duties(self, g: GroupObject, request: GroupRequest, findings: lifecycle.Findings,
+                              ctx: _Context, phase: str, now: float) -> None:
+        """Delete stuck owned members (once each), events for what the findings say, the opt-in budget."""
+        if ctx.stuck:
+            delete, _ = lifecycle.split_stuck(ctx.stuck, self.config.recreate_stuck_members)
+            for s in delete:
+                if s.member.uid not in self._stuck_acted:
+                    self._removed_by_us.add(s.member.uid)
+                    self.writer.delete(s.member)
+            self._stuck_acted.update(s.member.uid for s in ctx.stuck)
+            self._event(g, "stuck", notices.planned_node_unusable(findings.stuck), now)
+        else:
+            self.dedup.clear(g.uid, "stuck")
+        if findings.lost:
+            self._record(g.ref, notices.member_lost(lifecycle.lost_message(findings.lost, g.pg, request.members)))
+        if findings.runners:
+            self._event(g, "runners", notices.ungated_without_release(lifecycle.runners_message(findings.runners)),
+                        now)
+        else:
+            self.dedup.clear(g.uid, "runners")
+        if findings.quorum_evicted:
+            self._record(g.ref, notices.quorum_lost(findings.quorum_evicted))
+        if self.config.pod_disruption_budgets and self.policy is not None:
+            self._keep_budget(g, phase, now)
+
+    def _keep_budget(self, g: GroupObject, phase: str, now: float) -> None:
+        """The opt-in PodDisruptionBudget (``lifecycle.pdb_action``), written only when it changes."""
+        action = lifecycle.pdb_action(phase)
+        state = self._pdbs.get(g.key)
+        if action == "ensure" and state not in (f"ensured:{g.pg.spec.minMember}", "foreign"):
+            result = self.writer.ensure_pdb(self.policy, lifecycle.pdb_manifest(g.pg, g.uid))
+            if result == "foreign":
+                self._pdbs[g.key] = "foreign"
+                self._event(g, "pdb", notices.pdb_conflict(g.pg.metadata.name), now)
+            elif result != "failed":
+                self._pdbs[g.key] = f"ensured:{g.pg.spec.minMember}"
+        elif action == "keep" and state is not None and state.startswith("ensured:") and \
+                state != f"ensured:{g.pg.spec.minMember}":
+            if self.writer.ensure_pdb(self.policy, lifecycle.pdb_manifest(g.pg, g.uid)) != "failed":
+                self._pdbs[g.key] = f"ensured:{g.pg.spec.minMember}"
+        elif action == "delete" and state not in ("deleted", "foreign"):
+            if self.writer.delete_pdb(self.policy, *g.key) != "failed":
+                self._pdbs[g.key] = "deleted"
+
+    # -- checking a release before any gate goes ------------------------------------------------
+    def _checked_release(self, g: GroupObject, outcome: Outcome, verdict: GroupVerdict,
+                         now: float) -> tuple[dict[str, str], str]:
+        """The members to ungate now (uid -> pin target) and the text of a refusal ('' if none).
+
+        1. Each planned node is checked again just before the patch (``planner.pinned_node_problems``
+           on the current node and pod caches): a fresh release with a planned node that went bad
+           meanwhile releases nothing (planned again at once); a new member of a released group
+           is held this pass.
+        2. Members whose release patch was refused recently wait for their back-off.
+        3. With ``validate_releases`` every release patch is sent as a dry run first: if the API
+           server refuses one, a fresh release releases none, a released group holds the refused
+           members; both back off (5 s doubling to 300 s) and report the member and the answer.
+        """
+        placement = self.config.placement
+        release = {u: pin_target(self.caches.members.get(u), n, placement) for u, n in verdict.release.items()}
+        problems = self._recheck_nodes(release)
+        if problems:
+            log.info("PodGroup %s/%s: planned nodes changed before the release (%s); planning again", *g.key,
+                     "; ".join(sorted(set(problems.values()))), extra=log_extra(*g.key))
+            if outcome is Outcome.RELEASED:
+                self._drop(verdict.release)
+                self.enqueue()
+                return {}, ""
+            self._drop(problems)
+            release = {u: n for u, n in release.items() if u not in problems}
+        standing = self._refusals.get(g.key)
+        if standing is not None and standing.until > now and not standing.whole_group:
+            self._drop({u: "" for u in standing.uids if u in release})
+            release = {u: n for u, n in release.items() if u not in standing.uids}
+        if not release or not self.config.validate_releases:
+            return release, ""
+        checks = self.writer.check_release(release)
+        refused = {u for u, r in checks.items() if r == "refused"}
+        if not refused:
+            return release, ""
+        self.metrics.release_refusals.labels("dry_run").inc(len(refused))
+        whole = outcome is Outcome.RELEASED
+        message = self._refused(g, refused, released=0, whole_group=whole, now=now)
+        if whole:
+            self._drop(verdict.release)
+            return {}, message
+        self._drop({u: "" for u in refused})
+        return {u: n for u, n in release.items() if u not in refused}, message
+
+    def _refused(self, g: GroupObject, uids: set[str], *, released: int, whole_group: bool, now: float) -> str:
+        """Record a refusal of ``uids`` (back-off doubles per refusal in a row) and emit its event."""
+        prev = self._refusals.get(g.key)
+        attempts = (prev.attempts if prev is not None else 0) + 1
+        delay = refusal_backoff(attempts)
+        names = {}
+        for u in uids:
+            p = self.caches.members.get(u)
+            names[p.name if p is not None else u] = self.writer.answers.get(u, "refused")
+        notice = notices.release_refused(names, released, delay)
+        self._refusals[g.key] = _Refusal(now + delay, attempts, notice.message, frozenset(uids), whole_group)
+        log.warning("PodGroup %s/%s: %s", *g.key, notice.message, extra=log_extra(*g.key))
+        self._record(g.ref, notice)
+        with self._cond:
+            self.debouncer.wake_at(self._monotonic() + delay + 0.01)
+        return notice.message
+
+    def _standing_refusal(self, key: tuple[str, str]) -> str:
+        """The message of the group's last refusal while what it refused is not released yet."""
+        r = self._refusals.get(key)
+        return r.message if r is not None else ""
+
+    def _recheck_nodes(self, release: Mapping[str, str]) -> dict[str, str]:
+        """``{uid: reason}`` for members whose pin target fails ``planner.pinned_node_problems`` now."""
+        pins = [(m, n) for u, n in release.items() if n and (m := self.caches.members.get(u)) is not None]
+        if not pins:
+            return {}
+        wanted = {n for _, n in pins}
+        nodes = [n for n in self.caches.nodes.snapshot() if n.name in wanted]
+        bound = [p for p in self.caches.bound.snapshot() if p.node_name in wanted and p.bound and not p.terminal]
+        return planner.pinned_node_problems(nodes, bound, pins)
+
+    def _drop(self, uids: Iterable[str]) -> None:
+        """Drop the reservations of ``uids`` after this pass (their release did not happen)."""
+        with self._drop_lock:
+            self._drop_reservations.update(uids)
 
     def _count_release(self, g: GroupObject, request: GroupRequest, now: float) -> None:
         self.metrics.releases.inc()
@@ -525,12 +855,20 @@ class Reconciler:
         if since is not None:
             self.metrics.complete_to_release.observe(max(0.0, now - since))
 
-    def _release(self, g: GroupObject, outcome: Outcome, verdict: GroupVerdict, now: float) -> int:
-        """Ungate the verdict's members (pinned per placement); a ``Released`` event; members ungated."""
+    def _release(self, g: GroupObject, outcome: Outcome, verdict: GroupVerdict, release: Mapping[str, str],
+                 now: float) -> int:
+        """Ungate ``release`` (uid -> pin target); a ``Released`` event; members ungated. A patch the
+        API server refuses now (after the dry run) is reported and backed off like a dry-run refusal."""
         placement = self.config.placement
-        release = {u: pin_target(self.caches.members.get(u), n, placement) for u, n in verdict.release.items()}
         results = self.writer.ungate_members(release)
         removed = {u: n for u, n in release.items() if results.get(u) == "removed"}
+        refused = {u for u, r in results.items() if r == "refused"}
+        if refused:
+            self.metrics.release_refusals.labels("patch").inc(len(refused))
+            self._drop({u: "" for u in refused})
+            self._refused(g, refused, released=len(removed), whole_group=False, now=now)
+        elif g.key in self._refusals and removed:
+            self._refusals.pop(g.key, None)
         if outcome is Outcome.RELEASED:
             notice = notices.released(release, placement)
             log.info("PodGroup %s/%s: %s (%s)", *g.key, notice.message, verdict.message, extra=log_extra(*g.key))
@@ -543,7 +881,7 @@ class Reconciler:
         """The event of a held group's verdict (waiting, short of capacity, unschedulable)."""
         notice = notices.verdict_event(outcome, message)
         if notice is not None:
-            self._event(g, "verdict", notice, now)
+            self._event(g, "verdict", notice, now, key=notices.situation_key(notice.message))
 
     def _warn_mixed_priorities(self, g: GroupObject, request: GroupRequest, now: float) -> None:
         notice = notices.priority_event(request)
@@ -567,16 +905,18 @@ class Reconciler:
         self._evicted.add(token)
         victims = timeout_victims(ms, self.config.gate_name)
         for p in victims:
+            self._removed_by_us.add(p.uid)  # not reported as lost members
             self.writer.evict(p)
         if victims:
             self._event(g, "evict", notices.evicted_after_timeout(len(victims)), now)
 
     # -- events ------------------------------------------------------------------
-    def _event(self, g: GroupObject, slot: str, notice: Notice, now: float) -> None:
-        """Record ``notice`` on ``g``; with a ``slot`` only when it is news (:class:`EventDeduplicator`)."""
+    def _event(self, g: GroupObject, slot: str, notice: Notice, now: float, key: str | None = None) -> None:
+        """Record ``notice`` on ``g``; with a ``slot`` only when it is news (:class:`EventDeduplicator`;
+        ``key``: the situation, :func:`cogate.controller.notices.situation_key`), else always."""
         if self.recorder is None:
             return
-        if not slot or self.dedup.should_emit(g.uid, slot, notice.reason, notice.message, now):
+        if not slot or self.dedup.should_emit(g.uid, slot, notice.reason, notice.message, now, key):
             self._record(g.ref, notice)
 
     def _record(self, ref: ObjectRef, notice: Notice) -> None:
@@ -594,6 +934,9 @@ class Reconciler:
         """
         # A pod still watched but whose label value became empty names no group either.
         gone = old if kind == "DELETED" else (new if new is not None and not new.group else None)
+        if kind == "DELETED" and old is not None and old.uid in self._gang:
+            with self._cond:
+                self._departed[old.uid] = old  # its last state says why it went (DisruptionTarget)
         # Only the leader acts (its informer sees the same event); followers would only pile these up.
         if gone is not None and not gone.bound and gone.gated_by(self.config.gate_name) and self._leading():
             with self._cond:

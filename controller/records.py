@@ -40,6 +40,7 @@ __all__ = [
     "LabelSelectorRequirement",
     "LabelSelector",
     "PodAffinityTerm",
+    "TopologySpreadConstraint",
     "HostPort",
     "NodeInfo",
     "PodInfo",
@@ -49,8 +50,11 @@ __all__ = [
     "parse_time",
     "HOSTNAME_LABEL",
     "UNSCHEDULABLE_TAINT_KEY",
+    "VOLUME_CLAIMS",
 ]
 
+#: ``PodInfo.unplanned`` entry of a pod with volume claims not yet resolved against PVCs and PVs.
+VOLUME_CLAIMS = "volume claims"
 #: Topology key for "one per node" pod (anti-)affinity.
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 #: Taint a pod must tolerate (effect NoSchedule) to land on a cordoned node
@@ -213,6 +217,27 @@ class PodAffinityTerm:
 
 
 @dataclass(frozen=True)
+class TopologySpreadConstraint:
+    """A ``topologySpreadConstraints`` entry with ``whenUnsatisfiable: DoNotSchedule``
+    (``ScheduleAnyway`` entries only score and are not kept).
+
+    Defaults as kube-scheduler's ``filterTopologySpreadConstraints``
+    (pkg/scheduler/framework/plugins/podtopologyspread/common.go): ``min_domains`` 1,
+    ``node_affinity_policy`` Honor, ``node_taints_policy`` Ignore. ``label_selector`` None
+    matches no pod (``LabelSelectorAsSelector(nil)`` is Nothing). ``match_label_keys`` are
+    merged into the selector with the incoming pod's values (:mod:`cogate.controller.spread`).
+    """
+
+    max_skew: int
+    topology_key: str
+    label_selector: LabelSelector | None = None
+    min_domains: int = 1
+    node_affinity_policy: str = "Honor"
+    node_taints_policy: str = "Ignore"
+    match_label_keys: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class HostPort:
     """A host port a container binds (``hostIP`` '' is stored as ``0.0.0.0``)."""
 
@@ -272,9 +297,26 @@ class PodInfo:
     scheduler_name: str = "default-scheduler"
     #: Not compared: two records that differ only here mean the same to the planner.
     resource_version: str = field(default="", compare=False)
-    #: Scheduling constraints the planner does not evaluate ("volume claims", "topology spread",
-    #: "resource claims"); such members are released without a pin (see reconciler.pin_target).
+    #: Scheduling constraints the planner does not evaluate, as text for messages ("volume claims"
+    #: until :func:`cogate.controller.volumes.resolve` replaced it, "unbound volume claim x",
+    #: "resource claims"); such members are released without a pin and without a reservation,
+    #: or hold their group (``PlannerConfig.unchecked``).
     unplanned: tuple[str, ...] = ()
+    #: Hard (``DoNotSchedule``) topology spread constraints (kube-scheduler PodTopologySpread).
+    topology_spread: tuple[TopologySpreadConstraint, ...] = ()
+    #: Names of the PersistentVolumeClaims the pod uses (``persistentVolumeClaim.claimName``;
+    #: ``<pod>-<volume>`` for generic ephemeral volumes), in volume order.
+    volume_claims: tuple[str, ...] = ()
+    #: Node affinity of the bound PVs of those claims: one entry per PV with a required node
+    #: affinity, each a tuple of ORed terms; every entry must match (kube-scheduler VolumeBinding,
+    #: ``CheckNodeAffinity`` against node labels). Filled by :func:`cogate.controller.volumes.resolve`.
+    volume_node_affinity: tuple[tuple[NodeSelectorTerm, ...], ...] = ()
+    #: Why the pod cannot be scheduled yet because of its claims ("persistentvolumeclaim "x" not
+    #: found"); a member with problems keeps its group gated. Filled by ``volumes.resolve``.
+    volume_problems: tuple[str, ...] = ()
+    #: Reason of the pod's ``DisruptionTarget`` condition when it is True (``PreemptionByScheduler``,
+    #: ``EvictionByEvictionAPI``, ``DeletionByTaintManager``, ``TerminationByKubelet``, ...), else ''.
+    disruption: str = ""
 
     @property
     def group(self) -> str | None:
@@ -331,6 +373,14 @@ def _obj(v: Any, path: str) -> Mapping[str, Any]:
     if not isinstance(v, Mapping):
         raise InvalidObject(f"{path}: expected an object, got {type(v).__name__}")
     return v
+
+
+def _sections(obj: Any, kind: str) -> tuple[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]]:
+    """``(metadata, spec, status)`` of an API object of ``kind`` (each ``{}`` when absent);
+    :class:`InvalidObject` when ``obj`` or one of them is not an object."""
+    if not isinstance(obj, Mapping):
+        raise InvalidObject(f"{kind}: expected an object, got {type(obj).__name__}")
+    return _obj(obj.get("metadata"), "metadata"), _obj(obj.get("spec"), "spec"), _obj(obj.get("status"), "status")
 
 
 def _lst(v: Any, path: str) -> list[Any]:
@@ -424,11 +474,7 @@ def node_info(obj: Mapping[str, Any]) -> NodeInfo:
     (NotReady, Unknown and a missing condition are not ready).
     Raises :class:`InvalidObject` naming the field (e.g. a bad allocatable quantity).
     """
-    if not isinstance(obj, Mapping):
-        raise InvalidObject(f"node: expected an object, got {type(obj).__name__}")
-    meta = _obj(obj.get("metadata"), "metadata")
-    spec = _obj(obj.get("spec"), "spec")
-    status = _obj(obj.get("status"), "status")
+    meta, spec, status = _sections(obj, "node")
     name = _str(meta.get("name"), "metadata.name")
     if not name:
         raise InvalidObject("metadata.name: missing")
@@ -480,11 +526,7 @@ def pod_info(obj: Mapping[str, Any]) -> PodInfo:
     Raises :class:`InvalidObject` naming the field on malformed input (bad
     quantity, wrong types, bad timestamp).
     """
-    if not isinstance(obj, Mapping):
-        raise InvalidObject(f"pod: expected an object, got {type(obj).__name__}")
-    meta = _obj(obj.get("metadata"), "metadata")
-    spec = _obj(obj.get("spec"), "spec")
-    status = _obj(obj.get("status"), "status")
+    meta, spec, status = _sections(obj, "pod")
     ns = _str(meta.get("namespace"), "metadata.namespace")
     name = _str(meta.get("name"), "metadata.name")
     try:
@@ -498,7 +540,7 @@ def pod_info(obj: Mapping[str, Any]) -> PodInfo:
 def _pod_info(
     meta: Mapping[str, Any], spec: Mapping[str, Any], status: Mapping[str, Any], ns: str, name: str
 ) -> PodInfo:
-    requests = effective_request(spec)
+    requests = effective_request(spec, status)
     affinity = _obj(spec.get("affinity"), "spec.affinity")
     node_aff = _obj(affinity.get("nodeAffinity"), "spec.affinity.nodeAffinity")
     req_na = node_aff.get("requiredDuringSchedulingIgnoredDuringExecution")
@@ -554,20 +596,69 @@ def _pod_info(
         scheduler_name=_str(spec.get("schedulerName"), "spec.schedulerName") or "default-scheduler",
         resource_version=_str(meta.get("resourceVersion"), "metadata.resourceVersion"),
         unplanned=_unplanned(spec),
+        topology_spread=_spread_constraints(spec.get("topologySpreadConstraints"), "spec.topologySpreadConstraints"),
+        volume_claims=_volume_claims(spec, name),
+        disruption=_disruption(status),
     )
 
 
+def _spread_constraints(v: Any, path: str) -> tuple[TopologySpreadConstraint, ...]:
+    """The ``DoNotSchedule`` entries of ``topologySpreadConstraints`` (the only ones kube-scheduler's
+    PodTopologySpread Filter uses; a missing ``whenUnsatisfiable`` is not defaulted here, as the API
+    server requires it)."""
+    out = []
+    for cp, c in _objs(v, path):
+        if _str(c.get("whenUnsatisfiable"), f"{cp}.whenUnsatisfiable", "DoNotSchedule") != "DoNotSchedule":
+            continue
+        skew = c.get("maxSkew", 1)
+        min_domains = c.get("minDomains")
+        for field_name, value in (("maxSkew", skew), ("minDomains", min_domains)):
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+                raise InvalidObject(f"{cp}.{field_name}: expected an integer, got {value!r}")
+        out.append(TopologySpreadConstraint(
+            max_skew=skew,
+            topology_key=_str(c.get("topologyKey"), f"{cp}.topologyKey"),
+            label_selector=_label_selector(c.get("labelSelector"), f"{cp}.labelSelector"),
+            min_domains=1 if min_domains is None else min_domains,
+            node_affinity_policy=_str(c.get("nodeAffinityPolicy"), f"{cp}.nodeAffinityPolicy") or "Honor",
+            node_taints_policy=_str(c.get("nodeTaintsPolicy"), f"{cp}.nodeTaintsPolicy") or "Ignore",
+            match_label_keys=_strs(c.get("matchLabelKeys"), f"{cp}.matchLabelKeys"),
+        ))
+    return tuple(out)
+
+
+def _volume_claims(spec: Mapping[str, Any], pod_name: str) -> tuple[str, ...]:
+    """PVC names of the pod's volumes: ``persistentVolumeClaim.claimName``, and ``<pod>-<volume>``
+    for a generic ephemeral volume (k8s.io/component-helpers ``ephemeral.VolumeClaimName``)."""
+    out = []
+    for vp, v in _objs(spec.get("volumes"), "spec.volumes"):
+        pvc = v.get("persistentVolumeClaim")
+        if pvc is not None:
+            out.append(_str(_obj(pvc, f"{vp}.persistentVolumeClaim").get("claimName"),
+                            f"{vp}.persistentVolumeClaim.claimName"))
+        elif v.get("ephemeral") is not None:
+            out.append(f"{pod_name}-{_str(v.get('name'), f'{vp}.name')}")
+    return tuple(out)
+
+
+def _disruption(status: Mapping[str, Any]) -> str:
+    """Reason of a True ``DisruptionTarget`` pod condition (set by the scheduler, the Eviction API,
+    the taint manager or the kubelet before they delete or stop a pod), '' without one."""
+    for cp, c in _objs(status.get("conditions"), "status.conditions"):
+        if c.get("type") == "DisruptionTarget" and c.get("status") == "True":
+            return _str(c.get("reason"), f"{cp}.reason") or "DisruptionTarget"
+    return ""
+
+
 def _unplanned(spec: Mapping[str, Any]) -> tuple[str, ...]:
-    """Constraints of a pod spec that the planner does not model (kube-scheduler's VolumeBinding,
-    VolumeZone, PodTopologySpread with ``DoNotSchedule``, DynamicResources)."""
+    """Constraints of a pod spec that the planner does not model from the spec alone: volume claims
+    (kube-scheduler VolumeBinding; :func:`cogate.controller.volumes.resolve` replaces this entry with
+    what stays unchecked once the claims and their PVs are known) and DRA ``resourceClaims``
+    (DynamicResources). Hard topology spread is modelled (:mod:`cogate.controller.spread`)."""
     out = []
     volumes = _lst(spec.get("volumes"), "spec.volumes")
     if any(isinstance(v, Mapping) and (v.get("persistentVolumeClaim") or v.get("ephemeral")) for v in volumes):
-        out.append("volume claims")
-    spread = _lst(spec.get("topologySpreadConstraints"), "spec.topologySpreadConstraints")
-    if any(isinstance(c, Mapping) and c.get("whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule"
-           for c in spread):
-        out.append("topology spread")
+        out.append(VOLUME_CLAIMS)
     if _lst(spec.get("resourceClaims"), "spec.resourceClaims"):
         out.append("resource claims")
     return tuple(out)

@@ -19,6 +19,13 @@ Sources of the rules:
   (``spec.resources``, PodLevelResources) replace the container aggregate for
   cpu and memory when set.
 * Requests default from limits (API defaulting of ``resources.requests``).
+* In-place resize (InPlacePodVerticalScaling, GA and locked on in Kubernetes 1.35+):
+  kube-scheduler calls ``PodRequests`` with ``UseStatusResources`` (pkg/scheduler/framework
+  ``PodInfo.CalculateResource``), so a container (or sidecar) whose status reports
+  ``resources`` counts ``max(spec, status.resources.requests, allocatedResources)``, and only
+  ``max(actual, allocated)`` while the resize is Infeasible (the ``PodResizePending`` condition
+  with reason ``Infeasible``; component-helpers ``determineEffectiveRequests``,
+  ``IsPodResizeInfeasible``).
 """
 
 from __future__ import annotations
@@ -193,7 +200,53 @@ def _list(spec: Mapping[str, Any], key: str) -> list[Any]:
     return v
 
 
-def effective_request(spec: Mapping[str, Any]) -> ResourceList:
+def _resize_infeasible(status: Mapping[str, Any]) -> bool:
+    """component-helpers ``IsPodResizeInfeasible``: the first ``PodResizePending`` condition has
+    reason ``Infeasible`` (the deprecated ``status.resize`` field is no longer written in 1.36)."""
+    conds = status.get("conditions")
+    for c in conds if isinstance(conds, list) else ():
+        if isinstance(c, Mapping) and c.get("type") == "PodResizePending":
+            return c.get("reason") == "Infeasible"
+    return False
+
+
+def _status_requests(status: Mapping[str, Any] | None) -> tuple[dict[str, Mapping[str, Any]], bool]:
+    """Container statuses by name (containers and init containers) and whether the resize is Infeasible."""
+    if not isinstance(status, Mapping):
+        return {}, False
+    out: dict[str, Mapping[str, Any]] = {}
+    for key in ("containerStatuses", "initContainerStatuses"):
+        lst = status.get(key)
+        for cs in lst if isinstance(lst, list) else ():
+            if isinstance(cs, Mapping) and isinstance(cs.get("name"), str):
+                out[cs["name"]] = cs
+    return out, _resize_infeasible(status)
+
+
+def _resized(spec_req: dict[str, Fraction], cs: Mapping[str, Any] | None, infeasible: bool,
+             path: str) -> dict[str, Fraction]:
+    """``determineEffectiveRequests``: when the container status reports ``resources``, the larger
+    of spec, actual (``resources.requests``) and allocated (``allocatedResources``) per resource;
+    an Infeasible resize drops the spec (the desired size the node cannot give)."""
+    if cs is None or not isinstance(cs.get("resources"), Mapping):
+        return spec_req
+    actual = cs["resources"].get("requests") or {}
+    allocated = cs.get("allocatedResources") or {}
+    out: dict[str, Fraction] = {} if infeasible else dict(spec_req)
+    for kind, lst in (("resources.requests", actual), ("allocatedResources", allocated)):
+        if not isinstance(lst, Mapping):
+            raise QuantityError(f"{path}.{kind}: expected an object")
+        for name, raw in lst.items():
+            try:
+                q = parse_quantity(raw)
+            except QuantityError as e:
+                raise QuantityError(f"{path}.{kind}.{name}: {e}") from None
+            if str(name) not in out or q > out[str(name)]:
+                out[str(name)] = q
+    return out
+
+
+def effective_request(spec: Mapping[str, Any], status: Mapping[str, Any] | None = None) -> ResourceList:
     """The pod's effective request per resource, as kube-scheduler computes it.
 
     ``spec`` is a pod spec in API JSON (camelCase). Rule
@@ -209,19 +262,32 @@ def effective_request(spec: Mapping[str, Any]) -> ResourceList:
     limits. Pod-level ``spec.resources`` requests (or limits) replace the
     aggregate for cpu and memory. Resources whose request is zero are omitted.
 
+    ``status`` (the pod's API ``status``, optional): a container or sidecar being resized in
+    place counts as in :func:`_resized` (module docstring: In-place resize); plain init
+    containers always count their spec.
+
     Returns ``{resource: units}`` (cpu millicores, others base units, rounded up).
     Raises :class:`QuantityError` naming the field path on a bad quantity.
     """
     if not isinstance(spec, Mapping):
         raise QuantityError(f"spec: expected an object, got {type(spec).__name__}")
+    statuses, infeasible = _status_requests(status)
+
+    def resized(c: Any, creq: dict[str, Fraction], path: str) -> dict[str, Fraction]:
+        name = c.get("name") if isinstance(c, Mapping) else None
+        if not statuses or not isinstance(name, str):
+            return creq
+        return _resized(creq, statuses.get(name), infeasible, f"status (container {name})")
+
     reqs: dict[str, Fraction] = {}
     for i, c in enumerate(_list(spec, "containers")):
-        _add(reqs, _container_requests(c, f"spec.containers[{i}]"))
+        _add(reqs, resized(c, _container_requests(c, f"spec.containers[{i}]"), f"spec.containers[{i}]"))
     sidecars: dict[str, Fraction] = {}
     init_use: dict[str, Fraction] = {}
     for i, c in enumerate(_list(spec, "initContainers")):
         creq = _container_requests(c, f"spec.initContainers[{i}]")
         if isinstance(c, Mapping) and c.get("restartPolicy") == "Always":
+            creq = resized(c, creq, f"spec.initContainers[{i}]")
             _add(reqs, creq)
             _add(sidecars, creq)
             use = dict(sidecars)

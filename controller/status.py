@@ -8,23 +8,36 @@ Phase (docs/semantics.md; names from scheduler-plugins' PodGroup): one ordered d
 the first rule that holds wins. ``m`` is ``spec.minMember``; a member is *bound* when
 it has a ``nodeName`` (any pod phase; ``status.scheduled`` counts these), *placed*
 when bound and not Failed, *active* when its phase is neither Succeeded nor Failed.
+``succeeded`` counts every member that ended Succeeded during the release, also those
+deleted since (see "Counts" below).
 
 ====  ==========  =====================================================================
  #    phase       holds when
 ====  ==========  =====================================================================
  1    Finished    ``succeeded >= m`` and no member is active
- 2    Failed      some member failed and the members not failed are fewer than ``m``
-                  (the quorum is lost through failures; a replacement member brings
-                  the group back)
+ 2    Failed      some live member failed and the live members not failed are fewer
+                  than ``m`` (the quorum is lost through failures; a replacement
+                  member brings the group back)
  3    Running     at least one member running and ``running + succeeded >= m``
                   (succeeded members keep counting, as in scheduler-plugins)
- 4    Scheduled   ``placed >= m`` (bound and not Failed)
+ 4    Scheduled   ``placed + succeeded members deleted since >= m``
  5    Scheduling  released (status records the release, or the verdict releases now)
  6    Pending     otherwise
 ====  ==========  =====================================================================
 
-Finished and Failed are kept while no member is active (a Job's pods may be deleted
-after they end; the group stays Finished instead of sliding back to Scheduling).
+The phase never moves backwards because pods were deleted: Finished and Failed are kept
+while no member is active (a Job's pods may be deleted after they end). A Finished group
+also stays Finished while members that joined later wait gated: its release is complete
+(:func:`release_stands`), so they form a new gang, and the phase is decided afresh only
+when that gang is released.
+
+Counts: ``scheduled`` and ``running`` count live members. ``succeeded`` and ``failed``
+count the members that ended so during the release (since ``scheduleStartTime``), deleted
+ones included, so they never decrease while a release stands; a fresh release counts from
+the members that exist then. The members seen ended are kept by the caller
+(:class:`EndedMembers`, passed back to :func:`compute`); without it (a restarted
+controller), the written counts are the base: ``max(written, live)``. A member that ends
+and is deleted while no controller watches may be missed; none is counted twice.
 
 Conditions (metav1.Condition; ``lastTransitionTime`` moves only when ``status`` does):
 
@@ -33,9 +46,15 @@ Conditions (metav1.Condition; ``lastTransitionTime`` moves only when ``status`` 
   (``WaitingForMembers``, ``InsufficientCapacity``, ``ExceedsClusterCapacity``,
   ``Unschedulable``) and its message (e.g. "fits 3 of 4: cpu short by 2").
   Left as it is when there is no verdict.
-- ``TimedOut``: ``True``/``TimedOut`` when ``scheduleTimeoutSeconds`` (> 0) have passed
-  since ``scheduleStartTime`` and fewer than ``m`` members are placed; ``False``/
-  ``MembersBound`` once ``m`` are placed after a timeout. Absent otherwise.
+- ``TimedOut`` (only with ``scheduleTimeoutSeconds`` > 0): the timeout judges one window,
+  from ``scheduleStartTime`` until the group *first* has ``m`` members placed. When that
+  happens the condition becomes ``False``/``MembersBound`` (also healing an earlier
+  ``True``), and that release can no longer time out: a member lost later is not
+  lateness (no ``Timeout`` event, no eviction). ``True``/``TimedOut`` when the window
+  passes ``scheduleTimeoutSeconds`` without that. A fresh release (after a timeout or a
+  lost quorum) opens a new window: ``False``/``Released``. A phase of ``Scheduled``,
+  ``Running`` or ``Finished`` recorded for the standing release also counts as quorum
+  reached (status written before the condition existed, or a timeout added later).
   ``scheduleTimeoutSeconds: 0`` (or unset) disables the timeout.
 
 ``scheduleStartTime`` is set when the verdict releases the group and is never changed
@@ -63,12 +82,17 @@ __all__ = [
     "CONDITION_FITS_CLUSTER",
     "released_reason",
     "Counts",
+    "EndedMembers",
     "count_members",
+    "track_ended",
     "decide_phase",
+    "quorum_reached",
     "timeout_deadline",
+    "compute",
     "compute_status",
     "status_patch",
     "release_stands",
+    "condition",
 ]
 
 CONDITION_RELEASED = "Released"
@@ -76,6 +100,10 @@ CONDITION_TIMED_OUT = "TimedOut"
 #: Whether the group fits the cluster at all (every eligible node empty). False with reason
 #: ``ExceedsClusterCapacity`` marks a group that waits for the cluster to grow, not for room.
 CONDITION_FITS_CLUSTER = "FitsCluster"
+#: Reason of ``TimedOut=False`` once the release had minMember members placed.
+REASON_MEMBERS_BOUND = "MembersBound"
+#: Phases that imply minMember members were bound during the standing release.
+QUORUM_PHASES = frozenset({"Scheduled", "Running", "Finished"})
 
 
 def released_reason(outcome: str) -> str:
@@ -109,7 +137,7 @@ class _Verdict(Protocol):
 
 
 class Counts(NamedTuple):
-    """Counts over a group's live members."""
+    """Counts over a group's live members, plus the members that ended and were deleted since."""
 
     members: int
     bound: int  #: members with a nodeName, any phase (status.scheduled)
@@ -118,6 +146,81 @@ class Counts(NamedTuple):
     running: int
     succeeded: int
     failed: int
+    gone_succeeded: int = 0  #: members that ended Succeeded during the release and are gone (deleted)
+    gone_failed: int = 0  #: members that ended Failed during the release and are gone
+
+    @property
+    def total_succeeded(self) -> int:
+        """Members that ended Succeeded during the release, deleted ones included (status.succeeded)."""
+        return self.succeeded + self.gone_succeeded
+
+    @property
+    def total_failed(self) -> int:
+        """Members that ended Failed during the release, deleted ones included (status.failed)."""
+        return self.failed + self.gone_failed
+
+    @property
+    def quorum_placed(self) -> int:
+        """Members that count toward a bound quorum: placed ones and succeeded ones deleted since."""
+        return self.placed + self.gone_succeeded
+
+
+class EndedMembers(NamedTuple):
+    """Members seen ended during one release, kept by the caller between passes (one per PodGroup).
+
+    ``start``: the release's ``scheduleStartTime`` (``None`` before any release).
+    ``base_succeeded``/``base_failed``: members the written status counted that were already
+    gone when this process first saw the release (``written - live``, at least 0).
+    ``succeeded``/``failed``: uids of members seen Succeeded/Failed since.
+    """
+
+    start: str | None
+    base_succeeded: int = 0
+    base_failed: int = 0
+    succeeded: frozenset[str] = frozenset()
+    failed: frozenset[str] = frozenset()
+
+    @property
+    def total_succeeded(self) -> int:
+        return self.base_succeeded + len(self.succeeded)
+
+    @property
+    def total_failed(self) -> int:
+        return self.base_failed + len(self.failed)
+
+
+def _live(pg: PodGroup, members: Sequence[_Member]) -> list[_Member]:
+    """Live members of ``pg``: same namespace, label names it, not deleting."""
+    out = []
+    for p in members:
+        if getattr(p, "deleting", False) or getattr(p, "namespace", None) != pg.namespace:
+            continue
+        if (getattr(p, "labels", None) or {}).get(POD_GROUP_LABEL) != pg.name:
+            continue
+        out.append(p)
+    return out
+
+
+def track_ended(prev: EndedMembers | None, status: PodGroupStatus, pg: PodGroup, members: Sequence[_Member],
+                start: str | None, fresh: bool) -> EndedMembers:
+    """The members seen ended during the release that starts at ``start``, after this pass.
+
+    ``prev``: what the caller kept from the previous pass (or ``None``); ``status``: the
+    written status; ``fresh``: this pass records a new release (counting restarts from the
+    live members). When ``prev`` belongs to another release (or is ``None``), the written
+    counts of the same release are the base: members they counted that are no longer live.
+    """
+    live = _live(pg, members)
+    succeeded = frozenset(str(getattr(p, "uid", "")) for p in live if getattr(p, "phase", "") == "Succeeded")
+    failed = frozenset(str(getattr(p, "uid", "")) for p in live if getattr(p, "phase", "") == "Failed")
+    if fresh:
+        return EndedMembers(start, 0, 0, succeeded, failed)
+    if prev is None or prev.start != start:
+        same = status.scheduleStartTime == start
+        base_s = max(0, (status.succeeded or 0) - len(succeeded)) if same else 0
+        base_f = max(0, (status.failed or 0) - len(failed)) if same else 0
+        return EndedMembers(start, base_s, base_f, succeeded, failed)
+    return prev._replace(succeeded=prev.succeeded | succeeded, failed=prev.failed | failed)
 
 
 def count_members(pg: PodGroup, members: Sequence[_Member]) -> Counts:
@@ -128,11 +231,7 @@ def count_members(pg: PodGroup, members: Sequence[_Member]) -> Counts:
     names it and that has no deletionTimestamp).
     """
     n = bound = placed = active = running = succeeded = failed = 0
-    for p in members:
-        if getattr(p, "deleting", False) or getattr(p, "namespace", None) != pg.namespace:
-            continue
-        if (getattr(p, "labels", None) or {}).get(POD_GROUP_LABEL) != pg.name:
-            continue
+    for p in _live(pg, members):
         n += 1
         phase = getattr(p, "phase", "") or ""
         if getattr(p, "node_name", ""):
@@ -150,20 +249,24 @@ def decide_phase(min_member: int, c: Counts, released: bool, previous: str | Non
     """The phase for ``min_member`` and counts ``c`` (rules table in the module docstring).
 
     ``previous`` is the phase currently in status: Finished/Failed are kept while no
-    member is active. Raises ``ValueError`` if ``min_member < 1``.
+    member is active, and Finished also while the group is not released (members that
+    joined a finished group wait gated for a new gang release). Raises ``ValueError`` if
+    ``min_member < 1``.
     """
     if min_member < 1:
         raise ValueError(f"spec.minMember must be >= 1, got {min_member}")
     m = min_member
     if previous in ("Finished", "Failed") and c.active == 0:
         return previous
-    if c.succeeded >= m and c.active == 0:
+    if previous == "Finished" and not released:
+        return previous
+    if c.total_succeeded >= m and c.active == 0:
         return "Finished"
     if c.failed > 0 and c.members - c.failed < m:
         return "Failed"
-    if c.running > 0 and c.running + c.succeeded >= m:
+    if c.running > 0 and c.running + c.total_succeeded >= m:
         return "Running"
-    if c.placed >= m:
+    if c.quorum_placed >= m:
         return "Scheduled"
     if released:
         return "Scheduling"
@@ -174,10 +277,16 @@ def release_stands(status: PodGroupStatus, members: Sequence[Any] = (), gate: st
     """The status records a release that still stands (the planner's ``GroupRequest.released``).
 
     A release is recorded by ``scheduleStartTime`` with a phase other than Pending. It stops
-    standing only when the group timed out (condition ``TimedOut=True``) or lost its quorum
-    through failures (phase ``Failed``) **and** members came back behind ``gate`` (pods
-    evicted on timeout and recreated, replacements of failed pods): those are then planned
-    as a gang again instead of being ungated one by one. Until a member is gated again the
+    standing only when the group timed out (condition ``TimedOut=True``), lost its quorum
+    through failures (phase ``Failed``), finished (phase ``Finished``: its work is done) or
+    ``--evict-below-quorum`` evicted the rest of a gang that lost its quorum (condition
+    ``Disrupted=True`` reason ``QuorumLost``, :mod:`cogate.controller.lifecycle`), **and**
+    members came back behind ``gate`` (pods evicted on timeout and recreated, replacements of
+    failed pods, new pods labelled for a finished group): those are then planned as a gang
+    again instead of being ungated one by one. Members that still exist
+    count toward that gang (the planner counts Succeeded members as bound, as
+    scheduler-plugins' Permit counts a group's pods on nodes), so a Job's next wave is
+    released at once while its finished pods exist. Until a member is gated again the
     release stands, so a timed-out group whose members wait in kube-scheduler's queue keeps
     reporting ``Scheduling`` with ``TimedOut=True``. While it stands, new members
     (replacements, Job pods) are ungated as they appear (docs/semantics.md).
@@ -187,18 +296,34 @@ def release_stands(status: PodGroupStatus, members: Sequence[Any] = (), gate: st
     if not status.scheduleStartTime or status.phase in (None, "Pending"):
         return False
     timed_out = status.condition(CONDITION_TIMED_OUT)
-    lost = status.phase == "Failed" or (timed_out is not None and timed_out.status == "True")
+    disrupted = status.condition("Disrupted")
+    lost = (status.phase in ("Failed", "Finished") or (timed_out is not None and timed_out.status == "True")
+            or (disrupted is not None and disrupted.status == "True" and disrupted.reason == "QuorumLost"))
     return not lost or not any(m.gated_by(gate) and not m.bound for m in members)
+
+
+def quorum_reached(status: PodGroupStatus) -> bool:
+    """The standing release has had minMember members placed at some point (its timeout
+    window is closed): condition ``TimedOut=False`` with reason ``MembersBound``, or a
+    recorded phase of ``Scheduled``, ``Running`` or ``Finished`` (each implies ``m`` members
+    were bound during the release). ``False`` before any release."""
+    if not status.scheduleStartTime:
+        return False
+    cond = status.condition(CONDITION_TIMED_OUT)
+    if cond is not None and cond.status == "False" and cond.reason == REASON_MEMBERS_BOUND:
+        return True
+    return status.phase in QUORUM_PHASES
 
 
 def timeout_deadline(pg: PodGroup) -> float | None:
     """Epoch seconds at which ``pg`` times out if fewer than minMember are bound, or ``None``.
 
-    ``scheduleStartTime + scheduleTimeoutSeconds``; ``None`` when not released yet or
-    the timeout is unset or 0. The reconciler requeues the group for this time.
+    ``scheduleStartTime + scheduleTimeoutSeconds``; ``None`` when not released yet, the
+    timeout is unset or 0, or the release already had minMember members placed
+    (:func:`quorum_reached`). The reconciler requeues the group for this time.
     """
     timeout = pg.spec.scheduleTimeoutSeconds
-    if not timeout or not pg.status.scheduleStartTime:
+    if not timeout or not pg.status.scheduleStartTime or quorum_reached(pg.status):
         return None
     return parse_time(pg.status.scheduleStartTime) + timeout
 
@@ -211,17 +336,31 @@ def _condition(old: Condition | None, type_: str, status: str, reason: str, mess
                      lastTransitionTime=ltt, observedGeneration=generation)
 
 
+#: The one rule for building a condition (public: :mod:`cogate.controller.lifecycle` uses it too).
+condition = _condition
+
+
 def compute_status(pg: PodGroup, members: Sequence[_Member], verdict: _Verdict | None, now: float,
-                   gate: str = DEFAULT_GATE_NAME) -> PodGroupStatus:
-    """The status ``pg`` should have, from its live ``members`` and the planner's ``verdict``.
+                   gate: str = DEFAULT_GATE_NAME, ended: EndedMembers | None = None) -> PodGroupStatus:
+    """The status ``pg`` should have (:func:`compute` without the members seen ended)."""
+    return compute(pg, members, verdict, now, gate, ended)[0]
+
+
+def compute(pg: PodGroup, members: Sequence[_Member], verdict: _Verdict | None, now: float,
+            gate: str = DEFAULT_GATE_NAME, ended: EndedMembers | None = None
+            ) -> tuple[PodGroupStatus, EndedMembers]:
+    """The status ``pg`` should have, from its live ``members`` and the planner's ``verdict``,
+    and the members seen ended to pass back as ``ended`` next time.
 
     ``verdict`` is ``None`` when the planner did not look at the group in this pass;
     the Released condition is then left as it is. ``now``: epoch seconds, used for
     ``scheduleStartTime`` on release, timeouts and new ``lastTransitionTime`` values.
-    Conditions of other types already in status (written by someone else) are kept.
+    ``ended``: what the previous call returned for this PodGroup (``None`` at first: the
+    written counts are the base). Conditions of other types already in status (written by
+    someone else) are kept.
     """
     old = pg.status
-    c = count_members(pg, members)
+    live = count_members(pg, members)
     m = pg.spec.minMember
     outcome = Outcome(verdict.outcome) if verdict is not None else None
     message = str(getattr(verdict, "message", "") or "") if verdict is not None else ""
@@ -232,6 +371,9 @@ def compute_status(pg: PodGroup, members: Sequence[_Member], verdict: _Verdict |
     fresh = outcome is Outcome.RELEASED and not stands
     if (released and not start) or fresh:
         start = format_time(now)
+    seen = track_ended(ended, old, pg, members, start, fresh)
+    c = live._replace(gone_succeeded=max(0, seen.total_succeeded - live.succeeded),
+                      gone_failed=max(0, seen.total_failed - live.failed))
     phase = decide_phase(m, c, released, old.phase)
     generation = pg.metadata.generation
 
@@ -257,31 +399,33 @@ def compute_status(pg: PodGroup, members: Sequence[_Member], verdict: _Verdict |
 
     prev = conditions.get(CONDITION_TIMED_OUT)
     timeout = pg.spec.scheduleTimeoutSeconds
-    if fresh and prev is not None and prev.status == "True":
+    if fresh and prev is not None:
         conditions[CONDITION_TIMED_OUT] = _condition(
             prev, CONDITION_TIMED_OUT, "False", "Released",
             f"released again; scheduleTimeoutSeconds counts from {start}", now, generation)
-    elif timeout and start and (released or (prev is not None and prev.status == "True")):
+    elif timeout and start and not quorum_reached(old) and (released or (prev is not None and prev.status == "True")):
         elapsed = now - parse_time(start)
-        if c.placed < m and elapsed >= timeout:
+        if c.quorum_placed >= m:
+            conditions[CONDITION_TIMED_OUT] = _condition(
+                prev, CONDITION_TIMED_OUT, "False", REASON_MEMBERS_BOUND,
+                f"minMember reached: {c.quorum_placed} of {m} members bound {max(0, int(elapsed))}s after the release "
+                f"(scheduleTimeoutSeconds {timeout}); members lost later do not time this release out",
+                now, generation)
+        elif elapsed >= timeout:
             conditions[CONDITION_TIMED_OUT] = _condition(
                 prev, CONDITION_TIMED_OUT, "True", "TimedOut",
                 f"{c.placed} of minMember {m} members bound within scheduleTimeoutSeconds {timeout}", now, generation)
-        elif c.placed >= m and prev is not None and prev.status == "True":
-            conditions[CONDITION_TIMED_OUT] = _condition(
-                prev, CONDITION_TIMED_OUT, "False", "MembersBound",
-                f"{c.placed} of minMember {m} members bound", now, generation)
 
     return PodGroupStatus(
         phase=phase,
         scheduled=c.bound,
         running=c.running,
-        succeeded=c.succeeded,
-        failed=c.failed,
+        succeeded=c.total_succeeded,
+        failed=c.total_failed,
         scheduleStartTime=start,
         occupiedBy=old.occupiedBy,
         conditions=list(conditions.values()),
-    )
+    ), seen
 
 
 def _normal(status: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -8,8 +8,15 @@ Every call goes through :mod:`cogate.kube` (``api_status``, ``json_body``, and
 - gate removal (one minimal JSON Patch per member, :func:`cogate.controller.patches.release_patch`):
   409 Conflict or 422 (a failed ``test`` op) -> re-read the pod and rebuild the patch (gate
   gone means someone else removed it: fine); 404, or a pod recreated under the same name ->
-  the member is gone;
-- eviction (``policy/v1`` Eviction with a uid precondition): 404/409 -> gone; no retry.
+  the member is gone. A 422 on a pod that has not changed, a 400 or a 403 is the API server
+  (an admission policy or webhook, validation) refusing the release: ``refused``, never
+  retried here, the answer kept in :attr:`Writer.answers` for the condition and event;
+- release check (:meth:`Writer.check_release`): the same patches sent with ``dryRun=All``
+  concurrently, so that a refusal is known before any gate of the group is removed;
+- eviction (``policy/v1`` Eviction with a uid precondition): 404/409 -> gone; no retry;
+- deletion of a stuck member (uid precondition): 404/409 -> gone; no retry;
+- PodDisruptionBudgets (opt-in): create, else read and patch ``minAvailable`` of one cogate
+  made; delete.
 
 Results of writes are stored into the informer caches at once (``Informer.apply_local``), so
 the next pass does not act on its own stale view.
@@ -40,7 +47,35 @@ log = logging.getLogger(__name__)
 #: Seconds an API request may take.
 REQUEST_TIMEOUT = 10
 #: Results of :meth:`Writer.ungate` (also the ``result`` label of ``cogate_gate_removals_total``).
-UNGATE_RESULTS = ("removed", "absent", "not_found", "skipped", "failed")
+UNGATE_RESULTS = ("removed", "absent", "not_found", "skipped", "refused", "failed")
+#: Seconds a dry-run-validated release patch may be sent without reading the pod again.
+VALIDATED_FOR = 30.0
+#: Statuses of a release patch that mean the API server refuses it (not a changed pod, not transient).
+REFUSAL_STATUSES = (400, 403, 422)
+
+
+class Refused(Exception):
+    """The API server refused a release patch; ``answer`` is its message."""
+
+    def __init__(self, answer: str, status: int | None) -> None:
+        super().__init__(answer)
+        self.answer = answer
+        self.status = status
+
+
+def answer_of(exc: BaseException) -> str:
+    """The API server's message of an error (the ``Status`` body's ``message``), else its text."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, (bytes, str)):
+        try:
+            import json
+
+            msg = json.loads(body).get("message")
+            if isinstance(msg, str) and msg:
+                return msg
+        except (ValueError, AttributeError):
+            pass
+    return str(getattr(exc, "reason", "") or exc).strip()
 
 
 class Writer:
@@ -61,6 +96,11 @@ class Writer:
         self.metrics = metrics
         self._sleep = sleep
         self._pool = concurrent.futures.ThreadPoolExecutor(workers, "cogate-ungate")
+        #: uid -> the API server's answer to the last refused release patch of that member.
+        self.answers: dict[str, str] = {}
+        #: uid -> (node, resourceVersion, ops, monotonic time) of a release patch a dry run accepted;
+        #: used once, within :data:`VALIDATED_FOR` seconds.
+        self._validated: dict[str, tuple[str, str, list[dict[str, Any]], float]] = {}
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -90,14 +130,33 @@ class Writer:
 
     # -- gates -------------------------------------------------------------------
     def ungate_members(self, release: Mapping[str, str]) -> dict[str, str]:
-        """Remove the gate from each member (uid -> node to pin to, '' for none) concurrently; uid -> result."""
+        """Remove the gate from each member (uid -> node to pin to, '' for none) concurrently; uid -> result.
+
+        A member whose patch :meth:`check_release` validated is patched at once with that patch,
+        guarded by a ``test`` of the resourceVersion it was built from (no second read); if the
+        pod changed meanwhile (422/409), it is read again and the patch rebuilt (:meth:`ungate`)."""
+        return self._each(release, dry_run=False)
+
+    def check_release(self, release: Mapping[str, str]) -> dict[str, str]:
+        """Send each member's release patch with ``dryRun=All`` (nothing changes), concurrently:
+        uid -> ``ok``, ``refused`` (answer in :attr:`answers`), ``absent``, ``not_found`` or
+        ``failed`` (the API server could not be asked: the release goes ahead and is checked
+        by the real patch)."""
+        cutoff = time.monotonic() - VALIDATED_FOR
+        for uid in [u for u, v in list(self._validated.items()) if v[3] < cutoff]:
+            self._validated.pop(uid, None)
+        return self._each(release, dry_run=True)
+
+    def _each(self, release: Mapping[str, str], *, dry_run: bool) -> dict[str, str]:
         futures = {}
         for uid, node in release.items():
             p = self.members.get(uid)
             if p is None:
-                self.metrics.gate_removals.labels("not_found").inc()
+                if not dry_run:
+                    self.metrics.gate_removals.labels("not_found").inc()
                 continue
-            futures[uid] = (p, self._pool.submit(self.ungate, p.namespace, p.name, uid, node, group=p.group or ""))
+            futures[uid] = (p, self._pool.submit(self.ungate, p.namespace, p.name, uid, node, group=p.group or "",
+                                                 dry_run=dry_run))
         out = {}
         for uid, (p, f) in futures.items():
             try:
@@ -106,21 +165,29 @@ class Writer:
                 log.exception("ungating pod %s/%s (uid %s) failed", p.namespace, p.name, uid,
                               extra=log_extra(p.namespace, p.group or ""))
                 out[uid] = "failed"
-            self.metrics.gate_removals.labels(out[uid]).inc()
+            if not dry_run:
+                self.metrics.gate_removals.labels(out[uid]).inc()
         return out
 
     def ungate(self, namespace: str, name: str, uid: str, node: str,
-               only_if: Callable[[dict[str, Any]], bool] | None = None, *, group: str = "") -> str:
+               only_if: Callable[[dict[str, Any]], bool] | None = None, *, group: str = "",
+               dry_run: bool = False) -> str:
         """Remove the gate from one pod, pinning it to ``node`` ('' for none); one of :data:`UNGATE_RESULTS`.
 
         ``only_if``: a predicate on the freshly read pod (API JSON); ``skipped`` when it is false.
-        ``group``: the PodGroup the pod belongs (or belonged) to, for log lines.
+        ``group``: the PodGroup the pod belongs (or belonged) to, for log lines. ``dry_run``: send
+        the patch with ``dryRun=All`` (nothing is changed); ``ok`` instead of ``removed``.
+        ``refused``: the API server refused the patch (:data:`REFUSAL_STATUSES` on an unchanged
+        pod); its answer is in :attr:`answers` under ``uid``.
         """
         extra = log_extra(namespace, group) if group else None
 
+        def read() -> dict[str, Any]:
+            return json_body(self.core.read_namespaced_pod(name, namespace, _preload_content=False,
+                                                           _request_timeout=REQUEST_TIMEOUT))
+
         def attempt() -> str:
-            pod = json_body(self.core.read_namespaced_pod(name, namespace, _preload_content=False,
-                                                          _request_timeout=REQUEST_TIMEOUT))
+            pod = read()
             if (pod.get("metadata") or {}).get("uid") != uid:
                 return "not_found"  # deleted and recreated under the same name
             if only_if is not None and not only_if(pod):
@@ -128,20 +195,70 @@ class Writer:
             ops = self._release_ops(pod, namespace, name, node, extra)
             if ops is None:
                 return "absent"
-            resp = self.core.patch_namespaced_pod(name, namespace, ops, _content_type="application/json-patch+json",
-                                                  _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
+            kwargs: dict[str, Any] = {"dry_run": "All"} if dry_run else {}
+            try:
+                resp = self.core.patch_namespaced_pod(name, namespace, ops,
+                                                      _content_type="application/json-patch+json",
+                                                      _preload_content=False, _request_timeout=REQUEST_TIMEOUT,
+                                                      **kwargs)
+            except Exception as exc:  # noqa: BLE001
+                self._raise_refusal(exc, pod, read)
+                raise
+            if dry_run:
+                rv = (pod.get("metadata") or {}).get("resourceVersion")
+                if rv:
+                    self._validated[uid] = (node, str(rv), ops, time.monotonic())
+                return "ok"
             self._remember(self.members, resp, keep=_still_member)
             return "removed"
 
+        validated = None if dry_run else self._validated.pop(uid, None)
+        if validated is not None and validated[0] == node and time.monotonic() - validated[3] < VALIDATED_FOR:
+            _, rv, ops, _ = validated
+            guarded = [{"op": "test", "path": "/metadata/resourceVersion", "value": rv}, *ops]
+            try:
+                resp = self.core.patch_namespaced_pod(name, namespace, guarded,
+                                                      _content_type="application/json-patch+json",
+                                                      _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
+                self._remember(self.members, resp, keep=_still_member)
+                self.answers.pop(uid, None)
+                return "removed"
+            except Exception:  # noqa: BLE001 - changed meanwhile, or anything else: the full path below
+                pass
         try:
             # 409/422: re-read; a 422 from the test op usually means the gate is gone already.
-            return retrying(attempt, attempts=self.attempts, backoff=Backoff(initial=0.2, maximum=5.0),
-                            again=lambda exc: api_status(exc) in (409, 422), sleep=self._sleep)
+            result = retrying(attempt, attempts=self.attempts, backoff=Backoff(initial=0.2, maximum=5.0),
+                              again=lambda exc: api_status(exc) in (409, 422) and not isinstance(exc, Refused),
+                              sleep=self._sleep)
+            self.answers.pop(uid, None)
+            return result
+        except Refused as exc:
+            self.answers[uid] = exc.answer
+            log.warning("the API server refused the release patch%s of pod %s/%s: %s",
+                        " (dry run)" if dry_run else "", namespace, name, exc.answer, extra=extra)
+            return "refused"
         except Exception as exc:  # noqa: BLE001
             if api_status(exc) == 404:
                 return "not_found"
             log.warning("ungating pod %s/%s failed: %s", namespace, name, exc, extra=extra)
             return "failed"
+
+    def _raise_refusal(self, exc: BaseException, pod: dict[str, Any], read: Callable[[], dict[str, Any]]) -> None:
+        """Raise :class:`Refused` when ``exc`` (from patching ``pod``) is the API server refusing the
+        patch itself: 400 or 403, or 422 while the pod is unchanged (a failed ``test`` op means it
+        changed: then the caller re-reads and rebuilds)."""
+        status = api_status(exc)
+        if status not in REFUSAL_STATUSES:
+            return
+        if status == 422:
+            try:
+                fresh = read()
+            except Exception:  # noqa: BLE001 - the retry loop re-reads anyway
+                return
+            rv = (pod.get("metadata") or {}).get("resourceVersion")
+            if not rv or (fresh.get("metadata") or {}).get("resourceVersion") != rv:
+                return
+        raise Refused(answer_of(exc), status) from exc
 
     def _release_ops(self, pod: dict[str, Any], namespace: str, name: str, node: str,
                      extra: dict[str, str] | None) -> list[dict[str, Any]] | None:
@@ -173,6 +290,82 @@ class Writer:
                 return "gone"
             log.warning("evicting %s/%s failed: %s", p.namespace, p.name, exc,
                         extra=log_extra(p.namespace, p.group or ""))
+            return "failed"
+
+    # -- stuck members -----------------------------------------------------------
+    def delete(self, p: PodInfo) -> str:
+        """Delete member ``p`` (uid precondition: never a pod recreated under its name); ``deleted``,
+        ``gone`` (404/409) or ``failed``. An unbound pod is removed at once by the API server."""
+        from kubernetes import client
+
+        body = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=p.uid))
+        try:
+            self.core.delete_namespaced_pod(p.name, p.namespace, body=body, _preload_content=False,
+                                            _request_timeout=REQUEST_TIMEOUT)
+            result = "deleted"
+        except Exception as exc:  # noqa: BLE001
+            if api_status(exc) in (404, 409):
+                result = "gone"
+            else:
+                log.warning("deleting %s/%s failed: %s", p.namespace, p.name, exc,
+                            extra=log_extra(p.namespace, p.group or ""))
+                result = "failed"
+        self.metrics.stuck_deletions.labels(result).inc()
+        return result
+
+    # -- PodDisruptionBudgets (opt-in) ------------------------------------------
+    def ensure_pdb(self, policy: Any, body: dict[str, Any]) -> str:
+        """Create the PodDisruptionBudget ``body`` (``policy``: ``PolicyV1Api``); when one of that name
+        exists, set its ``minAvailable`` if cogate made it (:data:`lifecycle.MANAGED_BY_LABEL`).
+        ``created``, ``updated``, ``unchanged``, ``foreign`` (not cogate's: left alone) or ``failed``."""
+        from cogate.controller.lifecycle import MANAGED_BY_LABEL
+
+        meta = body["metadata"]
+        ns, name = meta["namespace"], meta["name"]
+        try:
+            policy.create_namespaced_pod_disruption_budget(ns, body, _preload_content=False,
+                                                           _request_timeout=REQUEST_TIMEOUT)
+            return "created"
+        except Exception as exc:  # noqa: BLE001
+            if api_status(exc) != 409:
+                log.warning("creating PodDisruptionBudget %s/%s failed: %s", ns, name, exc, extra=log_extra(ns, name))
+                return "failed"
+        try:
+            have = json_body(policy.read_namespaced_pod_disruption_budget(name, ns, _preload_content=False,
+                                                                          _request_timeout=REQUEST_TIMEOUT))
+            if ((have.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY_LABEL) != api.COMPONENT:
+                return "foreign"
+            if (have.get("spec") or {}).get("minAvailable") == body["spec"]["minAvailable"]:
+                return "unchanged"
+            policy.patch_namespaced_pod_disruption_budget(
+                name, ns, {"spec": {"minAvailable": body["spec"]["minAvailable"]}},
+                _content_type="application/merge-patch+json", _preload_content=False,
+                _request_timeout=REQUEST_TIMEOUT)
+            return "updated"
+        except Exception as exc:  # noqa: BLE001
+            log.warning("updating PodDisruptionBudget %s/%s failed: %s", ns, name, exc, extra=log_extra(ns, name))
+            return "failed"
+
+    def delete_pdb(self, policy: Any, namespace: str, name: str) -> str:
+        """Delete the PodDisruptionBudget cogate made for PodGroup ``namespace/name`` (only one
+        labelled as cogate's); ``deleted``, ``absent``, ``foreign`` or ``failed``."""
+        from cogate.controller.lifecycle import MANAGED_BY_LABEL
+
+        try:
+            have = json_body(policy.read_namespaced_pod_disruption_budget(name, namespace, _preload_content=False,
+                                                                          _request_timeout=REQUEST_TIMEOUT))
+            if ((have.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY_LABEL) != api.COMPONENT:
+                return "foreign"
+            uid = (have.get("metadata") or {}).get("uid")
+            policy.delete_namespaced_pod_disruption_budget(
+                name, namespace, body={"preconditions": {"uid": uid}} if uid else None,
+                _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
+            return "deleted"
+        except Exception as exc:  # noqa: BLE001
+            if api_status(exc) in (404, 409):
+                return "absent"
+            log.warning("deleting PodDisruptionBudget %s/%s failed: %s", namespace, name, exc,
+                        extra=log_extra(namespace, name))
             return "failed"
 
     # -- caches ------------------------------------------------------------------

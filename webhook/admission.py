@@ -17,12 +17,17 @@ Rules, in order (first match wins):
 4. A pod whose label value is empty names no PodGroup (a PodGroup name cannot be
    empty), so it is allowed unchanged, *not* gated, with an admission warning. Gating
    it would leave it Pending forever, because no PodGroup can ever release it.
-5. A pod with ``spec.nodeName`` set bypasses the scheduler and cannot carry a
+5. A pod whose label value cannot name a PodGroup (not a DNS-1123 subdomain of at most
+   63 characters, e.g. ``Train_Job.v1``: :func:`cogate.api.pod_group_name_error`) is
+   **refused** (``allowed: false``, code 422, reason ``Invalid``) with a message saying
+   why: no PodGroup can ever have that name, so a gated pod would wait for ever. A
+   workload controller's ``FailedCreate`` events then show the message.
+6. A pod with ``spec.nodeName`` set bypasses the scheduler and cannot carry a
    scheduling gate (Kubernetes API validation rejects ``schedulingGates`` together
    with ``nodeName`` at create): allowed unchanged with an admission warning.
-6. A pod that already carries the gate is allowed unchanged (idempotent under webhook
+7. A pod that already carries the gate is allowed unchanged (idempotent under webhook
    reinvocation).
-7. Otherwise the pod is allowed with a JSONPatch that appends the gate to
+8. Otherwise the pod is allowed with a JSONPatch that appends the gate to
    ``spec.schedulingGates`` (creating the list if absent or null). No other gate or
    field is touched.
 
@@ -39,7 +44,7 @@ from enum import StrEnum
 from typing import Any
 
 from cogate import gates
-from cogate.api import DEFAULT_GATE_NAME, POD_GROUP_LABEL, validate_gate_name
+from cogate.api import DEFAULT_GATE_NAME, POD_GROUP_LABEL, pod_group_name_error, validate_gate_name
 
 __all__ = [
     "ADMISSION_API_VERSION",
@@ -73,6 +78,7 @@ class Outcome(StrEnum):
     ALREADY_GATED = "already_gated"  #: labelled pod that already carries the gate
     BOUND = "bound"  #: labelled pod with spec.nodeName: cannot be gated, warning
     EMPTY_GROUP = "empty_group"  #: label present with an empty value, warning
+    INVALID_GROUP = "invalid_group"  #: label value that cannot name a PodGroup: refused
     IGNORED = "ignored"  #: not a pod CREATE, or a pod without the label
     INVALID = "invalid"  #: not a valid AdmissionReview (HTTP 400); set by the server
     ERROR = "error"  #: unexpected internal error; set by the server
@@ -84,7 +90,8 @@ class Admission:
 
     ``uid`` echoes ``request.uid``; ``patch`` is the JSONPatch operations list (RFC
     6902) or ``None`` for "allowed unchanged"; ``warnings`` are admission warnings;
-    ``outcome`` is one of :class:`Outcome`; ``namespace``/``name`` identify the
+    ``outcome`` is one of :class:`Outcome`; ``refusal``, when not empty, refuses the
+    request with that message (``allowed: false``); ``namespace``/``name`` identify the
     object for logs (``name`` falls back to ``generateName`` for pods created by
     controllers, which have no name yet at admission).
     """
@@ -93,6 +100,7 @@ class Admission:
     outcome: Outcome
     patch: list[dict[str, Any]] | None = None
     warnings: tuple[str, ...] = ()
+    refusal: str = ""
     namespace: str = ""
     name: str = ""
     operation: str = ""
@@ -102,11 +110,15 @@ class Admission:
     def response(self) -> dict[str, Any]:
         """The AdmissionReview response body (``admission.k8s.io/v1``).
 
-        Always ``allowed: true``; ``patch`` (base64 of the JSON array) and
-        ``patchType: JSONPatch`` only when there is a patch; ``warnings`` only
-        when non-empty.
+        ``allowed: true`` unless there is a ``refusal``: then ``allowed: false`` with a
+        ``status`` (code 422, reason ``Invalid``, the refusal as message; the API server
+        answers the client "admission webhook ... denied the request: <message>").
+        ``patch`` (base64 of the JSON array) and ``patchType: JSONPatch`` only when there
+        is a patch; ``warnings`` only when non-empty.
         """
-        resp: dict[str, Any] = {"uid": self.uid, "allowed": True}
+        resp: dict[str, Any] = {"uid": self.uid, "allowed": not self.refusal}
+        if self.refusal:
+            resp["status"] = {"status": "Failure", "reason": "Invalid", "code": 422, "message": self.refusal}
         if self.patch is not None:
             raw = json.dumps(self.patch, separators=(",", ":")).encode()
             resp["patchType"] = "JSONPatch"
@@ -214,8 +226,8 @@ def _validate_envelope(review: Any) -> dict[str, Any]:
 def evaluate(review: Any, gate_name: str = DEFAULT_GATE_NAME) -> Admission:
     """Decide one AdmissionReview (the parsed JSON body) for gate ``gate_name``.
 
-    Returns an :class:`Admission` (always allowed; see the module docstring for the
-    rules). Raises :class:`InvalidReview` with the offending field when ``review`` is
+    Returns an :class:`Admission` (allowed, except a label value that cannot name a
+    PodGroup; see the module docstring for the rules). Raises :class:`InvalidReview` with the offending field when ``review`` is
     not a valid ``admission.k8s.io/v1`` AdmissionReview or a field the decision reads
     has the wrong type (``request.object`` not an object, labels not a map of
     strings, ...). Pure: no I/O, does not modify ``review``.
@@ -258,6 +270,15 @@ def evaluate(review: Any, gate_name: str = DEFAULT_GATE_NAME) -> Admission:
             warnings=(f"label {POD_GROUP_LABEL} is empty: it names no PodGroup; pod not gang-gated",),
             **base,
         )
+    error = pod_group_name_error(group)
+    if error is not None:
+        return Admission(
+            outcome=Outcome.INVALID_GROUP,
+            refusal=f"label {POD_GROUP_LABEL}={group!r} cannot name a PodGroup ({error}); "
+                    "fix the label value to the name of a PodGroup in this namespace",
+            extra={"group": group},
+            **base,
+        )
     spec = _obj(obj.get("spec"), "request.object.spec") or {}
     if _str(spec.get("nodeName"), "request.object.spec.nodeName"):
         return Admission(
@@ -276,7 +297,7 @@ def admit(review: Any, gate_name: str = DEFAULT_GATE_NAME) -> dict[str, Any]:
     """The AdmissionReview response dict for ``review`` (see :func:`evaluate`).
 
     Shape: ``{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-    "response": {"uid", "allowed": True, ["patchType": "JSONPatch", "patch": <base64>],
-    ["warnings": [...]]}}``. Raises :class:`InvalidReview` on an invalid review.
+    "response": {"uid", "allowed", ["status": {...}], ["patchType": "JSONPatch",
+    "patch": <base64>], ["warnings": [...]]}}`` (see :meth:`Admission.response`). Raises :class:`InvalidReview` on an invalid review.
     """
     return evaluate(review, gate_name).response()

@@ -95,7 +95,7 @@ def _make_metrics(registry: CollectorRegistry | None) -> _Metrics:
     requests = Counter(
         "cogate_webhook_requests",
         "Admission requests handled by the cogate webhook, by outcome "
-        "(gated, already_gated, bound, empty_group, ignored, invalid, error).",
+        "(gated, already_gated, bound, empty_group, invalid_group, ignored, invalid, error).",
         ["outcome"],
         registry=registry,
     )

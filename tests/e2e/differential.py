@@ -5,7 +5,7 @@ plane (kwok nodes with varied allocatable, labels, taints, some cordoned; existi
 pods bound directly with ``spec.nodeName``) and a random group of gated members
 (varied requests incl. init containers, sidecars and RuntimeClass overhead;
 ``nodeSelector``, required node affinity, tolerations, host ports, required pod
-(anti-)affinity). It reads nodes and pods back from the API, asks the planner
+(anti-)affinity, topology spread constraints). It reads nodes and pods back from the API, asks the planner
 (:func:`cogate.controller.planner.decide`), then releases **every** member whatever
 the planner said (:func:`cogate.controller.patches.release_patch`; placement
 ``pinned`` narrows each planned member to its planned node, ``free`` only removes
@@ -219,6 +219,32 @@ def _gen_tolerations(rng: random.Random) -> list[dict[str, Any]]:
     return tols
 
 
+def _gen_spread(rng: random.Random, group: str) -> list[dict[str, Any]]:
+    """One or two topology spread constraints (kube-scheduler PodTopologySpread): mostly
+    ``DoNotSchedule`` on hostname or zone, with the optional fields drawn now and then."""
+    out = []
+    keys = ["kubernetes.io/hostname" if rng.random() < 0.6 else ZONE]
+    if rng.random() < 0.2:  # a second constraint on the other key (the API refuses a repeated key)
+        keys.append(ZONE if keys[0] != ZONE else "kubernetes.io/hostname")
+    for key in keys:
+        c: dict[str, Any] = {
+            "maxSkew": rng.choice((1, 1, 2)),
+            "topologyKey": key,
+            "whenUnsatisfiable": "DoNotSchedule" if rng.random() < 0.85 else "ScheduleAnyway",
+            "labelSelector": {"matchLabels": {APP_LABEL: group}},
+        }
+        if c["whenUnsatisfiable"] == "DoNotSchedule" and rng.random() < 0.2:
+            c["minDomains"] = rng.randint(2, 4)
+        if rng.random() < 0.15:
+            c["nodeAffinityPolicy"] = "Ignore"
+        if rng.random() < 0.2:
+            c["nodeTaintsPolicy"] = "Honor"
+        if rng.random() < 0.15:
+            c["matchLabelKeys"] = [MEMBER_LABEL]
+        out.append(c)
+    return out
+
+
 def _gen_template(rng: random.Random, group: str, nodes: Sequence[Mapping[str, Any]], n: int) -> dict[str, Any]:
     """One member pod spec. Requests are sized against the cluster (``tightness`` x the
     schedulable cpu/memory shared by ``n`` members) so that many scenarios sit near the
@@ -304,7 +330,8 @@ def generate(seed: int, family: str = "mixed") -> dict[str, Any]:
     """The scenario of ``seed`` in ``family`` (pure, deterministic): a JSON-able dict.
 
     Families: ``mixed`` (the default: random nodes, taints, cordons, existing pods,
-    selectors, affinities, tolerations, host ports, init containers, overhead) and
+    selectors, affinities, tolerations, host ports, init containers, overhead, topology
+    spread) and
     ``tight`` (see :func:`_generate_tight`: exact packing puzzles on plain nodes).
     Raises ``ValueError`` for another family.
 
@@ -333,6 +360,10 @@ def generate(seed: int, family: str = "mixed") -> dict[str, Any]:
         })
     r = rng.random()
     min_member = n if r < 0.7 else (n - 1 if r < 0.85 else rng.randint(1, n))
+    # drawn last, so the rest of a seed's scenario is what it was before spread was added
+    for t in templates:
+        if rng.random() < 0.3:
+            t["topologySpreadConstraints"] = _gen_spread(rng, group)
     return {"seed": seed, "family": "mixed", "nodes": nodes, "existing": existing, "members": members,
             "min_member": max(1, min_member)}
 

@@ -7,7 +7,7 @@ from typing import Any, Callable
 
 from kubernetes import client
 
-from cogate.api import GROUP, PLURAL, VERSION
+from cogate.api import GROUP, PLURAL, POD_GROUP_LABEL, VERSION
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float, interval: float = 0.1, what: str = "condition") -> Any:
@@ -59,3 +59,31 @@ def create_pod_group(api: client.ApiClient, body: dict[str, Any]) -> dict[str, A
 def events_for(api: client.ApiClient, namespace: str, name: str, kind: str = "PodGroup") -> list[client.CoreV1Event]:
     sel = f"involvedObject.name={name},involvedObject.kind={kind}"
     return client.CoreV1Api(api).list_namespaced_event(namespace, field_selector=sel).items
+
+
+def group_pods(api: client.ApiClient, namespace: str, group: str, *, deleting: bool = True) -> list[client.V1Pod]:
+    """Pods labelled for PodGroup ``group``; ``deleting=False`` leaves out pods being deleted."""
+    ps = pods(api, namespace, f"{POD_GROUP_LABEL}={group}")
+    return ps if deleting else [p for p in ps if not p.metadata.deletion_timestamp]
+
+
+def status(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any]:
+    """The PodGroup's ``status`` (``{}`` before the controller wrote one)."""
+    return get_pod_group(api, namespace, name).get("status") or {}
+
+
+def condition(st: dict[str, Any], type_: str) -> dict[str, Any] | None:
+    """The condition of ``type_`` in a PodGroup status, or None."""
+    return next((c for c in st.get("conditions") or [] if c.get("type") == type_), None)
+
+
+def hold_gated(api: client.ApiClient, namespace: str, group: str, seconds: float, count: int) -> None:
+    """Assert for ``seconds`` that the group has ``count`` members, all gated and unbound
+    (a member released early would leave the group half-placed)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        ps = group_pods(api, namespace, group)
+        assert len(ps) == count
+        for p in ps:
+            assert gated(p) and not bound(p), f"{p.metadata.name} left the gate"
+        time.sleep(0.3)

@@ -69,6 +69,24 @@ def test_invalid_objects_refused_naming_the_field(crd, kube, namespace, spec, fi
     assert field in err.value.body
 
 
+def test_names_longer_than_a_label_value_are_refused_saying_why(crd, kube, namespace):
+    """Issue 9 item 8: a 70-character PodGroup name can never be matched by a member's label
+    (63 characters at most): the API server refuses it and says why; 63 is accepted."""
+    api = client.CustomObjectsApi(kube)
+    with pytest.raises(client.ApiException) as err:
+        api.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, _pg(namespace, "n" * 70, {}))
+    assert err.value.status == 422
+    assert "at most 63 characters" in err.value.body and "scheduling.x-k8s.io/pod-group" in err.value.body
+    ok = api.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, _pg(namespace, "n" * 63, {}))
+    assert ok["metadata"]["name"] == "n" * 63
+    # generateName: the API server generates names of at most 63 characters (58 + 5).
+    gen = _pg(namespace, "", {})
+    del gen["metadata"]["name"]
+    gen["metadata"]["generateName"] = "g" * 62
+    made = api.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, gen)
+    assert len(made["metadata"]["name"]) <= 63
+
+
 def test_printer_columns_and_short_names(crd, cluster, kube, namespace):
     client.CustomObjectsApi(kube).create_namespaced_custom_object(
         GROUP, VERSION, namespace, PLURAL, _pg(namespace, "cols", {"minMember": 2, "scheduleTimeoutSeconds": 30}))

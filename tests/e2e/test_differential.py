@@ -45,6 +45,11 @@ def test_generator_is_deterministic_and_valid():
         demand = sum(int(m["spec"]["containers"][0]["resources"]["requests"]["cpu"].removesuffix("m"))
                      for m in sc["members"])
         assert demand > 0.5 * cpu * len(sc["nodes"])  # tight: the group needs most of the cluster
+    # the fixed batch exercises hard topology spread (PodTopologySpread is modelled by the planner)
+    spread = [seed for seed in SEEDS for m in generate(seed)["members"]
+              if any(c["whenUnsatisfiable"] == "DoNotSchedule"
+                     for c in m["spec"].get("topologySpreadConstraints", []))]
+    assert len(set(spread)) >= 3, spread
     with pytest.raises(ValueError, match="family"):
         generate(1, "nope")
 

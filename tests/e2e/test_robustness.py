@@ -26,7 +26,19 @@ from cogate.api import DEFAULT_GATE_NAME, GROUP, PLURAL, POD_GROUP_LABEL, VERSIO
 from cogate.localcluster import example
 from cogate.localcluster.procs import Proc, free_port, spawn, terminate
 
-from .kube import bound, create_pod_group, events_for, gated, get_pod_group, pods, running, wait_for
+from .kube import (
+    bound,
+    condition,
+    create_pod_group,
+    events_for,
+    gated,
+    get_pod_group,
+    group_pods,
+    hold_gated,
+    running,
+    status,
+    wait_for,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -52,35 +64,12 @@ def create_pods(kube, namespace: str, group: str, count: int, prefix: str | None
     return names
 
 
-def group_pods(kube, namespace: str, group: str) -> list[client.V1Pod]:
-    return pods(kube, namespace, f"{POD_GROUP_LABEL}={group}")
-
-
-def status(kube, namespace: str, name: str) -> dict[str, Any]:
-    return get_pod_group(kube, namespace, name).get("status") or {}
-
-
-def condition(st: dict[str, Any], type_: str) -> dict[str, Any] | None:
-    return next((c for c in st.get("conditions") or [] if c.get("type") == type_), None)
-
-
 def patch_pg(kube, namespace: str, name: str, body: dict[str, Any], subresource: bool = False) -> None:
     custom = client.CustomObjectsApi(kube)
     if subresource:
         custom.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, PLURAL, name, body)
     else:
         custom.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name, body)
-
-
-def hold_gated(kube, namespace: str, group: str, seconds: float, count: int) -> None:
-    """Assert for ``seconds`` that the group has ``count`` members, all gated and unbound."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        ps = group_pods(kube, namespace, group)
-        assert len(ps) == count
-        for p in ps:
-            assert gated(p) and not bound(p), f"{p.metadata.name} left the gate"
-        time.sleep(0.5)
 
 
 def metric(text: str, name: str, labels: str = "") -> float:
@@ -102,8 +91,15 @@ def test_restarted_controller_finishes_a_recorded_release_instead_of_re_deciding
                                                                                  only_nodes):
     """The release is recorded in status before pods are patched: a controller that finds a
     recorded release with gated members left ungates them, even where a fresh decision
-    would not release (4 members of 3 CPU, minMember 4, room for 3)."""
-    only_nodes(1, **NODE)
+    would not release (4 members of 3 CPU, minMember 4, room for 3). Members of a standing
+    release are released towards room the planner finds (issue 9 item 5): three are, the
+    fourth waits gated for capacity instead of going Unschedulable."""
+    (node,) = only_nodes(1, **NODE)
+    # Members of a standing release are released towards room the planner finds: wait until the
+    # new node has lost the not-ready taint the node lifecycle controller puts on it at first.
+    core = client.CoreV1Api(kube)
+    wait_for(lambda: not [t for t in core.read_node(node).spec.taints or [] if t.key.startswith("node.kubernetes.io/")],
+             30, what="node without the not-ready taint")
     stack.processes.pop("controller").stop()
     try:
         create_pod_group(kube, example.pod_group("g", 4, namespace=namespace, timeout_seconds=None))
@@ -116,9 +112,12 @@ def test_restarted_controller_finishes_a_recorded_release_instead_of_re_deciding
                  subresource=True)
     finally:
         stack.start_controller()
-    wait_for(lambda: not any(gated(p) for p in group_pods(kube, namespace, "g")), 10,
-             what="the recorded release finished: every gate removed")
+    wait_for(lambda: sum(not gated(p) for p in group_pods(kube, namespace, "g")) == 3, 10,
+             what="the recorded release finished: the gates of the three with room removed")
     wait_for(lambda: sum(running(p) for p in group_pods(kube, namespace, "g")) == 3, 15, what="3 Running")
+    (waiting,) = [p for p in group_pods(kube, namespace, "g") if gated(p)]
+    cond = wait_for(lambda: condition(status(kube, namespace, "g"), "MembersWaiting"), 10, what="MembersWaiting")
+    assert cond["status"] == "True" and waiting.metadata.name in cond["message"], cond
     st = status(kube, namespace, "g")
     assert st.get("scheduleStartTime") == start, "scheduleStartTime is never rewritten"
 
@@ -244,7 +243,7 @@ def test_unmatchable_node_selector_never_releases_and_says_why(stack, kube, name
     only_nodes(1, **NODE)
     create_pod_group(kube, example.pod_group("g", 2, namespace=namespace, timeout_seconds=None))
     create_pods(kube, namespace, "g", 2, cpu="1", extra_spec={"nodeSelector": {"zone": "nowhere"}})
-    # The PodGroup exists before its pods: the first verdict may be WaitingForMembers (0 of 2 present).
+    # A pass may run between the two creations ("1 of 2 members present"): wait for the verdict on both.
     cond = wait_for(lambda: (c := condition(status(kube, namespace, "g"), "Released")) and c["status"] == "False"
                     and c["reason"] != "WaitingForMembers" and c, 10, what="Released=False with both members")
     assert cond["reason"] == "InsufficientCapacity", cond
@@ -490,23 +489,29 @@ def test_leader_election_one_leader_reconciles_and_failover_after_kill(stack, ku
 def test_restart_keeps_room_of_released_unbound_members_reserved(stack, kube, namespace, only_nodes):
     """Released members not yet bound hold their planned room across a controller restart.
 
-    Group ``a``'s members name a scheduler that does not run, so after the release they stay
+    kube-scheduler is paused (SIGSTOP), so after the release group ``a``'s members stay
     ungated and unbound, pinned to the planned node: as if kube-scheduler had not reached them
     yet when the controller restarted. A later group ``b`` that fits only in that room must not
     be released by the restarted controller (before the fix, reservations lived only in the
-    old process's memory, so ``b`` was released and bound into ``a``'s room).
+    old process's memory, so ``b`` was released and bound into ``a``'s room). (Members naming
+    a scheduler that does not run no longer serve here: cogate does not release them.)
     """
     only_nodes(1, **NODE)
-    create_pod_group(kube, example.pod_group("a", 3, namespace=namespace, timeout_seconds=None))
-    create_pods(kube, namespace, "a", 3, extra_spec={"schedulerName": "no-such-scheduler"})
-    wait_for(lambda: not any(gated(p) for p in group_pods(kube, namespace, "a")), 10, what="group a released")
-    assert not any(bound(p) for p in group_pods(kube, namespace, "a"))
-    stack.restart_controller()
-    create_pod_group(kube, example.pod_group("b", 1, namespace=namespace, timeout_seconds=None))
-    create_pods(kube, namespace, "b", 1)
-    wait_for(lambda: (c := condition(status(kube, namespace, "b"), "Released")) and c, 10, what="b decided")
-    hold_gated(kube, namespace, "b", 2, 1)
-    assert condition(status(kube, namespace, "b"), "Released")["reason"] == "InsufficientCapacity"
+    scheduler = stack.cluster.procs["kube-scheduler"]
+    scheduler.signal(signal.SIGSTOP)
+    try:
+        create_pod_group(kube, example.pod_group("a", 3, namespace=namespace, timeout_seconds=None))
+        create_pods(kube, namespace, "a", 3)
+        wait_for(lambda: not any(gated(p) for p in group_pods(kube, namespace, "a")), 10, what="group a released")
+        assert not any(bound(p) for p in group_pods(kube, namespace, "a"))
+        stack.restart_controller()
+        create_pod_group(kube, example.pod_group("b", 1, namespace=namespace, timeout_seconds=None))
+        create_pods(kube, namespace, "b", 1)
+        wait_for(lambda: (c := condition(status(kube, namespace, "b"), "Released")) and c, 10, what="b decided")
+        hold_gated(kube, namespace, "b", 2, 1)
+        assert condition(status(kube, namespace, "b"), "Released")["reason"] == "InsufficientCapacity"
+    finally:
+        scheduler.signal(signal.SIGCONT)
 
 
 @pytest.mark.parametrize("kill_at", ["status-written", "first-gate-removed"])
@@ -572,7 +577,8 @@ def test_hand_written_status_does_not_wedge_the_controller(stack, kube, namespac
 
 def test_job_waves_after_the_first_gang_are_ungated_as_they_appear(stack, kube, namespace, only_nodes):
     """completions 6, parallelism 3, minMember 3: the second wave of Job pods joins a released
-    (possibly Finished) group and is ungated without waiting for a gang decision."""
+    group and is ungated at once (or, if the group was seen Finished in between, released as a
+    new gang at once: the finished pods still exist and count as bound)."""
     only_nodes(1, **NODE)
     create_pod_group(kube, example.pod_group("job", 3, namespace=namespace, timeout_seconds=None))
     tpl = example.pod_template("job", cpu="1", app="job")
@@ -655,8 +661,15 @@ def test_members_with_a_node_bound_volume_are_not_pinned_away_from_it(stack, kub
         ps = wait_for(lambda: (lambda ps: len(ps) == 2 and all(running(p) for p in ps) and ps)(
             group_pods(kube, namespace, "vol")), 20, what="both members Running")
         assert {p.spec.node_name for p in ps} == {names[-1]}, "members run on the only node their volume allows"
-        assert all(p.spec.affinity is None or p.spec.affinity.node_affinity is None for p in ps), "not pinned"
+        # The planner reads the bound PV's node affinity (controller/volumes.py), so it pins each
+        # member to the volume's node, never away from it.
+        def pins(p: client.V1Pod) -> set[str]:
+            na = p.spec.affinity.node_affinity if p.spec.affinity else None
+            terms = na.required_during_scheduling_ignored_during_execution.node_selector_terms if na else []
+            return {v for t in terms for f in (t.match_fields or []) for v in f.values}
+
+        assert [pins(p) for p in ps] == [{names[-1]}] * 2, "each member pinned to the volume's node"
         released = [e.message for e in events_for(kube, namespace, "vol") if e.reason == "Released"]
-        assert any("placed by kube-scheduler" in m or "placement by kube-scheduler" in m for m in released), released
+        assert f"released 2 members pinned to planned nodes: {names[-1]} x2" in released, released
     finally:
         core.delete_persistent_volume(pv_name)

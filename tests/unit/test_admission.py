@@ -333,6 +333,43 @@ def test_decision_carries_identity_for_logs():
     assert named.name == "train-worker-0-x1y2z"
 
 
+# Label values the API server accepts as label values but no PodGroup can be named
+# (not a DNS-1123 subdomain), and one longer than a PodGroup name may be.
+UNNAMEABLE = [
+    ("Train_Job.v1", "DNS-1123 subdomain"),
+    ("Train", "DNS-1123 subdomain"),
+    ("train_job", "DNS-1123 subdomain"),
+    ("-train", "DNS-1123 subdomain"),
+    ("train.", "DNS-1123 subdomain"),
+    ("train..v1", "DNS-1123 subdomain"),
+    ("a" * 64, "at most 63 characters"),
+]
+
+
+@pytest.mark.parametrize("value,why", UNNAMEABLE, ids=[v[:16] for v, _ in UNNAMEABLE])
+@pytest.mark.parametrize("node_name", [None, "node-1"], ids=["unbound", "node-name"])
+def test_label_value_that_cannot_name_a_pod_group_is_refused_saying_why(value, why, node_name):
+    """Issue 9 item 8: gating such a pod would keep it Pending for ever (no PodGroup can have
+    that name), so it is refused; a workload controller's FailedCreate event shows why."""
+    result = evaluate(review(job_pod(group=value, node_name=node_name)))
+    assert result.outcome == Outcome.INVALID_GROUP
+    assert result.patch is None
+    response = admit(review(job_pod(group=value, node_name=node_name)))["response"]
+    assert response["allowed"] is False
+    assert "patch" not in response
+    st_ = response["status"]
+    assert (st_["status"], st_["code"], st_["reason"]) == ("Failure", 422, "Invalid")
+    assert POD_GROUP_LABEL in st_["message"] and repr(value) in st_["message"]
+    assert "cannot name a PodGroup" in st_["message"] and why in st_["message"]
+
+
+@pytest.mark.parametrize("value", ["train", "train-job.v1", "a", "0", "a" * 63, "x.y-z.1"])
+def test_label_values_that_can_name_a_pod_group_are_gated(value):
+    result = evaluate(review(job_pod(group=value)))
+    assert result.outcome == Outcome.GATED
+    assert admit(review(job_pod(group=value)))["response"]["allowed"] is True
+
+
 def test_response_shape_without_patch():
     response = Admission(uid="u1", outcome=Outcome.IGNORED).response()
     assert response == {

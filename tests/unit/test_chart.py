@@ -241,6 +241,16 @@ def test_controller_deployment(controller_deploy):
     args = controller_main.build_parser().parse_args(c["args"][1:])
     assert args.leader_elect is True and args.placement == "pinned"
     assert "--evict-on-timeout" not in c["args"]
+    assert args.scheduler_names == [] and args.unchecked_constraints == "release"
+
+
+def test_scheduler_names_and_unchecked_policy_reach_the_controller(helm):
+    objs = render(helm, "--set", "controller.schedulerNames={batch-scheduler,gpu-scheduler}",
+                  "--set", "controller.uncheckedConstraints=hold")
+    args = container(find(objs, "Deployment", "cogate-controller"), "controller")["args"]
+    parsed = controller_main.build_parser().parse_args(args[1:])
+    assert parsed.scheduler_names == ["batch-scheduler", "gpu-scheduler"]
+    assert parsed.unchecked_constraints == "hold"
 
 
 def test_evict_on_timeout_adds_flag_and_eviction_right(helm):
@@ -248,6 +258,24 @@ def test_evict_on_timeout_adds_flag_and_eviction_right(helm):
     args = container(find(objs, "Deployment", "cogate-controller"), "controller")["args"]
     assert controller_main.build_parser().parse_args(args[1:]).evict_on_timeout is True
     assert (("",), ("pods/eviction",), ("create",), ()) in _rules(objs, "ClusterRole", "cogate-controller")
+
+
+def test_after_release_values_reach_the_flags_and_rights(helm):
+    default = render(helm)
+    args = container(find(default, "Deployment", "cogate-controller"), "controller")["args"]
+    parsed = controller_main.build_parser().parse_args(args[1:])
+    assert parsed.recreate_stuck_members and parsed.validate_releases
+    assert not parsed.pod_disruption_budgets and not parsed.evict_below_quorum
+    objs = render(helm, "--set", "controller.recreateStuckMembers=false", "--set", "controller.validateReleases=false",
+                  "--set", "controller.podDisruptionBudgets=true", "--set", "controller.evictBelowQuorum=true")
+    args = container(find(objs, "Deployment", "cogate-controller"), "controller")["args"]
+    parsed = controller_main.build_parser().parse_args(args[1:])
+    assert not parsed.recreate_stuck_members and not parsed.validate_releases
+    assert parsed.pod_disruption_budgets and parsed.evict_below_quorum
+    rules = _rules(objs, "ClusterRole", "cogate-controller")
+    assert (("",), ("pods",), ("delete",), ()) not in rules
+    assert (("policy",), ("poddisruptionbudgets",), ("create", "delete", "get", "patch"), ()) in rules
+    assert (("",), ("pods/eviction",), ("create",), ()) in rules
 
 
 def test_values_reach_the_containers(helm):
@@ -288,6 +316,7 @@ def test_log_format_reaches_every_cogate_container(helm, sets, fmt):
 @pytest.mark.parametrize("sets,message", [
     (["logFormat=yaml"], "logFormat must be json or text"),
     (["controller.placement=anywhere"], "controller.placement must be pinned or free"),
+    (["controller.uncheckedConstraints=ignore"], "controller.uncheckedConstraints must be release or hold"),
     (["webhook.certs.mode=manual"], "webhook.certs.mode must be bootstrap or cert-manager"),
     (["webhook.timeoutSeconds=31"], "timeoutSeconds must be between 1 and 30"),
     (["controller.leaderElect=false"], "needs controller.leaderElect=true"),
@@ -310,7 +339,9 @@ def test_controller_rbac_is_least_privilege(objs):
     rules = _rules(objs, "ClusterRole", "cogate-controller")
     assert sorted(rules) == sorted([
         (("",), ("pods",), ("get", "list", "patch", "watch"), ()),
-        (("",), ("nodes",), ("get", "list", "watch"), ()),
+        (("",), ("nodes", "persistentvolumeclaims", "persistentvolumes"), ("get", "list", "watch"), ()),
+        (("",), ("resourcequotas",), ("get", "list", "watch"), ()),
+        (("",), ("pods",), ("delete",), ()),
         (("scheduling.x-k8s.io",), ("podgroups",), ("get", "list", "watch"), ()),
         (("scheduling.x-k8s.io",), ("podgroups/status",), ("get", "patch", "update"), ()),
         (("", "events.k8s.io"), ("events",), ("create", "patch"), ()),

@@ -123,6 +123,16 @@ def test_spec_validation_rules(schema):
     assert mr["anyOf"] == [{"type": "integer"}, {"type": "string"}]
 
 
+def test_name_length_rule_at_the_root(schema):
+    """Issue 9 item 8: a PodGroup name must fit a label value (63 characters), or no member
+    could ever name the group. A CEL rule at the schema root may read metadata.name."""
+    (rule,) = schema["x-kubernetes-validations"]
+    assert rule["rule"] == f"self.metadata.name.size() <= {api.POD_GROUP_NAME_MAX_LENGTH}"
+    assert api.POD_GROUP_NAME_MAX_LENGTH == 63
+    assert "63 characters" in rule["message"] and api.POD_GROUP_LABEL in " ".join(rule["message"].split())
+    assert rule["reason"] == "FieldValueInvalid"
+
+
 @pytest.mark.parametrize("text", QUANTITY_OK)
 def test_quantity_pattern_accepts(schema, text):
     pattern = _node(schema, "spec.minResources")["additionalProperties"]["pattern"]

@@ -23,6 +23,24 @@ def test_event_dedup_emits_only_news(steps, expected):
     assert got == expected
 
 
+@pytest.mark.parametrize("steps,expected", [
+    # (reason, key, message, now) -> emitted?  min_interval 60, refresh_interval 600
+    # an unchanged situation whose counts change: no new event until the refresh interval
+    ([("A", "k", "m1", 0), ("A", "k", "m2", 61), ("A", "k", "m3", 599), ("A", "k", "m4", 600)],
+     [True, False, False, True]),
+    # another situation of the same reason: news at once; then the same situation again: not news
+    ([("A", "k", "m1", 0), ("A", "j", "m2", 10), ("A", "j", "m3", 11)], [True, True, False]),
+    # same message: never again, even after the refresh interval
+    ([("A", "k", "m1", 0), ("A", "k", "m1", 5000)], [True, False]),
+    # a new reason: at once
+    ([("A", "k", "m1", 0), ("B", "k", "m1", 1)], [True, True]),
+])
+def test_event_dedup_dedupes_an_unchanged_situation_on_its_key(steps, expected):
+    dedup = EventDeduplicator(min_interval=60.0, refresh_interval=600.0)
+    got = [dedup.should_emit("uid", "verdict", r, m, t, key=k) for r, k, m, t in steps]
+    assert got == expected
+
+
 def test_event_dedup_slots_are_independent_and_forgettable():
     dedup = EventDeduplicator()
     assert dedup.should_emit("u", "verdict", "A", "m", 0)

@@ -25,6 +25,7 @@ from cogate.controller.planner import (
     complete_since,
     decide,
     mixed_priorities,
+    pinned_node_problems,
 )
 
 Gi = 2**30
@@ -159,10 +160,36 @@ def test_members_gated_by_other_gate_only_are_not_ours():
     foreign = [pod(cpu=1, gates=("example.com/other",))]
     v = only(run([node("n1")], [group(ours + foreign, min_member=2)]))
     assert v.outcome == "WaitingForMembers" and v.fits == 0
-    assert v.message == "2 of 2 members present, 0 bound; 1 held by other scheduling gates"
+    assert v.message == (f"2 of 2 members present, 0 bound; 1 held by other scheduling gates "
+                         f"({foreign[0].name}: example.com/other)")
     v = only(run([node("n1")], [group(ours + foreign, min_member=1)]))
     assert v.outcome == "Released" and v.fits == 1
     assert v.release == {ours[0].uid: "n1"}
+
+
+def test_waiting_message_names_the_first_members_held_by_other_gates():
+    """Issue 9 item 9: say which members other scheduling gates hold (first few), and which gates."""
+    ours = [pod(cpu=1, name="w-0")]
+    held = [pod(cpu=1, name=f"w-{i}", gates=(GATE, "example.com/quota")) for i in range(1, 4)]
+    held.append(pod(cpu=1, name="w-4", gates=("example.com/quota", "example.com/other")))
+    held.append(pod(cpu=1, name="w-5", gates=("example.com/other",)))
+    v = only(run([node("n1")], [group(ours + held, min_member=3)]))
+    assert v.outcome == "WaitingForMembers"
+    assert v.message == ("6 of 3 members present, 0 bound; 5 held by other scheduling gates (w-1: example.com/quota, "
+                         "w-2: example.com/quota, w-3: example.com/quota and 2 more)")
+
+
+def test_shortfall_names_pods_terminating_on_the_nodes_the_group_needs():
+    """Issue 9 item 9: a pod being deleted still holds its room (kube-scheduler counts it until
+    it is gone); the waiting message says so, naming it, only for nodes the group could use."""
+    dying = pod(group=None, cpu=3, node_name="n1", name="old-web", deleting=True)
+    elsewhere = pod(group=None, cpu=3, node_name="n2", name="other", deleting=True)
+    nodes = [node("n1", cpu=4), node("n2", cpu=4, labels={"pool": "b"})]
+    members = [pod(cpu=2, node_selector={"kubernetes.io/hostname": "n1"}) for _ in range(2)]
+    v = only(run(nodes, [group(members, min_member=2)], pods=[dying, elsewhere]))
+    assert v.outcome == "InsufficientCapacity"
+    assert "1 pod terminating on eligible nodes (old-web) still holds room until gone" in v.message
+    assert "other" not in v.message.split("terminating")[1]
 
 
 def test_ungated_unbound_members_are_reported_as_waiting_for_the_scheduler():
@@ -526,16 +553,40 @@ def test_custom_ttl():
 # -- released groups ---------------------------------------------------------------------
 
 
-def test_released_group_ungates_replacements():
+def test_released_group_ungates_replacements_with_room_and_holds_the_rest_gated():
+    """Issue 9 item 5: a new member of a released group is released only towards room the planner
+    found (pinned, reserved); one without room stays gated, named, with what it lacks."""
     running = [pod(cpu=2, node_name="n1", gated=False) for _ in range(2)]
     new = pod(cpu=2)
-    too_big = pod(cpu=100)
+    too_big = pod(cpu=100, name="too-big")
     g = group(running + [new, too_big], min_member=2, released=True)
     d = run([node("n1", cpu=8)], [g], pods=running)
     v = only(d)
     assert v.outcome == "AlreadyReleased"
-    assert v.release == {new.uid: "n1", too_big.uid: ""}
+    assert v.release == {new.uid: "n1"}
+    assert v.waiting == ("too-big",)
+    assert "1 new member (too-big) wait gated for capacity: cpu short by" in v.message
     assert [r.pod_uid for r in d.reservations] == [new.uid]
+
+
+def test_rollout_surge_pod_on_a_full_cluster_waits_gated_until_an_old_member_goes():
+    """Deployment gang (minMember 2, 2 x 2 CPU) on two full 2-CPU nodes, maxSurge 1: the surge pod
+    has no room, so it stays gated (not ungated into Unschedulable); once an old member is gone
+    (maxUnavailable >= 1) its room takes the new one, pinned there."""
+    nodes = [node("n1", cpu=2), node("n2", cpu=2)]
+    old = [pod(cpu=2, node_name=f"n{i}", gated=False, name=f"old-{i}") for i in (1, 2)]
+    surge = pod(cpu=2, name="surge")
+    v = only(run(nodes, [group(old + [surge], min_member=2, released=True)], pods=old))
+    assert v.release == {} and v.waiting == ("surge",)
+    v = only(run(nodes, [group(old[1:] + [surge], min_member=2, released=True)], pods=old[1:]))
+    assert v.release == {surge.uid: "n1"} and v.waiting == ()
+
+
+def test_released_group_new_member_held_by_another_gate_too_stays_gated():
+    other = pod(cpu=1, gates=(GATE, "example.com/other"), name="both")
+    v = only(run([node("n1")], [group([other], min_member=1, released=True)]))
+    assert v.release == {} and v.waiting == ("both",)
+    assert "also held by other scheduling gates" in v.message
 
 
 def test_released_group_that_lost_quorum_still_ungates():
@@ -636,6 +687,52 @@ def test_starving_group_does_not_block_released_groups():
     assert list(d.verdicts[1].release.values()) == ["n1"]
 
 
+def test_starving_group_blocks_only_groups_that_could_use_its_nodes():
+    """Issue 9 item 3: a1 (pool=a) runs a plain 6-CPU pod, b1 (pool=b) is empty; ``big`` needs two
+    4-CPU members on pool=a and starves after 300 s. A one-member group on pool=b takes nothing
+    ``big`` could use, so it is released; one that could use pool=a still waits behind it."""
+    nodes = [node("a1", cpu=8, labels={"pool": "a"}), node("b1", cpu=8, labels={"pool": "b"})]
+    busy = [pod(group=None, node_name="a1", cpu=6)]
+    big = group([pod(group="big", cpu=4, created=0, node_selector={"pool": "a"}) for _ in range(2)],
+                name="big", created=0)
+    on_b = group([pod(group="onb", cpu=1, created=10, node_selector={"pool": "b"})], name="onb", created=10)
+    anywhere = group([pod(group="any", cpu=1, created=20)], name="any", created=20)
+    cfg = PlannerConfig(starvation_seconds=300)
+    d = run(nodes, [big, on_b, anywhere], pods=busy, now=299, cfg=cfg)
+    assert [v.outcome for v in d.verdicts] == ["InsufficientCapacity", "Released", "Released"]
+    d = run(nodes, [big, on_b, anywhere], pods=busy, now=300, cfg=cfg)
+    assert [v.outcome for v in d.verdicts] == ["InsufficientCapacity", "Released", "InsufficientCapacity"]
+    assert "starving" in d.verdicts[0].message
+    assert "waiting behind starving PodGroup default/big" in d.verdicts[2].message
+    assert d.verdicts[1].release == {on_b.members[0].uid: "b1"}
+
+
+def test_starvation_scope_covers_every_node_with_pod_anti_affinity():
+    nodes = [node("a1", cpu=8, labels={"pool": "a"}), node("b1", cpu=8, labels={"pool": "b"})]
+    busy = [pod(group=None, node_name="a1", cpu=6)]
+    big = group([pod(group="big", cpu=4, node_selector={"pool": "a"}) for _ in range(2)], name="big")
+    anti = (PodAffinityTerm("zone", LabelSelector((("app", "x"),))),)
+    on_b = group([pod(group="onb", cpu=1, created=10, node_selector={"pool": "b"},
+                      required_pod_anti_affinity=anti)], name="onb", created=10)
+    d = run(nodes, [big, on_b], pods=busy, now=1000)
+    assert [v.outcome for v in d.verdicts] == ["InsufficientCapacity", "InsufficientCapacity"]
+
+
+def test_group_with_a_member_running_alone_that_can_never_fit_is_not_judged_to_fit():
+    """Issue 9 item 3: minMember 3, three 2-CPU members, one 4-CPU node; one member's gate was
+    removed by hand and it runs. The empty-cluster check charges it: 1 placed + 1 more fits,
+    never 3, so the group exceeds the cluster (and never becomes the starving group others wait
+    behind), instead of FitsCluster turning True."""
+    nodes = [node("n1", cpu=4)]
+    alone = pod(group="g", cpu=2, node_name="n1", gated=False)
+    g = group([alone, pod(group="g", cpu=2), pod(group="g", cpu=2)], min_member=3, name="g")
+    later = group([pod(group="later", cpu=1, created=5)], name="later", created=5)
+    d = run(nodes, [g, later], pods=[alone], now=1e6)
+    assert d.verdicts[0].outcome == "ExceedsClusterCapacity"
+    assert "fits 2 of 3 even with every eligible node empty" in d.verdicts[0].message
+    assert d.verdicts[1].outcome == "Released"
+
+
 def test_waiting_group_never_blocks():
     nodes = [node("n1", cpu=2)]
     w = group([pod(group="w", cpu=2)], name="w", min_member=5, created=0)
@@ -675,3 +772,42 @@ def test_shortfall_message_with_room_taken_by_bound_pods():
     v = only(run(nodes, [group([pod(cpu=2) for _ in range(3)])], pods=bound, now=0.0))
     assert v.outcome == "InsufficientCapacity"
     assert v.message == "fits 1 of 3: cpu short by 3 on eligible nodes (at most 1 free on one node, a member requests 2)"
+
+
+# -- pinned members whose node became unusable (issue 9 item 1) ---------------------------
+
+
+def pinned(cpu=4, node_name="n1", name=None, created=0.0, **kw):
+    pin = NodeSelectorTerm(match_fields=(NodeSelectorRequirement("metadata.name", "In", (node_name,)),))
+    return pod(cpu=cpu, gated=False, name=name, created=created, required_node_affinity=(pin,), **kw), node_name
+
+
+@pytest.mark.parametrize("change, reason", [
+    (dict(taints=(Taint("maint", "now", "NoSchedule"),)), "node n1 has taint maint=now"),
+    (dict(unschedulable=True), "node n1 is unschedulable (cordoned)"),
+    (dict(ready=False), "node n1 is not Ready"),
+])
+def test_pinned_node_that_became_unusable_is_named(change, reason):
+    a, b = pinned(name="k-0"), pinned(name="k-1")
+    assert pinned_node_problems([node("n1", cpu=8)], [], [a, b]) == {}
+    got = pinned_node_problems([node("n1", cpu=8, **change)], [], [a, b])
+    assert got == {a[0].uid: reason, b[0].uid: reason}
+
+
+def test_pinned_node_deleted_or_room_taken():
+    a, b = pinned(name="k-0", created=1), pinned(name="k-1", created=2)
+    assert pinned_node_problems([node("n2", cpu=8)], [], [a]) == {a[0].uid: "node n1 no longer exists"}
+    other = pod(group=None, cpu=2, node_name="n1")  # bound after the release, outside cogate's control
+    got = pinned_node_problems([node("n1", cpu=8)], [other], [a, b])
+    assert got == {b[0].uid: "node n1: room taken (cpu: 2 free, the member requests 4)"}
+
+
+def test_pinned_node_tolerated_taint_and_bound_members_are_fine():
+    tol = (Toleration("maint", "Exists"),)
+    a = pinned(tolerations=tol)
+    assert pinned_node_problems([node("n1", taints=(Taint("maint", "now", "NoSchedule"),))], [], [a]) == {}
+    # the member cache lags: its uid is already among the bound pods -> not judged (no double count)
+    m, _ = a
+    bound_copy = PodInfo(m.namespace, m.name, m.uid, labels=m.labels, node_name="n1", phase="Running",
+                         requests=m.requests)
+    assert pinned_node_problems([node("n1", cpu=4)], [bound_copy], [a]) == {}

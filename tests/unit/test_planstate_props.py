@@ -3,7 +3,9 @@
 A hypothesis state machine applies random sequences of events to a ``PlanningState`` and to a
 plain model of the same cluster (nodes, bound pods, groups, reservations, clock): nodes added,
 changed (resources, taints, cordon, readiness, labels) and deleted; pods added (bound), changed,
-deleted and made terminal; groups created, deleted, changed (members added, failed, ungated,
+marked for deletion, deleted and made terminal; groups created (members with host ports, pod
+anti-affinity, hard topology spread over hostname or zone, another scheduler, bound PVs' node
+affinity, unchecked constraints, claim problems), deleted, changed (members added, failed, ungated,
 bound, deleted; minMember; released); reservations fed back from each decision as the shell
 does, extra ones added, and the clock moved past their expiry and past the starvation limit.
 After every step the state's free room equals ``planner.room_by_node`` rebuilt from the model,
@@ -25,11 +27,14 @@ from cogate.controller.records import (
     HostPort,
     LabelSelector,
     NodeInfo,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
     PodAffinityTerm,
     PodInfo,
     Reservation,
     Taint,
     Toleration,
+    TopologySpreadConstraint,
 )
 from cogate.controller.planner import GroupRequest, PlannerConfig, decide, room_by_node
 from cogate.controller.planstate import PlanningState
@@ -40,8 +45,11 @@ TAINT = Taint("dedicated", "x", "NoSchedule")
 TOL = Toleration("dedicated", "Equal", "x", "NoSchedule")
 NODE_NAMES = [f"n{i}" for i in range(5)]
 GROUP_NAMES = [f"g{i}" for i in range(4)]
+OTHER_SCHEDULER = "other-scheduler"
 CONFIGS = [PlannerConfig(starvation_seconds=40.0, reservation_ttl_seconds=25.0),
-           PlannerConfig(starvation_seconds=300.0, reservation_ttl_seconds=60.0)]
+           PlannerConfig(starvation_seconds=300.0, reservation_ttl_seconds=60.0),
+           PlannerConfig(starvation_seconds=40.0, reservation_ttl_seconds=25.0, unchecked="hold",
+                         scheduler_names=frozenset({"default-scheduler", OTHER_SCHEDULER}))]
 
 STATS = {"kept": 0, "judged": 0}
 cpu = st.sampled_from([0, 500, 1000, 1500, 2000, 3000])
@@ -75,7 +83,7 @@ class PlanStateMachine(RuleBasedStateMachine):
         for k, lc in enumerate(load):
             self.add_pod(NODE_NAMES[k % count], lc, 0, 1, 1, "web")
         for name in GROUP_NAMES[:waiting]:  # groups that wait for room while events come
-            self.add_group(name, 2, 0, c, 0, 0, False, 5)
+            self.add_group(name, 2, 0, c, 0, 0, False, 9)
 
     @rule(name=st.sampled_from(NODE_NAMES), cpu_cores=st.integers(0, 4), mem=st.integers(0, 4),
           slots=st.integers(0, 4), tainted=st.booleans(), cordoned=st.integers(0, 6), ready=st.integers(0, 8),
@@ -120,13 +128,15 @@ class PlanStateMachine(RuleBasedStateMachine):
         return sorted(u for u, p in self.pods.items() if not p.group)
 
     @precondition(lambda self: any(not p.group for p in self.pods.values()))
-    @rule(data=st.data(), c=cpu, m=mem, how=st.sampled_from(["requests", "terminal", "move", "same"]))
+    @rule(data=st.data(), c=cpu, m=mem, how=st.sampled_from(["requests", "terminal", "move", "same", "deleting"]))
     def update_pod(self, data, c, m, how):
         p = self.pods[data.draw(st.sampled_from(self._plain_pods()))]
         if how == "requests":
             p = replace(p, requests={k: v for k, v in {"cpu": c, "memory": m}.items() if v})
         elif how == "terminal":
             p = replace(p, phase=data.draw(st.sampled_from(["Succeeded", "Failed"])))
+        elif how == "deleting":  # terminating: still holds room, named in waiting messages
+            p = replace(p, deleting=not p.deleting)
         elif how == "move":
             p = replace(p, node_name=data.draw(st.sampled_from(NODE_NAMES)))
         else:
@@ -140,21 +150,42 @@ class PlanStateMachine(RuleBasedStateMachine):
 
     # -- groups and members
 
-    def _member(self, group: str, c: int, m: int, prio: int, tol: bool, port: bool, anti: bool) -> PodInfo:
+    def _member(self, group: str, c: int, m: int, prio: int, tol: bool, special: int) -> PodInfo:
+        """A gated member; ``special`` picks one constraint: 0 host port, 1 pod anti-affinity,
+        2 topology spread over hostname, 3 over zones (minDomains 2, selector app=web: counts plain
+        pods too), 4 another scheduler, 5 a bound PV's node affinity (n0 or n1), 6 an unchecked
+        constraint, 7 a claim problem; anything else none."""
         name = self._uid(f"{group}-")
-        return PodInfo("default", name, name, labels={POD_GROUP_LABEL: group},
-                       requests={k: v for k, v in {"cpu": c, "memory": m}.items() if v}, gates=(GATE,),
-                       tolerations=(TOL,) if tol else (), host_ports=(HostPort(80),) if port else (),
-                       required_pod_anti_affinity=(PodAffinityTerm(HOST, LabelSelector(((POD_GROUP_LABEL, group),))),)
-                       if anti else (),
-                       priority=prio, created=self.now)
+        own = LabelSelector(((POD_GROUP_LABEL, group),))
+        p = PodInfo("default", name, name, labels={POD_GROUP_LABEL: group, "app": "web"},
+                    requests={k: v for k, v in {"cpu": c, "memory": m}.items() if v}, gates=(GATE,),
+                    tolerations=(TOL,) if tol else (), priority=prio, created=self.now)
+        if special == 0:
+            p = replace(p, host_ports=(HostPort(80),))
+        elif special == 1:
+            p = replace(p, required_pod_anti_affinity=(PodAffinityTerm(HOST, own),))
+        elif special == 2:
+            p = replace(p, topology_spread=(TopologySpreadConstraint(1, HOST, own),))
+        elif special == 3:
+            p = replace(p, topology_spread=(TopologySpreadConstraint(
+                1, ZONE, LabelSelector((("app", "web"),)), min_domains=2, node_taints_policy="Honor"),))
+        elif special == 4:
+            p = replace(p, scheduler_name=OTHER_SCHEDULER)
+        elif special == 5:
+            pv = (NodeSelectorTerm((NodeSelectorRequirement(HOST, "In", ("n0", "n1")),)),)
+            p = replace(p, volume_claims=("data",), volume_node_affinity=(pv,))
+        elif special == 6:
+            p = replace(p, unplanned=("resource claims",))
+        elif special == 7:
+            p = replace(p, volume_claims=("data",), volume_problems=('persistentvolumeclaim "data" not found',))
+        return p
 
     @rule(name=st.sampled_from(GROUP_NAMES), size=st.integers(1, 4), extra=st.integers(0, 1), c=cpu, m=mem,
-          prio=st.integers(0, 1), tol=st.booleans(), special=st.integers(0, 9))
+          prio=st.integers(0, 1), tol=st.booleans(), special=st.integers(0, 15))
     def add_group(self, name, size, extra, c, m, prio, tol, special):
         if name in self.groups:
             self._delete_group(name)
-        members = tuple(self._member(name, c, m, prio, tol, special == 0, special == 1) for _ in range(size + extra))
+        members = tuple(self._member(name, c, m, prio, tol, special) for _ in range(size + extra))
         self.groups[name] = GroupRequest("default", name, size, self.now, False, members)
 
     def _delete_group(self, name: str) -> None:
@@ -172,11 +203,11 @@ class PlanStateMachine(RuleBasedStateMachine):
         self.groups[name] = replace(self.groups[name], members=members, **kw)
 
     @precondition(lambda self: self.groups)
-    @rule(data=st.data(), c=cpu, m=mem)
-    def add_member(self, data, c, m):
+    @rule(data=st.data(), c=cpu, m=mem, special=st.integers(2, 15))
+    def add_member(self, data, c, m, special):
         name = data.draw(st.sampled_from(sorted(self.groups)))
         g = self.groups[name]
-        self._set_members(name, g.members + (self._member(name, c, m, 0, False, False, False),))
+        self._set_members(name, g.members + (self._member(name, c, m, 0, False, special),))
 
     @precondition(lambda self: any(g.members for g in self.groups.values()))
     @rule(data=st.data(), what=st.sampled_from(["bind", "ungate", "fail", "delete", "other-gate", "succeed"]),
@@ -228,7 +259,7 @@ class PlanStateMachine(RuleBasedStateMachine):
     def advance_clock(self, dt):
         self.now += dt
 
-    @rule(k=st.integers(0, 1))
+    @rule(k=st.integers(0, len(CONFIGS) - 1))
     def set_config(self, k):
         self.config = CONFIGS[k]
 
@@ -290,3 +321,48 @@ def test_verdicts_are_kept_when_nothing_they_read_changed():
     third = state.decide([big], [], 12.0)
     assert state.last_judged == 1 and third.verdicts[0].outcome == "Released"
     assert third == decide(nodes, load[1:] + [extra], [big], [], 12.0)
+
+
+def test_topology_spread_verdict_follows_pods_on_nodes_the_group_cannot_use():
+    """Topology spread counts pods over every node of a domain, also nodes a member cannot use:
+    a pod bound there changes the skew, so such a group is judged again (never kept)."""
+    web = LabelSelector((("app", "web"),))
+    nodes = [NodeInfo("n0", labels={HOST: "n0"}, allocatable={"cpu": 8000, "pods": 10}),
+             NodeInfo("n1", labels={HOST: "n1"}, allocatable={"cpu": 8000, "pods": 10}, taints=(TAINT,))]
+    load = [PodInfo("default", f"w{i}", f"w{i}", labels={"app": "web"}, node_name="n0", phase="Running",
+                    requests={"cpu": 100}) for i in range(2)]
+    member = PodInfo("default", "m0", "m0", labels={POD_GROUP_LABEL: "s", "app": "web"}, requests={"cpu": 100},
+                     gates=(GATE,), topology_spread=(TopologySpreadConstraint(1, HOST, web),))
+    group = GroupRequest("default", "s", 1, 0.0, False, (member,))
+    state = PlanningState.build(nodes, load)
+    first = state.decide([group], [], 10.0)
+    assert first == decide(nodes, load, [group], [], 10.0)
+    assert first.verdicts[0].outcome == "InsufficientCapacity"  # n0 holds 2 web pods, n1 none: skew 3
+    far = [PodInfo("default", f"t{i}", f"t{i}", labels={"app": "web"}, node_name="n1", phase="Running",
+                   requests={"cpu": 100}) for i in range(2)]
+    for p in far:  # on the tainted node the member cannot use, still a domain (nodeTaintsPolicy Ignore)
+        state.upsert_pod(p)
+    second = state.decide([group], [], 11.0)
+    assert state.last_kept == 0
+    assert second == decide(nodes, load + far, [group], [], 11.0)
+    assert second.verdicts[0].outcome == "Released" and second.verdicts[0].release == {"m0": "n0"}
+
+
+def test_waiting_message_follows_pods_terminating_on_eligible_nodes():
+    """The waiting message names pods being deleted on eligible nodes: a pod marked for deletion
+    there re-judges a kept verdict even when the free room did not change."""
+    nodes = [NodeInfo(f"n{i}", labels={HOST: f"n{i}"}, allocatable={"cpu": 4000, "pods": 10}) for i in range(3)]
+    load = [PodInfo("default", f"l{i}", f"l{i}", node_name=f"n{i}", phase="Running", requests={"cpu": 2500})
+            for i in range(3)]  # 1.5 CPU free on each: enough in total, too little on any one node
+    members = tuple(PodInfo("default", f"m{k}", f"m{k}", labels={POD_GROUP_LABEL: "big"}, requests={"cpu": 2000},
+                            gates=(GATE,)) for k in range(2))
+    big = GroupRequest("default", "big", 2, 0.0, False, members)
+    state = PlanningState.build(nodes, load)
+    assert state.decide([big], [], 10.0).verdicts[0].outcome == "InsufficientCapacity"
+    going = replace(load[1], deleting=True)
+    state.upsert_pod(going)
+    again = state.decide([big], [], 11.0)
+    assert again == decide(nodes, [load[0], going, load[2]], [big], [], 11.0)
+    assert "terminating on eligible nodes (l1)" in again.verdicts[0].message
+    state.upsert_pod(replace(going, resource_version="9"))  # nothing the planner reads changed: kept
+    assert state.decide([big], [], 12.0) == again and state.last_kept == 1

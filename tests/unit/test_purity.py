@@ -25,6 +25,10 @@ PURE = [
     "cogate.controller.status",
     "cogate.controller.patches",
     "cogate.controller.notices",
+    "cogate.controller.spread",
+    "cogate.controller.volumes",
+    "cogate.controller.quota",
+    "cogate.controller.lifecycle",
     "cogate.webhook.admission",
     "cogate.gates",
 ]

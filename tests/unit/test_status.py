@@ -10,13 +10,17 @@ from cogate.controller.records import PodInfo
 from cogate.controller.planner import GroupVerdict
 from cogate.controller.status import (
     release_stands,
+    quorum_reached,
     Counts,
+    compute,
+    track_ended,
     compute_status,
     count_members,
     decide_phase,
     status_patch,
     timeout_deadline,
 )
+from cogate.controller.notices import situation_key
 from cogate.models import PHASES, PodGroup, format_time, parse_time
 
 NS, NAME = "ml", "train"
@@ -114,7 +118,7 @@ PHASE_TABLE = [
     (3, "", True, "Finished", "Finished"),
     (3, "S", True, "Finished", "Finished"),
     (3, "", True, "Failed", "Failed"),
-    (3, "GGG", True, "Finished", "Scheduling"),  # a new gang of members: recomputed
+    (3, "GGG", True, "Finished", "Scheduling"),  # a new gang of members released: recomputed
     (3, "RRR", True, "Failed", "Running"),
 ]
 
@@ -132,7 +136,12 @@ def test_compute_status_phase_matches_table(m, spec, released, previous, expecte
         status["phase"] = previous
         if previous != "Pending" and not released:
             pytest.fail("table row inconsistent: a non-Pending previous phase implies a release")
-    st_ = compute_status(podgroup(m, status), members(spec), None, T0 + 10)
+    pg = podgroup(m, status)
+    ms = members(spec)
+    # A release that no longer stands (e.g. new gated members of a Finished group) is
+    # "released" in the table only by a fresh release verdict.
+    v = verdict("Released", "fits", m) if released and not release_stands(pg.status, ms) else None
+    st_ = compute_status(pg, ms, v, T0 + 10)
     assert st_.phase == expected
     assert st_.scheduled == sum(s in "BRSF" for s in spec)
     assert st_.running == spec.count("R")
@@ -260,23 +269,83 @@ def test_occupied_by_kept():
 
 
 # ------------------------------------------------------------------ timeout
-@pytest.mark.parametrize("spec,elapsed,timed_out", [
-    ("BGG", 59, False),
-    ("BGG", 60, True),
-    ("BBG", 600, True),
-    ("BBB", 600, False),
-    ("RRR", 600, False),
+@pytest.mark.parametrize("spec,elapsed,expected", [
+    ("BGG", 59, None),
+    ("BGG", 60, ("True", "TimedOut")),
+    ("BBG", 600, ("True", "TimedOut")),
+    ("BBB", 600, ("False", "MembersBound")),
+    ("RRR", 600, ("False", "MembersBound")),
+    ("BBB", 1, ("False", "MembersBound")),
 ])
-def test_timeout_from_schedule_start_time(spec, elapsed, timed_out):
+def test_timeout_from_schedule_start_time(spec, elapsed, expected):
     pg = podgroup(3, dict(RELEASED), timeout=60)
     st_ = compute_status(pg, members(spec), None, T0 + elapsed)
     cond = st_.condition("TimedOut")
-    if timed_out:
-        assert cond is not None and (cond.status, cond.reason) == ("True", "TimedOut")
-        assert f"{sum(s in 'BR' for s in spec)} of minMember 3" in cond.message
-        assert cond.lastTransitionTime == format_time(T0 + elapsed)
-    else:
+    if expected is None:
         assert cond is None
+        return
+    assert (cond.status, cond.reason) == expected
+    assert cond.lastTransitionTime == format_time(T0 + elapsed)
+    if expected[0] == "True":
+        assert f"{sum(s in 'BR' for s in spec)} of minMember 3" in cond.message
+    else:
+        assert f"3 of 3 members bound {elapsed}s after the release" in cond.message
+
+
+def _steps(pg_status: dict, timeout: int, steps: list[tuple[str, float]], m: int = 2):
+    """Run compute_status over (members, seconds after T0) steps, feeding each status into the next."""
+    out = []
+    status = dict(pg_status)
+    for spec, at in steps:
+        st_ = compute_status(podgroup(m, status, timeout=timeout), members(spec), None, T0 + at)
+        status = st_.to_api()
+        out.append(st_)
+    return out
+
+
+def test_member_lost_after_quorum_is_not_a_timeout():
+    """Issue 9 item 4: minMember 2, timeout 5, both bound within a second, one deleted 10 s
+    later: no TimedOut=True (the window closed when the quorum was first bound)."""
+    bound, later, much_later = _steps(dict(RELEASED), 5, [("BB", 1), ("R", 11), ("R", 600)])
+    assert (bound.condition("TimedOut").status, bound.condition("TimedOut").reason) == ("False", "MembersBound")
+    for st_ in (later, much_later):
+        cond = st_.condition("TimedOut")
+        assert (cond.status, cond.reason) == ("False", "MembersBound"), cond
+        assert cond.lastTransitionTime == format_time(T0 + 1)
+    assert timeout_deadline(podgroup(2, later.to_api(), timeout=5)) is None
+
+
+def test_quorum_reached_is_remembered_by_a_phase_written_before_the_condition():
+    """A status written by an older controller (phase Running, no TimedOut condition) or a
+    timeout added to a running group: the release reached its quorum, so no timeout."""
+    status = {**RELEASED, "phase": "Running"}
+    assert quorum_reached(podgroup(2, status).status)
+    st_ = compute_status(podgroup(2, status, timeout=5), members("R"), None, T0 + 60)
+    assert st_.condition("TimedOut") is None
+    assert timeout_deadline(podgroup(2, status, timeout=5)) is None
+    assert not quorum_reached(podgroup(2, {"phase": "Running"}).status)  # no release recorded
+
+
+def test_healed_timeout_does_not_fire_again_when_a_member_is_lost():
+    late, healed, lost = _steps(dict(RELEASED), 5, [("BG", 10), ("BB", 12), ("B", 20)])
+    assert late.condition("TimedOut").status == "True"
+    assert (healed.condition("TimedOut").status, healed.condition("TimedOut").reason) == ("False", "MembersBound")
+    assert lost.condition("TimedOut") == healed.condition("TimedOut")
+
+
+def test_fresh_release_reopens_the_timeout_window():
+    """After the gang re-forms (e.g. lost quorum through failures, replacements gated), the
+    new release is judged on its own window."""
+    (bound,) = _steps(dict(RELEASED), 5, [("BB", 1)])
+    failed = {**bound.to_api(), "phase": "Failed"}
+    again = compute_status(podgroup(2, failed, timeout=5), members("GG"), verdict("Released", "fits 2 of 2", 2),
+                           T0 + 100)
+    cond = again.condition("TimedOut")
+    assert (cond.status, cond.reason) == ("False", "Released")
+    assert again.scheduleStartTime == format_time(T0 + 100)
+    assert not quorum_reached(again)
+    (late,) = _steps(again.to_api(), 5, [("BU", 106)])
+    assert (late.condition("TimedOut").status, late.condition("TimedOut").reason) == ("True", "TimedOut")
 
 
 def test_timeout_clears_when_quorum_binds_and_is_disabled_by_zero():
@@ -403,3 +472,137 @@ def test_timed_out_group_short_of_room_reports_it_and_keeps_start_time():
     assert st_.scheduleStartTime == format_time(T0)
     assert (st_.condition("Released").status, st_.condition("Released").reason) == ("False", "InsufficientCapacity")
     assert st_.condition("TimedOut").status == "True"
+
+
+# ------------------------------------------------------------------ counts and phase survive deleted members
+
+
+def _pass(status: dict, spec: dict[int, str], m: int, at: float, ended=None, v=None):
+    """One compute() over members {index: state}; returns (status as API JSON, ended, PodGroupStatus)."""
+    ms = [member(state, i) for i, state in sorted(spec.items())]
+    st_, ended = compute(podgroup(m, status), ms, v, T0 + at, ended=ended)
+    return st_.to_api(), ended, st_
+
+
+def test_finished_group_keeps_phase_and_counts_when_members_are_deleted_and_a_new_one_joins():
+    """Issue 9 item 9: two bare members succeed and are deleted; a third joins. Before: succeeded
+    dropped to 0 and the phase went Finished -> Scheduling."""
+    status, ended, st_ = _pass(dict(RELEASED), {0: "R", 1: "R"}, 2, 1)
+    status, ended, st_ = _pass(status, {0: "S", 1: "S"}, 2, 5, ended)
+    assert (st_.phase, st_.succeeded) == ("Finished", 2)
+    for mem in (ended, None):  # with the controller's memory, and after a restart (written counts)
+        s2, e2, gone = _pass(status, {}, 2, 6, mem)
+        assert (gone.phase, gone.succeeded, gone.scheduled) == ("Finished", 2, 0)
+        # A new member joins: the finished release no longer stands; it waits for a new gang.
+        assert not release_stands(podgroup(2, s2).status, [member("G", 7)])
+        _, _, joined = _pass(s2, {7: "G"}, 2, 7, e2, verdict("WaitingForMembers", "1 of 2 members present"))
+        assert (joined.phase, joined.succeeded) == ("Finished", 2)
+        rel = joined.condition("Released")
+        assert (rel.status, rel.reason, rel.message) == ("False", "WaitingForMembers", "1 of 2 members present")
+
+
+def test_members_deleted_one_by_one_after_succeeding_still_finish_the_group():
+    status, ended, _ = _pass(dict(RELEASED), {0: "R", 1: "R"}, 2, 1)
+    status, ended, st_ = _pass(status, {0: "S", 1: "R"}, 2, 2, ended)
+    assert st_.phase == "Running"
+    status, ended, st_ = _pass(status, {1: "R"}, 2, 3, ended)  # 0 garbage-collected
+    assert (st_.phase, st_.succeeded, st_.running) == ("Running", 1, 1)
+    status, ended, st_ = _pass(status, {1: "S"}, 2, 4, ended)
+    assert (st_.phase, st_.succeeded) == ("Finished", 2)
+
+
+def test_failed_count_survives_deletion_and_failed_phase_sticks():
+    status, ended, st_ = _pass(dict(RELEASED), {0: "R", 1: "F"}, 2, 1)
+    assert (st_.phase, st_.failed) == ("Failed", 1)
+    status, ended, st_ = _pass(status, {0: "S"}, 2, 2, ended)
+    assert (st_.phase, st_.failed, st_.succeeded) == ("Failed", 1, 1)
+    status, ended, st_ = _pass(status, {}, 2, 3, ended)
+    assert (st_.phase, st_.failed, st_.succeeded) == ("Failed", 1, 1)
+
+
+def test_fresh_release_counts_from_its_own_members():
+    status, ended, _ = _pass(dict(RELEASED), {0: "S", 1: "S"}, 2, 1)
+    status, ended, _ = _pass(status, {}, 2, 2, ended)
+    status, ended, st_ = _pass(status, {5: "G", 6: "G"}, 2, 3, ended, verdict("Released", "fits 2 of 2", 2))
+    assert st_.phase == "Scheduling" and st_.scheduleStartTime == format_time(T0 + 3)
+    assert (st_.succeeded, st_.failed) == (0, 0)
+    status, ended, st_ = _pass(status, {5: "S", 6: "S"}, 2, 9, ended)
+    assert (st_.phase, st_.succeeded) == ("Finished", 2)
+
+
+def test_job_wave_joining_a_finished_group_counts_its_finished_pods():
+    """A Job's next wave (finished pods still exist) joins a Finished group: the new gang is
+    released at once by the planner (Succeeded members count as bound) and counts them too."""
+    status, ended, st_ = _pass(dict(RELEASED), {0: "S", 1: "S", 2: "S"}, 3, 1)
+    assert st_.phase == "Finished"
+    wave = {0: "S", 1: "S", 2: "S", 3: "G", 4: "G", 5: "G"}
+    status, ended, st_ = _pass(status, wave, 3, 2, ended, verdict("Released", "fits 6 of 3", 6))
+    assert st_.phase == "Scheduled"  # the 3 succeeded (bound) count toward minMember; the wave is active
+    assert st_.succeeded == 3
+    status, ended, st_ = _pass(status, {i: "S" for i in range(6)}, 3, 5, ended)
+    assert (st_.phase, st_.succeeded) == ("Finished", 6)
+
+
+@given(st.lists(st.tuples(st.sampled_from(["start", "succeed", "fail", "delete"]), st.integers(0, 5)),
+                max_size=40))
+def test_ended_counts_are_exact_and_never_decrease_while_the_release_stands(ops):
+    """Members start, end and get deleted in any order; with the controller's memory the counts
+    equal the members that ever ended so, and never go down."""
+    live: dict[int, str] = {}
+    ever_s: set[int] = set()
+    ever_f: set[int] = set()
+    status, ended, _ = _pass(dict(RELEASED), {}, 3, 0)
+    last = (0, 0)
+    for t, (op, i) in enumerate(ops, 1):
+        if op == "start" and i not in live and i not in ever_s | ever_f:
+            live[i] = "R"
+        elif op in ("succeed", "fail") and live.get(i) == "R":
+            live[i] = "S" if op == "succeed" else "F"
+            (ever_s if op == "succeed" else ever_f).add(i)
+        elif op == "delete" and i in live:
+            del live[i]
+        status, ended, st_ = _pass(status, dict(live), 3, t, ended)
+        assert (st_.succeeded, st_.failed) == (len(ever_s), len(ever_f))
+        assert st_.succeeded >= last[0] and st_.failed >= last[1]
+        last = (st_.succeeded, st_.failed)
+        if st_.phase in ("Finished", "Failed") and not any(s == "R" for s in live.values()):
+            assert st_.scheduleStartTime == RELEASED["scheduleStartTime"]
+
+
+def test_track_ended_first_sight_takes_written_counts_as_base():
+    pg = podgroup(2, {**RELEASED, "succeeded": 3, "failed": 1})
+    seen = track_ended(None, pg.status, pg, [member("S", 0)], RELEASED["scheduleStartTime"], fresh=False)
+    assert (seen.total_succeeded, seen.total_failed) == (3, 1)
+    other = track_ended(None, pg.status, pg, [member("S", 0)], format_time(T0 + 50), fresh=False)
+    assert (other.total_succeeded, other.total_failed) == (1, 0)  # another release: no base
+    fresh = track_ended(seen, pg.status, pg, [], format_time(T0 + 50), fresh=True)
+    assert (fresh.total_succeeded, fresh.total_failed) == (0, 0)
+
+
+# ------------------------------------------------------------------ situation key (event de-duplication)
+
+
+@pytest.mark.parametrize("a,b,same", [
+    ("fits 3 of 4: cpu short by 2 on eligible nodes (at most 1500m free on one node, a member requests 2)",
+     "fits 2 of 4: cpu short by 4 on eligible nodes (at most 0 free on one node, a member requests 2)", True),
+    ("fits 1 of 2: no eligible node; 1 node excluded by taint", "fits 1 of 2: no eligible node; 3 nodes excluded by taint",
+     True),
+    ("fits 3 of 4: memory short by 2Gi", "fits 3 of 4: memory short by 512Mi", True),
+    ("fits 3 of 4: cpu short by 2", "fits 3 of 4: memory short by 2Gi", False),
+    ("fits 3 of 4: cpu short by 2", "fits 3 of 4: cpu short by 2; starving for 301s: later groups wait", False),
+    ("waiting behind starving PodGroup ml/big", "waiting behind starving PodGroup ml/other", False),
+    ("2 of 3 members present", "1 of 3 members present", True),
+    # explanations are not the situation: a new node is briefly NotReady (tainted), pods end
+    ("fits 1 of 2: cpu short by 2; 2 nodes excluded by taint", "fits 1 of 2: cpu short by 1; 1 node excluded by "
+     "nodeSelector; 1 pod terminating on eligible nodes (old) still holds room until gone", True),
+    ("fits 1 of 2: cpu short by 2", "fits 1 of 2: cpu short by 2; 1 node excluded by taint", True),
+    ("fits 1 of 2: cpu short by 2", "fits 1 of 2: no eligible node; 1 node excluded by taint", False),
+    ("2 of 3 members present", "2 of 3 members present; ResourceQuota compute: requests.cpu 2 of 2 used", False),
+])
+def test_situation_key_ignores_counts_only(a, b, same):
+    assert (situation_key(a) == situation_key(b)) is same
+
+
+def test_situation_key_of_odd_input():
+    assert situation_key("") == ""
+    assert situation_key(None) == ""  # type: ignore[arg-type]

@@ -11,7 +11,7 @@ from .test_reconciler import NS, ApiError, Harness, raw_pg, raw_pod
     ([ApiError(409)], "removed", False),
     ([ApiError(429), ApiError(503)], "removed", False),
     ([ApiError(500)] * 4, "failed", True),
-    ([ApiError(403)], "failed", True),
+    ([ApiError(403)], "refused", True),
     ([ApiError(404)], "not_found", True),
 ])
 def test_gate_removal_retries(errors, expected, gates_left):
@@ -35,6 +35,7 @@ def test_failed_test_op_rereads_and_finds_gate_gone():
     def racing_patch(name, namespace, body, **kw):
         # someone else removes the gate just before our patch lands
         h.cluster.pods[name]["spec"]["schedulingGates"] = [{"name": "x"}]
+        h.cluster._bump(h.cluster.pods[name])
         h.cluster.patch_namespaced_pod = real_patch
         return real_patch(name, namespace, body, **kw)
 
@@ -46,3 +47,16 @@ def test_recreated_pod_with_same_name_is_not_touched():
     h = Harness([raw_pod("a")], [raw_pg(min_member=1)], [])
     assert h.rec.writer.ungate(NS, "a", "uid-old", "n1") == "not_found"
     assert h.cluster.log == []
+
+
+def test_validated_patch_of_a_pod_changed_since_the_dry_run_is_rebuilt():
+    """The patch a dry run accepted is sent guarded by the resourceVersion it was built from; a pod
+    changed in between (here: another gate added) fails that test and is read and patched afresh."""
+    h = Harness([raw_pod("a")], [raw_pg(min_member=1)], [])
+    w = h.rec.writer
+    assert w.check_release({"uid-a": "n1"}) == {"uid-a": "ok"}
+    h.cluster.pods["a"]["spec"]["schedulingGates"].insert(0, {"name": "example.com/other"})
+    h.cluster._bump(h.cluster.pods["a"])
+    assert w.ungate_members({"uid-a": "n1"}) == {"uid-a": "removed"}
+    assert [g["name"] for g in h.cluster.pods["a"]["spec"]["schedulingGates"]] == ["example.com/other"]
+    assert h.cluster.reads["a"] == 2

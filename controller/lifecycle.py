@@ -1,0 +1,370 @@
+"""What happens to a group after its release (pure): stale pins, lost members, refused releases.
+
+A release is a promise kept by others: kube-scheduler must still be able to place each pinned
+member, the API server must accept the release patch, and the gang must stay whole. This
+module judges each of these from plain records; :mod:`cogate.controller.reconciler` acts on the
+judgement (deletes, evictions, PodDisruptionBudgets, events). Rules (docs/semantics.md,
+"After the release"):
+
+- :func:`stuck_members`: released, unbound members pinned to a node that can no longer take
+  them (the rule itself is the planner's, :func:`cogate.controller.planner.pinned_node_problems`);
+- :func:`departures`: members that left a released group since the last pass, with the cause
+  (the pod's ``DisruptionTarget`` reason where present);
+- :func:`ungated_without_release`: members that run although cogate never released their group;
+- :func:`fell_below_quorum`: a group that reached minMember and lost it (the opt-in
+  ``--evict-below-quorum`` policy);
+- :func:`pdb_manifest`, :func:`pdb_action`: the opt-in PodDisruptionBudget per running group;
+- :func:`lifecycle_conditions`: the conditions ``PlannedNodesUsable``, ``ReleaseAccepted``,
+  ``Disrupted`` and ``MembersWaiting`` from these findings.
+
+Times are float epoch seconds (UTC).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from cogate import api
+from cogate.controller.patches import pinned_node
+from cogate.controller.planner import GroupRequest, Outcome, pinned_node_problems
+from cogate.controller.records import NodeInfo, PodInfo
+from cogate.controller.status import condition, count_members
+from cogate.models import Condition, PodGroup, PodGroupStatus
+
+__all__ = [
+    "CONDITION_PLANNED_NODES_USABLE",
+    "CONDITION_RELEASE_ACCEPTED",
+    "CONDITION_DISRUPTED",
+    "CONDITION_MEMBERS_WAITING",
+    "REASON_QUORUM_LOST",
+    "Stuck",
+    "stuck_members",
+    "split_stuck",
+    "stuck_message",
+    "Departure",
+    "gang_members",
+    "departures",
+    "cause_of",
+    "ungated_without_release",
+    "fell_below_quorum",
+    "Findings",
+    "lifecycle_conditions",
+    "pdb_manifest",
+    "pdb_action",
+    "MANAGED_BY_LABEL",
+]
+
+#: False while released, unbound members are pinned to a node that can no longer take them.
+CONDITION_PLANNED_NODES_USABLE = "PlannedNodesUsable"
+#: False while the API server refuses a member's release patch (nothing or only part released).
+CONDITION_RELEASE_ACCEPTED = "ReleaseAccepted"
+#: True when a member left a released group, runs without a release, or the gang lost its quorum.
+CONDITION_DISRUPTED = "Disrupted"
+#: True while new members of a released group wait gated for room.
+CONDITION_MEMBERS_WAITING = "MembersWaiting"
+#: ``Disrupted`` reason once ``--evict-below-quorum`` evicted the rest of a gang: the release no
+#: longer stands, members that come back gated are planned as a gang again.
+REASON_QUORUM_LOST = "QuorumLost"
+#: Label on objects cogate creates (PodDisruptionBudgets): cogate only changes what it made.
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+
+#: ``DisruptionTarget`` reasons (k8s.io/api core/v1 ``PodReason*``) -> what happened, in words.
+_DISRUPTIONS = {
+    "PreemptionByScheduler": "preempted by kube-scheduler",
+    "EvictionByEvictionAPI": "evicted (Eviction API, e.g. kubectl drain)",
+    "DeletionByTaintManager": "deleted by the taint manager (NoExecute taint)",
+    "DeletionByPodGC": "deleted by the pod garbage collector (node gone)",
+    "TerminationByKubelet": "terminated by the kubelet (node pressure or shutdown)",
+}
+
+
+# -- 1. stale pins -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Stuck:
+    """A released, unbound member pinned to ``node``, which can no longer take it (``reason``)."""
+
+    member: PodInfo
+    node: str
+    reason: str
+
+
+def stuck_members(nodes: Sequence[NodeInfo], pods: Sequence[PodInfo],
+                  requests: Iterable[GroupRequest]) -> dict[str, Stuck]:
+    """``{uid: Stuck}`` over every group's members that carry no scheduling gate, are unbound,
+    not terminal, not deleting and pinned to a node (:func:`cogate.controller.patches.pinned_node`:
+    what the release wrote; nothing else writes it) that fails
+    :func:`cogate.controller.planner.pinned_node_problems`. ``pods``: bound, non-terminal pods."""
+    pinned: list[tuple[PodInfo, str]] = []
+    for r in requests:
+        for m in r.members:
+            if m.gates or m.bound or m.terminal or m.deleting:
+                continue
+            node = pinned_node(m)
+            if node:
+                pinned.append((m, node))
+    if not pinned:
+        return {}
+    problems = pinned_node_problems(nodes, pods, pinned)
+    return {m.uid: Stuck(m, node, problems[m.uid]) for m, node in pinned if m.uid in problems}
+
+
+def split_stuck(stuck: Iterable[Stuck], recreate: bool) -> tuple[list[Stuck], list[Stuck]]:
+    """``(delete, report)``: with ``recreate`` (``--recreate-stuck-members``, the default) members
+    with a controller owner are deleted so it recreates them gated; bare pods (nobody would
+    recreate them) and, without ``recreate``, every member are only reported."""
+    delete, report = [], []
+    for s in stuck:
+        (delete if recreate and s.member.has_controller else report).append(s)
+    return delete, report
+
+
+def stuck_message(deleted: Sequence[Stuck], reported: Sequence[Stuck]) -> str:
+    """Human text naming members, nodes and why, and what was done ("k-0, k-1 pinned to n1
+    (node n1 has taint maint=now): deleted so their owner recreates them gated ...")."""
+    parts = []
+    for items, action in ((deleted, "deleted so their owner recreates them gated and they are planned again"),
+                          (reported, "not deleted (no controller owner, or --no-recreate-stuck-members): "
+                                     "delete them to have them planned again")):
+        if not items:
+            continue
+        by_reason: dict[str, list[str]] = {}
+        for s in sorted(items, key=lambda s: s.member.name):
+            by_reason.setdefault(s.reason, []).append(s.member.name)
+        where = "; ".join(f"{', '.join(_first(names))} ({reason})" for reason, names in sorted(by_reason.items()))
+        parts.append(f"released members pinned to a node that can no longer take them: {where}; {action}")
+    return "; ".join(parts)
+
+
+def _first(names: Sequence[str], limit: int = 5) -> list[str]:
+    return list(names[:limit]) + ([f"and {len(names) - limit} more"] if len(names) > limit else [])
+
+
+# -- 3. members leaving a released group -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Departure:
+    """A member that left its released group, and why (``cause``, in words)."""
+
+    member: PodInfo
+    cause: str
+
+
+def gang_members(requests: Iterable[GroupRequest], gate: str) -> dict[str, tuple[PodInfo, tuple[str, str]]]:
+    """Members that belong to a standing release now: ``{uid: (member, (namespace, group))}`` for
+    released groups' members that carry no gate of ours, are bound, and are not terminal (what
+    :func:`departures` compares between passes)."""
+    out = {}
+    for r in requests:
+        if not r.released:
+            continue
+        for m in r.members:
+            if not m.gated_by(gate) and m.bound and not m.terminal and not m.deleting:
+                out[m.uid] = (m, (r.namespace, r.name))
+    return out
+
+
+def cause_of(p: PodInfo | None, *, gone: bool) -> str:
+    """What happened to a member: its ``DisruptionTarget`` reason in words where present, else
+    "failed" (phase Failed) or "deleted"."""
+    if p is not None and p.disruption:
+        text = _DISRUPTIONS.get(p.disruption, "disrupted")
+        return f"{text} (DisruptionTarget {p.disruption})"
+    if p is not None and p.phase == "Failed" and not gone:
+        return "failed"
+    return "deleted"
+
+
+def departures(previous: Mapping[str, tuple[PodInfo, tuple[str, str]]], current: Mapping[str, PodInfo],
+               last_seen: Mapping[str, PodInfo] | None = None,
+               ignore: Iterable[str] = ()) -> list[Departure]:
+    """Members of :func:`gang_members` at the last pass that have left since: gone from
+    ``current`` (every labelled pod by uid, deleting ones included), deleting, Failed, or
+    relabelled to another group. ``last_seen``: the last record of pods the watch reported
+    deleted (its ``DisruptionTarget`` says why); ``ignore``: uids cogate removed itself."""
+    skip = set(ignore)
+    out = []
+    for uid, (before, key) in sorted(previous.items(), key=lambda kv: kv[1][0].name):
+        if uid in skip:
+            continue
+        now = current.get(uid)
+        if now is None:
+            out.append(Departure(before, cause_of((last_seen or {}).get(uid) or before, gone=True)))
+        elif now.deleting:
+            out.append(Departure(now, cause_of(now, gone=True)))
+        elif now.phase == "Failed":
+            out.append(Departure(now, cause_of(now, gone=False)))
+        elif (now.namespace, now.group) != key:
+            out.append(Departure(now, "left the group (its label changed)"))
+    return out
+
+
+def ungated_without_release(pg: PodGroup, members: Sequence[PodInfo], gate: str) -> list[PodInfo]:
+    """Members of a group cogate never released (no ``scheduleStartTime`` in status) that carry
+    no gate of ours and are bound or waiting for kube-scheduler: someone removed the gate by
+    hand, or the pod was created with ``spec.nodeName`` or before the webhook ran."""
+    if pg.status.scheduleStartTime:
+        return []
+    return [m for m in members if not m.gated_by(gate) and not m.terminal and not m.deleting
+            and not (m.gates and not m.bound)]
+
+
+def fell_below_quorum(pg: PodGroup, members: Sequence[PodInfo]) -> bool:
+    """The group had reached minMember (recorded phase ``Scheduled`` or ``Running``) and now
+    fewer than minMember of its live members are placed (bound, not Failed)."""
+    if pg.status.phase not in ("Scheduled", "Running"):
+        return False
+    return count_members(pg, members).placed < pg.spec.minMember
+
+
+# -- conditions --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Findings:
+    """What the shell found about one group in a pass (each empty when nothing happened).
+
+    ``stuck``: the message of :func:`stuck_message`; ``refused``: which member's release patch
+    the API server refused and its answer; ``lost``: the departures of this pass;
+    ``runners``: members running without a release; ``quorum_evicted``: the text of an
+    ``--evict-below-quorum`` eviction done in this pass.
+    """
+
+    stuck: str = ""
+    refused: str = ""
+    lost: tuple[Departure, ...] = ()
+    runners: tuple[PodInfo, ...] = ()
+    quorum_evicted: str = ""
+    waiting: tuple[str, ...] = field(default=())
+
+
+def lost_message(lost: Sequence[Departure], pg: PodGroup, members: Sequence[PodInfo]) -> str:
+    """"member k-1 left the released group: preempted by kube-scheduler (...); 1 of minMember 2 placed"."""
+    what = "; ".join(f"member {d.member.name} left the released group: {d.cause}" for d in lost[:5])
+    more = f"; and {len(lost) - 5} more" if len(lost) > 5 else ""
+    placed = count_members(pg, members).placed
+    return f"{what}{more}; {placed} of minMember {pg.spec.minMember} placed"
+
+
+def runners_message(runners: Sequence[PodInfo]) -> str:
+    names = ", ".join(_first([m.name for m in runners]))
+    return (f"members {names} run although cogate has not released the group (their gate was removed "
+            "by someone else, or they were created with spec.nodeName or before the webhook ran); "
+            "the rest of the group waits for its own release")
+
+
+def lifecycle_conditions(status: PodGroupStatus, old: PodGroupStatus, pg: PodGroup, members: Sequence[PodInfo],
+                         verdict_outcome: str | None, verdict_message: str, findings: Findings,
+                         now: float) -> PodGroupStatus:
+    """``status`` (from :func:`cogate.controller.status.compute_status`) with the after-release
+    conditions set from ``findings``; a condition is only written once it has something to say
+    (False/True transitions back are recorded, absent conditions are not created as "fine").
+
+    - ``PlannedNodesUsable``: False/``PlannedNodeUnusable`` with ``findings.stuck``; back to
+      True/``PlannedNodesUsable`` when nothing is stuck.
+    - ``ReleaseAccepted``: False/``ReleaseRefused`` with ``findings.refused`` (also
+      ``Released=False`` with that reason when nothing was released); True/``ReleaseAccepted``
+      after a release went through.
+    - ``Disrupted``: True/``QuorumLost`` (``findings.quorum_evicted``), True/``MemberLost``
+      (departures), True/``UngatedWithoutRelease`` (runners); False/``MembersPlaced`` once
+      minMember are placed again (MemberLost), False/``Released`` on a fresh release.
+    - ``MembersWaiting``: True/``WaitingForCapacity`` while new members of a released group wait
+      gated (message: the planner's); False/``MembersReleased`` when none wait.
+    """
+    gen = pg.metadata.generation
+    conds = {c.type: c for c in status.conditions}
+    outcome = Outcome(verdict_outcome) if verdict_outcome else None
+
+    def put(type_: str, st: str, reason: str, message: str) -> None:
+        conds[type_] = condition(conds.get(type_), type_, st, reason, message, now, gen)
+
+    def flip_back(type_: str, bad: str, st: str, reason: str, message: str) -> None:
+        prev = conds.get(type_)
+        if prev is not None and prev.status == bad:
+            put(type_, st, reason, message)
+
+    if findings.stuck:
+        put(CONDITION_PLANNED_NODES_USABLE, "False", "PlannedNodeUnusable", findings.stuck)
+    else:
+        flip_back(CONDITION_PLANNED_NODES_USABLE, "False", "True", "PlannedNodesUsable",
+                  "every released, unbound member's planned node can take it")
+
+    if findings.refused:
+        put(CONDITION_RELEASE_ACCEPTED, "False", "ReleaseRefused", findings.refused)
+        released = conds.get("Released")
+        if released is None or released.status != "True":
+            put("Released", "False", "ReleaseRefused", findings.refused)
+    elif outcome is not None and outcome.releases:
+        flip_back(CONDITION_RELEASE_ACCEPTED, "False", "True", "ReleaseAccepted",
+                  "the API server accepted the release patches")
+
+    counts = count_members(pg, members)
+    fresh = outcome is Outcome.RELEASED
+    prev = conds.get(CONDITION_DISRUPTED)
+    if findings.quorum_evicted:
+        put(CONDITION_DISRUPTED, "True", REASON_QUORUM_LOST, findings.quorum_evicted)
+    elif findings.lost:
+        put(CONDITION_DISRUPTED, "True", "MemberLost", lost_message(findings.lost, pg, members))
+    elif findings.runners:
+        put(CONDITION_DISRUPTED, "True", "UngatedWithoutRelease", runners_message(findings.runners))
+    elif prev is not None and prev.status == "True":
+        if fresh:
+            put(CONDITION_DISRUPTED, "False", "Released", "released again as a gang")
+        elif prev.reason == "MemberLost" and counts.placed >= pg.spec.minMember:
+            put(CONDITION_DISRUPTED, "False", "MembersPlaced",
+                f"{counts.placed} of minMember {pg.spec.minMember} placed again; last loss: {prev.message}"[:1000])
+        elif prev.reason == "UngatedWithoutRelease":
+            put(CONDITION_DISRUPTED, "False", "NoneUngatedWithoutRelease",
+                "no member runs without a release any more")
+
+    if findings.waiting:
+        put(CONDITION_MEMBERS_WAITING, "True", "WaitingForCapacity", verdict_message)
+    elif outcome is Outcome.ALREADY_RELEASED or fresh:
+        flip_back(CONDITION_MEMBERS_WAITING, "True", "False", "MembersReleased", "no new member waits for room")
+
+    order = [c.type for c in status.conditions]
+    ordered = [conds[t] for t in order] + [c for t, c in conds.items() if t not in order]
+    return status.model_copy(update={"conditions": ordered})
+
+
+# -- opt-in PodDisruptionBudget per running group ------------------------------------------------
+
+
+def pdb_action(phase: str) -> str:
+    """What the PodDisruptionBudget of a group in ``phase`` should do: ``"ensure"`` (Scheduled,
+    Running: the gang holds its quorum), ``"delete"`` (Finished, Failed, Pending: nothing to
+    protect), ``"keep"`` (Scheduling: a released group that lost members keeps its budget, kept
+    in step with minMember, until it finishes)."""
+    if phase in ("Scheduled", "Running"):
+        return "ensure"
+    if phase in ("Finished", "Failed", "Pending", ""):
+        return "delete"
+    return "keep"
+
+
+def pdb_manifest(pg: PodGroup, uid: str) -> dict[str, Any]:
+    """The ``policy/v1`` PodDisruptionBudget of PodGroup ``pg`` (uid ``uid``): same name and
+    namespace, ``minAvailable = spec.minMember``, selecting the group label, owned by the PodGroup
+    (garbage collection removes it with the group) and labelled as managed by cogate."""
+    meta = pg.metadata
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {
+            "name": meta.name,
+            "namespace": meta.namespace,
+            "labels": {MANAGED_BY_LABEL: api.COMPONENT, api.POD_GROUP_LABEL: meta.name},
+            "ownerReferences": [{"apiVersion": api.API_VERSION, "kind": api.KIND, "name": meta.name,
+                                 "uid": uid, "controller": True}],
+        },
+        "spec": {"minAvailable": pg.spec.minMember,
+                 "selector": {"matchLabels": {api.POD_GROUP_LABEL: meta.name}}},
+    }
+
+
+def conditions_of(status: PodGroupStatus) -> Mapping[str, Condition]:
+    return {c.type: c for c in status.conditions}

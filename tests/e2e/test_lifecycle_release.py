@@ -1,0 +1,349 @@
+"""After the release (issue 9 items 1, 2, 3, 5): promises cogate must keep once gates are gone.
+
+Each test describes its cluster with ``only_nodes`` and uses the session ``stack`` (default
+flags) unless it restarts the controller with opt-in flags (restored afterwards). kube-scheduler
+is paused with SIGSTOP where a test needs members released but not yet bound.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import time
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from cogate.api import DEFAULT_GATE_NAME, GROUP, PLURAL, POD_GROUP_LABEL, VERSION
+from cogate.localcluster import example
+
+from .kube import (
+    bound,
+    condition,
+    create_pod_group,
+    events_for,
+    gated,
+    group_pods,
+    running,
+    scheduled_reason,
+    status,
+    wait_for,
+)
+
+pytestmark = pytest.mark.e2e
+
+NODE8 = dict(kwok_taint=False, cpu="8", memory="16Gi", pods=110)
+
+
+def bare_pod(name: str, group: str | None, cpu: str, **spec: Any) -> dict[str, Any]:
+    tpl = example.pod_template(group, cpu=cpu, app=group or "plain")
+    tpl["metadata"]["name"] = name
+    tpl["spec"].update(spec)
+    return {"apiVersion": "v1", "kind": "Pod", **tpl}
+
+
+def pinned_to(p: client.V1Pod) -> str | None:
+    try:
+        terms = p.spec.affinity.node_affinity.required_during_scheduling_ignored_during_execution.node_selector_terms
+    except AttributeError:
+        return None
+    names = {f.values[0] for t in terms for f in (t.match_fields or []) if f.key == "metadata.name"}
+    return names.pop() if len(names) == 1 else None
+
+
+def event_messages(kube, namespace: str, name: str, reason: str) -> list[str]:
+    return [e.message for e in events_for(kube, namespace, name) if e.reason == reason]
+
+
+@contextlib.contextmanager
+def scheduler_paused(stack):
+    proc = stack.cluster.procs["kube-scheduler"]
+    proc.signal(signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        proc.signal(signal.SIGCONT)
+
+
+@contextlib.contextmanager
+def controller_flags(stack, *flags: str):
+    """Run the controller with extra flags inside the block; back to the session's flags after."""
+    saved = stack.controller_args
+    stack.controller_args = tuple(saved) + flags
+    stack.restart_controller()
+    try:
+        yield
+    finally:
+        stack.controller_args = saved
+        stack.restart_controller()
+
+
+# ----------------------------------------------------------------- item 1: a planned node goes bad
+
+
+def test_members_pinned_to_a_node_that_became_unusable_are_recreated_and_run_elsewhere(stack, kube, namespace,
+                                                                                       only_nodes):
+    """Issue 9 item 1, as filed: n1, n2 (8 CPU); a 6-CPU pod on n2; minMember 2, ReplicaSet 2 x 4 CPU.
+    With kube-scheduler paused both are released pinned to n1; n1 is tainted, the 6-CPU pod
+    deleted, the scheduler resumed: cogate says so and the members end Running on n2."""
+    n1, n2 = only_nodes(2, **NODE8)
+    core = client.CoreV1Api(kube)
+    core.create_namespaced_pod(namespace, bare_pod("big", None, "6", nodeName=n2))
+    wait_for(lambda: running(core.read_namespaced_pod("big", namespace)), 15, what="6-CPU pod Running on n2")
+    create_pod_group(kube, example.pod_group("k", 2, namespace=namespace, timeout_seconds=None))
+    with scheduler_paused(stack):
+        client.AppsV1Api(kube).create_namespaced_replica_set(
+            namespace, example.replica_set("k", 2, namespace=namespace, group="k", cpu="4"))
+        first = wait_for(lambda: (ps := group_pods(kube, namespace, "k", deleting=False)) and len(ps) == 2
+                         and not any(gated(p) for p in ps) and ps, 15, what="both released")
+        assert {pinned_to(p) for p in first} == {n1}, [pinned_to(p) for p in first]
+        core.patch_node(n1, {"spec": {"taints": [{"key": "maint", "value": "now", "effect": "NoSchedule"}]}})
+        t0 = time.monotonic()
+        cond = wait_for(lambda: (c := condition(status(kube, namespace, "k"), "PlannedNodesUsable")) and
+                        c["status"] == "False" and c, 15, what="PlannedNodesUsable=False")
+        print(f"stuck members reported after {time.monotonic() - t0:.1f}s")
+        assert n1 in cond["message"] and "maint=now" in cond["message"], cond
+        assert all(p.metadata.name in cond["message"] for p in first), cond
+        (msg,) = wait_for(lambda: event_messages(kube, namespace, "k", "PlannedNodeUnusable"), 10,
+                          what="Warning PlannedNodeUnusable event")
+        assert n1 in msg and "deleted so their owner recreates them gated" in msg, msg
+        core.delete_namespaced_pod("big", namespace, grace_period_seconds=0)
+        # The old members are deleted; the ReplicaSet's new ones are planned onto n2.
+        wait_for(lambda: (ps := group_pods(kube, namespace, "k", deleting=False)) and len(ps) == 2
+                 and {p.metadata.uid for p in ps}.isdisjoint({p.metadata.uid for p in first})
+                 and {pinned_to(p) for p in ps} == {n2}, 20, what="replacements released pinned to n2")
+    ps = wait_for(lambda: (ps := group_pods(kube, namespace, "k", deleting=False)) and len(ps) == 2
+                  and all(running(p) for p in ps) and ps, 30, what="both members Running")
+    assert {p.spec.node_name for p in ps} == {n2}
+    wait_for(lambda: (c := condition(status(kube, namespace, "k"), "PlannedNodesUsable")) and c["status"] == "True", 10,
+             what="PlannedNodesUsable=True again")
+
+
+# ----------------------------------------------------------------- item 2: a refused release
+
+
+POLICY = """
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {{name: {name}}}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    namespaceSelector:
+      matchLabels: {{kubernetes.io/metadata.name: {namespace}}}
+    resourceRules:
+      - {{apiGroups: [""], apiVersions: [v1], operations: [UPDATE], resources: [pods]}}
+  validations:
+    - expression: "object.metadata.name != 'k-3' || !has(object.spec.affinity)"
+      message: "k-3's affinity is frozen by policy"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {{name: {name}}}
+spec:
+  policyName: {name}
+  validationActions: [Deny]
+"""
+
+
+def test_a_release_the_api_server_refuses_for_one_member_releases_none_and_says_why(stack, kube, namespace,
+                                                                                    only_nodes, tmp_path):
+    """Issue 9 item 2: a ValidatingAdmissionPolicy refuses UPDATEs of k-3's affinity; minMember 3,
+    k-1..k-3 on one 8-CPU node. No member is released (dry run first), the PodGroup names k-3 and
+    the API server's answer, retries back off; once the policy goes, all three run."""
+    only_nodes(1, **NODE8)
+    name = f"freeze-{namespace}"[:63]
+    path = tmp_path / "policy.yaml"
+    path.write_text(POLICY.format(name=name, namespace=namespace))
+    stack.cluster.kubectl("apply", "-f", str(path))
+    try:
+        time.sleep(3)  # the API server loads policies asynchronously
+        create_pod_group(kube, example.pod_group("k", 3, namespace=namespace, timeout_seconds=None))
+        core = client.CoreV1Api(kube)
+        for i in (1, 2, 3):
+            core.create_namespaced_pod(namespace, bare_pod(f"k-{i}", "k", "2"))
+        cond = wait_for(lambda: (c := condition(status(kube, namespace, "k"), "ReleaseAccepted")) and c, 15,
+                        what="ReleaseAccepted condition")
+        assert cond["status"] == "False" and cond["reason"] == "ReleaseRefused", cond
+        assert "k-3" in cond["message"] and "frozen by policy" in cond["message"], cond
+        released = condition(status(kube, namespace, "k"), "Released")
+        assert released["status"] == "False" and released["reason"] == "ReleaseRefused", released
+        deadline = time.monotonic() + 12
+        while time.monotonic() < deadline:  # never half-placed
+            ps = group_pods(kube, namespace, "k", deleting=False)
+            assert all(gated(p) and not bound(p) for p in ps), [p.metadata.name for p in ps if not gated(p)]
+            time.sleep(0.5)
+        refusals = [e for e in events_for(kube, namespace, "k") if e.reason == "ReleaseRefused"]
+        assert 1 <= sum(e.count or 1 for e in refusals) <= 3, [(e.message, e.count) for e in refusals]
+        assert "k-3" in refusals[0].message
+    finally:
+        stack.cluster.kubectl("delete", "-f", str(path), "--ignore-not-found")
+    wait_for(lambda: (ps := group_pods(kube, namespace, "k", deleting=False)) and len(ps) == 3 and all(running(p) for p in ps), 30,
+             what="all three Running once the policy is gone (after the back-off)")
+    wait_for(lambda: (c := condition(status(kube, namespace, "k"), "ReleaseAccepted")) and c["status"] == "True", 10,
+             what="ReleaseAccepted=True")
+
+
+# ----------------------------------------------------------------- item 3: members lost or ungated by hand
+
+
+def test_member_ungated_by_hand_in_a_group_that_never_fits_is_reported_and_never_fits(stack, kube, namespace,
+                                                                                      only_nodes):
+    """Issue 9 item 3: minMember 3, three 2-CPU pods, one 4-CPU node; the gate of one member is
+    removed by hand: it runs alone, the PodGroup says so, FitsCluster stays False."""
+    only_nodes(1, kwok_taint=False, cpu="4", memory="8Gi", pods=110)
+    create_pod_group(kube, example.pod_group("g", 3, namespace=namespace, timeout_seconds=None))
+    core = client.CoreV1Api(kube)
+    for i in range(3):
+        core.create_namespaced_pod(namespace, bare_pod(f"g-{i}", "g", "2"))
+    wait_for(lambda: (c := condition(status(kube, namespace, "g"), "FitsCluster")) and c["status"] == "False", 15,
+             what="FitsCluster=False")
+    p = core.read_namespaced_pod("g-0", namespace)
+    i = [g.name for g in p.spec.scheduling_gates].index(DEFAULT_GATE_NAME)
+    core.patch_namespaced_pod("g-0", namespace, [{"op": "remove", "path": f"/spec/schedulingGates/{i}"}])
+    wait_for(lambda: running(core.read_namespaced_pod("g-0", namespace)), 15, what="g-0 Running alone")
+    cond = wait_for(lambda: (c := condition(status(kube, namespace, "g"), "Disrupted")) and c["status"] == "True" and c, 10,
+                    what="Disrupted=True")
+    assert cond["reason"] == "UngatedWithoutRelease" and "g-0" in cond["message"], cond
+    assert any("g-0" in m for m in event_messages(kube, namespace, "g", "UngatedWithoutRelease"))
+    for _ in range(6):
+        fits = condition(status(kube, namespace, "g"), "FitsCluster")
+        assert fits["status"] == "False", fits
+        assert all(gated(q) for q in group_pods(kube, namespace, "g", deleting=False) if q.metadata.name != "g-0")
+        time.sleep(0.5)
+
+
+def test_preempted_member_is_reported_and_its_replacement_waits_gated_for_room(stack, kube, namespace, only_nodes):
+    """Issue 9 items 3 and 5: two 4-CPU nodes, minMember 2, ReplicaSet 2 x 4 CPU at priority 0,
+    Running; a priority-1000 pod of 2 CPU preempts one member. The PodGroup names the member and
+    the cause; the replacement stays gated waiting for room instead of going Unschedulable."""
+    only_nodes(2, kwok_taint=False, cpu="4", memory="8Gi", pods=110)
+    pc = f"high-{namespace}"[:63]
+    sched = client.SchedulingV1Api(kube)
+    sched.create_priority_class({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                                 "metadata": {"name": pc}, "value": 1000})
+    try:
+        create_pod_group(kube, example.pod_group("k", 2, namespace=namespace, timeout_seconds=None))
+        client.AppsV1Api(kube).create_namespaced_replica_set(
+            namespace, example.replica_set("k", 2, namespace=namespace, group="k", cpu="4"))
+        first = wait_for(lambda: (ps := group_pods(kube, namespace, "k", deleting=False)) and len(ps) == 2
+                         and all(running(p) for p in ps) and ps, 20, what="both members Running")
+        client.CoreV1Api(kube).create_namespaced_pod(namespace, bare_pod("vip", None, "2", priorityClassName=pc))
+        msg = wait_for(lambda: event_messages(kube, namespace, "k", "MemberLost"), 30, what="MemberLost event")[0]
+        assert any(p.metadata.name in msg for p in first) and "preempted" in msg, msg
+        cond = condition(status(kube, namespace, "k"), "Disrupted")
+        assert cond["status"] == "True" and cond["reason"] == "MemberLost", cond
+        wait_for(lambda: running(client.CoreV1Api(kube).read_namespaced_pod("vip", namespace)), 20, what="vip Running")
+
+        def replacement_waits():
+            ps = group_pods(kube, namespace, "k", deleting=False)
+            new = [p for p in ps if p.metadata.uid not in {q.metadata.uid for q in first}]
+            return len(new) == 1 and gated(new[0]) and new[0]
+
+        new = wait_for(replacement_waits, 15, what="the replacement gated")
+        waiting = wait_for(lambda: (c := condition(status(kube, namespace, "k"), "MembersWaiting")) and c["status"] == "True"
+                           and c, 10, what="MembersWaiting=True")
+        assert waiting["reason"] == "WaitingForCapacity", waiting
+        assert new.metadata.name in waiting["message"] and "wait gated for capacity" in waiting["message"], waiting
+        time.sleep(2)
+        assert gated(client.CoreV1Api(kube).read_namespaced_pod(new.metadata.name, namespace))
+        assert scheduled_reason(client.CoreV1Api(kube).read_namespaced_pod(new.metadata.name, namespace)) \
+            == "SchedulingGated"
+        # Room comes back: the replacement is released (pinned) and runs.
+        client.CoreV1Api(kube).delete_namespaced_pod("vip", namespace, grace_period_seconds=0)
+        wait_for(lambda: running(client.CoreV1Api(kube).read_namespaced_pod(new.metadata.name, namespace)), 20,
+                 what="replacement Running once room frees")
+    finally:
+        sched.delete_priority_class(pc)
+
+
+def test_opt_in_budget_and_quorum_eviction_reform_the_gang_whole(stack, kube, namespace, only_nodes):
+    """Issue 9 item 3, opt-in: with --pod-disruption-budgets a running group has a PDB
+    (minAvailable = minMember, owned by the PodGroup, kept in step); with --evict-below-quorum a
+    group that loses a member after reaching minMember has its other members evicted, so the
+    gang re-forms whole; deleting the PodGroup removes the budget (garbage collection)."""
+    only_nodes(1, **NODE8)
+    policy = client.PolicyV1Api(kube)
+    with controller_flags(stack, "--pod-disruption-budgets", "--evict-below-quorum"):
+        create_pod_group(kube, example.pod_group("k", 2, namespace=namespace, timeout_seconds=None))
+        client.AppsV1Api(kube).create_namespaced_replica_set(
+            namespace, example.replica_set("k", 2, namespace=namespace, group="k", cpu="1"))
+        first = wait_for(lambda: (ps := group_pods(kube, namespace, "k", deleting=False)) and len(ps) == 2
+                         and all(running(p) for p in ps) and ps, 20, what="both Running")
+
+        def budget():
+            try:
+                return policy.read_namespaced_pod_disruption_budget("k", namespace)
+            except client.ApiException as exc:
+                if exc.status == 404:
+                    return None
+                raise
+
+        pdb = wait_for(budget, 10, what="PodDisruptionBudget k")
+        assert pdb.spec.min_available == 2 and pdb.spec.selector.match_labels == {POD_GROUP_LABEL: "k"}
+        assert pdb.metadata.owner_references[0].kind == "PodGroup"
+        client.CustomObjectsApi(kube).patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "k",
+                                                                     {"spec": {"minMember": 1}})
+        wait_for(lambda: (b := budget()) and b.spec.min_available == 1, 10, what="minAvailable follows minMember")
+        client.CustomObjectsApi(kube).patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "k",
+                                                                     {"spec": {"minMember": 2}})
+        wait_for(lambda: (b := budget()) and b.spec.min_available == 2, 10, what="minAvailable 2 again")
+
+        client.CoreV1Api(kube).delete_namespaced_pod(first[0].metadata.name, namespace, grace_period_seconds=0)
+        msg = wait_for(lambda: event_messages(kube, namespace, "k", "QuorumLost"), 15, what="QuorumLost event")[0]
+        assert "evicted 1 remaining members" in msg, msg
+        # The survivor was evicted too: a whole new gang forms and runs.
+        wait_for(lambda: (ps := group_pods(kube, namespace, "k", deleting=False)) and len(ps) == 2 and all(running(p) for p in ps)
+                 and {p.metadata.uid for p in ps}.isdisjoint({p.metadata.uid for p in first}), 30,
+                 what="a whole new gang Running")
+        wait_for(lambda: (c := condition(status(kube, namespace, "k"), "Disrupted")) and c["status"] == "False", 10,
+                 what="Disrupted=False after the gang re-formed")
+        wait_for(budget, 10, what="the budget again")
+        client.CustomObjectsApi(kube).delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "k")
+        wait_for(lambda: budget() is None, 30, what="budget garbage-collected with the PodGroup")
+
+
+# ----------------------------------------------------------------- item 5: a rollout on a full cluster
+
+
+def test_rollout_surge_pod_on_a_full_cluster_waits_gated_and_max_unavailable_lets_it_through(stack, kube, namespace,
+                                                                                            only_nodes):
+    """Issue 9 item 5: a Deployment gang (minMember 2, 2 x 2 CPU, maxSurge 1, maxUnavailable 0) on two
+    full 2-CPU nodes; a template change creates a surge pod with no room: it stays gated with a
+    reason, never Unschedulable. With maxUnavailable 1 the rollout completes."""
+    only_nodes(2, kwok_taint=False, cpu="2", memory="8Gi", pods=110)
+    create_pod_group(kube, example.pod_group("web", 2, namespace=namespace, timeout_seconds=None))
+    tpl = example.pod_template("web", cpu="2", app="web")
+    apps = client.AppsV1Api(kube)
+    apps.create_namespaced_deployment(namespace, {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}}, "template": tpl,
+                 "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}}})
+    old = wait_for(lambda: (ps := group_pods(kube, namespace, "web", deleting=False)) and len(ps) == 2
+                   and all(running(p) for p in ps) and ps, 20, what="2 Running")
+    apps.patch_namespaced_deployment("web", namespace,
+                                     {"spec": {"template": {"metadata": {"annotations": {"rev": "2"}}}}})
+
+    def surge():
+        new = [p for p in group_pods(kube, namespace, "web", deleting=False) if p.metadata.uid not in {q.metadata.uid for q in old}]
+        return len(new) == 1 and new[0]
+
+    s = wait_for(surge, 15, what="surge pod")
+    waiting = wait_for(lambda: (c := condition(status(kube, namespace, "web"), "MembersWaiting")) and c["status"] == "True"
+                       and c, 10, what="MembersWaiting=True")
+    assert waiting["reason"] == "WaitingForCapacity", waiting
+    assert s.metadata.name in waiting["message"] and "wait gated for capacity" in waiting["message"], waiting
+    for _ in range(6):
+        p = client.CoreV1Api(kube).read_namespaced_pod(s.metadata.name, namespace)
+        assert gated(p) and scheduled_reason(p) == "SchedulingGated", scheduled_reason(p)
+        time.sleep(0.5)
+    apps.patch_namespaced_deployment("web", namespace,
+                                     {"spec": {"strategy": {"rollingUpdate": {"maxSurge": 1, "maxUnavailable": 1}}}})
+
+    def rolled():
+        ps = group_pods(kube, namespace, "web", deleting=False)
+        return (len(ps) == 2 and all(running(p) for p in ps) and
+                all((p.metadata.annotations or {}).get("rev") == "2" for p in ps))
+
+    wait_for(rolled, 45, what="rollout complete with maxUnavailable 1")
