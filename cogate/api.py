@@ -22,6 +22,9 @@ POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 #: Default scheduling gate added by the webhook and removed by the controller
 #: (configurable with ``--gate-name`` on both; they must agree).
 DEFAULT_GATE_NAME = "scheduling.x-k8s.io/pod-group"
+#: kube-scheduler's profile name and a pod's ``spec.schedulerName`` when it names none: the
+#: scheduler cogate plans for (pins, reserves) without being told of any other.
+DEFAULT_SCHEDULER_NAME = "default-scheduler"
 
 #: Field manager / event source name used for every write cogate makes.
 COMPONENT = "cogate"

@@ -132,7 +132,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal, TypeVar
 
-from cogate.api import DEFAULT_GATE_NAME
+from cogate.api import DEFAULT_GATE_NAME, DEFAULT_SCHEDULER_NAME
 from cogate.controller import spread as _spread
 from cogate.controller import volumes as _volumes
 from cogate.controller.records import (
@@ -218,7 +218,7 @@ class GroupRequest:
 
 
 #: kube-scheduler's default profile: the scheduler whose filters the planner models.
-DEFAULT_SCHEDULER = "default-scheduler"
+DEFAULT_SCHEDULER = DEFAULT_SCHEDULER_NAME
 #: ``PlannerConfig.unchecked`` values.
 UNCHECKED_POLICIES = ("release", "hold")
 

@@ -27,7 +27,7 @@ from types import MappingProxyType
 from typing import Any, TypeVar
 
 from cogate import gates
-from cogate.api import POD_GROUP_LABEL
+from cogate.api import DEFAULT_SCHEDULER_NAME, POD_GROUP_LABEL
 from cogate.controller.resources import QuantityError, ResourceList, effective_request, parse_quantity, to_units
 from cogate.models import parse_time as rfc3339_to_epoch
 
@@ -294,7 +294,7 @@ class PodInfo:
     created: float = 0.0
     deleting: bool = False
     has_controller: bool = False
-    scheduler_name: str = "default-scheduler"
+    scheduler_name: str = DEFAULT_SCHEDULER_NAME
     #: Not compared: two records that differ only here mean the same to the planner.
     resource_version: str = field(default="", compare=False)
     #: Scheduling constraints the planner does not evaluate, as text for messages ("volume claims"
@@ -593,7 +593,7 @@ def _pod_info(
         created=created,
         deleting=meta.get("deletionTimestamp") is not None,
         has_controller=any(isinstance(o, Mapping) and o.get("controller") is True for o in owners),
-        scheduler_name=_str(spec.get("schedulerName"), "spec.schedulerName") or "default-scheduler",
+        scheduler_name=_str(spec.get("schedulerName"), "spec.schedulerName") or DEFAULT_SCHEDULER_NAME,
         resource_version=_str(meta.get("resourceVersion"), "metadata.resourceVersion"),
         unplanned=_unplanned(spec),
         topology_spread=_spread_constraints(spec.get("topologySpreadConstraints"), "spec.topologySpreadConstraints"),

@@ -44,7 +44,7 @@ from enum import StrEnum
 from typing import Any
 
 from cogate import gates
-from cogate.api import DEFAULT_GATE_NAME, POD_GROUP_LABEL, pod_group_name_error, validate_gate_name
+from cogate.api import DEFAULT_GATE_NAME, DEFAULT_SCHEDULER_NAME, POD_GROUP_LABEL, pod_group_name_error, validate_gate_name
 
 __all__ = [
     "ADMISSION_API_VERSION",
@@ -223,8 +223,13 @@ def _validate_envelope(review: Any) -> dict[str, Any]:
     return request
 
 
-def evaluate(review: Any, gate_name: str = DEFAULT_GATE_NAME) -> Admission:
+def evaluate(review: Any, gate_name: str = DEFAULT_GATE_NAME,
+             scheduler_names: frozenset[str] = frozenset({DEFAULT_SCHEDULER_NAME})) -> Admission:
     """Decide one AdmissionReview (the parsed JSON body) for gate ``gate_name``.
+
+    ``scheduler_names``: the ``spec.schedulerName`` values the controller plans for (its
+    ``--scheduler-name`` flags plus ``default-scheduler``); a labelled pod naming another is
+    still gated, with a warning that its PodGroup will not be released.
 
     Returns an :class:`Admission` (allowed, except a label value that cannot name a
     PodGroup; see the module docstring for the rules). Raises :class:`InvalidReview` with the offending field when ``review`` is
@@ -287,17 +292,28 @@ def evaluate(review: Any, gate_name: str = DEFAULT_GATE_NAME) -> Admission:
             extra={"group": group},
             **base,
         )
+    warnings = _scheduler_warning(spec, group, scheduler_names)
     patch = gate_patch(obj, gate_name)
     if patch is None:
-        return Admission(outcome=Outcome.ALREADY_GATED, extra={"group": group}, **base)
-    return Admission(outcome=Outcome.GATED, patch=patch, extra={"group": group}, **base)
+        return Admission(outcome=Outcome.ALREADY_GATED, warnings=warnings, extra={"group": group}, **base)
+    return Admission(outcome=Outcome.GATED, patch=patch, warnings=warnings, extra={"group": group}, **base)
 
 
-def admit(review: Any, gate_name: str = DEFAULT_GATE_NAME) -> dict[str, Any]:
+def _scheduler_warning(spec: dict[str, Any], group: str, scheduler_names: frozenset[str]) -> tuple[str, ...]:
+    """The admission warning for a member naming a scheduler cogate does not plan for (the
+    controller keeps such a group gated: docs/semantics.md, "Scheduler names"), else ``()``."""
+    scheduler = _str(spec.get("schedulerName"), "request.object.spec.schedulerName") or DEFAULT_SCHEDULER_NAME
+    if scheduler in scheduler_names:
+        return ()
+    return (f"schedulerName {scheduler[:40]!r} is not one cogate plans for: PodGroup {group[:40]!r} stays gated",)
+
+
+def admit(review: Any, gate_name: str = DEFAULT_GATE_NAME,
+          scheduler_names: frozenset[str] = frozenset({DEFAULT_SCHEDULER_NAME})) -> dict[str, Any]:
     """The AdmissionReview response dict for ``review`` (see :func:`evaluate`).
 
     Shape: ``{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
     "response": {"uid", "allowed", ["status": {...}], ["patchType": "JSONPatch",
     "patch": <base64>], ["warnings": [...]]}}`` (see :meth:`Admission.response`). Raises :class:`InvalidReview` on an invalid review.
     """
-    return evaluate(review, gate_name).response()
+    return evaluate(review, gate_name, scheduler_names).response()

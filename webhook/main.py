@@ -31,7 +31,7 @@ import sys
 import time
 
 from cogate import cliargs, logs
-from cogate.api import DEFAULT_GATE_NAME
+from cogate.api import DEFAULT_GATE_NAME, DEFAULT_SCHEDULER_NAME
 from cogate.logs import JsonFormatter
 
 __all__ = ["JsonFormatter", "build_parser", "main"]
@@ -71,6 +71,16 @@ def build_parser() -> argparse.ArgumentParser:
         type=cliargs.gate_name,
         default=DEFAULT_GATE_NAME,
         help="scheduling gate to add; must match the controller's --gate-name (default: %(default)s)",
+    )
+    p.add_argument(
+        "--scheduler-name",
+        metavar="NAME",
+        action="append",
+        default=[],
+        dest="scheduler_names",
+        help=f"a scheduler the controller also plans for (repeatable; pass the controller's --scheduler-name "
+        f"values): a labelled pod naming a scheduler other than these and {DEFAULT_SCHEDULER_NAME!r} is gated "
+        "with a warning that its PodGroup stays gated (default: none)",
     )
     p.add_argument(
         "--metrics-port",
@@ -117,7 +127,7 @@ async def _serve(args: argparse.Namespace, stop: asyncio.Event | None = None) ->
     else:
         log.warning("serving plain HTTP (--insecure-http): for local debugging only", extra={"event": "insecure"})
     server = WebhookServer(
-        make_app(args.gate_name),
+        make_app(args.gate_name, scheduler_names=frozenset({DEFAULT_SCHEDULER_NAME, *args.scheduler_names})),
         host=args.host,
         port=args.port,
         tls=tls,

@@ -48,7 +48,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client import GCCollector, PlatformCollector, ProcessCollector
 
-from cogate.api import DEFAULT_GATE_NAME
+from cogate.api import DEFAULT_GATE_NAME, DEFAULT_SCHEDULER_NAME
 
 from .admission import InvalidReview, Outcome, evaluate, internal_error_response
 
@@ -232,6 +232,7 @@ class ServingState:
 
 #: aiohttp application keys (typed state on the app).
 GATE_NAME = web.AppKey("gate_name", str)
+SCHEDULER_NAMES = web.AppKey("scheduler_names", frozenset)
 METRICS = web.AppKey("metrics", _Metrics)
 STATE = web.AppKey("state", ServingState)
 CERTS = web.AppKey("certs", CertReloader)
@@ -274,7 +275,7 @@ async def _mutate(request: web.Request) -> web.Response:
     started = time.perf_counter()
     outcome = Outcome.ERROR
     try:
-        response, outcome = await _mutate_inner(request, app[GATE_NAME])
+        response, outcome = await _mutate_inner(request, app[GATE_NAME], app[SCHEDULER_NAMES])
         return response
     except Exception as exc:  # last resort (e.g. a logging bug): never an HTTP 500
         log.exception("admission request failed", extra={"event": "admission_error"})
@@ -284,7 +285,8 @@ async def _mutate(request: web.Request) -> web.Response:
         metrics.latency.observe(time.perf_counter() - started)
 
 
-async def _mutate_inner(request: web.Request, gate_name: str) -> tuple[web.Response, Outcome]:
+async def _mutate_inner(request: web.Request, gate_name: str,
+                        scheduler_names: frozenset[str]) -> tuple[web.Response, Outcome]:
     try:
         body = await request.read()
     except web.HTTPRequestEntityTooLarge:
@@ -299,7 +301,7 @@ async def _mutate_inner(request: web.Request, gate_name: str) -> tuple[web.Respo
         return _error(400, msg), Outcome.INVALID
     started = time.perf_counter()
     try:
-        decision = evaluate(review, gate_name)
+        decision = evaluate(review, gate_name, scheduler_names)
     except InvalidReview as exc:
         log.warning(
             "invalid admission request: %s",
@@ -355,12 +357,14 @@ async def _metrics(request: web.Request) -> web.Response:
 def make_app(
     gate_name: str = DEFAULT_GATE_NAME,
     *,
+    scheduler_names: frozenset[str] = frozenset({DEFAULT_SCHEDULER_NAME}),
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     registry: CollectorRegistry | None = None,
 ) -> web.Application:
     """The webhook aiohttp application (no TLS here: see :class:`WebhookServer`).
 
-    ``gate_name``: scheduling gate to add; ``max_body_bytes``: largest accepted
+    ``gate_name``: scheduling gate to add; ``scheduler_names``: the schedulers the controller
+    plans for (a member naming another gets a warning); ``max_body_bytes``: largest accepted
     ``/mutate`` body (bytes, larger gets 400); ``registry``: Prometheus registry for
     the webhook metrics (a fresh one with process metrics when ``None``, so several
     apps can live in one process). ``app[STATE].draining = True`` makes ``/readyz``
@@ -368,6 +372,7 @@ def make_app(
     """
     app = web.Application(client_max_size=max_body_bytes)
     app[GATE_NAME] = gate_name
+    app[SCHEDULER_NAMES] = frozenset(scheduler_names)
     app[METRICS] = _make_metrics(registry)
     app[STATE] = ServingState()
     app.router.add_post("/mutate", _mutate)

@@ -489,3 +489,35 @@ def test_property_exactly_one_gate_and_others_unchanged(names, empty_form, extra
     patched["spec"].pop("schedulingGates")
     original["spec"].pop("schedulingGates", None)
     assert patched == original
+
+
+# --- members naming a scheduler cogate does not plan for (issue 9 item 7) ----------------
+
+
+def _review_with_scheduler(scheduler):
+    spec = {"containers": [{"name": "c", "image": "x"}]}
+    if scheduler is not None:
+        spec["schedulerName"] = scheduler
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {"uid": "u1", "operation": "CREATE", "namespace": "ns", "name": "p",
+                        "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                        "resource": {"group": "", "version": "v1", "resource": "pods"},
+                        "object": {"metadata": {"name": "p", "labels": {POD_GROUP_LABEL: "train"}}, "spec": spec}}}
+
+
+@pytest.mark.parametrize("scheduler,configured,warned", [
+    (None, frozenset({"default-scheduler"}), False),
+    ("default-scheduler", frozenset({"default-scheduler"}), False),
+    ("other-scheduler", frozenset({"default-scheduler"}), True),
+    ("other-scheduler", frozenset({"default-scheduler", "other-scheduler"}), False),
+    ("", frozenset({"default-scheduler"}), False),  # empty means the default
+])
+def test_member_naming_an_unplanned_scheduler_is_gated_with_a_warning(scheduler, configured, warned):
+    d = evaluate(_review_with_scheduler(scheduler), DEFAULT_GATE_NAME, configured)
+    assert d.outcome == "gated" and d.patch  # gated either way: the controller holds the group
+    if warned:
+        assert d.warnings == ("schedulerName 'other-scheduler' is not one cogate plans for: PodGroup 'train' "
+                              "stays gated",)
+        assert len(d.warnings[0]) <= 120
+    else:
+        assert d.warnings == ()

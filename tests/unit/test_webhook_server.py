@@ -271,7 +271,7 @@ async def test_internal_error_denies_with_uid_never_500(aiohttp_client, monkeypa
 
 
 async def test_unexpected_failure_outside_the_decision_is_400_not_500(aiohttp_client, monkeypatch):
-    async def broken(request, gate_name):
+    async def broken(request, *config):
         raise KeyError("logging bug")
 
     monkeypatch.setattr(webhook_server, "_mutate_inner", broken)
