@@ -21,6 +21,8 @@ float epoch seconds (UTC).
 from __future__ import annotations
 
 import datetime as _dt
+import functools
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -408,12 +410,29 @@ def _requirement(cls: type[_R], r: Mapping[str, Any], rp: str) -> _R:
 
 def _str_map(v: Any, path: str) -> Mapping[str, str]:
     m = _obj(v, path)
-    out: dict[str, str] = {}
+    items = []
     for k, val in m.items():
         if not isinstance(k, str) or not isinstance(val, str):
             raise InvalidObject(f"{path}.{k}: expected a string value")
-        out[k] = val
-    return MappingProxyType(out)
+        items.append((sys.intern(k), sys.intern(val)))
+    return _shared_map(tuple(items))
+
+
+# Sharing equal values between records: the informer caches hold one record per pod, and
+# most pods repeat their neighbours' labels, node selectors and tolerations (a ReplicaSet's
+# pods have one label map; nearly every pod carries the same two default tolerations).
+# One canonical object per distinct value (bounded caches, strings interned) cut a record
+# from about 2.7 KB to 0.6 KB in the controller-memory benchmark (bench/controller_memory.py).
+
+
+@functools.lru_cache(maxsize=8192)
+def _shared_map(items: tuple[tuple[str, str], ...]) -> Mapping[str, str]:
+    return MappingProxyType(dict(items)) if items else _EMPTY
+
+
+@functools.lru_cache(maxsize=2048)
+def _shared_tolerations(items: tuple[tuple[str, str, str, str], ...]) -> tuple[Toleration, ...]:
+    return tuple(Toleration(*t) for t in items)
 
 
 def _str(v: Any, path: str, default: str = "") -> str:
@@ -552,15 +571,15 @@ def _pod_info(
     pa = _obj(affinity.get("podAffinity"), "spec.affinity.podAffinity")
     paa = _obj(affinity.get("podAntiAffinity"), "spec.affinity.podAntiAffinity")
     req = "requiredDuringSchedulingIgnoredDuringExecution"
-    tolerations = [
-        Toleration(
-            key=_str(t.get("key"), f"{tp}.key"),
-            operator=_str(t.get("operator"), f"{tp}.operator") or "Equal",
-            value=_str(t.get("value"), f"{tp}.value"),
-            effect=_str(t.get("effect"), f"{tp}.effect"),
+    tolerations = _shared_tolerations(tuple(
+        (
+            _str(t.get("key"), f"{tp}.key"),
+            _str(t.get("operator"), f"{tp}.operator") or "Equal",
+            _str(t.get("value"), f"{tp}.value"),
+            _str(t.get("effect"), f"{tp}.effect"),
         )
         for tp, t in _objs(spec.get("tolerations"), "spec.tolerations")
-    ]
+    ))
     priority = spec.get("priority", 0)
     if priority is None:
         priority = 0
@@ -573,17 +592,17 @@ def _pod_info(
     except gates.GateShapeError as exc:
         raise InvalidObject(str(exc)) from None
     return PodInfo(
-        namespace=ns,
+        namespace=sys.intern(ns),
         name=name,
         uid=_str(meta.get("uid"), "metadata.uid"),
         labels=_str_map(meta.get("labels"), "metadata.labels"),
-        node_name=_str(spec.get("nodeName"), "spec.nodeName"),
-        phase=_str(status.get("phase"), "status.phase") or "Pending",
+        node_name=sys.intern(_str(spec.get("nodeName"), "spec.nodeName")),
+        phase=sys.intern(_str(status.get("phase"), "status.phase") or "Pending"),
         requests=requests,
         gates=gate_names,
         node_selector=_str_map(spec.get("nodeSelector"), "spec.nodeSelector"),
         required_node_affinity=terms,
-        tolerations=tuple(tolerations),
+        tolerations=tolerations,
         host_ports=_host_ports(spec),
         required_pod_anti_affinity=_pod_affinity_terms(
             paa.get(req), f"spec.affinity.podAntiAffinity.{req}"
@@ -593,7 +612,7 @@ def _pod_info(
         created=created,
         deleting=meta.get("deletionTimestamp") is not None,
         has_controller=any(isinstance(o, Mapping) and o.get("controller") is True for o in owners),
-        scheduler_name=_str(spec.get("schedulerName"), "spec.schedulerName") or DEFAULT_SCHEDULER_NAME,
+        scheduler_name=sys.intern(_str(spec.get("schedulerName"), "spec.schedulerName") or DEFAULT_SCHEDULER_NAME),
         resource_version=_str(meta.get("resourceVersion"), "metadata.resourceVersion"),
         unplanned=_unplanned(spec),
         topology_spread=_spread_constraints(spec.get("topologySpreadConstraints"), "spec.topologySpreadConstraints"),
