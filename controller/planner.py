@@ -1361,17 +1361,29 @@ class _Pass:
 
     def _try_release(self, g: GroupRequest, ms: _Members) -> GroupVerdict | _Miss:
         """Plan the plannable members on the room left. ``fits = bound + planned``; at least
-        minMember releases every gated member (the plan stays charged), else the plan is undone."""
+        minMember releases the gated members (the plan stays charged), else the plan is undone.
+
+        A plannable member beyond minMember that the plan leaves without room is not released:
+        it waits gated, named in ``waiting``, exactly like a new member of a released group
+        (:meth:`ungate_new_members`), so whether the owner created it before or after the
+        release does not decide whether it is sent to kube-scheduler with nowhere to go."""
         needed = g.min_member - len(ms.bound)
         mark = self.room.mark()
         plan = _plan(self.room, ms.plannable, max(needed, 0))
         fits = len(ms.bound) + len(plan)
         if fits >= g.min_member:
+            unplaced = [m for m in ms.plannable if m.uid not in plan]
+            short = _shortfall(self.room, unplaced, len(unplaced)).text if unplaced else ""
             self.room.commit()
-            release = self._reserve(ms.gated, plan)
+            held = {m.uid for m in unplaced}
+            release = self._reserve([m for m in ms.gated if m.uid not in held], plan)
             message = (f"fits {fits} of {g.min_member}: releasing {_plural(len(release), 'gated member')}"
                        + _unchecked_note(ms.gated, self.config))
-            return _verdict(g, Outcome.RELEASED, fits, message, release)
+            if unplaced:
+                message += (f"; {_plural(len(unplaced), 'member')} ({_names([m.name for m in unplaced])}) "
+                            f"wait gated for capacity: {short}")
+            return GroupVerdict(g.namespace, g.name, Outcome.RELEASED, release, fits, message,
+                                tuple(m.name for m in unplaced))
         unplaced = [m for m in ms.plannable if m.uid not in plan]
         short = _shortfall(self.room, unplaced, needed - len(plan))
         self.room.rollback(mark)

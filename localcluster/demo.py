@@ -81,7 +81,7 @@ def run_case(cluster: LocalCluster, work: Path, min_member: int, settle: float) 
     if min_member <= 3:
         _wait(lambda: sum(bool(p["spec"].get("nodeName")) and p["status"].get("phase") == "Running"
                           for p in _pods(cluster)) >= 3, 30)
-        time.sleep(1.0)  # let kube-scheduler record Unschedulable on the rest
+        time.sleep(1.0)  # let the PodGroup status record the members that wait
     else:
         _wait(lambda: len(_pods(cluster)) == 6, 30)
         time.sleep(settle)
@@ -140,8 +140,8 @@ def main(argv: list[str] | None = None) -> int:
         _run_shown(cluster, "get", "nodes", "-o", "custom-columns=NAME:.metadata.name,"
                    "CPU:.status.allocatable.cpu,MEMORY:.status.allocatable.memory,PODS:.status.allocatable.pods")
         run_case(cluster, work, 3, args.settle)
-        print("\n=> the group fits: all gates removed together; 3 pods run, kube-scheduler leaves 3 Pending "
-              "(Unschedulable: no room).")
+        print("\n=> the group fits: the gates of the 3 members with room are removed together and they run; "
+              "the 3 without room stay Pending, gated, and the PodGroup says they wait for capacity.")
         cleanup(cluster)
         run_case(cluster, work, 4, args.settle)
         print("\n=> only 3 of 4 fit: nothing is released; all 6 pods wait behind the scheduling gate, "

@@ -3,7 +3,7 @@
 Used by ``cogate demo`` and by the end-to-end tests, so both show the same thing:
 one node with allocatable cpu 10, memory 8Gi, pods 110; 6 pods of 3 CPU / 500Mi
 (requests = limits) labelled for PodGroup ``nginx``. With minMember 3 the group is
-released: 3 pods run, 3 stay Pending (Unschedulable: kube-scheduler finds no room).
+released: 3 pods run, 3 stay Pending, gated (no room: the PodGroup says they wait for capacity).
 With minMember 4 nothing is released: all 6 stay Pending (SchedulingGated).
 """
 

@@ -283,7 +283,7 @@ def test_readme_example_through_the_installed_chart(release, healthy, api):
     def only_nodes(count=1, **shape):
         return replace_fake_nodes(api, count, **shape)
 
-    for test in (test_example.test_min_member_3_runs_three_and_leaves_three_unschedulable,
+    for test in (test_example.test_min_member_3_runs_three_and_holds_three_gated,
                  test_example.test_min_member_4_keeps_all_six_gated):
         namespace = _namespace(api, test.__name__.removeprefix("test_")[:12].replace("_", "-"))
         watcher = test_example.PodWatch(api, namespace)

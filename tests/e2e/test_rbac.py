@@ -220,16 +220,16 @@ def test_readme_example_under_the_chart_service_accounts(installed):
 
         for ns in ("rbac-three", "rbac-four"):
             cluster.kubectl("create", "namespace", ns)
-        # minMember 3: released, 3 run and 3 stay Pending (no room)
+        # minMember 3: released, 3 run and 3 stay Pending, gated (no room)
         create_pod_group(api, example.pod_group("nginx", 3, namespace="rbac-three", timeout_seconds=10))
         apps.create_namespaced_replica_set("rbac-three", example.replica_set("nginx", 6, namespace="rbac-three",
                                                                              group="nginx"))
 
         def three_running():
             ps = pods(api, "rbac-three", SELECTOR)
-            return len(ps) == 6 and sum(map(running, ps)) == 3 and not any(map(gated, ps))
+            return len(ps) == 6 and sum(map(running, ps)) == 3 and sum(map(gated, ps)) == 3
 
-        wait_for(three_running, 30, what="3 Running, 6 ungated")
+        wait_for(three_running, 30, what="3 Running, 3 held gated")
         wait_for(lambda: get_pod_group(api, "rbac-three", "nginx").get("status", {}).get("phase") == "Running", 30,
                  what="PodGroup Running")
         assert "Released" in {e.reason for e in events_for(api, "rbac-three", "nginx")}

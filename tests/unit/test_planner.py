@@ -130,14 +130,26 @@ def test_never_partial_release():
     assert v.message.startswith("fits 2 of 3: cpu short by 2 on eligible nodes")
 
 
-def test_members_beyond_min_member_released_with_empty_node():
+def test_members_beyond_min_member_without_room_wait_gated():
+    # Issue 9 item 5, its whole kind: a member without room is never released towards nowhere,
+    # whether it existed at the release (here) or came after it (ungate_new_members).
     ms = [pod(cpu=2, created=i) for i in range(5)]
     d = run([node("n1", cpu=6)], [group(ms, min_member=3)])
     v = only(d)
     assert v.outcome == "Released" and v.fits == 3
-    assert set(v.release) == {m.uid for m in ms}
-    assert sorted(v.release.values()) == ["", "", "n1", "n1", "n1"]
+    assert v.release == {m.uid: "n1" for m in ms[:3]}
+    assert v.waiting == tuple(m.name for m in ms[3:])
+    assert f"; 2 members ({ms[3].name}, {ms[4].name}) wait gated for capacity: cpu short by" in v.message
     assert len(d.reservations) == 3
+
+
+def test_members_beyond_min_member_with_room_are_released_pinned():
+    ms = [pod(cpu=2, created=i) for i in range(5)]
+    d = run([node("n1", cpu=6), node("n2", cpu=4)], [group(ms, min_member=3)])
+    v = only(d)
+    assert v.outcome == "Released" and v.fits == 5 and v.waiting == ()
+    assert sorted(v.release.values()) == ["n1", "n1", "n1", "n2", "n2"]
+    assert len(d.reservations) == 5
 
 
 def test_bound_members_count_towards_quorum():

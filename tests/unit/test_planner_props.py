@@ -117,7 +117,12 @@ def test_released_placements_are_valid_and_exist(sc):
         if v.outcome == "Released":
             planned = [(members[u], nn) for u, nn in v.release.items() if nn]
             assert len(planned) >= g.min_member
-            assert set(v.release) == {m.uid for m in g.members}
+            # every member is released to its planned node or waits gated for room (never
+            # released towards nowhere: issue 9 item 5)
+            waiting = {m.uid for m in g.members if m.name in set(v.waiting)}
+            assert set(v.release) | waiting == {m.uid for m in g.members}
+            assert not set(v.release) & waiting
+            assert all(v.release.values())
             assert brute_force_fits(nodes, bound, list(g.members), g.min_member)
         else:
             assert v.release == {}
