@@ -20,16 +20,8 @@ BENCH = Path(__file__).resolve().parents[2] / "bench"
 @pytest.fixture(scope="module")
 def own_cluster():
     # Not the session cluster: the benchmarks replace every kwok node and register their own webhook.
-    from cogate.localcluster.build import ensure_binaries
-    from cogate.localcluster.cluster import LocalCluster
-
-    ensure_binaries(["etcd", "kubernetes", "kwok"], log=sys.stderr)
-    c = LocalCluster(timeout=120)
-    c.start()
-    try:
+    with _module("clusterbench").control_plane() as c:
         yield c
-    finally:
-        c.stop()
 
 
 def _module(name: str):
