@@ -265,7 +265,7 @@ def lifecycle_conditions(status: PodGroupStatus, old: PodGroupStatus, pg: PodGro
     (False/True transitions back are recorded, absent conditions are not created as "fine").
 
     - ``PlannedNodesUsable``: False/``PlannedNodeUnusable`` with ``findings.stuck``; back to
-      True/``PlannedNodesUsable`` when nothing is stuck.
+      True/``PlannedNodesUsable`` when nothing is stuck and minMember members are placed again.
     - ``ReleaseAccepted``: False/``ReleaseRefused`` with ``findings.refused`` (also
       ``Released=False`` with that reason when nothing was released); True/``ReleaseAccepted``
       after a release went through.
@@ -289,7 +289,10 @@ def lifecycle_conditions(status: PodGroupStatus, old: PodGroupStatus, pg: PodGro
 
     if findings.stuck:
         put(CONDITION_PLANNED_NODES_USABLE, "False", "PlannedNodeUnusable", findings.stuck)
-    else:
+    elif count_members(pg, members).placed >= pg.spec.minMember:
+        # Not at once when the stuck members are gone: their replacements come back gated and
+        # the condition says what happened until the gang is placed again (a flip back within
+        # one pass, ~100 ms, was easy to miss in `kubectl get pg -o yaml`).
         flip_back(CONDITION_PLANNED_NODES_USABLE, "False", "True", "PlannedNodesUsable",
                   "every released, unbound member's planned node can take it")
 

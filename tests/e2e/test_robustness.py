@@ -314,7 +314,12 @@ def test_pod_group_deleted_while_members_gated_keeps_them_gated_and_deletes_clea
     core.create_namespaced_pod(namespace, pod("g-3", "g"))
     hold_gated(kube, namespace, "g", 3, 4)
     create_pod_group(kube, example.pod_group("g", 3, namespace=namespace, timeout_seconds=None))
-    wait_for(lambda: not any(gated(p) for p in group_pods(kube, namespace, "g")), 5, what="released after re-create")
+    # released after re-create: the 3 members the node has room for; the 4th waits gated for capacity
+    wait_for(lambda: sorted(gated(p) for p in group_pods(kube, namespace, "g")) == [False, False, False, True], 5,
+             what="released after re-create (3 of 4 with room)")
+    waiting = wait_for(lambda: (c := condition(status(kube, namespace, "g"), "MembersWaiting")) and c, 5,
+                       what="MembersWaiting condition")
+    assert waiting["status"] == "True" and waiting["reason"] == "WaitingForCapacity", waiting
     assert stack.processes["controller"].alive()
 
 

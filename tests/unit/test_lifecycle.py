@@ -151,6 +151,21 @@ def test_conditions_from_findings_and_their_way_back():
     assert cond(st2, "MembersWaiting").status == "False"
 
 
+def test_planned_nodes_usable_stays_false_until_the_gang_is_placed_again():
+    # The stuck members were deleted: their replacements are back gated, nothing is stuck any
+    # more, but the group is not placed: the condition keeps saying what happened.
+    g = pg(2, phase="Scheduling", scheduleStartTime="2024-01-01T00:00:00Z")
+    st = lifecycle.lifecycle_conditions(PodGroupStatus(), g.status, g, [], "AlreadyReleased", "released",
+                                        lifecycle.Findings(stuck="k-1, k-2 pinned to n1 ..."), NOW)
+    g2 = pg(2, phase="Scheduling", scheduleStartTime="2024-01-01T00:00:00Z",
+            conditions=[c.model_dump(exclude_none=True) for c in st.conditions])
+    for placed, want in ((0, "False"), (1, "False"), (2, "True")):
+        ms = [member(f"k-{i}", node="n2") for i in range(placed)] + [member("k-9", gates=(GATE,))]
+        st2 = lifecycle.lifecycle_conditions(g2.status, g2.status, g2, ms, "AlreadyReleased", "released",
+                                             lifecycle.Findings(), NOW + 5)
+        assert cond(st2, "PlannedNodesUsable").status == want, placed
+
+
 def test_no_conditions_when_nothing_happened():
     g = pg(2)
     st = lifecycle.lifecycle_conditions(PodGroupStatus(), g.status, g, [], "Released", "fits", lifecycle.Findings(),
