@@ -29,6 +29,7 @@ PURE = [
     "cogate.controller.volumes",
     "cogate.controller.quota",
     "cogate.controller.lifecycle",
+    "cogate.controller.planstate",
     "cogate.webhook.admission",
     "cogate.gates",
 ]
