@@ -803,6 +803,13 @@ def _pins(m: PodInfo, config: PlannerConfig) -> bool:
     return m.scheduler_name == DEFAULT_SCHEDULER and not m.unplanned and not m.volume_problems
 
 
+def _waiting_text(members: Sequence[PodInfo], short: str) -> str:
+    """``"2 members (a, b) wait gated for capacity: <short>"``: members of a released group the
+    plan leaves without room (present at the release or new since; the same words for both)."""
+    verb = "waits" if len(members) == 1 else "wait"
+    return f"{_plural(len(members), 'member')} ({_names([m.name for m in members])}) {verb} gated for capacity: {short}"
+
+
 #: How many pod names a message lists before "and N more".
 NAMES_SHOWN = 3
 
@@ -1261,7 +1268,7 @@ class _Pass:
         waiting = tuple(m.name for m in unplaced + held)
         parts = [f"ungating {_plural(len(release), 'new member')}"] if release else []
         if unplaced:
-            parts.append(f"{_plural(len(unplaced), 'new member')} ({_names([m.name for m in unplaced])}) wait gated for capacity: {short}")
+            parts.append(_waiting_text(unplaced, short))
         if held:
             parts.append(f"{_plural(len(held), 'new member')} ({_names([m.name for m in held])}) also held by other scheduling gates")
         message = "released; " + "; ".join(parts) if parts else "released"
@@ -1380,8 +1387,7 @@ class _Pass:
             message = (f"fits {fits} of {g.min_member}: releasing {_plural(len(release), 'gated member')}"
                        + _unchecked_note(ms.gated, self.config))
             if unplaced:
-                message += (f"; {_plural(len(unplaced), 'member')} ({_names([m.name for m in unplaced])}) "
-                            f"wait gated for capacity: {short}")
+                message += "; " + _waiting_text(unplaced, short)
             return GroupVerdict(g.namespace, g.name, Outcome.RELEASED, release, fits, message,
                                 tuple(m.name for m in unplaced))
         unplaced = [m for m in ms.plannable if m.uid not in plan]

@@ -245,7 +245,7 @@ def test_preempted_member_is_reported_and_its_replacement_waits_gated_for_room(s
         waiting = wait_for(lambda: (c := condition(status(kube, namespace, "k"), "MembersWaiting")) and c["status"] == "True"
                            and c, 10, what="MembersWaiting=True")
         assert waiting["reason"] == "WaitingForCapacity", waiting
-        assert new.metadata.name in waiting["message"] and "wait gated for capacity" in waiting["message"], waiting
+        assert new.metadata.name in waiting["message"] and "gated for capacity" in waiting["message"], waiting
         time.sleep(2)
         assert gated(client.CoreV1Api(kube).read_namespaced_pod(new.metadata.name, namespace))
         assert scheduled_reason(client.CoreV1Api(kube).read_namespaced_pod(new.metadata.name, namespace)) \
@@ -333,7 +333,7 @@ def test_rollout_surge_pod_on_a_full_cluster_waits_gated_and_max_unavailable_let
     waiting = wait_for(lambda: (c := condition(status(kube, namespace, "web"), "MembersWaiting")) and c["status"] == "True"
                        and c, 10, what="MembersWaiting=True")
     assert waiting["reason"] == "WaitingForCapacity", waiting
-    assert s.metadata.name in waiting["message"] and "wait gated for capacity" in waiting["message"], waiting
+    assert s.metadata.name in waiting["message"] and "gated for capacity" in waiting["message"], waiting
     for _ in range(6):
         p = client.CoreV1Api(kube).read_namespaced_pod(s.metadata.name, namespace)
         assert gated(p) and scheduled_reason(p) == "SchedulingGated", scheduled_reason(p)

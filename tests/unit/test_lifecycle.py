@@ -288,7 +288,7 @@ def test_refusal_backoff_doubles_to_five_minutes():
 
 def test_verdict_names_waiting_members_and_the_shell_says_so():
     pods = [raw_pod("a", gates=(), node="n1", phase="Running"), raw_pod("b")]
-    v = GroupVerdict(NS, "pg", "AlreadyReleased", {}, 1, "released; 1 new member (b) wait gated for capacity: x",
+    v = GroupVerdict(NS, "pg", "AlreadyReleased", {}, 1, "released; 1 member (b) waits gated for capacity: x",
                      ("b",))
     h = Harness(pods, [raw_pg(min_member=1, status=dict(RELEASED))], [v])
     h.run()

@@ -577,7 +577,7 @@ def test_released_group_ungates_replacements_with_room_and_holds_the_rest_gated(
     assert v.outcome == "AlreadyReleased"
     assert v.release == {new.uid: "n1"}
     assert v.waiting == ("too-big",)
-    assert "1 new member (too-big) wait gated for capacity: cpu short by" in v.message
+    assert "1 member (too-big) waits gated for capacity: cpu short by" in v.message
     assert [r.pod_uid for r in d.reservations] == [new.uid]
 
 
