@@ -62,7 +62,7 @@ CONDITION_PLANNED_NODES_USABLE = "PlannedNodesUsable"
 CONDITION_RELEASE_ACCEPTED = "ReleaseAccepted"
 #: True when a member left a released group, runs without a release, or the gang lost its quorum.
 CONDITION_DISRUPTED = "Disrupted"
-#: True while new members of a released group wait gated for room.
+#: True while members of a released group wait gated for room (at the release or added since).
 CONDITION_MEMBERS_WAITING = "MembersWaiting"
 #: ``Disrupted`` reason once ``--evict-below-quorum`` evicted the rest of a gang: the release no
 #: longer stands, members that come back gated are planned as a gang again.

@@ -236,7 +236,7 @@ def quorum_lost(message: str) -> Notice:
 
 
 def waiting_for_capacity(message: str) -> Notice:
-    """The Normal ``WaitingForCapacity`` event: new members of a released group wait gated for room."""
+    """The Normal ``WaitingForCapacity`` event: members of a released group wait gated for room."""
     return Notice(NORMAL, Reason.WAITING_FOR_CAPACITY, message)
 
 
