@@ -319,6 +319,11 @@ class PodInfo:
     #: Reason of the pod's ``DisruptionTarget`` condition when it is True (``PreemptionByScheduler``,
     #: ``EvictionByEvictionAPI``, ``DeletionByTaintManager``, ``TerminationByKubelet``, ...), else ''.
     disruption: str = ""
+    #: ``spec.affinity`` as received (API JSON, not copied), kept only while the pod carries a
+    #: scheduling gate, so that its release patch (:func:`cogate.controller.patches.release_patch`)
+    #: is built from this record instead of a fresh read (:meth:`cogate.controller.writer.Writer.ungate`).
+    #: Not compared: the parsed fields above are what the planner reads.
+    affinity: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
     @property
     def group(self) -> str | None:
@@ -618,6 +623,7 @@ def _pod_info(
         topology_spread=_spread_constraints(spec.get("topologySpreadConstraints"), "spec.topologySpreadConstraints"),
         volume_claims=_volume_claims(spec, name),
         disruption=_disruption(status),
+        affinity=affinity or None if gate_names else None,
     )
 
 

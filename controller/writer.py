@@ -5,8 +5,11 @@ Every call goes through :mod:`cogate.kube` (``api_status``, ``json_body``, and
 5xx). Each write keeps only its own rule:
 
 - status (merge patch of the status subresource): 404 -> the PodGroup is gone;
-- gate removal (one minimal JSON Patch per member, :func:`cogate.controller.patches.release_patch`):
-  409 Conflict or 422 (a failed ``test`` op) -> re-read the pod and rebuild the patch (gate
+- gate removal (one minimal JSON Patch per member, :func:`cogate.controller.patches.release_patch`),
+  first built from the members informer's record (no read) and guarded by a ``test`` of its
+  ``metadata.resourceVersion``, so it applies only to exactly the pod that record describes; if
+  that attempt fails for any reason, and on 409 Conflict or 422 (a failed ``test`` op) after a
+  read -> re-read the pod and rebuild the patch (gate
   gone means someone else removed it: fine); 404, or a pod recreated under the same name ->
   the member is gone. A 422 on a pod that has not changed, a 400 or a 403 is the API server
   (an admission policy or webhook, validation) refusing the release: ``refused``, never
@@ -156,7 +159,7 @@ class Writer:
                     self.metrics.gate_removals.labels("not_found").inc()
                 continue
             futures[uid] = (p, self._pool.submit(self.ungate, p.namespace, p.name, uid, node, group=p.group or "",
-                                                 dry_run=dry_run))
+                                                 dry_run=dry_run, cached=p))
         out = {}
         for uid, (p, f) in futures.items():
             try:
@@ -171,10 +174,15 @@ class Writer:
 
     def ungate(self, namespace: str, name: str, uid: str, node: str,
                only_if: Callable[[dict[str, Any]], bool] | None = None, *, group: str = "",
-               dry_run: bool = False) -> str:
+               dry_run: bool = False, cached: PodInfo | None = None) -> str:
         """Remove the gate from one pod, pinning it to ``node`` ('' for none); one of :data:`UNGATE_RESULTS`.
 
-        ``only_if``: a predicate on the freshly read pod (API JSON); ``skipped`` when it is false.
+        Requests: one guarded patch when a dry run validated it (:meth:`check_release`) or when
+        ``cached`` (the members informer's record of the pod) carries its resourceVersion and
+        affinity (:func:`cached_release_ops`); otherwise, or when that patch fails, read the
+        pod and patch (409/422: read and patch again, up to ``attempts``).
+        ``only_if``: a predicate on the freshly read pod (API JSON); ``skipped`` when it is false
+        (the pod is always read then).
         ``group``: the PodGroup the pod belongs (or belonged) to, for log lines. ``dry_run``: send
         the patch with ``dryRun=All`` (nothing is changed); ``ok`` instead of ``removed``.
         ``refused``: the API server refused the patch (:data:`REFUSAL_STATUSES` on an unchanged
@@ -212,19 +220,29 @@ class Writer:
             self._remember(self.members, resp, keep=_still_member)
             return "removed"
 
+        fast: tuple[str, list[dict[str, Any]]] | None = None
         validated = None if dry_run else self._validated.pop(uid, None)
         if validated is not None and validated[0] == node and time.monotonic() - validated[3] < VALIDATED_FOR:
-            _, rv, ops, _ = validated
+            fast = (validated[1], validated[2])
+        elif only_if is None and cached is not None and cached.uid == uid:
+            fast = cached_release_ops(cached, self.gate, node)
+        if fast is not None:
+            rv, ops = fast
             guarded = [{"op": "test", "path": "/metadata/resourceVersion", "value": rv}, *ops]
+            kw: dict[str, Any] = {"dry_run": "All"} if dry_run else {}
             try:
                 resp = self.core.patch_namespaced_pod(name, namespace, guarded,
                                                       _content_type="application/json-patch+json",
-                                                      _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
-                self._remember(self.members, resp, keep=_still_member)
+                                                      _preload_content=False, _request_timeout=REQUEST_TIMEOUT,
+                                                      **kw)
                 self.answers.pop(uid, None)
+                if dry_run:
+                    self._validated[uid] = (node, rv, ops, time.monotonic())
+                    return "ok"
+                self._remember(self.members, resp, keep=_still_member)
                 return "removed"
-            except Exception:  # noqa: BLE001 - changed meanwhile, or anything else: the full path below
-                pass
+            except Exception:  # noqa: BLE001 - changed meanwhile, refused, or anything else: the full path
+                pass            # below reads the pod and tells these apart
         try:
             # 409/422: re-read; a 422 from the test op usually means the gate is gone already.
             result = retrying(attempt, attempts=self.attempts, backoff=Backoff(initial=0.2, maximum=5.0),
@@ -379,6 +397,25 @@ class Writer:
             return
         if raw and (keep is None or keep(raw)):
             cache.apply_local(raw)
+
+
+def cached_release_ops(p: PodInfo, gate: str, node: str) -> tuple[str, list[dict[str, Any]]] | None:
+    """``(resourceVersion, ops)``: the release patch of member ``p`` built from its informer record
+    (its gates in order and its ``spec.affinity`` as received) instead of a fresh read, or ``None``
+    when the record cannot stand for the pod: no resourceVersion, already bound, ``gate`` not among
+    its gates, or an affinity :func:`cogate.controller.patches.pin_ops` refuses (the read path then
+    logs and releases unpinned). The caller guards the ops with a ``test`` of the resourceVersion,
+    so they apply to exactly the pod the record was made from (otherwise 422, nothing changed)."""
+    if not p.resource_version or p.bound or gate not in p.gates:
+        return None
+    spec: dict[str, Any] = {"schedulingGates": [{"name": g} for g in p.gates]}
+    if p.affinity is not None:
+        spec["affinity"] = p.affinity
+    try:
+        ops = release_patch({"spec": spec}, gate, node)
+    except ValueError:
+        return None
+    return (p.resource_version, ops) if ops is not None else None
 
 
 def _still_member(pod: Mapping[str, Any]) -> bool:
