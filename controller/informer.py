@@ -436,6 +436,12 @@ def resource_quota_source(core: CoreV1Api, namespace: str | None = None) -> tupl
     return (lambda: _paged_list(call, **kwargs)), _watch_source(call, **kwargs)
 
 
+def admission_source(list_call: Callable[..., Any]) -> tuple[ListFn, WatchFn]:
+    """List/watch callables for a cluster-scoped admissionregistration resource, given its
+    ``AdmissionregistrationV1Api.list_*`` method."""
+    return (lambda: _paged_list(list_call)), _watch_source(list_call)
+
+
 def podgroup_source(custom: CustomObjectsApi, group: str, version: str, plural: str,
                     namespace: str | None = None) -> tuple[ListFn, WatchFn]:
     """List/watch callables for a custom resource (PodGroups), all namespaces or ``namespace``."""

@@ -27,10 +27,11 @@ from collections.abc import Callable
 from typing import Any
 
 from cogate import api, cliargs, kube, logs
-from cogate.controller import planner, quota, records, volumes
+from cogate.controller import planner, quota, records, refusers, volumes
 from cogate.controller.events import EventRecorder
 from cogate.controller.informer import (
     Informer,
+    admission_source,
     claim_source,
     name_key,
     namespaced_key,
@@ -92,9 +93,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="delete released, unbound members pinned to a node that can no longer take them (tainted, "
                         "cordoned, NotReady, deleted, room taken) when they have a controller owner, so they come "
                         "back gated and are planned again; bare pods are only reported (default: on)")
-    p.add_argument("--validate-releases", action=argparse.BooleanOptionalAction, default=True,
+    p.add_argument("--validate-releases", choices=refusers.VALIDATION_MODES, nargs="?", const="always",
+                   default="auto",
                    help="send every member's release patch as a server-side dry run before removing any gate of "
-                        "the group, so a patch the API server refuses releases none (default: on)")
+                        "the group, so a patch the API server refuses releases none: 'auto' while an admission "
+                        "webhook or policy intercepts pod updates (or while that is unknown), 'always' (also the "
+                        "flag without a value), 'never' (default: %(default)s)")
+    p.add_argument("--no-validate-releases", dest="validate_releases", action="store_const", const="never",
+                   help="the same as --validate-releases=never (default: off)")
     p.add_argument("--pod-disruption-budgets", action="store_true",
                    help="keep a PodDisruptionBudget (minAvailable = minMember, owned by the PodGroup) for each "
                         "group that reached minMember, until it finishes (default: off)")
@@ -116,6 +122,59 @@ def build_parser() -> argparse.ArgumentParser:
                    help="only PodGroups and members in this namespace, for testing (default: all namespaces)")
     cliargs.add_log_flags(p)
     return p
+
+
+#: admissionregistration.k8s.io/v1 resources that can hold a pod UPDATE interceptor -> their kind.
+ADMISSION_RESOURCES = {
+    "validatingwebhookconfigurations": "ValidatingWebhookConfiguration",
+    "mutatingwebhookconfigurations": "MutatingWebhookConfiguration",
+    "validatingadmissionpolicies": "ValidatingAdmissionPolicy",
+    "mutatingadmissionpolicies": "MutatingAdmissionPolicy",
+}
+
+
+def admission_informers(api_client: Any, make: Callable[..., Informer]) -> tuple[tuple[Informer, ...], bool]:
+    """Informers (records: names of pod UPDATE interceptors, :mod:`cogate.controller.refusers`) for
+    each of :data:`ADMISSION_RESOURCES` the API server serves in ``admissionregistration.k8s.io/v1``,
+    and whether they cover every such resource it serves in any version (discovery: a kind served
+    only in a beta or alpha version, or a failed discovery, leaves ``--validate-releases auto``
+    dry-running every release)."""
+    from kubernetes import client
+
+    served: dict[str, set[str]] = {}
+    try:
+        groups = client.ApisApi(api_client).get_api_versions()
+        group = next((g for g in groups.groups or () if g.name == "admissionregistration.k8s.io"), None)
+        for v in (group.versions if group is not None else ()):
+            resp = api_client.call_api(*api_client.param_serialize(
+                "GET", f"/apis/admissionregistration.k8s.io/{v.version}", auth_settings=["BearerToken"]),
+                _request_timeout=10)
+            resp.read()
+            if not 200 <= resp.status < 300:
+                raise RuntimeError(f"GET /apis/admissionregistration.k8s.io/{v.version}: HTTP {resp.status}")
+            body = kube.json_body(resp)
+            served[v.version] = {r.get("name") for r in body.get("resources") or () if isinstance(r, dict)}
+    except Exception as exc:  # noqa: BLE001
+        log.warning("cannot tell which admission webhooks and policies could refuse release patches (discovery "
+                    "failed: %s); every release patch is dry-run first", exc)
+        return (), False
+    v1 = served.get("v1", set())
+    elsewhere = {r for v, names in served.items() if v != "v1" for r in names} & set(ADMISSION_RESOURCES)
+    unwatched = sorted(elsewhere - v1)
+    if unwatched:
+        log.info("admission resources served only in a pre-release version (%s): every release patch is "
+                 "dry-run first", ", ".join(unwatched))
+    adm = client.AdmissionregistrationV1Api(api_client)
+    informers = []
+    for plural, kind in ADMISSION_RESOURCES.items():
+        if plural in v1:
+            lister = getattr(adm, "list_" + _snake(kind))
+            informers.append(make(plural, admission_source(lister), name_key, refusers.interceptors_of(kind)))
+    return tuple(informers), not unwatched
+
+
+def _snake(kind: str) -> str:
+    return "".join("_" + c.lower() if c.isupper() else c for c in kind).lstrip("_")
 
 
 def _lease_namespace(flag: str | None) -> str:
@@ -161,6 +220,8 @@ def main(argv: list[str] | None = None) -> int:
         volumes=make("persistentvolumes", volume_source(core), name_key, volumes.volume_info),
         quotas=make("resourcequotas", resource_quota_source(core, ns), namespaced_key, quota.quota_info),
     )
+    if args.validate_releases == "auto":
+        caches.admission, caches.admission_known = admission_informers(api_client, make)
     recorder = EventRecorder.for_core_api(core, host=identity,
                                           on_emit=lambda t, r: metrics.events.labels(t, r).inc())
     config = ReconcilerConfig(
@@ -208,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
 
-    for inf in caches.all():
+    for inf in (*caches.all(), *caches.admission):
         inf.start(stop)
     recorder.start(stop)
 

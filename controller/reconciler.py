@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cogate import api
-from cogate.controller import lifecycle, notices, planner
+from cogate.controller import lifecycle, notices, planner, refusers
 from cogate.controller import quota as quota_mod
 from cogate.controller import status as status_mod
 from cogate.controller import volumes as volumes_mod
@@ -267,8 +267,10 @@ class ReconcilerConfig:
     #: Delete released members stuck on a pinned node that can no longer take them when they
     #: have a controller owner (it recreates them gated); bare pods are only reported.
     recreate_stuck_members: bool = True
-    #: Dry-run every release patch before removing any gate of the group.
-    validate_releases: bool = True
+    #: Dry-run every release patch before removing any gate of the group: ``auto`` while a
+    #: webhook or admission policy intercepts pod UPDATEs (or while that is unknown), ``always``,
+    #: ``never`` (:data:`cogate.controller.refusers.VALIDATION_MODES`).
+    validate_releases: str = "auto"
     #: Opt-in: a PodDisruptionBudget (minAvailable = minMember) per running group.
     pod_disruption_budgets: bool = False
     #: Opt-in: evict the remaining owned members of a group that fell below minMember after reaching it.
@@ -296,6 +298,11 @@ class Caches:
     volumes: Informer | None = None
     #: ResourceQuotas (records: quota.QuotaInfo), to say when a quota refuses missing members.
     quotas: Informer | None = None
+    #: Admission webhook configurations and policies (records: the names of those intercepting pod
+    #: UPDATEs, :mod:`cogate.controller.refusers`), for ``validate_releases="auto"``; not part of
+    #: readiness. ``admission_known``: they cover every such kind the API server serves.
+    admission: tuple[Informer, ...] = ()
+    admission_known: bool = False
 
     def all(self) -> list[Informer]:
         return [i for i in (self.podgroups, self.members, self.bound, self.nodes, self.claims, self.volumes,
@@ -365,6 +372,8 @@ class Reconciler:
                  sleep: Callable[[float], None] = time.sleep) -> None:
         if config.placement not in PLACEMENTS:
             raise ValueError(f"placement: {config.placement!r} not in {PLACEMENTS}")
+        if config.validate_releases not in refusers.VALIDATION_MODES:
+            raise ValueError(f"validate_releases: {config.validate_releases!r} not in {refusers.VALIDATION_MODES}")
         self.caches = caches
         self.config = config
         self.recorder = recorder
@@ -422,6 +431,8 @@ class Reconciler:
         #: (namespace, name) -> PodDisruptionBudget state written ("ensured:<min>", "deleted", "foreign").
         self._pdbs: dict[tuple[str, str], str] = {}
         self.policy = policy
+        #: (dry run needed, interceptors, known) last logged by :meth:`release_dry_run_needed`.
+        self._dry_run_state: tuple[bool, tuple[str, ...], bool] | None = None
 
     # -- triggering ----------------------------------------------------------
     def enqueue(self, *_: object) -> None:
@@ -776,7 +787,7 @@ class Reconciler:
            meanwhile releases nothing (planned again at once); a new member of a released group
            is held this pass.
         2. Members whose release patch was refused recently wait for their back-off.
-        3. With ``validate_releases`` every release patch is sent as a dry run first: if the API
+        3. When :meth:`release_dry_run_needed`, every release patch is sent as a dry run first: if the API
            server refuses one, a fresh release releases none, a released group holds the refused
            members; both back off (5 s doubling to 300 s) and report the member and the answer.
         """
@@ -796,7 +807,7 @@ class Reconciler:
         if standing is not None and standing.until > now and not standing.whole_group:
             self._drop({u: "" for u in standing.uids if u in release})
             release = {u: n for u, n in release.items() if u not in standing.uids}
-        if not release or not self.config.validate_releases:
+        if not release or not self.release_dry_run_needed():
             return release, ""
         checks = self.writer.check_release(release)
         refused = {u for u, r in checks.items() if r == "refused"}
@@ -810,6 +821,29 @@ class Reconciler:
             return {}, message
         self._drop({u: "" for u in refused})
         return {u: n for u, n in release.items() if u not in refused}, message
+
+    def release_dry_run_needed(self) -> bool:
+        """Whether release patches are dry-run before any gate goes (``refusers.dry_run_needed``
+        over the admission informers); logs each change of the answer and of what it rests on."""
+        mode = self.config.validate_releases
+        if mode != "auto":
+            return mode == "always"
+        informers = self.caches.admission
+        known = self.caches.admission_known and all(i.has_synced for i in informers)
+        names = tuple(sorted({n for i in informers for rec in i.snapshot() for n in rec})) if known else ()
+        needed = refusers.dry_run_needed(mode, known, names)
+        state = (needed, names, known)
+        if state != self._dry_run_state:
+            self._dry_run_state = state
+            if not known:
+                log.info("release patches are dry-run first: the admission webhooks and policies that could refuse "
+                         "them are not known (yet)")
+            elif needed:
+                log.info("release patches are dry-run first: %d admission webhooks or policies intercept pod "
+                         "updates (%s)", len(names), ", ".join(names[:10]) + (", ..." if len(names) > 10 else ""))
+            else:
+                log.info("release patches are not dry-run: no admission webhook or policy intercepts pod updates")
+        return needed
 
     def _refused(self, g: GroupObject, uids: set[str], *, released: int, whole_group: bool, now: float) -> str:
         """Record a refusal of ``uids`` (back-off doubles per refusal in a row) and emit its event."""

@@ -185,6 +185,48 @@ def test_a_release_the_api_server_refuses_for_one_member_releases_none_and_says_
              what="ReleaseAccepted=True")
 
 
+def _dry_run_pod_patches(stack) -> float:
+    """PATCHes of pods sent with dryRun=All that the API server answered so far (apiserver_request_total)."""
+    total = 0.0
+    for line in stack.cluster.kubectl("get", "--raw", "/metrics").stdout.splitlines():
+        if line.startswith("apiserver_request_total{") and 'dry_run="All"' in line and 'resource="pods"' in line \
+                and 'verb="PATCH"' in line and 'subresource=""' in line:
+            total += float(line.rpartition(" ")[2])
+    return total
+
+
+def test_release_patches_are_dry_run_only_while_a_policy_could_refuse_them(stack, kube, namespace, only_nodes,
+                                                                           tmp_path):
+    """--validate-releases auto (the default): with no admission webhook or policy on pod updates
+    a release sends no dry run; once a ValidatingAdmissionPolicy on pod updates exists (it admits
+    everything here), every member's release patch is dry-run first; once it is gone, none is."""
+    only_nodes(1, **NODE8)
+    core = client.CoreV1Api(kube)
+
+    def release(group: str) -> float:
+        before = _dry_run_pod_patches(stack)
+        create_pod_group(kube, example.pod_group(group, 2, namespace=namespace, timeout_seconds=None))
+        for i in (1, 2):
+            core.create_namespaced_pod(namespace, bare_pod(f"{group}-{i}", group, "1"))
+        wait_for(lambda: (ps := group_pods(kube, namespace, group, deleting=False)) and len(ps) == 2
+                 and not any(gated(p) for p in ps), 20, what=f"{group} released")
+        return _dry_run_pod_patches(stack) - before
+
+    assert release("a") == 0
+    name = f"watch-{namespace}"[:63]
+    path = tmp_path / "policy.yaml"
+    path.write_text(POLICY.format(name=name, namespace=namespace).replace(
+        "\"object.metadata.name != 'k-3' || !has(object.spec.affinity)\"", "\"true\""))
+    stack.cluster.kubectl("apply", "-f", str(path))
+    try:
+        time.sleep(3)  # the API server loads policies asynchronously; the controller watches them
+        assert release("b") == 2
+    finally:
+        stack.cluster.kubectl("delete", "-f", str(path), "--ignore-not-found")
+    time.sleep(1)
+    assert release("c") == 0
+
+
 # ----------------------------------------------------------------- item 3: members lost or ungated by hand
 
 

@@ -264,15 +264,20 @@ def test_after_release_values_reach_the_flags_and_rights(helm):
     default = render(helm)
     args = container(find(default, "Deployment", "cogate-controller"), "controller")["args"]
     parsed = controller_main.build_parser().parse_args(args[1:])
-    assert parsed.recreate_stuck_members and parsed.validate_releases
+    assert parsed.recreate_stuck_members and parsed.validate_releases == "auto"
     assert not parsed.pod_disruption_budgets and not parsed.evict_below_quorum
+    admission = (("admissionregistration.k8s.io",), ("validatingwebhookconfigurations", "mutatingwebhookconfigurations",
+                                                      "validatingadmissionpolicies", "mutatingadmissionpolicies"),
+                 ("get", "list", "watch"), ())
+    assert admission in _rules(default, "ClusterRole", "cogate-controller")
     objs = render(helm, "--set", "controller.recreateStuckMembers=false", "--set", "controller.validateReleases=false",
                   "--set", "controller.podDisruptionBudgets=true", "--set", "controller.evictBelowQuorum=true")
     args = container(find(objs, "Deployment", "cogate-controller"), "controller")["args"]
     parsed = controller_main.build_parser().parse_args(args[1:])
-    assert not parsed.recreate_stuck_members and not parsed.validate_releases
+    assert not parsed.recreate_stuck_members and parsed.validate_releases == "never"
     assert parsed.pod_disruption_budgets and parsed.evict_below_quorum
     rules = _rules(objs, "ClusterRole", "cogate-controller")
+    assert admission not in rules
     assert (("",), ("pods",), ("delete",), ()) not in rules
     assert (("policy",), ("poddisruptionbudgets",), ("create", "delete", "get", "patch"), ()) in rules
     assert (("",), ("pods/eviction",), ("create",), ()) in rules
@@ -317,6 +322,7 @@ def test_log_format_reaches_every_cogate_container(helm, sets, fmt):
     (["logFormat=yaml"], "logFormat must be json or text"),
     (["controller.placement=anywhere"], "controller.placement must be pinned or free"),
     (["controller.uncheckedConstraints=ignore"], "controller.uncheckedConstraints must be release or hold"),
+    (["controller.validateReleases=sometimes"], "controller.validateReleases must be auto, always or never"),
     (["webhook.certs.mode=manual"], "webhook.certs.mode must be bootstrap or cert-manager"),
     (["webhook.timeoutSeconds=31"], "timeoutSeconds must be between 1 and 30"),
     (["controller.leaderElect=false"], "needs controller.leaderElect=true"),
@@ -345,6 +351,9 @@ def test_controller_rbac_is_least_privilege(objs):
         (("scheduling.x-k8s.io",), ("podgroups",), ("get", "list", "watch"), ()),
         (("scheduling.x-k8s.io",), ("podgroups/status",), ("get", "patch", "update"), ()),
         (("", "events.k8s.io"), ("events",), ("create", "patch"), ()),
+        (("admissionregistration.k8s.io",), ("validatingwebhookconfigurations", "mutatingwebhookconfigurations",
+                                             "validatingadmissionpolicies", "mutatingadmissionpolicies"),
+         ("get", "list", "watch"), ()),
     ])
     role = find(objs, "Role", "cogate-controller-leader-election")
     assert role["metadata"]["namespace"] == NAMESPACE
@@ -387,3 +396,13 @@ def test_containers_are_hardened(objs):
             assert sc["capabilities"]["drop"] == ["ALL"]
             assert c["image"] == "cogate:0.1.0"
             assert "requests" in c["resources"]
+
+
+@pytest.mark.parametrize("value,mode", [("auto", "auto"), ("always", "always"), ("never", "never"),
+                                        ("true", "always"), ("false", "never")])
+def test_validate_releases_modes(helm, value, mode):
+    objs = render(helm, "--set", f"controller.validateReleases={value}")
+    args = container(find(objs, "Deployment", "cogate-controller"), "controller")["args"]
+    assert controller_main.build_parser().parse_args(args[1:]).validate_releases == mode
+    has_rule = any(g == ("admissionregistration.k8s.io",) for g, *_ in _rules(objs, "ClusterRole", "cogate-controller"))
+    assert has_rule == (mode == "auto")

@@ -30,6 +30,7 @@ PURE = [
     "cogate.controller.quota",
     "cogate.controller.lifecycle",
     "cogate.controller.planstate",
+    "cogate.controller.refusers",
     "cogate.webhook.admission",
     "cogate.gates",
 ]

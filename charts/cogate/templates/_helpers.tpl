@@ -42,7 +42,16 @@ app.kubernetes.io/instance: {{ .ctx.Release.Name }}
 app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
+{{/* controller.validateReleases as a --validate-releases mode (true/false, the values of chart 0.1, mean always/never). */}}
+{{- define "cogate.validateReleases" -}}
+{{- $v := toString .Values.controller.validateReleases -}}
+{{- if eq $v "true" -}}always{{- else if eq $v "false" -}}never{{- else -}}{{ $v }}{{- end -}}
+{{- end -}}
+
 {{- define "cogate.validate" -}}
+{{- if not (has (include "cogate.validateReleases" .) (list "auto" "always" "never")) -}}
+{{- fail (printf "controller.validateReleases must be auto, always or never, got %q" (toString .Values.controller.validateReleases)) -}}
+{{- end -}}
 {{- if not (has .Values.controller.placement (list "pinned" "free")) -}}
 {{- fail (printf "controller.placement must be pinned or free, got %q" .Values.controller.placement) -}}
 {{- end -}}
