@@ -38,10 +38,11 @@ and are shown to the client by kubectl.
 from __future__ import annotations
 
 import base64
-import json
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
+
+import orjson
 
 from cogate import gates
 from cogate.api import DEFAULT_GATE_NAME, DEFAULT_SCHEDULER_NAME, POD_GROUP_LABEL, pod_group_name_error, validate_gate_name
@@ -120,7 +121,7 @@ class Admission:
         if self.refusal:
             resp["status"] = {"status": "Failure", "reason": "Invalid", "code": 422, "message": self.refusal}
         if self.patch is not None:
-            raw = json.dumps(self.patch, separators=(",", ":")).encode()
+            raw = orjson.dumps(self.patch)
             resp["patchType"] = "JSONPatch"
             resp["patch"] = base64.b64encode(raw).decode("ascii")
         if self.warnings:

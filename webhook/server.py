@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import ssl
@@ -44,6 +43,7 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client import GCCollector, PlatformCollector, ProcessCollector
@@ -254,8 +254,13 @@ async def _certificate_reload_task(app: web.Application) -> AsyncIterator[None]:
         await task
 
 
+def _json_response(body: Any, status: int = 200) -> web.Response:
+    """``body`` encoded with orjson (a fifth of the stdlib's time for a review's answer)."""
+    return web.Response(body=orjson.dumps(body), status=status, content_type="application/json")
+
+
 def _error(status: int, message: str) -> web.Response:
-    return web.json_response({"error": message}, status=status)
+    return _json_response({"error": message}, status=status)
 
 
 def _request_uid(review: Any) -> str | None:
@@ -294,8 +299,10 @@ async def _mutate_inner(request: web.Request, gate_name: str,
         log.warning("invalid admission request: %s", msg, extra={"event": "invalid_review", "reason": msg})
         return _error(400, msg), Outcome.INVALID
     try:
-        review = json.loads(body)
-    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        # orjson: decoding the ~5 KB review with the stdlib json was a fifth of the webhook's CPU
+        # time per review (docs/benchmarks.md, Webhook); orjson takes half of that.
+        review = orjson.loads(body)
+    except (ValueError, RecursionError) as exc:  # orjson.JSONDecodeError is a ValueError
         msg = f"body: not valid JSON: {exc}"[:300]
         log.warning("invalid admission request: %s", msg, extra={"event": "invalid_review", "reason": msg})
         return _error(400, msg), Outcome.INVALID
@@ -315,7 +322,7 @@ async def _mutate_inner(request: web.Request, gate_name: str,
         if uid is None:
             return _error(400, f"cannot process request: {type(exc).__name__}"), Outcome.ERROR
         denial = internal_error_response(uid, type(exc).__name__)
-        return web.json_response(denial), Outcome.ERROR
+        return _json_response(denial), Outcome.ERROR
     if log.isEnabledFor(logging.DEBUG):
         log.debug(
             "admission %s %s/%s: %s",
@@ -335,7 +342,7 @@ async def _mutate_inner(request: web.Request, gate_name: str,
                 **decision.extra,
             },
         )
-    return web.json_response(decision.response()), decision.outcome
+    return _json_response(decision.response()), decision.outcome
 
 
 async def _healthz(request: web.Request) -> web.Response:
