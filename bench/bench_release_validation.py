@@ -67,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             times: dict[str, list[float]] = {"validated": [], "not validated": []}
             for i in range(args.runs):
-                for mode, flags in (("validated", ()), ("not validated", ("--no-validate-releases",))):
+                for mode, flags in (("validated", ("--validate-releases=always",)),
+                                    ("not validated", ("--validate-releases=never",))):
                     stack.controller_args = flags
                     stack.restart_controller()
                     times[mode].append(one_release(api, f"bench-{i}-{len(times[mode])}-{mode[:3]}", args.members))

@@ -30,6 +30,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import secrets
 import socket
 import sys
@@ -441,6 +442,60 @@ def controller_stats(stack: Any) -> dict[str, float]:
 
 def stats_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
     return {k: round(after[k] - before.get(k, 0.0), 3) for k in after}
+
+
+# ------------------------------------------------------------------ where the machine's time goes
+
+def cpu_seconds(cluster: Any, stack: Any = None) -> dict[str, float]:
+    """CPU time (user + system, seconds) so far of each control-plane process of ``cluster`` and each
+    of cogate's processes in ``stack`` (``/proc/<pid>/stat`` fields 14 and 15); subtract two
+    snapshots (:func:`stats_delta`) for one run. Processes that are gone are left out."""
+    tick = os.sysconf("SC_CLK_TCK")
+    pids = dict(cluster.pids) if hasattr(cluster, "pids") else {}
+    if stack is not None:
+        pids.update({f"cogate-{n}": p.pid for n, p in stack.processes.items()})
+    out = {}
+    for name, pid in pids.items():
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        out[name] = (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
+def apiserver_requests(api: client.ApiClient) -> dict[str, float]:
+    """Requests the API server has answered so far, from its ``apiserver_request_total`` metric,
+    summed as ``"<VERB> <resource>[/<subresource>][ dry-run]"`` (``"PATCH pods"``, ``"POST pods/binding"``,
+    ``"PATCH pods dry-run"``, ``"PATCH podgroups/status"``); subtract two snapshots for one run."""
+    method, url, headers, body, post = api.param_serialize("GET", "/metrics", auth_settings=["BearerToken"])
+    resp = api.call_api(method, url, headers, body, post, _request_timeout=30)
+    resp.read()
+    text = resp.data.decode()
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        head, _, value = line.rpartition(" ")
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', head))
+        key = f"{labels.get('verb', '?')} {labels.get('resource', '?')}"
+        if labels.get("subresource"):
+            key += "/" + labels["subresource"]
+        if labels.get("dry_run"):
+            key += " dry-run"
+        with contextlib.suppress(ValueError):
+            out[key] = out.get(key, 0.0) + float(value)
+    return out
+
+
+WRITE_VERBS = ("POST", "PATCH", "PUT", "DELETE", "APPLY")
+
+
+def pod_writes(requests: dict[str, float]) -> dict[str, float]:
+    """From a delta of :func:`apiserver_requests`: the writes that touch pods (create, binding,
+    status, gate removal, dry runs) and PodGroups, by key, zero counts left out."""
+    return {k: v for k, v in sorted(requests.items())
+            if v and k.split(" ")[0] in WRITE_VERBS and k.split(" ")[1].split("/")[0] in ("pods", "podgroups")}
 
 
 # ------------------------------------------------------------------ figures
