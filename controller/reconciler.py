@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+import math
 import threading
 import time
 from collections import Counter
@@ -431,6 +432,9 @@ class Reconciler:
         #: (namespace, name) -> PodDisruptionBudget state written ("ensured:<min>", "deleted", "foreign").
         self._pdbs: dict[tuple[str, str], str] = {}
         self.policy = policy
+        #: PodGroup uid -> monotonic time of its last status write (messages-only changes wait
+        #: status.PROGRESS_WRITE_SECONDS after it).
+        self._progress_written: dict[str, float] = {}
         #: (dry run needed, interceptors, known) last logged by :meth:`release_dry_run_needed`.
         self._dry_run_state: tuple[bool, tuple[str, ...], bool] | None = None
 
@@ -639,6 +643,8 @@ class Reconciler:
         self._evicted = {e for e in self._evicted if e[0] in live_uids}
         for uid in set(self._ended) - live_uids:
             self._ended.pop(uid, None)
+        for uid in set(self._progress_written) - live_uids:
+            self._progress_written.pop(uid, None)
         self._quorum_evicted = {e for e in self._quorum_evicted if e[0] in live_uids}
         self._refusals = {k: r for k, r in self._refusals.items() if k in groups}
         self._pdbs = {k: v for k, v in self._pdbs.items() if k in groups}
@@ -680,9 +686,17 @@ class Reconciler:
             verdict.message, findings, now)
         phase = new_status.phase or "Pending"
         body = status_mod.status_patch(g.raw_status, new_status)
+        if body is not None and not release and status_mod.progress_only(g.raw_status, body):
+            due = self._progress_written.get(g.uid, -math.inf) + status_mod.PROGRESS_WRITE_SECONDS
+            if self._monotonic() < due:  # messages only ("5 of 8 members present"): later
+                with self._cond:
+                    self.debouncer.wake_at(due + 0.01)
+                body = None
         if body is not None and not self.writer.write_status(*g.key, body):
             self._drop(release)
             return _Applied(phase)  # never ungate before the decision is recorded
+        if body is not None:
+            self._progress_written[g.uid] = self._monotonic()
         writes = int(body is not None)
         if g.pg.spec.minResources:
             self._event(g, "minresources", notices.MIN_RESOURCES_NOT_USED, now)

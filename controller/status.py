@@ -69,6 +69,7 @@ Times are float epoch seconds (UTC).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
@@ -466,3 +467,33 @@ def status_patch(old: Mapping[str, Any] | None, new: PodGroupStatus) -> dict[str
         elif key not in after and key in before:
             body[key] = None
     return {"status": body} if body else None
+
+
+def progress_only(old: Mapping[str, Any] | None, body: Mapping[str, Any] | None) -> bool:
+    """Whether ``body`` (from :func:`status_patch`) changes only numbers in condition messages of
+    status ``old`` (API JSON): the same condition types, each with the same ``status`` and
+    ``reason`` and a message equal but for its numbers, and no other field. Such a change reports
+    progress ("5 of 8 members present" -> "6 of 8 ..."); the controller writes it at most every
+    :data:`PROGRESS_WRITE_SECONDS` per group. Any other change (a new situation in the words of a
+    message, a status, a reason, a count field, the phase) is not progress only."""
+    if not body or set(body.get("status") or {}) != {"conditions"}:
+        return False
+    before = _normal(old if isinstance(old, Mapping) else None)
+    old_conditions = {c.get("type"): c for c in before.get("conditions", []) if isinstance(c, Mapping)}
+    new_conditions = body["status"]["conditions"] or []
+    if {c.get("type") for c in new_conditions} != set(old_conditions) or len(new_conditions) != len(old_conditions):
+        return False
+    def words(message: Any) -> str:
+        return _DIGITS.sub("#", message) if isinstance(message, str) else repr(message)
+
+    return all(old_conditions[c.get("type")].get("status") == c.get("status")
+               and old_conditions[c.get("type")].get("reason") == c.get("reason")
+               and words(old_conditions[c.get("type")].get("message")) == words(c.get("message"))
+               for c in new_conditions)
+
+
+_DIGITS = re.compile(r"\d+")
+
+
+#: Seconds between two status writes of one PodGroup that change only condition messages.
+PROGRESS_WRITE_SECONDS = 1.0

@@ -223,7 +223,7 @@ class Harness:
         self.rec = Reconciler(self.cluster, self.cluster, caches,
                               ReconcilerConfig(placement=placement, evict_on_timeout=evict, max_patch_attempts=4),
                               recorder=recorder, metrics=Metrics(), decide=self.decide,
-                              clock=lambda: self.now, sleep=lambda s: None)
+                              clock=lambda: self.now, monotonic=lambda: self.now, sleep=lambda s: None)
 
     def decide(self, nodes, pods, groups, reservations, now, config):
         self.decide_calls.append({"nodes": nodes, "pods": pods, "groups": groups, "reservations": reservations})
@@ -466,3 +466,41 @@ def test_log_lines_about_a_group_carry_its_name(caplog):
     # b's patch refused (writer), the refusal and the release (reconciler)
     assert len(about) == 3, [r.getMessage() for r in caplog.records]
     assert all(getattr(r, "podgroup", None) == f"{NS}/pg" for r in about)
+
+
+def test_progress_is_written_at_most_once_a_second_and_then_brought_up_to_date():
+    """Members arriving change only the numbers of a message ("3 of 8 members present"): written
+    at once the first time, then at most every PROGRESS_WRITE_SECONDS (the pass in between wakes
+    up for it); a change of words, and a release, are written at once."""
+    from cogate.controller.status import PROGRESS_WRITE_SECONDS
+
+    script = iter([verdict("WaitingForMembers", message="3 of 8 members present"),
+                   verdict("WaitingForMembers", message="4 of 8 members present"),
+                   verdict("WaitingForMembers", message="5 of 8 members present"),
+                   verdict("WaitingForMembers", message="6 of 8 members present"),
+                   verdict("WaitingForMembers", message="6 of 8 members present, 2 held by other scheduling gates"),
+                   verdict("Released", {"uid-a": "n1", "uid-b": "n2"}, 2, "fits 2 of 2")])
+    h = Harness([raw_pod("a"), raw_pod("b")], [raw_pg()], lambda groups: [next(script)])
+
+    def message():
+        return next(c for c in h.cluster.pgs["pg"]["status"]["conditions"] if c["type"] == "Released")["message"]
+
+    h.run()
+    assert message() == "3 of 8 members present"
+    h.now += 0.3
+    h.run()
+    assert message() == "3 of 8 members present"  # held back
+    assert h.rec.debouncer.deadline() == pytest.approx(h.now - 0.3 + PROGRESS_WRITE_SECONDS + 0.01)
+    h.now += PROGRESS_WRITE_SECONDS
+    h.run()
+    assert message() == "5 of 8 members present"  # brought up to date
+    h.now += 0.1
+    h.run()
+    assert message() == "5 of 8 members present"
+    h.now += 0.1
+    h.run()
+    assert message().endswith("held by other scheduling gates")  # new words: at once
+    h.now += 0.1
+    h.run()
+    assert message() == "fits 2 of 2"  # a release: at once
+    assert [e for e in h.cluster.log if e[0] == "status"] == [("status", "pg")] * 4

@@ -22,6 +22,7 @@ from cogate.controller.status import (
 )
 from cogate.controller.notices import situation_key
 from cogate.models import PHASES, PodGroup, format_time, parse_time
+from cogate.controller import status
 
 NS, NAME = "ml", "train"
 T0 = parse_time("2024-05-01T10:00:00Z")
@@ -606,3 +607,40 @@ def test_situation_key_ignores_counts_only(a, b, same):
 def test_situation_key_of_odd_input():
     assert situation_key("") == ""
     assert situation_key(None) == ""  # type: ignore[arg-type]
+
+
+# -- messages-only changes (written at most every PROGRESS_WRITE_SECONDS) ----------------------
+
+def _status(*conds, **fields):
+    return {"phase": "Pending", **fields,
+            "conditions": [{"type": t, "status": s, "reason": r, "message": m,
+                            "lastTransitionTime": "2024-01-01T00:00:00Z"} for t, s, r, m in conds]}
+
+
+WAIT = ("Released", "False", "WaitingForMembers", "5 of 8 members present")
+
+
+@pytest.mark.parametrize("old,new,expected", [
+    (_status(WAIT), [("Released", "False", "WaitingForMembers", "6 of 8 members present")], True),
+    (_status(WAIT), [("Released", "False", "WaitingForMembers", "6 of 9 members present")], True),
+    (_status(WAIT), [("Released", "False", "WaitingForMembers", "6 of 8 members present, 2 held")], False),
+    (_status(WAIT), [("Released", "False", "InsufficientCapacity", "5 of 8 members present")], False),
+    (_status(WAIT), [("Released", "True", "WaitingForMembers", "5 of 8 members present")], False),
+    (_status(WAIT), [("Released", "False", "WaitingForMembers", "6 of 8 members present"),
+                     ("FitsCluster", "True", "Fits", "fits")], False),
+    (_status(WAIT, ("FitsCluster", "True", "Fits", "fits 8")),
+     [("Released", "False", "WaitingForMembers", "6 of 8 members present")], False),
+    (_status(("Released", "False", "InsufficientCapacity", "fits 1 of 2: cpu short by 1")),
+     [("Released", "False", "InsufficientCapacity", "fits 1 of 2: memory short by 1Gi")], False),
+    (None, [("Released", "False", "WaitingForMembers", "6 of 8 members present")], False),
+])
+def test_progress_only_is_a_change_of_numbers_in_messages(old, new, expected):
+    body = {"status": {"conditions": [{"type": t, "status": s, "reason": r, "message": m,
+                                       "lastTransitionTime": "2024-01-01T00:00:00Z"} for t, s, r, m in new]}}
+    assert status.progress_only(old, body) is expected
+
+
+@pytest.mark.parametrize("body", [None, {}, {"status": {}}, {"status": {"phase": "Running"}},
+                                  {"status": {"running": 3, "conditions": []}}])
+def test_other_changes_are_not_progress_only(body):
+    assert status.progress_only(_status(WAIT), body) is False
