@@ -399,8 +399,8 @@ def run(quick: bool, out_dir: Path) -> dict[str, Any]:
     base_p99 = opened[base.label]["p99_ms"]
     lag = max(o["lag_p99_ms"] for o in opened.values())
     lat_why = (f"cogate's p99 is {p99 / base_p99:.1f}x the baseline's ({base_p99:.1f} ms) at the same offered rate; "
-               f"its extra CPU per review ({cpu_g:.3f} ms against {cpu_b:.3f} ms; what it is spent on: see the "
-               "throughput target) leaves less headroom, so queues build sooner.")
+               f"its extra CPU per review ({cpu_g:.3f} ms against {cpu_b:.3f} ms; what it is spent on: the in-process "
+               "step costs below) leaves less headroom, so queues build sooner.")
     if base_p99 >= P99_TARGET_MS:
         lat_why = (f"The bare baseline misses it too (p99 {base_p99:.1f} ms): on this machine the tail is set first "
                    "by CPU contention: the load generator, the server and other work share 2 cores (the generator "
