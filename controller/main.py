@@ -124,18 +124,9 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-#: admissionregistration.k8s.io/v1 resources that can hold a pod UPDATE interceptor -> their kind.
-ADMISSION_RESOURCES = {
-    "validatingwebhookconfigurations": "ValidatingWebhookConfiguration",
-    "mutatingwebhookconfigurations": "MutatingWebhookConfiguration",
-    "validatingadmissionpolicies": "ValidatingAdmissionPolicy",
-    "mutatingadmissionpolicies": "MutatingAdmissionPolicy",
-}
-
-
 def admission_informers(api_client: Any, make: Callable[..., Informer]) -> tuple[tuple[Informer, ...], bool]:
     """Informers (records: names of pod UPDATE interceptors, :mod:`cogate.controller.refusers`) for
-    each of :data:`ADMISSION_RESOURCES` the API server serves in ``admissionregistration.k8s.io/v1``,
+    each of ``refusers.ADMISSION_RESOURCES`` the API server serves in ``admissionregistration.k8s.io/v1``,
     and whether they cover every such resource it serves in any version (discovery: a kind served
     only in a beta or alpha version, or a failed discovery, leaves ``--validate-releases auto``
     dry-running every release)."""
@@ -158,18 +149,16 @@ def admission_informers(api_client: Any, make: Callable[..., Informer]) -> tuple
         log.warning("cannot tell which admission webhooks and policies could refuse release patches (discovery "
                     "failed: %s); every release patch is dry-run first", exc)
         return (), False
-    v1 = served.get("v1", set())
-    elsewhere = {r for v, names in served.items() if v != "v1" for r in names} & set(ADMISSION_RESOURCES)
-    unwatched = sorted(elsewhere - v1)
+    watched, unwatched = refusers.watched_and_unwatched(served)
     if unwatched:
         log.info("admission resources served only in a pre-release version (%s): every release patch is "
                  "dry-run first", ", ".join(unwatched))
     adm = client.AdmissionregistrationV1Api(api_client)
     informers = []
-    for plural, kind in ADMISSION_RESOURCES.items():
-        if plural in v1:
-            lister = getattr(adm, "list_" + _snake(kind))
-            informers.append(make(plural, admission_source(lister), name_key, refusers.interceptors_of(kind)))
+    for plural in watched:
+        kind = refusers.ADMISSION_RESOURCES[plural]
+        lister = getattr(adm, "list_" + _snake(kind))
+        informers.append(make(plural, admission_source(lister), name_key, refusers.interceptors_of(kind)))
     return tuple(informers), not unwatched
 
 

@@ -437,6 +437,7 @@ class Reconciler:
         self._progress_written: dict[str, float] = {}
         #: (dry run needed, interceptors, known) last logged by :meth:`release_dry_run_needed`.
         self._dry_run_state: tuple[bool, tuple[str, ...], bool] | None = None
+        self._dry_run_lock = threading.Lock()  # groups are applied concurrently
 
     # -- triggering ----------------------------------------------------------
     def enqueue(self, *_: object) -> None:
@@ -847,8 +848,9 @@ class Reconciler:
         names = tuple(sorted({n for i in informers for rec in i.snapshot() for n in rec})) if known else ()
         needed = refusers.dry_run_needed(mode, known, names)
         state = (needed, names, known)
-        if state != self._dry_run_state:
-            self._dry_run_state = state
+        with self._dry_run_lock:
+            changed, self._dry_run_state = state != self._dry_run_state, state
+        if changed:
             if not known:
                 log.info("release patches are dry-run first: the admission webhooks and policies that could refuse "
                          "them are not known (yet)")

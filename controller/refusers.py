@@ -110,6 +110,25 @@ def interceptors_of(kind: str):
     raise ValueError(f"kind: {kind!r} not in {WEBHOOK_KINDS + POLICY_KINDS}")
 
 
+#: admissionregistration.k8s.io resources that can hold a pod UPDATE interceptor -> their kind.
+ADMISSION_RESOURCES = {
+    "validatingwebhookconfigurations": "ValidatingWebhookConfiguration",
+    "mutatingwebhookconfigurations": "MutatingWebhookConfiguration",
+    "validatingadmissionpolicies": "ValidatingAdmissionPolicy",
+    "mutatingadmissionpolicies": "MutatingAdmissionPolicy",
+}
+
+
+def watched_and_unwatched(served: Mapping[str, Iterable[str]]) -> tuple[list[str], list[str]]:
+    """From API discovery of ``admissionregistration.k8s.io`` (version -> resource names served),
+    the :data:`ADMISSION_RESOURCES` the controller watches (those served in ``v1``) and those it
+    cannot (served only in another version, e.g. a beta ``mutatingadmissionpolicies``); any of
+    the latter leaves ``auto`` dry-running every release. Both sorted."""
+    v1 = set(served.get("v1", ())) & set(ADMISSION_RESOURCES)
+    elsewhere = {r for v, names in served.items() if v != "v1" for r in names} & set(ADMISSION_RESOURCES)
+    return sorted(v1), sorted(elsewhere - v1)
+
+
 def dry_run_needed(mode: str, known: bool, interceptors: Iterable[str]) -> bool:
     """Whether release patches are dry-run first. ``mode``: one of :data:`VALIDATION_MODES`;
     ``known``: every kind of webhook and policy the API server serves is watched and listed

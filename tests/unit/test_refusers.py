@@ -121,6 +121,24 @@ def test_unknown_kind_is_refused():
         refusers.interceptors_of("PodSecurityPolicy")
 
 
+@pytest.mark.parametrize("served,watched,unwatched", [
+    ({"v1": ["validatingwebhookconfigurations", "mutatingwebhookconfigurations", "validatingadmissionpolicies",
+             "validatingadmissionpolicies/status", "validatingadmissionpolicybindings", "mutatingadmissionpolicies"]},
+     ["mutatingadmissionpolicies", "mutatingwebhookconfigurations", "validatingadmissionpolicies",
+      "validatingwebhookconfigurations"], []),
+    ({"v1": ["validatingwebhookconfigurations", "mutatingwebhookconfigurations", "validatingadmissionpolicies"],
+      "v1beta1": ["mutatingadmissionpolicies", "mutatingadmissionpolicybindings"]},
+     ["mutatingwebhookconfigurations", "validatingadmissionpolicies", "validatingwebhookconfigurations"],
+     ["mutatingadmissionpolicies"]),
+    ({"v1": ["validatingwebhookconfigurations", "mutatingadmissionpolicies"],
+      "v1alpha1": ["mutatingadmissionpolicies"]},
+     ["mutatingadmissionpolicies", "validatingwebhookconfigurations"], []),
+    ({}, [], []),
+])
+def test_which_kinds_are_watched(served, watched, unwatched):
+    assert refusers.watched_and_unwatched(served) == (watched, unwatched)
+
+
 @pytest.mark.parametrize("mode,known,names,expected", [
     ("always", True, [], True), ("always", False, [], True),
     ("never", True, ["x"], False), ("never", False, [], False),
@@ -203,3 +221,19 @@ def test_unknown_mode_is_refused_at_start():
     h = Harness([raw_pod("a")], [raw_pg()], [])
     with pytest.raises(ValueError, match="validate_releases"):
         Reconciler(h.cluster, h.cluster, h.caches, ReconcilerConfig(validate_releases="sometimes"), decide=h.decide)
+
+
+def test_failed_discovery_leaves_auto_dry_running(caplog):
+    """The controller cannot tell what the API server serves (here: a client whose every call
+    fails): no admission informers, not known, so every release is dry-run."""
+    from cogate.controller import main as controller_main
+
+    class Broken:
+        def __getattr__(self, name):
+            raise ConnectionError("API server unreachable")
+
+    with caplog.at_level(logging.WARNING):
+        informers, known = controller_main.admission_informers(Broken(), lambda *a: pytest.fail("no informer"))
+    assert (informers, known) == ((), False)
+    assert "every release patch is dry-run first" in caplog.text
+    assert refusers.dry_run_needed("auto", known, ()) is True
