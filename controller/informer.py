@@ -102,6 +102,7 @@ class Informer:
         self.store: dict[Hashable, Any] = {}
         self.resource_version = ""
         self._synced = threading.Event()
+        self._healthy = False
         self._thread: threading.Thread | None = None
 
     # -- public API -------------------------------------------------------
@@ -109,6 +110,13 @@ class Informer:
     def has_synced(self) -> bool:
         """True once the first list has been stored."""
         return self._synced.is_set()
+
+    @property
+    def healthy(self) -> bool:
+        """True while the store follows the API server: from a successful list until a list or
+        watch fails (then False until the next successful list or watch event). A store that
+        is not healthy may miss objects created meanwhile."""
+        return self._healthy and self._synced.is_set()
 
     def wait_for_sync(self, timeout: float | None = None) -> bool:
         return self._synced.wait(timeout)
@@ -170,6 +178,7 @@ class Informer:
                 self._restarted("gone")
                 need_list = True
             except Exception as exc:  # noqa: BLE001 - an informer must outlive any error
+                self._healthy = False
                 if api_status(exc) == 410:
                     self._restarted("gone")
                     need_list = True
@@ -233,6 +242,7 @@ class Informer:
             if key not in fresh:
                 self._notify("DELETED", old, None)
         self._synced.set()
+        self._healthy = True
         if self._on_event:
             self._on_event("LIST")
 
@@ -262,6 +272,7 @@ class Informer:
                 raise Gone(raw.get("message", ""))
             raise RuntimeError(f"watch ERROR event: {raw.get('code')} {raw.get('reason')}: {raw.get('message')}")
         rv = str((raw.get("metadata") or {}).get("resourceVersion") or "")
+        self._healthy = True
         if self._on_event:
             self._on_event(str(kind))
         if kind == "BOOKMARK":

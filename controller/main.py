@@ -132,34 +132,34 @@ def admission_informers(api_client: Any, make: Callable[..., Informer]) -> tuple
     dry-running every release)."""
     from kubernetes import client
 
+    #: The client's typed API per version of the group (a version it lacks cannot be read).
+    version_apis = {"v1": "AdmissionregistrationV1Api", "v1beta1": "AdmissionregistrationV1beta1Api",
+                    "v1alpha1": "AdmissionregistrationV1alpha1Api"}
     served: dict[str, set[str]] = {}
     try:
-        groups = client.ApisApi(api_client).get_api_versions()
-        group = next((g for g in groups.groups or () if g.name == "admissionregistration.k8s.io"), None)
-        for v in (group.versions if group is not None else ()):
-            resp = api_client.call_api(*api_client.param_serialize(
-                "GET", f"/apis/admissionregistration.k8s.io/{v.version}", auth_settings=["BearerToken"]),
-                _request_timeout=10)
-            resp.read()
-            if not 200 <= resp.status < 300:
-                raise RuntimeError(f"GET /apis/admissionregistration.k8s.io/{v.version}: HTTP {resp.status}")
-            body = kube.json_body(resp)
-            served[v.version] = {r.get("name") for r in body.get("resources") or () if isinstance(r, dict)}
+        group = client.AdmissionregistrationApi(api_client).get_api_group()
+        for v in group.versions or ():
+            api_class = getattr(client, version_apis.get(v.version, ""), None)
+            if api_class is None:
+                raise RuntimeError(f"admissionregistration.k8s.io/{v.version} is unknown to this Kubernetes client")
+            resources = api_class(api_client).get_api_resources().resources or ()
+            served[v.version] = {r.name for r in resources}
+        watched, unwatched = refusers.watched_and_unwatched(served)
+        adm = client.AdmissionregistrationV1Api(api_client)
+        listers = {plural: getattr(adm, "list_" + _snake(refusers.ADMISSION_RESOURCES[plural]), None)
+                   for plural in watched}
     except Exception as exc:  # noqa: BLE001
         log.warning("cannot tell which admission webhooks and policies could refuse release patches (discovery "
                     "failed: %s); every release patch is dry-run first", exc)
         return (), False
-    watched, unwatched = refusers.watched_and_unwatched(served)
+    unwatched += sorted(p for p, lister in listers.items() if lister is None)  # not in this client
     if unwatched:
-        log.info("admission resources served only in a pre-release version (%s): every release patch is "
-                 "dry-run first", ", ".join(unwatched))
-    adm = client.AdmissionregistrationV1Api(api_client)
-    informers = []
-    for plural in watched:
-        kind = refusers.ADMISSION_RESOURCES[plural]
-        lister = getattr(adm, "list_" + _snake(kind))
-        informers.append(make(plural, admission_source(lister), name_key, refusers.interceptors_of(kind)))
-    return tuple(informers), not unwatched
+        log.info("admission resources cogate cannot watch (%s: served only in a pre-release version, or unknown "
+                 "to this client): every release patch is dry-run first", ", ".join(unwatched))
+    informers = tuple(make(plural, admission_source(lister), name_key,
+                           refusers.interceptors_of(refusers.ADMISSION_RESOURCES[plural]))
+                      for plural, lister in listers.items() if lister is not None)
+    return informers, not unwatched
 
 
 def _snake(kind: str) -> str:
@@ -240,6 +240,8 @@ def main(argv: list[str] | None = None) -> int:
     caches.quotas.on_invalid = invalid("resourcequotas")  # type: ignore[union-attr]
     for inf in caches.all():
         inf.add_handler(reconciler.on_member_event if inf is caches.members else reconciler.enqueue)
+    for inf in caches.admission:
+        inf.add_handler(reconciler.enqueue)  # a pass logs what could refuse a release now
 
     def ready() -> bool:
         return all(i.has_synced for i in caches.all()) and not stop.is_set()

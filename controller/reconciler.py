@@ -504,6 +504,7 @@ class Reconciler:
         contexts: dict[tuple[str, str], _Context] = {}
         self._find_stuck(requests, now, contexts)
         self._find_departures(requests, labelled, contexts)
+        self.release_dry_run_needed()  # logs when what could refuse a release changes
         waiting = {k for k, r in self._refusals.items() if r.whole_group and r.until > now}
         decision = self._plan([r for r in requests if (r.namespace, r.name) not in waiting], now)
         result = self._apply_verdicts(decision, groups, {(r.namespace, r.name): r for r in requests}, now, contexts)
@@ -844,7 +845,7 @@ class Reconciler:
         if mode != "auto":
             return mode == "always"
         informers = self.caches.admission
-        known = self.caches.admission_known and all(i.has_synced for i in informers)
+        known = self.caches.admission_known and all(i.healthy for i in informers)
         names = tuple(sorted({n for i in informers for rec in i.snapshot() for n in rec})) if known else ()
         needed = refusers.dry_run_needed(mode, known, names)
         state = (needed, names, known)
@@ -853,7 +854,7 @@ class Reconciler:
         if changed:
             if not known:
                 log.info("release patches are dry-run first: the admission webhooks and policies that could refuse "
-                         "them are not known (yet)")
+                         "them are not known (not listed yet, or their watch failed)")
             elif needed:
                 log.info("release patches are dry-run first: %d admission webhooks or policies intercept pod "
                          "updates (%s)", len(names), ", ".join(names[:10]) + (", ..." if len(names) > 10 else ""))

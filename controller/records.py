@@ -623,7 +623,7 @@ def _pod_info(
         topology_spread=_spread_constraints(spec.get("topologySpreadConstraints"), "spec.topologySpreadConstraints"),
         volume_claims=_volume_claims(spec, name),
         disruption=_disruption(status),
-        affinity=affinity or None if gate_names else None,
+        affinity=(affinity or None) if gate_names else None,
     )
 
 

@@ -492,7 +492,9 @@ def progress_only(old: Mapping[str, Any] | None, body: Mapping[str, Any] | None)
                for c in new_conditions)
 
 
-_DIGITS = re.compile(r"\d+")
+#: Numbers standing alone ("5 of 8", "short by 2"), not part of a name ("w-1", "node3") or a
+#: quantity ("1Gi"): a change of those is a change of words.
+_DIGITS = re.compile(r"(?<![\w.-])\d+(?![\w-]|\.\d)")
 
 
 #: Seconds between two status writes of one PodGroup that change only condition messages.

@@ -199,9 +199,19 @@ def test_release_patches_are_dry_run_only_while_a_policy_could_refuse_them(stack
                                                                            tmp_path):
     """--validate-releases auto (the default): with no admission webhook or policy on pod updates
     a release sends no dry run; once a ValidatingAdmissionPolicy on pod updates exists (it admits
-    everything here), every member's release patch is dry-run first; once it is gone, none is."""
+    everything here), every member's release patch is dry-run first; once it is gone, none is.
+    The controller logs each change (the test waits for those lines instead of sleeping)."""
     only_nodes(1, **NODE8)
     core = client.CoreV1Api(kube)
+    log_file = stack.processes["controller"].log
+
+    def said(text: str) -> int:
+        return log_file.read_text(errors="replace").count(text)
+
+    def now_says(text: str) -> bool:
+        """The controller's latest line about dry runs contains ``text``."""
+        lines = [ln for ln in log_file.read_text(errors="replace").splitlines() if "release patches are" in ln]
+        return bool(lines) and text in lines[-1]
 
     def release(group: str) -> float:
         before = _dry_run_pod_patches(stack)
@@ -212,18 +222,22 @@ def test_release_patches_are_dry_run_only_while_a_policy_could_refuse_them(stack
                  and not any(gated(p) for p in ps), 20, what=f"{group} released")
         return _dry_run_pod_patches(stack) - before
 
+    not_dry = "release patches are not dry-run"
+    wait_for(lambda: now_says(not_dry), 20, what="the controller saying no webhook or policy intercepts pod updates")
     assert release("a") == 0
     name = f"watch-{namespace}"[:63]
     path = tmp_path / "policy.yaml"
     path.write_text(POLICY.format(name=name, namespace=namespace).replace(
         "\"object.metadata.name != 'k-3' || !has(object.spec.affinity)\"", "\"true\""))
+    gone_before = said(not_dry)
     stack.cluster.kubectl("apply", "-f", str(path))
     try:
-        time.sleep(3)  # the API server loads policies asynchronously; the controller watches them
+        wait_for(lambda: now_says(f"ValidatingAdmissionPolicy {name}"), 20, what="the controller naming the policy")
+        time.sleep(2)  # the API server itself loads policies asynchronously
         assert release("b") == 2
     finally:
         stack.cluster.kubectl("delete", "-f", str(path), "--ignore-not-found")
-    time.sleep(1)
+    wait_for(lambda: said(not_dry) > gone_before and now_says(not_dry), 20, what="the controller seeing the policy gone")
     assert release("c") == 0
 
 

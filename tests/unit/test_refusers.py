@@ -237,3 +237,99 @@ def test_failed_discovery_leaves_auto_dry_running(caplog):
     assert (informers, known) == ((), False)
     assert "every release patch is dry-run first" in caplog.text
     assert refusers.dry_run_needed("auto", known, ()) is True
+
+
+ALL_V1 = ["validatingwebhookconfigurations", "mutatingwebhookconfigurations", "validatingadmissionpolicies",
+          "validatingadmissionpolicies/status", "validatingadmissionpolicybindings", "mutatingadmissionpolicies",
+          "mutatingadmissionpolicybindings"]
+LISTERS = ["list_validating_webhook_configuration", "list_mutating_webhook_configuration",
+           "list_validating_admission_policy", "list_mutating_admission_policy"]
+
+
+def _fake_client(monkeypatch, served, listers=LISTERS):
+    """kubernetes.client's admissionregistration classes replaced by fakes answering discovery
+    with ``served`` (version -> resource names); the v1 API has the methods ``listers``."""
+    from types import SimpleNamespace as Obj
+
+    from kubernetes import client
+
+    class Group:
+        def __init__(self, api):
+            pass
+
+        def get_api_group(self):
+            return Obj(versions=[Obj(version=v) for v in served])
+
+    def version_api(version):
+        methods = {"__init__": lambda self, api: None,
+                   "get_api_resources": lambda self: Obj(resources=[Obj(name=n) for n in served[version]])}
+        if version == "v1":
+            methods |= {m: (lambda self, **kw: None) for m in listers}
+        return type(f"Fake{version}", (), methods)
+
+    monkeypatch.setattr(client, "AdmissionregistrationApi", Group)
+    for version, name in (("v1", "AdmissionregistrationV1Api"), ("v1beta1", "AdmissionregistrationV1beta1Api"),
+                          ("v1alpha1", "AdmissionregistrationV1alpha1Api")):
+        monkeypatch.setattr(client, name, version_api(version))
+
+
+@pytest.mark.parametrize("served,listers,names,known", [
+    ({"v1": ALL_V1}, LISTERS,
+     ["mutatingadmissionpolicies", "mutatingwebhookconfigurations", "validatingadmissionpolicies",
+      "validatingwebhookconfigurations"], True),
+    ({"v1": ALL_V1[:5], "v1beta1": ["mutatingadmissionpolicies"]}, LISTERS,
+     ["mutatingwebhookconfigurations", "validatingadmissionpolicies", "validatingwebhookconfigurations"], False),
+    ({"v1": ALL_V1, "v1beta1": ["mutatingadmissionpolicies"]}, LISTERS,
+     ["mutatingadmissionpolicies", "mutatingwebhookconfigurations", "validatingadmissionpolicies",
+      "validatingwebhookconfigurations"], True),
+    ({"v1": ALL_V1}, LISTERS[:3],  # a client without the MutatingAdmissionPolicy lister
+     ["mutatingwebhookconfigurations", "validatingadmissionpolicies", "validatingwebhookconfigurations"], False),
+])
+def test_discovery_watches_each_kind_served_in_v1(monkeypatch, served, listers, names, known):
+    from cogate.controller import main as controller_main
+
+    _fake_client(monkeypatch, served, listers)
+    made = {}
+
+    def make(name, source, key, convert):
+        made[name] = convert
+        return name
+
+    informers, got_known = controller_main.admission_informers(object(), make)
+    assert sorted(informers) == names and got_known is known
+    kinds = {"validatingwebhookconfigurations": "ValidatingWebhookConfiguration",
+             "mutatingwebhookconfigurations": "MutatingWebhookConfiguration",
+             "validatingadmissionpolicies": "ValidatingAdmissionPolicy",
+             "mutatingadmissionpolicies": "MutatingAdmissionPolicy"}
+    for name, convert in made.items():  # each informer converts with its own kind's rule
+        if kinds[name].endswith("Configuration"):
+            raw = webhook_config("x", ("h", [POD_UPDATE]))
+            assert convert(raw) == (f"{kinds[name]} x/h",)
+        else:
+            assert convert({"metadata": {"name": "x"}, "spec": {"matchConstraints": {"resourceRules": [POD_UPDATE]}}}) \
+                == (f"{kinds[name]} x",)
+
+
+def test_an_admission_watch_that_fails_makes_auto_dry_run_again():
+    """A watch that fails after its first list (rights removed, API server gone) may miss a new
+    policy: until it lists again, releases are dry-run."""
+    h = Harness([raw_pod("a"), raw_pod("b")], [raw_pg()], released(None))
+    inf = admission_informer("ValidatingAdmissionPolicy", [])
+    h.caches.admission, h.caches.admission_known = (inf,), True
+    assert h.rec.release_dry_run_needed() is False
+    calls = []
+
+    def failing_watch(rv):
+        calls.append(rv)
+        raise ConnectionError("watch failed")
+
+    import threading
+
+    stop = threading.Event()
+    inf._watch = failing_watch
+    inf._sleep = lambda seconds, s: stop.set()  # one failure, then stop
+    inf.run(stop)
+    assert calls and not inf.healthy
+    assert h.rec.release_dry_run_needed() is True
+    inf._relist()
+    assert inf.healthy and h.rec.release_dry_run_needed() is False

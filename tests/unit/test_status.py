@@ -633,6 +633,14 @@ WAIT = ("Released", "False", "WaitingForMembers", "5 of 8 members present")
     (_status(("Released", "False", "InsufficientCapacity", "fits 1 of 2: cpu short by 1")),
      [("Released", "False", "InsufficientCapacity", "fits 1 of 2: memory short by 1Gi")], False),
     (None, [("Released", "False", "WaitingForMembers", "6 of 8 members present")], False),
+    (_status(("Released", "False", "WaitingForMembers", "6 of 8 members present.")),
+     [("Released", "False", "WaitingForMembers", "7 of 8 members present.")], True),
+    (_status(("Released", "False", "WaitingForMembers", "6 of 8 present; 1 held by other gates (w-1: x)")),
+     [("Released", "False", "WaitingForMembers", "6 of 8 present; 1 held by other gates (w-2: x)")], False),
+    (_status(("Released", "False", "InsufficientCapacity", "fits 1 of 2: memory short by 1Gi on node3")),
+     [("Released", "False", "InsufficientCapacity", "fits 1 of 2: memory short by 2Gi on node3")], False),
+    (_status(("Released", "False", "InsufficientCapacity", "fits 1 of 2: short on node3")),
+     [("Released", "False", "InsufficientCapacity", "fits 1 of 2: short on node4")], False),
 ])
 def test_progress_only_is_a_change_of_numbers_in_messages(old, new, expected):
     body = {"status": {"conditions": [{"type": t, "status": s, "reason": r, "message": m,
