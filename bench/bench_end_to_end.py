@@ -70,7 +70,8 @@ def run_once(api, watch: cb.PodWatch, stack, groups: int, size: int, gang: bool,
 
 
 def _writes(r: dict[str, Any]) -> float:
-    return sum(v for k, v in r.get("pod writes", {}).items() if not k.startswith("GET"))
+    """Writes to pods and PodGroups in run ``r`` (``clusterbench.pod_writes`` holds writes only)."""
+    return sum(r.get("pod writes", {}).values())
 
 
 def _explain(base: dict[str, Any], gang: dict[str, Any], total: int) -> str:

@@ -283,12 +283,7 @@ class PodWatch:
         self.stop()
 
     def start(self) -> None:
-        core = client.CoreV1Api(self.api)
-        raw = json.loads(core.list_pod_for_all_namespaces(_preload_content=False).data)
-        self._rv = raw["metadata"]["resourceVersion"]
-        now = time.monotonic()
-        for obj in raw.get("items") or []:
-            self._observe("ADDED", obj, now)
+        self._list("ADDED")
         self._thread.start()
 
     def stop(self) -> None:
@@ -318,7 +313,7 @@ class PodWatch:
                     obj = ev.get("object") or {}
                     if ev.get("type") == "ERROR":
                         self.errors.append(str(obj.get("message")))
-                        self._relist()
+                        self._list("MODIFIED")
                         break
                     rv = (obj.get("metadata") or {}).get("resourceVersion")
                     if rv:
@@ -331,13 +326,14 @@ class PodWatch:
                 self.errors.append(repr(exc))
                 time.sleep(0.2)
 
-    def _relist(self) -> None:
+    def _list(self, kind: str) -> None:
+        """List every pod, observe each as ``kind``, and watch on from the list's resourceVersion."""
         core = client.CoreV1Api(self.api)
         raw = json.loads(core.list_pod_for_all_namespaces(_preload_content=False).data)
         self._rv = raw["metadata"]["resourceVersion"]
         now = time.monotonic()
         for obj in raw.get("items") or []:
-            self._observe("MODIFIED", obj, now)
+            self._observe(kind, obj, now)
 
     def _observe(self, kind: str, obj: dict[str, Any], t: float) -> None:
         meta = obj.get("metadata") or {}
