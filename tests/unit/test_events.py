@@ -7,7 +7,7 @@ import pytest
 from cogate import api
 from cogate.controller.events import EventDeduplicator, EventRecorder, ObjectRef
 
-from .test_reconciler import NS, ApiError
+from tests.builders import NS, ApiError
 
 
 @pytest.mark.parametrize("steps,expected", [

@@ -10,7 +10,7 @@ from cogate.controller.planner import GroupRequest, GroupVerdict
 from cogate.controller.records import NodeInfo, NodeSelectorRequirement, NodeSelectorTerm, PodInfo, Taint
 from cogate.models import PodGroup, PodGroupStatus
 
-from .test_reconciler import NS, ApiError, Harness, raw_pg, raw_pod, ready_node, verdict
+from tests.builders import NS, ApiError, Harness, raw_pg, raw_pod, ready_node, verdict
 
 GATE = api.DEFAULT_GATE_NAME
 NOW = 1_704_067_300.0

@@ -264,7 +264,7 @@ def test_released_groups_new_members_follow_the_same_pin_rule():
 
 
 def test_reconciler_hands_the_planner_members_with_resolved_volumes():
-    from tests.unit.test_reconciler import Harness, informer, raw_pg, raw_pod as rec_pod, verdict
+    from tests.builders import Harness, informer, raw_pg, raw_pod as rec_pod, verdict
 
     from cogate.controller.informer import name_key, namespaced_key
 

@@ -14,7 +14,7 @@ from cogate.controller.reconciler import (
     group_object,
     members_by_group,
 )
-from tests.unit.test_reconciler import FakeCluster, raw_pg, raw_pod
+from tests.builders import FakeCluster, raw_pg, raw_pod
 
 
 def _informer(name, items, key, convert) -> Informer:

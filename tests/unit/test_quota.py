@@ -9,7 +9,7 @@ from cogate.controller.records import InvalidObject, PodInfo
 from cogate.controller.planner import GroupRequest, GroupVerdict
 from cogate.controller.quota import QuotaInfo, explain_waiting, member_usage, quota_info, quota_refusal
 
-from .test_reconciler import NS, Harness, informer, raw_pg, raw_pod, verdict
+from tests.builders import NS, Harness, informer, raw_pg, raw_pod, verdict
 
 GiB = 2**30
 

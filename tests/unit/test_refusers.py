@@ -11,7 +11,7 @@ import pytest
 from cogate.controller import refusers
 from cogate.controller.informer import Informer
 
-from .test_reconciler import Harness, raw_pg, raw_pod, verdict
+from tests.builders import Harness, raw_pg, raw_pod, verdict
 
 POD_UPDATE = {"operations": ["UPDATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}
 

@@ -16,7 +16,7 @@ from cogate.controller import planner, records
 from cogate.controller.patches import pin_ops, pinned_node
 from cogate.controller.reconciler import restored_reservations
 
-from .test_reconciler import Harness, raw_pg, raw_pod, verdict
+from tests.builders import Harness, raw_pg, raw_pod, verdict
 
 GATE = api.DEFAULT_GATE_NAME
 NOW = 1_704_067_300.0

@@ -20,7 +20,7 @@ from cogate.controller.records import pod_info
 from cogate.controller.patches import pin_ops
 from cogate.controller.reconciler import timeout_victims
 
-from .test_reconciler import Harness, raw_pg, raw_pod, verdict
+from tests.builders import Harness, raw_pg, raw_pod, verdict
 
 
 def test_timeout_eviction_also_frees_members_stuck_on_their_pin():

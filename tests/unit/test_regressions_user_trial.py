@@ -12,7 +12,7 @@ from cogate.controller import records
 from cogate.controller.patches import left_group
 from cogate.controller.reconciler import waiting_for_pod_group
 
-from .test_reconciler import NS, Harness, raw_pg, raw_pod, verdict
+from tests.builders import NS, Harness, raw_pg, raw_pod, verdict
 
 
 def _unlabel(h: Harness, name: str, value: str | None) -> None:

@@ -12,7 +12,7 @@ from cogate.controller.patches import release_patch
 from cogate.controller.writer import cached_release_ops
 
 from .test_patches import AFFINITY_SHAPES
-from .test_reconciler import GATE, NS, ApiError, Harness, raw_pg, raw_pod
+from tests.builders import GATE, NS, ApiError, Harness, raw_pg, raw_pod
 
 
 @pytest.mark.parametrize("errors,expected,gates_left", [
