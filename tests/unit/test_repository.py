@@ -1,4 +1,5 @@
-"""What the repository itself holds: no tracked text file names a development machine's files.
+"""What the repository itself holds: no tracked text file names a development machine's files,
+and docs/README.md indexes every file under docs/.
 
 A path under a developer's home or work directory (``/work``, ``/root``, ``/home/<user>``,
 ``/Users/<user>``) means nothing on another machine; say it relative to the repository
@@ -28,14 +29,19 @@ def machine_paths(text: str) -> list[tuple[int, str]]:
     return [(n, line.strip()) for n, line in enumerate(text.splitlines(), 1) if MACHINE_PATH.search(line)]
 
 
-def tracked_text_files() -> dict[str, str]:
-    """Path -> text of every file git tracks here that is text (no NUL byte, UTF-8)."""
+def tracked_files() -> list[str]:
+    """Every path git tracks here (relative to the repository); skips the test outside a checkout."""
     try:
         out = subprocess.run(["git", "-C", str(REPO), "ls-files", "-z"], capture_output=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError):
         pytest.skip("not a git checkout")
+    return [name for name in out.decode().split("\0") if name]
+
+
+def tracked_text_files() -> dict[str, str]:
+    """Path -> text of every file git tracks here that is text (no NUL byte, UTF-8)."""
     texts = {}
-    for name in filter(None, out.decode().split("\0")):
+    for name in tracked_files():
         try:
             data = (REPO / name).read_bytes()
         except OSError:  # deleted in the working tree, or a directory (submodule)
@@ -79,3 +85,10 @@ def test_no_tracked_text_file_names_a_machine_path():
     found = {name: hits for name, text in texts.items() if name != this and (hits := machine_paths(text))}
     assert not found, "machine paths in tracked files (say them relative to the repository):\n" + "\n".join(
         f"{name}:{n}: {line}" for name, hits in sorted(found.items()) for n, line in hits)
+
+
+def test_docs_index_lists_every_file_in_docs():
+    index = (REPO / "docs" / "README.md").read_text()
+    files = [name for name in tracked_files() if name.startswith("docs/")]
+    missing = [f for f in files if f"]({f.removeprefix('docs/')})" not in index]
+    assert "docs/semantics.md" in files and not missing, f"not in docs/README.md: {missing}"
