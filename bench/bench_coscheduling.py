@@ -1,12 +1,12 @@
 """Benchmark 7 (issue 10): side by side with scheduler-plugins' Coscheduling.
 
 Coscheduling is built from a source snapshot (argument ``--src``, default
-``/work/shared/third_party/scheduler-plugins-v0.34.7``; see the README there for its
-origin) by :mod:`schedplugins` into cogate's cache, and run as a second scheduler (profile
-``scheduler-plugins-scheduler`` enabling Coscheduling at queueSort, preFilter, postFilter,
-permit and reserve, as in its ``manifests/coscheduling/scheduler-config.yaml``; client
-rate limits at kube-scheduler's defaults) plus its PodGroup controller, with the admin
-kubeconfig (its RBAC is not needed).
+``$COGATE_COSCHEDULING_SRC``, else ``../shared/third_party/scheduler-plugins-v0.34.7``
+beside the repository; see the README there for its origin) by :mod:`schedplugins` into
+cogate's cache, and run as a second scheduler (profile ``scheduler-plugins-scheduler``
+enabling Coscheduling at queueSort, preFilter, postFilter, permit and reserve, as in its
+``manifests/coscheduling/scheduler-config.yaml``; client rate limits at kube-scheduler's
+defaults) plus its PodGroup controller, with the admin kubeconfig (its RBAC is not needed).
 
 Two control planes, one after the other, same node shapes and same workloads: one with
 cogate (our CRD, webhook, controller; kube-scheduler binds), one with Coscheduling (its
@@ -293,8 +293,12 @@ def run(quick: bool, out_dir: Path, src: str | Path | None = None) -> dict[str, 
             return ", ".join(items) if items else "no"
         rows.append([w.label, w.expect_bound, a["time s"], b["time s"], r, a["bound"], b["bound"],
                      partly(a), partly(b), a["max quorum lag s"], b["max quorum lag s"]])
-    notes = [f"Coscheduling built from {src} (version {schedplugins.version_of(src)}; binaries in "
-             f"{schedplugins.bin_dir(src)}; {build_s:.0f} s spent building in this run, 0 when cached). It links "
+    # the report names no machine's directories: the source relative to the repository, binaries to the cache
+    shown_src = os.path.relpath(src.resolve(), Path(__file__).resolve().parents[1])
+    shown_bin = schedplugins.bin_dir(src).relative_to(schedplugins.cache_dir())
+    notes = [f"Coscheduling built from {shown_src} (relative to the repository; version "
+             f"{schedplugins.version_of(src)}; binaries in cogate's cache, {shown_bin}; {build_s:.0f} s spent "
+             "building in this run, 0 when cached). It links "
              "Kubernetes 0.34 libraries and runs against the 1.36 control plane: two minor versions older than the "
              "API server, outside the supported skew for kube-scheduler (one), but it schedules normally here.",
              "Each system runs in its own control plane, one after the other: the same label "

@@ -19,8 +19,9 @@ Pieces:
 - :func:`pod`, :func:`pod_group`, :func:`replica_set`: manifests (dicts);
 - :func:`parallel`: run calls on a thread pool ("created at once");
 - :func:`new_namespace`, :func:`delete_namespace`;
-- :func:`percentile`, :func:`ratio`, :func:`result`: figures and the RESULT dict of
-  ``/work/wt/BENCH_CONTRACT.md`` (name, title, what, baseline, tables, plots, targets, notes).
+- :func:`percentile`, :func:`ratio`, :func:`result`: figures and the RESULT dict of the
+  contract in bench/README.md, "Adding a benchmark" (name, title, what, baseline, tables,
+  plots, targets, notes).
 """
 
 from __future__ import annotations

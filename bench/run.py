@@ -17,7 +17,9 @@ module may also define ``unavailable() -> str | None`` giving a reason to skip i
 Output: the Markdown report (``--out``, default docs/benchmarks.md); next to it a
 directory of the same stem (docs/benchmarks/) holding the plots and ``results.json``
 (every result dict, plus the machine's facts). A benchmark that raises is reported as
-failed (its traceback in the notes) and the run goes on; the exit code is then 1.
+failed (its traceback in the notes) and the run goes on; the exit code is then 1. Neither
+file names this machine's directories (:func:`portable`): the repository's path is written
+relative to it, the home directory as ``~``.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import importlib
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -190,6 +193,29 @@ def run_one(name: str, quick: bool, out_dir: Path, no_cluster: bool) -> dict[str
 # -- the report ---------------------------------------------------------------------------
 
 
+def portable(value: Any, repo: Path = REPO, home: Path | None = None) -> Any:
+    """``value`` (a result or the facts: dicts and lists of strings and numbers) with this
+    machine's directories taken out of its strings: a path in the repository becomes relative
+    to it (``./bench/run.py``), the home directory (default ``Path.home()``) becomes ``~``
+    (a traceback's site-packages, cogate's cache)."""
+    home = Path.home() if home is None else home
+    subs = [(re.compile(re.escape(str(path)) + r"(?![\w-]|\.\w)"), short)
+            for path, short in ((repo, "."), (home, "~")) if len(path.parts) > 1]
+
+    def strip(v: Any) -> Any:
+        if isinstance(v, str):
+            for pattern, short in subs:
+                v = pattern.sub(lambda _m, s=short: s, v)
+            return v
+        if isinstance(v, list):
+            return [strip(x) for x in v]
+        if isinstance(v, dict):
+            return {k: strip(x) for k, x in v.items()}
+        return v
+
+    return strip(value)
+
+
 def _cell(v: Any) -> str:
     if isinstance(v, bool):
         return "yes" if v else "**no**"
@@ -302,6 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.only:  # keep the others' previous results, in BENCHMARKS order
         fresh = {r["name"]: r for r in results}
         results = [fresh.get(n) or previous[n] for n in BENCHMARKS if n in fresh or n in previous]
+    results, facts = portable(results), portable(facts)
     out.write_text(render(results, facts, os.path.relpath(plots_dir, out.parent),
                               os.path.relpath(BENCH_DIR / "README.md", out.parent), args.quick))
     (plots_dir / "results.json").write_text(

@@ -1,7 +1,8 @@
 """Build scheduler-plugins (Coscheduling) from a source snapshot, once, into cogate's cache.
 
-The snapshot (default ``/work/shared/third_party/scheduler-plugins-v0.34.7``, see the
-README beside it for where it comes from) is read-only and never copied into this
+The snapshot (default ``$COGATE_COSCHEDULING_SRC``, else
+``../shared/third_party/scheduler-plugins-v0.34.7`` beside the repository; see the README
+there for where it comes from) is read-only and never copied into this
 repository: it is copied into a throw-away build directory under the cache (``go build
 -mod=mod`` may rewrite go.sum) and built with ``CGO_ENABLED=0 GOTOOLCHAIN=local``.
 Binaries land in ``<cache>/bin/scheduler-plugins-<version>-<hash>/`` where ``<hash>`` is

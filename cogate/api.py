@@ -102,12 +102,3 @@ def pod_group_name_error(value: object) -> str | None:
         return ("a PodGroup name is a DNS-1123 subdomain: lower-case letters, digits, '-' and '.', "
                 "each '.'-separated part starting and ending with a letter or digit")
     return None
-
-
-def validate_pod_group_name(value: object, field: str = "PodGroup name") -> str:
-    """Return ``value`` if it can name a PodGroup (:func:`pod_group_name_error`), else raise
-    ``ValueError`` naming ``field`` and the rule."""
-    error = pod_group_name_error(value)
-    if error is not None:
-        raise ValueError(f"{field} {value!r}: {error}")
-    return value  # type: ignore[return-value]

@@ -123,3 +123,23 @@ def test_planning_pass_takes_a_candidate_planner(tmp_path: Path, monkeypatch: py
     monkeypatch.setattr(planning_pass, "CANDIDATE", Wrong)
     with pytest.raises(AssertionError, match="differs from decide"):
         planning_pass.run(True, tmp_path)
+
+
+def test_report_names_no_machine_directory(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What bench/run.py writes (report and results.json) says the repository's paths relative to it
+    and the home directory as ``~``; other paths and look-alikes stay as they were."""
+    monkeypatch.syspath_prepend(str(REPO / "bench"))
+    import run
+
+    repo, home = Path("/srv/checkout/cogate"), Path("/srv/people/ann")
+    result = {"name": "x", "seconds": 1.5, "notes": [
+        'File "/srv/checkout/cogate/bench/x.py", line 3, in run',
+        "built from /srv/checkout/cogate; cached in /srv/people/ann/.cache/cogate/bin/y.",
+        "/srv/checkout/cogate-old/z, /srv/checkout/cogate.git, /srv/people/anna and /usr/lib/cni stay",
+    ], "tables": [{"rows": [["/srv/people/ann/a", 2]]}]}
+    assert run.portable(result, repo, home) == {"name": "x", "seconds": 1.5, "notes": [
+        'File "./bench/x.py", line 3, in run',
+        "built from .; cached in ~/.cache/cogate/bin/y.",
+        "/srv/checkout/cogate-old/z, /srv/checkout/cogate.git, /srv/people/anna and /usr/lib/cni stay",
+    ], "tables": [{"rows": [["~/a", 2]]}]}
+    assert run.portable("at /x/y", Path("/"), Path("/")) == "at /x/y"  # a root directory is never cut

@@ -69,7 +69,7 @@ def run(nodes, members, min_member, bound=(), cfg=PlannerConfig(), released=Fals
 # -- bound PVs' node affinity (kube-scheduler VolumeBinding) ----------------------------
 
 
-def test_issue_example_bound_local_pvs_on_the_busy_node_keep_the_group_gated():
+def test_bound_local_pvs_on_the_busy_node_keep_the_group_gated():
     # n1, n2 of 8 CPU; a 6-CPU pod on n2; both members' claims are bound to local PVs on n2:
     # only one 2-CPU member fits on n2, so the group must not be released (half-placed before)
     nodes = [node("n1"), node("n2")]
@@ -202,7 +202,7 @@ def test_resize_without_status_resources_uses_the_spec_and_sidecars_resize_too()
                           {"containerStatuses": [{"name": "c", "resources": {}, "allocatedResources": {"cpu": "x"}}]})
 
 
-def test_issue_example_infeasible_resize_does_not_hold_a_group_kube_scheduler_would_place():
+def test_infeasible_resize_does_not_hold_a_group_kube_scheduler_would_place():
     # 8-CPU node; a running pod of 2 CPU asked to grow to 6, resize Infeasible: kube-scheduler counts 2,
     # so two 3-CPU members fit
     busy = pod_info(raw_pod("busy", "6", node_name="n1", status=resized_status("2", "2", "Infeasible")))

@@ -219,7 +219,7 @@ def decide1(nodes, ms, min_member, bound=(), cfg=PlannerConfig()):
     return decide(nodes, list(bound), [g], [], 1000.0, cfg).verdicts[0]
 
 
-def test_issue_example_one_schedulable_node_and_one_cordoned_stays_gated():
+def test_hard_spread_over_one_schedulable_and_one_cordoned_node_stays_gated():
     # issue 9 item 6: maxSkew 1 on hostname, DoNotSchedule, minMember 2; the cordoned node is a
     # domain with 0 pods, so kube-scheduler places one member and refuses the other
     nodes = [node("n1"), node("n2", taints=[CORDON], unschedulable=True)]

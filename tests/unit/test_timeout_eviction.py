@@ -1,5 +1,5 @@
-"""Regression: after a schedule timeout, a released member that was pinned to its planned
-node but never bound must not block the group from forming again.
+"""Eviction on schedule timeout: a released member that was pinned to its planned node but
+never bound does not block the group from forming again.
 
 How it happens (placement ``pinned``): a member loses the gate with its required node
 affinity narrowed to the planned node; before kube-scheduler binds it, the room is taken by

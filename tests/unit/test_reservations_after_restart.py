@@ -1,9 +1,9 @@
-"""Regression: a restarted controller (or a new leader) forgot the room of released members
-that kube-scheduler had not bound yet, and released a later group into it.
+"""A restarted controller (or a new leader) keeps the room of released members that
+kube-scheduler has not bound yet, and releases no later group into it.
 
-Found by tests/e2e/test_robustness.py::test_restart_keeps_room_of_released_unbound_members_reserved.
-Reservations live in the controller's memory; the fix rebuilds them on a process's first
-pass from the pins the release wrote (``matchFields metadata.name In [node]``).
+Reservations live in the controller's memory; a process rebuilds them on its first pass
+from the pins the release wrote (``matchFields metadata.name In [node]``). End to end:
+tests/e2e/test_robustness.py::test_restart_keeps_room_of_released_unbound_members_reserved.
 """
 
 from __future__ import annotations

@@ -1,8 +1,11 @@
-"""Regressions from a new-user trial: pods that leave their group, missing PodGroups, minResources.
+"""Pods that leave their group lose the gate; a missing PodGroup and an unused minResources are
+told once.
 
 A gated pod whose group label is removed or emptied must not keep the gate for ever: a
 label-selector watch reports it as DELETED, like a deleted pod; the reconciler reads it back on
-the next pass and, if it still exists without a group, removes the gate.
+the next pass and, if it still exists without a group, removes the gate. Members naming a
+PodGroup that does not exist stay gated and are told once (``PodGroupNotFound``); a PodGroup's
+``minResources`` is accepted but not used, and told once (``MinResourcesNotUsed``).
 """
 
 from __future__ import annotations
