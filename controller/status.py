@@ -60,9 +60,9 @@ Conditions (metav1.Condition; ``lastTransitionTime`` moves only when ``status`` 
 ``scheduleStartTime`` is set when the verdict releases the group and is never changed
 afterwards. ``occupiedBy`` is kept as it is.
 
-Inputs use the documented records (docs/internals.md) by attribute name only:
-members are ``cogate.controller.records.PodInfo`` (``namespace``, ``labels``,
-``node_name``, ``phase``, ``deleting``); the verdict is
+Inputs are the documented records (docs/internals.md): members are
+:class:`cogate.controller.records.PodInfo` (membership is
+:func:`cogate.controller.records.is_member`); the verdict is
 ``cogate.controller.planner.GroupVerdict`` (``outcome``, ``message``, ``fits``).
 Times are float epoch seconds (UTC).
 """
@@ -73,8 +73,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
-from cogate.api import DEFAULT_GATE_NAME, POD_GROUP_LABEL
+from cogate.api import DEFAULT_GATE_NAME
 from cogate.controller.planner import Outcome
+from cogate.controller.records import PodInfo, is_member
 from cogate.models import Condition, PodGroup, PodGroupStatus, format_time, parse_time
 
 __all__ = [
@@ -122,14 +123,6 @@ def released_reason(outcome: str) -> str:
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 #: Status fields cogate writes (a merge patch nulls only these when they disappear).
 STATUS_FIELDS = ("phase", "scheduled", "running", "succeeded", "failed", "scheduleStartTime", "occupiedBy", "conditions")
-
-
-class _Member(Protocol):
-    namespace: str
-    labels: Mapping[str, str]
-    node_name: str
-    phase: str
-    deleting: bool
 
 
 class _Verdict(Protocol):
@@ -190,19 +183,12 @@ class EndedMembers(NamedTuple):
         return self.base_failed + len(self.failed)
 
 
-def _live(pg: PodGroup, members: Sequence[_Member]) -> list[_Member]:
-    """Live members of ``pg``: same namespace, label names it, not deleting."""
-    out = []
-    for p in members:
-        if getattr(p, "deleting", False) or getattr(p, "namespace", None) != pg.namespace:
-            continue
-        if (getattr(p, "labels", None) or {}).get(POD_GROUP_LABEL) != pg.name:
-            continue
-        out.append(p)
-    return out
+def _live(pg: PodGroup, members: Sequence[PodInfo]) -> list[PodInfo]:
+    """Live members of ``pg`` among ``members`` (:func:`cogate.controller.records.is_member`)."""
+    return [p for p in members if is_member(p, pg.namespace, pg.name)]
 
 
-def track_ended(prev: EndedMembers | None, status: PodGroupStatus, pg: PodGroup, members: Sequence[_Member],
+def track_ended(prev: EndedMembers | None, status: PodGroupStatus, pg: PodGroup, members: Sequence[PodInfo],
                 start: str | None, fresh: bool) -> EndedMembers:
     """The members seen ended during the release that starts at ``start``, after this pass.
 
@@ -212,8 +198,8 @@ def track_ended(prev: EndedMembers | None, status: PodGroupStatus, pg: PodGroup,
     counts of the same release are the base: members they counted that are no longer live.
     """
     live = _live(pg, members)
-    succeeded = frozenset(str(getattr(p, "uid", "")) for p in live if getattr(p, "phase", "") == "Succeeded")
-    failed = frozenset(str(getattr(p, "uid", "")) for p in live if getattr(p, "phase", "") == "Failed")
+    succeeded = frozenset(p.uid for p in live if p.phase == "Succeeded")
+    failed = frozenset(p.uid for p in live if p.phase == "Failed")
     if fresh:
         return EndedMembers(start, 0, 0, succeeded, failed)
     if prev is None or prev.start != start:
@@ -224,18 +210,17 @@ def track_ended(prev: EndedMembers | None, status: PodGroupStatus, pg: PodGroup,
     return prev._replace(succeeded=prev.succeeded | succeeded, failed=prev.failed | failed)
 
 
-def count_members(pg: PodGroup, members: Sequence[_Member]) -> Counts:
+def count_members(pg: PodGroup, members: Sequence[PodInfo]) -> Counts:
     """Count the live members of ``pg`` in ``members``.
 
     Pods that are deleting, in another namespace or labelled for another group are
-    ignored (docs/semantics.md: a member is a pod of the PodGroup's namespace whose label
-    names it and that has no deletionTimestamp).
+    ignored (the membership rule: :func:`cogate.controller.records.member_key`).
     """
     n = bound = placed = active = running = succeeded = failed = 0
     for p in _live(pg, members):
         n += 1
-        phase = getattr(p, "phase", "") or ""
-        if getattr(p, "node_name", ""):
+        phase = p.phase
+        if p.bound:
             bound += 1
             placed += phase != "Failed"
         if phase not in TERMINAL_PHASES:
@@ -274,7 +259,7 @@ def decide_phase(min_member: int, c: Counts, released: bool, previous: str | Non
     return "Pending"
 
 
-def release_stands(status: PodGroupStatus, members: Sequence[Any] = (), gate: str = DEFAULT_GATE_NAME) -> bool:
+def release_stands(status: PodGroupStatus, members: Sequence[PodInfo] = (), gate: str = DEFAULT_GATE_NAME) -> bool:
     """The status records a release that still stands (the planner's ``GroupRequest.released``).
 
     A release is recorded by ``scheduleStartTime`` with a phase other than Pending. It stops
@@ -292,7 +277,7 @@ def release_stands(status: PodGroupStatus, members: Sequence[Any] = (), gate: st
     reporting ``Scheduling`` with ``TimedOut=True``. While it stands, new members
     (replacements, Job pods) are ungated as they appear (docs/semantics.md).
 
-    ``members``: the group's live members (objects with ``gated_by(gate)`` and ``bound``).
+    ``members``: the group's live members.
     """
     if not status.scheduleStartTime or status.phase in (None, "Pending"):
         return False
@@ -341,13 +326,13 @@ def _condition(old: Condition | None, type_: str, status: str, reason: str, mess
 condition = _condition
 
 
-def compute_status(pg: PodGroup, members: Sequence[_Member], verdict: _Verdict | None, now: float,
+def compute_status(pg: PodGroup, members: Sequence[PodInfo], verdict: _Verdict | None, now: float,
                    gate: str = DEFAULT_GATE_NAME, ended: EndedMembers | None = None) -> PodGroupStatus:
     """The status ``pg`` should have (:func:`compute` without the members seen ended)."""
     return compute(pg, members, verdict, now, gate, ended)[0]
 
 
-def compute(pg: PodGroup, members: Sequence[_Member], verdict: _Verdict | None, now: float,
+def compute(pg: PodGroup, members: Sequence[PodInfo], verdict: _Verdict | None, now: float,
             gate: str = DEFAULT_GATE_NAME, ended: EndedMembers | None = None
             ) -> tuple[PodGroupStatus, EndedMembers]:
     """The status ``pg`` should have, from its live ``members`` and the planner's ``verdict``,
@@ -364,7 +349,7 @@ def compute(pg: PodGroup, members: Sequence[_Member], verdict: _Verdict | None, 
     live = count_members(pg, members)
     m = pg.spec.minMember
     outcome = Outcome(verdict.outcome) if verdict is not None else None
-    message = str(getattr(verdict, "message", "") or "") if verdict is not None else ""
+    message = (verdict.message or "") if verdict is not None else ""
     stands = release_stands(old, members, gate)
     released = stands or (outcome is not None and outcome.releases)
     start = old.scheduleStartTime
