@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cogate import api
-from cogate.controller.patches import pinned_node
+from cogate.controller.patches import awaiting_bind
 from cogate.controller.planner import GroupRequest, Outcome, pinned_node_problems
 from cogate.controller.records import NodeInfo, PodInfo
 from cogate.controller.status import condition, count_members
@@ -94,16 +94,13 @@ class Stuck:
 
 def stuck_members(nodes: Sequence[NodeInfo], pods: Sequence[PodInfo],
                   requests: Iterable[GroupRequest]) -> dict[str, Stuck]:
-    """``{uid: Stuck}`` over every group's members that carry no scheduling gate, are unbound,
-    not terminal, not deleting and pinned to a node (:func:`cogate.controller.patches.pinned_node`:
-    what the release wrote; nothing else writes it) that fails
-    :func:`cogate.controller.planner.pinned_node_problems`. ``pods``: bound, non-terminal pods."""
+    """``{uid: Stuck}`` over every group's members that wait, released (no scheduling gate at
+    all), unbound and pinned (:func:`cogate.controller.patches.awaiting_bind`), on a node that
+    fails :func:`cogate.controller.planner.pinned_node_problems`. ``pods``: bound, non-terminal pods."""
     pinned: list[tuple[PodInfo, str]] = []
     for r in requests:
         for m in r.members:
-            if m.gates or m.bound or m.terminal or m.deleting:
-                continue
-            node = pinned_node(m)
+            node = awaiting_bind(m)
             if node:
                 pinned.append((m, node))
     if not pinned:
