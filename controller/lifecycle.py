@@ -40,7 +40,7 @@ from cogate.controller.patches import awaiting_bind
 from cogate.controller.planner import GroupRequest, Outcome, pinned_node_problems
 from cogate.controller.records import NodeInfo, PodInfo
 from cogate.controller.status import count_members
-from cogate.models import Condition, PodGroup, PodGroupStatus
+from cogate.models import PodGroup, PodGroupStatus
 
 __all__ = [
     "CONDITION_PLANNED_NODES_USABLE",
@@ -317,7 +317,3 @@ def pdb_manifest(pg: PodGroup, uid: str) -> dict[str, Any]:
         "spec": {"minAvailable": pg.spec.minMember,
                  "selector": {"matchLabels": {api.POD_GROUP_LABEL: meta.name}}},
     }
-
-
-def conditions_of(status: PodGroupStatus) -> Mapping[str, Condition]:
-    return {c.type: c for c in status.conditions}
