@@ -86,7 +86,8 @@ class WriteResult(StrEnum):
 
 
 #: Results of :meth:`Writer.ungate` (also the ``result`` label of ``cogate_gate_removals_total``).
-UNGATE_RESULTS = (WriteResult.REMOVED, WriteResult.ABSENT, WriteResult.NOT_FOUND, WriteResult.SKIPPED, WriteResult.REFUSED, WriteResult.FAILED)
+UNGATE_RESULTS = (WriteResult.REMOVED, WriteResult.ABSENT, WriteResult.NOT_FOUND, WriteResult.SKIPPED,
+                  WriteResult.REFUSED, WriteResult.FAILED)
 #: Seconds a dry-run-validated release patch may be sent without reading the pod again.
 VALIDATED_FOR = 30.0
 #: Statuses of a release patch that mean the API server refuses it (not a changed pod, not transient).

@@ -180,7 +180,8 @@ def test_odd_affinity_shapes_raise_naming_the_field(spec, field):
 
 def _member(*, gates: tuple[str, ...] = (), pinned: bool = True, node: str = "", phase: str = "Pending",
             deleting: bool = False) -> records.PodInfo:
-    terms = (records.NodeSelectorTerm(match_fields=(records.NodeSelectorRequirement("metadata.name", "In", ("node-1",)),)),)
+    pin = records.NodeSelectorRequirement("metadata.name", "In", ("node-1",))
+    terms = (records.NodeSelectorTerm(match_fields=(pin,)),)
     return records.PodInfo("ns", "p", "u1", gates=gates, node_name=node, phase=phase, deleting=deleting,
                            required_node_affinity=terms if pinned else ())
 
