@@ -6,20 +6,22 @@ Two modules decide from what they see, and this one writes: :func:`cogate.contro
 shell's findings). Each ``write_*`` function below holds the whole rule of one condition type (and
 :func:`refuse_release` the one refusal rule of ``Released``), so each type has one writer.
 
-=====================  ===========================================================  ==========================
-type                   status/reason                                                writer
-=====================  ===========================================================  ==========================
-``Released``           True/``Released``; False/:func:`released_reason` of the      :func:`write_released`,
-                       planner's outcome; False/``ReleaseRefused``                  :func:`refuse_release`
-``FitsCluster``        False/``ExceedsClusterCapacity``; True/``FitsEmptyCluster``  :func:`write_fits_cluster`
-``TimedOut``           True/``TimedOut``; False/``MembersBound``, False/``Released``  :func:`write_timed_out`
-``PlannedNodesUsable`` False/``PlannedNodeUnusable``; True/``PlannedNodesUsable``   :func:`write_planned_nodes_usable`
-``ReleaseAccepted``    False/``ReleaseRefused``; True/``ReleaseAccepted``           :func:`write_release_accepted`
-``Disrupted``          True/``QuorumLost``, ``MemberLost``, ``UngatedWithoutRelease``;  :func:`write_disrupted`
-                       False/``Released``, ``MembersPlaced``,
-                       ``NoneUngatedWithoutRelease``
-``MembersWaiting``     True/``WaitingForCapacity``; False/``MembersReleased``       :func:`write_members_waiting`
-=====================  ===========================================================  ==========================
+Types, their statuses and reasons, and their writer:
+
+- ``Released``: True/``Released``; False/:func:`released_reason` of the planner's outcome
+  (:func:`write_released`), False/``ReleaseRefused`` (:func:`refuse_release`);
+- ``FitsCluster``: False/``ExceedsClusterCapacity``, True/``FitsEmptyCluster``
+  (:func:`write_fits_cluster`);
+- ``TimedOut``: True/``TimedOut``, False/``MembersBound``, False/``Released``
+  (:func:`write_timed_out`);
+- ``PlannedNodesUsable``: False/``PlannedNodeUnusable``, True/``PlannedNodesUsable``
+  (:func:`write_planned_nodes_usable`);
+- ``ReleaseAccepted``: False/``ReleaseRefused``, True/``ReleaseAccepted``
+  (:func:`write_release_accepted`);
+- ``Disrupted``: True/``QuorumLost``, ``MemberLost``, ``UngatedWithoutRelease``;
+  False/``Released``, ``MembersPlaced``, ``NoneUngatedWithoutRelease`` (:func:`write_disrupted`);
+- ``MembersWaiting``: True/``WaitingForCapacity``, False/``MembersReleased``
+  (:func:`write_members_waiting`).
 
 metav1.Condition rules (:func:`condition`): ``lastTransitionTime`` moves only when ``status``
 does; a message is cut at 32768 characters; ``observedGeneration`` is the PodGroup's
