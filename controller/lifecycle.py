@@ -15,7 +15,8 @@ judgement (deletes, evictions, PodDisruptionBudgets, events). Rules (docs/semant
   ``--evict-below-quorum`` policy);
 - :func:`pdb_manifest`, :func:`pdb_action`: the opt-in PodDisruptionBudget per running group;
 - :func:`lifecycle_conditions`: the conditions ``PlannedNodesUsable``, ``ReleaseAccepted``,
-  ``Disrupted`` and ``MembersWaiting`` from these findings.
+  ``Disrupted`` and ``MembersWaiting`` from these findings (their rules and their one writer:
+  :mod:`cogate.controller.conditions`).
 
 Times are float epoch seconds (UTC).
 """
@@ -27,11 +28,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cogate import api
-from cogate.controller.patches import pinned_node
+from cogate.controller import conditions as cond_mod
+from cogate.controller.conditions import (  # noqa: F401 - public here too (lifecycle.CONDITION_DISRUPTED, ...)
+    CONDITION_DISRUPTED,
+    CONDITION_MEMBERS_WAITING,
+    CONDITION_PLANNED_NODES_USABLE,
+    CONDITION_RELEASE_ACCEPTED,
+    REASON_QUORUM_LOST,
+)
+from cogate.controller.patches import awaiting_bind
 from cogate.controller.planner import GroupRequest, Outcome, pinned_node_problems
 from cogate.controller.records import NodeInfo, PodInfo
-from cogate.controller.status import condition, count_members
-from cogate.models import Condition, PodGroup, PodGroupStatus
+from cogate.controller.status import count_members
+from cogate.models import PodGroup, PodGroupStatus
 
 __all__ = [
     "CONDITION_PLANNED_NODES_USABLE",
@@ -56,17 +65,6 @@ __all__ = [
     "MANAGED_BY_LABEL",
 ]
 
-#: False while released, unbound members are pinned to a node that can no longer take them.
-CONDITION_PLANNED_NODES_USABLE = "PlannedNodesUsable"
-#: False while the API server refuses a member's release patch (nothing or only part released).
-CONDITION_RELEASE_ACCEPTED = "ReleaseAccepted"
-#: True when a member left a released group, runs without a release, or the gang lost its quorum.
-CONDITION_DISRUPTED = "Disrupted"
-#: True while members of a released group wait gated for room (at the release or added since).
-CONDITION_MEMBERS_WAITING = "MembersWaiting"
-#: ``Disrupted`` reason once ``--evict-below-quorum`` evicted the rest of a gang: the release no
-#: longer stands, members that come back gated are planned as a gang again.
-REASON_QUORUM_LOST = "QuorumLost"
 #: Label on objects cogate creates (PodDisruptionBudgets): cogate only changes what it made.
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 
@@ -94,16 +92,13 @@ class Stuck:
 
 def stuck_members(nodes: Sequence[NodeInfo], pods: Sequence[PodInfo],
                   requests: Iterable[GroupRequest]) -> dict[str, Stuck]:
-    """``{uid: Stuck}`` over every group's members that carry no scheduling gate, are unbound,
-    not terminal, not deleting and pinned to a node (:func:`cogate.controller.patches.pinned_node`:
-    what the release wrote; nothing else writes it) that fails
-    :func:`cogate.controller.planner.pinned_node_problems`. ``pods``: bound, non-terminal pods."""
+    """``{uid: Stuck}`` over every group's members that wait, released (no scheduling gate at
+    all), unbound and pinned (:func:`cogate.controller.patches.awaiting_bind`), on a node that
+    fails :func:`cogate.controller.planner.pinned_node_problems`. ``pods``: bound, non-terminal pods."""
     pinned: list[tuple[PodInfo, str]] = []
     for r in requests:
         for m in r.members:
-            if m.gates or m.bound or m.terminal or m.deleting:
-                continue
-            node = pinned_node(m)
+            node = awaiting_bind(m)
             if node:
                 pinned.append((m, node))
     if not pinned:
@@ -263,75 +258,30 @@ def lifecycle_conditions(status: PodGroupStatus, old: PodGroupStatus, pg: PodGro
     """``status`` (from :func:`cogate.controller.status.compute_status`) with the after-release
     conditions set from ``findings``; a condition is only written once it has something to say
     (False/True transitions back are recorded, absent conditions are not created as "fine").
+    Rules and writers (:mod:`cogate.controller.conditions`), in this order:
 
-    - ``PlannedNodesUsable``: False/``PlannedNodeUnusable`` with ``findings.stuck``; back to
-      True/``PlannedNodesUsable`` when nothing is stuck and minMember members are placed again.
-    - ``ReleaseAccepted``: False/``ReleaseRefused`` with ``findings.refused`` (also
-      ``Released=False`` with that reason when nothing was released); True/``ReleaseAccepted``
-      after a release went through.
-    - ``Disrupted``: True/``QuorumLost`` (``findings.quorum_evicted``), True/``MemberLost``
-      (departures), True/``UngatedWithoutRelease`` (runners); False/``MembersPlaced`` once
-      minMember are placed again (MemberLost), False/``Released`` on a fresh release.
-    - ``MembersWaiting``: True/``WaitingForCapacity`` while new members of a released group wait
-      gated (message: the planner's); False/``MembersReleased`` when none wait.
+    - ``PlannedNodesUsable`` (:func:`~cogate.controller.conditions.write_planned_nodes_usable`)
+      from ``findings.stuck`` and the members placed;
+    - ``ReleaseAccepted`` (:func:`~cogate.controller.conditions.write_release_accepted`) from
+      ``findings.refused``, with ``Released=False``/``ReleaseRefused`` when nothing was released;
+    - ``Disrupted`` (:func:`~cogate.controller.conditions.write_disrupted`) from
+      ``findings.quorum_evicted``, the departures (:func:`lost_message`), the runners
+      (:func:`runners_message`) and the members placed;
+    - ``MembersWaiting`` (:func:`~cogate.controller.conditions.write_members_waiting`) from
+      ``findings.waiting`` (message: the planner's ``verdict_message``).
     """
-    gen = pg.metadata.generation
-    conds = {c.type: c for c in status.conditions}
+    conds = cond_mod.ConditionSet(status.conditions, now, pg.metadata.generation)
     outcome = Outcome(verdict_outcome) if verdict_outcome else None
-
-    def put(type_: str, st: str, reason: str, message: str) -> None:
-        conds[type_] = condition(conds.get(type_), type_, st, reason, message, now, gen)
-
-    def flip_back(type_: str, bad: str, st: str, reason: str, message: str) -> None:
-        prev = conds.get(type_)
-        if prev is not None and prev.status == bad:
-            put(type_, st, reason, message)
-
-    if findings.stuck:
-        put(CONDITION_PLANNED_NODES_USABLE, "False", "PlannedNodeUnusable", findings.stuck)
-    elif count_members(pg, members).placed >= pg.spec.minMember:
-        # Not at once when the stuck members are gone: their replacements come back gated and
-        # the condition says what happened until the gang is placed again (a flip back within
-        # one pass, ~100 ms, was easy to miss in `kubectl get pg -o yaml`).
-        flip_back(CONDITION_PLANNED_NODES_USABLE, "False", "True", "PlannedNodesUsable",
-                  "every released, unbound member's planned node can take it")
-
-    if findings.refused:
-        put(CONDITION_RELEASE_ACCEPTED, "False", "ReleaseRefused", findings.refused)
-        released = conds.get("Released")
-        if released is None or released.status != "True":
-            put("Released", "False", "ReleaseRefused", findings.refused)
-    elif outcome is not None and outcome.releases:
-        flip_back(CONDITION_RELEASE_ACCEPTED, "False", "True", "ReleaseAccepted",
-                  "the API server accepted the release patches")
-
-    counts = count_members(pg, members)
-    fresh = outcome is Outcome.RELEASED
-    prev = conds.get(CONDITION_DISRUPTED)
-    if findings.quorum_evicted:
-        put(CONDITION_DISRUPTED, "True", REASON_QUORUM_LOST, findings.quorum_evicted)
-    elif findings.lost:
-        put(CONDITION_DISRUPTED, "True", "MemberLost", lost_message(findings.lost, pg, members))
-    elif findings.runners:
-        put(CONDITION_DISRUPTED, "True", "UngatedWithoutRelease", runners_message(findings.runners))
-    elif prev is not None and prev.status == "True":
-        if fresh:
-            put(CONDITION_DISRUPTED, "False", "Released", "released again as a gang")
-        elif prev.reason == "MemberLost" and counts.placed >= pg.spec.minMember:
-            put(CONDITION_DISRUPTED, "False", "MembersPlaced",
-                f"{counts.placed} of minMember {pg.spec.minMember} placed again; last loss: {prev.message}"[:1000])
-        elif prev.reason == "UngatedWithoutRelease":
-            put(CONDITION_DISRUPTED, "False", "NoneUngatedWithoutRelease",
-                "no member runs without a release any more")
-
-    if findings.waiting:
-        put(CONDITION_MEMBERS_WAITING, "True", "WaitingForCapacity", verdict_message)
-    elif outcome is Outcome.ALREADY_RELEASED or fresh:
-        flip_back(CONDITION_MEMBERS_WAITING, "True", "False", "MembersReleased", "no new member waits for room")
-
-    order = [c.type for c in status.conditions]
-    ordered = [conds[t] for t in order] + [c for t, c in conds.items() if t not in order]
-    return status.model_copy(update={"conditions": ordered})
+    m = pg.spec.minMember
+    placed = count_members(pg, members).placed
+    cond_mod.write_planned_nodes_usable(conds, stuck=findings.stuck, placed=placed, min_member=m)
+    cond_mod.write_release_accepted(conds, refused=findings.refused, releases=outcome is not None and outcome.releases)
+    cond_mod.write_disrupted(conds, quorum_evicted=findings.quorum_evicted,
+                             lost=lost_message(findings.lost, pg, members) if findings.lost else "",
+                             runners=runners_message(findings.runners) if findings.runners else "",
+                             fresh=outcome is Outcome.RELEASED, placed=placed, min_member=m)
+    cond_mod.write_members_waiting(conds, waiting=bool(findings.waiting), message=verdict_message, outcome=outcome)
+    return status.model_copy(update={"conditions": conds.to_list()})
 
 
 # -- opt-in PodDisruptionBudget per running group ------------------------------------------------
@@ -367,7 +317,3 @@ def pdb_manifest(pg: PodGroup, uid: str) -> dict[str, Any]:
         "spec": {"minAvailable": pg.spec.minMember,
                  "selector": {"matchLabels": {api.POD_GROUP_LABEL: meta.name}}},
     }
-
-
-def conditions_of(status: PodGroupStatus) -> Mapping[str, Condition]:
-    return {c.type: c for c in status.conditions}

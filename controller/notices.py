@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 from cogate import api
 from cogate.controller import planner
-from cogate.controller import status as status_mod
+from cogate.controller.conditions import released_reason
 from cogate.controller.records import PodInfo
 
 class EventType(StrEnum):
@@ -96,9 +96,9 @@ def verdict_event(outcome: str, message: str) -> Notice | None:
         return None
     if outcome is planner.Outcome.WAITING_FOR_MEMBERS:
         return Notice(NORMAL, Reason.WAITING_FOR_MEMBERS, message or outcome)
-    # Same reason as the Released=False condition (status.released_reason): a group larger
+    # Same reason as the Released=False condition (conditions.released_reason): a group larger
     # than the cluster is short of capacity too; its message says so.
-    return Notice(WARNING, Reason(status_mod.released_reason(outcome)), message or outcome)
+    return Notice(WARNING, Reason(released_reason(outcome)), message or outcome)
 
 
 _NUMBER = re.compile(r"\d+(?:\.\d+)?[A-Za-z]*")

@@ -7,6 +7,9 @@
   constraints the planner does not evaluate: volume claims, hard topology spread, DRA);
 - :func:`pinned_node`: the node a member's required node affinity pins it to (what
   :func:`pin_ops` wrote), read back to restore reservations after a restart;
+- :func:`awaiting_bind`: the one rule for "released, unbound, pinned": the node a released
+  member waits on for kube-scheduler to bind it (stale pins, restored reservations, timeout
+  evictions);
 - :func:`left_group`: a gated pod whose label no longer names a group is released on its own.
 """
 
@@ -139,6 +142,22 @@ def pinned_node(p: PodInfo) -> str | None:
             return None
         node = name
     return node
+
+
+def awaiting_bind(p: PodInfo, gate: str | None = None) -> str | None:
+    """The node released member ``p`` is pinned to while it waits to be bound, or ``None``.
+
+    ``p`` counts when it is released, unbound (no ``nodeName``), not terminal (Succeeded or
+    Failed), not being deleted, and pinned (:func:`pinned_node`: what :func:`pin_ops` wrote on
+    release; nothing else writes it). Released means it carries no scheduling gate at all
+    (kube-scheduler is on it: restored reservations, stale pins); with ``gate``, only that gate
+    must be gone (cogate released it; another gate may still hold it: timeout evictions).
+    Returns :func:`pinned_node`'s answer unchanged, so a caller may test ``is not None``
+    or truthiness as before.
+    """
+    if (p.gated_by(gate) if gate is not None else p.gates) or p.bound or p.terminal or p.deleting:
+        return None
+    return pinned_node(p)
 
 
 def pin_target(member: PodInfo | None, node: str, placement: str) -> str:

@@ -47,6 +47,8 @@ __all__ = [
     "NodeInfo",
     "PodInfo",
     "Reservation",
+    "member_key",
+    "is_member",
     "node_info",
     "pod_info",
     "parse_time",
@@ -340,6 +342,23 @@ class PodInfo:
 
     def gated_by(self, gate: str) -> bool:
         return gate in self.gates
+
+
+def member_key(p: PodInfo) -> tuple[str, str] | None:
+    """``(namespace, group)`` of the PodGroup ``p`` is a live member of, or ``None``.
+
+    The one membership rule (docs/semantics.md, "Members and PodGroups"): a member of PodGroup
+    ``ns/name`` is a pod of namespace ``ns`` whose pod-group label names ``name`` (not empty)
+    and that is not being deleted (no ``deletionTimestamp``). A same-named PodGroup in another
+    namespace never matches.
+    """
+    group = p.group
+    return (p.namespace, group) if group and not p.deleting else None
+
+
+def is_member(p: PodInfo, namespace: str, group: str) -> bool:
+    """``p`` is a live member of PodGroup ``namespace/group`` (:func:`member_key`)."""
+    return member_key(p) == (namespace, group)
 
 
 @dataclass(frozen=True)

@@ -39,30 +39,23 @@ the members that exist then. The members seen ended are kept by the caller
 controller), the written counts are the base: ``max(written, live)``. A member that ends
 and is deleted while no controller watches may be missed; none is counted twice.
 
-Conditions (metav1.Condition; ``lastTransitionTime`` moves only when ``status`` does):
-
-- ``Released``: ``True``/``Released`` once the group is released (message from the
-  verdict that released it); before that ``False`` with the planner's outcome as reason
-  (``WaitingForMembers``, ``InsufficientCapacity``, ``ExceedsClusterCapacity``,
-  ``Unschedulable``) and its message (e.g. "fits 3 of 4: cpu short by 2").
-  Left as it is when there is no verdict.
-- ``TimedOut`` (only with ``scheduleTimeoutSeconds`` > 0): the timeout judges one window,
-  from ``scheduleStartTime`` until the group *first* has ``m`` members placed. When that
-  happens the condition becomes ``False``/``MembersBound`` (also healing an earlier
-  ``True``), and that release can no longer time out: a member lost later is not
-  lateness (no ``Timeout`` event, no eviction). ``True``/``TimedOut`` when the window
-  passes ``scheduleTimeoutSeconds`` without that. A fresh release (after a timeout or a
-  lost quorum) opens a new window: ``False``/``Released``. A phase of ``Scheduled``,
-  ``Running`` or ``Finished`` recorded for the standing release also counts as quorum
-  reached (status written before the condition existed, or a timeout added later).
-  ``scheduleTimeoutSeconds: 0`` (or unset) disables the timeout.
+Conditions: :func:`compute` decides ``Released``, ``FitsCluster`` and ``TimedOut`` from the
+verdict, the counts and the clock; their rules and their one writer are in
+:mod:`cogate.controller.conditions` (:func:`~cogate.controller.conditions.write_released`,
+:func:`~cogate.controller.conditions.write_fits_cluster`,
+:func:`~cogate.controller.conditions.write_timed_out`). ``Released`` is left as it is when
+there is no verdict. The ``TimedOut`` window closes for good once the group first has ``m``
+members placed (:func:`quorum_reached`): a member lost later is not lateness (no ``Timeout``
+event, no eviction). A phase of ``Scheduled``, ``Running`` or ``Finished`` recorded for the
+standing release also counts as quorum reached (status written before the condition existed,
+or a timeout added later). ``scheduleTimeoutSeconds: 0`` (or unset) disables the timeout.
 
 ``scheduleStartTime`` is set when the verdict releases the group and is never changed
 afterwards. ``occupiedBy`` is kept as it is.
 
-Inputs use the documented records (docs/internals.md) by attribute name only:
-members are ``cogate.controller.records.PodInfo`` (``namespace``, ``labels``,
-``node_name``, ``phase``, ``deleting``); the verdict is
+Inputs are the documented records (docs/internals.md): members are
+:class:`cogate.controller.records.PodInfo` (membership is
+:func:`cogate.controller.records.is_member`); the verdict is
 ``cogate.controller.planner.GroupVerdict`` (``outcome``, ``message``, ``fits``).
 Times are float epoch seconds (UTC).
 """
@@ -73,9 +66,21 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
-from cogate.api import DEFAULT_GATE_NAME, POD_GROUP_LABEL
+from cogate.api import DEFAULT_GATE_NAME
+from cogate.controller import conditions as cond_mod
+from cogate.controller.conditions import (  # noqa: F401 - public here too (status.CONDITION_TIMED_OUT, ...)
+    CONDITION_DISRUPTED,
+    CONDITION_FITS_CLUSTER,
+    CONDITION_RELEASED,
+    CONDITION_TIMED_OUT,
+    REASON_MEMBERS_BOUND,
+    REASON_QUORUM_LOST,
+    condition,
+    released_reason,
+)
 from cogate.controller.planner import Outcome
-from cogate.models import Condition, PodGroup, PodGroupStatus, format_time, parse_time
+from cogate.controller.records import PodInfo, is_member
+from cogate.models import PodGroup, PodGroupStatus, format_time, parse_time
 
 __all__ = [
     "CONDITION_RELEASED",
@@ -96,40 +101,13 @@ __all__ = [
     "condition",
 ]
 
-CONDITION_RELEASED = "Released"
-CONDITION_TIMED_OUT = "TimedOut"
-#: Whether the group fits the cluster at all (every eligible node empty). False with reason
-#: ``ExceedsClusterCapacity`` marks a group that waits for the cluster to grow, not for room.
-CONDITION_FITS_CLUSTER = "FitsCluster"
-#: Reason of ``TimedOut=False`` once the release had minMember members placed.
-REASON_MEMBERS_BOUND = "MembersBound"
 #: Phases that imply minMember members were bound during the standing release.
 QUORUM_PHASES = frozenset({"Scheduled", "Running", "Finished"})
-
-
-def released_reason(outcome: str) -> str:
-    """Reason of ``Released=False`` (and of the matching event) for a planner outcome.
-
-    A group short of capacity is reported as ``InsufficientCapacity`` whether the room is
-    taken (it waits for it) or never existed (planner outcome ``ExceedsClusterCapacity``,
-    which the ``FitsCluster`` condition marks separately): users look for one reason that
-    says "not enough room", and the message says how much ("fits 3 of 4: cpu short by 2").
-    """
-    outcome = Outcome(outcome)
-    return Outcome.INSUFFICIENT_CAPACITY if outcome is Outcome.EXCEEDS_CLUSTER_CAPACITY else outcome
 
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 #: Status fields cogate writes (a merge patch nulls only these when they disappear).
 STATUS_FIELDS = ("phase", "scheduled", "running", "succeeded", "failed", "scheduleStartTime", "occupiedBy", "conditions")
-
-
-class _Member(Protocol):
-    namespace: str
-    labels: Mapping[str, str]
-    node_name: str
-    phase: str
-    deleting: bool
 
 
 class _Verdict(Protocol):
@@ -190,19 +168,12 @@ class EndedMembers(NamedTuple):
         return self.base_failed + len(self.failed)
 
 
-def _live(pg: PodGroup, members: Sequence[_Member]) -> list[_Member]:
-    """Live members of ``pg``: same namespace, label names it, not deleting."""
-    out = []
-    for p in members:
-        if getattr(p, "deleting", False) or getattr(p, "namespace", None) != pg.namespace:
-            continue
-        if (getattr(p, "labels", None) or {}).get(POD_GROUP_LABEL) != pg.name:
-            continue
-        out.append(p)
-    return out
+def _live(pg: PodGroup, members: Sequence[PodInfo]) -> list[PodInfo]:
+    """Live members of ``pg`` among ``members`` (:func:`cogate.controller.records.is_member`)."""
+    return [p for p in members if is_member(p, pg.namespace, pg.name)]
 
 
-def track_ended(prev: EndedMembers | None, status: PodGroupStatus, pg: PodGroup, members: Sequence[_Member],
+def track_ended(prev: EndedMembers | None, status: PodGroupStatus, pg: PodGroup, members: Sequence[PodInfo],
                 start: str | None, fresh: bool) -> EndedMembers:
     """The members seen ended during the release that starts at ``start``, after this pass.
 
@@ -212,8 +183,8 @@ def track_ended(prev: EndedMembers | None, status: PodGroupStatus, pg: PodGroup,
     counts of the same release are the base: members they counted that are no longer live.
     """
     live = _live(pg, members)
-    succeeded = frozenset(str(getattr(p, "uid", "")) for p in live if getattr(p, "phase", "") == "Succeeded")
-    failed = frozenset(str(getattr(p, "uid", "")) for p in live if getattr(p, "phase", "") == "Failed")
+    succeeded = frozenset(p.uid for p in live if p.phase == "Succeeded")
+    failed = frozenset(p.uid for p in live if p.phase == "Failed")
     if fresh:
         return EndedMembers(start, 0, 0, succeeded, failed)
     if prev is None or prev.start != start:
@@ -224,18 +195,17 @@ def track_ended(prev: EndedMembers | None, status: PodGroupStatus, pg: PodGroup,
     return prev._replace(succeeded=prev.succeeded | succeeded, failed=prev.failed | failed)
 
 
-def count_members(pg: PodGroup, members: Sequence[_Member]) -> Counts:
+def count_members(pg: PodGroup, members: Sequence[PodInfo]) -> Counts:
     """Count the live members of ``pg`` in ``members``.
 
     Pods that are deleting, in another namespace or labelled for another group are
-    ignored (docs/semantics.md: a member is a pod of the PodGroup's namespace whose label
-    names it and that has no deletionTimestamp).
+    ignored (the membership rule: :func:`cogate.controller.records.member_key`).
     """
     n = bound = placed = active = running = succeeded = failed = 0
     for p in _live(pg, members):
         n += 1
-        phase = getattr(p, "phase", "") or ""
-        if getattr(p, "node_name", ""):
+        phase = p.phase
+        if p.bound:
             bound += 1
             placed += phase != "Failed"
         if phase not in TERMINAL_PHASES:
@@ -274,7 +244,7 @@ def decide_phase(min_member: int, c: Counts, released: bool, previous: str | Non
     return "Pending"
 
 
-def release_stands(status: PodGroupStatus, members: Sequence[Any] = (), gate: str = DEFAULT_GATE_NAME) -> bool:
+def release_stands(status: PodGroupStatus, members: Sequence[PodInfo] = (), gate: str = DEFAULT_GATE_NAME) -> bool:
     """The status records a release that still stands (the planner's ``GroupRequest.released``).
 
     A release is recorded by ``scheduleStartTime`` with a phase other than Pending. It stops
@@ -292,14 +262,14 @@ def release_stands(status: PodGroupStatus, members: Sequence[Any] = (), gate: st
     reporting ``Scheduling`` with ``TimedOut=True``. While it stands, new members
     (replacements, Job pods) are ungated as they appear (docs/semantics.md).
 
-    ``members``: the group's live members (objects with ``gated_by(gate)`` and ``bound``).
+    ``members``: the group's live members.
     """
     if not status.scheduleStartTime or status.phase in (None, "Pending"):
         return False
     timed_out = status.condition(CONDITION_TIMED_OUT)
-    disrupted = status.condition("Disrupted")
+    disrupted = status.condition(CONDITION_DISRUPTED)
     lost = (status.phase in ("Failed", "Finished") or (timed_out is not None and timed_out.status == "True")
-            or (disrupted is not None and disrupted.status == "True" and disrupted.reason == "QuorumLost"))
+            or (disrupted is not None and disrupted.status == "True" and disrupted.reason == REASON_QUORUM_LOST))
     return not lost or not any(m.gated_by(gate) and not m.bound for m in members)
 
 
@@ -329,25 +299,13 @@ def timeout_deadline(pg: PodGroup) -> float | None:
     return parse_time(pg.status.scheduleStartTime) + timeout
 
 
-def _condition(old: Condition | None, type_: str, status: str, reason: str, message: str, now: float,
-               generation: int | None) -> Condition:
-    """A condition; keeps ``old.lastTransitionTime`` when ``status`` did not change."""
-    ltt = old.lastTransitionTime if old is not None and old.status == status else format_time(now)
-    return Condition(type=type_, status=status, reason=reason, message=message[:32768],
-                     lastTransitionTime=ltt, observedGeneration=generation)
-
-
-#: The one rule for building a condition (public: :mod:`cogate.controller.lifecycle` uses it too).
-condition = _condition
-
-
-def compute_status(pg: PodGroup, members: Sequence[_Member], verdict: _Verdict | None, now: float,
+def compute_status(pg: PodGroup, members: Sequence[PodInfo], verdict: _Verdict | None, now: float,
                    gate: str = DEFAULT_GATE_NAME, ended: EndedMembers | None = None) -> PodGroupStatus:
     """The status ``pg`` should have (:func:`compute` without the members seen ended)."""
     return compute(pg, members, verdict, now, gate, ended)[0]
 
 
-def compute(pg: PodGroup, members: Sequence[_Member], verdict: _Verdict | None, now: float,
+def compute(pg: PodGroup, members: Sequence[PodInfo], verdict: _Verdict | None, now: float,
             gate: str = DEFAULT_GATE_NAME, ended: EndedMembers | None = None
             ) -> tuple[PodGroupStatus, EndedMembers]:
     """The status ``pg`` should have, from its live ``members`` and the planner's ``verdict``,
@@ -364,7 +322,7 @@ def compute(pg: PodGroup, members: Sequence[_Member], verdict: _Verdict | None, 
     live = count_members(pg, members)
     m = pg.spec.minMember
     outcome = Outcome(verdict.outcome) if verdict is not None else None
-    message = str(getattr(verdict, "message", "") or "") if verdict is not None else ""
+    message = (verdict.message or "") if verdict is not None else ""
     stands = release_stands(old, members, gate)
     released = stands or (outcome is not None and outcome.releases)
     start = old.scheduleStartTime
@@ -376,46 +334,14 @@ def compute(pg: PodGroup, members: Sequence[_Member], verdict: _Verdict | None, 
     c = live._replace(gone_succeeded=max(0, seen.total_succeeded - live.succeeded),
                       gone_failed=max(0, seen.total_failed - live.failed))
     phase = decide_phase(m, c, released, old.phase)
-    generation = pg.metadata.generation
 
-    conditions: dict[str, Condition] = {cond.type: cond for cond in old.conditions}
-    prev = conditions.get(CONDITION_RELEASED)
-    if released:
-        if prev is None or prev.status != "True":
-            conditions[CONDITION_RELEASED] = _condition(
-                prev, CONDITION_RELEASED, "True", "Released",
-                message or f"released with {c.members} members for minMember {m}", now, generation)
-    elif outcome is not None and outcome.waiting:
-        conditions[CONDITION_RELEASED] = _condition(prev, CONDITION_RELEASED, "False", released_reason(outcome),
-                                                    message or outcome, now, generation)
-
-    prev = conditions.get(CONDITION_FITS_CLUSTER)
-    if outcome is Outcome.EXCEEDS_CLUSTER_CAPACITY:
-        conditions[CONDITION_FITS_CLUSTER] = _condition(prev, CONDITION_FITS_CLUSTER, "False", outcome,
-                                                        message or outcome, now, generation)
-    elif outcome is not None and outcome.fits_empty_cluster and prev is not None and prev.status != "True":
-        conditions[CONDITION_FITS_CLUSTER] = _condition(
-            prev, CONDITION_FITS_CLUSTER, "True", "FitsEmptyCluster",
-            f"minMember {m} fits on the eligible nodes when they have room", now, generation)
-
-    prev = conditions.get(CONDITION_TIMED_OUT)
-    timeout = pg.spec.scheduleTimeoutSeconds
-    if fresh and prev is not None:
-        conditions[CONDITION_TIMED_OUT] = _condition(
-            prev, CONDITION_TIMED_OUT, "False", "Released",
-            f"released again; scheduleTimeoutSeconds counts from {start}", now, generation)
-    elif timeout and start and not quorum_reached(old) and (released or (prev is not None and prev.status == "True")):
-        elapsed = now - parse_time(start)
-        if c.quorum_placed >= m:
-            conditions[CONDITION_TIMED_OUT] = _condition(
-                prev, CONDITION_TIMED_OUT, "False", REASON_MEMBERS_BOUND,
-                f"minMember reached: {c.quorum_placed} of {m} members bound {max(0, int(elapsed))}s after the release "
-                f"(scheduleTimeoutSeconds {timeout}); members lost later do not time this release out",
-                now, generation)
-        elif elapsed >= timeout:
-            conditions[CONDITION_TIMED_OUT] = _condition(
-                prev, CONDITION_TIMED_OUT, "True", "TimedOut",
-                f"{c.placed} of minMember {m} members bound within scheduleTimeoutSeconds {timeout}", now, generation)
+    conds = cond_mod.ConditionSet(old.conditions, now, pg.metadata.generation)
+    cond_mod.write_released(conds, released=released, outcome=outcome, message=message, members=c.members,
+                            min_member=m)
+    cond_mod.write_fits_cluster(conds, outcome=outcome, message=message, min_member=m)
+    cond_mod.write_timed_out(conds, timeout=pg.spec.scheduleTimeoutSeconds, start=start, fresh=fresh,
+                             released=released, window_closed=quorum_reached(old), quorum_placed=c.quorum_placed,
+                             placed=c.placed, min_member=m)
 
     return PodGroupStatus(
         phase=phase,
@@ -425,7 +351,7 @@ def compute(pg: PodGroup, members: Sequence[_Member], verdict: _Verdict | None, 
         failed=c.total_failed,
         scheduleStartTime=start,
         occupiedBy=old.occupiedBy,
-        conditions=list(conditions.values()),
+        conditions=conds.to_list(),
     ), seen
 
 

@@ -22,7 +22,9 @@ Every call goes through :mod:`cogate.kube` (``api_status``, ``json_body``, and
   made; delete.
 
 Results of writes are stored into the informer caches at once (``Informer.apply_local``), so
-the next pass does not act on its own stale view.
+the next pass does not act on its own stale view. Each write answers a :class:`WriteResult`
+(a ``StrEnum``: it equals its old string, so callers comparing with ``"removed"`` and the
+``result`` label of the metrics are unchanged).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import concurrent.futures
 import logging
 import time
 from collections.abc import Callable, Mapping
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from cogate import api
@@ -49,8 +52,42 @@ log = logging.getLogger(__name__)
 
 #: Seconds an API request may take.
 REQUEST_TIMEOUT = 10
+
+
+class WriteResult(StrEnum):
+    """What one write did; also the ``result`` label of its metric. Which write answers which:
+
+    - :meth:`Writer.ungate` (:data:`UNGATE_RESULTS`), :meth:`Writer.check_release`: ``removed``
+      (gate removed), ``ok`` (dry run accepted), ``absent`` (the pod carries no such gate),
+      ``not_found`` (pod gone, or recreated under its name), ``skipped`` (``only_if`` said no),
+      ``refused`` (the API server refused the patch), ``failed``;
+    - :meth:`Writer.evict`: ``evicted``, ``gone``, ``failed``; :meth:`Writer.delete`: ``deleted``,
+      ``gone``, ``failed``;
+    - :meth:`Writer.ensure_pdb`: ``created``, ``updated``, ``unchanged``, ``foreign``, ``failed``;
+      :meth:`Writer.delete_pdb`: ``deleted``, ``absent``, ``foreign``, ``failed``;
+    - :meth:`Writer.write_status` answers a bool; its metric counts ``ok`` and ``error``.
+    """
+
+    REMOVED = "removed"
+    OK = "ok"
+    ABSENT = "absent"
+    NOT_FOUND = "not_found"
+    SKIPPED = "skipped"
+    REFUSED = "refused"
+    FAILED = "failed"
+    EVICTED = "evicted"
+    GONE = "gone"
+    DELETED = "deleted"
+    CREATED = "created"
+    UPDATED = "updated"
+    UNCHANGED = "unchanged"
+    FOREIGN = "foreign"
+    ERROR = "error"
+
+
 #: Results of :meth:`Writer.ungate` (also the ``result`` label of ``cogate_gate_removals_total``).
-UNGATE_RESULTS = ("removed", "absent", "not_found", "skipped", "refused", "failed")
+UNGATE_RESULTS = (WriteResult.REMOVED, WriteResult.ABSENT, WriteResult.NOT_FOUND, WriteResult.SKIPPED,
+                  WriteResult.REFUSED, WriteResult.FAILED)
 #: Seconds a dry-run-validated release patch may be sent without reading the pod again.
 VALIDATED_FOR = 30.0
 #: Statuses of a release patch that mean the API server refuses it (not a changed pod, not transient).
@@ -123,16 +160,16 @@ class Writer:
         except Exception as exc:  # noqa: BLE001
             if api_status(exc) == 404:
                 return False
-            self.metrics.status_writes.labels("error").inc()
+            self.metrics.status_writes.labels(WriteResult.ERROR).inc()
             log.warning("status patch of PodGroup %s/%s failed: %s", namespace, name, exc,
                         extra=log_extra(namespace, name))
             return False
-        self.metrics.status_writes.labels("ok").inc()
+        self.metrics.status_writes.labels(WriteResult.OK).inc()
         self._remember(self.podgroups, resp)
         return True
 
     # -- gates -------------------------------------------------------------------
-    def ungate_members(self, release: Mapping[str, str]) -> dict[str, str]:
+    def ungate_members(self, release: Mapping[str, str]) -> dict[str, WriteResult]:
         """Remove the gate from each member (uid -> node to pin to, '' for none) concurrently; uid -> result.
 
         A member whose patch :meth:`check_release` validated is patched at once with that patch,
@@ -140,7 +177,7 @@ class Writer:
         pod changed meanwhile (422/409), it is read again and the patch rebuilt (:meth:`ungate`)."""
         return self._each(release, dry_run=False)
 
-    def check_release(self, release: Mapping[str, str]) -> dict[str, str]:
+    def check_release(self, release: Mapping[str, str]) -> dict[str, WriteResult]:
         """Send each member's release patch with ``dryRun=All`` (nothing changes), concurrently:
         uid -> ``ok``, ``refused`` (answer in :attr:`answers`), ``absent``, ``not_found`` or
         ``failed`` (the API server could not be asked: the release goes ahead and is checked
@@ -150,31 +187,31 @@ class Writer:
             self._validated.pop(uid, None)
         return self._each(release, dry_run=True)
 
-    def _each(self, release: Mapping[str, str], *, dry_run: bool) -> dict[str, str]:
+    def _each(self, release: Mapping[str, str], *, dry_run: bool) -> dict[str, WriteResult]:
         futures = {}
         for uid, node in release.items():
             p = self.members.get(uid)
             if p is None:
                 if not dry_run:
-                    self.metrics.gate_removals.labels("not_found").inc()
+                    self.metrics.gate_removals.labels(WriteResult.NOT_FOUND).inc()
                 continue
             futures[uid] = (p, self._pool.submit(self.ungate, p.namespace, p.name, uid, node, group=p.group or "",
                                                  dry_run=dry_run, cached=p))
-        out = {}
+        out: dict[str, WriteResult] = {}
         for uid, (p, f) in futures.items():
             try:
                 out[uid] = f.result()
             except Exception:  # noqa: BLE001
                 log.exception("ungating pod %s/%s (uid %s) failed", p.namespace, p.name, uid,
                               extra=log_extra(p.namespace, p.group or ""))
-                out[uid] = "failed"
+                out[uid] = WriteResult.FAILED
             if not dry_run:
                 self.metrics.gate_removals.labels(out[uid]).inc()
         return out
 
     def ungate(self, namespace: str, name: str, uid: str, node: str,
                only_if: Callable[[dict[str, Any]], bool] | None = None, *, group: str = "",
-               dry_run: bool = False, cached: PodInfo | None = None) -> str:
+               dry_run: bool = False, cached: PodInfo | None = None) -> WriteResult:
         """Remove the gate from one pod, pinning it to ``node`` ('' for none); one of :data:`UNGATE_RESULTS`.
 
         Requests: one guarded patch when a dry run validated it (:meth:`check_release`) or when
@@ -194,15 +231,15 @@ class Writer:
             return json_body(self.core.read_namespaced_pod(name, namespace, _preload_content=False,
                                                            _request_timeout=REQUEST_TIMEOUT))
 
-        def attempt() -> str:
+        def attempt() -> WriteResult:
             pod = read()
             if (pod.get("metadata") or {}).get("uid") != uid:
-                return "not_found"  # deleted and recreated under the same name
+                return WriteResult.NOT_FOUND  # deleted and recreated under the same name
             if only_if is not None and not only_if(pod):
-                return "skipped"
+                return WriteResult.SKIPPED
             ops = self._release_ops(pod, namespace, name, node, extra)
             if ops is None:
-                return "absent"
+                return WriteResult.ABSENT
             kwargs: dict[str, Any] = {"dry_run": "All"} if dry_run else {}
             try:
                 resp = self.core.patch_namespaced_pod(name, namespace, ops,
@@ -216,9 +253,9 @@ class Writer:
                 rv = (pod.get("metadata") or {}).get("resourceVersion")
                 if rv:
                     self._validated[uid] = (node, str(rv), ops, time.monotonic())
-                return "ok"
+                return WriteResult.OK
             self._remember(self.members, resp, keep=_still_member)
-            return "removed"
+            return WriteResult.REMOVED
 
         fast: tuple[str, list[dict[str, Any]]] | None = None
         validated = None if dry_run else self._validated.pop(uid, None)
@@ -238,9 +275,9 @@ class Writer:
                 self.answers.pop(uid, None)
                 if dry_run:
                     self._validated[uid] = (node, rv, ops, time.monotonic())
-                    return "ok"
+                    return WriteResult.OK
                 self._remember(self.members, resp, keep=_still_member)
-                return "removed"
+                return WriteResult.REMOVED
             except Exception:  # noqa: BLE001 - changed meanwhile, refused, or anything else: the full path
                 pass            # below reads the pod and tells these apart
         try:
@@ -254,12 +291,12 @@ class Writer:
             self.answers[uid] = exc.answer
             log.warning("the API server refused the release patch%s of pod %s/%s: %s",
                         " (dry run)" if dry_run else "", namespace, name, exc.answer, extra=extra)
-            return "refused"
+            return WriteResult.REFUSED
         except Exception as exc:  # noqa: BLE001
             if api_status(exc) == 404:
-                return "not_found"
+                return WriteResult.NOT_FOUND
             log.warning("ungating pod %s/%s failed: %s", namespace, name, exc, extra=extra)
-            return "failed"
+            return WriteResult.FAILED
 
     def _raise_refusal(self, exc: BaseException, pod: dict[str, Any], read: Callable[[], dict[str, Any]]) -> None:
         """Raise :class:`Refused` when ``exc`` (from patching ``pod``) is the API server refusing the
@@ -287,13 +324,13 @@ class Writer:
             return release_patch(pod, self.gate, "")
 
     # -- eviction ----------------------------------------------------------------
-    def evict(self, p: PodInfo) -> str:
+    def evict(self, p: PodInfo) -> WriteResult:
         """Evict member ``p`` (uid precondition); ``evicted``, ``gone`` (404/409) or ``failed``, counted."""
         result = self._evict(p)
         self.metrics.evictions.labels(result).inc()
         return result
 
-    def _evict(self, p: PodInfo) -> str:
+    def _evict(self, p: PodInfo) -> WriteResult:
         from kubernetes import client
 
         body = client.V1Eviction.from_dict({"apiVersion": "policy/v1", "kind": "Eviction",
@@ -302,16 +339,16 @@ class Writer:
         try:
             self.core.create_namespaced_pod_eviction(p.name, p.namespace, body, _preload_content=False,
                                                      _request_timeout=REQUEST_TIMEOUT)
-            return "evicted"
+            return WriteResult.EVICTED
         except Exception as exc:  # noqa: BLE001
             if api_status(exc) in (404, 409):
-                return "gone"
+                return WriteResult.GONE
             log.warning("evicting %s/%s failed: %s", p.namespace, p.name, exc,
                         extra=log_extra(p.namespace, p.group or ""))
-            return "failed"
+            return WriteResult.FAILED
 
     # -- stuck members -----------------------------------------------------------
-    def delete(self, p: PodInfo) -> str:
+    def delete(self, p: PodInfo) -> WriteResult:
         """Delete member ``p`` (uid precondition: never a pod recreated under its name); ``deleted``,
         ``gone`` (404/409) or ``failed``. An unbound pod is removed at once by the API server."""
         from kubernetes import client
@@ -320,19 +357,19 @@ class Writer:
         try:
             self.core.delete_namespaced_pod(p.name, p.namespace, body=body, _preload_content=False,
                                             _request_timeout=REQUEST_TIMEOUT)
-            result = "deleted"
+            result = WriteResult.DELETED
         except Exception as exc:  # noqa: BLE001
             if api_status(exc) in (404, 409):
-                result = "gone"
+                result = WriteResult.GONE
             else:
                 log.warning("deleting %s/%s failed: %s", p.namespace, p.name, exc,
                             extra=log_extra(p.namespace, p.group or ""))
-                result = "failed"
+                result = WriteResult.FAILED
         self.metrics.stuck_deletions.labels(result).inc()
         return result
 
     # -- PodDisruptionBudgets (opt-in) ------------------------------------------
-    def ensure_pdb(self, policy: Any, body: dict[str, Any]) -> str:
+    def ensure_pdb(self, policy: Any, body: dict[str, Any]) -> WriteResult:
         """Create the PodDisruptionBudget ``body`` (``policy``: ``PolicyV1Api``); when one of that name
         exists, set its ``minAvailable`` if cogate made it (:data:`lifecycle.MANAGED_BY_LABEL`).
         ``created``, ``updated``, ``unchanged``, ``foreign`` (not cogate's: left alone) or ``failed``."""
@@ -343,28 +380,28 @@ class Writer:
         try:
             policy.create_namespaced_pod_disruption_budget(ns, body, _preload_content=False,
                                                            _request_timeout=REQUEST_TIMEOUT)
-            return "created"
+            return WriteResult.CREATED
         except Exception as exc:  # noqa: BLE001
             if api_status(exc) != 409:
                 log.warning("creating PodDisruptionBudget %s/%s failed: %s", ns, name, exc, extra=log_extra(ns, name))
-                return "failed"
+                return WriteResult.FAILED
         try:
             have = json_body(policy.read_namespaced_pod_disruption_budget(name, ns, _preload_content=False,
                                                                           _request_timeout=REQUEST_TIMEOUT))
             if ((have.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY_LABEL) != api.COMPONENT:
-                return "foreign"
+                return WriteResult.FOREIGN
             if (have.get("spec") or {}).get("minAvailable") == body["spec"]["minAvailable"]:
-                return "unchanged"
+                return WriteResult.UNCHANGED
             policy.patch_namespaced_pod_disruption_budget(
                 name, ns, {"spec": {"minAvailable": body["spec"]["minAvailable"]}},
                 _content_type="application/merge-patch+json", _preload_content=False,
                 _request_timeout=REQUEST_TIMEOUT)
-            return "updated"
+            return WriteResult.UPDATED
         except Exception as exc:  # noqa: BLE001
             log.warning("updating PodDisruptionBudget %s/%s failed: %s", ns, name, exc, extra=log_extra(ns, name))
-            return "failed"
+            return WriteResult.FAILED
 
-    def delete_pdb(self, policy: Any, namespace: str, name: str) -> str:
+    def delete_pdb(self, policy: Any, namespace: str, name: str) -> WriteResult:
         """Delete the PodDisruptionBudget cogate made for PodGroup ``namespace/name`` (only one
         labelled as cogate's); ``deleted``, ``absent``, ``foreign`` or ``failed``."""
         from cogate.controller.lifecycle import MANAGED_BY_LABEL
@@ -373,18 +410,18 @@ class Writer:
             have = json_body(policy.read_namespaced_pod_disruption_budget(name, namespace, _preload_content=False,
                                                                           _request_timeout=REQUEST_TIMEOUT))
             if ((have.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY_LABEL) != api.COMPONENT:
-                return "foreign"
+                return WriteResult.FOREIGN
             uid = (have.get("metadata") or {}).get("uid")
             policy.delete_namespaced_pod_disruption_budget(
                 name, namespace, body={"preconditions": {"uid": uid}} if uid else None,
                 _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
-            return "deleted"
+            return WriteResult.DELETED
         except Exception as exc:  # noqa: BLE001
             if api_status(exc) in (404, 409):
-                return "absent"
+                return WriteResult.ABSENT
             log.warning("deleting PodDisruptionBudget %s/%s failed: %s", namespace, name, exc,
                         extra=log_extra(namespace, name))
-            return "failed"
+            return WriteResult.FAILED
 
     # -- caches ------------------------------------------------------------------
     @staticmethod

@@ -15,7 +15,8 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from cogate.controller.patches import pin_ops, pin_requirement, release_patch
+from cogate.controller import records
+from cogate.controller.patches import awaiting_bind, pin_ops, pin_requirement, release_patch
 from cogate.gates import find as find_gate
 
 GATE = "scheduling.x-k8s.io/pod-group"
@@ -175,3 +176,27 @@ def test_test_op_fails_when_gate_list_changed():
 def test_odd_affinity_shapes_raise_naming_the_field(spec, field):
     with pytest.raises(ValueError, match=field.replace("[", r"\[").replace("]", r"\]")):
         pin_ops(spec, "node-1")
+
+
+def _member(*, gates: tuple[str, ...] = (), pinned: bool = True, node: str = "", phase: str = "Pending",
+            deleting: bool = False) -> records.PodInfo:
+    pin = records.NodeSelectorRequirement("metadata.name", "In", ("node-1",))
+    terms = (records.NodeSelectorTerm(match_fields=(pin,)),)
+    return records.PodInfo("ns", "p", "u1", gates=gates, node_name=node, phase=phase, deleting=deleting,
+                           required_node_affinity=terms if pinned else ())
+
+
+@pytest.mark.parametrize("member,gate,expected", [
+    (_member(), None, "node-1"),  # released, unbound, pinned
+    (_member(pinned=False), None, None),  # released with placement free: no pin to wait on
+    (_member(gates=(GATE,)), None, None),  # still gated
+    (_member(gates=("other/gate",)), None, None),  # another gate holds it: kube-scheduler is not on it yet
+    (_member(gates=("other/gate",)), GATE, "node-1"),  # ... but cogate released it
+    (_member(gates=(GATE,)), GATE, None),
+    (_member(node="node-1"), None, None),  # bound
+    (_member(phase="Failed"), None, None),  # terminal
+    (_member(phase="Succeeded"), GATE, None),
+    (_member(deleting=True), None, None),
+])
+def test_awaiting_bind_is_released_unbound_and_pinned(member, gate, expected):
+    assert awaiting_bind(member, gate) == expected

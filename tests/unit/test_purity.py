@@ -23,6 +23,7 @@ PURE = [
     "cogate.controller.records",
     "cogate.controller.resources",
     "cogate.controller.status",
+    "cogate.controller.conditions",
     "cogate.controller.patches",
     "cogate.controller.notices",
     "cogate.controller.spread",

@@ -14,6 +14,8 @@ from cogate.controller.records import (
     PodInfo,
     Taint,
     Toleration,
+    is_member,
+    member_key,
     node_info,
     parse_time,
     pod_info,
@@ -301,3 +303,20 @@ def test_records_are_frozen():
     p = PodInfo("n", "a", "u")
     with pytest.raises(AttributeError):
         p.name = "b"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    "labels,namespace,deleting,key",
+    [
+        ({POD_GROUP_LABEL: "train"}, "ml", False, ("ml", "train")),
+        ({POD_GROUP_LABEL: "train"}, "ml", True, None),  # being deleted: no longer a member
+        ({POD_GROUP_LABEL: ""}, "ml", False, None),  # an empty label names no group
+        ({}, "ml", False, None),
+        ({"other": "train"}, "ml", False, None),
+    ],
+)
+def test_membership_rule(labels, namespace, deleting, key):
+    p = PodInfo(namespace=namespace, name="p", uid="u", labels=labels, deleting=deleting)
+    assert member_key(p) == key
+    assert is_member(p, "ml", "train") == (key == ("ml", "train"))
+    assert not is_member(p, "other-ns", "train")  # a same-named group in another namespace never matches

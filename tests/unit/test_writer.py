@@ -163,3 +163,11 @@ def test_dry_run_refusal_from_the_record_is_confirmed_by_the_read_path():
     assert h.rec.writer.check_release({"uid-a": "n1"}) == {"uid-a": "refused"}
     assert "denied by policy" in h.rec.writer.answers["uid-a"]
     assert h.cluster.pods["a"]["spec"]["schedulingGates"] == [{"name": GATE}]
+
+
+def test_write_results_equal_their_old_strings():
+    from cogate.controller.writer import UNGATE_RESULTS, WriteResult
+
+    assert UNGATE_RESULTS == ("removed", "absent", "not_found", "skipped", "refused", "failed")
+    assert {r: str(r) for r in WriteResult} == {r: r.value for r in WriteResult}
+    assert f"{WriteResult.NOT_FOUND}" == "not_found" and {WriteResult.GONE: 1}["gone"] == 1

@@ -1,0 +1,64 @@
+"""controller.conditions: one module owns every PodGroup condition type (issue 14).
+
+The rules themselves are proved through their callers (tests/unit/test_status.py,
+tests/unit/test_lifecycle.py); here: the types, the names kept public elsewhere, and the
+metav1.Condition building rule.
+"""
+
+from __future__ import annotations
+
+from cogate.controller import conditions, lifecycle, status
+from cogate.models import Condition, format_time
+
+T0 = 1_714_557_600.0
+
+
+def test_every_condition_type_is_named_here():
+    types = {v for k, v in vars(conditions).items() if k.startswith("CONDITION_")}
+    assert types == {"Released", "FitsCluster", "TimedOut", "PlannedNodesUsable", "ReleaseAccepted", "Disrupted",
+                     "MembersWaiting"}
+
+
+def test_the_old_names_are_the_same_objects():
+    assert status.CONDITION_RELEASED is conditions.CONDITION_RELEASED
+    assert status.CONDITION_TIMED_OUT is conditions.CONDITION_TIMED_OUT
+    assert status.CONDITION_FITS_CLUSTER is conditions.CONDITION_FITS_CLUSTER
+    assert status.REASON_MEMBERS_BOUND is conditions.REASON_MEMBERS_BOUND
+    assert status.condition is conditions.condition
+    assert status.released_reason is conditions.released_reason
+    assert lifecycle.CONDITION_PLANNED_NODES_USABLE is conditions.CONDITION_PLANNED_NODES_USABLE
+    assert lifecycle.CONDITION_RELEASE_ACCEPTED is conditions.CONDITION_RELEASE_ACCEPTED
+    assert lifecycle.CONDITION_DISRUPTED is conditions.CONDITION_DISRUPTED
+    assert lifecycle.CONDITION_MEMBERS_WAITING is conditions.CONDITION_MEMBERS_WAITING
+    assert lifecycle.REASON_QUORUM_LOST is conditions.REASON_QUORUM_LOST
+
+
+def test_last_transition_time_moves_only_with_status():
+    old = Condition(type="Released", status="False", reason="WaitingForMembers", message="1 of 2",
+                    lastTransitionTime=format_time(T0))
+    conds = conditions.ConditionSet([old], T0 + 60, 2)
+    conds.put("Released", "False", "InsufficientCapacity", "fits 1 of 2")
+    assert conds.get("Released").lastTransitionTime == format_time(T0)
+    conds.put("Released", "True", "Released", "x" * 40000)
+    got = conds.get("Released")
+    assert got.lastTransitionTime == format_time(T0 + 60) and len(got.message) == 32768
+    assert got.observedGeneration == 2
+
+
+def test_flip_back_never_creates_a_fine_condition():
+    conds = conditions.ConditionSet([], T0, None)
+    conds.flip_back("ReleaseAccepted", "False", "True", "ReleaseAccepted", "ok")
+    assert conds.to_list() == []
+
+
+def test_release_refused_keeps_a_true_released():
+    true = Condition(type="Released", status="True", reason="Released", message="m",
+                     lastTransitionTime=format_time(T0))
+    conds = conditions.ConditionSet([true], T0 + 1, None)
+    conditions.write_release_accepted(conds, refused="denied", releases=False)
+    assert conds.get("Released") == true
+    assert conds.get("ReleaseAccepted").reason == "ReleaseRefused"
+    conds = conditions.ConditionSet([], T0 + 1, None)
+    conditions.write_release_accepted(conds, refused="denied", releases=False)
+    assert [(c.type, c.status, c.reason) for c in conds.to_list()] == [
+        ("ReleaseAccepted", "False", "ReleaseRefused"), ("Released", "False", "ReleaseRefused")]
