@@ -17,7 +17,7 @@ import pytest
 from cogate.controller import records
 from cogate.controller.reconciler import Debouncer, build_group_requests, group_object, members_by_group
 from cogate.controller.patches import pin_target
-from tests.builders import GATE, NS, ApiError, Harness, raw_pg, raw_pod, verdict
+from tests.builders import GATE, NS, ApiError, Harness, raw_pg, raw_pod, ready_node, verdict
 
 
 # --------------------------------------------------------------------------- debounce
@@ -330,3 +330,25 @@ def test_progress_is_written_at_most_once_a_second_and_then_brought_up_to_date()
     h.run()
     assert message() == "fits 2 of 2"  # a release: at once
     assert [e for e in h.cluster.log if e[0] == "status"] == [("status", "pg")] * 4
+
+
+def test_a_pass_wakes_up_for_the_earliest_duty_that_waits():
+    """What waits (a stuck pin's grace, a refused release's back-off; progress writes: above) sets
+    the next pass: the earliest of them, just after it (monotonic seconds)."""
+    aff = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}}}
+    released = {"phase": "Scheduling", "scheduleStartTime": "2024-01-01T00:00:00Z"}
+    h = Harness([raw_pod("k-0", gates=(), affinity=aff, owner=True, cpu="4")], [raw_pg(min_member=1, status=released)],
+                [verdict("AlreadyReleased", fits=1)])
+    h.caches.nodes.apply_local(ready_node("n1", taints=[{"key": "maint", "effect": "NoSchedule"}]))
+    h.run()
+    assert h.rec.debouncer.deadline() == pytest.approx(h.now + 3.0 + 0.01)  # the stuck pin's grace
+
+    h = Harness([raw_pod("a"), raw_pod("b")], [raw_pg()], [verdict("Released", {"uid-a": "n1", "uid-b": "n1"}, 2)])
+    h.cluster.dry_errors["b"] = [ApiError(403)] * 5
+    h.run()
+    assert h.rec.debouncer.deadline() == pytest.approx(h.now + 5.0 + 0.01)  # the refusal's back-off
+    h.now += 1
+    h.rec.debouncer.started(h.now)
+    h.run()  # a pass inside the back-off wakes up for its end again
+    assert h.rec.debouncer.deadline() == pytest.approx(h.now + 4.0 + 0.01)
