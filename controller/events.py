@@ -29,37 +29,13 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass
 from typing import Any
 
 from cogate import api
-from cogate.controller import notices
+from cogate.controller.notices import ObjectRef
 from cogate.kube import api_status
 
 log = logging.getLogger(__name__)
-
-@dataclass(frozen=True)
-class ObjectRef:
-    """The involved object of an Event (a PodGroup): ``uid`` may be '' if unknown."""
-
-    namespace: str
-    name: str
-    uid: str = ""
-    kind: str = api.KIND
-    api_version: str = api.API_VERSION
-    resource_version: str = ""
-
-    def log_extra(self) -> dict[str, str] | None:
-        """``extra=`` of a log line about this object: the ``podgroup`` attribute when it is a PodGroup."""
-        return notices.log_extra(self.namespace, self.name) if self.kind == api.KIND else None
-
-    def to_api(self) -> dict[str, str]:
-        out = {"apiVersion": self.api_version, "kind": self.kind, "namespace": self.namespace, "name": self.name}
-        if self.uid:
-            out["uid"] = self.uid
-        if self.resource_version:
-            out["resourceVersion"] = self.resource_version
-        return out
 
 
 class EventDeduplicator:

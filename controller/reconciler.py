@@ -2,26 +2,15 @@
 
 This module schedules and runs decision passes and applies their verdicts; the rules live
 in pure modules (``planner``, ``status``, :mod:`~cogate.controller.patches`,
-:mod:`~cogate.controller.notices`) and the API calls in :mod:`~cogate.controller.writer`.
-
-Pure helpers here (unit-tested table-driven):
-
-- :class:`Debouncer`: when the next pass is due (debounce, periodic resync, deadlines);
-- :func:`group_object`, :func:`members_by_group`, :func:`build_group_requests`: the planner's
-  input from the caches;
-- :func:`restored_reservations`: the room of released members that were ungated (pinned) but
-  are not bound yet, rebuilt from the cluster when a process starts deciding (start, or
-  leadership gained), since reservations live in memory only;
-- :func:`resolve_volumes`: members with their claims' and bound PVs' constraints filled in
-  (:func:`cogate.controller.volumes.resolve`) from the PVC and PV informers;
-- :func:`timeout_victims`: whom ``--evict-on-timeout`` evicts;
-- :func:`waiting_for_pod_group`: gated pods whose PodGroup does not exist (an event says so).
+:mod:`~cogate.controller.notices`, :mod:`~cogate.controller.inputs` for the planner's input
+from the caches, :mod:`~cogate.controller.wakeups` for when a pass is due and the back-off
+of refused releases) and the API calls in :mod:`~cogate.controller.writer`.
 
 :class:`Reconciler` runs one decision pass at a time (decisions are serialised,
 docs/semantics.md) on its own thread:
 
 1. snapshot the caches: PodGroups, labelled members; on the first pass of a process (or
-   after gaining leadership) seed the reservations with :func:`restored_reservations`;
+   after gaining leadership) seed the reservations with ``inputs.restored_reservations``;
 2. ``PlanningState.decide(groups, reservations, now, config)``
    (:mod:`~cogate.controller.planstate`: the nodes and bound non-terminal pods are fed to it
    from the informers' deltas, and only groups whose inputs changed are planned again; the
@@ -56,17 +45,27 @@ from cogate import api
 from cogate.controller import lifecycle, notices, planner, refusers
 from cogate.controller import quota as quota_mod
 from cogate.controller import status as status_mod
-from cogate.controller import volumes as volumes_mod
-from cogate.controller.events import EventDeduplicator, EventRecorder, ObjectRef
-from cogate.controller.informer import Informer
+from cogate.controller.config import ReconcilerConfig
+from cogate.controller.events import EventDeduplicator, EventRecorder
+from cogate.controller.informer import Caches
+from cogate.controller.inputs import (
+    GroupObject,
+    build_group_requests,
+    members_by_group,
+    resolve_volumes,
+    restored_reservations,
+    timeout_victims,
+    waiting_for_pod_group,
+)
 from cogate.controller.metrics import Metrics
-from cogate.controller.notices import Notice, log_extra
-from cogate.controller.patches import PLACEMENTS, left_group, pin_target, pinned_node
+from cogate.controller.notices import Notice, ObjectRef, log_extra
+from cogate.controller.patches import PLACEMENTS, left_group, pin_target
 from cogate.controller.planner import Decision, GroupRequest, GroupVerdict, Outcome, PlannerConfig
 from cogate.controller.planstate import PlanningState
 from cogate.controller.records import NodeInfo, PodInfo, Reservation
+from cogate.controller.wakeups import Debouncer, refusal_backoff
 from cogate.controller.writer import Writer
-from cogate.models import PHASES, PodGroup, PodGroupStatus, parse_time
+from cogate.models import PHASES, PodGroupStatus
 
 if TYPE_CHECKING:
     from kubernetes.client import CoreV1Api, CustomObjectsApi
@@ -76,238 +75,6 @@ log = logging.getLogger(__name__)
 #: ``decide(nodes, bound_pods, groups, reservations, now, config) -> Decision`` (``planner.decide``).
 DecideFn = Callable[[Sequence[NodeInfo], Sequence[PodInfo], Sequence[GroupRequest], Sequence[Reservation], float,
                      PlannerConfig], Decision]
-
-
-# --------------------------------------------------------------------------- pure: scheduling of passes
-
-
-class Debouncer:
-    """When the next reconcile pass is due. Times are monotonic seconds supplied by the caller.
-
-    - :meth:`trigger` (an informer event): a pass is due ``delay`` seconds after the
-      FIRST trigger since the last pass (events inside the window coalesce; a steady
-      stream of events cannot postpone the pass forever);
-    - a periodic resync is due ``resync`` seconds after the last pass started;
-    - :meth:`wake_at`: an extra deadline (a schedule timeout, a reservation TTL).
-    """
-
-    def __init__(self, delay: float, resync: float, now: float) -> None:
-        if delay < 0 or resync <= 0:
-            raise ValueError("debounce must be >= 0 and resync > 0 seconds")
-        self.delay = delay
-        self.resync = resync
-        self.pending_since: float | None = None
-        self.last_pass = now
-        self.wakeup: float | None = None
-
-    def trigger(self, now: float) -> None:
-        if self.pending_since is None:
-            self.pending_since = now
-
-    def wake_at(self, when: float) -> None:
-        if self.wakeup is None or when < self.wakeup:
-            self.wakeup = when
-
-    def deadline(self) -> float:
-        """Monotonic time at which the next pass is due."""
-        d = self.last_pass + self.resync
-        if self.pending_since is not None:
-            d = min(d, self.pending_since + self.delay)
-        if self.wakeup is not None:
-            d = min(d, self.wakeup)
-        return d
-
-    def due(self, now: float) -> bool:
-        return now >= self.deadline()
-
-    def started(self, now: float) -> None:
-        """A pass starts now: clears the triggers it covers (later triggers start a new window)."""
-        self.pending_since = None
-        self.wakeup = None
-        self.last_pass = now
-
-
-# --------------------------------------------------------------------------- pure: the planner's input
-
-
-@dataclass(frozen=True)
-class GroupObject:
-    """A cached PodGroup: the validated model plus the raw status (for ``status_patch``)."""
-
-    pg: PodGroup
-    raw_status: Mapping[str, Any] | None
-    uid: str
-    resource_version: str = field(default="", compare=False)
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return (self.pg.metadata.namespace, self.pg.metadata.name)
-
-    @property
-    def ref(self) -> ObjectRef:
-        return ObjectRef(self.pg.metadata.namespace, self.pg.metadata.name, self.uid)
-
-
-def group_object(raw: dict[str, Any]) -> GroupObject:
-    """Convert a PodGroup's API JSON; raises ``ValueError`` (pydantic ``ValidationError``) naming the field."""
-    if not isinstance(raw, dict):
-        raise ValueError("PodGroup: not an object")
-    obj = dict(raw)
-    obj.setdefault("apiVersion", api.API_VERSION)  # list items may omit them
-    obj.setdefault("kind", api.KIND)
-    pg = PodGroup.from_api(obj)
-    status = raw.get("status")
-    return GroupObject(pg, status if isinstance(status, dict) else None, pg.metadata.uid or "",
-                       pg.metadata.resourceVersion or "")
-
-
-def members_by_group(pods: Iterable[PodInfo]) -> dict[tuple[str, str], list[PodInfo]]:
-    """Live members per (namespace, group): pods whose label names the group, not deleting (docs/semantics.md)."""
-    out: dict[tuple[str, str], list[PodInfo]] = {}
-    for p in pods:
-        g = p.group
-        if g and not p.deleting:
-            out.setdefault((p.namespace, g), []).append(p)
-    for ms in out.values():
-        ms.sort(key=lambda p: (p.created, p.name))
-    return out
-
-
-def build_group_requests(groups: Iterable[GroupObject], members: Mapping[tuple[str, str], Sequence[PodInfo]],
-                         gate: str = api.DEFAULT_GATE_NAME) -> list[GroupRequest]:
-    """``planner.GroupRequest`` per cached PodGroup."""
-    out = []
-    for g in groups:
-        pg = g.pg
-        ms = tuple(members.get(g.key, ()))
-        created = parse_time(pg.metadata.creationTimestamp) if pg.metadata.creationTimestamp else 0.0
-        out.append(GroupRequest(namespace=pg.metadata.namespace, name=pg.metadata.name, min_member=pg.spec.minMember,
-                                created=created, released=status_mod.release_stands(pg.status, ms, gate),
-                                members=ms))
-    return out
-
-
-def restored_reservations(requests: Iterable[GroupRequest], now: float, ttl: float) -> list[Reservation]:
-    """Reservations for released members the scheduler has not bound yet (rebuilt after a restart).
-
-    A member counts when its group's release stands (``released``), it carries no scheduling
-    gate at all (ours was removed; another gate means the scheduler is not on it yet), it is
-    unbound, not terminal, not deleting and pinned to one node
-    (:func:`cogate.controller.patches.pinned_node`). Each gets ``Reservation(expires=now + ttl)``
-    on that node, as the release that ungated it would have made (docs/semantics.md
-    Reservations: room of released, unbound members stays reserved until they bind, go, or a
-    TTL passes). Members released with placement ``free`` carry no pin and cannot be restored.
-    Times: epoch seconds.
-    """
-    out: list[Reservation] = []
-    for r in requests:
-        if not r.released:
-            continue
-        for m in r.members:
-            if m.gates or m.bound or m.terminal or m.deleting:
-                continue
-            node = pinned_node(m)
-            if node:
-                out.append(Reservation(pod_uid=m.uid, namespace=m.namespace, name=m.name, node_name=node,
-                                       requests=dict(m.requests), host_ports=m.host_ports, expires=now + ttl))
-    return out
-
-
-def waiting_for_pod_group(groups: Iterable[tuple[str, str]], members: Mapping[tuple[str, str], Sequence[PodInfo]],
-                          gate: str) -> list[PodInfo]:
-    """Gated, unbound members of ``(namespace, group)`` keys that have no PodGroup."""
-    have = set(groups)
-    return [p for key, ms in members.items() if key not in have for p in ms if p.gated_by(gate) and not p.bound]
-
-
-def timeout_victims(members: Iterable[PodInfo], gate: str) -> list[PodInfo]:
-    """Members the opt-in ``--evict-on-timeout`` policy evicts once a group timed out.
-
-    Those with a controller owner (so it recreates them, gated again) that are not
-    terminal and either hold room (bound) or can never move (released, unbound, and pinned
-    to a node by :func:`cogate.controller.patches.pin_ops`: node affinity cannot change once the gate is gone, so a
-    member whose planned node lost its room or went away would wait there for ever and the
-    group could not form again). Gated members hold nothing and are left alone.
-    """
-    out = []
-    for p in members:
-        if p.terminal or not p.has_controller or p.deleting:
-            continue
-        if p.bound or (not p.gated_by(gate) and pinned_node(p) is not None):
-            out.append(p)
-    return out
-
-
-def resolve_volumes(pods: Iterable[PodInfo], claims: Mapping[Any, Any] | None,
-                    volumes: Mapping[Any, Any] | None) -> list[PodInfo]:
-    """``pods`` with volume constraints resolved (:func:`cogate.controller.volumes.resolve`).
-
-    ``claims``: ClaimInfo by (namespace, name); ``volumes``: VolumeInfo by name. Without the
-    informers (``None``) the pods are returned unchanged: their claims stay unchecked."""
-    if claims is None or volumes is None:
-        return list(pods)
-    return [volumes_mod.resolve(p, claims, volumes) if p.volume_claims else p for p in pods]
-
-
-# --------------------------------------------------------------------------- shell
-
-
-@dataclass
-class ReconcilerConfig:
-    gate_name: str = api.DEFAULT_GATE_NAME
-    placement: str = "pinned"
-    debounce: float = 0.05
-    resync: float = 30.0
-    evict_on_timeout: bool = False
-    workers: int = 8
-    max_patch_attempts: int = 6
-    starvation_seconds: float = 300.0
-    reservation_ttl_seconds: float = 60.0
-    scheduler_names: frozenset[str] = frozenset({planner.DEFAULT_SCHEDULER})
-    unchecked: str = "release"
-    #: Delete released members stuck on a pinned node that can no longer take them when they
-    #: have a controller owner (it recreates them gated); bare pods are only reported.
-    recreate_stuck_members: bool = True
-    #: Dry-run every release patch before removing any gate of the group: ``auto`` while a
-    #: webhook or admission policy intercepts pod UPDATEs (or while that is unknown), ``always``,
-    #: ``never`` (:data:`cogate.controller.refusers.VALIDATION_MODES`).
-    validate_releases: str = "auto"
-    #: Opt-in: a PodDisruptionBudget (minAvailable = minMember) per running group.
-    pod_disruption_budgets: bool = False
-    #: Opt-in: evict the remaining owned members of a group that fell below minMember after reaching it.
-    evict_below_quorum: bool = False
-
-    @property
-    def planner_config(self) -> planner.PlannerConfig:
-        """The planner's knobs, derived: one source for the gate name and the TTL."""
-        return planner.PlannerConfig(gate_name=self.gate_name, starvation_seconds=self.starvation_seconds,
-                                     reservation_ttl_seconds=self.reservation_ttl_seconds,
-                                     scheduler_names=self.scheduler_names, unchecked=self.unchecked)
-
-
-@dataclass
-class Caches:
-    """The informers a pass reads (records: GroupObject, PodInfo, PodInfo, NodeInfo)."""
-
-    podgroups: Informer
-    members: Informer
-    bound: Informer
-    nodes: Informer
-    #: PersistentVolumeClaims (ClaimInfo by (namespace, name)) and PersistentVolumes (VolumeInfo by
-    #: name); optional: without them members' claims stay unchecked.
-    claims: Informer | None = None
-    volumes: Informer | None = None
-    #: ResourceQuotas (records: quota.QuotaInfo), to say when a quota refuses missing members.
-    quotas: Informer | None = None
-    #: Admission webhook configurations and policies (records: the names of those intercepting pod
-    #: UPDATEs, :mod:`cogate.controller.refusers`), for ``validate_releases="auto"``; not part of
-    #: readiness. ``admission_known``: they cover every such kind the API server serves.
-    admission: tuple[Informer, ...] = ()
-    admission_known: bool = False
-
-    def all(self) -> list[Informer]:
-        return [i for i in (self.podgroups, self.members, self.bound, self.nodes, self.claims, self.volumes,
-                            self.quotas) if i is not None]
 
 
 @dataclass
@@ -320,15 +87,6 @@ class PassResult:
 #: Seconds a pinned node must stay unusable for its member before cogate acts (a member the
 #: scheduler binds this instant may still look unbound in the member cache).
 STUCK_GRACE_SECONDS = 3.0
-#: Back-off after a refused release: first retry after this many seconds, doubling, at most
-#: :data:`REFUSAL_BACKOFF_MAX`.
-REFUSAL_BACKOFF_INITIAL = 5.0
-REFUSAL_BACKOFF_MAX = 300.0
-
-
-def refusal_backoff(attempts: int) -> float:
-    """Seconds to wait after the ``attempts``-th refused release in a row (5, 10, 20, ... 300)."""
-    return min(REFUSAL_BACKOFF_INITIAL * 2 ** max(attempts - 1, 0), REFUSAL_BACKOFF_MAX)
 
 
 @dataclass
@@ -552,7 +310,7 @@ class Reconciler:
         self._removed_by_us &= set(current)
 
     def _restore_reservations(self, requests: Sequence[GroupRequest], now: float) -> None:
-        """Seed the reservations with those of released, unbound members (:func:`restored_reservations`)."""
+        """Seed the reservations with those of released, unbound members (``inputs.restored_reservations``)."""
         self.restore_reservations = False
         have = {r.pod_uid for r in self.reservations}
         restored = [r for r in restored_reservations(requests, now, self.config.reservation_ttl_seconds)

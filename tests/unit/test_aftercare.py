@@ -11,7 +11,8 @@ import copy
 
 from cogate.controller import lifecycle
 from cogate.controller.metrics import Metrics
-from cogate.controller.reconciler import Reconciler, ReconcilerConfig
+from cogate.controller.config import ReconcilerConfig
+from cogate.controller.reconciler import Reconciler
 
 from tests.builders import ApiError, Harness, raw_pg, raw_pod, verdict
 
@@ -60,6 +61,13 @@ def harness(pods, pgs, verdicts, policy, **config) -> Harness:
     return h
 
 
+def passes(h: Harness, n: int = 2) -> None:
+    """``n`` more passes, a second apart."""
+    for _ in range(n):
+        h.now += 1
+        h.run()
+
+
 def running(name, **kw):
     return raw_pod(name, gates=(), node="n1", phase="Running", owner=True, **kw)
 
@@ -72,8 +80,7 @@ def test_budget_is_ensured_kept_in_step_and_deleted_each_once():
     assert h.cluster.pgs["pg"]["status"]["phase"] == "Running"
     assert policy.calls == [("create", "pg", 2)]
     assert policy.pdbs["pg"]["metadata"]["labels"][lifecycle.MANAGED_BY_LABEL] == "cogate"
-    h.now += 1
-    h.run()
+    passes(h, 1)
     assert policy.calls == [("create", "pg", 2)], "written only when it changes"
     # minMember raised: the budget follows it, once
     pg = copy.deepcopy(h.cluster.pgs["pg"])
@@ -82,10 +89,7 @@ def test_budget_is_ensured_kept_in_step_and_deleted_each_once():
     h.cluster.pgs["pg"] = pg
     h.caches.podgroups.apply_local(pg)
     policy.calls.clear()
-    h.now += 1
-    h.run()
-    h.now += 1
-    h.run()
+    passes(h)
     assert policy.calls == [("create", "pg", 3), ("read", "pg"), ("patch", "pg", 3)]
     assert policy.pdbs["pg"]["spec"]["minAvailable"] == 3
     # the gang finished: the budget goes, once
@@ -94,10 +98,7 @@ def test_budget_is_ensured_kept_in_step_and_deleted_each_once():
         done["status"]["phase"] = "Succeeded"
         h.caches.members.apply_local(done)
     policy.calls.clear()
-    h.now += 1
-    h.run()
-    h.now += 1
-    h.run()
+    passes(h)
     assert h.cluster.pgs["pg"]["status"]["phase"] == "Finished"
     assert policy.calls == [("read", "pg"), ("delete", "pg")] and policy.pdbs == {}
 
@@ -110,9 +111,7 @@ def test_a_budget_of_another_owner_is_reported_once_and_left_alone():
     assert policy.calls == [("create", "pg", 2), ("read", "pg")]
     (ev,) = [e for e in h.events if e[1] == "PodDisruptionBudgetConflict"]
     assert ev[0] == "Warning"
-    for _ in range(3):
-        h.now += 1
-        h.run()
+    passes(h, 3)
     assert policy.calls == [("create", "pg", 2), ("read", "pg")], "not touched again"
     assert policy.pdbs["pg"]["spec"]["minAvailable"] == 1
 
@@ -128,9 +127,7 @@ def test_a_gang_below_quorum_loses_its_budget_and_its_owned_members_once():
     (ev,) = [e for e in h.events if e[1] == "QuorumLost"]
     assert "evicted 1 remaining members" in ev[2]
     calls = list(policy.calls)
-    for _ in range(2):
-        h.now += 1
-        h.run()
+    passes(h)
     assert h.cluster.evicted == ["a"], "once per release"
     assert len([e for e in h.events if e[1] == "QuorumLost"]) == 1
     assert policy.calls == calls

@@ -31,6 +31,9 @@ PURE = [
     "cogate.controller.lifecycle",
     "cogate.controller.planstate",
     "cogate.controller.refusers",
+    "cogate.controller.inputs",
+    "cogate.controller.wakeups",
+    "cogate.controller.config",
     "cogate.webhook.admission",
     "cogate.gates",
 ]

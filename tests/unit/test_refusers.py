@@ -216,7 +216,8 @@ def test_always_and_never_ignore_the_informers(mode, dry_runs):
 
 
 def test_unknown_mode_is_refused_at_start():
-    from cogate.controller.reconciler import Reconciler, ReconcilerConfig
+    from cogate.controller.config import ReconcilerConfig
+    from cogate.controller.reconciler import Reconciler
 
     h = Harness([raw_pod("a")], [raw_pg()], [])
     with pytest.raises(ValueError, match="validate_releases"):
