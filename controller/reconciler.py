@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
-import math
 import threading
 import time
 from collections import Counter
@@ -57,6 +56,7 @@ from cogate.controller.inputs import (
     timeout_victims,
     waiting_for_pod_group,
 )
+from cogate.controller.memory import BUDGET_DELETED, BUDGET_FOREIGN, Budget, BudgetState, GroupMemory, Memories, Refusal
 from cogate.controller.metrics import Metrics
 from cogate.controller.notices import Notice, ObjectRef, log_extra
 from cogate.controller.patches import PLACEMENTS, left_group, pin_target
@@ -87,17 +87,6 @@ class PassResult:
 #: Seconds a pinned node must stay unusable for its member before cogate acts (a member the
 #: scheduler binds this instant may still look unbound in the member cache).
 STUCK_GRACE_SECONDS = 3.0
-
-
-@dataclass
-class _Refusal:
-    """A refused release of one group: when to try again, how often it was refused, the text."""
-
-    until: float
-    attempts: int
-    message: str
-    uids: frozenset[str] = frozenset()
-    whole_group: bool = True
 
 
 @dataclass
@@ -160,9 +149,8 @@ class Reconciler:
         self.dedup = EventDeduplicator()
         self._cond = threading.Condition()
         self.debouncer = Debouncer(config.debounce, config.resync, monotonic())
-        self._evicted: set[tuple[str, str]] = set()
-        #: PodGroup uid -> members seen ended during its release (status.EndedMembers).
-        self._ended: dict[str, status_mod.EndedMembers] = {}
+        #: What is remembered about each PodGroup between passes, by uid (memory.GroupMemory).
+        self.memory = Memories()
         #: Whether this process leads (set by :meth:`run`); tests drive passes directly.
         self._leading: Callable[[], bool] = lambda: True
         #: uids of gated members already told that their PodGroup does not exist.
@@ -174,8 +162,6 @@ class Reconciler:
         self._stuck_since: dict[str, float] = {}
         #: uids of stuck members already deleted or reported.
         self._stuck_acted: set[str] = set()
-        #: (namespace, name) -> the group's refused release (backed off).
-        self._refusals: dict[tuple[str, str], _Refusal] = {}
         #: Members of standing releases at the last pass (lifecycle.gang_members).
         self._gang: dict[str, tuple[PodInfo, tuple[str, str]]] = {}
         #: The last record of members the watch reported deleted since the last pass.
@@ -185,14 +171,7 @@ class Reconciler:
         #: uids whose reservation a worker dropped during the pass (applied after it).
         self._drop_reservations: set[str] = set()
         self._drop_lock = threading.Lock()
-        #: (PodGroup uid, scheduleStartTime) already evicted by --evict-below-quorum.
-        self._quorum_evicted: set[tuple[str, str]] = set()
-        #: (namespace, name) -> PodDisruptionBudget state written ("ensured:<min>", "deleted", "foreign").
-        self._pdbs: dict[tuple[str, str], str] = {}
         self.policy = policy
-        #: PodGroup uid -> monotonic time of its last status write (messages-only changes wait
-        #: status.PROGRESS_WRITE_SECONDS after it).
-        self._progress_written: dict[str, float] = {}
         #: (dry run needed, interceptors, known) last logged by :meth:`release_dry_run_needed`.
         self._dry_run_state: tuple[bool, tuple[str, ...], bool] | None = None
         self._dry_run_lock = threading.Lock()  # groups are applied concurrently
@@ -263,8 +242,9 @@ class Reconciler:
         self._find_stuck(requests, now, contexts)
         self._find_departures(requests, labelled, contexts)
         self.release_dry_run_needed()  # logs when what could refuse a release changes
-        waiting = {k for k, r in self._refusals.items() if r.whole_group and r.until > now}
-        decision = self._plan([r for r in requests if (r.namespace, r.name) not in waiting], now)
+        held = {uid for uid, m in self.memory.items()  # a refused fresh release backs off whole
+                if (r := m.refusal) is not None and r.whole_group and r.until > now}
+        decision = self._plan([r for r in requests if groups[(r.namespace, r.name)].uid not in held], now)
         result = self._apply_verdicts(decision, groups, {(r.namespace, r.name): r for r in requests}, now, contexts)
         with self._drop_lock:
             dropped, self._drop_reservations = self._drop_reservations, set()
@@ -400,16 +380,9 @@ class Reconciler:
         live_uids = {g.uid for g in groups.values()}
         for obj in self.dedup.objects() - live_uids:
             self.dedup.forget(obj)
-        self._evicted = {e for e in self._evicted if e[0] in live_uids}
-        for uid in set(self._ended) - live_uids:
-            self._ended.pop(uid, None)
-        for uid in set(self._progress_written) - live_uids:
-            self._progress_written.pop(uid, None)
-        self._quorum_evicted = {e for e in self._quorum_evicted if e[0] in live_uids}
-        self._refusals = {k: r for k, r in self._refusals.items() if k in groups}
-        self._pdbs = {k: v for k, v in self._pdbs.items() if k in groups}
+        self.memory.forget(live_uids)
         deadlines = [r.expires for r in self.reservations if r.expires > now]
-        deadlines += [r.until for r in self._refusals.values() if r.until > now]
+        deadlines += [r.until for _, m in self.memory.items() if (r := m.refusal) is not None and r.until > now]
         for g in groups.values():
             d = status_mod.timeout_deadline(g.pg)
             if d is not None and d > now:
@@ -425,29 +398,31 @@ class Reconciler:
         controller finishes a recorded release), then after-release duties and events."""
         ctx = ctx or _Context()
         outcome = Outcome(verdict.outcome)
+        memory = self.memory.recall(g.uid)
         release: dict[str, str] = {}
         status_verdict: GroupVerdict | None = verdict
         refused = ""
         if outcome.releases and verdict.release:
-            release, refused = self._checked_release(g, outcome, verdict, now)
+            release, refused = self._checked_release(g, outcome, verdict, memory, now)
             if outcome is Outcome.RELEASED and not release:
                 status_verdict = None  # nothing released: not recorded as a release
-        elif outcome.waiting and g.key in self._refusals:
-            self._refusals.pop(g.key, None)  # the group waits for other reasons now
-        standing = self._refusals.get(g.key)
+        elif outcome.waiting:
+            memory.refusal = None  # the group waits for other reasons now
+        standing = memory.refusal
         if release and not refused and standing is not None and (standing.whole_group or standing.uids <= set(release)):
-            self._refusals.pop(g.key, None)  # what was refused is released now
-        refused = refused or self._standing_refusal(g.key)
-        findings = self._findings(g, request, verdict, ctx, refused, now)
-        new_status, self._ended[g.uid] = status_mod.compute(g.pg, request.members, status_verdict, now,
-                                                            self.config.gate_name, self._ended.get(g.uid))
+            memory.refusal = None  # what was refused is released now
+        if not refused and memory.refusal is not None:
+            refused = memory.refusal.message  # while what it refused is not released yet
+        findings = self._findings(g, request, verdict, ctx, memory, refused)
+        new_status, memory.ended = status_mod.compute(g.pg, request.members, status_verdict, now,
+                                                      self.config.gate_name, memory.ended)
         new_status = lifecycle.lifecycle_conditions(
             new_status, g.pg.status, g.pg, request.members, status_verdict.outcome if status_verdict else None,
             verdict.message, findings, now)
         phase = new_status.phase or "Pending"
         body = status_mod.status_patch(g.raw_status, new_status)
         if body is not None and not release and status_mod.progress_only(g.raw_status, body):
-            due = self._progress_written.get(g.uid, -math.inf) + status_mod.PROGRESS_WRITE_SECONDS
+            due = memory.progress_written + status_mod.PROGRESS_WRITE_SECONDS
             if self._monotonic() < due:  # messages only ("5 of 8 members present"): later
                 with self._cond:
                     self.debouncer.wake_at(due + 0.01)
@@ -456,7 +431,7 @@ class Reconciler:
             self._drop(release)
             return _Applied(phase)  # never ungate before the decision is recorded
         if body is not None:
-            self._progress_written[g.uid] = self._monotonic()
+            memory.progress_written = self._monotonic()
         writes = int(body is not None)
         if g.pg.spec.minResources:
             self._event(g, "minresources", notices.MIN_RESOURCES_NOT_USED, now)
@@ -464,32 +439,32 @@ class Reconciler:
         if outcome is Outcome.RELEASED and release:
             self._count_release(g, request, now)
         if release:
-            ungated = self._release(g, outcome, verdict, release, now)
+            ungated = self._release(g, outcome, verdict, release, memory, now)
         elif not outcome.releases:
             self._announce(g, outcome, verdict.message, now)
         if verdict.waiting:
             self._event(g, "waiting", notices.waiting_for_capacity(verdict.message), now)
         else:
             self.dedup.clear(g.uid, "waiting")
-        self._after_release_duties(g, request, findings, ctx, phase, now)
+        self._after_release_duties(g, request, findings, ctx, memory, phase, now)
         self._warn_mixed_priorities(g, request, now)
-        self._handle_timeout(g, request.members, new_status, now)
+        self._handle_timeout(g, request.members, new_status, memory, now)
         return _Applied(phase, writes, ungated)
 
     def _findings(self, g: GroupObject, request: GroupRequest, verdict: GroupVerdict, ctx: _Context,
-                  refused: str, now: float) -> lifecycle.Findings:
+                  memory: GroupMemory, refused: str) -> lifecycle.Findings:
         """The after-release findings of one group for its conditions; acts on the opt-in quorum policy."""
         delete, report = lifecycle.split_stuck(ctx.stuck, self.config.recreate_stuck_members)
         quorum = ""
         if self.config.evict_below_quorum and lifecycle.fell_below_quorum(g.pg, request.members):
-            token = (g.uid, g.pg.status.scheduleStartTime or "")
-            if token not in self._quorum_evicted:
-                self._quorum_evicted.add(token)
+            token = g.pg.status.scheduleStartTime or ""
+            if token not in memory.quorum_evicted:
+                memory.quorum_evicted.add(token)
                 if self.config.pod_disruption_budgets and self.policy is not None:
                     # The gang is broken: its budget would refuse these evictions (429). It is
                     # made again once the re-formed group reaches minMember.
                     self.writer.delete_pdb(self.policy, *g.key)
-                    self._pdbs[g.key] = "deleted"
+                    memory.budget = BUDGET_DELETED
                 victims = timeout_victims(request.members, self.config.gate_name)
                 for p in victims:
                     self._removed_by_us.add(p.uid)
@@ -508,7 +483,7 @@ class Reconciler:
         )
 
     def _after_release_duties(self, g: GroupObject, request: GroupRequest, findings: lifecycle.Findings,
-                              ctx: _Context, phase: str, now: float) -> None:
+                              ctx: _Context, memory: GroupMemory, phase: str, now: float) -> None:
         """Delete stuck owned members (once each), events for what the findings say, the opt-in budget."""
         if ctx.stuck:
             delete, _ = lifecycle.split_stuck(ctx.stuck, self.config.recreate_stuck_members)
@@ -530,29 +505,29 @@ class Reconciler:
         if findings.quorum_evicted:
             self._record(g.ref, notices.quorum_lost(findings.quorum_evicted))
         if self.config.pod_disruption_budgets and self.policy is not None:
-            self._keep_budget(g, phase, now)
+            self._keep_budget(g, memory, phase, now)
 
-    def _keep_budget(self, g: GroupObject, phase: str, now: float) -> None:
+    def _keep_budget(self, g: GroupObject, memory: GroupMemory, phase: str, now: float) -> None:
         """The opt-in PodDisruptionBudget (``lifecycle.pdb_action``), written only when it changes."""
         action = lifecycle.pdb_action(phase)
-        state = self._pdbs.get(g.key)
-        if action == "ensure" and state not in (f"ensured:{g.pg.spec.minMember}", "foreign"):
+        state = memory.budget
+        want = Budget.ensured(g.pg.spec.minMember)
+        if action == "ensure" and state not in (want, BUDGET_FOREIGN):
             result = self.writer.ensure_pdb(self.policy, lifecycle.pdb_manifest(g.pg, g.uid))
             if result == "foreign":
-                self._pdbs[g.key] = "foreign"
+                memory.budget = BUDGET_FOREIGN
                 self._event(g, "pdb", notices.pdb_conflict(g.pg.metadata.name), now)
             elif result != "failed":
-                self._pdbs[g.key] = f"ensured:{g.pg.spec.minMember}"
-        elif action == "keep" and state is not None and state.startswith("ensured:") and \
-                state != f"ensured:{g.pg.spec.minMember}":
+                memory.budget = want
+        elif action == "keep" and state is not None and state.state is BudgetState.ENSURED and state != want:
             if self.writer.ensure_pdb(self.policy, lifecycle.pdb_manifest(g.pg, g.uid)) != "failed":
-                self._pdbs[g.key] = f"ensured:{g.pg.spec.minMember}"
-        elif action == "delete" and state not in ("deleted", "foreign"):
+                memory.budget = want
+        elif action == "delete" and state not in (BUDGET_DELETED, BUDGET_FOREIGN):
             if self.writer.delete_pdb(self.policy, *g.key) != "failed":
-                self._pdbs[g.key] = "deleted"
+                memory.budget = BUDGET_DELETED
 
     # -- checking a release before any gate goes ------------------------------------------------
-    def _checked_release(self, g: GroupObject, outcome: Outcome, verdict: GroupVerdict,
+    def _checked_release(self, g: GroupObject, outcome: Outcome, verdict: GroupVerdict, memory: GroupMemory,
                          now: float) -> tuple[dict[str, str], str]:
         """The members to ungate now (uid -> pin target) and the text of a refusal ('' if none).
 
@@ -577,7 +552,7 @@ class Reconciler:
                 return {}, ""
             self._drop(problems)
             release = {u: n for u, n in release.items() if u not in problems}
-        standing = self._refusals.get(g.key)
+        standing = memory.refusal
         if standing is not None and standing.until > now and not standing.whole_group:
             self._drop({u: "" for u in standing.uids if u in release})
             release = {u: n for u, n in release.items() if u not in standing.uids}
@@ -589,7 +564,7 @@ class Reconciler:
             return release, ""
         self.metrics.release_refusals.labels("dry_run").inc(len(refused))
         whole = outcome is Outcome.RELEASED
-        message = self._refused(g, refused, released=0, whole_group=whole, now=now)
+        message = self._refused(g, refused, memory, released=0, whole_group=whole, now=now)
         if whole:
             self._drop(verdict.release)
             return {}, message
@@ -620,9 +595,10 @@ class Reconciler:
                 log.info("release patches are not dry-run: no admission webhook or policy intercepts pod updates")
         return needed
 
-    def _refused(self, g: GroupObject, uids: set[str], *, released: int, whole_group: bool, now: float) -> str:
+    def _refused(self, g: GroupObject, uids: set[str], memory: GroupMemory, *, released: int, whole_group: bool,
+                 now: float) -> str:
         """Record a refusal of ``uids`` (back-off doubles per refusal in a row) and emit its event."""
-        prev = self._refusals.get(g.key)
+        prev = memory.refusal
         attempts = (prev.attempts if prev is not None else 0) + 1
         delay = refusal_backoff(attempts)
         names = {}
@@ -630,17 +606,12 @@ class Reconciler:
             p = self.caches.members.get(u)
             names[p.name if p is not None else u] = self.writer.answers.get(u, "refused")
         notice = notices.release_refused(names, released, delay)
-        self._refusals[g.key] = _Refusal(now + delay, attempts, notice.message, frozenset(uids), whole_group)
+        memory.refusal = Refusal(now + delay, attempts, notice.message, frozenset(uids), whole_group)
         log.warning("PodGroup %s/%s: %s", *g.key, notice.message, extra=log_extra(*g.key))
         self._record(g.ref, notice)
         with self._cond:
             self.debouncer.wake_at(self._monotonic() + delay + 0.01)
         return notice.message
-
-    def _standing_refusal(self, key: tuple[str, str]) -> str:
-        """The message of the group's last refusal while what it refused is not released yet."""
-        r = self._refusals.get(key)
-        return r.message if r is not None else ""
 
     def _recheck_nodes(self, release: Mapping[str, str]) -> dict[str, str]:
         """``{uid: reason}`` for members whose pin target fails ``planner.pinned_node_problems`` now."""
@@ -665,7 +636,7 @@ class Reconciler:
             self.metrics.complete_to_release.observe(max(0.0, now - since))
 
     def _release(self, g: GroupObject, outcome: Outcome, verdict: GroupVerdict, release: Mapping[str, str],
-                 now: float) -> int:
+                 memory: GroupMemory, now: float) -> int:
         """Ungate ``release`` (uid -> pin target); a ``Released`` event; members ungated. A patch the
         API server refuses now (after the dry run) is reported and backed off like a dry-run refusal."""
         placement = self.config.placement
@@ -675,9 +646,9 @@ class Reconciler:
         if refused:
             self.metrics.release_refusals.labels("patch").inc(len(refused))
             self._drop({u: "" for u in refused})
-            self._refused(g, refused, released=len(removed), whole_group=False, now=now)
-        elif g.key in self._refusals and removed:
-            self._refusals.pop(g.key, None)
+            self._refused(g, refused, memory, released=len(removed), whole_group=False, now=now)
+        elif memory.refusal is not None and removed:
+            memory.refusal = None
         if outcome is Outcome.RELEASED:
             notice = notices.released(release, placement)
             log.info("PodGroup %s/%s: %s (%s)", *g.key, notice.message, verdict.message, extra=log_extra(*g.key))
@@ -699,7 +670,8 @@ class Reconciler:
         else:
             self.dedup.clear(g.uid, "priorities")
 
-    def _handle_timeout(self, g: GroupObject, ms: Sequence[PodInfo], new_status: PodGroupStatus, now: float) -> None:
+    def _handle_timeout(self, g: GroupObject, ms: Sequence[PodInfo], new_status: PodGroupStatus, memory: GroupMemory,
+                        now: float) -> None:
         """A ``Timeout`` event while ``TimedOut=True``; with ``--evict-on-timeout`` evict once per release."""
         cond = new_status.condition(status_mod.CONDITION_TIMED_OUT)
         if cond is None or cond.status != "True":
@@ -708,10 +680,10 @@ class Reconciler:
         self._event(g, "timeout", notices.timed_out(cond.message), now)
         if not self.config.evict_on_timeout:
             return
-        token = (g.uid, new_status.scheduleStartTime or "")
-        if token in self._evicted:
+        token = new_status.scheduleStartTime or ""
+        if token in memory.timeout_evicted:
             return
-        self._evicted.add(token)
+        memory.timeout_evicted.add(token)
         victims = timeout_victims(ms, self.config.gate_name)
         for p in victims:
             self._removed_by_us.add(p.uid)  # not reported as lost members

@@ -32,6 +32,7 @@ PURE = [
     "cogate.controller.planstate",
     "cogate.controller.refusers",
     "cogate.controller.inputs",
+    "cogate.controller.memory",
     "cogate.controller.wakeups",
     "cogate.controller.config",
     "cogate.webhook.admission",
