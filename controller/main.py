@@ -234,8 +234,8 @@ def main(argv: list[str] | None = None) -> int:
                 then(raw, exc)
         return on_invalid
 
-    caches.podgroups.on_invalid = invalid("podgroups", reconciler.on_invalid_podgroup)
-    caches.members.on_invalid = invalid("members", reconciler.on_invalid_member)
+    caches.podgroups.on_invalid = invalid("podgroups", reconciler.strays.invalid_podgroup)
+    caches.members.on_invalid = invalid("members", reconciler.strays.invalid_member)
     caches.bound.on_invalid = invalid("bound-pods")
     caches.nodes.on_invalid = invalid("nodes")
     caches.claims.on_invalid = invalid("persistentvolumeclaims")  # type: ignore[union-attr]

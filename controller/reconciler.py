@@ -22,11 +22,11 @@ docs/semantics.md) on its own thread:
    controller finishes the release instead of re-deciding it; only after it succeeded
    are the gates removed, concurrently, one minimal JSON Patch per member
    (``AlreadyReleased`` verdicts ungate their new members the same way);
-4. events on change (:class:`cogate.controller.events.EventDeduplicator`), metrics.
+4. events on change (:class:`cogate.controller.events.Emitter`), metrics.
 
 Gated pods that leave their group (label removed) have their gate removed before the
-next pass (:meth:`Reconciler.release_orphans`); invalid objects are reported as
-``InvalidObject`` events on their PodGroup.
+next pass, gated pods whose PodGroup does not exist are told so, and invalid objects are
+reported as ``InvalidObject`` events on their PodGroup: :class:`cogate.controller.strays.Strays`.
 """
 
 from __future__ import annotations
@@ -40,12 +40,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from cogate import api
 from cogate.controller import lifecycle, notices, planner, refusers
 from cogate.controller import quota as quota_mod
 from cogate.controller import status as status_mod
 from cogate.controller.config import ReconcilerConfig
-from cogate.controller.events import EventDeduplicator, EventRecorder
+from cogate.controller.events import Emitter, EventRecorder
 from cogate.controller.informer import Caches
 from cogate.controller.inputs import (
     GroupObject,
@@ -54,15 +53,15 @@ from cogate.controller.inputs import (
     resolve_volumes,
     restored_reservations,
     timeout_victims,
-    waiting_for_pod_group,
 )
 from cogate.controller.memory import BUDGET_DELETED, BUDGET_FOREIGN, Budget, BudgetState, GroupMemory, Memories, Refusal
 from cogate.controller.metrics import Metrics
-from cogate.controller.notices import Notice, ObjectRef, log_extra
-from cogate.controller.patches import PLACEMENTS, left_group, pin_target
+from cogate.controller.notices import log_extra
+from cogate.controller.patches import PLACEMENTS, pin_target
 from cogate.controller.planner import Decision, GroupRequest, GroupVerdict, Outcome, PlannerConfig
 from cogate.controller.planstate import PlanningState
 from cogate.controller.records import NodeInfo, PodInfo, Reservation
+from cogate.controller.strays import Strays
 from cogate.controller.wakeups import Debouncer, refusal_backoff
 from cogate.controller.writer import Writer
 from cogate.models import PHASES, PodGroupStatus
@@ -124,7 +123,6 @@ class Reconciler:
             raise ValueError(f"validate_releases: {config.validate_releases!r} not in {refusers.VALIDATION_MODES}")
         self.caches = caches
         self.config = config
-        self.recorder = recorder
         self.metrics = metrics or Metrics()
         self.writer = Writer(core, custom, podgroups=caches.podgroups, members=caches.members,
                              gate=config.gate_name, attempts=config.max_patch_attempts, metrics=self.metrics,
@@ -146,17 +144,15 @@ class Reconciler:
         self.reservations: tuple[Reservation, ...] = ()
         #: Rebuild reservations from the cluster on the next pass (first pass, leadership gained).
         self.restore_reservations = True
-        self.dedup = EventDeduplicator()
+        self.events = Emitter(recorder)
         self._cond = threading.Condition()
         self.debouncer = Debouncer(config.debounce, config.resync, monotonic())
         #: What is remembered about each PodGroup between passes, by uid (memory.GroupMemory).
         self.memory = Memories()
         #: Whether this process leads (set by :meth:`run`); tests drive passes directly.
         self._leading: Callable[[], bool] = lambda: True
-        #: uids of gated members already told that their PodGroup does not exist.
-        self._missing_notified: set[str] = set()
-        #: (namespace, name, uid, group) of gated members whose watch reported DELETED.
-        self._orphan_checks: set[tuple[str, str, str, str]] = set()
+        self.strays = Strays(config.gate_name, caches.podgroups, self.writer, self.metrics, self.events, clock,
+                             lambda: self._leading())
         self._groups_pool = concurrent.futures.ThreadPoolExecutor(max(1, config.workers // 2), "cogate-status")
         #: uid -> when its pinned node was first seen unusable (acted on after STUCK_GRACE_SECONDS).
         self._stuck_since: dict[str, float] = {}
@@ -227,8 +223,8 @@ class Reconciler:
     def reconcile_once(self) -> PassResult:
         started = self._monotonic()
         now = self._clock()
-        if self._orphan_checks:
-            self.release_orphans()
+        if self.strays.pending:
+            self.strays.release()
         groups = {g.key: g for g in self.caches.podgroups.snapshot()}
         labelled = resolve_volumes(
             self.caches.members.snapshot(),
@@ -250,7 +246,7 @@ class Reconciler:
             dropped, self._drop_reservations = self._drop_reservations, set()
         if dropped:
             self.reservations = tuple(r for r in self.reservations if r.pod_uid not in dropped)
-        self._notify_missing_groups(groups, members)
+        self.strays.missing(groups, members)
         self._after_pass(groups, now)
         self.metrics.pass_seconds.observe(self._monotonic() - started)
         return result
@@ -365,21 +361,10 @@ class Reconciler:
             self.metrics.groups.labels(phase).set(phases.get(phase, 0))
         return result
 
-    def _notify_missing_groups(self, groups: Mapping[tuple[str, str], GroupObject],
-                               members: Mapping[tuple[str, str], Sequence[PodInfo]]) -> None:
-        """Tell each gated member whose PodGroup does not exist, once (Normal ``PodGroupNotFound``
-        on the pod): it waits for it, and a typo in the label would otherwise go unnoticed."""
-        waiting = waiting_for_pod_group(groups.keys(), members, self.config.gate_name)
-        for p in waiting:
-            if p.uid not in self._missing_notified:
-                self._record(_pod_ref(p.namespace, p.name, p.uid), notices.pod_group_not_found(p))
-        self._missing_notified = {p.uid for p in waiting}
-
     def _after_pass(self, groups: Mapping[tuple[str, str], GroupObject], now: float) -> None:
         """Forget state of deleted groups; wake up at the next timeout or reservation expiry."""
         live_uids = {g.uid for g in groups.values()}
-        for obj in self.dedup.objects() - live_uids:
-            self.dedup.forget(obj)
+        self.events.forget(live_uids)
         self.memory.forget(live_uids)
         deadlines = [r.expires for r in self.reservations if r.expires > now]
         deadlines += [r.until for _, m in self.memory.items() if (r := m.refusal) is not None and r.until > now]
@@ -434,7 +419,7 @@ class Reconciler:
             memory.progress_written = self._monotonic()
         writes = int(body is not None)
         if g.pg.spec.minResources:
-            self._event(g, "minresources", notices.MIN_RESOURCES_NOT_USED, now)
+            self.events.emit(g.ref, "minresources", notices.MIN_RESOURCES_NOT_USED, now)
         ungated = 0
         if outcome is Outcome.RELEASED and release:
             self._count_release(g, request, now)
@@ -443,9 +428,9 @@ class Reconciler:
         elif not outcome.releases:
             self._announce(g, outcome, verdict.message, now)
         if verdict.waiting:
-            self._event(g, "waiting", notices.waiting_for_capacity(verdict.message), now)
+            self.events.emit(g.ref, "waiting", notices.waiting_for_capacity(verdict.message), now)
         else:
-            self.dedup.clear(g.uid, "waiting")
+            self.events.clear(g.uid, "waiting")
         self._after_release_duties(g, request, findings, ctx, memory, phase, now)
         self._warn_mixed_priorities(g, request, now)
         self._handle_timeout(g, request.members, new_status, memory, now)
@@ -492,18 +477,18 @@ class Reconciler:
                     self._removed_by_us.add(s.member.uid)
                     self.writer.delete(s.member)
             self._stuck_acted.update(s.member.uid for s in ctx.stuck)
-            self._event(g, "stuck", notices.planned_node_unusable(findings.stuck), now)
+            self.events.emit(g.ref, "stuck", notices.planned_node_unusable(findings.stuck), now)
         else:
-            self.dedup.clear(g.uid, "stuck")
+            self.events.clear(g.uid, "stuck")
         if findings.lost:
-            self._record(g.ref, notices.member_lost(lifecycle.lost_message(findings.lost, g.pg, request.members)))
+            self.events.record(g.ref, notices.member_lost(lifecycle.lost_message(findings.lost, g.pg, request.members)))
         if findings.runners:
-            self._event(g, "runners", notices.ungated_without_release(lifecycle.runners_message(findings.runners)),
+            self.events.emit(g.ref, "runners", notices.ungated_without_release(lifecycle.runners_message(findings.runners)),
                         now)
         else:
-            self.dedup.clear(g.uid, "runners")
+            self.events.clear(g.uid, "runners")
         if findings.quorum_evicted:
-            self._record(g.ref, notices.quorum_lost(findings.quorum_evicted))
+            self.events.record(g.ref, notices.quorum_lost(findings.quorum_evicted))
         if self.config.pod_disruption_budgets and self.policy is not None:
             self._keep_budget(g, memory, phase, now)
 
@@ -516,7 +501,7 @@ class Reconciler:
             result = self.writer.ensure_pdb(self.policy, lifecycle.pdb_manifest(g.pg, g.uid))
             if result == "foreign":
                 memory.budget = BUDGET_FOREIGN
-                self._event(g, "pdb", notices.pdb_conflict(g.pg.metadata.name), now)
+                self.events.emit(g.ref, "pdb", notices.pdb_conflict(g.pg.metadata.name), now)
             elif result != "failed":
                 memory.budget = want
         elif action == "keep" and state is not None and state.state is BudgetState.ENSURED and state != want:
@@ -608,7 +593,7 @@ class Reconciler:
         notice = notices.release_refused(names, released, delay)
         memory.refusal = Refusal(now + delay, attempts, notice.message, frozenset(uids), whole_group)
         log.warning("PodGroup %s/%s: %s", *g.key, notice.message, extra=log_extra(*g.key))
-        self._record(g.ref, notice)
+        self.events.record(g.ref, notice)
         with self._cond:
             self.debouncer.wake_at(self._monotonic() + delay + 0.01)
         return notice.message
@@ -630,7 +615,7 @@ class Reconciler:
 
     def _count_release(self, g: GroupObject, request: GroupRequest, now: float) -> None:
         self.metrics.releases.inc()
-        self.dedup.clear(g.uid, "verdict")
+        self.events.clear(g.uid, "verdict")
         since = planner.complete_since(request)
         if since is not None:
             self.metrics.complete_to_release.observe(max(0.0, now - since))
@@ -652,32 +637,32 @@ class Reconciler:
         if outcome is Outcome.RELEASED:
             notice = notices.released(release, placement)
             log.info("PodGroup %s/%s: %s (%s)", *g.key, notice.message, verdict.message, extra=log_extra(*g.key))
-            self._event(g, "", notice, now)
+            self.events.emit(g.ref, "", notice, now)
         elif removed:
-            self._event(g, "", notices.released(removed, placement, new=True), now)
+            self.events.emit(g.ref, "", notices.released(removed, placement, new=True), now)
         return len(removed)
 
     def _announce(self, g: GroupObject, outcome: Outcome, message: str, now: float) -> None:
         """The event of a held group's verdict (waiting, short of capacity, unschedulable)."""
         notice = notices.verdict_event(outcome, message)
         if notice is not None:
-            self._event(g, "verdict", notice, now, key=notices.situation_key(notice.message))
+            self.events.emit(g.ref, "verdict", notice, now, key=notices.situation_key(notice.message))
 
     def _warn_mixed_priorities(self, g: GroupObject, request: GroupRequest, now: float) -> None:
         notice = notices.priority_event(request)
         if notice is not None:
-            self._event(g, "priorities", notice, now)
+            self.events.emit(g.ref, "priorities", notice, now)
         else:
-            self.dedup.clear(g.uid, "priorities")
+            self.events.clear(g.uid, "priorities")
 
     def _handle_timeout(self, g: GroupObject, ms: Sequence[PodInfo], new_status: PodGroupStatus, memory: GroupMemory,
                         now: float) -> None:
         """A ``Timeout`` event while ``TimedOut=True``; with ``--evict-on-timeout`` evict once per release."""
         cond = new_status.condition(status_mod.CONDITION_TIMED_OUT)
         if cond is None or cond.status != "True":
-            self.dedup.clear(g.uid, "timeout")
+            self.events.clear(g.uid, "timeout")
             return
-        self._event(g, "timeout", notices.timed_out(cond.message), now)
+        self.events.emit(g.ref, "timeout", notices.timed_out(cond.message), now)
         if not self.config.evict_on_timeout:
             return
         token = new_status.scheduleStartTime or ""
@@ -689,84 +674,16 @@ class Reconciler:
             self._removed_by_us.add(p.uid)  # not reported as lost members
             self.writer.evict(p)
         if victims:
-            self._event(g, "evict", notices.evicted_after_timeout(len(victims)), now)
-
-    # -- events ------------------------------------------------------------------
-    def _event(self, g: GroupObject, slot: str, notice: Notice, now: float, key: str | None = None) -> None:
-        """Record ``notice`` on ``g``; with a ``slot`` only when it is news (:class:`EventDeduplicator`;
-        ``key``: the situation, :func:`cogate.controller.notices.situation_key`), else always."""
-        if self.recorder is None:
-            return
-        if not slot or self.dedup.should_emit(g.uid, slot, notice.reason, notice.message, now, key):
-            self._record(g.ref, notice)
-
-    def _record(self, ref: ObjectRef, notice: Notice) -> None:
-        if self.recorder is not None:
-            self.recorder.record(ref, notice.type, notice.reason, notice.message)
+            self.events.emit(g.ref, "evict", notices.evicted_after_timeout(len(victims)), now)
 
     # -- pods that left their group ------------------------------------------
     def on_member_event(self, kind: str, old: PodInfo | None, new: PodInfo | None) -> None:
-        """Members informer handler: requests a pass, and remembers gated members that vanish.
-
-        A label-selector watch reports a pod whose group label was removed as DELETED, exactly
-        like a deleted pod. Such a pod would keep cogate's gate for ever (no PodGroup names it
-        any more), so the next pass reads it back and, if it still exists without the label,
-        removes the gate: it is scheduled as a plain pod (:meth:`release_orphans`).
-        """
-        # A pod still watched but whose label value became empty names no group either.
-        gone = old if kind == "DELETED" else (new if new is not None and not new.group else None)
+        """Members informer handler: requests a pass, remembers the last state of a gang member the
+        watch reported deleted (it says why it went: DisruptionTarget), and hands a gated member
+        that left its group to :meth:`Strays.left <cogate.controller.strays.Strays.left>` (ungated
+        before the next pass)."""
         if kind == "DELETED" and old is not None and old.uid in self._gang:
             with self._cond:
-                self._departed[old.uid] = old  # its last state says why it went (DisruptionTarget)
-        # Only the leader acts (its informer sees the same event); followers would only pile these up.
-        if gone is not None and not gone.bound and gone.gated_by(self.config.gate_name) and self._leading():
-            with self._cond:
-                self._orphan_checks.add((gone.namespace, gone.name, gone.uid, (old or gone).group or ""))
+                self._departed[old.uid] = old
+        self.strays.left(kind, old, new)
         self.enqueue()
-
-    def release_orphans(self) -> dict[str, str]:
-        """Remove the gate from pods that left their group while gated; ``{uid: result}``."""
-        with self._cond:
-            checks, self._orphan_checks = self._orphan_checks, set()
-        out: dict[str, str] = {}
-        for ns, name, uid, group in checks:
-            out[uid] = self.writer.ungate(ns, name, uid, "", only_if=left_group, group=group)
-            if out[uid] == "removed":
-                log.info("pod %s/%s left PodGroup %s while gated: gate removed", ns, name, group,
-                         extra=log_extra(ns, group))
-                self.metrics.gate_removals.labels("left_group").inc()
-                self._record(_pod_ref(ns, name, uid), notices.left_pod_group(group))
-        return out
-
-    # -- invalid objects -------------------------------------------------------
-    def on_invalid_member(self, raw: dict[str, Any], exc: Exception) -> None:
-        """Informer callback: a labelled pod failed conversion -> Warning InvalidObject on its PodGroup."""
-        meta = raw.get("metadata") if isinstance(raw, dict) else None
-        meta = meta if isinstance(meta, dict) else {}
-        labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
-        group = labels.get(api.POD_GROUP_LABEL)
-        ns = str(meta.get("namespace") or "")
-        if not group or self.recorder is None:
-            return
-        g = self.caches.podgroups.get((ns, group))
-        ref = g.ref if g is not None else ObjectRef(ns, str(group))
-        notice = notices.invalid_member(meta.get("name", "?"), exc)
-        if self.dedup.should_emit(ref.uid or ref.name, ("invalid", meta.get("uid")), notice.reason, notice.message,
-                                  self._clock()):
-            self._record(ref, notice)
-
-    def on_invalid_podgroup(self, raw: dict[str, Any], exc: Exception) -> None:
-        """Informer callback: a PodGroup failed validation -> Warning InvalidObject on it."""
-        meta = raw.get("metadata") if isinstance(raw, dict) else None
-        meta = meta if isinstance(meta, dict) else {}
-        if self.recorder is None or not meta.get("name"):
-            return
-        ref = ObjectRef(str(meta.get("namespace") or ""), str(meta["name"]), str(meta.get("uid") or ""))
-        notice = notices.invalid_podgroup(exc)
-        if self.dedup.should_emit(ref.uid or ref.name, "invalid-podgroup", notice.reason, notice.message,
-                                  self._clock()):
-            self._record(ref, notice)
-
-
-def _pod_ref(namespace: str, name: str, uid: str) -> ObjectRef:
-    return ObjectRef(namespace, name, uid, kind="Pod", api_version="v1")

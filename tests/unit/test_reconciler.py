@@ -154,8 +154,8 @@ def test_invalid_member_is_reported_on_its_podgroup():
     bad = raw_pod("bad", cpu="lots")
     with pytest.raises(records.InvalidObject) as err:
         records.pod_info(bad)
-    h.rec.on_invalid_member(bad, err.value)
-    h.rec.on_invalid_member(bad, err.value)  # same problem again: one event
+    h.rec.strays.invalid_member(bad, err.value)
+    h.rec.strays.invalid_member(bad, err.value)  # same problem again: one event
     h.recorder.flush()
     assert len(h.events) == 1
     type_, reason, message = h.events[0]
