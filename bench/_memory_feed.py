@@ -6,7 +6,7 @@ through the watch-event path and print the process's RSS at checkpoints (one JSO
 The informers are the controller's own (:class:`cogate.controller.informer.Informer`,
 keyed and converted exactly as ``cogate.controller.main`` builds them: nodes by name with
 ``records.node_info``, bound pods and members by uid with ``records.pod_info``, PodGroups by
-namespace/name with ``reconciler.group_object``). Each is run with a watch source that
+namespace/name with ``inputs.group_object``). Each is run with a watch source that
 yields ``ADDED`` events decoded from JSON lines, as ``informer.WatchStream`` does, so every
 object goes through ``Informer._handle_event`` -> convert -> store. ``--members`` of the
 pods carry the pod-group label (groups of 8) and are in both the bound-pods and the
@@ -283,7 +283,7 @@ def main() -> int:
     from cogate.controller import records
     from cogate.controller.informer import name_key, namespaced_key, uid_key
     from cogate.controller.planner import GroupRequest, PlannerConfig, decide
-    from cogate.controller.reconciler import group_object
+    from cogate.controller.inputs import group_object
 
     gc.collect()
     points = [{"step": "modules imported, no objects", "pods": 0, "rss": rss()}]

@@ -75,7 +75,7 @@ def run(quick: bool, out_dir: Path) -> dict[str, Any]:
             f"probes, volumes, tolerations, status), of which {size['members']:,} are PodGroup members (also in "
             f"the members cache), and {size['members'] // 8:,} PodGroups. Every object arrives as a decoded watch "
             "event through controller.informer.Informer with the controller's converters (model.node_info, "
-            "records.pod_info, reconciler.group_object); then one planning pass (planner.decide) runs over the "
+            "records.pod_info, inputs.group_object); then one planning pass (planner.decide) runs over the "
             "caches. RSS after gc.collect() at each step."
         ),
         "baseline": "the same interpreter with the controller's modules (and the kubernetes client) imported and "

@@ -18,7 +18,8 @@ Two layers of de-duplication, as users expect from ``kubectl describe``:
    Event's ``count`` and ``lastTimestamp`` instead of creating a new object.
 
 Writes happen on a background thread with a bounded queue: events are best effort,
-never block a reconcile pass and never raise (failures are logged).
+never block a reconcile pass and never raise (failures are logged). :class:`Emitter` joins the
+two for the controller's parts (the reconciler and its rooms), which are handed one.
 """
 
 from __future__ import annotations
@@ -28,38 +29,15 @@ import queue
 import threading
 import time
 import uuid
-from collections.abc import Callable, Hashable
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Hashable
 from typing import Any
 
 from cogate import api
 from cogate.controller import notices
+from cogate.controller.notices import ObjectRef
 from cogate.kube import api_status
 
 log = logging.getLogger(__name__)
-
-@dataclass(frozen=True)
-class ObjectRef:
-    """The involved object of an Event (a PodGroup): ``uid`` may be '' if unknown."""
-
-    namespace: str
-    name: str
-    uid: str = ""
-    kind: str = api.KIND
-    api_version: str = api.API_VERSION
-    resource_version: str = ""
-
-    def log_extra(self) -> dict[str, str] | None:
-        """``extra=`` of a log line about this object: the ``podgroup`` attribute when it is a PodGroup."""
-        return notices.log_extra(self.namespace, self.name) if self.kind == api.KIND else None
-
-    def to_api(self) -> dict[str, str]:
-        out = {"apiVersion": self.api_version, "kind": self.kind, "namespace": self.namespace, "name": self.name}
-        if self.uid:
-            out["uid"] = self.uid
-        if self.resource_version:
-            out["resourceVersion"] = self.resource_version
-        return out
 
 
 class EventDeduplicator:
@@ -110,6 +88,41 @@ class EventDeduplicator:
     def objects(self) -> set[Hashable]:
         with self._lock:
             return {k[0] for k in self._last}
+
+
+class Emitter:
+    """The one way the controller's parts emit Events: :meth:`emit` on an object only when it is
+    news (:class:`EventDeduplicator`) or always, :meth:`record` always. Without a ``recorder``
+    nothing is emitted (and nothing remembered). Thread-safe, as the deduplicator."""
+
+    def __init__(self, recorder: EventRecorder | None, dedup: EventDeduplicator | None = None) -> None:
+        self.recorder = recorder
+        self.dedup = dedup or EventDeduplicator()
+
+    def emit(self, ref: ObjectRef, slot: Hashable, notice: notices.Notice, now: float, key: str | None = None,
+             obj: Hashable | None = None) -> None:
+        """Record ``notice`` on ``ref``; with a ``slot`` only when it is news for ``(obj, slot)``
+        at ``now`` (epoch seconds; ``obj`` defaults to ``ref.uid``; ``key``: the situation,
+        :func:`cogate.controller.notices.situation_key`), without (``''``) always."""
+        if self.recorder is None:
+            return
+        if not slot or self.dedup.should_emit(ref.uid if obj is None else obj, slot, notice.reason, notice.message,
+                                              now, key):
+            self.record(ref, notice)
+
+    def record(self, ref: ObjectRef, notice: notices.Notice) -> None:
+        """Record ``notice`` on ``ref`` (no de-duplication)."""
+        if self.recorder is not None:
+            self.recorder.record(ref, notice.type, notice.reason, notice.message)
+
+    def clear(self, obj: Hashable, slot: Hashable) -> None:
+        """The situation of ``(obj, slot)`` ended: its next event is news."""
+        self.dedup.clear(obj, slot)
+
+    def forget(self, live: Collection[Hashable]) -> None:
+        """Forget every object not in ``live`` (deleted since)."""
+        for obj in self.dedup.objects() - set(live):
+            self.dedup.forget(obj)
 
 
 def event_body(ref: ObjectRef, type_: str, reason: str, message: str, now: float, *,

@@ -25,6 +25,8 @@ An object that fails conversion (``convert`` raises ``ValueError``, e.g.
 ``records.InvalidObject`` or a pydantic ``ValidationError``) is dropped from the store (a
 stale record would lie), reported to ``on_invalid(raw_object, error)`` and counted; the
 informer never crashes on odd objects.
+
+:class:`Caches` bundles the informers a reconcile pass reads.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import logging
 import random
 import threading
 from collections.abc import Callable, Hashable, Iterable, Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cogate.kube import Backoff, api_status
@@ -495,3 +498,28 @@ def wait_all_synced(informers: Iterable[Informer], stop: threading.Event, poll: 
         stop.wait(poll)
     return False
 
+
+@dataclass
+class Caches:
+    """The informers a reconcile pass reads: PodGroups (``inputs.GroupObject`` by (namespace, name)),
+    labelled members and bound pods (``records.PodInfo`` by uid), nodes (``records.NodeInfo`` by name)."""
+
+    podgroups: Informer
+    members: Informer
+    bound: Informer
+    nodes: Informer
+    #: PersistentVolumeClaims (ClaimInfo by (namespace, name)) and PersistentVolumes (VolumeInfo by
+    #: name); optional: without them members' claims stay unchecked.
+    claims: Informer | None = None
+    volumes: Informer | None = None
+    #: ResourceQuotas (records: quota.QuotaInfo), to say when a quota refuses missing members.
+    quotas: Informer | None = None
+    #: Admission webhook configurations and policies (records: the names of those intercepting pod
+    #: UPDATEs, :mod:`cogate.controller.refusers`), for ``validate_releases="auto"``; not part of
+    #: readiness. ``admission_known``: they cover every such kind the API server serves.
+    admission: tuple[Informer, ...] = ()
+    admission_known: bool = False
+
+    def all(self) -> list[Informer]:
+        return [i for i in (self.podgroups, self.members, self.bound, self.nodes, self.claims, self.volumes,
+                            self.quotas) if i is not None]

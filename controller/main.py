@@ -28,8 +28,10 @@ from typing import Any
 
 from cogate import api, cliargs, kube, logs
 from cogate.controller import planner, quota, records, refusers, volumes
+from cogate.controller.config import ReconcilerConfig
 from cogate.controller.events import EventRecorder
 from cogate.controller.informer import (
+    Caches,
     Informer,
     admission_source,
     claim_source,
@@ -43,10 +45,11 @@ from cogate.controller.informer import (
     volume_source,
     wait_all_synced,
 )
+from cogate.controller.inputs import group_object
 from cogate.controller.leader import LEASE_NAME, LeaderElector
 from cogate.controller.metrics import Metrics, serve
 from cogate.controller.patches import PLACEMENTS
-from cogate.controller.reconciler import Caches, Reconciler, ReconcilerConfig, group_object
+from cogate.controller.reconciler import Reconciler
 
 log = logging.getLogger("cogate.controller")
 
@@ -231,8 +234,8 @@ def main(argv: list[str] | None = None) -> int:
                 then(raw, exc)
         return on_invalid
 
-    caches.podgroups.on_invalid = invalid("podgroups", reconciler.on_invalid_podgroup)
-    caches.members.on_invalid = invalid("members", reconciler.on_invalid_member)
+    caches.podgroups.on_invalid = invalid("podgroups", reconciler.strays.invalid_podgroup)
+    caches.members.on_invalid = invalid("members", reconciler.strays.invalid_member)
     caches.bound.on_invalid = invalid("bound-pods")
     caches.nodes.on_invalid = invalid("nodes")
     caches.claims.on_invalid = invalid("persistentvolumeclaims")  # type: ignore[union-attr]

@@ -5,7 +5,7 @@ Event objects and the ``cogate_events_total{reason}`` metric label are unchanged
 builder returns a :class:`Notice` (type, reason, message) or ``None`` when there is nothing
 to say; the reconciler decides when to emit it (:class:`cogate.controller.events.EventDeduplicator`).
 Messages of verdicts are the planner's, as in the ``Released=False`` condition, so both say
-the same.
+the same. :class:`ObjectRef` names the object an Event is about.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import re
 from collections import Counter
 from collections.abc import Mapping
 from enum import StrEnum
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from cogate import api
@@ -251,3 +252,27 @@ def log_extra(namespace: str, name: str) -> dict[str, str]:
     """``extra=`` of a log line about PodGroup ``namespace/name``: the ``podgroup`` attribute the
     log formatters render (the message names the group too, so it reads on its own)."""
     return {"podgroup": f"{namespace}/{name}"}
+
+
+@dataclass(frozen=True)
+class ObjectRef:
+    """The involved object of an Event (a PodGroup): ``uid`` may be '' if unknown."""
+
+    namespace: str
+    name: str
+    uid: str = ""
+    kind: str = api.KIND
+    api_version: str = api.API_VERSION
+    resource_version: str = ""
+
+    def log_extra(self) -> dict[str, str] | None:
+        """``extra=`` of a log line about this object: the ``podgroup`` attribute when it is a PodGroup."""
+        return log_extra(self.namespace, self.name) if self.kind == api.KIND else None
+
+    def to_api(self) -> dict[str, str]:
+        out = {"apiVersion": self.api_version, "kind": self.kind, "namespace": self.namespace, "name": self.name}
+        if self.uid:
+            out["uid"] = self.uid
+        if self.resource_version:
+            out["resourceVersion"] = self.resource_version
+        return out

@@ -2,26 +2,25 @@
 
 This module schedules and runs decision passes and applies their verdicts; the rules live
 in pure modules (``planner``, ``status``, :mod:`~cogate.controller.patches`,
-:mod:`~cogate.controller.notices`) and the API calls in :mod:`~cogate.controller.writer`.
+:mod:`~cogate.controller.notices`, :mod:`~cogate.controller.inputs` for the planner's input,
+:mod:`~cogate.controller.wakeups` for when a pass is due), the API calls in
+:mod:`~cogate.controller.writer`, and the duties around a release in rooms of their own,
+each handed what it uses (docs/internals.md, "The reconciler and its rooms"):
 
-Pure helpers here (unit-tested table-driven):
-
-- :class:`Debouncer`: when the next pass is due (debounce, periodic resync, deadlines);
-- :func:`group_object`, :func:`members_by_group`, :func:`build_group_requests`: the planner's
-  input from the caches;
-- :func:`restored_reservations`: the room of released members that were ungated (pinned) but
-  are not bound yet, rebuilt from the cluster when a process starts deciding (start, or
-  leadership gained), since reservations live in memory only;
-- :func:`resolve_volumes`: members with their claims' and bound PVs' constraints filled in
-  (:func:`cogate.controller.volumes.resolve`) from the PVC and PV informers;
-- :func:`timeout_victims`: whom ``--evict-on-timeout`` evicts;
-- :func:`waiting_for_pod_group`: gated pods whose PodGroup does not exist (an event says so).
+- :class:`~cogate.controller.guard.ReleaseGuard`: the checks before any gate goes, refused releases;
+- :class:`~cogate.controller.aftercare.Aftercare`: stuck pins, departures, quorum loss,
+  timeouts, the opt-in PodDisruptionBudget;
+- :class:`~cogate.controller.strays.Strays`: gated pods that left their group, pods whose
+  PodGroup does not exist, invalid objects;
+- :class:`~cogate.controller.memory.Memories`: what is remembered about each PodGroup between
+  passes, one record per group;
+- :class:`~cogate.controller.events.Emitter`: the Events, de-duplicated.
 
 :class:`Reconciler` runs one decision pass at a time (decisions are serialised,
 docs/semantics.md) on its own thread:
 
 1. snapshot the caches: PodGroups, labelled members; on the first pass of a process (or
-   after gaining leadership) seed the reservations with :func:`restored_reservations`;
+   after gaining leadership) seed the reservations with ``inputs.restored_reservations``;
 2. ``PlanningState.decide(groups, reservations, now, config)``
    (:mod:`~cogate.controller.planstate`: the nodes and bound non-terminal pods are fed to it
    from the informers' deltas, and only groups whose inputs changed are planned again; the
@@ -33,18 +32,15 @@ docs/semantics.md) on its own thread:
    controller finishes the release instead of re-deciding it; only after it succeeded
    are the gates removed, concurrently, one minimal JSON Patch per member
    (``AlreadyReleased`` verdicts ungate their new members the same way);
-4. events on change (:class:`cogate.controller.events.EventDeduplicator`), metrics.
-
-Gated pods that leave their group (label removed) have their gate removed before the
-next pass (:meth:`Reconciler.release_orphans`); invalid objects are reported as
-``InvalidObject`` events on their PodGroup.
+4. events on change (:class:`cogate.controller.events.EventDeduplicator`), metrics;
+5. wake up for the earliest time a room asked for (each returns a ``wake_at``), a
+   reservation expiry or a schedule timeout: ``debouncer.wake_at`` is called in one place.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import logging
-import math
 import threading
 import time
 from collections import Counter
@@ -52,21 +48,32 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from cogate import api
 from cogate.controller import lifecycle, notices, planner, refusers
 from cogate.controller import quota as quota_mod
 from cogate.controller import status as status_mod
-from cogate.controller import volumes as volumes_mod
-from cogate.controller.events import EventDeduplicator, EventRecorder, ObjectRef
-from cogate.controller.informer import Informer
+from cogate.controller.aftercare import Aftercare, Context
+from cogate.controller.config import ReconcilerConfig
+from cogate.controller.events import Emitter, EventRecorder
+from cogate.controller.guard import ReleaseGuard
+from cogate.controller.informer import Caches
+from cogate.controller.inputs import (
+    GroupObject,
+    build_group_requests,
+    members_by_group,
+    resolve_volumes,
+    restored_reservations,
+)
+from cogate.controller.memory import GroupMemory, Memories
 from cogate.controller.metrics import Metrics
-from cogate.controller.notices import Notice, log_extra
-from cogate.controller.patches import PLACEMENTS, left_group, pin_target, pinned_node
+from cogate.controller.notices import log_extra
+from cogate.controller.patches import PLACEMENTS
 from cogate.controller.planner import Decision, GroupRequest, GroupVerdict, Outcome, PlannerConfig
 from cogate.controller.planstate import PlanningState
 from cogate.controller.records import NodeInfo, PodInfo, Reservation
+from cogate.controller.strays import Strays
+from cogate.controller.wakeups import WAKE_MARGIN, Debouncer, earliest
 from cogate.controller.writer import Writer
-from cogate.models import PHASES, PodGroup, PodGroupStatus, parse_time
+from cogate.models import PHASES, PodGroupStatus
 
 if TYPE_CHECKING:
     from kubernetes.client import CoreV1Api, CustomObjectsApi
@@ -78,238 +85,6 @@ DecideFn = Callable[[Sequence[NodeInfo], Sequence[PodInfo], Sequence[GroupReques
                      PlannerConfig], Decision]
 
 
-# --------------------------------------------------------------------------- pure: scheduling of passes
-
-
-class Debouncer:
-    """When the next reconcile pass is due. Times are monotonic seconds supplied by the caller.
-
-    - :meth:`trigger` (an informer event): a pass is due ``delay`` seconds after the
-      FIRST trigger since the last pass (events inside the window coalesce; a steady
-      stream of events cannot postpone the pass forever);
-    - a periodic resync is due ``resync`` seconds after the last pass started;
-    - :meth:`wake_at`: an extra deadline (a schedule timeout, a reservation TTL).
-    """
-
-    def __init__(self, delay: float, resync: float, now: float) -> None:
-        if delay < 0 or resync <= 0:
-            raise ValueError("debounce must be >= 0 and resync > 0 seconds")
-        self.delay = delay
-        self.resync = resync
-        self.pending_since: float | None = None
-        self.last_pass = now
-        self.wakeup: float | None = None
-
-    def trigger(self, now: float) -> None:
-        if self.pending_since is None:
-            self.pending_since = now
-
-    def wake_at(self, when: float) -> None:
-        if self.wakeup is None or when < self.wakeup:
-            self.wakeup = when
-
-    def deadline(self) -> float:
-        """Monotonic time at which the next pass is due."""
-        d = self.last_pass + self.resync
-        if self.pending_since is not None:
-            d = min(d, self.pending_since + self.delay)
-        if self.wakeup is not None:
-            d = min(d, self.wakeup)
-        return d
-
-    def due(self, now: float) -> bool:
-        return now >= self.deadline()
-
-    def started(self, now: float) -> None:
-        """A pass starts now: clears the triggers it covers (later triggers start a new window)."""
-        self.pending_since = None
-        self.wakeup = None
-        self.last_pass = now
-
-
-# --------------------------------------------------------------------------- pure: the planner's input
-
-
-@dataclass(frozen=True)
-class GroupObject:
-    """A cached PodGroup: the validated model plus the raw status (for ``status_patch``)."""
-
-    pg: PodGroup
-    raw_status: Mapping[str, Any] | None
-    uid: str
-    resource_version: str = field(default="", compare=False)
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return (self.pg.metadata.namespace, self.pg.metadata.name)
-
-    @property
-    def ref(self) -> ObjectRef:
-        return ObjectRef(self.pg.metadata.namespace, self.pg.metadata.name, self.uid)
-
-
-def group_object(raw: dict[str, Any]) -> GroupObject:
-    """Convert a PodGroup's API JSON; raises ``ValueError`` (pydantic ``ValidationError``) naming the field."""
-    if not isinstance(raw, dict):
-        raise ValueError("PodGroup: not an object")
-    obj = dict(raw)
-    obj.setdefault("apiVersion", api.API_VERSION)  # list items may omit them
-    obj.setdefault("kind", api.KIND)
-    pg = PodGroup.from_api(obj)
-    status = raw.get("status")
-    return GroupObject(pg, status if isinstance(status, dict) else None, pg.metadata.uid or "",
-                       pg.metadata.resourceVersion or "")
-
-
-def members_by_group(pods: Iterable[PodInfo]) -> dict[tuple[str, str], list[PodInfo]]:
-    """Live members per (namespace, group): pods whose label names the group, not deleting (docs/semantics.md)."""
-    out: dict[tuple[str, str], list[PodInfo]] = {}
-    for p in pods:
-        g = p.group
-        if g and not p.deleting:
-            out.setdefault((p.namespace, g), []).append(p)
-    for ms in out.values():
-        ms.sort(key=lambda p: (p.created, p.name))
-    return out
-
-
-def build_group_requests(groups: Iterable[GroupObject], members: Mapping[tuple[str, str], Sequence[PodInfo]],
-                         gate: str = api.DEFAULT_GATE_NAME) -> list[GroupRequest]:
-    """``planner.GroupRequest`` per cached PodGroup."""
-    out = []
-    for g in groups:
-        pg = g.pg
-        ms = tuple(members.get(g.key, ()))
-        created = parse_time(pg.metadata.creationTimestamp) if pg.metadata.creationTimestamp else 0.0
-        out.append(GroupRequest(namespace=pg.metadata.namespace, name=pg.metadata.name, min_member=pg.spec.minMember,
-                                created=created, released=status_mod.release_stands(pg.status, ms, gate),
-                                members=ms))
-    return out
-
-
-def restored_reservations(requests: Iterable[GroupRequest], now: float, ttl: float) -> list[Reservation]:
-    """Reservations for released members the scheduler has not bound yet (rebuilt after a restart).
-
-    A member counts when its group's release stands (``released``), it carries no scheduling
-    gate at all (ours was removed; another gate means the scheduler is not on it yet), it is
-    unbound, not terminal, not deleting and pinned to one node
-    (:func:`cogate.controller.patches.pinned_node`). Each gets ``Reservation(expires=now + ttl)``
-    on that node, as the release that ungated it would have made (docs/semantics.md
-    Reservations: room of released, unbound members stays reserved until they bind, go, or a
-    TTL passes). Members released with placement ``free`` carry no pin and cannot be restored.
-    Times: epoch seconds.
-    """
-    out: list[Reservation] = []
-    for r in requests:
-        if not r.released:
-            continue
-        for m in r.members:
-            if m.gates or m.bound or m.terminal or m.deleting:
-                continue
-            node = pinned_node(m)
-            if node:
-                out.append(Reservation(pod_uid=m.uid, namespace=m.namespace, name=m.name, node_name=node,
-                                       requests=dict(m.requests), host_ports=m.host_ports, expires=now + ttl))
-    return out
-
-
-def waiting_for_pod_group(groups: Iterable[tuple[str, str]], members: Mapping[tuple[str, str], Sequence[PodInfo]],
-                          gate: str) -> list[PodInfo]:
-    """Gated, unbound members of ``(namespace, group)`` keys that have no PodGroup."""
-    have = set(groups)
-    return [p for key, ms in members.items() if key not in have for p in ms if p.gated_by(gate) and not p.bound]
-
-
-def timeout_victims(members: Iterable[PodInfo], gate: str) -> list[PodInfo]:
-    """Members the opt-in ``--evict-on-timeout`` policy evicts once a group timed out.
-
-    Those with a controller owner (so it recreates them, gated again) that are not
-    terminal and either hold room (bound) or can never move (released, unbound, and pinned
-    to a node by :func:`cogate.controller.patches.pin_ops`: node affinity cannot change once the gate is gone, so a
-    member whose planned node lost its room or went away would wait there for ever and the
-    group could not form again). Gated members hold nothing and are left alone.
-    """
-    out = []
-    for p in members:
-        if p.terminal or not p.has_controller or p.deleting:
-            continue
-        if p.bound or (not p.gated_by(gate) and pinned_node(p) is not None):
-            out.append(p)
-    return out
-
-
-def resolve_volumes(pods: Iterable[PodInfo], claims: Mapping[Any, Any] | None,
-                    volumes: Mapping[Any, Any] | None) -> list[PodInfo]:
-    """``pods`` with volume constraints resolved (:func:`cogate.controller.volumes.resolve`).
-
-    ``claims``: ClaimInfo by (namespace, name); ``volumes``: VolumeInfo by name. Without the
-    informers (``None``) the pods are returned unchanged: their claims stay unchecked."""
-    if claims is None or volumes is None:
-        return list(pods)
-    return [volumes_mod.resolve(p, claims, volumes) if p.volume_claims else p for p in pods]
-
-
-# --------------------------------------------------------------------------- shell
-
-
-@dataclass
-class ReconcilerConfig:
-    gate_name: str = api.DEFAULT_GATE_NAME
-    placement: str = "pinned"
-    debounce: float = 0.05
-    resync: float = 30.0
-    evict_on_timeout: bool = False
-    workers: int = 8
-    max_patch_attempts: int = 6
-    starvation_seconds: float = 300.0
-    reservation_ttl_seconds: float = 60.0
-    scheduler_names: frozenset[str] = frozenset({planner.DEFAULT_SCHEDULER})
-    unchecked: str = "release"
-    #: Delete released members stuck on a pinned node that can no longer take them when they
-    #: have a controller owner (it recreates them gated); bare pods are only reported.
-    recreate_stuck_members: bool = True
-    #: Dry-run every release patch before removing any gate of the group: ``auto`` while a
-    #: webhook or admission policy intercepts pod UPDATEs (or while that is unknown), ``always``,
-    #: ``never`` (:data:`cogate.controller.refusers.VALIDATION_MODES`).
-    validate_releases: str = "auto"
-    #: Opt-in: a PodDisruptionBudget (minAvailable = minMember) per running group.
-    pod_disruption_budgets: bool = False
-    #: Opt-in: evict the remaining owned members of a group that fell below minMember after reaching it.
-    evict_below_quorum: bool = False
-
-    @property
-    def planner_config(self) -> planner.PlannerConfig:
-        """The planner's knobs, derived: one source for the gate name and the TTL."""
-        return planner.PlannerConfig(gate_name=self.gate_name, starvation_seconds=self.starvation_seconds,
-                                     reservation_ttl_seconds=self.reservation_ttl_seconds,
-                                     scheduler_names=self.scheduler_names, unchecked=self.unchecked)
-
-
-@dataclass
-class Caches:
-    """The informers a pass reads (records: GroupObject, PodInfo, PodInfo, NodeInfo)."""
-
-    podgroups: Informer
-    members: Informer
-    bound: Informer
-    nodes: Informer
-    #: PersistentVolumeClaims (ClaimInfo by (namespace, name)) and PersistentVolumes (VolumeInfo by
-    #: name); optional: without them members' claims stay unchecked.
-    claims: Informer | None = None
-    volumes: Informer | None = None
-    #: ResourceQuotas (records: quota.QuotaInfo), to say when a quota refuses missing members.
-    quotas: Informer | None = None
-    #: Admission webhook configurations and policies (records: the names of those intercepting pod
-    #: UPDATEs, :mod:`cogate.controller.refusers`), for ``validate_releases="auto"``; not part of
-    #: readiness. ``admission_known``: they cover every such kind the API server serves.
-    admission: tuple[Informer, ...] = ()
-    admission_known: bool = False
-
-    def all(self) -> list[Informer]:
-        return [i for i in (self.podgroups, self.members, self.bound, self.nodes, self.claims, self.volumes,
-                            self.quotas) if i is not None]
-
-
 @dataclass
 class PassResult:
     verdicts: list[GroupVerdict] = field(default_factory=list)
@@ -317,46 +92,15 @@ class PassResult:
     ungated: int = 0
 
 
-#: Seconds a pinned node must stay unusable for its member before cogate acts (a member the
-#: scheduler binds this instant may still look unbound in the member cache).
-STUCK_GRACE_SECONDS = 3.0
-#: Back-off after a refused release: first retry after this many seconds, doubling, at most
-#: :data:`REFUSAL_BACKOFF_MAX`.
-REFUSAL_BACKOFF_INITIAL = 5.0
-REFUSAL_BACKOFF_MAX = 300.0
-
-
-def refusal_backoff(attempts: int) -> float:
-    """Seconds to wait after the ``attempts``-th refused release in a row (5, 10, 20, ... 300)."""
-    return min(REFUSAL_BACKOFF_INITIAL * 2 ** max(attempts - 1, 0), REFUSAL_BACKOFF_MAX)
-
-
-@dataclass
-class _Refusal:
-    """A refused release of one group: when to try again, how often it was refused, the text."""
-
-    until: float
-    attempts: int
-    message: str
-    uids: frozenset[str] = frozenset()
-    whole_group: bool = True
-
-
-@dataclass
-class _Context:
-    """What the pass found about one group before its verdict is applied."""
-
-    stuck: list[lifecycle.Stuck] = field(default_factory=list)
-    lost: list[lifecycle.Departure] = field(default_factory=list)
-
-
 @dataclass(frozen=True)
-class _Applied:
-    """What applying one verdict did: the group's phase, status writes, members ungated."""
+class Applied:
+    """What applying one verdict did: the group's phase, status writes, members ungated, and
+    ``wake_at`` (monotonic seconds of the pass it wants; ``None``: none)."""
 
     phase: str
     writes: int = 0
     ungated: int = 0
+    wake_at: float | None = None
 
 
 class Reconciler:
@@ -364,7 +108,9 @@ class Reconciler:
     (``CoreV1Api``, ``CustomObjectsApi``) or fakes with the same methods. Without ``decide``
     passes plan on a :class:`PlanningState` kept current by handlers on the bound-pods and
     nodes informers (registered here, seeded from their stores); a test may script ``decide``
-    (``planner.decide``'s signature) instead, which then gets the caches' snapshots."""
+    (``planner.decide``'s signature) instead, which then gets the caches' snapshots.
+    ``policy``: the ``PolicyV1Api`` of the opt-in PodDisruptionBudgets. ``clock``: epoch
+    seconds; ``monotonic``: the debouncer's seconds."""
 
     def __init__(self, core: CoreV1Api, custom: CustomObjectsApi, caches: Caches, config: ReconcilerConfig, *,
                  recorder: EventRecorder | None = None, metrics: Metrics | None = None,
@@ -377,7 +123,6 @@ class Reconciler:
             raise ValueError(f"validate_releases: {config.validate_releases!r} not in {refusers.VALIDATION_MODES}")
         self.caches = caches
         self.config = config
-        self.recorder = recorder
         self.metrics = metrics or Metrics()
         self.writer = Writer(core, custom, podgroups=caches.podgroups, members=caches.members,
                              gate=config.gate_name, attempts=config.max_patch_attempts, metrics=self.metrics,
@@ -399,45 +144,22 @@ class Reconciler:
         self.reservations: tuple[Reservation, ...] = ()
         #: Rebuild reservations from the cluster on the next pass (first pass, leadership gained).
         self.restore_reservations = True
-        self.dedup = EventDeduplicator()
         self._cond = threading.Condition()
         self.debouncer = Debouncer(config.debounce, config.resync, monotonic())
-        self._evicted: set[tuple[str, str]] = set()
-        #: PodGroup uid -> members seen ended during its release (status.EndedMembers).
-        self._ended: dict[str, status_mod.EndedMembers] = {}
         #: Whether this process leads (set by :meth:`run`); tests drive passes directly.
         self._leading: Callable[[], bool] = lambda: True
-        #: uids of gated members already told that their PodGroup does not exist.
-        self._missing_notified: set[str] = set()
-        #: (namespace, name, uid, group) of gated members whose watch reported DELETED.
-        self._orphan_checks: set[tuple[str, str, str, str]] = set()
         self._groups_pool = concurrent.futures.ThreadPoolExecutor(max(1, config.workers // 2), "cogate-status")
-        #: uid -> when its pinned node was first seen unusable (acted on after STUCK_GRACE_SECONDS).
-        self._stuck_since: dict[str, float] = {}
-        #: uids of stuck members already deleted or reported.
-        self._stuck_acted: set[str] = set()
-        #: (namespace, name) -> the group's refused release (backed off).
-        self._refusals: dict[tuple[str, str], _Refusal] = {}
-        #: Members of standing releases at the last pass (lifecycle.gang_members).
-        self._gang: dict[str, tuple[PodInfo, tuple[str, str]]] = {}
-        #: The last record of members the watch reported deleted since the last pass.
-        self._departed: dict[str, PodInfo] = {}
-        #: uids of members cogate deleted or evicted itself (not reported as lost).
-        self._removed_by_us: set[str] = set()
         #: uids whose reservation a worker dropped during the pass (applied after it).
         self._drop_reservations: set[str] = set()
         self._drop_lock = threading.Lock()
-        #: (PodGroup uid, scheduleStartTime) already evicted by --evict-below-quorum.
-        self._quorum_evicted: set[tuple[str, str]] = set()
-        #: (namespace, name) -> PodDisruptionBudget state written ("ensured:<min>", "deleted", "foreign").
-        self._pdbs: dict[tuple[str, str], str] = {}
-        self.policy = policy
-        #: PodGroup uid -> monotonic time of its last status write (messages-only changes wait
-        #: status.PROGRESS_WRITE_SECONDS after it).
-        self._progress_written: dict[str, float] = {}
-        #: (dry run needed, interceptors, known) last logged by :meth:`release_dry_run_needed`.
-        self._dry_run_state: tuple[bool, tuple[str, ...], bool] | None = None
-        self._dry_run_lock = threading.Lock()  # groups are applied concurrently
+        #: What is remembered about each PodGroup between passes, by uid (memory.GroupMemory).
+        self.memory = Memories()
+        self.events = Emitter(recorder)
+        # The rooms: each is handed what it uses and returns when it wants the next pass.
+        self.guard = ReleaseGuard(config, caches, self.writer, self.metrics, self.events, self._drop, monotonic)
+        self.aftercare = Aftercare(config, caches, self.writer, self.metrics, self.events, monotonic, policy)
+        self.strays = Strays(config.gate_name, caches.podgroups, self.writer, self.metrics, self.events, clock,
+                             lambda: self._leading())
 
     # -- triggering ----------------------------------------------------------
     def enqueue(self, *_: object) -> None:
@@ -445,6 +167,21 @@ class Reconciler:
         with self._cond:
             self.debouncer.trigger(self._monotonic())
             self._cond.notify()
+
+    def on_member_event(self, kind: str, old: PodInfo | None, new: PodInfo | None) -> None:
+        """Members informer handler: requests a pass; a gang member the watch reported deleted goes
+        to the after-release duties (its last state says why it went), a gated member that left
+        its group to :meth:`Strays.left <cogate.controller.strays.Strays.left>` (ungated before the next pass)."""
+        if kind == "DELETED" and old is not None:
+            self.aftercare.departed(old)
+        self.strays.left(kind, old, new)
+        self.enqueue()
+
+    def _wake(self, when: float | None) -> None:
+        """The one place the next pass is set for a deadline: ``when`` (monotonic seconds; None: no change)."""
+        if when is not None:
+            with self._cond:
+                self.debouncer.wake_at(when)
 
     def run(self, stop: threading.Event, leading: Callable[[], bool] = lambda: True) -> None:
         """Run passes until ``stop``; passes run only while ``leading()``. Never raises."""
@@ -467,8 +204,7 @@ class Reconciler:
             except Exception:  # noqa: BLE001 - the loop must survive a bad pass
                 self.metrics.decision_errors.inc()
                 log.exception("reconcile pass failed")
-                with self._cond:
-                    self.debouncer.wake_at(self._monotonic() + 1.0)
+                self._wake(self._monotonic() + 1.0)
 
     def _wait_until_due(self) -> bool:
         """Wait (at most 1 s) for the next pass; True when it is due (and marked started)."""
@@ -488,71 +224,46 @@ class Reconciler:
 
     # -- a pass ----------------------------------------------------------------
     def reconcile_once(self) -> PassResult:
+        """One pass (see the module doc). The wake-ups its rooms return are combined here: the
+        next pass is set for the earliest, once, even when the pass fails."""
         started = self._monotonic()
         now = self._clock()
-        if self._orphan_checks:
-            self.release_orphans()
-        groups = {g.key: g for g in self.caches.podgroups.snapshot()}
-        labelled = resolve_volumes(
-            self.caches.members.snapshot(),
-            self.caches.claims.snapshot_map() if self.caches.claims is not None else None,
-            self.caches.volumes.snapshot_map() if self.caches.volumes is not None else None)
-        members = members_by_group(labelled)
-        requests = build_group_requests(groups.values(), members, self.config.gate_name)
-        if self.restore_reservations:
-            self._restore_reservations(requests, now)
-        contexts: dict[tuple[str, str], _Context] = {}
-        self._find_stuck(requests, now, contexts)
-        self._find_departures(requests, labelled, contexts)
-        self.release_dry_run_needed()  # logs when what could refuse a release changes
-        waiting = {k for k, r in self._refusals.items() if r.whole_group and r.until > now}
-        decision = self._plan([r for r in requests if (r.namespace, r.name) not in waiting], now)
-        result = self._apply_verdicts(decision, groups, {(r.namespace, r.name): r for r in requests}, now, contexts)
-        with self._drop_lock:
-            dropped, self._drop_reservations = self._drop_reservations, set()
-        if dropped:
-            self.reservations = tuple(r for r in self.reservations if r.pod_uid not in dropped)
-        self._notify_missing_groups(groups, members)
-        self._after_pass(groups, now)
+        wakes: list[float | None] = []
+        try:
+            if self.strays.pending:
+                self.strays.release()
+            groups = {g.key: g for g in self.caches.podgroups.snapshot()}
+            labelled = resolve_volumes(
+                self.caches.members.snapshot(),
+                self.caches.claims.snapshot_map() if self.caches.claims is not None else None,
+                self.caches.volumes.snapshot_map() if self.caches.volumes is not None else None)
+            members = members_by_group(labelled)
+            requests = build_group_requests(groups.values(), members, self.config.gate_name)
+            if self.restore_reservations:
+                self._restore_reservations(requests, now)
+            survey = self.aftercare.survey(requests, labelled, now)
+            wakes.append(survey.wake_at)
+            if survey.unreserve:
+                self.reservations = tuple(r for r in self.reservations if r.pod_uid not in survey.unreserve)
+            self.guard.dry_run_needed()  # logs when what could refuse a release changes
+            held = {uid for uid, m in self.memory.items() if self.guard.holds(m, now)}
+            decision = self._plan([r for r in requests if groups[(r.namespace, r.name)].uid not in held], now)
+            result, wake_at = self._apply_verdicts(decision, groups, {(r.namespace, r.name): r for r in requests},
+                                                   now, survey.contexts)
+            wakes.append(wake_at)
+            with self._drop_lock:
+                dropped, self._drop_reservations = self._drop_reservations, set()
+            if dropped:
+                self.reservations = tuple(r for r in self.reservations if r.pod_uid not in dropped)
+            self.strays.missing(groups, members)
+            wakes.append(self._after_pass(groups, now))
+        finally:
+            self._wake(earliest(*wakes))
         self.metrics.pass_seconds.observe(self._monotonic() - started)
         return result
 
-    # -- after the release: stuck pins, departures (docs/semantics.md "After the release") -------
-    def _find_stuck(self, requests: Sequence[GroupRequest], now: float,
-                    contexts: dict[tuple[str, str], _Context]) -> None:
-        """Released members whose pinned node cannot take them any more (``lifecycle.stuck_members``),
-        confirmed once seen for :data:`STUCK_GRACE_SECONDS`: their reservations are dropped and
-        they go into the group's context (deleted or reported when the verdict is applied)."""
-        bound = [p for p in self.caches.bound.snapshot() if p.bound and not p.terminal]
-        found = lifecycle.stuck_members(self.caches.nodes.snapshot(), bound, requests)
-        self._stuck_since = {u: self._stuck_since.get(u, now) for u in found}
-        self._stuck_acted &= set(found)
-        confirmed = {u: s for u, s in found.items() if now - self._stuck_since[u] >= STUCK_GRACE_SECONDS}
-        pending = [self._stuck_since[u] + STUCK_GRACE_SECONDS for u in found if u not in confirmed]
-        if pending:
-            with self._cond:
-                self.debouncer.wake_at(self._monotonic() + (min(pending) - now) + 0.01)
-        if confirmed:
-            self.reservations = tuple(r for r in self.reservations if r.pod_uid not in confirmed)
-        for s in confirmed.values():
-            contexts.setdefault((s.member.namespace, s.member.group or ""), _Context()).stuck.append(s)
-
-    def _find_departures(self, requests: Sequence[GroupRequest], labelled: Sequence[PodInfo],
-                         contexts: dict[tuple[str, str], _Context]) -> None:
-        """Members of standing releases at the last pass that left since (``lifecycle.departures``)."""
-        with self._cond:
-            departed, self._departed = self._departed, {}
-        current = {p.uid: p for p in labelled}
-        lost = lifecycle.departures(self._gang, current, departed, ignore=self._removed_by_us)
-        for d in lost:
-            _, key = self._gang[d.member.uid]
-            contexts.setdefault(key, _Context()).lost.append(d)
-        self.metrics.members_lost.inc(len(lost))
-        self._gang = lifecycle.gang_members(requests, self.config.gate_name)
-        self._removed_by_us &= set(current)
-
     def _restore_reservations(self, requests: Sequence[GroupRequest], now: float) -> None:
-        """Seed the reservations with those of released, unbound members (:func:`restored_reservations`)."""
+        """Seed the reservations with those of released, unbound members (``inputs.restored_reservations``)."""
         self.restore_reservations = False
         have = {r.pod_uid for r in self.reservations}
         restored = [r for r in restored_reservations(requests, now, self.config.reservation_ttl_seconds)
@@ -601,8 +312,9 @@ class Reconciler:
 
     def _apply_verdicts(self, decision: Decision, groups: Mapping[tuple[str, str], GroupObject],
                         requests: Mapping[tuple[str, str], GroupRequest], now: float,
-                        contexts: Mapping[tuple[str, str], _Context] | None = None) -> PassResult:
-        """Apply each verdict (concurrently, one task per group); counts phases into the metrics."""
+                        contexts: Mapping[tuple[str, str], Context] | None = None) -> tuple[PassResult, float | None]:
+        """Apply each verdict (concurrently, one task per group); counts phases into the metrics.
+        Returns the pass's result and the earliest ``wake_at`` the verdicts asked for."""
         result = PassResult(verdicts=list(decision.verdicts))
         quotas = self.caches.quotas.snapshot() if self.caches.quotas is not None else []
         futures = []
@@ -610,10 +322,11 @@ class Reconciler:
             g = groups.get((verdict.namespace, verdict.name))
             if g is not None:
                 verdict = quota_mod.explain_waiting(verdict, requests[g.key], quotas)
-                ctx = (contexts or {}).get(g.key) or _Context()
+                ctx = (contexts or {}).get(g.key) or Context()
                 futures.append((g.key, self._groups_pool.submit(self._apply_verdict, g, requests[g.key], verdict, now,
                                                                 ctx)))
         phases: Counter[str] = Counter()
+        wake_at: float | None = None
         for key, f in futures:
             try:
                 applied = f.result()
@@ -623,420 +336,139 @@ class Reconciler:
             phases[applied.phase] += 1
             result.status_writes += applied.writes
             result.ungated += applied.ungated
+            wake_at = earliest(wake_at, applied.wake_at)
         for phase in PHASES:
             self.metrics.groups.labels(phase).set(phases.get(phase, 0))
-        return result
+        return result, wake_at
 
-    def _notify_missing_groups(self, groups: Mapping[tuple[str, str], GroupObject],
-                               members: Mapping[tuple[str, str], Sequence[PodInfo]]) -> None:
-        """Tell each gated member whose PodGroup does not exist, once (Normal ``PodGroupNotFound``
-        on the pod): it waits for it, and a typo in the label would otherwise go unnoticed."""
-        waiting = waiting_for_pod_group(groups.keys(), members, self.config.gate_name)
-        for p in waiting:
-            if p.uid not in self._missing_notified:
-                self._record(_pod_ref(p.namespace, p.name, p.uid), notices.pod_group_not_found(p))
-        self._missing_notified = {p.uid for p in waiting}
-
-    def _after_pass(self, groups: Mapping[tuple[str, str], GroupObject], now: float) -> None:
-        """Forget state of deleted groups; wake up at the next timeout or reservation expiry."""
+    def _after_pass(self, groups: Mapping[tuple[str, str], GroupObject], now: float) -> float | None:
+        """Forget what is remembered of deleted groups; the ``wake_at`` (monotonic seconds) of the
+        next timeout, reservation expiry or end of a refusal's back-off."""
         live_uids = {g.uid for g in groups.values()}
-        for obj in self.dedup.objects() - live_uids:
-            self.dedup.forget(obj)
-        self._evicted = {e for e in self._evicted if e[0] in live_uids}
-        for uid in set(self._ended) - live_uids:
-            self._ended.pop(uid, None)
-        for uid in set(self._progress_written) - live_uids:
-            self._progress_written.pop(uid, None)
-        self._quorum_evicted = {e for e in self._quorum_evicted if e[0] in live_uids}
-        self._refusals = {k: r for k, r in self._refusals.items() if k in groups}
-        self._pdbs = {k: v for k, v in self._pdbs.items() if k in groups}
+        self.events.forget(live_uids)
+        self.memory.forget(live_uids)
         deadlines = [r.expires for r in self.reservations if r.expires > now]
-        deadlines += [r.until for r in self._refusals.values() if r.until > now]
+        retry = self.guard.next_retry(self.memory, now)
+        if retry is not None:
+            deadlines.append(retry)
         for g in groups.values():
             d = status_mod.timeout_deadline(g.pg)
             if d is not None and d > now:
                 deadlines.append(d)
-        if deadlines:
-            with self._cond:
-                self.debouncer.wake_at(self._monotonic() + (min(deadlines) - now) + 0.01)
-
-    # -- one verdict -------------------------------------------------------------
-    def _apply_verdict(self, g: GroupObject, request: GroupRequest, verdict: GroupVerdict, now: float,
-                       ctx: _Context | None = None) -> _Applied:
-        """Check the release (planned nodes, dry run), status first, then gates (a restarted
-        controller finishes a recorded release), then after-release duties and events."""
-        ctx = ctx or _Context()
-        outcome = Outcome(verdict.outcome)
-        release: dict[str, str] = {}
-        status_verdict: GroupVerdict | None = verdict
-        refused = ""
-        if outcome.releases and verdict.release:
-            release, refused = self._checked_release(g, outcome, verdict, now)
-            if outcome is Outcome.RELEASED and not release:
-                status_verdict = None  # nothing released: not recorded as a release
-        elif outcome.waiting and g.key in self._refusals:
-            self._refusals.pop(g.key, None)  # the group waits for other reasons now
-        standing = self._refusals.get(g.key)
-        if release and not refused and standing is not None and (standing.whole_group or standing.uids <= set(release)):
-            self._refusals.pop(g.key, None)  # what was refused is released now
-        refused = refused or self._standing_refusal(g.key)
-        findings = self._findings(g, request, verdict, ctx, refused, now)
-        new_status, self._ended[g.uid] = status_mod.compute(g.pg, request.members, status_verdict, now,
-                                                            self.config.gate_name, self._ended.get(g.uid))
-        new_status = lifecycle.lifecycle_conditions(
-            new_status, g.pg.status, g.pg, request.members, status_verdict.outcome if status_verdict else None,
-            verdict.message, findings, now)
-        phase = new_status.phase or "Pending"
-        body = status_mod.status_patch(g.raw_status, new_status)
-        if body is not None and not release and status_mod.progress_only(g.raw_status, body):
-            due = self._progress_written.get(g.uid, -math.inf) + status_mod.PROGRESS_WRITE_SECONDS
-            if self._monotonic() < due:  # messages only ("5 of 8 members present"): later
-                with self._cond:
-                    self.debouncer.wake_at(due + 0.01)
-                body = None
-        if body is not None and not self.writer.write_status(*g.key, body):
-            self._drop(release)
-            return _Applied(phase)  # never ungate before the decision is recorded
-        if body is not None:
-            self._progress_written[g.uid] = self._monotonic()
-        writes = int(body is not None)
-        if g.pg.spec.minResources:
-            self._event(g, "minresources", notices.MIN_RESOURCES_NOT_USED, now)
-        ungated = 0
-        if outcome is Outcome.RELEASED and release:
-            self._count_release(g, request, now)
-        if release:
-            ungated = self._release(g, outcome, verdict, release, now)
-        elif not outcome.releases:
-            self._announce(g, outcome, verdict.message, now)
-        if verdict.waiting:
-            self._event(g, "waiting", notices.waiting_for_capacity(verdict.message), now)
-        else:
-            self.dedup.clear(g.uid, "waiting")
-        self._after_release_duties(g, request, findings, ctx, phase, now)
-        self._warn_mixed_priorities(g, request, now)
-        self._handle_timeout(g, request.members, new_status, now)
-        return _Applied(phase, writes, ungated)
-
-    def _findings(self, g: GroupObject, request: GroupRequest, verdict: GroupVerdict, ctx: _Context,
-                  refused: str, now: float) -> lifecycle.Findings:
-        """The after-release findings of one group for its conditions; acts on the opt-in quorum policy."""
-        delete, report = lifecycle.split_stuck(ctx.stuck, self.config.recreate_stuck_members)
-        quorum = ""
-        if self.config.evict_below_quorum and lifecycle.fell_below_quorum(g.pg, request.members):
-            token = (g.uid, g.pg.status.scheduleStartTime or "")
-            if token not in self._quorum_evicted:
-                self._quorum_evicted.add(token)
-                if self.config.pod_disruption_budgets and self.policy is not None:
-                    # The gang is broken: its budget would refuse these evictions (429). It is
-                    # made again once the re-formed group reaches minMember.
-                    self.writer.delete_pdb(self.policy, *g.key)
-                    self._pdbs[g.key] = "deleted"
-                victims = timeout_victims(request.members, self.config.gate_name)
-                for p in victims:
-                    self._removed_by_us.add(p.uid)
-                    self.writer.evict(p)
-                placed = status_mod.count_members(g.pg, request.members).placed
-                quorum = (f"fell below minMember {g.pg.spec.minMember} ({placed} placed) after reaching it: evicted "
-                          f"{len(victims)} remaining members with a controller owner so the gang frees its room "
-                          "and re-forms whole (--evict-below-quorum)")
-        return lifecycle.Findings(
-            stuck=lifecycle.stuck_message(delete, report) if ctx.stuck else "",
-            refused=refused,
-            lost=tuple(ctx.lost),
-            runners=tuple(lifecycle.ungated_without_release(g.pg, request.members, self.config.gate_name)),
-            quorum_evicted=quorum,
-            waiting=verdict.waiting,
-        )
-
-    def _after_release_duties(self, g: GroupObject, request: GroupRequest, findings: lifecycle.Findings,
-                              ctx: _Context, phase: str, now: float) -> None:
-        """Delete stuck owned members (once each), events for what the findings say, the opt-in budget."""
-        if ctx.stuck:
-            delete, _ = lifecycle.split_stuck(ctx.stuck, self.config.recreate_stuck_members)
-            for s in delete:
-                if s.member.uid not in self._stuck_acted:
-                    self._removed_by_us.add(s.member.uid)
-                    self.writer.delete(s.member)
-            self._stuck_acted.update(s.member.uid for s in ctx.stuck)
-            self._event(g, "stuck", notices.planned_node_unusable(findings.stuck), now)
-        else:
-            self.dedup.clear(g.uid, "stuck")
-        if findings.lost:
-            self._record(g.ref, notices.member_lost(lifecycle.lost_message(findings.lost, g.pg, request.members)))
-        if findings.runners:
-            self._event(g, "runners", notices.ungated_without_release(lifecycle.runners_message(findings.runners)),
-                        now)
-        else:
-            self.dedup.clear(g.uid, "runners")
-        if findings.quorum_evicted:
-            self._record(g.ref, notices.quorum_lost(findings.quorum_evicted))
-        if self.config.pod_disruption_budgets and self.policy is not None:
-            self._keep_budget(g, phase, now)
-
-    def _keep_budget(self, g: GroupObject, phase: str, now: float) -> None:
-        """The opt-in PodDisruptionBudget (``lifecycle.pdb_action``), written only when it changes."""
-        action = lifecycle.pdb_action(phase)
-        state = self._pdbs.get(g.key)
-        if action == "ensure" and state not in (f"ensured:{g.pg.spec.minMember}", "foreign"):
-            result = self.writer.ensure_pdb(self.policy, lifecycle.pdb_manifest(g.pg, g.uid))
-            if result == "foreign":
-                self._pdbs[g.key] = "foreign"
-                self._event(g, "pdb", notices.pdb_conflict(g.pg.metadata.name), now)
-            elif result != "failed":
-                self._pdbs[g.key] = f"ensured:{g.pg.spec.minMember}"
-        elif action == "keep" and state is not None and state.startswith("ensured:") and \
-                state != f"ensured:{g.pg.spec.minMember}":
-            if self.writer.ensure_pdb(self.policy, lifecycle.pdb_manifest(g.pg, g.uid)) != "failed":
-                self._pdbs[g.key] = f"ensured:{g.pg.spec.minMember}"
-        elif action == "delete" and state not in ("deleted", "foreign"):
-            if self.writer.delete_pdb(self.policy, *g.key) != "failed":
-                self._pdbs[g.key] = "deleted"
-
-    # -- checking a release before any gate goes ------------------------------------------------
-    def _checked_release(self, g: GroupObject, outcome: Outcome, verdict: GroupVerdict,
-                         now: float) -> tuple[dict[str, str], str]:
-        """The members to ungate now (uid -> pin target) and the text of a refusal ('' if none).
-
-        1. Each planned node is checked again just before the patch (``planner.pinned_node_problems``
-           on the current node and pod caches): a fresh release with a planned node that went bad
-           meanwhile releases nothing (planned again at once); a new member of a released group
-           is held this pass.
-        2. Members whose release patch was refused recently wait for their back-off.
-        3. When :meth:`release_dry_run_needed`, every release patch is sent as a dry run first: if the API
-           server refuses one, a fresh release releases none, a released group holds the refused
-           members; both back off (5 s doubling to 300 s) and report the member and the answer.
-        """
-        placement = self.config.placement
-        release = {u: pin_target(self.caches.members.get(u), n, placement) for u, n in verdict.release.items()}
-        problems = self._recheck_nodes(release)
-        if problems:
-            log.info("PodGroup %s/%s: planned nodes changed before the release (%s); planning again", *g.key,
-                     "; ".join(sorted(set(problems.values()))), extra=log_extra(*g.key))
-            if outcome is Outcome.RELEASED:
-                self._drop(verdict.release)
-                self.enqueue()
-                return {}, ""
-            self._drop(problems)
-            release = {u: n for u, n in release.items() if u not in problems}
-        standing = self._refusals.get(g.key)
-        if standing is not None and standing.until > now and not standing.whole_group:
-            self._drop({u: "" for u in standing.uids if u in release})
-            release = {u: n for u, n in release.items() if u not in standing.uids}
-        if not release or not self.release_dry_run_needed():
-            return release, ""
-        checks = self.writer.check_release(release)
-        refused = {u for u, r in checks.items() if r == "refused"}
-        if not refused:
-            return release, ""
-        self.metrics.release_refusals.labels("dry_run").inc(len(refused))
-        whole = outcome is Outcome.RELEASED
-        message = self._refused(g, refused, released=0, whole_group=whole, now=now)
-        if whole:
-            self._drop(verdict.release)
-            return {}, message
-        self._drop({u: "" for u in refused})
-        return {u: n for u, n in release.items() if u not in refused}, message
-
-    def release_dry_run_needed(self) -> bool:
-        """Whether release patches are dry-run before any gate goes (``refusers.dry_run_needed``
-        over the admission informers); logs each change of the answer and of what it rests on."""
-        mode = self.config.validate_releases
-        if mode != "auto":
-            return mode == "always"
-        informers = self.caches.admission
-        known = self.caches.admission_known and all(i.healthy for i in informers)
-        names = tuple(sorted({n for i in informers for rec in i.snapshot() for n in rec})) if known else ()
-        needed = refusers.dry_run_needed(mode, known, names)
-        state = (needed, names, known)
-        with self._dry_run_lock:
-            changed, self._dry_run_state = state != self._dry_run_state, state
-        if changed:
-            if not known:
-                log.info("release patches are dry-run first: the admission webhooks and policies that could refuse "
-                         "them are not known (not listed yet, or their watch failed)")
-            elif needed:
-                log.info("release patches are dry-run first: %d admission webhooks or policies intercept pod "
-                         "updates (%s)", len(names), ", ".join(names[:10]) + (", ..." if len(names) > 10 else ""))
-            else:
-                log.info("release patches are not dry-run: no admission webhook or policy intercepts pod updates")
-        return needed
-
-    def _refused(self, g: GroupObject, uids: set[str], *, released: int, whole_group: bool, now: float) -> str:
-        """Record a refusal of ``uids`` (back-off doubles per refusal in a row) and emit its event."""
-        prev = self._refusals.get(g.key)
-        attempts = (prev.attempts if prev is not None else 0) + 1
-        delay = refusal_backoff(attempts)
-        names = {}
-        for u in uids:
-            p = self.caches.members.get(u)
-            names[p.name if p is not None else u] = self.writer.answers.get(u, "refused")
-        notice = notices.release_refused(names, released, delay)
-        self._refusals[g.key] = _Refusal(now + delay, attempts, notice.message, frozenset(uids), whole_group)
-        log.warning("PodGroup %s/%s: %s", *g.key, notice.message, extra=log_extra(*g.key))
-        self._record(g.ref, notice)
-        with self._cond:
-            self.debouncer.wake_at(self._monotonic() + delay + 0.01)
-        return notice.message
-
-    def _standing_refusal(self, key: tuple[str, str]) -> str:
-        """The message of the group's last refusal while what it refused is not released yet."""
-        r = self._refusals.get(key)
-        return r.message if r is not None else ""
-
-    def _recheck_nodes(self, release: Mapping[str, str]) -> dict[str, str]:
-        """``{uid: reason}`` for members whose pin target fails ``planner.pinned_node_problems`` now."""
-        pins = [(m, n) for u, n in release.items() if n and (m := self.caches.members.get(u)) is not None]
-        if not pins:
-            return {}
-        wanted = {n for _, n in pins}
-        nodes = [n for n in self.caches.nodes.snapshot() if n.name in wanted]
-        bound = [p for p in self.caches.bound.snapshot() if p.node_name in wanted and p.bound and not p.terminal]
-        return planner.pinned_node_problems(nodes, bound, pins)
+        return self._monotonic() + (min(deadlines) - now) + WAKE_MARGIN if deadlines else None
 
     def _drop(self, uids: Iterable[str]) -> None:
         """Drop the reservations of ``uids`` after this pass (their release did not happen)."""
         with self._drop_lock:
             self._drop_reservations.update(uids)
 
+    # -- one verdict -------------------------------------------------------------
+    def _apply_verdict(self, g: GroupObject, request: GroupRequest, verdict: GroupVerdict, now: float,
+                       ctx: Context | None = None) -> Applied:
+        """Check the release (planned nodes, dry run), status first, then gates (a restarted
+        controller finishes a recorded release), then after-release duties and events."""
+        ctx = ctx or Context()
+        memory = self.memory.recall(g.uid)
+        checked = self.guard.check(g, verdict, memory, now)  # planned nodes again, back-off, dry run
+        findings = self.aftercare.find(g, request, verdict, ctx, memory, checked.refused)
+        new_status = self._new_status(g, request, verdict, checked.release, findings, memory, now)
+        phase = new_status.phase or "Pending"
+        body, later = self._status_body(g, new_status, checked.release, memory)
+        if body is not None and not self.writer.write_status(*g.key, body):
+            self._drop(checked.release)
+            return Applied(phase, wake_at=checked.wake_at)  # never ungate before the decision is recorded
+        if body is not None:
+            memory.progress_written = self._monotonic()
+        ungated, refused_at = self._ungate_and_announce(g, request, verdict, checked.release, memory, now)
+        self.aftercare.act(g, request, findings, ctx, memory, phase, now)
+        self._warn_mixed_priorities(g, request, now)
+        self.aftercare.time_out(g, request.members, new_status, memory, now)
+        return Applied(phase, int(body is not None), ungated, earliest(checked.wake_at, later, refused_at))
+
+    def _new_status(self, g: GroupObject, request: GroupRequest, verdict: GroupVerdict, release: Mapping[str, str],
+                    findings: lifecycle.Findings, memory: GroupMemory, now: float) -> PodGroupStatus:
+        """``status.compute`` (the members seen ended go back into ``memory``) with the
+        after-release conditions; a fresh release that releases nothing is not recorded as one."""
+        nothing = Outcome(verdict.outcome) is Outcome.RELEASED and bool(verdict.release) and not release
+        status_verdict = None if nothing else verdict
+        new_status, memory.ended = status_mod.compute(g.pg, request.members, status_verdict, now,
+                                                      self.config.gate_name, memory.ended)
+        return lifecycle.lifecycle_conditions(
+            new_status, g.pg.status, g.pg, request.members, status_verdict.outcome if status_verdict else None,
+            verdict.message, findings, now)
+
+    def _status_body(self, g: GroupObject, new_status: PodGroupStatus, release: Mapping[str, str],
+                     memory: GroupMemory) -> tuple[dict[str, Any] | None, float | None]:
+        """The status merge patch to write now (``None``: nothing, or not yet) and ``wake_at``
+        (monotonic seconds) of a numbers-only change held back: it waits
+        ``status.PROGRESS_WRITE_SECONDS`` after the group's last write (a release never waits)."""
+        body = status_mod.status_patch(g.raw_status, new_status)
+        if body is not None and not release and status_mod.progress_only(g.raw_status, body):
+            due = memory.progress_written + status_mod.PROGRESS_WRITE_SECONDS
+            if self._monotonic() < due:  # messages only ("5 of 8 members present"): later
+                return None, due + WAKE_MARGIN
+        return body, None
+
+    def _ungate_and_announce(self, g: GroupObject, request: GroupRequest, verdict: GroupVerdict,
+                             release: Mapping[str, str], memory: GroupMemory, now: float) -> tuple[int, float | None]:
+        """After the status is written: the gates of ``release`` go, and the verdict's events;
+        (members ungated, ``wake_at`` of a refusal)."""
+        outcome = Outcome(verdict.outcome)
+        if g.pg.spec.minResources:
+            self.events.emit(g.ref, "minresources", notices.MIN_RESOURCES_NOT_USED, now)
+        ungated, wake_at = 0, None
+        if outcome is Outcome.RELEASED and release:
+            self._count_release(g, request, now)
+        if release:
+            ungated, wake_at = self._release(g, outcome, verdict, release, memory, now)
+        elif not outcome.releases:
+            self._announce(g, outcome, verdict.message, now)
+        if verdict.waiting:
+            self.events.emit(g.ref, "waiting", notices.waiting_for_capacity(verdict.message), now)
+        else:
+            self.events.clear(g.uid, "waiting")
+        return ungated, wake_at
+
     def _count_release(self, g: GroupObject, request: GroupRequest, now: float) -> None:
         self.metrics.releases.inc()
-        self.dedup.clear(g.uid, "verdict")
+        self.events.clear(g.uid, "verdict")
         since = planner.complete_since(request)
         if since is not None:
             self.metrics.complete_to_release.observe(max(0.0, now - since))
 
     def _release(self, g: GroupObject, outcome: Outcome, verdict: GroupVerdict, release: Mapping[str, str],
-                 now: float) -> int:
-        """Ungate ``release`` (uid -> pin target); a ``Released`` event; members ungated. A patch the
-        API server refuses now (after the dry run) is reported and backed off like a dry-run refusal."""
+                 memory: GroupMemory, now: float) -> tuple[int, float | None]:
+        """Ungate ``release`` (uid -> pin target); a ``Released`` event; (members ungated, ``wake_at``).
+        A patch the API server refuses now (after the dry run) is reported and backed off like a
+        dry-run refusal."""
         placement = self.config.placement
         results = self.writer.ungate_members(release)
         removed = {u: n for u, n in release.items() if results.get(u) == "removed"}
         refused = {u for u, r in results.items() if r == "refused"}
+        wake_at = None
         if refused:
             self.metrics.release_refusals.labels("patch").inc(len(refused))
             self._drop({u: "" for u in refused})
-            self._refused(g, refused, released=len(removed), whole_group=False, now=now)
-        elif g.key in self._refusals and removed:
-            self._refusals.pop(g.key, None)
+            _, wake_at = self.guard.refused(g, refused, memory, released=len(removed), whole_group=False, now=now)
+        elif memory.refusal is not None and removed:
+            self.guard.clear(memory)
         if outcome is Outcome.RELEASED:
             notice = notices.released(release, placement)
             log.info("PodGroup %s/%s: %s (%s)", *g.key, notice.message, verdict.message, extra=log_extra(*g.key))
-            self._event(g, "", notice, now)
+            self.events.emit(g.ref, "", notice, now)
         elif removed:
-            self._event(g, "", notices.released(removed, placement, new=True), now)
-        return len(removed)
+            self.events.emit(g.ref, "", notices.released(removed, placement, new=True), now)
+        return len(removed), wake_at
 
     def _announce(self, g: GroupObject, outcome: Outcome, message: str, now: float) -> None:
         """The event of a held group's verdict (waiting, short of capacity, unschedulable)."""
         notice = notices.verdict_event(outcome, message)
         if notice is not None:
-            self._event(g, "verdict", notice, now, key=notices.situation_key(notice.message))
+            self.events.emit(g.ref, "verdict", notice, now, key=notices.situation_key(notice.message))
 
     def _warn_mixed_priorities(self, g: GroupObject, request: GroupRequest, now: float) -> None:
         notice = notices.priority_event(request)
         if notice is not None:
-            self._event(g, "priorities", notice, now)
+            self.events.emit(g.ref, "priorities", notice, now)
         else:
-            self.dedup.clear(g.uid, "priorities")
-
-    def _handle_timeout(self, g: GroupObject, ms: Sequence[PodInfo], new_status: PodGroupStatus, now: float) -> None:
-        """A ``Timeout`` event while ``TimedOut=True``; with ``--evict-on-timeout`` evict once per release."""
-        cond = new_status.condition(status_mod.CONDITION_TIMED_OUT)
-        if cond is None or cond.status != "True":
-            self.dedup.clear(g.uid, "timeout")
-            return
-        self._event(g, "timeout", notices.timed_out(cond.message), now)
-        if not self.config.evict_on_timeout:
-            return
-        token = (g.uid, new_status.scheduleStartTime or "")
-        if token in self._evicted:
-            return
-        self._evicted.add(token)
-        victims = timeout_victims(ms, self.config.gate_name)
-        for p in victims:
-            self._removed_by_us.add(p.uid)  # not reported as lost members
-            self.writer.evict(p)
-        if victims:
-            self._event(g, "evict", notices.evicted_after_timeout(len(victims)), now)
-
-    # -- events ------------------------------------------------------------------
-    def _event(self, g: GroupObject, slot: str, notice: Notice, now: float, key: str | None = None) -> None:
-        """Record ``notice`` on ``g``; with a ``slot`` only when it is news (:class:`EventDeduplicator`;
-        ``key``: the situation, :func:`cogate.controller.notices.situation_key`), else always."""
-        if self.recorder is None:
-            return
-        if not slot or self.dedup.should_emit(g.uid, slot, notice.reason, notice.message, now, key):
-            self._record(g.ref, notice)
-
-    def _record(self, ref: ObjectRef, notice: Notice) -> None:
-        if self.recorder is not None:
-            self.recorder.record(ref, notice.type, notice.reason, notice.message)
-
-    # -- pods that left their group ------------------------------------------
-    def on_member_event(self, kind: str, old: PodInfo | None, new: PodInfo | None) -> None:
-        """Members informer handler: requests a pass, and remembers gated members that vanish.
-
-        A label-selector watch reports a pod whose group label was removed as DELETED, exactly
-        like a deleted pod. Such a pod would keep cogate's gate for ever (no PodGroup names it
-        any more), so the next pass reads it back and, if it still exists without the label,
-        removes the gate: it is scheduled as a plain pod (:meth:`release_orphans`).
-        """
-        # A pod still watched but whose label value became empty names no group either.
-        gone = old if kind == "DELETED" else (new if new is not None and not new.group else None)
-        if kind == "DELETED" and old is not None and old.uid in self._gang:
-            with self._cond:
-                self._departed[old.uid] = old  # its last state says why it went (DisruptionTarget)
-        # Only the leader acts (its informer sees the same event); followers would only pile these up.
-        if gone is not None and not gone.bound and gone.gated_by(self.config.gate_name) and self._leading():
-            with self._cond:
-                self._orphan_checks.add((gone.namespace, gone.name, gone.uid, (old or gone).group or ""))
-        self.enqueue()
-
-    def release_orphans(self) -> dict[str, str]:
-        """Remove the gate from pods that left their group while gated; ``{uid: result}``."""
-        with self._cond:
-            checks, self._orphan_checks = self._orphan_checks, set()
-        out: dict[str, str] = {}
-        for ns, name, uid, group in checks:
-            out[uid] = self.writer.ungate(ns, name, uid, "", only_if=left_group, group=group)
-            if out[uid] == "removed":
-                log.info("pod %s/%s left PodGroup %s while gated: gate removed", ns, name, group,
-                         extra=log_extra(ns, group))
-                self.metrics.gate_removals.labels("left_group").inc()
-                self._record(_pod_ref(ns, name, uid), notices.left_pod_group(group))
-        return out
-
-    # -- invalid objects -------------------------------------------------------
-    def on_invalid_member(self, raw: dict[str, Any], exc: Exception) -> None:
-        """Informer callback: a labelled pod failed conversion -> Warning InvalidObject on its PodGroup."""
-        meta = raw.get("metadata") if isinstance(raw, dict) else None
-        meta = meta if isinstance(meta, dict) else {}
-        labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
-        group = labels.get(api.POD_GROUP_LABEL)
-        ns = str(meta.get("namespace") or "")
-        if not group or self.recorder is None:
-            return
-        g = self.caches.podgroups.get((ns, group))
-        ref = g.ref if g is not None else ObjectRef(ns, str(group))
-        notice = notices.invalid_member(meta.get("name", "?"), exc)
-        if self.dedup.should_emit(ref.uid or ref.name, ("invalid", meta.get("uid")), notice.reason, notice.message,
-                                  self._clock()):
-            self._record(ref, notice)
-
-    def on_invalid_podgroup(self, raw: dict[str, Any], exc: Exception) -> None:
-        """Informer callback: a PodGroup failed validation -> Warning InvalidObject on it."""
-        meta = raw.get("metadata") if isinstance(raw, dict) else None
-        meta = meta if isinstance(meta, dict) else {}
-        if self.recorder is None or not meta.get("name"):
-            return
-        ref = ObjectRef(str(meta.get("namespace") or ""), str(meta["name"]), str(meta.get("uid") or ""))
-        notice = notices.invalid_podgroup(exc)
-        if self.dedup.should_emit(ref.uid or ref.name, "invalid-podgroup", notice.reason, notice.message,
-                                  self._clock()):
-            self._record(ref, notice)
-
-
-def _pod_ref(namespace: str, name: str, uid: str) -> ObjectRef:
-    return ObjectRef(namespace, name, uid, kind="Pod", api_version="v1")
+            self.events.clear(g.uid, "priorities")

@@ -18,11 +18,13 @@ import jsonpatch
 
 from cogate import api
 from cogate.controller import records
+from cogate.controller.config import ReconcilerConfig
 from cogate.controller.events import EventRecorder
-from cogate.controller.informer import Informer, name_key, namespaced_key, uid_key
+from cogate.controller.informer import Caches, Informer, name_key, namespaced_key, uid_key
+from cogate.controller.inputs import group_object
 from cogate.controller.metrics import Metrics
 from cogate.controller.planner import Decision, GroupVerdict
-from cogate.controller.reconciler import Caches, Reconciler, ReconcilerConfig, group_object
+from cogate.controller.reconciler import Reconciler
 
 GATE = api.DEFAULT_GATE_NAME
 NS = "team"

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from cogate import api
-from cogate.controller.events import EventDeduplicator, EventRecorder, ObjectRef
+from cogate.controller.events import EventDeduplicator, EventRecorder
+from cogate.controller.notices import ObjectRef
 
 from tests.builders import NS, ApiError
 

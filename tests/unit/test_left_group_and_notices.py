@@ -13,7 +13,7 @@ from __future__ import annotations
 from cogate.api import DEFAULT_GATE_NAME, POD_GROUP_LABEL
 from cogate.controller import records
 from cogate.controller.patches import left_group
-from cogate.controller.reconciler import waiting_for_pod_group
+from cogate.controller.inputs import waiting_for_pod_group
 
 from tests.builders import NS, Harness, raw_pg, raw_pod, verdict
 

@@ -280,12 +280,6 @@ def test_a_patch_refused_after_the_dry_run_is_reported_and_not_retried_at_once()
     assert c["status"] == "False" and "k-2" in c["message"]
 
 
-def test_refusal_backoff_doubles_to_five_minutes():
-    from cogate.controller.reconciler import refusal_backoff
-
-    assert [refusal_backoff(n) for n in (1, 2, 3, 7, 20)] == [5, 10, 20, 300, 300]
-
-
 def test_verdict_names_waiting_members_and_the_shell_says_so():
     pods = [raw_pod("a", gates=(), node="n1", phase="Running"), raw_pod("b")]
     v = GroupVerdict(NS, "pg", "AlreadyReleased", {}, 1, "released; 1 member (b) waits gated for capacity: x",

@@ -13,7 +13,7 @@ from cogate.api import POD_GROUP_LABEL
 from cogate.controller import volumes
 from cogate.controller.records import NodeInfo, pod_info
 from cogate.controller.planner import GroupRequest, Outcome, PlannerConfig, decide
-from cogate.controller.reconciler import resolve_volumes
+from cogate.controller.inputs import resolve_volumes
 from cogate.controller.resources import QuantityError, effective_request
 
 HOST = "kubernetes.io/hostname"

@@ -6,14 +6,10 @@ from cogate.controller import records
 from cogate.controller.informer import Informer, name_key, namespaced_key, uid_key
 from cogate.controller.metrics import Metrics
 from cogate.controller.planner import decide, room_by_node
-from cogate.controller.reconciler import (
-    Caches,
-    Reconciler,
-    ReconcilerConfig,
-    build_group_requests,
-    group_object,
-    members_by_group,
-)
+from cogate.controller.config import ReconcilerConfig
+from cogate.controller.informer import Caches
+from cogate.controller.inputs import build_group_requests, group_object, members_by_group
+from cogate.controller.reconciler import Reconciler
 from tests.builders import FakeCluster, raw_pg, raw_pod
 
 

@@ -32,6 +32,10 @@ PURE = [
     "cogate.controller.lifecycle",
     "cogate.controller.planstate",
     "cogate.controller.refusers",
+    "cogate.controller.inputs",
+    "cogate.controller.memory",
+    "cogate.controller.wakeups",
+    "cogate.controller.config",
     "cogate.webhook.admission",
     "cogate.gates",
 ]

@@ -1,7 +1,7 @@
-"""Reconciler shell and its pure helpers (leader election: tests/unit/test_leader.py; events:
-test_events.py; notices: test_notices.py; API writes: test_writer.py; patches: test_patches.py).
+"""Reconciler shell (its pure helpers: test_inputs.py, test_wakeups.py; leader election:
+tests/unit/test_leader.py; events: test_events.py; notices: test_notices.py; API writes:
+test_writer.py; patches: test_patches.py; after-release duties: test_aftercare.py, test_lifecycle.py).
 
-Pure parts are table-driven (debounce with an injected clock).
 The pass itself runs against the in-memory fakes of ``tests/builders.py`` (pods patched
 with real JSON Patch semantics, scripted HTTP errors) and a scripted
 ``decide`` so that the order of writes (status before gates), retries and event
@@ -15,55 +15,9 @@ import threading
 import pytest
 
 from cogate.controller import records
-from cogate.controller.reconciler import Debouncer, build_group_requests, group_object, members_by_group
 from cogate.controller.patches import pin_target
-from tests.builders import GATE, NS, ApiError, Harness, raw_pg, raw_pod, verdict
-
-
-# --------------------------------------------------------------------------- debounce
-
-
-class TestDebouncer:
-    def test_events_coalesce_into_one_pass_after_delay(self):
-        d = Debouncer(delay=0.05, resync=30.0, now=100.0)
-        assert d.deadline() == pytest.approx(130.0)  # only the resync is pending
-        d.trigger(101.0)
-        d.trigger(101.03)  # inside the window: does not move the deadline
-        assert d.deadline() == pytest.approx(101.05)
-        assert not d.due(101.049)
-        assert d.due(101.05)
-        d.started(101.05)
-        assert d.deadline() == pytest.approx(131.05)
-
-    def test_steady_stream_cannot_postpone_forever(self):
-        d = Debouncer(delay=1.0, resync=30.0, now=0.0)
-        t = 10.0
-        d.trigger(t)
-        for i in range(100):
-            d.trigger(t + i * 0.01)
-        assert d.deadline() == pytest.approx(11.0)
-
-    def test_trigger_during_a_pass_starts_a_new_window(self):
-        d = Debouncer(delay=0.5, resync=30.0, now=0.0)
-        d.trigger(1.0)
-        d.started(1.5)
-        d.trigger(1.7)  # arrived while the pass ran
-        assert d.deadline() == pytest.approx(2.2)
-
-    def test_wake_at_keeps_the_earliest_deadline(self):
-        d = Debouncer(delay=0.05, resync=30.0, now=0.0)
-        d.wake_at(12.0)
-        d.wake_at(20.0)
-        assert d.deadline() == pytest.approx(12.0)
-        d.started(12.0)
-        assert d.deadline() == pytest.approx(42.0)
-
-    @pytest.mark.parametrize("delay,resync", [(-1.0, 30.0), (0.05, 0.0)])
-    def test_bad_settings_raise(self, delay, resync):
-        with pytest.raises(ValueError):
-            Debouncer(delay, resync, 0.0)
-
-
+from cogate.controller.wakeups import Debouncer
+from tests.builders import GATE, NS, ApiError, Harness, raw_pg, raw_pod, ready_node, verdict
 
 
 def test_pass_builds_group_requests_from_caches():
@@ -77,18 +31,6 @@ def test_pass_builds_group_requests_from_caches():
     assert sorted(m.name for m in g.members) == ["a", "b", "c"]
     assert sorted(p.name for p in call["pods"]) == ["c", "w"]
     assert [n.name for n in call["nodes"]] == ["n1", "n2", "n3"]
-
-
-def test_members_exclude_deleting_and_other_namespaces():
-    a = records.pod_info(raw_pod("a"))
-    d = raw_pod("d")
-    d["metadata"]["deletionTimestamp"] = "2024-01-01T00:01:00Z"
-    other = raw_pod("o")
-    other["metadata"]["namespace"] = "elsewhere"
-    idx = members_by_group([a, records.pod_info(d), records.pod_info(other)])
-    assert {k: [p.name for p in v] for k, v in idx.items()} == {(NS, "pg"): ["a"], ("elsewhere", "pg"): ["o"]}
-    reqs = build_group_requests([group_object(raw_pg())], idx)
-    assert [m.name for m in reqs[0].members] == ["a"]
 
 
 def test_release_writes_status_before_any_gate_and_pins_members():
@@ -212,8 +154,8 @@ def test_invalid_member_is_reported_on_its_podgroup():
     bad = raw_pod("bad", cpu="lots")
     with pytest.raises(records.InvalidObject) as err:
         records.pod_info(bad)
-    h.rec.on_invalid_member(bad, err.value)
-    h.rec.on_invalid_member(bad, err.value)  # same problem again: one event
+    h.rec.strays.invalid_member(bad, err.value)
+    h.rec.strays.invalid_member(bad, err.value)  # same problem again: one event
     h.recorder.flush()
     assert len(h.events) == 1
     type_, reason, message = h.events[0]
@@ -330,3 +272,25 @@ def test_progress_is_written_at_most_once_a_second_and_then_brought_up_to_date()
     h.run()
     assert message() == "fits 2 of 2"  # a release: at once
     assert [e for e in h.cluster.log if e[0] == "status"] == [("status", "pg")] * 4
+
+
+def test_a_pass_wakes_up_for_the_earliest_duty_that_waits():
+    """What waits (a stuck pin's grace, a refused release's back-off; progress writes: above) sets
+    the next pass: the earliest of them, just after it (monotonic seconds)."""
+    aff = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}}}
+    released = {"phase": "Scheduling", "scheduleStartTime": "2024-01-01T00:00:00Z"}
+    h = Harness([raw_pod("k-0", gates=(), affinity=aff, owner=True, cpu="4")], [raw_pg(min_member=1, status=released)],
+                [verdict("AlreadyReleased", fits=1)])
+    h.caches.nodes.apply_local(ready_node("n1", taints=[{"key": "maint", "effect": "NoSchedule"}]))
+    h.run()
+    assert h.rec.debouncer.deadline() == pytest.approx(h.now + 3.0 + 0.01)  # the stuck pin's grace
+
+    h = Harness([raw_pod("a"), raw_pod("b")], [raw_pg()], [verdict("Released", {"uid-a": "n1", "uid-b": "n1"}, 2)])
+    h.cluster.dry_errors["b"] = [ApiError(403)] * 5
+    h.run()
+    assert h.rec.debouncer.deadline() == pytest.approx(h.now + 5.0 + 0.01)  # the refusal's back-off
+    h.now += 1
+    h.rec.debouncer.started(h.now)
+    h.run()  # a pass inside the back-off wakes up for its end again
+    assert h.rec.debouncer.deadline() == pytest.approx(h.now + 4.0 + 0.01)

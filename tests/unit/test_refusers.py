@@ -190,7 +190,7 @@ def test_auto_dry_runs_only_while_something_could_refuse(situation, dry_runs, ca
     }[situation]
     h.caches.admission = tuple(informers)
     h.caches.admission_known = situation != "a kind not watched"
-    with caplog.at_level(logging.INFO, logger="cogate.controller.reconciler"):
+    with caplog.at_level(logging.INFO, logger="cogate.controller.guard"):
         res = h.run()
     assert res.ungated == 2
     assert (("dry-run", "a") in h.cluster.log) is dry_runs
@@ -201,7 +201,7 @@ def test_auto_dry_runs_only_while_something_could_refuse(situation, dry_runs, ca
         assert "ValidatingAdmissionPolicy deny" in said[0]
     # the same answer again is not logged again
     caplog.clear()
-    assert h.rec.release_dry_run_needed() is dry_runs
+    assert h.rec.guard.dry_run_needed() is dry_runs
     assert not [r for r in caplog.records if "dry-run" in r.getMessage()]
 
 
@@ -216,7 +216,8 @@ def test_always_and_never_ignore_the_informers(mode, dry_runs):
 
 
 def test_unknown_mode_is_refused_at_start():
-    from cogate.controller.reconciler import Reconciler, ReconcilerConfig
+    from cogate.controller.config import ReconcilerConfig
+    from cogate.controller.reconciler import Reconciler
 
     h = Harness([raw_pod("a")], [raw_pg()], [])
     with pytest.raises(ValueError, match="validate_releases"):
@@ -316,7 +317,7 @@ def test_an_admission_watch_that_fails_makes_auto_dry_run_again():
     h = Harness([raw_pod("a"), raw_pod("b")], [raw_pg()], released(None))
     inf = admission_informer("ValidatingAdmissionPolicy", [])
     h.caches.admission, h.caches.admission_known = (inf,), True
-    assert h.rec.release_dry_run_needed() is False
+    assert h.rec.guard.dry_run_needed() is False
     calls = []
 
     def failing_watch(rv):
@@ -330,6 +331,6 @@ def test_an_admission_watch_that_fails_makes_auto_dry_run_again():
     inf._sleep = lambda seconds, s: stop.set()  # one failure, then stop
     inf.run(stop)
     assert calls and not inf.healthy
-    assert h.rec.release_dry_run_needed() is True
+    assert h.rec.guard.dry_run_needed() is True
     inf._relist()
-    assert inf.healthy and h.rec.release_dry_run_needed() is False
+    assert inf.healthy and h.rec.guard.dry_run_needed() is False

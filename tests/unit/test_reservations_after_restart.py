@@ -14,7 +14,7 @@ import pytest
 from cogate import api
 from cogate.controller import planner, records
 from cogate.controller.patches import pin_ops, pinned_node
-from cogate.controller.reconciler import restored_reservations
+from cogate.controller.inputs import restored_reservations
 
 from tests.builders import Harness, raw_pg, raw_pod, verdict
 

@@ -7,7 +7,7 @@ a pod cogate does not manage (kube-scheduler does not see cogate's reservations)
 goes away. The member can never move: node affinity is immutable once the gate is gone
 (KEP-3838 only allows narrowing while gated). So ``--evict-on-timeout`` evicts it too (when
 it has a controller owner), along with the bound members; the owner recreates them gated
-and the whole group is planned again (``reconciler.timeout_victims``).
+and the whole group is planned again (``inputs.timeout_victims``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 from cogate.api import DEFAULT_GATE_NAME
 from cogate.controller.records import pod_info
 from cogate.controller.patches import pin_ops
-from cogate.controller.reconciler import timeout_victims
+from cogate.controller.inputs import timeout_victims
 
 from tests.builders import Harness, raw_pg, raw_pod, verdict
 

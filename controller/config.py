@@ -1,0 +1,48 @@
+"""The reconciler's knobs (pure): :class:`ReconcilerConfig`, one source for what the planner,
+the release guard and the after-release duties are told (controller/main.py builds it from flags).
+
+Times are seconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cogate import api
+from cogate.controller import planner
+
+
+@dataclass
+class ReconcilerConfig:
+    """The controller's knobs (flags of ``cogate controller``): durations in seconds, ``workers``
+    threads, ``max_patch_attempts`` per API write; the planner's part is :attr:`planner_config`."""
+
+    gate_name: str = api.DEFAULT_GATE_NAME
+    placement: str = "pinned"
+    debounce: float = 0.05
+    resync: float = 30.0
+    evict_on_timeout: bool = False
+    workers: int = 8
+    max_patch_attempts: int = 6
+    starvation_seconds: float = 300.0
+    reservation_ttl_seconds: float = 60.0
+    scheduler_names: frozenset[str] = frozenset({planner.DEFAULT_SCHEDULER})
+    unchecked: str = "release"
+    #: Delete released members stuck on a pinned node that can no longer take them when they
+    #: have a controller owner (it recreates them gated); bare pods are only reported.
+    recreate_stuck_members: bool = True
+    #: Dry-run every release patch before removing any gate of the group: ``auto`` while a
+    #: webhook or admission policy intercepts pod UPDATEs (or while that is unknown), ``always``,
+    #: ``never`` (:data:`cogate.controller.refusers.VALIDATION_MODES`).
+    validate_releases: str = "auto"
+    #: Opt-in: a PodDisruptionBudget (minAvailable = minMember) per running group.
+    pod_disruption_budgets: bool = False
+    #: Opt-in: evict the remaining owned members of a group that fell below minMember after reaching it.
+    evict_below_quorum: bool = False
+
+    @property
+    def planner_config(self) -> planner.PlannerConfig:
+        """The planner's knobs, derived: one source for the gate name and the TTL."""
+        return planner.PlannerConfig(gate_name=self.gate_name, starvation_seconds=self.starvation_seconds,
+                                     reservation_ttl_seconds=self.reservation_ttl_seconds,
+                                     scheduler_names=self.scheduler_names, unchecked=self.unchecked)

@@ -1,0 +1,149 @@
+"""The planner's input, read from the informer caches (pure).
+
+- :class:`GroupObject`, :func:`group_object`: a cached PodGroup (the PodGroups informer's converter);
+- :func:`members_by_group`, :func:`build_group_requests`: live members per group and the
+  ``planner.GroupRequest`` of each (docs/semantics.md, "Members");
+- :func:`resolve_volumes`: members with their claims' and bound PVs' constraints filled in
+  (:func:`cogate.controller.volumes.resolve`) from the PVC and PV informers;
+- :func:`restored_reservations`: the room of released members that were ungated (pinned) but
+  are not bound yet, rebuilt from the cluster when a process starts deciding (start, or
+  leadership gained), since reservations live in memory only;
+- :func:`timeout_victims`: whom ``--evict-on-timeout`` (and ``--evict-below-quorum``) evicts;
+- :func:`waiting_for_pod_group`: gated pods whose PodGroup does not exist (an event says so).
+
+Times are epoch seconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from cogate import api
+from cogate.controller import status as status_mod
+from cogate.controller import volumes as volumes_mod
+from cogate.controller.notices import ObjectRef
+from cogate.controller.patches import pinned_node
+from cogate.controller.planner import GroupRequest
+from cogate.controller.records import PodInfo, Reservation
+from cogate.models import PodGroup, parse_time
+
+
+@dataclass(frozen=True)
+class GroupObject:
+    """A cached PodGroup: the validated model plus the raw status (for ``status_patch``)."""
+
+    pg: PodGroup
+    raw_status: Mapping[str, Any] | None
+    uid: str
+    resource_version: str = field(default="", compare=False)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.pg.metadata.namespace, self.pg.metadata.name)
+
+    @property
+    def ref(self) -> ObjectRef:
+        return ObjectRef(self.pg.metadata.namespace, self.pg.metadata.name, self.uid)
+
+
+def group_object(raw: dict[str, Any]) -> GroupObject:
+    """Convert a PodGroup's API JSON; raises ``ValueError`` (pydantic ``ValidationError``) naming the field."""
+    if not isinstance(raw, dict):
+        raise ValueError("PodGroup: not an object")
+    obj = dict(raw)
+    obj.setdefault("apiVersion", api.API_VERSION)  # list items may omit them
+    obj.setdefault("kind", api.KIND)
+    pg = PodGroup.from_api(obj)
+    status = raw.get("status")
+    return GroupObject(pg, status if isinstance(status, dict) else None, pg.metadata.uid or "",
+                       pg.metadata.resourceVersion or "")
+
+
+def members_by_group(pods: Iterable[PodInfo]) -> dict[tuple[str, str], list[PodInfo]]:
+    """Live members per (namespace, group): pods whose label names the group, not deleting (docs/semantics.md)."""
+    out: dict[tuple[str, str], list[PodInfo]] = {}
+    for p in pods:
+        g = p.group
+        if g and not p.deleting:
+            out.setdefault((p.namespace, g), []).append(p)
+    for ms in out.values():
+        ms.sort(key=lambda p: (p.created, p.name))
+    return out
+
+
+def build_group_requests(groups: Iterable[GroupObject], members: Mapping[tuple[str, str], Sequence[PodInfo]],
+                         gate: str = api.DEFAULT_GATE_NAME) -> list[GroupRequest]:
+    """``planner.GroupRequest`` per cached PodGroup."""
+    out = []
+    for g in groups:
+        pg = g.pg
+        ms = tuple(members.get(g.key, ()))
+        created = parse_time(pg.metadata.creationTimestamp) if pg.metadata.creationTimestamp else 0.0
+        out.append(GroupRequest(namespace=pg.metadata.namespace, name=pg.metadata.name, min_member=pg.spec.minMember,
+                                created=created, released=status_mod.release_stands(pg.status, ms, gate),
+                                members=ms))
+    return out
+
+
+def restored_reservations(requests: Iterable[GroupRequest], now: float, ttl: float) -> list[Reservation]:
+    """Reservations for released members the scheduler has not bound yet (rebuilt after a restart).
+
+    A member counts when its group's release stands (``released``), it carries no scheduling
+    gate at all (ours was removed; another gate means the scheduler is not on it yet), it is
+    unbound, not terminal, not deleting and pinned to one node
+    (:func:`cogate.controller.patches.pinned_node`). Each gets ``Reservation(expires=now + ttl)``
+    on that node, as the release that ungated it would have made (docs/semantics.md
+    Reservations: room of released, unbound members stays reserved until they bind, go, or a
+    TTL passes). Members released with placement ``free`` carry no pin and cannot be restored.
+    Times: epoch seconds.
+    """
+    out: list[Reservation] = []
+    for r in requests:
+        if not r.released:
+            continue
+        for m in r.members:
+            if m.gates or m.bound or m.terminal or m.deleting:
+                continue
+            node = pinned_node(m)
+            if node:
+                out.append(Reservation(pod_uid=m.uid, namespace=m.namespace, name=m.name, node_name=node,
+                                       requests=dict(m.requests), host_ports=m.host_ports, expires=now + ttl))
+    return out
+
+
+def waiting_for_pod_group(groups: Iterable[tuple[str, str]], members: Mapping[tuple[str, str], Sequence[PodInfo]],
+                          gate: str) -> list[PodInfo]:
+    """Gated, unbound members of ``(namespace, group)`` keys that have no PodGroup."""
+    have = set(groups)
+    return [p for key, ms in members.items() if key not in have for p in ms if p.gated_by(gate) and not p.bound]
+
+
+def timeout_victims(members: Iterable[PodInfo], gate: str) -> list[PodInfo]:
+    """Members the opt-in ``--evict-on-timeout`` policy evicts once a group timed out.
+
+    Those with a controller owner (so it recreates them, gated again) that are not
+    terminal and either hold room (bound) or can never move (released, unbound, and pinned
+    to a node by :func:`cogate.controller.patches.pin_ops`: node affinity cannot change once the gate is gone, so a
+    member whose planned node lost its room or went away would wait there for ever and the
+    group could not form again). Gated members hold nothing and are left alone.
+    """
+    out = []
+    for p in members:
+        if p.terminal or not p.has_controller or p.deleting:
+            continue
+        if p.bound or (not p.gated_by(gate) and pinned_node(p) is not None):
+            out.append(p)
+    return out
+
+
+def resolve_volumes(pods: Iterable[PodInfo], claims: Mapping[Any, Any] | None,
+                    volumes: Mapping[Any, Any] | None) -> list[PodInfo]:
+    """``pods`` with volume constraints resolved (:func:`cogate.controller.volumes.resolve`).
+
+    ``claims``: ClaimInfo by (namespace, name); ``volumes``: VolumeInfo by name. Without the
+    informers (``None``) the pods are returned unchanged: their claims stay unchecked."""
+    if claims is None or volumes is None:
+        return list(pods)
+    return [volumes_mod.resolve(p, claims, volumes) if p.volume_claims else p for p in pods]

@@ -1,0 +1,114 @@
+"""What the controller remembers about each PodGroup between passes (pure): one record per group.
+
+As kopf's ``ResourceMemory``: one :class:`GroupMemory` per PodGroup, recalled by the
+PodGroup's uid (:meth:`Memories.recall`) and forgotten in one place when the group is gone
+(:meth:`Memories.forget`). A PodGroup deleted and made again under the same name has a new
+uid, so it starts with a blank record. The record holds:
+
+- ``refusal``: the group's last refused release (:class:`Refusal`: when to retry, how often in
+  a row, the text for ``ReleaseAccepted=False``; back-off :func:`cogate.controller.wakeups.refusal_backoff`);
+- ``progress_written``: monotonic seconds of the last status write (a change of numbers only
+  waits ``status.PROGRESS_WRITE_SECONDS`` after it);
+- ``budget``: the opt-in PodDisruptionBudget as last written (:class:`Budget`);
+- ``timeout_evicted``/``quorum_evicted``: the releases (``scheduleStartTime``) whose members
+  ``--evict-on-timeout``/``--evict-below-quorum`` already evicted (once per release);
+- ``ended``: members seen ended during the release (:class:`cogate.controller.status.EndedMembers`).
+
+The record lives in the process only: a restart (or a new leader) loses it, and the next
+process starts from what the cluster holds. Then a refused release is tried again at once
+(and, refused again, backs off from 5 s; ``ReleaseAccepted=False`` stays written until a
+release goes through); the first numbers-only status change is written at once; the budget is
+written once more (create or update, same object) or deleted once more, and a foreign one is
+reported again; the eviction policies act once more on what is then a victim (the members
+evicted before came back gated and are not); the ended members are rebuilt from the written
+``status.succeeded``/``failed`` (``status.track_ended`` takes them as the base).
+
+Thread safety: verdicts are applied in a thread pool, one task per group per pass, so a record
+is only touched by one task at a time; :meth:`Memories.recall` adds a record with one
+``dict.setdefault`` (atomic under the GIL), and :meth:`Memories.forget` runs between passes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from cogate.controller.status import EndedMembers
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A refused release of one group: ``until`` (epoch seconds) no retry, ``attempts`` refusals
+    in a row, ``message`` (the ``ReleaseRefused`` text), the refused members' ``uids``, and
+    whether the whole group waits (a fresh release) or only those members (a released group)."""
+
+    until: float
+    attempts: int
+    message: str
+    uids: frozenset[str] = frozenset()
+    whole_group: bool = True
+
+
+class BudgetState(StrEnum):
+    """What cogate last did to the group's opt-in PodDisruptionBudget."""
+
+    #: Created or updated with ``minAvailable`` = :attr:`Budget.min_member`.
+    ENSURED = "ensured"
+    #: Deleted (or found absent).
+    DELETED = "deleted"
+    #: One of that name exists that cogate did not make: left alone for good.
+    FOREIGN = "foreign"
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The group's PodDisruptionBudget as last written: ``state`` and, when ensured, its
+    ``minAvailable`` (the group's ``minMember`` then; 0 otherwise)."""
+
+    state: BudgetState
+    min_member: int = 0
+
+    @classmethod
+    def ensured(cls, min_member: int) -> Budget:
+        return cls(BudgetState.ENSURED, min_member)
+
+
+BUDGET_DELETED = Budget(BudgetState.DELETED)
+BUDGET_FOREIGN = Budget(BudgetState.FOREIGN)
+
+
+@dataclass
+class GroupMemory:
+    """Everything remembered about one PodGroup between passes (see the module doc)."""
+
+    refusal: Refusal | None = None
+    progress_written: float = -math.inf
+    budget: Budget | None = None
+    timeout_evicted: set[str] = field(default_factory=set)
+    quorum_evicted: set[str] = field(default_factory=set)
+    ended: EndedMembers | None = None
+
+
+class Memories:
+    """The :class:`GroupMemory` of each PodGroup, by PodGroup uid."""
+
+    def __init__(self) -> None:
+        self._by_uid: dict[str, GroupMemory] = {}
+
+    def recall(self, uid: str) -> GroupMemory:
+        """The record of PodGroup ``uid`` (a blank one the first time)."""
+        memory = self._by_uid.get(uid)
+        return memory if memory is not None else self._by_uid.setdefault(uid, GroupMemory())
+
+    def forget(self, live_uids: Collection[str]) -> None:
+        """Forget every group whose uid is not in ``live_uids`` (deleted since)."""
+        self._by_uid = {uid: m for uid, m in self._by_uid.items() if uid in live_uids}
+
+    def items(self) -> Iterator[tuple[str, GroupMemory]]:
+        """``(uid, record)`` pairs (a snapshot: safe while records are added)."""
+        return iter(list(self._by_uid.items()))
+
+    def __len__(self) -> int:
+        return len(self._by_uid)
