@@ -24,9 +24,9 @@ from cogate import api
 from cogate.controller import status as status_mod
 from cogate.controller import volumes as volumes_mod
 from cogate.controller.notices import ObjectRef
-from cogate.controller.patches import pinned_node
+from cogate.controller.patches import awaiting_bind
 from cogate.controller.planner import GroupRequest
-from cogate.controller.records import PodInfo, Reservation
+from cogate.controller.records import PodInfo, Reservation, member_key
 from cogate.models import PodGroup, parse_time
 
 
@@ -62,12 +62,12 @@ def group_object(raw: dict[str, Any]) -> GroupObject:
 
 
 def members_by_group(pods: Iterable[PodInfo]) -> dict[tuple[str, str], list[PodInfo]]:
-    """Live members per (namespace, group): pods whose label names the group, not deleting (docs/semantics.md)."""
+    """Live members per (namespace, group) (:func:`cogate.controller.records.member_key`, docs/semantics.md)."""
     out: dict[tuple[str, str], list[PodInfo]] = {}
     for p in pods:
-        g = p.group
-        if g and not p.deleting:
-            out.setdefault((p.namespace, g), []).append(p)
+        key = member_key(p)
+        if key:
+            out.setdefault(key, []).append(p)
     for ms in out.values():
         ms.sort(key=lambda p: (p.created, p.name))
     return out
@@ -93,7 +93,7 @@ def restored_reservations(requests: Iterable[GroupRequest], now: float, ttl: flo
     A member counts when its group's release stands (``released``), it carries no scheduling
     gate at all (ours was removed; another gate means the scheduler is not on it yet), it is
     unbound, not terminal, not deleting and pinned to one node
-    (:func:`cogate.controller.patches.pinned_node`). Each gets ``Reservation(expires=now + ttl)``
+    (:func:`cogate.controller.patches.awaiting_bind`). Each gets ``Reservation(expires=now + ttl)``
     on that node, as the release that ungated it would have made (docs/semantics.md
     Reservations: room of released, unbound members stays reserved until they bind, go, or a
     TTL passes). Members released with placement ``free`` carry no pin and cannot be restored.
@@ -104,9 +104,7 @@ def restored_reservations(requests: Iterable[GroupRequest], now: float, ttl: flo
         if not r.released:
             continue
         for m in r.members:
-            if m.gates or m.bound or m.terminal or m.deleting:
-                continue
-            node = pinned_node(m)
+            node = awaiting_bind(m)
             if node:
                 out.append(Reservation(pod_uid=m.uid, namespace=m.namespace, name=m.name, node_name=node,
                                        requests=dict(m.requests), host_ports=m.host_ports, expires=now + ttl))
@@ -125,7 +123,7 @@ def timeout_victims(members: Iterable[PodInfo], gate: str) -> list[PodInfo]:
 
     Those with a controller owner (so it recreates them, gated again) that are not
     terminal and either hold room (bound) or can never move (released, unbound, and pinned
-    to a node by :func:`cogate.controller.patches.pin_ops`: node affinity cannot change once the gate is gone, so a
+    to a node: :func:`cogate.controller.patches.awaiting_bind`; node affinity cannot change once the gate is gone, so a
     member whose planned node lost its room or went away would wait there for ever and the
     group could not form again). Gated members hold nothing and are left alone.
     """
@@ -133,7 +131,7 @@ def timeout_victims(members: Iterable[PodInfo], gate: str) -> list[PodInfo]:
     for p in members:
         if p.terminal or not p.has_controller or p.deleting:
             continue
-        if p.bound or (not p.gated_by(gate) and pinned_node(p) is not None):
+        if p.bound or awaiting_bind(p, gate) is not None:
             out.append(p)
     return out
 
