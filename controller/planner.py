@@ -4,56 +4,21 @@
 returns one :class:`GroupVerdict` per group plus the reservations to keep. It does
 no I/O and is deterministic for a given input.
 
-Capacity model (kube-scheduler's filters, applied node by node, never to cluster
-totals):
-
-* NodeResourcesFit: a member fits a node when, for every resource it requests
-  (``pods`` = 1 included), ``request <= allocatable - requests of bound
-  non-terminal pods - reservations - members planned earlier in this decision``.
-  Resources the member does not request never block (the scheduler skips zero
-  requests), a node without a resource in allocatable has 0 of it.
-* NodeUnschedulable: a cordoned node only with a toleration of
-  ``node.kubernetes.io/unschedulable:NoSchedule``; nodes that are not Ready are
-  excluded (stricter than the scheduler, which relies on the not-ready taint).
-* TaintToleration: NoSchedule and NoExecute taints must be tolerated;
-  PreferNoSchedule never blocks.
-* NodeAffinity: ``nodeSelector`` and required node affinity
-  (:meth:`cogate.controller.records.NodeSelectorTerm.matches`).
-* NodePorts: a host port may not conflict with ports used on the node (bound
-  pods, reservations, members planned earlier).
-* InterPodAffinity, required anti-affinity: evaluated for any topology key
-  against bound pods, reserved pods and planned members, in both directions
-  (the member's terms and the terms of pods already there). A node without the
-  topology label is not in any domain, except ``kubernetes.io/hostname``, which
-  falls back to the node name (stricter). A term with a non-empty
-  ``namespaceSelector`` (Namespace labels are not known here) is taken to match
-  pods of every namespace (stricter).
-* InterPodAffinity, required affinity: satisfied only by pods already bound
-  (planned, unbound members never count; the "first pod matches its own term"
-  exception is not used). A group whose members' pod affinity no node
-  satisfies gets ``Unschedulable``. Both choices can only make the planner say
-  "does not fit" where the scheduler might succeed, never the reverse.
-
-* PodTopologySpread, ``DoNotSchedule`` constraints
-  (:mod:`cogate.controller.spread`, kube-scheduler v1.36 ``podtopologyspread/filtering.go``):
-  counted over bound pods, reservations and members planned earlier; members with such
-  constraints are placed one at a time, least crowded domain first.
-* VolumeBinding, bound claims: the required node affinity of each bound PV
-  (:mod:`cogate.controller.volumes`, filled into ``PodInfo`` by the shell) is a static
-  filter; claims kube-scheduler cannot use yet (``volume_problems``) hold the group.
+Where a member fits is the capacity model, :mod:`cogate.controller.capacity` (kube-scheduler's
+filters applied node by node on a room per node: NodeResourcesFit, NodePorts,
+InterPodAffinity, PodTopologySpread, and the packing heuristic), with the load-independent
+filters (NodeUnschedulable, TaintToleration, NodeAffinity, VolumeBinding's bound PVs' node
+affinity) in :mod:`cogate.controller.filters`. A group whose members' required pod affinity
+no bound pod satisfies on any node gets ``Unschedulable``.
 
 Pins and reservations: a planned member is pinned to its node and reserved only when it
 names :data:`DEFAULT_SCHEDULER` and has no unchecked constraint (``PodInfo.unplanned``);
 otherwise its ``release`` entry is ``''`` (kube-scheduler, or its own scheduler, places it)
 and no reservation is made. A gated member naming a scheduler outside
-``PlannerConfig.scheduler_names`` holds its group (``Unschedulable``), as does an unchecked
-constraint with ``PlannerConfig.unchecked == "hold"``.
-
-Packing is a heuristic (identical member specs are placed as a batch, the most
-constrained spec first, each onto the tightest nodes first; when a group has
-more gated members than it needs, a smallest-first pass is tried too). It may
-miss a placement that exists, but every placement it returns is valid against
-the rules above, so it never releases a group that cannot be placed.
+``PlannerConfig.scheduler_names`` holds its group (``Unschedulable``), as do claims
+kube-scheduler cannot use yet (``PodInfo.volume_problems``, from
+:mod:`cogate.controller.volumes`: VolumeBinding) and an unchecked constraint with
+``PlannerConfig.unchecked == "hold"``.
 
 Order, backfill and starvation:
 
@@ -108,16 +73,16 @@ Membership accounting for a group:
 * ``fits = bound + planned gated``; ``Released`` iff ``fits >= min_member``;
   then every gated member is in ``release`` (``''`` for those not planned).
 
-Code map: ``decide`` builds a private ``_Pass``, whose ``_Snapshot`` (nodes and
-bound pods only, with the static filter cache) yields the ``_Room``: free room
+Code map: ``decide`` builds a private ``_Pass``, whose ``Snapshot`` (nodes and
+bound pods only, with the static filter cache) yields the ``Room``: free room
 per node after bound pods and kept reservations, with an undo log. Released
 groups go through ``_Pass.ungate_new_members``, the rest through
 ``_Pass.judge``, a run of early returns with one method per rule above
 (``_invalid_min_member``, ``_too_few_present``, ``_held``, ``_waiting_for_members``,
 ``_behind_starving_group``, ``_try_release``, ``_explain``); each sets ``_Pass.basis``,
-what the verdict read. Topology spread lives in the ``_Room`` (a
+what the verdict read. Topology spread lives in the ``Room`` (a
 :class:`cogate.controller.spread.Tracker` of pods per domain, undone with the room;
-``_Room._place_spread`` places such members one at a time); which planned members are
+``Room._place_spread`` places such members one at a time); which planned members are
 pinned and reserved is ``_pins``, applied by ``_Pass._reserve``. ``_run_pass`` holds the
 order of a pass. The incremental planner (:mod:`cogate.controller.planstate`) runs the
 same ``_Pass`` on state kept between passes and skips groups whose verdict's basis did
@@ -126,26 +91,21 @@ not change.
 
 from __future__ import annotations
 
-import heapq
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
-from cogate.controller import spread as _spread
-from cogate.controller import volumes as _volumes
-from cogate.controller.records import (
-    HOSTNAME_LABEL,
-    UNSCHEDULABLE_TAINT_KEY,
-    HostPort,
-    NodeInfo,
-    NodeSelectorTerm,
-    PodAffinityTerm,
-    PodInfo,
-    Reservation,
-    Taint,
-    Toleration,
-    TopologySpreadConstraint,
+from cogate.controller.capacity import (
+    Room,
+    Snapshot,
+    Spec,
+    pack,
+    pinned_node_problems,
+    req_with_pod,
+    room_by_node,
 )
+from cogate.controller.filters import spec_key
+from cogate.controller.records import NodeInfo, PodInfo, Reservation
 from cogate.controller.resources import format_quantity, format_resources
 from cogate.controller.verdicts import (
     DEFAULT_SCHEDULER,
@@ -184,484 +144,13 @@ __all__ = [
 # -- internals -------------------------------------------------------------------------
 
 
-def _dom(node: NodeInfo, key: str) -> str | None:
-    v = node.labels.get(key)
-    if v is None and key == HOSTNAME_LABEL:
-        return "\x00node:" + node.name
-    return v
-
-
-def _term_namespaces_match(term: PodAffinityTerm, owner_ns: str, ns: str, *, anti: bool) -> bool:
-    if term.namespace_selector is not None:
-        sel = term.namespace_selector
-        if not sel.match_labels and not sel.match_expressions:
-            return True  # {} selects every namespace
-        if anti:
-            return True  # unknown namespace labels: assume it matches (stricter)
-        return ns in term.namespaces
-    return ns in (term.namespaces or (owner_ns,))
-
-
-def _term_matches(term: PodAffinityTerm, owner_ns: str, pod: PodInfo, *, anti: bool) -> bool:
-    if term.label_selector is None:
-        return False
-    if not _term_namespaces_match(term, owner_ns, pod.namespace, anti=anti):
-        return False
-    return term.label_selector.matches(pod.labels)
-
-
-def _blocking_taint(node: NodeInfo, pod: PodInfo) -> Taint | None:
-    for t in node.taints:
-        if t.effect not in ("NoSchedule", "NoExecute"):
-            continue
-        if not any(tol.tolerates(t) for tol in pod.tolerations):
-            return t
-    return None
-
-
-def _static_reason(node: NodeInfo, pod: PodInfo) -> str | None:
-    """Why ``node`` can never take ``pod`` regardless of load, or None."""
-    if not node.ready:
-        return "not Ready"
-    if node.unschedulable:
-        cordon = Taint(UNSCHEDULABLE_TAINT_KEY, "", "NoSchedule")
-        if not any(tol.tolerates(cordon) for tol in pod.tolerations):
-            return "unschedulable (cordoned)"
-    t = _blocking_taint(node, pod)
-    if t is not None:
-        kv = f"{t.key}={t.value}" if t.value else t.key
-        return f"taint {kv}"
-    for k, v in pod.node_selector.items():
-        if node.labels.get(k) != v:
-            return "nodeSelector"
-    if pod.required_node_affinity and not any(term.matches(node) for term in pod.required_node_affinity):
-        return "node affinity"
-    return _volumes.node_reason(node, pod)  # hook: bound PVs' node affinity (kube-scheduler VolumeBinding)
-
-
-def _req_with_pod(requests: Mapping[str, int]) -> dict[str, int]:
-    """A pod's effective requests plus the one ``pods`` slot it takes (NodeResourcesFit)."""
-    r = {k: v for k, v in requests.items() if v > 0 and k != "pods"}
-    r["pods"] = 1
-    return r
-
-
-_V = TypeVar("_V", str, int)
-
-
-def _items_key(m: Mapping[str, _V]) -> tuple[tuple[str, _V], ...]:
-    return tuple(sorted(m.items()))
-
-
-#: What the load-independent filters (NodeUnschedulable, TaintToleration, NodeAffinity, VolumeBinding's
-#: PV node affinity) look at: nodeSelector, required node affinity, tolerations, bound PVs' node affinity.
-_StaticKey = tuple[
-    tuple[tuple[str, str], ...],
-    tuple[NodeSelectorTerm, ...],
-    tuple[Toleration, ...],
-    tuple[tuple[NodeSelectorTerm, ...], ...],
-]
-#: Eligible node indexes, and how many nodes each reason excluded (``_static_reason``).
-_StaticResult = tuple[list[int], dict[str, int]]
-#: Everything the filters read from a member: members with equal keys share one ``_Spec``.
-_SpecKey = tuple[
-    _StaticKey,
-    tuple[tuple[str, int], ...],
-    tuple[HostPort, ...],
-    str,
-    tuple[PodAffinityTerm, ...],
-    tuple[PodAffinityTerm, ...],
-    tuple[tuple[str, str], ...],
-    tuple[TopologySpreadConstraint, ...],
-]
-#: ``_Room`` undo log entries: room taken on a node (requests, number of host ports), a pod
-#: recorded as placed (anti-affinity), a pod counted for topology spread, a topology domain
-#: forbidden to a spec.
-_Undo = (
-    tuple[Literal["occupy"], int, Mapping[str, int], int]
-    | tuple[Literal["placed"]]
-    | tuple[Literal["spread"]]
-    | tuple[Literal["forbid"], "_Spec", str, str]
-)
-
-
-class _Spec:
-    """Members that the filters cannot tell apart share one _Spec (and its caches)."""
-
-    __slots__ = ("pod", "static_key", "req", "req_items", "ports", "eligible", "reasons", "forbidden",
-                 "affinity_unmet", "size")
-
-    def __init__(self, pod: PodInfo, req: dict[str, int], static_key: _StaticKey) -> None:
-        self.pod = pod
-        self.static_key = static_key
-        self.req = req
-        self.req_items = tuple(sorted(req.items()))
-        self.ports = pod.host_ports
-        self.eligible: list[int] = []
-        self.reasons: dict[str, int] = {}
-        self.forbidden: dict[str, set[str]] = {}
-        self.affinity_unmet = 0  # nodes that pass static filters but not pod affinity
-        self.size = 0.0
-
-
-class _NodeTable:
-    """Everything that depends on the nodes alone (one node generation): the nodes in slot
-    order, name -> slot, the static filter results per ``_StaticKey`` (shared by the live and
-    the empty room), the largest allocatable per resource (member size), topology domains.
-
-    The incremental planner (:mod:`cogate.controller.planstate`) keeps one per node generation;
-    ``decide`` builds one per call.
-    """
-
-    def __init__(self, nodes: Sequence[NodeInfo]) -> None:
-        self.nodes = nodes
-        self.index = {n.name: i for i, n in enumerate(nodes)}
-        self.static_cache: dict[_StaticKey, _StaticResult] = {}
-        self.dom_cache: dict[str, list[str | None]] = {}
-        self._eligible_sets: dict[_StaticKey, frozenset[int]] = {}
-        maxalloc: dict[str, int] = {}
-        for n in nodes:
-            for k, v in n.allocatable.items():
-                if v > maxalloc.get(k, 0):
-                    maxalloc[k] = v
-        self.maxalloc = maxalloc
-
-    def eligible_set(self, key: _StaticKey) -> frozenset[int]:
-        """The slots of ``static_cache[key]`` as a set (filled once the key was filtered)."""
-        out = self._eligible_sets.get(key)
-        if out is None:
-            out = frozenset(self.static_cache[key][0])
-            self._eligible_sets[key] = out
-        return out
-
-
-#: Base free room per node slot (``free``, host ``ports``) that a live room starts from and
-#: copies a node's entry of only when it first changes it (the incremental planner's base).
-_Base = tuple[list[dict[str, int]], list[list[HostPort]]]
-
-
-def _copies(free: Mapping[str, int], req_items: Sequence[tuple[str, int]]) -> int:
-    """How many members requesting ``req_items`` (with ``pods``) the free room holds by
-    resources alone (NodeResourcesFit); host ports and anti-affinity are checked by ``fits``."""
-    n = 1 << 62
-    for k, v in req_items:
-        c = free.get(k, 0) // v
-        if c < n:
-            n = c
-    return n
-
-
-def _static_key(pod: PodInfo) -> _StaticKey:
-    """What :func:`_static_reason` reads from ``pod``: equal keys, equal eligible nodes."""
-    return (
-        _items_key(pod.node_selector),
-        pod.required_node_affinity,
-        pod.tolerations,
-        pod.volume_node_affinity,
-    )
-
-
-def _spec_key(pod: PodInfo, anti_active: bool, spread_active: bool = False) -> _SpecKey:
-    """What the filters read from ``pod``: members with equal keys share one ``_Spec``
-    (labels only while anti-affinity or topology spread is in play)."""
-    return (
-        _static_key(pod),
-        _items_key(pod.requests),
-        pod.host_ports,
-        pod.namespace,
-        pod.required_pod_anti_affinity,
-        pod.required_pod_affinity,
-        _items_key(pod.labels) if anti_active or spread_active else (),
-        pod.topology_spread,
-    )
-
-
 def _fits_empty_key(group: GroupRequest, ms: _Members, anti_active: bool, spread_active: bool) -> tuple[Any, ...]:
     """Everything :meth:`_Pass._fits_empty` reads of a group besides the nodes (the plannable
     members, and the bound ones whose room it charges: :meth:`_Pass._charge_bound_members`):
     equal keys, equal answers for one node generation (the incremental planner keeps them)."""
     return (group.min_member,
-            tuple((_spec_key(m, anti_active, spread_active), m.uid, m.node_name, m.terminal) for m in ms.bound),
-            tuple((_spec_key(m, anti_active, spread_active), m.name, m.uid) for m in ms.plannable))
-
-
-class _Room:
-    """Free room per node with an undo log, for one decision (or the empty cluster).
-
-    ``mark``/``rollback`` undo what was placed since a mark (a plan that did not
-    fit); ``commit`` keeps it (a release). Built by :meth:`_Snapshot.room` (from the
-    nodes and bound pods) or from a ``_Base`` kept between passes, whose per-node
-    entries are copied on first write (``own``: the slots this room changed).
-    """
-
-    def __init__(
-        self,
-        table: _NodeTable,
-        anti_active: bool,
-        empty: bool,
-        base: _Base | None = None,
-        spread_active: bool = False,
-    ) -> None:
-        nodes = table.nodes
-        self.nodes = nodes
-        #: hook: PodTopologySpread counts (None while no member has hard spread constraints)
-        self.spread: _spread.Tracker | None = _spread.Tracker(nodes) if spread_active else None
-        self.empty = empty
-        self.own: set[int] | None = None
-        if base is None:
-            self.free: list[dict[str, int]] = [dict(n.allocatable) for n in nodes]
-            self.ports: list[list[HostPort]] = [[] for _ in nodes]
-        else:
-            self.free = list(base[0])
-            self.ports = list(base[1])
-            self.own = set()
-        self.placed: list[tuple[PodInfo, int]] = []  # only tracked when anti-affinity is in play
-        #: Bound pods for pod affinity, or a function that lists them when first needed.
-        self._bound_pods: list[tuple[PodInfo, int]] | Callable[[], list[tuple[PodInfo, int]]] = []
-        self.anti_active = anti_active
-        self.static_cache = table.static_cache
-        self.table = table
-        self.specs: dict[_SpecKey, _Spec] = {}
-        self.log: list[_Undo] = []
-        self._dom_cache = table.dom_cache
-        self.maxalloc = table.maxalloc
-        #: Bound pods being deleted, or a function that lists them (the incremental planner keeps
-        #: them apart); None: read them from ``bound_pods``.
-        self.terminating_pods: Callable[[], list[tuple[PodInfo, int]]] | None = None
-        #: When a set: every node some batch considered (free room for one more member), for
-        #: the incremental planner to know which nodes a plan depends on.
-        self.looked: set[int] | None = None
-
-    @property
-    def bound_pods(self) -> list[tuple[PodInfo, int]]:
-        if callable(self._bound_pods):
-            self._bound_pods = self._bound_pods()
-        return self._bound_pods
-
-    @bound_pods.setter
-    def bound_pods(self, value: list[tuple[PodInfo, int]] | Callable[[], list[tuple[PodInfo, int]]]) -> None:
-        self._bound_pods = value
-
-    def _own(self, i: int) -> dict[str, int]:
-        """Node ``i``'s free room, copied from the base on first write."""
-        if self.own is not None and i not in self.own:
-            self.own.add(i)
-            self.free[i] = dict(self.free[i])
-            self.ports[i] = list(self.ports[i])
-        return self.free[i]
-
-    # -- domains
-    def dom(self, key: str, i: int) -> str | None:
-        col = self._dom_cache.get(key)
-        if col is None:
-            col = [_dom(n, key) for n in self.nodes]
-            self._dom_cache[key] = col
-        return col[i]
-
-    # -- accounting
-    def occupy(self, pod: PodInfo | None, req: Mapping[str, int], ports: Sequence[HostPort], i: int) -> None:
-        f = self._own(i)
-        for k, v in req.items():
-            f[k] = f.get(k, 0) - v
-        self.ports[i].extend(ports)
-        self.log.append(("occupy", i, req, len(ports)))
-        if self.spread is not None and pod is not None:  # hook: spread counts
-            self.spread.add(pod, i)
-            self.log.append(("spread",))
-        if self.anti_active and pod is not None:
-            self.placed.append((pod, i))
-            self.log.append(("placed",))
-            for spec in self.specs.values():
-                self._forbid_for(spec, pod, i)
-
-    def mark(self) -> int:
-        return len(self.log)
-
-    def rollback(self, mark: int) -> None:
-        while len(self.log) > mark:
-            e = self.log.pop()
-            if e[0] == "occupy":
-                _, i, req, nports = e
-                f = self.free[i]
-                for k, v in req.items():
-                    f[k] = f.get(k, 0) + v
-                if nports:
-                    del self.ports[i][-nports:]
-            elif e[0] == "placed":
-                self.placed.pop()
-            elif e[0] == "spread":
-                self.spread.pop()  # type: ignore[union-attr]
-            elif e[0] == "forbid":
-                _, spec, key, d = e
-                spec.forbidden[key].discard(d)
-
-    def commit(self) -> None:
-        self.log.clear()
-
-    def _add_forbidden(self, spec: _Spec, key: str, d: str | None) -> None:
-        if d is None:
-            return
-        s = spec.forbidden.setdefault(key, set())
-        if d not in s:
-            s.add(d)
-            self.log.append(("forbid", spec, key, d))
-
-    def _forbid_for(self, spec: _Spec, other: PodInfo, i: int) -> None:
-        """``other`` now sits on node i: forbid domains for ``spec`` per anti-affinity."""
-        me = spec.pod
-        for term in me.required_pod_anti_affinity:
-            if _term_matches(term, me.namespace, other, anti=True):
-                self._add_forbidden(spec, term.topology_key, self.dom(term.topology_key, i))
-        for term in other.required_pod_anti_affinity:
-            if _term_matches(term, other.namespace, me, anti=True):
-                self._add_forbidden(spec, term.topology_key, self.dom(term.topology_key, i))
-
-    # -- specs
-    def spec_for(self, pod: PodInfo) -> _Spec:
-        """The shared ``_Spec`` of ``pod``: its eligible nodes (static filters, then required pod
-        affinity against bound pods), its size, and the domains anti-affinity forbids it now."""
-        key = _spec_key(pod, self.anti_active, self.spread is not None)
-        static_key = key[0]
-        spec = self.specs.get(key)
-        if spec is not None:
-            return spec
-        spec = _Spec(pod, _req_with_pod(pod.requests), static_key)
-        eligible, reasons = self._static_filter(static_key, pod)
-        spec.reasons = dict(reasons)
-        if pod.required_pod_affinity and not self.empty:
-            kept = [i for i in eligible if self._affinity_ok(pod, i)]
-            spec.affinity_unmet = len(eligible) - len(kept)
-            eligible = kept
-        spec.eligible = list(eligible)
-        spec.size = max(
-            (v / self.maxalloc[k] if self.maxalloc.get(k) else float("inf") for k, v in spec.req.items()),
-            default=0.0,
-        )
-        if self.anti_active:
-            for other, i in self.placed:
-                self._forbid_for(spec, other, i)
-        self.specs[key] = spec
-        return spec
-
-    def _static_filter(self, key: _StaticKey, pod: PodInfo) -> _StaticResult:
-        """Nodes that pass the load-independent filters for ``pod``, cached per ``key``."""
-        cached = self.static_cache.get(key)
-        if cached is None:
-            eligible: list[int] = []
-            reasons: dict[str, int] = {}
-            for i, n in enumerate(self.nodes):
-                r = _static_reason(n, pod)
-                if r is None:
-                    eligible.append(i)
-                else:
-                    reasons[r] = reasons.get(r, 0) + 1
-            cached = (eligible, reasons)
-            self.static_cache[key] = cached
-        return cached
-
-    def _affinity_ok(self, pod: PodInfo, i: int) -> bool:
-        for term in pod.required_pod_affinity:
-            d = self.dom(term.topology_key, i)
-            if d is None:
-                return False
-            if not any(
-                self.dom(term.topology_key, j) == d and _term_matches(term, pod.namespace, other, anti=False)
-                for other, j in self.bound_pods
-            ):
-                return False
-        return True
-
-    # -- fit
-    def fits(self, spec: _Spec, i: int) -> bool:
-        f = self.free[i]
-        for k, v in spec.req_items:
-            if f.get(k, 0) < v:
-                return False
-        if spec.ports:
-            used = self.ports[i]
-            for p in spec.ports:
-                for q in used:
-                    if p.conflicts(q):
-                        return False
-        if spec.forbidden:
-            for key, doms in spec.forbidden.items():
-                if doms:
-                    d = self.dom(key, i)
-                    if d is not None and d in doms:
-                        return False
-        if spec.pod.topology_spread and self.spread is not None:  # hook: PodTopologySpread Filter
-            return self.spread.allows(spec.pod, i)
-        return True
-
-    def _place_spread(self, spec: _Spec, members: Sequence[PodInfo], out: dict[str, int]) -> None:
-        """Members with hard topology spread: each onto a node the Filter allows now, the one whose
-        domains hold the fewest matching pods first (then the tightest, then by name); as
-        kube-scheduler re-evaluates the skew for every pod, so does this loop.
-
-        A lazy heap keyed by (load, copies, name): loads only grow during the batch, so a stored
-        key is a lower bound and is refreshed when it reaches the top. A node refused only by the
-        skew is set aside until the next placement (which may raise the minimum); a node without
-        room (or refused by ports or anti-affinity, which only get worse) is dropped.
-        """
-        tracker = self.spread
-        assert tracker is not None
-        pod = spec.pod
-        heap = []
-        for i in spec.eligible:
-            c = self.copies(spec, i)
-            if c > 0:
-                heap.append((tracker.load(pod, i), c, self.nodes[i].name, i))
-        heapq.heapify(heap)
-        aside: list[tuple[int, int, str, int]] = []
-        k = 0
-        while k < len(members) and heap:
-            load, _, name, i = heapq.heappop(heap)
-            key = (tracker.load(pod, i), self.copies(spec, i), name, i)
-            if key[1] <= 0:
-                continue
-            if key[0] > load:
-                heapq.heappush(heap, key)
-                continue
-            if not self.fits(spec, i):
-                if not tracker.allows(pod, i):
-                    aside.append(key)
-                continue
-            m = members[k]
-            self.occupy(m, spec.req, spec.ports, i)
-            out[m.uid] = i
-            k += 1
-            heapq.heappush(heap, (tracker.load(pod, i), self.copies(spec, i), name, i))
-            for a in aside:
-                heapq.heappush(heap, a)
-            aside.clear()
-
-    def copies(self, spec: _Spec, i: int) -> int:
-        return _copies(self.free[i], spec.req_items)
-
-    def place_batch(self, spec: _Spec, members: Sequence[PodInfo], out: dict[str, int]) -> None:
-        """Place as many of ``members`` (same spec) as possible, tightest nodes first."""
-        if not members:
-            return
-        if spec.pod.topology_spread and self.spread is not None:  # hook: one at a time, least crowded domain
-            self._place_spread(spec, members, out)
-            return
-        order = []
-        for i in spec.eligible:
-            c = self.copies(spec, i)
-            if c > 0:
-                order.append((c, self.nodes[i].name, i))
-        order.sort()
-        if self.looked is not None:
-            self.looked.update(i for _, _, i in order)
-        k = 0
-        for _, _, i in order:
-            while k < len(members) and self.fits(spec, i):
-                m = members[k]
-                self.occupy(m, spec.req, spec.ports, i)
-                out[m.uid] = i
-                k += 1
-            if k >= len(members):
-                break
+            tuple((spec_key(m, anti_active, spread_active), m.uid, m.node_name, m.terminal) for m in ms.bound),
+            tuple((spec_key(m, anti_active, spread_active), m.name, m.uid) for m in ms.plannable))
 
 
 @dataclass
@@ -752,40 +241,6 @@ def _unchecked_note(gated: Sequence[PodInfo], config: PlannerConfig) -> str:
     return "".join(f"; {p}" for p in parts)
 
 
-def _plan(room: _Room, members: Sequence[PodInfo], needed: int) -> dict[str, int]:
-    """Plan ``members`` on ``room`` (left applied). Returns uid -> node index."""
-    by_spec: dict[int, tuple[_Spec, list[PodInfo]]] = {}
-    for m in members:
-        s = room.spec_for(m)
-        by_spec.setdefault(id(s), (s, []))[1].append(m)
-    groups = list(by_spec.values())
-    strategies = [lambda g: (len(g[0].eligible), -g[0].size, g[1][0].name)]
-    if len(members) > needed:
-        strategies.append(lambda g: (g[0].size, len(g[0].eligible), g[1][0].name))
-    mark = room.mark()
-    best: dict[str, int] | None = None
-    for strategy in strategies:
-        out: dict[str, int] = {}
-        for spec, ms in sorted(groups, key=strategy):
-            room.place_batch(spec, ms, out)
-        if len(out) >= needed:
-            return out
-        if best is None or len(out) > len(best):
-            best = out
-        room.rollback(mark)
-    # leave the best attempt applied so the caller can explain the shortfall
-    return _replay(room, groups, best or {})
-
-
-def _replay(room: _Room, groups: list[tuple[_Spec, list[PodInfo]]], plan: dict[str, int]) -> dict[str, int]:
-    for spec, ms in groups:
-        for m in ms:
-            i = plan.get(m.uid)
-            if i is not None:
-                room.occupy(m, spec.req, spec.ports, i)
-    return plan
-
-
 def held_by_other_gates(members: Sequence[PodInfo], gate: str) -> str:
     """Message part naming the first members held by scheduling gates other than ``gate``:
     ``"2 held by other scheduling gates (w-1: example.com/quota, w-2: example.com/quota)"``;
@@ -797,7 +252,7 @@ def held_by_other_gates(members: Sequence[PodInfo], gate: str) -> str:
     return f"{len(held)} held by other scheduling gates ({_names(names)})"
 
 
-def _terminating(room: _Room, eligible: set[int]) -> str:
+def _terminating(room: Room, eligible: set[int]) -> str:
     """Message part naming pods being deleted on ``eligible`` nodes: kube-scheduler (and the
     planner) count their requests until they are gone, so the room they hold frees soon."""
     deleting = room.terminating_pods() if room.terminating_pods is not None else room.bound_pods
@@ -822,7 +277,7 @@ class _Short:
     short: Mapping[str, int] = field(default_factory=dict)
 
 
-def _shortfall(room: _Room, unplaced: Sequence[PodInfo], missing: int) -> _Short:
+def _shortfall(room: Room, unplaced: Sequence[PodInfo], missing: int) -> _Short:
     """Explain why ``missing`` more of ``unplaced`` do not fit on ``room``: what the smallest
     ``missing`` of them lack, the pods terminating on their eligible nodes, then how many
     nodes each filter excluded."""
@@ -845,7 +300,7 @@ def _shortfall(room: _Room, unplaced: Sequence[PodInfo], missing: int) -> _Short
     return _Short("; ".join(parts), lack.eligible, lack.demand, lack.supply, lack.short)
 
 
-def _lacking(room: _Room, specs: Sequence[_Spec]) -> _Short:
+def _lacking(room: Room, specs: Sequence[Spec]) -> _Short:
     """What ``specs`` (one per missing member) lack: resources summed over their eligible
     nodes, or, when the totals suffice, room for one member on one node (fragmentation)."""
     demand: dict[str, int] = {}
@@ -884,7 +339,7 @@ def _lacking(room: _Room, specs: Sequence[_Spec]) -> _Short:
     return _Short(", ".join(texts), *read)
 
 
-def _exclusions(room: _Room, specs: Sequence[_Spec]) -> dict[str, int]:
+def _exclusions(room: Room, specs: Sequence[Spec]) -> dict[str, int]:
     """Nodes excluded per filter, the most over ``specs``: the static filters and pod affinity
     (counted when the spec was built), anti-affinity and host ports (on ``room`` as it is now)."""
     reasons: dict[str, int] = {}
@@ -909,78 +364,6 @@ def _exclusions(room: _Room, specs: Sequence[_Spec]) -> dict[str, int]:
 
 
 # -- the pass ---------------------------------------------------------------------------
-
-
-class _Snapshot:
-    """The cluster a pass plans against: nodes, the pods bound to them, and the filter cache.
-
-    Built from nodes and bound pods (and one flag from the groups: whether any member has
-    required anti-affinity); nothing here depends on reservations or the clock. The
-    incremental planner (:class:`cogate.controller.planstate.PlanningState`) offers the same
-    interface (``table``, ``anti_active``, ``bound_uids``, ``room``, ``empty_room``) from
-    state kept between passes. :meth:`room` adds the reservations a pass keeps.
-    """
-
-    def __init__(self, nodes: Sequence[NodeInfo], pods: Sequence[PodInfo], members_anti: bool,
-                 members_spread: bool = False) -> None:
-        """``pods``: as given to :func:`decide` (unbound, terminal and unknown-node entries are
-        skipped). ``members_anti``: some group member has required pod anti-affinity;
-        ``members_spread``: some group member has hard topology spread constraints."""
-        self.table = _NodeTable(nodes)
-        self.index = self.table.index
-        bound = [p for p in pods if p.bound and not p.terminal and p.node_name in self.index]
-        self.bound = [(p, self.index[p.node_name]) for p in bound]
-        self.bound_uids = frozenset(p.uid for p in pods if p.bound)
-        #: Track where pods sit for anti-affinity (InterPodAffinity works in both directions).
-        self.anti_active = members_anti or any(p.required_pod_anti_affinity for p in bound)
-        #: Count pods per topology domain (PodTopologySpread) only when a member needs it.
-        self.spread_active = members_spread
-
-    def room(self, reserved: Sequence[tuple[Reservation, PodInfo]]) -> _Room:
-        """Free room after every bound pod and every ``(reservation, its pod)``, committed."""
-        room = _Room(self.table, self.anti_active, empty=False, spread_active=self.spread_active)
-        room.bound_pods = list(self.bound)
-        for p, i in room.bound_pods:
-            if room.spread is not None:  # bound pods count for topology spread
-                room.spread.add(p, i)
-            # hot path (every bound pod): subtract directly, no undo entry needed
-            f = room.free[i]
-            for k, v in _req_with_pod(p.requests).items():
-                f[k] = f.get(k, 0) - v
-            if p.host_ports:
-                room.ports[i].extend(p.host_ports)
-            if self.anti_active:
-                room.placed.append((p, i))
-        _reserve_room(room, self.index, reserved)
-        return room
-
-    def empty_room(self) -> _Room:
-        """Every eligible node empty: bound pods and reservations ignored."""
-        return _Room(self.table, self.anti_active, empty=True, spread_active=self.spread_active)
-
-
-def _reserve_room(room: _Room, index: Mapping[str, int], reserved: Sequence[tuple[Reservation, PodInfo]]) -> None:
-    """Charge each ``(reservation, its pod)`` on its node (unknown nodes skipped), committed."""
-    for r, pod in reserved:
-        i = index.get(r.node_name)
-        if i is not None:
-            room.occupy(pod, _req_with_pod(r.requests), r.host_ports, i)
-    room.commit()
-
-
-def room_by_node(nodes: Sequence[NodeInfo], pods: Sequence[PodInfo]) -> dict[str, tuple[dict[str, int], tuple[HostPort, ...]]]:
-    """Free room per node name after the bound non-terminal pods (as :func:`decide` computes it
-    from scratch): ``(free resources without zero entries, host ports in use, sorted)``.
-    The reference that the incremental planner's state is tested against."""
-    snap = _Snapshot(nodes, pods, False)
-    return _by_node(snap.table.nodes, snap.room([]))
-
-
-def _by_node(nodes: Sequence[NodeInfo], room: _Room) -> dict[str, tuple[dict[str, int], tuple[HostPort, ...]]]:
-    return {
-        n.name: ({k: v for k, v in room.free[i].items() if v}, tuple(sorted(room.ports[i], key=str)))
-        for i, n in enumerate(nodes)
-    }
 
 
 @dataclass(frozen=True)
@@ -1058,13 +441,13 @@ class _Pass:
     """One call of :func:`decide`: the room left as groups are taken in order, the
     reservations kept and made, and the starving group that blocks later ones.
 
-    ``snapshot``: a :class:`_Snapshot`, or the incremental planner's state with the same
+    ``snapshot``: a :class:`Snapshot`, or the incremental planner's state with the same
     interface. After each :meth:`judge`, ``basis`` says what the verdict was computed from.
     """
 
     def __init__(
         self,
-        snapshot: _Snapshot,
+        snapshot: Snapshot,
         groups: Sequence[GroupRequest],
         reservations: Sequence[Reservation],
         now: float,
@@ -1080,7 +463,7 @@ class _Pass:
         self.kept = [r for r in reservations if self._still_holds(r)]
         self.reserved = {r.pod_uid: r for r in self.kept}
         self.room = self.snapshot.room([(r, self.member_of[r.pod_uid][0]) for r in self.kept])
-        self._empty: _Room | None = None
+        self._empty: Room | None = None
         self.new_reservations: list[Reservation] = []
         #: Starving groups in order, each with the room it could use: later groups in scope wait.
         self.blockers: list[tuple[GroupRequest, _Scope]] = []
@@ -1149,7 +532,7 @@ class _Pass:
                 to_plan.append(m)
             else:
                 held.append(m)
-        plan = _plan(self.room, to_plan, len(to_plan)) if to_plan else {}
+        plan = pack(self.room, to_plan, len(to_plan)) if to_plan else {}
         unplaced = [m for m in to_plan if m.uid not in plan]
         short = _shortfall(self.room, unplaced, len(unplaced)).text if unplaced else ""
         self.room.commit()
@@ -1266,7 +649,7 @@ class _Pass:
         release does not decide whether it is sent to kube-scheduler with nowhere to go."""
         needed = g.min_member - len(ms.bound)
         mark = self.room.mark()
-        plan = _plan(self.room, ms.plannable, max(needed, 0))
+        plan = pack(self.room, ms.plannable, max(needed, 0))
         fits = len(ms.bound) + len(plan)
         if fits >= g.min_member:
             unplaced = [m for m in ms.plannable if m.uid not in plan]
@@ -1317,7 +700,7 @@ class _Pass:
             self.basis = _Basis("room", ms, miss, since)
         return _verdict(g, Outcome.INSUFFICIENT_CAPACITY, miss.fits, msg)
 
-    def _charge_bound_members(self, room: _Room, ms: _Members) -> None:
+    def _charge_bound_members(self, room: Room, ms: _Members) -> None:
         """On the empty room, the group's own bound, non-terminal members keep their room: a member
         that runs (released or ungated by hand) takes room the others cannot have, so a group that
         can never fit is never judged to fit because one of its members already runs."""
@@ -1325,7 +708,7 @@ class _Pass:
         for m in ms.bound:
             i = index.get(m.node_name)
             if i is not None and not m.terminal:
-                room.occupy(m, _req_with_pod(m.requests), m.host_ports, i)
+                room.occupy(m, req_with_pod(m.requests), m.host_ports, i)
 
     def _fits_empty(self, g: GroupRequest, ms: _Members) -> tuple[bool, str]:
         """Whether the group fits every eligible node empty, and if not, why. Bound members count
@@ -1337,7 +720,7 @@ class _Pass:
         mark = room.mark()
         self._charge_bound_members(room, ms)
         needed = g.min_member - len(ms.bound)
-        plan = _plan(room, ms.plannable, needed)
+        plan = pack(room, ms.plannable, needed)
         ok = len(plan) >= needed
         msg = ""
         if not ok:
@@ -1367,7 +750,7 @@ def decide(
     keep (pruned, plus one per member planned in this decision). Rules: see the
     module docstring. Never raises on well-typed records.
     """
-    run = _Pass(_Snapshot(nodes, pods, _members_anti(groups), _members_spread(groups)), groups, reservations, now, config)
+    run = _Pass(Snapshot(nodes, pods, _members_anti(groups), _members_spread(groups)), groups, reservations, now, config)
     return _run_pass(run, groups)
 
 
@@ -1385,54 +768,4 @@ def _run_pass(run: _Pass, groups: Sequence[GroupRequest]) -> Decision:
     return Decision(verdicts=tuple(verdicts[i] for i in range(len(groups))), reservations=run.reservations())
 
 
-# -- released members pinned to a node -------------------------------------------------------
 
-
-def pinned_node_problems(nodes: Sequence[NodeInfo], pods: Sequence[PodInfo],
-                         pinned: Sequence[tuple[PodInfo, str]]) -> dict[str, str]:
-    """Why each pinned node can no longer take its member: ``{uid: reason}``, usable ones left out.
-
-    ``pinned``: ``(member, node name)`` for released, unbound members whose required node
-    affinity pins them to that node (the pin cannot be loosened once the gate is gone).
-    ``pods``: as for :func:`decide` (bound, non-terminal pods). The rules are :func:`decide`'s
-    filters, applied to the pinned node only: the node is gone, it fails a load-independent
-    filter (NotReady, cordoned, an untolerated NoSchedule/NoExecute taint, nodeSelector, node
-    affinity: kube-scheduler NodeUnschedulable, TaintToleration, NodeAffinity), or its room no
-    longer holds the member (NodeResourcesFit, NodePorts, required pod anti-affinity) after the
-    bound pods and the pinned members before it (oldest first, then name). Reservations are not
-    charged: kube-scheduler does not see them, so this is the room it will find. A member whose
-    uid is among the bound ``pods`` (the member cache lags) is skipped.
-    """
-    snapshot = _Snapshot(nodes, pods, any(m.required_pod_anti_affinity for m, _ in pinned))
-    room = snapshot.room(())
-    out: dict[str, str] = {}
-    for m, name in sorted(pinned, key=lambda mn: (mn[0].created, mn[0].name, mn[0].uid)):
-        if m.uid in snapshot.bound_uids or m.bound or m.terminal:
-            continue
-        i = snapshot.index.get(name)
-        if i is None:
-            out[m.uid] = f"node {name} no longer exists"
-            continue
-        why = _static_reason(nodes[i], m)
-        if why is not None:
-            verb = "is" if why.startswith(("not ", "unschedulable")) else "has" if why.startswith("taint") else "fails"
-            out[m.uid] = f"node {name} {verb} {why}"
-            continue
-        spec = room.spec_for(m)
-        if not room.fits(spec, i):
-            out[m.uid] = f"node {name}: {_room_taken(room, spec, i)}"
-            continue
-        room.occupy(m, spec.req, spec.ports, i)
-    return out
-
-
-def _room_taken(room: _Room, spec: _Spec, i: int) -> str:
-    """What node ``i`` lacks for ``spec`` now (the first filter that fails, as :meth:`_Room.fits`)."""
-    free = room.free[i]
-    for k, v in spec.req_items:
-        if free.get(k, 0) < v:
-            return (f"room taken ({k}: {format_quantity(k, max(free.get(k, 0), 0))} free, "
-                    f"the member requests {format_quantity(k, v)})")
-    if spec.ports and any(p.conflicts(q) for p in spec.ports for q in room.ports[i]):
-        return "host port taken"
-    return "required pod anti-affinity now excludes it"
