@@ -98,15 +98,24 @@ from typing import Any, Literal
 from cogate.controller.capacity import (
     Room,
     Snapshot,
-    Spec,
     pack,
     pinned_node_problems,
     req_with_pod,
     room_by_node,
 )
+from cogate.controller.explanations import (
+    NAMES_SHOWN,
+    Short,
+    held_by_other_gates,
+    held_reason,
+    name_list,
+    plural,
+    shortfall,
+    unchecked_note,
+    waiting_text,
+)
 from cogate.controller.filters import spec_key
 from cogate.controller.records import NodeInfo, PodInfo, Reservation
-from cogate.controller.resources import format_quantity, format_resources
 from cogate.controller.verdicts import (
     DEFAULT_SCHEDULER,
     UNCHECKED_POLICIES,
@@ -182,187 +191,6 @@ def _pins(m: PodInfo, config: PlannerConfig) -> bool:
     return m.scheduler_name == DEFAULT_SCHEDULER and not m.unplanned and not m.volume_problems
 
 
-def _waiting_text(members: Sequence[PodInfo], short: str) -> str:
-    """``"2 members (a, b) wait gated for capacity: <short>"``: members of a released group the
-    plan leaves without room (present at the release or new since; the same words for both)."""
-    verb = "waits" if len(members) == 1 else "wait"
-    return f"{_plural(len(members), 'member')} ({_names([m.name for m in members])}) {verb} gated for capacity: {short}"
-
-
-#: How many pod names a message lists before "and N more".
-NAMES_SHOWN = 3
-
-
-def _names(names: Sequence[str], limit: int = NAMES_SHOWN) -> str:
-    """``"a, b, c and 2 more"``: the first ``limit`` names of a message."""
-    shown = ", ".join(names[:limit])
-    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
-
-
-def _held_reason(gated: Sequence[PodInfo], config: PlannerConfig) -> str:
-    """Why a group whose gated members are ``gated`` must stay gated whatever the room, or ''.
-
-    - a member names a scheduler outside ``config.scheduler_names``: cogate cannot know
-      whether (or where) it will ever be scheduled;
-    - a member's volumes make it unschedulable now (``PodInfo.volume_problems``, e.g. a claim
-      that does not exist), as kube-scheduler's VolumeBinding would say;
-    - ``config.unchecked == "hold"`` and a member carries constraints the planner does not
-      evaluate (``PodInfo.unplanned``).
-    """
-    parts = []
-    unknown = [m for m in gated if m.scheduler_name not in config.scheduler_names]
-    if unknown:
-        names = sorted({m.scheduler_name for m in unknown})
-        parts.append(f"{_names([m.name for m in unknown])} name{'s' if len(unknown) == 1 else ''} scheduler "
-                     f"{', '.join(repr(n) for n in names)}, which cogate does not plan for (configured: "
-                     f"{', '.join(sorted(config.scheduler_names))}; add it with --scheduler-name)")
-    for m in gated:
-        if m.volume_problems:
-            parts.append(f"{m.name}: {'; '.join(m.volume_problems)}")
-    if config.unchecked == "hold":
-        unchecked = [m for m in gated if m.unplanned]
-        if unchecked:
-            parts.append(f"{_names([m.name for m in unchecked])} {'has' if len(unchecked) == 1 else 'have'} constraints cogate does "
-                         f"not check ({', '.join(sorted({u for m in unchecked for u in m.unplanned}))}) and "
-                         "--unchecked-constraints=hold")
-    return "; ".join(parts)
-
-
-def _unchecked_note(gated: Sequence[PodInfo], config: PlannerConfig) -> str:
-    """Suffix of a release message naming members released without a pin and why."""
-    parts = []
-    unchecked = [m for m in gated if m.unplanned]
-    if unchecked:
-        what = sorted({u for m in unchecked for u in m.unplanned})
-        parts.append(f"not checked by cogate, placed by kube-scheduler: {_names([m.name for m in unchecked])} ({', '.join(what)})")
-    other = [m for m in gated if m.scheduler_name != DEFAULT_SCHEDULER and m.scheduler_name in config.scheduler_names]
-    if other:
-        parts.append(f"placed by their own scheduler: {_names([m.name for m in other])}")
-    return "".join(f"; {p}" for p in parts)
-
-
-def held_by_other_gates(members: Sequence[PodInfo], gate: str) -> str:
-    """Message part naming the first members held by scheduling gates other than ``gate``:
-    ``"2 held by other scheduling gates (w-1: example.com/quota, w-2: example.com/quota)"``;
-    ``""`` when none is."""
-    held = [m for m in members if not m.bound and not m.terminal and any(g != gate for g in m.gates)]
-    if not held:
-        return ""
-    names = [f"{m.name}: {', '.join(g for g in m.gates if g != gate)}" for m in held]
-    return f"{len(held)} held by other scheduling gates ({_names(names)})"
-
-
-def _terminating(room: Room, eligible: set[int]) -> str:
-    """Message part naming pods being deleted on ``eligible`` nodes: kube-scheduler (and the
-    planner) count their requests until they are gone, so the room they hold frees soon."""
-    deleting = room.terminating_pods() if room.terminating_pods is not None else room.bound_pods
-    pods = sorted((p.name for p, i in deleting if p.deleting and i in eligible))
-    if not pods:
-        return ""
-    noun = "pod" if len(pods) == 1 else "pods"
-    return (f"{len(pods)} {noun} terminating on eligible nodes ({_names(pods)}) still "
-            f"hold{'s' if len(pods) == 1 else ''} room until gone")
-
-
-@dataclass(frozen=True)
-class _Short:
-    """Why members do not fit (:func:`_shortfall`): ``text``, and what it read of the free room:
-    ``supply`` (free ``demand`` resources summed over the ``eligible`` nodes; ``eligible`` None
-    when the text reads no free room), ``short`` (demand beyond supply)."""
-
-    text: str
-    eligible: frozenset[int] | None = None
-    demand: Mapping[str, int] = field(default_factory=dict)
-    supply: Mapping[str, int] = field(default_factory=dict)
-    short: Mapping[str, int] = field(default_factory=dict)
-
-
-def _shortfall(room: Room, unplaced: Sequence[PodInfo], missing: int) -> _Short:
-    """Explain why ``missing`` more of ``unplaced`` do not fit on ``room``: what the smallest
-    ``missing`` of them lack, the pods terminating on their eligible nodes, then how many
-    nodes each filter excluded."""
-    if missing <= 0:
-        return _Short("")
-    if len(unplaced) < missing:
-        return _Short(f"only {len(unplaced)} more gated members can be planned (others carry other scheduling gates)")
-    specs = [room.spec_for(m) for m in unplaced]
-    pairs = sorted(zip(specs, unplaced), key=lambda sp: (sp[0].size, sp[1].name))[:missing]
-    smallest = [s for s, _ in pairs]
-    lack = _lacking(room, smallest)
-    parts = [lack.text]
-    eligible = {i for s in smallest for i in s.eligible}
-    if eligible and (terminating := _terminating(room, eligible)):
-        parts.append(terminating)
-    reasons = _exclusions(room, smallest)
-    for r in sorted(reasons, key=lambda r: (-reasons[r], r)):
-        c = reasons[r]
-        parts.append(f"{c} node{'s' if c != 1 else ''} excluded by {r}")
-    return _Short("; ".join(parts), lack.eligible, lack.demand, lack.supply, lack.short)
-
-
-def _lacking(room: Room, specs: Sequence[Spec]) -> _Short:
-    """What ``specs`` (one per missing member) lack: resources summed over their eligible
-    nodes, or, when the totals suffice, room for one member on one node (fragmentation)."""
-    demand: dict[str, int] = {}
-    for s in specs:
-        for k, v in s.req.items():
-            demand[k] = demand.get(k, 0) + v
-    eligible: set[int] = set()
-    for s in specs:
-        eligible.update(s.eligible)
-    supply: dict[str, int] = {}
-    for i in eligible:
-        f = room.free[i]
-        for k in demand:
-            v = f.get(k, 0)
-            if v > 0:
-                supply[k] = supply.get(k, 0) + v
-    short = {k: demand[k] - supply.get(k, 0) for k in sorted(demand) if demand[k] > supply.get(k, 0)}
-    if not eligible:
-        return _Short("no eligible node")
-    keys = {s.static_key for s in specs}
-    if len(keys) == 1 and not any(s.affinity_unmet for s in specs) and not room.empty:
-        summed = room.table.eligible_set(keys.pop())  # shared by every group of these specs
-    else:
-        summed = frozenset(eligible)
-    read = (summed, demand, supply, short)
-    s0 = specs[0]
-    if not short:
-        return _Short(f"no eligible node has room for a member requesting {format_resources(s0.req)}", *read)
-    # Totals alone would hide fragmentation: also say what one node has and one member needs.
-    texts = []
-    for k, v in short.items():
-        most = max((room.free[i].get(k, 0) for i in eligible), default=0)
-        texts.append(f"{k} short by {format_quantity(k, v)} on eligible nodes (at most "
-                     f"{format_quantity(k, max(most, 0))} free on one node, a member requests "
-                     f"{format_quantity(k, s0.req.get(k, 0))})")
-    return _Short(", ".join(texts), *read)
-
-
-def _exclusions(room: Room, specs: Sequence[Spec]) -> dict[str, int]:
-    """Nodes excluded per filter, the most over ``specs``: the static filters and pod affinity
-    (counted when the spec was built), anti-affinity and host ports (on ``room`` as it is now)."""
-    reasons: dict[str, int] = {}
-    for s in specs:
-        for r, c in s.reasons.items():
-            reasons[r] = max(reasons.get(r, 0), c)
-        if s.affinity_unmet:
-            reasons["pod affinity"] = max(reasons.get("pod affinity", 0), s.affinity_unmet)
-        dyn: dict[str, int] = {}
-        for i in s.eligible:
-            if s.forbidden and any(
-                room.dom(k, i) is not None and room.dom(k, i) in d for k, d in s.forbidden.items()
-            ):
-                dyn["pod anti-affinity"] = dyn.get("pod anti-affinity", 0) + 1
-            elif s.ports and any(p.conflicts(q) for p in s.ports for q in room.ports[i]):
-                dyn["host port in use"] = dyn.get("host port in use", 0) + 1
-            elif room.spread is not None and (why := room.spread.reason(s.pod, i)) is not None:
-                dyn[why] = dyn.get(why, 0) + 1  # hook: PodTopologySpread
-        for r, c in dyn.items():
-            reasons[r] = max(reasons.get(r, 0), c)
-    return reasons
-
-
 # -- the pass ---------------------------------------------------------------------------
 
 
@@ -384,7 +212,7 @@ class _Miss:
 
     fits: int
     unplaced: list[PodInfo]
-    short: _Short
+    short: Short
 
 
 @dataclass(frozen=True)
@@ -421,10 +249,6 @@ def _order_key(g: GroupRequest) -> tuple[int, float, str, str]:
 def _starving(since: float, now: float, config: PlannerConfig) -> bool:
     """A group complete since ``since`` has waited ``starvation_seconds`` at ``now``: it starves."""
     return now - since >= config.starvation_seconds
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'s' if n != 1 else ''}"
 
 
 def _members_anti(groups: Sequence[GroupRequest]) -> bool:
@@ -534,16 +358,16 @@ class _Pass:
                 held.append(m)
         plan = pack(self.room, to_plan, len(to_plan)) if to_plan else {}
         unplaced = [m for m in to_plan if m.uid not in plan]
-        short = _shortfall(self.room, unplaced, len(unplaced)).text if unplaced else ""
+        short = shortfall(self.room, unplaced, len(unplaced)).text if unplaced else ""
         self.room.commit()
         planned_members = [m for m in to_plan if m.uid in plan]
         release.update(self._reserve(planned_members, plan))
         waiting = tuple(m.name for m in unplaced + held)
-        parts = [f"ungating {_plural(len(release), 'new member')}"] if release else []
+        parts = [f"ungating {plural(len(release), 'new member')}"] if release else []
         if unplaced:
-            parts.append(_waiting_text(unplaced, short))
+            parts.append(waiting_text(unplaced, short))
         if held:
-            parts.append(f"{_plural(len(held), 'new member')} ({_names([m.name for m in held])}) also held by other scheduling gates")
+            parts.append(f"{plural(len(held), 'new member')} ({name_list([m.name for m in held])}) also held by other scheduling gates")
         message = "released; " + "; ".join(parts) if parts else "released"
         fits = len(ms.bound) + len(release)
         return GroupVerdict(g.namespace, g.name, Outcome.ALREADY_RELEASED, release, fits, message, waiting)
@@ -584,8 +408,8 @@ class _Pass:
 
     def _held(self, g: GroupRequest, ms: _Members) -> GroupVerdict | None:
         """Members cogate must not release whatever the room (an unknown scheduler, claims
-        kube-scheduler cannot use yet, unchecked constraints under ``hold``: :func:`_held_reason`)."""
-        held = _held_reason(ms.gated, self.config)
+        kube-scheduler cannot use yet, unchecked constraints under ``hold``: :func:`held_reason`)."""
+        held = held_reason(ms.gated, self.config)
         if not held:
             return None
         return _verdict(g, Outcome.UNSCHEDULABLE, len(ms.bound), held)
@@ -653,18 +477,18 @@ class _Pass:
         fits = len(ms.bound) + len(plan)
         if fits >= g.min_member:
             unplaced = [m for m in ms.plannable if m.uid not in plan]
-            short = _shortfall(self.room, unplaced, len(unplaced)).text if unplaced else ""
+            short = shortfall(self.room, unplaced, len(unplaced)).text if unplaced else ""
             self.room.commit()
             held = {m.uid for m in unplaced}
             release = self._reserve([m for m in ms.gated if m.uid not in held], plan)
-            message = (f"fits {fits} of {g.min_member}: releasing {_plural(len(release), 'gated member')}"
-                       + _unchecked_note(ms.gated, self.config))
+            message = (f"fits {fits} of {g.min_member}: releasing {plural(len(release), 'gated member')}"
+                       + unchecked_note(ms.gated, self.config))
             if unplaced:
-                message += "; " + _waiting_text(unplaced, short)
+                message += "; " + waiting_text(unplaced, short)
             return GroupVerdict(g.namespace, g.name, Outcome.RELEASED, release, fits, message,
                                 tuple(m.name for m in unplaced))
         unplaced = [m for m in ms.plannable if m.uid not in plan]
-        short = _shortfall(self.room, unplaced, needed - len(plan))
+        short = shortfall(self.room, unplaced, needed - len(plan))
         self.room.rollback(mark)
         return _Miss(fits, unplaced, short)
 
@@ -726,7 +550,7 @@ class _Pass:
         if not ok:
             unplaced = [m for m in ms.plannable if m.uid not in plan]
             msg = (f"fits {len(ms.bound) + len(plan)} of {g.min_member} even with every eligible node empty: "
-                   + _shortfall(room, unplaced, needed - len(plan)).text)
+                   + shortfall(room, unplaced, needed - len(plan)).text)
         room.rollback(mark)
         return ok, msg
 
