@@ -4,12 +4,17 @@
 returns one :class:`GroupVerdict` per group plus the reservations to keep. It does
 no I/O and is deterministic for a given input.
 
-Where a member fits is the capacity model, :mod:`cogate.controller.capacity` (kube-scheduler's
-filters applied node by node on a room per node: NodeResourcesFit, NodePorts,
-InterPodAffinity, PodTopologySpread, and the packing heuristic), with the load-independent
-filters (NodeUnschedulable, TaintToleration, NodeAffinity, VolumeBinding's bound PVs' node
-affinity) in :mod:`cogate.controller.filters`. A group whose members' required pod affinity
-no bound pod satisfies on any node gets ``Unschedulable``.
+This module is the decision sequence: the order in which groups are judged, the rules that
+give each verdict, pins and reservations. The rest of the planner lives beside it (the names
+the shell uses are re-exported here, ``__all__``): the vocabulary
+(:mod:`cogate.controller.verdicts`: :class:`GroupRequest`, :class:`PlannerConfig`,
+:class:`GroupVerdict`, :class:`Outcome`, :class:`Decision`); where a member fits, the
+capacity model (:mod:`cogate.controller.capacity`: kube-scheduler's NodeResourcesFit,
+NodePorts, InterPodAffinity and PodTopologySpread on a room per node, and the packing
+heuristic; :mod:`cogate.controller.filters`: the load-independent filters NodeUnschedulable,
+TaintToleration, NodeAffinity and VolumeBinding's bound PVs' node affinity); and the wording
+of what a waiting group lacks (:mod:`cogate.controller.explanations`). A group whose members'
+required pod affinity no bound pod satisfies on any node gets ``Unschedulable``.
 
 Pins and reservations: a planned member is pinned to its node and reserved only when it
 names :data:`DEFAULT_SCHEDULER` and has no unchecked constraint (``PodInfo.unplanned``);
@@ -73,19 +78,19 @@ Membership accounting for a group:
 * ``fits = bound + planned gated``; ``Released`` iff ``fits >= min_member``;
   then every gated member is in ``release`` (``''`` for those not planned).
 
-Code map: ``decide`` builds a private ``_Pass``, whose ``Snapshot`` (nodes and
-bound pods only, with the static filter cache) yields the ``Room``: free room
-per node after bound pods and kept reservations, with an undo log. Released
-groups go through ``_Pass.ungate_new_members``, the rest through
-``_Pass.judge``, a run of early returns with one method per rule above
-(``_invalid_min_member``, ``_too_few_present``, ``_held``, ``_waiting_for_members``,
-``_behind_starving_group``, ``_try_release``, ``_explain``); each sets ``_Pass.basis``,
-what the verdict read. Topology spread lives in the ``Room`` (a
-:class:`cogate.controller.spread.Tracker` of pods per domain, undone with the room;
-``Room._place_spread`` places such members one at a time); which planned members are
-pinned and reserved is ``_pins``, applied by ``_Pass._reserve``. ``_run_pass`` holds the
+Code map: ``decide`` builds a :class:`Pass`, whose
+:class:`~cogate.controller.capacity.Snapshot` (nodes and bound pods only, with the static
+filter cache) yields the :class:`~cogate.controller.capacity.Room`: free room per node after
+bound pods and kept reservations, with an undo log. Released groups go through
+``Pass.ungate_new_members``, the rest through ``Pass.judge``, a run of early returns with
+one method per rule above (``_invalid_min_member``, ``_too_few_present``, ``_held``,
+``_waiting_for_members``, ``_behind_starving_group``, ``_try_release``, ``_explain``); each
+sets ``Pass.basis`` (a :class:`Basis`), what the verdict read. Topology spread lives in the
+``Room`` (a :class:`cogate.controller.spread.Tracker` of pods per domain, undone with the
+room; ``Room._place_spread`` places such members one at a time); which planned members are
+pinned and reserved is ``_pins``, applied by ``Pass._reserve``. :func:`run_pass` holds the
 order of a pass. The incremental planner (:mod:`cogate.controller.planstate`) runs the
-same ``_Pass`` on state kept between passes and skips groups whose verdict's basis did
+same ``Pass`` on state kept between passes and skips groups whose verdict's basis did
 not change.
 """
 
@@ -147,31 +152,36 @@ __all__ = [
     "room_by_node",
     "held_by_other_gates",
     "NAMES_SHOWN",
+    # the decision sequence, for the incremental planner (cogate.controller.planstate)
+    "Members",
+    "Miss",
+    "Basis",
+    "Pass",
+    "run_pass",
+    "starving",
+    "members_anti",
+    "members_spread",
+    "fits_empty_key",
 ]
 
 
-# -- internals -------------------------------------------------------------------------
-
-
-def _fits_empty_key(group: GroupRequest, ms: _Members, anti_active: bool, spread_active: bool) -> tuple[Any, ...]:
-    """Everything :meth:`_Pass._fits_empty` reads of a group besides the nodes (the plannable
-    members, and the bound ones whose room it charges: :meth:`_Pass._charge_bound_members`):
-    equal keys, equal answers for one node generation (the incremental planner keeps them)."""
-    return (group.min_member,
-            tuple((spec_key(m, anti_active, spread_active), m.uid, m.node_name, m.terminal) for m in ms.bound),
-            tuple((spec_key(m, anti_active, spread_active), m.name, m.uid) for m in ms.plannable))
+# -- membership and pins ------------------------------------------------------------------
 
 
 @dataclass
-class _Members:
+class Members:
+    """How a group's members count (module doc, "Membership accounting"), each list oldest
+    first: ``present`` (not Failed), ``bound`` (bound and not Failed, or Succeeded), ``gated``
+    (unbound, not terminal, carrying our gate), ``plannable`` (gated by our gate alone)."""
+
     present: list[PodInfo] = field(default_factory=list)
     bound: list[PodInfo] = field(default_factory=list)
     gated: list[PodInfo] = field(default_factory=list)  # carry our gate, unbound
     plannable: list[PodInfo] = field(default_factory=list)  # our gate is the only gate
 
 
-def _classify(group: GroupRequest, gate: str) -> _Members:
-    r = _Members()
+def _classify(group: GroupRequest, gate: str) -> Members:
+    r = Members()
     for m in sorted(group.members, key=lambda p: (p.created, p.name, p.uid)):
         if m.phase != "Failed":
             r.present.append(m)
@@ -206,7 +216,7 @@ class _Scope:
 
 
 @dataclass(frozen=True)
-class _Miss:
+class Miss:
     """A plan on the current room that placed too few: ``fits`` = bound + planned,
     ``unplaced`` plannable members left over, ``short`` the text of what is lacking."""
 
@@ -216,8 +226,8 @@ class _Miss:
 
 
 @dataclass(frozen=True)
-class _Basis:
-    """What the verdict :meth:`_Pass.judge` just gave was computed from, so that the
+class Basis:
+    """What the verdict :meth:`Pass.judge` just gave was computed from, so that the
     incremental planner (:mod:`cogate.controller.planstate`) knows when it still holds:
 
     * ``"group"``: the ``GroupRequest`` alone (invalid minMember, waiting for members);
@@ -230,8 +240,8 @@ class _Basis:
     """
 
     reads: Literal["group", "blocker", "room", "pass"]
-    members: _Members | None = None
-    miss: _Miss | None = None
+    members: Members | None = None
+    miss: Miss | None = None
     since: float | None = None
 
 
@@ -246,27 +256,39 @@ def _order_key(g: GroupRequest) -> tuple[int, float, str, str]:
     return (-group_priority(g), g.created, g.namespace, g.name)
 
 
-def _starving(since: float, now: float, config: PlannerConfig) -> bool:
+def starving(since: float, now: float, config: PlannerConfig) -> bool:
     """A group complete since ``since`` has waited ``starvation_seconds`` at ``now``: it starves."""
     return now - since >= config.starvation_seconds
 
 
-def _members_anti(groups: Sequence[GroupRequest]) -> bool:
+def members_anti(groups: Sequence[GroupRequest]) -> bool:
     """Some member has required pod anti-affinity (the room then tracks where pods sit)."""
     return any(m.required_pod_anti_affinity for g in groups for m in g.members)
 
 
-def _members_spread(groups: Sequence[GroupRequest]) -> bool:
+def members_spread(groups: Sequence[GroupRequest]) -> bool:
     """Some member has hard topology spread constraints (the room then counts pods per domain)."""
     return any(m.topology_spread for g in groups for m in g.members)
 
 
-class _Pass:
+def fits_empty_key(group: GroupRequest, ms: Members, anti_active: bool, spread_active: bool) -> tuple[Any, ...]:
+    """Everything :meth:`Pass.fits_empty` reads of a group besides the nodes (the plannable
+    members, and the bound ones whose room it charges: :meth:`Pass._charge_bound_members`):
+    equal keys, equal answers for one node generation (the incremental planner keeps them)."""
+    return (group.min_member,
+            tuple((spec_key(m, anti_active, spread_active), m.uid, m.node_name, m.terminal) for m in ms.bound),
+            tuple((spec_key(m, anti_active, spread_active), m.name, m.uid) for m in ms.plannable))
+
+
+class Pass:
     """One call of :func:`decide`: the room left as groups are taken in order, the
     reservations kept and made, and the starving group that blocks later ones.
 
-    ``snapshot``: a :class:`Snapshot`, or the incremental planner's state with the same
-    interface. After each :meth:`judge`, ``basis`` says what the verdict was computed from.
+    ``snapshot``: a :class:`~cogate.controller.capacity.Snapshot`, or the incremental
+    planner's state with the same interface. After each :meth:`judge`, ``basis`` says what the
+    verdict was computed from. The incremental planner (:mod:`cogate.controller.planstate`)
+    subclasses it: it overrides :meth:`judge` and :meth:`fits_empty` (to keep answers between
+    passes) and reads ``room``, ``basis``, ``blockers``, ``now`` and ``config``.
     """
 
     def __init__(
@@ -283,7 +305,7 @@ class _Pass:
         self.member_of = {m.uid: (m, g) for g in groups for m in g.members}
         self.snapshot = snapshot
         self.nodes = snapshot.table.nodes
-        self.basis = _Basis("pass")
+        self.basis = Basis("pass")
         self.kept = [r for r in reservations if self._still_holds(r)]
         self.reserved = {r.pod_uid: r for r in self.kept}
         self.room = self.snapshot.room([(r, self.member_of[r.pod_uid][0]) for r in self.kept])
@@ -293,6 +315,7 @@ class _Pass:
         self.blockers: list[tuple[GroupRequest, _Scope]] = []
 
     def reservations(self) -> tuple[Reservation, ...]:
+        """The reservations to keep: those of earlier passes that still hold, then this pass's."""
         return tuple(self.kept) + tuple(self.new_reservations)
 
     def _still_holds(self, r: Reservation) -> bool:
@@ -376,7 +399,7 @@ class _Pass:
 
     def judge(self, g: GroupRequest) -> GroupVerdict:
         ms = _classify(g, self.gate)
-        self.basis = _Basis("group", ms)
+        self.basis = Basis("group", ms)
         if (verdict := self._invalid_min_member(g, ms)) is not None:
             return verdict
         if (verdict := self._too_few_present(g, ms)) is not None:
@@ -385,28 +408,28 @@ class _Pass:
             return verdict
         if (verdict := self._waiting_for_members(g, ms)) is not None:
             return verdict
-        self.basis = _Basis("blocker", ms)
+        self.basis = Basis("blocker", ms)
         if (verdict := self._behind_starving_group(g, ms)) is not None:
             return verdict
-        self.basis = _Basis("pass", ms)
+        self.basis = Basis("pass", ms)
         attempt = self._try_release(g, ms)
         if isinstance(attempt, GroupVerdict):
             return attempt
         return self._explain(g, ms, attempt)
 
-    def _invalid_min_member(self, g: GroupRequest, ms: _Members) -> GroupVerdict | None:
+    def _invalid_min_member(self, g: GroupRequest, ms: Members) -> GroupVerdict | None:
         if g.min_member >= 1:
             return None
         return _verdict(g, Outcome.UNSCHEDULABLE, len(ms.bound), f"invalid minMember {g.min_member}")
 
-    def _too_few_present(self, g: GroupRequest, ms: _Members) -> GroupVerdict | None:
+    def _too_few_present(self, g: GroupRequest, ms: Members) -> GroupVerdict | None:
         """Fewer than minMember members present."""
         if len(ms.present) >= g.min_member:
             return None
         present = f"{len(ms.present)} of {g.min_member} members present"
         return _verdict(g, Outcome.WAITING_FOR_MEMBERS, len(ms.bound), present)
 
-    def _held(self, g: GroupRequest, ms: _Members) -> GroupVerdict | None:
+    def _held(self, g: GroupRequest, ms: Members) -> GroupVerdict | None:
         """Members cogate must not release whatever the room (an unknown scheduler, claims
         kube-scheduler cannot use yet, unchecked constraints under ``hold``: :func:`held_reason`)."""
         held = held_reason(ms.gated, self.config)
@@ -414,7 +437,7 @@ class _Pass:
             return None
         return _verdict(g, Outcome.UNSCHEDULABLE, len(ms.bound), held)
 
-    def _waiting_for_members(self, g: GroupRequest, ms: _Members) -> GroupVerdict | None:
+    def _waiting_for_members(self, g: GroupRequest, ms: Members) -> GroupVerdict | None:
         """Fewer bound + plannable than minMember (the others are held by other scheduling
         gates, or ungated and already with kube-scheduler)."""
         bound_n = len(ms.bound)
@@ -433,7 +456,7 @@ class _Pass:
             f"{len(ms.present)} of {g.min_member} members present, {bound_n} bound; " + ", ".join(why),
         )
 
-    def _behind_starving_group(self, g: GroupRequest, ms: _Members) -> GroupVerdict | None:
+    def _behind_starving_group(self, g: GroupRequest, ms: Members) -> GroupVerdict | None:
         """No later group that could take room a starving group could use is released while it
         waits (the first such starving group is named); it is still told whether it could ever fit."""
         if not self.blockers:
@@ -442,7 +465,7 @@ class _Pass:
         blocker = next((b for b, bs in self.blockers if bs.overlaps(scope)), None)
         if blocker is None:
             return None
-        ok, msg = self._fits_empty(g, ms)
+        ok, msg = self.fits_empty(g, ms)
         if not ok:
             return _verdict(g, Outcome.EXCEEDS_CLUSTER_CAPACITY, len(ms.bound), msg)
         return _verdict(
@@ -453,7 +476,7 @@ class _Pass:
             "which has priority for freed room on the nodes both can use",
         )
 
-    def _scope(self, ms: _Members) -> _Scope:
+    def _scope(self, ms: Members) -> _Scope:
         """The nodes the group's plannable members are eligible for (filters independent of load,
         and required pod affinity); every node when a member has required pod anti-affinity."""
         nodes: set[int] = set()
@@ -463,7 +486,7 @@ class _Pass:
             anti = anti or bool(m.required_pod_anti_affinity)
         return _Scope(frozenset(nodes), anti)
 
-    def _try_release(self, g: GroupRequest, ms: _Members) -> GroupVerdict | _Miss:
+    def _try_release(self, g: GroupRequest, ms: Members) -> GroupVerdict | Miss:
         """Plan the plannable members on the room left. ``fits = bound + planned``; at least
         minMember releases the gated members (the plan stays charged), else the plan is undone.
 
@@ -490,15 +513,15 @@ class _Pass:
         unplaced = [m for m in ms.plannable if m.uid not in plan]
         short = shortfall(self.room, unplaced, needed - len(plan))
         self.room.rollback(mark)
-        return _Miss(fits, unplaced, short)
+        return Miss(fits, unplaced, short)
 
-    def _explain(self, g: GroupRequest, ms: _Members, miss: _Miss) -> GroupVerdict:
+    def _explain(self, g: GroupRequest, ms: Members, miss: Miss) -> GroupVerdict:
         """Why a group that does not fit now waits: it never fits the empty cluster, or its
         required pod affinity has no bound pod to meet, or the room is taken (and after
         ``starvation_seconds`` complete it starves: later groups wait)."""
-        ok, empty_msg = self._fits_empty(g, ms)
+        ok, empty_msg = self.fits_empty(g, ms)
         if not ok:
-            self.basis = _Basis("room", ms, miss)
+            self.basis = Basis("room", ms, miss)
             return _verdict(g, Outcome.EXCEEDS_CLUSTER_CAPACITY, miss.fits, empty_msg)
         affinity_dead = [
             m
@@ -506,7 +529,7 @@ class _Pass:
             if m.required_pod_affinity and not self.room.spec_for(m).eligible and self.room.spec_for(m).affinity_unmet
         ]
         if affinity_dead:
-            self.basis = _Basis("pass", ms, miss)
+            self.basis = Basis("pass", ms, miss)
             return _verdict(
                 g,
                 Outcome.UNSCHEDULABLE,
@@ -516,15 +539,15 @@ class _Pass:
             )
         msg = f"fits {miss.fits} of {g.min_member}: {miss.short.text}"
         since = complete_since(g)
-        if since is not None and _starving(since, self.now, self.config):
+        if since is not None and starving(since, self.now, self.config):
             self.blockers.append((g, self._scope(ms)))
             msg += f"; starving for {int(self.now - since)}s: later groups wait"
-            self.basis = _Basis("pass", ms, miss)
+            self.basis = Basis("pass", ms, miss)
         else:
-            self.basis = _Basis("room", ms, miss, since)
+            self.basis = Basis("room", ms, miss, since)
         return _verdict(g, Outcome.INSUFFICIENT_CAPACITY, miss.fits, msg)
 
-    def _charge_bound_members(self, room: Room, ms: _Members) -> None:
+    def _charge_bound_members(self, room: Room, ms: Members) -> None:
         """On the empty room, the group's own bound, non-terminal members keep their room: a member
         that runs (released or ungated by hand) takes room the others cannot have, so a group that
         can never fit is never judged to fit because one of its members already runs."""
@@ -534,7 +557,7 @@ class _Pass:
             if i is not None and not m.terminal:
                 room.occupy(m, req_with_pod(m.requests), m.host_ports, i)
 
-    def _fits_empty(self, g: GroupRequest, ms: _Members) -> tuple[bool, str]:
+    def fits_empty(self, g: GroupRequest, ms: Members) -> tuple[bool, str]:
         """Whether the group fits every eligible node empty, and if not, why. Bound members count
         as placed and keep their room on their nodes (:meth:`_charge_bound_members`); the empty
         room is built on first use and left unchanged."""
@@ -574,11 +597,11 @@ def decide(
     keep (pruned, plus one per member planned in this decision). Rules: see the
     module docstring. Never raises on well-typed records.
     """
-    run = _Pass(Snapshot(nodes, pods, _members_anti(groups), _members_spread(groups)), groups, reservations, now, config)
-    return _run_pass(run, groups)
+    run = Pass(Snapshot(nodes, pods, members_anti(groups), members_spread(groups)), groups, reservations, now, config)
+    return run_pass(run, groups)
 
 
-def _run_pass(run: _Pass, groups: Sequence[GroupRequest]) -> Decision:
+def run_pass(run: Pass, groups: Sequence[GroupRequest]) -> Decision:
     """The order of one pass (one place for it): released groups first (their new members are
     never blocked), then the rest by priority and age; verdicts in the order of ``groups``."""
     ordered = sorted(enumerate(groups), key=lambda pair: _order_key(pair[1]))

@@ -58,14 +58,7 @@ from typing import Any
 
 from cogate.controller.capacity import NodeTable, Room, copies, req_with_pod, reserve_room
 from cogate.controller.filters import static_key
-from cogate.controller.planner import (
-    _fits_empty_key,
-    _members_anti,
-    _members_spread,
-    _Pass,
-    _run_pass,
-    _starving,
-)
+from cogate.controller.planner import Pass, fits_empty_key, members_anti, members_spread, run_pass, starving
 from cogate.controller.records import HostPort, NodeInfo, PodInfo, Reservation
 from cogate.controller.verdicts import Decision, GroupRequest, GroupVerdict, PlannerConfig
 
@@ -294,8 +287,8 @@ class PlanningState:
         """``planner.decide(nodes, pods, groups, reservations, now, config)`` for the nodes and
         pods held, planning only groups whose inputs changed (module doc). Never raises on
         well-typed records; if a pass fails anyway, every kept verdict is dropped."""
-        anti = _members_anti(groups) or self._anti_pods > 0
-        spread = _members_spread(groups)
+        anti = members_anti(groups) or self._anti_pods > 0
+        spread = members_spread(groups)
         if self._table is None:
             self._table = NodeTable(list(self._nodes))
             self._pass_key = None
@@ -309,7 +302,7 @@ class PlanningState:
         self.last_kept = self.last_judged = 0
         run = _IncrementalPass(self, _Live(self, self._table, anti, spread), groups, reservations, now, config)
         try:
-            decision = _run_pass(run, groups)
+            decision = run_pass(run, groups)
         except BaseException:
             self._kept.clear()
             raise
@@ -363,7 +356,7 @@ class _Live:
         return self.state._empty
 
 
-class _IncrementalPass(_Pass):
+class _IncrementalPass(Pass):
     """A pass that keeps verdicts whose inputs did not change (module doc)."""
 
     def __init__(self, state: PlanningState, live: _Live, groups: Sequence[GroupRequest],
@@ -372,12 +365,12 @@ class _IncrementalPass(_Pass):
         self.state = state
         self.live = live
 
-    def _fits_empty(self, g: GroupRequest, ms: Any) -> tuple[bool, str]:
+    def fits_empty(self, g: GroupRequest, ms: Any) -> tuple[bool, str]:
         cache = self.state._fits_empty
-        key = _fits_empty_key(g, ms, self.live.anti_active, self.live.spread_active)
+        key = fits_empty_key(g, ms, self.live.anti_active, self.live.spread_active)
         hit = cache.get(key)
         if hit is None:
-            hit = super()._fits_empty(g, ms)
+            hit = super().fits_empty(g, ms)
             if len(cache) >= _FITS_EMPTY_LIMIT:
                 cache.clear()
             cache[key] = hit
@@ -463,7 +456,7 @@ class _IncrementalPass(_Pass):
             return blocker == kept.blocker
         if blocker:
             return False
-        if kept.since is not None and _starving(kept.since, self.now, self.config):
+        if kept.since is not None and starving(kept.since, self.now, self.config):
             return False
         room = self.room
         own = room.own or set()
