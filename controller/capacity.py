@@ -61,18 +61,8 @@ from cogate.controller.filters import SpecKey, StaticKey, domain, spec_key, stat
 from cogate.controller.records import HostPort, NodeInfo, PodInfo, Reservation
 from cogate.controller.resources import format_quantity
 
-__all__ = [
-    "req_with_pod",
-    "Spec",
-    "NodeTable",
-    "copies",
-    "Room",
-    "pack",
-    "Snapshot",
-    "reserve_room",
-    "room_by_node",
-    "pinned_node_problems",
-]
+__all__ = ["req_with_pod", "Spec", "NodeTable", "copies", "Room", "pack", "Snapshot", "reserve_room", "room_by_node",
+           "pinned_node_problems"]
 
 
 def req_with_pod(requests: Mapping[str, int]) -> dict[str, int]:

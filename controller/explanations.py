@@ -31,17 +31,8 @@ from cogate.controller.records import PodInfo
 from cogate.controller.resources import format_quantity, format_resources
 from cogate.controller.verdicts import DEFAULT_SCHEDULER, PlannerConfig
 
-__all__ = [
-    "NAMES_SHOWN",
-    "name_list",
-    "plural",
-    "held_by_other_gates",
-    "held_reason",
-    "unchecked_note",
-    "waiting_text",
-    "Short",
-    "shortfall",
-]
+__all__ = ["NAMES_SHOWN", "name_list", "plural", "held_by_other_gates", "held_reason", "unchecked_note", "waiting_text",
+           "Short", "shortfall"]
 
 
 #: How many pod names a message lists before "and N more".

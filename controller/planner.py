@@ -136,31 +136,12 @@ from cogate.controller.verdicts import (
 
 __all__ = [
     # the vocabulary (cogate.controller.verdicts)
-    "Outcome",
-    "GroupRequest",
-    "DEFAULT_SCHEDULER",
-    "UNCHECKED_POLICIES",
-    "PlannerConfig",
-    "GroupVerdict",
-    "Decision",
-    "mixed_priorities",
-    "group_priority",
-    "complete_since",
-    # planning
-    "decide",
-    "pinned_node_problems",
-    "room_by_node",
-    "held_by_other_gates",
-    "NAMES_SHOWN",
-    # the decision sequence, for the incremental planner (cogate.controller.planstate)
-    "Members",
-    "Miss",
-    "Basis",
-    "Pass",
-    "run_pass",
-    "starving",
-    "members_anti",
-    "members_spread",
+    "Outcome", "GroupRequest", "DEFAULT_SCHEDULER", "UNCHECKED_POLICIES", "PlannerConfig", "GroupVerdict", "Decision",
+    "mixed_priorities", "group_priority", "complete_since",
+    # the capacity model (cogate.controller.capacity) and the wording (cogate.controller.explanations)
+    "pinned_node_problems", "room_by_node", "held_by_other_gates", "NAMES_SHOWN",
+    # the decision sequence; the rest is for the incremental planner (cogate.controller.planstate)
+    "decide", "Pass", "run_pass", "Members", "Miss", "Basis", "starving", "members_anti", "members_spread",
     "fits_empty_key",
 ]
 

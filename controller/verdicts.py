@@ -21,18 +21,8 @@ from enum import StrEnum
 from cogate.api import DEFAULT_GATE_NAME, DEFAULT_SCHEDULER_NAME
 from cogate.controller.records import PodInfo, Reservation
 
-__all__ = [
-    "Outcome",
-    "GroupRequest",
-    "DEFAULT_SCHEDULER",
-    "UNCHECKED_POLICIES",
-    "PlannerConfig",
-    "GroupVerdict",
-    "Decision",
-    "mixed_priorities",
-    "group_priority",
-    "complete_since",
-]
+__all__ = ["Outcome", "GroupRequest", "DEFAULT_SCHEDULER", "UNCHECKED_POLICIES", "PlannerConfig", "GroupVerdict",
+           "Decision", "mixed_priorities", "group_priority", "complete_since"]
 
 
 class Outcome(StrEnum):
