@@ -51,7 +51,7 @@ def profile_summary(fn: Callable[[], Any], *, top: int = 6, calls: int = 1, ours
     wall, self_t, incl_t = profile(fn)
     total = sum(self_t.values()) or 1.0
 
-    def short(key: str) -> str:  # "copies (../controller/planner.py:483)" -> "copies (planner.py:483)"
+    def short(key: str) -> str:  # "copies (../controller/capacity.py:162)" -> "copies (capacity.py:162)"
         name, _, where = key.partition(" (")
         return f"{name} ({where.rsplit('/', 1)[-1]}" if where else name
 

@@ -4,56 +4,26 @@
 returns one :class:`GroupVerdict` per group plus the reservations to keep. It does
 no I/O and is deterministic for a given input.
 
-Capacity model (kube-scheduler's filters, applied node by node, never to cluster
-totals):
-
-* NodeResourcesFit: a member fits a node when, for every resource it requests
-  (``pods`` = 1 included), ``request <= allocatable - requests of bound
-  non-terminal pods - reservations - members planned earlier in this decision``.
-  Resources the member does not request never block (the scheduler skips zero
-  requests), a node without a resource in allocatable has 0 of it.
-* NodeUnschedulable: a cordoned node only with a toleration of
-  ``node.kubernetes.io/unschedulable:NoSchedule``; nodes that are not Ready are
-  excluded (stricter than the scheduler, which relies on the not-ready taint).
-* TaintToleration: NoSchedule and NoExecute taints must be tolerated;
-  PreferNoSchedule never blocks.
-* NodeAffinity: ``nodeSelector`` and required node affinity
-  (:meth:`cogate.controller.records.NodeSelectorTerm.matches`).
-* NodePorts: a host port may not conflict with ports used on the node (bound
-  pods, reservations, members planned earlier).
-* InterPodAffinity, required anti-affinity: evaluated for any topology key
-  against bound pods, reserved pods and planned members, in both directions
-  (the member's terms and the terms of pods already there). A node without the
-  topology label is not in any domain, except ``kubernetes.io/hostname``, which
-  falls back to the node name (stricter). A term with a non-empty
-  ``namespaceSelector`` (Namespace labels are not known here) is taken to match
-  pods of every namespace (stricter).
-* InterPodAffinity, required affinity: satisfied only by pods already bound
-  (planned, unbound members never count; the "first pod matches its own term"
-  exception is not used). A group whose members' pod affinity no node
-  satisfies gets ``Unschedulable``. Both choices can only make the planner say
-  "does not fit" where the scheduler might succeed, never the reverse.
-
-* PodTopologySpread, ``DoNotSchedule`` constraints
-  (:mod:`cogate.controller.spread`, kube-scheduler v1.36 ``podtopologyspread/filtering.go``):
-  counted over bound pods, reservations and members planned earlier; members with such
-  constraints are placed one at a time, least crowded domain first.
-* VolumeBinding, bound claims: the required node affinity of each bound PV
-  (:mod:`cogate.controller.volumes`, filled into ``PodInfo`` by the shell) is a static
-  filter; claims kube-scheduler cannot use yet (``volume_problems``) hold the group.
+This module is the decision sequence: the order in which groups are judged, the rules that
+give each verdict, pins and reservations. The rest of the planner lives beside it (the names
+the shell uses are re-exported here, ``__all__``): the vocabulary
+(:mod:`cogate.controller.verdicts`: :class:`GroupRequest`, :class:`PlannerConfig`,
+:class:`GroupVerdict`, :class:`Outcome`, :class:`Decision`); where a member fits, the
+capacity model (:mod:`cogate.controller.capacity`: kube-scheduler's NodeResourcesFit,
+NodePorts, InterPodAffinity and PodTopologySpread on a room per node, and the packing
+heuristic; :mod:`cogate.controller.filters`: the load-independent filters NodeUnschedulable,
+TaintToleration, NodeAffinity and VolumeBinding's bound PVs' node affinity); and the wording
+of what a waiting group lacks (:mod:`cogate.controller.explanations`). A group whose members'
+required pod affinity no bound pod satisfies on any node gets ``Unschedulable``.
 
 Pins and reservations: a planned member is pinned to its node and reserved only when it
 names :data:`DEFAULT_SCHEDULER` and has no unchecked constraint (``PodInfo.unplanned``);
 otherwise its ``release`` entry is ``''`` (kube-scheduler, or its own scheduler, places it)
 and no reservation is made. A gated member naming a scheduler outside
-``PlannerConfig.scheduler_names`` holds its group (``Unschedulable``), as does an unchecked
-constraint with ``PlannerConfig.unchecked == "hold"``.
-
-Packing is a heuristic (identical member specs are placed as a batch, the most
-constrained spec first, each onto the tightest nodes first; when a group has
-more gated members than it needs, a smallest-first pass is tried too). It may
-miss a placement that exists, but every placement it returns is valid against
-the rules above, so it never releases a group that cannot be placed.
+``PlannerConfig.scheduler_names`` holds its group (``Unschedulable``), as do claims
+kube-scheduler cannot use yet (``PodInfo.volume_problems``, from
+:mod:`cogate.controller.volumes`: VolumeBinding) and an unchecked constraint with
+``PlannerConfig.unchecked == "hold"``.
 
 Order, backfill and starvation:
 
@@ -108,682 +78,91 @@ Membership accounting for a group:
 * ``fits = bound + planned gated``; ``Released`` iff ``fits >= min_member``;
   then every gated member is in ``release`` (``''`` for those not planned).
 
-Code map: ``decide`` builds a private ``_Pass``, whose ``_Snapshot`` (nodes and
-bound pods only, with the static filter cache) yields the ``_Room``: free room
-per node after bound pods and kept reservations, with an undo log. Released
-groups go through ``_Pass.ungate_new_members``, the rest through
-``_Pass.judge``, a run of early returns with one method per rule above
-(``_invalid_min_member``, ``_too_few_present``, ``_held``, ``_waiting_for_members``,
-``_behind_starving_group``, ``_try_release``, ``_explain``); each sets ``_Pass.basis``,
-what the verdict read. Topology spread lives in the ``_Room`` (a
-:class:`cogate.controller.spread.Tracker` of pods per domain, undone with the room;
-``_Room._place_spread`` places such members one at a time); which planned members are
-pinned and reserved is ``_pins``, applied by ``_Pass._reserve``. ``_run_pass`` holds the
+Code map: ``decide`` builds a :class:`Pass`, whose
+:class:`~cogate.controller.capacity.Snapshot` (nodes and bound pods only, with the static
+filter cache) yields the :class:`~cogate.controller.capacity.Room`: free room per node after
+bound pods and kept reservations, with an undo log. Released groups go through
+``Pass.ungate_new_members``, the rest through ``Pass.judge``, a run of early returns with
+one method per rule above (``_invalid_min_member``, ``_too_few_present``, ``_held``,
+``_waiting_for_members``, ``_behind_starving_group``, ``_try_release``, ``_explain``); each
+sets ``Pass.basis`` (a :class:`Basis`), what the verdict read. Topology spread lives in the
+``Room`` (a :class:`cogate.controller.spread.Tracker` of pods per domain, undone with the
+room; ``Room._place_spread`` places such members one at a time); which planned members are
+pinned and reserved is ``_pins``, applied by ``Pass._reserve``. :func:`run_pass` holds the
 order of a pass. The incremental planner (:mod:`cogate.controller.planstate`) runs the
-same ``_Pass`` on state kept between passes and skips groups whose verdict's basis did
+same ``Pass`` on state kept between passes and skips groups whose verdict's basis did
 not change.
 """
 
 from __future__ import annotations
 
-import heapq
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
-from cogate.api import DEFAULT_GATE_NAME, DEFAULT_SCHEDULER_NAME
-from cogate.controller import spread as _spread
-from cogate.controller import volumes as _volumes
-from cogate.controller.records import (
-    HOSTNAME_LABEL,
-    UNSCHEDULABLE_TAINT_KEY,
-    HostPort,
-    NodeInfo,
-    NodeSelectorTerm,
-    PodAffinityTerm,
-    PodInfo,
-    Reservation,
-    Taint,
-    Toleration,
-    TopologySpreadConstraint,
+from cogate.controller.capacity import (
+    Room,
+    Snapshot,
+    pack,
+    pinned_node_problems,
+    req_with_pod,
+    room_by_node,
 )
-from cogate.controller.resources import format_quantity, format_resources
+from cogate.controller.explanations import (
+    NAMES_SHOWN,
+    Short,
+    held_by_other_gates,
+    held_reason,
+    name_list,
+    plural,
+    shortfall,
+    unchecked_note,
+    waiting_text,
+)
+from cogate.controller.filters import spec_key
+from cogate.controller.records import NodeInfo, PodInfo, Reservation
+from cogate.controller.verdicts import (
+    DEFAULT_SCHEDULER,
+    UNCHECKED_POLICIES,
+    Decision,
+    GroupRequest,
+    GroupVerdict,
+    Outcome,
+    PlannerConfig,
+    complete_since,
+    group_priority,
+    mixed_priorities,
+)
 
 __all__ = [
-    "GroupRequest",
-    "PlannerConfig",
-    "GroupVerdict",
-    "Decision",
-    "decide",
-    "mixed_priorities",
-    "group_priority",
-    "complete_since",
-    "Outcome",
-    "pinned_node_problems",
+    # the vocabulary (cogate.controller.verdicts)
+    "Outcome", "GroupRequest", "DEFAULT_SCHEDULER", "UNCHECKED_POLICIES", "PlannerConfig", "GroupVerdict", "Decision",
+    "mixed_priorities", "group_priority", "complete_since",
+    # the capacity model (cogate.controller.capacity) and the wording (cogate.controller.explanations)
+    "pinned_node_problems", "room_by_node", "held_by_other_gates", "NAMES_SHOWN",
+    # the decision sequence; the rest is for the incremental planner (cogate.controller.planstate)
+    "decide", "Pass", "run_pass", "Members", "Miss", "Basis", "starving", "members_anti", "members_spread",
+    "fits_empty_key",
 ]
 
 
-class Outcome(StrEnum):
-    """What ``decide`` says of one group (``GroupVerdict.outcome``).
-
-    A ``StrEnum``: each member equals its string, so status JSON, event reasons and
-    metrics labels carry the same text as before (``Outcome.RELEASED == "Released"``).
-    """
-
-    #: Release now: ``GroupVerdict.release`` maps every gated member to its planned node.
-    RELEASED = "Released"
-    #: A release that still stands: ``release`` holds new gated members to ungate.
-    ALREADY_RELEASED = "AlreadyReleased"
-    #: Fewer than minMember members exist.
-    WAITING_FOR_MEMBERS = "WaitingForMembers"
-    #: The group would fit the empty eligible nodes, but the room is taken now.
-    INSUFFICIENT_CAPACITY = "InsufficientCapacity"
-    #: The group does not fit even on the empty eligible nodes.
-    EXCEEDS_CLUSTER_CAPACITY = "ExceedsClusterCapacity"
-    #: A member spec the planner can never place (e.g. unsupported pod affinity).
-    UNSCHEDULABLE = "Unschedulable"
-
-    @property
-    def releases(self) -> bool:
-        """The group is (being) released."""
-        return self in (Outcome.RELEASED, Outcome.ALREADY_RELEASED)
-
-    @property
-    def waiting(self) -> bool:
-        """The group is held: the outcome is the reason of ``Released=False``."""
-        return not self.releases
-
-    @property
-    def fits_empty_cluster(self) -> bool:
-        """The planner showed that the group fits the empty eligible nodes."""
-        return self in (Outcome.RELEASED, Outcome.INSUFFICIENT_CAPACITY)
-
-
-@dataclass(frozen=True)
-class GroupRequest:
-    """A PodGroup as the planner sees it.
-
-    ``members``: live members (label names the group, same namespace, not
-    deleting), any phase. ``released``: the PodGroup status records a release.
-    ``created``: PodGroup creationTimestamp (epoch seconds).
-    """
-
-    namespace: str
-    name: str
-    min_member: int
-    created: float
-    released: bool
-    members: tuple[PodInfo, ...]
-
-
-#: kube-scheduler's default profile: the scheduler whose filters the planner models.
-DEFAULT_SCHEDULER = DEFAULT_SCHEDULER_NAME
-#: ``PlannerConfig.unchecked`` values.
-UNCHECKED_POLICIES = ("release", "hold")
-
-
-@dataclass(frozen=True)
-class PlannerConfig:
-    """``starvation_seconds`` and ``reservation_ttl_seconds`` in seconds.
-
-    ``scheduler_names``: the ``spec.schedulerName`` values cogate plans for. Members of
-    :data:`DEFAULT_SCHEDULER` are planned, pinned and reserved; members of another name in
-    the set are planned with the same filters (a necessary condition only) but released
-    unpinned and unreserved, as that scheduler decides; a gated member naming a scheduler
-    outside the set holds its group (``Unschedulable``, the message names the pods).
-    ``unchecked``: what to do with a group whose gated members carry constraints the planner
-    does not evaluate (``PodInfo.unplanned``: unbound volume claims, DRA resource claims):
-    ``release`` (default) plans them like others and releases them unpinned and
-    unreserved, naming them in the verdict message; ``hold`` keeps the group gated.
-    """
-
-    gate_name: str = DEFAULT_GATE_NAME
-    starvation_seconds: float = 300.0
-    reservation_ttl_seconds: float = 60.0
-    scheduler_names: frozenset[str] = frozenset({DEFAULT_SCHEDULER})
-    unchecked: str = "release"
-
-
-@dataclass(frozen=True)
-class GroupVerdict:
-    """Outcome for one group; ``release`` maps pod uid -> planned node ('' = none).
-
-    ``waiting``: names of new gated members of a released group that stay gated because the
-    planner found them no room (``AlreadyReleased`` only); ``message`` then says what they lack.
-    """
-
-    namespace: str
-    name: str
-    outcome: Outcome
-    release: Mapping[str, str]
-    fits: int
-    message: str
-    waiting: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class Decision:
-    verdicts: tuple[GroupVerdict, ...]
-    reservations: tuple[Reservation, ...]
-
-
-# -- small public helpers ---------------------------------------------------------
-
-
-def mixed_priorities(group: GroupRequest) -> bool:
-    """True when the group's members carry different ``spec.priority`` values
-    (the group is ordered by the highest; the shell emits a warning event)."""
-    return len({m.priority for m in group.members}) > 1
-
-
-def group_priority(group: GroupRequest) -> int:
-    """Highest member priority (0 for a group without members)."""
-    return max((m.priority for m in group.members), default=0)
-
-
-def complete_since(group: GroupRequest) -> float | None:
-    """When the group became complete: ``max(created, created of the
-    min_member-th oldest present member)``; None while fewer are present."""
-    present = sorted(m.created for m in group.members if m.phase != "Failed")
-    if group.min_member < 1 or len(present) < group.min_member:
-        return None
-    return max(group.created, present[group.min_member - 1])
-
-
-# -- internals -------------------------------------------------------------------------
-
-
-def _dom(node: NodeInfo, key: str) -> str | None:
-    v = node.labels.get(key)
-    if v is None and key == HOSTNAME_LABEL:
-        return "\x00node:" + node.name
-    return v
-
-
-def _term_namespaces_match(term: PodAffinityTerm, owner_ns: str, ns: str, *, anti: bool) -> bool:
-    if term.namespace_selector is not None:
-        sel = term.namespace_selector
-        if not sel.match_labels and not sel.match_expressions:
-            return True  # {} selects every namespace
-        if anti:
-            return True  # unknown namespace labels: assume it matches (stricter)
-        return ns in term.namespaces
-    return ns in (term.namespaces or (owner_ns,))
-
-
-def _term_matches(term: PodAffinityTerm, owner_ns: str, pod: PodInfo, *, anti: bool) -> bool:
-    if term.label_selector is None:
-        return False
-    if not _term_namespaces_match(term, owner_ns, pod.namespace, anti=anti):
-        return False
-    return term.label_selector.matches(pod.labels)
-
-
-def _blocking_taint(node: NodeInfo, pod: PodInfo) -> Taint | None:
-    for t in node.taints:
-        if t.effect not in ("NoSchedule", "NoExecute"):
-            continue
-        if not any(tol.tolerates(t) for tol in pod.tolerations):
-            return t
-    return None
-
-
-def _static_reason(node: NodeInfo, pod: PodInfo) -> str | None:
-    """Why ``node`` can never take ``pod`` regardless of load, or None."""
-    if not node.ready:
-        return "not Ready"
-    if node.unschedulable:
-        cordon = Taint(UNSCHEDULABLE_TAINT_KEY, "", "NoSchedule")
-        if not any(tol.tolerates(cordon) for tol in pod.tolerations):
-            return "unschedulable (cordoned)"
-    t = _blocking_taint(node, pod)
-    if t is not None:
-        kv = f"{t.key}={t.value}" if t.value else t.key
-        return f"taint {kv}"
-    for k, v in pod.node_selector.items():
-        if node.labels.get(k) != v:
-            return "nodeSelector"
-    if pod.required_node_affinity and not any(term.matches(node) for term in pod.required_node_affinity):
-        return "node affinity"
-    return _volumes.node_reason(node, pod)  # hook: bound PVs' node affinity (kube-scheduler VolumeBinding)
-
-
-def _req_with_pod(requests: Mapping[str, int]) -> dict[str, int]:
-    """A pod's effective requests plus the one ``pods`` slot it takes (NodeResourcesFit)."""
-    r = {k: v for k, v in requests.items() if v > 0 and k != "pods"}
-    r["pods"] = 1
-    return r
-
-
-_V = TypeVar("_V", str, int)
-
-
-def _items_key(m: Mapping[str, _V]) -> tuple[tuple[str, _V], ...]:
-    return tuple(sorted(m.items()))
-
-
-#: What the load-independent filters (NodeUnschedulable, TaintToleration, NodeAffinity, VolumeBinding's
-#: PV node affinity) look at: nodeSelector, required node affinity, tolerations, bound PVs' node affinity.
-_StaticKey = tuple[
-    tuple[tuple[str, str], ...],
-    tuple[NodeSelectorTerm, ...],
-    tuple[Toleration, ...],
-    tuple[tuple[NodeSelectorTerm, ...], ...],
-]
-#: Eligible node indexes, and how many nodes each reason excluded (``_static_reason``).
-_StaticResult = tuple[list[int], dict[str, int]]
-#: Everything the filters read from a member: members with equal keys share one ``_Spec``.
-_SpecKey = tuple[
-    _StaticKey,
-    tuple[tuple[str, int], ...],
-    tuple[HostPort, ...],
-    str,
-    tuple[PodAffinityTerm, ...],
-    tuple[PodAffinityTerm, ...],
-    tuple[tuple[str, str], ...],
-    tuple[TopologySpreadConstraint, ...],
-]
-#: ``_Room`` undo log entries: room taken on a node (requests, number of host ports), a pod
-#: recorded as placed (anti-affinity), a pod counted for topology spread, a topology domain
-#: forbidden to a spec.
-_Undo = (
-    tuple[Literal["occupy"], int, Mapping[str, int], int]
-    | tuple[Literal["placed"]]
-    | tuple[Literal["spread"]]
-    | tuple[Literal["forbid"], "_Spec", str, str]
-)
-
-
-class _Spec:
-    """Members that the filters cannot tell apart share one _Spec (and its caches)."""
-
-    __slots__ = ("pod", "static_key", "req", "req_items", "ports", "eligible", "reasons", "forbidden",
-                 "affinity_unmet", "size")
-
-    def __init__(self, pod: PodInfo, req: dict[str, int], static_key: _StaticKey) -> None:
-        self.pod = pod
-        self.static_key = static_key
-        self.req = req
-        self.req_items = tuple(sorted(req.items()))
-        self.ports = pod.host_ports
-        self.eligible: list[int] = []
-        self.reasons: dict[str, int] = {}
-        self.forbidden: dict[str, set[str]] = {}
-        self.affinity_unmet = 0  # nodes that pass static filters but not pod affinity
-        self.size = 0.0
-
-
-class _NodeTable:
-    """Everything that depends on the nodes alone (one node generation): the nodes in slot
-    order, name -> slot, the static filter results per ``_StaticKey`` (shared by the live and
-    the empty room), the largest allocatable per resource (member size), topology domains.
-
-    The incremental planner (:mod:`cogate.controller.planstate`) keeps one per node generation;
-    ``decide`` builds one per call.
-    """
-
-    def __init__(self, nodes: Sequence[NodeInfo]) -> None:
-        self.nodes = nodes
-        self.index = {n.name: i for i, n in enumerate(nodes)}
-        self.static_cache: dict[_StaticKey, _StaticResult] = {}
-        self.dom_cache: dict[str, list[str | None]] = {}
-        self._eligible_sets: dict[_StaticKey, frozenset[int]] = {}
-        maxalloc: dict[str, int] = {}
-        for n in nodes:
-            for k, v in n.allocatable.items():
-                if v > maxalloc.get(k, 0):
-                    maxalloc[k] = v
-        self.maxalloc = maxalloc
-
-    def eligible_set(self, key: _StaticKey) -> frozenset[int]:
-        """The slots of ``static_cache[key]`` as a set (filled once the key was filtered)."""
-        out = self._eligible_sets.get(key)
-        if out is None:
-            out = frozenset(self.static_cache[key][0])
-            self._eligible_sets[key] = out
-        return out
-
-
-#: Base free room per node slot (``free``, host ``ports``) that a live room starts from and
-#: copies a node's entry of only when it first changes it (the incremental planner's base).
-_Base = tuple[list[dict[str, int]], list[list[HostPort]]]
-
-
-def _copies(free: Mapping[str, int], req_items: Sequence[tuple[str, int]]) -> int:
-    """How many members requesting ``req_items`` (with ``pods``) the free room holds by
-    resources alone (NodeResourcesFit); host ports and anti-affinity are checked by ``fits``."""
-    n = 1 << 62
-    for k, v in req_items:
-        c = free.get(k, 0) // v
-        if c < n:
-            n = c
-    return n
-
-
-def _static_key(pod: PodInfo) -> _StaticKey:
-    """What :func:`_static_reason` reads from ``pod``: equal keys, equal eligible nodes."""
-    return (
-        _items_key(pod.node_selector),
-        pod.required_node_affinity,
-        pod.tolerations,
-        pod.volume_node_affinity,
-    )
-
-
-def _spec_key(pod: PodInfo, anti_active: bool, spread_active: bool = False) -> _SpecKey:
-    """What the filters read from ``pod``: members with equal keys share one ``_Spec``
-    (labels only while anti-affinity or topology spread is in play)."""
-    return (
-        _static_key(pod),
-        _items_key(pod.requests),
-        pod.host_ports,
-        pod.namespace,
-        pod.required_pod_anti_affinity,
-        pod.required_pod_affinity,
-        _items_key(pod.labels) if anti_active or spread_active else (),
-        pod.topology_spread,
-    )
-
-
-def _fits_empty_key(group: GroupRequest, ms: _Members, anti_active: bool, spread_active: bool) -> tuple[Any, ...]:
-    """Everything :meth:`_Pass._fits_empty` reads of a group besides the nodes (the plannable
-    members, and the bound ones whose room it charges: :meth:`_Pass._charge_bound_members`):
-    equal keys, equal answers for one node generation (the incremental planner keeps them)."""
-    return (group.min_member,
-            tuple((_spec_key(m, anti_active, spread_active), m.uid, m.node_name, m.terminal) for m in ms.bound),
-            tuple((_spec_key(m, anti_active, spread_active), m.name, m.uid) for m in ms.plannable))
-
-
-class _Room:
-    """Free room per node with an undo log, for one decision (or the empty cluster).
-
-    ``mark``/``rollback`` undo what was placed since a mark (a plan that did not
-    fit); ``commit`` keeps it (a release). Built by :meth:`_Snapshot.room` (from the
-    nodes and bound pods) or from a ``_Base`` kept between passes, whose per-node
-    entries are copied on first write (``own``: the slots this room changed).
-    """
-
-    def __init__(
-        self,
-        table: _NodeTable,
-        anti_active: bool,
-        empty: bool,
-        base: _Base | None = None,
-        spread_active: bool = False,
-    ) -> None:
-        nodes = table.nodes
-        self.nodes = nodes
-        #: hook: PodTopologySpread counts (None while no member has hard spread constraints)
-        self.spread: _spread.Tracker | None = _spread.Tracker(nodes) if spread_active else None
-        self.empty = empty
-        self.own: set[int] | None = None
-        if base is None:
-            self.free: list[dict[str, int]] = [dict(n.allocatable) for n in nodes]
-            self.ports: list[list[HostPort]] = [[] for _ in nodes]
-        else:
-            self.free = list(base[0])
-            self.ports = list(base[1])
-            self.own = set()
-        self.placed: list[tuple[PodInfo, int]] = []  # only tracked when anti-affinity is in play
-        #: Bound pods for pod affinity, or a function that lists them when first needed.
-        self._bound_pods: list[tuple[PodInfo, int]] | Callable[[], list[tuple[PodInfo, int]]] = []
-        self.anti_active = anti_active
-        self.static_cache = table.static_cache
-        self.table = table
-        self.specs: dict[_SpecKey, _Spec] = {}
-        self.log: list[_Undo] = []
-        self._dom_cache = table.dom_cache
-        self.maxalloc = table.maxalloc
-        #: Bound pods being deleted, or a function that lists them (the incremental planner keeps
-        #: them apart); None: read them from ``bound_pods``.
-        self.terminating_pods: Callable[[], list[tuple[PodInfo, int]]] | None = None
-        #: When a set: every node some batch considered (free room for one more member), for
-        #: the incremental planner to know which nodes a plan depends on.
-        self.looked: set[int] | None = None
-
-    @property
-    def bound_pods(self) -> list[tuple[PodInfo, int]]:
-        if callable(self._bound_pods):
-            self._bound_pods = self._bound_pods()
-        return self._bound_pods
-
-    @bound_pods.setter
-    def bound_pods(self, value: list[tuple[PodInfo, int]] | Callable[[], list[tuple[PodInfo, int]]]) -> None:
-        self._bound_pods = value
-
-    def _own(self, i: int) -> dict[str, int]:
-        """Node ``i``'s free room, copied from the base on first write."""
-        if self.own is not None and i not in self.own:
-            self.own.add(i)
-            self.free[i] = dict(self.free[i])
-            self.ports[i] = list(self.ports[i])
-        return self.free[i]
-
-    # -- domains
-    def dom(self, key: str, i: int) -> str | None:
-        col = self._dom_cache.get(key)
-        if col is None:
-            col = [_dom(n, key) for n in self.nodes]
-            self._dom_cache[key] = col
-        return col[i]
-
-    # -- accounting
-    def occupy(self, pod: PodInfo | None, req: Mapping[str, int], ports: Sequence[HostPort], i: int) -> None:
-        f = self._own(i)
-        for k, v in req.items():
-            f[k] = f.get(k, 0) - v
-        self.ports[i].extend(ports)
-        self.log.append(("occupy", i, req, len(ports)))
-        if self.spread is not None and pod is not None:  # hook: spread counts
-            self.spread.add(pod, i)
-            self.log.append(("spread",))
-        if self.anti_active and pod is not None:
-            self.placed.append((pod, i))
-            self.log.append(("placed",))
-            for spec in self.specs.values():
-                self._forbid_for(spec, pod, i)
-
-    def mark(self) -> int:
-        return len(self.log)
-
-    def rollback(self, mark: int) -> None:
-        while len(self.log) > mark:
-            e = self.log.pop()
-            if e[0] == "occupy":
-                _, i, req, nports = e
-                f = self.free[i]
-                for k, v in req.items():
-                    f[k] = f.get(k, 0) + v
-                if nports:
-                    del self.ports[i][-nports:]
-            elif e[0] == "placed":
-                self.placed.pop()
-            elif e[0] == "spread":
-                self.spread.pop()  # type: ignore[union-attr]
-            elif e[0] == "forbid":
-                _, spec, key, d = e
-                spec.forbidden[key].discard(d)
-
-    def commit(self) -> None:
-        self.log.clear()
-
-    def _add_forbidden(self, spec: _Spec, key: str, d: str | None) -> None:
-        if d is None:
-            return
-        s = spec.forbidden.setdefault(key, set())
-        if d not in s:
-            s.add(d)
-            self.log.append(("forbid", spec, key, d))
-
-    def _forbid_for(self, spec: _Spec, other: PodInfo, i: int) -> None:
-        """``other`` now sits on node i: forbid domains for ``spec`` per anti-affinity."""
-        me = spec.pod
-        for term in me.required_pod_anti_affinity:
-            if _term_matches(term, me.namespace, other, anti=True):
-                self._add_forbidden(spec, term.topology_key, self.dom(term.topology_key, i))
-        for term in other.required_pod_anti_affinity:
-            if _term_matches(term, other.namespace, me, anti=True):
-                self._add_forbidden(spec, term.topology_key, self.dom(term.topology_key, i))
-
-    # -- specs
-    def spec_for(self, pod: PodInfo) -> _Spec:
-        """The shared ``_Spec`` of ``pod``: its eligible nodes (static filters, then required pod
-        affinity against bound pods), its size, and the domains anti-affinity forbids it now."""
-        key = _spec_key(pod, self.anti_active, self.spread is not None)
-        static_key = key[0]
-        spec = self.specs.get(key)
-        if spec is not None:
-            return spec
-        spec = _Spec(pod, _req_with_pod(pod.requests), static_key)
-        eligible, reasons = self._static_filter(static_key, pod)
-        spec.reasons = dict(reasons)
-        if pod.required_pod_affinity and not self.empty:
-            kept = [i for i in eligible if self._affinity_ok(pod, i)]
-            spec.affinity_unmet = len(eligible) - len(kept)
-            eligible = kept
-        spec.eligible = list(eligible)
-        spec.size = max(
-            (v / self.maxalloc[k] if self.maxalloc.get(k) else float("inf") for k, v in spec.req.items()),
-            default=0.0,
-        )
-        if self.anti_active:
-            for other, i in self.placed:
-                self._forbid_for(spec, other, i)
-        self.specs[key] = spec
-        return spec
-
-    def _static_filter(self, key: _StaticKey, pod: PodInfo) -> _StaticResult:
-        """Nodes that pass the load-independent filters for ``pod``, cached per ``key``."""
-        cached = self.static_cache.get(key)
-        if cached is None:
-            eligible: list[int] = []
-            reasons: dict[str, int] = {}
-            for i, n in enumerate(self.nodes):
-                r = _static_reason(n, pod)
-                if r is None:
-                    eligible.append(i)
-                else:
-                    reasons[r] = reasons.get(r, 0) + 1
-            cached = (eligible, reasons)
-            self.static_cache[key] = cached
-        return cached
-
-    def _affinity_ok(self, pod: PodInfo, i: int) -> bool:
-        for term in pod.required_pod_affinity:
-            d = self.dom(term.topology_key, i)
-            if d is None:
-                return False
-            if not any(
-                self.dom(term.topology_key, j) == d and _term_matches(term, pod.namespace, other, anti=False)
-                for other, j in self.bound_pods
-            ):
-                return False
-        return True
-
-    # -- fit
-    def fits(self, spec: _Spec, i: int) -> bool:
-        f = self.free[i]
-        for k, v in spec.req_items:
-            if f.get(k, 0) < v:
-                return False
-        if spec.ports:
-            used = self.ports[i]
-            for p in spec.ports:
-                for q in used:
-                    if p.conflicts(q):
-                        return False
-        if spec.forbidden:
-            for key, doms in spec.forbidden.items():
-                if doms:
-                    d = self.dom(key, i)
-                    if d is not None and d in doms:
-                        return False
-        if spec.pod.topology_spread and self.spread is not None:  # hook: PodTopologySpread Filter
-            return self.spread.allows(spec.pod, i)
-        return True
-
-    def _place_spread(self, spec: _Spec, members: Sequence[PodInfo], out: dict[str, int]) -> None:
-        """Members with hard topology spread: each onto a node the Filter allows now, the one whose
-        domains hold the fewest matching pods first (then the tightest, then by name); as
-        kube-scheduler re-evaluates the skew for every pod, so does this loop.
-
-        A lazy heap keyed by (load, copies, name): loads only grow during the batch, so a stored
-        key is a lower bound and is refreshed when it reaches the top. A node refused only by the
-        skew is set aside until the next placement (which may raise the minimum); a node without
-        room (or refused by ports or anti-affinity, which only get worse) is dropped.
-        """
-        tracker = self.spread
-        assert tracker is not None
-        pod = spec.pod
-        heap = []
-        for i in spec.eligible:
-            c = self.copies(spec, i)
-            if c > 0:
-                heap.append((tracker.load(pod, i), c, self.nodes[i].name, i))
-        heapq.heapify(heap)
-        aside: list[tuple[int, int, str, int]] = []
-        k = 0
-        while k < len(members) and heap:
-            load, _, name, i = heapq.heappop(heap)
-            key = (tracker.load(pod, i), self.copies(spec, i), name, i)
-            if key[1] <= 0:
-                continue
-            if key[0] > load:
-                heapq.heappush(heap, key)
-                continue
-            if not self.fits(spec, i):
-                if not tracker.allows(pod, i):
-                    aside.append(key)
-                continue
-            m = members[k]
-            self.occupy(m, spec.req, spec.ports, i)
-            out[m.uid] = i
-            k += 1
-            heapq.heappush(heap, (tracker.load(pod, i), self.copies(spec, i), name, i))
-            for a in aside:
-                heapq.heappush(heap, a)
-            aside.clear()
-
-    def copies(self, spec: _Spec, i: int) -> int:
-        return _copies(self.free[i], spec.req_items)
-
-    def place_batch(self, spec: _Spec, members: Sequence[PodInfo], out: dict[str, int]) -> None:
-        """Place as many of ``members`` (same spec) as possible, tightest nodes first."""
-        if not members:
-            return
-        if spec.pod.topology_spread and self.spread is not None:  # hook: one at a time, least crowded domain
-            self._place_spread(spec, members, out)
-            return
-        order = []
-        for i in spec.eligible:
-            c = self.copies(spec, i)
-            if c > 0:
-                order.append((c, self.nodes[i].name, i))
-        order.sort()
-        if self.looked is not None:
-            self.looked.update(i for _, _, i in order)
-        k = 0
-        for _, _, i in order:
-            while k < len(members) and self.fits(spec, i):
-                m = members[k]
-                self.occupy(m, spec.req, spec.ports, i)
-                out[m.uid] = i
-                k += 1
-            if k >= len(members):
-                break
+# -- membership and pins ------------------------------------------------------------------
 
 
 @dataclass
-class _Members:
+class Members:
+    """How a group's members count (module doc, "Membership accounting"), each list oldest
+    first: ``present`` (not Failed), ``bound`` (bound and not Failed, or Succeeded), ``gated``
+    (unbound, not terminal, carrying our gate), ``plannable`` (gated by our gate alone)."""
+
     present: list[PodInfo] = field(default_factory=list)
     bound: list[PodInfo] = field(default_factory=list)
     gated: list[PodInfo] = field(default_factory=list)  # carry our gate, unbound
     plannable: list[PodInfo] = field(default_factory=list)  # our gate is the only gate
 
 
-def _classify(group: GroupRequest, gate: str) -> _Members:
-    r = _Members()
+def _classify(group: GroupRequest, gate: str) -> Members:
+    r = Members()
     for m in sorted(group.members, key=lambda p: (p.created, p.name, p.uid)):
         if m.phase != "Failed":
             r.present.append(m)
@@ -803,294 +182,7 @@ def _pins(m: PodInfo, config: PlannerConfig) -> bool:
     return m.scheduler_name == DEFAULT_SCHEDULER and not m.unplanned and not m.volume_problems
 
 
-def _waiting_text(members: Sequence[PodInfo], short: str) -> str:
-    """``"2 members (a, b) wait gated for capacity: <short>"``: members of a released group the
-    plan leaves without room (present at the release or new since; the same words for both)."""
-    verb = "waits" if len(members) == 1 else "wait"
-    return f"{_plural(len(members), 'member')} ({_names([m.name for m in members])}) {verb} gated for capacity: {short}"
-
-
-#: How many pod names a message lists before "and N more".
-NAMES_SHOWN = 3
-
-
-def _names(names: Sequence[str], limit: int = NAMES_SHOWN) -> str:
-    """``"a, b, c and 2 more"``: the first ``limit`` names of a message."""
-    shown = ", ".join(names[:limit])
-    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
-
-
-def _held_reason(gated: Sequence[PodInfo], config: PlannerConfig) -> str:
-    """Why a group whose gated members are ``gated`` must stay gated whatever the room, or ''.
-
-    - a member names a scheduler outside ``config.scheduler_names``: cogate cannot know
-      whether (or where) it will ever be scheduled;
-    - a member's volumes make it unschedulable now (``PodInfo.volume_problems``, e.g. a claim
-      that does not exist), as kube-scheduler's VolumeBinding would say;
-    - ``config.unchecked == "hold"`` and a member carries constraints the planner does not
-      evaluate (``PodInfo.unplanned``).
-    """
-    parts = []
-    unknown = [m for m in gated if m.scheduler_name not in config.scheduler_names]
-    if unknown:
-        names = sorted({m.scheduler_name for m in unknown})
-        parts.append(f"{_names([m.name for m in unknown])} name{'s' if len(unknown) == 1 else ''} scheduler "
-                     f"{', '.join(repr(n) for n in names)}, which cogate does not plan for (configured: "
-                     f"{', '.join(sorted(config.scheduler_names))}; add it with --scheduler-name)")
-    for m in gated:
-        if m.volume_problems:
-            parts.append(f"{m.name}: {'; '.join(m.volume_problems)}")
-    if config.unchecked == "hold":
-        unchecked = [m for m in gated if m.unplanned]
-        if unchecked:
-            parts.append(f"{_names([m.name for m in unchecked])} {'has' if len(unchecked) == 1 else 'have'} constraints cogate does "
-                         f"not check ({', '.join(sorted({u for m in unchecked for u in m.unplanned}))}) and "
-                         "--unchecked-constraints=hold")
-    return "; ".join(parts)
-
-
-def _unchecked_note(gated: Sequence[PodInfo], config: PlannerConfig) -> str:
-    """Suffix of a release message naming members released without a pin and why."""
-    parts = []
-    unchecked = [m for m in gated if m.unplanned]
-    if unchecked:
-        what = sorted({u for m in unchecked for u in m.unplanned})
-        parts.append(f"not checked by cogate, placed by kube-scheduler: {_names([m.name for m in unchecked])} ({', '.join(what)})")
-    other = [m for m in gated if m.scheduler_name != DEFAULT_SCHEDULER and m.scheduler_name in config.scheduler_names]
-    if other:
-        parts.append(f"placed by their own scheduler: {_names([m.name for m in other])}")
-    return "".join(f"; {p}" for p in parts)
-
-
-def _plan(room: _Room, members: Sequence[PodInfo], needed: int) -> dict[str, int]:
-    """Plan ``members`` on ``room`` (left applied). Returns uid -> node index."""
-    by_spec: dict[int, tuple[_Spec, list[PodInfo]]] = {}
-    for m in members:
-        s = room.spec_for(m)
-        by_spec.setdefault(id(s), (s, []))[1].append(m)
-    groups = list(by_spec.values())
-    strategies = [lambda g: (len(g[0].eligible), -g[0].size, g[1][0].name)]
-    if len(members) > needed:
-        strategies.append(lambda g: (g[0].size, len(g[0].eligible), g[1][0].name))
-    mark = room.mark()
-    best: dict[str, int] | None = None
-    for strategy in strategies:
-        out: dict[str, int] = {}
-        for spec, ms in sorted(groups, key=strategy):
-            room.place_batch(spec, ms, out)
-        if len(out) >= needed:
-            return out
-        if best is None or len(out) > len(best):
-            best = out
-        room.rollback(mark)
-    # leave the best attempt applied so the caller can explain the shortfall
-    return _replay(room, groups, best or {})
-
-
-def _replay(room: _Room, groups: list[tuple[_Spec, list[PodInfo]]], plan: dict[str, int]) -> dict[str, int]:
-    for spec, ms in groups:
-        for m in ms:
-            i = plan.get(m.uid)
-            if i is not None:
-                room.occupy(m, spec.req, spec.ports, i)
-    return plan
-
-
-def held_by_other_gates(members: Sequence[PodInfo], gate: str) -> str:
-    """Message part naming the first members held by scheduling gates other than ``gate``:
-    ``"2 held by other scheduling gates (w-1: example.com/quota, w-2: example.com/quota)"``;
-    ``""`` when none is."""
-    held = [m for m in members if not m.bound and not m.terminal and any(g != gate for g in m.gates)]
-    if not held:
-        return ""
-    names = [f"{m.name}: {', '.join(g for g in m.gates if g != gate)}" for m in held]
-    return f"{len(held)} held by other scheduling gates ({_names(names)})"
-
-
-def _terminating(room: _Room, eligible: set[int]) -> str:
-    """Message part naming pods being deleted on ``eligible`` nodes: kube-scheduler (and the
-    planner) count their requests until they are gone, so the room they hold frees soon."""
-    deleting = room.terminating_pods() if room.terminating_pods is not None else room.bound_pods
-    pods = sorted((p.name for p, i in deleting if p.deleting and i in eligible))
-    if not pods:
-        return ""
-    noun = "pod" if len(pods) == 1 else "pods"
-    return (f"{len(pods)} {noun} terminating on eligible nodes ({_names(pods)}) still "
-            f"hold{'s' if len(pods) == 1 else ''} room until gone")
-
-
-@dataclass(frozen=True)
-class _Short:
-    """Why members do not fit (:func:`_shortfall`): ``text``, and what it read of the free room:
-    ``supply`` (free ``demand`` resources summed over the ``eligible`` nodes; ``eligible`` None
-    when the text reads no free room), ``short`` (demand beyond supply)."""
-
-    text: str
-    eligible: frozenset[int] | None = None
-    demand: Mapping[str, int] = field(default_factory=dict)
-    supply: Mapping[str, int] = field(default_factory=dict)
-    short: Mapping[str, int] = field(default_factory=dict)
-
-
-def _shortfall(room: _Room, unplaced: Sequence[PodInfo], missing: int) -> _Short:
-    """Explain why ``missing`` more of ``unplaced`` do not fit on ``room``: what the smallest
-    ``missing`` of them lack, the pods terminating on their eligible nodes, then how many
-    nodes each filter excluded."""
-    if missing <= 0:
-        return _Short("")
-    if len(unplaced) < missing:
-        return _Short(f"only {len(unplaced)} more gated members can be planned (others carry other scheduling gates)")
-    specs = [room.spec_for(m) for m in unplaced]
-    pairs = sorted(zip(specs, unplaced), key=lambda sp: (sp[0].size, sp[1].name))[:missing]
-    smallest = [s for s, _ in pairs]
-    lack = _lacking(room, smallest)
-    parts = [lack.text]
-    eligible = {i for s in smallest for i in s.eligible}
-    if eligible and (terminating := _terminating(room, eligible)):
-        parts.append(terminating)
-    reasons = _exclusions(room, smallest)
-    for r in sorted(reasons, key=lambda r: (-reasons[r], r)):
-        c = reasons[r]
-        parts.append(f"{c} node{'s' if c != 1 else ''} excluded by {r}")
-    return _Short("; ".join(parts), lack.eligible, lack.demand, lack.supply, lack.short)
-
-
-def _lacking(room: _Room, specs: Sequence[_Spec]) -> _Short:
-    """What ``specs`` (one per missing member) lack: resources summed over their eligible
-    nodes, or, when the totals suffice, room for one member on one node (fragmentation)."""
-    demand: dict[str, int] = {}
-    for s in specs:
-        for k, v in s.req.items():
-            demand[k] = demand.get(k, 0) + v
-    eligible: set[int] = set()
-    for s in specs:
-        eligible.update(s.eligible)
-    supply: dict[str, int] = {}
-    for i in eligible:
-        f = room.free[i]
-        for k in demand:
-            v = f.get(k, 0)
-            if v > 0:
-                supply[k] = supply.get(k, 0) + v
-    short = {k: demand[k] - supply.get(k, 0) for k in sorted(demand) if demand[k] > supply.get(k, 0)}
-    if not eligible:
-        return _Short("no eligible node")
-    keys = {s.static_key for s in specs}
-    if len(keys) == 1 and not any(s.affinity_unmet for s in specs) and not room.empty:
-        summed = room.table.eligible_set(keys.pop())  # shared by every group of these specs
-    else:
-        summed = frozenset(eligible)
-    read = (summed, demand, supply, short)
-    s0 = specs[0]
-    if not short:
-        return _Short(f"no eligible node has room for a member requesting {format_resources(s0.req)}", *read)
-    # Totals alone would hide fragmentation: also say what one node has and one member needs.
-    texts = []
-    for k, v in short.items():
-        most = max((room.free[i].get(k, 0) for i in eligible), default=0)
-        texts.append(f"{k} short by {format_quantity(k, v)} on eligible nodes (at most "
-                     f"{format_quantity(k, max(most, 0))} free on one node, a member requests "
-                     f"{format_quantity(k, s0.req.get(k, 0))})")
-    return _Short(", ".join(texts), *read)
-
-
-def _exclusions(room: _Room, specs: Sequence[_Spec]) -> dict[str, int]:
-    """Nodes excluded per filter, the most over ``specs``: the static filters and pod affinity
-    (counted when the spec was built), anti-affinity and host ports (on ``room`` as it is now)."""
-    reasons: dict[str, int] = {}
-    for s in specs:
-        for r, c in s.reasons.items():
-            reasons[r] = max(reasons.get(r, 0), c)
-        if s.affinity_unmet:
-            reasons["pod affinity"] = max(reasons.get("pod affinity", 0), s.affinity_unmet)
-        dyn: dict[str, int] = {}
-        for i in s.eligible:
-            if s.forbidden and any(
-                room.dom(k, i) is not None and room.dom(k, i) in d for k, d in s.forbidden.items()
-            ):
-                dyn["pod anti-affinity"] = dyn.get("pod anti-affinity", 0) + 1
-            elif s.ports and any(p.conflicts(q) for p in s.ports for q in room.ports[i]):
-                dyn["host port in use"] = dyn.get("host port in use", 0) + 1
-            elif room.spread is not None and (why := room.spread.reason(s.pod, i)) is not None:
-                dyn[why] = dyn.get(why, 0) + 1  # hook: PodTopologySpread
-        for r, c in dyn.items():
-            reasons[r] = max(reasons.get(r, 0), c)
-    return reasons
-
-
 # -- the pass ---------------------------------------------------------------------------
-
-
-class _Snapshot:
-    """The cluster a pass plans against: nodes, the pods bound to them, and the filter cache.
-
-    Built from nodes and bound pods (and one flag from the groups: whether any member has
-    required anti-affinity); nothing here depends on reservations or the clock. The
-    incremental planner (:class:`cogate.controller.planstate.PlanningState`) offers the same
-    interface (``table``, ``anti_active``, ``bound_uids``, ``room``, ``empty_room``) from
-    state kept between passes. :meth:`room` adds the reservations a pass keeps.
-    """
-
-    def __init__(self, nodes: Sequence[NodeInfo], pods: Sequence[PodInfo], members_anti: bool,
-                 members_spread: bool = False) -> None:
-        """``pods``: as given to :func:`decide` (unbound, terminal and unknown-node entries are
-        skipped). ``members_anti``: some group member has required pod anti-affinity;
-        ``members_spread``: some group member has hard topology spread constraints."""
-        self.table = _NodeTable(nodes)
-        self.index = self.table.index
-        bound = [p for p in pods if p.bound and not p.terminal and p.node_name in self.index]
-        self.bound = [(p, self.index[p.node_name]) for p in bound]
-        self.bound_uids = frozenset(p.uid for p in pods if p.bound)
-        #: Track where pods sit for anti-affinity (InterPodAffinity works in both directions).
-        self.anti_active = members_anti or any(p.required_pod_anti_affinity for p in bound)
-        #: Count pods per topology domain (PodTopologySpread) only when a member needs it.
-        self.spread_active = members_spread
-
-    def room(self, reserved: Sequence[tuple[Reservation, PodInfo]]) -> _Room:
-        """Free room after every bound pod and every ``(reservation, its pod)``, committed."""
-        room = _Room(self.table, self.anti_active, empty=False, spread_active=self.spread_active)
-        room.bound_pods = list(self.bound)
-        for p, i in room.bound_pods:
-            if room.spread is not None:  # bound pods count for topology spread
-                room.spread.add(p, i)
-            # hot path (every bound pod): subtract directly, no undo entry needed
-            f = room.free[i]
-            for k, v in _req_with_pod(p.requests).items():
-                f[k] = f.get(k, 0) - v
-            if p.host_ports:
-                room.ports[i].extend(p.host_ports)
-            if self.anti_active:
-                room.placed.append((p, i))
-        _reserve_room(room, self.index, reserved)
-        return room
-
-    def empty_room(self) -> _Room:
-        """Every eligible node empty: bound pods and reservations ignored."""
-        return _Room(self.table, self.anti_active, empty=True, spread_active=self.spread_active)
-
-
-def _reserve_room(room: _Room, index: Mapping[str, int], reserved: Sequence[tuple[Reservation, PodInfo]]) -> None:
-    """Charge each ``(reservation, its pod)`` on its node (unknown nodes skipped), committed."""
-    for r, pod in reserved:
-        i = index.get(r.node_name)
-        if i is not None:
-            room.occupy(pod, _req_with_pod(r.requests), r.host_ports, i)
-    room.commit()
-
-
-def room_by_node(nodes: Sequence[NodeInfo], pods: Sequence[PodInfo]) -> dict[str, tuple[dict[str, int], tuple[HostPort, ...]]]:
-    """Free room per node name after the bound non-terminal pods (as :func:`decide` computes it
-    from scratch): ``(free resources without zero entries, host ports in use, sorted)``.
-    The reference that the incremental planner's state is tested against."""
-    snap = _Snapshot(nodes, pods, False)
-    return _by_node(snap.table.nodes, snap.room([]))
-
-
-def _by_node(nodes: Sequence[NodeInfo], room: _Room) -> dict[str, tuple[dict[str, int], tuple[HostPort, ...]]]:
-    return {
-        n.name: ({k: v for k, v in room.free[i].items() if v}, tuple(sorted(room.ports[i], key=str)))
-        for i, n in enumerate(nodes)
-    }
 
 
 @dataclass(frozen=True)
@@ -1105,18 +197,18 @@ class _Scope:
 
 
 @dataclass(frozen=True)
-class _Miss:
+class Miss:
     """A plan on the current room that placed too few: ``fits`` = bound + planned,
     ``unplaced`` plannable members left over, ``short`` the text of what is lacking."""
 
     fits: int
     unplaced: list[PodInfo]
-    short: _Short
+    short: Short
 
 
 @dataclass(frozen=True)
-class _Basis:
-    """What the verdict :meth:`_Pass.judge` just gave was computed from, so that the
+class Basis:
+    """What the verdict :meth:`Pass.judge` just gave was computed from, so that the
     incremental planner (:mod:`cogate.controller.planstate`) knows when it still holds:
 
     * ``"group"``: the ``GroupRequest`` alone (invalid minMember, waiting for members);
@@ -1129,8 +221,8 @@ class _Basis:
     """
 
     reads: Literal["group", "blocker", "room", "pass"]
-    members: _Members | None = None
-    miss: _Miss | None = None
+    members: Members | None = None
+    miss: Miss | None = None
     since: float | None = None
 
 
@@ -1145,36 +237,44 @@ def _order_key(g: GroupRequest) -> tuple[int, float, str, str]:
     return (-group_priority(g), g.created, g.namespace, g.name)
 
 
-def _starving(since: float, now: float, config: PlannerConfig) -> bool:
+def starving(since: float, now: float, config: PlannerConfig) -> bool:
     """A group complete since ``since`` has waited ``starvation_seconds`` at ``now``: it starves."""
     return now - since >= config.starvation_seconds
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'s' if n != 1 else ''}"
-
-
-def _members_anti(groups: Sequence[GroupRequest]) -> bool:
+def members_anti(groups: Sequence[GroupRequest]) -> bool:
     """Some member has required pod anti-affinity (the room then tracks where pods sit)."""
     return any(m.required_pod_anti_affinity for g in groups for m in g.members)
 
 
-def _members_spread(groups: Sequence[GroupRequest]) -> bool:
+def members_spread(groups: Sequence[GroupRequest]) -> bool:
     """Some member has hard topology spread constraints (the room then counts pods per domain)."""
     return any(m.topology_spread for g in groups for m in g.members)
 
 
-class _Pass:
+def fits_empty_key(group: GroupRequest, ms: Members, anti_active: bool, spread_active: bool) -> tuple[Any, ...]:
+    """Everything :meth:`Pass.fits_empty` reads of a group besides the nodes (the plannable
+    members, and the bound ones whose room it charges: :meth:`Pass._charge_bound_members`):
+    equal keys, equal answers for one node generation (the incremental planner keeps them)."""
+    return (group.min_member,
+            tuple((spec_key(m, anti_active, spread_active), m.uid, m.node_name, m.terminal) for m in ms.bound),
+            tuple((spec_key(m, anti_active, spread_active), m.name, m.uid) for m in ms.plannable))
+
+
+class Pass:
     """One call of :func:`decide`: the room left as groups are taken in order, the
     reservations kept and made, and the starving group that blocks later ones.
 
-    ``snapshot``: a :class:`_Snapshot`, or the incremental planner's state with the same
-    interface. After each :meth:`judge`, ``basis`` says what the verdict was computed from.
+    ``snapshot``: a :class:`~cogate.controller.capacity.Snapshot`, or the incremental
+    planner's state with the same interface. After each :meth:`judge`, ``basis`` says what the
+    verdict was computed from. The incremental planner (:mod:`cogate.controller.planstate`)
+    subclasses it: it overrides :meth:`judge` and :meth:`fits_empty` (to keep answers between
+    passes) and reads ``room``, ``basis``, ``blockers``, ``now`` and ``config``.
     """
 
     def __init__(
         self,
-        snapshot: _Snapshot,
+        snapshot: Snapshot,
         groups: Sequence[GroupRequest],
         reservations: Sequence[Reservation],
         now: float,
@@ -1186,16 +286,17 @@ class _Pass:
         self.member_of = {m.uid: (m, g) for g in groups for m in g.members}
         self.snapshot = snapshot
         self.nodes = snapshot.table.nodes
-        self.basis = _Basis("pass")
+        self.basis = Basis("pass")
         self.kept = [r for r in reservations if self._still_holds(r)]
         self.reserved = {r.pod_uid: r for r in self.kept}
         self.room = self.snapshot.room([(r, self.member_of[r.pod_uid][0]) for r in self.kept])
-        self._empty: _Room | None = None
+        self._empty: Room | None = None
         self.new_reservations: list[Reservation] = []
         #: Starving groups in order, each with the room it could use: later groups in scope wait.
         self.blockers: list[tuple[GroupRequest, _Scope]] = []
 
     def reservations(self) -> tuple[Reservation, ...]:
+        """The reservations to keep: those of earlier passes that still hold, then this pass's."""
         return tuple(self.kept) + tuple(self.new_reservations)
 
     def _still_holds(self, r: Reservation) -> bool:
@@ -1259,18 +360,18 @@ class _Pass:
                 to_plan.append(m)
             else:
                 held.append(m)
-        plan = _plan(self.room, to_plan, len(to_plan)) if to_plan else {}
+        plan = pack(self.room, to_plan, len(to_plan)) if to_plan else {}
         unplaced = [m for m in to_plan if m.uid not in plan]
-        short = _shortfall(self.room, unplaced, len(unplaced)).text if unplaced else ""
+        short = shortfall(self.room, unplaced, len(unplaced)).text if unplaced else ""
         self.room.commit()
         planned_members = [m for m in to_plan if m.uid in plan]
         release.update(self._reserve(planned_members, plan))
         waiting = tuple(m.name for m in unplaced + held)
-        parts = [f"ungating {_plural(len(release), 'new member')}"] if release else []
+        parts = [f"ungating {plural(len(release), 'new member')}"] if release else []
         if unplaced:
-            parts.append(_waiting_text(unplaced, short))
+            parts.append(waiting_text(unplaced, short))
         if held:
-            parts.append(f"{_plural(len(held), 'new member')} ({_names([m.name for m in held])}) also held by other scheduling gates")
+            parts.append(f"{plural(len(held), 'new member')} ({name_list([m.name for m in held])}) also held by other scheduling gates")
         message = "released; " + "; ".join(parts) if parts else "released"
         fits = len(ms.bound) + len(release)
         return GroupVerdict(g.namespace, g.name, Outcome.ALREADY_RELEASED, release, fits, message, waiting)
@@ -1279,7 +380,7 @@ class _Pass:
 
     def judge(self, g: GroupRequest) -> GroupVerdict:
         ms = _classify(g, self.gate)
-        self.basis = _Basis("group", ms)
+        self.basis = Basis("group", ms)
         if (verdict := self._invalid_min_member(g, ms)) is not None:
             return verdict
         if (verdict := self._too_few_present(g, ms)) is not None:
@@ -1288,36 +389,36 @@ class _Pass:
             return verdict
         if (verdict := self._waiting_for_members(g, ms)) is not None:
             return verdict
-        self.basis = _Basis("blocker", ms)
+        self.basis = Basis("blocker", ms)
         if (verdict := self._behind_starving_group(g, ms)) is not None:
             return verdict
-        self.basis = _Basis("pass", ms)
+        self.basis = Basis("pass", ms)
         attempt = self._try_release(g, ms)
         if isinstance(attempt, GroupVerdict):
             return attempt
         return self._explain(g, ms, attempt)
 
-    def _invalid_min_member(self, g: GroupRequest, ms: _Members) -> GroupVerdict | None:
+    def _invalid_min_member(self, g: GroupRequest, ms: Members) -> GroupVerdict | None:
         if g.min_member >= 1:
             return None
         return _verdict(g, Outcome.UNSCHEDULABLE, len(ms.bound), f"invalid minMember {g.min_member}")
 
-    def _too_few_present(self, g: GroupRequest, ms: _Members) -> GroupVerdict | None:
+    def _too_few_present(self, g: GroupRequest, ms: Members) -> GroupVerdict | None:
         """Fewer than minMember members present."""
         if len(ms.present) >= g.min_member:
             return None
         present = f"{len(ms.present)} of {g.min_member} members present"
         return _verdict(g, Outcome.WAITING_FOR_MEMBERS, len(ms.bound), present)
 
-    def _held(self, g: GroupRequest, ms: _Members) -> GroupVerdict | None:
+    def _held(self, g: GroupRequest, ms: Members) -> GroupVerdict | None:
         """Members cogate must not release whatever the room (an unknown scheduler, claims
-        kube-scheduler cannot use yet, unchecked constraints under ``hold``: :func:`_held_reason`)."""
-        held = _held_reason(ms.gated, self.config)
+        kube-scheduler cannot use yet, unchecked constraints under ``hold``: :func:`held_reason`)."""
+        held = held_reason(ms.gated, self.config)
         if not held:
             return None
         return _verdict(g, Outcome.UNSCHEDULABLE, len(ms.bound), held)
 
-    def _waiting_for_members(self, g: GroupRequest, ms: _Members) -> GroupVerdict | None:
+    def _waiting_for_members(self, g: GroupRequest, ms: Members) -> GroupVerdict | None:
         """Fewer bound + plannable than minMember (the others are held by other scheduling
         gates, or ungated and already with kube-scheduler)."""
         bound_n = len(ms.bound)
@@ -1336,7 +437,7 @@ class _Pass:
             f"{len(ms.present)} of {g.min_member} members present, {bound_n} bound; " + ", ".join(why),
         )
 
-    def _behind_starving_group(self, g: GroupRequest, ms: _Members) -> GroupVerdict | None:
+    def _behind_starving_group(self, g: GroupRequest, ms: Members) -> GroupVerdict | None:
         """No later group that could take room a starving group could use is released while it
         waits (the first such starving group is named); it is still told whether it could ever fit."""
         if not self.blockers:
@@ -1345,7 +446,7 @@ class _Pass:
         blocker = next((b for b, bs in self.blockers if bs.overlaps(scope)), None)
         if blocker is None:
             return None
-        ok, msg = self._fits_empty(g, ms)
+        ok, msg = self.fits_empty(g, ms)
         if not ok:
             return _verdict(g, Outcome.EXCEEDS_CLUSTER_CAPACITY, len(ms.bound), msg)
         return _verdict(
@@ -1356,7 +457,7 @@ class _Pass:
             "which has priority for freed room on the nodes both can use",
         )
 
-    def _scope(self, ms: _Members) -> _Scope:
+    def _scope(self, ms: Members) -> _Scope:
         """The nodes the group's plannable members are eligible for (filters independent of load,
         and required pod affinity); every node when a member has required pod anti-affinity."""
         nodes: set[int] = set()
@@ -1366,7 +467,7 @@ class _Pass:
             anti = anti or bool(m.required_pod_anti_affinity)
         return _Scope(frozenset(nodes), anti)
 
-    def _try_release(self, g: GroupRequest, ms: _Members) -> GroupVerdict | _Miss:
+    def _try_release(self, g: GroupRequest, ms: Members) -> GroupVerdict | Miss:
         """Plan the plannable members on the room left. ``fits = bound + planned``; at least
         minMember releases the gated members (the plan stays charged), else the plan is undone.
 
@@ -1376,32 +477,32 @@ class _Pass:
         release does not decide whether it is sent to kube-scheduler with nowhere to go."""
         needed = g.min_member - len(ms.bound)
         mark = self.room.mark()
-        plan = _plan(self.room, ms.plannable, max(needed, 0))
+        plan = pack(self.room, ms.plannable, max(needed, 0))
         fits = len(ms.bound) + len(plan)
         if fits >= g.min_member:
             unplaced = [m for m in ms.plannable if m.uid not in plan]
-            short = _shortfall(self.room, unplaced, len(unplaced)).text if unplaced else ""
+            short = shortfall(self.room, unplaced, len(unplaced)).text if unplaced else ""
             self.room.commit()
             held = {m.uid for m in unplaced}
             release = self._reserve([m for m in ms.gated if m.uid not in held], plan)
-            message = (f"fits {fits} of {g.min_member}: releasing {_plural(len(release), 'gated member')}"
-                       + _unchecked_note(ms.gated, self.config))
+            message = (f"fits {fits} of {g.min_member}: releasing {plural(len(release), 'gated member')}"
+                       + unchecked_note(ms.gated, self.config))
             if unplaced:
-                message += "; " + _waiting_text(unplaced, short)
+                message += "; " + waiting_text(unplaced, short)
             return GroupVerdict(g.namespace, g.name, Outcome.RELEASED, release, fits, message,
                                 tuple(m.name for m in unplaced))
         unplaced = [m for m in ms.plannable if m.uid not in plan]
-        short = _shortfall(self.room, unplaced, needed - len(plan))
+        short = shortfall(self.room, unplaced, needed - len(plan))
         self.room.rollback(mark)
-        return _Miss(fits, unplaced, short)
+        return Miss(fits, unplaced, short)
 
-    def _explain(self, g: GroupRequest, ms: _Members, miss: _Miss) -> GroupVerdict:
+    def _explain(self, g: GroupRequest, ms: Members, miss: Miss) -> GroupVerdict:
         """Why a group that does not fit now waits: it never fits the empty cluster, or its
         required pod affinity has no bound pod to meet, or the room is taken (and after
         ``starvation_seconds`` complete it starves: later groups wait)."""
-        ok, empty_msg = self._fits_empty(g, ms)
+        ok, empty_msg = self.fits_empty(g, ms)
         if not ok:
-            self.basis = _Basis("room", ms, miss)
+            self.basis = Basis("room", ms, miss)
             return _verdict(g, Outcome.EXCEEDS_CLUSTER_CAPACITY, miss.fits, empty_msg)
         affinity_dead = [
             m
@@ -1409,7 +510,7 @@ class _Pass:
             if m.required_pod_affinity and not self.room.spec_for(m).eligible and self.room.spec_for(m).affinity_unmet
         ]
         if affinity_dead:
-            self.basis = _Basis("pass", ms, miss)
+            self.basis = Basis("pass", ms, miss)
             return _verdict(
                 g,
                 Outcome.UNSCHEDULABLE,
@@ -1419,15 +520,15 @@ class _Pass:
             )
         msg = f"fits {miss.fits} of {g.min_member}: {miss.short.text}"
         since = complete_since(g)
-        if since is not None and _starving(since, self.now, self.config):
+        if since is not None and starving(since, self.now, self.config):
             self.blockers.append((g, self._scope(ms)))
             msg += f"; starving for {int(self.now - since)}s: later groups wait"
-            self.basis = _Basis("pass", ms, miss)
+            self.basis = Basis("pass", ms, miss)
         else:
-            self.basis = _Basis("room", ms, miss, since)
+            self.basis = Basis("room", ms, miss, since)
         return _verdict(g, Outcome.INSUFFICIENT_CAPACITY, miss.fits, msg)
 
-    def _charge_bound_members(self, room: _Room, ms: _Members) -> None:
+    def _charge_bound_members(self, room: Room, ms: Members) -> None:
         """On the empty room, the group's own bound, non-terminal members keep their room: a member
         that runs (released or ungated by hand) takes room the others cannot have, so a group that
         can never fit is never judged to fit because one of its members already runs."""
@@ -1435,9 +536,9 @@ class _Pass:
         for m in ms.bound:
             i = index.get(m.node_name)
             if i is not None and not m.terminal:
-                room.occupy(m, _req_with_pod(m.requests), m.host_ports, i)
+                room.occupy(m, req_with_pod(m.requests), m.host_ports, i)
 
-    def _fits_empty(self, g: GroupRequest, ms: _Members) -> tuple[bool, str]:
+    def fits_empty(self, g: GroupRequest, ms: Members) -> tuple[bool, str]:
         """Whether the group fits every eligible node empty, and if not, why. Bound members count
         as placed and keep their room on their nodes (:meth:`_charge_bound_members`); the empty
         room is built on first use and left unchanged."""
@@ -1447,13 +548,13 @@ class _Pass:
         mark = room.mark()
         self._charge_bound_members(room, ms)
         needed = g.min_member - len(ms.bound)
-        plan = _plan(room, ms.plannable, needed)
+        plan = pack(room, ms.plannable, needed)
         ok = len(plan) >= needed
         msg = ""
         if not ok:
             unplaced = [m for m in ms.plannable if m.uid not in plan]
             msg = (f"fits {len(ms.bound) + len(plan)} of {g.min_member} even with every eligible node empty: "
-                   + _shortfall(room, unplaced, needed - len(plan)).text)
+                   + shortfall(room, unplaced, needed - len(plan)).text)
         room.rollback(mark)
         return ok, msg
 
@@ -1477,11 +578,11 @@ def decide(
     keep (pruned, plus one per member planned in this decision). Rules: see the
     module docstring. Never raises on well-typed records.
     """
-    run = _Pass(_Snapshot(nodes, pods, _members_anti(groups), _members_spread(groups)), groups, reservations, now, config)
-    return _run_pass(run, groups)
+    run = Pass(Snapshot(nodes, pods, members_anti(groups), members_spread(groups)), groups, reservations, now, config)
+    return run_pass(run, groups)
 
 
-def _run_pass(run: _Pass, groups: Sequence[GroupRequest]) -> Decision:
+def run_pass(run: Pass, groups: Sequence[GroupRequest]) -> Decision:
     """The order of one pass (one place for it): released groups first (their new members are
     never blocked), then the rest by priority and age; verdicts in the order of ``groups``."""
     ordered = sorted(enumerate(groups), key=lambda pair: _order_key(pair[1]))
@@ -1495,54 +596,4 @@ def _run_pass(run: _Pass, groups: Sequence[GroupRequest]) -> Decision:
     return Decision(verdicts=tuple(verdicts[i] for i in range(len(groups))), reservations=run.reservations())
 
 
-# -- released members pinned to a node -------------------------------------------------------
 
-
-def pinned_node_problems(nodes: Sequence[NodeInfo], pods: Sequence[PodInfo],
-                         pinned: Sequence[tuple[PodInfo, str]]) -> dict[str, str]:
-    """Why each pinned node can no longer take its member: ``{uid: reason}``, usable ones left out.
-
-    ``pinned``: ``(member, node name)`` for released, unbound members whose required node
-    affinity pins them to that node (the pin cannot be loosened once the gate is gone).
-    ``pods``: as for :func:`decide` (bound, non-terminal pods). The rules are :func:`decide`'s
-    filters, applied to the pinned node only: the node is gone, it fails a load-independent
-    filter (NotReady, cordoned, an untolerated NoSchedule/NoExecute taint, nodeSelector, node
-    affinity: kube-scheduler NodeUnschedulable, TaintToleration, NodeAffinity), or its room no
-    longer holds the member (NodeResourcesFit, NodePorts, required pod anti-affinity) after the
-    bound pods and the pinned members before it (oldest first, then name). Reservations are not
-    charged: kube-scheduler does not see them, so this is the room it will find. A member whose
-    uid is among the bound ``pods`` (the member cache lags) is skipped.
-    """
-    snapshot = _Snapshot(nodes, pods, any(m.required_pod_anti_affinity for m, _ in pinned))
-    room = snapshot.room(())
-    out: dict[str, str] = {}
-    for m, name in sorted(pinned, key=lambda mn: (mn[0].created, mn[0].name, mn[0].uid)):
-        if m.uid in snapshot.bound_uids or m.bound or m.terminal:
-            continue
-        i = snapshot.index.get(name)
-        if i is None:
-            out[m.uid] = f"node {name} no longer exists"
-            continue
-        why = _static_reason(nodes[i], m)
-        if why is not None:
-            verb = "is" if why.startswith(("not ", "unschedulable")) else "has" if why.startswith("taint") else "fails"
-            out[m.uid] = f"node {name} {verb} {why}"
-            continue
-        spec = room.spec_for(m)
-        if not room.fits(spec, i):
-            out[m.uid] = f"node {name}: {_room_taken(room, spec, i)}"
-            continue
-        room.occupy(m, spec.req, spec.ports, i)
-    return out
-
-
-def _room_taken(room: _Room, spec: _Spec, i: int) -> str:
-    """What node ``i`` lacks for ``spec`` now (the first filter that fails, as :meth:`_Room.fits`)."""
-    free = room.free[i]
-    for k, v in spec.req_items:
-        if free.get(k, 0) < v:
-            return (f"room taken ({k}: {format_quantity(k, max(free.get(k, 0), 0))} free, "
-                    f"the member requests {format_quantity(k, v)})")
-    if spec.ports and any(p.conflicts(q) for p in spec.ports for q in room.ports[i]):
-        return "host port taken"
-    return "required pod anti-affinity now excludes it"

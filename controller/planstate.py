@@ -3,7 +3,7 @@
 :func:`cogate.controller.planner.decide` starts every pass from scratch: it charges every
 bound pod to its node and plans every waiting group. :class:`PlanningState` keeps what does
 not change between passes, the way kube-scheduler keeps its cache and snapshot, and gives the
-same :class:`~cogate.controller.planner.Decision` as ``decide`` over the same input (the
+same :class:`~cogate.controller.verdicts.Decision` as ``decide`` over the same input (the
 property test ``tests/unit/test_planstate_props.py`` checks both claims over random event
 sequences):
 
@@ -13,7 +13,7 @@ sequences):
   :meth:`~PlanningState.remove_node`) at a cost that follows the pods of the changed node,
   never all pods. Bound pods are kept by reference (the informer's records, not copies).
 * **node filter results** (NodeUnschedulable, TaintToleration, NodeAffinity, bound PVs' node
-  affinity per member spec class: ``planner._static_key``), the largest allocatable, topology domains and the "fits the empty cluster" result
+  affinity per member spec class: ``filters.static_key``), the largest allocatable, topology domains and the "fits the empty cluster" result
   per group shape: kept for one *node generation* (any node added, changed or removed
   starts a new one).
 * **verdicts**: a group's verdict is kept, without planning it again, while its inputs have
@@ -56,25 +56,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from cogate.controller.capacity import NodeTable, Room, copies, req_with_pod, reserve_room
+from cogate.controller.filters import static_key
+from cogate.controller.planner import Pass, fits_empty_key, members_anti, members_spread, run_pass, starving
 from cogate.controller.records import HostPort, NodeInfo, PodInfo, Reservation
-from cogate.controller.planner import (
-    Decision,
-    GroupRequest,
-    GroupVerdict,
-    PlannerConfig,
-    _copies,
-    _fits_empty_key,
-    _members_anti,
-    _members_spread,
-    _NodeTable,
-    _Pass,
-    _req_with_pod,
-    _reserve_room,
-    _Room,
-    _run_pass,
-    _starving,
-    _static_key,
-)
+from cogate.controller.verdicts import Decision, GroupRequest, GroupVerdict, PlannerConfig
 
 __all__ = ["PlanningState", "NodeRoom"]
 
@@ -139,12 +125,12 @@ class PlanningState:
         self._deleting: dict[str, PodInfo] = {}
         #: Slots where a pod being deleted was charged or uncharged since the last pass.
         self._deleting_changed: set[int] = set()
-        self._table: _NodeTable | None = None
+        self._table: NodeTable | None = None
         #: Slot -> change of max(free, 0) per resource since the last pass (slot in: changed).
         self._changed: dict[int, dict[str, int]] = {}
         self._kept: dict[tuple[str, str], _Kept] = {}
         self._fits_empty: dict[Any, tuple[bool, str]] = {}
-        self._empty: _Room | None = None
+        self._empty: Room | None = None
         self._pass_key: tuple[PlannerConfig, bool, bool] | None = None
         #: Groups of the last pass whose verdict was kept / judged again (for metrics and tests).
         self.last_kept = 0
@@ -252,7 +238,7 @@ class PlanningState:
         """Add (``sign`` 1) or remove (-1) pod ``p``'s requests and host ports on slot ``i``."""
         f = self._free[i]
         changed = self._changed.setdefault(i, {})
-        for k, v in _req_with_pod(p.requests).items():
+        for k, v in req_with_pod(p.requests).items():
             before = f.get(k, 0)
             after = before - sign * v
             f[k] = after
@@ -273,7 +259,7 @@ class PlanningState:
     # -- views ------------------------------------------------------------------------
 
     def room_by_node(self) -> dict[str, NodeRoom]:
-        """Free room per node name, as :func:`cogate.controller.planner.room_by_node` computes
+        """Free room per node name, as :func:`cogate.controller.capacity.room_by_node` computes
         it from scratch for the same nodes and pods."""
         return {
             n.name: ({k: v for k, v in self._free[i].items() if v}, tuple(sorted(self._ports[i], key=str)))
@@ -301,10 +287,10 @@ class PlanningState:
         """``planner.decide(nodes, pods, groups, reservations, now, config)`` for the nodes and
         pods held, planning only groups whose inputs changed (module doc). Never raises on
         well-typed records; if a pass fails anyway, every kept verdict is dropped."""
-        anti = _members_anti(groups) or self._anti_pods > 0
-        spread = _members_spread(groups)
+        anti = members_anti(groups) or self._anti_pods > 0
+        spread = members_spread(groups)
         if self._table is None:
-            self._table = _NodeTable(list(self._nodes))
+            self._table = NodeTable(list(self._nodes))
             self._pass_key = None
             self._changed.clear()
             self._deleting_changed.clear()
@@ -316,7 +302,7 @@ class PlanningState:
         self.last_kept = self.last_judged = 0
         run = _IncrementalPass(self, _Live(self, self._table, anti, spread), groups, reservations, now, config)
         try:
-            decision = _run_pass(run, groups)
+            decision = run_pass(run, groups)
         except BaseException:
             self._kept.clear()
             raise
@@ -331,9 +317,10 @@ class PlanningState:
 
 
 class _Live:
-    """The planner's snapshot interface (``planner._Snapshot``) over a :class:`PlanningState`."""
+    """The planner's snapshot interface (:class:`cogate.controller.capacity.Snapshot`) over a
+    :class:`PlanningState`."""
 
-    def __init__(self, state: PlanningState, table: _NodeTable, anti_active: bool, spread_active: bool) -> None:
+    def __init__(self, state: PlanningState, table: NodeTable, anti_active: bool, spread_active: bool) -> None:
         self.state = state
         self.table = table
         self.anti_active = anti_active
@@ -348,8 +335,8 @@ class _Live:
         index = self.table.index
         return [(p, index[p.node_name]) for p in self.state._deleting.values() if p.node_name in index]
 
-    def room(self, reserved: Sequence[tuple[Reservation, PodInfo]]) -> _Room:
-        room = _Room(self.table, self.anti_active, empty=False, base=(self.state._free, self.state._ports),
+    def room(self, reserved: Sequence[tuple[Reservation, PodInfo]]) -> Room:
+        room = Room(self.table, self.anti_active, empty=False, base=(self.state._free, self.state._ports),
                      spread_active=self.spread_active)
         room.bound_pods = self._bound
         room.terminating_pods = self._terminating
@@ -357,19 +344,19 @@ class _Live:
             bound = self._bound()
             if self.anti_active:
                 room.placed = list(bound)
-            if room.spread is not None:  # bound pods count for topology spread (as _Snapshot.room)
+            if room.spread is not None:  # bound pods count for topology spread (as Snapshot.room)
                 for p, i in bound:
                     room.spread.add(p, i)
-        _reserve_room(room, self.table.index, reserved)
+        reserve_room(room, self.table.index, reserved)
         return room
 
-    def empty_room(self) -> _Room:
+    def empty_room(self) -> Room:
         if self.state._empty is None:
-            self.state._empty = _Room(self.table, self.anti_active, empty=True, spread_active=self.spread_active)
+            self.state._empty = Room(self.table, self.anti_active, empty=True, spread_active=self.spread_active)
         return self.state._empty
 
 
-class _IncrementalPass(_Pass):
+class _IncrementalPass(Pass):
     """A pass that keeps verdicts whose inputs did not change (module doc)."""
 
     def __init__(self, state: PlanningState, live: _Live, groups: Sequence[GroupRequest],
@@ -378,12 +365,12 @@ class _IncrementalPass(_Pass):
         self.state = state
         self.live = live
 
-    def _fits_empty(self, g: GroupRequest, ms: Any) -> tuple[bool, str]:
+    def fits_empty(self, g: GroupRequest, ms: Any) -> tuple[bool, str]:
         cache = self.state._fits_empty
-        key = _fits_empty_key(g, ms, self.live.anti_active, self.live.spread_active)
+        key = fits_empty_key(g, ms, self.live.anti_active, self.live.spread_active)
         hit = cache.get(key)
         if hit is None:
-            hit = super()._fits_empty(g, ms)
+            hit = super().fits_empty(g, ms)
             if len(cache) >= _FITS_EMPTY_LIMIT:
                 cache.clear()
             cache[key] = hit
@@ -435,7 +422,7 @@ class _IncrementalPass(_Pass):
                 return None  # read the room beyond free resources (topology spread: pods on every node): planned every pass
             spec = self.room.spec_for(m)
             if id(spec) not in specs:
-                specs[id(spec)] = (spec.req_items, self.live.table.eligible_set(_static_key(m)))
+                specs[id(spec)] = (spec.req_items, self.live.table.eligible_set(static_key(m)))
         short = basis.miss.short
         kept = _Kept(g, verdict, "room", specs=tuple(specs.values()), looked=looked, own=own_at_turn,
                      lack=short.eligible, demand=short.demand, supply=dict(short.supply), short=bool(short.short),
@@ -469,7 +456,7 @@ class _IncrementalPass(_Pass):
             return blocker == kept.blocker
         if blocker:
             return False
-        if kept.since is not None and _starving(kept.since, self.now, self.config):
+        if kept.since is not None and starving(kept.since, self.now, self.config):
             return False
         room = self.room
         own = room.own or set()
@@ -484,7 +471,7 @@ class _IncrementalPass(_Pass):
             for req_items, eligible in kept.specs:
                 if x in eligible:
                     relevant = True
-                    if x in kept.looked or _copies(room.free[x], req_items) > 0:
+                    if x in kept.looked or copies(room.free[x], req_items) > 0:
                         return False
             if relevant and x in deleting:
                 return False  # the message names pods terminating on eligible nodes

@@ -20,6 +20,10 @@ import pytest
 
 PURE = [
     "cogate.controller.planner",
+    "cogate.controller.verdicts",
+    "cogate.controller.filters",
+    "cogate.controller.capacity",
+    "cogate.controller.explanations",
     "cogate.controller.records",
     "cogate.controller.resources",
     "cogate.controller.status",

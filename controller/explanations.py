@@ -1,0 +1,221 @@
+"""Explanation wording (pure): the text of a verdict's ``message`` that says why a group waits.
+
+The decision sequence (:mod:`cogate.controller.planner`) decides; this module words what it
+read. Messages go to PodGroup status, Events and logs, for people (never parsed): pods are
+named (at most :data:`NAMES_SHOWN`, then "and N more"), quantities written as in manifests
+(:func:`cogate.controller.resources.format_quantity`: CPU millicores as ``1500m``, memory
+bytes as ``512Mi``).
+
+* :func:`shortfall`: why more members do not fit a room
+  (:class:`cogate.controller.capacity.Room`): what the smallest missing ones lack, resources
+  summed over their eligible nodes ("cpu short by 1500m on eligible nodes (at most 500m free
+  on one node, a member requests 1)"), or room for one member on one node when the totals
+  suffice (fragmentation); the pods terminating on those nodes (kube-scheduler counts a
+  terminating pod's requests until it is gone, and so does the planner); how many nodes
+  each filter excluded. The :class:`Short` it returns also records what it read of the free
+  room, so that the incremental planner (:mod:`cogate.controller.planstate`) knows while the
+  text still holds.
+* :func:`held_reason`: why a group stays gated whatever the room.
+* :func:`held_by_other_gates`, :func:`waiting_text`, :func:`unchecked_note`: the parts that
+  name members held by other scheduling gates, members left gated for want of room, and
+  members released without a pin.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from cogate.controller.capacity import Room, Spec
+from cogate.controller.records import PodInfo
+from cogate.controller.resources import format_quantity, format_resources
+from cogate.controller.verdicts import DEFAULT_SCHEDULER, PlannerConfig
+
+__all__ = ["NAMES_SHOWN", "name_list", "plural", "held_by_other_gates", "held_reason", "unchecked_note", "waiting_text",
+           "Short", "shortfall"]
+
+
+#: How many pod names a message lists before "and N more".
+NAMES_SHOWN = 3
+
+
+def name_list(names: Sequence[str], limit: int = NAMES_SHOWN) -> str:
+    """``"a, b, c and 2 more"``: the first ``limit`` names of a message."""
+    shown = ", ".join(names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def plural(n: int, word: str) -> str:
+    """``"1 member"``, ``"2 members"``: ``n`` and ``word``, with an ``s`` unless ``n`` is 1."""
+    return f"{n} {word}{'s' if n != 1 else ''}"
+
+
+def held_by_other_gates(members: Sequence[PodInfo], gate: str) -> str:
+    """Message part naming the first members held by scheduling gates other than ``gate``:
+    ``"2 held by other scheduling gates (w-1: example.com/quota, w-2: example.com/quota)"``;
+    ``""`` when none is."""
+    held = [m for m in members if not m.bound and not m.terminal and any(g != gate for g in m.gates)]
+    if not held:
+        return ""
+    names = [f"{m.name}: {', '.join(g for g in m.gates if g != gate)}" for m in held]
+    return f"{len(held)} held by other scheduling gates ({name_list(names)})"
+
+
+def held_reason(gated: Sequence[PodInfo], config: PlannerConfig) -> str:
+    """Why a group whose gated members are ``gated`` must stay gated whatever the room, or ''.
+
+    - a member names a scheduler outside ``config.scheduler_names``: cogate cannot know
+      whether (or where) it will ever be scheduled;
+    - a member's volumes make it unschedulable now (``PodInfo.volume_problems``, e.g. a claim
+      that does not exist), as kube-scheduler's VolumeBinding would say;
+    - ``config.unchecked == "hold"`` and a member carries constraints the planner does not
+      evaluate (``PodInfo.unplanned``).
+    """
+    parts = []
+    unknown = [m for m in gated if m.scheduler_name not in config.scheduler_names]
+    if unknown:
+        names = sorted({m.scheduler_name for m in unknown})
+        parts.append(f"{name_list([m.name for m in unknown])} name{'s' if len(unknown) == 1 else ''} scheduler "
+                     f"{', '.join(repr(n) for n in names)}, which cogate does not plan for (configured: "
+                     f"{', '.join(sorted(config.scheduler_names))}; add it with --scheduler-name)")
+    for m in gated:
+        if m.volume_problems:
+            parts.append(f"{m.name}: {'; '.join(m.volume_problems)}")
+    if config.unchecked == "hold":
+        unchecked = [m for m in gated if m.unplanned]
+        if unchecked:
+            parts.append(f"{name_list([m.name for m in unchecked])} {'has' if len(unchecked) == 1 else 'have'} constraints cogate does "
+                         f"not check ({', '.join(sorted({u for m in unchecked for u in m.unplanned}))}) and "
+                         "--unchecked-constraints=hold")
+    return "; ".join(parts)
+
+
+def unchecked_note(gated: Sequence[PodInfo], config: PlannerConfig) -> str:
+    """Suffix of a release message naming members released without a pin and why."""
+    parts = []
+    unchecked = [m for m in gated if m.unplanned]
+    if unchecked:
+        what = sorted({u for m in unchecked for u in m.unplanned})
+        parts.append(f"not checked by cogate, placed by kube-scheduler: {name_list([m.name for m in unchecked])} ({', '.join(what)})")
+    other = [m for m in gated if m.scheduler_name != DEFAULT_SCHEDULER and m.scheduler_name in config.scheduler_names]
+    if other:
+        parts.append(f"placed by their own scheduler: {name_list([m.name for m in other])}")
+    return "".join(f"; {p}" for p in parts)
+
+
+def waiting_text(members: Sequence[PodInfo], short: str) -> str:
+    """``"2 members (a, b) wait gated for capacity: <short>"``: members of a released group the
+    plan leaves without room (present at the release or new since; the same words for both)."""
+    verb = "waits" if len(members) == 1 else "wait"
+    return f"{plural(len(members), 'member')} ({name_list([m.name for m in members])}) {verb} gated for capacity: {short}"
+
+
+@dataclass(frozen=True)
+class Short:
+    """Why members do not fit (:func:`shortfall`): ``text``, and what it read of the free room:
+    ``supply`` (free ``demand`` resources summed over the ``eligible`` nodes; ``eligible`` None
+    when the text reads no free room), ``short`` (demand beyond supply)."""
+
+    text: str
+    eligible: frozenset[int] | None = None
+    demand: Mapping[str, int] = field(default_factory=dict)
+    supply: Mapping[str, int] = field(default_factory=dict)
+    short: Mapping[str, int] = field(default_factory=dict)
+
+
+def shortfall(room: Room, unplaced: Sequence[PodInfo], missing: int) -> Short:
+    """Explain why ``missing`` more of ``unplaced`` do not fit on ``room``: what the smallest
+    ``missing`` of them lack, the pods terminating on their eligible nodes, then how many
+    nodes each filter excluded."""
+    if missing <= 0:
+        return Short("")
+    if len(unplaced) < missing:
+        return Short(f"only {len(unplaced)} more gated members can be planned (others carry other scheduling gates)")
+    specs = [room.spec_for(m) for m in unplaced]
+    pairs = sorted(zip(specs, unplaced), key=lambda sp: (sp[0].size, sp[1].name))[:missing]
+    smallest = [s for s, _ in pairs]
+    lack = _lacking(room, smallest)
+    parts = [lack.text]
+    eligible = {i for s in smallest for i in s.eligible}
+    if eligible and (terminating := _terminating(room, eligible)):
+        parts.append(terminating)
+    reasons = _exclusions(room, smallest)
+    for r in sorted(reasons, key=lambda r: (-reasons[r], r)):
+        c = reasons[r]
+        parts.append(f"{c} node{'s' if c != 1 else ''} excluded by {r}")
+    return Short("; ".join(parts), lack.eligible, lack.demand, lack.supply, lack.short)
+
+
+def _terminating(room: Room, eligible: set[int]) -> str:
+    """Message part naming pods being deleted on ``eligible`` nodes: kube-scheduler (and the
+    planner) count their requests until they are gone, so the room they hold frees soon."""
+    deleting = room.terminating_pods() if room.terminating_pods is not None else room.bound_pods
+    pods = sorted((p.name for p, i in deleting if p.deleting and i in eligible))
+    if not pods:
+        return ""
+    noun = "pod" if len(pods) == 1 else "pods"
+    return (f"{len(pods)} {noun} terminating on eligible nodes ({name_list(pods)}) still "
+            f"hold{'s' if len(pods) == 1 else ''} room until gone")
+
+
+def _lacking(room: Room, specs: Sequence[Spec]) -> Short:
+    """What ``specs`` (one per missing member) lack: resources summed over their eligible
+    nodes, or, when the totals suffice, room for one member on one node (fragmentation)."""
+    demand: dict[str, int] = {}
+    for s in specs:
+        for k, v in s.req.items():
+            demand[k] = demand.get(k, 0) + v
+    eligible: set[int] = set()
+    for s in specs:
+        eligible.update(s.eligible)
+    supply: dict[str, int] = {}
+    for i in eligible:
+        f = room.free[i]
+        for k in demand:
+            v = f.get(k, 0)
+            if v > 0:
+                supply[k] = supply.get(k, 0) + v
+    short = {k: demand[k] - supply.get(k, 0) for k in sorted(demand) if demand[k] > supply.get(k, 0)}
+    if not eligible:
+        return Short("no eligible node")
+    keys = {s.static_key for s in specs}
+    if len(keys) == 1 and not any(s.affinity_unmet for s in specs) and not room.empty:
+        summed = room.table.eligible_set(keys.pop())  # shared by every group of these specs
+    else:
+        summed = frozenset(eligible)
+    read = (summed, demand, supply, short)
+    s0 = specs[0]
+    if not short:
+        return Short(f"no eligible node has room for a member requesting {format_resources(s0.req)}", *read)
+    # Totals alone would hide fragmentation: also say what one node has and one member needs.
+    texts = []
+    for k, v in short.items():
+        most = max((room.free[i].get(k, 0) for i in eligible), default=0)
+        texts.append(f"{k} short by {format_quantity(k, v)} on eligible nodes (at most "
+                     f"{format_quantity(k, max(most, 0))} free on one node, a member requests "
+                     f"{format_quantity(k, s0.req.get(k, 0))})")
+    return Short(", ".join(texts), *read)
+
+
+def _exclusions(room: Room, specs: Sequence[Spec]) -> dict[str, int]:
+    """Nodes excluded per filter, the most over ``specs``: the static filters and pod affinity
+    (counted when the spec was built), anti-affinity and host ports (on ``room`` as it is now)."""
+    reasons: dict[str, int] = {}
+    for s in specs:
+        for r, c in s.reasons.items():
+            reasons[r] = max(reasons.get(r, 0), c)
+        if s.affinity_unmet:
+            reasons["pod affinity"] = max(reasons.get("pod affinity", 0), s.affinity_unmet)
+        dyn: dict[str, int] = {}
+        for i in s.eligible:
+            if s.forbidden and any(
+                room.dom(k, i) is not None and room.dom(k, i) in d for k, d in s.forbidden.items()
+            ):
+                dyn["pod anti-affinity"] = dyn.get("pod anti-affinity", 0) + 1
+            elif s.ports and any(p.conflicts(q) for p in s.ports for q in room.ports[i]):
+                dyn["host port in use"] = dyn.get("host port in use", 0) + 1
+            elif room.spread is not None and (why := room.spread.reason(s.pod, i)) is not None:
+                dyn[why] = dyn.get(why, 0) + 1  # hook: PodTopologySpread
+        for r, c in dyn.items():
+            reasons[r] = max(reasons.get(r, 0), c)
+    return reasons
