@@ -38,7 +38,7 @@ from cogate.controller.informer import Caches
 from cogate.controller.inputs import GroupObject, timeout_victims
 from cogate.controller.memory import BUDGET_DELETED, BUDGET_FOREIGN, Budget, BudgetState, GroupMemory
 from cogate.controller.metrics import Metrics
-from cogate.controller.planner import GroupRequest, GroupVerdict
+from cogate.controller.verdicts import GroupRequest, GroupVerdict
 from cogate.controller.records import PodInfo
 from cogate.controller.wakeups import WAKE_MARGIN
 from cogate.controller.writer import Writer

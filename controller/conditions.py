@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from cogate.controller.planner import Outcome
+from cogate.controller.verdicts import Outcome
 from cogate.models import Condition, format_time, parse_time
 
 __all__ = [

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cogate import api
-from cogate.controller import planner
+from cogate.controller import verdicts
 
 
 @dataclass
@@ -26,7 +26,7 @@ class ReconcilerConfig:
     max_patch_attempts: int = 6
     starvation_seconds: float = 300.0
     reservation_ttl_seconds: float = 60.0
-    scheduler_names: frozenset[str] = frozenset({planner.DEFAULT_SCHEDULER})
+    scheduler_names: frozenset[str] = frozenset({verdicts.DEFAULT_SCHEDULER})
     unchecked: str = "release"
     #: Delete released members stuck on a pinned node that can no longer take them when they
     #: have a controller owner (it recreates them gated); bare pods are only reported.
@@ -41,8 +41,8 @@ class ReconcilerConfig:
     evict_below_quorum: bool = False
 
     @property
-    def planner_config(self) -> planner.PlannerConfig:
+    def planner_config(self) -> verdicts.PlannerConfig:
         """The planner's knobs, derived: one source for the gate name and the TTL."""
-        return planner.PlannerConfig(gate_name=self.gate_name, starvation_seconds=self.starvation_seconds,
+        return verdicts.PlannerConfig(gate_name=self.gate_name, starvation_seconds=self.starvation_seconds,
                                      reservation_ttl_seconds=self.reservation_ttl_seconds,
                                      scheduler_names=self.scheduler_names, unchecked=self.unchecked)

@@ -25,7 +25,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from cogate.controller import notices, planner, refusers
+from cogate.controller import capacity, notices, refusers
 from cogate.controller.config import ReconcilerConfig
 from cogate.controller.events import Emitter
 from cogate.controller.informer import Caches
@@ -34,7 +34,7 @@ from cogate.controller.memory import GroupMemory, Memories, Refusal
 from cogate.controller.metrics import Metrics
 from cogate.controller.notices import log_extra
 from cogate.controller.patches import pin_target
-from cogate.controller.planner import GroupVerdict, Outcome
+from cogate.controller.verdicts import GroupVerdict, Outcome
 from cogate.controller.wakeups import WAKE_MARGIN, refusal_backoff
 from cogate.controller.writer import Writer
 
@@ -73,7 +73,7 @@ class ReleaseGuard:
     def check(self, g: GroupObject, verdict: GroupVerdict, memory: GroupMemory, now: float) -> Checked:
         """The members of ``verdict`` to ungate now (``now``: epoch seconds), and the refusal to report.
 
-        1. Each planned node is checked again just before the patch (``planner.pinned_node_problems``
+        1. Each planned node is checked again just before the patch (``capacity.pinned_node_problems``
            on the current node and pod caches): a fresh release with a planned node that went bad
            meanwhile releases nothing (planned again at once); a new member of a released group
            is held this pass.
@@ -134,14 +134,14 @@ class ReleaseGuard:
         return {u: n for u, n in release.items() if u not in refused}, message, wake_at
 
     def _recheck_nodes(self, release: Mapping[str, str]) -> dict[str, str]:
-        """``{uid: reason}`` for members whose pin target fails ``planner.pinned_node_problems`` now."""
+        """``{uid: reason}`` for members whose pin target fails ``capacity.pinned_node_problems`` now."""
         pins = [(m, n) for u, n in release.items() if n and (m := self.caches.members.get(u)) is not None]
         if not pins:
             return {}
         wanted = {n for _, n in pins}
         nodes = [n for n in self.caches.nodes.snapshot() if n.name in wanted]
         bound = [p for p in self.caches.bound.snapshot() if p.node_name in wanted and p.bound and not p.terminal]
-        return planner.pinned_node_problems(nodes, bound, pins)
+        return capacity.pinned_node_problems(nodes, bound, pins)
 
     def dry_run_needed(self) -> bool:
         """Whether release patches are dry-run before any gate goes (``refusers.dry_run_needed``

@@ -2,7 +2,7 @@
 
 - :class:`GroupObject`, :func:`group_object`: a cached PodGroup (the PodGroups informer's converter);
 - :func:`members_by_group`, :func:`build_group_requests`: live members per group and the
-  ``planner.GroupRequest`` of each (docs/semantics.md, "Members");
+  ``verdicts.GroupRequest`` of each (docs/semantics.md, "Members");
 - :func:`resolve_volumes`: members with their claims' and bound PVs' constraints filled in
   (:func:`cogate.controller.volumes.resolve`) from the PVC and PV informers;
 - :func:`restored_reservations`: the room of released members that were ungated (pinned) but
@@ -25,7 +25,7 @@ from cogate.controller import status as status_mod
 from cogate.controller import volumes as volumes_mod
 from cogate.controller.notices import ObjectRef
 from cogate.controller.patches import awaiting_bind
-from cogate.controller.planner import GroupRequest
+from cogate.controller.verdicts import GroupRequest
 from cogate.controller.records import PodInfo, Reservation, member_key
 from cogate.models import PodGroup, parse_time
 
@@ -75,7 +75,7 @@ def members_by_group(pods: Iterable[PodInfo]) -> dict[tuple[str, str], list[PodI
 
 def build_group_requests(groups: Iterable[GroupObject], members: Mapping[tuple[str, str], Sequence[PodInfo]],
                          gate: str = api.DEFAULT_GATE_NAME) -> list[GroupRequest]:
-    """``planner.GroupRequest`` per cached PodGroup."""
+    """``verdicts.GroupRequest`` per cached PodGroup."""
     out = []
     for g in groups:
         pg = g.pg

@@ -7,7 +7,7 @@ judgement (deletes, evictions, PodDisruptionBudgets, events). Rules (docs/semant
 "After the release"):
 
 - :func:`stuck_members`: released, unbound members pinned to a node that can no longer take
-  them (the rule itself is the planner's, :func:`cogate.controller.planner.pinned_node_problems`);
+  them (the rule itself is the planner's, :func:`cogate.controller.capacity.pinned_node_problems`);
 - :func:`departures`: members that left a released group since the last pass, with the cause
   (the pod's ``DisruptionTarget`` reason where present);
 - :func:`ungated_without_release`: members that run although cogate never released their group;
@@ -37,7 +37,8 @@ from cogate.controller.conditions import (  # noqa: F401 - public here too (life
     REASON_QUORUM_LOST,
 )
 from cogate.controller.patches import awaiting_bind
-from cogate.controller.planner import GroupRequest, Outcome, pinned_node_problems
+from cogate.controller.capacity import pinned_node_problems
+from cogate.controller.verdicts import GroupRequest, Outcome
 from cogate.controller.records import NodeInfo, PodInfo
 from cogate.controller.status import count_members
 from cogate.models import PodGroup, PodGroupStatus
@@ -94,7 +95,7 @@ def stuck_members(nodes: Sequence[NodeInfo], pods: Sequence[PodInfo],
                   requests: Iterable[GroupRequest]) -> dict[str, Stuck]:
     """``{uid: Stuck}`` over every group's members that wait, released (no scheduling gate at
     all), unbound and pinned (:func:`cogate.controller.patches.awaiting_bind`), on a node that
-    fails :func:`cogate.controller.planner.pinned_node_problems`. ``pods``: bound, non-terminal pods."""
+    fails :func:`cogate.controller.capacity.pinned_node_problems`. ``pods``: bound, non-terminal pods."""
     pinned: list[tuple[PodInfo, str]] = []
     for r in requests:
         for m in r.members:

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from cogate import api, cliargs, kube, logs
-from cogate.controller import planner, quota, records, refusers, volumes
+from cogate.controller import quota, records, refusers, verdicts, volumes
 from cogate.controller.config import ReconcilerConfig
 from cogate.controller.events import EventRecorder
 from cogate.controller.informer import (
@@ -114,10 +114,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="concurrent gate-removal requests; >= 1 (default: %(default)s)")
     p.add_argument("--scheduler-name", metavar="NAME", action="append", default=[], dest="scheduler_names",
                    help=f"also plan for members with this spec.schedulerName (repeatable); they are released "
-                        f"unpinned and unreserved, as their scheduler decides. {planner.DEFAULT_SCHEDULER!r} is "
+                        f"unpinned and unreserved, as their scheduler decides. {verdicts.DEFAULT_SCHEDULER!r} is "
                         "always planned (pinned, reserved); a group with a member naming any other scheduler stays "
                         "gated (default: none)")
-    p.add_argument("--unchecked-constraints", choices=planner.UNCHECKED_POLICIES, default="release",
+    p.add_argument("--unchecked-constraints", choices=verdicts.UNCHECKED_POLICIES, default="release",
                    help="groups whose members have constraints cogate cannot check (unbound volume claims, DRA "
                         "resource claims): release them unpinned, naming those members in the Released "
                         "condition, or hold them gated (default: %(default)s)")
@@ -222,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         recreate_stuck_members=args.recreate_stuck_members, validate_releases=args.validate_releases,
         pod_disruption_budgets=args.pod_disruption_budgets, evict_below_quorum=args.evict_below_quorum,
         starvation_seconds=args.starvation_seconds, reservation_ttl_seconds=args.reservation_ttl,
-        scheduler_names=frozenset({planner.DEFAULT_SCHEDULER, *args.scheduler_names}),
+        scheduler_names=frozenset({verdicts.DEFAULT_SCHEDULER, *args.scheduler_names}),
         unchecked=args.unchecked_constraints)
     reconciler = Reconciler(core, custom, caches, config, recorder=recorder, metrics=metrics,
                             policy=client.PolicyV1Api(api_client) if args.pod_disruption_budgets else None)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from cogate import api
-from cogate.controller import planner
+from cogate.controller import verdicts
 from cogate.controller.conditions import released_reason
 from cogate.controller.records import PodInfo
 
@@ -92,10 +92,10 @@ def verdict_event(outcome: str, message: str) -> Notice | None:
 
     The message is the planner's, as in the ``Released=False`` condition, so both say the same.
     """
-    outcome = planner.Outcome(outcome)
+    outcome = verdicts.Outcome(outcome)
     if outcome.releases:
         return None
-    if outcome is planner.Outcome.WAITING_FOR_MEMBERS:
+    if outcome is verdicts.Outcome.WAITING_FOR_MEMBERS:
         return Notice(NORMAL, Reason.WAITING_FOR_MEMBERS, message or outcome)
     # Same reason as the Released=False condition (conditions.released_reason): a group larger
     # than the cluster is short of capacity too; its message says so.
@@ -150,10 +150,10 @@ def released(release: Mapping[str, str], placement: str, new: bool = False) -> N
     return Notice(NORMAL, Reason.RELEASED, release_message(release, placement, new=new))
 
 
-def priority_event(request: planner.GroupRequest) -> Notice | None:
+def priority_event(request: verdicts.GroupRequest) -> Notice | None:
     """A Warning ``MixedPriorities`` when a GroupRequest's members differ in priority
-    (``planner.mixed_priorities``; the group is ordered by the highest)."""
-    if not planner.mixed_priorities(request):
+    (``verdicts.mixed_priorities``; the group is ordered by the highest)."""
+    if not verdicts.mixed_priorities(request):
         return None
     prios = {p.priority for p in request.members}
     return Notice(WARNING, Reason.MIXED_PRIORITIES,

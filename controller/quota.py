@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cogate.controller.records import InvalidObject, PodInfo, _obj, _sections, _str
-from cogate.controller.planner import Outcome
+from cogate.controller.verdicts import Outcome
 from cogate.controller.resources import format_quantity, parse_quantity, to_units
 
 __all__ = ["QuotaInfo", "quota_info", "member_usage", "quota_refusal", "explain_waiting"]
@@ -137,8 +137,8 @@ def explain_waiting(verdict: Any, request: Any, quotas: Sequence[QuotaInfo]) -> 
 
     Only for ``WaitingForMembers`` verdicts of groups with fewer than ``min_member``
     members present (not Failed); the template member is the group's newest non-failed
-    member (``None`` when there is none). ``verdict``: a frozen ``planner.GroupVerdict``
-    (a copy is returned); ``request``: its ``planner.GroupRequest``.
+    member (``None`` when there is none). ``verdict``: a frozen ``verdicts.GroupVerdict``
+    (a copy is returned); ``request``: its ``verdicts.GroupRequest``.
     """
     if not quotas or verdict.outcome != Outcome.WAITING_FOR_MEMBERS:
         return verdict

@@ -48,7 +48,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from cogate.controller import lifecycle, notices, planner, refusers
+from cogate.controller import lifecycle, notices, refusers, verdicts
 from cogate.controller import quota as quota_mod
 from cogate.controller import status as status_mod
 from cogate.controller.aftercare import Aftercare, Context
@@ -67,7 +67,7 @@ from cogate.controller.memory import GroupMemory, Memories
 from cogate.controller.metrics import Metrics
 from cogate.controller.notices import log_extra
 from cogate.controller.patches import PLACEMENTS
-from cogate.controller.planner import Decision, GroupRequest, GroupVerdict, Outcome, PlannerConfig
+from cogate.controller.verdicts import Decision, GroupRequest, GroupVerdict, Outcome, PlannerConfig
 from cogate.controller.planstate import PlanningState
 from cogate.controller.records import NodeInfo, PodInfo, Reservation
 from cogate.controller.strays import Strays
@@ -432,7 +432,7 @@ class Reconciler:
     def _count_release(self, g: GroupObject, request: GroupRequest, now: float) -> None:
         self.metrics.releases.inc()
         self.events.clear(g.uid, "verdict")
-        since = planner.complete_since(request)
+        since = verdicts.complete_since(request)
         if since is not None:
             self.metrics.complete_to_release.observe(max(0.0, now - since))
 

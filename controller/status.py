@@ -56,7 +56,7 @@ afterwards. ``occupiedBy`` is kept as it is.
 Inputs are the documented records (docs/internals.md): members are
 :class:`cogate.controller.records.PodInfo` (membership is
 :func:`cogate.controller.records.is_member`); the verdict is
-``cogate.controller.planner.GroupVerdict`` (``outcome``, ``message``, ``fits``).
+``cogate.controller.verdicts.GroupVerdict`` (``outcome``, ``message``, ``fits``).
 Times are float epoch seconds (UTC).
 """
 
@@ -78,7 +78,7 @@ from cogate.controller.conditions import (  # noqa: F401 - public here too (stat
     condition,
     released_reason,
 )
-from cogate.controller.planner import Outcome
+from cogate.controller.verdicts import Outcome
 from cogate.controller.records import PodInfo, is_member
 from cogate.models import PodGroup, PodGroupStatus, format_time, parse_time
 
