@@ -7,7 +7,7 @@
 # The image holds only the Python distribution: no Go binaries, no tests.
 
 # Base image: the public python:3.11-slim; `make image` passes a locally built stand-in
-# (Debian 12 + Python 3.11 + pip, localcluster/image.py) where no registry is reachable.
+# (Debian 12 + Python 3.11 + pip, localcluster/host/image.py) where no registry is reachable.
 ARG BASE_IMAGE=python:3.11-slim
 
 FROM ${BASE_IMAGE} AS build

@@ -6,7 +6,7 @@
 # kubectl, kwok, helm, and containerd, kubelet, kube-proxy for the real node, pinned in
 # localcluster/versions.py, cached under ~/.cache/cogate or $COGATE_CACHE_DIR). The real
 # node's tests run as root and install Debian's runc, containernetworking-plugins and
-# iptables with apt-get when missing (localcluster/realnode.py).
+# iptables with apt-get when missing (localcluster/host/realnode.py).
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -24,12 +24,13 @@ $(VENV)/.installed: pyproject.toml
 
 binaries: $(VENV)/.installed
 	$(PY) -m cogate.localcluster.build
+	$(PY) -m cogate.localcluster.host.pauseimage
 
 # The container image from the Dockerfile with buildah (installed with apt-get when missing
 # and run as root), a local Debian 12 stand-in for the python:3.11-slim base; prints the
-# OCI archive for containerd (localcluster/image.py).
+# OCI archive for containerd (localcluster/host/image.py).
 image: $(VENV)/.installed
-	$(PY) -m cogate.localcluster.image
+	$(PY) -m cogate.localcluster.host.image
 
 demo: binaries
 	$(VENV)/bin/cogate demo

@@ -6,7 +6,8 @@ installs the PodGroup CRD, starts cogate's webhook and controller as background 
 and prints the ``KUBECONFIG`` to use. ``cogate dev down`` stops every process it started
 (by pid) and removes its directory. State lives in ``$COGATE_DEV_DIR`` (default
 ``$COGATE_CACHE_DIR/dev``, i.e. ``~/.cache/cogate/dev``). ``--real-node`` adds a real kubelet
-node beside the fake ones (see :mod:`cogate.localcluster.realnode`); ``down`` removes it too.
+node beside the fake ones (see :mod:`cogate.localcluster.host.realnode`, imported only then);
+``down`` removes it too.
 
 Exit codes: 0 ok, 1 failure (message on stderr), 2 usage.
 """
@@ -20,8 +21,9 @@ import shutil
 import sys
 from pathlib import Path
 
-from . import build, realnode, versions
+from . import build, versions
 from .cluster import ClusterError, LocalCluster
+from .host import NODE_IP, NODE_NAME, NODE_TAINT
 from .procs import Proc, process_alive, terminate
 from .stack import CogateStack, StackError
 
@@ -73,14 +75,14 @@ def up(args: argparse.Namespace) -> int:
         stack = CogateStack(cluster, dev_dir() / "cogate").start()
         # The stack's processes run in their own session; this process may exit.
         cogate_state.write_text(json.dumps(stack.state(), indent=2))
-    except (ClusterError, StackError, ValueError, realnode.NodeSetupError, build.BuildError) as exc:
+    except (ClusterError, StackError, ValueError, build.BuildError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         LocalCluster.stop_from_state(cluster_state, keep=False) if cluster_state.exists() else None
         return 1
     print(f"cogate dev environment is up: {args.nodes} node(s) of cpu {args.cpu}, memory {args.memory}")
     if args.real_node:
-        print(f"  real node {realnode.NODE_NAME} ({realnode.NODE_IP}), tainted "
-              f"{realnode.NODE_TAINT['key']}={realnode.NODE_TAINT['value']}:{realnode.NODE_TAINT['effect']}; "
+        print(f"  real node {NODE_NAME} ({NODE_IP}), tainted "
+              f"{NODE_TAINT['key']}={NODE_TAINT['value']}:{NODE_TAINT['effect']}; "
               f"load images with: {build.binary('ctr')} --address {cluster.node.socket} -n k8s.io images import IMAGE.tar")
     print(f"  export KUBECONFIG={cluster.kubeconfig}")
     print(f"  kubectl: {build.binary('kubectl')} (or any kubectl >= 1.30)")
@@ -124,7 +126,8 @@ def status(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of ``cogate dev``; subcommand in ``command``."""
     parser = argparse.ArgumentParser(
         prog="cogate dev",
         description="Start, inspect or stop a local Kubernetes control plane with cogate running, left up in "
@@ -151,8 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     p_up.add_argument("--kwok-taint", action=argparse.BooleanOptionalAction, default=False,
                       help="also taint nodes kwok.x-k8s.io/node=fake:NoSchedule (default: off)")
     p_up.add_argument("--real-node", action="store_true",
-                      help=f"also run a real kubelet node, {realnode.NODE_NAME} (containerd, runc, kubelet, "
-                           f"kube-proxy; needs root; tainted {realnode.NODE_TAINT['key']}=true:NoSchedule) "
+                      help=f"also run a real kubelet node, {NODE_NAME} (containerd, runc, kubelet, "
+                           f"kube-proxy; needs root; tainted {NODE_TAINT['key']}=true:NoSchedule) "
                            "(default: off)")
     sub.add_parser("down", help="stop everything `cogate dev up` started and remove its files",
                    description="Stop every process `cogate dev up` started and remove its directory.")
@@ -161,9 +164,15 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("build", help="build (or check) the cached control-plane binaries",
                    description="Build the local control plane's binaries from pinned Go modules, "
                                "or check that they are cached.")
-    args = parser.parse_args(argv)
-    if args.command == "build":
-        return build.main([])
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "build":  # what `make binaries` builds: every Go tool and the real node's pause image
+        from .host import pauseimage
+
+        return build.main([]) or pauseimage.main([])
     return {"up": up, "down": down, "status": status}[args.command](args)
 
 

@@ -1,6 +1,6 @@
 """The container image, built from the Dockerfile (``make image``), checked without a cluster.
 
-The image is built (or found cached) with :func:`cogate.localcluster.image.build_image`.
+The image is built (or found cached) with :func:`cogate.localcluster.host.image.build_image`.
 Its commands run the way the chart runs them: as the image's user (10001:10001), on a
 read-only root filesystem, with nothing writable but an in-memory ``/certs`` owned by group
 10001 (the chart's ``emptyDir`` with ``fsGroup: 10001``). Each run is traced with ``strace``:
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from cogate.localcluster import image
+from cogate.localcluster.host import image
 
 pytestmark = pytest.mark.e2e
 
