@@ -7,6 +7,9 @@
 # localcluster/versions.py, cached under ~/.cache/cogate or $COGATE_CACHE_DIR). The real
 # node's tests run as root and install Debian's runc, containernetworking-plugins and
 # iptables with apt-get when missing (localcluster/host/realnode.py).
+# `make demo` and `make dev-up` build only what they run (the control plane: etcd,
+# kubernetes, kwok; `cogate demo` and `cogate dev up` build it themselves); `make binaries`
+# builds everything `make test` needs: every Go tool and the real node's pause image.
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -32,7 +35,7 @@ binaries: $(VENV)/.installed
 image: $(VENV)/.installed
 	$(PY) -m cogate.localcluster.host.image
 
-demo: binaries
+demo: $(VENV)/.installed
 	$(VENV)/bin/cogate demo
 
 test: binaries
@@ -54,7 +57,7 @@ BENCH_ARGS ?=
 bench: $(VENV)/.bench-installed
 	$(PY) bench/run.py $(BENCH_ARGS)
 
-dev-up: binaries
+dev-up: $(VENV)/.installed
 	$(VENV)/bin/cogate dev up
 
 dev-down: $(VENV)/.installed

@@ -88,7 +88,7 @@ import json, sys
 from cogate import cli
 from cogate.localcluster import build, cluster, demo, dev, example, nodes, procs, stack, versions
 cluster.LocalCluster(extra_args={{"kube-apiserver": ["--v=2"]}})
-dev.build_parser().parse_args(["up"])
+dev.plan(dev.build_parser().parse_args(["up", "--no-cogate"]))
 dev.build_parser().format_help()
 print(json.dumps(sorted(m for m in sys.modules if m.startswith("{PACKAGE}.host."))))
 """
