@@ -18,7 +18,7 @@ PYTEST_ARGS ?=
 
 .PHONY: demo test unit e2e binaries image bench dev-up dev-down clean
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	@echo "installing cogate and its test dependencies into $(VENV) (log: $(VENV)/install.log)"
 	@( $(PY) -m pip install -q --upgrade pip && $(PY) -m pip install -q -e '.[test]' ) > $(VENV)/install.log 2>&1 \
