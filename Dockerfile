@@ -4,22 +4,25 @@
 # --set image.repository=<registry>/cogate (see charts/cogate/README.md):
 #   docker build -t <registry>/cogate:0.1.0 .
 #   docker push <registry>/cogate:0.1.0
-# The image holds only the Python distribution: no Go binaries, no tests.
+# The image holds only the Python distribution: no Go binaries, no tests, and not the
+# local control plane (localcluster/: `cogate demo`, `cogate dev`, the real node and the image
+# build, which need Go-built binaries and run apt-get, iptables and buildah as root); in the
+# image those two commands say that it is not installed.
 
 # Base image: the public python:3.11-slim; `make image` passes a locally built stand-in
-# (Debian 12 + Python 3.11 + pip, localcluster/image.py) where no registry is reachable.
+# (Debian 12 + Python 3.11 + pip, localcluster/host/image.py) where no registry is reachable.
 ARG BASE_IMAGE=python:3.11-slim
 
 FROM ${BASE_IMAGE} AS build
 WORKDIR /src
-# The package's sources (top-level component dirs install as subpackages, see
-# pyproject.toml); charts/ because cogate/manifests/ links to the chart's CRD.
-COPY pyproject.toml README.md ./
+# What the webhook, the controller and the certificate bootstrap run (top-level component
+# dirs install as subpackages, see pyproject.toml; without localcluster/ setup.py leaves
+# cogate.localcluster out of the wheel); charts/ because cogate/manifests/ links to the chart's CRD.
+COPY pyproject.toml setup.py README.md ./
 COPY cogate/ cogate/
 COPY controller/ controller/
 COPY webhook/ webhook/
 COPY certs/ certs/
-COPY localcluster/ localcluster/
 COPY charts/cogate/crds/ charts/cogate/crds/
 RUN pip wheel --no-cache-dir --wheel-dir /wheels .
 

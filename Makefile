@@ -6,7 +6,10 @@
 # kubectl, kwok, helm, and containerd, kubelet, kube-proxy for the real node, pinned in
 # localcluster/versions.py, cached under ~/.cache/cogate or $COGATE_CACHE_DIR). The real
 # node's tests run as root and install Debian's runc, containernetworking-plugins and
-# iptables with apt-get when missing (localcluster/realnode.py).
+# iptables with apt-get when missing (localcluster/host/realnode.py).
+# `make demo` and `make dev-up` build only what they run (the control plane: etcd,
+# kubernetes, kwok; `cogate demo` and `cogate dev up` build it themselves); `make binaries`
+# builds everything `make test` needs: every Go tool and the real node's pause image.
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -15,7 +18,7 @@ PYTEST_ARGS ?=
 
 .PHONY: demo test unit e2e binaries image bench dev-up dev-down clean
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	@echo "installing cogate and its test dependencies into $(VENV) (log: $(VENV)/install.log)"
 	@( $(PY) -m pip install -q --upgrade pip && $(PY) -m pip install -q -e '.[test]' ) > $(VENV)/install.log 2>&1 \
@@ -24,14 +27,15 @@ $(VENV)/.installed: pyproject.toml
 
 binaries: $(VENV)/.installed
 	$(PY) -m cogate.localcluster.build
+	$(PY) -m cogate.localcluster.host.pauseimage
 
 # The container image from the Dockerfile with buildah (installed with apt-get when missing
 # and run as root), a local Debian 12 stand-in for the python:3.11-slim base; prints the
-# OCI archive for containerd (localcluster/image.py).
+# OCI archive for containerd (localcluster/host/image.py).
 image: $(VENV)/.installed
-	$(PY) -m cogate.localcluster.image
+	$(PY) -m cogate.localcluster.host.image
 
-demo: binaries
+demo: $(VENV)/.installed
 	$(VENV)/bin/cogate demo
 
 test: binaries
@@ -53,7 +57,7 @@ BENCH_ARGS ?=
 bench: $(VENV)/.bench-installed
 	$(PY) bench/run.py $(BENCH_ARGS)
 
-dev-up: binaries
+dev-up: $(VENV)/.installed
 	$(VENV)/bin/cogate dev up
 
 dev-down: $(VENV)/.installed

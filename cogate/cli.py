@@ -4,12 +4,18 @@ Each component owns its flags (``main(argv) -> int`` with its own argparse); thi
 module only dispatches, importing the component lazily so ``cogate webhook`` does
 not load the controller and vice versa.
 
+``demo`` and ``dev`` run the local control plane, ``cogate.localcluster``, which only a source
+checkout installs: the container image leaves it out (its real node and image build run apt-get,
+iptables and buildah as root; the image runs as a non-root user), so there these commands say
+so (:data:`NOT_INSTALLED`, exit 1) instead of failing on an import.
+
 Exit codes: 0 success, 1 runtime failure, 2 usage error.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 
 from . import __version__
@@ -24,10 +30,26 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+#: The package the local-cluster commands need, absent from the container image.
+LOCAL_CLUSTER = "cogate.localcluster"
+#: What ``cogate demo|dev`` print where :data:`LOCAL_CLUSTER` is not installed.
+NOT_INSTALLED = ("cogate {name}: the local control plane is not installed in this image; run `cogate {name}` "
+                 "from a source checkout (`make demo`, `make dev-up`; see README.md), or install cogate on a "
+                 "cluster with the Helm chart (charts/cogate)")
+
+
+def _installed(module: str) -> bool:
+    """True unless ``module`` belongs to :data:`LOCAL_CLUSTER` and that package is not installed."""
+    if module != LOCAL_CLUSTER and not module.startswith(LOCAL_CLUSTER + "."):
+        return True
+    return importlib.util.find_spec(LOCAL_CLUSTER) is not None
+
+
 def usage() -> str:
     width = max(map(len, COMMANDS))
     lines = [f"usage: cogate <command> [options]   (cogate {__version__})", "", "commands:"]
-    lines += [f"  {name:<{width}}  {text}" for name, (_, text) in COMMANDS.items()]
+    lines += [f"  {name:<{width}}  {text}" + ("" if _installed(module) else " (not installed here)")
+              for name, (module, text) in COMMANDS.items()]
     lines += ["", "`cogate <command> --help` shows a command's options."]
     return "\n".join(lines)
 
@@ -44,6 +66,9 @@ def main(argv: list[str] | None = None) -> int:
     if name not in COMMANDS:
         print(f"cogate: unknown command {name!r}\n\n{usage()}", file=sys.stderr)
         return 2
+    if not _installed(COMMANDS[name][0]):
+        print(NOT_INSTALLED.format(name=name), file=sys.stderr)
+        return 1
     module = importlib.import_module(COMMANDS[name][0])
     return int(module.main(rest) or 0)
 

@@ -11,7 +11,10 @@ Binaries land in ``$COGATE_CACHE_DIR/bin/<tool>-<version>/`` (default cache dir
 ``~/.cache/cogate``); a tool whose binaries are all present is not rebuilt, so a
 second run takes well under a second.
 
-Run ``python -m cogate.localcluster.build`` (or ``cogate dev build``).
+Run ``python -m cogate.localcluster.build [TOOL...]`` (``make binaries`` adds the real node's
+pause image, :mod:`cogate.localcluster.host.pauseimage`). ``cogate demo`` and ``cogate dev up``
+build only what they run (:data:`versions.CONTROL_PLANE_TOOLS`, plus :data:`versions.NODE_TOOLS`
+with ``--real-node``).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from pathlib import Path
 
 from . import versions
 
-__all__ = ["cache_dir", "bin_dir", "binary", "ensure_binaries", "build_lock", "BuildError"]
+__all__ = ["cache_dir", "bin_dir", "binary", "ensure_binaries", "build_lock", "run_go", "BuildError"]
 
 
 class BuildError(RuntimeError):
@@ -66,7 +69,9 @@ def _go_env() -> dict[str, str]:
     return env
 
 
-def _run(cmd: list[str], cwd: Path, log) -> None:
+def run_go(cmd: list[str], cwd: Path, log) -> None:
+    """Run ``cmd`` (a ``go`` command) in ``cwd`` with ``CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS=-mod=mod``;
+    the command line and its output go to ``log``. Raises :class:`BuildError` with the output's tail."""
     print("+ " + " ".join(cmd), file=log, flush=True)
     proc = subprocess.run(cmd, cwd=cwd, env=_go_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     log.write(proc.stdout)
@@ -196,7 +201,7 @@ def _build(tool: str, module: str, version: str, packages: tuple[str, ...], out:
     (work / "go.mod").write_text("\n".join(text))
     imports = "\n".join(f'\t_ "{p}"' for p in packages)
     (work / "tools.go").write_text(f"//go:build tools\n\npackage tools\n\nimport (\n{imports}\n)\n")
-    _run(["go", "mod", "tidy"], work, log)
+    run_go(["go", "mod", "tidy"], work, log)
     tmp = out.with_name(out.name + ".tmp")
     if tmp.exists():
         shutil.rmtree(tmp)
@@ -206,9 +211,9 @@ def _build(tool: str, module: str, version: str, packages: tuple[str, ...], out:
     if tags:
         flags += ["-tags", ",".join(tags)]
     if tool == "etcd":
-        _run(["go", "build", *flags, "-o", str(tmp / "etcd"), packages[0]], work, log)
+        run_go(["go", "build", *flags, "-o", str(tmp / "etcd"), packages[0]], work, log)
     else:
-        _run(["go", "build", *flags, "-o", str(tmp) + "/", *packages], work, log)
+        run_go(["go", "build", *flags, "-o", str(tmp) + "/", *packages], work, log)
     missing = [n for n in names if not (tmp / n).is_file()]
     if missing:
         raise BuildError(f"build of {tool} produced no {missing} in {tmp}")
@@ -242,11 +247,6 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown tool(s) {unknown}; choose from {sorted(versions.TOOLS)}")
     try:
         ensure_binaries(args.tools or None)
-        if not args.tools:  # everything: the real node's pause image too (seconds; cached)
-            from .pauseimage import ensure_pause_image
-
-            archive, ref = ensure_pause_image()
-            print(f"pause image {ref} -> {archive}", file=sys.stderr, flush=True)
     except BuildError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -58,6 +58,7 @@ created); kwok is running.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import shutil
@@ -67,15 +68,19 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import yaml
 
 from cogate.certs import pki
 
 from . import build, versions
-from .procs import Proc, free_ports, rss_bytes, spawn, tail, terminate, wait_http, wait_ports_closed
-from .realnode import NODE_IP, NodeSetupError, RealNode, mounts
+from .host import NODE_COMPONENTS, NODE_IP
+from .kubeconfig import write_client as write_kubeconfig
+from .procs import Proc, free_ports, mounts, rss_bytes, spawn, tail, terminate, wait_http, wait_ports_closed
+
+if TYPE_CHECKING:
+    from .host.realnode import RealNode
 
 __all__ = [
     "LocalCluster",
@@ -98,8 +103,6 @@ KWOK_NODE_SELECTOR = "kwok.x-k8s.io/node=fake"
 NODE_LEASE_SECONDS = 40
 #: Order in which components start; they stop in reverse.
 COMPONENTS = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kwok")
-#: Components of the optional real node (:mod:`cogate.localcluster.realnode`), started after the control plane.
-NODE_COMPONENTS = ("containerd", "kubelet", "kube-proxy")
 STATE_FILE = "state.json"
 STAGES_FILE = Path(__file__).with_name("kwok-stages.yaml")
 
@@ -113,17 +116,16 @@ class ClusterError(RuntimeError):
     component and, for start failures, ends with its log tail."""
 
 
-# ----------------------------------------------------------------- small helpers
+@contextlib.contextmanager
+def _real_node_errors(prefix: str = "real node: "):
+    """Report a failure of the real node (:class:`~cogate.localcluster.host.realnode.NodeSetupError`)
+    as a :class:`ClusterError` whose message starts with ``prefix``."""
+    from .host.realnode import NodeSetupError
 
-def _kubeconfig(server: str, ca: Path, cert: Path, key: Path, user: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "cogate-local", "cluster": {"server": server, "certificate-authority": str(ca)}}],
-        "users": [{"name": user, "user": {"client-certificate": str(cert), "client-key": str(key)}}],
-        "contexts": [{"name": "cogate-local", "context": {"cluster": "cogate-local", "user": user}}],
-        "current-context": "cogate-local",
-    }
+    try:
+        yield
+    except NodeSetupError as exc:
+        raise ClusterError(f"{prefix}{exc}") from None
 
 
 # ------------------------------------------------------------------ the cluster
@@ -136,10 +138,10 @@ class LocalCluster:
     ``keep``: keep the work dir on :meth:`stop` (for post-mortems; env ``COGATE_KEEP_CLUSTER=1``
     sets it too). ``timeout``: seconds each component gets to become ready.
     ``extra_args``: per-component extra flags, e.g. ``{"kube-apiserver": ["--v=4"]}``.
-    ``real_node``: also run a real kubelet node, :data:`~cogate.localcluster.realnode.NODE_NAME`
-    (containerd, kubelet, kube-proxy; see :mod:`cogate.localcluster.realnode`): needs root;
-    kube-apiserver then binds and advertises the node's bridge address
-    (:data:`~cogate.localcluster.realnode.NODE_IP`) instead of 127.0.0.1, so that pods reach it
+    ``real_node``: also run a real kubelet node, :data:`~cogate.localcluster.host.NODE_NAME`
+    (containerd, kubelet, kube-proxy; see :mod:`cogate.localcluster.host.realnode`, imported
+    only then): needs root; kube-apiserver then binds and advertises the node's bridge address
+    (:data:`~cogate.localcluster.host.NODE_IP`) instead of 127.0.0.1, so that pods reach it
     through the ``kubernetes`` Service.
     ``audit_policy``: an ``audit.k8s.io/v1`` Policy (as a dict); kube-apiserver then writes its
     audit log (JSON lines, blocking mode) to :attr:`audit_log`.
@@ -255,9 +257,12 @@ class LocalCluster:
             names = ("etcd", "etcd-peer", "kube-apiserver", "kube-scheduler", "kube-controller-manager")
             self.ports = dict(zip(names, free_ports(len(names))))
             if self.real_node:
+                from .host.realnode import RealNode
+
                 self.node = RealNode(self._path("node"), timeout=max(self.timeout, 120.0),
                                      extra_args={k: v for k, v in self.extra_args.items() if k in NODE_COMPONENTS})
-                self.node.setup_host()
+                with _real_node_errors():
+                    self.node.setup_host(SERVICE_CIDR)
             self._write_pki_and_configs()
             self._start_etcd()
             self._wait_http("etcd", f"http://127.0.0.1:{self.ports['etcd']}/health", lambda b: b'"health":"true"' in b)
@@ -281,13 +286,11 @@ class LocalCluster:
             if self.node is not None:
                 self._write_state()  # so that stop_from_state finds a half-started node too
                 t1 = time.monotonic()
-                self.node.start(self.api_client)
+                with _real_node_errors():
+                    self.node.start(self.api_client)
                 self.timings["real-node"] = time.monotonic() - t1
             self.timings["total"] = time.monotonic() - t0
             self._write_state()
-        except NodeSetupError as exc:
-            self._stop_after_failed_start()
-            raise ClusterError(f"real node: {exc}") from None
         except BaseException:
             self._stop_after_failed_start()
             raise
@@ -369,6 +372,8 @@ class LocalCluster:
         state = cls.read_state(path)
         self = cls(state["workdir"], keep=bool(state.get("keep")), real_node=bool(state.get("real_node")))
         if state.get("real_node"):
+            from .host.realnode import RealNode
+
             self.node = RealNode.from_state(state["real_node"])
         self.ports = {k: int(v) for k, v in state["ports"].items()}
         self.procs = {n: Proc(n, int(p["pid"]), p["binary"], Path(p["log"])) for n, p in state["processes"].items()}
@@ -424,10 +429,8 @@ class LocalCluster:
         Raises :class:`ClusterError` without a real node or when the import fails."""
         if self.node is None:
             raise ClusterError("load_image needs a real node: LocalCluster(real_node=True)")
-        try:
+        with _real_node_errors(prefix=""):
             return self.node.load_image(path)
-        except NodeSetupError as exc:
-            raise ClusterError(str(exc)) from None
 
     def rss(self) -> dict[str, int]:
         """Resident memory in bytes of each running component (``/proc/<pid>/status`` VmRSS)."""
@@ -466,17 +469,14 @@ class LocalCluster:
             clients.append(("apiserver-kubelet", "kube-apiserver-kubelet-client", ["system:masters"]))
         server = self.server
         for stem, user, groups in clients:
-            cert, key = pki.issue(ca_cert, ca_key, user, organizations=groups, server=False, client=True, days=365)
-            crt_path = pki.write_pem(pk / f"{stem}-client.crt", cert)
-            key_path = pki.write_pem(pk / f"{stem}-client.key", key)
-            name = "kubeconfig" if stem == "admin" else f"{stem}.kubeconfig"
-            path = self._path(name)
-            path.write_text(yaml.safe_dump(_kubeconfig(server, pk / "ca.crt", crt_path, key_path, user)))
-            path.chmod(0o600)
+            write_kubeconfig(self._path("kubeconfig" if stem == "admin" else f"{stem}.kubeconfig"),
+                             server=server, ca_cert=ca_cert, ca_key=ca_key, ca_file=pk / "ca.crt",
+                             pki_dir=pk, stem=stem, user=user, groups=groups)
         # kwok: our options and stages (the packaged YAML) as its one --config file
         shutil.copyfile(STAGES_FILE, self._path("kwok.yaml"))
         if self.node is not None:
-            self.node.write_files(ca_cert=ca_cert, ca_key=ca_key, ca_file=pk / "ca.crt", server=server)
+            with _real_node_errors():
+                self.node.write_files(ca_cert=ca_cert, ca_key=ca_key, ca_file=pk / "ca.crt", server=server)
 
     # -- internals: processes ---------------------------------------------------
     def _spawn(self, name: str, args: list[str]) -> None:

@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     try:
-        _ensure_binaries(["etcd", "kubernetes", "kwok"])
+        _ensure_binaries(list(versions.CONTROL_PLANE_TOOLS))
     except build.BuildError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

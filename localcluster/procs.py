@@ -1,7 +1,7 @@
 """Child processes of the local environment: free ports, start, readiness, stop, log tails.
 
 One set of helpers for every process the local environment runs: the control plane
-(:mod:`cogate.localcluster.cluster`), the real node (:mod:`cogate.localcluster.realnode`),
+(:mod:`cogate.localcluster.cluster`), the real node (:mod:`cogate.localcluster.host.realnode`),
 cogate's webhook and controller (:mod:`cogate.localcluster.stack`), ``cogate dev down``
 and the end-to-end tests.
 
@@ -13,15 +13,14 @@ and the end-to-end tests.
   period, and reports what survived.
 - :func:`wait_http` polls a readiness URL while checking the process is alive; its error
   ends with the process's log tail (:func:`tail`).
-- :func:`ensure_debian_packages` installs the host packages a feature needs (the real node,
-  the image build) with apt-get when they are missing.
+- :func:`mounts` lists this mount namespace's mount points (a cluster's work dir is never
+  deleted through one).
 """
 
 from __future__ import annotations
 
 import http.client
 import os
-import shutil
 import signal
 import socket
 import ssl
@@ -34,8 +33,6 @@ from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
 __all__ = [
-    "MissingPackages",
-    "ensure_debian_packages",
     "Proc",
     "spawn",
     "terminate",
@@ -47,6 +44,7 @@ __all__ = [
     "process_alive",
     "cmdline",
     "rss_bytes",
+    "mounts",
     "tail",
 ]
 
@@ -123,6 +121,15 @@ def rss_bytes(pid: int) -> int:
     except OSError:
         pass
     return 0
+
+
+def mounts() -> list[str]:
+    """Mount points of this mount namespace (``/proc/self/mountinfo``, octal escapes decoded)."""
+    out = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        point = line.split()[4]
+        out.append(point.encode().decode("unicode_escape"))
+    return out
 
 
 def tail(path: Path, lines: int = 40) -> str:
@@ -251,50 +258,3 @@ def wait_http(proc: Proc, url: str, *, timeout: float, context: ssl.SSLContext |
             raise error(f"{proc.name} not ready after {timeout:.0f}s: {what or url} -> {last}; "
                         f"last lines of {proc.log}:\n{tail(proc.log)}")
         time.sleep(0.1)
-
-
-class MissingPackages(RuntimeError):
-    """Host packages are missing and cannot be installed here (not root, no apt-get, apt-get failed)."""
-
-
-def _present(probe: str) -> bool:
-    return Path(probe).exists() if probe.startswith("/") else shutil.which(probe) is not None
-
-
-def ensure_debian_packages(wanted: Mapping[str, str], purpose: str, *, recommends: bool = False,
-                           log=None) -> list[str]:
-    """Install the Debian packages of ``wanted`` that are missing; returns those installed.
-
-    ``wanted`` maps a package name to what shows it is installed: an absolute path, or a
-    command looked up on ``PATH``. Missing ones are installed with ``apt-get install -y``
-    (``--no-install-recommends`` unless ``recommends``), after one ``apt-get update`` if the
-    first attempt fails (a fresh machine has no package lists). The code that needs them
-    installs them, not a CI script, so ``make test``, CI and ``cogate dev`` take one path.
-    Raises :class:`MissingPackages` naming the packages and ``purpose`` when not root, when
-    there is no apt-get, or when they are still missing afterwards.
-    """
-    missing = [pkg for pkg, probe in wanted.items() if not _present(probe)]
-    if not missing:
-        return []
-    cmd = ["apt-get", "install", "-y", "-q", "-o", "DPkg::Lock::Timeout=600",
-           *([] if recommends else ["--no-install-recommends"]), *missing]
-    if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        raise MissingPackages(f"{purpose} needs the Debian packages {', '.join(missing)}: "
-                              f"run `{' '.join(cmd)}` as root")
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-
-    def apt(argv: list[str]) -> subprocess.CompletedProcess:
-        if log is not None:
-            print(f"+ {' '.join(argv)}", file=log, flush=True)
-        return subprocess.run(argv, capture_output=True, text=True, timeout=900, env=env)
-
-    proc = apt(cmd)
-    if proc.returncode != 0:
-        apt(["apt-get", "update", "-q"])
-        proc = apt(cmd)
-    still = [pkg for pkg, probe in wanted.items() if not _present(probe)]
-    if proc.returncode != 0 or still:
-        out = "\n".join(((proc.stdout or "") + (proc.stderr or "")).splitlines()[-20:])
-        raise MissingPackages(f"{purpose}: `{' '.join(cmd)}` left {still or missing} missing "
-                              f"(exit code {proc.returncode}):\n{out}")
-    return missing

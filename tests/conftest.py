@@ -53,9 +53,9 @@ def cluster() -> Iterator["LocalCluster"]:  # noqa: F821 - imported lazily
 
 def host_state() -> dict:
     """What a real node could leave on this host: its leftovers (processes, mounts, bridge,
-    iptables rules, cgroups; :func:`cogate.localcluster.realnode.host_leftovers`), the veth
+    iptables rules, cgroups; :func:`cogate.localcluster.host.realnode.host_leftovers`), the veth
     interfaces, network namespaces and the kernel settings kubelet and the CNI bridge change."""
-    from cogate.localcluster import realnode
+    from cogate.localcluster.host import realnode
 
     sysctls = (*realnode.KUBELET_SYSCTLS, "net/ipv4/ip_forward")
     netns = Path("/var/run/netns")

@@ -68,3 +68,30 @@ def test_dev_up_status_down(cluster, tmp_path):
     assert not any(process_alive(p) for p in pids)
     assert not (tmp_path / "dev" / "cluster").exists()
     assert "no dev environment is up" in _cogate("dev", "status", env=env).stdout
+
+
+def test_dev_up_no_cogate_leaves_the_cluster_to_the_chart(cluster, tmp_path):
+    """``dev up --no-cogate``: a cluster without cogate's CRD, webhook registration or processes, so
+    that the README's ``helm install`` can create them."""
+    env = {"COGATE_DEV_DIR": str(tmp_path / "dev")}
+    up = _cogate("dev", "up", "--no-cogate", env=env)
+    assert up.returncode == 0, up.stderr + up.stdout
+    assert "cogate is not installed (--no-cogate)" in up.stdout
+    kubeconfig = re.search(r"export KUBECONFIG=(\S+)", up.stdout).group(1)
+    try:
+        assert not (tmp_path / "dev" / "cogate.json").exists()
+
+        def kubectl(*args: str) -> subprocess.CompletedProcess:
+            return subprocess.run([str(build.binary("kubectl")), "--kubeconfig", kubeconfig, *args],
+                                  capture_output=True, text=True)
+
+        crd = kubectl("get", "crd", "podgroups.scheduling.x-k8s.io")
+        assert crd.returncode != 0 and "NotFound" in crd.stderr, crd.stdout + crd.stderr
+        hooks = kubectl("get", "mutatingwebhookconfigurations", "-o", "name")
+        assert hooks.returncode == 0 and hooks.stdout.strip() == "", hooks.stdout
+        status = _cogate("dev", "status", env=env).stdout
+        assert "webhook" not in status and "controller" not in status.replace("kube-controller-manager", ""), status
+    finally:
+        down = _cogate("dev", "down", env=env)
+    assert down.returncode == 0, down.stderr
+    assert not (tmp_path / "dev" / "cluster").exists()

@@ -32,7 +32,8 @@ from kubernetes import client, watch
 
 from cogate.api import POD_GROUP_LABEL
 from cogate.certs import pki
-from cogate.localcluster import build, example, image, realnode
+from cogate.localcluster import build, example
+from cogate.localcluster.host import image, realnode
 
 from . import test_example, test_rbac
 from .conftest import replace_fake_nodes

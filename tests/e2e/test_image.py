@@ -1,6 +1,6 @@
 """The container image, built from the Dockerfile (``make image``), checked without a cluster.
 
-The image is built (or found cached) with :func:`cogate.localcluster.image.build_image`.
+The image is built (or found cached) with :func:`cogate.localcluster.host.image.build_image`.
 Its commands run the way the chart runs them: as the image's user (10001:10001), on a
 read-only root filesystem, with nothing writable but an in-memory ``/certs`` owned by group
 10001 (the chart's ``emptyDir`` with ``fsGroup: 10001``). Each run is traced with ``strace``:
@@ -11,7 +11,9 @@ no file system call that could write may be attempted outside ``/certs``, ``/dev
 
 from __future__ import annotations
 
+import gzip
 import hashlib
+import io
 import json
 import re
 import shlex
@@ -21,7 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from cogate.localcluster import image
+from cogate.localcluster.host import image
+
+from tests.image_contents import host_tool_modules, package_path
 
 pytestmark = pytest.mark.e2e
 
@@ -183,6 +187,49 @@ def test_certificates_written_only_to_the_certs_volume(built, tmp_path):
     proc, attempts = run_in_image(built.tag, ["certs", "generate", "--out", "/certs",
                                               "--dns", "cogate-webhook.cogate-system.svc"], tmp_path)
     assert proc.returncode == 0, proc.stderr + proc.stdout
+    assert attempts == [], "\n".join(attempts)
+
+
+def _package_files(archive: Path) -> dict[str, bytes]:
+    """{path: content} of the ``cogate`` distribution's files in the image (``cogate/...`` and
+    ``cogate-<version>.dist-info/...``, see :func:`package_path`), read from the OCI archive's
+    layers in order (a later layer's file wins; a whiteout removes)."""
+    files: dict[str, bytes] = {}
+    with tarfile.open(archive) as tar:
+        (desc,) = json.load(tar.extractfile("index.json"))["manifests"]
+        manifest = json.load(tar.extractfile(f"blobs/{desc['digest'].replace(':', '/')}"))
+        for layer in manifest["layers"]:
+            data = tar.extractfile(f"blobs/{layer['digest'].replace(':', '/')}").read()
+            if layer["mediaType"].endswith("gzip"):
+                data = gzip.decompress(data)
+            with tarfile.open(fileobj=io.BytesIO(data)) as layer_tar:
+                for member in layer_tar:
+                    head, _, base = member.name.rpartition("/")
+                    if base.startswith(".wh."):
+                        gone = package_path(f"{head}/{base.removeprefix('.wh.')}")
+                        files = {k: v for k, v in files.items() if not gone or (k != gone and not k.startswith(gone + "/"))}
+                    elif member.isfile() and (path := package_path(member.name)):
+                        files[path] = layer_tar.extractfile(member).read()
+    return files
+
+
+def test_image_holds_no_local_cluster_and_no_host_tooling(built):
+    """The installed distribution (its files in the image's layers, and its RECORD) has no
+    ``cogate.localcluster`` and no module that runs apt-get, buildah or iptables."""
+    files = _package_files(built.archive)
+    assert {"cogate/cli.py", "cogate/controller/main.py", "cogate/webhook/main.py", "cogate/certs/bootstrap.py"} <= set(files)
+    assert not [p for p in files if p.startswith("cogate/localcluster/")]
+    (record,) = [p for p in files if p.endswith(".dist-info/RECORD")]
+    assert "cogate/cli.py" in files[record].decode() and "localcluster" not in files[record].decode()
+    assert host_tool_modules(files) == {}
+
+
+@pytest.mark.parametrize("args", [["demo"], ["dev", "up"]])
+def test_local_cluster_commands_say_they_are_not_installed(built, tmp_path, args):
+    proc, attempts = run_in_image(built.tag, args, tmp_path)
+    assert proc.returncode == 1, proc.stderr + proc.stdout
+    assert f"cogate {args[0]}: the local control plane is not installed in this image" in proc.stderr
+    assert "Traceback" not in proc.stderr
     assert attempts == [], "\n".join(attempts)
 
 

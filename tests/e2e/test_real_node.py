@@ -28,9 +28,10 @@ import pytest
 from kubernetes import client
 
 from cogate.certs import pki
-from cogate.localcluster import build, pauseimage, realnode, versions
+from cogate.localcluster import build, versions
+from cogate.localcluster.host import pauseimage, realnode
 from cogate.localcluster.cluster import ClusterError, LocalCluster
-from cogate.localcluster.procs import cmdline, process_alive
+from cogate.localcluster.procs import cmdline, mounts, process_alive
 
 from .kube import wait_for
 
@@ -239,7 +240,7 @@ def test_a_start_after_a_crash_removes_the_dead_nodes_leftovers(real_cluster, re
         wait_for(lambda: not any(process_alive(p) for p in pids), 10, what="the crashed processes gone")
         assert realnode.host_leftovers(dev), "the crash left mounts, the bridge, rules, a shim and the pod"
     # _session_node_stopped started the session's node again: its start removed the leftovers.
-    assert not [m for m in realnode.mounts() if m.startswith(str(dev))]
+    assert not [m for m in mounts() if m.startswith(str(dev))]
     shim = str(build.binary("containerd-shim-runc-v2"))
     survivors = [cmdline(int(p.name)) for p in Path("/proc").iterdir() if p.name.isdigit()]
     assert not [c for c in survivors if c and c[0] in ("/pause", shim)], "the crashed pod and its shim are gone"
@@ -260,7 +261,7 @@ def test_stop_leaves_the_host_as_it_was_and_restart_works(real_cluster, real_kub
     core.create_namespaced_pod("default", _pod("left-running", pauseimage.pause_ref()))
     wait_for(lambda: _ready(core.read_namespaced_pod("left-running", "default")), 90, what="a pod running")
     workdir = real_cluster.workdir
-    assert any(m.startswith(str(workdir)) for m in realnode.mounts()), "a running pod has mounts"
+    assert any(m.startswith(str(workdir)) for m in mounts()), "a running pod has mounts"
     t0 = time.monotonic()
     with _session_node_stopped(real_cluster):
         print(f"stop with one pod running: {time.monotonic() - t0:.1f}s")

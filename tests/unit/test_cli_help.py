@@ -191,3 +191,26 @@ def test_invalid_gate_names_rejected_alike_by_both_components(name, capsys):
 def test_gate_name_must_be_a_string(value):
     with pytest.raises(ValueError, match="non-empty string"):
         api.validate_gate_name(value)
+
+
+# --------------------------------------------------------------------------- the container image: no local cluster
+
+
+@pytest.mark.parametrize("argv", [["demo"], ["dev", "up"], ["dev", "--help"]])
+def test_local_cluster_commands_say_when_it_is_not_installed(argv, monkeypatch, capsys):
+    """In the image (built without ``cogate.localcluster``) ``cogate demo|dev`` explain, exit 1, no traceback."""
+    import importlib.util
+
+    from cogate import cli
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(cli.importlib.util, "find_spec",
+                        lambda name, *a: None if name == cli.LOCAL_CLUSTER else real_find_spec(name, *a))
+    assert cli.main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"cogate {argv[0]}: the local control plane is not installed in this image; ")
+    assert "Traceback" not in err
+    assert cli.main(["--help"]) == 0
+    listed = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if line.startswith("  ")}
+    assert listed["demo"].endswith("(not installed here)") and listed["dev"].endswith("(not installed here)")
+    assert not listed["webhook"].endswith("(not installed here)")

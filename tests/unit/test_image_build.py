@@ -1,11 +1,11 @@
-"""Pure parts of the image build (localcluster/image.py): pip settings passed into the build,
+"""Pure parts of the image build (localcluster/host/image.py): pip settings passed into the build,
 and the files whose hash decides whether the image is rebuilt."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from cogate.localcluster import image
+from cogate.localcluster.host import image
 
 
 def test_pip_environment_wins_over_files_and_host_only_keys_are_dropped():
@@ -62,7 +62,7 @@ def test_inputs_hash_changes_with_a_copied_file_or_the_base_only(tmp_path):
 
 
 def test_the_repository_dockerfile_keeps_the_public_base_as_default():
-    text = (Path(image.__file__).resolve().parents[1] / "Dockerfile").read_text()
+    text = (image.repo_root() / "Dockerfile").read_text()
     assert "ARG BASE_IMAGE=python:3.11-slim" in text
     froms = [ln.split()[1] for ln in text.splitlines() if ln.startswith("FROM ")]
     assert froms == ["${BASE_IMAGE}", "${BASE_IMAGE}"]

@@ -42,20 +42,20 @@ def test_concurrent_builds_of_one_tool_run_once(tmp_path, monkeypatch):
 
 
 def test_debian_packages_present_are_not_installed(monkeypatch):
-    from cogate.localcluster import procs
+    from cogate.localcluster.host import debian
 
-    monkeypatch.setattr(procs.subprocess, "run", lambda *a, **k: (_ for _ in ()).throw(AssertionError("apt ran")))
-    assert procs.ensure_debian_packages({"coreutils": "/bin/ls", "python3": "python3"}, "test") == []
+    monkeypatch.setattr(debian.subprocess, "run", lambda *a, **k: (_ for _ in ()).throw(AssertionError("apt ran")))
+    assert debian.ensure_debian_packages({"coreutils": "/bin/ls", "python3": "python3"}, "test") == []
 
 
 def test_missing_debian_packages_without_root_name_the_command(monkeypatch):
     import pytest
 
-    from cogate.localcluster import procs
+    from cogate.localcluster.host import debian
 
-    monkeypatch.setattr(procs.os, "geteuid", lambda: 1000)
-    with pytest.raises(procs.MissingPackages) as err:
-        procs.ensure_debian_packages({"no-such-pkg": "/nonexistent/tool", "coreutils": "/bin/ls"}, "the real node")
+    monkeypatch.setattr(debian.os, "geteuid", lambda: 1000)
+    with pytest.raises(debian.MissingPackages) as err:
+        debian.ensure_debian_packages({"no-such-pkg": "/nonexistent/tool", "coreutils": "/bin/ls"}, "the real node")
     msg = str(err.value)
     assert "the real node needs the Debian packages no-such-pkg" in msg
     assert "apt-get install -y" in msg and "--no-install-recommends no-such-pkg`" in msg and "coreutils" not in msg

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cogate.localcluster import pauseimage, realnode
+from cogate.localcluster.host import pauseimage, realnode
 from cogate.localcluster.cluster import LocalCluster
 
 

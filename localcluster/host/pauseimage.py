@@ -12,10 +12,13 @@ Both the binary and the archive are cached in ``$COGATE_CACHE_DIR`` (``bin/pause
 ``images/pause-<tag>.tar``): built once per source version, in about 10 s cold.
 :meth:`cogate.localcluster.cluster.LocalCluster.load_image` imports any OCI or Docker
 archive into the real node's containerd.
+
+Run ``python -m cogate.localcluster.host.pauseimage`` to build it ahead (``make binaries``).
 """
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import hashlib
 import io
@@ -27,7 +30,7 @@ import tarfile
 from pathlib import Path
 from typing import Mapping
 
-from . import build
+from .. import build
 
 __all__ = ["PAUSE_SOURCE", "pause_tag", "pause_ref", "ensure_pause_image", "write_oci_archive"]
 
@@ -87,7 +90,7 @@ def write_oci_archive(path: Path, ref: str, files: Mapping[str, tuple[bytes, int
         "architecture": arch, "os": "linux",
         "config": {"Entrypoint": entrypoint, "WorkingDir": "/"},
         "rootfs": {"type": "layers", "diff_ids": [_sha(layer_tar)]},
-        "history": [{"created_by": "cogate.localcluster.pauseimage.write_oci_archive"}],
+        "history": [{"created_by": "cogate.localcluster.host.pauseimage.write_oci_archive"}],
     }, sort_keys=True).encode()
     manifest = json.dumps({
         "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
@@ -140,7 +143,24 @@ def ensure_pause_image(log=sys.stderr) -> tuple[Path, str]:
             shutil.copyfile(PAUSE_SOURCE, work / "main.go")
             (work / "go.mod").write_text("module cogate.local/pause\n\ngo 1.26\n")
             binary.parent.mkdir(parents=True, exist_ok=True)
-            build._run(["go", "build", "-trimpath", "-ldflags", "-s -w", "-o", str(binary), "."], work, log)
+            build.run_go(["go", "build", "-trimpath", "-ldflags", "-s -w", "-o", str(binary), "."], work, log)
             shutil.rmtree(work, ignore_errors=True)
         write_oci_archive(archive, ref, {"/pause": (binary.read_bytes(), 0o755)}, ["/pause"])
     return archive, ref
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Build (or find cached) the real node's pause image, "
+                                                 "an OCI archive, and print where it is.")
+    parser.parse_args(argv)
+    try:
+        archive, ref = ensure_pause_image()
+    except build.BuildError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(f"pause image {ref} -> {archive}", file=sys.stderr, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

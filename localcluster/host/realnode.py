@@ -64,8 +64,11 @@ import yaml
 
 from cogate.certs import pki
 
-from . import build, pauseimage, procs, versions
-from .procs import Proc, cmdline, free_ports, process_alive, spawn, tail, terminate, wait_http
+from .. import build, versions
+from ..kubeconfig import write_client as write_kubeconfig
+from ..nodes import NodeError, wait_nodes_ready
+from ..procs import Proc, cmdline, free_ports, mounts, process_alive, spawn, tail, terminate, wait_http
+from . import NODE_COMPONENTS, NODE_IP, NODE_LABEL, NODE_NAME, NODE_TAINT, debian, pauseimage
 
 __all__ = [
     "RealNode",
@@ -76,19 +79,15 @@ __all__ = [
     "BRIDGE",
     "NODE_LABEL",
     "NODE_TAINT",
+    "NODE_COMPONENTS",
     "ensure_host_packages",
     "host_leftovers",
-    "mounts",
 ]
 
-NODE_NAME = "cogate-real-node"
 #: The node's bridge; its address is :data:`NODE_IP`, the pods' gateway.
 BRIDGE = "cogate0"
+#: Pod addresses (host-local IPAM); :data:`NODE_IP` is its first address.
 POD_SUBNET = "10.244.0.0/24"
-NODE_IP = "10.244.0.1"
-#: Label and taint of the real node (kubelet registers with them).
-NODE_LABEL = ("cogate.dev/real-node", "true")
-NODE_TAINT = {"key": "cogate.dev/real-node", "value": "true", "effect": "NoSchedule"}
 #: iptables filter chain (jumped to from INPUT for the pod subnet) that keeps the node's
 #: addresses reachable from this host and its pods only.
 FIREWALL_CHAIN = "COGATE-REAL-NODE"
@@ -100,8 +99,6 @@ OWNER_FILE = Path("/run/cogate-real-node.json")
 #: ``setupKernelTunables``); their values are saved before and restored after the node runs.
 KUBELET_SYSCTLS = ("vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
                    "kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes")
-#: Processes of the node, in start order (they stop in reverse).
-NODE_COMPONENTS = ("containerd", "kubelet", "kube-proxy")
 CNI_BIN_DIR = Path("/usr/lib/cni")
 #: Name of the node's CNI network (``10-cogate.conflist``).
 CNI_NETWORK = "cogate-real-node"
@@ -135,11 +132,11 @@ def _run(cmd: list[str], check: bool = True, timeout: float = 60.0, env: dict[st
 def ensure_host_packages(log=sys.stderr) -> list[str]:
     """Install the Debian packages of :data:`versions.NODE_PACKAGES` that are missing; returns those installed.
 
-    See :func:`procs.ensure_debian_packages`. Raises :class:`NodeSetupError` when they cannot be installed.
+    See :func:`.debian.ensure_debian_packages`. Raises :class:`NodeSetupError` when they cannot be installed.
     """
     try:
-        return procs.ensure_debian_packages(versions.NODE_PACKAGES, "the real node", log=log)
-    except procs.MissingPackages as exc:
+        return debian.ensure_debian_packages(versions.NODE_PACKAGES, "the real node", log=log)
+    except debian.MissingPackages as exc:
         raise NodeSetupError(str(exc)) from exc
 
 
@@ -149,15 +146,6 @@ def _iptables(*args: str, check: bool = True) -> subprocess.CompletedProcess:
 
 def _link_exists(name: str) -> bool:
     return Path(f"/sys/class/net/{name}").exists()
-
-
-def mounts() -> list[str]:
-    """Mount points of this mount namespace (``/proc/self/mountinfo``, octal escapes decoded)."""
-    out = []
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        point = line.split()[4]
-        out.append(point.encode().decode("unicode_escape"))
-    return out
 
 
 def _cgroup_hierarchies() -> list[Path]:
@@ -277,8 +265,11 @@ class RealNode:
         return node
 
     # -- host -------------------------------------------------------------------
-    def setup_host(self, log=sys.stderr) -> None:
+    def setup_host(self, service_cidr: str, log=sys.stderr) -> None:
         """Check tools, claim the host, create the bridge, route, firewall chain and cgroup root.
+
+        ``service_cidr``: the cluster's Service range (kube-apiserver's ``--service-cluster-ip-range``),
+        routed through the bridge so that host processes reach ClusterIPs through kube-proxy's rules.
 
         Raises :class:`NodeSetupError` (after undoing what it did) when not root, a binary or
         package is missing, or another real node runs on this host.
@@ -301,9 +292,7 @@ class RealNode:
             _run(["ip", "link", "add", BRIDGE, "type", "bridge"])
             _run(["ip", "addr", "add", f"{NODE_IP}/{POD_SUBNET.split('/')[1]}", "dev", BRIDGE])
             _run(["ip", "link", "set", BRIDGE, "up"])
-            from .cluster import SERVICE_CIDR
-
-            _run(["ip", "route", "add", SERVICE_CIDR, "dev", BRIDGE, "src", NODE_IP])
+            _run(["ip", "route", "add", service_cidr, "dev", BRIDGE, "src", NODE_IP])
             _iptables("-N", FIREWALL_CHAIN)
             _iptables("-A", FIREWALL_CHAIN, "-i", "lo", "-j", "RETURN")
             _iptables("-A", FIREWALL_CHAIN, "-i", BRIDGE, "-j", "RETURN")
@@ -388,8 +377,6 @@ class RealNode:
         ``ca_cert``/``ca_key``: the cluster CA (signs the node's client and serving certificates);
         ``ca_file``: its PEM path; ``server``: kube-apiserver's URL.
         """
-        from .cluster import _kubeconfig
-
         pk = self.dir / "pki"
         names = ("kubelet", "kubelet-healthz", "kube-proxy-healthz", "kube-proxy-metrics")
         self.ports = dict(zip(names, free_ports(len(names))))
@@ -399,12 +386,8 @@ class RealNode:
         pki.write_pem(pk / "kubelet-serving.key", key)
         for stem, user, groups in (("kubelet", f"system:node:{NODE_NAME}", ["system:nodes"]),
                                    ("kube-proxy", "system:kube-proxy", [])):
-            cert, key = pki.issue(ca_cert, ca_key, user, organizations=groups, server=False, client=True, days=365)
-            crt = pki.write_pem(pk / f"{stem}-client.crt", cert)
-            k = pki.write_pem(pk / f"{stem}-client.key", key)
-            path = self.dir / f"{stem}.kubeconfig"
-            path.write_text(yaml.safe_dump(_kubeconfig(server, ca_file, crt, k, user)))
-            path.chmod(0o600)
+            write_kubeconfig(self.dir / f"{stem}.kubeconfig", server=server, ca_cert=ca_cert, ca_key=ca_key,
+                             ca_file=ca_file, pki_dir=pk, stem=stem, user=user, groups=groups)
         cd = self.dir / "containerd"
         (cd / "root").mkdir(parents=True, exist_ok=True)
         (cd / "state").mkdir(parents=True, exist_ok=True)
@@ -482,8 +465,6 @@ class RealNode:
         ])
         wait_http(proc, f"http://127.0.0.1:{self.ports['kubelet-healthz']}/healthz", timeout=self.timeout,
                   what="kubelet /healthz", error=NodeSetupError)
-        from .nodes import NodeError, wait_nodes_ready
-
         api = api_ready()
         try:
             wait_nodes_ready(api, [NODE_NAME], timeout=self.timeout)
@@ -680,7 +661,7 @@ def _remove_cgroup_tree(path: Path) -> None:
 
 def _containerd_config(cd: Path, socket: Path, net_d: Path, sandbox_image: str) -> str:
     shim = build.binary("containerd-shim-runc-v2")
-    return f"""# Written by cogate.localcluster.realnode: one node's containerd, everything under {cd}.
+    return f"""# Written by cogate.localcluster.host.realnode: one node's containerd, everything under {cd}.
 version = 4
 root = "{cd / 'root'}"
 state = "{cd / 'state'}"

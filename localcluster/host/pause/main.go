@@ -1,6 +1,6 @@
 // Command pause is the real node's sandbox ("pause") image and its test probe, in one static binary.
 //
-// Built by cogate.localcluster.nodeimage (Go standard library only, CGO_ENABLED=0) and packed as
+// Built by cogate.localcluster.host.pauseimage (Go standard library only, CGO_ENABLED=0) and packed as
 // the OCI image localhost/cogate/pause:<hash>, the only binary in it (/pause).
 //
 //	/pause                      sandbox: wait for SIGTERM or SIGINT, reap children, exit 0

@@ -44,7 +44,7 @@ mirrors how the Go binaries are built on first use), else raises :class:`ImageBu
 naming the packages. buildah uses its configured storage driver (overlay by default; set
 ``STORAGE_DRIVER=vfs`` where overlay is unavailable).
 
-Run ``python -m cogate.localcluster.image`` (``make image``).
+Run ``python -m cogate.localcluster.host.image`` (``make image``).
 """
 
 from __future__ import annotations
@@ -68,7 +68,8 @@ from pathlib import Path
 
 import yaml
 
-from . import build, procs
+from .. import build
+from . import debian
 
 __all__ = [
     "ImageBuildError",
@@ -148,11 +149,11 @@ class ImageBuild:
 # ------------------------------------------------------------------ locations
 
 def repo_root() -> Path:
-    """The checkout holding the Dockerfile (this module is ``<root>/localcluster/image.py``).
+    """The checkout holding the Dockerfile (this module is ``<root>/localcluster/host/image.py``).
 
     Raises :class:`ImageBuildError` when cogate runs from an installed wheel without sources.
     """
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     if not (root / "Dockerfile").is_file():
         raise ImageBuildError(f"no Dockerfile in {root}: building the image needs a source checkout")
     return root
@@ -192,7 +193,7 @@ def ensure_tools(tools: dict[str, str] | None = None, *, install: bool = True, l
     """Make sure ``tools`` (``{command: Debian package}``, default :data:`TOOLS`: ``buildah`` and
     ``mmdebstrap``) are on ``PATH``.
 
-    Missing ones are installed with :func:`procs.ensure_debian_packages` (with recommended
+    Missing ones are installed with :func:`.debian.ensure_debian_packages` (with recommended
     packages: tested that way, and all are small) when ``install`` is true; otherwise, or when
     that fails, :class:`ImageBuildError` names the Debian packages to install.
     """
@@ -204,8 +205,8 @@ def ensure_tools(tools: dict[str, str] | None = None, *, install: bool = True, l
                                   f"install them with `apt-get install {' '.join(missing)}` as root")
         return
     try:
-        procs.ensure_debian_packages(wanted, "the image build or its checks", recommends=True, log=log)
-    except procs.MissingPackages as exc:
+        debian.ensure_debian_packages(wanted, "the image build or its checks", recommends=True, log=log)
+    except debian.MissingPackages as exc:
         raise ImageBuildError(str(exc)) from exc
 
 

@@ -1,0 +1,58 @@
+"""What ``cogate dev up`` and ``cogate demo`` build and start, from their arguments, without a cluster:
+the control plane's Go tools only (never Helm, the real node's only with ``--real-node``), and
+cogate's CRD and processes unless ``--no-cogate``."""
+
+from __future__ import annotations
+
+import pytest
+
+from cogate.localcluster import build, demo, dev, versions
+
+
+def _plan(*argv: str) -> dev.UpPlan:
+    return dev.plan(dev.build_parser().parse_args(["up", *argv]))
+
+
+def test_control_plane_tools_are_not_the_real_nodes_nor_helm():
+    assert set(versions.CONTROL_PLANE_TOOLS) == {"etcd", "kubernetes", "kwok"}
+    assert not set(versions.NODE_TOOLS) & set(versions.CONTROL_PLANE_TOOLS)
+    assert set(versions.TOOLS) - set(versions.CONTROL_PLANE_TOOLS + versions.NODE_TOOLS) == {"helm"}
+
+
+@pytest.mark.parametrize("argv, tools, real_node, cogate", [
+    ((), versions.CONTROL_PLANE_TOOLS, False, True),
+    (("--no-cogate",), versions.CONTROL_PLANE_TOOLS, False, False),
+    (("--real-node",), versions.CONTROL_PLANE_TOOLS + versions.NODE_TOOLS, True, True),
+    (("--real-node", "--no-cogate"), versions.CONTROL_PLANE_TOOLS + versions.NODE_TOOLS, True, False),
+    (("--no-cogate", "--cogate"), versions.CONTROL_PLANE_TOOLS, False, True),  # the last one wins
+])
+def test_dev_up_plan(argv, tools, real_node, cogate):
+    assert _plan(*argv) == dev.UpPlan(tools=tools, real_node=real_node, cogate=cogate)
+
+
+def _stop_at_build(monkeypatch, module) -> list[list[str]]:
+    """Record what ``module`` asks ``build.ensure_binaries`` for, then fail the build (nothing starts)."""
+    asked: list[list[str]] = []
+
+    def ensure_binaries(tools=None, log=None):
+        asked.append(list(tools))
+        raise build.BuildError("stopped by the test")
+
+    monkeypatch.setattr(module.build, "ensure_binaries", ensure_binaries)
+    return asked
+
+
+@pytest.mark.parametrize("argv", [["up"], ["up", "--no-cogate"], ["up", "--real-node", "--no-cogate"]])
+def test_dev_up_builds_what_its_plan_says(argv, monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("COGATE_DEV_DIR", str(tmp_path))
+    asked = _stop_at_build(monkeypatch, dev)
+    assert dev.main(argv) == 1
+    assert asked == [list(_plan(*argv[1:]).tools)]
+    assert "stopped by the test" in capsys.readouterr().err
+
+
+def test_demo_builds_the_control_plane_only(monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("COGATE_CACHE_DIR", str(tmp_path))  # nothing cached: demo asks for a build
+    asked = _stop_at_build(monkeypatch, demo)
+    assert demo.main([]) == 1
+    assert asked == [list(versions.CONTROL_PLANE_TOOLS)]
