@@ -7,6 +7,7 @@ most *inclusive* time among our own code (``cogate``).
 
 from __future__ import annotations
 
+import re
 import subprocess
 import time
 from collections import defaultdict
@@ -83,9 +84,12 @@ CATEGORIES = (
 )
 
 
-def pyspy_record(pid: int, seconds: float, out: str, rate: int = 250) -> subprocess.Popen[bytes]:
+def pyspy_record(pid: int, seconds: float, out: str, rate: int = 250, threads: bool = False,
+                 extra: tuple[str, ...] = ()) -> subprocess.Popen[bytes]:
     """Start ``py-spy record`` (raw collapsed stacks into ``out``) on ``pid`` for ``seconds``;
-    returns the process (wait on it). Raises FileNotFoundError without py-spy."""
+    returns the process (wait on it; SIGINT ends it early, still writing ``out``). ``threads``:
+    each stack starts with its thread (:func:`pyspy_summary`); ``extra``: more py-spy flags (``--gil``:
+    only samples of the thread holding the GIL). Raises FileNotFoundError without py-spy."""
     import shutil
     import sys
     from pathlib import Path
@@ -94,7 +98,8 @@ def pyspy_record(pid: int, seconds: float, out: str, rate: int = 250) -> subproc
     if not Path(exe).exists():
         raise FileNotFoundError("py-spy is not installed (pip install -e '.[bench]')")
     return subprocess.Popen([exe, "record", "--pid", str(pid), "--duration", str(max(1, round(seconds))),
-                             "--rate", str(rate), "--format", "raw", "--output", out, "--nonblocking"],
+                             "--rate", str(rate), "--format", "raw", "--output", out, "--nonblocking",
+                             *(["--threads"] if threads else []), *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
 
@@ -120,3 +125,55 @@ def pyspy_categories(raw_file: str, inclusive: tuple[str, ...] = ()) -> tuple[in
                     incl[name] += n
     total = max(total, 1)
     return total, {k: v / total for k, v in by_cat.items()}, {k: v / total for k, v in incl.items()}
+
+
+_LINE = re.compile(r":\d+\)$")
+
+
+def _thread_kind(frame: str) -> str:
+    """``thread (1234): cogate-ungate_3`` -> ``cogate-ungate``; ``Thread-1 (run)`` kept as it is."""
+    name = frame.partition("): ")[2] or frame
+    return re.sub(r"_\d+$", "", name)
+
+
+def pyspy_summary(raw_file: str, *, top: int = 12, ours: tuple[str, ...] = ("controller/",)) -> dict[str, Any]:
+    """Summarise py-spy's raw output recorded with ``--threads``: ``samples``; ``threads``: share of
+    samples by thread kind (pool threads merged: ``cogate-ungate``); ``self``: the ``top`` innermost
+    frames by share; ``inclusive``: the ``top`` frames of our code (path fragments ``ours``) by
+    the share of samples they are on the stack of (each counted once per sample). Shares of all
+    samples (without ``--idle``, samples of threads not waiting in a system call)."""
+    threads: dict[str, int] = defaultdict(int)
+    self_n: dict[str, int] = defaultdict(int)
+    incl: dict[str, int] = defaultdict(int)
+    total = 0
+    with open(raw_file) as f:
+        for line in f:
+            stack, _, n_text = line.rstrip().rpartition(" ")
+            if not stack or not n_text.isdigit():
+                continue
+            n = int(n_text)
+            total += n
+            frames = [_LINE.sub(")", fr) for fr in stack.split(";")]  # by function, not by line
+            head = frames[0] if frames[0].startswith("thread (") else ""
+            body = frames[1:] if head else frames
+            threads[_thread_kind(head) if head else "?"] += n
+            if body:
+                self_n[body[-1]] += n
+            for fr in set(body):
+                if any(o in fr for o in ours):
+                    incl[fr] += n
+    total = max(total, 1)
+
+    def share(d: dict[str, int], k: int) -> list[tuple[str, float]]:
+        return [(name, round(v / total, 3)) for name, v in sorted(d.items(), key=lambda kv: -kv[1])[:k]]
+
+    return {"samples": total, "threads": share(threads, top), "self": share(self_n, top),
+            "inclusive": share(incl, top)}
+
+
+def pyspy_text(summary: dict[str, Any]) -> str:
+    """One paragraph of :func:`pyspy_summary`."""
+    def fmt(items: list[tuple[str, float]]) -> str:
+        return ", ".join(f"{name} {v:.0%}" for name, v in items)
+    return (f"py-spy, {summary['samples']} samples: by thread: {fmt(summary['threads'])}; self time: "
+            f"{fmt(summary['self'])}; inclusive (our code): {fmt(summary['inclusive'])}.")

@@ -1,26 +1,46 @@
 """Benchmark 3 (issue 10): end to end on the local control plane, gang against kube-scheduler alone.
 
-100 kwok nodes (4 CPU, 16Gi, 110 pods). Two workloads, each created at once as ReplicaSets
-of pods of 100m / 64Mi: one group of 1,000 pods (one ReplicaSet), and 100 groups of 8 (100
-ReplicaSets created from 16 threads). With cogate each ReplicaSet is a PodGroup (created
-first, minMember = replicas) and its pods carry the group label: the webhook gates them and
-the controller releases them. Baseline, same run, same cluster, cogate running: the same
-ReplicaSets without the label (kube-scheduler alone). Time = first create call -> the pod
-watch sees the last pod bound (one clock). Each run gets its own namespace, deleted (and its
-pods gone) before the next.
+kwok nodes of 4 CPU, 16Gi, 110 pods. Workloads, each created at once as ReplicaSets of pods of
+100m / 64Mi, on two cluster sizes (issue 19: the sparse shape alone hid a dense one's cost):
 
-    python bench/bench_end_to_end.py [--quick]       # prints RESULT <json>
+- 100 nodes: one group of 1,000 pods (one ReplicaSet, 10 members per node), 100 groups of 8
+  (100 ReplicaSets created from 16 threads), one group of 3,000 (30 per node);
+- 29 nodes: one group of 1,000 (about 35 per node), 100 groups of 8.
+
+With cogate each ReplicaSet is a PodGroup (created first, minMember = replicas) and its pods
+carry the group label: the webhook gates them and the controller releases them. Baseline,
+same run, same cluster, cogate running: the same ReplicaSets without the label (kube-scheduler
+alone). Time = first create call -> the pod watch sees the last pod bound (one clock). Each
+run gets its own namespace, deleted (and its pods gone) before the next.
+
+Timeline of each cogate run, in seconds after the pod watch saw the last member created:
+the controller's members informer has them all (its ``informer_events_total{informer="members",
+type="ADDED"}`` polled every 0.1 s), the decision is in status (a PodGroup watch sees
+``scheduleStartTime`` of the last group), the first and the last gate removed, the last member
+bound (the pod watch).
+
+    python bench/bench_end_to_end.py [--quick] [--shapes 29x1x1000,100x100x8] [--profile] [--no-dry-runs]
+
+prints RESULT <json>; ``--profile`` records the controller with py-spy during each cogate run
+(raw stacks in the output directory, a summary in the notes).
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import signal
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from kubernetes import client
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import clusterbench as cb  # noqa: E402
+import _profile  # noqa: E402
 
 NAME = "end_to_end"
 TITLE = "End to end: gangs against kube-scheduler alone"
@@ -29,28 +49,69 @@ NODE_SHAPE = {"cpu": "4", "memory": "16Gi", "pods": 110}
 TARGET = 1.25
 
 
-def _workloads(quick: bool) -> list[tuple[str, int, int]]:
-    """(label, groups, members per group)."""
-    if quick:
-        return [("1 group of 8", 1, 8), ("2 groups of 4", 2, 4)]
-    return [("1 group of 1,000", 1, 1000), ("100 groups of 8", 100, 8)]
+#: (nodes, groups, members per group); the first two are issue 10's targets, the rest issue 19's
+#: dense shapes. ``--quick``: :data:`QUICK_SHAPES`.
+SHAPES = ((100, 1, 1000), (100, 100, 8), (100, 1, 3000), (29, 1, 1000), (29, 100, 8))
+QUICK_SHAPES = ((10, 1, 8), (10, 2, 4), (3, 1, 30))
+#: Shapes with a target (issue 10) and whose runs are repeated with every release dry-run first.
+TARGET_SHAPES = ((100, 1, 1000), (100, 100, 8))
+QUICK_TARGET_SHAPES = ((10, 1, 8), (10, 2, 4))
+#: More py-spy flags for ``--profile`` (``COGATE_BENCH_PYSPY="--gil"``: who holds the GIL).
+PYSPY_EXTRA = tuple(os.environ.get("COGATE_BENCH_PYSPY", "").split())
+#: Requests whose mean time in kube-apiserver each run reports (``clusterbench.apiserver_latency``).
+LATENCY_KEYS = ("POST pods", "PATCH pods", "POST pods/binding", "PATCH pods/status", "PATCH podgroups/status")
+#: The members informer's ADDED events, polled from the controller's /metrics (the timeline).
+MEMBERS_ADDED = ("cogate_controller_informer_events_total", 'informer="members",type="ADDED"')
+
+
+def _label(groups: int, size: int) -> str:
+    return f"1 group of {size:,}" if groups == 1 else f"{groups} groups of {size:,}"
+
+
+def _shape_label(shape: tuple[int, int, int]) -> str:
+    nodes, groups, size = shape
+    return f"{_label(groups, size)} on {nodes} nodes"
+
+
+def parse_shapes(text: str) -> tuple[tuple[int, int, int], ...]:
+    """``"29x1x1000,100x100x8"`` -> ((29, 1, 1000), (100, 100, 8)) (nodes x groups x members)."""
+    out = []
+    for part in text.split(","):
+        nodes, groups, size = (int(x) for x in part.strip().split("x"))
+        out.append((nodes, groups, size))
+    return tuple(out)
 
 
 def run_once(api, watch: cb.PodWatch, stack, groups: int, size: int, gang: bool, timeout: float,
-             cluster: Any = None) -> dict[str, Any]:
+             cluster: Any = None, pg_watch: cb.PodGroupWatch | None = None,
+             profile_to: Path | None = None) -> dict[str, Any]:
     before = cb.controller_stats(stack)
+    clock = cb.MetricClock(stack, {"members added": MEMBERS_ADDED}) if gang else None
+    spy = None
     cpu_before = cb.cpu_seconds(cluster, stack) if cluster is not None else {}
     req_before = cb.apiserver_requests(api)
+    lat_before = cb.apiserver_latency(api)
     ns = cb.new_namespace(api, "e2e-gang" if gang else "e2e-plain")
     total = groups * size
     try:
         names = [f"g{i}" for i in range(groups)]
         if gang:
             cb.parallel(lambda n: cb.create_pod_group(api, ns, cb.pod_group(n, size)), names)
-        t0 = time.monotonic()
-        cb.parallel(lambda n: cb.create_replica_set(api, ns, cb.replica_set(n, size, group=n if gang else None)),
-                    names)
-        end = watch.wait_bound(ns, total, timeout)
+        with clock if clock is not None else contextlib.nullcontext():
+            if clock is not None:
+                cb.wait_for(lambda: clock.samples["members added"], 10, "a first poll of the controller's metrics")
+                added_before = clock.value("members added")
+                clock.stop_when("members added", added_before + total)
+            if profile_to is not None:
+                spy = _profile.pyspy_record(cb.controller_pid(stack), timeout, str(profile_to), rate=100,
+                                            threads=True, extra=PYSPY_EXTRA)
+            t0 = time.monotonic()
+            cb.parallel(lambda n: cb.create_replica_set(api, ns, cb.replica_set(n, size, group=n if gang else None)),
+                        names)
+            end = watch.wait_bound(ns, total, timeout)
+            if spy is not None:
+                spy.send_signal(signal.SIGINT)  # py-spy writes what it sampled so far
+                spy.wait(30)
         ps = watch.pods(ns)
         last_created = max(p.created for p in ps)
         first_bound = min(p.bound for p in ps if p.bound is not None)
@@ -59,13 +120,27 @@ def run_once(api, watch: cb.PodWatch, stack, groups: int, size: int, gang: bool,
         if gang:
             ung = [p.ungated for p in ps if p.ungated is not None]
             out["last created -> last ungated s"] = max(ung) - last_created
+            seen = clock.first_at("members added", added_before + total) if clock is not None else None
+            decided = pg_watch.decided_at(ns, names) if pg_watch is not None else []
+            out["timeline"] = {
+                "last seen by informer": None if seen is None else seen - last_created,
+                "decision recorded": max(decided) - last_created if len(decided) == groups else None,
+                "first gate removed": min(ung) - last_created,
+                "last gate removed": max(ung) - last_created,
+                "last bound": end - last_created,
+            }
         out["controller"] = cb.stats_delta(before, cb.controller_stats(stack))
         if cluster is not None:
             cpu = cb.stats_delta(cpu_before, cb.cpu_seconds(cluster, stack))
             out["cpu s"] = {k: round(v, 1) for k, v in sorted(cpu.items(), key=lambda kv: -kv[1]) if v >= 0.05}
         out["pod writes"] = cb.pod_writes(cb.stats_delta(req_before, cb.apiserver_requests(api)))
+        out["apiserver ms"] = cb.latency_delta(lat_before, cb.apiserver_latency(api), LATENCY_KEYS)
+        out["FailedScheduling events"] = len(json.loads(client.CoreV1Api(api).list_namespaced_event(
+            ns, field_selector="reason=FailedScheduling", _preload_content=False).data).get("items") or [])
         return out
     finally:
+        if spy is not None and spy.poll() is None:
+            spy.kill()
         cb.delete_namespace(api, ns)
 
 
@@ -90,49 +165,99 @@ def _explain(base: dict[str, Any], gang: dict[str, Any], total: int) -> str:
             f"({gang.get('pod writes')} against {base.get('pod writes')}). CPU time of all processes: "
             f"{busy_g:.0f} s with cogate against {busy_b:.0f} s alone on 2 cores ({cpu_g} against {cpu_b}); "
             f"the controller spent {st['pass s']:.1f} s in {st['passes']:.0f} passes, of which {st['planner s']:.2f} s "
-            "in planning. The extra time is the API server's extra work per member (the release patch and the "
+            f"in planning. Timeline after the last member's creation: {_timeline_text(gang)}. "
+            "The extra time is the API server's extra work per member (the release patch and the "
             "PodGroup status writes; the webhook call at creation) on a machine whose 2 cores the control plane "
             "already fills, and kube-scheduler binds a member only after its release instead of while the others "
             "are still being created.")
 
 
-def run(quick: bool, out_dir: Path, cluster: Any = None) -> dict[str, Any]:
-    nodes = 10 if quick else 100
+def _timeline_text(gang: dict[str, Any]) -> str:
+    """The timeline of a cogate run and the release patches' pace, in words (issue 19)."""
+    tl = gang.get("timeline") or {}
+
+    def at(key: str) -> str:
+        v = tl.get(key)
+        return "?" if v is None else f"{v:.2f} s"
+    patch = (gang.get("apiserver ms") or {}).get("PATCH pods")
+    span = (tl.get("last gate removed") or 0) - (tl.get("first gate removed") or 0)
+    rate = f"{gang['controller']['gates removed'] / span:.0f} gates/s" if span > 0 else "?"
+    return (f"the informer had every member at {at('last seen by informer')}, the decision was in status at "
+            f"{at('decision recorded')}, the gates went from {at('first gate removed')} to "
+            f"{at('last gate removed')} ({rate}; kube-apiserver's mean time per PATCH pods "
+            f"{patch[1] if patch else '?'} ms), the last member was bound at {at('last bound')}")
+
+
+def _timeline_row(label: str, base: dict[str, Any], gang: dict[str, Any]) -> list[Any]:
+    tl = gang["timeline"]
+
+    def r(v: float | None) -> float | None:
+        return None if v is None else round(v, 2)
+    limit = gang["all created s"] + base["all bound s"]
+    return [label, r(gang["all created s"]), r(tl["last seen by informer"]), r(tl["decision recorded"]),
+            r(tl["first gate removed"]), r(tl["last gate removed"]), r(tl["last bound"]),
+            round(gang["all bound s"], 2), round(base["all bound s"], 2),
+            cb.ratio(gang["all bound s"], base["all bound s"]), cb.ratio(limit, base["all bound s"])]
+
+
+def run(quick: bool, out_dir: Path, cluster: Any = None, shapes: tuple[tuple[int, int, int], ...] | None = None,
+        profile: bool = False, dry_runs: bool = True, controller_args: tuple[str, ...] = ()) -> dict[str, Any]:
+    shapes = shapes or (QUICK_SHAPES if quick else SHAPES)
+    target_shapes = QUICK_TARGET_SHAPES if quick else TARGET_SHAPES
     timeout = 60 if quick else 600
-    rows, targets, notes, cost_rows = [], [], [], []
-    runs: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
+    rows, targets, notes, cost_rows, timeline_rows = [], [], [], [], []
+    runs: dict[tuple[int, int, int], tuple[dict[str, Any], dict[str, Any]]] = {}
+    by_nodes: dict[int, list[tuple[int, int, int]]] = {}
+    for sh in shapes:
+        by_nodes.setdefault(sh[0], []).append(sh)
     with cb.control_plane(cluster) as c:
-        cb.log(f"{NAME}: {nodes} nodes")
-        cb.set_nodes(c, nodes, **NODE_SHAPE)
         api = cb.api_client(c)
-        with cb.cogate_stack(c) as stack:
-            with cb.PodWatch(api) as watch:
-                for label, groups, size in _workloads(quick):
+        for nodes, node_shapes in by_nodes.items():
+            cb.log(f"{NAME}: {nodes} nodes")
+            cb.set_nodes(c, nodes, **NODE_SHAPE)
+            with cb.cogate_stack(c, *controller_args) as stack, cb.PodWatch(api) as watch, \
+                    cb.PodGroupWatch(api) as pg_watch:
+                for sh in node_shapes:
+                    _, groups, size = sh
+                    label = _shape_label(sh)
                     cb.log(f"{NAME}: {label}: kube-scheduler alone")
                     base = run_once(api, watch, stack, groups, size, False, timeout, c)
                     cb.log(f"{NAME}: {label}: cogate")
-                    gang = run_once(api, watch, stack, groups, size, True, timeout, c)
-                    runs[label] = (base, gang)
+                    raw = out_dir / f"end_to_end_profile_{nodes}x{groups}x{size}.txt" if profile else None
+                    gang = run_once(api, watch, stack, groups, size, True, timeout, c, pg_watch, raw)
+                    runs[sh] = (base, gang)
                     r = cb.ratio(gang["all bound s"], base["all bound s"])
                     rows.append([label, groups * size, round(base["all bound s"], 2), round(gang["all bound s"], 2), r,
                                  round(base["all created s"], 2), round(gang["all created s"], 2),
                                  round(gang["last created -> last ungated s"], 2),
                                  round(gang["last created -> all bound s"], 2)])
-                    targets.append(cb.target(f"{label} on {nodes} kwok nodes: time until all bound, cogate / "
-                                             "kube-scheduler alone", f"<= {TARGET}x",
-                                             f"{r}x ({gang['all bound s']:.1f} s vs {base['all bound s']:.1f} s)",
-                                             r is not None and r <= TARGET, _explain(base, gang, groups * size)))
+                    timeline_rows.append(_timeline_row(label, base, gang))
+                    if sh in target_shapes:
+                        targets.append(cb.target(f"{_label(groups, size)} on {nodes} kwok nodes: time until all "
+                                                 "bound, cogate / kube-scheduler alone", f"<= {TARGET}x",
+                                                 f"{r}x ({gang['all bound s']:.1f} s vs {base['all bound s']:.1f} s)",
+                                                 r is not None and r <= TARGET, _explain(base, gang, groups * size)))
                     cb.log(f"{NAME}: {label}: {base} / {gang}")
                     notes.append(f"{label}, controller during the cogate run: {gang['controller']}; during the "
-                                 f"kube-scheduler-alone run: {base['controller']}")
-        # The same gangs with every release patch dry-run first (--validate-releases=always, what
-        # the default "auto" does on a cluster where a webhook or policy intercepts pod updates).
-        with cb.cogate_stack(c, "--validate-releases=always") as stack:
-            with cb.PodWatch(api) as watch:
-                for label, groups, size in _workloads(quick):
+                                 f"kube-scheduler-alone run: {base['controller']}; mean time in kube-apiserver per "
+                                 f"request (requests, ms): cogate {gang['apiserver ms']}, alone {base['apiserver ms']}; "
+                                 f"FailedScheduling events: cogate {gang['FailedScheduling events']}, alone "
+                                 f"{base['FailedScheduling events']}")
+                    if raw is not None and raw.exists():
+                        notes.append(f"{label}, controller profile during the cogate run ({raw.name}): "
+                                     + _profile.pyspy_text(_profile.pyspy_summary(str(raw))))
+            # The same gangs with every release patch dry-run first (--validate-releases=always, what
+            # the default "auto" does on a cluster where a webhook or policy intercepts pod updates).
+            dry = [sh for sh in node_shapes if sh in target_shapes] if dry_runs else []
+            if not dry:
+                continue
+            with cb.cogate_stack(c, *controller_args, "--validate-releases=always") as stack, cb.PodWatch(api) as watch:
+                for sh in dry:
+                    _, groups, size = sh
+                    label = _shape_label(sh)
                     cb.log(f"{NAME}: {label}: cogate --validate-releases=always")
                     always = run_once(api, watch, stack, groups, size, True, timeout, c)
-                    base, gang = runs[label]
+                    base, gang = runs[sh]
                     cost_rows.append([label, round(base["all bound s"], 2), round(gang["all bound s"], 2),
                                       round(always["all bound s"], 2), cb.ratio(gang["all bound s"], base["all bound s"]),
                                       cb.ratio(always["all bound s"], base["all bound s"]),
@@ -148,28 +273,62 @@ def run(quick: bool, out_dir: Path, cluster: Any = None) -> dict[str, Any]:
                                  f"seconds per process: cogate {gang.get('cpu s')}, with dry runs "
                                  f"{always.get('cpu s')}, alone {base.get('cpu s')}")
         api.close()
+    tables = [cb.table("Time until all pods are bound (seconds)",
+                       ["workload", "pods", "kube-scheduler alone s", "cogate s", "ratio", "alone: all created s",
+                        "cogate: all created s", "cogate: last created -> last ungated s",
+                        "cogate: last created -> all bound s"], rows),
+              cb.table("Timeline of each cogate run: seconds after the pod watch saw the last member created (all "
+                       "created: after the first create call). Informer: the controller's members informer has "
+                       "every member (its watch-event counter, polled every 0.1 s); decision: a PodGroup watch sees "
+                       "scheduleStartTime of the last group; gates and binding: the pod watch. Limit ratio: (all "
+                       "created + kube-scheduler alone's all bound) / kube-scheduler alone's all bound",
+                       ["workload", "all created s", "informer has all s", "decision recorded s",
+                        "first gate removed s", "last gate removed s", "last bound s", "cogate all bound s",
+                        "alone all bound s", "ratio", "limit ratio"], timeline_rows)]
+    if cost_rows:
+        tables.append(cb.table(
+            "Where the time goes: writes to pods and PodGroups per pod (the API server's "
+            "apiserver_request_total) and CPU seconds of all processes (control plane, kwok, cogate), "
+            "and the same gangs with every release patch dry-run first (--validate-releases=always: "
+            "what the default auto does while an admission webhook or policy intercepts pod updates; "
+            "none does here)",
+            ["workload", "alone s", "cogate s", "cogate, dry runs s", "ratio", "ratio, dry runs",
+             "alone writes/pod", "cogate writes/pod", "dry runs writes/pod", "alone CPU s",
+             "cogate CPU s", "dry runs CPU s"], cost_rows))
+    node_counts = ", ".join(str(n) for n in by_nodes)
     return cb.result(
         NAME, TITLE,
-        f"{nodes} kwok nodes ({NODE_SHAPE['cpu']} CPU, {NODE_SHAPE['memory']}, {NODE_SHAPE['pods']} pods). Each workload "
-        "is created at once as ReplicaSets of pods of 100m/64Mi; with cogate each ReplicaSet is a PodGroup (created "
-        "first, minMember = replicas) whose pods the webhook gates and the controller releases. Time from the first "
-        "create call until a pod watch sees the last pod bound (one clock).",
+        f"kwok nodes ({NODE_SHAPE['cpu']} CPU, {NODE_SHAPE['memory']}, {NODE_SHAPE['pods']} pods; {node_counts} of "
+        "them). Each workload is created at once as ReplicaSets of pods of 100m/64Mi; with cogate each ReplicaSet "
+        "is a PodGroup (created first, minMember = replicas) whose pods the webhook gates and the controller "
+        "releases. Time from the first create call until a pod watch sees the last pod bound (one clock).",
         "The same ReplicaSets without the PodGroup label, same run, same cluster (kube-scheduler alone; cogate "
-        "running but not involved).",
-        tables=[cb.table("Time until all pods are bound (seconds)",
-                         ["workload", "pods", "kube-scheduler alone s", "cogate s", "ratio", "alone: all created s",
-                          "cogate: all created s", "cogate: last created -> last ungated s",
-                          "cogate: last created -> all bound s"], rows),
-                cb.table("Where the time goes: writes to pods and PodGroups per pod (the API server's "
-                         "apiserver_request_total) and CPU seconds of all processes (control plane, kwok, cogate), "
-                         "and the same gangs with every release patch dry-run first (--validate-releases=always: "
-                         "what the default auto does while an admission webhook or policy intercepts pod updates; "
-                         "none does here)",
-                         ["workload", "alone s", "cogate s", "cogate, dry runs s", "ratio", "ratio, dry runs",
-                          "alone writes/pod", "cogate writes/pod", "dry runs writes/pod", "alone CPU s",
-                          "cogate CPU s", "dry runs CPU s"], cost_rows)],
-        targets=targets, notes=notes)
+        "running but not involved)." + (f" Controller flags: {' '.join(controller_args)}." if controller_args else ""),
+        tables=tables, targets=targets or [cb.target("(no shape with a target was run)", "-", "-", True)],
+        notes=notes)
+
+
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+    import tempfile
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="tiny sizes: smoke-test the harness")
+    ap.add_argument("--out-dir", type=Path, default=None, help="where plots and profiles go (default: a temp dir)")
+    ap.add_argument("--shapes", type=parse_shapes, default=None,
+                    help="NODESxGROUPSxMEMBERS,... (default: every shape of SHAPES)")
+    ap.add_argument("--profile", action="store_true", help="py-spy the controller during each cogate run")
+    ap.add_argument("--no-dry-runs", dest="dry_runs", action="store_false",
+                    help="skip the runs with --validate-releases=always")
+    ap.add_argument("--controller-args", default="", metavar="ARGS",
+                    help="more flags of cogate's controller, space-separated (e.g. '--workers=32')")
+    args = ap.parse_args(argv)
+    out = args.out_dir or Path(tempfile.mkdtemp(prefix="cogate-bench-"))
+    out.mkdir(parents=True, exist_ok=True)
+    res = run(args.quick, out, shapes=args.shapes, profile=args.profile, dry_runs=args.dry_runs,
+              controller_args=tuple(args.controller_args.split()))
+    print("RESULT " + json.dumps(res))
 
 
 if __name__ == "__main__":
-    cb.main(run)
+    main()

@@ -124,6 +124,22 @@ def _ignore_404(fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
         return None
 
 
+def _retry_5xx(fn: Callable[..., Any], *args: Any, attempts: int = 4, **kw: Any) -> Any:
+    """``fn(*args, **kw)``, again (after 2 s) on a 5xx answer: deleting the thousands of pods of a
+    namespace at once can outlast kube-apiserver's request timeout (504) on a loaded machine;
+    what it deleted stays deleted."""
+    for i in range(attempts):
+        try:
+            return fn(*args, **kw)
+        except client.ApiException as exc:
+            if exc.status is None or exc.status < 500 or i == attempts - 1:
+                raise
+            what = args[0] if fn is _ignore_404 and args else fn
+            log(f"{getattr(what, '__name__', what)}: HTTP {exc.status}; again")
+            time.sleep(2)
+    return None
+
+
 def _wait(pred: Callable[[], Any], timeout: float, what: str, interval: float = 0.2) -> Any:
     deadline = time.monotonic() + timeout
     while True:
@@ -133,6 +149,11 @@ def _wait(pred: Callable[[], Any], timeout: float, what: str, interval: float = 
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
         time.sleep(interval)
+
+
+def wait_for(pred: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:
+    """Poll ``pred()`` until it is truthy (returned) or ``timeout`` seconds pass (TimeoutError naming ``what``)."""
+    return _wait(pred, timeout, what, interval)
 
 
 @contextlib.contextmanager
@@ -168,14 +189,22 @@ def delete_namespace(api: client.ApiClient, namespace: str, timeout: float = 180
     namespace without waiting for its finalization; returns seconds taken."""
     core = client.CoreV1Api(api)
     t0 = time.monotonic()
-    _ignore_404(client.AppsV1Api(api).delete_collection_namespaced_replica_set, namespace,
-                propagation_policy="Background", _preload_content=False)
-    _ignore_404(core.delete_collection_namespaced_pod, namespace, grace_period_seconds=0, _preload_content=False)
+    _retry_5xx(_ignore_404, client.AppsV1Api(api).delete_collection_namespaced_replica_set, namespace,
+               propagation_policy="Background", _preload_content=False)
+
+    def delete_pods() -> None:
+        _retry_5xx(_ignore_404, core.delete_collection_namespaced_pod, namespace, grace_period_seconds=0,
+                   _preload_content=False)
 
     def empty() -> bool:
         left = json.loads(core.list_namespaced_pod(namespace, limit=1, _preload_content=False).data)
         return not left.get("items")
-    _wait(empty, timeout, f"pods of namespace {namespace} deleted", interval=0.3)
+    delete_pods()
+    try:
+        _wait(empty, timeout / 2, f"pods of namespace {namespace} deleted", interval=0.3)
+    except TimeoutError:  # a collection delete cut short by the server's timeout: ask again once
+        delete_pods()
+        _wait(empty, timeout / 2, f"pods of namespace {namespace} deleted", interval=0.3)
     _ignore_404(core.delete_namespace, namespace, propagation_policy="Background")
     return time.monotonic() - t0
 
@@ -399,6 +428,144 @@ class PodWatch:
         return n / (end - start) if end > start else 0.0
 
 
+@dataclass
+class PodGroupWatch:
+    """Cluster-wide PodGroup watch in a thread: ``decided[(namespace, name)]`` is when the watch first
+    saw the group's ``status.scheduleStartTime`` (the controller's release decision recorded in
+    status). Times are ``time.monotonic()`` at arrival, the clock of :class:`PodWatch`. Use as a
+    context manager."""
+
+    api: client.ApiClient
+    decided: dict[tuple[str, str], float] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.lock = threading.Lock()
+        self._stop = threading.Event()
+        self._resp: Any = None
+        self._rv = ""
+        self._thread = threading.Thread(target=self._run, name="podgroup-watch", daemon=True)
+
+    def __enter__(self) -> "PodGroupWatch":
+        self._list()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        with contextlib.suppress(Exception):
+            self._resp.connection.sock.shutdown(socket.SHUT_RDWR)
+        self._thread.join(5)
+
+    def _list(self) -> None:
+        custom = client.CustomObjectsApi(self.api)
+        raw = json.loads(custom.list_cluster_custom_object(GROUP, VERSION, PLURAL, _preload_content=False).data)
+        self._rv = raw["metadata"]["resourceVersion"]
+        now = time.monotonic()
+        for obj in raw.get("items") or []:
+            self._observe(obj, now)
+
+    def _run(self) -> None:
+        custom = client.CustomObjectsApi(self.api)
+        while not self._stop.is_set():
+            try:
+                self._resp = custom.list_cluster_custom_object(
+                    GROUP, VERSION, PLURAL, watch=True, resource_version=self._rv, allow_watch_bookmarks=True,
+                    timeout_seconds=300, _preload_content=False, _request_timeout=(10, 600))
+                for line in self._resp:
+                    if self._stop.is_set():
+                        return
+                    if not line.strip():
+                        continue
+                    t = time.monotonic()
+                    ev = json.loads(line)
+                    obj = ev.get("object") or {}
+                    if ev.get("type") == "ERROR":
+                        self.errors.append(str(obj.get("message")))
+                        self._list()
+                        break
+                    rv = (obj.get("metadata") or {}).get("resourceVersion")
+                    if rv:
+                        self._rv = rv
+                    if ev.get("type") in ("ADDED", "MODIFIED"):
+                        self._observe(obj, t)
+            except Exception as exc:  # noqa: BLE001 - reconnect; the cluster may go away at the end
+                if self._stop.is_set():
+                    return
+                self.errors.append(repr(exc))
+                time.sleep(0.2)
+
+    def _observe(self, obj: dict[str, Any], t: float) -> None:
+        meta = obj.get("metadata") or {}
+        key = (meta.get("namespace", ""), meta.get("name", ""))
+        if (obj.get("status") or {}).get("scheduleStartTime"):
+            with self.lock:
+                self.decided.setdefault(key, t)
+
+    def decided_at(self, namespace: str, names: Iterable[str]) -> list[float]:
+        """When each named group of ``namespace`` was first seen decided (groups not seen left out)."""
+        with self.lock:
+            return [self.decided[(namespace, n)] for n in names if (namespace, n) in self.decided]
+
+
+class MetricClock:
+    """Polls the controller's ``/metrics`` every ``interval`` seconds in a thread and keeps
+    ``(time.monotonic(), value)`` samples of each counter in ``series`` (key -> (metric, label
+    text), as :func:`metric_value` reads them): :meth:`first_at` says when a counter first reached a
+    value, to within one interval (e.g. when the controller's members informer had received every
+    member: ``cogate_controller_informer_events_total{informer="members",type="ADDED"}``).
+    Rendering /metrics costs the controller CPU (a poll every 0.1 s took about a quarter of its
+    samples in a profile): :meth:`stop_when` ends the polling once a counter reached a value."""
+
+    def __init__(self, stack: Any, series: dict[str, tuple[str, str | None]], interval: float = 0.1) -> None:
+        self.stack = stack
+        self.series = series
+        self.interval = interval
+        self.samples: dict[str, list[tuple[float, float]]] = {k: [] for k in series}
+        self.until: dict[str, float] = {}
+        self.lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="metric-clock", daemon=True)
+
+    def __enter__(self) -> "MetricClock":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            t0 = time.monotonic()
+            with contextlib.suppress(Exception):
+                text = self.stack.metrics()
+                t = time.monotonic()
+                with self.lock:
+                    for k, (name, labels) in self.series.items():
+                        self.samples[k].append((t, metric_value(text, name, labels)))
+                    if self.until and all(self.samples[k] and self.samples[k][-1][1] >= v
+                                          for k, v in self.until.items()):
+                        return
+            self._stop.wait(max(0.0, self.interval - (time.monotonic() - t0)))
+
+    def stop_when(self, key: str, value: float) -> None:
+        """Stop polling once counter ``key`` (and every other one given so) reached ``value``."""
+        with self.lock:
+            self.until[key] = value
+
+    def value(self, key: str) -> float:
+        """The last value polled (0 before the first poll)."""
+        with self.lock:
+            s = self.samples[key]
+            return s[-1][1] if s else 0.0
+
+    def first_at(self, key: str, value: float) -> float | None:
+        """The first poll at which counter ``key`` was at least ``value`` (None if not yet)."""
+        with self.lock:
+            return next((t for t, v in self.samples[key] if v >= value), None)
+
+
 # ------------------------------------------------------------------ controller process
 
 def controller_pid(stack: Any) -> int:
@@ -482,6 +649,43 @@ def apiserver_requests(api: client.ApiClient) -> dict[str, float]:
             key += " dry-run"
         with contextlib.suppress(ValueError):
             out[key] = out.get(key, 0.0) + float(value)
+    return out
+
+
+def apiserver_latency(api: client.ApiClient) -> dict[str, tuple[float, float]]:
+    """``{"<VERB> <resource>[/<subresource>]": (requests, seconds)}`` so far, from kube-apiserver's
+    ``apiserver_request_duration_seconds`` (count and sum; every request's time in the server,
+    admission and etcd included); subtract two snapshots (:func:`latency_delta`) for one run."""
+    method, url, headers, body, post = api.param_serialize("GET", "/metrics", auth_settings=["BearerToken"])
+    resp = api.call_api(method, url, headers, body, post, _request_timeout=30)
+    resp.read()
+    out: dict[str, list[float]] = {}
+    for line in resp.data.decode().splitlines():
+        kind = "count" if line.startswith("apiserver_request_duration_seconds_count{") else \
+            "sum" if line.startswith("apiserver_request_duration_seconds_sum{") else ""
+        if not kind:
+            continue
+        head, _, value = line.rpartition(" ")
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', head))
+        key = f"{labels.get('verb', '?')} {labels.get('resource', '?')}"
+        if labels.get("subresource"):
+            key += "/" + labels["subresource"]
+        with contextlib.suppress(ValueError):
+            acc = out.setdefault(key, [0.0, 0.0])
+            acc[0 if kind == "count" else 1] += float(value)
+    return {k: (v[0], v[1]) for k, v in out.items()}
+
+
+def latency_delta(before: dict[str, tuple[float, float]], after: dict[str, tuple[float, float]],
+                  keys: Iterable[str] = ()) -> dict[str, tuple[int, float]]:
+    """``{key: (requests, mean ms)}`` between two :func:`apiserver_latency` snapshots (only ``keys``
+    when given; keys without requests left out)."""
+    out = {}
+    for k in keys or after:
+        n = after.get(k, (0.0, 0.0))[0] - before.get(k, (0.0, 0.0))[0]
+        t = after.get(k, (0.0, 0.0))[1] - before.get(k, (0.0, 0.0))[1]
+        if n > 0:
+            out[k] = (int(n), round(t / n * 1000, 1))
     return out
 
 
