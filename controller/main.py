@@ -28,7 +28,7 @@ from typing import Any
 
 from cogate import api, cliargs, kube, logs
 from cogate.controller import quota, records, refusers, verdicts, volumes
-from cogate.controller.config import ReconcilerConfig
+from cogate.controller.config import DEFAULT_WORKERS, ReconcilerConfig
 from cogate.controller.events import EventRecorder
 from cogate.controller.informer import (
     Caches,
@@ -52,6 +52,18 @@ from cogate.controller.patches import PLACEMENTS
 from cogate.controller.reconciler import Reconciler
 
 log = logging.getLogger("cogate.controller")
+
+#: Connections besides the gate-removal and status workers: the informers' watches (up to 11,
+#: each holds one for its lifetime), the event recorder, the lease; with room to spare.
+OTHER_CONNECTIONS = 16
+
+
+def connection_pool_size(workers: int) -> int:
+    """urllib3 pool size for ``--workers``: every request that may be in flight at once (gate
+    removals, the status writes of verdicts applied concurrently on ``workers // 2`` threads, the
+    long watches, the rest), so that no connection is thrown away and opened again (a TLS
+    handshake) under a release (issue 19: the old ``workers + 16`` was smaller than that)."""
+    return workers + max(1, workers // 2) + OTHER_CONNECTIONS
 
 #: Bound, non-terminal pods: what occupies node capacity (kube-scheduler's view).
 BOUND_PODS_FIELD_SELECTOR = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
@@ -110,8 +122,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--evict-below-quorum", action="store_true",
                    help="when a group that reached minMember falls below it, evict its remaining members that have "
                         "a controller owner so the gang frees its room and re-forms whole (default: off)")
-    p.add_argument("--workers", metavar="N", type=cliargs.positive_int, default=8,
-                   help="concurrent gate-removal requests; >= 1 (default: %(default)s)")
+    p.add_argument("--workers", metavar="N", type=cliargs.positive_int, default=DEFAULT_WORKERS,
+                   help="concurrent gate-removal requests (PodGroups' verdicts are applied on half as many); "
+                        "a release of N members takes about N / this many API round trips; >= 1 "
+                        "(default: %(default)s)")
     p.add_argument("--scheduler-name", metavar="NAME", action="append", default=[], dest="scheduler_names",
                    help=f"also plan for members with this spec.schedulerName (repeatable); they are released "
                         f"unpinned and unreserved, as their scheduler decides. {verdicts.DEFAULT_SCHEDULER!r} is "
@@ -179,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     from kubernetes import client
 
     try:
-        api_client = kube.api_client(args.kubeconfig, pool_size=args.workers + 16)
+        api_client = kube.api_client(args.kubeconfig, pool_size=connection_pool_size(args.workers))
     except Exception as exc:  # noqa: BLE001
         log.error("cannot load Kubernetes client configuration: %s", exc)
         return 2

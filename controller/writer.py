@@ -37,6 +37,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from cogate import api
+from cogate.controller.config import DEFAULT_WORKERS
 from cogate.controller.metrics import Metrics
 from cogate.controller.notices import log_extra
 from cogate.controller.patches import left_group, release_patch
@@ -125,7 +126,7 @@ class Writer:
     Gate removals of one release run concurrently on ``workers`` threads."""
 
     def __init__(self, core: CoreV1Api, custom: CustomObjectsApi, *, podgroups: Informer, members: Informer,
-                 gate: str, attempts: int, metrics: Metrics, workers: int = 8,
+                 gate: str, attempts: int, metrics: Metrics, workers: int = DEFAULT_WORKERS,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         self.core = core
         self.custom = custom

@@ -214,3 +214,15 @@ def test_local_cluster_commands_say_when_it_is_not_installed(argv, monkeypatch, 
     listed = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if line.startswith("  ")}
     assert listed["demo"].endswith("(not installed here)") and listed["dev"].endswith("(not installed here)")
     assert not listed["webhook"].endswith("(not installed here)")
+
+
+def test_controller_connection_pool_holds_every_request_in_flight():
+    # Issue 19: a release sends --workers patches at once while the status workers (half as many),
+    # the long watches (up to 11) and the recorder and lease hold connections too; a pool smaller
+    # than that throws connections away and opens new ones (TLS handshakes) under a release.
+    from cogate.controller import refusers
+
+    watches = 7 + len(refusers.ADMISSION_RESOURCES)
+    for workers in (1, 8, controller_main.DEFAULT_WORKERS, 100):
+        assert controller_main.connection_pool_size(workers) >= workers + max(1, workers // 2) + watches + 2
+    assert controller_main.build_parser().parse_args([]).workers == controller_main.DEFAULT_WORKERS
