@@ -280,8 +280,43 @@ class PodRecord:
     deleted: float | None = None
 
 
+class _WatchLoop:
+    """The watch loop :class:`PodWatch` and :class:`PodGroupWatch` share: watch on from the last
+    resourceVersion (reconnecting after an error), relist on an ``ERROR`` event (410 Gone),
+    take a ``BOOKMARK``'s resourceVersion only. Subclasses set ``_stop``, ``_resp``, ``_rv`` and
+    ``errors`` and give ``_open(rv)`` (the unread watch response), ``_relist()`` and
+    ``_event(type, obj, t)`` (``t``: ``time.monotonic()`` at arrival)."""
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._resp = self._open(self._rv)
+                for line in self._resp:
+                    if self._stop.is_set():
+                        return
+                    if not line.strip():
+                        continue
+                    t = time.monotonic()
+                    ev = json.loads(line)
+                    obj = ev.get("object") or {}
+                    if ev.get("type") == "ERROR":
+                        self.errors.append(str(obj.get("message")))
+                        self._relist()
+                        break
+                    rv = (obj.get("metadata") or {}).get("resourceVersion")
+                    if rv:
+                        self._rv = rv
+                    if ev.get("type") != "BOOKMARK":
+                        self._event(ev["type"], obj, t)
+            except Exception as exc:  # noqa: BLE001 - reconnect; the cluster may go away at the end
+                if self._stop.is_set():
+                    return
+                self.errors.append(repr(exc))
+                time.sleep(0.2)
+
+
 @dataclass
-class PodWatch:
+class PodWatch(_WatchLoop):
     """Cluster-wide pod watch in a thread; see the module doc. Use as a context manager.
 
     ``records``: (namespace, name) -> :class:`PodRecord`; ``events``: namespace -> event count;
@@ -326,35 +361,16 @@ class PodWatch:
         self._thread.join(5)
         log(f"pod watch stopped in {time.monotonic() - t:.1f} s")
 
-    def _run(self) -> None:
-        core = client.CoreV1Api(self.api)
-        while not self._stop.is_set():
-            try:
-                self._resp = core.list_pod_for_all_namespaces(
-                    watch=True, resource_version=self._rv, allow_watch_bookmarks=True, timeout_seconds=300,
-                    _preload_content=False, _request_timeout=(10, 600))
-                for line in self._resp:
-                    if self._stop.is_set():
-                        return
-                    if not line.strip():
-                        continue
-                    t = time.monotonic()
-                    ev = json.loads(line)
-                    obj = ev.get("object") or {}
-                    if ev.get("type") == "ERROR":
-                        self.errors.append(str(obj.get("message")))
-                        self._list("MODIFIED")
-                        break
-                    rv = (obj.get("metadata") or {}).get("resourceVersion")
-                    if rv:
-                        self._rv = rv
-                    if ev.get("type") != "BOOKMARK":
-                        self._observe(ev["type"], obj, t)
-            except Exception as exc:  # noqa: BLE001 - reconnect; the cluster may go away at the end
-                if self._stop.is_set():
-                    return
-                self.errors.append(repr(exc))
-                time.sleep(0.2)
+    def _open(self, rv: str) -> Any:
+        return client.CoreV1Api(self.api).list_pod_for_all_namespaces(
+            watch=True, resource_version=rv, allow_watch_bookmarks=True, timeout_seconds=300,
+            _preload_content=False, _request_timeout=(10, 600))
+
+    def _relist(self) -> None:
+        self._list("MODIFIED")
+
+    def _event(self, kind: str, obj: dict[str, Any], t: float) -> None:
+        self._observe(kind, obj, t)
 
     def _list(self, kind: str) -> None:
         """List every pod, observe each as ``kind``, and watch on from the list's resourceVersion."""
@@ -429,7 +445,7 @@ class PodWatch:
 
 
 @dataclass
-class PodGroupWatch:
+class PodGroupWatch(_WatchLoop):
     """Cluster-wide PodGroup watch in a thread: ``decided[(namespace, name)]`` is when the watch first
     saw the group's ``status.scheduleStartTime`` (the controller's release decision recorded in
     status). Times are ``time.monotonic()`` at arrival, the clock of :class:`PodWatch`. Use as a
@@ -465,35 +481,17 @@ class PodGroupWatch:
         for obj in raw.get("items") or []:
             self._observe(obj, now)
 
-    def _run(self) -> None:
-        custom = client.CustomObjectsApi(self.api)
-        while not self._stop.is_set():
-            try:
-                self._resp = custom.list_cluster_custom_object(
-                    GROUP, VERSION, PLURAL, watch=True, resource_version=self._rv, allow_watch_bookmarks=True,
-                    timeout_seconds=300, _preload_content=False, _request_timeout=(10, 600))
-                for line in self._resp:
-                    if self._stop.is_set():
-                        return
-                    if not line.strip():
-                        continue
-                    t = time.monotonic()
-                    ev = json.loads(line)
-                    obj = ev.get("object") or {}
-                    if ev.get("type") == "ERROR":
-                        self.errors.append(str(obj.get("message")))
-                        self._list()
-                        break
-                    rv = (obj.get("metadata") or {}).get("resourceVersion")
-                    if rv:
-                        self._rv = rv
-                    if ev.get("type") in ("ADDED", "MODIFIED"):
-                        self._observe(obj, t)
-            except Exception as exc:  # noqa: BLE001 - reconnect; the cluster may go away at the end
-                if self._stop.is_set():
-                    return
-                self.errors.append(repr(exc))
-                time.sleep(0.2)
+    def _open(self, rv: str) -> Any:
+        return client.CustomObjectsApi(self.api).list_cluster_custom_object(
+            GROUP, VERSION, PLURAL, watch=True, resource_version=rv, allow_watch_bookmarks=True,
+            timeout_seconds=300, _preload_content=False, _request_timeout=(10, 600))
+
+    def _relist(self) -> None:
+        self._list()
+
+    def _event(self, kind: str, obj: dict[str, Any], t: float) -> None:
+        if kind in ("ADDED", "MODIFIED"):
+            self._observe(obj, t)
 
     def _observe(self, obj: dict[str, Any], t: float) -> None:
         meta = obj.get("metadata") or {}
@@ -632,23 +630,33 @@ def apiserver_requests(api: client.ApiClient) -> dict[str, float]:
     """Requests the API server has answered so far, from its ``apiserver_request_total`` metric,
     summed as ``"<VERB> <resource>[/<subresource>][ dry-run]"`` (``"PATCH pods"``, ``"POST pods/binding"``,
     ``"PATCH pods dry-run"``, ``"PATCH podgroups/status"``); subtract two snapshots for one run."""
+    out: dict[str, float] = {}
+    for _, key, value in _apiserver_samples(api, ("apiserver_request_total",), dry_run=True):
+        out[key] = out.get(key, 0.0) + value
+    return out
+
+
+def _apiserver_samples(api: client.ApiClient, names: tuple[str, ...], *,
+                       dry_run: bool = False) -> list[tuple[str, str, float]]:
+    """``(metric, "<VERB> <resource>[/<subresource>][ dry-run]", value)`` for each sample of the
+    metrics ``names`` on kube-apiserver's ``/metrics`` (`` dry-run`` only with ``dry_run``)."""
     method, url, headers, body, post = api.param_serialize("GET", "/metrics", auth_settings=["BearerToken"])
     resp = api.call_api(method, url, headers, body, post, _request_timeout=30)
     resp.read()
-    text = resp.data.decode()
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        if not line.startswith("apiserver_request_total{"):
+    out = []
+    for line in resp.data.decode().splitlines():
+        name = line.partition("{")[0]
+        if name not in names or "{" not in line:
             continue
         head, _, value = line.rpartition(" ")
         labels = dict(re.findall(r'(\w+)="([^"]*)"', head))
         key = f"{labels.get('verb', '?')} {labels.get('resource', '?')}"
         if labels.get("subresource"):
             key += "/" + labels["subresource"]
-        if labels.get("dry_run"):
+        if dry_run and labels.get("dry_run"):
             key += " dry-run"
         with contextlib.suppress(ValueError):
-            out[key] = out.get(key, 0.0) + float(value)
+            out.append((name, key, float(value)))
     return out
 
 
@@ -656,23 +664,11 @@ def apiserver_latency(api: client.ApiClient) -> dict[str, tuple[float, float]]:
     """``{"<VERB> <resource>[/<subresource>]": (requests, seconds)}`` so far, from kube-apiserver's
     ``apiserver_request_duration_seconds`` (count and sum; every request's time in the server,
     admission and etcd included); subtract two snapshots (:func:`latency_delta`) for one run."""
-    method, url, headers, body, post = api.param_serialize("GET", "/metrics", auth_settings=["BearerToken"])
-    resp = api.call_api(method, url, headers, body, post, _request_timeout=30)
-    resp.read()
+    count = "apiserver_request_duration_seconds_count"
     out: dict[str, list[float]] = {}
-    for line in resp.data.decode().splitlines():
-        kind = "count" if line.startswith("apiserver_request_duration_seconds_count{") else \
-            "sum" if line.startswith("apiserver_request_duration_seconds_sum{") else ""
-        if not kind:
-            continue
-        head, _, value = line.rpartition(" ")
-        labels = dict(re.findall(r'(\w+)="([^"]*)"', head))
-        key = f"{labels.get('verb', '?')} {labels.get('resource', '?')}"
-        if labels.get("subresource"):
-            key += "/" + labels["subresource"]
-        with contextlib.suppress(ValueError):
-            acc = out.setdefault(key, [0.0, 0.0])
-            acc[0 if kind == "count" else 1] += float(value)
+    for name, key, value in _apiserver_samples(api, (count, "apiserver_request_duration_seconds_sum")):
+        acc = out.setdefault(key, [0.0, 0.0])
+        acc[0 if name == count else 1] += value
     return {k: (v[0], v[1]) for k, v in out.items()}
 
 
