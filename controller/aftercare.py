@@ -41,7 +41,7 @@ from cogate.controller.metrics import Metrics
 from cogate.controller.verdicts import GroupRequest, GroupVerdict
 from cogate.controller.records import PodInfo
 from cogate.controller.wakeups import WAKE_MARGIN
-from cogate.controller.writer import Writer
+from cogate.controller.writer import Writer, WriteResult
 from cogate.models import PodGroupStatus
 
 #: Seconds a pinned node must stay unusable for its member before cogate acts (a member the
@@ -192,16 +192,16 @@ class Aftercare:
         want = Budget.ensured(g.pg.spec.minMember)
         if action == "ensure" and state not in (want, BUDGET_FOREIGN):
             result = self.writer.ensure_pdb(self.policy, lifecycle.pdb_manifest(g.pg, g.uid))
-            if result == "foreign":
+            if result == WriteResult.FOREIGN:
                 memory.budget = BUDGET_FOREIGN
                 self.events.emit(g.ref, "pdb", notices.pdb_conflict(g.pg.metadata.name), now)
-            elif result != "failed":
+            elif result != WriteResult.FAILED:
                 memory.budget = want
         elif action == "keep" and state is not None and state.state is BudgetState.ENSURED and state != want:
-            if self.writer.ensure_pdb(self.policy, lifecycle.pdb_manifest(g.pg, g.uid)) != "failed":
+            if self.writer.ensure_pdb(self.policy, lifecycle.pdb_manifest(g.pg, g.uid)) != WriteResult.FAILED:
                 memory.budget = want
         elif action == "delete" and state not in (BUDGET_DELETED, BUDGET_FOREIGN):
-            if self.writer.delete_pdb(self.policy, *g.key) != "failed":
+            if self.writer.delete_pdb(self.policy, *g.key) != WriteResult.FAILED:
                 memory.budget = BUDGET_DELETED
 
     def time_out(self, g: GroupObject, members: Sequence[PodInfo], new_status: PodGroupStatus, memory: GroupMemory,

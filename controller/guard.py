@@ -36,7 +36,7 @@ from cogate.controller.notices import log_extra
 from cogate.controller.patches import pin_target
 from cogate.controller.verdicts import GroupVerdict, Outcome
 from cogate.controller.wakeups import WAKE_MARGIN, refusal_backoff
-from cogate.controller.writer import Writer
+from cogate.controller.writer import Writer, WriteResult
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +121,7 @@ class ReleaseGuard:
         if not release or not self.dry_run_needed():
             return release, "", None
         checks = self.writer.check_release(release)
-        refused = {u for u, r in checks.items() if r == "refused"}
+        refused = {u for u, r in checks.items() if r == WriteResult.REFUSED}
         if not refused:
             return release, "", None
         self.metrics.release_refusals.labels("dry_run").inc(len(refused))

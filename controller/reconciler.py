@@ -72,7 +72,7 @@ from cogate.controller.planstate import PlanningState
 from cogate.controller.records import NodeInfo, PodInfo, Reservation
 from cogate.controller.strays import Strays
 from cogate.controller.wakeups import WAKE_MARGIN, Debouncer, earliest
-from cogate.controller.writer import Writer
+from cogate.controller.writer import Writer, WriteResult
 from cogate.models import PHASES, PodGroupStatus
 
 if TYPE_CHECKING:
@@ -443,8 +443,8 @@ class Reconciler:
         dry-run refusal."""
         placement = self.config.placement
         results = self.writer.ungate_members(release)
-        removed = {u: n for u, n in release.items() if results.get(u) == "removed"}
-        refused = {u for u, r in results.items() if r == "refused"}
+        removed = {u: n for u, n in release.items() if results.get(u) == WriteResult.REMOVED}
+        refused = {u for u, r in results.items() if r == WriteResult.REFUSED}
         wake_at = None
         if refused:
             self.metrics.release_refusals.labels("patch").inc(len(refused))

@@ -32,7 +32,7 @@ from cogate.controller.metrics import Metrics
 from cogate.controller.notices import ObjectRef, log_extra
 from cogate.controller.patches import left_group
 from cogate.controller.records import PodInfo
-from cogate.controller.writer import Writer
+from cogate.controller.writer import Writer, WriteResult
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ class Strays:
         out: dict[str, str] = {}
         for ns, name, uid, group in checks:
             out[uid] = self.writer.ungate(ns, name, uid, "", only_if=left_group, group=group)
-            if out[uid] == "removed":
+            if out[uid] == WriteResult.REMOVED:
                 log.info("pod %s/%s left PodGroup %s while gated: gate removed", ns, name, group,
                          extra=log_extra(ns, group))
                 self.metrics.gate_removals.labels("left_group").inc()
