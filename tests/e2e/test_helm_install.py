@@ -32,6 +32,7 @@ from kubernetes import client, watch
 
 from cogate.api import POD_GROUP_LABEL
 from cogate.certs import pki
+from cogate.controller.config import DEFAULT_WORKERS
 from cogate.localcluster import build, example
 from cogate.localcluster.host import image, realnode
 
@@ -299,10 +300,31 @@ def test_readme_example_through_the_installed_chart(release, healthy, api):
 
 # ------------------------------------------------ 6 leader deleted mid-release
 
-def test_leader_deleted_mid_release_another_replica_finishes_it(release, healthy, api, ns):
-    members = 60
+@pytest.fixture
+def one_worker(release, healthy, api):
+    """The release upgraded to ``controller.workers=1`` (one gate removal in flight), back to the
+    chart's default afterwards: with 32 in flight a release of the 120 members that fit the test's
+    nodes takes a few round trips, done before the test can see its first member and delete the
+    leader (CI saw all 60 of a 60-member gang released by then), so the deletion would not be
+    mid-release."""
+    base = ["helm", "upgrade", "cogate", "charts/cogate", "--namespace", NAMESPACE, "--reuse-values", "--wait",
+            "--timeout", "3m", "--set"]
+    helm(release.cluster, [*base, "controller.workers=1"])
+    _wait_rolled_out(api)
+    try:
+        yield
+    finally:
+        helm(release.cluster, [*base, f"controller.workers={DEFAULT_WORKERS}"])
+        _wait_rolled_out(api)
+
+
+def test_leader_deleted_mid_release_another_replica_finishes_it(release, healthy, one_worker, api, ns):
+    members = 120
     replace_fake_nodes(api, 2, cpu="32", memory="64Gi", pods=110, kwok_taint=False)
     core = client.CoreV1Api(api)
+    workers = [a for p in component_pods(api, "controller") for c in p.spec.containers if c.name == "controller"
+               for a in c.args if a.startswith("--workers")]
+    assert workers == ["--workers=1", "--workers=1"], workers
     client.AppsV1Api(api).create_namespaced_replica_set(
         ns, example.replica_set("gang", members, namespace=ns, group="gang", cpu="100m", memory="64Mi"))
     wait_for(lambda: len([p for p in core.list_namespaced_pod(ns).items if gated(p)]) == members, 60,

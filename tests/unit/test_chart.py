@@ -19,6 +19,7 @@ import yaml
 from cogate.api import POD_GROUP_LABEL
 from cogate.certs import bootstrap
 from cogate.controller import main as controller_main
+from cogate.controller.config import DEFAULT_WORKERS
 from cogate.localcluster import versions
 from cogate.localcluster.build import binary, ensure_binaries
 from cogate.webhook import config as webhook_config
@@ -238,6 +239,7 @@ def test_controller_deployment(controller_deploy):
     assert flags["--gate-name"] == "scheduling.x-k8s.io/pod-group"
     assert flags["--reservation-ttl"] == "60" and flags["--starvation-seconds"] == "300"
     assert flags["--metrics-port"] == "8080"
+    assert flags["--workers"] == str(DEFAULT_WORKERS)  # the chart's default is the controller's
     args = controller_main.build_parser().parse_args(c["args"][1:])
     assert args.leader_elect is True and args.placement == "pinned"
     assert "--evict-on-timeout" not in c["args"]
@@ -286,7 +288,8 @@ def test_after_release_values_reach_the_flags_and_rights(helm):
 def test_values_reach_the_containers(helm):
     objs = render(helm, "--set", "gateName=example.com/gang", "--set", "controller.placement=free",
                   "--set", "webhook.replicas=3", "--set", "controller.replicas=1", "--set", "controller.leaderElect=false",
-                  "--set", "controller.nodeSelector.pool=system", "--set", "logLevel=debug")
+                  "--set", "controller.nodeSelector.pool=system", "--set", "logLevel=debug",
+                  "--set", "controller.workers=4")
     web = find(objs, "Deployment", "cogate-webhook")
     ctl = find(objs, "Deployment", "cogate-controller")
     assert web["spec"]["replicas"] == 3 and ctl["spec"]["replicas"] == 1
@@ -294,6 +297,7 @@ def test_values_reach_the_containers(helm):
     args = container(ctl, "controller")["args"]
     assert "--gate-name=example.com/gang" in args and "--placement=free" in args and "--no-leader-elect" in args
     assert "--log-level=debug" in args
+    assert "--workers=4" in args
     assert "--log-level=debug" in container(web, "webhook")["args"]
     controller_main.build_parser().parse_args(args[1:])
     assert ctl["spec"]["template"]["spec"]["nodeSelector"] == {"pool": "system"}
@@ -326,6 +330,7 @@ def test_log_format_reaches_every_cogate_container(helm, sets, fmt):
     (["webhook.certs.mode=manual"], "webhook.certs.mode must be bootstrap or cert-manager"),
     (["webhook.timeoutSeconds=31"], "timeoutSeconds must be between 1 and 30"),
     (["controller.leaderElect=false"], "needs controller.leaderElect=true"),
+    (["controller.workers=0"], "controller.workers must be a whole number of at least 1, got 0"),
 ])
 def test_bad_values_fail_with_a_message(helm, sets, message):
     args = [a for s in sets for a in ("--set", s)]

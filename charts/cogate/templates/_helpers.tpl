@@ -67,6 +67,9 @@ app.kubernetes.io/component: {{ .component }}
 {{- if or (lt (int .Values.webhook.timeoutSeconds) 1) (gt (int .Values.webhook.timeoutSeconds) 30) -}}
 {{- fail "webhook.timeoutSeconds must be between 1 and 30" -}}
 {{- end -}}
+{{- if lt (int .Values.controller.workers) 1 -}}
+{{- fail (printf "controller.workers must be a whole number of at least 1, got %v" .Values.controller.workers) -}}
+{{- end -}}
 {{- if and (gt (int .Values.controller.replicas) 1) (not .Values.controller.leaderElect) -}}
 {{- fail "controller.replicas > 1 needs controller.leaderElect=true (two leaders would release against the same capacity)" -}}
 {{- end -}}
