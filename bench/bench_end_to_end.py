@@ -188,6 +188,50 @@ def _timeline_text(gang: dict[str, Any]) -> str:
             f"{patch[1] if patch else '?'} ms), the last member was bound at {at('last bound')}")
 
 
+def _workers(controller_args: tuple[str, ...]) -> int:
+    """Gate-removal requests in flight of the controller under ``controller_args``."""
+    from cogate.controller import main as controller_main
+    return controller_main.build_parser().parse_args(["controller", *controller_args][1:]).workers
+
+
+def _rate(count: float, seconds: float | None) -> str:
+    return f"{count / seconds:.0f}/s" if seconds and seconds > 0 else "?"
+
+
+def _bounds(label: str, base: dict[str, Any], gang: dict[str, Any], total: int, workers: int) -> str:
+    """What bounds a cogate run after its decision (issue 19), from this run's figures: the
+    release patches' pace against what ``workers`` requests in flight allow at kube-apiserver's
+    mean time per PATCH pods, and kube-scheduler's binding rate with cogate (members bound per
+    second from the first gate removed) against alone (pods per second from its first bind).
+    The verdicts in the text follow the figures: the release is "bound by the API server's write
+    time" when it ran at >= 70% of ``workers`` / mean PATCH time."""
+    tl = gang["timeline"]
+    first, last = tl.get("first gate removed") or 0.0, tl.get("last gate removed") or 0.0
+    span = last - first
+    ms = gang.get("apiserver ms") or {}
+    patch, bind_g = ms.get("PATCH pods"), ms.get("POST pods/binding")
+    bind_b = (base.get("apiserver ms") or {}).get("POST pods/binding")
+    most = workers / (patch[1] / 1000) if patch and patch[1] > 0 else None
+    if most is None or span <= 0:
+        release = "its pace is unknown"
+    elif total / span >= 0.7 * most:
+        release = f"near the at most {most:.0f}/s that allows: the API server's write time bounds the release"
+    else:
+        release = f"below the {most:.0f}/s that allows: not the API server's write time alone"
+    binding_tail = tl["last bound"] - last
+    rest = ("kube-scheduler's binding" if binding_tail >= span else "the release patches")
+    return (f"{label}, what bounds the rest: the decision was in status {tl.get('decision recorded') or 0:.2f} s "
+            f"after the last member's creation; the {total:,} release patches then took {span:.2f} s "
+            f"({_rate(total, span)}), {workers} in flight at kube-apiserver's mean "
+            f"{patch[1] if patch else '?'} ms per PATCH pods, {release}. kube-scheduler bound the members at "
+            f"{_rate(total, tl['last bound'] - first)} from the first gate removed (POST pods/binding mean "
+            f"{bind_g[1] if bind_g else '?'} ms) against {_rate(total, base['all bound s'] - base['first bound s'])} "
+            f"alone from its first bind (mean {bind_b[1] if bind_b else '?'} ms); the last member was bound "
+            f"{binding_tail:.2f} s after the last gate, so the larger part after the decision is {rest}. "
+            f"Limit for a gang (all members exist, then kube-scheduler alone's binding time): "
+            f"{gang['all created s'] + base['all bound s']:.1f} s; cogate {gang['all bound s']:.1f} s.")
+
+
 def _timeline_row(label: str, base: dict[str, Any], gang: dict[str, Any]) -> list[Any]:
     tl = gang["timeline"]
 
@@ -208,6 +252,7 @@ def run(quick: bool, out_dir: Path, cluster: Any = None, shapes: tuple[tuple[int
     rows, targets, notes, cost_rows, timeline_rows = [], [], [], [], []
     runs: dict[tuple[int, int, int], tuple[dict[str, Any], dict[str, Any]]] = {}
     by_nodes: dict[int, list[tuple[int, int, int]]] = {}
+    workers = _workers(controller_args)
     for sh in shapes:
         by_nodes.setdefault(sh[0], []).append(sh)
     with cb.control_plane(cluster) as c:
@@ -238,6 +283,7 @@ def run(quick: bool, out_dir: Path, cluster: Any = None, shapes: tuple[tuple[int
                                                  f"{r}x ({gang['all bound s']:.1f} s vs {base['all bound s']:.1f} s)",
                                                  r is not None and r <= TARGET, _explain(base, gang, groups * size)))
                     cb.log(f"{NAME}: {label}: {base} / {gang}")
+                    notes.append(_bounds(label, base, gang, groups * size, workers))
                     notes.append(f"{label}, controller during the cogate run: {gang['controller']}; during the "
                                  f"kube-scheduler-alone run: {base['controller']}; mean time in kube-apiserver per "
                                  f"request (requests, ms): cogate {gang['apiserver ms']}, alone {base['apiserver ms']}; "

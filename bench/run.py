@@ -125,8 +125,27 @@ def cluster_unavailable() -> str | None:
     return None
 
 
+def module_of(result: dict[str, Any]) -> str:
+    """The benchmark module (an entry of :data:`BENCHMARKS`) that produced ``result``: its
+    ``module`` field, or for results written before that field existed, its ``name`` (a module
+    may name its result differently, e.g. ``bench_end_to_end`` -> ``end_to_end``)."""
+    if result.get("module"):
+        return result["module"]
+    name = result["name"]
+    return name if name in BENCHMARKS else f"bench_{name}"
+
+
+def merge_results(fresh: list[dict[str, Any]], previous: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The report's results after ``--only``: every fresh result, and the previous result of each
+    benchmark not re-run, in :data:`BENCHMARKS` order, matched by :func:`module_of` (matching by
+    result name lost every result whose name differs from its module's)."""
+    new = {module_of(r): r for r in fresh}
+    old = {module_of(r): r for r in previous}
+    return [new.get(m) or old[m] for m in BENCHMARKS if m in new or m in old]
+
+
 def _skipped(name: str, title: str, reason: str) -> dict[str, Any]:
-    return {"name": name, "title": title, "what": "", "baseline": "", "tables": [], "plots": [], "targets": [],
+    return {"name": name, "module": name, "title": title, "what": "", "baseline": "", "tables": [], "plots": [], "targets": [],
             "notes": [f"Skipped: {reason}."], "status": "skipped"}
 
 
@@ -184,6 +203,7 @@ def run_one(name: str, quick: bool, out_dir: Path, no_cluster: bool) -> dict[str
         return {**_skipped(name, title, "its result does not follow the contract"), "status": "failed",
                 "notes": ["Malformed result: " + "; ".join(errs)]}
     result.setdefault("status", "ok")
+    result["module"] = name
     result["seconds"] = round(time.monotonic() - t0, 1)
     result["load_average"] = round(load1, 1)
     result["ran_at"] = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -310,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             old = json.loads(results_file.read_text())
             if old.get("quick") == args.quick:
-                previous = {r["name"]: r for r in old.get("results", [])}
+                previous = {module_of(r): r for r in old.get("results", [])}
         except (ValueError, KeyError, TypeError):
             print(f"[bench] ignoring unreadable {results_file}", file=sys.stderr)
     results = []
@@ -326,8 +346,7 @@ def main(argv: list[str] | None = None) -> int:
             print("\n".join(r["notes"]), file=sys.stderr)
         results.append(r)
     if args.only:  # keep the others' previous results, in BENCHMARKS order
-        fresh = {r["name"]: r for r in results}
-        results = [fresh.get(n) or previous[n] for n in BENCHMARKS if n in fresh or n in previous]
+        results = merge_results(results, list(previous.values()))
     results, facts = portable(results), portable(facts)
     out.write_text(render(results, facts, os.path.relpath(plots_dir, out.parent),
                               os.path.relpath(BENCH_DIR / "README.md", out.parent), args.quick))

@@ -3,6 +3,7 @@ comes out. It checks the report's shape only, never a timing (speed targets live
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
@@ -143,3 +144,28 @@ def test_report_names_no_machine_directory(monkeypatch: pytest.MonkeyPatch) -> N
         "/srv/checkout/cogate-old/z, /srv/checkout/cogate.git, /srv/people/anna and /usr/lib/cni stay",
     ], "tables": [{"rows": [["~/a", 2]]}]}
     assert run.portable("at /x/y", Path("/"), Path("/")) == "at /x/y"  # a root directory is never cut
+
+
+def test_only_keeps_every_other_result_and_replaces_the_rerun_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--only`` (``run.merge_results``): for every benchmark, whatever its result's name (the
+    module's, or another such as ``end_to_end`` for ``bench_end_to_end``) and whether the previous
+    results.json has the ``module`` field, the re-run one's fresh result replaces its old one and
+    every other keeps its old one, in BENCHMARKS order (the name match had dropped every cluster
+    benchmark from the report, the re-run one included)."""
+    monkeypatch.syspath_prepend(str(REPO / "bench"))
+    import run
+
+    def named(module: str) -> str:  # the result name each module writes (NAME)
+        return getattr(importlib.import_module(module), "NAME", module)
+
+    for with_module_field in (True, False):
+        previous = [{"name": named(m), "old": True, **({"module": m} if with_module_field else {})}
+                    for m in run.BENCHMARKS]
+        for rerun in run.BENCHMARKS:
+            fresh = [{"name": named(rerun), "module": rerun, "old": False}]
+            merged = run.merge_results(fresh, previous)
+            assert [run.module_of(r) for r in merged] == run.BENCHMARKS
+            assert [r["old"] for r in merged] == [m != rerun for m in run.BENCHMARKS]
+    # a benchmark never run before appears only when re-run
+    only = run.merge_results([{"name": "end_to_end", "module": "bench_end_to_end"}], [])
+    assert [run.module_of(r) for r in only] == ["bench_end_to_end"]
