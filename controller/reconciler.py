@@ -139,6 +139,10 @@ class Reconciler:
                 self.on_node_event("ADDED", None, n)
             for p in caches.bound.snapshot():
                 self.on_bound_pod_event("ADDED", None, p)
+            if caches.nominated is not None:
+                caches.nominated.add_handler(self.on_nominated_pod_event)
+                for p in caches.nominated.snapshot():
+                    self.on_nominated_pod_event("ADDED", None, p)
         self._clock = clock
         self._monotonic = monotonic
         self.reservations: tuple[Reservation, ...] = ()
@@ -282,6 +286,16 @@ class Reconciler:
             elif new is not None or old is not None:
                 self.planning.remove_pod((new or old).uid)  # type: ignore[union-attr]
 
+    def on_nominated_pod_event(self, kind: str, old: PodInfo | None, new: PodInfo | None) -> None:
+        """Nominated-pods informer handler: a nomination is room promised (``PlanningState.upsert_nominated``
+        keeps it apart from the bound pods); one that went is forgotten (a bound record stays)."""
+        with self._planning_lock:
+            assert self.planning is not None
+            if new is not None:
+                self.planning.upsert_nominated(new)
+            elif old is not None:
+                self.planning.remove_nominated(old.uid)
+
     def on_node_event(self, kind: str, old: NodeInfo | None, new: NodeInfo | None) -> None:
         """Nodes informer handler: the delta goes into the planning state."""
         with self._planning_lock:
@@ -301,6 +315,8 @@ class Reconciler:
         else:
             assert self._decide is not None
             bound = [p for p in self.caches.bound.snapshot() if p.bound and not p.terminal]
+            if self.caches.nominated is not None:  # room promised by nominations (unbound pods)
+                bound += [p for p in self.caches.nominated.snapshot() if p is not None]
             nodes = self.caches.nodes.snapshot()
             t0 = self._monotonic()
             decision = self._decide(nodes, bound, requests, self.reservations, now, self.config.planner_config)
