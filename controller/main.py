@@ -94,8 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="pinned: narrow each member's required node affinity to its planned node before "
                         "removing the gate; free: only remove the gate (default: %(default)s)")
     p.add_argument("--reservation-ttl", metavar="SECONDS", type=cliargs.positive_seconds, default=60.0,
-                   help="how long a released member's planned room stays reserved while it is unbound; > 0 "
-                        "(default: %(default)s)")
+                   help="how long a released, unbound member's planned room stays reserved when the member "
+                        "is not pinned to that node (release patch not applied yet, --placement free); a "
+                        "pinned member keeps it until it binds, is deleted or ends; > 0 (default: %(default)s)")
     p.add_argument("--starvation-seconds", metavar="SECONDS", type=cliargs.non_negative_seconds, default=300.0,
                    help="how long a complete group may be passed over by smaller groups; 0 never lets a later "
                         "group pass (default: %(default)s)")
