@@ -298,6 +298,11 @@ class PlanningState:
         }
 
     @property
+    def nominated(self) -> int:
+        """How many nominated pods are held (room promised besides reservations)."""
+        return len(self._nominated)
+
+    @property
     def nodes(self) -> list[NodeInfo]:
         return list(self._nodes)
 

@@ -324,6 +324,8 @@ class Reconciler:
         self.metrics.decisions.inc()
         self.reservations = tuple(decision.reservations)
         self.metrics.reservations.set(len(self.reservations))
+        if self.planning is not None:
+            self.metrics.nominated_pods.set(self.planning.nominated)
         return decision
 
     def _apply_verdicts(self, decision: Decision, groups: Mapping[tuple[str, str], GroupObject],

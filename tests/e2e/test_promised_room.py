@@ -160,6 +160,13 @@ def priority_classes(kube, **values: int):
 FINALIZER = "example.com/hold"
 
 
+def nominated_metric(stack) -> float:
+    for line in stack.metrics().splitlines():
+        if line.startswith("cogate_controller_nominated_pods "):
+            return float(line.split()[1])
+    return 0.0
+
+
 @pytest.mark.parametrize("gang_priority,gang,released", [
     (None, (2, "1"), False),      # priority 0 < the preemptor's: its nomination counts
     ("same", (1, "2"), False),    # equal priority: counts
@@ -179,6 +186,7 @@ def test_room_nominated_for_a_preemptor_is_not_planned_as_free_for_lower_priorit
                                  30, what="preemptor nominated")
             victim = core.read_namespaced_pod("victim", namespace)
             assert victim.metadata.deletion_timestamp and victim.spec.node_name == nominated
+            wait_for(lambda: nominated_metric(stack) >= 1, 10, what="cogate_controller_nominated_pods counts it")
             size, cpu = gang
             pc = {"same": pcs["preemptor"], "higher": pcs["higher"]}.get(gang_priority or "")
             create_gang(kube, namespace, "g", size, cpu, priority_class=pc)
