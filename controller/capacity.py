@@ -251,6 +251,8 @@ class Room:
         #: ``(promise, node slot)`` of the room promised charged on this room (:func:`reserve_room`):
         #: what a waiting message can name as held for another gang or pod.
         self.promised: list[tuple[Promise, int]] = []
+        #: The nominations among them (what :meth:`lend` may lend).
+        self.nominations: list[tuple[Promise, int]] = []
 
     @property
     def bound_pods(self) -> list[tuple[PodInfo, int]]:
@@ -278,7 +280,7 @@ class Room:
         nominated pods of equal or higher priority). Their host ports, and their place for pod
         anti-affinity and topology spread, stay (so the answer can only be "does not fit" where
         kube-scheduler could place, never the reverse). Returns what was lent, for :meth:`repay`."""
-        lent = [(p, i) for p, i in self.promised if p.nominated and p.priority < priority]
+        lent = [(p, i) for p, i in self.nominations if p.priority < priority]
         for p, i in lent:
             self.occupy(None, {k: -v for k, v in req_with_pod(p.requests).items()}, (), i)
         return lent
@@ -607,6 +609,8 @@ def reserve_room(room: Room, index: Mapping[str, int], promised: Sequence[Promis
         if i is not None:
             room.occupy(p.pod, req_with_pod(p.requests), p.host_ports, i)
             room.promised.append((p, i))
+            if p.nominated:
+                room.nominations.append((p, i))
     room.commit()
 
 

@@ -366,21 +366,26 @@ class Pass:
     def _lend(self, g: GroupRequest) -> list[tuple[Promise, int]]:
         """Lend the group the room of nominations below its lowest member priority (module doc,
         "Room promised"); :meth:`Room.repay` after its verdict."""
-        if not any(p.nominated for p in self.promised):
+        if not self.room.nominations:
             return []
         return self.room.lend(min((m.priority for m in g.members), default=0))
 
     def lends(self, g: GroupRequest) -> bool:
         """Some nomination's room would be lent to ``g`` (its verdict then reads this pass's room)."""
+        if not self.room.nominations:
+            return False
         low = min((m.priority for m in g.members), default=0)
-        return any(p.nominated and p.priority < low for p, _ in self.room.promised)
+        return any(p.priority < low for p, _ in self.room.nominations)
 
     def promised_for(self, g: GroupRequest, members: Sequence[PodInfo]) -> tuple[Promise, ...]:
         """Room promised to others on nodes ``members`` are eligible for (not to ``g``'s own
         members), in the order charged: for messages ("held for ...")."""
+        if not self.room.promised:
+            return ()
         eligible: set[int] = set()
-        for m in members:
-            eligible.update(self.room.spec_for(m).eligible)
+        specs = {id(s): s for s in (self.room.spec_for(m) for m in members)}
+        for spec in specs.values():
+            eligible.update(spec.eligible)
         own = {m.uid for m in g.members}
         return tuple(p for p, i in self.room.promised if i in eligible and p.pod.uid not in own)
 
