@@ -611,18 +611,24 @@ class Pass:
         (:meth:`ungate_new_members`), so whether the owner created it before or after the
         release does not decide whether it is sent to kube-scheduler with nowhere to go.
 
-        Members of a replica that is not complete yet (:mod:`cogate.controller.replicas`: a
-        LeaderWorkerSet leader whose workers do not exist yet) are left out of the plan when the
-        others reach minMember without them: they wait gated and are released with their replica
-        (:meth:`ungate_new_members`); when minMember needs them, the group is planned whole."""
+        Replicas (:mod:`cogate.controller.replicas`): members of a replica that is not complete
+        yet (a LeaderWorkerSet leader whose workers do not exist yet), or that the plan would
+        place only in part, are left out when the others reach minMember without them: they
+        wait gated and their replica is released whole later (:meth:`ungate_new_members`); when
+        minMember needs them, minMember decides (the group is planned as before)."""
         needed = g.min_member - len(ms.bound)
         mark = self.room.mark()
-        incomplete = self._incomplete_replicas(ms)
-        if incomplete:
-            plan = pack(self.room, [m for m in ms.plannable if m.uid not in incomplete], max(needed, 0))
-            if len(ms.bound) + len(plan) >= g.min_member:
-                return self._released(g, ms, plan, [m for m in ms.plannable if m.uid in incomplete])
+        held_back = self._incomplete_replicas(ms)
+        while held_back or replicas_mod.by_replica(ms.plannable):
+            plan = pack(self.room, [m for m in ms.plannable if m.uid not in held_back], max(needed, 0))
+            if len(ms.bound) + len(plan) < g.min_member:
+                self.room.rollback(mark)
+                break
+            partial = self._partial_replicas(ms, plan, held_back)
+            if not partial:
+                return self._released(g, ms, plan, [m for m in ms.plannable if m.uid in held_back])
             self.room.rollback(mark)
+            held_back |= partial
         plan = pack(self.room, ms.plannable, max(needed, 0))
         fits = len(ms.bound) + len(plan)
         if fits >= g.min_member:
@@ -645,6 +651,15 @@ class Pass:
                 out.update(m.uid for m in new)
         return out
 
+    def _partial_replicas(self, ms: Members, plan: Mapping[str, int], held_back: set[str]) -> set[str]:
+        """uids of the plannable members of replicas that ``plan`` places only in part."""
+        out: set[str] = set()
+        for new in replicas_mod.by_replica(m for m in ms.plannable if m.uid not in held_back).values():
+            placed = sum(1 for m in new if m.uid in plan)
+            if 0 < placed < len(new):
+                out.update(m.uid for m in new)
+        return out
+
     def _released(self, g: GroupRequest, ms: Members, plan: Mapping[str, int],
                   incomplete: Sequence[PodInfo]) -> GroupVerdict:
         """The ``Released`` verdict of a plan that reaches minMember (committed here); plannable
@@ -661,10 +676,10 @@ class Pass:
         if incomplete:
             present = replicas_mod.by_replica(ms.present)
             names = sorted({str(replicas_mod.replica_of(m)) for m in incomplete})
-            message += (f"; {plural(len(incomplete), 'member')} of {plural(len(names), 'replica')} not complete yet "
-                        f"({name_list(names)}) wait gated, released with their replica; members of "
-                        f"{len(present)} replicas share this PodGroup: give each replica its own PodGroup to "
-                        "gang-schedule each")
+            message += (f"; {plural(len(incomplete), 'member')} of {plural(len(names), 'replica')} "
+                        f"({name_list(names)}) wait gated, each replica released whole once complete and with room "
+                        f"for all of it; members of {len(present)} replicas share this PodGroup: give each replica "
+                        "its own PodGroup to gang-schedule each")
         if unplaced:
             message += "; " + waiting_text(unplaced, short)
         return GroupVerdict(g.namespace, g.name, Outcome.RELEASED, release, fits, message,

@@ -161,7 +161,7 @@ def test_first_release_leaves_an_incomplete_replica_waiting_when_min_member_is_m
     assert set(v.release) == {m.uid for m in ms[:-1]}
     assert v.waiting == (ms[-1].name,)
     assert f"fits {min_member} of {min_member}" in v.message
-    assert f"LeaderWorkerSet llm group {complete}" in v.message and "wait gated, released with their replica" in v.message
+    assert f"LeaderWorkerSet llm group {complete}" in v.message and "wait gated, each replica released whole" in v.message
 
 
 def test_first_release_needing_an_incomplete_replica_plans_the_group_whole():
@@ -180,3 +180,18 @@ def test_incremental_planner_agrees_on_replicas(size):
     for k in range(1, size + 1):
         g = released("llm", base + [lws_pod(1, w, size) for w in range(k)], size)
         assert state.decide([g], [], NOW + k, CFG) == decide(nodes, base, [g], [], NOW + k, CFG)
+
+
+@pytest.mark.parametrize("size,replicas_present,room_replicas", [(2, 3, 2), (3, 2, 1), (4, 3, 2)])
+def test_first_release_never_places_a_replica_in_part(size, replicas_present, room_replicas):
+    """Room for ``room_replicas`` whole replicas and part of the next: minMember (one replica) is met
+    by whole replicas, so the one that would fit only in part waits gated, all of it."""
+    nodes = [node("n1", room_replicas * size + size - 1)]
+    ms = [lws_pod(r, w, size) for r in range(replicas_present) for w in range(size)]
+    v = decide(nodes, [], [GroupRequest("team", "llm", size, 0.0, False, tuple(ms))], [], NOW, CFG).verdicts[0]
+    assert v.outcome == Outcome.RELEASED
+    released_replicas = {replicas.replica_of(m).index for m in ms if m.uid in v.release}
+    assert released_replicas == {str(r) for r in range(room_replicas)}
+    assert len(v.release) == room_replicas * size
+    assert len(v.waiting) == (replicas_present - room_replicas) * size
+    assert f"fits {room_replicas * size} of {size}" in v.message
