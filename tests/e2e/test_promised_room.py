@@ -184,8 +184,10 @@ def test_room_nominated_for_a_preemptor_is_not_planned_as_free_for_lower_priorit
             core.create_namespaced_pod(namespace, pod("preemptor", None, cpu="8", priority_class=pcs["preemptor"]))
             nominated = wait_for(lambda: core.read_namespaced_pod("preemptor", namespace).status.nominated_node_name,
                                  30, what="preemptor nominated")
-            victim = core.read_namespaced_pod("victim", namespace)
-            assert victim.metadata.deletion_timestamp and victim.spec.node_name == nominated
+            # kube-scheduler may write the nomination before it deletes the victim (async preemption)
+            victim = wait_for(lambda: (v := core.read_namespaced_pod("victim", namespace)).metadata.deletion_timestamp
+                              and v, 15, what="victim preempted (Terminating, held by its finalizer)")
+            assert victim.spec.node_name == nominated
             wait_for(lambda: nominated_metric(stack) >= 1, 10, what="cogate_controller_nominated_pods counts it")
             size, cpu = gang
             pc = {"same": pcs["preemptor"], "higher": pcs["higher"]}.get(gang_priority or "")
@@ -264,8 +266,9 @@ def test_a_new_lws_replica_is_released_whole_never_its_leader_alone(stack, kube,
                  what=f"replica {r} released whole and Running")
     wait_for(lambda: (c := condition(status(kube, namespace, LWS), "MembersWaiting")) and c["status"] == "False",
              10, what="MembersWaiting False once no replica waits")
-    st = status(kube, namespace, LWS)
-    assert st["phase"] == "Running" and st["running"] == size * (1 + new_replicas)
+    total = size * (1 + new_replicas)
+    wait_for(lambda: (st := status(kube, namespace, LWS)).get("phase") == "Running" and st.get("running") == total,
+             10, what=f"status: phase Running, running {total}")
 
 
 @pytest.mark.parametrize("size,room", [(3, 2), (4, 1)])
@@ -294,5 +297,5 @@ def test_a_new_lws_replica_without_room_for_all_of_it_waits_whole(stack, kube, n
     core.delete_namespaced_pod("filler", namespace, grace_period_seconds=0)
     wait_for(lambda: sum(running(p) for p in replica_pods(kube, namespace, 1)) == size, 20,
              what="replica 1 released whole once the filler is gone")
-    assert status(kube, namespace, LWS)["running"] == 2 * size
+    wait_for(lambda: status(kube, namespace, LWS).get("running") == 2 * size, 10, what=f"status: running {2 * size}")
     assert POD_GROUP_LABEL in replica_pods(kube, namespace, 1)[0].metadata.labels
