@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 from cogate.controller import lifecycle, notices, refusers, verdicts
 from cogate.controller import quota as quota_mod
 from cogate.controller import status as status_mod
+from cogate.controller import replicas
 from cogate.controller.aftercare import Aftercare, Context
 from cogate.controller.config import ReconcilerConfig
 from cogate.controller.events import Emitter, EventRecorder
@@ -400,6 +401,7 @@ class Reconciler:
         ungated, refused_at = self._ungate_and_announce(g, request, verdict, checked.release, memory, now)
         self.aftercare.act(g, request, findings, ctx, memory, phase, now)
         self._warn_mixed_priorities(g, request, now)
+        self._warn_shared_replicas(g, request, now)
         self.aftercare.time_out(g, request.members, new_status, memory, now)
         return Applied(phase, int(body is not None), ungated, earliest(checked.wake_at, later, refused_at))
 
@@ -483,6 +485,14 @@ class Reconciler:
         notice = notices.verdict_event(outcome, message)
         if notice is not None:
             self.events.emit(g.ref, "verdict", notice, now, key=notices.situation_key(notice.message))
+
+    def _warn_shared_replicas(self, g: GroupObject, request: GroupRequest, now: float) -> None:
+        """Warning ``ReplicasSharePodGroup`` while members of several replicas share the PodGroup."""
+        message = replicas.shared_message(request.members)
+        if message:
+            self.events.emit(g.ref, "replicas", notices.replicas_share(message), now, key=notices.situation_key(message))
+        else:
+            self.events.clear(g.uid, "replicas")
 
     def _warn_mixed_priorities(self, g: GroupObject, request: GroupRequest, now: float) -> None:
         notice = notices.priority_event(request)

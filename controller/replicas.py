@@ -18,7 +18,8 @@ The labels, as their controllers write them on every pod:
   and replicated job) in the group.
 
 :func:`replica_of` reads a member's replica; :func:`expected_size` how many members a replica
-must have before it can be released; :func:`by_replica` splits members.
+must have before it can be released; :func:`by_replica` splits members; :func:`shared_message`
+is the Warning ``ReplicasSharePodGroup`` a PodGroup gets while members of several replicas share it.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 
 from cogate.controller.records import PodInfo
 
-__all__ = ["Replica", "replica_of", "by_replica", "expected_size", "LWS_NAME_LABEL", "LWS_GROUP_INDEX_LABEL",
+__all__ = ["Replica", "replica_of", "by_replica", "expected_size", "shared_message", "LWS_NAME_LABEL", "LWS_GROUP_INDEX_LABEL",
            "JOBSET_NAME_LABEL", "JOBSET_REPLICATED_JOB_LABEL", "JOBSET_JOB_INDEX_LABEL"]
 
 LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
@@ -94,3 +95,17 @@ def expected_size(replica: Replica, replicas: Mapping[Replica, Sequence[PodInfo]
         return size
     return max((len(ms) for r, ms in replicas.items() if r != replica and r.siblings == replica.siblings),
                default=0)
+
+
+def shared_message(members: Iterable[PodInfo]) -> str:
+    """The text of the Warning ``ReplicasSharePodGroup`` when live members of more than one replica
+    share the PodGroup (the first 3 replicas named, then "and N more"), else ''."""
+    found = sorted({r for m in members if not m.deleting and (r := replica_of(m)) is not None},
+                   key=lambda r: (r.kind, r.owner, r.role, (int(r.index), "") if r.index.isdigit() else (1 << 62, r.index)))
+    if len(found) < 2:
+        return ""
+    names = [str(r) for r in found[:3]]
+    shown = ", ".join(names) + (f" and {len(found) - 3} more" if len(found) > 3 else "")
+    return (f"members of {len(found)} replicas share this PodGroup ({shown}): minMember counts them together, and "
+            "cogate releases each new replica whole or not at all; give each replica its own PodGroup (its own "
+            "scheduling.x-k8s.io/pod-group label value, minMember = the replica's size) to gang-schedule each")

@@ -29,7 +29,8 @@ from kubernetes import client
 from cogate.api import POD_GROUP_LABEL
 from cogate.localcluster import example
 
-from .kube import bound, condition, create_pod_group, gated, group_pods, hold_gated, running, status, wait_for
+from .kube import (bound, condition, create_pod_group, events_for, gated, group_pods, hold_gated, running, status,
+                   wait_for)
 
 pytestmark = pytest.mark.e2e
 
@@ -266,6 +267,9 @@ def test_a_new_lws_replica_is_released_whole_never_its_leader_alone(stack, kube,
                  what=f"replica {r} released whole and Running")
     wait_for(lambda: (c := condition(status(kube, namespace, LWS), "MembersWaiting")) and c["status"] == "False",
              10, what="MembersWaiting False once no replica waits")
+    warned = [e for e in events_for(kube, namespace, LWS) if e.reason == "ReplicasSharePodGroup"]
+    assert warned and warned[0].type == "Warning", [(e.type, e.reason) for e in events_for(kube, namespace, LWS)]
+    assert "give each replica its own PodGroup" in warned[0].message, warned[0].message
     total = size * (1 + new_replicas)
     wait_for(lambda: (st := status(kube, namespace, LWS)).get("phase") == "Running" and st.get("running") == total,
              10, what=f"status: phase Running, running {total}")

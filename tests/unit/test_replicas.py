@@ -195,3 +195,38 @@ def test_first_release_never_places_a_replica_in_part(size, replicas_present, ro
     assert len(v.release) == room_replicas * size
     assert len(v.waiting) == (replicas_present - room_replicas) * size
     assert f"fits {room_replicas * size} of {size}" in v.message
+
+
+@pytest.mark.parametrize("count,named", [(2, "LeaderWorkerSet llm group 0, LeaderWorkerSet llm group 1"),
+                                         (5, "LeaderWorkerSet llm group 2 and 2 more")])
+def test_shared_message_names_the_replicas_and_the_fix(count, named):
+    ms = [lws_pod(r, w, 2) for r in range(count) for w in range(2)]
+    text = replicas.shared_message(ms)
+    assert text.startswith(f"members of {count} replicas share this PodGroup (")
+    assert named in text
+    assert "give each replica its own PodGroup" in text and "minMember = the replica's size" in text
+    assert replicas.shared_message([lws_pod(0, w, 2) for w in range(2)]) == ""
+    assert replicas.shared_message([jobset_pod(0, 0), jobset_pod(1, 0), jobset_pod(1, 0, rjob="driver")]).startswith(
+        "members of 3 replicas")
+
+
+@pytest.mark.parametrize("count", [2, 3])
+def test_reconciler_warns_once_while_replicas_share_a_pod_group(count):
+    """Warning ReplicasSharePodGroup on the PodGroup (a Kubernetes Event), once per situation."""
+    from tests.builders import Harness, raw_pg, raw_pod, verdict
+
+    raws = []
+    for r in range(count):
+        raw = raw_pod(f"llm-{r}", group="llm", gates=(), node="n1", phase="Running")
+        raw["metadata"]["labels"].update({replicas.LWS_NAME_LABEL: "llm", replicas.LWS_GROUP_INDEX_LABEL: str(r)})
+        raws.append(raw)
+    status = {"phase": "Running", "scheduleStartTime": "2024-01-01T00:01:00Z"}
+    h = Harness(raws, [raw_pg("llm", 1, status=status)], [verdict("AlreadyReleased", name="llm", message="released")])
+    h.run()
+    h.run()
+    warned = [e for e in h.events if e[1] == "ReplicasSharePodGroup"]
+    assert len(warned) == 1 and warned[0][0] == "Warning"
+    assert warned[0][2].startswith(f"members of {count} replicas share this PodGroup (LeaderWorkerSet llm group 0")
+    h2 = Harness(raws[:1], [raw_pg("llm", 1, status=status)], [verdict("AlreadyReleased", name="llm")])
+    h2.run()
+    assert not [e for e in h2.events if e[1] == "ReplicasSharePodGroup"]
