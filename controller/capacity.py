@@ -45,6 +45,16 @@ domains anti-affinity forbids them). The incremental planner
 (:mod:`cogate.controller.planstate`) keeps one :class:`NodeTable` per node generation and
 builds its rooms on free room kept between passes (``Room(base=...)``).
 
+Room promised (:class:`~cogate.controller.records.Promise`, :func:`promised_room`): the one
+notion of room held for pods not bound yet, subtracted from the free room before any group is
+planned: cogate's reservations (members it released to a node) and kube-scheduler's
+nominations (``status.nominatedNodeName``: a preemptor waiting for its victims to go). A
+nomination counts only against pods of its priority or lower (kube-scheduler
+``framework.addGENominatedPods``, used by ``RunFilterPluginsWithNominatedPods``: nominated
+pods of equal or higher priority are added to the node before filtering); the planner lends
+the room of lower-priority nominations to a group of higher priority
+(:meth:`Room.lend`). The preemption issue extends this notion, not a second one.
+
 For the shell: :func:`room_by_node` (free room from scratch, the reference the incremental
 planner is tested against) and :func:`pinned_node_problems` (these filters applied to the
 node a released member is pinned to).
@@ -58,11 +68,43 @@ from typing import Literal
 
 from cogate.controller import spread as _spread
 from cogate.controller.filters import SpecKey, StaticKey, domain, spec_key, static_reason, term_matches
-from cogate.controller.records import HostPort, NodeInfo, PodInfo, Reservation
+from cogate.controller.records import HostPort, NodeInfo, PodInfo, Promise, Reservation
 from cogate.controller.resources import format_quantity
 
 __all__ = ["req_with_pod", "Spec", "NodeTable", "copies", "Room", "pack", "Snapshot", "reserve_room", "room_by_node",
-           "pinned_node_problems"]
+           "pinned_node_problems", "promised_room", "nominated_pods"]
+
+
+def nominated_pods(pods: Sequence[PodInfo]) -> list[PodInfo]:
+    """The pods among ``pods`` that hold a nomination (``status.nominatedNodeName``): unbound, not
+    terminal, not being deleted (kube-scheduler's nominator drops a pod once it binds or goes)."""
+    return [p for p in pods if p.nominated_node and not p.bound and not p.terminal and not p.deleting]
+
+
+def promised_room(reservations: Sequence[tuple[Reservation, PodInfo]], nominated: Sequence[PodInfo],
+                  holders: Mapping[str, str] | None = None) -> list[Promise]:
+    """Every room promised on a node, as one list (:class:`~cogate.controller.records.Promise`).
+
+    ``reservations``: ``(reservation, its member)`` that still hold (the planner prunes them:
+    :meth:`cogate.controller.planner.Pass._still_holds`); ``nominated``: pods with a nomination
+    (:func:`nominated_pods`); ``holders``: pod uid -> ``"PodGroup ns/name"`` of reserved members.
+    A pod with both (a released member kube-scheduler nominated elsewhere after preemption)
+    counts once, as its reservation; a reservation counts for every pod, a nomination for pods of
+    ``pod.priority`` or lower. Order: reservations as given, then nominations by (node, created,
+    name), so a pass is deterministic.
+    """
+    holders = holders or {}
+    out = [Promise(pod, r.node_name, dict(r.requests), r.host_ports, "reserved", pod.priority,
+                   holders.get(r.pod_uid, f"pod {r.namespace}/{r.name}"))
+           for r, pod in reservations]
+    seen = {r.pod_uid for r, _ in reservations}
+    for p in sorted(nominated, key=lambda p: (p.nominated_node, p.created, p.namespace, p.name, p.uid)):
+        if p.uid in seen:
+            continue
+        seen.add(p.uid)
+        out.append(Promise(p, p.nominated_node, dict(p.requests), p.host_ports, "nominated", p.priority,
+                           f"pod {p.namespace}/{p.name}"))
+    return out
 
 
 def req_with_pod(requests: Mapping[str, int]) -> dict[str, int]:
@@ -206,6 +248,11 @@ class Room:
         #: When a set: every node some batch considered (free room for one more member), for
         #: the incremental planner to know which nodes a plan depends on.
         self.looked: set[int] | None = None
+        #: ``(promise, node slot)`` of the room promised charged on this room (:func:`reserve_room`):
+        #: what a waiting message can name as held for another gang or pod.
+        self.promised: list[tuple[Promise, int]] = []
+        #: The nominations among them (what :meth:`lend` may lend).
+        self.nominations: list[tuple[Promise, int]] = []
 
     @property
     def bound_pods(self) -> list[tuple[PodInfo, int]]:
@@ -225,6 +272,26 @@ class Room:
             self.free[i] = dict(self.free[i])
             self.ports[i] = list(self.ports[i])
         return self.free[i]
+
+    # -- room promised
+    def lend(self, priority: int) -> list[tuple[Promise, int]]:
+        """Give back, uncommitted, the resources of the nominations charged here whose priority is
+        below ``priority``: a pod of ``priority`` does not see them (kube-scheduler counts only
+        nominated pods of equal or higher priority). Their host ports, and their place for pod
+        anti-affinity and topology spread, stay (so the answer can only be "does not fit" where
+        kube-scheduler could place, never the reverse). Returns what was lent, for :meth:`repay`."""
+        lent = [(p, i) for p, i in self.nominations if p.priority < priority]
+        for p, i in lent:
+            self.occupy(None, {k: -v for k, v in req_with_pod(p.requests).items()}, (), i)
+        return lent
+
+    def repay(self, lent: Sequence[tuple[Promise, int]]) -> None:
+        """Charge what :meth:`lend` gave back again and commit (call once the borrower's plan is
+        committed or rolled back: room it took from a lent nomination stays taken, so pods of
+        that nomination's priority or lower see both)."""
+        for p, i in lent:
+            self.occupy(None, req_with_pod(p.requests), (), i)
+        self.commit()
 
     # -- domains
     def dom(self, key: str, i: int) -> str | None:
@@ -496,20 +563,23 @@ class Snapshot:
     def __init__(self, nodes: Sequence[NodeInfo], pods: Sequence[PodInfo], members_anti: bool,
                  members_spread: bool = False) -> None:
         """``pods``: as given to :func:`cogate.controller.planner.decide` (unbound, terminal and
-        unknown-node entries are skipped). ``members_anti``: some group member has required pod anti-affinity;
+        unknown-node entries hold no room; unbound ones with a nomination are kept in
+        ``nominated``). ``members_anti``: some group member has required pod anti-affinity;
         ``members_spread``: some group member has hard topology spread constraints."""
         self.table = NodeTable(nodes)
         self.index = self.table.index
         bound = [p for p in pods if p.bound and not p.terminal and p.node_name in self.index]
         self.bound = [(p, self.index[p.node_name]) for p in bound]
         self.bound_uids = frozenset(p.uid for p in pods if p.bound)
+        #: Unbound pods kube-scheduler nominated a node for (:func:`nominated_pods`).
+        self.nominated = nominated_pods(pods)
         #: Track where pods sit for anti-affinity (InterPodAffinity works in both directions).
         self.anti_active = members_anti or any(p.required_pod_anti_affinity for p in bound)
         #: Count pods per topology domain (PodTopologySpread) only when a member needs it.
         self.spread_active = members_spread
 
-    def room(self, reserved: Sequence[tuple[Reservation, PodInfo]]) -> Room:
-        """Free room after every bound pod and every ``(reservation, its pod)``, committed."""
+    def room(self, promised: Sequence[Promise]) -> Room:
+        """Free room after every bound pod and every room promised (:func:`promised_room`), committed."""
         room = Room(self.table, self.anti_active, empty=False, spread_active=self.spread_active)
         room.bound_pods = list(self.bound)
         for p, i in room.bound_pods:
@@ -523,7 +593,7 @@ class Snapshot:
                 room.ports[i].extend(p.host_ports)
             if self.anti_active:
                 room.placed.append((p, i))
-        reserve_room(room, self.index, reserved)
+        reserve_room(room, self.index, promised)
         return room
 
     def empty_room(self) -> Room:
@@ -531,12 +601,16 @@ class Snapshot:
         return Room(self.table, self.anti_active, empty=True, spread_active=self.spread_active)
 
 
-def reserve_room(room: Room, index: Mapping[str, int], reserved: Sequence[tuple[Reservation, PodInfo]]) -> None:
-    """Charge each ``(reservation, its pod)`` on its node (unknown nodes skipped), committed."""
-    for r, pod in reserved:
-        i = index.get(r.node_name)
+def reserve_room(room: Room, index: Mapping[str, int], promised: Sequence[Promise]) -> None:
+    """Charge each room promised on its node (unknown nodes skipped), committed; the room keeps
+    them in ``promised`` (for :meth:`Room.lend` and for messages)."""
+    for p in promised:
+        i = index.get(p.node_name)
         if i is not None:
-            room.occupy(pod, req_with_pod(r.requests), r.host_ports, i)
+            room.occupy(p.pod, req_with_pod(p.requests), p.host_ports, i)
+            room.promised.append((p, i))
+            if p.nominated:
+                room.nominations.append((p, i))
     room.commit()
 
 

@@ -514,6 +514,9 @@ class Caches:
     volumes: Informer | None = None
     #: ResourceQuotas (records: quota.QuotaInfo), to say when a quota refuses missing members.
     quotas: Informer | None = None
+    #: Unbound pods (records: ``records.nominated_pod_info``: a PodInfo while kube-scheduler has
+    #: nominated a node for the pod, else None): room promised on the nominated node.
+    nominated: Informer | None = None
     #: Admission webhook configurations and policies (records: the names of those intercepting pod
     #: UPDATEs, :mod:`cogate.controller.refusers`), for ``validate_releases="auto"``; not part of
     #: readiness. ``admission_known``: they cover every such kind the API server serves.
@@ -522,4 +525,4 @@ class Caches:
 
     def all(self) -> list[Informer]:
         return [i for i in (self.podgroups, self.members, self.bound, self.nodes, self.claims, self.volumes,
-                            self.quotas) if i is not None]
+                            self.quotas, self.nominated) if i is not None]

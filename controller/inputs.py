@@ -90,19 +90,18 @@ def build_group_requests(groups: Iterable[GroupObject], members: Mapping[tuple[s
 def restored_reservations(requests: Iterable[GroupRequest], now: float, ttl: float) -> list[Reservation]:
     """Reservations for released members the scheduler has not bound yet (rebuilt after a restart).
 
-    A member counts when its group's release stands (``released``), it carries no scheduling
-    gate at all (ours was removed; another gate means the scheduler is not on it yet), it is
-    unbound, not terminal, not deleting and pinned to one node
-    (:func:`cogate.controller.patches.awaiting_bind`). Each gets ``Reservation(expires=now + ttl)``
-    on that node, as the release that ungated it would have made (docs/semantics.md
-    Reservations: room of released, unbound members stays reserved until they bind, go, or a
-    TTL passes). Members released with placement ``free`` carry no pin and cannot be restored.
-    Times: epoch seconds.
+    A member counts when it carries no scheduling gate at all (ours was removed; another gate
+    means the scheduler is not on it yet), it is unbound, not terminal, not deleting and pinned
+    to one node (:func:`cogate.controller.patches.awaiting_bind`), whether or not its group's
+    release still stands (a timed-out group's pinned members still bind there and nowhere
+    else). Each gets ``Reservation(expires=now + ttl)`` on that node, as the release that
+    ungated it would have made; the planner keeps it for as long as the member stays pinned
+    there and unbound, the TTL notwithstanding (docs/semantics.md, "Reservations, order and
+    starvation"; :meth:`cogate.controller.planner.Pass._still_holds`). Members released with
+    placement ``free`` carry no pin and cannot be restored. Times: epoch seconds.
     """
     out: list[Reservation] = []
     for r in requests:
-        if not r.released:
-            continue
         for m in r.members:
             node = awaiting_bind(m)
             if node:

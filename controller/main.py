@@ -67,6 +67,8 @@ def connection_pool_size(workers: int) -> int:
 
 #: Bound, non-terminal pods: what occupies node capacity (kube-scheduler's view).
 BOUND_PODS_FIELD_SELECTOR = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
+#: Unbound pods, for those kube-scheduler nominated a node for (room promised there).
+UNBOUND_PODS_FIELD_SELECTOR = "spec.nodeName=,status.phase!=Succeeded,status.phase!=Failed"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -92,8 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="pinned: narrow each member's required node affinity to its planned node before "
                         "removing the gate; free: only remove the gate (default: %(default)s)")
     p.add_argument("--reservation-ttl", metavar="SECONDS", type=cliargs.positive_seconds, default=60.0,
-                   help="how long a released member's planned room stays reserved while it is unbound; > 0 "
-                        "(default: %(default)s)")
+                   help="how long a released, unbound member's planned room stays reserved when the member "
+                        "is not pinned to that node (release patch not applied yet, --placement free); a "
+                        "pinned member keeps it until it binds, is deleted or ends; > 0 (default: %(default)s)")
     p.add_argument("--starvation-seconds", metavar="SECONDS", type=cliargs.non_negative_seconds, default=300.0,
                    help="how long a complete group may be passed over by smaller groups; 0 never lets a later "
                         "group pass (default: %(default)s)")
@@ -225,6 +228,8 @@ def main(argv: list[str] | None = None) -> int:
         claims=make("persistentvolumeclaims", claim_source(core, ns), namespaced_key, volumes.claim_info),
         volumes=make("persistentvolumes", volume_source(core), name_key, volumes.volume_info),
         quotas=make("resourcequotas", resource_quota_source(core, ns), namespaced_key, quota.quota_info),
+        nominated=make("nominated-pods", pod_source(core, field_selector=UNBOUND_PODS_FIELD_SELECTOR), uid_key,
+                       records.nominated_pod_info),
     )
     if args.validate_releases == "auto":
         caches.admission, caches.admission_known = admission_informers(api_client, make)
@@ -255,6 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     caches.claims.on_invalid = invalid("persistentvolumeclaims")  # type: ignore[union-attr]
     caches.volumes.on_invalid = invalid("persistentvolumes")  # type: ignore[union-attr]
     caches.quotas.on_invalid = invalid("resourcequotas")  # type: ignore[union-attr]
+    caches.nominated.on_invalid = invalid("nominated-pods")  # type: ignore[union-attr]
     for inf in caches.all():
         inf.add_handler(reconciler.on_member_event if inf is caches.members else reconciler.enqueue)
     for inf in caches.admission:

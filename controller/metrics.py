@@ -48,6 +48,8 @@ class Metrics:
         self.groups = Gauge(_P + "podgroups", "PodGroups by status phase.", ["phase"], registry=r)
         self.reservations = Gauge(_P + "reservations", "Capacity reservations held for released, unbound members.",
                                   registry=r)
+        self.nominated_pods = Gauge(_P + "nominated_pods", "Unbound pods kube-scheduler nominated a node for, whose "
+                                    "room the planner holds (room promised).", registry=r)
         self.events = Counter(_P + "events", "Kubernetes Events recorded, by type and reason.", ["type", "reason"],
                               registry=r)
         self.evictions = Counter(_P + "evictions", "Members evicted after a schedule timeout, by result.",

@@ -66,6 +66,8 @@ class Reason(StrEnum):
     WAITING_FOR_CAPACITY = "WaitingForCapacity"
     #: On the PodGroup: its PodDisruptionBudget name is taken by one cogate did not make.
     POD_DISRUPTION_BUDGET_CONFLICT = "PodDisruptionBudgetConflict"
+    #: On the PodGroup: members of several LeaderWorkerSet or JobSet replicas share it.
+    REPLICAS_SHARE_POD_GROUP = "ReplicasSharePodGroup"
     #: On a gated pod: its label names a PodGroup that does not exist.
     POD_GROUP_NOT_FOUND = "PodGroupNotFound"
     #: On a pod: it left its group while gated, so its gate was removed.
@@ -158,6 +160,11 @@ def priority_event(request: verdicts.GroupRequest) -> Notice | None:
     prios = {p.priority for p in request.members}
     return Notice(WARNING, Reason.MIXED_PRIORITIES,
                   f"members have priorities {min(prios)}..{max(prios)}; the group is ordered by the highest")
+
+
+def replicas_share(message: str) -> Notice:
+    """The Warning ``ReplicasSharePodGroup`` (:func:`cogate.controller.replicas.shared_message`)."""
+    return Notice(WARNING, Reason.REPLICAS_SHARE_POD_GROUP, message)
 
 
 def timed_out(message: str) -> Notice:

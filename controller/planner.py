@@ -58,11 +58,30 @@ Order, backfill and starvation:
 Reservations: room of members released by an earlier decision stays reserved
 until the pod is bound (it appears bound in ``pods`` and is counted there), is
 deleted (its uid is no longer a member of any given group nor a bound pod; so
-pass every group to ``decide``), becomes terminal, or ``expires`` passes
-(``now + reservation_ttl_seconds`` at release). A reservation whose pod is still
-gated in a group that is not released is dropped: that release never took
+pass every group to ``decide``) or becomes terminal. While the member is pinned
+to the reserved node and unbound (:func:`cogate.controller.patches.awaiting_bind`:
+our gate gone, required node affinity naming that node) the reservation holds
+however long kube-scheduler takes: the pod will bind there and nowhere else, so
+the room is taken whether kube-scheduler is slow, stopped or busy. Otherwise (the
+release patch not applied yet, or the member released unpinned under placement
+``free``, where kube-scheduler may bind it elsewhere) it lapses once ``expires``
+passes (``now + reservation_ttl_seconds`` at release). A reservation whose pod is
+still gated in a group that is not released is dropped: that release never took
 effect and is planned afresh. A gated member of a released group that still has
 a reservation is ungated again towards its reserved node.
+
+Room promised (:func:`cogate.controller.capacity.promised_room`): the reservations
+kept and the nominations of unbound pods in ``pods`` (``PodInfo.nominated_node``,
+kube-scheduler's ``status.nominatedNodeName``) are one list of
+:class:`~cogate.controller.records.Promise`, charged on the room before any group is
+planned. A nomination counts only against members of its priority or lower: for a
+group whose lowest member priority is above a nomination's, that nomination's
+resources are lent to the group while it is planned (``Room.lend``/``repay``).
+
+Replicas sharing a PodGroup (:mod:`cogate.controller.replicas`: LeaderWorkerSet
+groups, JobSet Jobs): new members of a released group that belong to a replica are
+released together or not at all: the replica waits gated until it has its expected
+number of members (``expected_size``) and all its gated members fit at once.
 
 Membership accounting for a group:
 
@@ -100,11 +119,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from cogate.controller import replicas as replicas_mod
 from cogate.controller.capacity import (
     Room,
     Snapshot,
     pack,
     pinned_node_problems,
+    promised_room,
     req_with_pod,
     room_by_node,
 )
@@ -120,7 +141,8 @@ from cogate.controller.explanations import (
     waiting_text,
 )
 from cogate.controller.filters import spec_key
-from cogate.controller.records import NodeInfo, PodInfo, Reservation
+from cogate.controller.patches import awaiting_bind
+from cogate.controller.records import NodeInfo, PodInfo, Promise, Reservation
 from cogate.controller.verdicts import (
     DEFAULT_SCHEDULER,
     UNCHECKED_POLICIES,
@@ -199,11 +221,16 @@ class _Scope:
 @dataclass(frozen=True)
 class Miss:
     """A plan on the current room that placed too few: ``fits`` = bound + planned,
-    ``unplaced`` plannable members left over, ``short`` the text of what is lacking."""
+    ``unplaced`` plannable members left over, ``short`` the text of what is lacking,
+    ``promised`` the room promised to others (reservations of other groups' members,
+    nominations) on nodes the unplaced members are eligible for, at the group's turn: what a
+    waiting message can name as "held for" (each :class:`~cogate.controller.records.Promise`
+    names its ``holder``)."""
 
     fits: int
     unplaced: list[PodInfo]
     short: Short
+    promised: tuple[Promise, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -224,6 +251,11 @@ class Basis:
     members: Members | None = None
     miss: Miss | None = None
     since: float | None = None
+
+
+def _index_key(index: str) -> tuple[int, str]:
+    """Replica indexes in number order ("2" before "10"), odd ones after, by text."""
+    return (int(index), "") if index.isdigit() else (1 << 62, index)
 
 
 def _verdict(
@@ -289,7 +321,12 @@ class Pass:
         self.basis = Basis("pass")
         self.kept = [r for r in reservations if self._still_holds(r)]
         self.reserved = {r.pod_uid: r for r in self.kept}
-        self.room = self.snapshot.room([(r, self.member_of[r.pod_uid][0]) for r in self.kept])
+        holders = {r.pod_uid: f"PodGroup {self.member_of[r.pod_uid][1].namespace}/{self.member_of[r.pod_uid][1].name}"
+                   for r in self.kept}
+        #: Room promised (reservations kept, nominations), charged on ``room``.
+        self.promised = promised_room([(r, self.member_of[r.pod_uid][0]) for r in self.kept],
+                                      getattr(snapshot, "nominated", ()), holders)
+        self.room = self.snapshot.room(self.promised)
         self._empty: Room | None = None
         self.new_reservations: list[Reservation] = []
         #: Starving groups in order, each with the room it could use: later groups in scope wait.
@@ -300,14 +337,17 @@ class Pass:
         return tuple(self.kept) + tuple(self.new_reservations)
 
     def _still_holds(self, r: Reservation) -> bool:
-        """A reservation holds room until its pod is among the bound pods, deleted, terminal or
-        ``expires`` passes; one whose pod is gated again in an unreleased group never took effect.
+        """A reservation holds room until its pod is among the bound pods, deleted or terminal;
+        while the pod is pinned to the reserved node and unbound (``awaiting_bind``) the TTL does
+        not end it (the pod can only bind there: the room is taken however long kube-scheduler
+        takes); otherwise it also ends when ``expires`` passes. One whose pod is gated again in an
+        unreleased group never took effect.
 
         A member the members cache already shows bound keeps its reservation until the bound-pods
         cache has it too: the two caches come from separate watches, and in between the pod's
         requests would be charged nowhere, so another group could be released into its room (seen
         in the Coscheduling benchmark: 41 members pinned to a node that holds 40)."""
-        if r.expires <= self.now or r.pod_uid in self.snapshot.bound_uids:
+        if r.pod_uid in self.snapshot.bound_uids:
             return False
         known = self.member_of.get(r.pod_uid)
         if known is None:
@@ -317,7 +357,37 @@ class Pass:
             return False
         if m.bound:
             return True
+        if awaiting_bind(m, self.gate) == r.node_name:
+            return True
+        if r.expires <= self.now:
+            return False
         return not (m.gated_by(self.gate) and not g.released)
+
+    def _lend(self, g: GroupRequest) -> list[tuple[Promise, int]]:
+        """Lend the group the room of nominations below its lowest member priority (module doc,
+        "Room promised"); :meth:`Room.repay` after its verdict."""
+        if not self.room.nominations:
+            return []
+        return self.room.lend(min((m.priority for m in g.members), default=0))
+
+    def lends(self, g: GroupRequest) -> bool:
+        """Some nomination's room would be lent to ``g`` (its verdict then reads this pass's room)."""
+        if not self.room.nominations:
+            return False
+        low = min((m.priority for m in g.members), default=0)
+        return any(p.priority < low for p, _ in self.room.nominations)
+
+    def promised_for(self, g: GroupRequest, members: Sequence[PodInfo]) -> tuple[Promise, ...]:
+        """Room promised to others on nodes ``members`` are eligible for (not to ``g``'s own
+        members), in the order charged: for messages ("held for ...")."""
+        if not self.room.promised:
+            return ()
+        eligible: set[int] = set()
+        specs = {id(s): s for s in (self.room.spec_for(m) for m in members)}
+        for spec in specs.values():
+            eligible.update(spec.eligible)
+        own = {m.uid for m in g.members}
+        return tuple(p for p, i in self.room.promised if i in eligible and p.pod.uid not in own)
 
     def _reserve(self, members: Sequence[PodInfo], plan: Mapping[str, int]) -> dict[str, str]:
         """uid -> the node each of ``members`` is released to ('' = unpinned: not planned, or a
@@ -346,7 +416,16 @@ class Pass:
         """A released group: a new gated member is ungated towards its reservation, else towards
         the node the planner finds it (reserved); one without room (or held by another gate as
         well) stays gated and is named in ``waiting``: releasing it unplanned would send it to
-        kube-scheduler with nowhere to go (docs/semantics.md, "New members of a released group")."""
+        kube-scheduler with nowhere to go (docs/semantics.md, "New members of a released group").
+        Members of a replica (:mod:`cogate.controller.replicas`) go together or not at all."""
+        lent = self._lend(g)
+        try:
+            return self._ungate_new_members(g)
+        finally:
+            if lent:
+                self.room.repay(lent)
+
+    def _ungate_new_members(self, g: GroupRequest) -> GroupVerdict:
         ms = _classify(g, self.gate)
         plannable = {m.uid for m in ms.plannable}
         release: dict[str, str] = {}
@@ -360,14 +439,17 @@ class Pass:
                 to_plan.append(m)
             else:
                 held.append(m)
-        plan = pack(self.room, to_plan, len(to_plan)) if to_plan else {}
-        unplaced = [m for m in to_plan if m.uid not in plan]
+        plan, replica_parts, replica_waiting, to_plan = self._whole_replicas(ms, to_plan)
+        lone_plan = pack(self.room, to_plan, len(to_plan)) if to_plan else {}
+        plan.update(lone_plan)
+        unplaced = [m for m in to_plan if m.uid not in lone_plan]
         short = shortfall(self.room, unplaced, len(unplaced)).text if unplaced else ""
         self.room.commit()
-        planned_members = [m for m in to_plan if m.uid in plan]
+        planned_members = [m for m in ms.gated if m.uid in plan]
         release.update(self._reserve(planned_members, plan))
-        waiting = tuple(m.name for m in unplaced + held)
+        waiting = tuple(m.name for m in replica_waiting + unplaced + held)
         parts = [f"ungating {plural(len(release), 'new member')}"] if release else []
+        parts.extend(replica_parts)
         if unplaced:
             parts.append(waiting_text(unplaced, short))
         if held:
@@ -376,9 +458,62 @@ class Pass:
         fits = len(ms.bound) + len(release)
         return GroupVerdict(g.namespace, g.name, Outcome.ALREADY_RELEASED, release, fits, message, waiting)
 
+    def _whole_replicas(self, ms: Members, to_plan: list[PodInfo]
+                        ) -> tuple[dict[str, int], list[str], list[PodInfo], list[PodInfo]]:
+        """Plan the new members of ``to_plan`` that belong to a replica, one replica at a time
+        (lowest index first), each whole or not at all: a replica with fewer present members than
+        :func:`~cogate.controller.replicas.expected_size` waits for the rest; one whose gated
+        members do not all fit now waits for room (its partial plan undone). Returns (the plan of
+        the replicas placed, uncommitted; message parts; the members that wait; the members of no
+        replica, left to plan one by one)."""
+        mine = replicas_mod.by_replica(to_plan)
+        if not mine:
+            return {}, [], [], to_plan
+        present = replicas_mod.by_replica(ms.present)
+        plan: dict[str, int] = {}
+        parts: list[str] = []
+        waiting: list[PodInfo] = []
+        for replica in sorted(mine, key=lambda r: (r.kind, r.owner, r.role, _index_key(r.index))):
+            new = mine[replica]
+            size = replicas_mod.expected_size(replica, present)
+            have = len(present.get(replica, ()))
+            if size and have < size:
+                waiting.extend(new)
+                parts.append(f"{replica}: {have} of {size} members present, released whole once all exist")
+                continue
+            mark = self.room.mark()
+            got = pack(self.room, new, len(new))
+            if len(got) == len(new):
+                plan.update(got)
+                continue
+            unplaced = [m for m in new if m.uid not in got]
+            short = shortfall(self.room, unplaced, len(unplaced)).text
+            self.room.rollback(mark)
+            waiting.extend(new)
+            parts.append(f"{replica}: {len(got)} of {len(new)} new members fit, released whole or not at all "
+                         f"({short})")
+        if len(present) > 1 and waiting:
+            names = name_list([str(r) for r in sorted(present, key=lambda r: (r.kind, r.owner, r.role,
+                                                                               _index_key(r.index)))])
+            parts.append(f"members of {len(present)} replicas share this PodGroup ({names}): give each replica "
+                         "its own PodGroup (its own pod-group label value, minMember = the replica's size) to "
+                         "gang-schedule each")
+        return plan, parts, waiting, [m for m in to_plan if replicas_mod.replica_of(m) is None]
+
     # -- other groups, in order: the first rule that applies gives the verdict
 
     def judge(self, g: GroupRequest) -> GroupVerdict:
+        lent = self._lend(g)
+        try:
+            verdict = self._judge(g)
+        finally:
+            if lent:
+                self.room.repay(lent)
+        if lent and self.basis.reads == "room":
+            self.basis = Basis("pass", self.basis.members, self.basis.miss, self.basis.since)
+        return verdict
+
+    def _judge(self, g: GroupRequest) -> GroupVerdict:
         ms = _classify(g, self.gate)
         self.basis = Basis("group", ms)
         if (verdict := self._invalid_min_member(g, ms)) is not None:
@@ -474,27 +609,81 @@ class Pass:
         A plannable member beyond minMember that the plan leaves without room is not released:
         it waits gated, named in ``waiting``, exactly like a new member of a released group
         (:meth:`ungate_new_members`), so whether the owner created it before or after the
-        release does not decide whether it is sent to kube-scheduler with nowhere to go."""
+        release does not decide whether it is sent to kube-scheduler with nowhere to go.
+
+        Replicas (:mod:`cogate.controller.replicas`): members of a replica that is not complete
+        yet (a LeaderWorkerSet leader whose workers do not exist yet), or that the plan would
+        place only in part, are left out when the others reach minMember without them: they
+        wait gated and their replica is released whole later (:meth:`ungate_new_members`); when
+        minMember needs them, minMember decides (the group is planned as before)."""
         needed = g.min_member - len(ms.bound)
         mark = self.room.mark()
+        held_back = self._incomplete_replicas(ms)
+        while held_back or replicas_mod.by_replica(ms.plannable):
+            plan = pack(self.room, [m for m in ms.plannable if m.uid not in held_back], max(needed, 0))
+            if len(ms.bound) + len(plan) < g.min_member:
+                self.room.rollback(mark)
+                break
+            partial = self._partial_replicas(ms, plan, held_back)
+            if not partial:
+                return self._released(g, ms, plan, [m for m in ms.plannable if m.uid in held_back])
+            self.room.rollback(mark)
+            held_back |= partial
         plan = pack(self.room, ms.plannable, max(needed, 0))
         fits = len(ms.bound) + len(plan)
         if fits >= g.min_member:
-            unplaced = [m for m in ms.plannable if m.uid not in plan]
-            short = shortfall(self.room, unplaced, len(unplaced)).text if unplaced else ""
-            self.room.commit()
-            held = {m.uid for m in unplaced}
-            release = self._reserve([m for m in ms.gated if m.uid not in held], plan)
-            message = (f"fits {fits} of {g.min_member}: releasing {plural(len(release), 'gated member')}"
-                       + unchecked_note(ms.gated, self.config))
-            if unplaced:
-                message += "; " + waiting_text(unplaced, short)
-            return GroupVerdict(g.namespace, g.name, Outcome.RELEASED, release, fits, message,
-                                tuple(m.name for m in unplaced))
+            return self._released(g, ms, plan, [])
         unplaced = [m for m in ms.plannable if m.uid not in plan]
         short = shortfall(self.room, unplaced, needed - len(plan))
         self.room.rollback(mark)
-        return Miss(fits, unplaced, short)
+        return Miss(fits, unplaced, short, self.promised_for(g, unplaced))
+
+    def _incomplete_replicas(self, ms: Members) -> set[str]:
+        """uids of plannable members whose replica has fewer present members than expected."""
+        mine = replicas_mod.by_replica(ms.plannable)
+        if not mine:
+            return set()
+        present = replicas_mod.by_replica(ms.present)
+        out: set[str] = set()
+        for replica, new in mine.items():
+            size = replicas_mod.expected_size(replica, present)
+            if size and len(present.get(replica, ())) < size:
+                out.update(m.uid for m in new)
+        return out
+
+    def _partial_replicas(self, ms: Members, plan: Mapping[str, int], held_back: set[str]) -> set[str]:
+        """uids of the plannable members of replicas that ``plan`` places only in part."""
+        out: set[str] = set()
+        for new in replicas_mod.by_replica(m for m in ms.plannable if m.uid not in held_back).values():
+            placed = sum(1 for m in new if m.uid in plan)
+            if 0 < placed < len(new):
+                out.update(m.uid for m in new)
+        return out
+
+    def _released(self, g: GroupRequest, ms: Members, plan: Mapping[str, int],
+                  incomplete: Sequence[PodInfo]) -> GroupVerdict:
+        """The ``Released`` verdict of a plan that reaches minMember (committed here); plannable
+        members it leaves out wait gated and are named (``incomplete``: of replicas not complete)."""
+        fits = len(ms.bound) + len(plan)
+        skipped = {m.uid for m in incomplete}
+        unplaced = [m for m in ms.plannable if m.uid not in plan and m.uid not in skipped]
+        short = shortfall(self.room, unplaced, len(unplaced)).text if unplaced else ""
+        self.room.commit()
+        held = {m.uid for m in unplaced} | skipped
+        release = self._reserve([m for m in ms.gated if m.uid not in held], plan)
+        message = (f"fits {fits} of {g.min_member}: releasing {plural(len(release), 'gated member')}"
+                   + unchecked_note(ms.gated, self.config))
+        if incomplete:
+            present = replicas_mod.by_replica(ms.present)
+            names = sorted({str(replicas_mod.replica_of(m)) for m in incomplete})
+            message += (f"; {plural(len(incomplete), 'member')} of {plural(len(names), 'replica')} "
+                        f"({name_list(names)}) wait gated, each replica released whole once complete and with room "
+                        f"for all of it; members of {len(present)} replicas share this PodGroup: give each replica "
+                        "its own PodGroup to gang-schedule each")
+        if unplaced:
+            message += "; " + waiting_text(unplaced, short)
+        return GroupVerdict(g.namespace, g.name, Outcome.RELEASED, release, fits, message,
+                            tuple(m.name for m in list(incomplete) + unplaced))
 
     def _explain(self, g: GroupRequest, ms: Members, miss: Miss) -> GroupVerdict:
         """Why a group that does not fit now waits: it never fits the empty cluster, or its

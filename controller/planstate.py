@@ -43,6 +43,14 @@ sequences):
   - ``Released`` verdicts, released groups' new members, and a starving group (its message
     counts the seconds, and it blocks later groups) are planned every pass.
 
+  - a group to which this pass lends the room of lower-priority nominations
+    (``Pass.lends``: its plan read room that is not in the kept free room) is planned again.
+
+  Room promised (reservations and nominations, :func:`cogate.controller.capacity.promised_room`)
+  is charged on each pass's room like a reservation; nominated pods are kept apart from the
+  bound ones (:meth:`PlanningState.upsert_pod` keeps an unbound pod with a nomination,
+  :meth:`~PlanningState.remove_nominated` forgets one).
+
   Room freed or taken by a group released earlier in the same pass, a reservation that
   expired, and a new starving group ahead are all seen by these rules, so ordering
   (priority, age, backfill, starvation) is exactly as in ``decide``.
@@ -56,10 +64,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cogate.controller.capacity import NodeTable, Room, copies, req_with_pod, reserve_room
+from cogate.controller.capacity import NodeTable, Room, copies, nominated_pods, req_with_pod, reserve_room
 from cogate.controller.filters import static_key
 from cogate.controller.planner import Pass, fits_empty_key, members_anti, members_spread, run_pass, starving
-from cogate.controller.records import HostPort, NodeInfo, PodInfo, Reservation
+from cogate.controller.records import HostPort, NodeInfo, PodInfo, Promise, Reservation
 from cogate.controller.verdicts import Decision, GroupRequest, GroupVerdict, PlannerConfig
 
 __all__ = ["PlanningState", "NodeRoom"]
@@ -121,6 +129,8 @@ class PlanningState:
         self._on_node: dict[str, dict[str, PodInfo]] = {}
         #: Pods charged to a known node that carry required pod anti-affinity.
         self._anti_pods = 0
+        #: Unbound pods with a nomination (``status.nominatedNodeName``), by uid: room promised.
+        self._nominated: dict[str, PodInfo] = {}
         #: Bound non-terminal pods being deleted, by uid (waiting messages name them).
         self._deleting: dict[str, PodInfo] = {}
         #: Slots where a pod being deleted was charged or uncharged since the last pass.
@@ -191,8 +201,13 @@ class PlanningState:
         self._table = None
 
     def upsert_pod(self, pod: PodInfo) -> None:
-        """A pod was added or changed. Only bound pods are kept: an unbound one is removed
-        (``decide`` ignores unbound pods); terminal ones are kept but hold no room."""
+        """A pod was added or changed. Bound pods are kept (terminal ones hold no room); an
+        unbound one is removed, and kept apart as room promised while it has a nomination
+        (``decide`` reads only those of the unbound pods: :func:`capacity.nominated_pods`)."""
+        if nominated_pods([pod]):
+            self._nominated[pod.uid] = pod
+        else:
+            self._nominated.pop(pod.uid, None)
         old = self._pods.get(pod.uid)
         if old is not None:
             if old == pod:  # nothing the planner reads changed: keep the newer record only
@@ -215,8 +230,24 @@ class PlanningState:
             if i is not None:
                 self._charge(i, pod, 1)
 
+    def upsert_nominated(self, pod: PodInfo) -> None:
+        """The nominated-pods informer's record of an unbound pod: kept as room promised while it
+        has a nomination (:func:`capacity.nominated_pods`), forgotten otherwise. A pod the
+        bound-pods informer already shows bound is left to that record (the two watches lag
+        each other)."""
+        if nominated_pods([pod]) and pod.uid not in self._pods:
+            self._nominated[pod.uid] = pod
+        else:
+            self._nominated.pop(pod.uid, None)
+
+    def remove_nominated(self, uid: str) -> None:
+        """A nominated pod went (deleted, bound, or no longer watched by the nominated-pods
+        informer); a bound record of the same uid is left alone."""
+        self._nominated.pop(uid, None)
+
     def remove_pod(self, uid: str) -> None:
         """A pod was deleted (or is no longer watched: e.g. it became terminal)."""
+        self._nominated.pop(uid, None)
         old = self._pods.get(uid)
         if old is not None:
             self._drop(old)
@@ -267,13 +298,19 @@ class PlanningState:
         }
 
     @property
+    def nominated(self) -> int:
+        """How many nominated pods are held (room promised besides reservations)."""
+        return len(self._nominated)
+
+    @property
     def nodes(self) -> list[NodeInfo]:
         return list(self._nodes)
 
     @property
     def pods(self) -> list[PodInfo]:
-        """Every bound pod held (the ``pods`` argument ``planner.decide`` would take)."""
-        return list(self._pods.values())
+        """Every bound pod held, then the nominated ones (the ``pods`` argument ``planner.decide``
+        would take)."""
+        return list(self._pods.values()) + list(self._nominated.values())
 
     # -- passes -----------------------------------------------------------------------
 
@@ -326,6 +363,7 @@ class _Live:
         self.anti_active = anti_active
         self.spread_active = spread_active
         self.bound_uids = state._pods
+        self.nominated = list(state._nominated.values())
 
     def _bound(self) -> list[tuple[PodInfo, int]]:
         index = self.table.index
@@ -335,7 +373,7 @@ class _Live:
         index = self.table.index
         return [(p, index[p.node_name]) for p in self.state._deleting.values() if p.node_name in index]
 
-    def room(self, reserved: Sequence[tuple[Reservation, PodInfo]]) -> Room:
+    def room(self, promised: Sequence[Promise]) -> Room:
         room = Room(self.table, self.anti_active, empty=False, base=(self.state._free, self.state._ports),
                      spread_active=self.spread_active)
         room.bound_pods = self._bound
@@ -347,7 +385,7 @@ class _Live:
             if room.spread is not None:  # bound pods count for topology spread (as Snapshot.room)
                 for p, i in bound:
                     room.spread.add(p, i)
-        reserve_room(room, self.table.index, reserved)
+        reserve_room(room, self.table.index, promised)
         return room
 
     def empty_room(self) -> Room:
@@ -379,7 +417,7 @@ class _IncrementalPass(Pass):
     def judge(self, g: GroupRequest) -> GroupVerdict:
         key = (g.namespace, g.name)
         kept = self.state._kept.get(key)
-        if kept is not None and kept.request == g and self._holds(kept):
+        if kept is not None and kept.request == g and not self.lends(g) and self._holds(kept):
             self.state.last_kept += 1
             return kept.verdict
         self.state.last_judged += 1

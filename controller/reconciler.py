@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 from cogate.controller import lifecycle, notices, refusers, verdicts
 from cogate.controller import quota as quota_mod
 from cogate.controller import status as status_mod
+from cogate.controller import replicas
 from cogate.controller.aftercare import Aftercare, Context
 from cogate.controller.config import ReconcilerConfig
 from cogate.controller.events import Emitter, EventRecorder
@@ -139,6 +140,10 @@ class Reconciler:
                 self.on_node_event("ADDED", None, n)
             for p in caches.bound.snapshot():
                 self.on_bound_pod_event("ADDED", None, p)
+            if caches.nominated is not None:
+                caches.nominated.add_handler(self.on_nominated_pod_event)
+                for p in caches.nominated.snapshot():
+                    self.on_nominated_pod_event("ADDED", None, p)
         self._clock = clock
         self._monotonic = monotonic
         self.reservations: tuple[Reservation, ...] = ()
@@ -282,6 +287,16 @@ class Reconciler:
             elif new is not None or old is not None:
                 self.planning.remove_pod((new or old).uid)  # type: ignore[union-attr]
 
+    def on_nominated_pod_event(self, kind: str, old: PodInfo | None, new: PodInfo | None) -> None:
+        """Nominated-pods informer handler: a nomination is room promised (``PlanningState.upsert_nominated``
+        keeps it apart from the bound pods); one that went is forgotten (a bound record stays)."""
+        with self._planning_lock:
+            assert self.planning is not None
+            if new is not None:
+                self.planning.upsert_nominated(new)
+            elif old is not None:
+                self.planning.remove_nominated(old.uid)
+
     def on_node_event(self, kind: str, old: NodeInfo | None, new: NodeInfo | None) -> None:
         """Nodes informer handler: the delta goes into the planning state."""
         with self._planning_lock:
@@ -301,6 +316,8 @@ class Reconciler:
         else:
             assert self._decide is not None
             bound = [p for p in self.caches.bound.snapshot() if p.bound and not p.terminal]
+            if self.caches.nominated is not None:  # room promised by nominations (unbound pods)
+                bound += [p for p in self.caches.nominated.snapshot() if p is not None]
             nodes = self.caches.nodes.snapshot()
             t0 = self._monotonic()
             decision = self._decide(nodes, bound, requests, self.reservations, now, self.config.planner_config)
@@ -308,6 +325,8 @@ class Reconciler:
         self.metrics.decisions.inc()
         self.reservations = tuple(decision.reservations)
         self.metrics.reservations.set(len(self.reservations))
+        if self.planning is not None:
+            self.metrics.nominated_pods.set(self.planning.nominated)
         return decision
 
     def _apply_verdicts(self, decision: Decision, groups: Mapping[tuple[str, str], GroupObject],
@@ -382,6 +401,7 @@ class Reconciler:
         ungated, refused_at = self._ungate_and_announce(g, request, verdict, checked.release, memory, now)
         self.aftercare.act(g, request, findings, ctx, memory, phase, now)
         self._warn_mixed_priorities(g, request, now)
+        self._warn_shared_replicas(g, request, now)
         self.aftercare.time_out(g, request.members, new_status, memory, now)
         return Applied(phase, int(body is not None), ungated, earliest(checked.wake_at, later, refused_at))
 
@@ -465,6 +485,14 @@ class Reconciler:
         notice = notices.verdict_event(outcome, message)
         if notice is not None:
             self.events.emit(g.ref, "verdict", notice, now, key=notices.situation_key(notice.message))
+
+    def _warn_shared_replicas(self, g: GroupObject, request: GroupRequest, now: float) -> None:
+        """Warning ``ReplicasSharePodGroup`` while members of several replicas share the PodGroup."""
+        message = replicas.shared_message(request.members)
+        if message:
+            self.events.emit(g.ref, "replicas", notices.replicas_share(message), now, key=notices.situation_key(message))
+        else:
+            self.events.clear(g.uid, "replicas")
 
     def _warn_mixed_priorities(self, g: GroupObject, request: GroupRequest, now: float) -> None:
         notice = notices.priority_event(request)

@@ -47,10 +47,12 @@ __all__ = [
     "NodeInfo",
     "PodInfo",
     "Reservation",
+    "Promise",
     "member_key",
     "is_member",
     "node_info",
     "pod_info",
+    "nominated_pod_info",
     "parse_time",
     "HOSTNAME_LABEL",
     "UNSCHEDULABLE_TAINT_KEY",
@@ -326,6 +328,13 @@ class PodInfo:
     #: is built from this record instead of a fresh read (:meth:`cogate.controller.writer.Writer.ungate`).
     #: Not compared: the parsed fields above are what the planner reads.
     affinity: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+    #: ``status.nominatedNodeName``: the node kube-scheduler nominated this unbound pod for after
+    #: preemption (its victims are going); '' when none. Room promised there (:class:`Promise`).
+    nominated_node: str = ""
+    #: Pods per replica as the LeaderWorkerSet controller annotates them
+    #: (``leaderworkerset.sigs.k8s.io/size``, leader included); 0 when absent or not a positive
+    #: integer (:mod:`cogate.controller.replicas`).
+    replica_size: int = 0
 
     @property
     def group(self) -> str | None:
@@ -372,6 +381,38 @@ class Reservation:
     requests: ResourceList
     host_ports: tuple[HostPort, ...] = ()
     expires: float = 0.0
+
+
+@dataclass(frozen=True)
+class Promise:
+    """Room on ``node_name`` promised to a pod that is not bound there yet: the one notion of
+    "room promised" the planner subtracts from a node's free room before planning
+    (:func:`cogate.controller.capacity.promised_room`).
+
+    ``kind``: ``"reserved"`` (cogate released the member ``pod`` to that node: a
+    :class:`Reservation`; it counts for every pod) or ``"nominated"`` (kube-scheduler nominated
+    ``pod`` there after preemption, ``status.nominatedNodeName``; it counts only against pods of
+    ``priority`` or lower, as kube-scheduler's ``addGENominatedPods`` counts nominated pods of
+    equal or higher priority when it filters a node). ``holder``: who the room is held for, for
+    messages: ``"PodGroup ns/name"`` for a reservation, ``"pod ns/name"`` for a nomination.
+    ``requests``: ResourceList as in :mod:`cogate.controller.resources`.
+    """
+
+    pod: PodInfo
+    node_name: str
+    requests: ResourceList
+    host_ports: tuple[HostPort, ...] = ()
+    kind: str = "reserved"
+    priority: int = 0
+    holder: str = ""
+
+    @property
+    def nominated(self) -> bool:
+        return self.kind == "nominated"
+
+
+#: LeaderWorkerSet's pod annotation: pods per replica (leader included).
+LWS_SIZE_ANNOTATION = "leaderworkerset.sigs.k8s.io/size"
 
 
 # -- API JSON converters ---------------------------------------------------------
@@ -643,7 +684,33 @@ def _pod_info(
         volume_claims=_volume_claims(spec, name),
         disruption=_disruption(status),
         affinity=(affinity or None) if gate_names else None,
+        nominated_node=sys.intern(_str(status.get("nominatedNodeName"), "status.nominatedNodeName")),
+        replica_size=_replica_size(meta.get("annotations")),
     )
+
+
+def nominated_pod_info(obj: Mapping[str, Any]) -> PodInfo | None:
+    """The nominated-pods informer's converter (unbound pods): a pod kube-scheduler has nominated
+    a node for (``status.nominatedNodeName`` set, not bound) as a :class:`PodInfo`, else None
+    (stored as None: such a pod promises no room, and its changes trigger no pass). Raises
+    :class:`InvalidObject` as :func:`pod_info` on a malformed nominated pod."""
+    status = obj.get("status") if isinstance(obj, Mapping) else None
+    if not isinstance(status, Mapping) or not status.get("nominatedNodeName"):
+        return None
+    p = pod_info(obj)
+    return None if p.bound else p
+
+
+def _replica_size(annotations: Any) -> int:
+    """``leaderworkerset.sigs.k8s.io/size`` as a positive integer, else 0 (never raises: an odd
+    annotation of another controller must not make the pod unreadable)."""
+    if not isinstance(annotations, Mapping):
+        return 0
+    v = annotations.get(LWS_SIZE_ANNOTATION)
+    if isinstance(v, str) and v.isdigit() and v.isascii():
+        n = int(v)
+        return n if 0 < n <= 1_000_000 else 0
+    return 0
 
 
 def _spread_constraints(v: Any, path: str) -> tuple[TopologySpreadConstraint, ...]:

@@ -6,8 +6,10 @@ changed (resources, taints, cordon, readiness, labels) and deleted; pods added (
 marked for deletion, deleted and made terminal; groups created (members with host ports, pod
 anti-affinity, hard topology spread over hostname or zone, another scheduler, bound PVs' node
 affinity, unchecked constraints, claim problems), deleted, changed (members added, failed, ungated,
-bound, deleted; minMember; released); reservations fed back from each decision as the shell
-does, extra ones added, and the clock moved past their expiry and past the starvation limit.
+bound, pinned to their reserved node, deleted; minMember; released); reservations fed back from
+each decision as the shell does, extra ones added, and the clock moved past their expiry and past
+the starvation limit; nominations (unbound pods with ``nominated_node``, of priorities below, equal
+to and above the members') added, moved and dropped.
 After every step the state's free room equals ``planner.room_by_node`` rebuilt from the model,
 and at every pass ``PlanningState.decide`` equals ``planner.decide`` over the model: every
 verdict (outcome, release, fits, message) and every reservation.
@@ -64,6 +66,8 @@ class PlanStateMachine(RuleBasedStateMachine):
         self.pods: dict[str, PodInfo] = {}  # bound pods, as the bound-pods informer holds them
         self.groups: dict[str, GroupRequest] = {}
         self.reservations: list[Reservation] = []
+        #: unbound pods with a nomination, as the nominated-pods informer holds them
+        self.nominated: dict[str, PodInfo] = {}
         self.now = 1000.0
         self.config = CONFIGS[0]
         self.seq = 0
@@ -210,7 +214,7 @@ class PlanStateMachine(RuleBasedStateMachine):
         self._set_members(name, g.members + (self._member(name, c, m, 0, False, special),))
 
     @precondition(lambda self: any(g.members for g in self.groups.values()))
-    @rule(data=st.data(), what=st.sampled_from(["bind", "ungate", "fail", "delete", "other-gate", "succeed"]),
+    @rule(data=st.data(), what=st.sampled_from(["bind", "ungate", "fail", "delete", "other-gate", "succeed", "pin"]),
           node=st.sampled_from(NODE_NAMES))
     def change_member(self, data, what, node):
         name = data.draw(st.sampled_from(sorted(n for n, g in self.groups.items() if g.members)))
@@ -227,6 +231,11 @@ class PlanStateMachine(RuleBasedStateMachine):
                          phase="Running")
         elif what == "ungate":
             mb = replace(mb, gates=())
+        elif what == "pin":  # released and pinned (to its reserved node when it has one), unbound
+            r = next((r for r in self.reservations if r.pod_uid == mb.uid), None)
+            to = r.node_name if r else node
+            mb = replace(mb, gates=(), required_node_affinity=(
+                NodeSelectorTerm(match_fields=(NodeSelectorRequirement("metadata.name", "In", (to,)),)),))
         elif what == "fail":
             mb = replace(mb, phase="Failed")
         elif what == "succeed":
@@ -255,6 +264,36 @@ class PlanStateMachine(RuleBasedStateMachine):
         self.reservations.append(Reservation(mb.uid, mb.namespace, mb.name, node, dict(mb.requests),
                                              mb.host_ports, self.now + ttl))
 
+    @rule(node=st.sampled_from(NODE_NAMES + ["gone"]), c=cpu, prio=st.integers(-1, 2))
+    def add_nomination(self, node, c, prio):
+        p = PodInfo("other", self._uid("nom"), "", requests={"cpu": c} if c else {}, priority=prio,
+                    nominated_node=node, created=self.now)
+        p = replace(p, uid=p.name)
+        self.nominated[p.uid] = p
+        self.state.upsert_nominated(p)
+
+    @precondition(lambda self: self.nominated)
+    @rule(data=st.data(), how=st.sampled_from(["drop", "clear", "move", "bind"]), node=st.sampled_from(NODE_NAMES))
+    def change_nomination(self, data, how, node):
+        uid = data.draw(st.sampled_from(sorted(self.nominated)))
+        p = self.nominated.pop(uid)
+        if how == "drop":
+            self.state.remove_nominated(uid)
+        elif how == "clear":  # kube-scheduler cleared the nomination
+            self.state.upsert_nominated(replace(p, nominated_node=""))
+        elif how == "move":
+            p = replace(p, nominated_node=node)
+            self.nominated[uid] = p
+            self.state.upsert_nominated(p)
+        else:  # bound: the bound-pods informer has it, the nominated one drops it (either order)
+            b = replace(p, node_name=node, phase="Running", nominated_node="")
+            if data.draw(st.booleans()):
+                self._put_pod(b)
+                self.state.remove_nominated(uid)
+            else:
+                self.state.remove_nominated(uid)
+                self._put_pod(b)
+
     @rule(dt=st.sampled_from([0.0, 0.5, 5.0, 20.0, 45.0, 400.0]))
     def advance_clock(self, dt):
         self.now += dt
@@ -267,8 +306,8 @@ class PlanStateMachine(RuleBasedStateMachine):
     def plan(self):
         groups = list(self.groups.values())
         got = self.state.decide(groups, self.reservations, self.now, self.config)
-        want = decide(list(self.nodes.values()), list(self.pods.values()), groups, self.reservations, self.now,
-                      self.config)
+        want = decide(list(self.nodes.values()), list(self.pods.values()) + list(self.nominated.values()), groups,
+                      self.reservations, self.now, self.config)
         assert got == want
         STATS["kept"] += self.state.last_kept
         STATS["judged"] += self.state.last_judged
@@ -288,7 +327,7 @@ class PlanStateMachine(RuleBasedStateMachine):
     @invariant()
     def same_room(self):
         assert self.state.room_by_node() == room_by_node(list(self.nodes.values()), list(self.pods.values()))
-        assert sorted(p.uid for p in self.state.pods) == sorted(self.pods)
+        assert sorted(p.uid for p in self.state.pods) == sorted([*self.pods, *self.nominated])
 
 
 PlanStateMachine.TestCase.settings = settings(

@@ -61,3 +61,48 @@ def test_planning_state_follows_informer_deltas_and_decides_as_planner():
     result = rec.reconcile_once()  # a full pass on the state: both members fit n1 (6 CPU) and are released
     assert [v.outcome for v in result.verdicts] == ["Released"]
     rec.close()
+
+
+def _nominated(name: str, node: str, cpu: str, rv: str = "1", priority: int = 0) -> dict:
+    raw = raw_pod(name, group=None, gates=(), cpu=cpu, rv=rv)
+    raw["spec"]["priority"] = priority
+    if node:
+        raw["status"]["nominatedNodeName"] = node
+    return raw
+
+
+def test_nominations_from_their_informer_are_room_promised_until_they_go():
+    """The nominated-pods informer (unbound pods) feeds the planning state: a nomination holds room
+    on its node for the group (priority 0 <= the nominated pod's), clearing or deleting it frees
+    it, and a pass on the state counts it (issue 21, item 2c)."""
+    now = 1_704_067_300.0
+    pods = [raw_pod("a", cpu="3")]
+    cluster = FakeCluster(pods, [raw_pg(min_member=1)])
+    caches = Caches(
+        podgroups=_informer("pg", list(cluster.pgs.values()), namespaced_key, group_object),
+        members=_informer("members", pods, uid_key, records.pod_info),
+        bound=_informer("bound", [], uid_key, records.pod_info),
+        nodes=_informer("nodes", [_node("n1")], name_key, records.node_info),
+        nominated=_informer("nominated", [_nominated("pre", "n1", "2"), _nominated("plain", "", "4")], uid_key,
+                            records.nominated_pod_info),
+    )
+    metrics = Metrics()
+    rec = Reconciler(cluster, cluster, caches, ReconcilerConfig(), metrics=metrics, clock=lambda: now,
+                     sleep=lambda s: None)
+    requests = build_group_requests(caches.podgroups.snapshot(), members_by_group(caches.members.snapshot()))
+    nodes = caches.nodes.snapshot()
+    assert rec.planning.nominated == 1  # the pod without a nomination is stored as None and not counted
+    got = rec.planning.decide(requests, (), now)
+    assert got == decide(nodes, [p for p in caches.nominated.snapshot() if p], requests, (), now)
+    assert got.verdicts[0].outcome == "InsufficientCapacity"
+    assert got.verdicts[0].message.startswith("fits 0 of 1: cpu short by 1")
+    caches.nominated._handle_event({"type": "MODIFIED", "object": _nominated("pre", "", "2", rv="2")})
+    assert rec.planning.nominated == 0
+    assert rec.planning.decide(requests, (), now + 1).verdicts[0].outcome == "Released"
+    caches.nominated._handle_event({"type": "MODIFIED", "object": _nominated("pre", "n1", "2", rv="3")})
+    assert rec.planning.decide(requests, (), now + 2).verdicts[0].outcome == "InsufficientCapacity"
+    caches.nominated._handle_event({"type": "DELETED", "object": _nominated("pre", "n1", "2", rv="4")})
+    result = rec.reconcile_once()
+    assert [v.outcome for v in result.verdicts] == ["Released"]
+    assert metrics.nominated_pods._value.get() == 0
+    rec.close()

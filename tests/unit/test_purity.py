@@ -40,6 +40,7 @@ PURE = [
     "cogate.controller.memory",
     "cogate.controller.wakeups",
     "cogate.controller.config",
+    "cogate.controller.replicas",
     "cogate.webhook.admission",
     "cogate.gates",
 ]

@@ -64,13 +64,16 @@ def _request(name, members, released, min_member=1):
     return planner.GroupRequest("team", name, min_member, 0.0, released, tuple(records.pod_info(m) for m in members))
 
 
-def test_only_ungated_unbound_pinned_members_of_standing_releases_are_restored():
+def test_only_ungated_unbound_pinned_members_are_restored():
+    """Also those of a group whose release no longer stands (timed out): pinned, they bind
+    there and nowhere else, so their room stays promised (issue 21, item 2a)."""
     bound = raw_pod("bound", group="a", gates=(), node="n1")
     a = _request("a", [pinned_raw("a0", cpu="3"), pinned_raw("a1", gates=("other",)), raw_pod("a2", group="a"),
                        pinned_raw("a3", node=""), bound], released=True)
-    not_released = _request("c", [pinned_raw("c0", group="c")], released=False)
+    not_released = _request("c", [pinned_raw("c0", group="c", node="n2"), raw_pod("c1", group="c")], released=False)
     res = restored_reservations([a, not_released], NOW, 60.0)
-    assert [(r.name, r.node_name, r.requests.get("cpu"), r.expires) for r in res] == [("a0", "n1", 3000, NOW + 60.0)]
+    assert [(r.name, r.node_name, r.requests.get("cpu"), r.expires) for r in res] == [
+        ("a0", "n1", 3000, NOW + 60.0), ("c0", "n2", 1000, NOW + 60.0)]
 
 
 def test_planner_with_restored_reservations_does_not_release_into_released_room():
