@@ -326,6 +326,10 @@ class PodInfo:
     #: is built from this record instead of a fresh read (:meth:`cogate.controller.writer.Writer.ungate`).
     #: Not compared: the parsed fields above are what the planner reads.
     affinity: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+    #: ``metadata.generation`` (0 when absent: API servers before 1.33). The API server sets 1 at
+    #: creation and adds 1 on every change of ``spec`` (binding and status writes do not), so a
+    #: release (the gate's removal) always makes it at least 2 (:func:`cogate.controller.lifecycle.never_gated`).
+    generation: int = 0
 
     @property
     def group(self) -> str | None:
@@ -643,7 +647,13 @@ def _pod_info(
         volume_claims=_volume_claims(spec, name),
         disruption=_disruption(status),
         affinity=(affinity or None) if gate_names else None,
+        generation=_generation(meta.get("generation")),
     )
+
+
+def _generation(v: Any) -> int:
+    """``metadata.generation`` as an int (0 when absent or not a whole number)."""
+    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
 
 
 def _spread_constraints(v: Any, path: str) -> tuple[TopologySpreadConstraint, ...]:
