@@ -66,6 +66,10 @@ class Reason(StrEnum):
     WAITING_FOR_CAPACITY = "WaitingForCapacity"
     #: On the PodGroup: its PodDisruptionBudget name is taken by one cogate did not make.
     POD_DISRUPTION_BUDGET_CONFLICT = "PodDisruptionBudgetConflict"
+    #: On the PodGroup: the API server dropped status fields cogate wrote (a CRD that prunes them).
+    STATUS_FIELDS_DROPPED = "StatusFieldsDropped"
+    #: On the PodGroup: another field manager also writes its status (scheduler-plugins' controller).
+    FOREIGN_STATUS_WRITER = "ForeignStatusWriter"
     #: On a gated pod: its label names a PodGroup that does not exist.
     POD_GROUP_NOT_FOUND = "PodGroupNotFound"
     #: On a pod: it left its group while gated, so its gate was removed.
