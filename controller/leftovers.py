@@ -6,8 +6,8 @@ can be left behind by a migration, and neither fails loudly by itself:
 
 - **scheduler-plugins' own CRD** (its schema has no ``status.conditions``; the API server prunes
   unknown fields of a structural schema without an error). :func:`dropped_status_fields` compares
-  what a status write sent with what the API server stored (the response of the same request), and
-  :func:`crd_status_problems` reads the CRD's schema. The shell (:class:`cogate.controller.writer.Writer`)
+  what a status write sent with what the API server stored (the response of the same request: no
+  read of the CRD, so no RBAC on CustomResourceDefinitions, and any cause of a drop is caught). The shell (:class:`cogate.controller.writer.Writer`)
   then no longer sends what is dropped (:func:`without`), so a dropped field never makes a write loop,
   and sends it again every :data:`RECHECK_SECONDS` to see whether the CRD was replaced.
 - **scheduler-plugins' PodGroup controller** still running: it writes ``status.phase`` and the
@@ -32,7 +32,6 @@ __all__ = [
     "OWN_FIELD_MANAGERS",
     "RECHECK_SECONDS",
     "STATUS_FIELDS",
-    "crd_status_problems",
     "dropped_message",
     "dropped_status_fields",
     "foreign_message",
@@ -92,33 +91,6 @@ def held_back(body: Mapping[str, Any], foreign: bool, last_write: float | None, 
     if not foreign or last_write is None or "scheduleStartTime" in (body.get("status") or {}):
         return False
     return now - last_write < FOREIGN_WRITE_SECONDS
-
-
-def crd_status_problems(crd: Mapping[str, Any], version: str = "v1alpha1") -> tuple[str, ...]:
-    """What in CustomResourceDefinition ``crd`` (API JSON) makes the API server drop status fields
-    cogate writes for ``version``: the version not served, no ``status`` subresource, or a
-    structural schema whose ``status`` lacks one of :data:`STATUS_FIELDS` (and does not preserve
-    unknown fields). Empty when cogate's status is kept whole. Never raises on odd shapes."""
-    spec = crd.get("spec") if isinstance(crd, Mapping) else None
-    versions = (spec or {}).get("versions") if isinstance(spec, Mapping) else None
-    for v in versions if isinstance(versions, list) else []:
-        if not isinstance(v, Mapping) or v.get("name") != version:
-            continue
-        problems = []
-        if not v.get("served", False):
-            problems.append(f"version {version} is not served")
-        if "status" not in ((v.get("subresources") or {}) if isinstance(v.get("subresources"), Mapping) else {}):
-            problems.append("no status subresource")
-        schema = ((v.get("schema") or {}).get("openAPIV3Schema") or {}) if isinstance(v.get("schema"), Mapping) else {}
-        status = ((schema.get("properties") or {}).get("status") or {}) if isinstance(schema, Mapping) else {}
-        if not isinstance(status, Mapping) or status.get("x-kubernetes-preserve-unknown-fields") is True:
-            return tuple(problems)
-        props = status.get("properties") if isinstance(status.get("properties"), Mapping) else {}
-        missing = [f for f in STATUS_FIELDS if f not in props]
-        if missing:
-            problems.append("its schema has no status." + ", status.".join(missing) + " (the API server prunes them)")
-        return tuple(problems)
-    return (f"version {version} is not defined",)
 
 
 def _status_fields(fields_v1: Any) -> tuple[str, ...]:
