@@ -1,7 +1,7 @@
 """Migrating from scheduler-plugins: what it leaves behind (issue 21 item 8), on the real control plane.
 
-(a) scheduler-plugins v0.34.7's own PodGroup CRD (``manifests/coscheduling/crd.yaml`` from
-/work/shared/third_party; its schema has no ``status.conditions`` nor ``status.scheduled``) installed
+(a) scheduler-plugins v0.34.7's own PodGroup CRD (``manifests/coscheduling/crd.yaml`` of the source
+snapshot in ``shared/third_party`` beside the repository, or ``$COGATE_COSCHEDULING_SRC``; its schema has no ``status.conditions`` nor ``status.scheduled``) installed
 instead of cogate's: the API server prunes those fields from every status write. The controller says
 so (Warning ``StatusFieldsDropped`` naming the fields and the fix, the metric
 ``cogate_controller_status_fields_dropped_total``), keeps releasing gangs whole, and does not write the
@@ -13,6 +13,7 @@ pods exist; cogate names it (Warning ``ForeignStatusWriter``), never takes that 
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -33,7 +34,22 @@ from .kube import bound, condition, create_pod_group, events_for, gated, group_p
 
 pytestmark = pytest.mark.e2e
 
-SP = Path("/work/shared/third_party/scheduler-plugins-v0.34.7")
+
+
+def _sp_source() -> Path:
+    """The scheduler-plugins v0.34.7 snapshot: ``$COGATE_COSCHEDULING_SRC``, else
+    ``shared/third_party/scheduler-plugins-v0.34.7`` in the first parent of the repository that has it."""
+    env = os.environ.get("COGATE_COSCHEDULING_SRC")
+    if env:
+        return Path(env)
+    for parent in Path(__file__).resolve().parents:
+        candidate = parent / "shared" / "third_party" / "scheduler-plugins-v0.34.7"
+        if (candidate / "go.mod").is_file():
+            return candidate
+    raise FileNotFoundError("scheduler-plugins v0.34.7 source snapshot not found (set $COGATE_COSCHEDULING_SRC)")
+
+
+SP = _sp_source()
 SP_CRD = SP / "manifests" / "coscheduling" / "crd.yaml"
 SP_EQ_CRD = SP / "manifests" / "capacityscheduling" / "crd.yaml"
 NODE8 = dict(kwok_taint=False, cpu="8", memory="16Gi", pods=110)
@@ -68,8 +84,10 @@ def sp_crd(stack) -> Iterator[None]:
 
 
 def _sp_controller_binary() -> Path:
-    """scheduler-plugins v0.34.7's ``cmd/controller``, built once into the tool cache (its README's command)."""
-    out = cache_dir() / "bin" / "scheduler-plugins-v0.34.7" / "controller"
+    """scheduler-plugins v0.34.7's ``cmd/controller``, built once into the tool cache (its README's command;
+    the directory bench/schedplugins.py uses for the same snapshot)."""
+    digest = hashlib.sha256((SP / "go.mod").read_bytes() + b"v0.34.7").hexdigest()[:12]
+    out = cache_dir() / "bin" / f"scheduler-plugins-v0.34.7-{digest}" / "controller"
     if out.is_file():
         return out
     with build_lock("scheduler-plugins-controller"):

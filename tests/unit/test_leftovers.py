@@ -16,7 +16,7 @@ from cogate.controller import inputs, leftovers
 from tests.builders import NS, FakeCluster, Harness, raw_pg, raw_pod, verdict
 
 ROOT = Path(__file__).resolve().parents[2]
-SP_CRD = Path("/work/shared/third_party/scheduler-plugins-v0.34.7/manifests/coscheduling/crd.yaml")
+from tests.e2e.test_scheduler_plugins_leftovers import SP_CRD  # noqa: E402 - the same snapshot as the e2e test
 COGATE_CRD = ROOT / "charts" / "cogate" / "crds" / "scheduling.x-k8s.io_podgroups.yaml"
 #: Status fields scheduler-plugins v0.34.7's CRD schema has (manifests/coscheduling/crd.yaml).
 SP_STATUS = ("failed", "occupiedBy", "phase", "running", "scheduleStartTime", "succeeded")
