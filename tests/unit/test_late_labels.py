@@ -108,23 +108,31 @@ def test_reconciler_reports_a_never_gated_member_of_a_released_group(late_kw):
     h.now += 1
     h.run()
     assert len([e for e in h.events if e[1] == "UngatedWithoutRelease"]) == 1
-    # the member goes: the condition says so
-    gone = copy.deepcopy(h.cluster.pods["late"])
-    gone["metadata"]["deletionTimestamp"] = "2024-01-01T00:01:00Z"
-    gone["metadata"]["resourceVersion"] = "99"
-    h.cluster.pods["late"] = gone
-    h.caches.members.apply_local(gone)
+    # another never-gated member is news at once, named
+    more = _pod("late-2", generation=1, gates=(), node="n3", phase="Running")
+    h.cluster.pods["late-2"] = more
+    h.caches.members.apply_local(more)
+    h.caches.bound.apply_local(more)
+    h.now += 1
+    h.run()
+    warnings = [e for e in h.events if e[1] == "UngatedWithoutRelease"]
+    assert len(warnings) == 2 and "late, late-2" in warnings[1][2], warnings
+    # the never-gated members go: bound ones are lost members of the running gang first, then the
+    # condition turns False (minMember still placed) and UngatedWithoutRelease is no longer said
+    for name, rv in (("late", "99"), ("late-2", "98")):
+        gone = copy.deepcopy(h.cluster.pods[name])
+        gone["metadata"]["deletionTimestamp"] = "2024-01-01T00:01:00Z"
+        gone["metadata"]["resourceVersion"] = rv
+        h.cluster.pods[name] = gone
+        h.caches.members.apply_local(gone)
     h.now += 1
     h.run()
     (d,) = [c for c in h.cluster.pgs["pg"]["status"]["conditions"] if c["type"] == "Disrupted"]
-    if late_kw.get("node"):  # a bound member that goes is a lost member of the running gang first
-        assert d["status"] == "True" and d["reason"] == "MemberLost" and "late" in d["message"], d
-        h.now += 1
-        h.run()
-        (d,) = [c for c in h.cluster.pgs["pg"]["status"]["conditions"] if c["type"] == "Disrupted"]
-        assert d["status"] == "False" and d["reason"] == "MembersPlaced", d
-    else:
-        assert d["status"] == "False" and d["reason"] == "NoneUngatedWithoutRelease", d
+    assert d["status"] == "True" and d["reason"] == "MemberLost" and "late-2" in d["message"], d
+    h.now += 1
+    h.run()
+    (d,) = [c for c in h.cluster.pgs["pg"]["status"]["conditions"] if c["type"] == "Disrupted"]
+    assert d["status"] == "False" and d["reason"] == "MembersPlaced", d
 
 
 def test_reconciler_quiet_for_members_cogate_released():
