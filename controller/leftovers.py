@@ -28,7 +28,7 @@ from typing import Any
 __all__ = [
     "FIELD_MANAGER",
     "FOREIGN_WRITE_SECONDS",
-    "held_back",
+    "to_write_now",
     "OWN_FIELD_MANAGERS",
     "RECHECK_SECONDS",
     "STATUS_FIELDS",
@@ -51,8 +51,8 @@ OWN_FIELD_MANAGERS = frozenset({FIELD_MANAGER, "OpenAPI-Generator"})
 STATUS_FIELDS = ("phase", "scheduled", "running", "succeeded", "failed", "scheduleStartTime", "conditions")
 #: Seconds after which a field the API server dropped is sent again (the CRD may have been replaced).
 RECHECK_SECONDS = 300.0
-#: Seconds between two status writes of a PodGroup whose status another manager also writes
-#: (unless the write records a release): two controllers correcting each other never make a hot loop.
+#: Seconds between two writes of status fields another manager also writes (unless the write records a
+#: release): two controllers correcting each other never make a hot loop.
 FOREIGN_WRITE_SECONDS = 10.0
 #: The CRD cogate ships (the fix for a pruning one).
 _CRD_FIX = ("install cogate's CRD: kubectl apply --server-side --force-conflicts -f "
@@ -83,14 +83,19 @@ def without(body: Mapping[str, Any], fields: Sequence[str]) -> dict[str, Any] | 
     return {**body, "status": status} if status else None
 
 
-def held_back(body: Mapping[str, Any], foreign: bool, last_write: float | None, now: float) -> bool:
-    """Whether the status write ``body`` of a PodGroup waits: another manager writes its status
-    (``foreign``), cogate wrote it less than :data:`FOREIGN_WRITE_SECONDS` ago (``last_write``,
-    ``now``: monotonic seconds) and ``body`` records no release (no ``scheduleStartTime``: a release
-    decision is always written at once, before any gate goes)."""
-    if not foreign or last_write is None or "scheduleStartTime" in (body.get("status") or {}):
-        return False
-    return now - last_write < FOREIGN_WRITE_SECONDS
+def to_write_now(body: Mapping[str, Any], contested: Sequence[str], last_write: float | None, now: float
+                 ) -> dict[str, Any] | None:
+    """The part of status write ``body`` to send now beside another writer: ``contested`` are the
+    status fields other managers own (:func:`foreign_status_writers`), ``last_write`` when cogate
+    last wrote one of them (``now``: monotonic seconds). A write that records a release (it sets
+    ``scheduleStartTime``) goes whole at once: the decision is written before any gate goes. So does
+    any write :data:`FOREIGN_WRITE_SECONDS` after the last contested one. Otherwise the contested
+    fields wait (taking them back at once would make the other controller write them again, and so
+    on): the rest (conditions, fields only cogate writes) is sent now; ``None`` when nothing is left."""
+    status = body.get("status") or {}
+    if not contested or "scheduleStartTime" in status or last_write is None or now - last_write >= FOREIGN_WRITE_SECONDS:
+        return dict(body)
+    return without(body, contested)
 
 
 def _status_fields(fields_v1: Any) -> tuple[str, ...]:
@@ -168,5 +173,5 @@ def foreign_message(writers: Mapping[str, Sequence[str]]) -> str:
     who = "; ".join(f"{m} ({', '.join('status.' + f for f in fs)})" for m, fs in writers.items())
     return (f"another controller also writes this PodGroup's status: {who}. scheduler-plugins' PodGroup "
             "controller still running beside cogate? cogate never takes another writer's phase for a release "
-            "(it reads its own Released condition) and writes this status at most every "
-            "10 s while another writer changes it; stop the other controller (e.g. scale its Deployment to 0)")
+            "(it reads its own Released condition) and takes back the fields the other writer changed at most "
+            "every 10 s; stop the other controller (e.g. scale its Deployment to 0)")

@@ -8,10 +8,10 @@ Every call goes through :mod:`cogate.kube` (``api_status``, ``json_body``, and
   :data:`cogate.controller.leftovers.FIELD_MANAGER`): 404 -> the PodGroup is gone; status fields
   the API server did not store (a CRD whose schema prunes them: scheduler-plugins' CRD left
   installed) are logged, counted and no longer sent for :data:`~cogate.controller.leftovers.RECHECK_SECONDS`
-  (no write loop; :attr:`Writer.dropped` for the Warning event); while another manager also
-  writes a PodGroup's status, a write that records no release waits
-  :data:`~cogate.controller.leftovers.FOREIGN_WRITE_SECONDS` after the last
-  (:func:`cogate.controller.leftovers.held_back`);
+  (no write loop; :attr:`Writer.dropped` for the Warning event); while another manager owns
+  status fields of a PodGroup, a write that records no release takes those fields back at most
+  every :data:`~cogate.controller.leftovers.FOREIGN_WRITE_SECONDS` (the rest goes at once;
+  :func:`cogate.controller.leftovers.to_write_now`);
 - gate removal (one minimal JSON Patch per member, :func:`cogate.controller.patches.release_patch`),
   first built from the members informer's record (no read) and guarded by a ``test`` of its
   ``metadata.resourceVersion``, so it applies only to exactly the pod that record describes; if
@@ -155,7 +155,7 @@ class Writer:
         #: (namespace, name) -> (status fields the API server dropped from our last full write, monotonic
         #: time of that write); those fields are not sent again until ``leftovers.RECHECK_SECONDS`` later.
         self._dropped: dict[tuple[str, str], tuple[tuple[str, ...], float]] = {}
-        #: (namespace, name) -> monotonic time of our last status write.
+        #: (namespace, name) -> monotonic time of our last write of status fields another manager owns.
         self._last_status_write: dict[tuple[str, str], float] = {}
 
     def close(self) -> None:
@@ -176,8 +176,8 @@ class Writer:
     def write_status(self, namespace: str, name: str, body: dict[str, Any]) -> bool:
         """Merge-patch PodGroup ``namespace/name``'s status subresource with ``body``; True when written,
         or when nothing is to be written now: every changed field is one the API server drops (it is
-        sent again after ``leftovers.RECHECK_SECONDS``), or another manager writes this status too and
-        the write records no release (``leftovers.held_back``)."""
+        sent again after ``leftovers.RECHECK_SECONDS``), or the only changes are fields another manager
+        owns, taken back at most every ``leftovers.FOREIGN_WRITE_SECONDS`` (``leftovers.to_write_now``)."""
         key = (namespace, name)
         now = self._monotonic()
         dropped = self._dropped.get(key)
@@ -187,9 +187,12 @@ class Writer:
                 return True
             body = trimmed
         g = self.podgroups.get(key)
-        foreign = bool(getattr(g, "status_writers", None))
-        if leftovers.held_back(body, foreign, self._last_status_write.get(key), now):
+        contested = sorted({f for fs in (getattr(g, "status_writers", None) or {}).values() for f in fs})
+        now_body = leftovers.to_write_now(body, contested, self._last_status_write.get(key), now)
+        if now_body is None:
             return True
+        takes_back = any(f in now_body.get("status", {}) for f in contested)
+        body = now_body
 
         def patch() -> Any:
             return self.custom.patch_namespaced_custom_object_status(
@@ -208,7 +211,8 @@ class Writer:
                         extra=log_extra(namespace, name))
             return False
         self.metrics.status_writes.labels(WriteResult.OK).inc()
-        self._last_status_write[key] = now
+        if takes_back:
+            self._last_status_write[key] = now
         try:
             stored = json_body(resp)
         except ValueError:

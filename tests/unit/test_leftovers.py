@@ -7,7 +7,6 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
-import jsonpatch
 import pytest
 import yaml
 
@@ -99,15 +98,23 @@ def test_phase_for_release(writer, phase, conds, expected):
     assert leftovers.phase_for_release(raw) == expected
 
 
-@pytest.mark.parametrize("body,foreign,last,now,expected", [
-    ({"status": {"phase": "Pending"}}, True, 100.0, 105.0, True),
-    ({"status": {"phase": "Pending"}}, True, 100.0, 110.0, False),
-    ({"status": {"phase": "Scheduling", "scheduleStartTime": "t"}}, True, 100.0, 101.0, False),  # a release: at once
-    ({"status": {"phase": "Pending"}}, False, 100.0, 101.0, False),
-    ({"status": {"phase": "Pending"}}, True, None, 101.0, False),
+@pytest.mark.parametrize("body,contested,last,now,expected", [
+    # the other writer's fields wait; the rest goes now
+    ({"status": {"phase": "Pending", "conditions": [COND]}}, ["phase", "running"], 100.0, 105.0,
+     {"status": {"conditions": [COND]}}),
+    ({"status": {"phase": "Pending", "running": 0}}, ["phase", "running"], 100.0, 105.0, None),
+    # ... for FOREIGN_WRITE_SECONDS after the last time cogate took them back
+    ({"status": {"phase": "Pending", "conditions": [COND]}}, ["phase"], 100.0, 110.0,
+     {"status": {"phase": "Pending", "conditions": [COND]}}),
+    # a release goes whole at once
+    ({"status": {"phase": "Scheduling", "scheduleStartTime": "t"}}, ["phase"], 100.0, 101.0,
+     {"status": {"phase": "Scheduling", "scheduleStartTime": "t"}}),
+    # no other writer, or never taken back yet: as it is
+    ({"status": {"phase": "Pending"}}, [], 100.0, 101.0, {"status": {"phase": "Pending"}}),
+    ({"status": {"phase": "Pending"}}, ["phase"], None, 101.0, {"status": {"phase": "Pending"}}),
 ])
-def test_held_back(body, foreign, last, now, expected):
-    assert leftovers.held_back(body, foreign, last, now) is expected
+def test_to_write_now(body, contested, last, now, expected):
+    assert leftovers.to_write_now(body, contested, last, now) == expected
 
 
 def test_group_object_never_takes_another_writers_phase_for_a_release():
@@ -230,7 +237,7 @@ def test_another_writers_phase_is_never_a_release_and_it_is_named(status):
     assert h.rec.metrics.foreign_status_writers._value.get() == 1
 
 
-def test_writes_beside_another_writer_are_held_back_but_a_release_never_waits():
+def test_beside_another_writer_its_fields_are_taken_back_slowly_the_rest_at_once_a_release_whole():
     pods = [raw_pod(n, group="pg") for n in ("a", "b")]
     h = Harness(pods, [_foreign_pg()], [verdict("InsufficientCapacity", fits=1, message="fits 1 of 2")])
     h.run()
@@ -245,20 +252,28 @@ def test_writes_beside_another_writer_are_held_back_but_a_release_never_waits():
         h.caches.podgroups.apply_local(pg)
 
     overwrite("Scheduling")
-    for _ in range(3):  # cogate's correction waits FOREIGN_WRITE_SECONDS: no hot loop between the two
+    for _ in range(3):  # cogate's correction of the phase waits: no hot loop between the two
         h.now += 1
         h.run()
-    assert writes(h) == 1
+    assert writes(h) == 1 and h.cluster.pgs["pg"]["status"]["phase"] == "Scheduling"
+    # a new message is written at once, without the other writer's field
+    h.verdicts = [verdict("InsufficientCapacity", fits=1, message="fits 1 of 2: cpu short by 2")]
+    h.now += 1
+    h.run()
+    st = h.cluster.pgs["pg"]["status"]
+    assert writes(h) == 2 and st["phase"] == "Scheduling"
+    assert [c["message"] for c in st["conditions"] if c["type"] == "Released"] == ["fits 1 of 2: cpu short by 2"]
     h.now += leftovers.FOREIGN_WRITE_SECONDS
     h.run()
-    assert writes(h) == 2 and h.cluster.pgs["pg"]["status"]["phase"] == "Pending"
+    assert writes(h) == 3 and h.cluster.pgs["pg"]["status"]["phase"] == "Pending"
     overwrite("Scheduling")
-    # room appears: the release decision is written at once, then the gates go
+    # room appears: the release decision is written whole at once, then the gates go
     h.verdicts = [verdict("Released", release={"uid-a": "n1", "uid-b": "n2"}, fits=2)]
     h.now += 1
     h.run()
-    assert writes(h) == 3
+    assert writes(h) == 4
     st = h.cluster.pgs["pg"]["status"]
     assert st["phase"] == "Scheduling" and st["scheduleStartTime"]
+    (rel,) = [c for c in st["conditions"] if c["type"] == "Released"]
+    assert rel["status"] == "True"
     assert not any(p["spec"].get("schedulingGates") for p in h.cluster.pods.values())
-    assert jsonpatch  # (the fake applies real JSON Patch)
