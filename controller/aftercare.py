@@ -177,7 +177,8 @@ class Aftercare:
                                                                                  request.members)))
         if findings.runners:
             self.events.emit(g.ref, "runners",
-                             notices.ungated_without_release(lifecycle.runners_message(findings.runners)), now)
+                             notices.ungated_without_release(lifecycle.runners_message(findings.runners)), now,
+                             key=",".join(sorted(m.name for m in findings.runners)))  # a new member is news
         else:
             self.events.clear(g.uid, "runners")
         if findings.quorum_evicted:

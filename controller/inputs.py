@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cogate import api
+from cogate.controller import leftovers
 from cogate.controller import status as status_mod
 from cogate.controller import volumes as volumes_mod
 from cogate.controller.notices import ObjectRef
@@ -38,6 +39,8 @@ class GroupObject:
     raw_status: Mapping[str, Any] | None
     uid: str
     resource_version: str = field(default="", compare=False)
+    #: Other managers that own status fields cogate writes (``leftovers.foreign_status_writers``).
+    status_writers: Mapping[str, tuple[str, ...]] = field(default_factory=dict, compare=False)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -57,8 +60,11 @@ def group_object(raw: dict[str, Any]) -> GroupObject:
     obj.setdefault("kind", api.KIND)
     pg = PodGroup.from_api(obj)
     status = raw.get("status")
+    phase = leftovers.phase_for_release(raw)  # another writer's phase is never taken for a release
+    if phase is not None:
+        pg = pg.model_copy(update={"status": pg.status.model_copy(update={"phase": phase})})
     return GroupObject(pg, status if isinstance(status, dict) else None, pg.metadata.uid or "",
-                       pg.metadata.resourceVersion or "")
+                       pg.metadata.resourceVersion or "", leftovers.foreign_status_writers(raw))
 
 
 def members_by_group(pods: Iterable[PodInfo]) -> dict[tuple[str, str], list[PodInfo]]:

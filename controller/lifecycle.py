@@ -199,12 +199,28 @@ def departures(previous: Mapping[str, tuple[PodInfo, tuple[str, str]]], current:
     return out
 
 
+def never_gated(m: PodInfo, gate: str) -> bool:
+    """Member ``m`` never carried ``gate`` and cogate never released it: it is live, without the gate,
+    and its ``metadata.generation`` is still 1. The API server sets 1 at creation and adds 1 on each
+    change of ``spec`` (k8s.io/kubernetes ``pkg/registry/core/pod/strategy.go`` ``PrepareForCreate``,
+    ``updatePodGeneration``; binding and status writes leave it), and cogate's release removes the
+    gate from ``spec``: a released member is at 2 or more. So the label was added after cogate's
+    webhook ran (a later mutating webhook or policy), the webhook was skipped, or the pod set
+    ``spec.nodeName``. Never a false alarm; a member whose spec changed later (in-place resize,
+    ephemeral container) is not recognised, nor any on an API server that sets no generation (0)."""
+    return m.generation == 1 and not m.gated_by(gate) and not m.terminal and not m.deleting
+
+
 def ungated_without_release(pg: PodGroup, members: Sequence[PodInfo], gate: str) -> list[PodInfo]:
-    """Members of a group cogate never released (no ``scheduleStartTime`` in status) that carry
-    no gate of ours and are bound or waiting for kube-scheduler: someone removed the gate by
-    hand, or the pod was created with ``spec.nodeName`` or before the webhook ran."""
+    """Members that run or wait for kube-scheduler although cogate never released them.
+
+    In a group cogate never released (no ``scheduleStartTime`` in status): members that carry no
+    gate of ours and are bound or waiting for kube-scheduler (someone removed the gate by hand,
+    the pod was created with ``spec.nodeName``, or its label came after the webhook ran). In a
+    released group: the members that were :func:`never_gated` (cogate's release of new members
+    never reached them)."""
     if pg.status.scheduleStartTime:
-        return []
+        return [m for m in members if never_gated(m, gate)]
     return [m for m in members if not m.gated_by(gate) and not m.terminal and not m.deleting
             and not (m.gates and not m.bound)]
 
@@ -247,10 +263,23 @@ def lost_message(lost: Sequence[Departure], pg: PodGroup, members: Sequence[PodI
 
 
 def runners_message(runners: Sequence[PodInfo]) -> str:
-    names = ", ".join(_first([m.name for m in runners]))
-    return (f"members {names} run although cogate has not released the group (their gate was removed "
-            "by someone else, or they were created with spec.nodeName or before the webhook ran); "
-            "the rest of the group waits for its own release")
+    """The ``UngatedWithoutRelease`` text naming the members (``runners``, from
+    :func:`ungated_without_release`); for those never gated (generation 1) it names the cause and the fix."""
+    never = [m.name for m in runners if m.generation == 1]
+    others = [m.name for m in runners if m.generation != 1]
+    parts = []
+    if others:
+        parts.append(f"members {', '.join(_first(others))} run although cogate has not released the group (their "
+                     "gate was removed by someone else, or they were created with spec.nodeName or before the "
+                     "webhook ran); the rest of the group waits for its own release")
+    if never:
+        parts.append(f"members {', '.join(_first(never))} were never gated: they go to kube-scheduler outside "
+                     "any all-or-nothing release (their pod-group label was added after cogate's webhook ran, "
+                     "by another mutating webhook or policy, the webhook's late-label entry was off or down, "
+                     "or they set spec.nodeName); fix: keep cogate's webhook entries with reinvocationPolicy "
+                     "IfNeeded and the late-label entry (chart webhook.lateLabels.enabled=true), then recreate "
+                     "these pods")
+    return "; ".join(parts)
 
 
 def lifecycle_conditions(status: PodGroupStatus, old: PodGroupStatus, pg: PodGroup, members: Sequence[PodInfo],

@@ -60,6 +60,12 @@ class Metrics:
                                         "stage (dry_run, patch).", ["stage"], registry=r)
         self.members_lost = Counter(_P + "members_lost", "Members that left a released group (deleted, evicted, "
                                     "preempted, failed).", registry=r)
+        self.status_fields_dropped = Counter(
+            _P + "status_fields_dropped", "PodGroup status fields the API server dropped from cogate's status writes "
+            "(a CRD whose schema prunes them, e.g. scheduler-plugins' CRD), by field.", ["field"], registry=r)
+        self.foreign_status_writers = Gauge(
+            _P + "foreign_status_writers", "PodGroups whose status another field manager also writes "
+            "(e.g. scheduler-plugins' PodGroup controller).", registry=r)
         self.status_writes = Counter(_P + "status_writes", "PodGroup status patches by result (ok, error).",
                                      ["result"], registry=r)
         self.is_leader = Gauge(_P + "leader", "1 while this process holds the leader Lease.", registry=r)

@@ -68,6 +68,10 @@ class Reason(StrEnum):
     POD_DISRUPTION_BUDGET_CONFLICT = "PodDisruptionBudgetConflict"
     #: On the PodGroup: members of several LeaderWorkerSet or JobSet replicas share it.
     REPLICAS_SHARE_POD_GROUP = "ReplicasSharePodGroup"
+    #: On the PodGroup: the API server dropped status fields cogate wrote (a CRD that prunes them).
+    STATUS_FIELDS_DROPPED = "StatusFieldsDropped"
+    #: On the PodGroup: another field manager also writes its status (scheduler-plugins' controller).
+    FOREIGN_STATUS_WRITER = "ForeignStatusWriter"
     #: On a gated pod: its label names a PodGroup that does not exist.
     POD_GROUP_NOT_FOUND = "PodGroupNotFound"
     #: On a pod: it left its group while gated, so its gate was removed.

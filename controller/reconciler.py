@@ -127,7 +127,7 @@ class Reconciler:
         self.metrics = metrics or Metrics()
         self.writer = Writer(core, custom, podgroups=caches.podgroups, members=caches.members,
                              gate=config.gate_name, attempts=config.max_patch_attempts, metrics=self.metrics,
-                             workers=config.workers, sleep=sleep)
+                             workers=config.workers, sleep=sleep, monotonic=monotonic)
         self._decide = decide
         #: The incremental planner's state (None when ``decide`` is scripted); guarded by its lock.
         self.planning: PlanningState | None = None
@@ -261,6 +261,7 @@ class Reconciler:
             if dropped:
                 self.reservations = tuple(r for r in self.reservations if r.pod_uid not in dropped)
             self.strays.missing(groups, members)
+            self.strays.leftovers(groups, now)  # scheduler-plugins' CRD or controller left behind
             wakes.append(self._after_pass(groups, now))
         finally:
             self._wake(earliest(*wakes))

@@ -335,6 +335,10 @@ class PodInfo:
     #: (``leaderworkerset.sigs.k8s.io/size``, leader included); 0 when absent or not a positive
     #: integer (:mod:`cogate.controller.replicas`).
     replica_size: int = 0
+    #: ``metadata.generation`` (0 when absent: API servers before 1.33). The API server sets 1 at
+    #: creation and adds 1 on every change of ``spec`` (binding and status writes do not), so a
+    #: release (the gate's removal) always makes it at least 2 (:func:`cogate.controller.lifecycle.never_gated`).
+    generation: int = 0
 
     @property
     def group(self) -> str | None:
@@ -686,6 +690,7 @@ def _pod_info(
         affinity=(affinity or None) if gate_names else None,
         nominated_node=sys.intern(_str(status.get("nominatedNodeName"), "status.nominatedNodeName")),
         replica_size=_replica_size(meta.get("annotations")),
+        generation=_generation(meta.get("generation")),
     )
 
 
@@ -711,6 +716,11 @@ def _replica_size(annotations: Any) -> int:
         n = int(v)
         return n if 0 < n <= 1_000_000 else 0
     return 0
+
+
+def _generation(v: Any) -> int:
+    """``metadata.generation`` as an int (0 when absent or not a whole number)."""
+    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
 
 
 def _spread_constraints(v: Any, path: str) -> tuple[TopologySpreadConstraint, ...]:

@@ -10,7 +10,12 @@ Verbs:
   (Normal ``PodGroupNotFound`` on the pod): it waits for it, and a typo in the label would
   otherwise go unnoticed;
 - :meth:`Strays.invalid_member`, :meth:`Strays.invalid_podgroup` (informer callbacks): an
-  object that fails conversion is reported as a Warning ``InvalidObject`` on its PodGroup.
+  object that fails conversion is reported as a Warning ``InvalidObject`` on its PodGroup;
+- :meth:`Strays.leftovers` (each pass): what a migration from scheduler-plugins left behind
+  (:mod:`cogate.controller.leftovers`): a PodGroup whose status writes lost fields (its CRD
+  prunes them) gets a Warning ``StatusFieldsDropped``, one whose status another manager also
+  writes a Warning ``ForeignStatusWriter`` naming it (each once per situation, refreshed as
+  other events; logged once), and the gauge ``cogate_controller_foreign_status_writers``.
 
 Handed the gate name, the PodGroups informer, the writer, the metrics, the event emitter,
 the clock (epoch seconds) and whether this process leads.
@@ -24,6 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from cogate import api
+from cogate.controller import leftovers as leftovers_mod
 from cogate.controller import notices
 from cogate.controller.events import Emitter
 from cogate.controller.informer import Informer
@@ -59,6 +65,8 @@ class Strays:
         self._lock = threading.Lock()  # the informer thread adds, the pass takes
         #: uids of gated members already told that their PodGroup does not exist.
         self._missing_notified: set[str] = set()
+        #: (namespace, name) -> the other status writers last logged for that PodGroup.
+        self._foreign_logged: dict[tuple[str, str], tuple[str, ...]] = {}
 
     # -- pods that left their group ------------------------------------------
     def left(self, kind: str, old: PodInfo | None, new: PodInfo | None) -> None:
@@ -102,6 +110,35 @@ class Strays:
             if p.uid not in self._missing_notified:
                 self.events.record(pod_ref(p.namespace, p.name, p.uid), notices.pod_group_not_found(p))
         self._missing_notified = {p.uid for p in waiting}
+
+    # -- scheduler-plugins leftovers ---------------------------------------------
+    def leftovers(self, groups: Mapping[tuple[str, str], GroupObject], now: float) -> None:
+        """Report, on each PodGroup, status fields the API server dropped from cogate's writes and other
+        managers writing its status (``now``: epoch seconds); forget what the writer remembers of
+        deleted PodGroups."""
+        dropped = self.writer.dropped
+        foreign = 0
+        for key, g in groups.items():
+            fields = dropped.get(key)
+            if fields:
+                notice = notices.Notice(notices.WARNING, notices.Reason.STATUS_FIELDS_DROPPED,
+                                        leftovers_mod.dropped_message(fields))
+                self.events.emit(g.ref, "status-dropped", notice, now, key=",".join(fields))
+            else:
+                self.events.clear(g.uid, "status-dropped")
+            writers = dict(g.status_writers)
+            if writers:
+                foreign += 1
+                text = leftovers_mod.foreign_message(writers)
+                if self._foreign_logged.get(key) != tuple(writers):
+                    log.warning("PodGroup %s/%s: %s", *key, text, extra=log_extra(*key))
+                self.events.emit(g.ref, "foreign-writer", notices.Notice(
+                    notices.WARNING, notices.Reason.FOREIGN_STATUS_WRITER, text), now, key=",".join(writers))
+            else:
+                self.events.clear(g.uid, "foreign-writer")
+        self._foreign_logged = {k: tuple(g.status_writers) for k, g in groups.items() if g.status_writers}
+        self.metrics.foreign_status_writers.set(foreign)
+        self.writer.forget_status(set(groups))
 
     # -- invalid objects -------------------------------------------------------
     def invalid_member(self, raw: dict[str, Any], exc: Exception) -> None:

@@ -4,7 +4,14 @@ Every call goes through :mod:`cogate.kube` (``api_status``, ``json_body``, and
 ``retrying`` with a :class:`cogate.kube.Backoff` for transient errors: no status, 429,
 5xx). Each write keeps only its own rule:
 
-- status (merge patch of the status subresource): 404 -> the PodGroup is gone;
+- status (merge patch of the status subresource, field manager
+  :data:`cogate.controller.leftovers.FIELD_MANAGER`): 404 -> the PodGroup is gone; status fields
+  the API server did not store (a CRD whose schema prunes them: scheduler-plugins' CRD left
+  installed) are logged, counted and no longer sent for :data:`~cogate.controller.leftovers.RECHECK_SECONDS`
+  (no write loop; :attr:`Writer.dropped` for the Warning event); while another manager owns
+  status fields of a PodGroup, a write that records no release takes those fields back at most
+  every :data:`~cogate.controller.leftovers.FOREIGN_WRITE_SECONDS` (the rest goes at once;
+  :func:`cogate.controller.leftovers.to_write_now`);
 - gate removal (one minimal JSON Patch per member, :func:`cogate.controller.patches.release_patch`),
   first built from the members informer's record (no read) and guarded by a ``test`` of its
   ``metadata.resourceVersion``, so it applies only to exactly the pod that record describes; if
@@ -37,6 +44,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from cogate import api
+from cogate.controller import leftovers
 from cogate.controller.config import DEFAULT_WORKERS
 from cogate.controller.metrics import Metrics
 from cogate.controller.notices import log_extra
@@ -127,7 +135,8 @@ class Writer:
 
     def __init__(self, core: CoreV1Api, custom: CustomObjectsApi, *, podgroups: Informer, members: Informer,
                  gate: str, attempts: int, metrics: Metrics, workers: int = DEFAULT_WORKERS,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         self.core = core
         self.custom = custom
         self.podgroups = podgroups
@@ -142,18 +151,54 @@ class Writer:
         #: uid -> (node, resourceVersion, ops, monotonic time) of a release patch a dry run accepted;
         #: used once, within :data:`VALIDATED_FOR` seconds.
         self._validated: dict[str, tuple[str, str, list[dict[str, Any]], float]] = {}
+        self._monotonic = monotonic
+        #: (namespace, name) -> (status fields the API server dropped from our last full write, monotonic
+        #: time of that write); those fields are not sent again until ``leftovers.RECHECK_SECONDS`` later.
+        self._dropped: dict[tuple[str, str], tuple[tuple[str, ...], float]] = {}
+        #: (namespace, name) -> monotonic time of our last write of status fields another manager owns.
+        self._last_status_write: dict[tuple[str, str], float] = {}
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     # -- status ------------------------------------------------------------------
+    @property
+    def dropped(self) -> dict[tuple[str, str], tuple[str, ...]]:
+        """(namespace, name) -> the status fields the API server dropped from our writes (a copy)."""
+        return {k: v[0] for k, v in list(self._dropped.items())}
+
+    def forget_status(self, live: set[tuple[str, str]]) -> None:
+        """Forget what is remembered of status writes to PodGroups not in ``live`` (deleted)."""
+        for store in (self._dropped, self._last_status_write):
+            for key in [k for k in list(store) if k not in live]:
+                store.pop(key, None)
+
     def write_status(self, namespace: str, name: str, body: dict[str, Any]) -> bool:
-        """Merge-patch PodGroup ``namespace/name``'s status subresource with ``body``; True when written."""
+        """Merge-patch PodGroup ``namespace/name``'s status subresource with ``body``; True when written,
+        or when nothing is to be written now: every changed field is one the API server drops (it is
+        sent again after ``leftovers.RECHECK_SECONDS``), or the only changes are fields another manager
+        owns, taken back at most every ``leftovers.FOREIGN_WRITE_SECONDS`` (``leftovers.to_write_now``)."""
+        key = (namespace, name)
+        now = self._monotonic()
+        dropped = self._dropped.get(key)
+        if dropped is not None and now - dropped[1] < leftovers.RECHECK_SECONDS:
+            trimmed = leftovers.without(body, dropped[0])
+            if trimmed is None:
+                return True
+            body = trimmed
+        g = self.podgroups.get(key)
+        contested = sorted({f for fs in (getattr(g, "status_writers", None) or {}).values() for f in fs})
+        now_body = leftovers.to_write_now(body, contested, self._last_status_write.get(key), now)
+        if now_body is None:
+            return True
+        takes_back = any(f in now_body.get("status", {}) for f in contested)
+        body = now_body
+
         def patch() -> Any:
             return self.custom.patch_namespaced_custom_object_status(
                 api.GROUP, api.VERSION, namespace, api.PLURAL, name, body,
                 _content_type="application/merge-patch+json", _preload_content=False,
-                _request_timeout=REQUEST_TIMEOUT)
+                _request_timeout=REQUEST_TIMEOUT, field_manager=leftovers.FIELD_MANAGER)
 
         try:
             resp = retrying(patch, attempts=self.attempts, backoff=Backoff(initial=0.2, maximum=2.0),
@@ -166,8 +211,36 @@ class Writer:
                         extra=log_extra(namespace, name))
             return False
         self.metrics.status_writes.labels(WriteResult.OK).inc()
-        self._remember(self.podgroups, resp)
+        if takes_back:
+            self._last_status_write[key] = now
+        try:
+            stored = json_body(resp)
+        except ValueError:
+            stored = {}
+        if stored:
+            self._check_stored(key, body, stored, now, full=dropped is None or now - dropped[1] >= leftovers.RECHECK_SECONDS)
+            self.podgroups.apply_local(stored)
         return True
+
+    def _check_stored(self, key: tuple[str, str], body: Mapping[str, Any], stored: Mapping[str, Any], now: float,
+                      *, full: bool) -> None:
+        """Compare what a status write sent with what the API server stored (``stored``: the object the
+        PATCH returned); remember, count and log the fields it dropped (once per PodGroup, and when it
+        keeps them again). ``full``: the body had every field (not trimmed by an earlier drop)."""
+        if not full:
+            return
+        fields = leftovers.dropped_status_fields(body.get("status"), stored.get("status"))
+        before = self._dropped.get(key)
+        if fields:
+            self._dropped[key] = (fields, now)
+            for f in fields:
+                self.metrics.status_fields_dropped.labels(f).inc()
+            if before is None or before[0] != fields:
+                log.error("PodGroup %s/%s: %s", *key, leftovers.dropped_message(fields), extra=log_extra(*key))
+        elif before is not None:
+            del self._dropped[key]
+            log.info("PodGroup %s/%s: the API server stores cogate's whole status again", *key,
+                     extra=log_extra(*key))
 
     # -- gates -------------------------------------------------------------------
     def ungate_members(self, release: Mapping[str, str]) -> dict[str, WriteResult]:

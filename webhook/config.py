@@ -8,7 +8,24 @@ One place for the registration rules of docs/semantics.md (the chart template
   (``objectSelector``: key exists), never in ``kube-system`` or cogate's own
   namespace (``namespaceSelector`` on ``kubernetes.io/metadata.name``);
 - ``failurePolicy: Fail`` — a labelled pod must never skip the gate;
-- ``sideEffects: None`` (the webhook makes no API calls), ``timeoutSeconds: 5``.
+- ``sideEffects: None`` (the webhook makes no API calls), ``timeoutSeconds: 5``;
+- ``reinvocationPolicy: IfNeeded`` on every entry: when a later mutating webhook or a
+  MutatingAdmissionPolicy changes the pod (removes the gate, rewrites the label), the API
+  server calls the entry again on the final object (at most once more per request);
+- a second entry, :data:`LATE_WEBHOOK_NAME` (``late_labels``, on by default), for pods whose
+  pod-group label another mutator adds *after* cogate's webhook ran. It has no label
+  ``objectSelector`` on purpose: the API server evaluates ``objectSelector`` and
+  ``matchConditions`` against the object as it is when it calls the webhook, and during
+  reinvocation it never calls a webhook for the first time (k8s.io/apiserver
+  ``pkg/admission/plugin/webhook/mutating/dispatcher.go`` ``Dispatch``: "if the webhook is
+  skipped in the first round because of mismatching labels, even if the labels become
+  matching, the webhook does not get called during reinvocation"; MutatingAdmissionPolicies
+  follow the same rule). So it is called for every pod CREATE in the covered namespaces
+  (the webhook allows unlabelled pods unchanged), and reinvoked once another mutator changed
+  the pod. Its ``failurePolicy`` is ``late_labels`` (default ``Ignore``: while the webhook is
+  down, pods without the label at creation are not held up cluster-wide; a pod labelled late
+  in that window is reported by the controller, reason ``UngatedWithoutRelease``). The first
+  entry keeps ``failurePolicy: Fail`` for pods labelled at creation.
 """
 
 from __future__ import annotations
@@ -18,7 +35,11 @@ from typing import Any
 from cogate.api import POD_GROUP_LABEL
 
 WEBHOOK_NAME = "pod-group-gate.scheduling.x-k8s.io"
+#: The entry for labels added after cogate's webhook ran (no label objectSelector; module doc).
+LATE_WEBHOOK_NAME = "late-pod-group-gate.scheduling.x-k8s.io"
 CONFIGURATION_NAME = "cogate"
+#: ``failurePolicy`` values (admissionregistration.k8s.io/v1).
+FAILURE_POLICIES = ("Fail", "Ignore")
 
 
 def webhook_configuration(
@@ -27,16 +48,23 @@ def webhook_configuration(
     name: str = CONFIGURATION_NAME,
     excluded_namespaces: tuple[str, ...] = ("kube-system",),
     timeout_seconds: int = 5,
+    late_labels: str | None = "Ignore",
 ) -> dict[str, Any]:
     """Build the ``admissionregistration.k8s.io/v1`` MutatingWebhookConfiguration.
 
     ``client_config`` is the webhook's ``clientConfig``: ``{"url": ..., "caBundle": b64}``
     for a webhook outside the cluster, or ``{"service": {...}, "caBundle": b64}``.
     ``timeout_seconds`` must be 1..30 (API validation); raises ``ValueError`` otherwise.
+    ``late_labels``: the ``failurePolicy`` (``"Fail"`` or ``"Ignore"``) of the second entry
+    :data:`LATE_WEBHOOK_NAME`, which gates pods labelled by a later mutator; ``None`` leaves
+    it out (then such pods are never gated; the controller reports them). Raises
+    ``ValueError`` for another value.
     """
     if not 1 <= timeout_seconds <= 30:
         raise ValueError(f"timeoutSeconds must be between 1 and 30, got {timeout_seconds}")
-    return {
+    if late_labels is not None and late_labels not in FAILURE_POLICIES:
+        raise ValueError(f"late_labels must be one of {FAILURE_POLICIES} or None, got {late_labels!r}")
+    config = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "MutatingWebhookConfiguration",
         "metadata": {"name": name, "labels": {"app.kubernetes.io/name": "cogate"}},
@@ -64,7 +92,12 @@ def webhook_configuration(
                 "matchPolicy": "Equivalent",
                 "sideEffects": "None",
                 "timeoutSeconds": timeout_seconds,
-                "reinvocationPolicy": "Never",
+                "reinvocationPolicy": "IfNeeded",
             }
         ],
     }
+    if late_labels is not None:
+        late = dict(config["webhooks"][0], name=LATE_WEBHOOK_NAME, failurePolicy=late_labels)
+        del late["objectSelector"]  # every pod: see the module doc
+        config["webhooks"].append(late)
+    return config

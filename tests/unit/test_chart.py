@@ -144,11 +144,16 @@ def test_crd_is_installed_from_crds_dir(helm):
 
 def test_webhook_registration_matches_the_builder(objs):
     mwc = find(objs, "MutatingWebhookConfiguration")
-    (hook,) = mwc["webhooks"]
-    (ref,) = webhook_config.webhook_configuration({"service": {}}, excluded_namespaces=("kube-system", NAMESPACE))["webhooks"]
+    hook, late = mwc["webhooks"]
+    ref, ref_late = webhook_config.webhook_configuration({"service": {}},
+                                                         excluded_namespaces=("kube-system", NAMESPACE))["webhooks"]
     for key in ("name", "admissionReviewVersions", "rules", "objectSelector", "namespaceSelector", "failurePolicy",
                 "matchPolicy", "sideEffects", "timeoutSeconds", "reinvocationPolicy"):
         assert hook[key] == ref[key], key
+        assert late.get(key) == ref_late.get(key), key
+    assert hook["reinvocationPolicy"] == late["reinvocationPolicy"] == "IfNeeded"
+    assert "objectSelector" not in late and late["failurePolicy"] == "Ignore"
+    assert late["clientConfig"] == hook["clientConfig"]
     assert hook["objectSelector"] == {"matchExpressions": [{"key": POD_GROUP_LABEL, "operator": "Exists"}]}
     assert hook["failurePolicy"] == "Fail" and hook["sideEffects"] == "None" and hook["timeoutSeconds"] == 5
     assert hook["rules"][0]["operations"] == ["CREATE"] and hook["rules"][0]["resources"] == ["pods"]
@@ -159,10 +164,31 @@ def test_webhook_registration_matches_the_builder(objs):
 
 def test_excluded_namespaces_extend_the_selector(helm):
     objs = render(helm, "--set", "webhook.excludedNamespaces={monitoring,kube-system}")
-    (hook,) = find(objs, "MutatingWebhookConfiguration")["webhooks"]
-    (expr,) = hook["namespaceSelector"]["matchExpressions"]
-    assert expr == {"key": "kubernetes.io/metadata.name", "operator": "NotIn",
-                    "values": ["kube-system", NAMESPACE, "monitoring"]}
+    for hook in find(objs, "MutatingWebhookConfiguration")["webhooks"]:
+        (expr,) = hook["namespaceSelector"]["matchExpressions"]
+        assert expr == {"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+                        "values": ["kube-system", NAMESPACE, "monitoring"]}
+
+
+@pytest.mark.parametrize("values,policies", [
+    ((), ["Fail", "Ignore"]),
+    (("--set", "webhook.lateLabels.failurePolicy=Fail"), ["Fail", "Fail"]),
+    (("--set", "webhook.lateLabels.enabled=false"), ["Fail"]),
+])
+def test_late_label_entry_values(helm, values, policies):
+    objs = render(helm, *values)
+    hooks = find(objs, "MutatingWebhookConfiguration")["webhooks"]
+    assert [h["failurePolicy"] for h in hooks] == policies
+    # the certificate bootstrap sets the caBundle of every entry it registers
+    deploy = find(objs, "Deployment", "cogate-webhook")
+    init = deploy["spec"]["template"]["spec"]["initContainers"][0]
+    named = [a.split("=", 1)[1] for a in init["args"] if a.startswith("--webhook-name=")]
+    assert named == [h["name"] for h in hooks]
+
+
+def test_late_label_failure_policy_is_validated(helm):
+    out = _template(helm, "--set", "webhook.lateLabels.failurePolicy=Never", check=False)
+    assert out.returncode != 0 and "webhook.lateLabels.failurePolicy must be Ignore or Fail" in out.stderr
 
 
 def test_webhook_deployment(objs, webhook_deploy):
@@ -198,7 +224,7 @@ def test_bootstrap_init_container_and_rotator(webhook_deploy):
         assert args.secret_name == "cogate-webhook-cert"
         assert args.service_name == "cogate-webhook"
         assert args.webhook_config_name == "cogate"
-        assert args.webhook_name == [webhook_config.WEBHOOK_NAME]
+        assert args.webhook_name == [webhook_config.WEBHOOK_NAME, webhook_config.LATE_WEBHOOK_NAME]
         assert args.cert_dir == "/certs"
         assert {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}} in c["env"]
     assert bootstrap.build_parser().parse_args(init["args"][1:]).loop == 0

@@ -36,6 +36,7 @@ PURE = [
     "cogate.controller.lifecycle",
     "cogate.controller.planstate",
     "cogate.controller.refusers",
+    "cogate.controller.leftovers",
     "cogate.controller.inputs",
     "cogate.controller.memory",
     "cogate.controller.wakeups",

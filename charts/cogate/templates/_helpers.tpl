@@ -22,6 +22,7 @@
 {{- define "cogate.certSecretName" -}}{{ default (printf "%s-cert" (include "cogate.webhookName" .)) .Values.webhook.certs.secretName }}{{- end -}}
 {{/* The webhook entry name; equal to cogate.webhook.config.WEBHOOK_NAME. */}}
 {{- define "cogate.webhookEntryName" -}}pod-group-gate.scheduling.x-k8s.io{{- end -}}
+{{- define "cogate.lateWebhookEntryName" -}}late-pod-group-gate.scheduling.x-k8s.io{{- end -}}
 
 {{- define "cogate.image" -}}
 {{ .Values.image.repository }}:{{ default .Chart.AppVersion .Values.image.tag }}
@@ -67,6 +68,9 @@ app.kubernetes.io/component: {{ .component }}
 {{- if or (lt (int .Values.webhook.timeoutSeconds) 1) (gt (int .Values.webhook.timeoutSeconds) 30) -}}
 {{- fail "webhook.timeoutSeconds must be between 1 and 30" -}}
 {{- end -}}
+{{- if not (has .Values.webhook.lateLabels.failurePolicy (list "Ignore" "Fail")) -}}
+{{- fail (printf "webhook.lateLabels.failurePolicy must be Ignore or Fail, got %q" (toString .Values.webhook.lateLabels.failurePolicy)) -}}
+{{- end -}}
 {{- if lt (int .Values.controller.workers) 1 -}}
 {{- fail (printf "controller.workers must be a whole number of at least 1, got %v" .Values.controller.workers) -}}
 {{- end -}}
@@ -87,6 +91,9 @@ app.kubernetes.io/component: {{ .component }}
 - --cert-dir=/certs
 - --webhook-config-name={{ include "cogate.fullname" . }}
 - --webhook-name={{ include "cogate.webhookEntryName" . }}
+{{- if .Values.webhook.lateLabels.enabled }}
+- --webhook-name={{ include "cogate.lateWebhookEntryName" . }}
+{{- end }}
 - --rotate-before-days={{ .Values.webhook.certs.rotateBeforeDays }}
 - --cert-validity-days={{ .Values.webhook.certs.certValidityDays }}
 - --ca-validity-days={{ .Values.webhook.certs.caValidityDays }}

@@ -1,0 +1,252 @@
+"""The pod-group label added after cogate's webhook ran (issue 21 item 4), on the real control plane.
+
+A second mutator adds the label: a second mutating webhook later in the order (a real HTTPS
+webhook server run by this test, registered as ``zz-e2e-late-labeller``, after ``cogate``), or
+a real MutatingAdmissionPolicy (admissionregistration.k8s.io/v1, served by kube-apiserver 1.36)
+that sets the label only once that webhook has annotated the pod, i.e. on the API server's
+reinvocation. Members are bare pods or pods of a ReplicaSet. With cogate's registration
+(``reinvocationPolicy: IfNeeded`` and the late-label entry) every member is gated at creation and
+the gang is released whole; with the registration cogate had before (label objectSelector only,
+``reinvocationPolicy: Never``) the same pods are never gated, and the controller says so on the
+PodGroup (``Disrupted=True`` reason ``UngatedWithoutRelease``, a Warning event naming the pods
+and the fix).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import ssl
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+import yaml
+from kubernetes import client
+
+from cogate.api import POD_GROUP_LABEL
+from cogate.certs import pki
+from cogate.localcluster import example
+from cogate.webhook.config import webhook_configuration
+
+from .kube import bound, condition, create_pod_group, events_for, gated, group_pods, status, wait_for
+
+pytestmark = pytest.mark.e2e
+
+NODE8 = dict(kwok_taint=False, cpu="8", memory="16Gi", pods=110)
+#: The test webhook adds the label named by this annotation (input "webhook").
+GANG = "example.com/gang"
+#: The test webhook copies this annotation to GANG_FROM_WEBHOOK; the policy turns that into the label
+#: (input "policy": the label appears only on the API server's reinvocation).
+GANG_VIA_POLICY = "example.com/gang-via-policy"
+GANG_FROM_WEBHOOK = "example.com/gang-from-webhook"
+LABEL_PATH = "/metadata/labels/" + POD_GROUP_LABEL.replace("~", "~0").replace("/", "~1")
+
+
+def _ops(pod: dict[str, Any]) -> list[dict[str, Any]]:
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    if GANG in annotations:
+        return [{"op": "add", "path": LABEL_PATH, "value": annotations[GANG]}]
+    if GANG_VIA_POLICY in annotations and GANG_FROM_WEBHOOK not in annotations:
+        return [{"op": "add", "path": "/metadata/annotations/" + GANG_FROM_WEBHOOK.replace("/", "~1"),
+                 "value": annotations[GANG_VIA_POLICY]}]
+    return []
+
+
+class _Handler(BaseHTTPRequestHandler):
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        req = review["request"]
+        ops = _ops(req.get("object") or {})
+        resp: dict[str, Any] = {"uid": req["uid"], "allowed": True}
+        if ops:
+            resp["patchType"] = "JSONPatch"
+            resp["patch"] = base64.b64encode(json.dumps(ops).encode()).decode()
+        body = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": resp}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def labeller(stack, namespace) -> Iterator[None]:
+    """A real second mutating webhook (HTTPS, this process) and a real MutatingAdmissionPolicy, both
+    scoped to the test's namespace; removed after the test."""
+    work = Path(tempfile.mkdtemp(prefix="late-labeller-"))
+    ca, ca_key = pki.new_ca("e2e-late-labeller-ca")
+    cert, key = pki.issue(ca, ca_key, "late-labeller", dns_names=("localhost",), ip_addresses=("127.0.0.1",))
+    pki.write_pem(work / "tls.crt", cert)
+    pki.write_pem(work / "tls.key", key)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(work / "tls.crt", work / "tls.key")
+    server.socket = ctx.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    in_ns = {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
+    pods_create = {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}
+    objs = [
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+         "metadata": {"name": f"zz-e2e-late-labeller-{namespace}"},  # after "cogate" in the webhooks' order
+         "webhooks": [{"name": "late-labeller.e2e.example.com", "admissionReviewVersions": ["v1"],
+                       "clientConfig": {"url": f"https://127.0.0.1:{server.server_address[1]}/mutate",
+                                        "caBundle": base64.b64encode(pki.cert_to_pem(ca)).decode()},
+                       "rules": [{**pods_create, "scope": "Namespaced"}], "namespaceSelector": in_ns,
+                       "failurePolicy": "Fail", "sideEffects": "None", "timeoutSeconds": 5,
+                       "reinvocationPolicy": "Never"}]},
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicy",
+         "metadata": {"name": f"e2e-gang-label-{namespace}"},
+         "spec": {"matchConstraints": {"resourceRules": [pods_create], "namespaceSelector": in_ns},
+                  "failurePolicy": "Fail", "reinvocationPolicy": "IfNeeded",
+                  "mutations": [{"patchType": "JSONPatch", "jsonPatch": {"expression": (
+                      f"has(object.metadata.annotations) && '{GANG_FROM_WEBHOOK}' in object.metadata.annotations"
+                      f" && (!has(object.metadata.labels) || !('{POD_GROUP_LABEL}' in object.metadata.labels))"
+                      f" ? [JSONPatch{{op: 'add', path: '{LABEL_PATH}',"
+                      f" value: object.metadata.annotations['{GANG_FROM_WEBHOOK}']}}] : []")}}]}},
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicyBinding",
+         "metadata": {"name": f"e2e-gang-label-{namespace}"},
+         "spec": {"policyName": f"e2e-gang-label-{namespace}"}},
+    ]
+    path = work / "labeller.yaml"
+    path.write_text(yaml.safe_dump_all(objs))
+    stack.cluster.kubectl("apply", "-f", str(path))
+    time.sleep(2)  # the API server loads webhook configurations and policies asynchronously
+    try:
+        yield
+    finally:
+        stack.cluster.kubectl("delete", "--ignore-not-found", "--wait=false", "-f", str(path))
+        server.shutdown()
+
+
+def _registration_before(stack) -> None:
+    """cogate's registration as it was before issue 21: the label objectSelector only, no reinvocation."""
+    config = webhook_configuration({"url": f"https://127.0.0.1:{stack.webhook_port}/mutate",
+                                    "caBundle": base64.b64encode((stack.workdir / "ca.crt").read_bytes()).decode()},
+                                   late_labels=None)
+    config["webhooks"][0]["reinvocationPolicy"] = "Never"
+    path = stack.workdir / "webhook-configuration-before.yaml"
+    path.write_text(yaml.safe_dump(config))
+    stack.cluster.kubectl("apply", "-f", str(path))
+
+
+def _registration_now(stack) -> None:
+    stack.register_webhook((stack.workdir / "ca.crt").read_bytes())
+
+
+def _annotated(via: str, group: str) -> dict[str, Any]:
+    return {GANG: group} if via == "webhook" else {GANG_VIA_POLICY: group}
+
+
+def _create(kube, namespace: str, owner: str, via: str, group: str, n: int, start: int = 0) -> None:
+    """``n`` members (1 CPU) without the label, annotated for the second mutator; bare pods, or a
+    ReplicaSet of that size (scaled up when it exists)."""
+    core = client.CoreV1Api(kube)
+    if owner == "pods":
+        for i in range(start, start + n):
+            tpl = example.pod_template(None, cpu="1", app=group)
+            tpl["metadata"].update(name=f"{group}-{i}", annotations=_annotated(via, group))
+            core.create_namespaced_pod(namespace, {"apiVersion": "v1", "kind": "Pod", **tpl})
+        return
+    apps = client.AppsV1Api(kube)
+    if start:
+        apps.patch_namespaced_replica_set_scale(group, namespace, {"spec": {"replicas": start + n}})
+        return
+    rs = example.replica_set(group, n, namespace=namespace, group=None, cpu="1")
+    rs["spec"]["template"]["metadata"]["annotations"] = _annotated(via, group)
+    apps.create_namespaced_replica_set(namespace, rs)
+
+
+def _members(kube, namespace: str, group: str) -> list[client.V1Pod]:
+    return group_pods(kube, namespace, group, deleting=False)
+
+
+@pytest.mark.parametrize("owner", ["pods", "replicaset"])
+@pytest.mark.parametrize("via", ["webhook", "policy"])
+def test_member_labelled_by_a_later_mutator_is_gated_and_released_with_its_gang(stack, kube, namespace, only_nodes,
+                                                                                labeller, via, owner):
+    """minMember 3; 2 members first, labelled late (by the second webhook, or by the policy on
+    reinvocation): both gated at creation and kept gated while the group waits; the third arrives:
+    the gang is released whole."""
+    only_nodes(1, **NODE8)
+    create_pod_group(kube, example.pod_group("g", 3, namespace=namespace, timeout_seconds=None))
+    _create(kube, namespace, owner, via, "g", 2)
+    two = wait_for(lambda: len(ms := _members(kube, namespace, "g")) == 2 and ms, 30, what="2 labelled members")
+    for p in two:
+        assert p.metadata.labels[POD_GROUP_LABEL] == "g", p.metadata.labels  # the other mutator labelled it
+        assert gated(p), f"{p.metadata.name} was not gated: {p.spec.scheduling_gates}"
+        if via == "policy":
+            assert GANG_FROM_WEBHOOK in p.metadata.annotations  # the label came on reinvocation
+    wait_for(lambda: (c := condition(status(kube, namespace, "g"), "Released")) and c["reason"] == "WaitingForMembers"
+             and "2 of 3" in c["message"], 15, what="Released=False WaitingForMembers 2 of 3")
+    time.sleep(2)
+    ms = _members(kube, namespace, "g")
+    assert all(gated(p) and not bound(p) for p in ms), [(p.metadata.name, p.spec.node_name) for p in ms]
+    st = status(kube, namespace, "g")
+    assert st.get("phase", "Pending") == "Pending" and not st.get("scheduled"), st
+    _create(kube, namespace, owner, via, "g", 1, start=2)
+    wait_for(lambda: len(ms := _members(kube, namespace, "g")) == 3 and all(bound(p) for p in ms), 30,
+             what="all 3 members bound")
+    st = wait_for(lambda: (s := status(kube, namespace, "g")).get("scheduled") == 3 and s, 15, what="scheduled 3")
+    assert st["phase"] in ("Scheduled", "Running"), st
+    released = condition(st, "Released")
+    assert released["status"] == "True", released
+    assert all(p.metadata.generation >= 2 for p in _members(kube, namespace, "g"))  # released by cogate
+    disrupted = condition(st, "Disrupted")
+    assert disrupted is None or disrupted["reason"] != "UngatedWithoutRelease", disrupted
+
+
+@pytest.mark.parametrize("released_first", [False, True], ids=["never-released", "released-group"])
+def test_never_gated_member_is_reported_with_the_fix(stack, kube, namespace, only_nodes, labeller, released_first):
+    """With cogate's old registration the late label is never seen: the members go to kube-scheduler
+    ungated. The controller names them on the PodGroup (never released: both late members; released:
+    the late member beside two members cogate released)."""
+    only_nodes(1, **NODE8)
+    core = client.CoreV1Api(kube)
+    create_pod_group(kube, example.pod_group("g", 2, namespace=namespace, timeout_seconds=None))
+    if released_first:
+        for i in range(2):  # labelled at creation: gated and released as a gang
+            tpl = example.pod_template("g", cpu="1", app="g")
+            tpl["metadata"]["name"] = f"g-{i}"
+            core.create_namespaced_pod(namespace, {"apiVersion": "v1", "kind": "Pod", **tpl})
+        wait_for(lambda: status(kube, namespace, "g").get("scheduled") == 2, 30, what="gang released")
+    _registration_before(stack)
+    try:
+        time.sleep(2)
+        late = ["late-0"] if released_first else ["late-0", "late-1"]
+        for name in late:
+            tpl = example.pod_template(None, cpu="1", app="g")
+            tpl["metadata"].update(name=name, annotations={GANG: "g"})
+            created = core.create_namespaced_pod(namespace, {"apiVersion": "v1", "kind": "Pod", **tpl})
+            assert created.metadata.labels[POD_GROUP_LABEL] == "g" and not gated(created), created.spec
+        wait_for(lambda: all(bound(core.read_namespaced_pod(n, namespace)) for n in late), 30,
+                 what="late members bound without a release")
+        cond = wait_for(lambda: (c := condition(status(kube, namespace, "g"), "Disrupted")) and c["status"] == "True"
+                        and c, 15, what="Disrupted=True")
+        assert cond["reason"] == "UngatedWithoutRelease", cond
+        assert all(n in cond["message"] for n in late) and "were never gated" in cond["message"], cond
+        assert "g-0" not in cond["message"] and "g-1" not in cond["message"], cond
+        warnings = wait_for(lambda: [e for e in events_for(kube, namespace, "g") if e.reason == "UngatedWithoutRelease"],
+                            10, what="UngatedWithoutRelease event")
+        assert all(e.type == "Warning" for e in warnings)
+        assert any(all(n in e.message for n in late) and "webhook.lateLabels.enabled=true" in e.message
+                   and "reinvocationPolicy IfNeeded" in e.message for e in warnings), [e.message for e in warnings]
+        st = status(kube, namespace, "g")
+        assert st.get("scheduled") == (3 if released_first else 2), st  # counted as the members they are
+    finally:
+        _registration_now(stack)
+    # the late members go: the report ends (a released gang that keeps minMember placed: Disrupted=False)
+    for name in late:
+        core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+    wait_for(lambda: (c := condition(status(kube, namespace, "g"), "Disrupted")) and c["reason"] != "UngatedWithoutRelease",
+             30, what="UngatedWithoutRelease no longer reported once the never-gated members are gone")
+    if released_first:
+        wait_for(lambda: condition(status(kube, namespace, "g"), "Disrupted")["status"] == "False", 30,
+                 what="Disrupted=False: minMember still placed")

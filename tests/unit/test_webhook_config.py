@@ -1,0 +1,83 @@
+"""webhook/config.py: the registration rules of docs/semantics.md (Admission), in particular the
+entries that make admission see the final labels (reinvocation, the late-label entry)."""
+
+from __future__ import annotations
+
+import pytest
+
+from cogate.api import POD_GROUP_LABEL
+from cogate.webhook import config
+from cogate.webhook.admission import Outcome, evaluate
+
+CLIENT = {"url": "https://127.0.0.1:9443/mutate", "caBundle": "eA=="}
+
+
+def hooks(**kw):
+    return {h["name"]: h for h in config.webhook_configuration(CLIENT, **kw)["webhooks"]}
+
+
+def test_every_entry_is_reinvoked_when_a_later_mutator_changes_the_pod():
+    for hook in hooks().values():
+        assert hook["reinvocationPolicy"] == "IfNeeded", hook["name"]
+
+
+@pytest.mark.parametrize("late,names", [
+    ("Ignore", [config.WEBHOOK_NAME, config.LATE_WEBHOOK_NAME]),
+    ("Fail", [config.WEBHOOK_NAME, config.LATE_WEBHOOK_NAME]),
+    (None, [config.WEBHOOK_NAME]),
+])
+def test_late_label_entry_has_no_label_selector_and_its_own_failure_policy(late, names):
+    got = hooks(late_labels=late)
+    assert list(got) == names
+    first = got[config.WEBHOOK_NAME]
+    assert first["objectSelector"] == {"matchExpressions": [{"key": POD_GROUP_LABEL, "operator": "Exists"}]}
+    assert first["failurePolicy"] == "Fail"  # labelled at creation: never skips the gate
+    if late is None:
+        return
+    second = got[config.LATE_WEBHOOK_NAME]
+    # The API server skips a webhook whose objectSelector (or matchConditions) does not match the
+    # pod as it is then, and never calls it for the first time on reinvocation: no selector at all.
+    assert "objectSelector" not in second and "matchConditions" not in second
+    assert second["failurePolicy"] == late
+    for key in ("rules", "namespaceSelector", "clientConfig", "sideEffects", "timeoutSeconds", "matchPolicy",
+                "admissionReviewVersions"):
+        assert second[key] == first[key], key
+
+
+@pytest.mark.parametrize("excluded", [("kube-system",), ("kube-system", "cogate-system", "monitoring")])
+def test_late_label_entry_skips_the_same_namespaces(excluded):
+    got = hooks(excluded_namespaces=excluded)
+    for hook in got.values():
+        (expr,) = hook["namespaceSelector"]["matchExpressions"]
+        assert expr == {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": list(excluded)}
+
+
+@pytest.mark.parametrize("bad", ["ignore", "", "Never", 1])
+def test_late_labels_refuses_other_failure_policies(bad):
+    with pytest.raises(ValueError, match="late_labels"):
+        config.webhook_configuration(CLIENT, late_labels=bad)
+
+
+def _review(labels, gates=None, uid="u1"):
+    spec = {"containers": [{"name": "c", "image": "x"}]}
+    if gates is not None:
+        spec["schedulingGates"] = [{"name": g} for g in gates]
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {"uid": uid, "operation": "CREATE", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                        "namespace": "ns", "object": {"metadata": {"name": "p", "labels": labels}, "spec": spec}}}
+
+
+@pytest.mark.parametrize("labels,gates,outcome,patched", [
+    # first call (the late entry sees every pod): no label yet -> unchanged
+    ({"app": "x"}, None, Outcome.IGNORED, False),
+    ({}, [], Outcome.IGNORED, False),
+    # reinvocation after another mutator added the label -> gated now
+    ({POD_GROUP_LABEL: "g"}, None, Outcome.GATED, True),
+    ({POD_GROUP_LABEL: "g", "app": "x"}, ["example.com/other"], Outcome.GATED, True),
+    # both entries call for a pod labelled at creation: the second call adds nothing
+    ({POD_GROUP_LABEL: "g"}, ["scheduling.x-k8s.io/pod-group"], Outcome.ALREADY_GATED, False),
+])
+def test_the_decision_is_safe_to_call_for_every_pod_and_again(labels, gates, outcome, patched):
+    got = evaluate(_review(labels, gates))
+    assert got.outcome is outcome
+    assert (got.patch is not None) is patched
