@@ -23,10 +23,10 @@ import time
 from pathlib import Path
 
 try:
-    from cogate.localcluster.build import cache_dir
+    from cogate.localcluster.build import build_lock, cache_dir
 except ImportError:  # pragma: no cover - run from a checkout without install
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from localcluster.build import cache_dir  # type: ignore
+    from localcluster.build import build_lock, cache_dir  # type: ignore
 
 #: The source snapshot: ``$COGATE_COSCHEDULING_SRC``, else ``shared/third_party/scheduler-plugins-v0.34.7``
 #: beside the repository (kubernetes-sigs/scheduler-plugins at tag v0.34.7; see its README there).
@@ -49,17 +49,25 @@ def bin_dir(src: Path) -> Path:
     return cache_dir() / "bin" / f"scheduler-plugins-{version}-{digest}"
 
 
-def ensure_built(src: Path = DEFAULT_SRC, log=sys.stderr) -> dict[str, Path]:
-    """Build the scheduler and the PodGroup controller if missing; returns name -> path.
+def ensure_built(src: Path = DEFAULT_SRC, log=sys.stderr, names: tuple[str, ...] = tuple(BINARIES)) -> dict[str, Path]:
+    """Build the binaries ``names`` (of :data:`BINARIES`: the scheduler and the PodGroup
+    controller) if missing, one build at a time per snapshot (``build_lock``); returns name -> path.
 
-    Raises FileNotFoundError when ``src`` has no go.mod, RuntimeError when a build fails
-    (with the command and its output tail).
+    Raises FileNotFoundError when ``src`` has no go.mod, KeyError for a name not in BINARIES,
+    RuntimeError when a build fails (with the command and its output tail).
     """
     src = Path(src).resolve()
     if not (src / "go.mod").is_file():
         raise FileNotFoundError(f"{src} is not a scheduler-plugins source snapshot (no go.mod)")
     out = bin_dir(src)
-    paths = {name: out / name for name in BINARIES}
+    paths = {name: out / name for name in names if BINARIES[name]}
+    if all(p.is_file() for p in paths.values()):
+        return paths
+    with build_lock(out.name):
+        return _build(src, out, paths, log)
+
+
+def _build(src: Path, out: Path, paths: dict[str, Path], log) -> dict[str, Path]:
     missing = [n for n, p in paths.items() if not p.is_file()]
     if not missing:
         return paths

@@ -13,12 +13,11 @@ pods exist; cogate names it (Warning ``ForeignStatusWriter``), never takes that 
 
 from __future__ import annotations
 
-import hashlib
+import importlib
 import os
 import re
-import shutil
 import subprocess
-import tempfile
+import sys
 import time
 from pathlib import Path
 from typing import Iterator
@@ -28,7 +27,6 @@ from kubernetes import client
 
 from cogate.api import GROUP, PLURAL, VERSION
 from cogate.localcluster import example
-from cogate.localcluster.build import build_lock, cache_dir
 
 from .kube import bound, condition, create_pod_group, events_for, gated, group_pods, status, wait_for
 
@@ -84,25 +82,14 @@ def sp_crd(stack) -> Iterator[None]:
 
 
 def _sp_controller_binary() -> Path:
-    """scheduler-plugins v0.34.7's ``cmd/controller``, built once into the tool cache (its README's command;
-    the directory bench/schedplugins.py uses for the same snapshot)."""
-    digest = hashlib.sha256((SP / "go.mod").read_bytes() + b"v0.34.7").hexdigest()[:12]
-    out = cache_dir() / "bin" / f"scheduler-plugins-v0.34.7-{digest}" / "controller"
-    if out.is_file():
-        return out
-    with build_lock("scheduler-plugins-controller"):
-        if out.is_file():
-            return out
-        with tempfile.TemporaryDirectory(prefix="sp-build-") as tmp:
-            src = Path(tmp) / "src"
-            shutil.copytree(SP, src, ignore=shutil.ignore_patterns("bin"))
-            for p in src.rglob("*"):
-                p.chmod(0o755 if p.is_dir() else 0o644)
-            out.parent.mkdir(parents=True, exist_ok=True)
-            env = dict(os.environ, CGO_ENABLED="0", GOTOOLCHAIN="local", GOFLAGS="-mod=mod")
-            subprocess.run(["go", "build", "-trimpath", "-o", str(out), "./cmd/controller"], cwd=src, env=env,
-                           check=True, capture_output=True, timeout=1800)
-    return out
+    """scheduler-plugins v0.34.7's ``cmd/controller``, built once into the tool cache by the same
+    builder as the side-by-side benchmark (``bench/schedplugins.py`` ``ensure_built``)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    try:
+        schedplugins = importlib.import_module("schedplugins")
+    finally:
+        sys.path.pop(0)
+    return schedplugins.ensure_built(SP, names=("controller",))["controller"]
 
 
 @pytest.fixture
