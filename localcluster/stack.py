@@ -126,7 +126,7 @@ class CogateStack:
         config = webhook_configuration({
             "url": f"https://127.0.0.1:{self.webhook_port}/mutate",
             "caBundle": base64.b64encode(ca_pem).decode(),
-        })
+        }, gate_name=self.gate_name)
         path = self.workdir / "webhook-configuration.yaml"
         path.write_text(yaml.safe_dump(config))
         self.cluster.kubectl("apply", "-f", str(path))

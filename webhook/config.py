@@ -25,14 +25,17 @@ One place for the registration rules of docs/semantics.md (the chart template
   the pod. Its ``failurePolicy`` is ``late_labels`` (default ``Ignore``: while the webhook is
   down, pods without the label at creation are not held up cluster-wide; a pod labelled late
   in that window is reported by the controller, reason ``UngatedWithoutRelease``). The first
-  entry keeps ``failurePolicy: Fail`` for pods labelled at creation.
+  entry keeps ``failurePolicy: Fail`` for pods labelled at creation. Its ``matchConditions``
+  (:func:`not_gated_expression`) skip a pod that already carries cogate's gate, which the first
+  entry gave every pod labelled at creation (entries of one configuration are called in order,
+  each on the object as the earlier ones left it), so such a pod costs one webhook call, not two.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from cogate.api import POD_GROUP_LABEL
+from cogate.api import DEFAULT_GATE_NAME, POD_GROUP_LABEL
 
 WEBHOOK_NAME = "pod-group-gate.scheduling.x-k8s.io"
 #: The entry for labels added after cogate's webhook ran (no label objectSelector; module doc).
@@ -40,6 +43,15 @@ LATE_WEBHOOK_NAME = "late-pod-group-gate.scheduling.x-k8s.io"
 CONFIGURATION_NAME = "cogate"
 #: ``failurePolicy`` values (admissionregistration.k8s.io/v1).
 FAILURE_POLICIES = ("Fail", "Ignore")
+#: Name of the late entry's match condition (:func:`not_gated_expression`).
+NOT_GATED_CONDITION = "not-gated-yet"
+
+
+def not_gated_expression(gate_name: str = DEFAULT_GATE_NAME) -> str:
+    """CEL (``matchConditions[].expression``): the pod does not carry the scheduling gate
+    ``gate_name`` (a qualified name: no quote can occur in it)."""
+    return (f"!has(object.spec.schedulingGates) || "
+            f"!object.spec.schedulingGates.exists(g, g.name == '{gate_name}')")
 
 
 def webhook_configuration(
@@ -49,6 +61,7 @@ def webhook_configuration(
     excluded_namespaces: tuple[str, ...] = ("kube-system",),
     timeout_seconds: int = 5,
     late_labels: str | None = "Ignore",
+    gate_name: str = DEFAULT_GATE_NAME,
 ) -> dict[str, Any]:
     """Build the ``admissionregistration.k8s.io/v1`` MutatingWebhookConfiguration.
 
@@ -58,7 +71,8 @@ def webhook_configuration(
     ``late_labels``: the ``failurePolicy`` (``"Fail"`` or ``"Ignore"``) of the second entry
     :data:`LATE_WEBHOOK_NAME`, which gates pods labelled by a later mutator; ``None`` leaves
     it out (then such pods are never gated; the controller reports them). Raises
-    ``ValueError`` for another value.
+    ``ValueError`` for another value. ``gate_name``: the gate (``--gate-name``) the late entry's
+    match condition looks for.
     """
     if not 1 <= timeout_seconds <= 30:
         raise ValueError(f"timeoutSeconds must be between 1 and 30, got {timeout_seconds}")
@@ -99,5 +113,6 @@ def webhook_configuration(
     if late_labels is not None:
         late = dict(config["webhooks"][0], name=LATE_WEBHOOK_NAME, failurePolicy=late_labels)
         del late["objectSelector"]  # every pod: see the module doc
+        late["matchConditions"] = [{"name": NOT_GATED_CONDITION, "expression": not_gated_expression(gate_name)}]
         config["webhooks"].append(late)
     return config

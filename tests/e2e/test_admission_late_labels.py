@@ -250,3 +250,39 @@ def test_never_gated_member_is_reported_with_the_fix(stack, kube, namespace, onl
     if released_first:
         wait_for(lambda: condition(status(kube, namespace, "g"), "Disrupted")["status"] == "False", 30,
                  what="Disrupted=False: minMember still placed")
+
+
+def _webhook_requests(stack) -> dict[str, float]:
+    """``cogate_webhook_requests_total`` by outcome, from the webhook's /metrics."""
+    out: dict[str, float] = {}
+    for line in stack.metrics("webhook").splitlines():
+        if line.startswith("cogate_webhook_requests_total{"):
+            labels, value = line.rsplit(" ", 1)
+            out[labels.split('outcome="', 1)[1].split('"', 1)[0]] = float(value)
+    return out
+
+
+@pytest.mark.parametrize("labelled, plain", [(1, 0), (4, 2), (0, 3)])
+def test_a_pod_labelled_at_creation_costs_one_webhook_call(stack, kube, namespace, labelled, plain):
+    """The late-label entry's match condition skips a pod the first entry gated: ``labelled`` pods
+    labelled at creation are each gated by one call (no ``already_gated`` call from the late
+    entry), and ``plain`` pods without the label each get one call, from the late entry (allowed
+    unchanged, outcome ``ignored``)."""
+    _registration_now(stack)
+    core = client.CoreV1Api(kube)
+    before = _webhook_requests(stack)
+    for i in range(labelled):
+        tpl = example.pod_template("gang", cpu="100m", app="gang")
+        tpl["metadata"]["name"] = f"labelled-{i}"
+        core.create_namespaced_pod(namespace, {"apiVersion": "v1", "kind": "Pod", **tpl})
+    for i in range(plain):
+        tpl = example.pod_template(None, cpu="100m", app="plain")
+        tpl["metadata"]["name"] = f"plain-{i}"
+        core.create_namespaced_pod(namespace, {"apiVersion": "v1", "kind": "Pod", **tpl})
+    after = _webhook_requests(stack)
+    delta = {k: after.get(k, 0) - before.get(k, 0) for k in after}
+    assert delta.get("gated") == labelled and delta.get("already_gated") == 0, delta
+    assert delta.get("ignored") == plain, delta
+    assert sum(delta.values()) == labelled + plain, delta
+    pods = core.list_namespaced_pod(namespace).items
+    assert sorted(p.metadata.name for p in pods if gated(p)) == sorted(f"labelled-{i}" for i in range(labelled))

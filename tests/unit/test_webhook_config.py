@@ -36,8 +36,12 @@ def test_late_label_entry_has_no_label_selector_and_its_own_failure_policy(late,
         return
     second = got[config.LATE_WEBHOOK_NAME]
     # The API server skips a webhook whose objectSelector (or matchConditions) does not match the
-    # pod as it is then, and never calls it for the first time on reinvocation: no selector at all.
-    assert "objectSelector" not in second and "matchConditions" not in second
+    # pod as it is then, and never calls it for the first time on reinvocation: nothing selects on
+    # the label; the one match condition skips only pods already carrying cogate's gate.
+    assert "objectSelector" not in second
+    assert second["matchConditions"] == [{"name": config.NOT_GATED_CONDITION,
+                                          "expression": config.not_gated_expression()}]
+    assert "labels" not in second["matchConditions"][0]["expression"]
     assert second["failurePolicy"] == late
     for key in ("rules", "namespaceSelector", "clientConfig", "sideEffects", "timeoutSeconds", "matchPolicy",
                 "admissionReviewVersions"):
@@ -81,3 +85,13 @@ def test_the_decision_is_safe_to_call_for_every_pod_and_again(labels, gates, out
     got = evaluate(_review(labels, gates))
     assert got.outcome is outcome
     assert (got.patch is not None) is patched
+
+
+@pytest.mark.parametrize("gate", ["scheduling.x-k8s.io/pod-group", "example.com/gang", "gang"])
+def test_late_entry_skips_pods_carrying_the_configured_gate(gate):
+    """The late entry's match condition names the gate the webhook adds (``--gate-name``), so a pod
+    the first entry gated costs no second call, whatever the gate is called."""
+    late = hooks(gate_name=gate)[config.LATE_WEBHOOK_NAME]
+    expression = late["matchConditions"][0]["expression"]
+    assert expression == config.not_gated_expression(gate)
+    assert f"g.name == '{gate}'" in expression and expression.startswith("!has(object.spec.schedulingGates) || ")
