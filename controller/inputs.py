@@ -82,7 +82,8 @@ def build_group_requests(groups: Iterable[GroupObject], members: Mapping[tuple[s
         ms = tuple(members.get(g.key, ()))
         created = parse_time(pg.metadata.creationTimestamp) if pg.metadata.creationTimestamp else 0.0
         out.append(GroupRequest(namespace=pg.metadata.namespace, name=pg.metadata.name, min_member=pg.spec.minMember,
-                                created=created, released=status_mod.release_stands(pg.status, ms, gate),
+                                created=created, released=status_mod.release_stands(pg.status, ms, gate,
+                                                                                       min_member=pg.spec.minMember),
                                 members=ms))
     return out
 

@@ -11,6 +11,7 @@ judgement (deletes, evictions, PodDisruptionBudgets, events). Rules (docs/semant
 - :func:`departures`: members that left a released group since the last pass, with the cause
   (the pod's ``DisruptionTarget`` reason where present);
 - :func:`ungated_without_release`: members that run although cogate never released their group;
+- :func:`adopted`: members released under an earlier PodGroup of the same name (taken over quietly);
 - :func:`fell_below_quorum`: a group that reached minMember and lost it (the opt-in
   ``--evict-below-quorum`` policy);
 - :func:`pdb_manifest`, :func:`pdb_action`: the opt-in PodDisruptionBudget per running group;
@@ -41,7 +42,7 @@ from cogate.controller.capacity import pinned_node_problems
 from cogate.controller.verdicts import GroupRequest, Outcome
 from cogate.controller.records import NodeInfo, PodInfo
 from cogate.controller.status import count_members
-from cogate.models import PodGroup, PodGroupStatus
+from cogate.models import PodGroup, PodGroupStatus, parse_time
 
 __all__ = [
     "CONDITION_PLANNED_NODES_USABLE",
@@ -58,6 +59,7 @@ __all__ = [
     "departures",
     "cause_of",
     "ungated_without_release",
+    "adopted",
     "fell_below_quorum",
     "Findings",
     "lifecycle_conditions",
@@ -202,11 +204,28 @@ def departures(previous: Mapping[str, tuple[PodInfo, tuple[str, str]]], current:
 def ungated_without_release(pg: PodGroup, members: Sequence[PodInfo], gate: str) -> list[PodInfo]:
     """Members of a group cogate never released (no ``scheduleStartTime`` in status) that carry
     no gate of ours and are bound or waiting for kube-scheduler: someone removed the gate by
-    hand, or the pod was created with ``spec.nodeName`` or before the webhook ran."""
+    hand, or the pod was created with ``spec.nodeName`` or before the webhook ran. Members
+    :func:`adopted` from an earlier PodGroup of the same name are not among them."""
     if pg.status.scheduleStartTime:
         return []
+    old = {m.uid for m in adopted(pg, members, gate)}
     return [m for m in members if not m.gated_by(gate) and not m.terminal and not m.deleting
-            and not (m.gates and not m.bound)]
+            and not (m.gates and not m.bound) and m.uid not in old]
+
+
+def adopted(pg: PodGroup, members: Sequence[PodInfo], gate: str) -> list[PodInfo]:
+    """Members a PodGroup takes over quietly: created before the PodGroup itself
+    (``metadata.creationTimestamp``, whole seconds: strictly earlier), carrying no gate of ours,
+    not terminal, not being deleted. A member the webhook gated loses that gate only by a
+    release, so such a member was released under an earlier PodGroup of the same name (deleted
+    and made again: a new uid, an operator recreating its PodGroup) or before cogate knew the
+    group; it counts toward the new PodGroup's gang like any placed member and is never
+    reported ``UngatedWithoutRelease``. ``[]`` when the PodGroup has no creation time."""
+    created = pg.metadata.creationTimestamp
+    if not created:
+        return []
+    t0 = parse_time(created)
+    return [m for m in members if m.created < t0 and not m.gated_by(gate) and not m.terminal and not m.deleting]
 
 
 def fell_below_quorum(pg: PodGroup, members: Sequence[PodInfo]) -> bool:

@@ -70,7 +70,9 @@ Membership accounting for a group:
   ``WaitingForMembers``; so is a group whose bound + plannable members are
   fewer than ``min_member`` because others are held by other scheduling gates
   (or pending ungated without a node: the scheduler is already on them).
-* bound = members bound to a node (not Failed) or Succeeded.
+* bound = members bound to a node (not Failed) or Succeeded. Succeeded members count only for a
+  released group (its finished work); a gang decision (an unreleased group) leaves them out:
+  they cannot run again (:func:`cogate.controller.status.release_stands`).
 * gated = unbound members carrying our gate. Only those whose *only* gate is
   ours are planned; members that also carry other gates are ungated on release
   (node ``''``) but do not count, and members gated only by other gates are not
@@ -164,6 +166,8 @@ class Members:
 def _classify(group: GroupRequest, gate: str) -> Members:
     r = Members()
     for m in sorted(group.members, key=lambda p: (p.created, p.name, p.uid)):
+        if m.phase == "Succeeded" and not group.released:
+            continue  # cannot run again: never part of a new gang (docs/semantics.md "Generations")
         if m.phase != "Failed":
             r.present.append(m)
         if (m.bound and m.phase != "Failed") or m.phase == "Succeeded":

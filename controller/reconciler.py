@@ -352,7 +352,7 @@ class Reconciler:
         if retry is not None:
             deadlines.append(retry)
         for g in groups.values():
-            d = status_mod.timeout_deadline(g.pg)
+            d = status_mod.timeout_deadline(g.pg, self.memory.recall(g.uid).binding)
             if d is not None and d > now:
                 deadlines.append(d)
         return self._monotonic() + (min(deadlines) - now) + WAKE_MARGIN if deadlines else None
@@ -391,8 +391,8 @@ class Reconciler:
         after-release conditions; a fresh release that releases nothing is not recorded as one."""
         nothing = Outcome(verdict.outcome) is Outcome.RELEASED and bool(verdict.release) and not release
         status_verdict = None if nothing else verdict
-        new_status, memory.ended = status_mod.compute(g.pg, request.members, status_verdict, now,
-                                                      self.config.gate_name, memory.ended)
+        new_status, memory.ended, memory.binding = status_mod.compute_all(
+            g.pg, request.members, status_verdict, now, self.config.gate_name, memory.ended, memory.binding)
         return lifecycle.lifecycle_conditions(
             new_status, g.pg.status, g.pg, request.members, status_verdict.outcome if status_verdict else None,
             verdict.message, findings, now)
