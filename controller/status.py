@@ -137,6 +137,7 @@ class Counts(NamedTuple):
     failed: int
     gone_succeeded: int = 0  #: members that ended Succeeded during the release and are gone (deleted)
     gone_failed: int = 0  #: members that ended Failed during the release and are gone
+    bound_succeeded: int = 0  #: bound members that are Succeeded (placed, but never part of a new gang)
 
     @property
     def total_succeeded(self) -> int:
@@ -211,19 +212,20 @@ def count_members(pg: PodGroup, members: Sequence[PodInfo]) -> Counts:
     Pods that are deleting, in another namespace or labelled for another group are
     ignored (the membership rule: :func:`cogate.controller.records.member_key`).
     """
-    n = bound = placed = active = running = succeeded = failed = 0
+    n = bound = placed = active = running = succeeded = failed = bound_succeeded = 0
     for p in _live(pg, members):
         n += 1
         phase = p.phase
         if p.bound:
             bound += 1
             placed += phase != "Failed"
+            bound_succeeded += phase == "Succeeded"
         if phase not in TERMINAL_PHASES:
             active += 1
         running += phase == "Running"
         succeeded += phase == "Succeeded"
         failed += phase == "Failed"
-    return Counts(n, bound, placed, active, running, succeeded, failed)
+    return Counts(n, bound, placed, active, running, succeeded, failed, bound_succeeded=bound_succeeded)
 
 
 def decide_phase(min_member: int, c: Counts, released: bool, previous: str | None = None) -> str:
@@ -231,8 +233,9 @@ def decide_phase(min_member: int, c: Counts, released: bool, previous: str | Non
 
     ``previous`` is the phase currently in status: Finished/Failed are kept while no
     member is active, and Finished also while the group is not released (members that
-    joined a finished group wait gated for a new gang release). Raises ``ValueError`` if
-    ``min_member < 1``.
+    joined a finished group wait gated for a new gang release). A group not ``released``
+    (being decided) does not count Succeeded members toward Running or Scheduled: they are no
+    part of the gang being decided. Raises ``ValueError`` if ``min_member < 1``.
     """
     if min_member < 1:
         raise ValueError(f"spec.minMember must be >= 1, got {min_member}")
@@ -243,6 +246,8 @@ def decide_phase(min_member: int, c: Counts, released: bool, previous: str | Non
         return previous
     if c.total_succeeded >= m and c.active == 0:
         return "Finished"
+    if not released:  # Succeeded members are no part of a gang being decided (docs/semantics.md "Generations")
+        c = c._replace(succeeded=0, gone_succeeded=0, placed=c.placed - c.bound_succeeded)
     if c.failed > 0 and c.members - c.failed < m:
         return "Failed"
     if c.running > 0 and c.running + c.total_succeeded >= m:

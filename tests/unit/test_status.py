@@ -168,12 +168,14 @@ def test_phase_invariants(m, spec, released):
         assert c.succeeded >= m and c.active == 0
     if phase == "Failed":
         assert c.failed > 0 and c.members - c.failed < m
+    done = c.succeeded if released else 0  # a gang being decided does not count Succeeded members
+    placed = c.placed if released else c.placed - c.bound_succeeded
     if phase == "Running":
-        assert c.running + c.succeeded >= m
+        assert c.running + done >= m
     if phase == "Scheduled":
-        assert c.placed >= m and (c.running + c.succeeded < m or c.running == 0)
+        assert placed >= m and (c.running + done < m or c.running == 0)
     if phase == "Pending":
-        assert not released and c.placed < m
+        assert not released and c.placed - c.bound_succeeded < m  # Succeeded: no part of a new gang
     if c.placed < m and c.failed == 0 and not released:
         assert phase == "Pending"
     assert c.placed == c.bound - c.failed  # every Failed member here is bound
