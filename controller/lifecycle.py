@@ -261,8 +261,14 @@ def lost_message(lost: Sequence[Departure], pg: PodGroup, members: Sequence[PodI
     """"member k-1 left the released group: preempted by kube-scheduler (...); 1 of minMember 2 placed"."""
     what = "; ".join(f"member {d.member.name} left the released group: {d.cause}" for d in lost[:5])
     more = f"; and {len(lost) - 5} more" if len(lost) > 5 else ""
-    placed = count_members(pg, members).placed
-    return f"{what}{more}; {placed} of minMember {pg.spec.minMember} placed"
+    return f"{what}{more}; {_placed(pg, members)} of minMember {pg.spec.minMember} placed"
+
+
+def _placed(pg: PodGroup, members: Sequence[PodInfo]) -> int:
+    """Members placed and still to run (bound, neither Failed nor Succeeded): a Succeeded member
+    does not make a gang that lost members whole again (docs/semantics.md "Generations")."""
+    c = count_members(pg, members)
+    return c.placed - c.bound_succeeded
 
 
 def runners_message(runners: Sequence[PodInfo]) -> str:
@@ -293,7 +299,7 @@ def lifecycle_conditions(status: PodGroupStatus, old: PodGroupStatus, pg: PodGro
     conds = cond_mod.ConditionSet(status.conditions, now, pg.metadata.generation)
     outcome = Outcome(verdict_outcome) if verdict_outcome else None
     m = pg.spec.minMember
-    placed = count_members(pg, members).placed
+    placed = _placed(pg, members)
     cond_mod.write_planned_nodes_usable(conds, stuck=findings.stuck, placed=placed, min_member=m)
     cond_mod.write_release_accepted(conds, refused=findings.refused, releases=outcome is not None and outcome.releases)
     cond_mod.write_disrupted(conds, quorum_evicted=findings.quorum_evicted,

@@ -266,11 +266,18 @@ def holds_place(m: PodInfo, gate: str = DEFAULT_GATE_NAME) -> bool:
     return not m.gated_by(gate) and not m.terminal and not m.deleting
 
 
-def generation_quorum(members: Sequence[PodInfo], gate: str = DEFAULT_GATE_NAME) -> int:
+def generation_quorum(members: Sequence[PodInfo], gate: str = DEFAULT_GATE_NAME, start: str | None = None) -> int:
     """The members that keep a standing release's quorum: those that hold a place in it
-    (:func:`holds_place`) plus the Succeeded members that still exist (their share of the
-    release's work is done: a Job's finished pods keep its waves in one release)."""
-    return sum(1 for m in members if holds_place(m, gate) or m.phase == "Succeeded")
+    (:func:`holds_place`), the Succeeded members that still exist (their share of the release's
+    work is done: a Job's finished pods keep its waves in one release) and, with the release's
+    ``start`` (``scheduleStartTime``), the gated members created no later than it: the release
+    planned them and has not reached them yet (a controller restarted mid-release) or they wait
+    for room beyond minMember. A gated member created after the release is new (a replacement,
+    a recreated pod) and does not keep it."""
+    t0 = parse_time(start) if start else None
+    return sum(1 for m in members
+               if holds_place(m, gate) or m.phase == "Succeeded"
+               or (t0 is not None and m.gated_by(gate) and not m.bound and not m.terminal and m.created <= t0))
 
 
 def release_end(status: PodGroupStatus, members: Sequence[PodInfo], min_member: int,
@@ -284,8 +291,9 @@ def release_end(status: PodGroupStatus, members: Sequence[PodInfo], min_member: 
     - members left it without finishing (``Disrupted=True`` reason ``MemberLost``: deleted,
       evicted, preempted, failed) and fewer than ``min_member`` hold a place (:func:`holds_place`);
     - fewer than ``min_member`` keep its quorum (:func:`generation_quorum`: members that hold a
-      place plus Succeeded members that still exist): all or most of the gang is gone (scale to
-      0, Job suspend, pods recreated by an operator, a drain) or its finished pods were deleted.
+      place, Succeeded members that still exist, gated members the release has not reached yet):
+      all or most of the gang is gone (scale to 0, Job suspend, pods recreated by an operator, a
+      drain) or its finished pods were deleted.
 
     ``members``: the group's live members.
     """
@@ -303,7 +311,7 @@ def release_end(status: PodGroupStatus, members: Sequence[PodInfo], min_member: 
     placed = sum(1 for m in members if holds_place(m, gate))
     if broken and disrupted.reason == REASON_MEMBER_LOST and placed < min_member:
         return f"members left it and {placed} of minMember {min_member} hold a place"
-    quorum = generation_quorum(members, gate)
+    quorum = generation_quorum(members, gate, status.scheduleStartTime)
     if quorum < min_member:
         return f"{quorum} of minMember {min_member} members are left of it"
     return ""

@@ -35,7 +35,8 @@ START = format_time(T0)
 
 #: shorthand -> (node_name, phase, gated)
 STATES = {
-    "G": ("", "Pending", True),     # gated (recreated, replacement, new)
+    "G": ("", "Pending", True),     # gated, created after the release (recreated, replacement, new)
+    "W": ("", "Pending", True),     # gated, created before the release: not reached yet, or waiting for room
     "U": ("", "Pending", False),    # released, waiting for kube-scheduler to bind it
     "B": ("n1", "Pending", False),  # bound
     "R": ("n1", "Running", False),
@@ -44,8 +45,10 @@ STATES = {
 }
 
 
-def member(state: str, i: int = 0, created: float = T0 - 3600) -> PodInfo:
+def member(state: str, i: int = 0, created: float | None = None) -> PodInfo:
     node, phase, gated = STATES[state]
+    if created is None:
+        created = T0 + 60 if state == "G" else T0 - 3600
     return PodInfo(namespace=NS, name=f"{NAME}-{i}", uid=f"uid-{NAME}-{i}-{state}", labels={POD_GROUP_LABEL: NAME},
                    node_name=node, phase=phase, gates=(GATE,) if gated else (), created=created,
                    requests={"cpu": 1000}, has_controller=True)
@@ -100,6 +103,10 @@ def released(phase: str = "Running", *conds: dict) -> dict:
     ("Job: tail after two waves", 3, released("Finished"), "SSSSSSG", True, ""),
     ("finished pods deleted, new run", 3, released("Finished"), "GGG", False, "0 of minMember 3 members are left"),
     ("nothing came back gated", 4, released("Running", LOST), "RR", True, "members left it"),
+    # gated members the release planned: a controller restarted mid-release, members beyond minMember
+    ("restart mid-release", 4, released("Scheduling"), "UUWW", True, ""),
+    ("waiting beyond minMember", 3, released("Running"), "RRRWWW", True, ""),
+    ("waiting, one lost", 3, released("Running", LOST), "RRWWW", False, "members left it and 2 of minMember 3"),
     # ended for the reasons of before
     ("timed out", 3, released("Scheduling", TIMED_OUT), "BGG", False, "it timed out"),
     ("failed", 2, released("Failed"), "RFG", False, "lost through failures"),
@@ -113,18 +120,19 @@ def test_when_a_release_stands(what, m, status, spec, stands, why):
     assert (why in end if why else end == ""), (what, end)
 
 
-@given(st.integers(1, 6), st.text("GUBRSF", max_size=10), st.booleans())
+@given(st.integers(1, 6), st.text("GWUBRSF", max_size=10), st.booleans())
 def test_a_release_stands_exactly_while_its_quorum_holds_or_nothing_waits_gated(m, spec, lost):
     """Property: with no timeout/failure/eviction recorded, the release stands iff
-    ``holding + Succeeded >= m`` (and, after a recorded loss, ``holding >= m``) or no member
-    waits gated."""
+    ``holding + Succeeded + gated ones it planned >= m`` (and, after a recorded loss,
+    ``holding >= m``) or no member waits gated."""
     ms = members(spec)
     status = released("Running", LOST) if lost else released("Running")
     holding = sum(s in "UBR" for s in spec)
-    quorum = holding + spec.count("S")
-    assert generation_quorum(ms, GATE) == quorum
+    quorum = holding + spec.count("S") + spec.count("W")
+    assert generation_quorum(ms, GATE, START) == quorum
     ok = quorum >= m and (holding >= m or not lost)
-    assert release_stands(podgroup(m, status).status, ms, GATE, min_member=m) is (ok or "G" not in spec)
+    waits = "G" in spec or "W" in spec
+    assert release_stands(podgroup(m, status).status, ms, GATE, min_member=m) is (ok or not waits)
 
 
 # ------------------------------------------------------------------ the recreated gang is never partly running

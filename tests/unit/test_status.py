@@ -45,9 +45,11 @@ STATES = {
 
 def member(state: str, i: int = 0, *, ns: str = NS, group: str = NAME, deleting: bool = False) -> PodInfo:
     node, phase = STATES[state]
+    # a gated member is one created after the release (RELEASED's scheduleStartTime, T0): a new
+    # member, a replacement, a recreated pod; the others were there before it
     return PodInfo(namespace=ns, name=f"{group}-{i}", uid=f"uid-{group}-{i}", labels={POD_GROUP_LABEL: group},
                    node_name=node, phase=phase, gates=("scheduling.x-k8s.io/pod-group",) if state == "G" else (),
-                   deleting=deleting)
+                   deleting=deleting, created=T0 + 1 if state == "G" else T0 - 60)
 
 
 def members(spec: str) -> list[PodInfo]:
