@@ -281,7 +281,7 @@ def generation_quorum(members: Sequence[PodInfo], gate: str = DEFAULT_GATE_NAME,
 
 
 def release_end(status: PodGroupStatus, members: Sequence[PodInfo], min_member: int,
-                gate: str = DEFAULT_GATE_NAME) -> str:
+                gate: str = DEFAULT_GATE_NAME, lost: bool = False) -> str:
     """Why the release recorded in ``status`` has ended, in words ('' while it holds, or when no
     release is recorded). The first that holds (docs/semantics.md "Generations"):
 
@@ -295,7 +295,8 @@ def release_end(status: PodGroupStatus, members: Sequence[PodInfo], min_member: 
       all or most of the gang is gone (scale to 0, Job suspend, pods recreated by an operator, a
       drain) or its finished pods were deleted.
 
-    ``members``: the group's live members.
+    ``members``: the group's live members; ``lost``: members left it in this pass (not recorded
+    in ``Disrupted`` yet: the pass that sees a Job's pods deleted may also see its new ones).
     """
     if not status.scheduleStartTime or status.phase in (None, "Pending"):
         return ""
@@ -309,7 +310,7 @@ def release_end(status: PodGroupStatus, members: Sequence[PodInfo], min_member: 
     if broken and disrupted.reason == REASON_QUORUM_LOST:
         return "it fell below minMember and its remaining members were evicted"
     placed = sum(1 for m in members if holds_place(m, gate))
-    if broken and disrupted.reason == REASON_MEMBER_LOST and placed < min_member:
+    if (lost or (broken and disrupted.reason == REASON_MEMBER_LOST)) and placed < min_member:
         return f"members left it and {placed} of minMember {min_member} hold a place"
     quorum = generation_quorum(members, gate, status.scheduleStartTime)
     if quorum < min_member:
@@ -318,7 +319,7 @@ def release_end(status: PodGroupStatus, members: Sequence[PodInfo], min_member: 
 
 
 def release_stands(status: PodGroupStatus, members: Sequence[PodInfo] = (), gate: str = DEFAULT_GATE_NAME, *,
-                   min_member: int) -> bool:
+                   min_member: int, lost: bool = False) -> bool:
     """The status records a release that still stands (the planner's ``GroupRequest.released``).
 
     A release is recorded by ``scheduleStartTime`` with a phase other than Pending. It stops
@@ -332,11 +333,12 @@ def release_stands(status: PodGroupStatus, members: Sequence[PodInfo] = (), gate
     new members (replacements, a Job's next pods) are ungated as they appear (docs/semantics.md).
     A Finished release stands while its finished members exist (a Job's next wave joins it).
 
-    ``members``: the group's live members; ``min_member``: ``spec.minMember``.
+    ``members``: the group's live members; ``min_member``: ``spec.minMember``; ``lost``: members
+    left the release in this pass (:func:`release_end`).
     """
     if not status.scheduleStartTime or status.phase in (None, "Pending"):
         return False
-    if not release_end(status, members, min_member, gate):
+    if not release_end(status, members, min_member, gate, lost):
         return True
     return not any(m.gated_by(gate) and not m.bound for m in members)
 
@@ -419,13 +421,14 @@ class Computed(NamedTuple):
 
 
 def again_text(status: PodGroupStatus, members: Sequence[PodInfo], min_member: int,
-               gate: str = DEFAULT_GATE_NAME) -> str:
+               gate: str = DEFAULT_GATE_NAME, lost: bool = False) -> str:
     """What the ``Released`` condition of a group whose recorded release no longer stands says
     before the planner's message: "the release of <scheduleStartTime> ended (<why>): the gang is
     decided again as a whole, all or nothing"; '' when no release is recorded or it stands."""
-    if not status.scheduleStartTime or release_stands(status, members, gate, min_member=min_member):
+    if not status.scheduleStartTime or release_stands(status, members, gate, min_member=min_member, lost=lost):
         return ""
-    why = release_end(status, members, min_member, gate) or _end_after_pending(status, members, min_member, gate)
+    why = (release_end(status, members, min_member, gate, lost)
+           or _end_after_pending(status, members, min_member, gate))
     return f"the release of {status.scheduleStartTime} ended ({why}): the gang is decided again as a whole, " \
            "all or nothing"
 
@@ -463,7 +466,7 @@ def compute(pg: PodGroup, members: Sequence[PodInfo], verdict: _Verdict | None, 
 
 def compute_all(pg: PodGroup, members: Sequence[PodInfo], verdict: _Verdict | None, now: float,
                 gate: str = DEFAULT_GATE_NAME, ended: EndedMembers | None = None,
-                progress: BindProgress | None = None) -> Computed:
+                progress: BindProgress | None = None, lost: bool = False) -> Computed:
     """The status ``pg`` should have, from its live ``members`` and the planner's ``verdict``,
     and what to pass back next time: the members seen ended and the release's bind progress.
 
@@ -472,7 +475,8 @@ def compute_all(pg: PodGroup, members: Sequence[PodInfo], verdict: _Verdict | No
     ``scheduleStartTime`` on release, timeouts and new ``lastTransitionTime`` values.
     ``ended``/``progress``: what the previous call returned for this PodGroup (``None`` at first:
     the written counts are the base; the timeout window starts at the release, or now when
-    members are placed already). Conditions of other types already in status (written by
+    members are placed already). ``lost``: members left the release in this pass
+    (:func:`release_stands`). Conditions of other types already in status (written by
     someone else) are kept.
     """
     old = pg.status
@@ -481,7 +485,7 @@ def compute_all(pg: PodGroup, members: Sequence[PodInfo], verdict: _Verdict | No
     m = pg.spec.minMember
     outcome = Outcome(verdict.outcome) if verdict is not None else None
     message = (verdict.message or "") if verdict is not None else ""
-    stands = release_stands(old, members, gate, min_member=m)
+    stands = release_stands(old, members, gate, min_member=m, lost=lost)
     released = stands or (outcome is not None and outcome.releases)
     start = old.scheduleStartTime
     # A fresh release decision (also a re-release after a timeout or lost quorum) restarts the clock.
@@ -497,7 +501,7 @@ def compute_all(pg: PodGroup, members: Sequence[PodInfo], verdict: _Verdict | No
 
     conds = cond_mod.ConditionSet(old.conditions, now, pg.metadata.generation)
     cond_mod.write_released(conds, released=released, outcome=outcome, message=message, members=c.members,
-                            min_member=m, again=again_text(old, members, m, gate),
+                            min_member=m, again=again_text(old, members, m, gate, lost),
                             note=succeeded_note(members, released))
     cond_mod.write_fits_cluster(conds, outcome=outcome, message=message, min_member=m)
     # A recorded release that ended while never reaching minMember is still judged while members

@@ -363,3 +363,47 @@ def test_a_fresh_release_after_a_timeout_gets_a_full_window():
     c = done.status.condition("TimedOut")
     assert (c.status, c.reason) == ("False", "Released")
     assert timeout_deadline(podgroup(3, done.status.to_api(), timeout=5), done.progress) == T0 + 105
+
+
+# ------------------------------------------------------------------ the shell: a loss and new pods in one pass
+
+def test_pods_deleted_and_recreated_between_two_passes_are_decided_as_a_gang():
+    """A Job suspended and resumed between two passes (its 2 finished pods stay): the pass sees
+    the departures and the new gated pods at once; its planner input says the release no longer
+    stands, and the status says the gang is decided again (not a stale ``Released=True``)."""
+    from tests.builders import Harness, raw_pg, raw_pod, verdict
+
+    start = "2024-01-01T00:00:10Z"
+    old = [raw_pod(f"s{i}", gates=(), node="n1", phase="Succeeded", owner=True) for i in range(2)]
+    run_ = [raw_pod(f"r{i}", gates=(), node="n1", phase="Running", owner=True) for i in range(2)]
+    seen = []
+
+    def verdicts(groups):
+        (g,) = groups
+        seen.append(g.released)
+        if g.released:
+            return [verdict("AlreadyReleased", fits=4)]
+        return [verdict("InsufficientCapacity", fits=1, message="fits 1 of 2: cpu short by 1")]
+
+    h = Harness(old + run_, [raw_pg(min_member=2, status={"phase": "Running", "scheduleStartTime": start})],
+                verdicts)
+    h.run()
+    assert seen == [True]
+    for p in run_:
+        h.caches.members._handle_event({"type": "DELETED", "object": p})
+    for i in range(2):
+        h.caches.members.apply_local(raw_pod(f"new{i}", owner=True, created="2024-01-01T00:05:00Z"))
+    h.run()
+    assert seen == [True, False]
+    st = h.cluster.pgs["pg"]["status"]
+    rel = next(c for c in st["conditions"] if c["type"] == "Released")
+    assert (rel["status"], rel["reason"]) == ("False", "InsufficientCapacity")
+    assert rel["message"].startswith(f"the release of {start} ended (members left it and 0 of minMember 2 hold a "
+                                     "place): the gang is decided again")
+    assert rel["message"].endswith("fits 1 of 2: cpu short by 1; 2 Succeeded members not counted: a new gang needs "
+                                   "minMember members that can run")
+    dis = next(c for c in st["conditions"] if c["type"] == "Disrupted")
+    assert (dis["status"], dis["reason"]) == ("True", "MemberLost")
+    assert st["scheduleStartTime"] == start
+    h.run()  # the loss now recorded: still decided as a gang
+    assert seen == [True, False, False]
