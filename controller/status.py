@@ -26,10 +26,16 @@ deleted since (see "Counts" below).
 ====  ==========  =====================================================================
 
 The phase never moves backwards because pods were deleted: Finished and Failed are kept
-while no member is active (a Job's pods may be deleted after they end). A Finished group
-also stays Finished while members that joined later wait gated: its release is complete
-(:func:`release_stands`), so they form a new gang, and the phase is decided afresh only
-when that gang is released.
+while no member is active (a Job's pods may be deleted after they end). Members that join a
+Finished group join its release while its finished pods exist (:func:`release_stands`); after
+they were deleted they form a new gang, the group stays Finished while that gang waits gated,
+and the phase is decided afresh when it is released. A group not released (a gang being
+decided: :func:`release_end`) counts no Succeeded member toward Running or Scheduled.
+
+Generations (docs/semantics.md "Generations"): a release (``scheduleStartTime``) stands while
+its quorum holds (:func:`generation_quorum`: members that hold a place in it, Succeeded ones,
+gated ones it planned) and none of the ends of :func:`release_end` applies; once it ended and
+members come back gated the gang is decided again as a whole.
 
 Counts: ``scheduled`` and ``running`` count live members. ``succeeded`` and ``failed``
 count the members that ended so during the release (since ``scheduleStartTime``), deleted
