@@ -352,3 +352,47 @@ def test_a_gang_binding_longer_than_its_timeout_is_never_evicted(evicting_contro
     assert condition(st, "TimedOut")["status"] == "False", st
     reasons = [e.reason for e in events_for(kube, namespace, "big")]
     assert "Timeout" not in reasons, reasons
+
+
+@contextlib.contextmanager
+def scheduler_paused(stack):
+    proc = stack.cluster.procs["kube-scheduler"]
+    proc.signal(signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        proc.signal(signal.SIGCONT)
+
+
+@pytest.mark.parametrize("members,timeout", [(20, 2), (8, 1)])
+def test_a_stalled_gang_is_evicted_once_and_its_next_release_gets_a_full_window(evicting_controller, kube, namespace,
+                                                                                only_nodes, members, timeout):
+    """kube-scheduler paused past the timeout after half the gang bound: no progress, so the gang
+    times out and is evicted, once; the recreated gang is released again with a window of its
+    own and, the scheduler running again, binds whole: no second eviction."""
+    only_nodes(1, kwok_taint=False, cpu="64", memory="64Gi", pods=members * 3)
+    apps = client.AppsV1Api(kube)
+    create_pod_group(kube, example.pod_group("st", members, namespace=namespace, timeout_seconds=timeout))
+    with scheduler_paused(evicting_controller):
+        apps.create_namespaced_replica_set(namespace, example.replica_set("st", members, namespace=namespace,
+                                                                          group="st", cpu="100m", memory="10Mi"))
+        first = wait_for(lambda: (s := status(kube, namespace, "st")).get("scheduleStartTime") and s, 30,
+                         what="released")
+        st = wait_for(lambda: (s := status(kube, namespace, "st")) and (c := condition(s, "TimedOut"))
+                      and c["status"] == "True" and s, timeout + 15, what="TimedOut=True without progress")
+        assert f"no member bound for scheduleTimeoutSeconds {timeout}" in condition(st, "TimedOut")["message"], st
+    # evicted (released, pinned, never bound) and recreated gated; released again, and this time it binds
+    again = wait_for(lambda: (s := status(kube, namespace, "st")).get("scheduleStartTime", "") >
+                     first["scheduleStartTime"] and s, 30, what="a fresh release")
+    wait_for(lambda: len([p for p in live(kube, namespace, "st") if bound(p)]) == members, 60, what="gang bound")
+    st = wait_for(lambda: (s := status(kube, namespace, "st")) and (c := condition(s, "TimedOut"))
+                  and c["reason"] == "MembersBound" and s, 20, what="TimedOut=False MembersBound")
+    assert st["scheduleStartTime"] == again["scheduleStartTime"], st
+    second = {p.metadata.uid for p in live(kube, namespace, "st")}
+    time.sleep(timeout + 1)
+    assert {p.metadata.uid for p in live(kube, namespace, "st")} == second, "evicted a second time"
+    assert all(bound(p) for p in live(kube, namespace, "st"))
+    timeouts = [(e.message, e.count or 1) for e in events_for(kube, namespace, "st") if e.reason == "Timeout"]
+    evictions = [t for t in timeouts if t[0].startswith("evicted")]
+    assert evictions == [(f"evicted {members} members with a controller owner after the schedule timeout (bound "
+                          "ones, and unbound ones held on their pinned node); they return gated", 1)], timeouts
