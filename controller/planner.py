@@ -32,8 +32,9 @@ Order, backfill and starvation:
   gated member (replacement, Job pod, rollout surge pod) is ungated once the
   planner finds it room, towards that node (reserved); until then it stays
   gated and the verdict names it in ``waiting`` with what it lacks. The shell
-  stops passing ``released=True`` once the group timed out or failed, so
-  members that come back gated then are planned as a gang again.
+  stops passing ``released=True`` once the release ended (timed out, failed,
+  fewer than minMember left of it: ``status.release_end``), so members that
+  come back gated then are planned as a gang again.
 * Other groups follow by priority (highest member ``spec.priority``) descending,
   then ``created`` (oldest first), then namespace/name.
 * A group that cannot be placed even on the empty eligible nodes (bound pods
