@@ -174,18 +174,23 @@ class ConditionSet:
 
 
 def write_released(conds: ConditionSet, *, released: bool, outcome: Outcome | None, message: str,
-                   members: int, min_member: int) -> None:
+                   members: int, min_member: int, again: str = "", note: str = "") -> None:
     """``Released``: ``True``/``Released`` once the group is ``released`` (the verdict's ``message``,
     else "released with <members> members for minMember <m>"; an earlier ``True`` is kept as it
     is); before that ``False`` with :func:`released_reason` of the planner's ``outcome`` (when it
     waits: ``WaitingForMembers``, ``InsufficientCapacity``, ``Unschedulable``) and its message
-    (e.g. "fits 3 of 4: cpu short by 2"). Left as it is without a verdict (``outcome`` ``None``)."""
+    (e.g. "fits 3 of 4: cpu short by 2"), after ``again`` (a recorded release that ended and is
+    decided again: :func:`cogate.controller.status.again_text`) and followed by ``note`` (Succeeded
+    members not counted: :func:`cogate.controller.status.succeeded_note`). Left as it is without a
+    verdict (``outcome`` ``None``)."""
     if released:
         if not conds.has(CONDITION_RELEASED, "True"):
             conds.put(CONDITION_RELEASED, "True", REASON_RELEASED,
                       message or f"released with {members} members for minMember {min_member}")
     elif outcome is not None and outcome.waiting:
-        conds.put(CONDITION_RELEASED, "False", released_reason(outcome), message or outcome)
+        text = message or outcome
+        conds.put(CONDITION_RELEASED, "False", released_reason(outcome),
+                  "; ".join(t for t in (again, text, note) if t))
 
 
 def refuse_release(conds: ConditionSet, answer: str) -> None:
@@ -208,10 +213,14 @@ def write_fits_cluster(conds: ConditionSet, *, outcome: Outcome | None, message:
 
 
 def write_timed_out(conds: ConditionSet, *, timeout: int | None, start: str | None, fresh: bool, released: bool,
-                    window_closed: bool, quorum_placed: int, placed: int, min_member: int) -> None:
+                    window_closed: bool, quorum_placed: int, placed: int, min_member: int,
+                    since: float | None = None) -> None:
     """``TimedOut`` (only with ``scheduleTimeoutSeconds`` ``timeout`` > 0): the timeout judges one
     window, from ``start`` (``scheduleStartTime``) until the group *first* has minMember members
-    placed (``quorum_placed``: placed ones and succeeded ones deleted since).
+    placed (``quorum_placed``: placed ones and succeeded ones deleted since). The clock measures
+    lack of progress: it runs from ``since`` (epoch seconds: when a member last bound, at the
+    earliest ``start``; :class:`cogate.controller.status.BindProgress`), so a big gang that is still
+    binding (each member bound restarts it) never times out.
 
     - A ``fresh`` release (after a timeout or a lost quorum) opens a new window:
       ``False``/``Released`` (only when the condition exists).
@@ -226,15 +235,18 @@ def write_timed_out(conds: ConditionSet, *, timeout: int | None, start: str | No
         conds.put(CONDITION_TIMED_OUT, "False", REASON_RELEASED,
                   f"released again; scheduleTimeoutSeconds counts from {start}")
     elif timeout and start and not window_closed and (released or conds.has(CONDITION_TIMED_OUT, "True")):
-        elapsed = conds.now - parse_time(start)
+        released_at = parse_time(start)
+        elapsed = conds.now - released_at
+        idle = conds.now - max(released_at, since if since is not None else released_at)
         if quorum_placed >= min_member:
             conds.put(CONDITION_TIMED_OUT, "False", REASON_MEMBERS_BOUND,
                       f"minMember reached: {quorum_placed} of {min_member} members bound {max(0, int(elapsed))}s "
                       f"after the release (scheduleTimeoutSeconds {timeout}); members lost later do not time "
                       "this release out")
-        elif elapsed >= timeout:
+        elif idle >= timeout:
             conds.put(CONDITION_TIMED_OUT, "True", REASON_TIMED_OUT,
-                      f"{placed} of minMember {min_member} members bound within scheduleTimeoutSeconds {timeout}")
+                      f"{placed} of minMember {min_member} members bound; no member bound for "
+                      f"scheduleTimeoutSeconds {timeout}")
 
 
 # -- written by lifecycle.lifecycle_conditions --------------------------------------------------------

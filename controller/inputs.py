@@ -2,7 +2,8 @@
 
 - :class:`GroupObject`, :func:`group_object`: a cached PodGroup (the PodGroups informer's converter);
 - :func:`members_by_group`, :func:`build_group_requests`: live members per group and the
-  ``verdicts.GroupRequest`` of each (docs/semantics.md, "Members");
+  ``verdicts.GroupRequest`` of each (docs/semantics.md, "Members"); :func:`after_departures`:
+  ``released`` judged again for groups that lost members in this pass ("Generations");
 - :func:`resolve_volumes`: members with their claims' and bound PVs' constraints filled in
   (:func:`cogate.controller.volumes.resolve`) from the PVC and PV informers;
 - :func:`restored_reservations`: the room of released members that were ungated (pinned) but
@@ -16,8 +17,8 @@ Times are epoch seconds.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cogate import api
@@ -88,8 +89,25 @@ def build_group_requests(groups: Iterable[GroupObject], members: Mapping[tuple[s
         ms = tuple(members.get(g.key, ()))
         created = parse_time(pg.metadata.creationTimestamp) if pg.metadata.creationTimestamp else 0.0
         out.append(GroupRequest(namespace=pg.metadata.namespace, name=pg.metadata.name, min_member=pg.spec.minMember,
-                                created=created, released=status_mod.release_stands(pg.status, ms, gate),
+                                created=created, released=status_mod.release_stands(pg.status, ms, gate,
+                                                                                       min_member=pg.spec.minMember),
                                 members=ms))
+    return out
+
+
+def after_departures(requests: Iterable[GroupRequest], groups: Mapping[tuple[str, str], GroupObject],
+                     lost: Collection[tuple[str, str]], gate: str = api.DEFAULT_GATE_NAME) -> list[GroupRequest]:
+    """``requests`` with ``released`` judged again for the groups in ``lost`` (members left them in
+    this pass, before ``Disrupted`` records it): ``status.release_stands(..., lost=True)``, so a
+    Job's pods deleted and its new ones created between two passes are decided as a gang."""
+    out = []
+    for r in requests:
+        key = (r.namespace, r.name)
+        if r.released and key in lost and key in groups:
+            stands = status_mod.release_stands(groups[key].pg.status, r.members, gate, min_member=r.min_member,
+                                               lost=True)
+            r = replace(r, released=stands) if not stands else r
+        out.append(r)
     return out
 
 

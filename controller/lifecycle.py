@@ -11,6 +11,7 @@ judgement (deletes, evictions, PodDisruptionBudgets, events). Rules (docs/semant
 - :func:`departures`: members that left a released group since the last pass, with the cause
   (the pod's ``DisruptionTarget`` reason where present);
 - :func:`ungated_without_release`: members that run although cogate never released their group;
+- :func:`adopted`: members released under an earlier PodGroup of the same name (taken over quietly);
 - :func:`fell_below_quorum`: a group that reached minMember and lost it (the opt-in
   ``--evict-below-quorum`` policy);
 - :func:`pdb_manifest`, :func:`pdb_action`: the opt-in PodDisruptionBudget per running group;
@@ -41,7 +42,7 @@ from cogate.controller.capacity import pinned_node_problems
 from cogate.controller.verdicts import GroupRequest, Outcome
 from cogate.controller.records import NodeInfo, PodInfo
 from cogate.controller.status import count_members
-from cogate.models import PodGroup, PodGroupStatus
+from cogate.models import PodGroup, PodGroupStatus, parse_time
 
 __all__ = [
     "CONDITION_PLANNED_NODES_USABLE",
@@ -58,6 +59,7 @@ __all__ = [
     "departures",
     "cause_of",
     "ungated_without_release",
+    "adopted",
     "fell_below_quorum",
     "Findings",
     "lifecycle_conditions",
@@ -216,13 +218,32 @@ def ungated_without_release(pg: PodGroup, members: Sequence[PodInfo], gate: str)
 
     In a group cogate never released (no ``scheduleStartTime`` in status): members that carry no
     gate of ours and are bound or waiting for kube-scheduler (someone removed the gate by hand,
-    the pod was created with ``spec.nodeName``, or its label came after the webhook ran). In a
-    released group: the members that were :func:`never_gated` (cogate's release of new members
-    never reached them)."""
+    the pod was created with ``spec.nodeName``, or its label came after the webhook ran), except
+    those :func:`adopted` from an earlier PodGroup of the same name. In a released group: the
+    members that were :func:`never_gated` (cogate's release of new members never reached them)."""
     if pg.status.scheduleStartTime:
         return [m for m in members if never_gated(m, gate)]
+    old = {m.uid for m in adopted(pg, members, gate)}
     return [m for m in members if not m.gated_by(gate) and not m.terminal and not m.deleting
-            and not (m.gates and not m.bound)]
+            and not (m.gates and not m.bound) and m.uid not in old]
+
+
+def adopted(pg: PodGroup, members: Sequence[PodInfo], gate: str) -> list[PodInfo]:
+    """Members a PodGroup takes over quietly: created before the PodGroup itself
+    (``metadata.creationTimestamp``, whole seconds: strictly earlier), carrying no gate of ours,
+    not terminal, not being deleted. A member the webhook gated loses that gate only by a
+    release, so such a member was released under an earlier PodGroup of the same name (deleted
+    and made again: a new uid, an operator recreating its PodGroup) or before cogate knew the
+    group; it counts toward the new PodGroup's gang like any placed member and is never
+    reported ``UngatedWithoutRelease``. A member :func:`never_gated` (never carried the gate, so
+    never released by anyone) is not adopted: it is reported. ``[]`` when the PodGroup has no
+    creation time."""
+    created = pg.metadata.creationTimestamp
+    if not created:
+        return []
+    t0 = parse_time(created)
+    return [m for m in members if m.created < t0 and not m.gated_by(gate) and not m.terminal and not m.deleting
+            and not never_gated(m, gate)]
 
 
 def fell_below_quorum(pg: PodGroup, members: Sequence[PodInfo]) -> bool:
@@ -258,8 +279,14 @@ def lost_message(lost: Sequence[Departure], pg: PodGroup, members: Sequence[PodI
     """"member k-1 left the released group: preempted by kube-scheduler (...); 1 of minMember 2 placed"."""
     what = "; ".join(f"member {d.member.name} left the released group: {d.cause}" for d in lost[:5])
     more = f"; and {len(lost) - 5} more" if len(lost) > 5 else ""
-    placed = count_members(pg, members).placed
-    return f"{what}{more}; {placed} of minMember {pg.spec.minMember} placed"
+    return f"{what}{more}; {_placed(pg, members)} of minMember {pg.spec.minMember} placed"
+
+
+def _placed(pg: PodGroup, members: Sequence[PodInfo]) -> int:
+    """Members placed and still to run (bound, neither Failed nor Succeeded): a Succeeded member
+    does not make a gang that lost members whole again (docs/semantics.md "Generations")."""
+    c = count_members(pg, members)
+    return c.placed - c.bound_succeeded
 
 
 def runners_message(runners: Sequence[PodInfo]) -> str:
@@ -303,7 +330,7 @@ def lifecycle_conditions(status: PodGroupStatus, old: PodGroupStatus, pg: PodGro
     conds = cond_mod.ConditionSet(status.conditions, now, pg.metadata.generation)
     outcome = Outcome(verdict_outcome) if verdict_outcome else None
     m = pg.spec.minMember
-    placed = count_members(pg, members).placed
+    placed = _placed(pg, members)
     cond_mod.write_planned_nodes_usable(conds, stuck=findings.stuck, placed=placed, min_member=m)
     cond_mod.write_release_accepted(conds, refused=findings.refused, releases=outcome is not None and outcome.releases)
     cond_mod.write_disrupted(conds, quorum_evicted=findings.quorum_evicted,

@@ -12,7 +12,9 @@ uid, so it starts with a blank record. The record holds:
 - ``budget``: the opt-in PodDisruptionBudget as last written (:class:`Budget`);
 - ``timeout_evicted``/``quorum_evicted``: the releases (``scheduleStartTime``) whose members
   ``--evict-on-timeout``/``--evict-below-quorum`` already evicted (once per release);
-- ``ended``: members seen ended during the release (:class:`cogate.controller.status.EndedMembers`).
+- ``ended``: members seen ended during the release (:class:`cogate.controller.status.EndedMembers`);
+- ``binding``: how far the standing release got binding its members and when a member last bound
+  (:class:`cogate.controller.status.BindProgress`: the timeout clock runs from then).
 
 The record lives in the process only: a restart (or a new leader) loses it, and the next
 process starts from what the cluster holds. Then a refused release is tried again at once
@@ -21,7 +23,9 @@ release goes through); the first numbers-only status change is written at once; 
 written once more (create or update, same object) or deleted once more, and a foreign one is
 reported again; the eviction policies act once more on what is then a victim (the members
 evicted before came back gated and are not); the ended members are rebuilt from the written
-``status.succeeded``/``failed`` (``status.track_ended`` takes them as the base).
+``status.succeeded``/``failed`` (``status.track_ended`` takes them as the base); the bind
+progress starts again: a release with members placed already gets a full timeout window from the
+first pass (``status.track_progress``), never a shorter one.
 
 Thread safety: verdicts are applied in a thread pool, one task per group per pass, so a record
 is only touched by one task at a time; :meth:`Memories.recall` adds a record with one
@@ -35,7 +39,7 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from cogate.controller.status import EndedMembers
+from cogate.controller.status import BindProgress, EndedMembers
 
 
 @dataclass(frozen=True)
@@ -89,6 +93,7 @@ class GroupMemory:
     timeout_evicted: set[str] = field(default_factory=set)
     quorum_evicted: set[str] = field(default_factory=set)
     ended: EndedMembers | None = None
+    binding: BindProgress | None = None
 
 
 class Memories:

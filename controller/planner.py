@@ -32,8 +32,9 @@ Order, backfill and starvation:
   gated member (replacement, Job pod, rollout surge pod) is ungated once the
   planner finds it room, towards that node (reserved); until then it stays
   gated and the verdict names it in ``waiting`` with what it lacks. The shell
-  stops passing ``released=True`` once the group timed out or failed, so
-  members that come back gated then are planned as a gang again.
+  stops passing ``released=True`` once the release ended (timed out, failed,
+  fewer than minMember left of it: ``status.release_end``), so members that
+  come back gated then are planned as a gang again.
 * Other groups follow by priority (highest member ``spec.priority``) descending,
   then ``created`` (oldest first), then namespace/name.
 * A group that cannot be placed even on the empty eligible nodes (bound pods
@@ -89,7 +90,9 @@ Membership accounting for a group:
   ``WaitingForMembers``; so is a group whose bound + plannable members are
   fewer than ``min_member`` because others are held by other scheduling gates
   (or pending ungated without a node: the scheduler is already on them).
-* bound = members bound to a node (not Failed) or Succeeded.
+* bound = members bound to a node (not Failed) or Succeeded. Succeeded members count only for a
+  released group (its finished work); a gang decision (an unreleased group) leaves them out:
+  they cannot run again (:func:`cogate.controller.status.release_stands`).
 * gated = unbound members carrying our gate. Only those whose *only* gate is
   ours are planned; members that also carry other gates are ungated on release
   (node ``''``) but do not count, and members gated only by other gates are not
@@ -186,6 +189,8 @@ class Members:
 def _classify(group: GroupRequest, gate: str) -> Members:
     r = Members()
     for m in sorted(group.members, key=lambda p: (p.created, p.name, p.uid)):
+        if m.phase == "Succeeded" and not group.released:
+            continue  # cannot run again: never part of a new gang (docs/semantics.md "Generations")
         if m.phase != "Failed":
             r.present.append(m)
         if (m.bound and m.phase != "Failed") or m.phase == "Succeeded":

@@ -59,6 +59,7 @@ from cogate.controller.guard import ReleaseGuard
 from cogate.controller.informer import Caches
 from cogate.controller.inputs import (
     GroupObject,
+    after_departures,
     build_group_requests,
     members_by_group,
     resolve_volumes,
@@ -248,6 +249,9 @@ class Reconciler:
                 self._restore_reservations(requests, now)
             survey = self.aftercare.survey(requests, labelled, now)
             wakes.append(survey.wake_at)
+            lost = {key for key, ctx in survey.contexts.items() if ctx.lost}
+            if lost:  # members left in this pass: does their release still stand? ("Generations")
+                requests = after_departures(requests, groups, lost, self.config.gate_name)
             if survey.unreserve:
                 self.reservations = tuple(r for r in self.reservations if r.pod_uid not in survey.unreserve)
             self.guard.dry_run_needed()  # logs when what could refuse a release changes
@@ -372,7 +376,7 @@ class Reconciler:
         if retry is not None:
             deadlines.append(retry)
         for g in groups.values():
-            d = status_mod.timeout_deadline(g.pg)
+            d = status_mod.timeout_deadline(g.pg, self.memory.recall(g.uid).binding)
             if d is not None and d > now:
                 deadlines.append(d)
         return self._monotonic() + (min(deadlines) - now) + WAKE_MARGIN if deadlines else None
@@ -412,8 +416,9 @@ class Reconciler:
         after-release conditions; a fresh release that releases nothing is not recorded as one."""
         nothing = Outcome(verdict.outcome) is Outcome.RELEASED and bool(verdict.release) and not release
         status_verdict = None if nothing else verdict
-        new_status, memory.ended = status_mod.compute(g.pg, request.members, status_verdict, now,
-                                                      self.config.gate_name, memory.ended)
+        new_status, memory.ended, memory.binding = status_mod.compute_all(
+            g.pg, request.members, status_verdict, now, self.config.gate_name, memory.ended, memory.binding,
+            lost=bool(findings.lost))
         return lifecycle.lifecycle_conditions(
             new_status, g.pg.status, g.pg, request.members, status_verdict.outcome if status_verdict else None,
             verdict.message, findings, now)

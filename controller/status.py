@@ -26,10 +26,16 @@ deleted since (see "Counts" below).
 ====  ==========  =====================================================================
 
 The phase never moves backwards because pods were deleted: Finished and Failed are kept
-while no member is active (a Job's pods may be deleted after they end). A Finished group
-also stays Finished while members that joined later wait gated: its release is complete
-(:func:`release_stands`), so they form a new gang, and the phase is decided afresh only
-when that gang is released.
+while no member is active (a Job's pods may be deleted after they end). Members that join a
+Finished group join its release while its finished pods exist (:func:`release_stands`); after
+they were deleted they form a new gang, the group stays Finished while that gang waits gated,
+and the phase is decided afresh when it is released. A group not released (a gang being
+decided: :func:`release_end`) counts no Succeeded member toward Running or Scheduled.
+
+Generations (docs/semantics.md "Generations"): a release (``scheduleStartTime``) stands while
+its quorum holds (:func:`generation_quorum`: members that hold a place in it, Succeeded ones,
+gated ones it planned) and none of the ends of :func:`release_end` applies; once it ended and
+members come back gated the gang is decided again as a whole.
 
 Counts: ``scheduled`` and ``running`` count live members. ``succeeded`` and ``failed``
 count the members that ended so during the release (since ``scheduleStartTime``), deleted
@@ -73,6 +79,7 @@ from cogate.controller.conditions import (  # noqa: F401 - public here too (stat
     CONDITION_FITS_CLUSTER,
     CONDITION_RELEASED,
     CONDITION_TIMED_OUT,
+    REASON_MEMBER_LOST,
     REASON_MEMBERS_BOUND,
     REASON_QUORUM_LOST,
     condition,
@@ -94,10 +101,19 @@ __all__ = [
     "decide_phase",
     "quorum_reached",
     "timeout_deadline",
+    "BindProgress",
+    "track_progress",
+    "Computed",
+    "again_text",
+    "succeeded_note",
     "compute",
+    "compute_all",
     "compute_status",
     "status_patch",
     "release_stands",
+    "release_end",
+    "holds_place",
+    "generation_quorum",
     "condition",
 ]
 
@@ -127,6 +143,7 @@ class Counts(NamedTuple):
     failed: int
     gone_succeeded: int = 0  #: members that ended Succeeded during the release and are gone (deleted)
     gone_failed: int = 0  #: members that ended Failed during the release and are gone
+    bound_succeeded: int = 0  #: bound members that are Succeeded (placed, but never part of a new gang)
 
     @property
     def total_succeeded(self) -> int:
@@ -201,19 +218,20 @@ def count_members(pg: PodGroup, members: Sequence[PodInfo]) -> Counts:
     Pods that are deleting, in another namespace or labelled for another group are
     ignored (the membership rule: :func:`cogate.controller.records.member_key`).
     """
-    n = bound = placed = active = running = succeeded = failed = 0
+    n = bound = placed = active = running = succeeded = failed = bound_succeeded = 0
     for p in _live(pg, members):
         n += 1
         phase = p.phase
         if p.bound:
             bound += 1
             placed += phase != "Failed"
+            bound_succeeded += phase == "Succeeded"
         if phase not in TERMINAL_PHASES:
             active += 1
         running += phase == "Running"
         succeeded += phase == "Succeeded"
         failed += phase == "Failed"
-    return Counts(n, bound, placed, active, running, succeeded, failed)
+    return Counts(n, bound, placed, active, running, succeeded, failed, bound_succeeded=bound_succeeded)
 
 
 def decide_phase(min_member: int, c: Counts, released: bool, previous: str | None = None) -> str:
@@ -221,8 +239,9 @@ def decide_phase(min_member: int, c: Counts, released: bool, previous: str | Non
 
     ``previous`` is the phase currently in status: Finished/Failed are kept while no
     member is active, and Finished also while the group is not released (members that
-    joined a finished group wait gated for a new gang release). Raises ``ValueError`` if
-    ``min_member < 1``.
+    joined a finished group wait gated for a new gang release). A group not ``released``
+    (being decided) does not count Succeeded members toward Running or Scheduled: they are no
+    part of the gang being decided. Raises ``ValueError`` if ``min_member < 1``.
     """
     if min_member < 1:
         raise ValueError(f"spec.minMember must be >= 1, got {min_member}")
@@ -233,6 +252,8 @@ def decide_phase(min_member: int, c: Counts, released: bool, previous: str | Non
         return previous
     if c.total_succeeded >= m and c.active == 0:
         return "Finished"
+    if not released:  # Succeeded members are no part of a gang being decided (docs/semantics.md "Generations")
+        c = c._replace(succeeded=0, gone_succeeded=0, placed=c.placed - c.bound_succeeded)
     if c.failed > 0 and c.members - c.failed < m:
         return "Failed"
     if c.running > 0 and c.running + c.total_succeeded >= m:
@@ -244,33 +265,88 @@ def decide_phase(min_member: int, c: Counts, released: bool, previous: str | Non
     return "Pending"
 
 
-def release_stands(status: PodGroupStatus, members: Sequence[PodInfo] = (), gate: str = DEFAULT_GATE_NAME) -> bool:
+def holds_place(m: PodInfo, gate: str = DEFAULT_GATE_NAME) -> bool:
+    """``m`` holds a place in its group's standing release (is *active in* that generation): it
+    carries no gate of ours (the release, or an earlier one, removed it), is not terminal nor
+    being deleted, and is bound or waits for kube-scheduler (released, unbound)."""
+    return not m.gated_by(gate) and not m.terminal and not m.deleting
+
+
+def generation_quorum(members: Sequence[PodInfo], gate: str = DEFAULT_GATE_NAME, start: str | None = None) -> int:
+    """The members that keep a standing release's quorum: those that hold a place in it
+    (:func:`holds_place`), the Succeeded members that still exist (their share of the release's
+    work is done: a Job's finished pods keep its waves in one release) and, with the release's
+    ``start`` (``scheduleStartTime``), the gated members created no later than it: the release
+    planned them and has not reached them yet (a controller restarted mid-release) or they wait
+    for room beyond minMember. A gated member created after the release is new (a replacement,
+    a recreated pod) and does not keep it."""
+    t0 = parse_time(start) if start else None
+    return sum(1 for m in members
+               if holds_place(m, gate) or m.phase == "Succeeded"
+               or (t0 is not None and m.gated_by(gate) and not m.bound and not m.terminal and m.created <= t0))
+
+
+def release_end(status: PodGroupStatus, members: Sequence[PodInfo], min_member: int,
+                gate: str = DEFAULT_GATE_NAME, lost: bool = False) -> str:
+    """Why the release recorded in ``status`` has ended, in words ('' while it holds, or when no
+    release is recorded). The first that holds (docs/semantics.md "Generations"):
+
+    - timed out (condition ``TimedOut=True``);
+    - its quorum was lost through failures (phase ``Failed``);
+    - ``--evict-below-quorum`` evicted what was left of it (``Disrupted=True`` reason ``QuorumLost``);
+    - members left it without finishing (``Disrupted=True`` reason ``MemberLost``: deleted,
+      evicted, preempted, failed) and fewer than ``min_member`` hold a place (:func:`holds_place`);
+    - fewer than ``min_member`` keep its quorum (:func:`generation_quorum`: members that hold a
+      place, Succeeded members that still exist, gated members the release has not reached yet):
+      all or most of the gang is gone (scale to 0, Job suspend, pods recreated by an operator, a
+      drain) or its finished pods were deleted.
+
+    ``members``: the group's live members; ``lost``: members left it in this pass (not recorded
+    in ``Disrupted`` yet: the pass that sees a Job's pods deleted may also see its new ones).
+    """
+    if not status.scheduleStartTime or status.phase in (None, "Pending"):
+        return ""
+    timed_out = status.condition(CONDITION_TIMED_OUT)
+    disrupted = status.condition(CONDITION_DISRUPTED)
+    if timed_out is not None and timed_out.status == "True":
+        return "it timed out"
+    if status.phase == "Failed":
+        return "its quorum was lost through failures"
+    broken = disrupted is not None and disrupted.status == "True"
+    if broken and disrupted.reason == REASON_QUORUM_LOST:
+        return "it fell below minMember and its remaining members were evicted"
+    placed = sum(1 for m in members if holds_place(m, gate))
+    if (lost or (broken and disrupted.reason == REASON_MEMBER_LOST)) and placed < min_member:
+        return f"members left it and {placed} of minMember {min_member} hold a place"
+    quorum = generation_quorum(members, gate, status.scheduleStartTime)
+    if quorum < min_member:
+        return f"{quorum} of minMember {min_member} members are left of it"
+    return ""
+
+
+def release_stands(status: PodGroupStatus, members: Sequence[PodInfo] = (), gate: str = DEFAULT_GATE_NAME, *,
+                   min_member: int, lost: bool = False) -> bool:
     """The status records a release that still stands (the planner's ``GroupRequest.released``).
 
     A release is recorded by ``scheduleStartTime`` with a phase other than Pending. It stops
-    standing only when the group timed out (condition ``TimedOut=True``), lost its quorum
-    through failures (phase ``Failed``), finished (phase ``Finished``: its work is done) or
-    ``--evict-below-quorum`` evicted the rest of a gang that lost its quorum (condition
-    ``Disrupted=True`` reason ``QuorumLost``, :mod:`cogate.controller.lifecycle`), **and**
-    members came back behind ``gate`` (pods evicted on timeout and recreated, replacements of
-    failed pods, new pods labelled for a finished group): those are then planned as a gang
-    again instead of being ungated one by one. Members that still exist
-    count toward that gang (the planner counts Succeeded members as bound, as
-    scheduler-plugins' Permit counts a group's pods on nodes), so a Job's next wave is
-    released at once while its finished pods exist. Until a member is gated again the
-    release stands, so a timed-out group whose members wait in kube-scheduler's queue keeps
-    reporting ``Scheduling`` with ``TimedOut=True``. While it stands, new members
-    (replacements, Job pods) are ungated as they appear (docs/semantics.md).
+    standing only when it has ended (:func:`release_end`: timed out, Failed, evicted for a lost
+    quorum, members lost below ``min_member``, or fewer than ``min_member`` members left of it)
+    **and** members came back behind ``gate`` (recreated pods, replacements, a resumed Job's
+    pods): those and the members still placed are then decided again as a whole, with the
+    all-or-nothing rule of a first release, instead of being ungated one by one. Until a member
+    is gated again the release stands, so a timed-out group whose members wait in
+    kube-scheduler's queue keeps reporting ``Scheduling`` with ``TimedOut=True``. While it stands,
+    new members (replacements, a Job's next pods) are ungated as they appear (docs/semantics.md).
+    A Finished release stands while its finished members exist (a Job's next wave joins it).
 
-    ``members``: the group's live members.
+    ``members``: the group's live members; ``min_member``: ``spec.minMember``; ``lost``: members
+    left the release in this pass (:func:`release_end`).
     """
     if not status.scheduleStartTime or status.phase in (None, "Pending"):
         return False
-    timed_out = status.condition(CONDITION_TIMED_OUT)
-    disrupted = status.condition(CONDITION_DISRUPTED)
-    lost = (status.phase in ("Failed", "Finished") or (timed_out is not None and timed_out.status == "True")
-            or (disrupted is not None and disrupted.status == "True" and disrupted.reason == REASON_QUORUM_LOST))
-    return not lost or not any(m.gated_by(gate) and not m.bound for m in members)
+    if not release_end(status, members, min_member, gate, lost):
+        return True
+    return not any(m.gated_by(gate) and not m.bound for m in members)
 
 
 def quorum_reached(status: PodGroupStatus) -> bool:
@@ -286,17 +362,97 @@ def quorum_reached(status: PodGroupStatus) -> bool:
     return status.phase in QUORUM_PHASES
 
 
-def timeout_deadline(pg: PodGroup) -> float | None:
+class BindProgress(NamedTuple):
+    """How far one release has got binding its members, kept by the caller between passes (one
+    per PodGroup, passed back to :func:`compute_all`): ``start`` (the release's
+    ``scheduleStartTime``), ``placed`` (members placed at the last pass: bound, not Failed, plus
+    succeeded ones deleted since) and ``since`` (epoch seconds: when ``placed`` last rose, or the
+    release's start). The timeout clock runs from ``since``: it measures lack of progress."""
+
+    start: str | None
+    placed: int = 0
+    since: float = 0.0
+
+
+#: The bind progress of a caller that keeps none: the window counts from ``scheduleStartTime``.
+NO_PROGRESS = BindProgress(None)
+
+
+def track_progress(prev: BindProgress | None, start: str | None, placed: int, now: float,
+                   binding: bool = False) -> BindProgress:
+    """The bind progress of the release that starts at ``start`` after a pass that saw ``placed``
+    members placed at ``now`` (epoch seconds). A release seen for the first time counts from its
+    start, or from ``now`` when ``prev`` is ``None`` (a restarted controller: it does not know when
+    members last bound) and members are placed and others still ``binding`` (released, unbound:
+    kube-scheduler may be binding them this instant, so the gang gets a full window from now, never
+    less); then ``since`` moves to ``now`` each time ``placed`` rises above the last pass's."""
+    if not start:
+        return BindProgress(None, placed, now)
+    if prev is None or prev.start != start:
+        t0 = parse_time(start)
+        return BindProgress(start, placed, max(t0, now) if prev is None and placed > 0 and binding else t0)
+    if placed > prev.placed:
+        return BindProgress(start, placed, now)
+    return prev._replace(placed=placed)
+
+
+def timeout_deadline(pg: PodGroup, progress: BindProgress | None = None) -> float | None:
     """Epoch seconds at which ``pg`` times out if fewer than minMember are bound, or ``None``.
 
-    ``scheduleStartTime + scheduleTimeoutSeconds``; ``None`` when not released yet, the
-    timeout is unset or 0, or the release already had minMember members placed
-    (:func:`quorum_reached`). The reconciler requeues the group for this time.
+    ``since + scheduleTimeoutSeconds``, ``since`` being when the standing release last made
+    progress (``progress.since``: a member bound) or, without ``progress`` for this release,
+    its ``scheduleStartTime``; ``None`` when not released yet, the timeout is unset or 0, or the
+    release already had minMember members placed (:func:`quorum_reached`). The reconciler
+    requeues the group for this time.
     """
     timeout = pg.spec.scheduleTimeoutSeconds
     if not timeout or not pg.status.scheduleStartTime or quorum_reached(pg.status):
         return None
-    return parse_time(pg.status.scheduleStartTime) + timeout
+    return _window_start(pg.status.scheduleStartTime, progress) + timeout
+
+
+def _window_start(start: str, progress: BindProgress | None) -> float:
+    if progress is not None and progress.start == start:
+        return max(parse_time(start), progress.since)
+    return parse_time(start)
+
+
+class Computed(NamedTuple):
+    """What :func:`compute_all` returns: the ``status`` to write, and what the caller keeps for the
+    next pass of this PodGroup: the members seen ``ended`` and the release's bind ``progress``."""
+
+    status: PodGroupStatus
+    ended: EndedMembers
+    progress: BindProgress
+
+
+def again_text(status: PodGroupStatus, members: Sequence[PodInfo], min_member: int,
+               gate: str = DEFAULT_GATE_NAME, lost: bool = False) -> str:
+    """What the ``Released`` condition of a group whose recorded release no longer stands says
+    before the planner's message: "the release of <scheduleStartTime> ended (<why>): the gang is
+    decided again as a whole, all or nothing"; '' when no release is recorded or it stands."""
+    if not status.scheduleStartTime or release_stands(status, members, gate, min_member=min_member, lost=lost):
+        return ""
+    why = (release_end(status, members, min_member, gate, lost)
+           or _end_after_pending(status, members, min_member, gate))
+    return f"the release of {status.scheduleStartTime} ended ({why}): the gang is decided again as a whole, " \
+           "all or nothing"
+
+
+def _end_after_pending(status: PodGroupStatus, members: Sequence[PodInfo], min_member: int, gate: str) -> str:
+    """Why, once the phase was written Pending (the release ended in an earlier pass)."""
+    recorded = status.model_copy(update={"phase": "Scheduling"})
+    return release_end(recorded, members, min_member, gate) or "it no longer stands"
+
+
+def succeeded_note(members: Sequence[PodInfo], released: bool) -> str:
+    """For a group being decided (not released) that has Succeeded members: they do not count
+    toward the new gang (they cannot run again); '' otherwise."""
+    n = sum(1 for m in members if m.phase == "Succeeded")
+    if released or not n:
+        return ""
+    return (f"{n} Succeeded member{'s' if n != 1 else ''} not counted: a new gang needs minMember members "
+            "that can run")
 
 
 def compute_status(pg: PodGroup, members: Sequence[PodInfo], verdict: _Verdict | None, now: float,
@@ -308,22 +464,34 @@ def compute_status(pg: PodGroup, members: Sequence[PodInfo], verdict: _Verdict |
 def compute(pg: PodGroup, members: Sequence[PodInfo], verdict: _Verdict | None, now: float,
             gate: str = DEFAULT_GATE_NAME, ended: EndedMembers | None = None
             ) -> tuple[PodGroupStatus, EndedMembers]:
+    """:func:`compute_all` for a caller that keeps no bind progress: the timeout window counts
+    from ``scheduleStartTime``."""
+    done = compute_all(pg, members, verdict, now, gate, ended, NO_PROGRESS)
+    return done.status, done.ended
+
+
+def compute_all(pg: PodGroup, members: Sequence[PodInfo], verdict: _Verdict | None, now: float,
+                gate: str = DEFAULT_GATE_NAME, ended: EndedMembers | None = None,
+                progress: BindProgress | None = None, lost: bool = False) -> Computed:
     """The status ``pg`` should have, from its live ``members`` and the planner's ``verdict``,
-    and the members seen ended to pass back as ``ended`` next time.
+    and what to pass back next time: the members seen ended and the release's bind progress.
 
     ``verdict`` is ``None`` when the planner did not look at the group in this pass;
     the Released condition is then left as it is. ``now``: epoch seconds, used for
     ``scheduleStartTime`` on release, timeouts and new ``lastTransitionTime`` values.
-    ``ended``: what the previous call returned for this PodGroup (``None`` at first: the
-    written counts are the base). Conditions of other types already in status (written by
+    ``ended``/``progress``: what the previous call returned for this PodGroup (``None`` at first:
+    the written counts are the base; the timeout window starts at the release, or now when
+    members are placed already). ``lost``: members left the release in this pass
+    (:func:`release_stands`). Conditions of other types already in status (written by
     someone else) are kept.
     """
     old = pg.status
+    members = _live(pg, members)
     live = count_members(pg, members)
     m = pg.spec.minMember
     outcome = Outcome(verdict.outcome) if verdict is not None else None
     message = (verdict.message or "") if verdict is not None else ""
-    stands = release_stands(old, members, gate)
+    stands = release_stands(old, members, gate, min_member=m, lost=lost)
     released = stands or (outcome is not None and outcome.releases)
     start = old.scheduleStartTime
     # A fresh release decision (also a re-release after a timeout or lost quorum) restarts the clock.
@@ -334,16 +502,23 @@ def compute(pg: PodGroup, members: Sequence[PodInfo], verdict: _Verdict | None, 
     c = live._replace(gone_succeeded=max(0, seen.total_succeeded - live.succeeded),
                       gone_failed=max(0, seen.total_failed - live.failed))
     phase = decide_phase(m, c, released, old.phase)
+    bind = track_progress(None if fresh else progress, start, c.quorum_placed, now,
+                          binding=any(holds_place(p, gate) and not p.bound for p in members))
 
     conds = cond_mod.ConditionSet(old.conditions, now, pg.metadata.generation)
     cond_mod.write_released(conds, released=released, outcome=outcome, message=message, members=c.members,
-                            min_member=m)
+                            min_member=m, again=again_text(old, members, m, gate, lost),
+                            note=succeeded_note(members, released))
     cond_mod.write_fits_cluster(conds, outcome=outcome, message=message, min_member=m)
+    # A recorded release that ended while never reaching minMember is still judged while members
+    # hold room (survivors bound): the timeout is what frees it (--evict-on-timeout).
+    holding = released or (bool(start) and any(holds_place(p, gate) for p in members))
     cond_mod.write_timed_out(conds, timeout=pg.spec.scheduleTimeoutSeconds, start=start, fresh=fresh,
-                             released=released, window_closed=quorum_reached(old), quorum_placed=c.quorum_placed,
-                             placed=c.placed, min_member=m)
+                             released=holding, window_closed=quorum_reached(old), quorum_placed=c.quorum_placed,
+                             placed=c.placed, min_member=m,
+                             since=_window_start(start, bind) if start else None)
 
-    return PodGroupStatus(
+    return Computed(PodGroupStatus(
         phase=phase,
         scheduled=c.bound,
         running=c.running,
@@ -352,7 +527,7 @@ def compute(pg: PodGroup, members: Sequence[PodInfo], verdict: _Verdict | None, 
         scheduleStartTime=start,
         occupiedBy=old.occupiedBy,
         conditions=conds.to_list(),
-    ), seen
+    ), seen, bind)
 
 
 def _normal(status: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -273,7 +273,8 @@ def test_member_ungated_by_hand_in_a_group_that_never_fits_is_reported_and_never
 def test_preempted_member_is_reported_and_its_replacement_waits_gated_for_room(stack, kube, namespace, only_nodes):
     """Issue 9 items 3 and 5: two 4-CPU nodes, minMember 2, ReplicaSet 2 x 4 CPU at priority 0,
     Running; a priority-1000 pod of 2 CPU preempts one member. The PodGroup names the member and
-    the cause; the replacement stays gated waiting for room instead of going Unschedulable."""
+    the cause; the replacement stays gated waiting for room instead of going Unschedulable, and the
+    gang is decided again as a whole (1 of minMember 2 left)."""
     only_nodes(2, kwok_taint=False, cpu="4", memory="8Gi", pods=110)
     pc = f"high-{namespace}"[:63]
     sched = client.SchedulingV1Api(kube)
@@ -298,10 +299,13 @@ def test_preempted_member_is_reported_and_its_replacement_waits_gated_for_room(s
             return len(new) == 1 and gated(new[0]) and new[0]
 
         new = wait_for(replacement_waits, 15, what="the replacement gated")
-        waiting = wait_for(lambda: (c := condition(status(kube, namespace, "k"), "MembersWaiting")) and c["status"] == "True"
-                           and c, 10, what="MembersWaiting=True")
-        assert waiting["reason"] == "WaitingForCapacity", waiting
-        assert new.metadata.name in waiting["message"] and "gated for capacity" in waiting["message"], waiting
+        # 1 of minMember 2 left: the release ended, the gang (survivor + replacement) is decided
+        # again as a whole (issue 21 item 1, docs/semantics.md "Generations")
+        again = wait_for(lambda: (c := condition(status(kube, namespace, "k"), "Released")) and c["status"] == "False"
+                         and c, 10, what="Released=False: decided again")
+        assert again["reason"] == "InsufficientCapacity", again
+        assert "members left it and 1 of minMember 2 hold a place" in again["message"], again
+        assert "decided again as a whole" in again["message"] and "fits 1 of 2" in again["message"], again
         time.sleep(2)
         assert gated(client.CoreV1Api(kube).read_namespaced_pod(new.metadata.name, namespace))
         assert scheduled_reason(client.CoreV1Api(kube).read_namespaced_pod(new.metadata.name, namespace)) \

@@ -161,10 +161,22 @@ def test_bound_members_count_towards_quorum():
     assert v.release == {gated[0].uid: "n1"}
 
 
-def test_succeeded_members_count_towards_quorum():
+@pytest.mark.parametrize("succeeded,new,m", [(1, 5, 6), (1, 1, 2), (3, 2, 3), (6, 1, 3)])
+def test_succeeded_members_never_count_towards_a_new_gang(succeeded, new, m):
+    """Issue 21 item 6: a Succeeded member cannot run again, so a gang decision (an unreleased
+    group) leaves it out: minMember 6 with 1 Succeeded and 5 new pods releases nothing."""
+    done = [pod(node_name="n1", phase="Succeeded", gated=False) for _ in range(succeeded)]
+    v = only(run([node("n1", cpu=64)], [group(done + [pod(cpu=1) for _ in range(new)], min_member=m)]))
+    assert v.outcome == "WaitingForMembers" and v.fits == 0 and not v.release
+    assert v.message.startswith(f"{new} of {m} members present")
+
+
+def test_succeeded_members_count_towards_a_standing_release():
+    """While the release stands a Succeeded member is its finished work: a Job's next pod joins."""
     done = [pod(node_name="n1", phase="Succeeded", gated=False)]
-    v = only(run([node("n1", cpu=1)], [group(done + [pod(cpu=1)], min_member=2)]))
-    assert v.outcome == "Released" and v.fits == 2
+    new = pod(cpu=1)
+    v = only(run([node("n1", cpu=1)], [group(done + [new], min_member=2, released=True)]))
+    assert v.outcome == "AlreadyReleased" and v.release == {new.uid: "n1"}
 
 
 def test_members_gated_by_other_gate_only_are_not_ours():

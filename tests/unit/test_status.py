@@ -45,9 +45,11 @@ STATES = {
 
 def member(state: str, i: int = 0, *, ns: str = NS, group: str = NAME, deleting: bool = False) -> PodInfo:
     node, phase = STATES[state]
+    # a gated member is one created after the release (RELEASED's scheduleStartTime, T0): a new
+    # member, a replacement, a recreated pod; the others were there before it
     return PodInfo(namespace=ns, name=f"{group}-{i}", uid=f"uid-{group}-{i}", labels={POD_GROUP_LABEL: group},
                    node_name=node, phase=phase, gates=("scheduling.x-k8s.io/pod-group",) if state == "G" else (),
-                   deleting=deleting)
+                   deleting=deleting, created=T0 + 1 if state == "G" else T0 - 60)
 
 
 def members(spec: str) -> list[PodInfo]:
@@ -141,7 +143,7 @@ def test_compute_status_phase_matches_table(m, spec, released, previous, expecte
     ms = members(spec)
     # A release that no longer stands (e.g. new gated members of a Finished group) is
     # "released" in the table only by a fresh release verdict.
-    v = verdict("Released", "fits", m) if released and not release_stands(pg.status, ms) else None
+    v = verdict("Released", "fits", m) if released and not release_stands(pg.status, ms, min_member=m) else None
     st_ = compute_status(pg, ms, v, T0 + 10)
     assert st_.phase == expected
     assert st_.scheduled == sum(s in "BRSF" for s in spec)
@@ -168,12 +170,14 @@ def test_phase_invariants(m, spec, released):
         assert c.succeeded >= m and c.active == 0
     if phase == "Failed":
         assert c.failed > 0 and c.members - c.failed < m
+    done = c.succeeded if released else 0  # a gang being decided does not count Succeeded members
+    placed = c.placed if released else c.placed - c.bound_succeeded
     if phase == "Running":
-        assert c.running + c.succeeded >= m
+        assert c.running + done >= m
     if phase == "Scheduled":
-        assert c.placed >= m and (c.running + c.succeeded < m or c.running == 0)
+        assert placed >= m and (c.running + done < m or c.running == 0)
     if phase == "Pending":
-        assert not released and c.placed < m
+        assert not released and c.placed - c.bound_succeeded < m  # Succeeded: no part of a new gang
     if c.placed < m and c.failed == 0 and not released:
         assert phase == "Pending"
     assert c.placed == c.bound - c.failed  # every Failed member here is bound
@@ -427,17 +431,21 @@ _HEALED = {"type": "TimedOut", "status": "False", "reason": "MembersBound", "mes
     ({"phase": "Pending", "scheduleStartTime": format_time(T0)}, "GGG", False),
     ({"phase": "Scheduling"}, "UUU", False),
     ({"phase": "Scheduling", "scheduleStartTime": format_time(T0)}, "UUU", True),
-    ({"phase": "Scheduling", "scheduleStartTime": format_time(T0)}, "BBG", True),   # a replacement joins
+    ({"phase": "Scheduling", "scheduleStartTime": format_time(T0)}, "BBUG", True),  # a replacement joins
+    ({"phase": "Scheduling", "scheduleStartTime": format_time(T0)}, "BBG", False),  # 2 of 3 left: decided again
+    ({"phase": "Running", "scheduleStartTime": format_time(T0)}, "RRSG", True),     # a Job's next pod joins
+    ({"phase": "Finished", "scheduleStartTime": format_time(T0)}, "SSSG", True),    # ... also after a wave ended
     ({"phase": "Running", "scheduleStartTime": format_time(T0)}, "RRR", True),
     ({"phase": "Finished", "scheduleStartTime": format_time(T0)}, "SSS", True),
     ({"phase": "Failed", "scheduleStartTime": format_time(T0)}, "RFF", True),        # nothing came back gated
     ({"phase": "Failed", "scheduleStartTime": format_time(T0)}, "RFG", False),       # a replacement: gang again
     ({"phase": "Scheduling", "scheduleStartTime": format_time(T0), "conditions": [_TIMED_OUT]}, "BUU", True),
     ({"phase": "Scheduling", "scheduleStartTime": format_time(T0), "conditions": [_TIMED_OUT]}, "GGG", False),
-    ({"phase": "Running", "scheduleStartTime": format_time(T0), "conditions": [_HEALED]}, "RRG", True),
+    ({"phase": "Running", "scheduleStartTime": format_time(T0), "conditions": [_HEALED]}, "RRRG", True),
+    ({"phase": "Running", "scheduleStartTime": format_time(T0), "conditions": [_HEALED]}, "RRG", False),
 ])
 def test_release_stands(status, spec, stands):
-    assert release_stands(podgroup(3, status).status, members(spec)) is stands
+    assert release_stands(podgroup(3, status).status, members(spec), min_member=3) is stands
 
 
 def test_timed_out_group_waiting_in_the_scheduler_keeps_reporting_scheduling():
@@ -455,12 +463,12 @@ def test_re_release_after_timeout_restarts_the_clock_and_clears_timed_out():
     timed_out = compute_status(pg, members("BGG"), None, T0 + 100)
     assert timed_out.condition("TimedOut").status == "True"
     pg2 = podgroup(3, timed_out.to_api(), timeout=60)
-    assert not release_stands(pg2.status, members("BGG"))
+    assert not release_stands(pg2.status, members("BGG"), min_member=3)
     again = compute_status(pg2, members("BGG"), verdict("Released", "fits 3 of 3", 3), T0 + 200)
     assert again.scheduleStartTime == format_time(T0 + 200)
     cond = again.condition("TimedOut")
     assert (cond.status, cond.reason) == ("False", "Released")
-    assert release_stands(podgroup(3, again.to_api(), timeout=60).status, members("BGG"))
+    assert release_stands(podgroup(3, again.to_api(), timeout=60).status, members("BUU"), min_member=3)
 
 
 def test_timed_out_group_short_of_room_reports_it_and_keeps_start_time():
@@ -495,11 +503,14 @@ def test_finished_group_keeps_phase_and_counts_when_members_are_deleted_and_a_ne
         s2, e2, gone = _pass(status, {}, 2, 6, mem)
         assert (gone.phase, gone.succeeded, gone.scheduled) == ("Finished", 2, 0)
         # A new member joins: the finished release no longer stands; it waits for a new gang.
-        assert not release_stands(podgroup(2, s2).status, [member("G", 7)])
+        assert not release_stands(podgroup(2, s2).status, [member("G", 7)], min_member=2)
         _, _, joined = _pass(s2, {7: "G"}, 2, 7, e2, verdict("WaitingForMembers", "1 of 2 members present"))
         assert (joined.phase, joined.succeeded) == ("Finished", 2)
         rel = joined.condition("Released")
-        assert (rel.status, rel.reason, rel.message) == ("False", "WaitingForMembers", "1 of 2 members present")
+        assert (rel.status, rel.reason, rel.message) == (
+            "False", "WaitingForMembers",
+            f"the release of {RELEASED['scheduleStartTime']} ended (0 of minMember 2 members are left of it): the "
+            "gang is decided again as a whole, all or nothing; 1 of 2 members present")
 
 
 def test_members_deleted_one_by_one_after_succeeding_still_finish_the_group():
