@@ -206,6 +206,9 @@ class Room:
         #: When a set: every node some batch considered (free room for one more member), for
         #: the incremental planner to know which nodes a plan depends on.
         self.looked: set[int] | None = None
+        #: ``(reservation, its pod)`` charged on this room (:func:`reserve_room`, and the pass's
+        #: own releases): whose room is promised, for the explanations (``explanations.held_for_others``).
+        self.held: list[tuple[Reservation, PodInfo]] = []
 
     @property
     def bound_pods(self) -> list[tuple[PodInfo, int]]:
@@ -537,6 +540,7 @@ def reserve_room(room: Room, index: Mapping[str, int], reserved: Sequence[tuple[
         i = index.get(r.node_name)
         if i is not None:
             room.occupy(pod, req_with_pod(r.requests), r.host_ports, i)
+            room.held.append((r, pod))
     room.commit()
 
 

@@ -117,6 +117,8 @@ from cogate.controller.explanations import (
     plural,
     shortfall,
     unchecked_note,
+    unplaceable,
+    unplaceable_message,
     waiting_text,
 )
 from cogate.controller.filters import spec_key
@@ -338,6 +340,7 @@ class Pass:
                     host_ports=m.host_ports,
                     expires=self.now + self.config.reservation_ttl_seconds,
                 ))
+                self.room.held.append((self.new_reservations[-1], m))  # named to later groups (explanations)
         return release
 
     # -- released groups
@@ -362,7 +365,7 @@ class Pass:
                 held.append(m)
         plan = pack(self.room, to_plan, len(to_plan)) if to_plan else {}
         unplaced = [m for m in to_plan if m.uid not in plan]
-        short = shortfall(self.room, unplaced, len(unplaced)).text if unplaced else ""
+        short = shortfall(self.room, unplaced, len(unplaced)) if unplaced else Short("")
         self.room.commit()
         planned_members = [m for m in to_plan if m.uid in plan]
         release.update(self._reserve(planned_members, plan))
@@ -448,7 +451,7 @@ class Pass:
             return None
         ok, msg = self.fits_empty(g, ms)
         if not ok:
-            return _verdict(g, Outcome.EXCEEDS_CLUSTER_CAPACITY, len(ms.bound), msg)
+            return self._never_fits(g, ms, len(ms.bound), msg)
         return _verdict(
             g,
             Outcome.INSUFFICIENT_CAPACITY,
@@ -481,7 +484,7 @@ class Pass:
         fits = len(ms.bound) + len(plan)
         if fits >= g.min_member:
             unplaced = [m for m in ms.plannable if m.uid not in plan]
-            short = shortfall(self.room, unplaced, len(unplaced)).text if unplaced else ""
+            short = shortfall(self.room, unplaced, len(unplaced)) if unplaced else Short("")
             self.room.commit()
             held = {m.uid for m in unplaced}
             release = self._reserve([m for m in ms.gated if m.uid not in held], plan)
@@ -503,7 +506,7 @@ class Pass:
         ok, empty_msg = self.fits_empty(g, ms)
         if not ok:
             self.basis = Basis("room", ms, miss)
-            return _verdict(g, Outcome.EXCEEDS_CLUSTER_CAPACITY, miss.fits, empty_msg)
+            return self._never_fits(g, ms, miss.fits, empty_msg)
         affinity_dead = [
             m
             for m in miss.unplaced
@@ -527,6 +530,18 @@ class Pass:
         else:
             self.basis = Basis("room", ms, miss, since)
         return _verdict(g, Outcome.INSUFFICIENT_CAPACITY, miss.fits, msg)
+
+    def _never_fits(self, g: GroupRequest, ms: Members, fits: int, empty_msg: str) -> GroupVerdict:
+        """A group that does not fit even every eligible node empty: ``Unschedulable`` when
+        members that no node takes by their own constraints (nodeSelector, required node
+        affinity, tolerations, bound volumes: :func:`~cogate.controller.explanations.unplaceable`)
+        leave fewer than minMember others, named as their constraint and not capacity (issue 21
+        item 9); else ``ExceedsClusterCapacity``."""
+        own = unplaceable(self.room, ms.plannable)
+        others = len(ms.bound) + len(ms.plannable) - len(own)
+        if own and others < g.min_member:
+            return _verdict(g, Outcome.UNSCHEDULABLE, fits, unplaceable_message(self.room, own, others, g.min_member))
+        return _verdict(g, Outcome.EXCEEDS_CLUSTER_CAPACITY, fits, empty_msg)
 
     def _charge_bound_members(self, room: Room, ms: Members) -> None:
         """On the empty room, the group's own bound, non-terminal members keep their room: a member
