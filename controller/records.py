@@ -326,6 +326,10 @@ class PodInfo:
     #: is built from this record instead of a fresh read (:meth:`cogate.controller.writer.Writer.ungate`).
     #: Not compared: the parsed fields above are what the planner reads.
     affinity: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+    #: The controller owner (``ownerReferences`` entry with ``controller: true``) as
+    #: ``(apiVersion, kind, name, uid)``, kept for members only (pods with the pod-group label;
+    #: ``()`` otherwise): what :mod:`cogate.controller.owners` judges when a group waits for members.
+    owner: tuple[str, str, str, str] = ()
 
     @property
     def group(self) -> str | None:
@@ -643,7 +647,17 @@ def _pod_info(
         volume_claims=_volume_claims(spec, name),
         disruption=_disruption(status),
         affinity=(affinity or None) if gate_names else None,
+        owner=_controller_owner(owners) if POD_GROUP_LABEL in (meta.get("labels") or {}) else (),
     )
+
+
+def _controller_owner(owners: Sequence[Any]) -> tuple[str, str, str, str]:
+    """``(apiVersion, kind, name, uid)`` of the ``ownerReferences`` entry with ``controller: true``, or ``()``."""
+    for o in owners:
+        if isinstance(o, Mapping) and o.get("controller") is True:
+            return (sys.intern(str(o.get("apiVersion") or "")), sys.intern(str(o.get("kind") or "")),
+                    str(o.get("name") or ""), str(o.get("uid") or ""))
+    return ()
 
 
 def _spread_constraints(v: Any, path: str) -> tuple[TopologySpreadConstraint, ...]:

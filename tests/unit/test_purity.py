@@ -40,6 +40,7 @@ PURE = [
     "cogate.controller.memory",
     "cogate.controller.wakeups",
     "cogate.controller.config",
+    "cogate.controller.owners",
     "cogate.webhook.admission",
     "cogate.gates",
 ]
