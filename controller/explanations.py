@@ -218,12 +218,21 @@ def held_for_others(room: Room, eligible: frozenset[int] | set[int], short: Mapp
 _OWN_REASONS = frozenset({"nodeSelector", "node affinity", _volumes.REASON})
 
 
+#: Taint key prefixes the node lifecycle controller and cloud providers set for a node's state
+#: (``node.kubernetes.io/not-ready``, ``unreachable``, ``memory-pressure``, ...,
+#: ``node.cloudprovider.kubernetes.io/uninitialized``): they come and go with the node.
+NODE_STATE_TAINTS = ("node.kubernetes.io/", "node.cloudprovider.kubernetes.io/")
+
+
 def own_reason(reason: str) -> bool:
     """Whether a node exclusion ``reason`` (:func:`cogate.controller.filters.static_reason`)
     comes from the member's own spec: its ``nodeSelector``, required node affinity, a taint it
-    has no toleration for (``"taint key=value"``), its bound volumes' node affinity. ``not
-    Ready`` and ``unschedulable (cordoned)`` are the node's state."""
-    return reason in _OWN_REASONS or reason.startswith("taint ")
+    has no toleration for (``"taint key=value"``; not the node-state taints of
+    :data:`NODE_STATE_TAINTS`, such as a new node's ``node.kubernetes.io/not-ready``), its bound
+    volumes' node affinity. ``not Ready`` and ``unschedulable (cordoned)`` are the node's state."""
+    if reason.startswith("taint "):
+        return not reason[len("taint "):].startswith(NODE_STATE_TAINTS)
+    return reason in _OWN_REASONS
 
 
 def unplaceable(room: Room, members: Sequence[PodInfo]) -> list[PodInfo]:

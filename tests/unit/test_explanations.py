@@ -168,6 +168,14 @@ def test_nodes_state_alone_is_capacity_not_the_members_constraint(nodes, why):
     assert released_condition(g, v).reason == "InsufficientCapacity"
 
 
+def test_a_new_nodes_not_ready_taint_is_the_nodes_state_not_the_members_constraint():
+    new = node("n1", taints=(Taint("node.kubernetes.io/not-ready", "", "NoSchedule"),))
+    g = group([pod("w-0"), pod("w-1")])
+    v = both([new], [g]).verdicts[0]
+    assert v.outcome == "ExceedsClusterCapacity" and "own constraints" not in v.message
+    assert "1 node excluded by taint node.kubernetes.io/not-ready" in v.message
+
+
 def test_tolerated_taint_and_matching_selector_are_not_own_constraints():
     members = [pod("w-0", tolerations=(Toleration("gpu", "Equal", "true", "NoSchedule"),),
                    node_selector={"disktype": "ssd"})]
@@ -197,6 +205,8 @@ def test_waiting_text_says_capacity_when_some_wait_for_room():
 @pytest.mark.parametrize("reason,own", [
     ("nodeSelector", True), ("node affinity", True), ("taint gpu=true", True), ("volume node affinity", True),
     ("not Ready", False), ("unschedulable (cordoned)", False),
+    ("taint node.kubernetes.io/not-ready", False), ("taint node.kubernetes.io/unreachable", False),
+    ("taint node.cloudprovider.kubernetes.io/uninitialized=true", False), ("taint kwok.x-k8s.io/node=fake", True),
 ])
 def test_own_reason(reason, own):
     assert explanations.own_reason(reason) is own
