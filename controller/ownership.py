@@ -20,8 +20,9 @@ How the controller learns about owners, and why so:
   group, or one waiting for room, costs no request. Errors are cached as "unknown" for the
   same time (no retry storm; a 403 is logged once per kind): an unknown owner is never judged.
 * **Remembered owners.** A failed or suspended Job deletes its pods, so the owners of a group's
-  members are remembered per PodGroup uid (the last :data:`REMEMBERED` distinct owners) from
-  every pass in which members exist, and forgotten with the PodGroup.
+  members are remembered per PodGroup uid from every pass in which members exist (at most
+  :data:`REMEMBERED`: beyond, the oldest that own no member now go), and forgotten with the
+  PodGroup.
 * **Leader election.** Only the leader runs passes, so only it reads owners; a new leader (or a
   restart) starts with nothing remembered: a group whose members were all deleted before it
   led says only "0 of N members present" until a member appears again.
@@ -135,12 +136,13 @@ class Ownership:
         with self._lock:
             seen = self._seen.setdefault(group_uid, {})
             for m in request.members:
-                ref = owners_mod.owner_ref(m)
-                if ref is not None:
-                    seen.pop(ref.uid, None)
-                    seen[ref.uid] = ref
-            while len(seen) > REMEMBERED:
-                seen.pop(next(iter(seen)))
+                o = m.owner
+                if o and o[3] not in seen:
+                    seen[o[3]] = OwnerRef(o[0], o[1], m.namespace, o[2], o[3])
+            if len(seen) > REMEMBERED:  # drop the oldest that own no member now
+                current = {m.owner[3] for m in request.members if m.owner}
+                for uid in [u for u in seen if u not in current][:len(seen) - REMEMBERED]:
+                    del seen[uid]
             return list(seen.values())
 
     def _state(self, ref: OwnerRef, request: GroupRequest) -> OwnerState | None:

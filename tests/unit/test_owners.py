@@ -390,6 +390,10 @@ def test_room_remembers_at_most_the_latest_owners():
         r.explain(pg_object(), request([member("p", ref)]), waiting(1), 1.0)
     seen = r._seen["pg-uid-pg"]
     assert len(seen) == ownership.REMEMBERED and "u0" not in seen and f"u{ownership.REMEMBERED + 4}" in seen
+    # owners of members present now are kept, however old
+    ms = [member(f"p{i}", OwnerRef("batch/v1", "Job", NS, f"k{i}", f"k{i}")) for i in range(ownership.REMEMBERED + 2)]
+    r.explain(pg_object(), request(ms), waiting(1), 1.0)
+    assert set(r._seen["pg-uid-pg"]) == {f"k{i}" for i in range(ownership.REMEMBERED + 2)}
 
 
 # -- a reconciler pass: the status and the event tell it ---------------------------------------------
