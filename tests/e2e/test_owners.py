@@ -166,6 +166,27 @@ def test_replicas_below_min_member_are_named(stack, kube, namespace, only_nodes,
     assert cond["status"] == "True" and "keeps" not in cond["message"], cond
 
 
+@pytest.mark.parametrize("propagation", ["Orphan", "Background"])
+def test_deleted_owner_is_named_from_memory(stack, kube, namespace, only_nodes, propagation):
+    """The Job is deleted: orphaned, its pods stay (garbage collection drops their owner
+    reference, so they look bare); in the background, they go too. cogate remembers the
+    Job its members had and says it was deleted."""
+    only_nodes(1, **NODE)
+    batch = client.BatchV1Api(kube)
+    create_pod_group(kube, example.pod_group("j", 3, namespace=namespace, timeout_seconds=None))
+    batch.create_namespaced_job(namespace, job("j", 2))
+    released_says(kube, namespace, "j", f"Job {namespace}/j runs at most 2 pods at once")
+    batch.delete_namespaced_job("j", namespace, propagation_policy=propagation)
+    left = 2 if propagation == "Orphan" else 0
+    cond = released_says(kube, namespace, "j", f"{left} of 3 members present",
+                         f"Job {namespace}/j was deleted, so it creates no more members",
+                         "fix: recreate the workload, or delete this PodGroup", timeout=40)
+    assert cond["reason"] == "WaitingForMembers", cond
+    owner_event(kube, namespace, "j", "Warning", "was deleted")
+    assert len(group_pods(kube, namespace, "j", deleting=False)) == left
+    assert all(map(gated, group_pods(kube, namespace, "j", deleting=False)))
+
+
 def test_owner_metric_counts_reads(stack, kube, namespace, only_nodes):
     """The reads are few: one per owner while its members are unchanged (cache), not one per pass."""
     only_nodes(1, **NODE)

@@ -108,6 +108,17 @@ def test_one_member_whose_own_constraints_match_no_node_is_named_not_capacity(no
     assert (cond.status, cond.reason, cond.message) == ("False", "Unschedulable", v.message)
 
 
+def test_bound_volumes_node_affinity_is_the_members_own_constraint():
+    """A claim bound to a PV whose node affinity no node matches (kube-scheduler VolumeBinding)."""
+    pv_zone_c = ((NodeSelectorTerm((NodeSelectorRequirement("zone", "In", ("c",)),)),),)
+    members = [pod("w-0"), pod("w-1", volume_node_affinity=pv_zone_c)]
+    g = group(members)
+    v = both([node("n1", labels={"zone": "a"})], [g]).verdicts[0]
+    assert v.outcome == "Unschedulable"
+    assert v.message == ("member w-1 fits no node by its own constraints, not for want of capacity: bound volumes' "
+                         "node affinity excludes 1 node; the other 1 member cannot reach minMember 2 alone")
+
+
 def test_all_members_with_the_same_constraint_are_named_together():
     members = [pod(f"w-{i}", **SELECTOR) for i in range(3)]
     g = group(members)
