@@ -94,9 +94,7 @@ def promised_room(reservations: Sequence[tuple[Reservation, PodInfo]], nominated
     name), so a pass is deterministic.
     """
     holders = holders or {}
-    out = [Promise(pod, r.node_name, dict(r.requests), r.host_ports, "reserved", pod.priority,
-                   holders.get(r.pod_uid, f"pod {r.namespace}/{r.name}"))
-           for r, pod in reservations]
+    out = [reservation_promise(r, pod, holders.get(r.pod_uid, "")) for r, pod in reservations]
     seen = {r.pod_uid for r, _ in reservations}
     for p in sorted(nominated, key=lambda p: (p.nominated_node, p.created, p.namespace, p.name, p.uid)):
         if p.uid in seen:
@@ -105,6 +103,13 @@ def promised_room(reservations: Sequence[tuple[Reservation, PodInfo]], nominated
         out.append(Promise(p, p.nominated_node, dict(p.requests), p.host_ports, "nominated", p.priority,
                            f"pod {p.namespace}/{p.name}"))
     return out
+
+
+def reservation_promise(r: Reservation, pod: PodInfo, holder: str = "") -> Promise:
+    """The room reservation ``r`` of member ``pod`` promises: on ``r.node_name``, ``r``'s requests
+    and host ports, for every pod; ``holder`` ``"PodGroup ns/name"`` (default ``"pod ns/name"``)."""
+    return Promise(pod, r.node_name, dict(r.requests), r.host_ports, "reserved", pod.priority,
+                   holder or f"pod {r.namespace}/{r.name}")
 
 
 def req_with_pod(requests: Mapping[str, int]) -> dict[str, int]:

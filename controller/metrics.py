@@ -68,6 +68,9 @@ class Metrics:
             "(e.g. scheduler-plugins' PodGroup controller).", registry=r)
         self.status_writes = Counter(_P + "status_writes", "PodGroup status patches by result (ok, error).",
                                      ["result"], registry=r)
+        self.owner_reads = Counter(_P + "owner_reads", "Reads of waiting groups' member owners (Jobs, ReplicaSets, "
+                                   "StatefulSets) by kind and result (ok, not_found, invalid, error).",
+                                   ["kind", "result"], registry=r)
         self.is_leader = Gauge(_P + "leader", "1 while this process holds the leader Lease.", registry=r)
 
     def render(self) -> bytes:

@@ -72,6 +72,9 @@ class Reason(StrEnum):
     STATUS_FIELDS_DROPPED = "StatusFieldsDropped"
     #: On the PodGroup: another field manager also writes its status (scheduler-plugins' controller).
     FOREIGN_STATUS_WRITER = "ForeignStatusWriter"
+    #: On the PodGroup: its members' owners can never make minMember members (failed, suspended,
+    #: deleted, too few replicas, a StatefulSet creating pods one at a time).
+    OWNER_CANNOT_COMPLETE = "OwnerCannotComplete"
     #: On a gated pod: its label names a PodGroup that does not exist.
     POD_GROUP_NOT_FOUND = "PodGroupNotFound"
     #: On a pod: it left its group while gated, so its gate was removed.
@@ -250,6 +253,12 @@ def quorum_lost(message: str) -> Notice:
 def waiting_for_capacity(message: str) -> Notice:
     """The Normal ``WaitingForCapacity`` event: members of a released group wait gated for room."""
     return Notice(NORMAL, Reason.WAITING_FOR_CAPACITY, message)
+
+
+def owner_cannot_complete(message: str, warning: bool = True) -> Notice:
+    """The ``OwnerCannotComplete`` event (:func:`cogate.controller.owners.judge`'s message): a
+    Warning, or Normal when the owners only wait (a suspended Job) or are done (a complete one)."""
+    return Notice(WARNING if warning else NORMAL, Reason.OWNER_CANNOT_COMPLETE, message)
 
 
 def pdb_conflict(name: str) -> Notice:

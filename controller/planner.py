@@ -129,6 +129,7 @@ from cogate.controller.capacity import (
     pack,
     pinned_node_problems,
     promised_room,
+    reservation_promise,
     req_with_pod,
     room_by_node,
 )
@@ -141,6 +142,8 @@ from cogate.controller.explanations import (
     plural,
     shortfall,
     unchecked_note,
+    unplaceable,
+    unplaceable_message,
     waiting_text,
 )
 from cogate.controller.filters import spec_key
@@ -413,6 +416,8 @@ class Pass:
                     host_ports=m.host_ports,
                     expires=self.now + self.config.reservation_ttl_seconds,
                 ))
+                # room promised to this group from now on in the pass: named to later groups' messages
+                self.room.promised.append((reservation_promise(self.new_reservations[-1], m, f"PodGroup {m.namespace}/{m.group}"), i))
         return release
 
     # -- released groups
@@ -448,7 +453,7 @@ class Pass:
         lone_plan = pack(self.room, to_plan, len(to_plan)) if to_plan else {}
         plan.update(lone_plan)
         unplaced = [m for m in to_plan if m.uid not in lone_plan]
-        short = shortfall(self.room, unplaced, len(unplaced)).text if unplaced else ""
+        short = shortfall(self.room, unplaced, len(unplaced)) if unplaced else Short("")
         self.room.commit()
         planned_members = [m for m in ms.gated if m.uid in plan]
         release.update(self._reserve(planned_members, plan))
@@ -588,7 +593,7 @@ class Pass:
             return None
         ok, msg = self.fits_empty(g, ms)
         if not ok:
-            return _verdict(g, Outcome.EXCEEDS_CLUSTER_CAPACITY, len(ms.bound), msg)
+            return self._never_fits(g, ms, len(ms.bound), msg)
         return _verdict(
             g,
             Outcome.INSUFFICIENT_CAPACITY,
@@ -672,7 +677,7 @@ class Pass:
         fits = len(ms.bound) + len(plan)
         skipped = {m.uid for m in incomplete}
         unplaced = [m for m in ms.plannable if m.uid not in plan and m.uid not in skipped]
-        short = shortfall(self.room, unplaced, len(unplaced)).text if unplaced else ""
+        short = shortfall(self.room, unplaced, len(unplaced)) if unplaced else Short("")
         self.room.commit()
         held = {m.uid for m in unplaced} | skipped
         release = self._reserve([m for m in ms.gated if m.uid not in held], plan)
@@ -697,7 +702,7 @@ class Pass:
         ok, empty_msg = self.fits_empty(g, ms)
         if not ok:
             self.basis = Basis("room", ms, miss)
-            return _verdict(g, Outcome.EXCEEDS_CLUSTER_CAPACITY, miss.fits, empty_msg)
+            return self._never_fits(g, ms, miss.fits, empty_msg)
         affinity_dead = [
             m
             for m in miss.unplaced
@@ -721,6 +726,18 @@ class Pass:
         else:
             self.basis = Basis("room", ms, miss, since)
         return _verdict(g, Outcome.INSUFFICIENT_CAPACITY, miss.fits, msg)
+
+    def _never_fits(self, g: GroupRequest, ms: Members, fits: int, empty_msg: str) -> GroupVerdict:
+        """A group that does not fit even every eligible node empty: ``Unschedulable`` when
+        members that no node takes by their own constraints (nodeSelector, required node
+        affinity, tolerations, bound volumes: :func:`~cogate.controller.explanations.unplaceable`)
+        leave fewer than minMember others, named as their constraint and not capacity (issue 21
+        item 9); else ``ExceedsClusterCapacity``."""
+        own = unplaceable(self.room, ms.plannable)
+        others = len(ms.bound) + len(ms.plannable) - len(own)
+        if own and others < g.min_member:
+            return _verdict(g, Outcome.UNSCHEDULABLE, fits, unplaceable_message(self.room, own, others, g.min_member))
+        return _verdict(g, Outcome.EXCEEDS_CLUSTER_CAPACITY, fits, empty_msg)
 
     def _charge_bound_members(self, room: Room, ms: Members) -> None:
         """On the empty room, the group's own bound, non-terminal members keep their room: a member

@@ -52,6 +52,8 @@ from cogate.controller import lifecycle, notices, refusers, verdicts
 from cogate.controller import quota as quota_mod
 from cogate.controller import status as status_mod
 from cogate.controller import replicas
+from cogate.controller import ownership
+from cogate.controller.ownership import Ownership
 from cogate.controller.aftercare import Aftercare, Context
 from cogate.controller.config import ReconcilerConfig
 from cogate.controller.events import Emitter, EventRecorder
@@ -166,6 +168,8 @@ class Reconciler:
         self.aftercare = Aftercare(config, caches, self.writer, self.metrics, self.events, monotonic, policy)
         self.strays = Strays(config.gate_name, caches.podgroups, self.writer, self.metrics, self.events, clock,
                              lambda: self._leading())
+        self.owners = Ownership(ownership.api_reader(getattr(core, "api_client", None)), self.events, self.metrics,
+                                monotonic)
 
     # -- triggering ----------------------------------------------------------
     def enqueue(self, *_: object) -> None:
@@ -371,6 +375,7 @@ class Reconciler:
         live_uids = {g.uid for g in groups.values()}
         self.events.forget(live_uids)
         self.memory.forget(live_uids)
+        self.owners.forget(live_uids)
         deadlines = [r.expires for r in self.reservations if r.expires > now]
         retry = self.guard.next_retry(self.memory, now)
         if retry is not None:
@@ -392,6 +397,7 @@ class Reconciler:
         """Check the release (planned nodes, dry run), status first, then gates (a restarted
         controller finishes a recorded release), then after-release duties and events."""
         ctx = ctx or Context()
+        verdict = self.owners.explain(g, request, verdict, now)  # owners that cannot complete the group
         memory = self.memory.recall(g.uid)
         checked = self.guard.check(g, verdict, memory, now)  # planned nodes again, back-off, dry run
         findings = self.aftercare.find(g, request, verdict, ctx, memory, checked.refused)

@@ -339,6 +339,10 @@ class PodInfo:
     #: creation and adds 1 on every change of ``spec`` (binding and status writes do not), so a
     #: release (the gate's removal) always makes it at least 2 (:func:`cogate.controller.lifecycle.never_gated`).
     generation: int = 0
+    #: The controller owner (``ownerReferences`` entry with ``controller: true``) as
+    #: ``(apiVersion, kind, name, uid)``, kept for members only (pods with the pod-group label;
+    #: ``()`` otherwise): what :mod:`cogate.controller.owners` judges when a group waits for members.
+    owner: tuple[str, str, str, str] = ()
 
     @property
     def group(self) -> str | None:
@@ -691,6 +695,7 @@ def _pod_info(
         nominated_node=sys.intern(_str(status.get("nominatedNodeName"), "status.nominatedNodeName")),
         replica_size=_replica_size(meta.get("annotations")),
         generation=_generation(meta.get("generation")),
+        owner=_controller_owner(owners) if POD_GROUP_LABEL in (meta.get("labels") or {}) else (),
     )
 
 
@@ -721,6 +726,15 @@ def _replica_size(annotations: Any) -> int:
 def _generation(v: Any) -> int:
     """``metadata.generation`` as an int (0 when absent or not a whole number)."""
     return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
+
+
+def _controller_owner(owners: Sequence[Any]) -> tuple[str, str, str, str]:
+    """``(apiVersion, kind, name, uid)`` of the ``ownerReferences`` entry with ``controller: true``, or ``()``."""
+    for o in owners:
+        if isinstance(o, Mapping) and o.get("controller") is True:
+            return (sys.intern(str(o.get("apiVersion") or "")), sys.intern(str(o.get("kind") or "")),
+                    str(o.get("name") or ""), str(o.get("uid") or ""))
+    return ()
 
 
 def _spread_constraints(v: Any, path: str) -> tuple[TopologySpreadConstraint, ...]:

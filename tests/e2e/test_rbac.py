@@ -254,6 +254,35 @@ def test_readme_example_under_the_chart_service_accounts(installed):
     assert stack.processes["controller"].alive()
 
 
+def test_owners_of_waiting_groups_are_read_under_the_chart_service_account(installed):
+    """A group whose ReplicaSet keeps fewer pods than minMember, and one whose Job runs fewer at
+    once: the controller reads both owners (get only) and says so (issue 21 item 5)."""
+    cluster = installed["cluster"]
+    api = cluster.api_client()
+    try:
+        ns = "rbac-owners"
+        cluster.kubectl("create", "namespace", ns)
+        create_pod_group(api, example.pod_group("web", 3, namespace=ns, timeout_seconds=None))
+        client.AppsV1Api(api).create_namespaced_replica_set(ns, example.replica_set("web", 2, namespace=ns,
+                                                                                    group="web", cpu="100m"))
+        tpl = example.pod_template("train", cpu="100m", app="train")
+        tpl["spec"]["restartPolicy"] = "Never"
+        create_pod_group(api, example.pod_group("train", 3, namespace=ns, timeout_seconds=None))
+        client.BatchV1Api(api).create_namespaced_job(ns, {
+            "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train"},
+            "spec": {"parallelism": 2, "completions": 2, "template": tpl}})
+
+        def says(group: str, text: str):
+            return lambda: any(c.get("type") == "Released" and text in c.get("message", "")
+                               for c in get_pod_group(api, ns, group).get("status", {}).get("conditions", []))
+
+        wait_for(says("web", "keeps 2 pods (spec.replicas 2)"), 30, what="the ReplicaSet named")
+        wait_for(says("train", "runs at most 2 pods at once"), 30, what="the Job named")
+        assert "OwnerCannotComplete" in {e.reason for e in events_for(api, ns, "web")}
+    finally:
+        api.close()
+
+
 def test_no_request_forbidden_and_every_granted_kind_used(installed):
     # runs after the example (pytest keeps file order): the audit log holds all of it, and
     # at least one renewal of the leader Lease (every 2 s, controller.leader.RETRY_PERIOD)
@@ -281,7 +310,8 @@ def test_no_request_forbidden_and_every_granted_kind_used(installed):
                       ("patch", "admissionregistration.k8s.io/mutatingwebhookconfigurations")}
     controller_needed = {("list", "pods"), ("watch", "pods"), ("patch", "pods"), ("list", "nodes"),
                          ("list", "scheduling.x-k8s.io/podgroups"),
-                         ("create", "coordination.k8s.io/leases"), ("update", "coordination.k8s.io/leases")}
+                         ("create", "coordination.k8s.io/leases"), ("update", "coordination.k8s.io/leases"),
+                         ("get", "apps/replicasets"), ("get", "batch/jobs")}
     assert webhook_needed <= made[sa_user(WEBHOOK_SA)], sorted(made[sa_user(WEBHOOK_SA)])
     assert controller_needed <= made[sa_user(CONTROLLER_SA)], sorted(made[sa_user(CONTROLLER_SA)])
     status_writes = {v for v, r in made[sa_user(CONTROLLER_SA)] if r == "scheduling.x-k8s.io/podgroups/status"}

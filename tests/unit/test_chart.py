@@ -380,6 +380,8 @@ def test_controller_rbac_is_least_privilege(objs):
         (("",), ("nodes", "persistentvolumeclaims", "persistentvolumes"), ("get", "list", "watch"), ()),
         (("",), ("resourcequotas",), ("get", "list", "watch"), ()),
         (("",), ("pods",), ("delete",), ()),
+        (("apps",), ("replicasets", "statefulsets"), ("get",), ()),
+        (("batch",), ("jobs",), ("get",), ()),
         (("scheduling.x-k8s.io",), ("podgroups",), ("get", "list", "watch"), ()),
         (("scheduling.x-k8s.io",), ("podgroups/status",), ("get", "patch", "update"), ()),
         (("", "events.k8s.io"), ("events",), ("create", "patch"), ()),

@@ -42,6 +42,7 @@ PURE = [
     "cogate.controller.wakeups",
     "cogate.controller.config",
     "cogate.controller.replicas",
+    "cogate.controller.owners",
     "cogate.webhook.admission",
     "cogate.gates",
 ]
