@@ -36,15 +36,26 @@ pytestmark = pytest.mark.e2e
 
 def _sp_source() -> Path:
     """The scheduler-plugins v0.34.7 snapshot: ``$COGATE_COSCHEDULING_SRC``, else
-    ``shared/third_party/scheduler-plugins-v0.34.7`` in the first parent of the repository that has it."""
+    ``shared/third_party/scheduler-plugins-v0.34.7`` in the first parent of the repository that
+    has it, else that path beside the repository (which then does not exist: the tests reading it
+    fail naming it, see :func:`sp_file`)."""
     env = os.environ.get("COGATE_COSCHEDULING_SRC")
     if env:
         return Path(env)
-    for parent in Path(__file__).resolve().parents:
+    here = Path(__file__).resolve()
+    for parent in here.parents:
         candidate = parent / "shared" / "third_party" / "scheduler-plugins-v0.34.7"
         if (candidate / "go.mod").is_file():
             return candidate
-    raise FileNotFoundError("scheduler-plugins v0.34.7 source snapshot not found (set $COGATE_COSCHEDULING_SRC)")
+    return here.parents[3] / "shared" / "third_party" / "scheduler-plugins-v0.34.7"
+
+
+def sp_file(path: Path) -> Path:
+    """``path`` in the snapshot; raises FileNotFoundError naming it and how to point at the snapshot."""
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: the scheduler-plugins v0.34.7 source snapshot is not there "
+                                "(it sits in shared/third_party beside the repository; or set $COGATE_COSCHEDULING_SRC)")
+    return path
 
 
 SP = _sp_source()
@@ -72,7 +83,7 @@ def _warnings(kube, namespace: str, name: str, reason: str) -> list[client.CoreV
 @pytest.fixture
 def sp_crd(stack) -> Iterator[None]:
     """scheduler-plugins' PodGroup CRD in place of cogate's; cogate's is applied again after the test."""
-    stack.cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(SP_CRD))
+    stack.cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(sp_file(SP_CRD)))
     stack.cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/podgroups.scheduling.x-k8s.io")
     time.sleep(1)
     try:
@@ -96,7 +107,7 @@ def _sp_controller_binary() -> Path:
 def sp_controller(stack, tmp_path) -> Iterator[None]:
     """scheduler-plugins' PodGroup (and ElasticQuota) controller as a local process against the cluster."""
     binary = _sp_controller_binary()
-    stack.cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(SP_EQ_CRD))
+    stack.cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(sp_file(SP_EQ_CRD)))
     log = (tmp_path / "sp-controller.log").open("w")
     proc = subprocess.Popen([str(binary), "--metricsAddr=0", "--probeAddr=0", "--workers=2"],
                             env=dict(os.environ, KUBECONFIG=str(stack.cluster.kubeconfig)), stdout=log,

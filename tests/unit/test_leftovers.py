@@ -15,7 +15,7 @@ from cogate.controller import inputs, leftovers
 from tests.builders import NS, FakeCluster, Harness, raw_pg, raw_pod, verdict
 
 ROOT = Path(__file__).resolve().parents[2]
-from tests.e2e.test_scheduler_plugins_leftovers import SP_CRD  # noqa: E402 - the same snapshot as the e2e test
+from tests.e2e.test_scheduler_plugins_leftovers import SP_CRD, sp_file  # noqa: E402 - the same snapshot as the e2e test
 COGATE_CRD = ROOT / "charts" / "cogate" / "crds" / "scheduling.x-k8s.io_podgroups.yaml"
 #: Status fields scheduler-plugins v0.34.7's CRD schema has (manifests/coscheduling/crd.yaml).
 SP_STATUS = ("failed", "occupiedBy", "phase", "running", "scheduleStartTime", "succeeded")
@@ -60,7 +60,7 @@ def test_without(body, fields, expected):
 def test_the_real_scheduler_plugins_crd_has_no_field_for_what_is_dropped():
     """The input of the tests below is the real one: scheduler-plugins v0.34.7's CRD has exactly
     ``SP_STATUS``; cogate's has every field cogate writes."""
-    sp = yaml.safe_load(SP_CRD.read_text())["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    sp = yaml.safe_load(sp_file(SP_CRD).read_text())["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     assert tuple(sorted(sp["properties"]["status"]["properties"])) == SP_STATUS
     ours = yaml.safe_load(COGATE_CRD.read_text())["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     assert set(leftovers.STATUS_FIELDS) <= set(ours["properties"]["status"]["properties"])
