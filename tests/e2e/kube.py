@@ -87,3 +87,14 @@ def hold_gated(api: client.ApiClient, namespace: str, group: str, seconds: float
         for p in ps:
             assert gated(p) and not bound(p), f"{p.metadata.name} left the gate"
         time.sleep(0.3)
+
+
+def webhook_requests(stack) -> dict[str, float]:
+    """The webhook's ``cogate_webhook_requests_total`` by outcome (``gated``, ``ignored``, ...),
+    read from its /metrics."""
+    out: dict[str, float] = {}
+    for line in stack.metrics("webhook").splitlines():
+        if line.startswith("cogate_webhook_requests_total{"):
+            labels, value = line.rsplit(" ", 1)
+            out[labels.split('outcome="', 1)[1].split('"', 1)[0]] = float(value)
+    return out

@@ -33,7 +33,7 @@ from cogate.certs import pki
 from cogate.localcluster import example
 from cogate.webhook.config import webhook_configuration
 
-from .kube import bound, condition, create_pod_group, events_for, gated, group_pods, status, wait_for
+from .kube import bound, condition, create_pod_group, events_for, gated, group_pods, status, wait_for, webhook_requests
 
 pytestmark = pytest.mark.e2e
 
@@ -252,16 +252,6 @@ def test_never_gated_member_is_reported_with_the_fix(stack, kube, namespace, onl
                  what="Disrupted=False: minMember still placed")
 
 
-def _webhook_requests(stack) -> dict[str, float]:
-    """``cogate_webhook_requests_total`` by outcome, from the webhook's /metrics."""
-    out: dict[str, float] = {}
-    for line in stack.metrics("webhook").splitlines():
-        if line.startswith("cogate_webhook_requests_total{"):
-            labels, value = line.rsplit(" ", 1)
-            out[labels.split('outcome="', 1)[1].split('"', 1)[0]] = float(value)
-    return out
-
-
 @pytest.mark.parametrize("labelled, plain", [(1, 0), (4, 2), (0, 3)])
 def test_a_pod_labelled_at_creation_costs_one_webhook_call(stack, kube, namespace, labelled, plain):
     """The late-label entry's match condition skips a pod the first entry gated: ``labelled`` pods
@@ -270,7 +260,7 @@ def test_a_pod_labelled_at_creation_costs_one_webhook_call(stack, kube, namespac
     unchanged, outcome ``ignored``)."""
     _registration_now(stack)
     core = client.CoreV1Api(kube)
-    before = _webhook_requests(stack)
+    before = webhook_requests(stack)
     for i in range(labelled):
         tpl = example.pod_template("gang", cpu="100m", app="gang")
         tpl["metadata"]["name"] = f"labelled-{i}"
@@ -279,7 +269,7 @@ def test_a_pod_labelled_at_creation_costs_one_webhook_call(stack, kube, namespac
         tpl = example.pod_template(None, cpu="100m", app="plain")
         tpl["metadata"]["name"] = f"plain-{i}"
         core.create_namespaced_pod(namespace, {"apiVersion": "v1", "kind": "Pod", **tpl})
-    after = _webhook_requests(stack)
+    after = webhook_requests(stack)
     delta = {k: after.get(k, 0) - before.get(k, 0) for k in after}
     assert delta.get("gated") == labelled and delta.get("already_gated") == 0, delta
     assert delta.get("ignored") == plain, delta
