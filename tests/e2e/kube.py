@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from kubernetes import client
 
@@ -98,3 +100,28 @@ def webhook_requests(stack) -> dict[str, float]:
             labels, value = line.rsplit(" ", 1)
             out[labels.split('outcome="', 1)[1].split('"', 1)[0]] = float(value)
     return out
+
+
+@contextlib.contextmanager
+def scheduler_paused(stack) -> Iterator[None]:
+    """kube-scheduler stopped (SIGSTOP) inside the block, continued (SIGCONT) after it: released
+    members stay pinned and unbound meanwhile."""
+    proc = stack.cluster.procs["kube-scheduler"]
+    proc.signal(signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        proc.signal(signal.SIGCONT)
+
+
+@contextlib.contextmanager
+def controller_flags(stack, *flags: str) -> Iterator[None]:
+    """Run the controller with extra flags inside the block; back to the session's flags after."""
+    saved = stack.controller_args
+    stack.controller_args = tuple(saved) + flags
+    stack.restart_controller()
+    try:
+        yield
+    finally:
+        stack.controller_args = saved
+        stack.restart_controller()

@@ -24,7 +24,8 @@ from kubernetes import client
 from cogate.api import GROUP, PLURAL, VERSION
 from cogate.localcluster import example
 
-from .kube import bound, condition, create_pod_group, events_for, gated, group_pods, running, status, wait_for
+from .kube import (bound, condition, create_pod_group, events_for, gated, group_pods, running,
+                   scheduler_paused, status, wait_for)
 
 pytestmark = pytest.mark.e2e
 
@@ -352,16 +353,6 @@ def test_a_gang_binding_longer_than_its_timeout_is_never_evicted(evicting_contro
     assert condition(st, "TimedOut")["status"] == "False", st
     reasons = [e.reason for e in events_for(kube, namespace, "big")]
     assert "Timeout" not in reasons, reasons
-
-
-@contextlib.contextmanager
-def scheduler_paused(stack):
-    proc = stack.cluster.procs["kube-scheduler"]
-    proc.signal(signal.SIGSTOP)
-    try:
-        yield
-    finally:
-        proc.signal(signal.SIGCONT)
 
 
 @pytest.mark.parametrize("members,timeout", [(20, 2), (8, 1)])

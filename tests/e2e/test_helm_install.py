@@ -600,7 +600,7 @@ def test_helm_uninstall_leaves_only_what_the_chart_readme_says(release, healthy,
     print(f"Lease left by uninstall: holder {leases[0].spec.holder_identity!r}")
     # exactly what the chart's README says uninstall keeps
     kept = re.search(r"`helm uninstall` keeps (.*?)\.", (ROOT / "charts/cogate/README.md").read_text(), re.S)
-    assert kept and f"Secret `<release>-webhook-cert`" in kept.group(1) and "Lease `cogate-controller`" in kept.group(1)
+    assert kept and "Secret `<release>-webhook-cert`" in kept.group(1) and "Lease `cogate-controller`" in kept.group(1)
     # labelled pods are admitted again (no leftover failurePolicy: Fail webhook), ungated
     pod = core.create_namespaced_pod(release.probe_ns, labelled_pod("after-uninstall"), dry_run="All")
     assert not pod.spec.scheduling_gates

@@ -7,8 +7,6 @@ is paused with SIGSTOP where a test needs members released but not yet bound.
 
 from __future__ import annotations
 
-import contextlib
-import signal
 import time
 from typing import Any
 
@@ -18,18 +16,8 @@ from kubernetes import client
 from cogate.api import DEFAULT_GATE_NAME, GROUP, PLURAL, POD_GROUP_LABEL, VERSION
 from cogate.localcluster import example
 
-from .kube import (
-    bound,
-    condition,
-    create_pod_group,
-    events_for,
-    gated,
-    group_pods,
-    running,
-    scheduled_reason,
-    status,
-    wait_for,
-)
+from .kube import (bound, condition, controller_flags, create_pod_group, events_for, gated, group_pods,
+                   running, scheduled_reason, scheduler_paused, status, wait_for)
 
 pytestmark = pytest.mark.e2e
 
@@ -54,29 +42,6 @@ def pinned_to(p: client.V1Pod) -> str | None:
 
 def event_messages(kube, namespace: str, name: str, reason: str) -> list[str]:
     return [e.message for e in events_for(kube, namespace, name) if e.reason == reason]
-
-
-@contextlib.contextmanager
-def scheduler_paused(stack):
-    proc = stack.cluster.procs["kube-scheduler"]
-    proc.signal(signal.SIGSTOP)
-    try:
-        yield
-    finally:
-        proc.signal(signal.SIGCONT)
-
-
-@contextlib.contextmanager
-def controller_flags(stack, *flags: str):
-    """Run the controller with extra flags inside the block; back to the session's flags after."""
-    saved = stack.controller_args
-    stack.controller_args = tuple(saved) + flags
-    stack.restart_controller()
-    try:
-        yield
-    finally:
-        stack.controller_args = saved
-        stack.restart_controller()
 
 
 # ----------------------------------------------------------------- item 1: a planned node goes bad

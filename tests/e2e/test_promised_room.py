@@ -19,7 +19,6 @@ Node shape: one node of 10 CPU unless said otherwise.
 from __future__ import annotations
 
 import contextlib
-import signal
 import time
 from typing import Any
 
@@ -29,8 +28,8 @@ from kubernetes import client
 from cogate.api import POD_GROUP_LABEL
 from cogate.localcluster import example
 
-from .kube import (bound, condition, create_pod_group, events_for, gated, group_pods, hold_gated, running, status,
-                   wait_for)
+from .kube import (bound, condition, controller_flags, create_pod_group, events_for, gated, group_pods,
+                   hold_gated, running, scheduler_paused, status, wait_for)
 
 pytestmark = pytest.mark.e2e
 
@@ -62,28 +61,6 @@ def create_gang(kube, namespace: str, name: str, size: int, cpu: str, **kw) -> l
     return names
 
 
-@contextlib.contextmanager
-def controller_flags(stack, *flags: str):
-    saved = stack.controller_args
-    stack.controller_args = tuple(saved) + flags
-    stack.restart_controller()
-    try:
-        yield
-    finally:
-        stack.controller_args = saved
-        stack.restart_controller()
-
-
-@contextlib.contextmanager
-def scheduler_stopped(stack):
-    proc = stack.cluster.procs["kube-scheduler"]
-    proc.signal(signal.SIGSTOP)
-    try:
-        yield
-    finally:
-        proc.signal(signal.SIGCONT)
-
-
 def released_reason(kube, namespace: str, name: str) -> dict[str, Any] | None:
     return condition(status(kube, namespace, name), "Released")
 
@@ -101,7 +78,7 @@ def test_pinned_unbound_gang_keeps_its_room_while_kube_scheduler_is_stopped_past
     only_nodes(1, **NODE)
     (a_size, a_cpu), (b_size, b_cpu) = first, second
     with controller_flags(stack, "--reservation-ttl", str(TTL)):
-        with scheduler_stopped(stack):
+        with scheduler_paused(stack):
             create_gang(kube, namespace, "a", a_size, a_cpu)
             wait_for(lambda: (ps := group_pods(kube, namespace, "a")) and len(ps) == a_size
                      and not any(gated(p) for p in ps), 15, what="gang a released")
