@@ -69,6 +69,10 @@ def connection_pool_size(workers: int) -> int:
 BOUND_PODS_FIELD_SELECTOR = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
 #: Unbound pods, for those kube-scheduler nominated a node for (room promised there).
 UNBOUND_PODS_FIELD_SELECTOR = "spec.nodeName=,status.phase!=Succeeded,status.phase!=Failed"
+#: ... that are not members: the members informer has those, and a released member's room is its
+#: reservation. Without it every member's events came twice (issue 19's benchmark: 2.5 more watch
+#: events per member, a slower API server, 1.30x -> 1.43x for a gang of 1,000 on 29 nodes).
+NOMINATED_PODS_LABEL_SELECTOR = f"!{api.POD_GROUP_LABEL}"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -228,7 +232,8 @@ def main(argv: list[str] | None = None) -> int:
         claims=make("persistentvolumeclaims", claim_source(core, ns), namespaced_key, volumes.claim_info),
         volumes=make("persistentvolumes", volume_source(core), name_key, volumes.volume_info),
         quotas=make("resourcequotas", resource_quota_source(core, ns), namespaced_key, quota.quota_info),
-        nominated=make("nominated-pods", pod_source(core, field_selector=UNBOUND_PODS_FIELD_SELECTOR), uid_key,
+        nominated=make("nominated-pods", pod_source(core, field_selector=UNBOUND_PODS_FIELD_SELECTOR,
+                                                        label_selector=NOMINATED_PODS_LABEL_SELECTOR), uid_key,
                        records.nominated_pod_info),
     )
     if args.validate_releases == "auto":
