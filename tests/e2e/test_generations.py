@@ -187,8 +187,9 @@ def test_job_suspended_and_resumed_is_decided_again_as_a_whole(stack, kube, name
         assert "Succeeded member" in condition(st, "Released")["message"]
     remove_filler(kube, namespace)
     wait_for(lambda: len([p for p in live(kube, namespace, "job") if running(p)]) == 4, 30, what="resumed gang runs")
-    st = wait_for(lambda: (s := status(kube, namespace, "job")).get("phase") == "Running" and s, 15, what="Running")
-    assert st["scheduleStartTime"] > first["scheduleStartTime"] and st["running"] == 4, st
+    st = wait_for(lambda: (s := status(kube, namespace, "job")).get("phase") == "Running" and s.get("running") == 4
+                  and s, 15, what="Running, running 4")
+    assert st["scheduleStartTime"] > first["scheduleStartTime"], st
 
 
 # ----------------------------------------------------------------- item 6: Succeeded members
@@ -230,8 +231,9 @@ def test_succeeded_members_never_make_up_a_new_gang(stack, kube, namespace, only
         time.sleep(0.3)
     core.create_namespaced_pod(namespace, bare_pod(f"mpi-{m - 1}", "mpi", cpu="1"))
     wait_for(lambda: len([p for p in live(kube, namespace, "mpi") if running(p)]) == m, 30, what="gang runs")
-    st = wait_for(lambda: (s := status(kube, namespace, "mpi")).get("phase") == "Running" and s, 15, what="Running")
-    assert condition(st, "Released")["status"] == "True" and st["running"] == m, st
+    st = wait_for(lambda: (s := status(kube, namespace, "mpi")).get("phase") == "Running" and s.get("running") == m
+                  and s, 15, what=f"Running, running {m}")  # the counts may follow the phase by a write
+    assert condition(st, "Released")["status"] == "True", st
 
 
 @pytest.mark.parametrize("completions,parallelism", [(7, 3), (5, 2)])
@@ -246,9 +248,8 @@ def test_job_waves_with_a_last_wave_smaller_than_min_member_complete(stack, kube
     batch.create_namespaced_job(namespace, _job("waves", "waves", completions, parallelism, "1s"))
     wait_for(lambda: (batch.read_namespaced_job("waves", namespace).status.succeeded or 0) == completions, 60,
              what=f"all {completions} completions")
-    st = wait_for(lambda: (s := status(kube, namespace, "waves")).get("phase") == "Finished" and s, 15,
-                  what="Finished")
-    assert st["succeeded"] == completions, st
+    wait_for(lambda: (s := status(kube, namespace, "waves")).get("phase") == "Finished"
+             and s.get("succeeded") == completions, 15, what=f"Finished, succeeded {completions}")
 
 
 # ----------------------------------------------------------------- item 7: PodGroup recreated
