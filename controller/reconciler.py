@@ -52,8 +52,7 @@ from cogate.controller import lifecycle, notices, refusers, verdicts
 from cogate.controller import quota as quota_mod
 from cogate.controller import status as status_mod
 from cogate.controller import replicas
-from cogate.controller import ownership
-from cogate.controller.ownership import Ownership
+from cogate.controller.ownership import Ownership, api_reader
 from cogate.controller.aftercare import Aftercare, Context
 from cogate.controller.config import ReconcilerConfig
 from cogate.controller.events import Emitter, EventRecorder
@@ -168,7 +167,7 @@ class Reconciler:
         self.aftercare = Aftercare(config, caches, self.writer, self.metrics, self.events, monotonic, policy)
         self.strays = Strays(config.gate_name, caches.podgroups, self.writer, self.metrics, self.events, clock,
                              lambda: self._leading())
-        self.owners = Ownership(ownership.api_reader(getattr(core, "api_client", None)), self.events, self.metrics,
+        self.owners = Ownership(api_reader(getattr(core, "api_client", None)), self.events, self.metrics,
                                 monotonic)
 
     # -- triggering ----------------------------------------------------------
