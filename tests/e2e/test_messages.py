@@ -30,16 +30,6 @@ GPU_TAINT = [{"key": "gpu", "value": "true", "effect": "NoSchedule"}]
 TOLERATE_GPU = {"tolerations": [{"key": "gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"}]}
 
 
-def settled(kube, names: list[str]) -> list[str]:
-    """Wait until the new nodes lost the node-state taints (``node.kubernetes.io/*``) the node
-    lifecycle controller puts on them at first, so the planner sees them as they stay."""
-    core = client.CoreV1Api(kube)
-    for n in names:
-        wait_for(lambda: not [t for t in core.read_node(n).spec.taints or [] if t.key.startswith("node.kubernetes.io/")],
-                 30, what=f"node {n} without node-state taints")
-    return names
-
-
 def released(kube, namespace: str, group: str, reason: str, *parts: str, timeout: float = 20) -> dict:
     def says():
         c = condition(status(kube, namespace, group), "Released")
@@ -60,7 +50,7 @@ def released(kube, namespace: str, group: str, reason: str, *parts: str, timeout
 ])
 def test_one_members_own_constraint_is_named_as_unschedulable(stack, kube, namespace, only_nodes, case, nodes, odd,
                                                               others, words):
-    settled(kube, only_nodes(2, **NODE, **nodes))
+    only_nodes(2, **NODE, **nodes)
     create_pod_group(kube, example.pod_group("g", 3, namespace=namespace, timeout_seconds=None))
     create_pods(kube, namespace, "g", 2, cpu="1", extra_spec=others)
     client.CoreV1Api(kube).create_namespaced_pod(namespace, pod("g-odd", "g", cpu="1", extra_spec=odd))
@@ -76,7 +66,7 @@ def test_one_members_own_constraint_is_named_as_unschedulable(stack, kube, names
 
 
 def test_all_members_with_the_constraint_are_named_together(stack, kube, namespace, only_nodes):
-    settled(kube, only_nodes(1, **NODE))
+    only_nodes(1, **NODE)
     create_pod_group(kube, example.pod_group("g", 2, namespace=namespace, timeout_seconds=None))
     create_pods(kube, namespace, "g", 2, cpu="1", extra_spec=SSD)
     cond = released(kube, namespace, "g", "Unschedulable", "members g-0, g-1 fit no node by their own constraints",
@@ -88,7 +78,7 @@ def test_all_members_with_the_constraint_are_named_together(stack, kube, namespa
 def test_own_constraint_beside_a_real_capacity_shortage(stack, kube, namespace, only_nodes):
     """minMember 3 of 4 members; g-odd can never run, the other three lack room now (a filler
     holds 6 of 10 CPU): a capacity reason for the group, g-odd named apart."""
-    settled(kube, only_nodes(1, **NODE))
+    only_nodes(1, **NODE)
     core = client.CoreV1Api(kube)
     core.create_namespaced_pod(namespace, pod("filler", None, cpu="6"))
     wait_for(lambda: bound(core.read_namespaced_pod("filler", namespace)), 20, what="filler bound")
@@ -113,7 +103,7 @@ def test_failover_restored_reservations_are_named_in_the_waiting_message(stack, 
     """kube-scheduler paused: gang ``a`` (3 x 3 CPU) is released, pinned and unbound; the
     controller restarts (a failover), rebuilds the reservations from the pins, and group ``b``
     waits naming the room held for ``a``: PodGroup, members, node, CPU."""
-    (node,) = settled(kube, only_nodes(1, **NODE))
+    (node,) = only_nodes(1, **NODE)
     scheduler = stack.cluster.procs["kube-scheduler"]
     scheduler.signal(signal.SIGSTOP)
     try:

@@ -95,11 +95,6 @@ def test_restarted_controller_finishes_a_recorded_release_instead_of_re_deciding
     release are released towards room the planner finds (issue 9 item 5): three are, the
     fourth waits gated for capacity instead of going Unschedulable."""
     (node,) = only_nodes(1, **NODE)
-    # Members of a standing release are released towards room the planner finds: wait until the
-    # new node has lost the not-ready taint the node lifecycle controller puts on it at first.
-    core = client.CoreV1Api(kube)
-    wait_for(lambda: not [t for t in core.read_node(node).spec.taints or [] if t.key.startswith("node.kubernetes.io/")],
-             30, what="node without the not-ready taint")
     stack.processes.pop("controller").stop()
     try:
         create_pod_group(kube, example.pod_group("g", 4, namespace=namespace, timeout_seconds=None))
@@ -241,10 +236,6 @@ def test_foreign_gate_is_never_removed_and_member_it_holds_does_not_count(stack,
 
 def test_unmatchable_node_selector_never_releases_and_says_why(stack, kube, namespace, only_nodes):
     (node,) = only_nodes(1, **NODE)
-    # A new node carries the not-ready taint for a moment (the node's state, capacity): let it go.
-    core = client.CoreV1Api(kube)
-    wait_for(lambda: not [t for t in core.read_node(node).spec.taints or [] if t.key.startswith("node.kubernetes.io/")],
-             30, what="node without the not-ready taint")
     create_pod_group(kube, example.pod_group("g", 2, namespace=namespace, timeout_seconds=None))
     create_pods(kube, namespace, "g", 2, cpu="1", extra_spec={"nodeSelector": {"zone": "nowhere"}})
     # A pass may run between the two creations ("1 of 2 members present"): wait for the verdict on both.
