@@ -246,7 +246,8 @@ def test_a_new_lws_replica_is_released_whole_never_its_leader_alone(stack, kube,
     wait_for(lambda: (c := condition(status(kube, namespace, LWS), "MembersWaiting")) and c["status"] == "False",
              10, what="MembersWaiting False once no replica waits")
     # the recorder writes events after the status
-    warned = wait_for(lambda: (w := [e for e in events_for(kube, namespace, LWS) if e.reason == "ReplicasSharePodGroup"])
+    warned = wait_for(lambda: (w := [e for e in events_for(kube, namespace, LWS)
+                                     if e.reason == "ReplicasSharePodGroup"])
                       and w[0].type == "Warning" and "give each replica its own PodGroup" in w[0].message and w, 10,
                       what="Warning ReplicasSharePodGroup event")
     assert warned and warned[0].type == "Warning", [(e.type, e.reason) for e in events_for(kube, namespace, LWS)]
