@@ -128,6 +128,8 @@ def test_failover_restored_reservations_are_named_in_the_waiting_message(stack, 
         scheduler.signal(signal.SIGCONT)
     # a binds: the room is a's for good, b's message no longer speaks of a reservation
     wait_for(lambda: all(bound(p) for p in group_pods(kube, namespace, "a")), 30, what="a bound")
-    released(kube, namespace, "b", "InsufficientCapacity", "cpu short by 3")
-    wait_for(lambda: "room reserved" not in condition(status(kube, namespace, "b"), "Released")["message"], 20,
-             what="the reservation no longer named once a is bound")
+    # one wait for all of it: the message naming the reservation also says "cpu short by 3"
+    wait_for(lambda: (c := condition(status(kube, namespace, "b"), "Released")) and c["status"] == "False"
+             and c["reason"] == "InsufficientCapacity" and "cpu short by 3" in c["message"]
+             and "room reserved" not in c["message"], 20,
+             what="InsufficientCapacity, cpu short by 3, the reservation no longer named once a is bound")
