@@ -143,7 +143,8 @@ def test_finished_group_keeps_counts_and_phase_when_members_are_deleted_and_one_
     wait_for(lambda: not group_pods(kube, namespace, "job", deleting=False), 10, what="members deleted")
     core.create_namespaced_pod(namespace, _bare("job-late", "job"))
     cond = wait_for(lambda: (c := condition(status(kube, namespace, "job"), "Released")) and c["status"] == "False"
-                    and c["reason"] == "WaitingForMembers" and c, 10, what="Released=False WaitingForMembers for the newcomer")
+                    and c["reason"] == "WaitingForMembers" and c, 10,
+                    what="Released=False WaitingForMembers for the newcomer")
     assert cond["reason"] == "WaitingForMembers", cond
     time.sleep(1)  # several passes
     st = status(kube, namespace, "job")

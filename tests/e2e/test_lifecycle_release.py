@@ -135,10 +135,10 @@ def test_a_release_the_api_server_refuses_for_one_member_releases_none_and_says_
             st = status(kube, namespace, "k")
             c, r = condition(st, "ReleaseAccepted"), condition(st, "Released")
             return c and c["status"] == "False" and c["reason"] == "ReleaseRefused" and "k-3" in c["message"] \
-                and "frozen by policy" in c["message"] and r and (r["status"], r["reason"]) == ("False", "ReleaseRefused") \
-                and st
+                and "frozen by policy" in c["message"] \
+                and r and (r["status"], r["reason"]) == ("False", "ReleaseRefused") and st
 
-        st = wait_for(refused, 15, what="ReleaseAccepted=False and Released=False ReleaseRefused naming k-3 and the policy")
+        st = wait_for(refused, 15, what="ReleaseAccepted=False and Released=False, ReleaseRefused naming k-3 and why")
         cond = condition(st, "ReleaseAccepted")
         assert cond["status"] == "False" and cond["reason"] == "ReleaseRefused", cond
         assert "k-3" in cond["message"] and "frozen by policy" in cond["message"], cond
