@@ -13,7 +13,12 @@ from cogate.api import GROUP, PLURAL, POD_GROUP_LABEL, VERSION
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float, interval: float = 0.1, what: str = "condition") -> Any:
-    """Poll ``predicate`` until it returns a truthy value; raise AssertionError naming ``what`` on timeout."""
+    """Poll ``predicate`` until it returns a truthy value; raise AssertionError naming ``what`` on timeout.
+
+    The controller writes status counts, condition messages and events in several steps (a message's
+    numbers at most every second, events after the status): put everything asserted right after the
+    wait into ``predicate`` and assert on the value it returns. A check that something never happens
+    stays a check after a sufficient wait (:func:`hold_gated`)."""
     deadline = time.monotonic() + timeout
     last: Any = None
     while True:

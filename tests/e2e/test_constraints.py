@@ -39,12 +39,18 @@ def member(name: str, group: str, cpu: str = "2", **spec: Any) -> dict[str, Any]
     return {"apiVersion": "v1", "kind": "Pod", **tpl}
 
 
-def waiting_says(kube, ns: str, group: str, *texts: str) -> dict[str, Any]:
+def waiting_says(kube, ns: str, group: str, *texts: str, reason: str | None = None) -> dict[str, Any]:
+    """The ``Released=False`` condition once its message names every one of ``texts`` (and its
+    reason is ``reason``, if given): the first verdict may be of fewer members."""
     def check():
         c = condition(status(kube, ns, group), "Released")
-        return c if c and c["status"] == "False" and all(t in c["message"] for t in texts) else None
+        return c if c and c["status"] == "False" and all(t in c["message"] for t in texts) \
+            and reason in (None, c["reason"]) else None
 
-    return wait_for(check, 15, what=f"Released=False naming {texts}")
+    try:
+        return wait_for(check, 15, what=f"Released=False {reason or 'any reason'} naming {texts}")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; status of {group}: {status(kube, ns, group)}") from None
 
 
 # ----------------------------------------------------------------- topology spread
@@ -63,7 +69,7 @@ def test_spread_over_a_cordoned_node_stays_gated_until_both_domains_can_take_a_m
                "labelSelector": {"matchLabels": {"app": "s"}}}]
     for i in range(2):
         core.create_namespaced_pod(namespace, member(f"s-{i}", "s", topologySpreadConstraints=spread))
-    cond = waiting_says(kube, namespace, "s", "topology spread")
+    cond = waiting_says(kube, namespace, "s", "topology spread", "fits 1 of 2")
     assert "fits 1 of 2" in cond["message"]
     hold_gated(kube, namespace, "s", 4.0, 2)
     # uncordon: a member per node, pinned there, both Running
@@ -134,7 +140,8 @@ def test_a_member_whose_claim_does_not_exist_keeps_the_group_gated(stack, kube, 
     create_pod_group(kube, example.pod_group("c", 2, namespace=namespace, timeout_seconds=None))
     core.create_namespaced_pod(namespace, member("c-0", "c"))
     core.create_namespaced_pod(namespace, _with_claim("c-1", "c", "missing"))
-    cond = waiting_says(kube, namespace, "c", "c-1", "persistentvolumeclaim 'missing' not found")
+    cond = waiting_says(kube, namespace, "c", "c-1", "persistentvolumeclaim 'missing' not found",
+                        reason="Unschedulable")
     assert cond["reason"] == "Unschedulable"
     hold_gated(kube, namespace, "c", 4.0, 2)
 
@@ -185,6 +192,6 @@ def test_members_naming_a_scheduler_cogate_does_not_plan_for_stay_gated_and_are_
     create_pod_group(kube, example.pod_group("o", 2, namespace=namespace, timeout_seconds=None))
     for i in range(2):
         core.create_namespaced_pod(namespace, member(f"o-{i}", "o", schedulerName="other-scheduler"))
-    cond = waiting_says(kube, namespace, "o", "o-0, o-1 name scheduler 'other-scheduler'")
+    cond = waiting_says(kube, namespace, "o", "o-0, o-1 name scheduler 'other-scheduler'", reason="Unschedulable")
     assert cond["reason"] == "Unschedulable"
     hold_gated(kube, namespace, "o", 2.0, 2)

@@ -66,13 +66,23 @@ def hold_new_gated(kube, namespace: str, group: str, new: int, survivors: int, s
         time.sleep(0.3)
 
 
-def assert_decided_again(kube, namespace: str, group: str, m: int, why: str, phase: str = "Pending") -> dict[str, Any]:
-    st = wait_for(lambda: (s := status(kube, namespace, group)) and (c := condition(s, "Released"))
-                  and c["status"] == "False" and "decided again" in c["message"] and s, 15,
-                  what="Released=False saying the gang is decided again")
+def assert_decided_again(kube, namespace: str, group: str, m: int, *why: str, phase: str = "Pending") -> dict[str, Any]:
+    # the first "decided again" verdict may count fewer members (the numbers of a message are
+    # written at most every second): wait for all that is asserted
+    def decided() -> dict[str, Any] | None:
+        s = status(kube, namespace, group)
+        c = condition(s, "Released")
+        return s if c and c["status"] == "False" and "decided again" in c["message"] \
+            and c["reason"] == "InsufficientCapacity" and all(w in c["message"] for w in why) \
+            and f"of {m}" in c["message"] and s.get("phase") == phase else None
+
+    try:
+        st = wait_for(decided, 15, what=f"Released=False InsufficientCapacity saying the gang is decided again, {why}")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; status of {group}: {status(kube, namespace, group)}") from None
     rel = condition(st, "Released")
     assert rel["reason"] == "InsufficientCapacity", rel
-    assert why in rel["message"], rel
+    assert all(w in rel["message"] for w in why), rel
     assert f"of {m}" in rel["message"], rel
     assert st["phase"] == phase, st
     return st
@@ -81,7 +91,10 @@ def assert_decided_again(kube, namespace: str, group: str, m: int, why: str, pha
 def released_whole(kube, namespace: str, group: str, count: int, start_before: str) -> dict[str, Any]:
     wait_for(lambda: len([p for p in live(kube, namespace, group) if running(p)]) == count, 30,
              what=f"{count} members running")
-    st = wait_for(lambda: (s := status(kube, namespace, group)).get("phase") == "Running" and s, 15, what="Running")
+    # the counts may follow the phase by a write (Running needs one running member and minMember placed)
+    st = wait_for(lambda: (s := status(kube, namespace, group)).get("phase") == "Running"
+                  and (s.get("scheduled"), s.get("running")) == (count, count) and s, 15,
+                  what=f"Running, scheduled and running {count}")
     assert st["scheduleStartTime"] > start_before, st  # a fresh release: the gang was decided again
     assert condition(st, "Released")["status"] == "True", st
     assert (st["scheduled"], st["running"]) == (count, count), st
@@ -181,7 +194,8 @@ def test_job_suspended_and_resumed_is_decided_again_as_a_whole(stack, kube, name
         assert len(new) == 4 and all(gated(p) and not bound(p) for p in new), [p.metadata.name for p in new]
         time.sleep(0.3)
     # after 4 completions and no active pod the phase went Finished, and stays so until the new gang runs
-    st = assert_decided_again(kube, namespace, "job", 4, "fits 2 of 4", "Finished" if done_before else "Pending")
+    why = ("fits 2 of 4", "Succeeded member") if done_before else ("fits 2 of 4",)
+    st = assert_decided_again(kube, namespace, "job", 4, *why, phase="Finished" if done_before else "Pending")
     assert st.get("scheduleStartTime") == first.get("scheduleStartTime")
     if done_before:
         assert "Succeeded member" in condition(st, "Released")["message"]
@@ -219,7 +233,10 @@ def test_succeeded_members_never_make_up_a_new_gang(stack, kube, namespace, only
     for i in range(m - 1):
         core.create_namespaced_pod(namespace, bare_pod(f"mpi-{i}", "mpi", cpu="1"))
     st = wait_for(lambda: (s := status(kube, namespace, "mpi")) and (c := condition(s, "Released"))
-                  and f"{m - 1} of {m} members present" in c["message"] and s, 15, what="waiting for members")
+                  and f"{m - 1} of {m} members present" in c["message"]
+                  and (c["status"], c["reason"]) == ("False", "WaitingForMembers")
+                  and f"{succeeded} Succeeded member" in c["message"] and s.get("phase") == "Pending" and s,
+                  15, what=f"WaitingForMembers {m - 1} of {m}, not counting {succeeded} Succeeded")
     rel = condition(st, "Released")
     assert (rel["status"], rel["reason"]) == ("False", "WaitingForMembers"), rel
     assert f"{succeeded} Succeeded member" in rel["message"], rel
@@ -270,8 +287,11 @@ def test_recreated_podgroup_adopts_its_running_members(stack, kube, namespace, o
     created = create_pod_group(kube, example.pod_group("pg", m, namespace=namespace, timeout_seconds=None))
     assert created["metadata"]["uid"] != old_uid
     if new:
-        st = wait_for(lambda: (s := status(kube, namespace, "pg")) and condition(s, "Released") and s, 15,
-                      what="decided")
+        # the adopted members may be counted a write after the first verdict
+        st = wait_for(lambda: (s := status(kube, namespace, "pg")) and (c := condition(s, "Released"))
+                      and c["reason"] == "WaitingForMembers" and s.get("phase") == "Pending"
+                      and (s.get("scheduled"), s.get("running")) == (running_members, running_members) and s, 15,
+                      what=f"decided: WaitingForMembers, {running_members} adopted members counted")
         assert st["phase"] == "Pending" and (st["scheduled"], st["running"]) == (running_members, running_members)
         assert condition(st, "Released")["reason"] == "WaitingForMembers", st
         for i in range(new):

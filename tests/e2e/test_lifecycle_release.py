@@ -65,8 +65,11 @@ def test_members_pinned_to_a_node_that_became_unusable_are_recreated_and_run_els
         assert {pinned_to(p) for p in first} == {n1}, [pinned_to(p) for p in first]
         core.patch_node(n1, {"spec": {"taints": [{"key": "maint", "value": "now", "effect": "NoSchedule"}]}})
         t0 = time.monotonic()
+        # the condition may name one stuck member before the other: wait for all it must say
         cond = wait_for(lambda: (c := condition(status(kube, namespace, "k"), "PlannedNodesUsable")) and
-                        c["status"] == "False" and c, 15, what="PlannedNodesUsable=False")
+                        c["status"] == "False" and n1 in c["message"] and "maint=now" in c["message"]
+                        and all(p.metadata.name in c["message"] for p in first) and c, 15,
+                        what=f"PlannedNodesUsable=False naming {n1}, its taint and both members")
         print(f"stuck members reported after {time.monotonic() - t0:.1f}s")
         assert n1 in cond["message"] and "maint=now" in cond["message"], cond
         assert all(p.metadata.name in cond["message"] for p in first), cond
@@ -128,11 +131,18 @@ def test_a_release_the_api_server_refuses_for_one_member_releases_none_and_says_
         core = client.CoreV1Api(kube)
         for i in (1, 2, 3):
             core.create_namespaced_pod(namespace, bare_pod(f"k-{i}", "k", "2"))
-        cond = wait_for(lambda: (c := condition(status(kube, namespace, "k"), "ReleaseAccepted")) and c, 15,
-                        what="ReleaseAccepted condition")
+        def refused():
+            st = status(kube, namespace, "k")
+            c, r = condition(st, "ReleaseAccepted"), condition(st, "Released")
+            return c and c["status"] == "False" and c["reason"] == "ReleaseRefused" and "k-3" in c["message"] \
+                and "frozen by policy" in c["message"] \
+                and r and (r["status"], r["reason"]) == ("False", "ReleaseRefused") and st
+
+        st = wait_for(refused, 15, what="ReleaseAccepted=False and Released=False, ReleaseRefused naming k-3 and why")
+        cond = condition(st, "ReleaseAccepted")
         assert cond["status"] == "False" and cond["reason"] == "ReleaseRefused", cond
         assert "k-3" in cond["message"] and "frozen by policy" in cond["message"], cond
-        released = condition(status(kube, namespace, "k"), "Released")
+        released = condition(st, "Released")
         assert released["status"] == "False" and released["reason"] == "ReleaseRefused", released
         deadline = time.monotonic() + 12
         while time.monotonic() < deadline:  # never half-placed
@@ -224,10 +234,14 @@ def test_member_ungated_by_hand_in_a_group_that_never_fits_is_reported_and_never
     i = [g.name for g in p.spec.scheduling_gates].index(DEFAULT_GATE_NAME)
     core.patch_namespaced_pod("g-0", namespace, [{"op": "remove", "path": f"/spec/schedulingGates/{i}"}])
     wait_for(lambda: running(core.read_namespaced_pod("g-0", namespace)), 15, what="g-0 Running alone")
-    cond = wait_for(lambda: (c := condition(status(kube, namespace, "g"), "Disrupted")) and c["status"] == "True" and c, 10,
-                    what="Disrupted=True")
+    cond = wait_for(lambda: (c := condition(status(kube, namespace, "g"), "Disrupted")) and c["status"] == "True"
+                    and c["reason"] == "UngatedWithoutRelease" and "g-0" in c["message"] and c, 10,
+                    what="Disrupted=True UngatedWithoutRelease naming g-0")
     assert cond["reason"] == "UngatedWithoutRelease" and "g-0" in cond["message"], cond
-    assert any("g-0" in m for m in event_messages(kube, namespace, "g", "UngatedWithoutRelease"))
+    # the recorder writes the event after the status
+    warned = wait_for(lambda: (ms := event_messages(kube, namespace, "g", "UngatedWithoutRelease"))
+                      and any("g-0" in m for m in ms) and ms, 10, what="UngatedWithoutRelease event naming g-0")
+    assert any("g-0" in m for m in warned), warned
     for _ in range(6):
         fits = condition(status(kube, namespace, "g"), "FitsCluster")
         assert fits["status"] == "False", fits
@@ -266,8 +280,12 @@ def test_preempted_member_is_reported_and_its_replacement_waits_gated_for_room(s
         new = wait_for(replacement_waits, 15, what="the replacement gated")
         # 1 of minMember 2 left: the release ended, the gang (survivor + replacement) is decided
         # again as a whole (issue 21 item 1, docs/semantics.md "Generations")
+        # the first Released=False may be of the survivor alone (before the replacement was seen)
         again = wait_for(lambda: (c := condition(status(kube, namespace, "k"), "Released")) and c["status"] == "False"
-                         and c, 10, what="Released=False: decided again")
+                         and c["reason"] == "InsufficientCapacity"
+                         and "members left it and 1 of minMember 2 hold a place" in c["message"]
+                         and "decided again as a whole" in c["message"] and "fits 1 of 2" in c["message"] and c, 10,
+                         what="Released=False InsufficientCapacity: decided again, fits 1 of 2")
         assert again["reason"] == "InsufficientCapacity", again
         assert "members left it and 1 of minMember 2 hold a place" in again["message"], again
         assert "decided again as a whole" in again["message"] and "fits 1 of 2" in again["message"], again
@@ -356,7 +374,9 @@ def test_rollout_surge_pod_on_a_full_cluster_waits_gated_and_max_unavailable_let
 
     s = wait_for(surge, 15, what="surge pod")
     waiting = wait_for(lambda: (c := condition(status(kube, namespace, "web"), "MembersWaiting")) and c["status"] == "True"
-                       and c, 10, what="MembersWaiting=True")
+                       and c["reason"] == "WaitingForCapacity" and s.metadata.name in c["message"]
+                       and "gated for capacity" in c["message"] and c, 10,
+                       what=f"MembersWaiting=True WaitingForCapacity naming {s.metadata.name}")
     assert waiting["reason"] == "WaitingForCapacity", waiting
     assert s.metadata.name in waiting["message"] and "gated for capacity" in waiting["message"], waiting
     for _ in range(6):

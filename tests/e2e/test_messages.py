@@ -57,7 +57,10 @@ def test_one_members_own_constraint_is_named_as_unschedulable(stack, kube, names
     cond = released(kube, namespace, "g", "Unschedulable", "member g-odd fits no node by its own constraints, not "
                     f"for want of capacity: {words}", "the other 2 members cannot reach minMember 3 alone")
     assert "excluded by" not in cond["message"] and "short" not in cond["message"], cond
-    events = [e for e in events_for(kube, namespace, "g") if e.reason == "Unschedulable"]
+    # the recorder writes the event after the status: wait for it, naming g-odd
+    events = wait_for(lambda: (w := [e for e in events_for(kube, namespace, "g") if e.reason == "Unschedulable"])
+                      and w[-1].type == "Warning" and "g-odd" in w[-1].message and w, 10,
+                      what="Warning Unschedulable event naming g-odd")
     assert events and events[-1].type == "Warning" and "g-odd" in events[-1].message
     assert not [e for e in events_for(kube, namespace, "g") if e.reason == "InsufficientCapacity"]
     hold_gated(kube, namespace, "g", 2, 3)
@@ -93,8 +96,10 @@ def test_own_constraint_beside_a_real_capacity_shortage(stack, kube, namespace, 
     # the room frees: the three are released, g-odd stays gated and is named as its own constraint
     core.delete_namespaced_pod("filler", namespace, grace_period_seconds=0)
     wait_for(lambda: sum(not gated(p) for p in group_pods(kube, namespace, "g")) == 3, 30, what="3 released")
+    # MembersWaiting may first speak of the three released members; wait for it to name g-odd
     waiting = wait_for(lambda: (c := condition(status(kube, namespace, "g"), "MembersWaiting")) and
-                       c["status"] == "True" and c, 15, what="MembersWaiting")
+                       c["status"] == "True" and "1 member (g-odd) waits gated by their own constraints, not for "
+                       "capacity" in c["message"] and c, 15, what="MembersWaiting naming g-odd's own constraints")
     assert "1 member (g-odd) waits gated by their own constraints, not for capacity" in waiting["message"], waiting
     assert [p.metadata.name for p in group_pods(kube, namespace, "g") if gated(p)] == ["g-odd"]
 
@@ -123,6 +128,8 @@ def test_failover_restored_reservations_are_named_in_the_waiting_message(stack, 
         scheduler.signal(signal.SIGCONT)
     # a binds: the room is a's for good, b's message no longer speaks of a reservation
     wait_for(lambda: all(bound(p) for p in group_pods(kube, namespace, "a")), 30, what="a bound")
-    released(kube, namespace, "b", "InsufficientCapacity", "cpu short by 3")
-    wait_for(lambda: "room reserved" not in condition(status(kube, namespace, "b"), "Released")["message"], 20,
-             what="the reservation no longer named once a is bound")
+    # one wait for all of it: the message naming the reservation also says "cpu short by 3"
+    wait_for(lambda: (c := condition(status(kube, namespace, "b"), "Released")) and c["status"] == "False"
+             and c["reason"] == "InsufficientCapacity" and "cpu short by 3" in c["message"]
+             and "room reserved" not in c["message"], 20,
+             what="InsufficientCapacity, cpu short by 3, the reservation no longer named once a is bound")

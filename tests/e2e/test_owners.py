@@ -32,10 +32,11 @@ def released_says(kube, namespace: str, group: str, *parts: str, timeout: float 
     """Wait until the group's Released condition is False/WaitingForMembers and names every part."""
     def says():
         c = condition(status(kube, namespace, group), "Released")
-        return c if c and c["status"] == "False" and all(p in c["message"] for p in parts) else None
+        return c if c and c["status"] == "False" and c["reason"] == "WaitingForMembers" \
+            and all(p in c["message"] for p in parts) else None
 
     try:
-        return wait_for(says, timeout, what=f"Released=False naming {parts}")
+        return wait_for(says, timeout, what=f"Released=False WaitingForMembers naming {parts}")
     except AssertionError:
         raise AssertionError(f"status of {group}: {status(kube, namespace, group)}") from None
 
@@ -102,7 +103,8 @@ def test_job_whose_deadline_ran_out_while_gated_says_the_owner_gave_up(stack, ku
     batch = client.BatchV1Api(kube)
     batch.create_namespaced_job(namespace, job("train", 4, activeDeadlineSeconds=8))
     cond = wait_for(lambda: (c := condition(status(kube, namespace, "train"), "Released")) and c["reason"] ==
-                    "InsufficientCapacity" and c, 20, what="the gang waits for room")
+                    "InsufficientCapacity" and "fits 3 of 4" in c["message"] and c, 20,
+                    what="the gang waits for room, fits 3 of 4")
     assert "fits 3 of 4" in cond["message"], cond
     cond = released_says(kube, namespace, "train", f"Job {namespace}/train failed (DeadlineExceeded",
                          "activeDeadlineSeconds (8s) ran out while the gang waited gated", timeout=60)

@@ -236,7 +236,8 @@ def test_a_new_lws_replica_is_released_whole_never_its_leader_alone(stack, kube,
             waiting = wait_for(lambda: (c := condition(status(kube, namespace, LWS), "MembersWaiting"))
                                and c["status"] == "True"
                                and f"LeaderWorkerSet {LWS} group {r}: {w} of {size} members present" in c["message"]
-                               and c, 5, what=f"MembersWaiting names replica {r} with {w} of {size}")
+                               and f"members of {r + 1} replicas share this PodGroup" in c["message"]
+                               and c, 5, what=f"MembersWaiting names replica {r} with {w} of {size}, {r + 1} replicas")
             assert f"members of {r + 1} replicas share this PodGroup" in waiting["message"], waiting
             assert all(gated(p) and not bound(p) for p in replica_pods(kube, namespace, r))
             core.create_namespaced_pod(namespace, lws_pod(r, w, size, "1"))
@@ -244,7 +245,11 @@ def test_a_new_lws_replica_is_released_whole_never_its_leader_alone(stack, kube,
                  what=f"replica {r} released whole and Running")
     wait_for(lambda: (c := condition(status(kube, namespace, LWS), "MembersWaiting")) and c["status"] == "False",
              10, what="MembersWaiting False once no replica waits")
-    warned = [e for e in events_for(kube, namespace, LWS) if e.reason == "ReplicasSharePodGroup"]
+    # the recorder writes events after the status
+    warned = wait_for(lambda: (w := [e for e in events_for(kube, namespace, LWS)
+                                     if e.reason == "ReplicasSharePodGroup"])
+                      and w[0].type == "Warning" and "give each replica its own PodGroup" in w[0].message and w, 10,
+                      what="Warning ReplicasSharePodGroup event")
     assert warned and warned[0].type == "Warning", [(e.type, e.reason) for e in events_for(kube, namespace, LWS)]
     assert "give each replica its own PodGroup" in warned[0].message, warned[0].message
     total = size * (1 + new_replicas)
@@ -266,15 +271,17 @@ def test_a_new_lws_replica_without_room_for_all_of_it_waits_whole(stack, kube, n
     wait_for(lambda: running(core.read_namespaced_pod("filler", namespace)), 20, what="filler Running")
     for w in range(size):
         core.create_namespaced_pod(namespace, lws_pod(1, w, size, "1"))
+    fit = f"LeaderWorkerSet {LWS} group 1: {room} of {size} new members fit"
     wait_for(lambda: (c := condition(status(kube, namespace, LWS), "MembersWaiting")) and c["status"] == "True"
-             and "released whole or not at all" in c["message"], 15, what="replica 1 waits whole")
+             and "released whole or not at all" in c["message"] and fit in c["message"], 15,
+             what=f"replica 1 waits whole, {room} of {size} fit")
     hold_gated_replica = time.monotonic() + 3
     while time.monotonic() < hold_gated_replica:
         ps = replica_pods(kube, namespace, 1)
         assert len(ps) == size and all(gated(p) and not bound(p) for p in ps), [p.metadata.name for p in ps]
         time.sleep(0.3)
     msg = condition(status(kube, namespace, LWS), "MembersWaiting")["message"]
-    assert f"LeaderWorkerSet {LWS} group 1: {room} of {size} new members fit" in msg, msg
+    assert fit in msg, msg
     core.delete_namespaced_pod("filler", namespace, grace_period_seconds=0)
     wait_for(lambda: sum(running(p) for p in replica_pods(kube, namespace, 1)) == size, 20,
              what="replica 1 released whole once the filler is gone")

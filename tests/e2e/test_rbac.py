@@ -232,7 +232,10 @@ def test_readme_example_under_the_chart_service_accounts(installed):
         wait_for(three_running, 30, what="3 Running, 3 held gated")
         wait_for(lambda: get_pod_group(api, "rbac-three", "nginx").get("status", {}).get("phase") == "Running", 30,
                  what="PodGroup Running")
-        assert "Released" in {e.reason for e in events_for(api, "rbac-three", "nginx")}
+        # the recorder writes events after the status
+        reasons = wait_for(lambda: "Released" in (r := {e.reason for e in events_for(api, "rbac-three", "nginx")})
+                           and r, 10, what="Released event")
+        assert "Released" in reasons
         apps.delete_namespaced_replica_set("nginx", "rbac-three", propagation_policy="Foreground")
         wait_for(lambda: not pods(api, "rbac-three", SELECTOR), 60, what="first example's pods gone")
 
@@ -246,9 +249,13 @@ def test_readme_example_under_the_chart_service_accounts(installed):
             return any(c.get("reason") == "InsufficientCapacity" for c in st.get("conditions", []))
 
         wait_for(says_why, 30, what="InsufficientCapacity condition")
-        ps = pods(api, "rbac-four", SELECTOR)
+        # the ReplicaSet may still be creating its last pods once minMember of them are judged
+        ps = wait_for(lambda: len(ps := pods(api, "rbac-four", SELECTOR)) == 6 and ps, 30, what="6 pods")
         assert len(ps) == 6 and all(map(gated, ps))
-        assert "InsufficientCapacity" in {e.reason for e in events_for(api, "rbac-four", "nginx")}
+        reasons = wait_for(lambda: "InsufficientCapacity" in (r := {e.reason for e in
+                                                                   events_for(api, "rbac-four", "nginx")}) and r,
+                           10, what="InsufficientCapacity event")
+        assert "InsufficientCapacity" in reasons
     finally:
         api.close()
     assert stack.processes["controller"].alive()
@@ -278,7 +285,9 @@ def test_owners_of_waiting_groups_are_read_under_the_chart_service_account(insta
 
         wait_for(says("web", "keeps 2 pods (spec.replicas 2)"), 30, what="the ReplicaSet named")
         wait_for(says("train", "runs at most 2 pods at once"), 30, what="the Job named")
-        assert "OwnerCannotComplete" in {e.reason for e in events_for(api, ns, "web")}
+        reasons = wait_for(lambda: "OwnerCannotComplete" in (r := {e.reason for e in events_for(api, ns, "web")}) and r,
+                           10, what="OwnerCannotComplete event")  # the recorder writes it after the status
+        assert "OwnerCannotComplete" in reasons
     finally:
         api.close()
 

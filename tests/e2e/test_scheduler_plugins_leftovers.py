@@ -187,7 +187,8 @@ def test_scheduler_plugins_controller_beside_cogate_is_named_and_its_phase_is_no
                       what="Warning ForeignStatusWriter")
     # names the other manager and the fields it owns at that moment (the phase and counts change hands)
     assert re.search(r"writes this PodGroup's status: controller \(status\.\w+", warned[0].message), warned[0].message
-    assert _metric(stack, "foreign_status_writers") >= 1
+    # the gauge is set once the pass has emitted its events, which the recorder may write first
+    assert wait_for(lambda: _metric(stack, "foreign_status_writers"), 10, what="foreign_status_writers set") >= 1
     seen_scheduling = False
     for _ in range(16):  # 8 s: whatever phase the other controller writes, no member goes
         st = status(kube, namespace, "g")
