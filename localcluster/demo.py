@@ -43,6 +43,18 @@ def _pods(cluster: LocalCluster) -> list[dict]:
     return json.loads(out)["items"]
 
 
+def _status(cluster: LocalCluster) -> dict:
+    """The PodGroup ``nginx``'s status (``{}`` until the controller writes one)."""
+    import json
+
+    out = cluster.kubectl("get", "pg", "nginx", "-n", NAMESPACE, "-o", "json").stdout
+    return json.loads(out).get("status") or {}
+
+
+def _condition(status: dict, kind: str) -> dict:
+    return next((c for c in status.get("conditions") or [] if c.get("type") == kind), {})
+
+
 def _wait(predicate, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -81,10 +93,15 @@ def run_case(cluster: LocalCluster, work: Path, min_member: int, settle: float) 
     if min_member <= 3:
         _wait(lambda: sum(bool(p["spec"].get("nodeName")) and p["status"].get("phase") == "Running"
                           for p in _pods(cluster)) >= 3, 30)
-        time.sleep(1.0)  # let the PodGroup status record the members that wait
+        # The status follows the pods by a write or two: show it once it records the 3 running
+        # members and the 3 that wait, not the first state it passes through.
+        _wait(lambda: (s := _status(cluster)).get("phase") == "Running" and s.get("running") == 3
+              and _condition(s, "MembersWaiting").get("status") == "True", 30)
     else:
         _wait(lambda: len(_pods(cluster)) == 6, 30)
         time.sleep(settle)
+        _wait(lambda: (c := _condition(_status(cluster), "Released")).get("reason") == "InsufficientCapacity"
+              and "of 4" in c.get("message", ""), 30)
     _show(cluster)
 
 
