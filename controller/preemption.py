@@ -140,7 +140,8 @@ def budget_info(obj: Mapping[str, Any]) -> Budget:
         raise InvalidObject(f"poddisruptionbudget: expected an object, got {type(obj).__name__}")
     sections = []
     for key in ("metadata", "spec", "status"):
-        v = obj.get(key) or {}
+        v = obj.get(key)
+        v = {} if v is None else v
         if not isinstance(v, Mapping):
             raise InvalidObject(f"{key}: expected an object, got {type(v).__name__}")
         sections.append(v)
@@ -158,7 +159,8 @@ def budget_info(obj: Mapping[str, Any]) -> Budget:
         allowed = 0
     if not isinstance(allowed, int) or isinstance(allowed, bool):
         raise InvalidObject(f"{where}: status.disruptionsAllowed: expected an integer, got {allowed!r}")
-    disrupted = status.get("disruptedPods") or {}
+    disrupted = status.get("disruptedPods")
+    disrupted = {} if disrupted is None else disrupted
     if not isinstance(disrupted, Mapping):
         raise InvalidObject(f"{where}: status.disruptedPods: expected an object, got {type(disrupted).__name__}")
     return Budget(ns, name, selector, allowed, frozenset(str(k) for k in disrupted))
@@ -271,6 +273,13 @@ class _Selection:
         self.gang_of: dict[str, tuple[str, str]] = {p.uid: gk for gk, ps in gang_pods.items() for p, _ in ps}
         self._budgets_of: dict[str, tuple[int, ...]] = {}
         self.left = [b.disruptions_allowed for b in budgets]
+        #: node slots whose candidates a budget or a gang covers: their cached choices read its count
+        self.budget_slots: dict[int, set[int]] = {}
+        if budgets:
+            for p, i in candidates:
+                for k in self.budgets_of(p):
+                    self.budget_slots.setdefault(k, set()).add(i)
+        self.gang_slots = {gk: {i for _, i in ps} for gk, ps in gang_pods.items()}
         #: victims taken alone (uid -> (pod, slot)) and gangs taken whole
         self.alone: dict[str, tuple[PodInfo, int]] = {}
         self.whole: set[tuple[str, str]] = set()
@@ -306,15 +315,27 @@ class _Selection:
 
     # -- one node, one member (SelectVictimsOnNode)
     def _touch(self, i: int) -> None:
-        self.version[i] = self.version.get(i, 0) + 1
+        """Node ``i``'s room changed."""
+        self._stale(i)
         self.changed.add(i)
+
+    def _stale(self, i: int) -> None:
+        """Node ``i``'s cached choices are out of date (its room, or a budget or gang count they read)."""
+        self.version[i] = self.version.get(i, 0) + 1
+
+    def _charge(self, p: PodInfo) -> None:
+        """``p`` is a victim: one disruption less on each budget covering it."""
+        for k in self.budgets_of(p):
+            self.left[k] -= 1
+            for i in self.budget_slots.get(k, ()):
+                self._stale(i)
 
     def on_node(self, m: PodInfo, i: int) -> _Choice | None:
         """The victims on node ``i`` that let ``m`` fit there, or None (no candidate helps)."""
         room = self.room
         spec = room.spec_for(m)
         if room.fits(spec, i):
-            return _Choice((0, -math.inf, 0, 0, -math.inf, i), i)
+            return _Choice((0, -math.inf, 0, 0, 0, -math.inf, i), i)
         cands = [p for p in self.by_node.get(i, ()) if p.uid not in self.alone and self.gang_of.get(p.uid) not in self.whole]
         if not cands:
             return None
@@ -343,12 +364,14 @@ class _Selection:
         gangs = sorted(gk for gk, n in per_gang.items() if self.alone_per_gang.get(gk, 0) + n > self.slack[gk])
         alone = [p for p in victims if self.gang_of.get(p.uid) not in gangs]
         units: list[tuple[int, float, bool]] = [(p.priority, p.started or math.inf, p.uid in bad) for p in alone]
+        pods = len(alone)
         for gk in gangs:
             ps = [p for p, _ in self.gang_pods[gk]]
+            pods += sum(1 for p in ps if p.uid not in self.alone)
             units.append((max(p.priority for p in ps), min(p.started or math.inf for p in ps),
                           any(p.uid in bad for p in victims if self.gang_of.get(p.uid) == gk)))
         top = max(u[0] for u in units)
-        key = (sum(1 for u in units if u[2]), top, sum(u[0] + _PRIORITY_OFFSET for u in units), len(units),
+        key = (sum(1 for u in units if u[2]), top, sum(u[0] + _PRIORITY_OFFSET for u in units), len(units), pods,
                -min(u[1] for u in units if u[0] == top), i)
         return _Choice(key, i, alone, gangs)
 
@@ -422,8 +445,9 @@ class _Selection:
             gk = self.gang_of.get(p.uid)
             if gk is not None:
                 self.alone_per_gang[gk] = self.alone_per_gang.get(gk, 0) + 1
-            for k in self.budgets_of(p):
-                self.left[k] -= 1
+                for i in self.gang_slots[gk]:
+                    self._stale(i)
+            self._charge(p)
         room.occupy(m, spec.req, spec.ports, c.slot)
         self.plan[m.uid] = c.slot
         self._touch(c.slot)
@@ -436,8 +460,7 @@ class _Selection:
                 del self.alone[p.uid]  # already off the room and counted
             else:
                 self.room.vacate(p, i)
-                for k in self.budgets_of(p):
-                    self.left[k] -= 1
+                self._charge(p)
             self._touch(i)
         self.alone_per_gang[gk] = 0
 
