@@ -76,6 +76,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from cogate.api import POD_GROUP_LABEL
 from cogate.controller.capacity import Room, Snapshot, pack, req_with_pod
 from cogate.controller.explanations import name_list, plural
 from cogate.controller.filters import spec_key
@@ -237,6 +238,21 @@ class _Choice:
     gangs: list[tuple[str, str]] = field(default_factory=list)
 
 
+class _Pool:
+    """Per member spec: the nodes it may use (``eligible``, ``allowed``), how far the scan in node
+    order went (``pos``), the choices found (slot -> :class:`_Choice`), and the point of the touch
+    log they are current for (``log_at``)."""
+
+    __slots__ = ("eligible", "allowed", "pos", "choices", "log_at")
+
+    def __init__(self, eligible: list[int]) -> None:
+        self.eligible = eligible
+        self.allowed = set(eligible)
+        self.pos = 0
+        self.choices: dict[int, _Choice] = {}
+        self.log_at = 0
+
+
 class _Stale(Exception):
     """A cached choice no longer places its member (a change the cache did not see)."""
 
@@ -268,8 +284,9 @@ class _Selection:
         self.slack = slack
         self.candidate_uids = {p.uid for p, _ in candidates}
         self.by_node: dict[int, list[PodInfo]] = {}
-        for p, i in sorted(candidates, key=lambda pi: more_important(pi[0])):
+        for p, i in candidates:
             self.by_node.setdefault(i, []).append(p)
+        self._sorted: set[int] = set()
         self.gang_of: dict[str, tuple[str, str]] = {p.uid: gk for gk, ps in gang_pods.items() for p, _ in ps}
         self._budgets_of: dict[str, tuple[int, ...]] = {}
         self.left = [b.disruptions_allowed for b in budgets]
@@ -285,10 +302,10 @@ class _Selection:
         self.whole: set[tuple[str, str]] = set()
         self.alone_per_gang: dict[tuple[str, str], int] = {}
         self.plan: dict[str, int] = {}
-        self.version: dict[int, int] = {}
-        self.changed: set[int] = set()
-        self.cache: dict[tuple[Any, int], tuple[int, _Choice | None]] = {}
-        self.scanned: dict[Any, int] = {}
+        #: node slots in the order their choices went out of date (``_Pool.log_at`` reads from here)
+        self.touched: list[int] = []
+        self.pools: dict[Any, _Pool] = {}
+        self._req: dict[str, dict[str, int]] = {}
 
     # -- budgets
     def budgets_of(self, p: PodInfo) -> tuple[int, ...]:
@@ -317,11 +334,26 @@ class _Selection:
     def _touch(self, i: int) -> None:
         """Node ``i``'s room changed."""
         self._stale(i)
-        self.changed.add(i)
 
     def _stale(self, i: int) -> None:
-        """Node ``i``'s cached choices are out of date (its room, or a budget or gang count they read)."""
-        self.version[i] = self.version.get(i, 0) + 1
+        """Node ``i``'s kept choices are out of date (its room, or a budget or gang count they read)."""
+        self.touched.append(i)
+
+    def req_of(self, p: PodInfo) -> dict[str, int]:
+        r = self._req.get(p.uid)
+        if r is None:
+            r = self._req[p.uid] = req_with_pod(p.requests)
+        return r
+
+    def on_node_candidates(self, i: int) -> list[PodInfo]:
+        """Node ``i``'s candidates still on the room, most important first."""
+        ps = self.by_node.get(i)
+        if not ps:
+            return []
+        if i not in self._sorted:
+            ps.sort(key=more_important)
+            self._sorted.add(i)
+        return [p for p in ps if p.uid not in self.alone and self.gang_of.get(p.uid) not in self.whole]
 
     def _charge(self, p: PodInfo) -> None:
         """``p`` is a victim: one disruption less on each budget covering it."""
@@ -336,25 +368,16 @@ class _Selection:
         spec = room.spec_for(m)
         if room.fits(spec, i):
             return _Choice((0, -math.inf, 0, 0, 0, -math.inf, i), i)
-        cands = [p for p in self.by_node.get(i, ()) if p.uid not in self.alone and self.gang_of.get(p.uid) not in self.whole]
+        cands = self.on_node_candidates(i)
         if not cands:
             return None
-        mark = room.mark()
-        for p in cands:
-            room.vacate(p, i)
-        spec = room.spec_for(m)
-        if not self._fits(m, spec, i):
-            room.rollback(mark)
+        if room.anti_active or room.spread is not None or spec.ports or m.required_pod_affinity:
+            found = self._victims_on_room(m, i, cands)
+        else:
+            found = self._victims_by_resources(spec.req_items, i, cands)
+        if found is None:
             return None
-        violating, fine = self.split_by_budget(cands, list(self.left))
-        victims: list[PodInfo] = []
-        for p in violating + fine:
-            here = room.mark()
-            room.occupy(p, req_with_pod(p.requests), p.host_ports, i)
-            if not room.fits(spec, i):
-                room.rollback(here)
-                victims.append(p)
-        room.rollback(mark)
+        victims, violating = found
         bad = {p.uid for p in violating}
         per_gang: dict[tuple[str, str], int] = {}
         for p in victims:
@@ -375,6 +398,53 @@ class _Selection:
                -min(u[1] for u in units if u[0] == top), i)
         return _Choice(key, i, alone, gangs)
 
+    def _victims_on_room(self, m: PodInfo, i: int, cands: list[PodInfo]
+                         ) -> tuple[list[PodInfo], list[PodInfo]] | None:
+        """``SelectVictimsOnNode`` on the room itself (every filter): all candidates off, then
+        each put back while ``m`` still fits, the budget-violating first. (victims, violating)."""
+        room = self.room
+        mark = room.mark()
+        for p in cands:
+            room.vacate(p, i)
+        spec = room.spec_for(m)
+        if not self._fits(m, spec, i):
+            room.rollback(mark)
+            return None
+        violating, fine = self.split_by_budget(cands, list(self.left))
+        victims: list[PodInfo] = []
+        for p in violating + fine:
+            here = room.mark()
+            room.occupy(p, self.req_of(p), p.host_ports, i)
+            if not room.fits(spec, i):
+                room.rollback(here)
+                victims.append(p)
+        room.rollback(mark)
+        return victims, violating
+
+    def _victims_by_resources(self, need: Sequence[tuple[str, int]], i: int, cands: list[PodInfo]
+                              ) -> tuple[list[PodInfo], list[PodInfo]] | None:
+        """The same where only NodeResourcesFit can refuse (no host ports, anti-affinity, spread or
+        pod affinity in play): the room's arithmetic (:func:`~cogate.controller.capacity.copies`'
+        rule, request <= free per resource) without touching the room."""
+        free = self.room.free[i]
+        avail = {k: free.get(k, 0) for k, _ in need}
+        reqs = {p.uid: self.req_of(p) for p in cands}
+        for r in reqs.values():
+            for k in avail:
+                avail[k] += r.get(k, 0)
+        if any(avail[k] < v for k, v in need):
+            return None
+        violating, fine = self.split_by_budget(cands, list(self.left))
+        victims: list[PodInfo] = []
+        for p in violating + fine:
+            r = reqs[p.uid]
+            if all(avail[k] - r.get(k, 0) >= v for k, v in need):
+                for k in avail:
+                    avail[k] -= r.get(k, 0)
+            else:
+                victims.append(p)
+        return victims, violating
+
     def _fits(self, m: PodInfo, spec: Any, i: int) -> bool:
         if m.required_pod_affinity and i not in spec.eligible:
             return False
@@ -382,40 +452,37 @@ class _Selection:
 
     def choose(self, m: PodInfo) -> _Choice | None:
         """The best node for ``m`` (``pickOneNodeForPreemption``) among the first
-        :func:`candidate_nodes` nodes that can take it after preemption, in node order, and every
-        node this selection changed."""
+        :func:`candidate_nodes` nodes in node order that can take it after preemption, and every
+        node this selection changed. The choices found are kept per member spec and computed again
+        only for nodes whose room, or whose budgets' or gangs' counts, changed since."""
         room = self.room
         spec = room.spec_for(m)
         skey = spec_key(m, room.anti_active, room.spread is not None)
         eligible = spec.eligible
-        allowed = set(eligible)
+        pool = self.pools.get(skey)
+        if pool is None or pool.eligible is not eligible:
+            pool = self.pools[skey] = _Pool(eligible)
         want = candidate_nodes(len(self.snapshot.table.nodes))
-        found: list[_Choice] = []
-        seen: set[int] = set()
-
-        def look(i: int) -> None:
-            if i in seen or i not in allowed:
-                return
-            seen.add(i)
-            ver = self.version.get(i, 0)
-            hit = self.cache.get((skey, i))
-            if hit is None or hit[0] != ver:
-                hit = (ver, self.on_node(m, i))
-                self.cache[(skey, i)] = hit
-            if hit[1] is not None:
-                found.append(hit[1])
-
-        for i in sorted(self.changed):
-            look(i)
-        pos = 0
-        scanned = self.scanned.get(skey, 0)
-        while pos < len(eligible) and (len(found) < want or pos < scanned):
-            look(eligible[pos])
-            pos += 1
-        self.scanned[skey] = max(scanned, pos)
-        if not found:
+        again = set(self.touched[pool.log_at:])
+        pool.log_at = len(self.touched)
+        for i in sorted(again):
+            if i in pool.allowed:
+                self._evaluate(pool, m, i)
+        while len(pool.choices) < want and pool.pos < len(eligible):
+            i = eligible[pool.pos]
+            pool.pos += 1
+            if i not in pool.choices and i not in again:
+                self._evaluate(pool, m, i)
+        if not pool.choices:
             return None
-        return min(found, key=lambda c: c.key)
+        return min(pool.choices.values(), key=lambda c: c.key)
+
+    def _evaluate(self, pool: "_Pool", m: PodInfo, i: int) -> None:
+        c = self.on_node(m, i)
+        if c is None:
+            pool.choices.pop(i, None)
+        else:
+            pool.choices[i] = c
 
     def take(self, m: PodInfo, c: _Choice) -> bool:
         """Remove ``c``'s victims and place ``m`` on its node; False (nothing changed) when ``m``
@@ -573,7 +640,8 @@ def _lent_room(snapshot: Snapshot, promised: Sequence[Promise], group: GroupRequ
 
 def select_victims(group: GroupRequest, nodes: Sequence[NodeInfo], pods: Sequence[PodInfo],
                    promised: Sequence[Promise], budgets: Sequence[Budget], gangs: Sequence[Gang],
-                   config: PlannerConfig = PlannerConfig()) -> Preemption | NoPreemption:
+                   config: PlannerConfig = PlannerConfig(), *,
+                   snapshot: Snapshot | None = None) -> Preemption | NoPreemption:
     """The pods to preempt so that ``group`` places minMember, or why none (module docstring,
     rules 1 to 7).
 
@@ -582,8 +650,10 @@ def select_victims(group: GroupRequest, nodes: Sequence[NodeInfo], pods: Sequenc
     ``promised``); ``promised``: the room promised to others (``capacity.promised_room``: kept
     reservations and nominations), which victims cannot free; ``budgets``: every
     PodDisruptionBudget (:func:`budget_info`); ``gangs``: the other PodGroups (:class:`Gang`), whose
-    bound members are taken alone only within their slack. Never raises on well-typed records;
-    deterministic for a given input.
+    bound members are taken alone only within their slack. ``snapshot``: a
+    :class:`~cogate.controller.capacity.Snapshot` of exactly these ``nodes`` and ``pods`` built
+    already (e.g. the planning pass's), whose ``anti_active``/``spread_active`` cover the group's
+    members; it is only read. Never raises on well-typed records; deterministic for a given input.
     """
     gate = config.gate_name
     ms = classify(group, gate)
@@ -595,7 +665,8 @@ def select_victims(group: GroupRequest, nodes: Sequence[NodeInfo], pods: Sequenc
         return NoPreemption(Reason.NOT_ENOUGH_MEMBERS,
                             f"{me}: {len(ms.bound)} bound and {len(ms.plannable)} plannable of {group.min_member}")
     priority = min(m.priority for m in ms.gated)
-    snapshot = Snapshot(nodes, pods, members_anti([group]), members_spread([group]))
+    if snapshot is None:
+        snapshot = Snapshot(nodes, pods, members_anti([group]), members_spread([group]))
     room = _lent_room(snapshot, promised, group)
     plan0 = pack(room, ms.plannable, needed)
     if len(plan0) >= needed:
@@ -610,14 +681,21 @@ def select_victims(group: GroupRequest, nodes: Sequence[NodeInfo], pods: Sequenc
     key = (group.namespace, group.name)
     gang_min = {(g.namespace, g.name): g.min_member for g in gangs if (g.namespace, g.name) != key}
     gang_pods: dict[tuple[str, str], list[tuple[PodInfo, int]]] = {}
-    for p, i in snapshot.bound:
-        gk = member_key(p)
-        if gk in gang_min:
-            gang_pods.setdefault(gk, []).append((p, i))
+    if gang_min:
+        for p, i in snapshot.bound:
+            gk = member_key(p)
+            if gk in gang_min:
+                gang_pods.setdefault(gk, []).append((p, i))
     untouchable = {gk for gk, ps in gang_pods.items() if max(p.priority for p, _ in ps) >= priority}
-    candidates = [(p, i) for p, i in snapshot.bound
-                  if p.priority < priority and not p.deleting and p.uid not in own and member_key(p) != key
-                  and member_key(p) not in untouchable]
+    untouchable.add(key)
+    candidates = []
+    for p, i in snapshot.bound:
+        if p.priority >= priority or p.deleting or p.uid in own:
+            continue
+        label = p.labels.get(POD_GROUP_LABEL)
+        if label and (p.namespace, label) in untouchable:
+            continue
+        candidates.append((p, i))
     if not candidates:
         return NoPreemption(Reason.NO_LOWER_PRIORITY_PODS,
                             f"{me} (priority {priority}) fits {len(ms.bound) + len(plan0)} of {group.min_member} "
