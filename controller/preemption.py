@@ -194,7 +194,8 @@ class Victim:
 @dataclass(frozen=True)
 class Preemption:
     """The victims (sorted by node, namespace, name, uid) and the plan they make room for:
-    ``plan`` member uid -> node name (minMember minus the bound members, placed); ``priority``:
+    ``plan`` member uid -> node name (minMember minus the bound members, in the order they were
+    placed: with topology spread the order matters, as it does for the planner); ``priority``:
     the group's (its lowest gated member's); ``gangs_taken``: gangs taken whole, sorted;
     ``message``: one line for a condition or an Event."""
 
@@ -543,11 +544,14 @@ class _Selection:
 
     def put_back(self, pods: Sequence[tuple[PodInfo, int]]) -> bool:
         """Put ``pods`` back on the room; keep it (True) when every member planned on their nodes
-        still fits its planned node, else undo (False)."""
+        (every planned member while anti-affinity or topology spread is tracked: a pod there can
+        matter to a whole topology domain) still fits its planned node, in plan order, else undo
+        (False)."""
         room = self.room
         mark = room.mark()
         nodes = {i for _, i in pods}
-        displaced = [(uid, i) for uid, i in self.plan.items() if i in nodes]
+        everywhere = room.anti_active or room.spread is not None  # a pod can matter to a whole domain
+        displaced = [(uid, i) for uid, i in self.plan.items() if everywhere or i in nodes]
         members = {m.uid: m for m in self.plannable}
         for uid, i in displaced:
             room.vacate(members[uid], i)
@@ -782,7 +786,7 @@ def _exhaustive(group: GroupRequest, snapshot: Snapshot, promised: Sequence[Prom
 
     _reprieve_units(sel, back, repeat=True)  # pack is a heuristic: a refusal is not final until nothing changes
     plan = pack(room, plannable, needed)
-    kept = [m.uid for m in plannable if m.uid in plan][:needed]  # the oldest placed: minMember in all
+    kept = list(plan)[:needed]  # the first placed (with topology spread a prefix of the placement stays valid)
     return sel, {uid: snapshot.table.nodes[plan[uid]].name for uid in kept}
 
 
@@ -805,4 +809,4 @@ def _answer(sel: _Selection, plan: dict[str, str], priority: int, snapshot: Snap
         message += f"; whole gangs: {name_list([f'{ns}/{n}' for ns, n in gangs])}"
     if bad:
         message += f"; {plural(len(bad), 'victim')} beyond a PodDisruptionBudget"
-    return Preemption(tuple(victims), dict(sorted(plan.items())), priority, gangs, message)
+    return Preemption(tuple(victims), dict(plan), priority, gangs, message)
