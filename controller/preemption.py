@@ -638,14 +638,6 @@ def _reprieve_order(sel: _Selection, units: list[_Unit]) -> list[_Unit]:
     return [u for u in units if id(u) in bad] + [u for u in units if id(u) not in bad]
 
 
-def _warm(room: Room, members: Iterable[PodInfo]) -> None:
-    """Build the members' specs before any mark: a spec built after a mark records the domains
-    anti-affinity forbids it in the undo log, and a rollback would forget them while the cached
-    spec stays (``Room.spec_for``)."""
-    for m in members:
-        room.spec_for(m)
-
-
 def _lent_room(snapshot: Snapshot, promised: Sequence[Promise], group: GroupRequest,
                without: Iterable[str] = ()) -> Room:
     """The room the planner plans ``group`` on (``planner.Pass``: bound pods, room promised,
@@ -723,7 +715,6 @@ def select_victims(group: GroupRequest, nodes: Sequence[NodeInfo], pods: Sequenc
     slack = {gk: len(ps) - gang_min[gk] for gk, ps in gang_pods.items()}
 
     all_gone = _lent_room(snapshot, promised, group, (p.uid for p, _ in candidates))
-    _warm(all_gone, ms.plannable)
     mark_all = all_gone.mark()
     best = pack(all_gone, ms.plannable, needed)
     all_gone.rollback(mark_all)
@@ -763,7 +754,6 @@ def _exhaustive(group: GroupRequest, snapshot: Snapshot, promised: Sequence[Prom
     """The fallback (module docstring): every candidate removed (``room``), then each unit
     reprieved in order while ``pack`` still places minMember; the plan is ``pack``'s."""
     sel = _Selection(group, snapshot, room, plannable, needed, candidates, budgets, gang_pods, slack)
-    _warm(room, plannable)
     for p, i in candidates:
         if sel.gang_of.get(p.uid) is None:
             sel.alone[p.uid] = (p, i)

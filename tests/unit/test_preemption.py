@@ -428,3 +428,30 @@ def test_budget_info_garbage_names_the_field(obj, field):
     with pytest.raises(InvalidObject) as ei:
         budget_info(obj)
     assert field in str(ei.value)
+
+
+# -- capacity.Room: a spec built after a mark (found while writing Room.vacate)
+
+
+def test_a_rollback_forgets_a_spec_built_after_its_mark():
+    """``Room.spec_for`` records the domains a new spec's anti-affinity forbids in the undo log; a
+    rollback past it used to keep the cached spec without them. ``planner.decide`` then released a
+    LeaderWorkerSet replica (whose members ``_try_release`` packs twice around a rollback) next to
+    a bound pod its required anti-affinity excludes."""
+    from cogate.controller import replicas
+
+    nodes = [node("n1"), node("n2")]
+    pods = [pod("x", "n1", 1, 0, ns="team", labels={"app": "x"}), pod("y", "n2", 2.5, 0)]
+    anti = (PodAffinityTerm("kubernetes.io/hostname", LabelSelector((("app", "x"),))),)
+    lws = {replicas.LWS_GROUP_INDEX_LABEL: "0", replicas.LWS_NAME_LABEL: "w"}
+    for labels in ({}, lws):
+        g = group([member(i, 1, prio=0, labels=labels, required_pod_anti_affinity=anti, replica_size=2 if labels else 0)
+                   for i in range(2)])
+        verdict = planner.decide(nodes, pods, [g], [], NOW, CFG).verdicts[0]
+        assert verdict.outcome == Outcome.INSUFFICIENT_CAPACITY, (labels, verdict)
+    room = capacity.Snapshot(nodes, pods, True).room([])
+    mark = room.mark()
+    spec = room.spec_for(g.members[0])
+    assert not room.fits(spec, 0)  # x forbids n1
+    room.rollback(mark)
+    assert not room.fits(room.spec_for(g.members[0]), 0)
