@@ -15,7 +15,9 @@ Rules, each with its source (docs/semantics.md, "Preemption (victim selection)")
 2. **preemptionPolicy Never.** A group any of whose plannable members has
    ``spec.preemptionPolicy: Never`` preempts nothing (kube-scheduler
    ``PodEligibleToPreemptOthers``).
-3. **Only when it helps.** If the group does not place minMember (members already bound count,
+3. **Only when it helps.** A group the planner holds whatever the room (an unknown scheduler,
+   claims kube-scheduler cannot use yet, unchecked constraints under ``hold``) preempts nothing.
+   If the group does not place minMember (members already bound count,
    as the planner counts them) even with every candidate gone, nothing is preempted
    (kube-scheduler: a node where the pod does not fit with all lower-priority pods removed is not
    a candidate; Kueue: a workload is only preempted for if the preemptor then fits). A group that
@@ -80,7 +82,7 @@ from typing import Any
 
 from cogate.api import POD_GROUP_LABEL
 from cogate.controller.capacity import Room, Snapshot, pack, req_with_pod
-from cogate.controller.explanations import name_list, plural
+from cogate.controller.explanations import held_reason, name_list, plural
 from cogate.controller.filters import spec_key
 from cogate.controller.planner import classify, members_anti, members_spread
 from cogate.controller.records import (InvalidObject, LabelSelector, NodeInfo, PodInfo, Promise, label_selector,
@@ -103,6 +105,10 @@ class Reason(StrEnum):
 
     #: The group's plannable members plus its bound ones are fewer than minMember.
     NOT_ENOUGH_MEMBERS = "NotEnoughMembers"
+    #: The planner keeps the group gated whatever the room (``explanations.held_reason``: an
+    #: unknown scheduler, claims kube-scheduler cannot use yet, unchecked constraints under
+    #: ``hold``): victims would go in vain.
+    HELD = "Held"
     #: The group places minMember on the free room: nothing to preempt.
     FITS_WITHOUT_PREEMPTION = "FitsWithoutPreemption"
     #: A plannable member has ``spec.preemptionPolicy: Never``.
@@ -675,6 +681,9 @@ def select_victims(group: GroupRequest, nodes: Sequence[NodeInfo], pods: Sequenc
     if len(ms.bound) + len(ms.plannable) < group.min_member:
         return NoPreemption(Reason.NOT_ENOUGH_MEMBERS,
                             f"{me}: {len(ms.bound)} bound and {len(ms.plannable)} plannable of {group.min_member}")
+    held = held_reason(ms.gated, config)
+    if held:
+        return NoPreemption(Reason.HELD, f"{me} preempts nothing: {held}")
     priority = min(m.priority for m in ms.gated)
     if snapshot is None:
         snapshot = Snapshot(nodes, pods, members_anti([group]), members_spread([group]))

@@ -167,6 +167,13 @@ def test_nominations_of_lower_priority_are_lent_as_the_planner_lends_them():
     assert r.reason == Reason.FITS_WITHOUT_PREEMPTION
 
 
+@pytest.mark.parametrize("held", [dict(scheduler_name="other-scheduler"), dict(volume_problems=("claim c not found",))])
+def test_a_group_the_planner_holds_whatever_the_room_preempts_nothing(held):
+    r = select(group([member(0, 2, **held)]), [node("n1")], [pod("f", "n1", 4, 0)])
+    assert r.reason == Reason.HELD
+    assert not released_without(group([member(0, 2, **held)]), [node("n1")], [])  # in vain indeed
+
+
 def test_a_group_that_fits_gets_no_victims_and_too_few_members_is_said():
     assert select(group([member(0, 1)]), [node("n1")], [pod("f", "n1", 3, 0)]).reason == \
         Reason.FITS_WITHOUT_PREEMPTION
@@ -388,6 +395,17 @@ def test_the_reprieve_keeps_a_gang_member_when_the_plan_holds_without_it():
 
 
 # -- determinism, helpers, converters
+
+
+def test_the_passs_snapshot_gives_the_same_answer():
+    nodes = [node(f"n{i}") for i in range(4)]
+    pods = [pod(f"p{i}", f"n{i % 4}", 1, i % 3, started=float(i)) for i in range(16)]
+    g = group([member(i, 2) for i in range(3)])
+    snap = capacity.Snapshot(nodes, pods, planner.members_anti([g]), planner.members_spread([g]))
+    fresh = select(g, nodes, pods)
+    assert isinstance(fresh, Preemption)
+    assert select_victims(g, nodes, pods, [], [], [], CFG, snapshot=snap) == fresh
+    assert select_victims(g, nodes, pods, [], [], [], CFG, snapshot=snap) == fresh  # read only
 
 
 def test_the_answer_does_not_depend_on_input_order():
