@@ -469,7 +469,7 @@ class _Selection:
         skey = spec_key(m, room.anti_active, room.spread is not None)
         eligible = spec.eligible
         pool = self.pools.get(skey)
-        if pool is None or pool.eligible is not eligible:
+        if pool is None or (pool.eligible is not eligible and pool.eligible != eligible):
             pool = self.pools[skey] = _Pool(eligible)
         want = candidate_nodes(len(self.snapshot.table.nodes))
         again = set(self.touched[pool.log_at:])
