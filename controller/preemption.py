@@ -291,7 +291,6 @@ class _Selection:
         self.budgets = budgets
         self.gang_pods = gang_pods
         self.slack = slack
-        self.candidate_uids = {p.uid for p, _ in candidates}
         self.by_node: dict[int, list[PodInfo]] = {}
         for p, i in candidates:
             self.by_node.setdefault(i, []).append(p)
