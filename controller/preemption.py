@@ -706,15 +706,17 @@ def select_victims(group: GroupRequest, nodes: Sequence[NodeInfo], pods: Sequenc
             if gk in gang_min:
                 gang_pods.setdefault(gk, []).append((p, i))
     untouchable = {gk for gk, ps in gang_pods.items() if max(p.priority for p, _ in ps) >= priority}
-    untouchable.add(key)
-    candidates = []
-    for p, i in snapshot.bound:
-        if p.priority >= priority or p.deleting or p.uid in own:
-            continue
-        label = p.labels.get(POD_GROUP_LABEL)
-        if label and (p.namespace, label) in untouchable:
-            continue
-        candidates.append((p, i))
+    # Never a member of this group, even one the members' cache does not show yet (the label is
+    # read only in the group's namespace), nor of a gang that may not be touched.
+    ns, name = key
+    if untouchable:
+        candidates = [(p, i) for p, i in snapshot.bound
+                      if p.priority < priority and not p.deleting and p.uid not in own
+                      and (p.namespace, p.labels.get(POD_GROUP_LABEL)) not in untouchable
+                      and (p.namespace != ns or p.labels.get(POD_GROUP_LABEL) != name)]
+    else:
+        candidates = [(p, i) for p, i in snapshot.bound if p.priority < priority and not p.deleting and p.uid not in own
+                      and (p.namespace != ns or p.labels.get(POD_GROUP_LABEL) != name)]
     if not candidates:
         return NoPreemption(Reason.NO_LOWER_PRIORITY_PODS,
                             f"{me} (priority {priority}) fits {len(ms.bound) + len(plan0)} of {group.min_member} "

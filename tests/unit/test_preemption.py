@@ -114,6 +114,13 @@ def test_never_a_member_of_the_group_a_deleting_pod_or_an_unbound_pod():
     assert isinstance(r, Preemption) and names(r) == ["cheap"]
 
 
+def test_a_bound_pod_labelled_for_the_group_is_never_a_victim_even_unknown_to_the_members_cache():
+    late = PodInfo("team", "g-7", "u-g-7", labels={POD_GROUP_LABEL: "g"}, node_name="n1", phase="Running",
+                   requests={"cpu": 4000}, priority=0)
+    r = select_victims(group([member(0, 2)]), [node("n1")], [late], [], [], [], CFG)
+    assert r.reason == Reason.NO_LOWER_PRIORITY_PODS
+
+
 # -- rule 2: preemptionPolicy Never
 
 
