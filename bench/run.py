@@ -49,6 +49,7 @@ BENCHMARKS: list[str] = [
     "planning_pass",  # 1
     "webhook",  # 5
     "controller_memory",  # 6a
+    "preemption",  # issue 15 item 6: victim selection time
     "bench_release_latency",  # 2
     "bench_end_to_end",  # 3
     "bench_release_throughput",  # 4

@@ -63,7 +63,7 @@ node a released member is pinned to).
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Literal
 
 from cogate.controller import spread as _spread
@@ -129,6 +129,7 @@ _Undo = (
     | tuple[Literal["placed"]]
     | tuple[Literal["spread"]]
     | tuple[Literal["forbid"], "Spec", str, str]
+    | tuple[Literal["vacate"], int, Mapping[str, int], list[tuple[int, HostPort]], int, PodInfo, int]
 )
 
 
@@ -258,6 +259,8 @@ class Room:
         self.promised: list[tuple[Promise, int]] = []
         #: The nominations among them (what :meth:`lend` may lend).
         self.nominations: list[tuple[Promise, int]] = []
+        #: uids of pods :meth:`vacate` took off this room (they no longer satisfy pod affinity).
+        self.gone: set[str] = set()
 
     @property
     def bound_pods(self) -> list[tuple[PodInfo, int]]:
@@ -324,6 +327,50 @@ class Room:
             for spec in self.specs.values():
                 self._forbid_for(spec, pod, i)
 
+    def vacate(self, pod: PodInfo, i: int) -> None:
+        """Give back the room ``pod`` takes on node ``i`` (a bound pod charged by
+        :meth:`Snapshot.room`, or a pod placed with :meth:`occupy`), undone by :meth:`rollback`:
+        its requests with the ``pods`` slot (NodeResourcesFit), its host ports (NodePorts), its
+        place for required anti-affinity (InterPodAffinity, both directions) and topology spread
+        counts (PodTopologySpread); it no longer satisfies required pod affinity. Used by
+        :mod:`cogate.controller.preemption` to take a victim off the room: the room is then the
+        one :meth:`Snapshot.room` builds without that pod (property test
+        ``tests/unit/test_preemption_props.py``). Cached specs whose answer the pod could change
+        (every spec while anti-affinity is tracked, specs with pod affinity) are dropped and
+        rebuilt on next use. Cost: its requests and ports, plus a scan of the pods placed when
+        anti-affinity or spread is tracked."""
+        req = req_with_pod(pod.requests)
+        f = self._own(i)
+        for k, v in req.items():
+            f[k] = f.get(k, 0) + v
+        removed: list[tuple[int, HostPort]] = []
+        used = self.ports[i]
+        for hp in pod.host_ports:
+            for j in range(len(used) - 1, -1, -1):
+                if used[j] == hp:
+                    removed.append((j, hp))
+                    del used[j]
+                    break
+        placed_at = -1
+        if self.anti_active:
+            for j in range(len(self.placed) - 1, -1, -1):
+                other, k = self.placed[j]
+                if k == i and other.uid == pod.uid:
+                    placed_at = j
+                    del self.placed[j]
+                    break
+        spread_at = self.spread.remove(pod, i) if self.spread is not None else -1
+        self.gone.add(pod.uid)
+        self._drop_specs()
+        self.log.append(("vacate", i, req, removed, placed_at, pod, spread_at))
+
+    def _drop_specs(self) -> None:
+        """Forget cached specs a pod's arrival or departure outside :meth:`occupy` could change."""
+        if self.anti_active:
+            self.specs = {}
+        elif any(s.pod.required_pod_affinity for s in self.specs.values()):
+            self.specs = {k: s for k, s in self.specs.items() if not s.pod.required_pod_affinity}
+
     def mark(self) -> int:
         """A point of the undo log for :meth:`rollback`."""
         return len(self.log)
@@ -346,6 +393,19 @@ class Room:
             elif e[0] == "forbid":
                 _, spec, key, d = e
                 spec.forbidden[key].discard(d)
+            elif e[0] == "vacate":
+                _, i, req, removed, placed_at, pod, spread_at = e
+                f = self.free[i]
+                for k, v in req.items():
+                    f[k] = f.get(k, 0) - v
+                for j, hp in reversed(removed):
+                    self.ports[i].insert(j, hp)
+                if placed_at >= 0:
+                    self.placed.insert(placed_at, (pod, i))
+                if spread_at >= 0:
+                    self.spread.insert(spread_at, pod, i)  # type: ignore[union-attr]
+                self.gone.discard(pod.uid)
+                self._drop_specs()
 
     def commit(self) -> None:
         """Keep everything placed so far (the undo log is emptied)."""
@@ -419,6 +479,7 @@ class Room:
                 return False
             if not any(
                 self.dom(term.topology_key, j) == d and term_matches(term, pod.namespace, other, anti=False)
+                and other.uid not in self.gone
                 for other, j in self.bound_pods
             ):
                 return False
@@ -583,10 +644,11 @@ class Snapshot:
         #: Count pods per topology domain (PodTopologySpread) only when a member needs it.
         self.spread_active = members_spread
 
-    def room(self, promised: Sequence[Promise]) -> Room:
-        """Free room after every bound pod and every room promised (:func:`promised_room`), committed."""
+    def room(self, promised: Sequence[Promise], without: Collection[str] = ()) -> Room:
+        """Free room after every bound pod and every room promised (:func:`promised_room`), committed.
+        ``without``: uids of bound pods left out (preemption victims: the room once they are gone)."""
         room = Room(self.table, self.anti_active, empty=False, spread_active=self.spread_active)
-        room.bound_pods = list(self.bound)
+        room.bound_pods = [pi for pi in self.bound if pi[0].uid not in without] if without else list(self.bound)
         for p, i in room.bound_pods:
             if room.spread is not None:  # bound pods count for topology spread
                 room.spread.add(p, i)

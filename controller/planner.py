@@ -170,7 +170,7 @@ __all__ = [
     "pinned_node_problems", "room_by_node", "held_by_other_gates", "NAMES_SHOWN",
     # the decision sequence; the rest is for the incremental planner (cogate.controller.planstate)
     "decide", "Pass", "run_pass", "Members", "Miss", "Basis", "starving", "members_anti", "members_spread",
-    "fits_empty_key",
+    "fits_empty_key", "classify",
 ]
 
 
@@ -203,6 +203,10 @@ def _classify(group: GroupRequest, gate: str) -> Members:
             if all(g == gate for g in m.gates):
                 r.plannable.append(m)
     return r
+
+
+#: The membership accounting above, for other pure choosers (:mod:`cogate.controller.preemption`).
+classify = _classify
 
 
 def _pins(m: PodInfo, config: PlannerConfig) -> bool:

@@ -54,6 +54,8 @@ __all__ = [
     "pod_info",
     "nominated_pod_info",
     "parse_time",
+    "label_selector",
+    "PREEMPTION_POLICIES",
     "HOSTNAME_LABEL",
     "UNSCHEDULABLE_TAINT_KEY",
     "VOLUME_CLAIMS",
@@ -343,6 +345,13 @@ class PodInfo:
     #: ``(apiVersion, kind, name, uid)``, kept for members only (pods with the pod-group label;
     #: ``()`` otherwise): what :mod:`cogate.controller.owners` judges when a group waits for members.
     owner: tuple[str, str, str, str] = ()
+    #: ``spec.preemptionPolicy``: ``PreemptLowerPriority`` (the API default) or ``Never`` (the pod
+    #: never preempts others: kube-scheduler ``PodEligibleToPreemptOthers``; a gang with such a
+    #: member preempts nothing, :mod:`cogate.controller.preemption`).
+    preemption_policy: str = "PreemptLowerPriority"
+    #: ``status.startTime`` (epoch seconds; 0.0 when absent: not started yet). Victim order
+    #: (kube-scheduler ``util.MoreImportantPod``, ``GetPodStartTime``).
+    started: float = 0.0
 
     @property
     def group(self) -> str | None:
@@ -696,7 +705,29 @@ def _pod_info(
         replica_size=_replica_size(meta.get("annotations")),
         generation=_generation(meta.get("generation")),
         owner=_controller_owner(owners) if POD_GROUP_LABEL in (meta.get("labels") or {}) else (),
+        preemption_policy=_preemption_policy(spec.get("preemptionPolicy")),
+        started=parse_time(status.get("startTime"), "status.startTime"),
     )
+
+
+#: ``spec.preemptionPolicy`` values (core/v1 ``PreemptionPolicy``).
+PREEMPTION_POLICIES = ("PreemptLowerPriority", "Never")
+
+
+def _preemption_policy(v: Any) -> str:
+    """``spec.preemptionPolicy``; absent or null is the API default ``PreemptLowerPriority``;
+    any other value than :data:`PREEMPTION_POLICIES` is an :class:`InvalidObject` naming the field."""
+    if v is None or v == "":
+        return PREEMPTION_POLICIES[0]
+    if v not in PREEMPTION_POLICIES:
+        raise InvalidObject(f"spec.preemptionPolicy: expected PreemptLowerPriority or Never, got {v!r}")
+    return sys.intern(v)
+
+
+def label_selector(v: Any, path: str) -> LabelSelector | None:
+    """A ``metav1.LabelSelector`` (API JSON) at ``path``: None when null; :class:`InvalidObject`
+    naming the field on garbage (for other modules' converters, e.g. PodDisruptionBudgets)."""
+    return _label_selector(v, path)
 
 
 def nominated_pod_info(obj: Mapping[str, Any]) -> PodInfo | None:

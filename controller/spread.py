@@ -181,6 +181,24 @@ class Tracker:
         for v in self._views.values():
             v.add(pod, i, -1)
 
+    def remove(self, pod: PodInfo, i: int) -> int:
+        """``pod`` (uid) no longer sits on node ``i`` (a preemption victim); returns its position in
+        the record for :meth:`insert` (the undo), -1 when it was not counted."""
+        for j in range(len(self.pods) - 1, -1, -1):
+            other, k = self.pods[j]
+            if k == i and other.uid == pod.uid:
+                del self.pods[j]
+                for v in self._views.values():
+                    v.add(other, i, -1)
+                return j
+        return -1
+
+    def insert(self, j: int, pod: PodInfo, i: int) -> None:
+        """Undo a :meth:`remove` that returned ``j``."""
+        self.pods.insert(j, (pod, i))
+        for v in self._views.values():
+            v.add(pod, i, 1)
+
     def _view(self, ns: str, sel: Selector, key: str, dom: list[str | None]) -> _View:
         vkey = (ns, sel.key, key, tuple(d is not None for d in dom))
         view = self._views.get(vkey)

@@ -43,6 +43,7 @@ PURE = [
     "cogate.controller.config",
     "cogate.controller.replicas",
     "cogate.controller.owners",
+    "cogate.controller.preemption",
     "cogate.webhook.admission",
     "cogate.gates",
 ]

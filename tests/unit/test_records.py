@@ -320,3 +320,32 @@ def test_membership_rule(labels, namespace, deleting, key):
     assert member_key(p) == key
     assert is_member(p, "ml", "train") == (key == ("ml", "train"))
     assert not is_member(p, "other-ns", "train")  # a same-named group in another namespace never matches
+
+
+@pytest.mark.parametrize("policy,expected", [(None, "PreemptLowerPriority"), ("Never", "Never"),
+                                             ("PreemptLowerPriority", "PreemptLowerPriority")])
+def test_pod_info_preemption_policy(policy, expected):
+    obj = pod_obj()
+    if policy is not None:
+        obj["spec"]["preemptionPolicy"] = policy
+    assert pod_info(obj).preemption_policy == expected
+
+
+@pytest.mark.parametrize("policy", ["never", "Always", 3, ["Never"]])
+def test_pod_info_bad_preemption_policy_names_the_field(policy):
+    obj = pod_obj()
+    obj["spec"]["preemptionPolicy"] = policy
+    with pytest.raises(InvalidObject) as ei:
+        pod_info(obj)
+    assert "spec.preemptionPolicy" in str(ei.value) and "ml/w-0" in str(ei.value)
+
+
+def test_pod_info_start_time():
+    obj = pod_obj()
+    assert pod_info(obj).started == 0.0
+    obj["status"]["startTime"] = "2024-05-01T10:00:05Z"
+    assert pod_info(obj).started == parse_time("2024-05-01T10:00:00Z") + 5
+    obj["status"]["startTime"] = "soon"
+    with pytest.raises(InvalidObject) as ei:
+        pod_info(obj)
+    assert "status.startTime" in str(ei.value)

@@ -1,0 +1,807 @@
+"""Victim selection for gang-aware preemption (pure): which lower-priority pods to remove so
+that a gated group places minMember (issue 15 item 1).
+
+A gated pod never enters kube-scheduler's queue, so kube-scheduler never preempts for it;
+:func:`select_victims` is cogate's own preemption for a whole gang at once. It decides only
+(plain records in, a :class:`Preemption` or a :class:`NoPreemption` out); acting on it
+(the ``DisruptionTarget`` condition, evictions, holding the freed room) is the shell's.
+
+Rules, each with its source (docs/semantics.md, "Preemption (victim selection)"):
+
+1. **Priority.** The group's priority is the lowest priority of its gated members; only bound,
+   non-terminal pods of *strictly* lower priority that are not being deleted and are not members
+   of the group are candidates (kube-scheduler DefaultPreemption ``SelectVictimsOnNode``: "pods
+   with lower priority than the preemptor"; equal priority never preempts).
+2. **preemptionPolicy Never.** A group any of whose plannable members has
+   ``spec.preemptionPolicy: Never`` preempts nothing (kube-scheduler
+   ``PodEligibleToPreemptOthers``).
+3. **Only when it helps.** If the group does not place minMember (members already bound count,
+   as the planner counts them) even with every candidate gone, nothing is preempted
+   (kube-scheduler: a node where the pod does not fit with all lower-priority pods removed is not
+   a candidate; Kueue: a workload is only preempted for if the preemptor then fits). A group that
+   fits the free room is never given victims.
+4. **One rule set.** Every fit is the planner's capacity model (:mod:`cogate.controller.capacity`:
+   ``Room``/``pack``/``Snapshot``; NodeResourcesFit, taints, node affinity, NodePorts,
+   InterPodAffinity, PodTopologySpread), victims taken off with :meth:`~cogate.controller.capacity.Room.vacate`;
+   the answer is verified by :func:`~cogate.controller.capacity.pack` on the room
+   :meth:`Snapshot.room <cogate.controller.capacity.Snapshot.room>` builds without the victims,
+   which is the room ``planner.decide`` plans on once they are gone (room promised to others, which
+   victims cannot free, is charged; nominations of lower priority are lent, as the planner does).
+5. **Which victims** (kube-scheduler order). Members are placed in free room first (the
+   planner's ``pack``); each member still needed then goes to the node whose victims are best by
+   ``pickOneNodeForPreemption``: fewest PodDisruptionBudget violations, lowest highest-victim
+   priority, lowest sum of priorities, fewest victims, latest start of the highest-priority
+   victims (then node order). A node's victims are chosen as ``SelectVictimsOnNode`` does: all
+   candidates removed, then reprieved one by one as long as the member still fits, the
+   PDB-violating ones first (``filterPodsWithPDBViolation``), each group most important first
+   (``util.MoreImportantPod``: higher priority, then earlier ``status.startTime``; a pod not
+   started counts as starting now). As kube-scheduler (``calculateNumCandidates``:
+   ``MinCandidateNodesPercentage`` 10, ``MinCandidateNodesAbsolute`` 100) at most
+   ``max(10% of nodes, 100)`` nodes that can take the member after preemption are compared per
+   member (the first in node order, plus every node this selection changed). Finally every victim
+   unit is offered a reprieve in the same order (PDB-violating first, most important first): it
+   is put back when the members planned on its nodes still fit there.
+6. **Gangs.** A bound member of another gang (a :class:`Gang`: its pod-group label names it) is
+   taken alone only while that gang keeps at least minMember bound members after all victims;
+   otherwise every bound member of that gang is a victim (never a useless half: Kueue preempts
+   whole workloads, KEP-5710 workload-aware preemption), and the gang counts as one victim of its
+   priority when nodes are compared. A gang with a member of the group's priority or higher is
+   never touched.
+7. **Deterministic**: victims sorted by (node, namespace, name, uid); ties by node order.
+
+Guarantees (tests/unit/test_preemption_props.py): the victims suffice (the planner's ``pack``
+places minMember on the room without them); no victim has the group's priority or more; no gang
+is left partly preempted below its minMember; ``DoesNotFitEvenWithPreemption`` exactly when the
+group does not fit with every candidate gone. Minimality is *with respect to the plan*: putting
+back any single victim unit (one pod, or a gang taken whole), the returned ``plan`` no longer
+holds on that room, or the planner's ``pack`` no longer places minMember there (when the plan
+came from the exhaustive fallback below). A different placement of the members might need fewer
+victims: finding the fewest is a bin-packing problem, and kube-scheduler too minimises per node
+for one pod, not over placements.
+
+Fallback: when the greedy placement above finds no node for enough members, or ``pack`` does not
+confirm its answer, the victims are chosen as ``SelectVictimsOnNode`` does at cluster scale:
+every candidate removed, then every unit reprieved in the order above while ``pack`` still places
+minMember. Its cost grows with the number of candidates times a ``pack``; it is the exception.
+
+Units: requests in the units of :mod:`cogate.controller.resources` (CPU millicores, memory
+bytes); times in epoch seconds.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from cogate.api import POD_GROUP_LABEL
+from cogate.controller.capacity import Room, Snapshot, pack, req_with_pod
+from cogate.controller.explanations import name_list, plural
+from cogate.controller.filters import spec_key
+from cogate.controller.planner import classify, members_anti, members_spread
+from cogate.controller.records import (InvalidObject, LabelSelector, NodeInfo, PodInfo, Promise, label_selector,
+                                       member_key)
+from cogate.controller.verdicts import GroupRequest, PlannerConfig
+
+__all__ = ["Reason", "Budget", "budget_info", "Gang", "Victim", "Preemption", "NoPreemption", "select_victims",
+           "more_important", "candidate_nodes", "MIN_CANDIDATE_NODES_PERCENTAGE", "MIN_CANDIDATE_NODES_ABSOLUTE"]
+
+#: kube-scheduler DefaultPreemptionArgs defaults (``calculateNumCandidates``).
+MIN_CANDIDATE_NODES_PERCENTAGE = 10
+MIN_CANDIDATE_NODES_ABSOLUTE = 100
+#: kube-scheduler ``pickOneNodeForPreemption`` adds ``MaxInt32 + 1`` to each priority it sums, so
+#: that negative priorities do not make more victims look cheaper.
+_PRIORITY_OFFSET = 2**31
+
+
+class Reason(StrEnum):
+    """Why :func:`select_victims` preempts nothing (``NoPreemption.reason``)."""
+
+    #: The group's plannable members plus its bound ones are fewer than minMember.
+    NOT_ENOUGH_MEMBERS = "NotEnoughMembers"
+    #: The group places minMember on the free room: nothing to preempt.
+    FITS_WITHOUT_PREEMPTION = "FitsWithoutPreemption"
+    #: A plannable member has ``spec.preemptionPolicy: Never``.
+    PREEMPTION_POLICY_NEVER = "PreemptionPolicyNever"
+    #: No bound pod of strictly lower priority can be taken.
+    NO_LOWER_PRIORITY_PODS = "NoLowerPriorityPods"
+    #: Even with every candidate gone the group does not place minMember.
+    DOES_NOT_FIT_EVEN_WITH_PREEMPTION = "DoesNotFitEvenWithPreemption"
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A PodDisruptionBudget as preemption sees it: ``disruptions_allowed`` is
+    ``status.disruptionsAllowed``; ``disrupted``: names in ``status.disruptedPods`` (already
+    counted by the API server: taking them violates nothing)."""
+
+    namespace: str
+    name: str
+    selector: LabelSelector | None
+    disruptions_allowed: int
+    disrupted: frozenset[str] = frozenset()
+
+    def matches(self, pod: PodInfo) -> bool:
+        """The budget covers ``pod`` (kube-scheduler ``filterPodsWithPDBViolation``: same
+        namespace; a pod without labels, and a nil or empty selector, match nothing)."""
+        sel = self.selector
+        if pod.namespace != self.namespace or not pod.labels or sel is None:
+            return False
+        if not sel.match_labels and not sel.match_expressions:
+            return False
+        return sel.matches(pod.labels)
+
+
+def budget_info(obj: Mapping[str, Any]) -> Budget:
+    """A policy/v1 PodDisruptionBudget (API JSON) as a :class:`Budget`. Raises
+    :class:`~cogate.controller.records.InvalidObject` naming the field on garbage."""
+    if not isinstance(obj, Mapping):
+        raise InvalidObject(f"poddisruptionbudget: expected an object, got {type(obj).__name__}")
+    sections = []
+    for key in ("metadata", "spec", "status"):
+        v = obj.get(key)
+        v = {} if v is None else v
+        if not isinstance(v, Mapping):
+            raise InvalidObject(f"{key}: expected an object, got {type(v).__name__}")
+        sections.append(v)
+    meta, spec, status = sections
+    ns, name = meta.get("namespace") or "", meta.get("name") or ""
+    if not isinstance(ns, str) or not isinstance(name, str):
+        raise InvalidObject("metadata.namespace/name: expected strings")
+    where = f"poddisruptionbudget {ns}/{name}"
+    try:
+        selector = label_selector(spec.get("selector"), "spec.selector")
+    except InvalidObject as e:
+        raise InvalidObject(f"{where}: {e}") from None
+    allowed = status.get("disruptionsAllowed", 0)
+    if allowed is None:
+        allowed = 0
+    if not isinstance(allowed, int) or isinstance(allowed, bool):
+        raise InvalidObject(f"{where}: status.disruptionsAllowed: expected an integer, got {allowed!r}")
+    disrupted = status.get("disruptedPods")
+    disrupted = {} if disrupted is None else disrupted
+    if not isinstance(disrupted, Mapping):
+        raise InvalidObject(f"{where}: status.disruptedPods: expected an object, got {type(disrupted).__name__}")
+    return Budget(ns, name, selector, allowed, frozenset(str(k) for k in disrupted))
+
+
+@dataclass(frozen=True)
+class Gang:
+    """Another PodGroup whose bound members may be victims (its minMember decides whether a member
+    may be taken alone, rule 6)."""
+
+    namespace: str
+    name: str
+    min_member: int
+
+
+@dataclass(frozen=True)
+class Victim:
+    """A pod to remove: ``node`` it is bound to; ``breaks_budget``: taking it exceeds a
+    PodDisruptionBudget's ``disruptionsAllowed`` (counted over all victims, most important first);
+    ``whole_gang``: ``(namespace, name)`` of the gang taken whole it belongs to, else None."""
+
+    pod: PodInfo
+    node: str
+    breaks_budget: bool
+    whole_gang: tuple[str, str] | None
+
+
+@dataclass(frozen=True)
+class Preemption:
+    """The victims (sorted by node, namespace, name, uid) and the plan they make room for:
+    ``plan`` member uid -> node name (minMember minus the bound members, placed); ``priority``:
+    the group's (its lowest gated member's); ``gangs_taken``: gangs taken whole, sorted;
+    ``message``: one line for a condition or an Event."""
+
+    victims: tuple[Victim, ...]
+    plan: Mapping[str, str]
+    priority: int
+    gangs_taken: tuple[tuple[str, str], ...]
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class NoPreemption:
+    """Nothing is preempted, and why."""
+
+    reason: Reason
+    message: str
+
+
+def more_important(p: PodInfo) -> tuple[Any, ...]:
+    """Sort key, most important first (kube-scheduler ``util.MoreImportantPod``: higher priority,
+    then earlier start; ``GetPodStartTime`` takes a pod without ``status.startTime`` as starting
+    now, so it comes last), then namespace, name, uid for determinism."""
+    return (-p.priority, p.started or math.inf, p.namespace, p.name, p.uid)
+
+
+def candidate_nodes(n_nodes: int) -> int:
+    """How many nodes kube-scheduler's DefaultPreemption compares per preemptor
+    (``calculateNumCandidates``: 10% of the nodes, at least 100, at most all)."""
+    return min(n_nodes, max(n_nodes * MIN_CANDIDATE_NODES_PERCENTAGE // 100, MIN_CANDIDATE_NODES_ABSOLUTE))
+
+
+# -- the selection -----------------------------------------------------------------------------
+
+
+@dataclass
+class _Choice:
+    """Victims on one node for one member: ``key`` (``pickOneNodeForPreemption`` order, smaller
+    is better), the pods taken alone, the gangs that must go whole."""
+
+    key: tuple[Any, ...]
+    slot: int
+    alone: list[PodInfo] = field(default_factory=list)
+    gangs: list[tuple[str, str]] = field(default_factory=list)
+
+
+class _Pool:
+    """Per member spec: the nodes it may use (``eligible``, ``allowed``), how far the scan in node
+    order went (``pos``), the choices found (slot -> :class:`_Choice`), and the point of the touch
+    log they are current for (``log_at``)."""
+
+    __slots__ = ("eligible", "allowed", "pos", "choices", "log_at")
+
+    def __init__(self, eligible: list[int]) -> None:
+        self.eligible = eligible
+        self.allowed = set(eligible)
+        self.pos = 0
+        self.choices: dict[int, _Choice] = {}
+        self.log_at = 0
+
+
+class _Stale(Exception):
+    """A cached choice no longer places its member (a change the cache did not see)."""
+
+
+class _Unit:
+    """A victim unit: one pod taken alone, or a gang taken whole (all its bound members)."""
+
+    __slots__ = ("pods", "gang")
+
+    def __init__(self, pods: list[tuple[PodInfo, int]], gang: tuple[str, str] | None) -> None:
+        self.pods = pods
+        self.gang = gang
+
+
+class _Selection:
+    """The state of one :func:`select_victims` call after the early answers (rules 1 to 3)."""
+
+    def __init__(self, group: GroupRequest, snapshot: Snapshot, room: Room, plannable: list[PodInfo], needed: int,
+                 candidates: list[tuple[PodInfo, int]], budgets: Sequence[Budget],
+                 gang_pods: Mapping[tuple[str, str], list[tuple[PodInfo, int]]],
+                 slack: Mapping[tuple[str, str], int]) -> None:
+        self.group = group
+        self.snapshot = snapshot
+        self.room = room
+        self.plannable = plannable
+        self.needed = needed
+        self.budgets = budgets
+        self.gang_pods = gang_pods
+        self.slack = slack
+        self.candidate_uids = {p.uid for p, _ in candidates}
+        self.by_node: dict[int, list[PodInfo]] = {}
+        for p, i in candidates:
+            self.by_node.setdefault(i, []).append(p)
+        self._sorted: set[int] = set()
+        self.gang_of: dict[str, tuple[str, str]] = {p.uid: gk for gk, ps in gang_pods.items() for p, _ in ps}
+        self._budgets_of: dict[str, tuple[int, ...]] = {}
+        self.left = [b.disruptions_allowed for b in budgets]
+        #: node slots whose candidates a budget or a gang covers: their cached choices read its count
+        self.budget_slots: dict[int, set[int]] = {}
+        if budgets:
+            for p, i in candidates:
+                for k in self.budgets_of(p):
+                    self.budget_slots.setdefault(k, set()).add(i)
+        self.gang_slots = {gk: {i for _, i in ps} for gk, ps in gang_pods.items()}
+        #: victims taken alone (uid -> (pod, slot)) and gangs taken whole
+        self.alone: dict[str, tuple[PodInfo, int]] = {}
+        self.whole: set[tuple[str, str]] = set()
+        self.alone_per_gang: dict[tuple[str, str], int] = {}
+        self.plan: dict[str, int] = {}
+        #: node slots in the order their choices went out of date (``_Pool.log_at`` reads from here)
+        self.touched: list[int] = []
+        self.pools: dict[Any, _Pool] = {}
+        self._req: dict[str, dict[str, int]] = {}
+
+    # -- budgets
+    def budgets_of(self, p: PodInfo) -> tuple[int, ...]:
+        got = self._budgets_of.get(p.uid)
+        if got is None:
+            got = tuple(k for k, b in enumerate(self.budgets) if b.matches(p) and p.name not in b.disrupted)
+            self._budgets_of[p.uid] = got
+        return got
+
+    def split_by_budget(self, pods: Iterable[PodInfo], left: list[int]) -> tuple[list[PodInfo], list[PodInfo]]:
+        """``filterPodsWithPDBViolation``: in the given order, a pod whose matching budget has no
+        disruption left violates; otherwise each matching budget is charged one (``left`` changes)."""
+        violating: list[PodInfo] = []
+        fine: list[PodInfo] = []
+        for p in pods:
+            bad = False
+            for k in self.budgets_of(p):
+                if left[k] <= 0:
+                    bad = True
+                    break
+                left[k] -= 1
+            (violating if bad else fine).append(p)
+        return violating, fine
+
+    # -- one node, one member (SelectVictimsOnNode)
+    def _touch(self, i: int) -> None:
+        """Node ``i``'s room changed."""
+        self._stale(i)
+
+    def _stale(self, i: int) -> None:
+        """Node ``i``'s kept choices are out of date (its room, or a budget or gang count they read)."""
+        self.touched.append(i)
+
+    def req_of(self, p: PodInfo) -> dict[str, int]:
+        r = self._req.get(p.uid)
+        if r is None:
+            r = self._req[p.uid] = req_with_pod(p.requests)
+        return r
+
+    def on_node_candidates(self, i: int) -> list[PodInfo]:
+        """Node ``i``'s candidates still on the room, most important first."""
+        ps = self.by_node.get(i)
+        if not ps:
+            return []
+        if i not in self._sorted:
+            ps.sort(key=more_important)
+            self._sorted.add(i)
+        return [p for p in ps if p.uid not in self.alone and self.gang_of.get(p.uid) not in self.whole]
+
+    def _charge(self, p: PodInfo) -> None:
+        """``p`` is a victim: one disruption less on each budget covering it."""
+        for k in self.budgets_of(p):
+            self.left[k] -= 1
+            for i in self.budget_slots.get(k, ()):
+                self._stale(i)
+
+    def on_node(self, m: PodInfo, i: int) -> _Choice | None:
+        """The victims on node ``i`` that let ``m`` fit there, or None (no candidate helps)."""
+        room = self.room
+        spec = room.spec_for(m)
+        if room.fits(spec, i):
+            return _Choice((0, -math.inf, 0, 0, 0, -math.inf, i), i)
+        cands = self.on_node_candidates(i)
+        if not cands:
+            return None
+        if room.anti_active or room.spread is not None or spec.ports or m.required_pod_affinity:
+            found = self._victims_on_room(m, i, cands)
+        else:
+            found = self._victims_by_resources(spec.req_items, i, cands)
+        if found is None:
+            return None
+        victims, violating = found
+        bad = {p.uid for p in violating}
+        per_gang: dict[tuple[str, str], int] = {}
+        for p in victims:
+            gk = self.gang_of.get(p.uid)
+            if gk is not None:
+                per_gang[gk] = per_gang.get(gk, 0) + 1
+        gangs = sorted(gk for gk, n in per_gang.items() if self.alone_per_gang.get(gk, 0) + n > self.slack[gk])
+        alone = [p for p in victims if self.gang_of.get(p.uid) not in gangs]
+        units: list[tuple[int, float, bool]] = [(p.priority, p.started or math.inf, p.uid in bad) for p in alone]
+        pods = len(alone)
+        for gk in gangs:
+            ps = [p for p, _ in self.gang_pods[gk]]
+            pods += sum(1 for p in ps if p.uid not in self.alone)
+            units.append((max(p.priority for p in ps), min(p.started or math.inf for p in ps),
+                          any(p.uid in bad for p in victims if self.gang_of.get(p.uid) == gk)))
+        top = max(u[0] for u in units)
+        key = (sum(1 for u in units if u[2]), top, sum(u[0] + _PRIORITY_OFFSET for u in units), len(units), pods,
+               -min(u[1] for u in units if u[0] == top), i)
+        return _Choice(key, i, alone, gangs)
+
+    def _victims_on_room(self, m: PodInfo, i: int, cands: list[PodInfo]
+                         ) -> tuple[list[PodInfo], list[PodInfo]] | None:
+        """``SelectVictimsOnNode`` on the room itself (every filter): all candidates off, then
+        each put back while ``m`` still fits, the budget-violating first. (victims, violating)."""
+        room = self.room
+        mark = room.mark()
+        for p in cands:
+            room.vacate(p, i)
+        spec = room.spec_for(m)
+        if not self._fits(m, spec, i):
+            room.rollback(mark)
+            return None
+        violating, fine = self.split_by_budget(cands, list(self.left))
+        victims: list[PodInfo] = []
+        for p in violating + fine:
+            here = room.mark()
+            room.occupy(p, self.req_of(p), p.host_ports, i)
+            if not room.fits(spec, i):
+                room.rollback(here)
+                victims.append(p)
+        room.rollback(mark)
+        return victims, violating
+
+    def _victims_by_resources(self, need: Sequence[tuple[str, int]], i: int, cands: list[PodInfo]
+                              ) -> tuple[list[PodInfo], list[PodInfo]] | None:
+        """The same where only NodeResourcesFit can refuse (no host ports, anti-affinity, spread or
+        pod affinity in play): the room's arithmetic (:func:`~cogate.controller.capacity.copies`'
+        rule, request <= free per resource) without touching the room."""
+        free = self.room.free[i]
+        avail = {k: free.get(k, 0) for k, _ in need}
+        reqs = {p.uid: self.req_of(p) for p in cands}
+        for r in reqs.values():
+            for k in avail:
+                avail[k] += r.get(k, 0)
+        if any(avail[k] < v for k, v in need):
+            return None
+        violating, fine = self.split_by_budget(cands, list(self.left))
+        victims: list[PodInfo] = []
+        for p in violating + fine:
+            r = reqs[p.uid]
+            if all(avail[k] - r.get(k, 0) >= v for k, v in need):
+                for k in avail:
+                    avail[k] -= r.get(k, 0)
+            else:
+                victims.append(p)
+        return victims, violating
+
+    def _fits(self, m: PodInfo, spec: Any, i: int) -> bool:
+        if m.required_pod_affinity and i not in spec.eligible:
+            return False
+        return self.room.fits(spec, i)
+
+    def choose(self, m: PodInfo) -> _Choice | None:
+        """The best node for ``m`` (``pickOneNodeForPreemption``) among the first
+        :func:`candidate_nodes` nodes in node order that can take it after preemption, and every
+        node this selection changed. The choices found are kept per member spec and computed again
+        only for nodes whose room, or whose budgets' or gangs' counts, changed since."""
+        room = self.room
+        spec = room.spec_for(m)
+        skey = spec_key(m, room.anti_active, room.spread is not None)
+        eligible = spec.eligible
+        pool = self.pools.get(skey)
+        if pool is None or pool.eligible is not eligible:
+            pool = self.pools[skey] = _Pool(eligible)
+        want = candidate_nodes(len(self.snapshot.table.nodes))
+        again = set(self.touched[pool.log_at:])
+        pool.log_at = len(self.touched)
+        for i in sorted(again):
+            if i in pool.allowed:
+                self._evaluate(pool, m, i)
+        while len(pool.choices) < want and pool.pos < len(eligible):
+            i = eligible[pool.pos]
+            pool.pos += 1
+            if i not in pool.choices and i not in again:
+                self._evaluate(pool, m, i)
+        if not pool.choices:
+            return None
+        return min(pool.choices.values(), key=lambda c: c.key)
+
+    def _evaluate(self, pool: "_Pool", m: PodInfo, i: int) -> None:
+        c = self.on_node(m, i)
+        if c is None:
+            pool.choices.pop(i, None)
+        else:
+            pool.choices[i] = c
+
+    def take(self, m: PodInfo, c: _Choice) -> bool:
+        """Remove ``c``'s victims and place ``m`` on its node; False (nothing changed) when ``m``
+        does not fit there after all (the room moved)."""
+        room = self.room
+        mark = room.mark()
+        alone = [p for p in c.alone if p.uid not in self.alone and self.gang_of.get(p.uid) not in self.whole]
+        per_gang: dict[tuple[str, str], int] = {}
+        for p in alone:
+            gk = self.gang_of.get(p.uid)
+            if gk is not None:
+                per_gang[gk] = per_gang.get(gk, 0) + 1
+        gangs = sorted(set(c.gangs) | {gk for gk, n in per_gang.items()
+                                       if self.alone_per_gang.get(gk, 0) + n > self.slack[gk]})
+        gangs = [gk for gk in gangs if gk not in self.whole]
+        alone = [p for p in alone if self.gang_of.get(p.uid) not in gangs]
+        for gk in gangs:
+            self._take_gang(gk)
+        for p in alone:
+            room.vacate(p, c.slot)
+        spec = room.spec_for(m)
+        if not self._fits(m, spec, c.slot):
+            room.rollback(mark)
+            raise _Stale  # the room moved under a cached choice: the caller falls back
+        for p in alone:
+            self.alone[p.uid] = (p, c.slot)
+            gk = self.gang_of.get(p.uid)
+            if gk is not None:
+                self.alone_per_gang[gk] = self.alone_per_gang.get(gk, 0) + 1
+                for i in self.gang_slots[gk]:
+                    self._stale(i)
+            self._charge(p)
+        room.occupy(m, spec.req, spec.ports, c.slot)
+        self.plan[m.uid] = c.slot
+        self._touch(c.slot)
+        return True
+
+    def _take_gang(self, gk: tuple[str, str]) -> None:
+        self.whole.add(gk)
+        for p, i in self.gang_pods[gk]:
+            if p.uid in self.alone:
+                del self.alone[p.uid]  # already off the room and counted
+            else:
+                self.room.vacate(p, i)
+                self._charge(p)
+            self._touch(i)
+        self.alone_per_gang[gk] = 0
+
+    # -- reprieve against the plan
+    def units(self) -> list[_Unit]:
+        """Victim units in reprieve order: PDB-violating first, then the others, each most
+        important first (``SelectVictimsOnNode``'s reprieve order)."""
+        units = [_Unit([pi], None) for pi in self.alone.values()]
+        units += [_Unit(list(self.gang_pods[gk]), gk) for gk in sorted(self.whole)]
+        return _reprieve_order(self, units)
+
+    def put_back(self, pods: Sequence[tuple[PodInfo, int]]) -> bool:
+        """Put ``pods`` back on the room; keep it (True) when every member planned on their nodes
+        still fits its planned node, else undo (False)."""
+        room = self.room
+        mark = room.mark()
+        nodes = {i for _, i in pods}
+        displaced = [(uid, i) for uid, i in self.plan.items() if i in nodes]
+        members = {m.uid: m for m in self.plannable}
+        for uid, i in displaced:
+            room.vacate(members[uid], i)
+        for p, i in pods:
+            room.occupy(p, req_with_pod(p.requests), p.host_ports, i)
+        for uid, i in displaced:
+            m = members[uid]
+            spec = room.spec_for(m)
+            if not self._fits(m, spec, i):
+                room.rollback(mark)
+                return False
+            room.occupy(m, spec.req, spec.ports, i)
+        return True
+
+    def reprieve(self) -> None:
+        """Offer every victim unit a reprieve against the plan (a gang taken whole: all of it,
+        else as many members as keep the plan, kept only while the rest stays within its slack)."""
+        for u in self.units():
+            if u.gang is None:
+                p, i = u.pods[0]
+                if self.put_back(u.pods):
+                    del self.alone[p.uid]
+                    gk = self.gang_of.get(p.uid)
+                    if gk is not None:
+                        self.alone_per_gang[gk] -= 1
+                continue
+            if self.put_back(u.pods):
+                self.whole.discard(u.gang)
+                continue
+            mark = self.room.mark()
+            taken = []
+            for pi in sorted(u.pods, key=lambda pi: more_important(pi[0])):
+                if not self.put_back([pi]):
+                    taken.append(pi)
+            if len(taken) <= self.slack[u.gang]:
+                self.whole.discard(u.gang)
+                for p, i in taken:
+                    self.alone[p.uid] = (p, i)
+                self.alone_per_gang[u.gang] = len(taken)
+            else:
+                self.room.rollback(mark)
+
+    def confirmed(self) -> bool:
+        """The planner's ``pack`` places minMember on the room without the victims: the room with
+        the planned members taken off again (:meth:`Room.vacate`), which is the room
+        ``Snapshot.room`` builds without the victims (tested)."""
+        room = self.room
+        mark = room.mark()
+        members = {m.uid: m for m in self.plannable}
+        for uid, i in self.plan.items():
+            room.vacate(members[uid], i)
+        ok = len(pack(room, self.plannable, self.needed)) >= self.needed
+        room.rollback(mark)
+        return ok
+
+    def victims(self) -> list[tuple[PodInfo, int, tuple[str, str] | None]]:
+        out = [(p, i, None) for p, i in self.alone.values()]
+        out += [(p, i, gk) for gk in self.whole for p, i in self.gang_pods[gk]]
+        return out
+
+
+def _reprieve_order(sel: _Selection, units: list[_Unit]) -> list[_Unit]:
+    first = {id(u): min(more_important(p) for p, _ in u.pods) for u in units}
+    units.sort(key=lambda u: first[id(u)])
+    left = [b.disruptions_allowed for b in sel.budgets]
+    bad: set[int] = set()
+    for u in units:
+        violating, _ = sel.split_by_budget(sorted((p for p, _ in u.pods), key=more_important), left)
+        if violating:
+            bad.add(id(u))
+    return [u for u in units if id(u) in bad] + [u for u in units if id(u) not in bad]
+
+
+def _warm(room: Room, members: Iterable[PodInfo]) -> None:
+    """Build the members' specs before any mark: a spec built after a mark records the domains
+    anti-affinity forbids it in the undo log, and a rollback would forget them while the cached
+    spec stays (``Room.spec_for``)."""
+    for m in members:
+        room.spec_for(m)
+
+
+def _lent_room(snapshot: Snapshot, promised: Sequence[Promise], group: GroupRequest,
+               without: Iterable[str] = ()) -> Room:
+    """The room the planner plans ``group`` on (``planner.Pass``: bound pods, room promised,
+    nominations below the group's lowest member priority lent), without the pods ``without``."""
+    room = snapshot.room(promised, frozenset(without))
+    if room.nominations:
+        room.lend(min((m.priority for m in group.members), default=0))
+        room.commit()
+    return room
+
+
+def select_victims(group: GroupRequest, nodes: Sequence[NodeInfo], pods: Sequence[PodInfo],
+                   promised: Sequence[Promise], budgets: Sequence[Budget], gangs: Sequence[Gang],
+                   config: PlannerConfig = PlannerConfig(), *,
+                   snapshot: Snapshot | None = None) -> Preemption | NoPreemption:
+    """The pods to preempt so that ``group`` places minMember, or why none (module docstring,
+    rules 1 to 7).
+
+    ``nodes``: every node; ``pods``: as ``planner.decide`` takes them (bound non-terminal pods,
+    members included; unbound pods with a nomination become room promised only through
+    ``promised``); ``promised``: the room promised to others (``capacity.promised_room``: kept
+    reservations and nominations), which victims cannot free; ``budgets``: every
+    PodDisruptionBudget (:func:`budget_info`); ``gangs``: the other PodGroups (:class:`Gang`), whose
+    bound members are taken alone only within their slack. ``snapshot``: a
+    :class:`~cogate.controller.capacity.Snapshot` of exactly these ``nodes`` and ``pods`` built
+    already (e.g. the planning pass's), whose ``anti_active``/``spread_active`` cover the group's
+    members; it is only read. Never raises on well-typed records; deterministic for a given input.
+    """
+    gate = config.gate_name
+    ms = classify(group, gate)
+    needed = group.min_member - len(ms.bound)
+    me = f"PodGroup {group.namespace}/{group.name}"
+    if needed <= 0:
+        return NoPreemption(Reason.FITS_WITHOUT_PREEMPTION, f"{me} has {len(ms.bound)} of {group.min_member} bound")
+    if len(ms.bound) + len(ms.plannable) < group.min_member:
+        return NoPreemption(Reason.NOT_ENOUGH_MEMBERS,
+                            f"{me}: {len(ms.bound)} bound and {len(ms.plannable)} plannable of {group.min_member}")
+    priority = min(m.priority for m in ms.gated)
+    if snapshot is None:
+        snapshot = Snapshot(nodes, pods, members_anti([group]), members_spread([group]))
+    room = _lent_room(snapshot, promised, group)
+    plan0 = pack(room, ms.plannable, needed)
+    if len(plan0) >= needed:
+        return NoPreemption(Reason.FITS_WITHOUT_PREEMPTION,
+                            f"{me} fits {len(ms.bound) + len(plan0)} of {group.min_member} without preemption")
+    never = [m.name for m in ms.plannable if m.preemption_policy == "Never"]
+    if never:
+        return NoPreemption(Reason.PREEMPTION_POLICY_NEVER,
+                            f"{me} preempts nothing: preemptionPolicy Never on {name_list(sorted(never))}")
+
+    own = {m.uid for m in group.members}
+    key = (group.namespace, group.name)
+    gang_min = {(g.namespace, g.name): g.min_member for g in gangs if (g.namespace, g.name) != key}
+    gang_pods: dict[tuple[str, str], list[tuple[PodInfo, int]]] = {}
+    if gang_min:
+        for p, i in snapshot.bound:
+            gk = member_key(p)
+            if gk in gang_min:
+                gang_pods.setdefault(gk, []).append((p, i))
+    untouchable = {gk for gk, ps in gang_pods.items() if max(p.priority for p, _ in ps) >= priority}
+    untouchable.add(key)
+    candidates = []
+    for p, i in snapshot.bound:
+        if p.priority >= priority or p.deleting or p.uid in own:
+            continue
+        label = p.labels.get(POD_GROUP_LABEL)
+        if label and (p.namespace, label) in untouchable:
+            continue
+        candidates.append((p, i))
+    if not candidates:
+        return NoPreemption(Reason.NO_LOWER_PRIORITY_PODS,
+                            f"{me} (priority {priority}) fits {len(ms.bound) + len(plan0)} of {group.min_member} "
+                            f"and no bound pod has a lower priority")
+    gang_pods = {gk: ps for gk, ps in gang_pods.items() if gk not in untouchable}
+    slack = {gk: len(ps) - gang_min[gk] for gk, ps in gang_pods.items()}
+
+    all_gone = _lent_room(snapshot, promised, group, (p.uid for p, _ in candidates))
+    _warm(all_gone, ms.plannable)
+    mark_all = all_gone.mark()
+    best = pack(all_gone, ms.plannable, needed)
+    all_gone.rollback(mark_all)
+    if len(best) < needed:
+        return NoPreemption(Reason.DOES_NOT_FIT_EVEN_WITH_PREEMPTION,
+                            f"{me} fits {len(ms.bound) + len(best)} of {group.min_member} even with all "
+                            f"{plural(len(candidates), 'pod')} of priority below {priority} gone: preempting nothing")
+
+    sel = _Selection(group, snapshot, room, ms.plannable, needed, candidates, budgets, gang_pods, slack)
+    sel.plan = dict(plan0)  # pack left its best attempt applied: members in free room
+    plan_names: dict[str, str] | None = None
+    try:
+        for m in ms.plannable:
+            if len(sel.plan) >= needed:
+                break
+            if m.uid in sel.plan:
+                continue
+            c = sel.choose(m)
+            if c is not None:
+                sel.take(m, c)
+    except _Stale:
+        sel.plan = {}
+    if len(sel.plan) >= needed:
+        sel.reprieve()
+        if sel.confirmed():
+            plan_names = {uid: snapshot.table.nodes[i].name for uid, i in sel.plan.items()}
+    if plan_names is None:
+        sel, plan_names = _exhaustive(group, snapshot, promised, ms.plannable, needed, candidates, budgets,
+                                      gang_pods, slack, all_gone)
+    return _answer(sel, plan_names, priority, snapshot, budgets, me)
+
+
+def _exhaustive(group: GroupRequest, snapshot: Snapshot, promised: Sequence[Promise], plannable: list[PodInfo],
+                needed: int, candidates: list[tuple[PodInfo, int]], budgets: Sequence[Budget],
+                gang_pods: Mapping[tuple[str, str], list[tuple[PodInfo, int]]], slack: Mapping[tuple[str, str], int],
+                room: Room) -> tuple[_Selection, dict[str, str]]:
+    """The fallback (module docstring): every candidate removed (``room``), then each unit
+    reprieved in order while ``pack`` still places minMember; the plan is ``pack``'s."""
+    sel = _Selection(group, snapshot, room, plannable, needed, candidates, budgets, gang_pods, slack)
+    _warm(room, plannable)
+    for p, i in candidates:
+        if sel.gang_of.get(p.uid) is None:
+            sel.alone[p.uid] = (p, i)
+    sel.whole = set(gang_pods)
+
+    def still_fits() -> bool:
+        mark = room.mark()
+        ok = len(pack(room, plannable, needed)) >= needed
+        room.rollback(mark)
+        return ok
+
+    def back(pods: Sequence[tuple[PodInfo, int]]) -> bool:
+        mark = room.mark()
+        for p, i in pods:
+            room.occupy(p, req_with_pod(p.requests), p.host_ports, i)
+        if still_fits():
+            return True
+        room.rollback(mark)
+        return False
+
+    for u in sel.units():
+        if u.gang is None:
+            if back(u.pods):
+                del sel.alone[u.pods[0][0].uid]
+            continue
+        if back(u.pods):
+            sel.whole.discard(u.gang)
+            continue
+        mark = room.mark()
+        taken = [pi for pi in sorted(u.pods, key=lambda pi: more_important(pi[0])) if not back([pi])]
+        if len(taken) <= slack[u.gang]:
+            sel.whole.discard(u.gang)
+            for p, i in taken:
+                sel.alone[p.uid] = (p, i)
+        else:
+            room.rollback(mark)
+    plan = pack(room, plannable, needed)
+    return sel, {uid: snapshot.table.nodes[i].name for uid, i in plan.items()}
+
+
+def _answer(sel: _Selection, plan: dict[str, str], priority: int, snapshot: Snapshot, budgets: Sequence[Budget],
+            me: str) -> Preemption:
+    nodes = snapshot.table.nodes
+    raw = sorted(sel.victims(), key=lambda v: more_important(v[0]))
+    left = [b.disruptions_allowed for b in budgets]
+    violating, _ = sel.split_by_budget([p for p, _, _ in raw], left)
+    bad = {p.uid for p in violating}
+    victims = sorted((Victim(p, nodes[i].name, p.uid in bad, gk) for p, i, gk in raw),
+                     key=lambda v: (v.node, v.pod.namespace, v.pod.name, v.pod.uid))
+    gangs = tuple(sorted(sel.whole))
+    top = max((v.pod.priority for v in victims), default=0)
+    on = sorted({v.node for v in victims})
+    names = [f"{v.pod.namespace}/{v.pod.name}" for v in victims]
+    message = (f"preempting {plural(len(victims), 'pod')} ({name_list(names)}) of priority <= {top} on "
+               f"{plural(len(on), 'node')} {name_list(on)} to place {me}, priority {priority}")
+    if gangs:
+        message += f"; whole gangs: {name_list([f'{ns}/{n}' for ns, n in gangs])}"
+    if bad:
+        message += f"; {plural(len(bad), 'victim')} beyond a PodDisruptionBudget"
+    return Preemption(tuple(victims), dict(sorted(plan.items())), priority, gangs, message)
