@@ -546,7 +546,7 @@ class Pass:
         if (verdict := self._waiting_for_members(g, ms)) is not None:
             return verdict
         self.basis = Basis("blocker", ms)
-        if (verdict := self._behind_starving_group(g, ms)) is not None:
+        if not self._holds_room(g) and (verdict := self._behind_starving_group(g, ms)) is not None:
             return verdict
         self.basis = Basis("pass", ms)
         attempt = self._try_release(g, ms)
@@ -592,6 +592,12 @@ class Pass:
             bound_n,
             f"{len(ms.present)} of {g.min_member} members present, {bound_n} bound; " + ", ".join(why),
         )
+
+    def _holds_room(self, g: GroupRequest) -> bool:
+        """Room is held for ``g``'s preemption in flight (``Room.holds``): its victims' room is
+        its own, which no starving group may use, so no starving group blocks it."""
+        holder = _holder(g)
+        return any(p.holder == holder for p, _ in self.room.holds)
 
     def _behind_starving_group(self, g: GroupRequest, ms: Members) -> GroupVerdict | None:
         """No later group that could take room a starving group could use is released while it
