@@ -62,7 +62,9 @@ for one pod, not over placements.
 Fallback: when the greedy placement above finds no node for enough members, or ``pack`` does not
 confirm its answer, the victims are chosen as ``SelectVictimsOnNode`` does at cluster scale:
 every candidate removed, then every unit reprieved in the order above while ``pack`` still places
-minMember. Its cost grows with the number of candidates times a ``pack``; it is the exception.
+minMember, in rounds until one reprieves none (``pack`` is a heuristic: adding a pod back can make
+it succeed where it failed). Its cost grows with the number of candidates times a ``pack``; it is
+the exception.
 
 Units: requests in the units of :mod:`cogate.controller.resources` (CPU millicores, memory
 bytes); times in epoch seconds.
@@ -71,7 +73,7 @@ bytes); times in epoch seconds.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -192,7 +194,8 @@ class Victim:
 @dataclass(frozen=True)
 class Preemption:
     """The victims (sorted by node, namespace, name, uid) and the plan they make room for:
-    ``plan`` member uid -> node name (minMember minus the bound members, placed); ``priority``:
+    ``plan`` member uid -> node name (minMember minus the bound members, in the order they were
+    placed: with topology spread the order matters, as it does for the planner); ``priority``:
     the group's (its lowest gated member's); ``gangs_taken``: gangs taken whole, sorted;
     ``message``: one line for a condition or an Event."""
 
@@ -541,11 +544,14 @@ class _Selection:
 
     def put_back(self, pods: Sequence[tuple[PodInfo, int]]) -> bool:
         """Put ``pods`` back on the room; keep it (True) when every member planned on their nodes
-        still fits its planned node, else undo (False)."""
+        (every planned member while anti-affinity or topology spread is tracked: a pod there can
+        matter to a whole topology domain) still fits its planned node, in plan order, else undo
+        (False)."""
         room = self.room
         mark = room.mark()
         nodes = {i for _, i in pods}
-        displaced = [(uid, i) for uid, i in self.plan.items() if i in nodes]
+        everywhere = room.anti_active or room.spread is not None  # a pod can matter to a whole domain
+        displaced = [(uid, i) for uid, i in self.plan.items() if everywhere or i in nodes]
         members = {m.uid: m for m in self.plannable}
         for uid, i in displaced:
             room.vacate(members[uid], i)
@@ -561,32 +567,10 @@ class _Selection:
         return True
 
     def reprieve(self) -> None:
-        """Offer every victim unit a reprieve against the plan (a gang taken whole: all of it,
-        else as many members as keep the plan, kept only while the rest stays within its slack)."""
-        for u in self.units():
-            if u.gang is None:
-                p, i = u.pods[0]
-                if self.put_back(u.pods):
-                    del self.alone[p.uid]
-                    gk = self.gang_of.get(p.uid)
-                    if gk is not None:
-                        self.alone_per_gang[gk] -= 1
-                continue
-            if self.put_back(u.pods):
-                self.whole.discard(u.gang)
-                continue
-            mark = self.room.mark()
-            taken = []
-            for pi in sorted(u.pods, key=lambda pi: more_important(pi[0])):
-                if not self.put_back([pi]):
-                    taken.append(pi)
-            if len(taken) <= self.slack[u.gang]:
-                self.whole.discard(u.gang)
-                for p, i in taken:
-                    self.alone[p.uid] = (p, i)
-                self.alone_per_gang[u.gang] = len(taken)
-            else:
-                self.room.rollback(mark)
+        """Offer every victim unit a reprieve against the plan (:meth:`put_back`); once more while
+        one was reprieved when topology spread is tracked (adding a pod can lower another node's
+        skew, so a refusal is not final)."""
+        _reprieve_units(self, self.put_back, repeat=self.room.spread is not None)
 
     def confirmed(self) -> bool:
         """The planner's ``pack`` places minMember on the room without the victims: the room with
@@ -605,6 +589,41 @@ class _Selection:
         out = [(p, i, None) for p, i in self.alone.values()]
         out += [(p, i, gk) for gk in self.whole for p, i in self.gang_pods[gk]]
         return out
+
+
+def _reprieve_units(sel: _Selection, back: Callable[[Sequence[tuple[PodInfo, int]]], bool], repeat: bool) -> None:
+    """Offer each victim unit in reprieve order to ``back`` (puts pods back and keeps them when the
+    group still fits, else undoes): a pod alone, or a gang taken whole (all of it, else as many of
+    its members as fit, kept only while the rest stays within the gang's slack). With ``repeat``,
+    again until a round reprieves none."""
+    while True:
+        changed = False
+        for u in sel.units():
+            if u.gang is None:
+                p, _ = u.pods[0]
+                if back(u.pods):
+                    del sel.alone[p.uid]
+                    gk = sel.gang_of.get(p.uid)
+                    if gk is not None:
+                        sel.alone_per_gang[gk] -= 1
+                    changed = True
+                continue
+            if back(u.pods):
+                sel.whole.discard(u.gang)
+                changed = True
+                continue
+            mark = sel.room.mark()
+            taken = [pi for pi in sorted(u.pods, key=lambda pi: more_important(pi[0])) if not back([pi])]
+            if len(taken) <= sel.slack[u.gang]:
+                sel.whole.discard(u.gang)
+                for p, i in taken:
+                    sel.alone[p.uid] = (p, i)
+                sel.alone_per_gang[u.gang] = len(taken)
+                changed = True
+            else:
+                sel.room.rollback(mark)
+        if not (changed and repeat):
+            return
 
 
 def _reprieve_order(sel: _Selection, units: list[_Unit]) -> list[_Unit]:
@@ -765,24 +784,10 @@ def _exhaustive(group: GroupRequest, snapshot: Snapshot, promised: Sequence[Prom
         room.rollback(mark)
         return False
 
-    for u in sel.units():
-        if u.gang is None:
-            if back(u.pods):
-                del sel.alone[u.pods[0][0].uid]
-            continue
-        if back(u.pods):
-            sel.whole.discard(u.gang)
-            continue
-        mark = room.mark()
-        taken = [pi for pi in sorted(u.pods, key=lambda pi: more_important(pi[0])) if not back([pi])]
-        if len(taken) <= slack[u.gang]:
-            sel.whole.discard(u.gang)
-            for p, i in taken:
-                sel.alone[p.uid] = (p, i)
-        else:
-            room.rollback(mark)
+    _reprieve_units(sel, back, repeat=True)  # pack is a heuristic: a refusal is not final until nothing changes
     plan = pack(room, plannable, needed)
-    return sel, {uid: snapshot.table.nodes[i].name for uid, i in plan.items()}
+    kept = list(plan)[:needed]  # the first placed (with topology spread a prefix of the placement stays valid)
+    return sel, {uid: snapshot.table.nodes[plan[uid]].name for uid in kept}
 
 
 def _answer(sel: _Selection, plan: dict[str, str], priority: int, snapshot: Snapshot, budgets: Sequence[Budget],
@@ -804,4 +809,4 @@ def _answer(sel: _Selection, plan: dict[str, str], priority: int, snapshot: Snap
         message += f"; whole gangs: {name_list([f'{ns}/{n}' for ns, n in gangs])}"
     if bad:
         message += f"; {plural(len(bad), 'victim')} beyond a PodDisruptionBudget"
-    return Preemption(tuple(victims), dict(sorted(plan.items())), priority, gangs, message)
+    return Preemption(tuple(victims), dict(plan), priority, gangs, message)

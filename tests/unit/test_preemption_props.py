@@ -39,7 +39,9 @@ PRIOS = [0, 10, 50, 100, 200]
 
 
 @st.composite
-def scenarios(draw):
+def scenarios(draw, rich: bool = False):
+    """``rich``: also host ports on some pods and members, and members with required
+    anti-affinity per zone or a hard zone spread (the room's own checks, not only resources)."""
     n_nodes = draw(st.integers(1, 6))
     nodes = [NodeInfo(f"n{i}", labels={"kubernetes.io/hostname": f"n{i}", "zone": f"z{i % 2}"},
                       allocatable={"cpu": draw(st.sampled_from([2000, 4000, 4000, 8000])),
@@ -60,8 +62,9 @@ def scenarios(draw):
             continue
         free[on]["cpu"] -= cpu
         free[on]["pods"] -= 1
+        ports = draw(st.sampled_from([(), (), (HostPort(80),)])) if rich else ()
         pods.append(PodInfo("batch", f"p{j}", f"u-p{j}", labels=labels, node_name=on, phase="Running",
-                            requests={"cpu": cpu}, priority=draw(st.sampled_from(PRIOS)),
+                            requests={"cpu": cpu}, priority=draw(st.sampled_from(PRIOS)), host_ports=ports,
                             started=draw(st.sampled_from([0.0, 1.0, 2.0, 5.0])),
                             deleting=draw(st.sampled_from([False] * 9 + [True]))))
     budgets = [Budget("batch", f"pdb{k}", LabelSelector((("app", draw(st.sampled_from(["a", "b"]))),)),
@@ -69,10 +72,22 @@ def scenarios(draw):
     size = draw(st.integers(1, 4))
     prio = draw(st.sampled_from([10, 50, 100, 200, 300]))
     selector = draw(st.sampled_from([{}, {}, {"zone": "z0"}]))
+    extra: dict = {}
+    if rich:
+        kind = draw(st.sampled_from(["ports", "anti", "spread", "none"]))
+        if kind == "ports":
+            extra["host_ports"] = (HostPort(80),)
+        elif kind == "anti":  # one member per zone, and none beside a pod of app b in that zone
+            extra["required_pod_anti_affinity"] = (
+                PodAffinityTerm("zone", LabelSelector(((POD_GROUP_LABEL, "g"),)), ("team",)),
+                PodAffinityTerm("zone", LabelSelector((("app", "b"),)), ("batch",)))
+        elif kind == "spread":
+            extra["topology_spread"] = (TopologySpreadConstraint(1, "zone", LabelSelector(((POD_GROUP_LABEL, "g"),))),)
     members = tuple(
         PodInfo("team", f"g-{i}", f"u-g-{i}", labels={POD_GROUP_LABEL: "g"},
                 requests={"cpu": draw(st.sampled_from([1000, 2000, 2000, 4000]))}, gates=(GATE,),
-                priority=prio + draw(st.sampled_from([0, 0, 0, 50])), created=float(i), node_selector=selector)
+                priority=prio + draw(st.sampled_from([0, 0, 0, 50])), created=float(i), node_selector=selector,
+                **extra)
         for i in range(size))
     group = GroupRequest("team", "g", draw(st.integers(1, size)), 0.0, False, members)
     return nodes, pods, budgets, gangs, group
@@ -116,16 +131,27 @@ def plan_holds(nodes, pods, g, plan) -> bool:
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenario=scenarios())
 def test_victim_selection_properties(path, scenario):
+    _run(path, scenario)
+
+
+@pytest.mark.parametrize("path", ["greedy", "fallback"])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenario=scenarios(rich=True))
+def test_victim_selection_properties_with_ports_anti_affinity_and_spread(path, scenario):
+    _run(path, scenario)
+
+
+def _run(path, scenario):
     """``fallback``: the greedy placement finds no node (patched), so every answer comes from the
     exhaustive reprieve; the same properties hold."""
     if path == "fallback":
         with mock.patch.object(preemption._Selection, "choose", lambda self, m: None):
-            _check(*scenario)
+            _check(*scenario, fallback=True)
     else:
-        _check(*scenario)
+        _check(*scenario, fallback=False)
 
 
-def _check(nodes, pods, budgets, gangs, g):
+def _check(nodes, pods, budgets, gangs, g, fallback):
     result = select_victims(g, nodes, pods, [], budgets, gangs, CFG)
     event("preempts" if isinstance(result, Preemption) else str(result.reason))
     if isinstance(result, Preemption):
@@ -150,7 +176,7 @@ def _check(nodes, pods, budgets, gangs, g):
     # (a)
     assert released(nodes, without(pods, victims), g)
     assert plan_holds(nodes, without(pods, victims), g, result.plan)
-    assert len(result.plan) == g.min_member
+    assert len(result.plan) == g.min_member  # minMember placed (no member of this group is bound here)
     # (c)
     assert all(v.pod.priority < priority for v in result.victims)
     assert victims <= {p.uid for p in cands}
@@ -168,7 +194,10 @@ def _check(nodes, pods, budgets, gangs, g):
     units += [{v.pod.uid for v in result.victims if v.whole_gang == k} for k in result.gangs_taken]
     for u in units:
         back = without(pods, victims - u)
-        assert not plan_holds(nodes, back, g, result.plan) or not released(nodes, back, g), sorted(u)
+        if fallback:  # the exhaustive reprieve: the planner itself no longer places minMember
+            assert not released(nodes, back, g), sorted(u)
+        else:
+            assert not plan_holds(nodes, back, g, result.plan) or not released(nodes, back, g), sorted(u)
     # deterministic
     assert select_victims(g, nodes, list(reversed(pods)), [], budgets, gangs, CFG) == result
 
