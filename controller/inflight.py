@@ -183,7 +183,7 @@ def judge(record: InFlight, members: Sequence[PodInfo] | None, released: bool, p
     ours = tuple(sorted(u for u in record.plan if u in record.nominated))
     if released:
         return Judgement(Step.PLACED, None,
-                         message=f"placed on the room freed by preempting {plural(len(record.victims), 'pod')}")
+                         message=f"placed on the room freed by {record.message}")
     by_uid = {m.uid: m for m in members}
     seen = set(record.nominated)
     for uid, node in sorted(record.plan.items(), key=lambda kv: kv[1]):
