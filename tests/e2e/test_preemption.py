@@ -75,9 +75,11 @@ def template(group: str | None, cpu: str, priority_class: str, app: str) -> dict
 
 
 def replica_set(kube, namespace: str, name: str, replicas: int, cpu: str, priority_class: str,
-                group: str | None = None) -> None:
+                group: str | None = None, finalizers: list[str] | None = None) -> None:
     body = example.replica_set(name, replicas, namespace=namespace, group=group, cpu=cpu, memory="100Mi")
     body["spec"]["template"]["spec"]["priorityClassName"] = priority_class
+    if finalizers:
+        body["spec"]["template"]["metadata"]["finalizers"] = finalizers
     client.AppsV1Api(kube).create_namespaced_replica_set(namespace, body)
 
 
@@ -166,6 +168,59 @@ def test_a_high_priority_gang_preempts_the_low_priority_pods_it_needs_and_binds_
     metrics = preempting.metrics()
     assert 'cogate_preemptions_total{result="Started"} 1.0' in metrics
     assert 'cogate_preemption_victims_total{result="deleted"} 3.0' in metrics
+
+
+FINALIZER = "example.com/hold"
+
+
+def test_while_victims_terminate_the_gang_waits_gated_on_nominations_and_the_room_stays_its(
+        preempting, kube, namespace, only_nodes, classes):
+    """The victims are held Terminating by a finalizer: ``Preempting=True`` names the victims still
+    terminating, they carry ``DisruptionTarget`` reason ``PreemptionByCogate``, the gang's members
+    wait gated with ``nominatedNodeName`` = the node; once the finalizers go the gang binds there
+    and the ReplicaSet's replacements (Pending meanwhile, same low priority) do not get the room."""
+    only_nodes(1, **NODE)
+    core = client.CoreV1Api(kube)
+    replica_set(kube, namespace, "batch", 5, "2", classes["low"], finalizers=[FINALIZER])
+    first = wait_for(lambda: (ps := app_pods(kube, namespace, "batch")) and len(ps) == 5
+                     and all(running(p) for p in ps) and ps, 30, what="5 batch pods Running")
+    before = {p.metadata.uid for p in first}
+    node = app_pods(kube, namespace, "batch")[0].spec.node_name
+    try:
+        create_gang(kube, namespace, "train", 2, "3", classes["high"])
+        c = wait_for(lambda: (c := preempting_condition(kube, namespace, "train")) and c["status"] == "True"
+                     and "waiting for 3 victims to terminate" in c["message"] and c, 20,
+                     what="Preempting=True, 3 victims terminating")
+        assert c["reason"] == "Preempting" and "of priority <= 100" in c["message"], c
+        terminating = [p for p in app_pods(kube, namespace, "batch") if p.metadata.deletion_timestamp]
+        assert len(terminating) == 3 and {p.metadata.uid for p in terminating} <= before
+        for p in terminating:
+            assert p.metadata.name in c["message"], (p.metadata.name, c["message"])
+            mark = next(cd for cd in p.status.conditions if cd.type == "DisruptionTarget")
+            assert (mark.status, mark.reason) == ("True", "PreemptionByCogate"), mark
+            assert f"PodGroup {namespace}/train (priority 1000)" in mark.message
+        members = wait_for(lambda: (ps := group_pods(kube, namespace, "train")) and len(ps) == 2
+                           and all(p.status.nominated_node_name == node for p in ps) and ps, 10,
+                           what="members nominated to the node")
+        assert all(gated(p) and not bound(p) for p in members)
+        hold_gated(kube, namespace, "train", 3, 2)  # never released while a victim still holds room
+    finally:
+        for p in app_pods(kube, namespace, "batch"):
+            with contextlib.suppress(client.ApiException):
+                core.patch_namespaced_pod(p.metadata.name, namespace, {"metadata": {"finalizers": None}})
+    wait_for(lambda: (ps := group_pods(kube, namespace, "train")) and len(ps) == 2
+             and all(running(p) and p.spec.node_name == node for p in ps), 60, what="gang Running on the freed node")
+    st = wait_for(lambda: (s := status(kube, namespace, "train")) and (c := condition(s, "Preempting"))
+                  and c["reason"] == "Placed" and s, 15, what="Preempting=False Placed")
+    assert condition(st, "Released")["status"] == "True"
+    replacements = [p for p in app_pods(kube, namespace, "batch") if p.metadata.uid not in before]
+    assert len(replacements) == 3 and not any(bound(p) for p in replacements), \
+        [(p.metadata.name, p.spec.node_name) for p in replacements]
+    client.AppsV1Api(kube).delete_namespaced_replica_set("batch", namespace)  # no new pod with the finalizer
+    wait_for(lambda: not client.AppsV1Api(kube).list_namespaced_replica_set(namespace).items, 20, what="rs gone")
+    for p in app_pods(kube, namespace, "batch"):
+        with contextlib.suppress(client.ApiException):
+            core.patch_namespaced_pod(p.metadata.name, namespace, {"metadata": {"finalizers": None}})
 
 
 # ----------------------------------------------------------------- (b), (c), (d): nothing preempted
