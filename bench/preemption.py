@@ -12,7 +12,8 @@ of several runs, same process, same input):
   the pass that found it waiting: what reading this cluster costs at all;
 * **decide, fillers gone** (baseline 2): ``planner.decide`` of the same gang with no bound pods.
 
-The answer is checked before it is timed: ``planner.decide`` releases the gang once the victims
+The four are interleaved run by run (a shared machine's load drifts). The answer is checked
+before it is timed: ``planner.decide`` releases the gang once the victims
 are gone, and there are exactly 5 victims per member. When the 100 ms target is missed, one call
 is profiled (cProfile) and the time per phase is in the explanation.
 """
@@ -63,13 +64,16 @@ def cluster(n_nodes: int, members: int) -> tuple[list[NodeInfo], list[PodInfo], 
     return nodes, pods, GroupRequest("train", "train", members, NOW - 60, False, gang)
 
 
-def _median_ms(fn, runs: int) -> float:
-    times = []
+def _medians_ms(fns: dict[str, Any], runs: int) -> dict[str, float]:
+    """Median ms of each function, the functions interleaved run by run (a shared machine's load
+    drifts: interleaving keeps the ratios fair)."""
+    times: dict[str, list[float]] = {k: [] for k in fns}
     for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1000)
-    return statistics.median(times)
+        for k, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[k].append((time.perf_counter() - t0) * 1000)
+    return {k: statistics.median(v) for k, v in times.items()}
 
 
 def _phases(fn) -> list[tuple[str, float]]:
@@ -104,14 +108,17 @@ def measure(n_nodes: int, members: int, quick: bool) -> dict[str, Any]:
     assert after.verdicts[0].outcome == Outcome.RELEASED, after.verdicts[0]
     before = planner.decide(nodes, pods, [gang], [], NOW, CFG)
     assert before.verdicts[0].outcome != Outcome.RELEASED
-    runs = 3 if quick or n_nodes >= 5_000 else 5
-    select_ms = _median_ms(lambda: select_victims(gang, nodes, pods, [], [], [], CFG), runs)
+    runs = 3 if quick else 7 if n_nodes >= 5_000 else 11
     snap = Snapshot(nodes, pods, False)
-    given_ms = _median_ms(lambda: select_victims(gang, nodes, pods, [], [], [], CFG, snapshot=snap), runs)
-    with_ms = _median_ms(lambda: planner.decide(nodes, pods, [gang], [], NOW, CFG), runs)
-    empty_ms = _median_ms(lambda: planner.decide(nodes, [], [gang], [], NOW, CFG), runs)
+    ms = _medians_ms({
+        "select": lambda: select_victims(gang, nodes, pods, [], [], [], CFG),
+        "given": lambda: select_victims(gang, nodes, pods, [], [], [], CFG, snapshot=snap),
+        "with": lambda: planner.decide(nodes, pods, [gang], [], NOW, CFG),
+        "empty": lambda: planner.decide(nodes, [], [gang], [], NOW, CFG),
+    }, runs)
     return {"nodes": n_nodes, "pods": len(pods), "members": members, "victims": len(result.victims),
-            "runs": runs, "select_ms": select_ms, "given_ms": given_ms, "with_ms": with_ms, "empty_ms": empty_ms,
+            "runs": runs, "select_ms": ms["select"], "given_ms": ms["given"], "with_ms": ms["with"],
+            "empty_ms": ms["empty"],
             "phases": _phases(lambda: select_victims(gang, nodes, pods, [], [], [], CFG))}
 
 

@@ -130,6 +130,7 @@ _Undo = (
     | tuple[Literal["spread"]]
     | tuple[Literal["forbid"], "Spec", str, str]
     | tuple[Literal["vacate"], int, Mapping[str, int], list[tuple[int, HostPort]], int, PodInfo, int]
+    | tuple[Literal["spec"], SpecKey, "Spec"]
 )
 
 
@@ -400,6 +401,10 @@ class Room:
             elif e[0] == "forbid":
                 _, spec, key, d = e
                 spec.forbidden[key].discard(d)
+            elif e[0] == "spec":
+                _, key, spec = e
+                if self.specs.get(key) is spec:
+                    del self.specs[key]
             elif e[0] == "vacate":
                 _, i, req, removed, placed_at, pod, spread_at = e
                 f = self.free[i]
@@ -458,6 +463,10 @@ class Room:
             default=0.0,
         )
         if self.anti_active:
+            # Its forbidden domains go into the undo log: a rollback past this point forgets the
+            # spec too, else it would stay cached without the domains of the pods placed before
+            # it (a member could then be planned next to a pod its anti-affinity excludes).
+            self.log.append(("spec", key, spec))
             for other, i in self.placed:
                 self._forbid_for(spec, other, i)
         self.specs[key] = spec

@@ -15,7 +15,9 @@ Rules, each with its source (docs/semantics.md, "Preemption (victim selection)")
 2. **preemptionPolicy Never.** A group any of whose plannable members has
    ``spec.preemptionPolicy: Never`` preempts nothing (kube-scheduler
    ``PodEligibleToPreemptOthers``).
-3. **Only when it helps.** If the group does not place minMember (members already bound count,
+3. **Only when it helps.** A group the planner holds whatever the room (an unknown scheduler,
+   claims kube-scheduler cannot use yet, unchecked constraints under ``hold``) preempts nothing.
+   If the group does not place minMember (members already bound count,
    as the planner counts them) even with every candidate gone, nothing is preempted
    (kube-scheduler: a node where the pod does not fit with all lower-priority pods removed is not
    a candidate; Kueue: a workload is only preempted for if the preemptor then fits). A group that
@@ -80,7 +82,7 @@ from typing import Any
 
 from cogate.api import POD_GROUP_LABEL
 from cogate.controller.capacity import Room, Snapshot, pack, req_with_pod
-from cogate.controller.explanations import name_list, plural
+from cogate.controller.explanations import held_reason, name_list, plural
 from cogate.controller.filters import spec_key
 from cogate.controller.planner import classify, members_anti, members_spread
 from cogate.controller.records import (InvalidObject, LabelSelector, NodeInfo, PodInfo, Promise, label_selector,
@@ -103,6 +105,10 @@ class Reason(StrEnum):
 
     #: The group's plannable members plus its bound ones are fewer than minMember.
     NOT_ENOUGH_MEMBERS = "NotEnoughMembers"
+    #: The planner keeps the group gated whatever the room (``explanations.held_reason``: an
+    #: unknown scheduler, claims kube-scheduler cannot use yet, unchecked constraints under
+    #: ``hold``): victims would go in vain.
+    HELD = "Held"
     #: The group places minMember on the free room: nothing to preempt.
     FITS_WITHOUT_PREEMPTION = "FitsWithoutPreemption"
     #: A plannable member has ``spec.preemptionPolicy: Never``.
@@ -285,7 +291,6 @@ class _Selection:
         self.budgets = budgets
         self.gang_pods = gang_pods
         self.slack = slack
-        self.candidate_uids = {p.uid for p, _ in candidates}
         self.by_node: dict[int, list[PodInfo]] = {}
         for p, i in candidates:
             self.by_node.setdefault(i, []).append(p)
@@ -463,7 +468,7 @@ class _Selection:
         skey = spec_key(m, room.anti_active, room.spread is not None)
         eligible = spec.eligible
         pool = self.pools.get(skey)
-        if pool is None or pool.eligible is not eligible:
+        if pool is None or (pool.eligible is not eligible and pool.eligible != eligible):
             pool = self.pools[skey] = _Pool(eligible)
         want = candidate_nodes(len(self.snapshot.table.nodes))
         again = set(self.touched[pool.log_at:])
@@ -638,14 +643,6 @@ def _reprieve_order(sel: _Selection, units: list[_Unit]) -> list[_Unit]:
     return [u for u in units if id(u) in bad] + [u for u in units if id(u) not in bad]
 
 
-def _warm(room: Room, members: Iterable[PodInfo]) -> None:
-    """Build the members' specs before any mark: a spec built after a mark records the domains
-    anti-affinity forbids it in the undo log, and a rollback would forget them while the cached
-    spec stays (``Room.spec_for``)."""
-    for m in members:
-        room.spec_for(m)
-
-
 def _lent_room(snapshot: Snapshot, promised: Sequence[Promise], group: GroupRequest,
                without: Iterable[str] = ()) -> Room:
     """The room the planner plans ``group`` on (``planner.Pass``: bound pods, room promised,
@@ -683,6 +680,9 @@ def select_victims(group: GroupRequest, nodes: Sequence[NodeInfo], pods: Sequenc
     if len(ms.bound) + len(ms.plannable) < group.min_member:
         return NoPreemption(Reason.NOT_ENOUGH_MEMBERS,
                             f"{me}: {len(ms.bound)} bound and {len(ms.plannable)} plannable of {group.min_member}")
+    held = held_reason(ms.gated, config)
+    if held:
+        return NoPreemption(Reason.HELD, f"{me} preempts nothing: {held}")
     priority = min(m.priority for m in ms.gated)
     if snapshot is None:
         snapshot = Snapshot(nodes, pods, members_anti([group]), members_spread([group]))
@@ -706,15 +706,17 @@ def select_victims(group: GroupRequest, nodes: Sequence[NodeInfo], pods: Sequenc
             if gk in gang_min:
                 gang_pods.setdefault(gk, []).append((p, i))
     untouchable = {gk for gk, ps in gang_pods.items() if max(p.priority for p, _ in ps) >= priority}
-    untouchable.add(key)
-    candidates = []
-    for p, i in snapshot.bound:
-        if p.priority >= priority or p.deleting or p.uid in own:
-            continue
-        label = p.labels.get(POD_GROUP_LABEL)
-        if label and (p.namespace, label) in untouchable:
-            continue
-        candidates.append((p, i))
+    # Never a member of this group, even one the members' cache does not show yet (the label is
+    # read only in the group's namespace), nor of a gang that may not be touched.
+    ns, name = key
+    if untouchable:
+        candidates = [(p, i) for p, i in snapshot.bound
+                      if p.priority < priority and not p.deleting and p.uid not in own
+                      and (p.namespace, p.labels.get(POD_GROUP_LABEL)) not in untouchable
+                      and (p.namespace != ns or p.labels.get(POD_GROUP_LABEL) != name)]
+    else:
+        candidates = [(p, i) for p, i in snapshot.bound if p.priority < priority and not p.deleting and p.uid not in own
+                      and (p.namespace != ns or p.labels.get(POD_GROUP_LABEL) != name)]
     if not candidates:
         return NoPreemption(Reason.NO_LOWER_PRIORITY_PODS,
                             f"{me} (priority {priority}) fits {len(ms.bound) + len(plan0)} of {group.min_member} "
@@ -723,7 +725,6 @@ def select_victims(group: GroupRequest, nodes: Sequence[NodeInfo], pods: Sequenc
     slack = {gk: len(ps) - gang_min[gk] for gk, ps in gang_pods.items()}
 
     all_gone = _lent_room(snapshot, promised, group, (p.uid for p, _ in candidates))
-    _warm(all_gone, ms.plannable)
     mark_all = all_gone.mark()
     best = pack(all_gone, ms.plannable, needed)
     all_gone.rollback(mark_all)
@@ -763,7 +764,6 @@ def _exhaustive(group: GroupRequest, snapshot: Snapshot, promised: Sequence[Prom
     """The fallback (module docstring): every candidate removed (``room``), then each unit
     reprieved in order while ``pack`` still places minMember; the plan is ``pack``'s."""
     sel = _Selection(group, snapshot, room, plannable, needed, candidates, budgets, gang_pods, slack)
-    _warm(room, plannable)
     for p, i in candidates:
         if sel.gang_of.get(p.uid) is None:
             sel.alone[p.uid] = (p, i)

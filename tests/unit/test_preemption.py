@@ -114,6 +114,13 @@ def test_never_a_member_of_the_group_a_deleting_pod_or_an_unbound_pod():
     assert isinstance(r, Preemption) and names(r) == ["cheap"]
 
 
+def test_a_bound_pod_labelled_for_the_group_is_never_a_victim_even_unknown_to_the_members_cache():
+    late = PodInfo("team", "g-7", "u-g-7", labels={POD_GROUP_LABEL: "g"}, node_name="n1", phase="Running",
+                   requests={"cpu": 4000}, priority=0)
+    r = select_victims(group([member(0, 2)]), [node("n1")], [late], [], [], [], CFG)
+    assert r.reason == Reason.NO_LOWER_PRIORITY_PODS
+
+
 # -- rule 2: preemptionPolicy Never
 
 
@@ -165,6 +172,13 @@ def test_nominations_of_lower_priority_are_lent_as_the_planner_lends_them():
     promised = capacity.promised_room([], [nominee])
     r = select(group([member(0, 2)]), [node("n1")], [pod("f", "n1", 2, 0)], promised)
     assert r.reason == Reason.FITS_WITHOUT_PREEMPTION
+
+
+@pytest.mark.parametrize("held", [dict(scheduler_name="other-scheduler"), dict(volume_problems=("claim c not found",))])
+def test_a_group_the_planner_holds_whatever_the_room_preempts_nothing(held):
+    r = select(group([member(0, 2, **held)]), [node("n1")], [pod("f", "n1", 4, 0)])
+    assert r.reason == Reason.HELD
+    assert not released_without(group([member(0, 2, **held)]), [node("n1")], [])  # in vain indeed
 
 
 def test_a_group_that_fits_gets_no_victims_and_too_few_members_is_said():
@@ -390,6 +404,17 @@ def test_the_reprieve_keeps_a_gang_member_when_the_plan_holds_without_it():
 # -- determinism, helpers, converters
 
 
+def test_the_passs_snapshot_gives_the_same_answer():
+    nodes = [node(f"n{i}") for i in range(4)]
+    pods = [pod(f"p{i}", f"n{i % 4}", 1, i % 3, started=float(i)) for i in range(16)]
+    g = group([member(i, 2) for i in range(3)])
+    snap = capacity.Snapshot(nodes, pods, planner.members_anti([g]), planner.members_spread([g]))
+    fresh = select(g, nodes, pods)
+    assert isinstance(fresh, Preemption)
+    assert select_victims(g, nodes, pods, [], [], [], CFG, snapshot=snap) == fresh
+    assert select_victims(g, nodes, pods, [], [], [], CFG, snapshot=snap) == fresh  # read only
+
+
 def test_the_answer_does_not_depend_on_input_order():
     nodes = [node(f"n{i}") for i in range(5)]
     pods = [pod(f"p{i}", f"n{i % 5}", 1, i % 3, started=float(i % 4)) for i in range(20)]
@@ -428,3 +453,30 @@ def test_budget_info_garbage_names_the_field(obj, field):
     with pytest.raises(InvalidObject) as ei:
         budget_info(obj)
     assert field in str(ei.value)
+
+
+# -- capacity.Room: a spec built after a mark (found while writing Room.vacate)
+
+
+def test_a_rollback_forgets_a_spec_built_after_its_mark():
+    """``Room.spec_for`` records the domains a new spec's anti-affinity forbids in the undo log; a
+    rollback past it used to keep the cached spec without them. ``planner.decide`` then released a
+    LeaderWorkerSet replica (whose members ``_try_release`` packs twice around a rollback) next to
+    a bound pod its required anti-affinity excludes."""
+    from cogate.controller import replicas
+
+    nodes = [node("n1"), node("n2")]
+    pods = [pod("x", "n1", 1, 0, ns="team", labels={"app": "x"}), pod("y", "n2", 2.5, 0)]
+    anti = (PodAffinityTerm("kubernetes.io/hostname", LabelSelector((("app", "x"),))),)
+    lws = {replicas.LWS_GROUP_INDEX_LABEL: "0", replicas.LWS_NAME_LABEL: "w"}
+    for labels in ({}, lws):
+        g = group([member(i, 1, prio=0, labels=labels, required_pod_anti_affinity=anti, replica_size=2 if labels else 0)
+                   for i in range(2)])
+        verdict = planner.decide(nodes, pods, [g], [], NOW, CFG).verdicts[0]
+        assert verdict.outcome == Outcome.INSUFFICIENT_CAPACITY, (labels, verdict)
+    room = capacity.Snapshot(nodes, pods, True).room([])
+    mark = room.mark()
+    spec = room.spec_for(g.members[0])
+    assert not room.fits(spec, 0)  # x forbids n1
+    room.rollback(mark)
+    assert not room.fits(room.spec_for(g.members[0]), 0)
