@@ -24,8 +24,9 @@ Types, their statuses and reasons, and their writer:
   (:func:`write_members_waiting`);
 - ``Preempting`` (only with ``--preemption``): True/``Preempting``; False/how it ended
   (``inflight.Step``: ``Placed``, ``VictimsStuck``, ``NominationLost``, ``PlanChanged``,
-  ``DoesNotFitAfterPreemption``) or why nothing is preempted (``preemption.Reason``:
-  ``DoesNotFitEvenWithPreemption``, ``PreemptionPolicyNever``, ``NoLowerPriorityPods``, ...)
+  ``DoesNotFitAfterPreemption``), why nothing is preempted (``preemption.Reason``:
+  ``DoesNotFitEvenWithPreemption``, ``PreemptionPolicyNever``, ``NoLowerPriorityPods``, ...),
+  ``ReleasedWithoutPreemption``, ``Interrupted`` (a restart lost the record)
   (:func:`write_preempting`, called by ``preempting.Preempting.conditions``).
 
 metav1.Condition rules (:func:`condition`): ``lastTransitionTime`` moves only when ``status``
@@ -51,6 +52,8 @@ __all__ = [
     "CONDITION_MEMBERS_WAITING",
     "CONDITION_PREEMPTING",
     "REASON_PREEMPTING",
+    "REASON_PREEMPTION_INTERRUPTED",
+    "REASON_RELEASED_WITHOUT_PREEMPTION",
     "REASON_RELEASED",
     "REASON_RELEASE_REFUSED",
     "REASON_FITS_EMPTY_CLUSTER",
@@ -126,6 +129,10 @@ REASON_WAITING_FOR_CAPACITY = "WaitingForCapacity"
 REASON_MEMBERS_RELEASED = "MembersReleased"
 #: ``Preempting=True``.
 REASON_PREEMPTING = "Preempting"
+#: ``Preempting=False`` after a restart lost the record of the preemption in flight.
+REASON_PREEMPTION_INTERRUPTED = "Interrupted"
+#: ``Preempting=False`` once a group whose last selection preempted nothing is released anyway.
+REASON_RELEASED_WITHOUT_PREEMPTION = "ReleasedWithoutPreemption"
 
 
 def released_reason(outcome: str) -> str:
@@ -334,8 +341,13 @@ def write_preempting(conds: ConditionSet, *, active: str, reason: str, message: 
     """``Preempting``: ``True``/``Preempting`` with ``active`` (the in-flight text: victims, their
     priority, nodes, the group's priority, those still terminating) while a preemption is in flight;
     otherwise ``False`` with ``reason`` and ``message`` when there is one (how the last preemption
-    ended, or why none is made); left as it is without either."""
+    ended, or why none is made); without either a ``True`` left by an earlier process (the record
+    is lost on a restart) turns ``False``/``Interrupted``; else it is left as it is."""
     if active:
         conds.put(CONDITION_PREEMPTING, "True", REASON_PREEMPTING, active)
     elif reason:
         conds.put(CONDITION_PREEMPTING, "False", reason, message or reason)
+    else:
+        conds.flip_back(CONDITION_PREEMPTING, "True", "False", REASON_PREEMPTION_INTERRUPTED,
+                        "the controller restarted while preempting (its record is lost); the group is planned "
+                        "again and may preempt again")

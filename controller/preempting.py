@@ -130,9 +130,24 @@ class Preempting:
             memory.preemption = j.record
             due = rec.deadline if j.step is inflight.Step.WAITING else now + inflight.GONE_RECHECK_SECONDS
             wakes.append(self._monotonic() + (due - now) + WAKE_MARGIN)
+        self._released_anyway(decision, groups, memories)
         if not in_flight:
             wakes.append(self._start_one(decision, groups, requests, memories, present, reservations, now))
         return earliest(*wakes)
+
+    def _released_anyway(self, decision: Decision, groups: Mapping[tuple[str, str], GroupObject],
+                         memories: Memories) -> None:
+        """A group released while its note says why nothing was preempted: the note says it was
+        released without preemption (a stale "does not fit even with preemption" would mislead)."""
+        stale = {r.value for r in Reason}
+        for v in decision.verdicts:
+            g = groups.get((v.namespace, v.name))
+            if g is None or not Outcome(v.outcome).releases:
+                continue
+            memory = memories.recall(g.uid)
+            if memory.preemption_note is not None and memory.preemption_note[0] in stale:
+                memory.preemption_note = (cond_mod.REASON_RELEASED_WITHOUT_PREEMPTION,
+                                          f"released without preemption (earlier: {memory.preemption_note[1]})")
 
     def _ended(self, g: GroupObject | None, memory: GroupMemory, rec: inflight.InFlight, j: inflight.Judgement,
                now: float) -> None:
@@ -264,7 +279,8 @@ class Preempting:
             remaining = [v for v in rec.victims if self.caches.bound.get(v.uid) is not None]
             active = inflight.waiting_message(rec, remaining) if remaining else f"{rec.message}; every victim is gone"
         reason, message = memory.preemption_note or ("", "")
-        if not active and not reason:
+        if not active and not reason and not any(c.type == cond_mod.CONDITION_PREEMPTING and c.status == "True"
+                                                 for c in status.conditions):
             return status
         conds = cond_mod.ConditionSet(status.conditions, now, g.pg.metadata.generation)
         cond_mod.write_preempting(conds, active=active, reason=reason, message=message)

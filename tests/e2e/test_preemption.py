@@ -7,6 +7,7 @@ made through the scheduling API; one fake node of 10 CPU (``example.NODE_SHAPE``
   victims it needs are marked ``DisruptionTarget`` (reason ``PreemptionByCogate``) and deleted,
   the ReplicaSet's replacements do not take the freed room (the members' ``nominatedNodeName``),
   the gang binds whole; ``Preempting`` and the Events say what happened;
+- a pod a PodDisruptionBudget protects (no disruption left) is spared for an unprotected one;
 - (b) a gang that cannot fit even with preemption (a higher-priority pod holds the room): no pod
   is deleted, ``Preempting=False`` says why;
 - (c) equal priority: nothing is deleted;
@@ -221,6 +222,37 @@ def test_while_victims_terminate_the_gang_waits_gated_on_nominations_and_the_roo
     for p in app_pods(kube, namespace, "batch"):
         with contextlib.suppress(client.ApiException):
             core.patch_namespaced_pod(p.metadata.name, namespace, {"metadata": {"finalizers": None}})
+
+
+def test_a_pod_a_disruption_budget_protects_is_spared_for_an_unprotected_one(preempting, kube, namespace,
+                                                                             only_nodes, classes):
+    """Two low-priority pods of 5 CPU fill the node; ``guarded`` is covered by a PodDisruptionBudget
+    with no disruption left, ``free`` is not, and started first (without the budget kube-scheduler's
+    order would take the later-started ``guarded``). A gang needing 5 CPU takes ``free`` only."""
+    only_nodes(1, **NODE)
+    core = client.CoreV1Api(kube)
+    for name in ("free", "guarded"):
+        body = {"apiVersion": "v1", "kind": "Pod", **template(None, "5", classes["low"], app=name)}
+        body["metadata"]["name"] = name
+        core.create_namespaced_pod(namespace, body)
+        wait_for(lambda: running(core.read_namespaced_pod(name, namespace)), 20, what=f"{name} Running")
+        time.sleep(1.1)  # status.startTime has second granularity: free started strictly first
+    policy = client.PolicyV1Api(kube)
+    policy.create_namespaced_pod_disruption_budget(namespace, {
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "guard"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}}})
+    wait_for(lambda: (b := policy.read_namespaced_pod_disruption_budget("guard", namespace)).status
+             and b.status.current_healthy == 1 and b.status.disruptions_allowed == 0, 30,
+             what="budget computed: no disruption allowed")
+    uid = {n: core.read_namespaced_pod(n, namespace).metadata.uid for n in ("free", "guarded")}
+    create_gang(kube, namespace, "train", 2, "2500m", classes["high"])
+    wait_for(lambda: (ps := group_pods(kube, namespace, "train")) and len(ps) == 2 and all(running(p) for p in ps),
+             60, what="gang Running")
+    c = preempting_condition(kube, namespace, "train")
+    assert c["reason"] == "Placed" and f"preempting 1 pod ({namespace}/free)" in c["message"], c
+    assert "PodDisruptionBudget" not in c["message"], c  # no victim beyond a budget
+    left = {p.metadata.name: p.metadata.uid for p in pods(kube, namespace) if p.metadata.name in uid}
+    assert left == {"guarded": uid["guarded"]}, left
 
 
 # ----------------------------------------------------------------- (b), (c), (d): nothing preempted

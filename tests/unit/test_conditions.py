@@ -81,3 +81,15 @@ def test_preempting_is_not_created_without_something_to_say():
     conds = conditions.ConditionSet([], T0, 1)
     conditions.write_preempting(conds, active="", reason="", message="")
     assert conds.get("Preempting") is None
+
+
+def test_a_true_preempting_left_by_an_earlier_process_turns_false_interrupted():
+    conds = conditions.ConditionSet([], T0, 1)
+    conditions.write_preempting(conds, active="preempting 1 pod (ns/a)", reason="", message="")
+    after = conditions.ConditionSet(conds.to_list(), T0 + 9, 1)
+    conditions.write_preempting(after, active="", reason="", message="")
+    c = after.get("Preempting")
+    assert (c.status, c.reason) == ("False", "Interrupted") and "restarted" in c.message
+    again = conditions.ConditionSet(after.to_list(), T0 + 20, 1)
+    conditions.write_preempting(again, active="", reason="", message="")
+    assert again.get("Preempting") == c  # a False one is left as it is

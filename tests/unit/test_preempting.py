@@ -274,3 +274,42 @@ def test_a_victim_gangs_disrupted_condition_names_the_preemptor():
     cond = w.condition("victim", "Disrupted")
     assert cond is not None and cond["status"] == "True", w.cluster.pgs["victim"]["status"]
     assert "preempted by cogate (preempting to place PodGroup team/pg (priority 1000))" in cond["message"]
+
+
+def test_a_group_released_after_preempting_nothing_says_so():
+    pods = [pod("high", priority=5000, node="n1", cpu="4"), pod("m-0", priority=1000, group="pg"),
+            pod("m-1", priority=1000, group="pg")]
+    w = World(pods, [raw_pg("pg", 2)])
+    w.run()
+    assert w.condition()["reason"] == "NoLowerPriorityPods"
+    del w.cluster.pods["high"]  # room frees on its own
+    w.run(1.0)
+    assert not w.cluster.pods["m-0"]["spec"].get("schedulingGates")
+    c = w.condition()
+    assert (c["status"], c["reason"]) == ("False", "ReleasedWithoutPreemption") and "earlier:" in c["message"]
+    assert w.cluster.deleted == []
+
+
+def test_a_restart_in_flight_never_leaves_preempting_true_nor_deletes_more():
+    w = full_node_world()
+    w.cluster.keep_deleted = True
+    w.run()
+    assert w.condition()["status"] == "True"
+    deleted = list(w.cluster.deleted)
+    w.rec.memory.forget(())  # what a new process starts with: no record
+    w.run(1.0)
+    c = w.condition()
+    # the new process selects again: the terminating victims are no candidates, nothing else is lower
+    assert (c["status"], c["reason"]) == ("False", "NoLowerPriorityPods")
+    assert w.cluster.deleted == deleted
+    w.rec.memory.forget(())
+    w.rec.memory.recall("pg-uid-pg").preemption_checked = w.now + 1  # no selection in the next pass
+    w.run(0.5)
+    w.cluster.pgs["pg"]["status"]["conditions"] = [
+        dict(c, status="True", reason="Preempting") if c["type"] == "Preempting" else c
+        for c in w.cluster.pgs["pg"]["status"]["conditions"]]  # as an earlier process left it
+    w.rec.memory.forget(())
+    w.rec.memory.recall("pg-uid-pg").preemption_checked = w.now + 1
+    w.run(0.1)
+    c = w.condition()
+    assert (c["status"], c["reason"]) == ("False", "Interrupted")
