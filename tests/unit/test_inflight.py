@@ -218,3 +218,21 @@ def test_the_incremental_planner_gives_the_same_verdicts_with_held_room():
         got = state.decide([o, g], [], NOW, CFG, held)
         assert [(v.name, v.outcome, dict(v.release)) for v in got.verdicts] == \
                [(v.name, v.outcome, dict(v.release)) for v in want.verdicts]
+
+
+def test_a_kept_waiting_behind_a_starving_group_verdict_is_not_reused_once_room_is_held():
+    """o (older, complete long ago: starving, fits the empty cluster) waits; g waits behind it.
+    Once g's victim is gone and room is held for g (its preemption), g is judged again, not
+    blocked, and released on it; o still waits (incremental planner = decide)."""
+    g, promised = held_setup()
+    o = request("o", [member("o", 0, 4, priority=5000)], created=-1.0)
+    nodes = [node("n1"), node("n2", 4)]
+    victim, x = bound("v", "n1", 4), bound("x", "n2", 4)
+    state = PlanningState.build(nodes, [victim, x])
+    first = state.decide([o, g], [], NOW, CFG)
+    assert "waiting behind starving PodGroup team/o" in outcome(first, "g").message
+    state.remove_pod(victim.uid)
+    held = state.decide([o, g], [], NOW, CFG, promised)
+    assert outcome(held, "g").outcome is Outcome.RELEASED
+    assert outcome(held, "o").outcome is Outcome.INSUFFICIENT_CAPACITY
+    assert held == decide(nodes, [x], [o, g], [], NOW, CFG, promised)
