@@ -33,7 +33,8 @@ progress starts again: a release with members placed already gets a full timeout
 first pass (``status.track_progress``), never a shorter one. A preemption in flight is lost too:
 its victims are already deleted; the new process plans the group as usual (the room they freed is
 free room, taken by whatever the planner releases first, the group by its priority) and may preempt
-again; the members' ``nominatedNodeName`` stays until they bind (or kube-scheduler clears it).
+again; the ``nominatedNodeName`` it set on the members is cleared by the new process
+(``Preempting`` clears it on gated members of groups with no preemption in flight).
 
 Thread safety: verdicts are applied in a thread pool, one task per group per pass, so a record
 is only touched by one task at a time; :meth:`Memories.recall` adds a record with one

@@ -16,6 +16,9 @@ applied then):
   ``Unschedulable``: no victim can help), highest priority first, not backing off;
 - :meth:`Preempting.conditions` (per group, while its status is computed): ``Preempting``.
 
+A gated member carrying a ``nominatedNodeName`` while its group has no preemption in flight (an
+earlier process's, whose record a restart lost) has it cleared.
+
 One preemption at a time, cluster-wide: serialised like kube-scheduler's one preemption per
 scheduling cycle (``PostFilter`` runs for one pod at a time), so two groups never plan on the same
 victims' room. Starting one (docs/semantics.md "Preemption": hold, nominate, mark, delete):
@@ -113,10 +116,12 @@ class Preempting:
         by_uid = {g.uid: g for g in groups.values()}
         wakes: list[float | None] = []
         in_flight = False
+        had = set()  # groups with a record at the start of this step (their nominations are handled)
         for uid, memory in memories.items():
             rec = memory.preemption
             if rec is None:
                 continue
+            had.add(uid)
             g = by_uid.get(uid)
             request = requests.get(g.key) if g is not None else None
             v = verdicts.get(g.key) if g is not None else None
@@ -131,9 +136,28 @@ class Preempting:
             due = rec.deadline if j.step is inflight.Step.WAITING else now + inflight.GONE_RECHECK_SECONDS
             wakes.append(self._monotonic() + (due - now) + WAKE_MARGIN)
         self._released_anyway(decision, groups, memories)
+        self._stale_nominations(groups, requests, memories, had)
         if not in_flight:
             wakes.append(self._start_one(decision, groups, requests, memories, present, reservations, now))
         return earliest(*wakes)
+
+    def _stale_nominations(self, groups: Mapping[tuple[str, str], GroupObject],
+                           requests: Mapping[tuple[str, str], GroupRequest], memories: Memories,
+                           handled: set[str]) -> None:
+        """Clear ``nominatedNodeName`` on gated members of groups with no preemption in flight: only
+        cogate nominates its gated members, so such a nomination was left by an earlier process (a
+        restart loses the record). Left there, kube-scheduler would keep that room nominated for a
+        pod that may never come (KEP-5278: the setter clears). ``handled``: groups whose record this
+        step judged (an ended one cleared its own already; the members here predate that)."""
+        for key, r in requests.items():
+            g = groups.get(key)
+            if g is None or g.uid in handled or memories.recall(g.uid).preemption is not None:
+                continue
+            for m in r.members:
+                if m.nominated_node and not m.bound and m.gated_by(self.config.gate_name):
+                    log.info("PodGroup %s/%s: clearing member %s's nominatedNodeName %s left by an earlier "
+                             "preemption", *key, m.name, m.nominated_node, extra=log_extra(*key))
+                    self.writer.nominate(m, "")
 
     def _released_anyway(self, decision: Decision, groups: Mapping[tuple[str, str], GroupObject],
                          memories: Memories) -> None:

@@ -313,3 +313,19 @@ def test_a_restart_in_flight_never_leaves_preempting_true_nor_deletes_more():
     w.run(0.1)
     c = w.condition()
     assert (c["status"], c["reason"]) == ("False", "Interrupted")
+
+
+def test_a_nomination_left_by_an_earlier_process_is_cleared():
+    w = full_node_world()
+    w.cluster.keep_deleted = True
+    w.run()
+    assert w.cluster.pods["m-0"]["status"]["nominatedNodeName"] == "n1"
+    w.rec.memory.forget(())  # a new process: no record of the preemption
+    w.rec.memory.recall("pg-uid-pg").preemption_checked = w.now + 10  # and no new selection in this pass
+    w.cluster.calls.clear()
+    w.run(1.0)
+    assert sorted(w.cluster.calls) == [("nominate", "m-0=None"), ("nominate", "m-1=None")]
+    assert all("nominatedNodeName" not in w.cluster.pods[m]["status"] for m in ("m-0", "m-1"))
+    w.cluster.calls.clear()
+    w.run(1.0)
+    assert w.cluster.calls == []  # once
