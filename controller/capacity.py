@@ -260,6 +260,9 @@ class Room:
         self.promised: list[tuple[Promise, int]] = []
         #: The nominations among them (what :meth:`lend` may lend).
         self.nominations: list[tuple[Promise, int]] = []
+        #: The room held for a preempting PodGroup among them (``Promise.kind`` ``"preempting"``:
+        #: what :meth:`lend` lends to its holder only).
+        self.holds: list[tuple[Promise, int]] = []
         #: uids of pods :meth:`vacate` took off this room (they no longer satisfy pod affinity).
         self.gone: set[str] = set()
 
@@ -283,13 +286,17 @@ class Room:
         return self.free[i]
 
     # -- room promised
-    def lend(self, priority: int) -> list[tuple[Promise, int]]:
+    def lend(self, priority: int, holder: str = "") -> list[tuple[Promise, int]]:
         """Give back, uncommitted, the resources of the nominations charged here whose priority is
         below ``priority``: a pod of ``priority`` does not see them (kube-scheduler counts only
         nominated pods of equal or higher priority). Their host ports, and their place for pod
         anti-affinity and topology spread, stay (so the answer can only be "does not fit" where
-        kube-scheduler could place, never the reverse). Returns what was lent, for :meth:`repay`."""
+        kube-scheduler could place, never the reverse). With ``holder`` (``"PodGroup ns/name"``)
+        the room held for that group's preemption (:attr:`holds`) is lent too: it is that group's
+        own. Returns what was lent, for :meth:`repay`."""
         lent = [(p, i) for p, i in self.nominations if p.priority < priority]
+        if holder:
+            lent += [(p, i) for p, i in self.holds if p.holder == holder]
         for p, i in lent:
             self.occupy(None, {k: -v for k, v in req_with_pod(p.requests).items()}, (), i)
         return lent
@@ -679,11 +686,18 @@ class Snapshot:
 
 def reserve_room(room: Room, index: Mapping[str, int], promised: Sequence[Promise]) -> None:
     """Charge each room promised on its node (unknown nodes skipped), committed; the room keeps
-    them in ``promised`` (for :meth:`Room.lend` and for messages)."""
+    them in ``promised`` (for :meth:`Room.lend` and for messages). Room held for a preempting
+    PodGroup (``Promise.preempting``) charges its resources and the ``pods`` slot only (no host
+    ports, no place for anti-affinity or spread: it stands for the group's own members, who are
+    lent it, :meth:`Room.lend`)."""
     for p in promised:
         i = index.get(p.node_name)
         if i is not None:
-            room.occupy(p.pod, req_with_pod(p.requests), p.host_ports, i)
+            if p.preempting:  # resources only: the member itself must not see its own place taken
+                room.occupy(None, req_with_pod(p.requests), (), i)
+                room.holds.append((p, i))
+            else:
+                room.occupy(p.pod, req_with_pod(p.requests), p.host_ports, i)
             room.promised.append((p, i))
             if p.nominated:
                 room.nominations.append((p, i))

@@ -21,7 +21,13 @@ Types, their statuses and reasons, and their writer:
 - ``Disrupted``: True/``QuorumLost``, ``MemberLost``, ``UngatedWithoutRelease``;
   False/``Released``, ``MembersPlaced``, ``NoneUngatedWithoutRelease`` (:func:`write_disrupted`);
 - ``MembersWaiting``: True/``WaitingForCapacity``, False/``MembersReleased``
-  (:func:`write_members_waiting`).
+  (:func:`write_members_waiting`);
+- ``Preempting`` (only with ``--preemption``): True/``Preempting``; False/how it ended
+  (``inflight.Step``: ``Placed``, ``VictimsStuck``, ``NominationLost``, ``PlanChanged``,
+  ``DoesNotFitAfterPreemption``), why nothing is preempted (``preemption.Reason``:
+  ``DoesNotFitEvenWithPreemption``, ``PreemptionPolicyNever``, ``NoLowerPriorityPods``, ...),
+  ``ReleasedWithoutPreemption``, ``Interrupted`` (a restart lost the record)
+  (:func:`write_preempting`, called by ``preempting.Preempting.conditions``).
 
 metav1.Condition rules (:func:`condition`): ``lastTransitionTime`` moves only when ``status``
 does; a message is cut at 32768 characters; ``observedGeneration`` is the PodGroup's
@@ -44,6 +50,10 @@ __all__ = [
     "CONDITION_RELEASE_ACCEPTED",
     "CONDITION_DISRUPTED",
     "CONDITION_MEMBERS_WAITING",
+    "CONDITION_PREEMPTING",
+    "REASON_PREEMPTING",
+    "REASON_PREEMPTION_INTERRUPTED",
+    "REASON_RELEASED_WITHOUT_PREEMPTION",
     "REASON_RELEASED",
     "REASON_RELEASE_REFUSED",
     "REASON_FITS_EMPTY_CLUSTER",
@@ -70,6 +80,7 @@ __all__ = [
     "write_release_accepted",
     "write_disrupted",
     "write_members_waiting",
+    "write_preempting",
 ]
 
 # -- types ---------------------------------------------------------------------------------------
@@ -89,6 +100,8 @@ CONDITION_RELEASE_ACCEPTED = "ReleaseAccepted"
 CONDITION_DISRUPTED = "Disrupted"
 #: True while members of a released group wait gated for room (at the release or added since).
 CONDITION_MEMBERS_WAITING = "MembersWaiting"
+#: True while cogate preempts lower-priority pods to place the group (``--preemption``).
+CONDITION_PREEMPTING = "Preempting"
 
 # -- reasons (Released=False also takes the planner's outcome: released_reason) -----------------
 
@@ -114,6 +127,12 @@ REASON_MEMBERS_PLACED = "MembersPlaced"
 REASON_NONE_UNGATED_WITHOUT_RELEASE = "NoneUngatedWithoutRelease"
 REASON_WAITING_FOR_CAPACITY = "WaitingForCapacity"
 REASON_MEMBERS_RELEASED = "MembersReleased"
+#: ``Preempting=True``.
+REASON_PREEMPTING = "Preempting"
+#: ``Preempting=False`` after a restart lost the record of the preemption in flight.
+REASON_PREEMPTION_INTERRUPTED = "Interrupted"
+#: ``Preempting=False`` once a group whose last selection preempted nothing is released anyway.
+REASON_RELEASED_WITHOUT_PREEMPTION = "ReleasedWithoutPreemption"
 
 
 def released_reason(outcome: str) -> str:
@@ -313,3 +332,22 @@ def write_members_waiting(conds: ConditionSet, *, waiting: bool, message: str, o
     elif outcome is Outcome.ALREADY_RELEASED or outcome is Outcome.RELEASED:
         conds.flip_back(CONDITION_MEMBERS_WAITING, "True", "False", REASON_MEMBERS_RELEASED,
                         "no new member waits for room")
+
+
+# -- written by preempting.Preempting.conditions ------------------------------------------------------
+
+
+def write_preempting(conds: ConditionSet, *, active: str, reason: str, message: str) -> None:
+    """``Preempting``: ``True``/``Preempting`` with ``active`` (the in-flight text: victims, their
+    priority, nodes, the group's priority, those still terminating) while a preemption is in flight;
+    otherwise ``False`` with ``reason`` and ``message`` when there is one (how the last preemption
+    ended, or why none is made); without either a ``True`` left by an earlier process (the record
+    is lost on a restart) turns ``False``/``Interrupted``; else it is left as it is."""
+    if active:
+        conds.put(CONDITION_PREEMPTING, "True", REASON_PREEMPTING, active)
+    elif reason:
+        conds.put(CONDITION_PREEMPTING, "False", reason, message or reason)
+    else:
+        conds.flip_back(CONDITION_PREEMPTING, "True", "False", REASON_PREEMPTION_INTERRUPTED,
+                        "the controller restarted while preempting (its record is lost); the group is planned "
+                        "again and may preempt again")

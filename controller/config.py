@@ -49,6 +49,9 @@ class ReconcilerConfig:
     pod_disruption_budgets: bool = False
     #: Opt-in: evict the remaining owned members of a group that fell below minMember after reaching it.
     evict_below_quorum: bool = False
+    #: Gang-aware preemption (``--preemption``, issue 15): a waiting group short of room deletes
+    #: lower-priority pods to make it (controller/preempting.py). Off by default in this landing.
+    preemption: bool = False
 
     @property
     def planner_config(self) -> verdicts.PlannerConfig:

@@ -441,6 +441,15 @@ def volume_source(core: CoreV1Api) -> tuple[ListFn, WatchFn]:
     return (lambda: _paged_list(core.list_persistent_volume)), _watch_source(core.list_persistent_volume)
 
 
+def budget_source(policy: Any, namespace: str | None = None) -> tuple[ListFn, WatchFn]:
+    """List/watch callables for PodDisruptionBudgets (``policy``: ``PolicyV1Api``; all namespaces, or ``namespace``)."""
+    if namespace:
+        call, kwargs = policy.list_namespaced_pod_disruption_budget, {"namespace": namespace}
+    else:
+        call, kwargs = policy.list_pod_disruption_budget_for_all_namespaces, {}
+    return (lambda: _paged_list(call, **kwargs)), _watch_source(call, **kwargs)
+
+
 def resource_quota_source(core: CoreV1Api, namespace: str | None = None) -> tuple[ListFn, WatchFn]:
     """List/watch callables for ResourceQuotas (all namespaces, or ``namespace``)."""
     if namespace:
@@ -517,6 +526,9 @@ class Caches:
     #: Unbound pods (records: ``records.nominated_pod_info``: a PodInfo while kube-scheduler has
     #: nominated a node for the pod, else None): room promised on the nominated node.
     nominated: Informer | None = None
+    #: PodDisruptionBudgets (records: ``preemption.Budget`` by (namespace, name)), read by
+    #: ``--preemption``'s victim selection (fewest budget violations first); None without it.
+    budgets: Informer | None = None
     #: Admission webhook configurations and policies (records: the names of those intercepting pod
     #: UPDATEs, :mod:`cogate.controller.refusers`), for ``validate_releases="auto"``; not part of
     #: readiness. ``admission_known``: they cover every such kind the API server serves.
@@ -525,4 +537,4 @@ class Caches:
 
     def all(self) -> list[Informer]:
         return [i for i in (self.podgroups, self.members, self.bound, self.nodes, self.claims, self.volumes,
-                            self.quotas, self.nominated) if i is not None]
+                            self.quotas, self.nominated, self.budgets) if i is not None]

@@ -74,6 +74,7 @@ MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 #: ``DisruptionTarget`` reasons (k8s.io/api core/v1 ``PodReason*``) -> what happened, in words.
 _DISRUPTIONS = {
     "PreemptionByScheduler": "preempted by kube-scheduler",
+    "PreemptionByCogate": "preempted by cogate",
     "EvictionByEvictionAPI": "evicted (Eviction API, e.g. kubectl drain)",
     "DeletionByTaintManager": "deleted by the taint manager (NoExecute taint)",
     "DeletionByPodGC": "deleted by the pod garbage collector (node gone)",
@@ -171,6 +172,9 @@ def cause_of(p: PodInfo | None, *, gone: bool) -> str:
     "failed" (phase Failed) or "deleted"."""
     if p is not None and p.disruption:
         text = _DISRUPTIONS.get(p.disruption, "disrupted")
+        if p.disruption == "PreemptionByCogate" and p.disruption_message:
+            # names the preemptor: "cogate: preempting to place PodGroup ns/name (priority 1000)"
+            text = f"{text} ({p.disruption_message.removeprefix('cogate: ')})"
         return f"{text} (DisruptionTarget {p.disruption})"
     if p is not None and p.phase == "Failed" and not gone:
         return "failed"

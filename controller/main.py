@@ -27,13 +27,14 @@ from collections.abc import Callable
 from typing import Any
 
 from cogate import api, cliargs, kube, logs
-from cogate.controller import quota, records, refusers, verdicts, volumes
+from cogate.controller import preemption, quota, records, refusers, verdicts, volumes
 from cogate.controller.config import DEFAULT_WORKERS, ReconcilerConfig
 from cogate.controller.events import EventRecorder
 from cogate.controller.informer import (
     Caches,
     Informer,
     admission_source,
+    budget_source,
     claim_source,
     name_key,
     namespaced_key,
@@ -129,6 +130,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--evict-below-quorum", action="store_true",
                    help="when a group that reached minMember falls below it, evict its remaining members that have "
                         "a controller owner so the gang frees its room and re-forms whole (default: off)")
+    p.add_argument("--preemption", action=argparse.BooleanOptionalAction, default=False,
+                   help="gang-aware preemption: a waiting group short of room deletes lower-priority pods (after "
+                        "marking them DisruptionTarget) when that lets minMember fit, one preemption at a time, and "
+                        "holds the freed room until its members are released (default: off)")
     p.add_argument("--workers", metavar="N", type=cliargs.positive_int, default=DEFAULT_WORKERS,
                    help="concurrent gate-removal requests (PodGroups' verdicts are applied on half as many); "
                         "a release of N members takes about N / this many API round trips; >= 1 "
@@ -236,6 +241,9 @@ def main(argv: list[str] | None = None) -> int:
                                                         label_selector=NOMINATED_PODS_LABEL_SELECTOR), uid_key,
                        records.nominated_pod_info),
     )
+    if args.preemption:
+        caches.budgets = make("poddisruptionbudgets", budget_source(client.PolicyV1Api(api_client), ns),
+                              namespaced_key, preemption.budget_info)
     if args.validate_releases == "auto":
         caches.admission, caches.admission_known = admission_informers(api_client, make)
     recorder = EventRecorder.for_core_api(core, host=identity,
@@ -245,6 +253,7 @@ def main(argv: list[str] | None = None) -> int:
         evict_on_timeout=args.evict_on_timeout, workers=args.workers,
         recreate_stuck_members=args.recreate_stuck_members, validate_releases=args.validate_releases,
         pod_disruption_budgets=args.pod_disruption_budgets, evict_below_quorum=args.evict_below_quorum,
+        preemption=args.preemption,
         starvation_seconds=args.starvation_seconds, reservation_ttl_seconds=args.reservation_ttl,
         scheduler_names=frozenset({verdicts.DEFAULT_SCHEDULER, *args.scheduler_names}),
         unchecked=args.unchecked_constraints)
@@ -266,6 +275,8 @@ def main(argv: list[str] | None = None) -> int:
     caches.volumes.on_invalid = invalid("persistentvolumes")  # type: ignore[union-attr]
     caches.quotas.on_invalid = invalid("resourcequotas")  # type: ignore[union-attr]
     caches.nominated.on_invalid = invalid("nominated-pods")  # type: ignore[union-attr]
+    if caches.budgets is not None:
+        caches.budgets.on_invalid = invalid("poddisruptionbudgets")
     for inf in caches.all():
         inf.add_handler(reconciler.on_member_event if inf is caches.members else reconciler.enqueue)
     for inf in caches.admission:

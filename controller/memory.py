@@ -14,7 +14,12 @@ uid, so it starts with a blank record. The record holds:
   ``--evict-on-timeout``/``--evict-below-quorum`` already evicted (once per release);
 - ``ended``: members seen ended during the release (:class:`cogate.controller.status.EndedMembers`);
 - ``binding``: how far the standing release got binding its members and when a member last bound
-  (:class:`cogate.controller.status.BindProgress`: the timeout clock runs from then).
+  (:class:`cogate.controller.status.BindProgress`: the timeout clock runs from then);
+- ``preemption``: the preemption in flight for the group (:class:`cogate.controller.inflight.InFlight`),
+  ``preemption_note``: ``(reason, message)`` of ``Preempting=False`` (how the last one ended, or why
+  none is made), ``preemption_checked``: epoch seconds of the last selection that preempted nothing,
+  ``preemption_attempts``/``preemption_until``: preemptions in a row that ended without placing the
+  group and the end of the back-off (epoch seconds) before the next.
 
 The record lives in the process only: a restart (or a new leader) loses it, and the next
 process starts from what the cluster holds. Then a refused release is tried again at once
@@ -25,7 +30,11 @@ reported again; the eviction policies act once more on what is then a victim (th
 evicted before came back gated and are not); the ended members are rebuilt from the written
 ``status.succeeded``/``failed`` (``status.track_ended`` takes them as the base); the bind
 progress starts again: a release with members placed already gets a full timeout window from the
-first pass (``status.track_progress``), never a shorter one.
+first pass (``status.track_progress``), never a shorter one. A preemption in flight is lost too:
+its victims are already deleted; the new process plans the group as usual (the room they freed is
+free room, taken by whatever the planner releases first, the group by its priority) and may preempt
+again; the ``nominatedNodeName`` it set on the members is cleared by the new process
+(``Preempting`` clears it on gated members of groups with no preemption in flight).
 
 Thread safety: verdicts are applied in a thread pool, one task per group per pass, so a record
 is only touched by one task at a time; :meth:`Memories.recall` adds a record with one
@@ -39,6 +48,7 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from cogate.controller.inflight import InFlight
 from cogate.controller.status import BindProgress, EndedMembers
 
 
@@ -94,6 +104,11 @@ class GroupMemory:
     quorum_evicted: set[str] = field(default_factory=set)
     ended: EndedMembers | None = None
     binding: BindProgress | None = None
+    preemption: InFlight | None = None
+    preemption_note: tuple[str, str] | None = None
+    preemption_checked: float = -math.inf
+    preemption_attempts: int = 0
+    preemption_until: float = -math.inf
 
 
 class Memories:

@@ -75,6 +75,13 @@ class Reason(StrEnum):
     #: On the PodGroup: its members' owners can never make minMember members (failed, suspended,
     #: deleted, too few replicas, a StatefulSet creating pods one at a time).
     OWNER_CANNOT_COMPLETE = "OwnerCannotComplete"
+    #: On the PodGroup: cogate is preempting lower-priority pods to place it (issue 15).
+    PREEMPTING = "Preempting"
+    #: On the PodGroup (Warning): a preemption ended without placing it (victims stuck, nomination
+    #: lost, plan changed, room taken once the victims went).
+    PREEMPTION_ENDED = "PreemptionEnded"
+    #: On a pod cogate preempted: names the PodGroup it made room for.
+    PREEMPTED = "Preempted"
     #: On a gated pod: its label names a PodGroup that does not exist.
     POD_GROUP_NOT_FOUND = "PodGroupNotFound"
     #: On a pod: it left its group while gated, so its gate was removed.
@@ -266,6 +273,29 @@ def pdb_conflict(name: str) -> Notice:
     return Notice(WARNING, Reason.POD_DISRUPTION_BUDGET_CONFLICT,
                   f"a PodDisruptionBudget named {name} exists and was not made by cogate: left alone, "
                   "the group gets no budget from cogate")
+
+
+def preempting(message: str) -> Notice:
+    """The Normal ``Preempting`` event on a PodGroup cogate preempts for (``message``: the selection's
+    line, "preempting 3 pods (ns/a, ns/b, ns/c) of priority <= 100 on nodes n1, n2 to place ...")."""
+    return Notice(NORMAL, Reason.PREEMPTING, message)
+
+
+def preemption_ended(reason: str, message: str) -> Notice:
+    """The Warning ``PreemptionEnded`` event on a PodGroup whose preemption ended without placing it."""
+    return Notice(WARNING, Reason.PREEMPTION_ENDED, f"{reason}: {message}")
+
+
+def preempted(group: str, priority: int, node: str) -> Notice:
+    """The Normal ``Preempted`` event on a victim (kube-scheduler's says "Preempted by pod <uid> on
+    node <n>"): the PodGroup ``group`` (``ns/name``) it made room for."""
+    return Notice(NORMAL, Reason.PREEMPTED,
+                  f"Preempted by cogate to place PodGroup {group} (priority {priority}) on node {node}")
+
+
+def disruption_message(group: str, priority: int) -> str:
+    """The ``DisruptionTarget`` message on a pod cogate preempts for PodGroup ``group`` (``ns/name``)."""
+    return f"cogate: preempting to place PodGroup {group} (priority {priority})"
 
 
 def log_extra(namespace: str, name: str) -> dict[str, str]:

@@ -78,6 +78,9 @@ kube-scheduler's ``status.nominatedNodeName``) are one list of
 planned. A nomination counts only against members of its priority or lower: for a
 group whose lowest member priority is above a nomination's, that nomination's
 resources are lent to the group while it is planned (``Room.lend``/``repay``).
+Room held for a preempting group (``Promise`` kind ``"preempting"``, passed as ``decide``'s
+``promised``: the plan of a preemption in flight, :mod:`cogate.controller.inflight`) counts
+against every other group and is lent to its holder the same way.
 
 Replicas sharing a PodGroup (:mod:`cogate.controller.replicas`: LeaderWorkerSet
 groups, JobSet Jobs): new members of a released group that belong to a replica are
@@ -323,6 +326,7 @@ class Pass:
         reservations: Sequence[Reservation],
         now: float,
         config: PlannerConfig,
+        promised: Sequence[Promise] = (),
     ) -> None:
         self.now = now
         self.config = config
@@ -337,7 +341,7 @@ class Pass:
                    for r in self.kept}
         #: Room promised (reservations kept, nominations), charged on ``room``.
         self.promised = promised_room([(r, self.member_of[r.pod_uid][0]) for r in self.kept],
-                                      getattr(snapshot, "nominated", ()), holders)
+                                      getattr(snapshot, "nominated", ()), holders) + list(promised)
         self.room = self.snapshot.room(self.promised)
         self._empty: Room | None = None
         self.new_reservations: list[Reservation] = []
@@ -376,18 +380,21 @@ class Pass:
         return not (m.gated_by(self.gate) and not g.released)
 
     def _lend(self, g: GroupRequest) -> list[tuple[Promise, int]]:
-        """Lend the group the room of nominations below its lowest member priority (module doc,
-        "Room promised"); :meth:`Room.repay` after its verdict."""
-        if not self.room.nominations:
+        """Lend the group the room of nominations below its lowest member priority, and the room
+        held for its own preemption (module doc, "Room promised"); :meth:`Room.repay` after its verdict."""
+        if not self.room.nominations and not self.room.holds:
             return []
-        return self.room.lend(min((m.priority for m in g.members), default=0))
+        return self.room.lend(min((m.priority for m in g.members), default=0), _holder(g))
 
     def lends(self, g: GroupRequest) -> bool:
-        """Some nomination's room would be lent to ``g`` (its verdict then reads this pass's room)."""
-        if not self.room.nominations:
+        """Some nomination's room, or room held for ``g``'s preemption, would be lent to ``g``
+        (its verdict then reads this pass's room)."""
+        if not self.room.nominations and not self.room.holds:
             return False
         low = min((m.priority for m in g.members), default=0)
-        return any(p.priority < low for p, _ in self.room.nominations)
+        holder = _holder(g)
+        return (any(p.priority < low for p, _ in self.room.nominations)
+                or any(p.holder == holder for p, _ in self.room.holds))
 
     def promised_for(self, g: GroupRequest, members: Sequence[PodInfo]) -> tuple[Promise, ...]:
         """Room promised to others on nodes ``members`` are eligible for (not to ``g``'s own
@@ -539,7 +546,7 @@ class Pass:
         if (verdict := self._waiting_for_members(g, ms)) is not None:
             return verdict
         self.basis = Basis("blocker", ms)
-        if (verdict := self._behind_starving_group(g, ms)) is not None:
+        if not self._holds_room(g) and (verdict := self._behind_starving_group(g, ms)) is not None:
             return verdict
         self.basis = Basis("pass", ms)
         attempt = self._try_release(g, ms)
@@ -585,6 +592,12 @@ class Pass:
             bound_n,
             f"{len(ms.present)} of {g.min_member} members present, {bound_n} bound; " + ", ".join(why),
         )
+
+    def _holds_room(self, g: GroupRequest) -> bool:
+        """Room is held for ``g``'s preemption in flight (``Room.holds``): its victims' room is
+        its own, which no starving group may use, so no starving group blocks it."""
+        holder = _holder(g)
+        return any(p.holder == holder for p, _ in self.room.holds)
 
     def _behind_starving_group(self, g: GroupRequest, ms: Members) -> GroupVerdict | None:
         """No later group that could take room a starving group could use is released while it
@@ -774,6 +787,11 @@ class Pass:
         return ok, msg
 
 
+def _holder(g: GroupRequest) -> str:
+    """``Promise.holder`` of room held for ``g`` (``"PodGroup ns/name"``)."""
+    return f"PodGroup {g.namespace}/{g.name}"
+
+
 def decide(
     nodes: Sequence[NodeInfo],
     pods: Sequence[PodInfo],
@@ -781,19 +799,23 @@ def decide(
     reservations: Sequence[Reservation],
     now: float,
     config: PlannerConfig = PlannerConfig(),
+    promised: Sequence[Promise] = (),
 ) -> Decision:
     """Plan every group against one shrinking copy of the free room.
 
     ``nodes``: all nodes. ``pods``: every non-terminal pod bound to a node
     (members included; unbound or terminal entries are ignored). ``groups``:
     every PodGroup with its live members. ``reservations``: the previous
-    decision's reservations. ``now``: epoch seconds.
+    decision's reservations. ``now``: epoch seconds. ``promised``: room held for preempting
+    groups (``Promise`` kind ``"preempting"``, :mod:`cogate.controller.inflight`): charged for
+    every group, lent to its holder.
 
     Returns verdicts in the order ``groups`` were given and the reservations to
     keep (pruned, plus one per member planned in this decision). Rules: see the
     module docstring. Never raises on well-typed records.
     """
-    run = Pass(Snapshot(nodes, pods, members_anti(groups), members_spread(groups)), groups, reservations, now, config)
+    run = Pass(Snapshot(nodes, pods, members_anti(groups), members_spread(groups)), groups, reservations, now, config,
+               promised)
     return run_pass(run, groups)
 
 

@@ -320,8 +320,9 @@ class PlanningState:
         reservations: Sequence[Reservation],
         now: float,
         config: PlannerConfig = PlannerConfig(),
+        promised: Sequence[Promise] = (),
     ) -> Decision:
-        """``planner.decide(nodes, pods, groups, reservations, now, config)`` for the nodes and
+        """``planner.decide(nodes, pods, groups, reservations, now, config, promised)`` for the nodes and
         pods held, planning only groups whose inputs changed (module doc). Never raises on
         well-typed records; if a pass fails anyway, every kept verdict is dropped."""
         anti = members_anti(groups) or self._anti_pods > 0
@@ -337,7 +338,8 @@ class PlanningState:
             self._fits_empty.clear()
             self._empty = None
         self.last_kept = self.last_judged = 0
-        run = _IncrementalPass(self, _Live(self, self._table, anti, spread), groups, reservations, now, config)
+        run = _IncrementalPass(self, _Live(self, self._table, anti, spread), groups, reservations, now, config,
+                               promised)
         try:
             decision = run_pass(run, groups)
         except BaseException:
@@ -398,8 +400,9 @@ class _IncrementalPass(Pass):
     """A pass that keeps verdicts whose inputs did not change (module doc)."""
 
     def __init__(self, state: PlanningState, live: _Live, groups: Sequence[GroupRequest],
-                 reservations: Sequence[Reservation], now: float, config: PlannerConfig) -> None:
-        super().__init__(live, groups, reservations, now, config)  # type: ignore[arg-type]
+                 reservations: Sequence[Reservation], now: float, config: PlannerConfig,
+                 promised: Sequence[Promise] = ()) -> None:
+        super().__init__(live, groups, reservations, now, config, promised)  # type: ignore[arg-type]
         self.state = state
         self.live = live
 

@@ -10,6 +10,8 @@ each handed what it uses (docs/internals.md, "The reconciler and its rooms"):
 - :class:`~cogate.controller.guard.ReleaseGuard`: the checks before any gate goes, refused releases;
 - :class:`~cogate.controller.aftercare.Aftercare`: stuck pins, departures, quorum loss,
   timeouts, the opt-in PodDisruptionBudget;
+- :class:`~cogate.controller.preempting.Preempting`: gang preemption (``--preemption``): the room
+  held for a preemption in flight, victims marked and deleted, how it ended;
 - :class:`~cogate.controller.strays.Strays`: gated pods that left their group, pods whose
   PodGroup does not exist, invalid objects;
 - :class:`~cogate.controller.memory.Memories`: what is remembered about each PodGroup between
@@ -70,9 +72,10 @@ from cogate.controller.memory import GroupMemory, Memories
 from cogate.controller.metrics import Metrics
 from cogate.controller.notices import log_extra
 from cogate.controller.patches import PLACEMENTS
-from cogate.controller.verdicts import Decision, GroupRequest, GroupVerdict, Outcome, PlannerConfig
+from cogate.controller.verdicts import Decision, GroupRequest, GroupVerdict, Outcome
 from cogate.controller.planstate import PlanningState
-from cogate.controller.records import NodeInfo, PodInfo, Reservation
+from cogate.controller.preempting import Preempting
+from cogate.controller.records import NodeInfo, PodInfo, Promise, Reservation
 from cogate.controller.strays import Strays
 from cogate.controller.wakeups import WAKE_MARGIN, Debouncer, earliest
 from cogate.controller.writer import Writer, WriteResult
@@ -83,9 +86,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: ``decide(nodes, bound_pods, groups, reservations, now, config) -> Decision`` (``planner.decide``).
-DecideFn = Callable[[Sequence[NodeInfo], Sequence[PodInfo], Sequence[GroupRequest], Sequence[Reservation], float,
-                     PlannerConfig], Decision]
+#: ``decide(nodes, bound_pods, groups, reservations, now, config[, promised]) -> Decision``
+#: (``planner.decide``; ``promised`` is passed only while a preemption holds room).
+DecideFn = Callable[..., Decision]
 
 
 @dataclass
@@ -165,6 +168,7 @@ class Reconciler:
         # The rooms: each is handed what it uses and returns when it wants the next pass.
         self.guard = ReleaseGuard(config, caches, self.writer, self.metrics, self.events, self._drop, monotonic)
         self.aftercare = Aftercare(config, caches, self.writer, self.metrics, self.events, monotonic, policy)
+        self.preempting = Preempting(config, caches, self.writer, self.metrics, self.events, monotonic)
         self.strays = Strays(config.gate_name, caches.podgroups, self.writer, self.metrics, self.events, clock,
                              lambda: self._leading())
         self.owners = Ownership(api_reader(getattr(core, "api_client", None)), self.events, self.metrics,
@@ -259,7 +263,12 @@ class Reconciler:
                 self.reservations = tuple(r for r in self.reservations if r.pod_uid not in survey.unreserve)
             self.guard.dry_run_needed()  # logs when what could refuse a release changes
             held = {uid for uid, m in self.memory.items() if self.guard.holds(m, now)}
-            decision = self._plan([r for r in requests if groups[(r.namespace, r.name)].uid not in held], now)
+            by_key = {(r.namespace, r.name): r for r in requests}
+            promised = self.preempting.promises(groups, by_key, self.memory)  # room held for a preemption
+            present = self.preempting.present()  # read before planning: a victim gone now is gone for it
+            decision = self._plan([r for r in requests if groups[(r.namespace, r.name)].uid not in held], now,
+                                  promised)
+            wakes.append(self.preempting.step(decision, groups, by_key, self.memory, present, self.reservations, now))
             result, wake_at = self._apply_verdicts(decision, groups, {(r.namespace, r.name): r for r in requests},
                                                    now, survey.contexts)
             wakes.append(wake_at)
@@ -314,13 +323,15 @@ class Reconciler:
             elif old is not None:
                 self.planning.remove_node(old.name)
 
-    def _plan(self, requests: Sequence[GroupRequest], now: float) -> Decision:
+    def _plan(self, requests: Sequence[GroupRequest], now: float, promised: Sequence[Promise] = ()) -> Decision:
         """Plan the pass (on the planning state, or the scripted ``decide`` over the caches'
-        nodes and bound pods); keeps its reservations for the next pass."""
+        nodes and bound pods); keeps its reservations for the next pass. ``promised``: room held
+        for a preemption in flight (:meth:`Preempting.promises <cogate.controller.preempting.Preempting.promises>`)."""
         t0 = self._monotonic()
         if self.planning is not None:
             with self._planning_lock:
-                decision = self.planning.decide(requests, self.reservations, now, self.config.planner_config)
+                decision = self.planning.decide(requests, self.reservations, now, self.config.planner_config,
+                                                promised)
         else:
             assert self._decide is not None
             bound = [p for p in self.caches.bound.snapshot() if p.bound and not p.terminal]
@@ -328,7 +339,9 @@ class Reconciler:
                 bound += [p for p in self.caches.nominated.snapshot() if p is not None]
             nodes = self.caches.nodes.snapshot()
             t0 = self._monotonic()
-            decision = self._decide(nodes, bound, requests, self.reservations, now, self.config.planner_config)
+            extra = (promised,) if promised else ()
+            decision = self._decide(nodes, bound, requests, self.reservations, now, self.config.planner_config,
+                                    *extra)
         self.metrics.decision_seconds.observe(self._monotonic() - t0)
         self.metrics.decisions.inc()
         self.reservations = tuple(decision.reservations)
@@ -424,9 +437,10 @@ class Reconciler:
         new_status, memory.ended, memory.binding = status_mod.compute_all(
             g.pg, request.members, status_verdict, now, self.config.gate_name, memory.ended, memory.binding,
             lost=bool(findings.lost))
-        return lifecycle.lifecycle_conditions(
+        new_status = lifecycle.lifecycle_conditions(
             new_status, g.pg.status, g.pg, request.members, status_verdict.outcome if status_verdict else None,
             verdict.message, findings, now)
+        return self.preempting.conditions(new_status, g, memory, now)
 
     def _status_body(self, g: GroupObject, new_status: PodGroupStatus, release: Mapping[str, str],
                      memory: GroupMemory) -> tuple[dict[str, Any] | None, float | None]:

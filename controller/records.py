@@ -325,6 +325,9 @@ class PodInfo:
     #: Reason of the pod's ``DisruptionTarget`` condition when it is True (``PreemptionByScheduler``,
     #: ``EvictionByEvictionAPI``, ``DeletionByTaintManager``, ``TerminationByKubelet``, ...), else ''.
     disruption: str = ""
+    #: Message of that condition ('' without one): who disrupted the pod, e.g. cogate's
+    #: "cogate: preempting to place PodGroup ns/name (priority 1000)".
+    disruption_message: str = ""
     #: ``spec.affinity`` as received (API JSON, not copied), kept only while the pod carries a
     #: scheduling gate, so that its release patch (:func:`cogate.controller.patches.release_patch`)
     #: is built from this record instead of a fresh read (:meth:`cogate.controller.writer.Writer.ungate`).
@@ -407,7 +410,9 @@ class Promise:
     (:func:`cogate.controller.capacity.promised_room`).
 
     ``kind``: ``"reserved"`` (cogate released the member ``pod`` to that node: a
-    :class:`Reservation`; it counts for every pod) or ``"nominated"`` (kube-scheduler nominated
+    :class:`Reservation`; it counts for every pod), ``"preempting"`` (cogate is preempting for
+    the gated member ``pod``'s group: it counts for every pod but that group's, which is lent it)
+    or ``"nominated" (kube-scheduler nominated
     ``pod`` there after preemption, ``status.nominatedNodeName``; it counts only against pods of
     ``priority`` or lower, as kube-scheduler's ``addGENominatedPods`` counts nominated pods of
     equal or higher priority when it filters a node). ``holder``: who the room is held for, for
@@ -426,6 +431,12 @@ class Promise:
     @property
     def nominated(self) -> bool:
         return self.kind == "nominated"
+
+    @property
+    def preempting(self) -> bool:
+        """Room cogate freed by preemption for PodGroup ``holder`` (``kind`` ``"preempting"``,
+        :mod:`cogate.controller.inflight`): it counts for every pod but that group's members."""
+        return self.kind == "preempting"
 
 
 #: LeaderWorkerSet's pod annotation: pods per replica (leader included).
@@ -700,6 +711,7 @@ def _pod_info(
         topology_spread=_spread_constraints(spec.get("topologySpreadConstraints"), "spec.topologySpreadConstraints"),
         volume_claims=_volume_claims(spec, name),
         disruption=_disruption(status),
+        disruption_message=_disruption(status, "message") if status.get("conditions") else "",
         affinity=(affinity or None) if gate_names else None,
         nominated_node=sys.intern(_str(status.get("nominatedNodeName"), "status.nominatedNodeName")),
         replica_size=_replica_size(meta.get("annotations")),
@@ -807,11 +819,14 @@ def _volume_claims(spec: Mapping[str, Any], pod_name: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _disruption(status: Mapping[str, Any]) -> str:
-    """Reason of a True ``DisruptionTarget`` pod condition (set by the scheduler, the Eviction API,
-    the taint manager or the kubelet before they delete or stop a pod), '' without one."""
+def _disruption(status: Mapping[str, Any], key: str = "reason") -> str:
+    """Reason (``key`` ``"message"``: message) of a True ``DisruptionTarget`` pod condition (set by
+    the scheduler, the Eviction API, the taint manager, the kubelet or cogate's preemption before
+    they delete or stop a pod), '' without one."""
     for cp, c in _objs(status.get("conditions"), "status.conditions"):
         if c.get("type") == "DisruptionTarget" and c.get("status") == "True":
+            if key == "message":
+                return _str(c.get("message"), f"{cp}.message")
             return _str(c.get("reason"), f"{cp}.reason") or "DisruptionTarget"
     return ""
 

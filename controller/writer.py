@@ -25,6 +25,9 @@ Every call goes through :mod:`cogate.kube` (``api_status``, ``json_body``, and
   concurrently, so that a refusal is known before any gate of the group is removed;
 - eviction (``policy/v1`` Eviction with a uid precondition): 404/409 -> gone; no retry;
 - deletion of a stuck member (uid precondition): 404/409 -> gone; no retry;
+- preemption (:meth:`Writer.preempt`, :meth:`Writer.nominate`): strategic merge patches of a pod's
+  status subresource (``DisruptionTarget``, ``nominatedNodeName``; uid in the body guards against a
+  pod recreated under its name), then DELETE with a uid precondition: 404 -> gone;
 - PodDisruptionBudgets (opt-in): create, else read and patch ``minAvailable`` of one cogate
   made; delete.
 
@@ -58,6 +61,9 @@ if TYPE_CHECKING:
     from cogate.controller.informer import Informer
 
 log = logging.getLogger(__name__)
+
+#: ``DisruptionTarget`` reason on a pod cogate preempts (kube-scheduler's is ``PreemptionByScheduler``).
+PREEMPTION_REASON = "PreemptionByCogate"
 
 #: Seconds an API request may take.
 REQUEST_TIMEOUT = 10
@@ -425,22 +431,85 @@ class Writer:
     def delete(self, p: PodInfo) -> WriteResult:
         """Delete member ``p`` (uid precondition: never a pod recreated under its name); ``deleted``,
         ``gone`` (404/409) or ``failed``. An unbound pod is removed at once by the API server."""
+        result, _ = self._delete(p)
+        self.metrics.stuck_deletions.labels(result).inc()
+        return result
+
+    def _delete(self, p: PodInfo) -> tuple[WriteResult, float | None]:
+        """DELETE pod ``p`` with a uid precondition and default options (its own grace period);
+        the result and the ``metadata.deletionGracePeriodSeconds`` the API server answered (None
+        when unknown)."""
         from kubernetes import client
 
         body = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=p.uid))
         try:
-            self.core.delete_namespaced_pod(p.name, p.namespace, body=body, _preload_content=False,
-                                            _request_timeout=REQUEST_TIMEOUT)
-            result = WriteResult.DELETED
+            resp = self.core.delete_namespaced_pod(p.name, p.namespace, body=body, _preload_content=False,
+                                                   _request_timeout=REQUEST_TIMEOUT)
         except Exception as exc:  # noqa: BLE001
             if api_status(exc) in (404, 409):
-                result = WriteResult.GONE
-            else:
-                log.warning("deleting %s/%s failed: %s", p.namespace, p.name, exc,
-                            extra=log_extra(p.namespace, p.group or ""))
-                result = WriteResult.FAILED
-        self.metrics.stuck_deletions.labels(result).inc()
-        return result
+                return WriteResult.GONE, None
+            log.warning("deleting %s/%s failed: %s", p.namespace, p.name, exc,
+                        extra=log_extra(p.namespace, p.group or ""))
+            return WriteResult.FAILED, None
+        try:
+            grace = (json_body(resp).get("metadata") or {}).get("deletionGracePeriodSeconds")
+        except (ValueError, AttributeError, TypeError):
+            grace = None
+        return WriteResult.DELETED, float(grace) if isinstance(grace, int | float) else None
+
+    # -- preemption (issue 15) -----------------------------------------------------
+    def patch_pod_status(self, p: PodInfo, status: dict[str, Any]) -> WriteResult:
+        """Strategic-merge-patch pod ``p``'s status subresource with ``status`` (conditions merge by
+        ``type``), field manager :data:`~cogate.controller.leftovers.FIELD_MANAGER`, guarded by
+        ``p``'s uid (a pod recreated under its name is not touched); ``ok``, ``gone`` (404, or
+        another uid: 409/422) or ``failed``. Transient errors are retried."""
+        body = {"metadata": {"uid": p.uid}, "status": status}
+
+        def patch() -> Any:
+            return self.core.patch_namespaced_pod_status(
+                p.name, p.namespace, body, _content_type="application/strategic-merge-patch+json",
+                _preload_content=False, _request_timeout=REQUEST_TIMEOUT, field_manager=leftovers.FIELD_MANAGER)
+
+        try:
+            resp = retrying(patch, attempts=self.attempts, backoff=Backoff(initial=0.2, maximum=2.0),
+                            sleep=self._sleep)
+        except Exception as exc:  # noqa: BLE001
+            if api_status(exc) in (404, 409, 422):
+                return WriteResult.GONE
+            log.warning("patching the status of pod %s/%s failed: %s", p.namespace, p.name, exc,
+                        extra=log_extra(p.namespace, p.group or ""))
+            return WriteResult.FAILED
+        if p.group:
+            self._remember(self.members, resp, keep=_still_member)
+        return WriteResult.OK
+
+    def nominate(self, p: PodInfo, node: str) -> WriteResult:
+        """Set gated member ``p``'s ``status.nominatedNodeName`` to ``node`` ('' clears it): room
+        held for it there in kube-scheduler's nominator (KEP-5278: an external component may set it;
+        the one who set it clears it). See :meth:`patch_pod_status`."""
+        return self.patch_pod_status(p, {"nominatedNodeName": node or None})
+
+    def preempt(self, p: PodInfo, message: str, now: str) -> tuple[WriteResult, float | None]:
+        """Preempt pod ``p`` as kube-scheduler's DefaultPreemption does (``PreemptPod``): unless it
+        is already terminating, a status patch adding ``DisruptionTarget=True``, reason
+        :data:`PREEMPTION_REASON`, ``message``, ``lastTransitionTime`` ``now`` (RFC 3339; without it
+        the disruption controller resets the condition at once), then a DELETE with a uid
+        precondition and the pod's own grace period. Never the Eviction API (docs/semantics.md
+        "Preemption": it refuses where a PDB has no disruption left, 429, and overwrites the reason).
+        ``(deleted | gone | failed, deletionGracePeriodSeconds or None)``, counted in
+        ``cogate_controller_preemption_victims_total{result}``."""
+        if not p.deleting:
+            marked = self.patch_pod_status(p, {"conditions": [{
+                "type": "DisruptionTarget", "status": "True", "reason": PREEMPTION_REASON, "message": message,
+                "lastTransitionTime": now}]})
+            if marked == WriteResult.GONE:
+                self.metrics.preemption_victims.labels(WriteResult.GONE).inc()
+                return WriteResult.GONE, None
+            result, grace = self._delete(p)
+        else:
+            result, grace = WriteResult.DELETED, None  # terminating already: no API call (as kube-scheduler)
+        self.metrics.preemption_victims.labels(result).inc()
+        return result, grace
 
     # -- PodDisruptionBudgets (opt-in) ------------------------------------------
     def ensure_pdb(self, policy: Any, body: dict[str, Any]) -> WriteResult:

@@ -312,6 +312,21 @@ def test_after_release_values_reach_the_flags_and_rights(helm):
     assert (("",), ("pods/eviction",), ("create",), ()) in rules
 
 
+def test_preemption_value_reaches_the_flag_and_rights(helm):
+    default = render(helm)
+    args = container(find(default, "Deployment", "cogate-controller"), "controller")["args"]
+    assert controller_main.build_parser().parse_args(args[1:]).preemption is False
+    status = (("",), ("pods/status",), ("patch",), ())
+    budgets = (("policy",), ("poddisruptionbudgets",), ("list", "watch"), ())
+    assert status not in _rules(default, "ClusterRole", "cogate-controller")
+    objs = render(helm, "--set", "controller.preemption=true", "--set", "controller.recreateStuckMembers=false")
+    args = container(find(objs, "Deployment", "cogate-controller"), "controller")["args"]
+    assert controller_main.build_parser().parse_args(args[1:]).preemption is True
+    rules = _rules(objs, "ClusterRole", "cogate-controller")
+    assert status in rules and budgets in rules
+    assert (("",), ("pods",), ("delete",), ()) in rules  # victims are deleted even without stuck-member recreation
+
+
 def test_values_reach_the_containers(helm):
     objs = render(helm, "--set", "gateName=example.com/gang", "--set", "controller.placement=free",
                   "--set", "webhook.replicas=3", "--set", "controller.replicas=1", "--set", "controller.leaderElect=false",

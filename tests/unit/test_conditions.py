@@ -16,7 +16,7 @@ T0 = 1_714_557_600.0
 def test_every_condition_type_is_named_here():
     types = {v for k, v in vars(conditions).items() if k.startswith("CONDITION_")}
     assert types == {"Released", "FitsCluster", "TimedOut", "PlannedNodesUsable", "ReleaseAccepted", "Disrupted",
-                     "MembersWaiting"}
+                     "MembersWaiting", "Preempting"}
 
 
 def test_the_old_names_are_the_same_objects():
@@ -62,3 +62,34 @@ def test_release_refused_keeps_a_true_released():
     conditions.write_release_accepted(conds, refused="denied", releases=False)
     assert [(c.type, c.status, c.reason) for c in conds.to_list()] == [
         ("ReleaseAccepted", "False", "ReleaseRefused"), ("Released", "False", "ReleaseRefused")]
+
+
+def test_preempting_true_while_in_flight_then_false_with_the_reason():
+    conds = conditions.ConditionSet([], T0, 3)
+    conditions.write_preempting(conds, active="preempting 1 pod (ns/a) of priority <= 100", reason="", message="")
+    c = conds.get("Preempting")
+    assert (c.status, c.reason, c.observedGeneration) == ("True", "Preempting", 3)
+    assert c.message.startswith("preempting 1 pod (ns/a)")
+    later = conditions.ConditionSet(conds.to_list(), T0 + 5, 3)
+    conditions.write_preempting(later, active="", reason="Placed", message="placed on the room freed")
+    c2 = later.get("Preempting")
+    assert (c2.status, c2.reason, c2.message) == ("False", "Placed", "placed on the room freed")
+    assert c2.lastTransitionTime == format_time(T0 + 5)
+
+
+def test_preempting_is_not_created_without_something_to_say():
+    conds = conditions.ConditionSet([], T0, 1)
+    conditions.write_preempting(conds, active="", reason="", message="")
+    assert conds.get("Preempting") is None
+
+
+def test_a_true_preempting_left_by_an_earlier_process_turns_false_interrupted():
+    conds = conditions.ConditionSet([], T0, 1)
+    conditions.write_preempting(conds, active="preempting 1 pod (ns/a)", reason="", message="")
+    after = conditions.ConditionSet(conds.to_list(), T0 + 9, 1)
+    conditions.write_preempting(after, active="", reason="", message="")
+    c = after.get("Preempting")
+    assert (c.status, c.reason) == ("False", "Interrupted") and "restarted" in c.message
+    again = conditions.ConditionSet(after.to_list(), T0 + 20, 1)
+    conditions.write_preempting(again, active="", reason="", message="")
+    assert again.get("Preempting") == c  # a False one is left as it is

@@ -33,6 +33,7 @@ from cogate.controller.records import (
     NodeSelectorTerm,
     PodAffinityTerm,
     PodInfo,
+    Promise,
     Reservation,
     Taint,
     Toleration,
@@ -68,6 +69,8 @@ class PlanStateMachine(RuleBasedStateMachine):
         self.reservations: list[Reservation] = []
         #: unbound pods with a nomination, as the nominated-pods informer holds them
         self.nominated: dict[str, PodInfo] = {}
+        #: Room held for a preempting group (Promise kind "preempting", controller/inflight.py).
+        self.holds: list[Promise] = []
         self.now = 1000.0
         self.config = CONFIGS[0]
         self.seq = 0
@@ -294,6 +297,19 @@ class PlanStateMachine(RuleBasedStateMachine):
                 self.state.remove_nominated(uid)
                 self._put_pod(b)
 
+    @precondition(lambda self: any(g.members for g in self.groups.values()))
+    @rule(data=st.data(), node=st.sampled_from(NODE_NAMES + ["gone"]))
+    def hold_room(self, data, node):  # a preemption in flight holds room for a member of its group
+        g = data.draw(st.sampled_from([g for g in self.groups.values() if g.members]))
+        mb = data.draw(st.sampled_from(g.members))
+        self.holds.append(Promise(mb, node, dict(mb.requests), (), "preempting", mb.priority,
+                                  f"PodGroup {g.namespace}/{g.name}"))
+
+    @precondition(lambda self: self.holds)
+    @rule()
+    def drop_holds(self):  # the preemption ended
+        self.holds = []
+
     @rule(dt=st.sampled_from([0.0, 0.5, 5.0, 20.0, 45.0, 400.0]))
     def advance_clock(self, dt):
         self.now += dt
@@ -305,9 +321,9 @@ class PlanStateMachine(RuleBasedStateMachine):
     @rule()
     def plan(self):
         groups = list(self.groups.values())
-        got = self.state.decide(groups, self.reservations, self.now, self.config)
+        got = self.state.decide(groups, self.reservations, self.now, self.config, self.holds)
         want = decide(list(self.nodes.values()), list(self.pods.values()) + list(self.nominated.values()), groups,
-                      self.reservations, self.now, self.config)
+                      self.reservations, self.now, self.config, self.holds)
         assert got == want
         STATS["kept"] += self.state.last_kept
         STATS["judged"] += self.state.last_judged

@@ -39,6 +39,7 @@ PURE = [
     "cogate.controller.leftovers",
     "cogate.controller.inputs",
     "cogate.controller.memory",
+    "cogate.controller.inflight",
     "cogate.controller.wakeups",
     "cogate.controller.config",
     "cogate.controller.replicas",

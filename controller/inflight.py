@@ -1,0 +1,234 @@
+"""A preemption in flight (pure): the record cogate keeps while a gang's victims go, and its rules.
+
+:func:`cogate.controller.preemption.select_victims` decides which pods to remove; the shell
+(:class:`cogate.controller.preempting.Preempting`) acts on it and keeps one :class:`InFlight`
+record in the preempting group's memory (:class:`cogate.controller.memory.GroupMemory`
+``preemption``). This module holds what that record means, as plain functions:
+
+- :func:`start` turns a :class:`~cogate.controller.preemption.Preemption` into the record: the
+  victims (uid, name, node, grace period), the plan (member uid -> node), when it started and
+  its deadline (:func:`deadline`: the longest victim grace period plus
+  :data:`STUCK_SLACK_SECONDS`, as a stuck pin gets a grace before cogate acts);
+- :func:`holds` is the room the record holds for the group: one
+  :class:`~cogate.controller.records.Promise` of kind ``"preempting"`` per planned member still
+  gated, holder ``"PodGroup ns/name"``. The planner charges it for every other group and lends it
+  to its holder (:meth:`cogate.controller.capacity.Room.lend`), the mechanism that already lends
+  lower-priority nominations: no second one;
+- :func:`judge` says, once a pass, what became of it (:class:`Step`): still waiting for victims,
+  placed (the planner released the group on the freed room), or ended for a reason that drops the
+  record (group deleted; a member's ``status.nominatedNodeName`` cleared or changed by someone
+  else, KEP-5278: a higher-priority preemptor took the node; a planned member gone; victims still
+  there at the deadline; victims gone but the plan no longer fits, :data:`GONE_RECHECK_SECONDS`
+  after they were first seen gone, so that a pass planned on caches a moment behind the victims'
+  deletion is not mistaken for it);
+- :func:`backoff_seconds`: how long a group waits before it preempts again after a preemption
+  that ended without placing it (:data:`BACKOFF_INITIAL_SECONDS` doubling to
+  :data:`BACKOFF_MAX_SECONDS`);
+- :func:`waiting_message` and the ``Preempting`` condition's texts.
+
+Times are epoch seconds; requests in the units of :mod:`cogate.controller.resources`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+
+from cogate.controller.explanations import name_list, plural
+from cogate.controller.records import PodInfo, Promise
+
+__all__ = ["STUCK_SLACK_SECONDS", "GONE_RECHECK_SECONDS", "BACKOFF_INITIAL_SECONDS", "BACKOFF_MAX_SECONDS",
+           "DEFAULT_GRACE_SECONDS", "VictimRef", "InFlight", "Step", "Judgement", "start", "deadline", "holds",
+           "judge", "backoff_seconds", "waiting_message", "holder"]
+
+#: Seconds beyond the longest victim grace period before victims still there count as stuck
+#: (the kubelet needs a moment after the grace period to report the pod gone).
+STUCK_SLACK_SECONDS = 30.0
+#: Seconds after every victim was first seen gone before "the plan no longer fits" is concluded
+#: (the bound-pods cache and the planner's state are fed by the same watch, a moment apart).
+GONE_RECHECK_SECONDS = 1.0
+#: Back-off after a preemption that ended without placing the group: 30 s doubling to 300 s.
+BACKOFF_INITIAL_SECONDS = 30.0
+BACKOFF_MAX_SECONDS = 300.0
+#: ``terminationGracePeriodSeconds`` of a pod that does not set it (the API server's default).
+DEFAULT_GRACE_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class VictimRef:
+    """A pod being preempted: identity, the node it frees, its grace period (seconds)."""
+
+    uid: str
+    namespace: str
+    name: str
+    node: str
+    grace: float = DEFAULT_GRACE_SECONDS
+
+    @property
+    def ref(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
+class InFlight:
+    """A preemption cogate is carrying out for one PodGroup (``namespace``/``name``).
+
+    ``victims`` (sorted by node, namespace, name); ``plan``: member uid -> node name (the room
+    held, :func:`holds`); ``requests``: member uid -> its requests then; ``priority``: the group's;
+    ``started``/``deadline`` (epoch seconds); ``message``: the selection's line ("preempting 3
+    pods (...) of priority <= 100 on nodes n1, n2 to place PodGroup ns/g, priority 1000");
+    ``nominated``: planned members seen carrying cogate's nomination (a later change of it is
+    someone else's); ``gone_at``: when every victim was first seen gone (None until then)."""
+
+    namespace: str
+    name: str
+    victims: tuple[VictimRef, ...]
+    plan: Mapping[str, str]
+    requests: Mapping[str, Mapping[str, int]]
+    priority: int
+    started: float
+    deadline: float
+    message: str
+    nominated: frozenset[str] = frozenset()
+    gone_at: float | None = None
+
+
+class Step(StrEnum):
+    """What :func:`judge` found; each ending value is also the reason of ``Preempting=False``."""
+
+    #: Victims are still there (terminating): the group stays gated on its held room.
+    WAITING = "Waiting"
+    #: Every victim is gone; the next pass decides (the plan is re-checked after a moment).
+    VICTIMS_GONE = "VictimsGone"
+    #: The group was released (placed on the freed room).
+    PLACED = "Placed"
+    #: The PodGroup is gone.
+    GROUP_DELETED = "PodGroupDeleted"
+    #: A planned member's nomination was cleared or changed by someone else.
+    NOMINATION_LOST = "NominationLost"
+    #: A planned member is no longer a gated member (deleted, released by hand, relabelled).
+    PLAN_CHANGED = "PlanChanged"
+    #: Victims still there at the deadline.
+    VICTIMS_STUCK = "VictimsStuck"
+    #: Victims gone, but the group still does not fit (room taken by another pod meanwhile).
+    DOES_NOT_FIT_AFTER_PREEMPTION = "DoesNotFitAfterPreemption"
+
+    @property
+    def ends(self) -> bool:
+        """The record is dropped (and cogate's nominations cleared when members remain)."""
+        return self not in (Step.WAITING, Step.VICTIMS_GONE)
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """:func:`judge`'s answer: the ``step``, the record to keep (None once it ends), the victims
+    still there, and a ``message`` for the condition or an Event."""
+
+    step: Step
+    record: InFlight | None
+    remaining: tuple[VictimRef, ...] = ()
+    message: str = ""
+    #: Planned members whose nomination is cogate's and must be cleared (on ends).
+    nominated: tuple[str, ...] = field(default=())
+
+
+def holder(namespace: str, name: str) -> str:
+    """``Promise.holder`` of room held for PodGroup ``namespace/name`` (as the planner names it)."""
+    return f"PodGroup {namespace}/{name}"
+
+
+def deadline(started: float, victims: Sequence[VictimRef]) -> float:
+    """``started`` + the longest victim grace period + :data:`STUCK_SLACK_SECONDS`."""
+    return started + max((v.grace for v in victims), default=0.0) + STUCK_SLACK_SECONDS
+
+
+def start(namespace: str, name: str, victims: Sequence[tuple[PodInfo, str, float | None]],
+          plan: Mapping[str, str], members: Sequence[PodInfo], priority: int, message: str,
+          now: float) -> InFlight:
+    """The record of a preemption started at ``now``: ``victims`` as ``(pod, node, grace seconds
+    or None for the default)``, ``plan`` member uid -> node, the group's ``members`` (their
+    requests are kept for :func:`holds`)."""
+    refs = tuple(sorted((VictimRef(p.uid, p.namespace, p.name, node,
+                                   DEFAULT_GRACE_SECONDS if grace is None else float(grace))
+                         for p, node, grace in victims), key=lambda v: (v.node, v.namespace, v.name, v.uid)))
+    by_uid = {m.uid: m for m in members}
+    requests = {u: dict(by_uid[u].requests) for u in plan if u in by_uid}
+    return InFlight(namespace, name, refs, dict(plan), requests, priority, now, deadline(now, refs), message)
+
+
+def holds(record: InFlight, members: Sequence[PodInfo], gate: str) -> list[Promise]:
+    """The room ``record`` holds: per planned member still gated by ``gate`` (by uid in
+    ``members``), a ``"preempting"`` Promise of its requests on its planned node, holder the group
+    (its host ports are not held: the member's own would collide with them)."""
+    who = holder(record.namespace, record.name)
+    out = []
+    for m in members:
+        node = record.plan.get(m.uid)
+        if node and m.gated_by(gate) and not m.bound:
+            out.append(Promise(m, node, dict(record.requests.get(m.uid, m.requests)), (), "preempting",
+                               record.priority, who))
+    return out
+
+
+def judge(record: InFlight, members: Sequence[PodInfo] | None, released: bool, present: Mapping[str, PodInfo],
+          now: float, gate: str) -> Judgement:
+    """What became of ``record`` this pass (rules in the module doc, in this order).
+
+    ``members``: the group's live members (None: the PodGroup is gone); ``released``: the planner
+    released the group in this pass or its release stands; ``present``: uid -> record of pods still
+    bound and not terminal (a victim among them is still there, terminating or not)."""
+    if members is None:
+        return Judgement(Step.GROUP_DELETED, None, message="the PodGroup was deleted")
+    ours = tuple(sorted(u for u in record.plan if u in record.nominated))
+    if released:
+        return Judgement(Step.PLACED, None,
+                         message=f"placed on the room freed by {record.message}")
+    by_uid = {m.uid: m for m in members}
+    seen = set(record.nominated)
+    for uid, node in sorted(record.plan.items(), key=lambda kv: kv[1]):
+        m = by_uid.get(uid)
+        if m is None or not m.gated_by(gate) or m.bound:
+            what = "is gone" if m is None else "is no longer gated (released by someone else)"
+            return Judgement(Step.PLAN_CHANGED, None, message=f"planned member {m.name if m else uid} {what}; "
+                             "planning again", nominated=ours)
+        if m.nominated_node == node:
+            seen.add(uid)
+        elif m.nominated_node or uid in seen:
+            now_at = f"changed to {m.nominated_node}" if m.nominated_node else "cleared"
+            return Judgement(Step.NOMINATION_LOST, None,
+                             message=f"member {m.name}'s nominatedNodeName {node} was {now_at} by someone else "
+                                     "(a higher-priority preemptor on that node); planning again",
+                             nominated=tuple(u for u in ours if u != uid))
+    record = replace(record, nominated=frozenset(seen)) if seen != record.nominated else record
+    remaining = tuple(v for v in record.victims if v.uid in present)
+    if remaining:
+        if now >= record.deadline:
+            return Judgement(Step.VICTIMS_STUCK, None, remaining,
+                             f"{plural(len(remaining), 'victim')} still there {int(now - record.started)}s after "
+                             f"the preemption ({name_list([v.ref for v in remaining])}); backing off",
+                             nominated=tuple(sorted(seen)))
+        record = replace(record, gone_at=None) if record.gone_at is not None else record
+        return Judgement(Step.WAITING, record, remaining, waiting_message(record, remaining))
+    if record.gone_at is None:
+        record = replace(record, gone_at=now)
+    elif now - record.gone_at >= GONE_RECHECK_SECONDS:
+        return Judgement(Step.DOES_NOT_FIT_AFTER_PREEMPTION, None,
+                         message=f"every victim is gone ({plural(len(record.victims), 'pod')}) but the group no "
+                                 "longer fits its planned nodes (room taken meanwhile); planning again",
+                         nominated=tuple(sorted(seen)))
+    return Judgement(Step.VICTIMS_GONE, record, (), f"{record.message}; every victim is gone")
+
+
+def waiting_message(record: InFlight, remaining: Sequence[VictimRef]) -> str:
+    """The ``Preempting=True`` text: the selection's line and the victims still terminating."""
+    return (f"{record.message}; waiting for {plural(len(remaining), 'victim')} to terminate "
+            f"({name_list([v.ref for v in remaining])})")
+
+
+def backoff_seconds(attempts: int) -> float:
+    """Seconds before the ``attempts``-th preemption that ended without placing the group may be
+    followed by another: :data:`BACKOFF_INITIAL_SECONDS` doubling, at most :data:`BACKOFF_MAX_SECONDS`."""
+    if attempts <= 0:
+        return 0.0
+    return min(BACKOFF_MAX_SECONDS, BACKOFF_INITIAL_SECONDS * 2 ** (attempts - 1))

@@ -1,0 +1,316 @@
+"""Acting on a preemption decision (``--preemption``, issue 15): the room that carries it out.
+
+The choice is pure (:func:`cogate.controller.preemption.select_victims`), so are the in-flight
+record and its rules (:mod:`cogate.controller.inflight`); this room finds what they apply to and
+makes the API calls. Verbs, once a pass (the reconciler's thread; groups' memories are not being
+applied then):
+
+- :meth:`Preempting.promises` (before planning): the room held for the preemption in flight
+  (``Promise`` kind ``"preempting"``): the planner charges it for every other group and lends it
+  to its holder;
+- :meth:`Preempting.present` (before planning): the bound, non-terminal pods now, by uid (a victim
+  among them is still there);
+- :meth:`Preempting.step` (after planning, before verdicts are applied): judge the preemption in
+  flight (:func:`inflight.judge`) and act on how it ended; if none is in flight, start at most one:
+  waiting groups whose verdict is ``InsufficientCapacity`` (never ``ExceedsClusterCapacity`` or
+  ``Unschedulable``: no victim can help), highest priority first, not backing off;
+- :meth:`Preempting.conditions` (per group, while its status is computed): ``Preempting``.
+
+A gated member carrying a ``nominatedNodeName`` while its group has no preemption in flight (an
+earlier process's, whose record a restart lost) has it cleared.
+
+One preemption at a time, cluster-wide: serialised like kube-scheduler's one preemption per
+scheduling cycle (``PostFilter`` runs for one pod at a time), so two groups never plan on the same
+victims' room. Starting one (docs/semantics.md "Preemption": hold, nominate, mark, delete):
+
+1. the record goes into the group's memory: its plan is held room from the next pass on;
+2. each planned gated member gets ``status.nominatedNodeName`` = its planned node (status
+   subresource, field manager cogate-controller) BEFORE any victim goes, so kube-scheduler filters
+   lower- and equal-priority pods (a ReplicaSet's replacements of the victims) against it
+   (KEP-5278; kube-scheduler ``addGENominatedPods``);
+3. each victim not already terminating: ``DisruptionTarget=True`` reason ``PreemptionByCogate``,
+   then DELETE with a uid precondition and its own grace period (:meth:`Writer.preempt
+   <cogate.controller.writer.Writer.preempt>`); Events: ``Preempted`` on each victim, ``Preempting``
+   on the group;
+4. the group stays gated until every victim is gone; the normal pass then releases it (pinned) on
+   the lent room. A preemption that ends otherwise clears cogate's nominations (KEP-5278: the
+   setter clears), says why (``Preempting=False``, a Warning ``PreemptionEnded``) and backs off
+   (:func:`inflight.backoff_seconds`).
+
+Handed the config, the caches, the writer, the metrics, the event emitter and the monotonic
+clock. Wake-ups: the deadline of the preemption in flight, the re-check after its victims went.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+
+from cogate.controller import conditions as cond_mod
+from cogate.controller import inflight, notices
+from cogate.controller.capacity import nominated_pods, promised_room
+from cogate.controller.config import ReconcilerConfig
+from cogate.controller.events import Emitter
+from cogate.controller.informer import Caches
+from cogate.controller.inputs import GroupObject
+from cogate.controller.memory import GroupMemory, Memories
+from cogate.controller.metrics import Metrics
+from cogate.controller.notices import ObjectRef, log_extra
+from cogate.controller.preemption import Gang, NoPreemption, Preemption, Reason, select_victims
+from cogate.controller.records import PodInfo, Promise, Reservation
+from cogate.controller.verdicts import Decision, GroupRequest, Outcome
+from cogate.controller.wakeups import WAKE_MARGIN, earliest
+from cogate.controller.writer import Writer, WriteResult
+from cogate.models import PodGroupStatus, format_time
+
+log = logging.getLogger(__name__)
+
+#: Seconds before a group whose selection preempted nothing is selected again (its verdict and
+#: the cluster change under it; a selection is not free at scale: bench/preemption.py).
+RECHECK_SECONDS = 5.0
+#: Groups a pass may run the selection for before one preempts (the highest priorities first).
+SELECTIONS_PER_PASS = 3
+
+
+class Preempting:
+    """Carries out gang preemptions; see the module doc."""
+
+    def __init__(self, config: ReconcilerConfig, caches: Caches, writer: Writer, metrics: Metrics, events: Emitter,
+                 monotonic: Callable[[], float]) -> None:
+        self.config = config
+        self.caches = caches
+        self.writer = writer
+        self.metrics = metrics
+        self.events = events
+        self._monotonic = monotonic
+
+    # -- before planning -------------------------------------------------------------------------
+    def promises(self, groups: Mapping[tuple[str, str], GroupObject], requests: Mapping[tuple[str, str], GroupRequest],
+                 memories: Memories) -> list[Promise]:
+        """The room held for the preemption in flight (:func:`inflight.holds`), for the planner."""
+        out: list[Promise] = []
+        if not self.config.preemption:
+            return out
+        for g in groups.values():
+            rec = memories.recall(g.uid).preemption
+            r = requests.get(g.key)
+            if rec is not None and r is not None:
+                out.extend(inflight.holds(rec, r.members, self.config.gate_name))
+        return out
+
+    def present(self) -> dict[str, PodInfo]:
+        """Bound, non-terminal pods by uid, as the caches hold them now."""
+        if not self.config.preemption:
+            return {}
+        return {p.uid: p for p in self.caches.bound.snapshot() if p.bound and not p.terminal}
+
+    # -- after planning --------------------------------------------------------------------------
+    def step(self, decision: Decision, groups: Mapping[tuple[str, str], GroupObject],
+             requests: Mapping[tuple[str, str], GroupRequest], memories: Memories, present: Mapping[str, PodInfo],
+             reservations: Sequence[Reservation], now: float) -> float | None:
+        """Judge the preemption in flight and act on it; without one, start at most one. Returns
+        ``wake_at`` (monotonic seconds) of its deadline or re-check, ``None`` for none."""
+        if not self.config.preemption:
+            return None
+        verdicts = {(v.namespace, v.name): v for v in decision.verdicts}
+        by_uid = {g.uid: g for g in groups.values()}
+        wakes: list[float | None] = []
+        in_flight = False
+        had = set()  # groups with a record at the start of this step (their nominations are handled)
+        for uid, memory in memories.items():
+            rec = memory.preemption
+            if rec is None:
+                continue
+            had.add(uid)
+            g = by_uid.get(uid)
+            request = requests.get(g.key) if g is not None else None
+            v = verdicts.get(g.key) if g is not None else None
+            released = request is not None and (request.released or (v is not None and Outcome(v.outcome).releases))
+            j = inflight.judge(rec, request.members if request is not None else None, released, present, now,
+                               self.config.gate_name)
+            if j.step.ends:
+                self._ended(g, memory, rec, j, now)
+                continue
+            in_flight = True
+            memory.preemption = j.record
+            due = rec.deadline if j.step is inflight.Step.WAITING else now + inflight.GONE_RECHECK_SECONDS
+            wakes.append(self._monotonic() + (due - now) + WAKE_MARGIN)
+        self._released_anyway(decision, groups, memories)
+        self._stale_nominations(groups, requests, memories, had)
+        if not in_flight:
+            wakes.append(self._start_one(decision, groups, requests, memories, present, reservations, now))
+        return earliest(*wakes)
+
+    def _stale_nominations(self, groups: Mapping[tuple[str, str], GroupObject],
+                           requests: Mapping[tuple[str, str], GroupRequest], memories: Memories,
+                           handled: set[str]) -> None:
+        """Clear ``nominatedNodeName`` on gated members of groups with no preemption in flight: only
+        cogate nominates its gated members, so such a nomination was left by an earlier process (a
+        restart loses the record). Left there, kube-scheduler would keep that room nominated for a
+        pod that may never come (KEP-5278: the setter clears). ``handled``: groups whose record this
+        step judged (an ended one cleared its own already; the members here predate that)."""
+        for key, r in requests.items():
+            g = groups.get(key)
+            if g is None or g.uid in handled or memories.recall(g.uid).preemption is not None:
+                continue
+            for m in r.members:
+                if m.nominated_node and not m.bound and m.gated_by(self.config.gate_name):
+                    log.info("PodGroup %s/%s: clearing member %s's nominatedNodeName %s left by an earlier "
+                             "preemption", *key, m.name, m.nominated_node, extra=log_extra(*key))
+                    self.writer.nominate(m, "")
+
+    def _released_anyway(self, decision: Decision, groups: Mapping[tuple[str, str], GroupObject],
+                         memories: Memories) -> None:
+        """A group released while its note says why nothing was preempted: the note says it was
+        released without preemption (a stale "does not fit even with preemption" would mislead)."""
+        stale = {r.value for r in Reason}
+        for v in decision.verdicts:
+            g = groups.get((v.namespace, v.name))
+            if g is None or not Outcome(v.outcome).releases:
+                continue
+            memory = memories.recall(g.uid)
+            if memory.preemption_note is not None and memory.preemption_note[0] in stale:
+                memory.preemption_note = (cond_mod.REASON_RELEASED_WITHOUT_PREEMPTION,
+                                          f"released without preemption (earlier: {memory.preemption_note[1]})")
+
+    def _ended(self, g: GroupObject | None, memory: GroupMemory, rec: inflight.InFlight, j: inflight.Judgement,
+               now: float) -> None:
+        """A preemption ended: clear cogate's nominations where they remain, say how, back off
+        unless the group was placed."""
+        memory.preemption = None
+        self.metrics.preemptions.labels(j.step.value).inc()
+        key = (rec.namespace, rec.name)
+        log.info("PodGroup %s/%s: preemption ended (%s): %s", *key, j.step.value, j.message, extra=log_extra(*key))
+        if j.step is not inflight.Step.PLACED:
+            self._clear_nominations(rec)
+        if g is None:
+            return
+        memory.preemption_note = (j.step.value, j.message)
+        if j.step is inflight.Step.PLACED:
+            memory.preemption_attempts = 0
+            memory.preemption_until = now
+            return
+        memory.preemption_attempts += 1
+        memory.preemption_until = now + inflight.backoff_seconds(memory.preemption_attempts)
+        self.events.record(g.ref, notices.preemption_ended(j.step.value, j.message))
+
+    def _clear_nominations(self, rec: inflight.InFlight) -> None:
+        """Clear ``status.nominatedNodeName`` of planned members that still carry cogate's (gated,
+        unbound, nominated to the planned node): KEP-5278, the component that set it clears it."""
+        for uid, node in sorted(rec.plan.items()):
+            m = self.caches.members.get(uid)
+            if m is not None and not m.bound and m.nominated_node == node:
+                self.writer.nominate(m, "")
+
+    # -- starting one ----------------------------------------------------------------------------
+    def _start_one(self, decision: Decision, groups: Mapping[tuple[str, str], GroupObject],
+                   requests: Mapping[tuple[str, str], GroupRequest], memories: Memories,
+                   present: Mapping[str, PodInfo], reservations: Sequence[Reservation], now: float) -> float | None:
+        """Select for waiting groups short of room, highest priority first; act on the first
+        :class:`Preemption`. Returns the ``wake_at`` of its deadline."""
+        waiting = []
+        for v in decision.verdicts:
+            key = (v.namespace, v.name)
+            g, r = groups.get(key), requests.get(key)
+            if g is None or r is None or r.released or Outcome(v.outcome) is not Outcome.INSUFFICIENT_CAPACITY:
+                continue
+            memory = memories.recall(g.uid)
+            if memory.preemption_until > now or now - memory.preemption_checked < RECHECK_SECONDS:
+                continue
+            gated = [m.priority for m in r.members if m.gated_by(self.config.gate_name)]
+            if gated:
+                waiting.append((-min(gated), g.pg.metadata.creationTimestamp or "", key, g, r, memory))
+        if not waiting:
+            return None
+        waiting.sort(key=lambda t: t[:3])
+        nodes = self.caches.nodes.snapshot()
+        pods = list(present.values())
+        promised = self._promised(requests, reservations)
+        budgets = self.caches.budgets.snapshot() if self.caches.budgets is not None else []
+        for _, _, key, g, r, memory in waiting[:SELECTIONS_PER_PASS]:
+            gangs = [Gang(o.pg.metadata.namespace, o.pg.metadata.name, o.pg.spec.minMember)
+                     for k, o in groups.items() if k != key]
+            result = select_victims(r, nodes, pods, promised, budgets, gangs, self.config.planner_config)
+            if isinstance(result, NoPreemption):
+                memory.preemption_checked = now
+                if result.reason is not Reason.FITS_WITHOUT_PREEMPTION:
+                    memory.preemption_note = (result.reason.value, result.message)
+                continue
+            return self._act(g, r, memory, result, now)
+        return None
+
+    def _promised(self, requests: Mapping[tuple[str, str], GroupRequest],
+                  reservations: Sequence[Reservation]) -> list[Promise]:
+        """Room promised to others, which victims cannot free (``capacity.promised_room``: the
+        reservations the pass kept and made, the nominations of unbound non-members)."""
+        member = {m.uid: (m, r) for r in requests.values() for m in r.members}
+        kept = [(res, member[res.pod_uid][0]) for res in reservations if res.pod_uid in member]
+        holders = {res.pod_uid: inflight.holder(member[res.pod_uid][1].namespace, member[res.pod_uid][1].name)
+                   for res, _ in kept}
+        nominated: list[PodInfo] = []
+        if self.caches.nominated is not None:
+            nominated = nominated_pods([p for p in self.caches.nominated.snapshot() if p is not None])
+        return promised_room(kept, nominated, holders)
+
+    def _act(self, g: GroupObject, r: GroupRequest, memory: GroupMemory, p: Preemption, now: float) -> float | None:
+        """Hold, nominate, mark and delete (module doc); ``wake_at`` of the deadline."""
+        ns, name = g.key
+        group = f"{ns}/{name}"
+        rec = inflight.start(ns, name, [(v.pod, v.node, None) for v in p.victims], p.plan, r.members, p.priority,
+                             p.message, now)
+        memory.preemption = rec  # 1. held from the next pass on
+        memory.preemption_note = None
+        by_uid = {m.uid: m for m in r.members}
+        for uid, node in sorted(p.plan.items(), key=lambda kv: kv[1]):  # 2. nominate before any victim goes
+            m = by_uid.get(uid)
+            if m is None:
+                continue
+            result = self.writer.nominate(m, node)
+            if result != WriteResult.OK:
+                message = f"setting member {m.name}'s nominatedNodeName to {node} failed ({result}); nothing preempted"
+                self._ended(g, memory, rec, inflight.Judgement(inflight.Step.PLAN_CHANGED, None, message=message), now)
+                return None
+        self.metrics.preemptions.labels("Started").inc()
+        log.info("PodGroup %s: %s", group, p.message, extra=log_extra(ns, name))
+        self.events.record(g.ref, notices.preempting(p.message))
+        mark = notices.disruption_message(group, p.priority)
+        stamp = format_time(now)
+        graces: dict[str, float] = {}
+        for v in p.victims:  # 3. mark, then delete, each victim
+            result, grace = self.writer.preempt(v.pod, mark, stamp)
+            if grace is not None:
+                graces[v.pod.uid] = grace
+            if result == WriteResult.DELETED:
+                self.events.record(_pod_ref(v.pod), notices.preempted(group, p.priority, v.node))
+        if graces:  # the deadline follows the grace periods the API server answered
+            refs = tuple(v if v.uid not in graces else inflight.VictimRef(v.uid, v.namespace, v.name, v.node,
+                                                                          graces[v.uid]) for v in rec.victims)
+            rec = memory.preemption = inflight.InFlight(
+                rec.namespace, rec.name, refs, rec.plan, rec.requests, rec.priority, rec.started,
+                inflight.deadline(rec.started, refs), rec.message)
+        return self._monotonic() + (rec.deadline - now) + WAKE_MARGIN
+
+    # -- per group, while its status is computed ---------------------------------------------------
+    def conditions(self, status: PodGroupStatus, g: GroupObject, memory: GroupMemory, now: float) -> PodGroupStatus:
+        """``status`` with ``Preempting`` written (:func:`conditions.write_preempting`): True while
+        a preemption is in flight (victims still terminating named), else False with the last
+        note. Unchanged without ``--preemption``."""
+        if not self.config.preemption:
+            return status
+        rec = memory.preemption
+        active = ""
+        if rec is not None:
+            remaining = [v for v in rec.victims if self.caches.bound.get(v.uid) is not None]
+            active = inflight.waiting_message(rec, remaining) if remaining else f"{rec.message}; every victim is gone"
+        reason, message = memory.preemption_note or ("", "")
+        if not active and not reason and not any(c.type == cond_mod.CONDITION_PREEMPTING and c.status == "True"
+                                                 for c in status.conditions):
+            return status
+        conds = cond_mod.ConditionSet(status.conditions, now, g.pg.metadata.generation)
+        cond_mod.write_preempting(conds, active=active, reason=reason, message=message)
+        return status.model_copy(update={"conditions": conds.to_list()})
+
+
+def _pod_ref(p: PodInfo) -> ObjectRef:
+    return ObjectRef(p.namespace, p.name, p.uid, kind="Pod", api_version="v1")
+

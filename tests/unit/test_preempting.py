@@ -1,0 +1,331 @@
+"""The Preempting room (issue 15 item 2): a reconciler with the real planner against a fake API.
+
+Each test runs passes of :class:`~cogate.controller.reconciler.Reconciler` (``--preemption``)
+on :class:`tests.builders.FakeCluster` pods, the informers relisted from the fake between passes
+(as the watch would deliver), and checks the calls made (their order: nominate, mark, delete),
+the PodGroup status (``Preempting``), the Events and the metrics. The pure parts are tested in
+tests/unit/test_inflight.py; end to end: tests/e2e/test_preemption.py.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from cogate.controller import inflight, records
+from cogate.controller.config import ReconcilerConfig
+from cogate.controller.events import EventRecorder
+from cogate.controller.informer import Caches, Informer, name_key, namespaced_key, uid_key
+from cogate.controller.inputs import group_object
+from cogate.controller.metrics import Metrics
+from cogate.controller.reconciler import Reconciler
+from tests.builders import GATE, ApiError, FakeCluster, raw_pg, raw_pod, ready_node
+
+T0 = 1_704_067_300.0
+
+
+class StatusCluster(FakeCluster):
+    """FakeCluster plus the pod status subresource (strategic merge: conditions by type) and a
+    DELETE answering the pod with its grace period."""
+
+    def __init__(self, pods, pgs) -> None:
+        super().__init__(pods, pgs)
+        self.calls: list[tuple[str, str]] = []
+        self.keep_deleted = False  # victims stay (terminating) after DELETE: a stuck victim
+
+    def patch_namespaced_pod_status(self, name, namespace, body, **kw):
+        assert kw["_content_type"] == "application/strategic-merge-patch+json"
+        assert kw["field_manager"] == "cogate-controller"
+        pod = self.pods.get(name)
+        if pod is None:
+            raise ApiError(404)
+        assert body["metadata"]["uid"] == pod["metadata"]["uid"]
+        status = pod.setdefault("status", {})
+        for k, v in body["status"].items():
+            if k == "conditions":
+                have = {c["type"]: c for c in status.get("conditions", [])}
+                for c in v:
+                    have[c["type"]] = c
+                status["conditions"] = list(have.values())
+            elif v is None:
+                status.pop(k, None)
+            else:
+                status[k] = v
+        self._bump(pod)
+        what = "nominate" if "nominatedNodeName" in body["status"] else "mark"
+        self.calls.append((what, f"{name}={body['status'].get('nominatedNodeName')}" if what == "nominate" else name))
+        return copy.deepcopy(pod)
+
+    def delete_namespaced_pod(self, name, namespace, body=None, **_):
+        if name not in self.pods:
+            raise ApiError(404)
+        self.calls.append(("delete", name))
+        self.deleted.append(name)
+        pod = self.pods[name]
+        if self.keep_deleted:
+            pod["metadata"]["deletionTimestamp"] = "2024-01-01T00:00:00Z"
+            pod["metadata"]["deletionGracePeriodSeconds"] = 5
+            return copy.deepcopy(pod)
+        del self.pods[name]
+        return {"metadata": {"name": name, "deletionGracePeriodSeconds": 5}}
+
+
+def pod(name, *, priority, cpu="2", node="", group=None, gates=(GATE,), policy=None) -> dict[str, Any]:
+    raw = raw_pod(name, group=group, gates=gates if group else (), node=node, phase="Running" if node else "Pending",
+                  cpu=cpu)
+    raw["spec"]["priority"] = priority
+    if policy:
+        raw["spec"]["preemptionPolicy"] = policy
+    return raw
+
+
+class World:
+    """A reconciler with the real planner over a :class:`StatusCluster`; :meth:`run` relists the
+    informers from the fake first (the watch's view), then runs one pass."""
+
+    def __init__(self, pods, pgs, *, preemption=True, nodes=(("n1", "4"),)) -> None:
+        self.cluster = StatusCluster(pods, pgs)
+        self.now = T0
+        self.events: list[tuple[str, str, str, str]] = []
+        c = self.cluster
+
+        def make(name, items, key, convert) -> Informer:
+            return Informer(name, lambda: (items(), "1"), lambda rv: iter(()), key, convert)
+
+        self.caches = Caches(
+            podgroups=make("pg", lambda: list(c.pgs.values()), namespaced_key, group_object),
+            members=make("members", lambda: [p for p in c.pods.values() if p["metadata"]["labels"]], uid_key,
+                         records.pod_info),
+            bound=make("bound", lambda: [p for p in c.pods.values() if p["spec"].get("nodeName")], uid_key,
+                       records.pod_info),
+            nodes=make("nodes", lambda: [ready_node(n, cpu) for n, cpu in nodes], name_key, records.node_info),
+        )
+        self.relist()
+        self.recorder = EventRecorder(
+            lambda ns, b: self.events.append((b["type"], b["reason"], b["involvedObject"]["name"], b["message"])),
+            lambda *a: None, clock=lambda: self.now)
+        self.metrics = Metrics()
+        self.rec = Reconciler(c, c, self.caches, ReconcilerConfig(preemption=preemption, max_patch_attempts=2),
+                              recorder=self.recorder, metrics=self.metrics, clock=lambda: self.now,
+                              monotonic=lambda: self.now, sleep=lambda s: None)
+        self.caches.members.add_handler(self.rec.on_member_event)  # as controller/main.py does
+
+    def relist(self) -> None:
+        for inf in self.caches.all():
+            inf._relist()
+
+    def run(self, dt: float = 0.0) -> None:
+        self.now += dt
+        self.relist()
+        self.rec.reconcile_once()
+        self.recorder.flush()
+        self.relist()
+
+    def condition(self, pg="pg", type_="Preempting"):
+        return next((c for c in self.cluster.pgs[pg]["status"].get("conditions", []) if c["type"] == type_), None)
+
+    def metric(self, name, **labels) -> float:
+        return self.metrics.registry.get_sample_value(name, labels) or 0.0
+
+
+def full_node_world(**kw) -> World:
+    """n1 (4 cpu) full of two low-priority pods (2 cpu each, priority 100); PodGroup pg (minMember 2,
+    priority 1000) with two gated members of 2 cpu."""
+    pods = [pod("low-a", priority=100, node="n1"), pod("low-b", priority=100, node="n1"),
+            pod("m-0", priority=1000, group="pg"), pod("m-1", priority=1000, group="pg")]
+    return World(pods, [raw_pg("pg", 2)], **kw)
+
+
+def test_victims_go_after_the_nominations_then_the_gang_is_released_on_their_room():
+    w = full_node_world()
+    w.run()
+    assert w.cluster.calls == [("nominate", "m-0=n1"), ("nominate", "m-1=n1"), ("mark", "low-a"), ("delete", "low-a"),
+                               ("mark", "low-b"), ("delete", "low-b")]
+    assert all(w.cluster.pods[m]["status"]["nominatedNodeName"] == "n1" for m in ("m-0", "m-1"))
+    cond = w.condition()
+    assert cond["status"] == "True" and cond["reason"] == "Preempting"
+    assert cond["message"].startswith("preempting 2 pods (team/low-a, team/low-b) of priority <= 100 on 1 node n1")
+    assert "priority 1000" in cond["message"]
+    assert ("Normal", "Preempting", "pg", cond["message"].split("; waiting")[0]) in w.events
+    preempted = [e for e in w.events if e[1] == "Preempted"]
+    assert [e[2] for e in preempted] == ["low-a", "low-b"]
+    assert all("PodGroup team/pg (priority 1000)" in e[3] for e in preempted)
+    assert w.metric("cogate_preemptions_total", result="Started") == 1
+    assert w.metric("cogate_preemption_victims_total", result="deleted") == 2
+    assert all(GATE in [g["name"] for g in w.cluster.pods[m]["spec"]["schedulingGates"]] for m in ("m-0", "m-1"))
+
+    w.run(1.0)  # the victims are gone: the held room is lent to pg, which is released pinned to n1
+    for m in ("m-0", "m-1"):
+        spec = w.cluster.pods[m]["spec"]
+        assert not spec.get("schedulingGates")
+        terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+        assert terms[0]["matchFields"][0]["values"] == ["n1"]
+    cond = w.condition()
+    assert (cond["status"], cond["reason"]) == ("False", "Placed")
+    assert w.metric("cogate_preemptions_total", result="Placed") == 1
+    assert w.rec.memory.recall("pg-uid-pg").preemption is None
+
+
+def test_victims_are_marked_disruption_target_with_cogates_reason_before_the_delete():
+    w = full_node_world()
+    w.cluster.keep_deleted = True
+    w.run()
+    for name in ("low-a", "low-b"):
+        c = next(c for c in w.cluster.pods[name]["status"]["conditions"] if c["type"] == "DisruptionTarget")
+        assert (c["status"], c["reason"]) == ("True", "PreemptionByCogate")
+        assert c["message"] == "cogate: preempting to place PodGroup team/pg (priority 1000)"
+        assert c["lastTransitionTime"]  # without it the disruption controller resets the mark at once
+
+
+def test_the_held_room_is_not_released_to_a_lower_priority_group_meanwhile():
+    w = full_node_world()
+    w.run()
+    w.cluster.pods["o-0"] = pod("o-0", priority=100, cpu="2", group="other")
+    w.cluster.pgs["other"] = raw_pg("other", 1)
+    w.run(1.0)
+    assert GATE in [g["name"] for g in w.cluster.pods["o-0"]["spec"]["schedulingGates"]]
+    assert not w.cluster.pods["m-0"]["spec"].get("schedulingGates")
+
+
+def test_stuck_victims_end_it_at_the_deadline_clear_the_nominations_and_back_off():
+    w = full_node_world()
+    w.cluster.keep_deleted = True  # terminating for ever (a finalizer, a NotReady node)
+    w.run()
+    rec = w.rec.memory.recall("pg-uid-pg").preemption
+    assert rec is not None and rec.deadline == T0 + 5 + inflight.STUCK_SLACK_SECONDS  # grace from the DELETE answer
+    w.run(10.0)
+    assert "still" not in w.condition()["message"] and w.condition()["status"] == "True"
+    assert "waiting for 2 victims to terminate (team/low-a, team/low-b)" in w.condition()["message"]
+    w.cluster.calls.clear()
+    w.run(rec.deadline - w.now)
+    assert w.cluster.calls == [("nominate", "m-0=None"), ("nominate", "m-1=None")]
+    assert all("nominatedNodeName" not in w.cluster.pods[m]["status"] for m in ("m-0", "m-1"))
+    cond = w.condition()
+    assert (cond["status"], cond["reason"]) == ("False", "VictimsStuck")
+    assert "team/low-a" in cond["message"] and "team/low-b" in cond["message"]
+    warn = [e for e in w.events if e[1] == "PreemptionEnded"]
+    assert warn and warn[-1][0] == "Warning" and "VictimsStuck" in warn[-1][3]
+    w.cluster.calls.clear()
+    w.run(1.0)  # backing off: nothing preempted again
+    assert w.cluster.calls == []
+    assert w.rec.memory.recall("pg-uid-pg").preemption_until == rec.deadline + inflight.BACKOFF_INITIAL_SECONDS
+
+
+def test_equal_priority_preempts_nothing_and_says_why():
+    pods = [pod("low-a", priority=1000, node="n1"), pod("low-b", priority=1000, node="n1"),
+            pod("m-0", priority=1000, group="pg"), pod("m-1", priority=1000, group="pg")]
+    w = World(pods, [raw_pg("pg", 2)])
+    w.run()
+    assert w.cluster.calls == [] and w.cluster.deleted == []
+    cond = w.condition()
+    assert (cond["status"], cond["reason"]) == ("False", "NoLowerPriorityPods")
+
+
+def test_preemption_policy_never_preempts_nothing():
+    pods = [pod("low-a", priority=100, node="n1"), pod("low-b", priority=100, node="n1"),
+            pod("m-0", priority=1000, group="pg", policy="Never"), pod("m-1", priority=1000, group="pg")]
+    w = World(pods, [raw_pg("pg", 2)])
+    w.run()
+    assert w.cluster.deleted == []
+    assert w.condition()["reason"] == "PreemptionPolicyNever"
+
+
+def test_a_gang_that_does_not_fit_even_with_preemption_deletes_nothing():
+    pods = [pod("low-a", priority=100, node="n1"), pod("high", priority=5000, node="n1"),
+            pod("m-0", priority=1000, group="pg"), pod("m-1", priority=1000, group="pg")]
+    w = World(pods, [raw_pg("pg", 2)])
+    w.run()
+    assert w.cluster.deleted == []
+    assert w.condition()["reason"] == "DoesNotFitEvenWithPreemption"
+
+
+def test_without_the_flag_nothing_is_preempted_and_no_condition_is_written():
+    w = full_node_world(preemption=False)
+    w.run()
+    assert w.cluster.calls == [] and w.cluster.deleted == []
+    assert w.condition() is None
+    assert w.condition(type_="Released")["reason"] == "InsufficientCapacity"
+
+
+def test_a_nomination_cleared_by_someone_else_ends_it_and_clears_cogates_others():
+    w = full_node_world()
+    w.cluster.keep_deleted = True
+    w.run()
+    w.run(1.0)  # cogate's nominations seen
+    w.cluster.pods["m-0"]["status"].pop("nominatedNodeName")  # a higher-priority preemptor on n1
+    w.cluster.calls.clear()
+    w.run(1.0)
+    assert w.cluster.calls == [("nominate", "m-1=None")]
+    cond = w.condition()
+    assert (cond["status"], cond["reason"]) == ("False", "NominationLost")
+    assert "m-0" in cond["message"]
+
+
+def test_a_victim_gangs_disrupted_condition_names_the_preemptor():
+    victims = [pod(f"v-{i}", priority=100, node="n1", group="victim", gates=()) for i in range(2)]
+    pods = victims + [pod("m-0", priority=1000, group="pg"), pod("m-1", priority=1000, group="pg")]
+    done = {"phase": "Running", "conditions": [{"type": "Released", "status": "True", "reason": "Released",
+                                                "message": "", "lastTransitionTime": "2024-01-01T00:00:00Z"}],
+            "scheduleStartTime": "2024-01-01T00:00:00Z"}
+    w = World(pods, [raw_pg("pg", 2), raw_pg("victim", 2, status=done)])
+    w.run()  # the victim gang's members are seen as a standing release (its last pass)
+    assert sorted(w.cluster.deleted) == ["v-0", "v-1"]
+    w.run(1.0)
+    cond = w.condition("victim", "Disrupted")
+    assert cond is not None and cond["status"] == "True", w.cluster.pgs["victim"]["status"]
+    assert "preempted by cogate (preempting to place PodGroup team/pg (priority 1000))" in cond["message"]
+
+
+def test_a_group_released_after_preempting_nothing_says_so():
+    pods = [pod("high", priority=5000, node="n1", cpu="4"), pod("m-0", priority=1000, group="pg"),
+            pod("m-1", priority=1000, group="pg")]
+    w = World(pods, [raw_pg("pg", 2)])
+    w.run()
+    assert w.condition()["reason"] == "NoLowerPriorityPods"
+    del w.cluster.pods["high"]  # room frees on its own
+    w.run(1.0)
+    assert not w.cluster.pods["m-0"]["spec"].get("schedulingGates")
+    c = w.condition()
+    assert (c["status"], c["reason"]) == ("False", "ReleasedWithoutPreemption") and "earlier:" in c["message"]
+    assert w.cluster.deleted == []
+
+
+def test_a_restart_in_flight_never_leaves_preempting_true_nor_deletes_more():
+    w = full_node_world()
+    w.cluster.keep_deleted = True
+    w.run()
+    assert w.condition()["status"] == "True"
+    deleted = list(w.cluster.deleted)
+    w.rec.memory.forget(())  # what a new process starts with: no record
+    w.run(1.0)
+    c = w.condition()
+    # the new process selects again: the terminating victims are no candidates, nothing else is lower
+    assert (c["status"], c["reason"]) == ("False", "NoLowerPriorityPods")
+    assert w.cluster.deleted == deleted
+    w.rec.memory.forget(())
+    w.rec.memory.recall("pg-uid-pg").preemption_checked = w.now + 1  # no selection in the next pass
+    w.run(0.5)
+    w.cluster.pgs["pg"]["status"]["conditions"] = [
+        dict(c, status="True", reason="Preempting") if c["type"] == "Preempting" else c
+        for c in w.cluster.pgs["pg"]["status"]["conditions"]]  # as an earlier process left it
+    w.rec.memory.forget(())
+    w.rec.memory.recall("pg-uid-pg").preemption_checked = w.now + 1
+    w.run(0.1)
+    c = w.condition()
+    assert (c["status"], c["reason"]) == ("False", "Interrupted")
+
+
+def test_a_nomination_left_by_an_earlier_process_is_cleared():
+    w = full_node_world()
+    w.cluster.keep_deleted = True
+    w.run()
+    assert w.cluster.pods["m-0"]["status"]["nominatedNodeName"] == "n1"
+    w.rec.memory.forget(())  # a new process: no record of the preemption
+    w.rec.memory.recall("pg-uid-pg").preemption_checked = w.now + 10  # and no new selection in this pass
+    w.cluster.calls.clear()
+    w.run(1.0)
+    assert sorted(w.cluster.calls) == [("nominate", "m-0=None"), ("nominate", "m-1=None")]
+    assert all("nominatedNodeName" not in w.cluster.pods[m]["status"] for m in ("m-0", "m-1"))
+    w.cluster.calls.clear()
+    w.run(1.0)
+    assert w.cluster.calls == []  # once
