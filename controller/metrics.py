@@ -71,11 +71,10 @@ class Metrics:
         self.owner_reads = Counter(_P + "owner_reads", "Reads of waiting groups' member owners (Jobs, ReplicaSets, "
                                    "StatefulSets) by kind and result (ok, not_found, invalid, error).",
                                    ["kind", "result"], registry=r)
-        # Preemption (issue 15): outside the cogate_controller_ prefix, as named in the issue.
-        self.preemptions = Counter("cogate_preemptions", "Gang preemptions by result (started; then how each "
+        self.preemptions = Counter(_P + "preemptions", "Gang preemptions by result (started; then how each "
                                    "ended: Placed, VictimsStuck, NominationLost, PlanChanged, "
                                    "DoesNotFitAfterPreemption, PodGroupDeleted).", ["result"], registry=r)
-        self.preemption_victims = Counter("cogate_preemption_victims", "Pods cogate preempted for a gang, by "
+        self.preemption_victims = Counter(_P + "preemption_victims", "Pods cogate preempted for a gang, by "
                                           "result of the delete (deleted, gone, failed).", ["result"], registry=r)
         self.is_leader = Gauge(_P + "leader", "1 while this process holds the leader Lease.", registry=r)
 

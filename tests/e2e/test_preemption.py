@@ -167,8 +167,8 @@ def test_a_high_priority_gang_preempts_the_low_priority_pods_it_needs_and_binds_
     assert {e.involved_object.uid for e in victims} <= before
     assert all(f"PodGroup {namespace}/train (priority 1000)" in e.message for e in victims)
     metrics = preempting.metrics()
-    assert 'cogate_preemptions_total{result="Started"} 1.0' in metrics
-    assert 'cogate_preemption_victims_total{result="deleted"} 3.0' in metrics
+    assert 'cogate_controller_preemptions_total{result="Started"} 1.0' in metrics
+    assert 'cogate_controller_preemption_victims_total{result="deleted"} 3.0' in metrics
 
 
 FINALIZER = "example.com/hold"

@@ -150,8 +150,8 @@ def test_victims_go_after_the_nominations_then_the_gang_is_released_on_their_roo
     preempted = [e for e in w.events if e[1] == "Preempted"]
     assert [e[2] for e in preempted] == ["low-a", "low-b"]
     assert all("PodGroup team/pg (priority 1000)" in e[3] for e in preempted)
-    assert w.metric("cogate_preemptions_total", result="Started") == 1
-    assert w.metric("cogate_preemption_victims_total", result="deleted") == 2
+    assert w.metric("cogate_controller_preemptions_total", result="Started") == 1
+    assert w.metric("cogate_controller_preemption_victims_total", result="deleted") == 2
     assert all(GATE in [g["name"] for g in w.cluster.pods[m]["spec"]["schedulingGates"]] for m in ("m-0", "m-1"))
 
     w.run(1.0)  # the victims are gone: the held room is lent to pg, which is released pinned to n1
@@ -162,7 +162,7 @@ def test_victims_go_after_the_nominations_then_the_gang_is_released_on_their_roo
         assert terms[0]["matchFields"][0]["values"] == ["n1"]
     cond = w.condition()
     assert (cond["status"], cond["reason"]) == ("False", "Placed")
-    assert w.metric("cogate_preemptions_total", result="Placed") == 1
+    assert w.metric("cogate_controller_preemptions_total", result="Placed") == 1
     assert w.rec.memory.recall("pg-uid-pg").preemption is None
 
 
