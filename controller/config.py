@@ -50,8 +50,8 @@ class ReconcilerConfig:
     #: Opt-in: evict the remaining owned members of a group that fell below minMember after reaching it.
     evict_below_quorum: bool = False
     #: Gang-aware preemption (``--preemption``, issue 15): a waiting group short of room deletes
-    #: lower-priority pods to make it (controller/preempting.py). Off by default in this landing.
-    preemption: bool = False
+    #: lower-priority pods to make it (controller/preempting.py). On by default, as kube-scheduler's preemption is.
+    preemption: bool = True
 
     @property
     def planner_config(self) -> verdicts.PlannerConfig:

@@ -130,10 +130,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--evict-below-quorum", action="store_true",
                    help="when a group that reached minMember falls below it, evict its remaining members that have "
                         "a controller owner so the gang frees its room and re-forms whole (default: off)")
-    p.add_argument("--preemption", action=argparse.BooleanOptionalAction, default=False,
+    p.add_argument("--preemption", action=argparse.BooleanOptionalAction, default=True,
                    help="gang-aware preemption: a waiting group short of room deletes lower-priority pods (after "
                         "marking them DisruptionTarget) when that lets minMember fit, one preemption at a time, and "
-                        "holds the freed room until its members are released (default: off)")
+                        "holds the freed room until its members are released (default: on, as kube-scheduler's preemption; "
+                        "--no-preemption turns it off)")
     p.add_argument("--workers", metavar="N", type=cliargs.positive_int, default=DEFAULT_WORKERS,
                    help="concurrent gate-removal requests (PodGroups' verdicts are applied on half as many); "
                         "a release of N members takes about N / this many API round trips; >= 1 "

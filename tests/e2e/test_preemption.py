@@ -1,6 +1,7 @@
 """Gang-aware preemption (issue 15 items 2, 4, 5) on the real local control plane.
 
-The controller runs with ``--preemption`` (off by default in this landing). PriorityClasses are
+The controller runs restarted with ``--preemption`` (the default, said explicitly; the restart gives
+fresh metrics). PriorityClasses are
 made through the scheduling API; one fake node of 10 CPU (``example.NODE_SHAPE``) unless said.
 
 - (a) a low-priority ReplicaSet fills the node and a high-priority gang arrives: exactly the
@@ -38,7 +39,8 @@ NODE = dict(kwok_taint=False, **example.NODE_SHAPE)
 
 @pytest.fixture
 def preempting(stack) -> Iterator[Any]:
-    """The controller restarted with ``--preemption``; the session's flags again after the test."""
+    """The controller restarted (fresh metrics) with ``--preemption`` (the default, said explicitly);
+    the session's flags again after the test."""
     saved = stack.controller_args
     stack.restart_controller(*saved, "--preemption")
     try:

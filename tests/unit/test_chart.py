@@ -299,8 +299,8 @@ def test_after_release_values_reach_the_flags_and_rights(helm):
                                                       "validatingadmissionpolicies", "mutatingadmissionpolicies"),
                  ("get", "list", "watch"), ())
     assert admission in _rules(default, "ClusterRole", "cogate-controller")
-    objs = render(helm, "--set", "controller.recreateStuckMembers=false", "--set", "controller.validateReleases=false",
-                  "--set", "controller.podDisruptionBudgets=true", "--set", "controller.evictBelowQuorum=true")
+    objs = render(helm, "--set", "controller.recreateStuckMembers=false", "--set", "controller.preemption=false",
+                  "--set", "controller.validateReleases=false", "--set", "controller.podDisruptionBudgets=true", "--set", "controller.evictBelowQuorum=true")
     args = container(find(objs, "Deployment", "cogate-controller"), "controller")["args"]
     parsed = controller_main.build_parser().parse_args(args[1:])
     assert not parsed.recreate_stuck_members and parsed.validate_releases == "never"
@@ -315,16 +315,20 @@ def test_after_release_values_reach_the_flags_and_rights(helm):
 def test_preemption_value_reaches_the_flag_and_rights(helm):
     default = render(helm)
     args = container(find(default, "Deployment", "cogate-controller"), "controller")["args"]
-    assert controller_main.build_parser().parse_args(args[1:]).preemption is False
+    assert controller_main.build_parser().parse_args(args[1:]).preemption is True  # on by default
     status = (("",), ("pods/status",), ("patch",), ())
     budgets = (("policy",), ("poddisruptionbudgets",), ("list", "watch"), ())
-    assert status not in _rules(default, "ClusterRole", "cogate-controller")
+    assert status in _rules(default, "ClusterRole", "cogate-controller")
     objs = render(helm, "--set", "controller.preemption=true", "--set", "controller.recreateStuckMembers=false")
-    args = container(find(objs, "Deployment", "cogate-controller"), "controller")["args"]
-    assert controller_main.build_parser().parse_args(args[1:]).preemption is True
     rules = _rules(objs, "ClusterRole", "cogate-controller")
     assert status in rules and budgets in rules
     assert (("",), ("pods",), ("delete",), ()) in rules  # victims are deleted even without stuck-member recreation
+    off = render(helm, "--set", "controller.preemption=false", "--set", "controller.recreateStuckMembers=false")
+    args = container(find(off, "Deployment", "cogate-controller"), "controller")["args"]
+    assert controller_main.build_parser().parse_args(args[1:]).preemption is False
+    rules = _rules(off, "ClusterRole", "cogate-controller")
+    assert status not in rules and budgets not in rules
+    assert not any("delete" in r[2] and "pods" in r[1] for r in rules)
 
 
 def test_values_reach_the_containers(helm):
@@ -395,6 +399,8 @@ def test_controller_rbac_is_least_privilege(objs):
         (("",), ("nodes", "persistentvolumeclaims", "persistentvolumes"), ("get", "list", "watch"), ()),
         (("",), ("resourcequotas",), ("get", "list", "watch"), ()),
         (("",), ("pods",), ("delete",), ()),
+        (("",), ("pods/status",), ("patch",), ()),
+        (("policy",), ("poddisruptionbudgets",), ("list", "watch"), ()),
         (("apps",), ("replicasets", "statefulsets"), ("get",), ()),
         (("batch",), ("jobs",), ("get",), ()),
         (("scheduling.x-k8s.io",), ("podgroups",), ("get", "list", "watch"), ()),
