@@ -81,12 +81,13 @@ from enum import StrEnum
 from typing import Any
 
 from cogate.api import POD_GROUP_LABEL
-from cogate.controller.capacity import Room, Snapshot, pack, req_with_pod
+from cogate.controller.capacity import NodeTable, Room, Snapshot, pack, req_with_pod, reserve_room
 from cogate.controller.explanations import held_reason, name_list, plural
 from cogate.controller.filters import spec_key
 from cogate.controller.planner import classify, members_anti, members_spread
-from cogate.controller.records import (InvalidObject, LabelSelector, NodeInfo, PodInfo, Promise, label_selector,
-                                       member_key)
+from cogate.controller.planstate import BoundView
+from cogate.controller.records import (HostPort, InvalidObject, LabelSelector, NodeInfo, PodInfo, Promise,
+                                       label_selector, member_key)
 from cogate.controller.verdicts import GroupRequest, PlannerConfig
 
 __all__ = ["Reason", "Budget", "budget_info", "Gang", "Victim", "Preemption", "NoPreemption", "select_victims",
@@ -279,21 +280,19 @@ class _Unit:
 class _Selection:
     """The state of one :func:`select_victims` call after the early answers (rules 1 to 3)."""
 
-    def __init__(self, group: GroupRequest, snapshot: Snapshot, room: Room, plannable: list[PodInfo], needed: int,
-                 candidates: list[tuple[PodInfo, int]], budgets: Sequence[Budget],
+    def __init__(self, group: GroupRequest, table: NodeTable, room: Room, plannable: list[PodInfo], needed: int,
+                 candidates: _Candidates, budgets: Sequence[Budget],
                  gang_pods: Mapping[tuple[str, str], list[tuple[PodInfo, int]]],
                  slack: Mapping[tuple[str, str], int]) -> None:
         self.group = group
-        self.snapshot = snapshot
+        self.table = table
         self.room = room
         self.plannable = plannable
         self.needed = needed
         self.budgets = budgets
         self.gang_pods = gang_pods
         self.slack = slack
-        self.by_node: dict[int, list[PodInfo]] = {}
-        for p, i in candidates:
-            self.by_node.setdefault(i, []).append(p)
+        self.by_node = candidates
         self._sorted: set[int] = set()
         self.gang_of: dict[str, tuple[str, str]] = {p.uid: gk for gk, ps in gang_pods.items() for p, _ in ps}
         self._budgets_of: dict[str, tuple[int, ...]] = {}
@@ -301,7 +300,7 @@ class _Selection:
         #: node slots whose candidates a budget or a gang covers: their cached choices read its count
         self.budget_slots: dict[int, set[int]] = {}
         if budgets:
-            for p, i in candidates:
+            for p, i in candidates.pairs():
                 for k in self.budgets_of(p):
                     self.budget_slots.setdefault(k, set()).add(i)
         self.gang_slots = {gk: {i for _, i in ps} for gk, ps in gang_pods.items()}
@@ -470,7 +469,7 @@ class _Selection:
         pool = self.pools.get(skey)
         if pool is None or (pool.eligible is not eligible and pool.eligible != eligible):
             pool = self.pools[skey] = _Pool(eligible)
-        want = candidate_nodes(len(self.snapshot.table.nodes))
+        want = candidate_nodes(len(self.table.nodes))
         again = set(self.touched[pool.log_at:])
         pool.log_at = len(self.touched)
         for i in sorted(again):
@@ -643,21 +642,73 @@ def _reprieve_order(sel: _Selection, units: list[_Unit]) -> list[_Unit]:
     return [u for u in units if id(u) in bad] + [u for u in units if id(u) not in bad]
 
 
-def _lent_room(snapshot: Snapshot, promised: Sequence[Promise], group: GroupRequest,
-               without: Iterable[str] = ()) -> Room:
-    """The room the planner plans ``group`` on (``planner.Pass``: bound pods, room promised,
-    nominations below the group's lowest member priority lent), without the pods ``without``."""
-    room = snapshot.room(promised, frozenset(without))
+class _Candidates:
+    """The candidates (rule 1) of one call, by node slot: ``get(i)`` node ``i``'s (a list the
+    selection may sort), :meth:`pairs` all of them as ``(pod, slot)``, ``count`` how many. Built
+    from a list (the from-scratch path) or read node by node from a
+    :class:`~cogate.controller.planstate.BoundView` when first asked (the fast path)."""
+
+    def __init__(self, count: int, by_node: dict[int, list[PodInfo]],
+                 read: Callable[[int], list[PodInfo]] | None = None, slots: Iterable[int] = ()) -> None:
+        self.count = count
+        self._by_node = by_node
+        self._read = read
+        self._slots = sorted(slots) if read is not None else sorted(by_node)
+
+    @classmethod
+    def listed(cls, candidates: Sequence[tuple[PodInfo, int]]) -> _Candidates:
+        by_node: dict[int, list[PodInfo]] = {}
+        for p, i in candidates:
+            by_node.setdefault(i, []).append(p)
+        return cls(len(candidates), by_node)
+
+    def get(self, i: int) -> list[PodInfo] | None:
+        ps = self._by_node.get(i)
+        if ps is None and self._read is not None:
+            ps = self._by_node[i] = self._read(i)
+        return ps
+
+    def pairs(self) -> list[tuple[PodInfo, int]]:
+        return [(p, i) for i in self._slots for p in (self.get(i) or ())]
+
+
+def _lent(room: Room, group: GroupRequest) -> Room:
+    """``room`` with the nominations below the group's lowest member priority lent (as ``planner.Pass``)."""
     if room.nominations:
         room.lend(min((m.priority for m in group.members), default=0))
         room.commit()
     return room
 
 
+def _lent_room(snapshot: Snapshot, promised: Sequence[Promise], group: GroupRequest,
+               without: Iterable[str] = ()) -> Room:
+    """The room the planner plans ``group`` on (``planner.Pass``: bound pods, room promised,
+    nominations below the group's lowest member priority lent), without the pods ``without``."""
+    return _lent(snapshot.room(promised, frozenset(without)), group)
+
+
+def _base_room(table: NodeTable, free: Sequence[dict[str, int]], ports: Sequence[list[HostPort]],
+               promised: Sequence[Promise], group: GroupRequest) -> Room:
+    """The same room on free room already charged with the bound pods (``free``/``ports`` per slot,
+    read only: :class:`~cogate.controller.capacity.Room` copies a node's entry before changing it),
+    as the incremental planner builds its rooms (``Room(base=...)``)."""
+    room = Room(table, False, empty=False, base=(list(free), list(ports)))
+    reserve_room(room, table.index, promised)
+    return _lent(room, group)
+
+
+def _fast_path(view: BoundView | None, group: GroupRequest, snapshot: Snapshot | None) -> bool:
+    """The view's free room can stand for the bound pods: no required pod anti-affinity on a
+    bound pod or a member, no hard topology spread, no required pod affinity on a member (those
+    read where every pod sits, so the selection builds a :class:`Snapshot` then)."""
+    return (view is not None and snapshot is None and not view.anti_active and not members_anti([group])
+            and not members_spread([group]) and not any(m.required_pod_affinity for m in group.members))
+
+
 def select_victims(group: GroupRequest, nodes: Sequence[NodeInfo], pods: Sequence[PodInfo],
                    promised: Sequence[Promise], budgets: Sequence[Budget], gangs: Sequence[Gang],
                    config: PlannerConfig = PlannerConfig(), *,
-                   snapshot: Snapshot | None = None) -> Preemption | NoPreemption:
+                   snapshot: Snapshot | None = None, view: BoundView | None = None) -> Preemption | NoPreemption:
     """The pods to preempt so that ``group`` places minMember, or why none (module docstring,
     rules 1 to 7).
 
@@ -669,7 +720,22 @@ def select_victims(group: GroupRequest, nodes: Sequence[NodeInfo], pods: Sequenc
     bound members are taken alone only within their slack. ``snapshot``: a
     :class:`~cogate.controller.capacity.Snapshot` of exactly these ``nodes`` and ``pods`` built
     already (e.g. the planning pass's), whose ``anti_active``/``spread_active`` cover the group's
-    members; it is only read. Never raises on well-typed records; deterministic for a given input.
+    members; it is only read.
+
+    ``view``: the incremental planner's nodes and bound pods
+    (:meth:`PlanningState.bound_view <cogate.controller.planstate.PlanningState.bound_view>`);
+    ``nodes`` and ``pods`` are then ignored (the view's stand for them). Without required pod
+    anti-affinity (on a bound pod or a member), hard topology spread or required pod affinity
+    (members), the rooms are built on its free room (a copy of the list of nodes, no pass over
+    the pods) and only the candidates of the nodes the selection looks at are read; the room
+    with every candidate gone adds, per node, the requests of the priorities below the group's
+    (``BoundView.by_priority``) and charges back the few pods that are not candidates. Otherwise
+    a :class:`Snapshot` of the view's nodes and pods is built. The answer is the one the call
+    without ``view`` gives on ``view.nodes`` and ``view.pods`` (property test
+    ``tests/unit/test_preemption_props.py``). With budgets, the candidates of every node are read
+    once (which nodes a budget covers); the exhaustive fallback reads them all too.
+
+    Never raises on well-typed records; deterministic for a given input.
     """
     gate = config.gate_name
     ms = classify(group, gate)
@@ -684,9 +750,17 @@ def select_victims(group: GroupRequest, nodes: Sequence[NodeInfo], pods: Sequenc
     if held:
         return NoPreemption(Reason.HELD, f"{me} preempts nothing: {held}")
     priority = min(m.priority for m in ms.gated)
-    if snapshot is None:
-        snapshot = Snapshot(nodes, pods, members_anti([group]), members_spread([group]))
-    room = _lent_room(snapshot, promised, group)
+    fast = view is not None and _fast_path(view, group, snapshot)
+    if view is not None and not fast and snapshot is None:
+        nodes, pods = view.nodes, view.pods
+    if view is not None and fast:
+        table = view.table
+        room = _base_room(table, view.free, view.ports, promised, group)
+    else:
+        if snapshot is None:
+            snapshot = Snapshot(nodes, pods, members_anti([group]), members_spread([group]))
+        table = snapshot.table
+        room = _lent_room(snapshot, promised, group)
     plan0 = pack(room, ms.plannable, needed)
     if len(plan0) >= needed:
         return NoPreemption(Reason.FITS_WITHOUT_PREEMPTION,
@@ -700,7 +774,15 @@ def select_victims(group: GroupRequest, nodes: Sequence[NodeInfo], pods: Sequenc
     key = (group.namespace, group.name)
     gang_min = {(g.namespace, g.name): g.min_member for g in gangs if (g.namespace, g.name) != key}
     gang_pods: dict[tuple[str, str], list[tuple[PodInfo, int]]] = {}
-    if gang_min:
+    index = table.index
+    if view is not None and fast:
+        for gk in gang_min:
+            if gk[1]:  # member_key: a pod-group label that is not empty, a pod not being deleted
+                ps = [(p, index[p.node_name]) for p in view.by_group(*gk) if not p.deleting and p.node_name in index]
+                if ps:
+                    gang_pods[gk] = ps
+    elif gang_min:
+        assert snapshot is not None
         for p, i in snapshot.bound:
             gk = member_key(p)
             if gk in gang_min:
@@ -709,31 +791,39 @@ def select_victims(group: GroupRequest, nodes: Sequence[NodeInfo], pods: Sequenc
     # Never a member of this group, even one the members' cache does not show yet (the label is
     # read only in the group's namespace), nor of a gang that may not be touched.
     ns, name = key
-    if untouchable:
-        candidates = [(p, i) for p, i in snapshot.bound
-                      if p.priority < priority and not p.deleting and p.uid not in own
-                      and (p.namespace, p.labels.get(POD_GROUP_LABEL)) not in untouchable
-                      and (p.namespace != ns or p.labels.get(POD_GROUP_LABEL) != name)]
+
+    def is_candidate(p: PodInfo) -> bool:
+        if p.priority >= priority or p.deleting or p.uid in own:
+            return False
+        g = p.labels.get(POD_GROUP_LABEL)
+        return g is None or ((p.namespace != ns or g != name) and (p.namespace, g) not in untouchable)
+
+    if view is not None and fast:
+        candidates, all_gone = _gone_from_view(view, is_candidate, priority, own, key, untouchable, promised, group)
     else:
-        candidates = [(p, i) for p, i in snapshot.bound if p.priority < priority and not p.deleting and p.uid not in own
-                      and (p.namespace != ns or p.labels.get(POD_GROUP_LABEL) != name)]
-    if not candidates:
+        assert snapshot is not None
+        listed = [(p, i) for p, i in snapshot.bound if is_candidate(p)]
+        candidates = _Candidates.listed(listed)
+        all_gone = None
+        if listed:
+            all_gone = _lent_room(snapshot, promised, group, (p.uid for p, _ in listed))
+    if not candidates.count:
         return NoPreemption(Reason.NO_LOWER_PRIORITY_PODS,
                             f"{me} (priority {priority}) fits {len(ms.bound) + len(plan0)} of {group.min_member} "
                             f"and no bound pod has a lower priority")
+    assert all_gone is not None
     gang_pods = {gk: ps for gk, ps in gang_pods.items() if gk not in untouchable}
     slack = {gk: len(ps) - gang_min[gk] for gk, ps in gang_pods.items()}
 
-    all_gone = _lent_room(snapshot, promised, group, (p.uid for p, _ in candidates))
     mark_all = all_gone.mark()
     best = pack(all_gone, ms.plannable, needed)
     all_gone.rollback(mark_all)
     if len(best) < needed:
         return NoPreemption(Reason.DOES_NOT_FIT_EVEN_WITH_PREEMPTION,
                             f"{me} fits {len(ms.bound) + len(best)} of {group.min_member} even with all "
-                            f"{plural(len(candidates), 'pod')} of priority below {priority} gone: preempting nothing")
+                            f"{plural(candidates.count, 'pod')} of priority below {priority} gone: preempting nothing")
 
-    sel = _Selection(group, snapshot, room, ms.plannable, needed, candidates, budgets, gang_pods, slack)
+    sel = _Selection(group, table, room, ms.plannable, needed, candidates, budgets, gang_pods, slack)
     sel.plan = dict(plan0)  # pack left its best attempt applied: members in free room
     plan_names: dict[str, str] | None = None
     try:
@@ -750,21 +840,74 @@ def select_victims(group: GroupRequest, nodes: Sequence[NodeInfo], pods: Sequenc
     if len(sel.plan) >= needed:
         sel.reprieve()
         if sel.confirmed():
-            plan_names = {uid: snapshot.table.nodes[i].name for uid, i in sel.plan.items()}
+            plan_names = {uid: table.nodes[i].name for uid, i in sel.plan.items()}
     if plan_names is None:
-        sel, plan_names = _exhaustive(group, snapshot, promised, ms.plannable, needed, candidates, budgets,
-                                      gang_pods, slack, all_gone)
-    return _answer(sel, plan_names, priority, snapshot, budgets, me)
+        sel, plan_names = _exhaustive(group, table, ms.plannable, needed, candidates, budgets, gang_pods, slack,
+                                      all_gone)
+    return _answer(sel, plan_names, priority, table, budgets, me)
 
 
-def _exhaustive(group: GroupRequest, snapshot: Snapshot, promised: Sequence[Promise], plannable: list[PodInfo],
-                needed: int, candidates: list[tuple[PodInfo, int]], budgets: Sequence[Budget],
+def _gone_from_view(view: BoundView, is_candidate: Callable[[PodInfo], bool], priority: int, own: set[str],
+                    key: tuple[str, str], untouchable: set[tuple[str, str]], promised: Sequence[Promise],
+                    group: GroupRequest) -> tuple[_Candidates, Room]:
+    """The candidates read from ``view`` node by node, and the room with every one of them gone
+    (the fast path of :func:`select_victims`): per node, the requests of the pods below
+    ``priority`` not being deleted (``BoundView.by_priority``) added back, the pods among them that
+    are not candidates (the group's own, members of untouchable gangs: found by uid and pod-group
+    label) charged again, host ports read again on the nodes that have some; then the room
+    promised, lent as ``planner.Pass`` lends it. The room ``Snapshot.room`` builds without them."""
+    table = view.table
+    index = table.index
+    excluded: dict[str, tuple[PodInfo, int]] = {}
+
+    def exclude(ps: Iterable[PodInfo]) -> None:
+        for p in ps:
+            if p.priority < priority and not p.deleting and p.node_name in index and not is_candidate(p):
+                excluded[p.uid] = (p, index[p.node_name])
+
+    exclude(view.by_group(*key))
+    for gk in untouchable:
+        exclude(view.by_group(*gk))
+    exclude(p for p in (view.pod(uid) for uid in own) if p is not None)
+    free = list(view.free)
+    ports = list(view.ports)
+    count = 0
+    slots: list[int] = []
+    for i, at in enumerate(view.by_priority_all()):
+        if not at:
+            continue
+        below = [t for q, t in at.items() if q < priority]
+        if not below:
+            continue
+        f = dict(free[i])
+        for t in below:
+            count += t["pods"]
+            for k, v in t.items():
+                f[k] = f.get(k, 0) + v
+        free[i] = f
+        slots.append(i)
+        if ports[i]:
+            ports[i] = [hp for p in view.on_node(i) if not is_candidate(p) for hp in p.host_ports]
+    for p, i in excluded.values():
+        f = free[i]  # a copy: the pod is below the priority, so its node was copied above
+        for k, v in req_with_pod(p.requests).items():
+            f[k] = f.get(k, 0) - v
+    count -= len(excluded)
+    gone = Room(table, False, empty=False, base=(free, ports))
+    reserve_room(gone, index, promised)
+    _lent(gone, group)
+    candidates = _Candidates(count, {}, lambda i: [p for p in view.on_node(i) if is_candidate(p)], slots)
+    return candidates, gone
+
+
+def _exhaustive(group: GroupRequest, table: NodeTable, plannable: list[PodInfo],
+                needed: int, candidates: _Candidates, budgets: Sequence[Budget],
                 gang_pods: Mapping[tuple[str, str], list[tuple[PodInfo, int]]], slack: Mapping[tuple[str, str], int],
                 room: Room) -> tuple[_Selection, dict[str, str]]:
     """The fallback (module docstring): every candidate removed (``room``), then each unit
     reprieved in order while ``pack`` still places minMember; the plan is ``pack``'s."""
-    sel = _Selection(group, snapshot, room, plannable, needed, candidates, budgets, gang_pods, slack)
-    for p, i in candidates:
+    sel = _Selection(group, table, room, plannable, needed, candidates, budgets, gang_pods, slack)
+    for p, i in candidates.pairs():
         if sel.gang_of.get(p.uid) is None:
             sel.alone[p.uid] = (p, i)
     sel.whole = set(gang_pods)
@@ -787,12 +930,12 @@ def _exhaustive(group: GroupRequest, snapshot: Snapshot, promised: Sequence[Prom
     _reprieve_units(sel, back, repeat=True)  # pack is a heuristic: a refusal is not final until nothing changes
     plan = pack(room, plannable, needed)
     kept = list(plan)[:needed]  # the first placed (with topology spread a prefix of the placement stays valid)
-    return sel, {uid: snapshot.table.nodes[plan[uid]].name for uid in kept}
+    return sel, {uid: table.nodes[plan[uid]].name for uid in kept}
 
 
-def _answer(sel: _Selection, plan: dict[str, str], priority: int, snapshot: Snapshot, budgets: Sequence[Budget],
+def _answer(sel: _Selection, plan: dict[str, str], priority: int, table: NodeTable, budgets: Sequence[Budget],
             me: str) -> Preemption:
-    nodes = snapshot.table.nodes
+    nodes = table.nodes
     raw = sorted(sel.victims(), key=lambda v: more_important(v[0]))
     left = [b.disruptions_allowed for b in budgets]
     violating, _ = sel.split_by_budget([p for p, _, _ in raw], left)
