@@ -75,6 +75,7 @@ bytes); times in epoch seconds.
 from __future__ import annotations
 
 import math
+from operator import le, sub
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -313,6 +314,9 @@ class _Selection:
         self.touched: list[int] = []
         self.pools: dict[Any, _Pool] = {}
         self._req: dict[str, dict[str, int]] = {}
+        #: resource keys -> uid -> the pod's requests (with ``pods``) of those keys, in that order
+        self._vecs: dict[tuple[str, ...], dict[str, tuple[int, ...]]] = {}
+        self._members = {m.uid: m for m in plannable}
 
     # -- budgets
     def budgets_of(self, p: PodInfo) -> tuple[int, ...]:
@@ -433,21 +437,32 @@ class _Selection:
         """The same where only NodeResourcesFit can refuse (no host ports, anti-affinity, spread or
         pod affinity in play): the room's arithmetic (:func:`~cogate.controller.capacity.copies`'
         rule, request <= free per resource) without touching the room."""
+        keys = tuple(k for k, _ in need)
+        vecs = self._vecs.get(keys)
+        if vecs is None:
+            vecs = self._vecs[keys] = {}
+        rows = []
+        for p in cands:
+            r = vecs.get(p.uid)
+            if r is None:  # req_with_pod's numbers: the pods slot 1, a request that is not positive 0
+                rq = p.requests
+                r = vecs[p.uid] = tuple([1 if k == "pods" else max(rq.get(k, 0), 0) for k in keys])
+            rows.append(r)
         free = self.room.free[i]
-        avail = {k: free.get(k, 0) for k, _ in need}
-        reqs = {p.uid: self.req_of(p) for p in cands}
-        for r in reqs.values():
-            for k in avail:
-                avail[k] += r.get(k, 0)
-        if any(avail[k] < v for k, v in need):
+        # what is left over the member's request, with every candidate gone, per resource of ``keys``
+        left = list(map(sub, [sum(col) for col in zip([free.get(k, 0) for k in keys], *rows)], [v for _, v in need]))
+        if min(left) < 0:
             return None
-        violating, fine = self.split_by_budget(cands, list(self.left))
+        if self.budgets:
+            violating, fine = self.split_by_budget(cands, list(self.left))
+            order = violating + fine
+            rows = [vecs[p.uid] for p in order]
+        else:  # split_by_budget without budgets: none violates, the order is kept
+            violating, order = [], cands
         victims: list[PodInfo] = []
-        for p in violating + fine:
-            r = reqs[p.uid]
-            if all(avail[k] - r.get(k, 0) >= v for k, v in need):
-                for k in avail:
-                    avail[k] -= r.get(k, 0)
+        for p, r in zip(order, rows):
+            if all(map(le, r, left)):
+                left = list(map(sub, left, r))
             else:
                 victims.append(p)
         return victims, violating
@@ -556,7 +571,7 @@ class _Selection:
         nodes = {i for _, i in pods}
         everywhere = room.anti_active or room.spread is not None  # a pod can matter to a whole domain
         displaced = [(uid, i) for uid, i in self.plan.items() if everywhere or i in nodes]
-        members = {m.uid: m for m in self.plannable}
+        members = self._members
         for uid, i in displaced:
             room.vacate(members[uid], i)
         for p, i in pods:
