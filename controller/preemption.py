@@ -813,30 +813,47 @@ def select_victims(group: GroupRequest, nodes: Sequence[NodeInfo], pods: Sequenc
         g = p.labels.get(POD_GROUP_LABEL)
         return g is None or ((p.namespace != ns or g != name) and (p.namespace, g) not in untouchable)
 
+    gone_room: Callable[[], Room]
     if view is not None and fast:
-        candidates, all_gone = _gone_from_view(view, is_candidate, priority, own, key, untouchable, promised, group)
+        candidates, gone_room = _gone_from_view(view, is_candidate, priority, own, key, untouchable, promised, group)
     else:
         assert snapshot is not None
         listed = [(p, i) for p, i in snapshot.bound if is_candidate(p)]
         candidates = _Candidates.listed(listed)
-        all_gone = None
-        if listed:
-            all_gone = _lent_room(snapshot, promised, group, (p.uid for p, _ in listed))
+        without = frozenset(p.uid for p, _ in listed)
+        gone_room = lambda: _lent_room(snapshot, promised, group, without)  # noqa: E731
     if not candidates.count:
         return NoPreemption(Reason.NO_LOWER_PRIORITY_PODS,
                             f"{me} (priority {priority}) fits {len(ms.bound) + len(plan0)} of {group.min_member} "
                             f"and no bound pod has a lower priority")
-    assert all_gone is not None
     gang_pods = {gk: ps for gk, ps in gang_pods.items() if gk not in untouchable}
     slack = {gk: len(ps) - gang_min[gk] for gk, ps in gang_pods.items()}
 
-    mark_all = all_gone.mark()
-    best = pack(all_gone, ms.plannable, needed)
-    all_gone.rollback(mark_all)
-    if len(best) < needed:
+    all_gone: Room | None = None
+
+    def does_not_fit() -> NoPreemption | None:
+        """Rule 3: DoesNotFitEvenWithPreemption when ``pack`` does not place minMember with every
+        candidate gone (builds that room, kept for the exhaustive fallback)."""
+        nonlocal all_gone
+        all_gone = gone_room()
+        mark_all = all_gone.mark()
+        best = pack(all_gone, ms.plannable, needed)
+        all_gone.rollback(mark_all)
+        if len(best) >= needed:
+            return None
         return NoPreemption(Reason.DOES_NOT_FIT_EVEN_WITH_PREEMPTION,
                             f"{me} fits {len(ms.bound) + len(best)} of {group.min_member} even with all "
                             f"{plural(candidates.count, 'pod')} of priority below {priority} gone: preempting nothing")
+
+    # On the fast path with one member spec, pack places min(members, the sum over nodes of how
+    # many fit each), which only grows with the room: a confirmed plan proves rule 3's check passes,
+    # so it is made only when no plan is confirmed (the same answer, without the room of every
+    # candidate gone). Otherwise it comes first, as kube-scheduler's "fits with all removed".
+    later = fast and len({spec_key(m, False, False) for m in ms.plannable}) == 1
+    if not later:
+        no = does_not_fit()
+        if no is not None:
+            return no
 
     sel = _Selection(group, table, room, ms.plannable, needed, candidates, budgets, gang_pods, slack)
     sel.plan = dict(plan0)  # pack left its best attempt applied: members in free room
@@ -857,6 +874,11 @@ def select_victims(group: GroupRequest, nodes: Sequence[NodeInfo], pods: Sequenc
         if sel.confirmed():
             plan_names = {uid: table.nodes[i].name for uid, i in sel.plan.items()}
     if plan_names is None:
+        if later:
+            no = does_not_fit()
+            if no is not None:
+                return no
+        assert all_gone is not None
         sel, plan_names = _exhaustive(group, table, ms.plannable, needed, candidates, budgets, gang_pods, slack,
                                       all_gone)
     return _answer(sel, plan_names, priority, table, budgets, me)
@@ -864,8 +886,9 @@ def select_victims(group: GroupRequest, nodes: Sequence[NodeInfo], pods: Sequenc
 
 def _gone_from_view(view: BoundView, is_candidate: Callable[[PodInfo], bool], priority: int, own: set[str],
                     key: tuple[str, str], untouchable: set[tuple[str, str]], promised: Sequence[Promise],
-                    group: GroupRequest) -> tuple[_Candidates, Room]:
-    """The candidates read from ``view`` node by node, and the room with every one of them gone
+                    group: GroupRequest) -> tuple[_Candidates, Callable[[], Room]]:
+    """The candidates read from ``view`` node by node (counted from the per-priority sums), and a
+    function building the room with every one of them gone
     (the fast path of :func:`select_victims`): per node, the requests of the pods below
     ``priority`` not being deleted (``BoundView.by_priority``) added back, the pods among them that
     are not candidates (the group's own, members of untouchable gangs: found by uid and pod-group
@@ -884,33 +907,37 @@ def _gone_from_view(view: BoundView, is_candidate: Callable[[PodInfo], bool], pr
     for gk in untouchable:
         exclude(view.by_group(*gk))
     exclude(p for p in (view.pod(uid) for uid in own) if p is not None)
-    free = list(view.free)
-    ports = list(view.ports)
+    by_priority = view.by_priority_all()
     count = 0
     slots: list[int] = []
-    for i, at in enumerate(view.by_priority_all()):
-        if not at:
-            continue
-        below = [t for q, t in at.items() if q < priority]
-        if not below:
-            continue
-        f = dict(free[i])
-        for t in below:
-            count += t["pods"]
-            for k, v in t.items():
-                f[k] = f.get(k, 0) + v
-        free[i] = f
-        slots.append(i)
-        if ports[i]:
-            ports[i] = [hp for p in view.on_node(i) if not is_candidate(p) for hp in p.host_ports]
-    for p, i in excluded.values():
-        f = free[i]  # a copy: the pod is below the priority, so its node was copied above
-        for k, v in req_with_pod(p.requests).items():
-            f[k] = f.get(k, 0) - v
+    for i, at in enumerate(by_priority):
+        if at:
+            n = sum(t["pods"] for q, t in at.items() if q < priority)
+            if n:
+                count += n
+                slots.append(i)
     count -= len(excluded)
-    gone = Room(table, False, empty=False, base=(free, ports))
-    reserve_room(gone, index, promised)
-    _lent(gone, group)
+
+    def gone() -> Room:
+        free = list(view.free)
+        ports = list(view.ports)
+        for i in slots:
+            f = dict(free[i])
+            for q, t in by_priority[i].items():
+                if q < priority:
+                    for k, v in t.items():
+                        f[k] = f.get(k, 0) + v
+            free[i] = f
+            if ports[i]:
+                ports[i] = [hp for p in view.on_node(i) if not is_candidate(p) for hp in p.host_ports]
+        for p, i in excluded.values():
+            f = free[i]  # a copy: the pod is below the priority, so its node was copied above
+            for k, v in req_with_pod(p.requests).items():
+                f[k] = f.get(k, 0) - v
+        room = Room(table, False, empty=False, base=(free, ports))
+        reserve_room(room, index, promised)
+        return _lent(room, group)
+
     candidates = _Candidates(count, {}, lambda i: [p for p in view.on_node(i) if is_candidate(p)], slots)
     return candidates, gone
 
