@@ -460,6 +460,16 @@ class _Selection:
         else:  # split_by_budget without budgets: none violates, the order is kept
             violating, order = [], cands
         victims: list[PodInfo] = []
+        if len(left) == 3:  # the usual cpu, memory, pods: the same test, unrolled
+            x, y, z = left
+            for p, (a, b, c) in zip(order, rows):
+                if a <= x and b <= y and c <= z:
+                    x -= a
+                    y -= b
+                    z -= c
+                else:
+                    victims.append(p)
+            return victims, violating
         for p, r in zip(order, rows):
             if all(map(le, r, left)):
                 left = list(map(sub, left, r))
