@@ -74,6 +74,7 @@ bytes); times in epoch seconds.
 
 from __future__ import annotations
 
+import heapq
 import math
 from operator import le, sub
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -254,7 +255,7 @@ class _Pool:
     order went (``pos``), the choices found (slot -> :class:`_Choice`), and the point of the touch
     log they are current for (``log_at``)."""
 
-    __slots__ = ("eligible", "allowed", "pos", "choices", "log_at")
+    __slots__ = ("eligible", "allowed", "pos", "choices", "log_at", "heap")
 
     def __init__(self, eligible: list[int]) -> None:
         self.eligible = eligible
@@ -262,6 +263,20 @@ class _Pool:
         self.pos = 0
         self.choices: dict[int, _Choice] = {}
         self.log_at = 0
+        #: (key, slot) of every choice made (a lazy heap: an entry whose slot's choice now has
+        #: another key, or none, is dropped when it reaches the top)
+        self.heap: list[tuple[tuple[Any, ...], int]] = []
+
+    def best(self) -> _Choice | None:
+        """The choice with the smallest key (keys end with the slot: no ties)."""
+        heap = self.heap
+        while heap:
+            key, i = heap[0]
+            c = self.choices.get(i)
+            if c is not None and c.key == key:
+                return c
+            heapq.heappop(heap)
+        return None
 
 
 class _Stale(Exception):
@@ -505,9 +520,7 @@ class _Selection:
             pool.pos += 1
             if i not in pool.choices and i not in again:
                 self._evaluate(pool, m, i)
-        if not pool.choices:
-            return None
-        return min(pool.choices.values(), key=lambda c: c.key)
+        return pool.best()
 
     def _evaluate(self, pool: "_Pool", m: PodInfo, i: int) -> None:
         c = self.on_node(m, i)
@@ -515,6 +528,7 @@ class _Selection:
             pool.choices.pop(i, None)
         else:
             pool.choices[i] = c
+            heapq.heappush(pool.heap, (c.key, i))
 
     def take(self, m: PodInfo, c: _Choice) -> bool:
         """Remove ``c``'s victims and place ``m`` on its node; False (nothing changed) when ``m``
