@@ -68,6 +68,12 @@ minMember, in rounds until one reprieves none (``pack`` is a heuristic: adding a
 it succeed where it failed). Its cost grows with the number of candidates times a ``pack``; it is
 the exception.
 
+Inputs: the node and pod lists (from scratch, as ``planner.decide`` takes them), or the
+incremental planner's view (``view=``: :meth:`PlanningState.bound_view
+<cogate.controller.planstate.PlanningState.bound_view>`, the controller's path), on which the rooms
+start from the kept free room and no pass reads every pod; the answer is the same
+(:func:`select_victims`; tests/unit/test_preemption_view.py; bench/preemption.py).
+
 Units: requests in the units of :mod:`cogate.controller.resources` (CPU millicores, memory
 bytes); times in epoch seconds.
 """
