@@ -5,17 +5,22 @@ low-priority fillers (priority 0) of 800m / 2 GiB, and one gated gang of G membe
 8 GiB of priority 1000 that fits nowhere until fillers go (5 fillers per member). Timed (median
 of several runs, same process, same input):
 
-* **selection**: ``preemption.select_victims`` (the whole call: the snapshot of nodes and bound
-  pods, the room without every candidate, the choice, the reprieve, the check by ``pack``), and
-  the same given the pass's ``capacity.Snapshot`` (``snapshot=``: the bound pods already indexed);
+* **selection, the controller's path**: ``preemption.select_victims(view=...)`` on the view of the
+  incremental planner's state (``planstate.PlanningState.bound_view``, the state after the pass
+  that found the gang waiting, as ``controller/preempting.py`` calls it): the rooms built on its
+  free room, the candidates read per node looked at, the room without every candidate from its
+  per-priority sums; the view is taken inside the timed call;
+* **selection from scratch** (context): the whole call over the pod list (the snapshot of nodes
+  and bound pods, the room without every candidate, the choice, the reprieve, the check by
+  ``pack``), and the same given the pass's ``capacity.Snapshot`` (``snapshot=``);
 * **decide with fillers** (baseline 1): ``planner.decide`` of the same gang on the same cluster,
   the pass that found it waiting: what reading this cluster costs at all;
 * **decide, fillers gone** (baseline 2): ``planner.decide`` of the same gang with no bound pods.
 
-The four are interleaved run by run (a shared machine's load drifts). The answer is checked
-before it is timed: ``planner.decide`` releases the gang once the victims
-are gone, and there are exactly 5 victims per member. When the 100 ms target is missed, one call
-is profiled (cProfile) and the time per phase is in the explanation.
+The five are interleaved run by run (a shared machine's load drifts). The answer is checked
+before it is timed: the controller's path returns exactly the from-scratch answer,
+``planner.decide`` releases the gang once the victims are gone, and there are exactly 5 victims per
+member. One call of the controller's path is profiled (cProfile) for the time per phase.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from typing import Any
 from cogate.api import DEFAULT_GATE_NAME, POD_GROUP_LABEL
 from cogate.controller import planner
 from cogate.controller.capacity import Snapshot
+from cogate.controller.planstate import PlanningState
 from cogate.controller.planner import GroupRequest, Outcome, PlannerConfig
 from cogate.controller.preemption import Preemption, select_victims
 from cogate.controller.records import NodeInfo, PodInfo
@@ -83,8 +89,10 @@ def _phases(fn) -> list[tuple[str, float]]:
     fn()
     prof.disable()
     stats = pstats.Stats(prof)
-    wanted = {("capacity.py", "__init__"): "Snapshot (bound pods by node)",
-              ("capacity.py", "room"): "Snapshot.room (free room; twice: with and without the candidates)",
+    wanted = {("capacity.py", "__init__"): "Snapshot / Room construction",
+              ("capacity.py", "room"): "Snapshot.room (free room from the pods)",
+              ("preemption.py", "_base_room"): "the room on the planning state's free room",
+              ("preemption.py", "_gone_from_view"): "the room without every candidate (per-priority sums)",
               ("capacity.py", "pack"): "capacity.pack (free room, every candidate gone, the final check)",
               ("preemption.py", "choose"): "choosing nodes and victims (SelectVictimsOnNode per node)",
               ("preemption.py", "reprieve"): "the reprieve against the plan"}
@@ -108,18 +116,25 @@ def measure(n_nodes: int, members: int, quick: bool) -> dict[str, Any]:
     assert after.verdicts[0].outcome == Outcome.RELEASED, after.verdicts[0]
     before = planner.decide(nodes, pods, [gang], [], NOW, CFG)
     assert before.verdicts[0].outcome != Outcome.RELEASED
+    state = PlanningState.build(nodes, pods)  # the controller's state, after the pass that found the gang waiting
+    assert state.decide([gang], [], NOW, CFG).verdicts[0].outcome != Outcome.RELEASED
+    assert select_victims(gang, [], [], [], [], [], CFG, view=state.bound_view()) == result
     runs = 3 if quick else 7 if n_nodes >= 5_000 else 11
     snap = Snapshot(nodes, pods, False)
+
+    def controller() -> Any:
+        return select_victims(gang, [], [], [], [], [], CFG, view=state.bound_view())
+
     ms = _medians_ms({
+        "view": controller,
         "select": lambda: select_victims(gang, nodes, pods, [], [], [], CFG),
         "given": lambda: select_victims(gang, nodes, pods, [], [], [], CFG, snapshot=snap),
         "with": lambda: planner.decide(nodes, pods, [gang], [], NOW, CFG),
         "empty": lambda: planner.decide(nodes, [], [gang], [], NOW, CFG),
     }, runs)
     return {"nodes": n_nodes, "pods": len(pods), "members": members, "victims": len(result.victims),
-            "runs": runs, "select_ms": ms["select"], "given_ms": ms["given"], "with_ms": ms["with"],
-            "empty_ms": ms["empty"],
-            "phases": _phases(lambda: select_victims(gang, nodes, pods, [], [], [], CFG))}
+            "runs": runs, "view_ms": ms["view"], "select_ms": ms["select"], "given_ms": ms["given"],
+            "with_ms": ms["with"], "empty_ms": ms["empty"], "phases": _phases(controller)}
 
 
 def _plot(cells: list[dict[str, Any]], path: Path) -> None:
@@ -129,7 +144,8 @@ def _plot(cells: list[dict[str, Any]], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     labels = [f"{c['nodes']:,} nodes\ngang of {c['members']}" for c in cells]
-    series = (("select_victims", "select_ms"), ("with the pass's Snapshot", "given_ms"),
+    series = (("select_victims, the controller's path (planning state)", "view_ms"),
+              ("from scratch (pod list)", "select_ms"), ("from scratch, the pass's Snapshot", "given_ms"),
               ("planner.decide, same cluster", "with_ms"), ("planner.decide, fillers gone", "empty_ms"))
     fig, ax = plt.subplots(figsize=(9, 4.2))
     width = 0.8 / len(series)
@@ -150,52 +166,57 @@ def _plot(cells: list[dict[str, Any]], path: Path) -> None:
 
 def run(quick: bool, out_dir: Path) -> dict[str, Any]:
     cells = [measure(n, g, quick) for n, g in (QUICK if quick else FULL)]
-    rows = [[c["nodes"], c["pods"], c["members"], c["victims"], c["runs"], round(c["select_ms"], 1),
-             round(c["given_ms"], 1),
-             round(c["with_ms"], 1), round(c["empty_ms"], 1), round(c["select_ms"] / c["with_ms"], 2),
-             round(c["select_ms"] / c["empty_ms"], 1)] for c in cells]
+    rows = [[c["nodes"], c["pods"], c["members"], c["victims"], c["runs"], round(c["view_ms"], 1),
+             round(c["select_ms"], 1), round(c["given_ms"], 1),
+             round(c["with_ms"], 1), round(c["empty_ms"], 1), round(c["view_ms"] / c["with_ms"], 3),
+             round(c["view_ms"] / c["select_ms"], 3), round(c["view_ms"] / c["empty_ms"], 2)] for c in cells]
     out_dir.mkdir(parents=True, exist_ok=True)
     _plot(cells, out_dir / "preemption.png")
     target = next((c for c in cells if (c["nodes"], c["members"]) == (TARGET_NODES, TARGET_MEMBERS)), cells[-1])
-    met = target["select_ms"] < TARGET_MS
-    measured = (f"{target['select_ms']:.0f} ms ({target['select_ms'] / target['with_ms']:.2f}x of planner.decide on "
-                f"the same cluster, {target['with_ms']:.0f} ms; {target['select_ms'] / target['empty_ms']:.1f}x of "
-                f"decide with the fillers gone, {target['empty_ms']:.0f} ms); {target['given_ms']:.0f} ms given the "
-                f"pass's Snapshot ({target['given_ms'] / target['with_ms']:.2f}x of decide)")
+    met = target["view_ms"] < TARGET_MS
+    measured = (f"{target['view_ms']:.0f} ms on the controller's path ({target['view_ms'] / target['with_ms']:.3f}x "
+                f"of planner.decide on the same cluster, {target['with_ms']:.0f} ms; "
+                f"{target['view_ms'] / target['select_ms']:.3f}x of the from-scratch call, {target['select_ms']:.0f} ms;"
+                f" {target['view_ms'] / target['empty_ms']:.2f}x of decide with the fillers gone, "
+                f"{target['empty_ms']:.0f} ms); from scratch given the pass's Snapshot {target['given_ms']:.0f} ms")
     phases = "; ".join(f"{label} {ms:,.0f} ms" for label, ms in target["phases"])
     explanation = ""
     if not met:
         explanation = (
-            f"Missed at {target['nodes']:,} nodes / {target['pods']:,} pods: select_victims takes the bound pods as a "
-            "list (as planner.decide does) and builds the free room from them, twice (with the candidates, and "
-            "without every candidate for rule 3), which alone costs about what a planning pass over this cluster "
-            "costs (planner.decide of the same gang here: " + f"{target['with_ms']:.0f} ms" + "); choosing the "
-            "victims is the smaller part. One profiled call: " + phases + ". Handing it the planner's kept "
-            "state (planstate's free room) instead of the pod list would remove the room builds.")
+            f"Missed at {target['nodes']:,} nodes / {target['pods']:,} pods on this run (a shared 2-core machine: "
+            f"planner.decide of the same gang took {target['with_ms']:.0f} ms here). One profiled call: " + phases
+            + ". The rooms no longer read the pods; what is left is kube-scheduler's own work: "
+            "SelectVictimsOnNode on the first 10% of the nodes (500) for the first member, and the reprieve of "
+            "every victim.")
     return {
         "name": NAME, "title": TITLE,
         "what": ("select_victims for one gated gang on nodes full of low-priority fillers (20 per node, 800m each, "
                  "on 16-CPU nodes); each gang member (4 CPU) needs 5 fillers gone. Median of several calls; the "
-                 "answer is checked against planner.decide first."),
+                 "answer is checked against planner.decide first. Timed on the controller's path (the planning "
+                 "state's view) and, for context, from scratch over the pod list."),
         "baseline": ("planner.decide of the same gang on the same cluster (the pass that found it waiting), and "
                      "planner.decide of the gang with the fillers gone; same process, same run"),
         "tables": [{"caption": "Victim selection time (ms) and its ratio to the planning pass",
-                    "columns": ["nodes", "bound pods", "gang", "victims", "runs", "select_victims ms",
-                                "with the pass's Snapshot ms",
+                    "columns": ["nodes", "bound pods", "gang", "victims", "runs", "controller's path ms",
+                                "from scratch ms", "from scratch, pass's Snapshot ms",
                                 "decide ms (same cluster)", "decide ms (fillers gone)", "ratio to decide",
-                                "ratio to decide, fillers gone"],
+                                "ratio to from scratch", "ratio to decide, fillers gone"],
                     "rows": rows},
                    {"caption": f"Where one call's time goes ({target['nodes']:,} nodes, gang of {target['members']}; "
                                "cProfile, cumulative, overlapping)",
                     "columns": ["phase", "ms"], "rows": [[label, round(ms, 1)] for label, ms in target["phases"]]}],
         "plots": [{"file": "preemption.png",
-                   "caption": "select_victims beside planner.decide of the same gang (log scale)"}],
+                   "caption": "select_victims (the controller's path, and from scratch) beside planner.decide of "
+                              "the same gang (log scale)"}],
         "targets": [{"what": f"victim selection at {TARGET_NODES:,} nodes / {TARGET_NODES * FILLERS_PER_NODE:,} pods, "
                              f"a gang of {TARGET_MEMBERS}",
                      "target": f"< {TARGET_MS:.0f} ms", "measured": measured, "met": met,
                      "explanation": explanation}],
         "notes": ["Command: .venv/bin/python bench/run.py --only preemption"
-                  + (" (quick sizes: not results)" if quick else "")],
+                  + (" (quick sizes: not results)" if quick else ""),
+                  "The controller's path is select_victims(view=PlanningState.bound_view()), as "
+                  "controller/preempting.py calls it when handed the planning state; from scratch is the same "
+                  "call over the node and pod lists (the same answer, checked before timing)."],
     }
 
 

@@ -64,13 +64,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from cogate.api import POD_GROUP_LABEL
 from cogate.controller.capacity import NodeTable, Room, copies, nominated_pods, req_with_pod, reserve_room
 from cogate.controller.filters import static_key
 from cogate.controller.planner import Pass, fits_empty_key, members_anti, members_spread, run_pass, starving
 from cogate.controller.records import HostPort, NodeInfo, PodInfo, Promise, Reservation
 from cogate.controller.verdicts import Decision, GroupRequest, GroupVerdict, PlannerConfig
 
-__all__ = ["PlanningState", "NodeRoom"]
+__all__ = ["PlanningState", "NodeRoom", "BoundView"]
 
 #: Free room of one node: (free resources without zero entries, host ports in use sorted by text).
 NodeRoom = tuple[dict[str, int], tuple[HostPort, ...]]
@@ -123,10 +124,15 @@ class PlanningState:
         self._index: dict[str, int] = {}
         self._free: list[dict[str, int]] = []
         self._ports: list[list[HostPort]] = []
+        #: Slot -> priority -> summed requests with ``pods`` (:func:`req_with_pod`) of the pods
+        #: charged there that are not being deleted (victim selection: :meth:`bound_view`).
+        self._by_priority: list[dict[int, dict[str, int]]] = []
         #: Every bound pod given (any phase, any node), by uid.
         self._pods: dict[str, PodInfo] = {}
         #: Node name -> its bound non-terminal pods by uid (also for nodes not known yet).
         self._on_node: dict[str, dict[str, PodInfo]] = {}
+        #: (namespace, pod-group label) -> bound non-terminal pods carrying it, by uid (any node).
+        self._by_group: dict[tuple[str, str], dict[str, PodInfo]] = {}
         #: Pods charged to a known node that carry required pod anti-affinity.
         self._anti_pods = 0
         #: Unbound pods with a nomination (``status.nominatedNodeName``), by uid: room promised.
@@ -168,6 +174,7 @@ class PlanningState:
             self._nodes.append(node)
             self._free.append(dict(node.allocatable))
             self._ports.append([])
+            self._by_priority.append({})
             for p in self._on_node.get(node.name, {}).values():
                 self._charge(i, p, 1)
         elif self._nodes[i] == node:
@@ -177,6 +184,7 @@ class PlanningState:
             self._nodes[i] = node
             self._free[i] = dict(node.allocatable)
             self._ports[i] = []
+            self._by_priority[i] = {}
             for p in self._on_node.get(node.name, {}).values():
                 if p.required_pod_anti_affinity:
                     self._anti_pods -= 1
@@ -194,10 +202,12 @@ class PlanningState:
         last = len(self._nodes) - 1
         if i != last:  # keep slots dense: the last node takes the freed slot
             self._nodes[i], self._free[i], self._ports[i] = self._nodes[last], self._free[last], self._ports[last]
+            self._by_priority[i] = self._by_priority[last]
             self._index[self._nodes[i].name] = i
         self._nodes.pop()
         self._free.pop()
         self._ports.pop()
+        self._by_priority.pop()
         self._table = None
 
     def upsert_pod(self, pod: PodInfo) -> None:
@@ -217,6 +227,9 @@ class PlanningState:
                     on[pod.uid] = pod
                     if pod.uid in self._deleting:
                         self._deleting[pod.uid] = pod
+                    g = pod.labels.get(POD_GROUP_LABEL)
+                    if g is not None:
+                        self._by_group[(pod.namespace, g)][pod.uid] = pod
                 return
             self._drop(old)
         if not pod.bound:
@@ -224,6 +237,9 @@ class PlanningState:
         self._pods[pod.uid] = pod
         if not pod.terminal:
             self._on_node.setdefault(pod.node_name, {})[pod.uid] = pod
+            g = pod.labels.get(POD_GROUP_LABEL)
+            if g is not None:
+                self._by_group.setdefault((pod.namespace, g), {})[pod.uid] = pod
             if pod.deleting:
                 self._deleting[pod.uid] = pod
             i = self._index.get(pod.node_name)
@@ -261,6 +277,12 @@ class PlanningState:
         del on[old.uid]
         if not on:
             del self._on_node[old.node_name]
+        g = old.labels.get(POD_GROUP_LABEL)
+        if g is not None:
+            members = self._by_group[(old.namespace, g)]
+            del members[old.uid]
+            if not members:
+                del self._by_group[(old.namespace, g)]
         i = self._index.get(old.node_name)
         if i is not None:
             self._charge(i, old, -1)
@@ -269,13 +291,21 @@ class PlanningState:
         """Add (``sign`` 1) or remove (-1) pod ``p``'s requests and host ports on slot ``i``."""
         f = self._free[i]
         changed = self._changed.setdefault(i, {})
-        for k, v in req_with_pod(p.requests).items():
+        req = req_with_pod(p.requests)
+        for k, v in req.items():
             before = f.get(k, 0)
             after = before - sign * v
             f[k] = after
             d = _pos(after) - _pos(before)
             if d:
                 changed[k] = changed.get(k, 0) + d
+        if not p.deleting:
+            at = self._by_priority[i]
+            total = at.setdefault(p.priority, {})
+            for k, v in req.items():
+                total[k] = total.get(k, 0) + sign * v
+            if not total["pods"]:
+                del at[p.priority]
         if p.host_ports:
             if sign > 0:
                 self._ports[i].extend(p.host_ports)
@@ -296,6 +326,13 @@ class PlanningState:
             n.name: ({k: v for k, v in self._free[i].items() if v}, tuple(sorted(self._ports[i], key=str)))
             for i, n in enumerate(self._nodes)
         }
+
+    def bound_view(self) -> BoundView:
+        """A read-only view of the nodes and bound pods held, for victim selection
+        (:func:`cogate.controller.preemption.select_victims` ``view=``); valid until the next delta
+        (the shell holds the planning lock while it is used)."""
+        table = self._table if self._table is not None else NodeTable(list(self._nodes))
+        return BoundView(self, table)
 
     @property
     def nominated(self) -> int:
@@ -353,6 +390,56 @@ class PlanningState:
             for key in [k for k in self._kept if k not in live]:
                 del self._kept[key]
         return decision
+
+
+class BoundView:
+    """The bound pods and free room a :class:`PlanningState` holds, as victim selection reads them
+    (:func:`cogate.controller.preemption.select_victims` ``view=``), without listing every pod.
+
+    ``table``: the nodes (slot order; ``nodes`` the same list); ``free``/``ports``: per slot, the
+    free room after every bound non-terminal pod (resources with the ``pods`` slot, CPU millicores,
+    memory bytes; host ports), as :meth:`capacity.Snapshot.room <cogate.controller.capacity.Snapshot.room>`
+    builds it without room promised (read only: a :class:`~cogate.controller.capacity.Room` built on
+    them copies a node's entry before changing it); ``anti_active``: a bound pod on a known node has
+    required pod anti-affinity. :meth:`on_node` / :meth:`by_priority` / :meth:`by_group` read one
+    node's pods, one node's requests summed per priority, one pod-group label's pods. ``pods``: the
+    ``pods`` argument ``planner.decide`` would take (lists every pod: for a from-scratch fallback).
+    """
+
+    def __init__(self, state: PlanningState, table: NodeTable) -> None:
+        self._state = state
+        self.table = table
+        self.nodes = table.nodes
+        self.free = state._free
+        self.ports = state._ports
+        self.anti_active = state._anti_pods > 0
+
+    @property
+    def pods(self) -> list[PodInfo]:
+        return self._state.pods
+
+    def on_node(self, i: int) -> Iterable[PodInfo]:
+        """Bound non-terminal pods on node slot ``i`` (being deleted included)."""
+        return self._state._on_node.get(self.nodes[i].name, {}).values()
+
+    def by_priority(self, i: int) -> Mapping[int, Mapping[str, int]]:
+        """Priority -> summed requests with the ``pods`` slot (so ``["pods"]`` counts them) of the
+        pods on node slot ``i`` that are not being deleted."""
+        return self._state._by_priority[i]
+
+    def by_priority_all(self) -> Sequence[Mapping[int, Mapping[str, int]]]:
+        """:meth:`by_priority` of every slot, in slot order."""
+        return self._state._by_priority
+
+    def pod(self, uid: str) -> PodInfo | None:
+        """The bound non-terminal pod ``uid`` (on any node), or None."""
+        p = self._state._pods.get(uid)
+        return None if p is None or p.terminal else p
+
+    def by_group(self, namespace: str, group: str) -> Iterable[PodInfo]:
+        """Bound non-terminal pods of ``namespace`` whose pod-group label is ``group`` (any node,
+        known or not; being deleted included)."""
+        return self._state._by_group.get((namespace, group), {}).values()
 
 
 class _Live:

@@ -38,13 +38,19 @@ victims' room. Starting one (docs/semantics.md "Preemption": hold, nominate, mar
    (:func:`inflight.backoff_seconds`).
 
 Handed the config, the caches, the writer, the metrics, the event emitter and the monotonic
-clock. Wake-ups: the deadline of the preemption in flight, the re-check after its victims went.
+clock, and the incremental planner's state with its lock (``planning``, ``planning_lock``; the
+shell's :class:`~cogate.controller.planstate.PlanningState`): the selection then reads its
+:meth:`~cogate.controller.planstate.PlanningState.bound_view` under that lock
+(``select_victims(view=...)``: no pass over every bound pod; bench/preemption.py), else it
+selects from scratch over the caches' nodes and the bound pods read before planning. Wake-ups: the deadline of the preemption in flight, the re-check after its victims went.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any
 
 from cogate.controller import conditions as cond_mod
 from cogate.controller import inflight, notices
@@ -56,6 +62,7 @@ from cogate.controller.inputs import GroupObject
 from cogate.controller.memory import GroupMemory, Memories
 from cogate.controller.metrics import Metrics
 from cogate.controller.notices import ObjectRef, log_extra
+from cogate.controller.planstate import PlanningState
 from cogate.controller.preemption import Gang, NoPreemption, Preemption, Reason, select_victims
 from cogate.controller.records import PodInfo, Promise, Reservation
 from cogate.controller.verdicts import Decision, GroupRequest, Outcome
@@ -76,8 +83,12 @@ class Preempting:
     """Carries out gang preemptions; see the module doc."""
 
     def __init__(self, config: ReconcilerConfig, caches: Caches, writer: Writer, metrics: Metrics, events: Emitter,
-                 monotonic: Callable[[], float]) -> None:
+                 monotonic: Callable[[], float], *, planning: PlanningState | None = None,
+                 planning_lock: AbstractContextManager[Any] | None = None) -> None:
         self.config = config
+        #: The incremental planner's state and the lock its deltas take (module doc); None: from scratch.
+        self.planning = planning
+        self.planning_lock = planning_lock
         self.caches = caches
         self.writer = writer
         self.metrics = metrics
@@ -223,14 +234,24 @@ class Preempting:
         if not waiting:
             return None
         waiting.sort(key=lambda t: t[:3])
-        nodes = self.caches.nodes.snapshot()
-        pods = list(present.values())
         promised = self._promised(requests, reservations)
         budgets = self.caches.budgets.snapshot() if self.caches.budgets is not None else []
-        for _, _, key, g, r, memory in waiting[:SELECTIONS_PER_PASS]:
-            gangs = [Gang(o.pg.metadata.namespace, o.pg.metadata.name, o.pg.spec.minMember)
-                     for k, o in groups.items() if k != key]
-            result = select_victims(r, nodes, pods, promised, budgets, gangs, self.config.planner_config)
+        results = []
+        with self.planning_lock if self.planning is not None and self.planning_lock is not None else nullcontext():
+            if self.planning is not None:  # the planner's free room and pods by node (under its lock)
+                view = self.planning.bound_view()
+                nodes, pods = view.nodes, []
+            else:
+                view, nodes, pods = None, self.caches.nodes.snapshot(), list(present.values())
+            for _, _, key, g, r, memory in waiting[:SELECTIONS_PER_PASS]:
+                gangs = [Gang(o.pg.metadata.namespace, o.pg.metadata.name, o.pg.spec.minMember)
+                         for k, o in groups.items() if k != key]
+                result = select_victims(r, nodes, pods, promised, budgets, gangs, self.config.planner_config,
+                                        view=view)
+                results.append((g, r, memory, result))
+                if isinstance(result, Preemption):
+                    break
+        for g, r, memory, result in results:  # acted on outside the lock: API calls
             if isinstance(result, NoPreemption):
                 memory.preemption_checked = now
                 if result.reason is not Reason.FITS_WITHOUT_PREEMPTION:

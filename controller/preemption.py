@@ -68,25 +68,34 @@ minMember, in rounds until one reprieves none (``pack`` is a heuristic: adding a
 it succeed where it failed). Its cost grows with the number of candidates times a ``pack``; it is
 the exception.
 
+Inputs: the node and pod lists (from scratch, as ``planner.decide`` takes them), or the
+incremental planner's view (``view=``: :meth:`PlanningState.bound_view
+<cogate.controller.planstate.PlanningState.bound_view>`, the controller's path), on which the rooms
+start from the kept free room and no pass reads every pod; the answer is the same
+(:func:`select_victims`; tests/unit/test_preemption_view.py; bench/preemption.py).
+
 Units: requests in the units of :mod:`cogate.controller.resources` (CPU millicores, memory
 bytes); times in epoch seconds.
 """
 
 from __future__ import annotations
 
+import heapq
 import math
+from operator import le, sub
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from cogate.api import POD_GROUP_LABEL
-from cogate.controller.capacity import Room, Snapshot, pack, req_with_pod
+from cogate.controller.capacity import NodeTable, Room, Snapshot, pack, req_with_pod, reserve_room
 from cogate.controller.explanations import held_reason, name_list, plural
 from cogate.controller.filters import spec_key
 from cogate.controller.planner import classify, members_anti, members_spread
-from cogate.controller.records import (InvalidObject, LabelSelector, NodeInfo, PodInfo, Promise, label_selector,
-                                       member_key)
+from cogate.controller.planstate import BoundView
+from cogate.controller.records import (HostPort, InvalidObject, LabelSelector, NodeInfo, PodInfo, Promise,
+                                       label_selector, member_key)
 from cogate.controller.verdicts import GroupRequest, PlannerConfig
 
 __all__ = ["Reason", "Budget", "budget_info", "Gang", "Victim", "Preemption", "NoPreemption", "select_victims",
@@ -252,7 +261,7 @@ class _Pool:
     order went (``pos``), the choices found (slot -> :class:`_Choice`), and the point of the touch
     log they are current for (``log_at``)."""
 
-    __slots__ = ("eligible", "allowed", "pos", "choices", "log_at")
+    __slots__ = ("eligible", "allowed", "pos", "choices", "log_at", "heap")
 
     def __init__(self, eligible: list[int]) -> None:
         self.eligible = eligible
@@ -260,6 +269,20 @@ class _Pool:
         self.pos = 0
         self.choices: dict[int, _Choice] = {}
         self.log_at = 0
+        #: (key, slot) of every choice made (a lazy heap: an entry whose slot's choice now has
+        #: another key, or none, is dropped when it reaches the top)
+        self.heap: list[tuple[tuple[Any, ...], int]] = []
+
+    def best(self) -> _Choice | None:
+        """The choice with the smallest key (keys end with the slot: no ties)."""
+        heap = self.heap
+        while heap:
+            key, i = heap[0]
+            c = self.choices.get(i)
+            if c is not None and c.key == key:
+                return c
+            heapq.heappop(heap)
+        return None
 
 
 class _Stale(Exception):
@@ -279,21 +302,19 @@ class _Unit:
 class _Selection:
     """The state of one :func:`select_victims` call after the early answers (rules 1 to 3)."""
 
-    def __init__(self, group: GroupRequest, snapshot: Snapshot, room: Room, plannable: list[PodInfo], needed: int,
-                 candidates: list[tuple[PodInfo, int]], budgets: Sequence[Budget],
+    def __init__(self, group: GroupRequest, table: NodeTable, room: Room, plannable: list[PodInfo], needed: int,
+                 candidates: _Candidates, budgets: Sequence[Budget],
                  gang_pods: Mapping[tuple[str, str], list[tuple[PodInfo, int]]],
                  slack: Mapping[tuple[str, str], int]) -> None:
         self.group = group
-        self.snapshot = snapshot
+        self.table = table
         self.room = room
         self.plannable = plannable
         self.needed = needed
         self.budgets = budgets
         self.gang_pods = gang_pods
         self.slack = slack
-        self.by_node: dict[int, list[PodInfo]] = {}
-        for p, i in candidates:
-            self.by_node.setdefault(i, []).append(p)
+        self.by_node = candidates
         self._sorted: set[int] = set()
         self.gang_of: dict[str, tuple[str, str]] = {p.uid: gk for gk, ps in gang_pods.items() for p, _ in ps}
         self._budgets_of: dict[str, tuple[int, ...]] = {}
@@ -301,7 +322,7 @@ class _Selection:
         #: node slots whose candidates a budget or a gang covers: their cached choices read its count
         self.budget_slots: dict[int, set[int]] = {}
         if budgets:
-            for p, i in candidates:
+            for p, i in candidates.pairs():
                 for k in self.budgets_of(p):
                     self.budget_slots.setdefault(k, set()).add(i)
         self.gang_slots = {gk: {i for _, i in ps} for gk, ps in gang_pods.items()}
@@ -314,6 +335,9 @@ class _Selection:
         self.touched: list[int] = []
         self.pools: dict[Any, _Pool] = {}
         self._req: dict[str, dict[str, int]] = {}
+        #: resource keys -> uid -> the pod's requests (with ``pods``) of those keys, in that order
+        self._vecs: dict[tuple[str, ...], dict[str, tuple[int, ...]]] = {}
+        self._members = {m.uid: m for m in plannable}
 
     # -- budgets
     def budgets_of(self, p: PodInfo) -> tuple[int, ...]:
@@ -434,21 +458,42 @@ class _Selection:
         """The same where only NodeResourcesFit can refuse (no host ports, anti-affinity, spread or
         pod affinity in play): the room's arithmetic (:func:`~cogate.controller.capacity.copies`'
         rule, request <= free per resource) without touching the room."""
+        keys = tuple(k for k, _ in need)
+        vecs = self._vecs.get(keys)
+        if vecs is None:
+            vecs = self._vecs[keys] = {}
+        rows = []
+        for p in cands:
+            r = vecs.get(p.uid)
+            if r is None:  # req_with_pod's numbers: the pods slot 1, a request that is not positive 0
+                rq = p.requests
+                r = vecs[p.uid] = tuple([1 if k == "pods" else max(rq.get(k, 0), 0) for k in keys])
+            rows.append(r)
         free = self.room.free[i]
-        avail = {k: free.get(k, 0) for k, _ in need}
-        reqs = {p.uid: self.req_of(p) for p in cands}
-        for r in reqs.values():
-            for k in avail:
-                avail[k] += r.get(k, 0)
-        if any(avail[k] < v for k, v in need):
+        # what is left over the member's request, with every candidate gone, per resource of ``keys``
+        left = list(map(sub, [sum(col) for col in zip([free.get(k, 0) for k in keys], *rows)], [v for _, v in need]))
+        if min(left) < 0:
             return None
-        violating, fine = self.split_by_budget(cands, list(self.left))
+        if self.budgets:
+            violating, fine = self.split_by_budget(cands, list(self.left))
+            order = violating + fine
+            rows = [vecs[p.uid] for p in order]
+        else:  # split_by_budget without budgets: none violates, the order is kept
+            violating, order = [], cands
         victims: list[PodInfo] = []
-        for p in violating + fine:
-            r = reqs[p.uid]
-            if all(avail[k] - r.get(k, 0) >= v for k, v in need):
-                for k in avail:
-                    avail[k] -= r.get(k, 0)
+        if len(left) == 3:  # the usual cpu, memory, pods: the same test, unrolled
+            x, y, z = left
+            for p, (a, b, c) in zip(order, rows):
+                if a <= x and b <= y and c <= z:
+                    x -= a
+                    y -= b
+                    z -= c
+                else:
+                    victims.append(p)
+            return victims, violating
+        for p, r in zip(order, rows):
+            if all(map(le, r, left)):
+                left = list(map(sub, left, r))
             else:
                 victims.append(p)
         return victims, violating
@@ -470,7 +515,7 @@ class _Selection:
         pool = self.pools.get(skey)
         if pool is None or (pool.eligible is not eligible and pool.eligible != eligible):
             pool = self.pools[skey] = _Pool(eligible)
-        want = candidate_nodes(len(self.snapshot.table.nodes))
+        want = candidate_nodes(len(self.table.nodes))
         again = set(self.touched[pool.log_at:])
         pool.log_at = len(self.touched)
         for i in sorted(again):
@@ -481,9 +526,7 @@ class _Selection:
             pool.pos += 1
             if i not in pool.choices and i not in again:
                 self._evaluate(pool, m, i)
-        if not pool.choices:
-            return None
-        return min(pool.choices.values(), key=lambda c: c.key)
+        return pool.best()
 
     def _evaluate(self, pool: "_Pool", m: PodInfo, i: int) -> None:
         c = self.on_node(m, i)
@@ -491,6 +534,7 @@ class _Selection:
             pool.choices.pop(i, None)
         else:
             pool.choices[i] = c
+            heapq.heappush(pool.heap, (c.key, i))
 
     def take(self, m: PodInfo, c: _Choice) -> bool:
         """Remove ``c``'s victims and place ``m`` on its node; False (nothing changed) when ``m``
@@ -557,7 +601,7 @@ class _Selection:
         nodes = {i for _, i in pods}
         everywhere = room.anti_active or room.spread is not None  # a pod can matter to a whole domain
         displaced = [(uid, i) for uid, i in self.plan.items() if everywhere or i in nodes]
-        members = {m.uid: m for m in self.plannable}
+        members = self._members
         for uid, i in displaced:
             room.vacate(members[uid], i)
         for p, i in pods:
@@ -643,21 +687,73 @@ def _reprieve_order(sel: _Selection, units: list[_Unit]) -> list[_Unit]:
     return [u for u in units if id(u) in bad] + [u for u in units if id(u) not in bad]
 
 
-def _lent_room(snapshot: Snapshot, promised: Sequence[Promise], group: GroupRequest,
-               without: Iterable[str] = ()) -> Room:
-    """The room the planner plans ``group`` on (``planner.Pass``: bound pods, room promised,
-    nominations below the group's lowest member priority lent), without the pods ``without``."""
-    room = snapshot.room(promised, frozenset(without))
+class _Candidates:
+    """The candidates (rule 1) of one call, by node slot: ``get(i)`` node ``i``'s (a list the
+    selection may sort), :meth:`pairs` all of them as ``(pod, slot)``, ``count`` how many. Built
+    from a list (the from-scratch path) or read node by node from a
+    :class:`~cogate.controller.planstate.BoundView` when first asked (the fast path)."""
+
+    def __init__(self, count: int, by_node: dict[int, list[PodInfo]],
+                 read: Callable[[int], list[PodInfo]] | None = None, slots: Iterable[int] = ()) -> None:
+        self.count = count
+        self._by_node = by_node
+        self._read = read
+        self._slots = sorted(slots) if read is not None else sorted(by_node)
+
+    @classmethod
+    def listed(cls, candidates: Sequence[tuple[PodInfo, int]]) -> _Candidates:
+        by_node: dict[int, list[PodInfo]] = {}
+        for p, i in candidates:
+            by_node.setdefault(i, []).append(p)
+        return cls(len(candidates), by_node)
+
+    def get(self, i: int) -> list[PodInfo] | None:
+        ps = self._by_node.get(i)
+        if ps is None and self._read is not None:
+            ps = self._by_node[i] = self._read(i)
+        return ps
+
+    def pairs(self) -> list[tuple[PodInfo, int]]:
+        return [(p, i) for i in self._slots for p in (self.get(i) or ())]
+
+
+def _lent(room: Room, group: GroupRequest) -> Room:
+    """``room`` with the nominations below the group's lowest member priority lent (as ``planner.Pass``)."""
     if room.nominations:
         room.lend(min((m.priority for m in group.members), default=0))
         room.commit()
     return room
 
 
+def _lent_room(snapshot: Snapshot, promised: Sequence[Promise], group: GroupRequest,
+               without: Iterable[str] = ()) -> Room:
+    """The room the planner plans ``group`` on (``planner.Pass``: bound pods, room promised,
+    nominations below the group's lowest member priority lent), without the pods ``without``."""
+    return _lent(snapshot.room(promised, frozenset(without)), group)
+
+
+def _base_room(table: NodeTable, free: Sequence[dict[str, int]], ports: Sequence[list[HostPort]],
+               promised: Sequence[Promise], group: GroupRequest) -> Room:
+    """The same room on free room already charged with the bound pods (``free``/``ports`` per slot,
+    read only: :class:`~cogate.controller.capacity.Room` copies a node's entry before changing it),
+    as the incremental planner builds its rooms (``Room(base=...)``)."""
+    room = Room(table, False, empty=False, base=(list(free), list(ports)))
+    reserve_room(room, table.index, promised)
+    return _lent(room, group)
+
+
+def _fast_path(view: BoundView | None, group: GroupRequest, snapshot: Snapshot | None) -> bool:
+    """The view's free room can stand for the bound pods: no required pod anti-affinity on a
+    bound pod or a member, no hard topology spread, no required pod affinity on a member (those
+    read where every pod sits, so the selection builds a :class:`Snapshot` then)."""
+    return (view is not None and snapshot is None and not view.anti_active and not members_anti([group])
+            and not members_spread([group]) and not any(m.required_pod_affinity for m in group.members))
+
+
 def select_victims(group: GroupRequest, nodes: Sequence[NodeInfo], pods: Sequence[PodInfo],
                    promised: Sequence[Promise], budgets: Sequence[Budget], gangs: Sequence[Gang],
                    config: PlannerConfig = PlannerConfig(), *,
-                   snapshot: Snapshot | None = None) -> Preemption | NoPreemption:
+                   snapshot: Snapshot | None = None, view: BoundView | None = None) -> Preemption | NoPreemption:
     """The pods to preempt so that ``group`` places minMember, or why none (module docstring,
     rules 1 to 7).
 
@@ -669,7 +765,22 @@ def select_victims(group: GroupRequest, nodes: Sequence[NodeInfo], pods: Sequenc
     bound members are taken alone only within their slack. ``snapshot``: a
     :class:`~cogate.controller.capacity.Snapshot` of exactly these ``nodes`` and ``pods`` built
     already (e.g. the planning pass's), whose ``anti_active``/``spread_active`` cover the group's
-    members; it is only read. Never raises on well-typed records; deterministic for a given input.
+    members; it is only read.
+
+    ``view``: the incremental planner's nodes and bound pods
+    (:meth:`PlanningState.bound_view <cogate.controller.planstate.PlanningState.bound_view>`);
+    ``nodes`` and ``pods`` are then ignored (the view's stand for them). Without required pod
+    anti-affinity (on a bound pod or a member), hard topology spread or required pod affinity
+    (members), the rooms are built on its free room (a copy of the list of nodes, no pass over
+    the pods) and only the candidates of the nodes the selection looks at are read; the room
+    with every candidate gone adds, per node, the requests of the priorities below the group's
+    (``BoundView.by_priority``) and charges back the few pods that are not candidates. Otherwise
+    a :class:`Snapshot` of the view's nodes and pods is built. The answer is the one the call
+    without ``view`` gives on ``view.nodes`` and ``view.pods`` (property test
+    ``tests/unit/test_preemption_props.py``). With budgets, the candidates of every node are read
+    once (which nodes a budget covers); the exhaustive fallback reads them all too.
+
+    Never raises on well-typed records; deterministic for a given input.
     """
     gate = config.gate_name
     ms = classify(group, gate)
@@ -684,9 +795,17 @@ def select_victims(group: GroupRequest, nodes: Sequence[NodeInfo], pods: Sequenc
     if held:
         return NoPreemption(Reason.HELD, f"{me} preempts nothing: {held}")
     priority = min(m.priority for m in ms.gated)
-    if snapshot is None:
-        snapshot = Snapshot(nodes, pods, members_anti([group]), members_spread([group]))
-    room = _lent_room(snapshot, promised, group)
+    fast = view is not None and _fast_path(view, group, snapshot)
+    if view is not None and not fast and snapshot is None:
+        nodes, pods = view.nodes, view.pods
+    if view is not None and fast:
+        table = view.table
+        room = _base_room(table, view.free, view.ports, promised, group)
+    else:
+        if snapshot is None:
+            snapshot = Snapshot(nodes, pods, members_anti([group]), members_spread([group]))
+        table = snapshot.table
+        room = _lent_room(snapshot, promised, group)
     plan0 = pack(room, ms.plannable, needed)
     if len(plan0) >= needed:
         return NoPreemption(Reason.FITS_WITHOUT_PREEMPTION,
@@ -700,7 +819,15 @@ def select_victims(group: GroupRequest, nodes: Sequence[NodeInfo], pods: Sequenc
     key = (group.namespace, group.name)
     gang_min = {(g.namespace, g.name): g.min_member for g in gangs if (g.namespace, g.name) != key}
     gang_pods: dict[tuple[str, str], list[tuple[PodInfo, int]]] = {}
-    if gang_min:
+    index = table.index
+    if view is not None and fast:
+        for gk in gang_min:
+            if gk[1]:  # member_key: a pod-group label that is not empty, a pod not being deleted
+                ps = [(p, index[p.node_name]) for p in view.by_group(*gk) if not p.deleting and p.node_name in index]
+                if ps:
+                    gang_pods[gk] = ps
+    elif gang_min:
+        assert snapshot is not None
         for p, i in snapshot.bound:
             gk = member_key(p)
             if gk in gang_min:
@@ -709,31 +836,56 @@ def select_victims(group: GroupRequest, nodes: Sequence[NodeInfo], pods: Sequenc
     # Never a member of this group, even one the members' cache does not show yet (the label is
     # read only in the group's namespace), nor of a gang that may not be touched.
     ns, name = key
-    if untouchable:
-        candidates = [(p, i) for p, i in snapshot.bound
-                      if p.priority < priority and not p.deleting and p.uid not in own
-                      and (p.namespace, p.labels.get(POD_GROUP_LABEL)) not in untouchable
-                      and (p.namespace != ns or p.labels.get(POD_GROUP_LABEL) != name)]
+
+    def is_candidate(p: PodInfo) -> bool:
+        if p.priority >= priority or p.deleting or p.uid in own:
+            return False
+        g = p.labels.get(POD_GROUP_LABEL)
+        return g is None or ((p.namespace != ns or g != name) and (p.namespace, g) not in untouchable)
+
+    gone_room: Callable[[], Room]
+    if view is not None and fast:
+        candidates, gone_room = _gone_from_view(view, is_candidate, priority, own, key, untouchable, promised, group)
     else:
-        candidates = [(p, i) for p, i in snapshot.bound if p.priority < priority and not p.deleting and p.uid not in own
-                      and (p.namespace != ns or p.labels.get(POD_GROUP_LABEL) != name)]
-    if not candidates:
+        assert snapshot is not None
+        listed = [(p, i) for p, i in snapshot.bound if is_candidate(p)]
+        candidates = _Candidates.listed(listed)
+        without = frozenset(p.uid for p, _ in listed)
+        gone_room = lambda: _lent_room(snapshot, promised, group, without)  # noqa: E731
+    if not candidates.count:
         return NoPreemption(Reason.NO_LOWER_PRIORITY_PODS,
                             f"{me} (priority {priority}) fits {len(ms.bound) + len(plan0)} of {group.min_member} "
                             f"and no bound pod has a lower priority")
     gang_pods = {gk: ps for gk, ps in gang_pods.items() if gk not in untouchable}
     slack = {gk: len(ps) - gang_min[gk] for gk, ps in gang_pods.items()}
 
-    all_gone = _lent_room(snapshot, promised, group, (p.uid for p, _ in candidates))
-    mark_all = all_gone.mark()
-    best = pack(all_gone, ms.plannable, needed)
-    all_gone.rollback(mark_all)
-    if len(best) < needed:
+    all_gone: Room | None = None
+
+    def does_not_fit() -> NoPreemption | None:
+        """Rule 3: DoesNotFitEvenWithPreemption when ``pack`` does not place minMember with every
+        candidate gone (builds that room, kept for the exhaustive fallback)."""
+        nonlocal all_gone
+        all_gone = gone_room()
+        mark_all = all_gone.mark()
+        best = pack(all_gone, ms.plannable, needed)
+        all_gone.rollback(mark_all)
+        if len(best) >= needed:
+            return None
         return NoPreemption(Reason.DOES_NOT_FIT_EVEN_WITH_PREEMPTION,
                             f"{me} fits {len(ms.bound) + len(best)} of {group.min_member} even with all "
-                            f"{plural(len(candidates), 'pod')} of priority below {priority} gone: preempting nothing")
+                            f"{plural(candidates.count, 'pod')} of priority below {priority} gone: preempting nothing")
 
-    sel = _Selection(group, snapshot, room, ms.plannable, needed, candidates, budgets, gang_pods, slack)
+    # On the fast path with one member spec, pack places min(members, the sum over nodes of how
+    # many fit each), which only grows with the room: a confirmed plan proves rule 3's check passes,
+    # so it is made only when no plan is confirmed (the same answer, without the room of every
+    # candidate gone). Otherwise it comes first, as kube-scheduler's "fits with all removed".
+    later = fast and len({spec_key(m, False, False) for m in ms.plannable}) == 1
+    if not later:
+        no = does_not_fit()
+        if no is not None:
+            return no
+
+    sel = _Selection(group, table, room, ms.plannable, needed, candidates, budgets, gang_pods, slack)
     sel.plan = dict(plan0)  # pack left its best attempt applied: members in free room
     plan_names: dict[str, str] | None = None
     try:
@@ -750,21 +902,84 @@ def select_victims(group: GroupRequest, nodes: Sequence[NodeInfo], pods: Sequenc
     if len(sel.plan) >= needed:
         sel.reprieve()
         if sel.confirmed():
-            plan_names = {uid: snapshot.table.nodes[i].name for uid, i in sel.plan.items()}
+            plan_names = {uid: table.nodes[i].name for uid, i in sel.plan.items()}
     if plan_names is None:
-        sel, plan_names = _exhaustive(group, snapshot, promised, ms.plannable, needed, candidates, budgets,
-                                      gang_pods, slack, all_gone)
-    return _answer(sel, plan_names, priority, snapshot, budgets, me)
+        if later:
+            no = does_not_fit()
+            if no is not None:
+                return no
+        assert all_gone is not None
+        sel, plan_names = _exhaustive(group, table, ms.plannable, needed, candidates, budgets, gang_pods, slack,
+                                      all_gone)
+    return _answer(sel, plan_names, priority, table, budgets, me)
 
 
-def _exhaustive(group: GroupRequest, snapshot: Snapshot, promised: Sequence[Promise], plannable: list[PodInfo],
-                needed: int, candidates: list[tuple[PodInfo, int]], budgets: Sequence[Budget],
+def _gone_from_view(view: BoundView, is_candidate: Callable[[PodInfo], bool], priority: int, own: set[str],
+                    key: tuple[str, str], untouchable: set[tuple[str, str]], promised: Sequence[Promise],
+                    group: GroupRequest) -> tuple[_Candidates, Callable[[], Room]]:
+    """The candidates read from ``view`` node by node (counted from the per-priority sums), and a
+    function building the room with every one of them gone
+    (the fast path of :func:`select_victims`): per node, the requests of the pods below
+    ``priority`` not being deleted (``BoundView.by_priority``) added back, the pods among them that
+    are not candidates (the group's own, members of untouchable gangs: found by uid and pod-group
+    label) charged again, host ports read again on the nodes that have some; then the room
+    promised, lent as ``planner.Pass`` lends it. The room ``Snapshot.room`` builds without them."""
+    table = view.table
+    index = table.index
+    excluded: dict[str, tuple[PodInfo, int]] = {}
+
+    def exclude(ps: Iterable[PodInfo]) -> None:
+        for p in ps:
+            if p.priority < priority and not p.deleting and p.node_name in index and not is_candidate(p):
+                excluded[p.uid] = (p, index[p.node_name])
+
+    exclude(view.by_group(*key))
+    for gk in untouchable:
+        exclude(view.by_group(*gk))
+    exclude(p for p in (view.pod(uid) for uid in own) if p is not None)
+    by_priority = view.by_priority_all()
+    count = 0
+    slots: list[int] = []
+    for i, at in enumerate(by_priority):
+        if at:
+            n = sum(t["pods"] for q, t in at.items() if q < priority)
+            if n:
+                count += n
+                slots.append(i)
+    count -= len(excluded)
+
+    def gone() -> Room:
+        free = list(view.free)
+        ports = list(view.ports)
+        for i in slots:
+            f = dict(free[i])
+            for q, t in by_priority[i].items():
+                if q < priority:
+                    for k, v in t.items():
+                        f[k] = f.get(k, 0) + v
+            free[i] = f
+            if ports[i]:
+                ports[i] = [hp for p in view.on_node(i) if not is_candidate(p) for hp in p.host_ports]
+        for p, i in excluded.values():
+            f = free[i]  # a copy: the pod is below the priority, so its node was copied above
+            for k, v in req_with_pod(p.requests).items():
+                f[k] = f.get(k, 0) - v
+        room = Room(table, False, empty=False, base=(free, ports))
+        reserve_room(room, index, promised)
+        return _lent(room, group)
+
+    candidates = _Candidates(count, {}, lambda i: [p for p in view.on_node(i) if is_candidate(p)], slots)
+    return candidates, gone
+
+
+def _exhaustive(group: GroupRequest, table: NodeTable, plannable: list[PodInfo],
+                needed: int, candidates: _Candidates, budgets: Sequence[Budget],
                 gang_pods: Mapping[tuple[str, str], list[tuple[PodInfo, int]]], slack: Mapping[tuple[str, str], int],
                 room: Room) -> tuple[_Selection, dict[str, str]]:
     """The fallback (module docstring): every candidate removed (``room``), then each unit
     reprieved in order while ``pack`` still places minMember; the plan is ``pack``'s."""
-    sel = _Selection(group, snapshot, room, plannable, needed, candidates, budgets, gang_pods, slack)
-    for p, i in candidates:
+    sel = _Selection(group, table, room, plannable, needed, candidates, budgets, gang_pods, slack)
+    for p, i in candidates.pairs():
         if sel.gang_of.get(p.uid) is None:
             sel.alone[p.uid] = (p, i)
     sel.whole = set(gang_pods)
@@ -787,12 +1002,12 @@ def _exhaustive(group: GroupRequest, snapshot: Snapshot, promised: Sequence[Prom
     _reprieve_units(sel, back, repeat=True)  # pack is a heuristic: a refusal is not final until nothing changes
     plan = pack(room, plannable, needed)
     kept = list(plan)[:needed]  # the first placed (with topology spread a prefix of the placement stays valid)
-    return sel, {uid: snapshot.table.nodes[plan[uid]].name for uid in kept}
+    return sel, {uid: table.nodes[plan[uid]].name for uid in kept}
 
 
-def _answer(sel: _Selection, plan: dict[str, str], priority: int, snapshot: Snapshot, budgets: Sequence[Budget],
+def _answer(sel: _Selection, plan: dict[str, str], priority: int, table: NodeTable, budgets: Sequence[Budget],
             me: str) -> Preemption:
-    nodes = snapshot.table.nodes
+    nodes = table.nodes
     raw = sorted(sel.victims(), key=lambda v: more_important(v[0]))
     left = [b.disruptions_allowed for b in budgets]
     violating, _ = sel.split_by_budget([p for p, _, _ in raw], left)

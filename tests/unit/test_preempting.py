@@ -329,3 +329,25 @@ def test_a_nomination_left_by_an_earlier_process_is_cleared():
     w.cluster.calls.clear()
     w.run(1.0)
     assert w.cluster.calls == []  # once
+
+
+def test_with_the_planning_state_the_selection_reads_its_view_and_acts_the_same(monkeypatch):
+    from cogate.controller import preempting as preempting_mod
+
+    seen = []
+    real = preempting_mod.select_victims
+
+    def spy(*a, **kw):
+        seen.append(kw.get("view"))
+        return real(*a, **kw)
+
+    monkeypatch.setattr(preempting_mod, "select_victims", spy)
+    w = full_node_world(nodes=(("n1", "4"), ("n2", "1")))
+    w.rec.preempting.planning, w.rec.preempting.planning_lock = w.rec.planning, w.rec._planning_lock
+    w.run()
+    assert seen and all(v is not None for v in seen)  # the planning state's view, not the pod list
+    assert w.cluster.calls == [("nominate", "m-0=n1"), ("nominate", "m-1=n1"), ("mark", "low-a"), ("delete", "low-a"),
+                               ("mark", "low-b"), ("delete", "low-b")]
+    w.run(1.0)  # the victims went through the informer deltas: the gang is released on their room
+    assert all(not w.cluster.pods[m]["spec"].get("schedulingGates") for m in ("m-0", "m-1"))
+    assert w.metric("cogate_controller_preemptions_total", result="Placed") == 1
