@@ -168,7 +168,10 @@ class Reconciler:
         # The rooms: each is handed what it uses and returns when it wants the next pass.
         self.guard = ReleaseGuard(config, caches, self.writer, self.metrics, self.events, self._drop, monotonic)
         self.aftercare = Aftercare(config, caches, self.writer, self.metrics, self.events, monotonic, policy)
-        self.preempting = Preempting(config, caches, self.writer, self.metrics, self.events, monotonic)
+        # Victim selection reads the planning state's kept room (under its lock) instead of
+        # rebuilding it from every bound pod; None with a scripted decide: from scratch then.
+        self.preempting = Preempting(config, caches, self.writer, self.metrics, self.events, monotonic,
+                                     planning=self.planning, planning_lock=self._planning_lock)
         self.strays = Strays(config.gate_name, caches.podgroups, self.writer, self.metrics, self.events, clock,
                              lambda: self._leading())
         self.owners = Ownership(api_reader(getattr(core, "api_client", None)), self.events, self.metrics,
