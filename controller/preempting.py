@@ -109,9 +109,14 @@ class Preempting:
                 out.extend(inflight.holds(rec, r.members, self.config.gate_name))
         return out
 
-    def present(self) -> dict[str, PodInfo]:
-        """Bound, non-terminal pods by uid, as the caches hold them now."""
+    def present(self, memories: Memories) -> dict[str, PodInfo]:
+        """Bound, non-terminal pods by uid, as the caches hold them now: what a preemption in flight
+        is judged by (its victims gone or not), and the from-scratch selection's pods. Empty when
+        neither is needed (no preemption in flight, the planning state kept): a copy of every bound
+        pod each pass would cost the pass that much at 100,000 pods."""
         if not self.config.preemption:
+            return {}
+        if self.planning is not None and not any(m.preemption is not None for _, m in memories.items()):
             return {}
         return {p.uid: p for p in self.caches.bound.snapshot() if p.bound and not p.terminal}
 

@@ -268,7 +268,7 @@ class Reconciler:
             held = {uid for uid, m in self.memory.items() if self.guard.holds(m, now)}
             by_key = {(r.namespace, r.name): r for r in requests}
             promised = self.preempting.promises(groups, by_key, self.memory)  # room held for a preemption
-            present = self.preempting.present()  # read before planning: a victim gone now is gone for it
+            present = self.preempting.present(self.memory)  # read before planning: a victim gone now is gone for it
             decision = self._plan([r for r in requests if groups[(r.namespace, r.name)].uid not in held], now,
                                   promised)
             wakes.append(self.preempting.step(decision, groups, by_key, self.memory, present, self.reservations, now))
