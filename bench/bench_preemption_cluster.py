@@ -172,7 +172,7 @@ def run_once(api: client.ApiClient, watch: cb.PodWatch, shape: Shape, system: st
         victims = [r for r in _records(watch, ns_low) if r.deleted is not None and t0 <= r.deleted <= end]
         times = sorted(r.bound for r in _records(watch, ns) if r.bound is not None and r.bound <= end)
         ungated = [r.ungated for r in _records(watch, ns) if r.ungated is not None]
-        released = min(ungated) if gang and ungated else None
+        released = min(ungated) if system == "cogate" and ungated else None
         refilled = [r for r in _records(watch, ns_low) if r.created > t0 and r.bound is not None and r.bound <= end]
         kind, _ = cos.quorum(times, shape.size)
         started = len(times) >= shape.size
@@ -237,10 +237,11 @@ def _plot(shapes: tuple[Shape, ...], res: dict[str, dict[str, dict[str, Any]]], 
                           va="bottom", fontsize=7)
     ax_v.scatter([x + 0.4 - width / 2 for x in xs], [sh.needed for sh in shapes], marker="_", s=400, color="black",
                  zorder=3, label="fewest needed")
+    ax_v.set_ylim(top=max([1] + [res[s][sh.label]["victims"] for s in systems for sh in shapes]) * 1.25)
     labels = [sh.label.replace(", ", "\n") for sh in shapes]
     for ax in (ax_t, ax_v):
         ax.set_xticks([x + 0.4 - width / 2 for x in xs], labels, fontsize=7)
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="upper right")
     ax_t.set_ylabel("s, gang created -> all members bound (0: never)")
     ax_t.set_title("Time until the gang is bound")
     ax_v.set_ylabel("low-priority pods deleted")
@@ -248,6 +249,16 @@ def _plot(shapes: tuple[Shape, ...], res: dict[str, dict[str, dict[str, Any]]], 
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _extra(x: dict[str, Any]) -> str:
+    """Where a cogate run's extra victims came from, in words, from its figures."""
+    if not x["replacements bound"] and not x["victims after release"]:
+        return ""
+    return (f"{x['replacements bound']} replacements of victims (the low-priority ReplicaSet's new pods) were bound "
+            "into the freed room before the members were released (kube-scheduler did not keep the room for the "
+            f"gated members cogate had nominated), and {x['victims after release']} victims were deleted after the "
+            "release: kube-scheduler's own preemption for members whose planned room had been taken.")
 
 
 def run(quick: bool, out_dir: Path, src: str | Path | None = None) -> dict[str, Any]:
@@ -273,16 +284,18 @@ def run(quick: bool, out_dir: Path, src: str | Path | None = None) -> dict[str, 
             rows.append([sh.label, SYSTEM_TITLE[s], sh.needed, x["time s"],
                          cb.ratio(x["time s"], b["time s"]) if x["time s"] and b["time s"] else None,
                          f"{x['bound']}/{sh.size}", x["victims"], x["in vain"], x["partly bound"],
-                         x["partly bound s"], x["first victim s"]])
+                         x["partly bound s"], x["first victim s"], x["victims after release"],
+                         x["replacements bound"]])
         targets.append(cb.target(f"{sh.label}: victims, cogate against kube-scheduler alone", "<= alone's",
                                  f"{a['victims']} against {b['victims']}", a["victims"] <= b["victims"],
                                  f"cogate deleted {a['victims']} low-priority pods, kube-scheduler alone "
-                                 f"{b['victims']} (fewest needed {sh.needed}); cogate's PodGroup: {a['status']}"))
+                                 f"{b['victims']} (fewest needed {sh.needed}). {_extra(a)} cogate's PodGroup: "
+                                 f"{a['status']}"))
         targets.append(cb.target(f"{sh.label}: pods cogate evicted in vain", "0", str(a["in vain"]),
                                  a["in vain"] == 0,
                                  f"{a['victims']} victims, gang {'started' if a['started'] else 'did not start'} "
-                                 f"({a['bound']}/{sh.size} bound), fewest needed {sh.needed}; cogate's PodGroup: "
-                                 f"{a['status']}"))
+                                 f"({a['bound']}/{sh.size} bound), fewest needed {sh.needed}. {_extra(a)} cogate's "
+                                 f"PodGroup: {a['status']}"))
         if sh.fits:
             targets.append(cb.target(f"{sh.label}: time until bound, cogate / kube-scheduler alone", f"<= {TARGET}x",
                                      f"{r}x ({a['time s']} s against {b['time s']} s)",
@@ -308,8 +321,11 @@ def run(quick: bool, out_dir: Path, src: str | Path | None = None) -> dict[str, 
         "pod, the nodes exactly full). Partly bound: 0 < bound < minMember at the end ('stranded'), or minMember "
         "reached more than 5 s + minMember/50 s after the first binding ('slow'), as in the Coscheduling "
         "benchmark; 'partly bound s' is the time from the first member bound to minMember bound (or to the end).",
-        "The low-priority ReplicaSet replaces its deleted pods at once; the replacements stay Pending (a victim's "
-        "room is nominated to the preemptor) and are not counted as victims when deleted at the end of a run.",
+        "The low-priority ReplicaSet replaces its deleted pods at once; the replacements should stay Pending (a "
+        "victim's room is nominated to the preemptor) and are not counted as victims when deleted at the end of a "
+        "run. 'replacements bound': replacements that were bound during the run (they took freed room); 'victims "
+        "after release' (cogate only; 0 for the others, whose pods are never gated): victims deleted after the "
+        "first member was ungated: kube-scheduler's own preemptions for released members.",
         "(a) and (b) share one control plane (cogate running during (b) but not involved: no pod is labelled); (c) "
         "runs on its own (the same label selects both systems' pods, one podgroups CRD can exist); Coscheduling "
         "with its sample configuration (permitWaitingTimeSeconds 10; DefaultPreemption stays enabled in its "
@@ -329,7 +345,8 @@ def run(quick: bool, out_dir: Path, src: str | Path | None = None) -> dict[str, 
         "kube-scheduler alone (b), same shapes, same run, same control plane as (a); ratios are against its time.",
         tables=[cb.table("Preemption for one high-priority gang on nodes full of low-priority pods",
                          ["shape", "system", "fewest victims needed", "time s", "ratio to alone", "bound",
-                          "victims", "in vain", "partly bound", "partly bound s", "first victim gone s"], rows)],
+                          "victims", "in vain", "partly bound", "partly bound s", "first victim gone s",
+                          "victims after release", "replacements bound"], rows)],
         plots=[{"file": plot, "caption": "Time until the gang is bound and victims per system and shape (the bar's "
                                          "label: evicted in vain; black mark: the fewest victims needed)"}],
         targets=targets, notes=notes)
