@@ -189,6 +189,10 @@ def run_once(api: client.ApiClient, watch: cb.PodWatch, shape: Shape, system: st
             "victims after release": sum(1 for r in victims if released is not None and r.deleted > released),
             # the ReplicaSet's replacements of victims that were bound (took freed room)
             "replacements bound": len(refilled),
+            # cogate only: the first gate removed (s after the gang's creation), and replacements bound before it
+            "released s": round(released - t0, 2) if released is not None else None,
+            "replacements bound before release": sum(1 for r in refilled if released is not None
+                                                     and r.bound < released),
             "status": _group_status(api, ns) if gang else "",
         }
     finally:
@@ -256,9 +260,11 @@ def _extra(x: dict[str, Any]) -> str:
     if not x["replacements bound"] and not x["victims after release"]:
         return ""
     return (f"{x['replacements bound']} replacements of victims (the low-priority ReplicaSet's new pods) were bound "
-            "into the freed room before the members were released (kube-scheduler did not keep the room for the "
-            f"gated members cogate had nominated), and {x['victims after release']} victims were deleted after the "
-            "release: kube-scheduler's own preemption for members whose planned room had been taken.")
+            f"into the freed room, {x['replacements bound before release']} of them before cogate removed the first "
+            f"gate ({x['released s']} s after the gang's creation): while the members were gated and nominated "
+            "kube-scheduler kept the room for them, but between the gate removals and the members' binding it "
+            f"scheduled replacements there; {x['victims after release']} victims were deleted after the release: "
+            "kube-scheduler's own preemption for members whose planned room had been taken.")
 
 
 def run(quick: bool, out_dir: Path, src: str | Path | None = None) -> dict[str, Any]:
@@ -301,11 +307,11 @@ def run(quick: bool, out_dir: Path, src: str | Path | None = None) -> dict[str, 
                                      f"{r}x ({a['time s']} s against {b['time s']} s)",
                                      r is not None and r <= TARGET,
                                      f"cogate {a['time s']} s (first victim gone {a['first victim s']} s after the "
-                                     f"gang's creation), kube-scheduler alone {b['time s']} s (first victim "
+                                     f"gang's creation, first gate removed at {a['released s']} s), kube-scheduler alone {b['time s']} s (first victim "
                                      f"{b['first victim s']} s). cogate's sequence is one decision for the whole "
                                      "gang: nominate every member, mark and delete every victim, wait until all are "
                                      "gone, then release; kube-scheduler preempts for one pod per cycle and binds "
-                                     "each member as soon as its own victims are gone."))
+                                     "each member as soon as its own victims are gone. " + _extra(a)))
     plot = "preemption_cluster.png"
     _plot(shapes, res, out_dir / plot)
     for s in systems:
