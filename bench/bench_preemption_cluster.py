@@ -261,9 +261,12 @@ def _extra(x: dict[str, Any]) -> str:
         return ""
     return (f"{x['replacements bound']} replacements of victims (the low-priority ReplicaSet's new pods) were bound "
             f"into the freed room, {x['replacements bound before release']} of them before cogate removed the first "
-            f"gate ({x['released s']} s after the gang's creation): while the members were gated and nominated "
-            "kube-scheduler kept the room for them, but between the gate removals and the members' binding it "
-            f"scheduled replacements there; {x['victims after release']} victims were deleted after the release: "
+            f"gate ({x['released s']} s after the gang's creation): "
+            + ("while the members were gated and nominated kube-scheduler kept the room for them, but between the "
+               "gate removals and the members' binding it scheduled replacements there"
+               if not x["replacements bound before release"] else
+               "kube-scheduler did not keep all of the room for the gated, nominated members")
+            + f"; {x['victims after release']} victims were deleted after the release: "
             "kube-scheduler's own preemption for members whose planned room had been taken.")
 
 
