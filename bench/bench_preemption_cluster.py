@@ -191,6 +191,9 @@ def run_once(api: client.ApiClient, watch: cb.PodWatch, shape: Shape, system: st
             "replacements bound": len(refilled),
             # cogate only: the first gate removed (s after the gang's creation), and replacements bound before it
             "released s": round(released - t0, 2) if released is not None else None,
+            # members bound elsewhere than the node first nominated to them (by cogate, or kube-scheduler)
+            "bound away from nomination": sum(1 for r in _records(watch, ns) if r.nominated and r.node
+                                              and r.node != r.nominated),
             "replacements bound before release": sum(1 for r in refilled if released is not None
                                                      and r.bound < released),
             "status": _group_status(api, ns) if gang else "",
@@ -267,7 +270,14 @@ def _extra(x: dict[str, Any]) -> str:
                if not x["replacements bound before release"] else
                "kube-scheduler did not keep all of the room for the gated, nominated members")
             + f"; {x['victims after release']} victims were deleted after the release: "
-            "kube-scheduler's own preemption for members whose planned room had been taken.")
+            "kube-scheduler's own preemption for members whose planned room had been taken. "
+            + ("" if not x["bound away from nomination"] else
+               f"{x['bound away from nomination']} members were bound on another node than the one cogate had "
+               "nominated them to (a released member is pinned by required node affinity, so that is where cogate "
+               "pinned it): the release pins members to nodes of the lent room without keeping each "
+               "member on its own nomination, so a member pinned to a node whose room is nominated to another "
+               "member (of the same priority) does not fit there in kube-scheduler's view, which preempts for it "
+               "elsewhere while the room it leaves goes to the replacements."))
 
 
 def run(quick: bool, out_dir: Path, src: str | Path | None = None) -> dict[str, Any]:
@@ -294,7 +304,7 @@ def run(quick: bool, out_dir: Path, src: str | Path | None = None) -> dict[str, 
                          cb.ratio(x["time s"], b["time s"]) if x["time s"] and b["time s"] else None,
                          f"{x['bound']}/{sh.size}", x["victims"], x["in vain"], x["partly bound"],
                          x["partly bound s"], x["first victim s"], x["victims after release"],
-                         x["replacements bound"]])
+                         x["replacements bound"], x["bound away from nomination"]])
         targets.append(cb.target(f"{sh.label}: victims, cogate against kube-scheduler alone", "<= alone's",
                                  f"{a['victims']} against {b['victims']}", a["victims"] <= b["victims"],
                                  f"cogate deleted {a['victims']} low-priority pods, kube-scheduler alone "
@@ -334,7 +344,8 @@ def run(quick: bool, out_dir: Path, src: str | Path | None = None) -> dict[str, 
         "victim's room is nominated to the preemptor) and are not counted as victims when deleted at the end of a "
         "run. 'replacements bound': replacements that were bound during the run (they took freed room); 'victims "
         "after release' (cogate only; 0 for the others, whose pods are never gated): victims deleted after the "
-        "first member was ungated: kube-scheduler's own preemptions for released members.",
+        "first member was ungated: kube-scheduler's own preemptions for released members. 'bound away from "
+        "nomination': members bound on another node than the first status.nominatedNodeName seen on them.",
         "(a) and (b) share one control plane (cogate running during (b) but not involved: no pod is labelled); (c) "
         "runs on its own (the same label selects both systems' pods, one podgroups CRD can exist); Coscheduling "
         "with its sample configuration (permitWaitingTimeSeconds 10; DefaultPreemption stays enabled in its "
@@ -355,7 +366,7 @@ def run(quick: bool, out_dir: Path, src: str | Path | None = None) -> dict[str, 
         tables=[cb.table("Preemption for one high-priority gang on nodes full of low-priority pods",
                          ["shape", "system", "fewest victims needed", "time s", "ratio to alone", "bound",
                           "victims", "in vain", "partly bound", "partly bound s", "first victim gone s",
-                          "victims after release", "replacements bound"], rows)],
+                          "victims after release", "replacements bound", "bound away from nomination"], rows)],
         plots=[{"file": plot, "caption": "Time until the gang is bound and victims per system and shape (the bar's "
                                          "label: evicted in vain; black mark: the fewest victims needed)"}],
         targets=targets, notes=notes)

@@ -295,6 +295,8 @@ class PodRecord:
     bound: float | None = None
     node: str | None = None
     deleted: float | None = None
+    #: the first ``status.nominatedNodeName`` seen (kube-scheduler's after preemption, or cogate's on a gated member)
+    nominated: str | None = None
 
 
 class _WatchLoop:
@@ -415,6 +417,8 @@ class PodWatch(_WatchLoop):
                 self.records[key] = rec
             if rec.ungated is None and not spec.get("schedulingGates"):
                 rec.ungated = t
+            if rec.nominated is None and (obj.get("status") or {}).get("nominatedNodeName"):
+                rec.nominated = obj["status"]["nominatedNodeName"]
             if rec.bound is None and spec.get("nodeName"):
                 rec.bound = t
                 rec.node = spec["nodeName"]
