@@ -15,7 +15,7 @@ Pieces:
 - :func:`cogate_stack`: webhook + controller processes (context manager);
 - :class:`PodWatch`: cluster-wide pod watch recording, per pod, when it was first seen
   (created), first seen without scheduling gates (ungated) and first seen with a node
-  (bound), plus a binding log and event counts per namespace;
+  (bound), its first nominatedNodeName, plus a binding log and event counts per namespace;
 - :func:`pod`, :func:`pod_group`, :func:`replica_set`: manifests (dicts); :func:`priority_class` creates one;
 - :func:`parallel`: run calls on a thread pool ("created at once");
 - :func:`new_namespace`, :func:`delete_namespace`;
