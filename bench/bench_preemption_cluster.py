@@ -29,7 +29,11 @@ Per run (one pod watch, :class:`clusterbench.PodWatch`, is the clock):
   member CPU / low-priority pod CPU, all low-priority pods alike and nodes exactly full);
 - **partly bound**: the rule of :func:`bench_coscheduling.quorum` (0 < bound < minMember at the
   end, or minMember reached more than 5 s + minMember / 50 s after the first binding), and how
-  long the gang was partly bound (first binding -> minMember bound, or -> the end).
+  long the gang was partly bound (first binding -> minMember bound, or -> the end);
+- **where extra victims come from**: the low-priority ReplicaSet's replacements that were bound
+  (they took freed room), with cogate the victims deleted after its first gate removal
+  (kube-scheduler's own preemption for released members) and the replacements bound before it,
+  and members bound on another node than the first ``nominatedNodeName`` seen on them.
 
 A fitting gang's run ends 3 s after it is bound (late victims still count); the one that cannot
 start is watched for :attr:`Shape.hold_s`. Targets (issue 15): cogate evicts no more than
