@@ -93,6 +93,7 @@ class Shape:
     node_cpu: str
     size: int
     hold_s: float = 30.0  # how long a gang that cannot start is watched (from its creation)
+    run: int = 0  # the repetition of a shape run more than once (0: run once)
 
     @property
     def low_per_node(self) -> int:
@@ -115,10 +116,11 @@ class Shape:
     @property
     def label(self) -> str:
         what = "fits after preemption" if self.fits else f"room for {self.room} only"
-        return f"gang of {self.size} on {self.nodes} nodes, {what}"
+        return f"gang of {self.size} on {self.nodes} nodes, {what}" + (f" (run {self.run})" if self.run else "")
 
 
-SHAPES = (Shape(10, "4", 8), Shape(50, "4", 100), Shape(30, "3", 100))
+#: The gang of 8 is run 3 times (seconds each; a single run of it is noise on a shared machine).
+SHAPES = (*(Shape(10, "4", 8, run=k) for k in (1, 2, 3)), Shape(50, "4", 100), Shape(30, "3", 100))
 QUICK_SHAPES = (Shape(4, "4", 8), Shape(4, "3", 14, hold_s=10.0))
 
 
@@ -217,8 +219,11 @@ def _plane(system_set: tuple[str, ...], shapes: tuple[Shape, ...], timeout: floa
             cb.priority_class(api, name, value)
         ctx: Any = cb.cogate_stack(c, "--preemption") if "cogate" in system_set else cos.Coscheduling(c, src)
         with ctx, cb.PodWatch(api) as watch:
+            nodes = None
             for shape in shapes:
-                cb.set_nodes(c, shape.nodes, cpu=shape.node_cpu, memory="16Gi", pods=110)
+                if nodes != (shape.nodes, shape.node_cpu):  # a repetition keeps the nodes
+                    cb.set_nodes(c, shape.nodes, cpu=shape.node_cpu, memory="16Gi", pods=110)
+                    nodes = (shape.nodes, shape.node_cpu)
                 for system in system_set:
                     out[system][shape.label] = run_once(api, watch, shape, system, timeout, quick)
                     cb.log(f"{NAME}: {system}: {shape.label}: {out[system][shape.label]}")
@@ -287,7 +292,7 @@ def _extra(x: dict[str, Any]) -> str:
 def run(quick: bool, out_dir: Path, src: str | Path | None = None) -> dict[str, Any]:
     src = Path(src) if src else schedplugins.DEFAULT_SRC
     shapes = QUICK_SHAPES if quick else SHAPES
-    timeout = 90 if quick else 600
+    timeout = 90 if quick else 150  # a gang not bound by then counts as not bound (time None)
     notes: list[str] = []
     with_cos = (src / "go.mod").is_file()
     if with_cos:
@@ -354,6 +359,8 @@ def run(quick: bool, out_dir: Path, src: str | Path | None = None) -> dict[str, 
         "runs on its own (the same label selects both systems' pods, one podgroups CRD can exist); Coscheduling "
         "with its sample configuration (permitWaitingTimeSeconds 10; DefaultPreemption stays enabled in its "
         "profile, Coscheduling's PostFilter added), its low-priority pods and members naming its scheduler.",
+        f"One run per shape and system, the gang of 8 three times; a fitting gang not bound within {timeout} s "
+        "counts as not bound (time None).",
         "raw figures: " + json.dumps(res),
     ]
     return cb.result(
