@@ -240,7 +240,7 @@ def _plot(shapes: tuple[Shape, ...], res: dict[str, dict[str, dict[str, Any]]], 
     import matplotlib.pyplot as plt
 
     systems = [s for s in SYSTEMS if s in res]
-    fig, (ax_t, ax_v) = plt.subplots(1, 2, figsize=(11, 4.4))
+    fig, (ax_t, ax_v) = plt.subplots(1, 2, figsize=(12, 4.8))
     width = 0.8 / len(systems)
     xs = range(len(shapes))
     for k, s in enumerate(systems):
@@ -249,19 +249,20 @@ def _plot(shapes: tuple[Shape, ...], res: dict[str, dict[str, dict[str, Any]]], 
         bars = ax_v.bar([x + k * width for x in xs], [r["victims"] for r in rs], width, label=SYSTEM_TITLE[s])
         for b, r in zip(bars, rs):
             if r["in vain"]:
-                ax_v.text(b.get_x() + b.get_width() / 2, b.get_height(), f"{r['in vain']}\nin vain", ha="center",
+                ax_v.text(b.get_x() + b.get_width() / 2, b.get_height(), str(r["in vain"]), ha="center",
                           va="bottom", fontsize=7)
     ax_v.scatter([x + 0.4 - width / 2 for x in xs], [sh.needed for sh in shapes], marker="_", s=400, color="black",
                  zorder=3, label="fewest needed")
     ax_v.set_ylim(top=max([1] + [res[s][sh.label]["victims"] for s in systems for sh in shapes]) * 1.25)
-    labels = [sh.label.replace(", ", "\n") for sh in shapes]
+    labels = [f"gang of {sh.size}\n{sh.nodes} nodes\n" + ("fits" if sh.fits else f"room for {sh.room}")
+              + (f"\nrun {sh.run}" if sh.run else "") for sh in shapes]
     for ax in (ax_t, ax_v):
         ax.set_xticks([x + 0.4 - width / 2 for x in xs], labels, fontsize=7)
-        ax.legend(fontsize=7, loc="upper right")
+        ax.legend(fontsize=7, loc="upper left")
     ax_t.set_ylabel("s, gang created -> all members bound (0: never)")
     ax_t.set_title("Time until the gang is bound")
     ax_v.set_ylabel("low-priority pods deleted")
-    ax_v.set_title("Victims (label: evicted in vain)")
+    ax_v.set_title("Victims (number above a bar: evicted in vain)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -378,8 +379,8 @@ def run(quick: bool, out_dir: Path, src: str | Path | None = None) -> dict[str, 
                          ["shape", "system", "fewest victims needed", "time s", "ratio to alone", "bound",
                           "victims", "in vain", "partly bound", "partly bound s", "first victim gone s",
                           "victims after release", "replacements bound", "bound away from nomination"], rows)],
-        plots=[{"file": plot, "caption": "Time until the gang is bound and victims per system and shape (the bar's "
-                                         "label: evicted in vain; black mark: the fewest victims needed)"}],
+        plots=[{"file": plot, "caption": "Time until the gang is bound and victims per system and shape (the number above a bar: "
+                                         "evicted in vain; black mark: the fewest victims needed)"}],
         targets=targets, notes=notes)
 
 
