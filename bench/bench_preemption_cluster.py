@@ -379,8 +379,9 @@ def run(quick: bool, out_dir: Path, src: str | Path | None = None) -> dict[str, 
                          ["shape", "system", "fewest victims needed", "time s", "ratio to alone", "bound",
                           "victims", "in vain", "partly bound", "partly bound s", "first victim gone s",
                           "victims after release", "replacements bound", "bound away from nomination"], rows)],
-        plots=[{"file": plot, "caption": "Time until the gang is bound and victims per system and shape (the number above a bar: "
-                                         "evicted in vain; black mark: the fewest victims needed)"}],
+        plots=[{"file": plot, "caption": "Time until the gang is bound and victims per system and shape (the "
+                                         "number above a bar: evicted in vain; black mark: the fewest victims "
+                                         "needed)"}],
         targets=targets, notes=notes)
 
 
