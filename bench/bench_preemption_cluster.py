@@ -330,8 +330,8 @@ def run(quick: bool, out_dir: Path, src: str | Path | None = None) -> dict[str, 
                                      f"{r}x ({a['time s']} s against {b['time s']} s)",
                                      r is not None and r <= TARGET,
                                      f"cogate {a['time s']} s (first victim gone {a['first victim s']} s after the "
-                                     f"gang's creation, first gate removed at {a['released s']} s), kube-scheduler alone {b['time s']} s (first victim "
-                                     f"{b['first victim s']} s). cogate's sequence is one decision for the whole "
+                                     f"gang's creation, first gate removed at {a['released s']} s), "
+                                     f"kube-scheduler alone {b['time s']} s (first victim {b['first victim s']} s). cogate's sequence is one decision for the whole "
                                      "gang: nominate every member, mark and delete every victim, wait until all are "
                                      "gone, then release; kube-scheduler preempts for one pod per cycle and binds "
                                      "each member as soon as its own victims are gone. " + _extra(a)))
