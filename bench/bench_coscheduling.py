@@ -108,21 +108,32 @@ def workloads(quick: bool) -> list[Workload]:
 
 # ------------------------------------------------------------------ analysis
 
+def quorum(times: list[float], min_member: int) -> tuple[str | None, float | None]:
+    """The module doc's rule for one group from its members' bind times (sorted, seconds, up to the
+    end of the workload): ``("stranded", None)`` when 0 < bound < minMember, ``("slow", lag)`` when
+    minMember was reached more than ``5 s + minMember / BIND_RATE`` after the first binding, else
+    ``(None, lag)`` (``lag`` None when nothing was bound). Shared with bench_preemption_cluster."""
+    if not times:
+        return None, None
+    if len(times) < min_member:
+        return "stranded", None
+    lag = times[min_member - 1] - times[0]
+    return ("slow" if lag > 5.0 + min_member / BIND_RATE else None), lag
+
+
 def partial_binding(watch: cb.PodWatch, ns: str, w: Workload, end: float) -> dict[str, Any]:
     """Per the module doc: groups partly bound (stranded or slow to quorum), and the worst quorum lag."""
     with watch.lock:
         log = [(t, g) for t, n, _, g in watch.bind_log if n == ns]
     stranded, slow, lags = [], [], []
     for name, _, min_member in w.groups:
-        times = sorted(t for t, g in log if g == name and t <= end)
-        if not times:
+        kind, lag = quorum(sorted(t for t, g in log if g == name and t <= end), min_member)
+        if kind == "stranded":
+            stranded.append(f"{name} ({sum(1 for t, g in log if g == name and t <= end)}/{min_member})")
             continue
-        if len(times) < min_member:
-            stranded.append(f"{name} ({len(times)}/{min_member})")
-            continue
-        lag = times[min_member - 1] - times[0]
-        lags.append(lag)
-        if lag > 5.0 + min_member / BIND_RATE:
+        if lag is not None:
+            lags.append(lag)
+        if kind == "slow":
             slow.append(f"{name} ({lag:.1f} s)")
     return {"stranded": stranded, "slow": slow, "max quorum lag s": round(max(lags), 2) if lags else None,
             "bound": sum(1 for t, _ in log if t <= end)}

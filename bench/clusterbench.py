@@ -15,8 +15,8 @@ Pieces:
 - :func:`cogate_stack`: webhook + controller processes (context manager);
 - :class:`PodWatch`: cluster-wide pod watch recording, per pod, when it was first seen
   (created), first seen without scheduling gates (ungated) and first seen with a node
-  (bound), plus a binding log and event counts per namespace;
-- :func:`pod`, :func:`pod_group`, :func:`replica_set`: manifests (dicts);
+  (bound), its first nominatedNodeName, plus a binding log and event counts per namespace;
+- :func:`pod`, :func:`pod_group`, :func:`replica_set`: manifests (dicts); :func:`priority_class` creates one;
 - :func:`parallel`: run calls on a thread pool ("created at once");
 - :func:`new_namespace`, :func:`delete_namespace`;
 - :func:`percentile`, :func:`ratio`, :func:`result`: figures and the RESULT dict of the
@@ -213,11 +213,13 @@ def delete_namespace(api: client.ApiClient, namespace: str, timeout: float = 180
 
 def pod(name: str, *, group: str | None = None, cpu: str = "100m", memory: str = "64Mi",
         gate: str | None = None, scheduler_name: str | None = None, node_name: str | None = None,
-        labels: dict[str, str] | None = None) -> dict[str, Any]:
+        labels: dict[str, str] | None = None, priority_class: str | None = None) -> dict[str, Any]:
     """A pod of one container requesting (= limited to) ``cpu``/``memory``.
 
     ``group``: the PodGroup label; ``gate``: a scheduling gate put there by the creator (not the
-    webhook); ``scheduler_name``: ``spec.schedulerName``; ``node_name``: created bound (no scheduler).
+    webhook); ``scheduler_name``: ``spec.schedulerName``; ``node_name``: created bound (no scheduler);
+    ``priority_class``: ``spec.priorityClassName`` (the API server's Priority admission sets
+    ``spec.priority`` from it; see :func:`priority_class`).
     """
     lab = {"app": "bench", **(labels or {})}
     if group is not None:
@@ -233,6 +235,8 @@ def pod(name: str, *, group: str | None = None, cpu: str = "100m", memory: str =
         spec["schedulerName"] = scheduler_name
     if node_name:
         spec["nodeName"] = node_name
+    if priority_class:
+        spec["priorityClassName"] = priority_class
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": lab}, "spec": spec}
 
 
@@ -244,12 +248,25 @@ def pod_group(name: str, min_member: int, timeout_seconds: int | None = None) ->
 
 
 def replica_set(name: str, replicas: int, *, group: str | None, cpu: str = "100m", memory: str = "64Mi",
-                scheduler_name: str | None = None) -> dict[str, Any]:
-    tmpl = pod("x", group=group, cpu=cpu, memory=memory, scheduler_name=scheduler_name, labels={"rs": name})
+                scheduler_name: str | None = None, priority_class: str | None = None) -> dict[str, Any]:
+    tmpl = pod("x", group=group, cpu=cpu, memory=memory, scheduler_name=scheduler_name, labels={"rs": name},
+               priority_class=priority_class)
     tmpl["metadata"].pop("name")
     return {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": name},
             "spec": {"replicas": replicas, "selector": {"matchLabels": {"rs": name}},
                      "template": {"metadata": tmpl["metadata"], "spec": tmpl["spec"]}}}
+
+
+def priority_class(api: client.ApiClient, name: str, value: int) -> None:
+    """Create the PriorityClass ``name`` of ``value`` (preemptionPolicy PreemptLowerPriority), unless it
+    exists (409 ignored; an existing class keeps its value)."""
+    body = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
+            "value": value, "globalDefault": False, "preemptionPolicy": "PreemptLowerPriority"}
+    try:
+        client.SchedulingV1Api(api).create_priority_class(body, _preload_content=False)
+    except client.ApiException as exc:
+        if exc.status != 409:
+            raise
 
 
 def create_pod_group(api: client.ApiClient, namespace: str, body: dict[str, Any]) -> None:
@@ -278,6 +295,8 @@ class PodRecord:
     bound: float | None = None
     node: str | None = None
     deleted: float | None = None
+    #: the first ``status.nominatedNodeName`` seen (kube-scheduler's after preemption, or cogate's on a gated member)
+    nominated: str | None = None
 
 
 class _WatchLoop:
@@ -398,6 +417,8 @@ class PodWatch(_WatchLoop):
                 self.records[key] = rec
             if rec.ungated is None and not spec.get("schedulingGates"):
                 rec.ungated = t
+            if rec.nominated is None and (obj.get("status") or {}).get("nominatedNodeName"):
+                rec.nominated = obj["status"]["nominatedNodeName"]
             if rec.bound is None and spec.get("nodeName"):
                 rec.bound = t
                 rec.node = spec["nodeName"]

@@ -55,6 +55,7 @@ BENCHMARKS: list[str] = [
     "bench_release_throughput",  # 4
     "bench_controller_memory_cluster",  # 6b
     "bench_coscheduling",  # 7 (needs the scheduler-plugins source: $COGATE_COSCHEDULING_SRC)
+    "bench_preemption_cluster",  # issue 15 item 6: cogate, kube-scheduler alone, Coscheduling preempting
 ]
 
 #: Binaries the local control plane runs (what a NEEDS_CLUSTER benchmark needs).

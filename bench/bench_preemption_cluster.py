@@ -1,0 +1,394 @@
+"""Issue 15 item 6: preemption side by side on real control planes.
+
+The workload: kwok nodes exactly full of low-priority pods (one ReplicaSet, PriorityClass
+``low``, value 100, 500m / 64Mi each, grace period 30 s), then one high-priority gang
+(PriorityClass ``high``, value 1000, one ReplicaSet of members of 1 CPU / 64Mi) whose members
+fit only if low-priority pods go. Shapes (:data:`SHAPES`): a gang of 8 and a gang of 100 that fit
+once enough low-priority pods go, and a gang of 100 with room for only 90 members after every
+low-priority pod goes (it can start only whole, so it never starts).
+
+Three systems, each with the same shapes, same node shapes, same pods:
+
+- (a) **cogate**: webhook + controller with ``--preemption``; the gang is a PodGroup (created first,
+  minMember = size) and its members carry the group label;
+- (b) **kube-scheduler alone**: the same pods without the label (kube-scheduler's per-pod
+  DefaultPreemption), on the same control plane as (a), cogate running but not involved;
+- (c) **Coscheduling**: scheduler-plugins v0.34.7 as a second scheduler + its PodGroup controller
+  on a control plane of its own (as :mod:`bench_coscheduling` runs it and why), low-priority pods
+  and members naming its scheduler (so one scheduler sees every nomination).
+
+Per run (one pod watch, :class:`clusterbench.PodWatch`, is the clock):
+
+- **time**: the gang's ReplicaSet create call -> the watch sees every member bound (None when it
+  never is within the run);
+- **victims**: low-priority pods the watch saw deleted between the gang's creation and the end of
+  the run (kwok deletes a pod being deleted at once, grace period or not: a real kubelet would
+  take up to the pod's grace period);
+- **evicted in vain**: every victim when the gang did not start (fewer than minMember bound at
+  the end), else the victims beyond the fewest that let it start (:attr:`Shape.needed`: members x
+  member CPU / low-priority pod CPU, all low-priority pods alike and nodes exactly full);
+- **partly bound**: the rule of :func:`bench_coscheduling.quorum` (0 < bound < minMember at the
+  end, or minMember reached more than 5 s + minMember / 50 s after the first binding), and how
+  long the gang was partly bound (first binding -> minMember bound, or -> the end);
+- **where extra victims come from**: the low-priority ReplicaSet's replacements that were bound
+  (they took freed room), with cogate the victims deleted after its first gate removal
+  (kube-scheduler's own preemption for released members) and the replacements bound before it,
+  and members bound on another node than the first ``nominatedNodeName`` seen on them.
+
+A fitting gang's run ends 3 s after it is bound (late victims still count); the one that cannot
+start is watched for :attr:`Shape.hold_s`. Targets (issue 15): cogate evicts no more than
+kube-scheduler alone, never in vain, and its time is within 1.25x of kube-scheduler alone's.
+
+    python bench/bench_preemption_cluster.py [--quick] [--src DIR]    # prints RESULT <json>
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_coscheduling as cos  # noqa: E402
+import clusterbench as cb  # noqa: E402
+import schedplugins  # noqa: E402
+
+from cogate.api import GROUP, PLURAL, VERSION  # noqa: E402
+from cogate.controller.resources import parse_quantity, to_units  # noqa: E402
+
+
+
+def parse_cpu_millis(q: str) -> int:
+    """CPU millicores of quantity ``q`` (the controller's own parsing, rounded up as it rounds)."""
+    return to_units("cpu", parse_quantity(q))
+
+
+NAME = "preemption_cluster"
+TITLE = "Preemption side by side: cogate, kube-scheduler alone, Coscheduling"
+NEEDS_CLUSTER = True
+TARGET = 1.25
+LOW = ("low", 100)
+HIGH = ("high", 1000)
+LOW_CPU = "500m"
+LOW_GRACE_S = 30  # Kubernetes' default terminationGracePeriodSeconds
+MEMBER_CPU = "1"
+SYSTEMS = ("cogate", "alone", "coscheduling")
+SYSTEM_TITLE = {"cogate": "cogate", "alone": "kube-scheduler alone", "coscheduling": "Coscheduling"}
+AFTER_BOUND_S = 3.0
+
+
+@dataclass(frozen=True)
+class Shape:
+    """``nodes`` kwok nodes of ``node_cpu`` CPU (16Gi, 110 pods), each full of ``low_per_node``
+    low-priority pods of :data:`LOW_CPU`; one gang of ``size`` members of :data:`MEMBER_CPU`."""
+
+    nodes: int
+    node_cpu: str
+    size: int
+    hold_s: float = 30.0  # how long a gang that cannot start is watched (from its creation)
+    run: int = 0  # the repetition of a shape run more than once (0: run once)
+
+    @property
+    def low_per_node(self) -> int:
+        return parse_cpu_millis(self.node_cpu) // parse_cpu_millis(LOW_CPU)
+
+    @property
+    def room(self) -> int:
+        """Members that fit with every low-priority pod gone."""
+        return self.nodes * (parse_cpu_millis(self.node_cpu) // parse_cpu_millis(MEMBER_CPU))
+
+    @property
+    def fits(self) -> bool:
+        return self.room >= self.size
+
+    @property
+    def needed(self) -> int:
+        """The fewest victims that let the gang start (0 when it cannot start)."""
+        return self.size * parse_cpu_millis(MEMBER_CPU) // parse_cpu_millis(LOW_CPU) if self.fits else 0
+
+    @property
+    def label(self) -> str:
+        what = "fits after preemption" if self.fits else f"room for {self.room} only"
+        return f"gang of {self.size} on {self.nodes} nodes, {what}" + (f" (run {self.run})" if self.run else "")
+
+
+#: The gang of 8 is run 3 times (seconds each; a single run of it is noise on a shared machine).
+SHAPES = (*(Shape(10, "4", 8, run=k) for k in (1, 2, 3)), Shape(50, "4", 100), Shape(30, "3", 100))
+QUICK_SHAPES = (Shape(4, "4", 8, run=1), Shape(4, "4", 8, run=2), Shape(4, "3", 14, hold_s=10.0))
+
+
+def unavailable() -> str | None:
+    return None  # without the scheduler-plugins source only (c) is left out (a note says so)
+
+
+# ------------------------------------------------------------------ one run
+
+def _records(watch: cb.PodWatch, ns: str) -> list[cb.PodRecord]:
+    with watch.lock:
+        return [r for (n, _), r in watch.records.items() if n == ns]
+
+
+def _group_status(api: client.ApiClient, ns: str) -> str:
+    """The PodGroup's phase and conditions, in words (cogate's or Coscheduling's CRD)."""
+    try:
+        obj = client.CustomObjectsApi(api).get_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "g")
+    except client.ApiException as exc:
+        return f"(PodGroup not read: HTTP {exc.status})"
+    st = obj.get("status") or {}
+    conds = "; ".join(f"{c.get('type')}={c.get('status')} {c.get('reason') or ''}: {(c.get('message') or '')[:200]}"
+                      for c in st.get("conditions") or [])
+    return f"phase {st.get('phase')}" + (f"; {conds}" if conds else "")
+
+
+def run_once(api: client.ApiClient, watch: cb.PodWatch, shape: Shape, system: str, timeout: float,
+             quick: bool) -> dict[str, Any]:
+    """One shape through one system on the current nodes; the figures of the module doc."""
+    sched = cos.SCHEDULER_NAME if system == "coscheduling" else None
+    gang = system != "alone"
+    ns_low = cb.new_namespace(api, "pre-low")
+    ns = cb.new_namespace(api, f"pre-{system[:5]}")
+    low = shape.nodes * shape.low_per_node
+    try:
+        body = cb.replica_set("low", low, group=None, cpu=LOW_CPU, scheduler_name=sched, priority_class=LOW[0])
+        body["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = LOW_GRACE_S
+        cb.create_replica_set(api, ns_low, body)
+        cb.log(f"{NAME}: {system}: {shape.label}: {low} low-priority pods")
+        watch.wait_bound(ns_low, low, timeout)
+        if gang:
+            cb.create_pod_group(api, ns, cb.pod_group("g", shape.size))
+        t0 = time.monotonic()
+        cb.create_replica_set(api, ns, cb.replica_set("g", shape.size, group="g" if gang else None, cpu=MEMBER_CPU,
+                                                      scheduler_name=sched, priority_class=HIGH[0]))
+        reached = None
+        if shape.fits:
+            try:
+                reached = watch.wait_bound(ns, shape.size, timeout) - t0
+            except TimeoutError:
+                pass
+        hold = AFTER_BOUND_S if reached is not None else shape.hold_s
+        time.sleep(max(0.0, (t0 + (reached or 0.0) + hold) - time.monotonic()))
+        end = time.monotonic()
+        victims = [r for r in _records(watch, ns_low) if r.deleted is not None and t0 <= r.deleted <= end]
+        times = sorted(r.bound for r in _records(watch, ns) if r.bound is not None and r.bound <= end)
+        ungated = [r.ungated for r in _records(watch, ns) if r.ungated is not None]
+        released = min(ungated) if system == "cogate" and ungated else None
+        refilled = [r for r in _records(watch, ns_low) if r.created > t0 and r.bound is not None and r.bound <= end]
+        kind, _ = cos.quorum(times, shape.size)
+        started = len(times) >= shape.size
+        partly_s = ((times[shape.size - 1] if started else end) - times[0]) if times else 0.0
+        return {
+            "time s": round(reached, 2) if reached is not None else None,
+            "bound": len(times), "started": started,
+            "victims": len(victims),
+            "in vain": len(victims) - shape.needed if started else len(victims),
+            "partly bound": kind or "no",
+            "partly bound s": round(partly_s, 2),
+            "first victim s": round(min(r.deleted for r in victims) - t0, 2) if victims else None,
+            # victims gone after the first member was ungated (cogate, Coscheduling: none expected)
+            "victims after release": sum(1 for r in victims if released is not None and r.deleted > released),
+            # the ReplicaSet's replacements of victims that were bound (took freed room)
+            "replacements bound": len(refilled),
+            # cogate only: the first gate removed (s after the gang's creation), and replacements bound before it
+            "released s": round(released - t0, 2) if released is not None else None,
+            # members bound elsewhere than the node first nominated to them (by cogate, or kube-scheduler)
+            "bound away from nomination": sum(1 for r in _records(watch, ns) if r.nominated and r.node
+                                              and r.node != r.nominated),
+            "replacements bound before release": sum(1 for r in refilled if released is not None
+                                                     and r.bound < released),
+            "status": _group_status(api, ns) if gang else "",
+        }
+    finally:
+        cb.delete_namespace(api, ns)
+        cb.delete_namespace(api, ns_low)
+
+
+def _plane(system_set: tuple[str, ...], shapes: tuple[Shape, ...], timeout: float, quick: bool,
+           src: Path) -> dict[str, dict[str, dict[str, Any]]]:
+    """Every shape through the systems of one control plane: ("cogate", "alone") or ("coscheduling",)."""
+    out: dict[str, dict[str, dict[str, Any]]] = {s: {} for s in system_set}
+    with cb.control_plane() as c:
+        api = cb.api_client(c)
+        for name, value in (LOW, HIGH):
+            cb.priority_class(api, name, value)
+        ctx: Any = cb.cogate_stack(c, "--preemption") if "cogate" in system_set else cos.Coscheduling(c, src)
+        with ctx, cb.PodWatch(api) as watch:
+            nodes = None
+            for shape in shapes:
+                if nodes != (shape.nodes, shape.node_cpu):  # a repetition keeps the nodes
+                    cb.set_nodes(c, shape.nodes, cpu=shape.node_cpu, memory="16Gi", pods=110)
+                    nodes = (shape.nodes, shape.node_cpu)
+                for system in system_set:
+                    out[system][shape.label] = run_once(api, watch, shape, system, timeout, quick)
+                    cb.log(f"{NAME}: {system}: {shape.label}: {out[system][shape.label]}")
+        api.close()
+    return out
+
+
+# ------------------------------------------------------------------ report
+
+def _plot(shapes: tuple[Shape, ...], res: dict[str, dict[str, dict[str, Any]]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    systems = [s for s in SYSTEMS if s in res]
+    fig, (ax_t, ax_v) = plt.subplots(1, 2, figsize=(12, 4.8))
+    width = 0.8 / len(systems)
+    xs = range(len(shapes))
+    for k, s in enumerate(systems):
+        rs = [res[s][sh.label] for sh in shapes]
+        ax_t.bar([x + k * width for x in xs], [r["time s"] or 0.0 for r in rs], width, label=SYSTEM_TITLE[s])
+        bars = ax_v.bar([x + k * width for x in xs], [r["victims"] for r in rs], width, label=SYSTEM_TITLE[s])
+        for b, r in zip(bars, rs):
+            if r["in vain"]:
+                ax_v.text(b.get_x() + b.get_width() / 2, b.get_height(), str(r["in vain"]), ha="center",
+                          va="bottom", fontsize=7)
+    ax_v.scatter([x + 0.4 - width / 2 for x in xs], [sh.needed for sh in shapes], marker="_", s=400, color="black",
+                 zorder=3, label="fewest needed")
+    ax_v.set_ylim(top=max([1] + [res[s][sh.label]["victims"] for s in systems for sh in shapes]) * 1.25)
+    labels = [f"gang of {sh.size}\n{sh.nodes} nodes\n" + ("fits" if sh.fits else f"room for {sh.room}")
+              + (f"\nrun {sh.run}" if sh.run else "") for sh in shapes]
+    for ax in (ax_t, ax_v):
+        ax.set_xticks([x + 0.4 - width / 2 for x in xs], labels, fontsize=7)
+        ax.legend(fontsize=7, loc="upper left")
+    ax_t.set_ylabel("s, gang created -> all members bound (0: never)")
+    ax_t.set_title("Time until the gang is bound")
+    ax_v.set_ylabel("low-priority pods deleted")
+    ax_v.set_title("Victims (number above a bar: evicted in vain)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _extra(x: dict[str, Any]) -> str:
+    """Where a cogate run's extra victims came from, in words, from its figures."""
+    if not x["replacements bound"] and not x["victims after release"]:
+        return ""
+    return (f"{x['replacements bound']} replacements of victims (the low-priority ReplicaSet's new pods) were bound "
+            f"into the freed room, {x['replacements bound before release']} of them before cogate removed the first "
+            f"gate ({x['released s']} s after the gang's creation): "
+            + ("while the members were gated and nominated kube-scheduler kept the room for them, but between the "
+               "gate removals and the members' binding it scheduled replacements there"
+               if not x["replacements bound before release"] else
+               "kube-scheduler did not keep all of the room for the gated, nominated members")
+            + f"; {x['victims after release']} victims were deleted after the release: "
+            "kube-scheduler's own preemption for members whose planned room had been taken. "
+            + ("" if not x["bound away from nomination"] else
+               f"{x['bound away from nomination']} members were bound on another node than the one cogate had "
+               "nominated them to (a released member is pinned by required node affinity, so that is where cogate "
+               "pinned it): the release pins members to nodes of the lent room without keeping each "
+               "member on its own nomination, so a member pinned to a node whose room is nominated to another "
+               "member (of the same priority) does not fit there in kube-scheduler's view, which preempts for it "
+               "elsewhere while the room it leaves goes to the replacements."))
+
+
+def run(quick: bool, out_dir: Path, src: str | Path | None = None) -> dict[str, Any]:
+    src = Path(src) if src else schedplugins.DEFAULT_SRC
+    shapes = QUICK_SHAPES if quick else SHAPES
+    timeout = 90 if quick else 150  # a gang not bound by then counts as not bound (time None)
+    notes: list[str] = []
+    with_cos = (src / "go.mod").is_file()
+    if with_cos:
+        schedplugins.ensure_built(src)  # before any control plane: a build takes minutes
+    else:
+        notes.append("(c) Coscheduling left out: no scheduler-plugins source (set COGATE_COSCHEDULING_SRC).")
+    res = _plane(("cogate", "alone"), shapes, timeout, quick, src)
+    if with_cos:
+        res.update(_plane(("coscheduling",), shapes, timeout, quick, src))
+    systems = [s for s in SYSTEMS if s in res]
+    rows, targets = [], []
+    for sh in shapes:
+        a, b = res["cogate"][sh.label], res["alone"][sh.label]
+        r = cb.ratio(a["time s"], b["time s"]) if a["time s"] and b["time s"] else None
+        for s in systems:
+            x = res[s][sh.label]
+            rows.append([sh.label, SYSTEM_TITLE[s], sh.needed, x["time s"],
+                         cb.ratio(x["time s"], b["time s"]) if x["time s"] and b["time s"] else None,
+                         f"{x['bound']}/{sh.size}", x["victims"], x["in vain"], x["partly bound"],
+                         x["partly bound s"], x["first victim s"], x["victims after release"],
+                         x["replacements bound"], x["bound away from nomination"]])
+        targets.append(cb.target(f"{sh.label}: victims, cogate against kube-scheduler alone", "<= alone's",
+                                 f"{a['victims']} against {b['victims']}", a["victims"] <= b["victims"],
+                                 f"cogate deleted {a['victims']} low-priority pods, kube-scheduler alone "
+                                 f"{b['victims']} (fewest needed {sh.needed}). {_extra(a)} cogate's PodGroup: "
+                                 f"{a['status']}"))
+        targets.append(cb.target(f"{sh.label}: pods cogate evicted in vain", "0", str(a["in vain"]),
+                                 a["in vain"] == 0,
+                                 f"{a['victims']} victims, gang {'started' if a['started'] else 'did not start'} "
+                                 f"({a['bound']}/{sh.size} bound), fewest needed {sh.needed}. {_extra(a)} cogate's "
+                                 f"PodGroup: {a['status']}"))
+        if sh.fits:
+            targets.append(cb.target(f"{sh.label}: time until bound, cogate / kube-scheduler alone", f"<= {TARGET}x",
+                                     f"{r}x ({a['time s']} s against {b['time s']} s)",
+                                     r is not None and r <= TARGET,
+                                     f"cogate {a['time s']} s (first victim gone {a['first victim s']} s after the "
+                                     f"gang's creation, first gate removed at {a['released s']} s), "
+                                     f"kube-scheduler alone {b['time s']} s (first victim {b['first victim s']} s). cogate's sequence is one decision for the whole "
+                                     "gang: nominate every member, mark and delete every victim, wait until all are "
+                                     "gone, then release; kube-scheduler preempts for one pod per cycle and binds "
+                                     "each member as soon as its own victims are gone. " + _extra(a)))
+    plot = "preemption_cluster.png"
+    _plot(shapes, res, out_dir / plot)
+    for s in systems:
+        for sh in shapes:
+            if res[s][sh.label]["status"]:
+                notes.append(f"{SYSTEM_TITLE[s]}, {sh.label}: PodGroup at the end: {res[s][sh.label]['status']}")
+    notes += [
+        "kwok deletes a pod being deleted at once (its pod-delete stage, grace 0), whatever its grace period "
+        f"(the low-priority pods have {LOW_GRACE_S} s): on real nodes every system here would wait up to the "
+        "victims' grace period before the room is free, and the times would grow by about that much.",
+        "Evicted in vain: every victim when the gang did not start (fewer than minMember bound when the run "
+        "ended), else the victims beyond the fewest that let it start (members x 1 CPU / 500m per low-priority "
+        "pod, the nodes exactly full). Partly bound: 0 < bound < minMember at the end ('stranded'), or minMember "
+        "reached more than 5 s + minMember/50 s after the first binding ('slow'), as in the Coscheduling "
+        "benchmark; 'partly bound s' is the time from the first member bound to minMember bound (or to the end).",
+        "The low-priority ReplicaSet replaces its deleted pods at once; the replacements should stay Pending (a "
+        "victim's room is nominated to the preemptor) and are not counted as victims when deleted at the end of a "
+        "run. 'replacements bound': replacements that were bound during the run (they took freed room); 'victims "
+        "after release' (cogate only; 0 for the others, whose pods are never gated): victims deleted after the "
+        "first member was ungated: kube-scheduler's own preemptions for released members. 'bound away from "
+        "nomination': members bound on another node than the first status.nominatedNodeName seen on them.",
+        "(a) and (b) share one control plane (cogate running during (b) but not involved: no pod is labelled); (c) "
+        "runs on its own (the same label selects both systems' pods, one podgroups CRD can exist); Coscheduling "
+        "with its sample configuration (permitWaitingTimeSeconds 10; DefaultPreemption stays enabled in its "
+        "profile, Coscheduling's PostFilter added), its low-priority pods and members naming its scheduler.",
+        f"One run per shape and system, the gang of 8 three times; a fitting gang not bound within {timeout} s "
+        "counts as not bound (time None).",
+        "raw figures: " + json.dumps(res),
+    ]
+    return cb.result(
+        NAME, TITLE,
+        "kwok nodes exactly full of low-priority pods (a ReplicaSet of PriorityClass low, value 100, 500m/64Mi "
+        "each), then one gang of high-priority pods (PriorityClass high, 1000; 1 CPU/64Mi each) that fits only if "
+        "low-priority pods go: gangs of 8 and of 100 that fit after preemption, and a gang of 100 with room for "
+        "90 members only after every low-priority pod goes. Through (a) cogate (PodGroup minMember = size, "
+        "--preemption), (b) kube-scheduler alone (the same pods unlabelled: per-pod DefaultPreemption) and (c) "
+        "scheduler-plugins' Coscheduling. Per run: time from the gang's creation until every member is bound "
+        "(one pod watch), low-priority pods deleted (victims), pods evicted in vain, whether the gang was partly "
+        "bound.",
+        "kube-scheduler alone (b), same shapes, same run, same control plane as (a); ratios are against its time.",
+        tables=[cb.table("Preemption for one high-priority gang on nodes full of low-priority pods",
+                         ["shape", "system", "fewest victims needed", "time s", "ratio to alone", "bound",
+                          "victims", "in vain", "partly bound", "partly bound s", "first victim gone s",
+                          "victims after release", "replacements bound", "bound away from nomination"], rows)],
+        plots=[{"file": plot, "caption": "Time until the gang is bound and victims per system and shape (the "
+                                         "number above a bar: evicted in vain; black mark: the fewest victims "
+                                         "needed)"}],
+        targets=targets, notes=notes)
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--src", type=Path, default=schedplugins.DEFAULT_SRC,
+                    help="scheduler-plugins source snapshot (default %(default)s)")
+    ns_, rest = ap.parse_known_args()
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    cb.main(lambda quick, out: run(quick, out, ns_.src), rest)
