@@ -599,12 +599,20 @@ class Room:
 def pack(room: Room, members: Sequence[PodInfo], needed: int) -> dict[str, int]:
     """Plan ``members`` on ``room`` (left applied). Returns uid -> node index: at least ``needed``
     entries when that many fit, else the best attempt (applied, so the caller can explain the
-    shortfall)."""
+    shortfall).
+
+    A member nominated to a node (``PodInfo.nominated_node``: only cogate nominates gated members,
+    to the node of its preemption plan, :mod:`cogate.controller.preempting`) is placed there first
+    when it fits: kube-scheduler counts each nomination against pods of equal or lower priority
+    (``addGENominatedPods``), so a member pinned to a node nominated for another member does not
+    fit there in its view, and kube-scheduler preempts elsewhere for it (measured: 99 of 100
+    members pinned away from their nomination, 82 victims too many)."""
     by_spec: dict[int, tuple[Spec, list[PodInfo]]] = {}
     for m in members:
         s = room.spec_for(m)
         by_spec.setdefault(id(s), (s, []))[1].append(m)
     groups = list(by_spec.values())
+    nominated = any(m.nominated_node for m in members)
     strategies = [lambda g: (len(g[0].eligible), -g[0].size, g[1][0].name)]
     if len(members) > needed:
         strategies.append(lambda g: (g[0].size, len(g[0].eligible), g[1][0].name))
@@ -612,8 +620,10 @@ def pack(room: Room, members: Sequence[PodInfo], needed: int) -> dict[str, int]:
     best: dict[str, int] | None = None
     for strategy in strategies:
         out: dict[str, int] = {}
+        if nominated:
+            _place_nominated(room, groups, out)
         for spec, ms in sorted(groups, key=strategy):
-            room.place_batch(spec, ms, out)
+            room.place_batch(spec, [m for m in ms if m.uid not in out] if out else ms, out)
         if len(out) >= needed:
             return out
         if best is None or len(out) > len(best):
@@ -621,6 +631,18 @@ def pack(room: Room, members: Sequence[PodInfo], needed: int) -> dict[str, int]:
         room.rollback(mark)
     # leave the best attempt applied so the caller can explain the shortfall
     return _replay(room, groups, best or {})
+
+
+def _place_nominated(room: Room, groups: list[tuple[Spec, list[PodInfo]]], out: dict[str, int]) -> None:
+    """Place each member with a nomination on its nominated node where it is eligible and fits
+    (:func:`pack`)."""
+    index = room.table.index
+    for spec, ms in groups:
+        for m in ms:
+            i = index.get(m.nominated_node) if m.nominated_node else None
+            if i is not None and i in spec.eligible and room.fits(spec, i):
+                room.occupy(m, spec.req, spec.ports, i)
+                out[m.uid] = i
 
 
 def _replay(room: Room, groups: list[tuple[Spec, list[PodInfo]]], plan: dict[str, int]) -> dict[str, int]:
