@@ -130,3 +130,25 @@ def controller_flags(stack, *flags: str) -> Iterator[None]:
     finally:
         stack.controller_args = saved
         stack.restart_controller()
+
+
+@contextlib.contextmanager
+def priority_classes(kube, **values: int | tuple[int, str]) -> Iterator[dict[str, str]]:
+    """PriorityClasses for one test: ``name=value`` or ``name=(value, preemptionPolicy)``; yields
+    ``name -> unique class name`` (a suffix keeps tests apart); deleted afterwards."""
+    sched = client.SchedulingV1Api(kube)
+    suffix = f"{time.monotonic_ns() % 10**8}"
+    names = {k: f"{k}-{suffix}" for k in values}
+    for k, v in values.items():
+        value, policy = v if isinstance(v, tuple) else (v, None)
+        body: dict[str, Any] = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                                "metadata": {"name": names[k]}, "value": value}
+        if policy:
+            body["preemptionPolicy"] = policy
+        sched.create_priority_class(body)
+    try:
+        yield names
+    finally:
+        for n in names.values():
+            with contextlib.suppress(client.ApiException):
+                sched.delete_priority_class(n)

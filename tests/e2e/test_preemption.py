@@ -29,8 +29,8 @@ from kubernetes import client
 
 from cogate.localcluster import example
 
-from .kube import (bound, condition, create_pod_group, events_for, gated, group_pods, hold_gated, pods, running,
-                   status, wait_for)
+from .kube import (bound, condition, create_pod_group, events_for, gated, group_pods, hold_gated, pods,
+                   priority_classes, running, status, wait_for)
 
 pytestmark = pytest.mark.e2e
 
@@ -53,22 +53,8 @@ def preempting(stack) -> Iterator[Any]:
 @pytest.fixture
 def classes(kube) -> Iterator[dict[str, str]]:
     """PriorityClasses ``low`` (100), ``high`` (1000), ``vip`` (5000), ``never`` (1000, preemptionPolicy Never)."""
-    sched = client.SchedulingV1Api(kube)
-    suffix = f"{time.monotonic_ns() % 10**8}"
-    spec = {"low": (100, None), "high": (1000, None), "vip": (5000, None), "never": (1000, "Never")}
-    names = {k: f"{k}-{suffix}" for k in spec}
-    for k, (value, policy) in spec.items():
-        body: dict[str, Any] = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                                "metadata": {"name": names[k]}, "value": value}
-        if policy:
-            body["preemptionPolicy"] = policy
-        sched.create_priority_class(body)
-    try:
+    with priority_classes(kube, low=100, high=1000, vip=5000, never=(1000, "Never")) as names:
         yield names
-    finally:
-        for n in names.values():
-            with contextlib.suppress(client.ApiException):
-                sched.delete_priority_class(n)
 
 
 def template(group: str | None, cpu: str, priority_class: str, app: str) -> dict[str, Any]:

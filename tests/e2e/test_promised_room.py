@@ -29,7 +29,7 @@ from cogate.api import POD_GROUP_LABEL
 from cogate.localcluster import example
 
 from .kube import (bound, condition, controller_flags, create_pod_group, events_for, gated, group_pods,
-                   hold_gated, running, scheduler_paused, status, wait_for)
+                   hold_gated, priority_classes, running, scheduler_paused, status, wait_for)
 
 pytestmark = pytest.mark.e2e
 
@@ -117,22 +117,6 @@ def test_pinned_unbound_gang_keeps_its_room_while_kube_scheduler_is_stopped_past
 
 
 # ----------------------------------------------------------------- 2c: a real nomination
-
-
-@contextlib.contextmanager
-def priority_classes(kube, **values: int):
-    sched = client.SchedulingV1Api(kube)
-    suffix = f"{time.monotonic_ns() % 10**8}"
-    names = {k: f"{k}-{suffix}" for k in values}
-    for k, v in values.items():
-        sched.create_priority_class({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                                     "metadata": {"name": names[k]}, "value": v})
-    try:
-        yield names
-    finally:
-        for n in names.values():
-            with contextlib.suppress(client.ApiException):
-                sched.delete_priority_class(n)
 
 
 FINALIZER = "example.com/hold"
