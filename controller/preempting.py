@@ -16,8 +16,11 @@ applied then):
   ``Unschedulable``: no victim can help), highest priority first, not backing off;
 - :meth:`Preempting.conditions` (per group, while its status is computed): ``Preempting``.
 
-A gated member carrying a ``nominatedNodeName`` while its group has no preemption in flight (an
-earlier process's, whose record a restart lost) has it cleared.
+On a process's first pass (and on gaining leadership), :meth:`Preempting.resume` rebuilds the
+preemptions an earlier process left in flight from the cluster (:func:`inflight.rebuild`: cogate's
+nominations on gated members, victims marked ``PreemptionByCogate`` naming the group) and carries
+them on. A gated member still carrying cogate's ``nominatedNodeName`` while its group has no
+preemption in flight has it cleared.
 
 One preemption at a time, cluster-wide: serialised like kube-scheduler's one preemption per
 scheduling cycle (``PostFilter`` runs for one pod at a time), so two groups never plan on the same
@@ -59,6 +62,7 @@ from cogate.controller.config import ReconcilerConfig
 from cogate.controller.events import Emitter
 from cogate.controller.informer import Caches
 from cogate.controller.inputs import GroupObject
+from cogate.controller.leftovers import FIELD_MANAGER
 from cogate.controller.memory import GroupMemory, Memories
 from cogate.controller.metrics import Metrics
 from cogate.controller.notices import ObjectRef, log_extra
@@ -67,7 +71,7 @@ from cogate.controller.preemption import Gang, NoPreemption, Preemption, Reason,
 from cogate.controller.records import PodInfo, Promise, Reservation
 from cogate.controller.verdicts import Decision, GroupRequest, Outcome
 from cogate.controller.wakeups import WAKE_MARGIN, earliest
-from cogate.controller.writer import Writer, WriteResult
+from cogate.controller.writer import PREEMPTION_REASON, Writer, WriteResult
 from cogate.models import PodGroupStatus, format_time
 
 log = logging.getLogger(__name__)
@@ -94,6 +98,46 @@ class Preempting:
         self.metrics = metrics
         self.events = events
         self._monotonic = monotonic
+
+    # -- on a process's first pass (or on gaining leadership) -------------------------------------
+    def resume(self, groups: Mapping[tuple[str, str], GroupObject], requests: Sequence[GroupRequest],
+               memories: Memories, now: float) -> None:
+        """Take over the preemptions an earlier process left in flight (:func:`inflight.rebuild`):
+        each rebuilt record goes into its group's memory, so its room is held from this pass on
+        and it ends as the earlier process's would have; a victim marked but not yet deleted is
+        deleted now (step 3). Said in the log, an Event ``Preempting`` on the group and
+        ``cogate_controller_preemptions_total{result="Resumed"}``. Groups that already have a record
+        (this process's own) are left alone."""
+        if not self.config.preemption:
+            return
+        members = {(r.namespace, r.name): r.members for r in requests if (r.namespace, r.name) in groups
+                   and memories.recall(groups[(r.namespace, r.name)].uid).preemption is None}
+        bound = [p for p in self.caches.bound.snapshot() if p.bound and not p.terminal]
+        found = inflight.rebuild(members, bound, self.config.gate_name, PREEMPTION_REASON, FIELD_MANAGER, now)
+        for i in found.ignored:
+            log.info("resuming preemptions: %s ignored: %s", i.ref, i.reason)
+        pending = set(found.to_delete)
+        by_uid = {p.uid: p for p in bound if p.uid in pending}
+        for rec in found.records:
+            g = groups[(rec.namespace, rec.name)]
+            memory = memories.recall(g.uid)
+            memory.preemption, memory.preemption_note = rec, None
+            group = f"{rec.namespace}/{rec.name}"
+            graces: dict[str, float] = {}
+            mark, stamp = notices.disruption_message(group, rec.priority), format_time(now)
+            for v in rec.victims:  # the earlier process stopped between its mark and its DELETE
+                p = by_uid.get(v.uid)
+                if p is None:
+                    continue
+                result, grace = self.writer.preempt(p, mark, stamp)
+                if grace is not None:
+                    graces[v.uid] = grace
+                if result == WriteResult.DELETED:
+                    self.events.record(_pod_ref(p), notices.preempted(group, rec.priority, v.node))
+            memory.preemption = inflight.regraced(rec, graces, now)
+            self.metrics.preemptions.labels(inflight.RESUMED).inc()
+            log.info("PodGroup %s: %s", group, rec.message, extra=log_extra(rec.namespace, rec.name))
+            self.events.record(g.ref, notices.preempting(rec.message))
 
     # -- before planning -------------------------------------------------------------------------
     def promises(self, groups: Mapping[tuple[str, str], GroupObject], requests: Mapping[tuple[str, str], GroupRequest],
@@ -160,17 +204,20 @@ class Preempting:
     def _stale_nominations(self, groups: Mapping[tuple[str, str], GroupObject],
                            requests: Mapping[tuple[str, str], GroupRequest], memories: Memories,
                            handled: set[str]) -> None:
-        """Clear ``nominatedNodeName`` on gated members of groups with no preemption in flight: only
-        cogate nominates its gated members, so such a nomination was left by an earlier process (a
-        restart loses the record). Left there, kube-scheduler would keep that room nominated for a
-        pod that may never come (KEP-5278: the setter clears). ``handled``: groups whose record this
-        step judged (an ended one cleared its own already; the members here predate that)."""
+        """Clear ``nominatedNodeName`` on gated members of groups with no preemption in flight when
+        it is cogate's (its field manager owns it, or the owner is unknown: no managedFields): left
+        by a preemption whose record is gone (one :meth:`resume` could not rebuild, or whose clear
+        failed). Left there, kube-scheduler would keep that room nominated for a pod that may never
+        come (KEP-5278: the setter clears; another manager's nomination is its own to clear).
+        ``handled``: groups whose record this step judged (an ended one cleared its own already;
+        the members here predate that)."""
         for key, r in requests.items():
             g = groups.get(key)
             if g is None or g.uid in handled or memories.recall(g.uid).preemption is not None:
                 continue
             for m in r.members:
-                if m.nominated_node and not m.bound and m.gated_by(self.config.gate_name):
+                if (m.nominated_node and not m.bound and m.gated_by(self.config.gate_name)
+                        and m.nominated_by in (FIELD_MANAGER, "")):
                     log.info("PodGroup %s/%s: clearing member %s's nominatedNodeName %s left by an earlier "
                              "preemption", *key, m.name, m.nominated_node, extra=log_extra(*key))
                     self.writer.nominate(m, "")
