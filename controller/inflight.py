@@ -25,6 +25,10 @@ record in the preempting group's memory (:class:`cogate.controller.memory.GroupM
   that ended without placing it (:data:`BACKOFF_INITIAL_SECONDS` doubling to
   :data:`BACKOFF_MAX_SECONDS`);
 - :func:`waiting_message` and the ``Preempting`` condition's texts;
+- :func:`new_scheduler_leader` (on kube-scheduler's leader Lease, :func:`scheduler_lease`) and
+  :func:`refresh_condition`: when and how the members' nominations are made known again to a
+  kube-scheduler that started after cogate nominated them (it registers a gated pod's
+  nomination only on an update of the pod, docs/semantics.md "Preemption");
 - :func:`rebuild`: the records of preemptions an earlier process left in flight (a restart, a
   leader failover), read back from the cluster: the gated members whose ``nominatedNodeName``
   cogate's field manager owns, and the victims still there marked ``DisruptionTarget`` with
@@ -46,7 +50,8 @@ from cogate.controller.records import PodInfo, Promise
 __all__ = ["STUCK_SLACK_SECONDS", "GONE_RECHECK_SECONDS", "BACKOFF_INITIAL_SECONDS", "BACKOFF_MAX_SECONDS",
            "DEFAULT_GRACE_SECONDS", "VictimRef", "InFlight", "Step", "Judgement", "start", "deadline", "holds",
            "judge", "backoff_seconds", "waiting_message", "holder", "Ignored", "Rebuilt", "rebuild", "regraced",
-           "RESUMED"]
+           "RESUMED", "SCHEDULER_LEASE", "REFRESH_AGAIN_SECONDS", "ROOM_HELD_CONDITION", "SchedulerLease",
+           "scheduler_lease", "new_scheduler_leader", "refresh_condition"]
 
 #: Seconds beyond the longest victim grace period before victims still there count as stuck
 #: (the kubelet needs a moment after the grace period to report the pod gone).
@@ -374,3 +379,53 @@ def regraced(record: InFlight, graces: Mapping[str, float], now: float) -> InFli
     refs = tuple(replace(v, grace=max(0.0, now - record.started) + graces[v.uid]) if v.uid in graces else v
                  for v in record.victims)
     return replace(record, victims=refs, deadline=deadline(record.started, refs))
+
+
+#: kube-scheduler's leader Lease (``namespace``, ``name``): its ``--leader-elect-resource-namespace``
+#: and ``--leader-elect-resource-name`` defaults.
+SCHEDULER_LEASE = ("kube-system", "kube-scheduler")
+#: Seconds after a new kube-scheduler leader is seen before the nominations are refreshed once
+#: more: a kube-scheduler run with ``DelayCacheUntilActive`` lists pods only after it took the
+#: Lease, and a refresh it lists with the pod is not an update to it.
+REFRESH_AGAIN_SECONDS = 5.0
+#: The pod condition cogate writes on a nominated member to refresh its nomination (an update of
+#: the pod that kube-scheduler's queue sees; its type is cogate's, so no one else reads it).
+ROOM_HELD_CONDITION = "scheduling.x-k8s.io/RoomHeld"
+
+
+@dataclass(frozen=True)
+class SchedulerLease:
+    """kube-scheduler's leader Lease as read: ``spec.holderIdentity`` ('' when released or
+    unset) and ``spec.leaseTransitions`` (0 when unset)."""
+
+    holder: str = ""
+    transitions: int = 0
+
+
+def scheduler_lease(obj: Mapping[str, object]) -> SchedulerLease:
+    """The informer's converter of a ``coordination.k8s.io/v1`` Lease (API JSON); never raises (an
+    odd field reads as unset: the Lease is another component's)."""
+    spec = obj.get("spec") if isinstance(obj, Mapping) else None
+    spec = spec if isinstance(spec, Mapping) else {}
+    holder, transitions = spec.get("holderIdentity"), spec.get("leaseTransitions")
+    return SchedulerLease(holder if isinstance(holder, str) else "",
+                          transitions if isinstance(transitions, int) and not isinstance(transitions, bool) else 0)
+
+
+def new_scheduler_leader(old: SchedulerLease | None, new: SchedulerLease | None) -> bool:
+    """Whether ``new`` names a kube-scheduler leader that ``old`` (the Lease as last seen; None:
+    never seen) did not: a new holder, or the same one after a transition. A restarted
+    kube-scheduler has a new identity (``hostname_<uuid>``, client-go ``leaderelection``); a
+    renewal changes neither field; a released Lease (no holder) leads no one yet."""
+    if new is None or not new.holder:
+        return False
+    return old is None or (new.holder, new.transitions) != (old.holder, old.transitions)
+
+
+def refresh_condition(record: InFlight, node: str, holder: str, now: str) -> dict[str, str]:
+    """The :data:`ROOM_HELD_CONDITION` written on a member nominated to ``node`` for ``record``
+    (``now``: RFC 3339; a new ``lastTransitionTime`` each time, so the write changes the pod)."""
+    why = f"kube-scheduler {holder} took its Lease" if holder else "a controller restart"
+    return {"type": ROOM_HELD_CONDITION, "status": "True", "reason": "NominatedByCogate", "lastTransitionTime": now,
+            "message": f"cogate holds room on node {node} for PodGroup {record.namespace}/{record.name} "
+                       f"(status.nominatedNodeName); refreshed after {why}"}

@@ -51,6 +51,7 @@ selects from scratch over the caches' nodes and the bound pods read before plann
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
@@ -98,6 +99,58 @@ class Preempting:
         self.metrics = metrics
         self.events = events
         self._monotonic = monotonic
+        #: kube-scheduler's leader Lease as last seen, and the monotonic times at which the
+        #: nominations in flight are to be refreshed (:meth:`on_scheduler_lease`; guarded by _lease_lock).
+        self._lease: inflight.SchedulerLease | None = None
+        self._refresh_at: list[float] = []
+        self._lease_lock = threading.Lock()
+
+    # -- kube-scheduler's leader (the Lease informer's thread) ----------------------------------------
+    def on_scheduler_lease(self, kind: str, old: object, new: object) -> bool:
+        """Informer handler of kube-scheduler's leader Lease: on a leader not seen before
+        (:func:`inflight.new_scheduler_leader`) the nominations in flight are refreshed in the next
+        pass and once more :data:`inflight.REFRESH_AGAIN_SECONDS` later. A kube-scheduler process
+        registers a gated pod's ``nominatedNodeName`` only on an update of the pod (its queue's
+        ``Add`` puts a gated pod aside without ``AddNominatedPod``; ``Update`` calls
+        ``UpdateNominatedPod``: pkg/scheduler/backend/queue/scheduling_queue.go), and it takes the
+        Lease only after its informers synced (cmd/kube-scheduler/app/server.go, unless
+        ``DelayCacheUntilActive``). True when a pass is wanted."""
+        lease = new if isinstance(new, inflight.SchedulerLease) else None
+        with self._lease_lock:
+            seen, self._lease = self._lease, lease if kind != "DELETED" else None
+            if kind == "DELETED" or not inflight.new_scheduler_leader(seen, lease):
+                return False
+            if seen is not None:
+                log.info("kube-scheduler has a new leader (%s, %d transitions): refreshing the nominations of "
+                         "preemptions in flight", lease.holder, lease.transitions)
+            now = self._monotonic()
+            self._refresh_at = [now, now + inflight.REFRESH_AGAIN_SECONDS]
+        return True
+
+    def _refresh_due(self, now: float) -> tuple[bool, float | None]:
+        """Whether a refresh is due at monotonic ``now`` (taken off the list), and the next one."""
+        with self._lease_lock:
+            due = [t for t in self._refresh_at if t <= now]
+            self._refresh_at = [t for t in self._refresh_at if t > now]
+            return bool(due), min(self._refresh_at, default=None)
+
+    def _refresh_nominations(self, rec: inflight.InFlight, now: float) -> None:
+        """Write :func:`inflight.refresh_condition` on each planned member still gated and nominated
+        to its planned node (status subresource): an update kube-scheduler's queue sees, so it
+        registers the nomination again (``UpdateNominatedPod``). Counted in
+        ``cogate_controller_preemption_nomination_refreshes_total{result}``."""
+        with self._lease_lock:
+            holder = self._lease.holder if self._lease is not None else ""
+        stamp = format_time(now)
+        for uid, node in sorted(rec.plan.items(), key=lambda kv: kv[1]):
+            m = self.caches.members.get(uid)
+            if m is None or m.bound or not m.gated_by(self.config.gate_name) or m.nominated_node != node:
+                continue
+            result = self.writer.patch_pod_status(m, {"conditions": [inflight.refresh_condition(rec, node, holder,
+                                                                                                 stamp)]})
+            self.metrics.nomination_refreshes.labels(result).inc()
+        log.info("PodGroup %s/%s: refreshed the nominations of %d members", rec.namespace, rec.name, len(rec.plan),
+                 extra=log_extra(rec.namespace, rec.name))
 
     # -- on a process's first pass (or on gaining leadership) -------------------------------------
     def resume(self, groups: Mapping[tuple[str, str], GroupObject], requests: Sequence[GroupRequest],
@@ -135,6 +188,7 @@ class Preempting:
                 if result == WriteResult.DELETED:
                     self.events.record(_pod_ref(p), notices.preempted(group, rec.priority, v.node))
             memory.preemption = inflight.regraced(rec, graces, now)
+            self._refresh_nominations(rec, now)  # a kube-scheduler started meanwhile would not count them
             self.metrics.preemptions.labels(inflight.RESUMED).inc()
             log.info("PodGroup %s: %s", group, rec.message, extra=log_extra(rec.namespace, rec.name))
             self.events.record(g.ref, notices.preempting(rec.message))
@@ -177,6 +231,7 @@ class Preempting:
         wakes: list[float | None] = []
         in_flight = False
         had = set()  # groups with a record at the start of this step (their nominations are handled)
+        refresh, next_refresh = self._refresh_due(self._monotonic())
         for uid, memory in memories.items():
             rec = memory.preemption
             if rec is None:
@@ -193,8 +248,12 @@ class Preempting:
                 continue
             in_flight = True
             memory.preemption = j.record
+            if refresh:
+                self._refresh_nominations(j.record, now)
             due = rec.deadline if j.step is inflight.Step.WAITING else now + inflight.GONE_RECHECK_SECONDS
             wakes.append(self._monotonic() + (due - now) + WAKE_MARGIN)
+        if in_flight:
+            wakes.append(next_refresh)
         self._released_anyway(decision, groups, memories)
         self._stale_nominations(groups, requests, memories, had)
         if not in_flight:

@@ -257,3 +257,33 @@ def test_property_rebuild_accounts_for_every_nomination_and_every_marked_victim(
             if v.deleting:
                 assert r.deadline >= v.deletion_at + inflight.STUCK_SLACK_SECONDS
     assert set(out.to_delete) <= in_records
+
+
+# -- kube-scheduler's leader: when the nominations are refreshed (hole a) ---------------------------
+def test_the_scheduler_lease_reads_holder_and_transitions_and_never_raises():
+    lease = {"metadata": {"name": "kube-scheduler"}, "spec": {"holderIdentity": "cp-1_ab12", "leaseTransitions": 3}}
+    assert inflight.scheduler_lease(lease) == inflight.SchedulerLease("cp-1_ab12", 3)
+    assert inflight.scheduler_lease({"spec": {"holderIdentity": 5, "leaseTransitions": True}}) == \
+        inflight.SchedulerLease()
+    assert inflight.scheduler_lease({"spec": None}) == inflight.SchedulerLease()
+
+
+def test_a_new_scheduler_leader_is_a_new_holder_or_a_transition_never_a_renewal_or_a_release():
+    L = inflight.SchedulerLease
+    new = inflight.new_scheduler_leader
+    assert new(None, L("a", 0))  # first seen
+    assert not new(L("a", 0), L("a", 0))  # renewed
+    assert new(L("a", 0), L("b", 1))  # a restarted kube-scheduler (new identity)
+    assert new(L("a", 1), L("a", 2))  # the same identity after a transition
+    assert not new(L("a", 0), L("", 0))  # released (ReleaseOnCancel): no leader yet
+    assert new(L("", 0), L("b", 1))
+    assert not new(L("a", 0), None) and not new(None, None)
+
+
+def test_the_refresh_condition_is_cogates_and_says_why():
+    (rec,) = rebuild([member("g", 0, nominated="n1")], []).records
+    c = inflight.refresh_condition(rec, "n1", "cp-1_ab12", "2026-01-01T00:00:00Z")
+    assert (c["type"], c["status"], c["reason"]) == (inflight.ROOM_HELD_CONDITION, "True", "NominatedByCogate")
+    assert c["lastTransitionTime"] == "2026-01-01T00:00:00Z"
+    assert "room on node n1 for PodGroup team/g" in c["message"] and "kube-scheduler cp-1_ab12" in c["message"]
+    assert "a controller restart" in inflight.refresh_condition(rec, "n1", "", "t")["message"]

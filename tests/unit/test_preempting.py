@@ -355,7 +355,7 @@ def test_a_restarted_process_resumes_the_preemption_in_flight_and_places_the_gan
     rec = w2.rec.memory.recall("pg-uid-pg").preemption
     assert rec is not None and rec.plan == {"uid-m-0": "n1", "uid-m-1": "n1"}
     assert [v.name for v in rec.victims] == ["low-a", "low-b"] and rec.started == T0
-    assert w2.cluster.calls == []  # nothing cleared, nothing deleted again
+    assert w2.cluster.calls == [("mark", "m-0"), ("mark", "m-1")]  # refreshed; nothing cleared, nothing deleted
     c = w2.condition()
     assert (c["status"], c["reason"]) == ("True", "Preempting"), c
     assert "(resumed after a controller restart); waiting for 2 victims to terminate" in c["message"]
@@ -385,7 +385,7 @@ def test_a_restart_between_the_mark_and_the_delete_deletes_the_marked_victim():
     w2 = w.restarted()
     w2.cluster.calls.clear()
     w2.run(2.0)
-    assert w2.cluster.calls == [("mark", "low-b"), ("delete", "low-b")]
+    assert w2.cluster.calls == [("mark", "low-b"), ("delete", "low-b"), ("mark", "m-0"), ("mark", "m-1")]
     rec = w2.rec.memory.recall("pg-uid-pg").preemption
     assert rec.deadline == w2.now + 5 + inflight.STUCK_SLACK_SECONDS  # from the grace the DELETE answered
     assert [e[2] for e in w2.events if e[1] == "Preempted"] == ["low-b"]
@@ -400,6 +400,58 @@ def test_a_restart_keeps_another_managers_nomination():
     w.run()
     assert w.cluster.calls == [] and w.rec.memory.recall("pg-uid-pg").preemption is None
     assert w.cluster.pods["m-0"]["status"]["nominatedNodeName"] == "n1"
+
+
+def refreshes(w) -> list[str]:
+    """Members whose RoomHeld condition was written (status patches that are not nominations)."""
+    return [name for what, name in w.cluster.calls if what == "mark" and name.startswith("m-")]
+
+
+def test_a_new_kube_scheduler_leader_gets_the_nominations_in_flight_refreshed_now_and_once_more():
+    L = inflight.SchedulerLease
+    w = full_node_world()
+    w.cluster.keep_deleted = True
+    p = w.rec.preempting
+    assert p.on_scheduler_lease("ADDED", None, L("a", 0))  # first sight, no preemption yet
+    w.run()  # nothing in flight to refresh; the preemption starts (its nominations are updates already)
+    w.run(0.1)
+    assert refreshes(w) == []
+    w.run(inflight.REFRESH_AGAIN_SECONDS)
+    assert refreshes(w) == ["m-0", "m-1"]  # the second refresh finds it in flight
+    w.cluster.calls.clear()
+    assert not p.on_scheduler_lease("MODIFIED", L("a", 0), L("a", 0))  # a renewal
+    assert not p.on_scheduler_lease("MODIFIED", L("a", 0), L("", 0))  # released on kube-scheduler's shutdown
+    w.run(1.0)
+    assert refreshes(w) == []
+    assert p.on_scheduler_lease("MODIFIED", L("", 0), L("b", 1))  # a new process took it
+    w.run(0.1)
+    assert refreshes(w) == ["m-0", "m-1"]
+    cond = next(c for c in w.cluster.pods["m-0"]["status"]["conditions"] if c["type"] == inflight.ROOM_HELD_CONDITION)
+    assert "kube-scheduler b took its Lease" in cond["message"] and "node n1 for PodGroup team/pg" in cond["message"]
+    assert w.cluster.pods["m-0"]["status"]["nominatedNodeName"] == "n1"  # the nomination itself is untouched
+    assert w.metric("cogate_controller_preemption_nomination_refreshes_total", result="ok") == 4
+    assert w.condition()["status"] == "True"  # still the same preemption
+
+
+def test_without_a_preemption_in_flight_a_new_leader_writes_nothing():
+    w = full_node_world(preemption=True)
+    w.rec.memory.recall("pg-uid-pg").preemption_checked = w.now + 100  # no selection
+    w.rec.preempting.on_scheduler_lease("MODIFIED", inflight.SchedulerLease("a", 0), inflight.SchedulerLease("b", 1))
+    w.run()
+    w.run(inflight.REFRESH_AGAIN_SECONDS)
+    assert w.cluster.calls == []
+
+
+def test_a_resumed_preemption_refreshes_its_nominations_once():
+    w = full_node_world()
+    w.cluster.keep_deleted = True
+    w.run()
+    w2 = w.restarted()
+    w2.cluster.calls.clear()
+    w2.run(1.0)
+    assert refreshes(w2) == ["m-0", "m-1"]
+    assert "after a controller restart" in next(
+        c for c in w2.cluster.pods["m-1"]["status"]["conditions"] if c["type"] == inflight.ROOM_HELD_CONDITION)["message"]
 
 
 def test_with_the_planning_state_the_selection_reads_its_view_and_acts_the_same(monkeypatch):
