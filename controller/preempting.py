@@ -14,7 +14,13 @@ applied then):
   flight (:func:`inflight.judge`) and act on how it ended; if none is in flight, start at most one:
   waiting groups whose verdict is ``InsufficientCapacity`` (never ``ExceedsClusterCapacity`` or
   ``Unschedulable``: no victim can help), highest priority first, not backing off;
-- :meth:`Preempting.conditions` (per group, while its status is computed): ``Preempting``.
+- :meth:`Preempting.conditions` (per group, while its status is computed): ``Preempting``;
+- :meth:`Preempting.resume` (a process's first pass, or on gaining leadership): rebuild the
+  preemptions left in flight (below);
+- :meth:`Preempting.on_scheduler_lease` (the Lease informer's thread): a new kube-scheduler leader
+  has the nominations in flight refreshed by the next :meth:`~Preempting.step` (a
+  ``scheduling.x-k8s.io/RoomHeld`` pod condition: an update its queue sees; docs/semantics.md
+  "Preemption": what protects the freed room, and when).
 
 On a process's first pass (and on gaining leadership), :meth:`Preempting.resume` rebuilds the
 preemptions an earlier process left in flight from the cluster (:func:`inflight.rebuild`: cogate's

@@ -53,6 +53,10 @@ hook then stops an undetached cluster.
 Readiness means: etcd ``/health``; apiserver ``/readyz``; scheduler and controller-manager
 ``/healthz``; the ``default`` ServiceAccount exists in namespace ``default`` (so pods can be
 created); kwok is running.
+
+``restart_scheduler(*flags)`` makes a new kube-scheduler process (its flags, then ``flags``; a
+later flag wins, e.g. ``--leader-elect=true``) and waits until it is healthy: a kube-scheduler
+restart or failover, for tests.
 """
 
 from __future__ import annotations
