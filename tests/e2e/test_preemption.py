@@ -378,7 +378,8 @@ def test_a_kube_scheduler_restart_mid_preemption_is_told_the_nominations_again(
                 with contextlib.suppress(client.ApiException):
                     core.patch_namespaced_pod(p.metadata.name, namespace, {"metadata": {"finalizers": None}})
         wait_for(lambda: (ps := group_pods(kube, namespace, "train")) and len(ps) == 2
-                 and all(running(p) and p.spec.node_name == node for p in ps), 60, what="gang Running on the freed node")
+                 and all(running(p) and p.spec.node_name == node for p in ps), 60,
+                 what="gang Running on the freed node")
         st = wait_for(lambda: (s := status(kube, namespace, "train")) and (c := condition(s, "Preempting"))
                       and c["reason"] == "Placed" and s, 15, what="Preempting=False Placed")
         assert condition(st, "Released")["status"] == "True"

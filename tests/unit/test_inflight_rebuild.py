@@ -36,7 +36,6 @@ def member(group: str, i: int, *, nominated: str = "", by: str = MANAGER, gated:
 def victim(name: str, node: str, *, group: str = "team/g", priority: int = 100, marked: float = NOW - 20,
            deleting_until: float | None = NOW + 10, reason: str = REASON, message: str | None = None,
            phase: str = "Running", ns: str = "team") -> PodInfo:
-    gns, gname = group.split("/")
     return PodInfo(ns, name, f"uid-{ns}-{name}", node_name=node, phase=phase, requests={"cpu": 2000},
                    priority=priority, deleting=deleting_until is not None, deletion_at=deleting_until or 0.0,
                    disruption=reason, disruption_since=marked,
@@ -210,7 +209,8 @@ def worlds(draw):
                              priority=draw(st.sampled_from((500, 1000)))))
     for i in range(draw(st.integers(0, 6))):
         group = f"team/{draw(st.sampled_from(GROUPS + ('gone',)))}"
-        vs.append(victim(f"v{i}", draw(st.sampled_from(NODES)), group=group, priority=draw(st.sampled_from((100, 1000))),
+        vs.append(victim(f"v{i}", draw(st.sampled_from(NODES)), group=group,
+                         priority=draw(st.sampled_from((100, 1000))),
                          marked=draw(st.sampled_from((0.0, NOW - 30, NOW - 10))),
                          deleting_until=draw(st.sampled_from((None, NOW, NOW + 30))),
                          reason=draw(st.sampled_from((REASON, REASON, "PreemptionByScheduler"))),

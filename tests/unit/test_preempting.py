@@ -450,8 +450,8 @@ def test_a_resumed_preemption_refreshes_its_nominations_once():
     w2.cluster.calls.clear()
     w2.run(1.0)
     assert refreshes(w2) == ["m-0", "m-1"]
-    assert "after a controller restart" in next(
-        c for c in w2.cluster.pods["m-1"]["status"]["conditions"] if c["type"] == inflight.ROOM_HELD_CONDITION)["message"]
+    held = next(c for c in w2.cluster.pods["m-1"]["status"]["conditions"] if c["type"] == inflight.ROOM_HELD_CONDITION)
+    assert "after a controller restart" in held["message"]
 
 
 def test_with_the_planning_state_the_selection_reads_its_view_and_acts_the_same(monkeypatch):
