@@ -24,7 +24,15 @@ record in the preempting group's memory (:class:`cogate.controller.memory.GroupM
 - :func:`backoff_seconds`: how long a group waits before it preempts again after a preemption
   that ended without placing it (:data:`BACKOFF_INITIAL_SECONDS` doubling to
   :data:`BACKOFF_MAX_SECONDS`);
-- :func:`waiting_message` and the ``Preempting`` condition's texts.
+- :func:`waiting_message` and the ``Preempting`` condition's texts;
+- :func:`new_scheduler_leader` (on kube-scheduler's leader Lease, :func:`scheduler_lease`) and
+  :func:`refresh_condition`: when and how the members' nominations are made known again to a
+  kube-scheduler that started after cogate nominated them (it registers a gated pod's
+  nomination only on an update of the pod, docs/semantics.md "Preemption");
+- :func:`rebuild`: the records of preemptions an earlier process left in flight (a restart, a
+  leader failover), read back from the cluster: the gated members whose ``nominatedNodeName``
+  cogate's field manager owns, and the victims still there marked ``DisruptionTarget`` with
+  cogate's reason, whose message names the PodGroup (:func:`cogate.controller.notices.disruption_group`).
 
 Times are epoch seconds; requests in the units of :mod:`cogate.controller.resources`.
 """
@@ -36,11 +44,14 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from cogate.controller.explanations import name_list, plural
+from cogate.controller.notices import disruption_group
 from cogate.controller.records import PodInfo, Promise
 
 __all__ = ["STUCK_SLACK_SECONDS", "GONE_RECHECK_SECONDS", "BACKOFF_INITIAL_SECONDS", "BACKOFF_MAX_SECONDS",
            "DEFAULT_GRACE_SECONDS", "VictimRef", "InFlight", "Step", "Judgement", "start", "deadline", "holds",
-           "judge", "backoff_seconds", "waiting_message", "holder"]
+           "judge", "backoff_seconds", "waiting_message", "holder", "Ignored", "Rebuilt", "rebuild", "regraced",
+           "RESUMED", "SCHEDULER_LEASE", "REFRESH_AGAIN_SECONDS", "ROOM_HELD_CONDITION", "SchedulerLease",
+           "scheduler_lease", "new_scheduler_leader", "refresh_condition"]
 
 #: Seconds beyond the longest victim grace period before victims still there count as stuck
 #: (the kubelet needs a moment after the grace period to report the pod gone).
@@ -232,3 +243,189 @@ def backoff_seconds(attempts: int) -> float:
     if attempts <= 0:
         return 0.0
     return min(BACKOFF_MAX_SECONDS, BACKOFF_INITIAL_SECONDS * 2 ** (attempts - 1))
+
+
+#: Said at the end of a rebuilt record's message (and counted as ``preemptions_total{result}``).
+RESUMED = "Resumed"
+
+
+@dataclass(frozen=True)
+class Ignored:
+    """A pod :func:`rebuild` left out, and why (for the log): ``ref`` ``"ns/name"``."""
+
+    ref: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Rebuilt:
+    """:func:`rebuild`'s answer: the ``records`` (sorted by namespace, name), the victims in them
+    still to DELETE (uids: marked, not yet being deleted: the earlier process stopped between its
+    mark and its DELETE), and the pods ``ignored`` with a reason (sorted)."""
+
+    records: tuple[InFlight, ...] = ()
+    to_delete: tuple[str, ...] = ()
+    ignored: tuple[Ignored, ...] = ()
+
+
+def rebuild(members: Mapping[tuple[str, str], Sequence[PodInfo]], pods: Sequence[PodInfo], gate: str,
+            reason: str, manager: str, now: float) -> Rebuilt:
+    """The preemptions in flight an earlier process left, from what the cluster holds (epoch ``now``).
+
+    ``members``: each existing PodGroup's key -> its live members; ``pods``: the bound pods;
+    ``reason``: the ``DisruptionTarget`` reason cogate marks its victims with
+    (``PreemptionByCogate``); ``manager``: cogate's field manager (``cogate-controller``).
+
+    - **Planned members**: a member gated by ``gate``, unbound, whose ``status.nominatedNodeName``
+      is owned by ``manager`` (``PodInfo.nominated_by``, from ``metadata.managedFields``): only
+      cogate's preemption writes it (step 2, before any victim goes); the plan is member -> that
+      node. A nomination another manager owns, or whose owner is unknown, is ignored (KEP-5278
+      lets other components nominate; their room is theirs, already counted as promised room).
+    - A record per PodGroup with a planned member; its ``priority`` is the group's (its lowest gated
+      member's, as the selection takes it).
+    - **Victims**: bound, non-terminal pods marked ``DisruptionTarget=True`` with ``reason`` whose
+      message names that PodGroup (:func:`~cogate.controller.notices.disruption_group`), of lower
+      priority than the group and not its members. Ignored with a reason: a message naming no
+      PodGroup, one naming a group with no planned member (nothing left to finish), a priority
+      not below the group's, a member of the group itself.
+    - **Times**: ``started`` is the earliest mark (``DisruptionTarget`` ``lastTransitionTime``;
+      ``now`` without one); a victim being deleted gets ``grace`` = its ``deletionTimestamp`` -
+      ``started`` (the API server sets it to the DELETE's time + the grace period), one not being
+      deleted :data:`DEFAULT_GRACE_SECONDS` until its DELETE answers (:func:`regraced`); so the
+      deadline is the latest ``deletionTimestamp`` + :data:`STUCK_SLACK_SECONDS`, as
+      :func:`deadline` sets it for the earlier process.
+    - Every planned member counts as seen nominated (``nominated``): a later change of its
+      nomination is someone else's (``NominationLost``), as for the earlier process.
+    A record without a victim left (all gone before the restart) holds the room until the next
+    pass places the group or :func:`judge` ends it (``DoesNotFitAfterPreemption``)."""
+    ignored: list[Ignored] = []
+    planned: dict[tuple[str, str], list[PodInfo]] = {}
+    priority: dict[tuple[str, str], int] = {}
+    for key, ms in members.items():
+        gated = [m for m in ms if m.gated_by(gate) and not m.bound]
+        for m in gated:
+            if not m.nominated_node:
+                continue
+            if m.nominated_by != manager:
+                who = m.nominated_by or "an unknown writer (no managedFields)"
+                ignored.append(Ignored(f"{m.namespace}/{m.name}", f"nominatedNodeName {m.nominated_node} was set "
+                                                                  f"by {who}, not by {manager}"))
+                continue
+            planned.setdefault(key, []).append(m)
+        if key in planned:
+            priority[key] = min(m.priority for m in gated)
+    victims: dict[tuple[str, str], list[PodInfo]] = {}
+    for p in pods:
+        if p.disruption != reason or not p.bound or p.terminal:
+            continue
+        ref = f"{p.namespace}/{p.name}"
+        named = disruption_group(p.disruption_message)
+        if named is None:
+            ignored.append(Ignored(ref, f"marked {reason} but its message names no PodGroup "
+                                        f"({p.disruption_message!r})"))
+            continue
+        key = (named[0], named[1])
+        if key not in planned:
+            ignored.append(Ignored(ref, f"marked {reason} for PodGroup {key[0]}/{key[1]}, which has no member "
+                                        "nominated by cogate (no preemption left to finish)"))
+        elif p.namespace == key[0] and p.group == key[1]:
+            ignored.append(Ignored(ref, f"marked {reason} for its own PodGroup {key[0]}/{key[1]}"))
+        elif p.priority >= priority[key]:
+            ignored.append(Ignored(ref, f"marked {reason} for PodGroup {key[0]}/{key[1]}, but its priority "
+                                        f"{p.priority} is not below the group's {priority[key]}"))
+        else:
+            victims.setdefault(key, []).append(p)
+    records, to_delete = [], []
+    for key in sorted(planned):
+        vs = victims.get(key, [])
+        marks = [p.disruption_since for p in vs if p.disruption_since > 0]
+        started = min(marks) if marks else now
+        refs = tuple(sorted((VictimRef(p.uid, p.namespace, p.name, p.node_name,
+                                       max(0.0, p.deletion_at - started) if p.deleting and p.deletion_at > 0
+                                       else DEFAULT_GRACE_SECONDS) for p in vs),
+                            key=lambda v: (v.node, v.namespace, v.name, v.uid)))
+        to_delete.extend(p.uid for p in vs if not p.deleting)
+        ms = sorted(planned[key], key=lambda m: (m.nominated_node, m.name))
+        plan = {m.uid: m.nominated_node for m in ms}
+        records.append(InFlight(key[0], key[1], refs, plan, {m.uid: dict(m.requests) for m in ms}, priority[key],
+                                started, deadline(started, refs), rebuilt_message(key, refs, vs, plan, priority[key]),
+                                nominated=frozenset(plan)))
+    return Rebuilt(tuple(records), tuple(sorted(to_delete)), tuple(sorted(ignored, key=lambda i: (i.ref, i.reason))))
+
+
+def rebuilt_message(key: tuple[str, str], refs: Sequence[VictimRef], victims: Sequence[PodInfo],
+                    plan: Mapping[str, str], priority: int) -> str:
+    """A rebuilt record's line, as the selection's ("preempting 3 pods (ns/a, ns/b, ns/c) of priority
+    <= 100 on 2 nodes n1, n2 to place PodGroup ns/g, priority 1000"), naming the victims still there,
+    and saying it was resumed."""
+    me = f"PodGroup {key[0]}/{key[1]}"
+    if not refs:
+        nodes = sorted(set(plan.values()))
+        return (f"preempting to place {me}, priority {priority}: every victim is gone; holding its members' "
+                f"nominated room on {plural(len(nodes), 'node')} {name_list(nodes)} ({RESUMED.lower()} after a "
+                "controller restart)")
+    top = max(p.priority for p in victims)
+    on = sorted({v.node for v in refs})
+    return (f"preempting {plural(len(refs), 'pod')} ({name_list([v.ref for v in refs])}) of priority <= {top} on "
+            f"{plural(len(on), 'node')} {name_list(on)} to place {me}, priority {priority} "
+            f"({RESUMED.lower()} after a controller restart)")
+
+
+def regraced(record: InFlight, graces: Mapping[str, float], now: float) -> InFlight:
+    """``record`` with the victims in ``graces`` (uid -> the grace period, seconds, their DELETE at
+    ``now`` answered) given ``grace`` = ``now`` - ``started`` + that, and the deadline again."""
+    if not graces:
+        return record
+    refs = tuple(replace(v, grace=max(0.0, now - record.started) + graces[v.uid]) if v.uid in graces else v
+                 for v in record.victims)
+    return replace(record, victims=refs, deadline=deadline(record.started, refs))
+
+
+#: kube-scheduler's leader Lease (``namespace``, ``name``): its ``--leader-elect-resource-namespace``
+#: and ``--leader-elect-resource-name`` defaults.
+SCHEDULER_LEASE = ("kube-system", "kube-scheduler")
+#: Seconds after a new kube-scheduler leader is seen before the nominations are refreshed once
+#: more: a kube-scheduler run with ``DelayCacheUntilActive`` lists pods only after it took the
+#: Lease, and a refresh it lists with the pod is not an update to it.
+REFRESH_AGAIN_SECONDS = 5.0
+#: The pod condition cogate writes on a nominated member to refresh its nomination (an update of
+#: the pod that kube-scheduler's queue sees; its type is cogate's, so no one else reads it).
+ROOM_HELD_CONDITION = "scheduling.x-k8s.io/RoomHeld"
+
+
+@dataclass(frozen=True)
+class SchedulerLease:
+    """kube-scheduler's leader Lease as read: ``spec.holderIdentity`` ('' when released or
+    unset) and ``spec.leaseTransitions`` (0 when unset)."""
+
+    holder: str = ""
+    transitions: int = 0
+
+
+def scheduler_lease(obj: Mapping[str, object]) -> SchedulerLease:
+    """The informer's converter of a ``coordination.k8s.io/v1`` Lease (API JSON); never raises (an
+    odd field reads as unset: the Lease is another component's)."""
+    spec = obj.get("spec") if isinstance(obj, Mapping) else None
+    spec = spec if isinstance(spec, Mapping) else {}
+    holder, transitions = spec.get("holderIdentity"), spec.get("leaseTransitions")
+    return SchedulerLease(holder if isinstance(holder, str) else "",
+                          transitions if isinstance(transitions, int) and not isinstance(transitions, bool) else 0)
+
+
+def new_scheduler_leader(old: SchedulerLease | None, new: SchedulerLease | None) -> bool:
+    """Whether ``new`` names a kube-scheduler leader that ``old`` (the Lease as last seen; None:
+    never seen) did not: a new holder, or the same one after a transition. A restarted
+    kube-scheduler has a new identity (``hostname_<uuid>``, client-go ``leaderelection``); a
+    renewal changes neither field; a released Lease (no holder) leads no one yet."""
+    if new is None or not new.holder:
+        return False
+    return old is None or (new.holder, new.transitions) != (old.holder, old.transitions)
+
+
+def refresh_condition(record: InFlight, node: str, holder: str, now: str) -> dict[str, str]:
+    """The :data:`ROOM_HELD_CONDITION` written on a member nominated to ``node`` for ``record``
+    (``now``: RFC 3339; a new ``lastTransitionTime`` each time, so the write changes the pod)."""
+    why = f"kube-scheduler {holder} took its Lease" if holder else "a controller restart"
+    return {"type": ROOM_HELD_CONDITION, "status": "True", "reason": "NominatedByCogate", "lastTransitionTime": now,
+            "message": f"cogate holds room on node {node} for PodGroup {record.namespace}/{record.name} "
+                       f"(status.nominatedNodeName); refreshed after {why}"}

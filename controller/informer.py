@@ -459,6 +459,14 @@ def resource_quota_source(core: CoreV1Api, namespace: str | None = None) -> tupl
     return (lambda: _paged_list(call, **kwargs)), _watch_source(call, **kwargs)
 
 
+def lease_source(coordination: Any, namespace: str, name: str) -> tuple[ListFn, WatchFn]:
+    """List/watch callables for the one Lease ``namespace/name`` (``coordination``:
+    ``CoordinationV1Api``; field selector ``metadata.name``, so RBAC ``resourceNames`` can limit it)."""
+    call = coordination.list_namespaced_lease
+    kwargs: dict[str, Any] = {"namespace": namespace, "field_selector": f"metadata.name={name}"}
+    return (lambda: _paged_list(call, **kwargs)), _watch_source(call, **kwargs)
+
+
 def admission_source(list_call: Callable[..., Any]) -> tuple[ListFn, WatchFn]:
     """List/watch callables for a cluster-scoped admissionregistration resource, given its
     ``AdmissionregistrationV1Api.list_*`` method."""
@@ -534,6 +542,10 @@ class Caches:
     #: readiness. ``admission_known``: they cover every such kind the API server serves.
     admission: tuple[Informer, ...] = ()
     admission_known: bool = False
+    #: kube-scheduler's leader Lease (records: ``inflight.SchedulerLease``), with ``--preemption``:
+    #: a new leader is told the nominations again (``Preempting.on_scheduler_lease``). Not part of
+    #: readiness (RBAC may not allow it; cogate works without it).
+    scheduler_lease: Informer | None = None
 
     def all(self) -> list[Informer]:
         return [i for i in (self.podgroups, self.members, self.bound, self.nodes, self.claims, self.volumes,

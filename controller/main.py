@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from cogate import api, cliargs, kube, logs
-from cogate.controller import preemption, quota, records, refusers, verdicts, volumes
+from cogate.controller import inflight, preemption, quota, records, refusers, verdicts, volumes
 from cogate.controller.config import DEFAULT_WORKERS, ReconcilerConfig
 from cogate.controller.events import EventRecorder
 from cogate.controller.informer import (
@@ -36,6 +36,7 @@ from cogate.controller.informer import (
     admission_source,
     budget_source,
     claim_source,
+    lease_source,
     name_key,
     namespaced_key,
     node_source,
@@ -245,6 +246,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.preemption:
         caches.budgets = make("poddisruptionbudgets", budget_source(client.PolicyV1Api(api_client), ns),
                               namespaced_key, preemption.budget_info)
+        caches.scheduler_lease = make("kube-scheduler-lease",
+                                      lease_source(client.CoordinationV1Api(api_client), *inflight.SCHEDULER_LEASE),
+                                      namespaced_key, inflight.scheduler_lease)
     if args.validate_releases == "auto":
         caches.admission, caches.admission_known = admission_informers(api_client, make)
     recorder = EventRecorder.for_core_api(core, host=identity,
@@ -282,6 +286,9 @@ def main(argv: list[str] | None = None) -> int:
         inf.add_handler(reconciler.on_member_event if inf is caches.members else reconciler.enqueue)
     for inf in caches.admission:
         inf.add_handler(reconciler.enqueue)  # a pass logs what could refuse a release now
+    if caches.scheduler_lease is not None:  # a new kube-scheduler leader: refresh the nominations in flight
+        caches.scheduler_lease.add_handler(
+            lambda kind, old, new: reconciler.preempting.on_scheduler_lease(kind, old, new) and reconciler.enqueue())
 
     def ready() -> bool:
         return all(i.has_synced for i in caches.all()) and not stop.is_set()
@@ -300,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
 
-    for inf in (*caches.all(), *caches.admission):
+    for inf in (*caches.all(), *caches.admission, *([caches.scheduler_lease] if caches.scheduler_lease else [])):
         inf.start(stop)
     recorder.start(stop)
 

@@ -30,11 +30,19 @@ reported again; the eviction policies act once more on what is then a victim (th
 evicted before came back gated and are not); the ended members are rebuilt from the written
 ``status.succeeded``/``failed`` (``status.track_ended`` takes them as the base); the bind
 progress starts again: a release with members placed already gets a full timeout window from the
-first pass (``status.track_progress``), never a shorter one. A preemption in flight is lost too:
-its victims are already deleted; the new process plans the group as usual (the room they freed is
-free room, taken by whatever the planner releases first, the group by its priority) and may preempt
-again; the ``nominatedNodeName`` it set on the members is cleared by the new process
-(``Preempting`` clears it on gated members of groups with no preemption in flight).
+first pass (``status.track_progress``), never a shorter one. A preemption in flight is rebuilt
+from the cluster on the new process's first pass (and on gaining leadership):
+:meth:`cogate.controller.preempting.Preempting.resume` reads, with
+:func:`cogate.controller.inflight.rebuild`, the plan from the members' ``nominatedNodeName`` that
+cogate's field manager owns and the victims from the pods still there marked ``DisruptionTarget``
+``PreemptionByCogate`` naming the group; its room stays held, it keeps its start and its deadline
+(the victims' ``deletionTimestamp``), a victim marked but not yet deleted is deleted, and it ends as
+the earlier process's would have. Lost with the record: ``nominated`` beyond the plan (every planned
+member counts as seen), ``gone_at`` (the 1 s re-check after the victims went starts again), the
+selection's exact message (a rebuilt one names the victims still there and says it was resumed) and
+the back-off of earlier preemptions that ended (``preemption_attempts``/``preemption_until``: the
+next one may come sooner). Nominations of cogate's on a group with no record rebuilt are cleared
+(``Preempting`` clears them on gated members of groups with no preemption in flight).
 
 Thread safety: verdicts are applied in a thread pool, one task per group per pass, so a record
 is only touched by one task at a time; :meth:`Memories.recall` adds a record with one

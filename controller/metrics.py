@@ -73,7 +73,12 @@ class Metrics:
                                    ["kind", "result"], registry=r)
         self.preemptions = Counter(_P + "preemptions", "Gang preemptions by result (started; then how each "
                                    "ended: Placed, VictimsStuck, NominationLost, PlanChanged, "
-                                   "DoesNotFitAfterPreemption, PodGroupDeleted).", ["result"], registry=r)
+                                   "DoesNotFitAfterPreemption, PodGroupDeleted; Resumed: rebuilt by a new "
+                                   "process).", ["result"], registry=r)
+        self.nomination_refreshes = Counter(_P + "preemption_nomination_refreshes", "Writes refreshing the "
+                                            "nomination of a member cogate preempts for, so that a kube-scheduler "
+                                            "started since counts it, by result (ok, gone, failed).", ["result"],
+                                            registry=r)
         self.preemption_victims = Counter(_P + "preemption_victims", "Pods cogate preempted for a gang, by "
                                           "result of the delete (deleted, gone, failed).", ["result"], registry=r)
         self.is_leader = Gauge(_P + "leader", "1 while this process holds the leader Lease.", registry=r)

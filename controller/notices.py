@@ -294,8 +294,19 @@ def preempted(group: str, priority: int, node: str) -> Notice:
 
 
 def disruption_message(group: str, priority: int) -> str:
-    """The ``DisruptionTarget`` message on a pod cogate preempts for PodGroup ``group`` (``ns/name``)."""
+    """The ``DisruptionTarget`` message on a pod cogate preempts for PodGroup ``group`` (``ns/name``);
+    read back by :func:`disruption_group`."""
     return f"cogate: preempting to place PodGroup {group} (priority {priority})"
+
+
+_DISRUPTION_RE = re.compile(r"cogate: preempting to place PodGroup ([^/\s]+)/([^/\s]+) \(priority (-?\d+)\)")
+
+
+def disruption_group(message: str) -> tuple[str, str, int] | None:
+    """``(namespace, name, priority)`` of the PodGroup a :func:`disruption_message` names, None
+    when ``message`` is not one (another writer's, or garbage)."""
+    m = _DISRUPTION_RE.fullmatch(message)
+    return (m.group(1), m.group(2), int(m.group(3))) if m else None
 
 
 def log_extra(namespace: str, name: str) -> dict[str, str]:

@@ -14,10 +14,19 @@ applied then):
   flight (:func:`inflight.judge`) and act on how it ended; if none is in flight, start at most one:
   waiting groups whose verdict is ``InsufficientCapacity`` (never ``ExceedsClusterCapacity`` or
   ``Unschedulable``: no victim can help), highest priority first, not backing off;
-- :meth:`Preempting.conditions` (per group, while its status is computed): ``Preempting``.
+- :meth:`Preempting.conditions` (per group, while its status is computed): ``Preempting``;
+- :meth:`Preempting.resume` (a process's first pass, or on gaining leadership): rebuild the
+  preemptions left in flight (below);
+- :meth:`Preempting.on_scheduler_lease` (the Lease informer's thread): a new kube-scheduler leader
+  has the nominations in flight refreshed by the next :meth:`~Preempting.step` (a
+  ``scheduling.x-k8s.io/RoomHeld`` pod condition: an update its queue sees; docs/semantics.md
+  "Preemption": what protects the freed room, and when).
 
-A gated member carrying a ``nominatedNodeName`` while its group has no preemption in flight (an
-earlier process's, whose record a restart lost) has it cleared.
+On a process's first pass (and on gaining leadership), :meth:`Preempting.resume` rebuilds the
+preemptions an earlier process left in flight from the cluster (:func:`inflight.rebuild`: cogate's
+nominations on gated members, victims marked ``PreemptionByCogate`` naming the group) and carries
+them on. A gated member still carrying cogate's ``nominatedNodeName`` while its group has no
+preemption in flight has it cleared.
 
 One preemption at a time, cluster-wide: serialised like kube-scheduler's one preemption per
 scheduling cycle (``PostFilter`` runs for one pod at a time), so two groups never plan on the same
@@ -48,6 +57,7 @@ selects from scratch over the caches' nodes and the bound pods read before plann
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
@@ -59,6 +69,7 @@ from cogate.controller.config import ReconcilerConfig
 from cogate.controller.events import Emitter
 from cogate.controller.informer import Caches
 from cogate.controller.inputs import GroupObject
+from cogate.controller.leftovers import FIELD_MANAGER
 from cogate.controller.memory import GroupMemory, Memories
 from cogate.controller.metrics import Metrics
 from cogate.controller.notices import ObjectRef, log_extra
@@ -67,7 +78,7 @@ from cogate.controller.preemption import Gang, NoPreemption, Preemption, Reason,
 from cogate.controller.records import PodInfo, Promise, Reservation
 from cogate.controller.verdicts import Decision, GroupRequest, Outcome
 from cogate.controller.wakeups import WAKE_MARGIN, earliest
-from cogate.controller.writer import Writer, WriteResult
+from cogate.controller.writer import PREEMPTION_REASON, Writer, WriteResult
 from cogate.models import PodGroupStatus, format_time
 
 log = logging.getLogger(__name__)
@@ -94,6 +105,99 @@ class Preempting:
         self.metrics = metrics
         self.events = events
         self._monotonic = monotonic
+        #: kube-scheduler's leader Lease as last seen, and the monotonic times at which the
+        #: nominations in flight are to be refreshed (:meth:`on_scheduler_lease`; guarded by _lease_lock).
+        self._lease: inflight.SchedulerLease | None = None
+        self._refresh_at: list[float] = []
+        self._lease_lock = threading.Lock()
+
+    # -- kube-scheduler's leader (the Lease informer's thread) ----------------------------------------
+    def on_scheduler_lease(self, kind: str, old: object, new: object) -> bool:
+        """Informer handler of kube-scheduler's leader Lease: on a leader not seen before
+        (:func:`inflight.new_scheduler_leader`) the nominations in flight are refreshed in the next
+        pass and once more :data:`inflight.REFRESH_AGAIN_SECONDS` later. A kube-scheduler process
+        registers a gated pod's ``nominatedNodeName`` only on an update of the pod (its queue's
+        ``Add`` puts a gated pod aside without ``AddNominatedPod``; ``Update`` calls
+        ``UpdateNominatedPod``: pkg/scheduler/backend/queue/scheduling_queue.go), and it takes the
+        Lease only after its informers synced (cmd/kube-scheduler/app/server.go, unless
+        ``DelayCacheUntilActive``). True when a pass is wanted."""
+        lease = new if isinstance(new, inflight.SchedulerLease) else None
+        with self._lease_lock:
+            seen, self._lease = self._lease, lease if kind != "DELETED" else None
+            if kind == "DELETED" or not inflight.new_scheduler_leader(seen, lease):
+                return False
+            if seen is not None:
+                log.info("kube-scheduler has a new leader (%s, %d transitions): refreshing the nominations of "
+                         "preemptions in flight", lease.holder, lease.transitions)
+            now = self._monotonic()
+            self._refresh_at = [now, now + inflight.REFRESH_AGAIN_SECONDS]
+        return True
+
+    def _refresh_due(self, now: float) -> tuple[bool, float | None]:
+        """Whether a refresh is due at monotonic ``now`` (taken off the list), and the next one."""
+        with self._lease_lock:
+            due = [t for t in self._refresh_at if t <= now]
+            self._refresh_at = [t for t in self._refresh_at if t > now]
+            return bool(due), min(self._refresh_at, default=None)
+
+    def _refresh_nominations(self, rec: inflight.InFlight, now: float) -> None:
+        """Write :func:`inflight.refresh_condition` on each planned member still gated and nominated
+        to its planned node (status subresource): an update kube-scheduler's queue sees, so it
+        registers the nomination again (``UpdateNominatedPod``). Counted in
+        ``cogate_controller_preemption_nomination_refreshes_total{result}``."""
+        with self._lease_lock:
+            holder = self._lease.holder if self._lease is not None else ""
+        stamp = format_time(now)
+        for uid, node in sorted(rec.plan.items(), key=lambda kv: kv[1]):
+            m = self.caches.members.get(uid)
+            if m is None or m.bound or not m.gated_by(self.config.gate_name) or m.nominated_node != node:
+                continue
+            result = self.writer.patch_pod_status(m, {"conditions": [inflight.refresh_condition(rec, node, holder,
+                                                                                                 stamp)]})
+            self.metrics.nomination_refreshes.labels(result).inc()
+        log.info("PodGroup %s/%s: refreshed the nominations of %d members", rec.namespace, rec.name, len(rec.plan),
+                 extra=log_extra(rec.namespace, rec.name))
+
+    # -- on a process's first pass (or on gaining leadership) -------------------------------------
+    def resume(self, groups: Mapping[tuple[str, str], GroupObject], requests: Sequence[GroupRequest],
+               memories: Memories, now: float) -> None:
+        """Take over the preemptions an earlier process left in flight (:func:`inflight.rebuild`):
+        each rebuilt record goes into its group's memory, so its room is held from this pass on
+        and it ends as the earlier process's would have; a victim marked but not yet deleted is
+        deleted now (step 3). Said in the log, an Event ``Preempting`` on the group and
+        ``cogate_controller_preemptions_total{result="Resumed"}``. Groups that already have a record
+        (this process's own) are left alone."""
+        if not self.config.preemption:
+            return
+        members = {(r.namespace, r.name): r.members for r in requests if (r.namespace, r.name) in groups
+                   and memories.recall(groups[(r.namespace, r.name)].uid).preemption is None}
+        bound = [p for p in self.caches.bound.snapshot() if p.bound and not p.terminal]
+        found = inflight.rebuild(members, bound, self.config.gate_name, PREEMPTION_REASON, FIELD_MANAGER, now)
+        for i in found.ignored:
+            log.info("resuming preemptions: %s ignored: %s", i.ref, i.reason)
+        pending = set(found.to_delete)
+        by_uid = {p.uid: p for p in bound if p.uid in pending}
+        for rec in found.records:
+            g = groups[(rec.namespace, rec.name)]
+            memory = memories.recall(g.uid)
+            memory.preemption, memory.preemption_note = rec, None
+            group = f"{rec.namespace}/{rec.name}"
+            graces: dict[str, float] = {}
+            mark, stamp = notices.disruption_message(group, rec.priority), format_time(now)
+            for v in rec.victims:  # the earlier process stopped between its mark and its DELETE
+                p = by_uid.get(v.uid)
+                if p is None:
+                    continue
+                result, grace = self.writer.preempt(p, mark, stamp)
+                if grace is not None:
+                    graces[v.uid] = grace
+                if result == WriteResult.DELETED:
+                    self.events.record(_pod_ref(p), notices.preempted(group, rec.priority, v.node))
+            memory.preemption = inflight.regraced(rec, graces, now)
+            self._refresh_nominations(rec, now)  # a kube-scheduler started meanwhile would not count them
+            self.metrics.preemptions.labels(inflight.RESUMED).inc()
+            log.info("PodGroup %s: %s", group, rec.message, extra=log_extra(rec.namespace, rec.name))
+            self.events.record(g.ref, notices.preempting(rec.message))
 
     # -- before planning -------------------------------------------------------------------------
     def promises(self, groups: Mapping[tuple[str, str], GroupObject], requests: Mapping[tuple[str, str], GroupRequest],
@@ -133,6 +237,7 @@ class Preempting:
         wakes: list[float | None] = []
         in_flight = False
         had = set()  # groups with a record at the start of this step (their nominations are handled)
+        refresh, next_refresh = self._refresh_due(self._monotonic())
         for uid, memory in memories.items():
             rec = memory.preemption
             if rec is None:
@@ -149,8 +254,12 @@ class Preempting:
                 continue
             in_flight = True
             memory.preemption = j.record
+            if refresh:
+                self._refresh_nominations(j.record, now)
             due = rec.deadline if j.step is inflight.Step.WAITING else now + inflight.GONE_RECHECK_SECONDS
             wakes.append(self._monotonic() + (due - now) + WAKE_MARGIN)
+        if in_flight:
+            wakes.append(next_refresh)
         self._released_anyway(decision, groups, memories)
         self._stale_nominations(groups, requests, memories, had)
         if not in_flight:
@@ -160,17 +269,20 @@ class Preempting:
     def _stale_nominations(self, groups: Mapping[tuple[str, str], GroupObject],
                            requests: Mapping[tuple[str, str], GroupRequest], memories: Memories,
                            handled: set[str]) -> None:
-        """Clear ``nominatedNodeName`` on gated members of groups with no preemption in flight: only
-        cogate nominates its gated members, so such a nomination was left by an earlier process (a
-        restart loses the record). Left there, kube-scheduler would keep that room nominated for a
-        pod that may never come (KEP-5278: the setter clears). ``handled``: groups whose record this
-        step judged (an ended one cleared its own already; the members here predate that)."""
+        """Clear ``nominatedNodeName`` on gated members of groups with no preemption in flight when
+        it is cogate's (its field manager owns it, or the owner is unknown: no managedFields): left
+        by a preemption whose record is gone (one :meth:`resume` could not rebuild, or whose clear
+        failed). Left there, kube-scheduler would keep that room nominated for a pod that may never
+        come (KEP-5278: the setter clears; another manager's nomination is its own to clear).
+        ``handled``: groups whose record this step judged (an ended one cleared its own already;
+        the members here predate that)."""
         for key, r in requests.items():
             g = groups.get(key)
             if g is None or g.uid in handled or memories.recall(g.uid).preemption is not None:
                 continue
             for m in r.members:
-                if m.nominated_node and not m.bound and m.gated_by(self.config.gate_name):
+                if (m.nominated_node and not m.bound and m.gated_by(self.config.gate_name)
+                        and m.nominated_by in (FIELD_MANAGER, "")):
                     log.info("PodGroup %s/%s: clearing member %s's nominatedNodeName %s left by an earlier "
                              "preemption", *key, m.name, m.nominated_node, extra=log_extra(*key))
                     self.writer.nominate(m, "")

@@ -22,7 +22,8 @@ each handed what it uses (docs/internals.md, "The reconciler and its rooms"):
 docs/semantics.md) on its own thread:
 
 1. snapshot the caches: PodGroups, labelled members; on the first pass of a process (or
-   after gaining leadership) seed the reservations with ``inputs.restored_reservations``;
+   after gaining leadership) seed the reservations with ``inputs.restored_reservations`` and
+   take over the preemptions left in flight (``Preempting.resume``);
 2. ``PlanningState.decide(groups, reservations, now, config)``
    (:mod:`~cogate.controller.planstate`: the nodes and bound non-terminal pods are fed to it
    from the informers' deltas, and only groups whose inputs changed are planned again; the
@@ -256,6 +257,7 @@ class Reconciler:
             members = members_by_group(labelled)
             requests = build_group_requests(groups.values(), members, self.config.gate_name)
             if self.restore_reservations:
+                self.preempting.resume(groups, requests, self.memory, now)  # preemptions left in flight
                 self._restore_reservations(requests, now)
             survey = self.aftercare.survey(requests, labelled, now)
             wakes.append(survey.wake_at)

@@ -355,6 +355,18 @@ class PodInfo:
     #: ``status.startTime`` (epoch seconds; 0.0 when absent: not started yet). Victim order
     #: (kube-scheduler ``util.MoreImportantPod``, ``GetPodStartTime``).
     started: float = 0.0
+    #: ``metadata.deletionTimestamp`` (epoch seconds; 0.0 when not being deleted): the API server
+    #: sets it to the DELETE's time plus the grace period, so it is when the kubelet kills the
+    #: containers. A rebuilt preemption's deadline (:func:`cogate.controller.inflight.rebuild`).
+    #: Not compared (``deleting`` is).
+    deletion_at: float = field(default=0.0, compare=False)
+    #: ``lastTransitionTime`` of the True ``DisruptionTarget`` condition (epoch seconds; 0.0 without
+    #: one): when the pod was marked (a rebuilt preemption's start). Not compared.
+    disruption_since: float = field(default=0.0, compare=False)
+    #: The field manager that owns ``status.nominatedNodeName`` (``metadata.managedFields``, entry of
+    #: the ``status`` subresource; ``cogate-controller`` when cogate's preemption nominated the pod),
+    #: '' without a nomination or when unknown (no managedFields). Read only for gated pods. Not compared.
+    nominated_by: str = field(default="", compare=False)
 
     @property
     def group(self) -> str | None:
@@ -719,6 +731,10 @@ def _pod_info(
         owner=_controller_owner(owners) if POD_GROUP_LABEL in (meta.get("labels") or {}) else (),
         preemption_policy=_preemption_policy(spec.get("preemptionPolicy")),
         started=parse_time(status.get("startTime"), "status.startTime"),
+        deletion_at=parse_time(meta.get("deletionTimestamp"), "metadata.deletionTimestamp"),
+        disruption_since=_disruption_since(status) if status.get("conditions") else 0.0,
+        nominated_by=(_status_field_manager(meta, "nominatedNodeName")
+                      if gate_names and status.get("nominatedNodeName") else ""),
     )
 
 
@@ -828,6 +844,36 @@ def _disruption(status: Mapping[str, Any], key: str = "reason") -> str:
             if key == "message":
                 return _str(c.get("message"), f"{cp}.message")
             return _str(c.get("reason"), f"{cp}.reason") or "DisruptionTarget"
+    return ""
+
+
+def _disruption_since(status: Mapping[str, Any]) -> float:
+    """``lastTransitionTime`` of a True ``DisruptionTarget`` condition (epoch seconds), 0.0
+    without one or when it is unreadable (never raises: the time only dates a rebuilt record)."""
+    for _, c in _objs(status.get("conditions"), "status.conditions"):
+        if c.get("type") == "DisruptionTarget" and c.get("status") == "True":
+            try:
+                return parse_time(c.get("lastTransitionTime"), "lastTransitionTime")
+            except InvalidObject:
+                return 0.0
+    return 0.0
+
+
+def _status_field_manager(meta: Mapping[str, Any], name: str) -> str:
+    """The manager of the ``status``-subresource ``metadata.managedFields`` entry owning
+    ``status.<name>`` (server-side field management: its last writer), '' when none or unreadable
+    (never raises: managedFields are the API server's bookkeeping, not the pod's meaning)."""
+    entries = meta.get("managedFields")
+    if not isinstance(entries, list):
+        return ""
+    key = f"f:{name}"
+    for e in entries:
+        if not isinstance(e, Mapping) or e.get("subresource") != "status":
+            continue
+        fields = e.get("fieldsV1")
+        st = fields.get("f:status") if isinstance(fields, Mapping) else None
+        if isinstance(st, Mapping) and key in st and isinstance(e.get("manager"), str):
+            return sys.intern(e["manager"])
     return ""
 
 

@@ -53,6 +53,10 @@ hook then stops an undetached cluster.
 Readiness means: etcd ``/health``; apiserver ``/readyz``; scheduler and controller-manager
 ``/healthz``; the ``default`` ServiceAccount exists in namespace ``default`` (so pods can be
 created); kwok is running.
+
+``restart_scheduler(*flags)`` makes a new kube-scheduler process (its flags, then ``flags``; a
+later flag wins, e.g. ``--leader-elect=true``) and waits until it is healthy: a kube-scheduler
+restart or failover, for tests.
 """
 
 from __future__ import annotations
@@ -545,8 +549,24 @@ class LocalCluster:
             "--leader-elect=false", "--profiling=false", "--v=1",
         ]
 
-    def _start_scheduler(self) -> None:
-        self._spawn("kube-scheduler", self._component_common("kube-scheduler"))
+    def _start_scheduler(self, *extra: str) -> None:
+        self._spawn("kube-scheduler", [*self._component_common("kube-scheduler"), *extra])
+
+    def restart_scheduler(self, *extra: str, grace: float = 10.0) -> None:
+        """Stop kube-scheduler (SIGTERM, SIGKILL after ``grace`` s) and start it again, with
+        ``extra`` flags after its usual ones (a later flag wins: ``--leader-elect=true`` turns its
+        leader election on), and wait until it is healthy: what a kube-scheduler restart or
+        failover looks like to the rest of the cluster (a new process lists every pod again).
+        Its log is appended to. Raises :class:`ClusterError` when it does not come back."""
+        if not self._started:
+            raise ClusterError("cluster not started")
+        proc = self.procs.pop("kube-scheduler", None)
+        problems = terminate([proc], grace) if proc is not None else []
+        if problems:
+            raise ClusterError("; ".join(problems))
+        self._start_scheduler(*extra)
+        self._wait_http("kube-scheduler", f"https://127.0.0.1:{self.ports['kube-scheduler']}/healthz", None)
+        self._write_state()
 
     def _start_controller_manager(self) -> None:
         pk = self._path("pki")

@@ -14,12 +14,19 @@ made through the scheduling API; one fake node of 10 CPU (``example.NODE_SHAPE``
 - (c) equal priority: nothing is deleted;
 - (d) ``preemptionPolicy: Never``: nothing is deleted;
 - (e) a low-priority released gang is the only room: all of it goes or none of it, and its
-  PodGroup's ``Disrupted`` condition names the preemptor.
+  PodGroup's ``Disrupted`` condition names the preemptor;
+- (f) the controller restarted while the victims terminate: the new process resumes the
+  preemption (the nominations stay, ``Preempting=True`` throughout), a low-priority gang and the
+  ReplicaSet's replacements never get the room, the gang binds pinned when the victims go;
+- (g) kube-scheduler restarted (leader election on, a new leader) while the victims terminate:
+  the new kube-scheduler is told the nominations again (``RoomHeld`` written on the members), so
+  the ReplicaSet's replacements stay Pending and the gang binds on the freed room.
 """
 
 from __future__ import annotations
 
 import contextlib
+import signal
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -64,9 +71,11 @@ def template(group: str | None, cpu: str, priority_class: str, app: str) -> dict
 
 
 def replica_set(kube, namespace: str, name: str, replicas: int, cpu: str, priority_class: str,
-                group: str | None = None, finalizers: list[str] | None = None) -> None:
+                group: str | None = None, finalizers: list[str] | None = None, grace: int | None = None) -> None:
     body = example.replica_set(name, replicas, namespace=namespace, group=group, cpu=cpu, memory="100Mi")
     body["spec"]["template"]["spec"]["priorityClassName"] = priority_class
+    if grace is not None:
+        body["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = grace
     if finalizers:
         body["spec"]["template"]["metadata"]["finalizers"] = finalizers
     client.AppsV1Api(kube).create_namespaced_replica_set(namespace, body)
@@ -210,6 +219,179 @@ def test_while_victims_terminate_the_gang_waits_gated_on_nominations_and_the_roo
     for p in app_pods(kube, namespace, "batch"):
         with contextlib.suppress(client.ApiException):
             core.patch_namespaced_pod(p.metadata.name, namespace, {"metadata": {"finalizers": None}})
+
+
+def test_a_controller_restart_mid_preemption_resumes_it_and_the_room_stays_the_gangs(
+        preempting, kube, namespace, only_nodes, classes):
+    """(f) Victims held Terminating by a finalizer (grace period 120 s: the deadline is far); the
+    controller is restarted. The new process rebuilds the record from the members' nominations
+    and the victims' marks: it does not clear the nominations, ``Preempting`` stays True (now
+    saying it was resumed), a low-priority gang that would fit the freed room stays gated, and
+    once the finalizers go the gang binds on the node while the ReplicaSet's replacements stay
+    Pending (kube-scheduler still counts the nominations)."""
+    only_nodes(1, **NODE)
+    core = client.CoreV1Api(kube)
+    replica_set(kube, namespace, "batch", 5, "2", classes["low"], finalizers=[FINALIZER], grace=120)
+    first = wait_for(lambda: (ps := app_pods(kube, namespace, "batch")) and len(ps) == 5
+                     and all(running(p) for p in ps) and ps, 30, what="5 batch pods Running")
+    before = {p.metadata.uid for p in first}
+    node = first[0].spec.node_name
+    try:
+        create_gang(kube, namespace, "train", 2, "3", classes["high"])
+        wait_for(lambda: (c := preempting_condition(kube, namespace, "train")) and c["status"] == "True"
+                 and "waiting for 3 victims to terminate" in c["message"], 20, what="Preempting=True, 3 victims")
+        wait_for(lambda: (ps := group_pods(kube, namespace, "train")) and len(ps) == 2
+                 and all(p.status.nominated_node_name == node for p in ps), 10, what="members nominated")
+        create_gang(kube, namespace, "small", 1, "2", classes["low"])  # fits the room the victims free
+        preempting.restart_controller()
+        c = wait_for(lambda: (c := preempting_condition(kube, namespace, "train")) and "resumed" in c["message"]
+                     and c, 20, what="Preempting says resumed")
+        assert (c["status"], c["reason"]) == ("True", "Preempting"), c
+        assert "waiting for 3 victims to terminate" in c["message"], c
+        assert f"to place PodGroup {namespace}/train, priority 1000" in c["message"], c
+        assert 'cogate_controller_preemptions_total{result="Resumed"} 1.0' in preempting.metrics()
+        for _ in range(20):  # a few seconds: the nominations stay, the gangs stay gated
+            members = group_pods(kube, namespace, "train")
+            assert all(p.status.nominated_node_name == node and gated(p) for p in members), \
+                [(p.metadata.name, p.status.nominated_node_name) for p in members]
+            assert preempting_condition(kube, namespace, "train")["status"] == "True"
+            time.sleep(0.2)
+        hold_gated(kube, namespace, "small", 1, 1)
+    finally:
+        for p in app_pods(kube, namespace, "batch"):
+            with contextlib.suppress(client.ApiException):
+                core.patch_namespaced_pod(p.metadata.name, namespace, {"metadata": {"finalizers": None}})
+    ps = wait_for(lambda: (ps := group_pods(kube, namespace, "train")) and len(ps) == 2
+                  and all(running(p) and p.spec.node_name == node for p in ps) and ps, 60,
+                  what="gang Running on the freed node")
+    for p in ps:  # released pinned to the node
+        terms = p.spec.affinity.node_affinity.required_during_scheduling_ignored_during_execution.node_selector_terms
+        assert any(f.values == [node] for t in terms for f in (t.match_fields or [])), terms
+    st = wait_for(lambda: (s := status(kube, namespace, "train")) and (c := condition(s, "Preempting"))
+                  and c["reason"] == "Placed" and s, 15, what="Preempting=False Placed")
+    assert condition(st, "Released")["status"] == "True"
+    assert condition(st, "Preempting")["message"].startswith("placed on the room freed by preempting 3 pods"), st
+    replacements = [p for p in app_pods(kube, namespace, "batch") if p.metadata.uid not in before]
+    assert len(replacements) == 3 and not any(bound(p) for p in replacements), \
+        [(p.metadata.name, p.spec.node_name) for p in replacements]
+    assert all(gated(p) for p in group_pods(kube, namespace, "small"))
+    client.AppsV1Api(kube).delete_namespaced_replica_set("batch", namespace)  # no new pod with the finalizer
+    wait_for(lambda: not client.AppsV1Api(kube).list_namespaced_replica_set(namespace).items, 20, what="rs gone")
+    for p in app_pods(kube, namespace, "batch"):
+        with contextlib.suppress(client.ApiException):
+            core.patch_namespaced_pod(p.metadata.name, namespace, {"metadata": {"finalizers": None}})
+
+
+#: kube-scheduler with leader election on and short Lease times (a later flag wins over the
+#: local cluster's ``--leader-elect=false``): each restart is a new leader within a second or two.
+LEADER_FLAGS = ("--leader-elect=true", "--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s",
+                "--leader-elect-retry-period=1s")
+
+
+@contextlib.contextmanager
+def controller_paused(stack) -> Iterator[None]:
+    """cogate's controller stopped (SIGSTOP) inside the block, continued (SIGCONT) after it."""
+    proc = stack.processes["controller"]
+    proc.signal(signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        proc.signal(signal.SIGCONT)
+
+
+@contextlib.contextmanager
+def scheduler_leading(stack, kube) -> Iterator[Any]:
+    """Yields a ``restart()`` that starts a new kube-scheduler process with leader election on (it
+    takes the Lease kube-system/kube-scheduler: a new leader) and returns its identity; the
+    session's kube-scheduler again after."""
+    coordination = client.CoordinationV1Api(kube)
+
+    def holder() -> str:
+        with contextlib.suppress(client.ApiException):
+            return coordination.read_namespaced_lease("kube-scheduler", "kube-system").spec.holder_identity or ""
+        return ""
+
+    def restart() -> str:
+        before = holder()
+        stack.cluster.restart_scheduler(*LEADER_FLAGS)
+        return wait_for(lambda: (h := holder()) and h != before and h, 30, what="a new kube-scheduler leader")
+
+    try:
+        yield restart
+    finally:
+        stack.cluster.restart_scheduler()
+
+
+def test_a_kube_scheduler_restart_mid_preemption_is_told_the_nominations_again(
+        preempting, kube, namespace, only_nodes, classes):
+    """(g) As (f), but kube-scheduler is restarted (twice: a first leader, then a failover to a new
+    process): a new process lists the gated members without registering their nominations (only
+    an update of a pod does). cogate sees the new leader on the Lease and writes
+    ``scheduling.x-k8s.io/RoomHeld`` on each nominated member. The finalizers then go while cogate
+    is paused: the ReplicaSet's replacements (same low priority, Pending) stay off the room, as
+    kube-scheduler counts the nominations again; continued, cogate releases the gang onto it.
+    Without the refresh kube-scheduler binds the replacements there within a second (tried on
+    v1.36.3), and the gang then ends ``DoesNotFitAfterPreemption``."""
+    only_nodes(1, **NODE)
+    core = client.CoreV1Api(kube)
+    with scheduler_leading(preempting, kube) as restart_scheduler:
+        replica_set(kube, namespace, "batch", 5, "2", classes["low"], finalizers=[FINALIZER])
+        first = wait_for(lambda: (ps := app_pods(kube, namespace, "batch")) and len(ps) == 5
+                         and all(running(p) for p in ps) and ps, 30, what="5 batch pods Running")
+        before = {p.metadata.uid for p in first}
+        node = first[0].spec.node_name
+        try:
+            create_gang(kube, namespace, "train", 2, "3", classes["high"])
+            wait_for(lambda: (c := preempting_condition(kube, namespace, "train")) and c["status"] == "True"
+                     and "waiting for 3 victims to terminate" in c["message"], 20, what="Preempting=True, 3 victims")
+            wait_for(lambda: (ps := group_pods(kube, namespace, "train")) and len(ps) == 2
+                     and all(p.status.nominated_node_name == node for p in ps), 10, what="members nominated")
+            wait_for(lambda: len(app_pods(kube, namespace, "batch")) == 8, 20, what="3 replacements Pending")
+            victims = {p.metadata.uid for p in app_pods(kube, namespace, "batch") if p.metadata.deletion_timestamp}
+            assert len(victims) == 3 and victims <= before
+            restart_scheduler()  # the first leader: it lists the members with their nominations
+            time.sleep(3)
+            leader = restart_scheduler()  # and a failover to a new process
+
+            def refreshed() -> bool:
+                ps = group_pods(kube, namespace, "train")
+                conds = [next((c for c in p.status.conditions or [] if c.type == "scheduling.x-k8s.io/RoomHeld"), None)
+                         for p in ps]
+                return len(ps) == 2 and all(c is not None and leader in (c.message or "") for c in conds)
+
+            wait_for(refreshed, 20, what="RoomHeld written on the members after the new leader")
+            assert all(p.status.nominated_node_name == node and gated(p) for p in group_pods(kube, namespace, "train"))
+            # cogate paused while the victims go: only kube-scheduler's count of the nominations keeps
+            # the replacements off the room (else cogate's release races them and may win)
+            with controller_paused(preempting):
+                for p in app_pods(kube, namespace, "batch"):
+                    with contextlib.suppress(client.ApiException):
+                        core.patch_namespaced_pod(p.metadata.name, namespace, {"metadata": {"finalizers": None}})
+                wait_for(lambda: not ({p.metadata.uid for p in app_pods(kube, namespace, "batch")} & victims), 30,
+                         what="the victims gone")
+                for _ in range(25):  # 5 s: kube-scheduler retries the replacements on the deletions at once
+                    repl = [p for p in app_pods(kube, namespace, "batch") if p.metadata.uid not in before]
+                    assert not any(bound(p) for p in repl), [(p.metadata.name, p.spec.node_name) for p in repl]
+                    time.sleep(0.2)
+        finally:
+            for p in app_pods(kube, namespace, "batch"):
+                with contextlib.suppress(client.ApiException):
+                    core.patch_namespaced_pod(p.metadata.name, namespace, {"metadata": {"finalizers": None}})
+        wait_for(lambda: (ps := group_pods(kube, namespace, "train")) and len(ps) == 2
+                 and all(running(p) and p.spec.node_name == node for p in ps), 60,
+                 what="gang Running on the freed node")
+        st = wait_for(lambda: (s := status(kube, namespace, "train")) and (c := condition(s, "Preempting"))
+                      and c["reason"] == "Placed" and s, 15, what="Preempting=False Placed")
+        assert condition(st, "Released")["status"] == "True"
+        replacements = [p for p in app_pods(kube, namespace, "batch") if p.metadata.uid not in before]
+        assert len(replacements) == 3 and not any(bound(p) for p in replacements), \
+            [(p.metadata.name, p.spec.node_name) for p in replacements]
+        assert 'cogate_controller_preemption_nomination_refreshes_total{result="ok"}' in preempting.metrics()
+        client.AppsV1Api(kube).delete_namespaced_replica_set("batch", namespace)
+        wait_for(lambda: not client.AppsV1Api(kube).list_namespaced_replica_set(namespace).items, 20, what="rs gone")
+        for p in app_pods(kube, namespace, "batch"):
+            with contextlib.suppress(client.ApiException):
+                core.patch_namespaced_pod(p.metadata.name, namespace, {"metadata": {"finalizers": None}})
 
 
 def test_a_pod_a_disruption_budget_protects_is_spared_for_an_unprotected_one(preempting, kube, namespace,

@@ -320,6 +320,7 @@ def test_no_request_forbidden_and_every_granted_kind_used(installed):
     controller_needed = {("list", "pods"), ("watch", "pods"), ("patch", "pods"), ("list", "nodes"),
                          ("list", "scheduling.x-k8s.io/podgroups"),
                          ("create", "coordination.k8s.io/leases"), ("update", "coordination.k8s.io/leases"),
+                         ("watch", "coordination.k8s.io/leases"),  # kube-scheduler's, by name (preemption)
                          ("get", "apps/replicasets"), ("get", "batch/jobs")}
     assert webhook_needed <= made[sa_user(WEBHOOK_SA)], sorted(made[sa_user(WEBHOOK_SA)])
     assert controller_needed <= made[sa_user(CONTROLLER_SA)], sorted(made[sa_user(CONTROLLER_SA)])
@@ -400,7 +401,8 @@ def test_can_i_list_matches_the_chart_readme(installed, sa, short):
     cluster = installed["cluster"]
     table = readme_rbac_table()
     assert table, "no RBAC table in charts/cogate/README.md"
-    for namespace, scopes in ((NAMESPACE, {"cluster", "release namespace"}), ("default", {"cluster"})):
+    for namespace, scopes in ((NAMESPACE, {"cluster", "release namespace"}), ("default", {"cluster"}),
+                              ("kube-system", {"cluster", "`kube-system`"})):
         baseline = can_i(cluster, BASELINE_SA, namespace)
         granted = can_i(cluster, sa, namespace) - baseline
         expected = {(res, name, verb) for who, scope, res, name, verb in table if who == short and scope in scopes}

@@ -132,7 +132,9 @@ def test_rendered_kinds(objs):
     assert ("ServiceAccount", "cogate-webhook") in kinds and ("ServiceAccount", "cogate-controller") in kinds
     assert {n for k, n in kinds if k == "Service"} >= {"cogate-webhook-metrics", "cogate-controller-metrics"}
     for o in objs:
-        if o["kind"] not in ("ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration"):
+        if o["metadata"]["name"] == "cogate-controller-scheduler-lease":  # kube-scheduler's Lease, read by name
+            assert o["metadata"]["namespace"] == "kube-system"
+        elif o["kind"] not in ("ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration"):
             assert o["metadata"]["namespace"] == NAMESPACE, o["metadata"]["name"]
 
 
@@ -329,6 +331,15 @@ def test_preemption_value_reaches_the_flag_and_rights(helm):
     rules = _rules(off, "ClusterRole", "cogate-controller")
     assert status not in rules and budgets not in rules
     assert not any("delete" in r[2] and "pods" in r[1] for r in rules)
+    # kube-scheduler's leader Lease, by name, in kube-system only (a new leader is told the nominations again)
+    role = find(default, "Role", "cogate-controller-scheduler-lease")
+    assert role["metadata"]["namespace"] == "kube-system"
+    assert _rules(default, "Role", "cogate-controller-scheduler-lease") == [
+        (("coordination.k8s.io",), ("leases",), ("get", "list", "watch"), ("kube-scheduler",))]
+    binding = find(default, "RoleBinding", "cogate-controller-scheduler-lease")
+    assert binding["metadata"]["namespace"] == "kube-system" and binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "cogate-controller", "namespace": NAMESPACE}]
+    assert not [r for r in all_of(off, "Role") if r["metadata"]["name"] == "cogate-controller-scheduler-lease"]
 
 
 def test_values_reach_the_containers(helm):

@@ -51,6 +51,12 @@ class StatusCluster(FakeCluster):
                 status.pop(k, None)
             else:
                 status[k] = v
+        if "nominatedNodeName" in body["status"]:  # server-side field management, as the API server keeps it
+            entries = [e for e in pod["metadata"].get("managedFields", []) if e["manager"] != kw["field_manager"]]
+            if body["status"]["nominatedNodeName"]:
+                entries.append({"manager": kw["field_manager"], "operation": "Update", "subresource": "status",
+                                "fieldsV1": {"f:status": {"f:nominatedNodeName": {}}}})
+            pod["metadata"]["managedFields"] = entries
         self._bump(pod)
         what = "nominate" if "nominatedNodeName" in body["status"] else "mark"
         self.calls.append((what, f"{name}={body['status'].get('nominatedNodeName')}" if what == "nominate" else name))
@@ -83,9 +89,10 @@ class World:
     """A reconciler with the real planner over a :class:`StatusCluster`; :meth:`run` relists the
     informers from the fake first (the watch's view), then runs one pass."""
 
-    def __init__(self, pods, pgs, *, preemption=True, nodes=(("n1", "4"),)) -> None:
-        self.cluster = StatusCluster(pods, pgs)
-        self.now = T0
+    def __init__(self, pods, pgs, *, preemption=True, nodes=(("n1", "4"),), cluster=None, now=T0) -> None:
+        self.cluster = StatusCluster(pods, pgs) if cluster is None else cluster
+        self.now = now
+        self._args = dict(preemption=preemption, nodes=nodes)
         self.events: list[tuple[str, str, str, str]] = []
         c = self.cluster
 
@@ -109,6 +116,10 @@ class World:
                               recorder=self.recorder, metrics=self.metrics, clock=lambda: self.now,
                               monotonic=lambda: self.now, sleep=lambda s: None)
         self.caches.members.add_handler(self.rec.on_member_event)  # as controller/main.py does
+
+    def restarted(self) -> "World":
+        """A new process (fresh caches, memory and metrics) on the same cluster, at the same time."""
+        return World([], [], cluster=self.cluster, now=self.now, **self._args)
 
     def relist(self) -> None:
         for inf in self.caches.all():
@@ -290,7 +301,7 @@ def test_a_group_released_after_preempting_nothing_says_so():
     assert w.cluster.deleted == []
 
 
-def test_a_restart_in_flight_never_leaves_preempting_true_nor_deletes_more():
+def test_a_lost_record_never_leaves_preempting_true_nor_deletes_more():
     w = full_node_world()
     w.cluster.keep_deleted = True
     w.run()
@@ -315,7 +326,7 @@ def test_a_restart_in_flight_never_leaves_preempting_true_nor_deletes_more():
     assert (c["status"], c["reason"]) == ("False", "Interrupted")
 
 
-def test_a_nomination_left_by_an_earlier_process_is_cleared():
+def test_a_nomination_whose_record_is_lost_is_cleared():
     w = full_node_world()
     w.cluster.keep_deleted = True
     w.run()
@@ -329,6 +340,118 @@ def test_a_nomination_left_by_an_earlier_process_is_cleared():
     w.cluster.calls.clear()
     w.run(1.0)
     assert w.cluster.calls == []  # once
+
+
+def test_a_restarted_process_resumes_the_preemption_in_flight_and_places_the_gang_on_its_room():
+    w = full_node_world()
+    w.cluster.keep_deleted = True  # the victims terminate for a while
+    w.run()
+    before = w.condition()
+    w2 = w.restarted()
+    w2.cluster.calls.clear()
+    w2.cluster.pods["o-0"] = pod("o-0", priority=100, cpu="2", group="other")  # would fit the freed room
+    w2.cluster.pgs["other"] = raw_pg("other", 1)
+    w2.run(1.0)
+    rec = w2.rec.memory.recall("pg-uid-pg").preemption
+    assert rec is not None and rec.plan == {"uid-m-0": "n1", "uid-m-1": "n1"}
+    assert [v.name for v in rec.victims] == ["low-a", "low-b"] and rec.started == T0
+    assert w2.cluster.calls == [("mark", "m-0"), ("mark", "m-1")]  # refreshed; nothing cleared, nothing deleted
+    c = w2.condition()
+    assert (c["status"], c["reason"]) == ("True", "Preempting"), c
+    assert "(resumed after a controller restart); waiting for 2 victims to terminate" in c["message"]
+    assert c["lastTransitionTime"] == before["lastTransitionTime"]  # still the same preemption
+    assert w2.metric("cogate_controller_preemptions_total", result="Resumed") == 1
+    assert any(e[1] == "Preempting" and "resumed" in e[3] for e in w2.events)
+    assert GATE in [g["name"] for g in w2.cluster.pods["o-0"]["spec"]["schedulingGates"]]  # the room is held
+    for v in ("low-a", "low-b"):
+        del w2.cluster.pods[v]
+    w2.run(1.0)
+    for m in ("m-0", "m-1"):
+        spec = w2.cluster.pods[m]["spec"]
+        assert not spec.get("schedulingGates")
+        terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+        assert terms[0]["matchFields"][0]["values"] == ["n1"]
+    assert GATE in [g["name"] for g in w2.cluster.pods["o-0"]["spec"]["schedulingGates"]]
+    assert (w2.condition()["status"], w2.condition()["reason"]) == ("False", "Placed")
+    assert w2.metric("cogate_controller_preemptions_total", result="Placed") == 1
+
+
+def test_a_restart_between_the_mark_and_the_delete_deletes_the_marked_victim():
+    w = full_node_world()
+    w.cluster.keep_deleted = True
+    w.run()
+    low_b = w.cluster.pods["low-b"]["metadata"]
+    del low_b["deletionTimestamp"], low_b["deletionGracePeriodSeconds"]  # as if the DELETE never went out
+    w2 = w.restarted()
+    w2.cluster.calls.clear()
+    w2.run(2.0)
+    assert w2.cluster.calls == [("mark", "low-b"), ("delete", "low-b"), ("mark", "m-0"), ("mark", "m-1")]
+    rec = w2.rec.memory.recall("pg-uid-pg").preemption
+    assert rec.deadline == w2.now + 5 + inflight.STUCK_SLACK_SECONDS  # from the grace the DELETE answered
+    assert [e[2] for e in w2.events if e[1] == "Preempted"] == ["low-b"]
+
+
+def test_a_restart_keeps_another_managers_nomination():
+    w = full_node_world()
+    w.cluster.pods["m-0"]["status"]["nominatedNodeName"] = "n1"
+    w.cluster.pods["m-0"]["metadata"]["managedFields"] = [
+        {"manager": "someone-else", "subresource": "status", "fieldsV1": {"f:status": {"f:nominatedNodeName": {}}}}]
+    w.rec.memory.recall("pg-uid-pg").preemption_checked = w.now + 10  # no selection in this pass
+    w.run()
+    assert w.cluster.calls == [] and w.rec.memory.recall("pg-uid-pg").preemption is None
+    assert w.cluster.pods["m-0"]["status"]["nominatedNodeName"] == "n1"
+
+
+def refreshes(w) -> list[str]:
+    """Members whose RoomHeld condition was written (status patches that are not nominations)."""
+    return [name for what, name in w.cluster.calls if what == "mark" and name.startswith("m-")]
+
+
+def test_a_new_kube_scheduler_leader_gets_the_nominations_in_flight_refreshed_now_and_once_more():
+    L = inflight.SchedulerLease
+    w = full_node_world()
+    w.cluster.keep_deleted = True
+    p = w.rec.preempting
+    assert p.on_scheduler_lease("ADDED", None, L("a", 0))  # first sight, no preemption yet
+    w.run()  # nothing in flight to refresh; the preemption starts (its nominations are updates already)
+    w.run(0.1)
+    assert refreshes(w) == []
+    w.run(inflight.REFRESH_AGAIN_SECONDS)
+    assert refreshes(w) == ["m-0", "m-1"]  # the second refresh finds it in flight
+    w.cluster.calls.clear()
+    assert not p.on_scheduler_lease("MODIFIED", L("a", 0), L("a", 0))  # a renewal
+    assert not p.on_scheduler_lease("MODIFIED", L("a", 0), L("", 0))  # released on kube-scheduler's shutdown
+    w.run(1.0)
+    assert refreshes(w) == []
+    assert p.on_scheduler_lease("MODIFIED", L("", 0), L("b", 1))  # a new process took it
+    w.run(0.1)
+    assert refreshes(w) == ["m-0", "m-1"]
+    cond = next(c for c in w.cluster.pods["m-0"]["status"]["conditions"] if c["type"] == inflight.ROOM_HELD_CONDITION)
+    assert "kube-scheduler b took its Lease" in cond["message"] and "node n1 for PodGroup team/pg" in cond["message"]
+    assert w.cluster.pods["m-0"]["status"]["nominatedNodeName"] == "n1"  # the nomination itself is untouched
+    assert w.metric("cogate_controller_preemption_nomination_refreshes_total", result="ok") == 4
+    assert w.condition()["status"] == "True"  # still the same preemption
+
+
+def test_without_a_preemption_in_flight_a_new_leader_writes_nothing():
+    w = full_node_world(preemption=True)
+    w.rec.memory.recall("pg-uid-pg").preemption_checked = w.now + 100  # no selection
+    w.rec.preempting.on_scheduler_lease("MODIFIED", inflight.SchedulerLease("a", 0), inflight.SchedulerLease("b", 1))
+    w.run()
+    w.run(inflight.REFRESH_AGAIN_SECONDS)
+    assert w.cluster.calls == []
+
+
+def test_a_resumed_preemption_refreshes_its_nominations_once():
+    w = full_node_world()
+    w.cluster.keep_deleted = True
+    w.run()
+    w2 = w.restarted()
+    w2.cluster.calls.clear()
+    w2.run(1.0)
+    assert refreshes(w2) == ["m-0", "m-1"]
+    held = next(c for c in w2.cluster.pods["m-1"]["status"]["conditions"] if c["type"] == inflight.ROOM_HELD_CONDITION)
+    assert "after a controller restart" in held["message"]
 
 
 def test_with_the_planning_state_the_selection_reads_its_view_and_acts_the_same(monkeypatch):
