@@ -45,11 +45,13 @@ kube-scheduler alone, never in vain, and its time is within 1.25x of kube-schedu
 from __future__ import annotations
 
 import argparse
+import calendar
 import json
 import os
+import re
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -130,6 +132,75 @@ def unavailable() -> str | None:
 
 # ------------------------------------------------------------------ one run
 
+@dataclass
+class TimelineWatch(cb.PodWatch):
+    """:class:`clusterbench.PodWatch` that also keeps, per pod, when the watch first saw its
+    ``metadata.deletionTimestamp`` (``deleting``) and its ``status.nominatedNodeName``
+    (``nominated_at``); monotonic seconds, as the watch's other times."""
+
+    deleting: dict[tuple[str, str], float] = field(default_factory=dict)
+    nominated_at: dict[tuple[str, str], float] = field(default_factory=dict)
+
+    def _observe(self, kind: str, obj: dict[str, Any], t: float) -> None:
+        super()._observe(kind, obj, t)
+        meta = obj.get("metadata") or {}
+        key = (meta.get("namespace", ""), meta.get("name", ""))
+        with self.lock:
+            if meta.get("deletionTimestamp") or kind == "DELETED":
+                self.deleting.setdefault(key, t)
+            if (obj.get("status") or {}).get("nominatedNodeName"):
+                self.nominated_at.setdefault(key, t)
+
+
+#: A line of the controller's text log: its UTC time and message.
+_LOG_LINE = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)\.(\d{3})Z \w+ [\w.]+: (.*)$")
+
+
+def controller_log_times(path: Path | None, ns: str, t0_wall: float) -> dict[str, float]:
+    """Seconds after ``t0_wall`` (epoch) of the controller's log lines about PodGroup ``ns/g``:
+    ``preempting logged`` (after every member was nominated, before the first victim is marked),
+    ``release logged`` (after the last gate removal of the release), and the preemption's end."""
+    out: dict[str, float] = {}
+    if path is None or not path.is_file():
+        return out
+    for line in path.read_text(errors="replace").splitlines():
+        m = _LOG_LINE.match(line)
+        if m is None or f"{ns}/g" not in line:
+            continue
+        t = calendar.timegm(time.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S")) + int(m.group(2)) / 1000 - t0_wall
+        msg = m.group(3)
+        if "preemption ended" in msg:
+            out.setdefault("preemption ended logged", round(t, 2))
+        elif ": preempting " in msg:
+            out.setdefault("preempting logged", round(t, 2))
+        elif " released " in msg:
+            out.setdefault("release logged", round(t, 2))
+    return out
+
+
+def _span(times: list[float], t0: float) -> list[float] | None:
+    """[first, last] of ``times`` in seconds after ``t0`` (None when empty)."""
+    return [round(min(times) - t0, 2), round(max(times) - t0, 2)] if times else None
+
+
+def timeline(watch: TimelineWatch, ns: str, ns_low: str, t0: float, end: float) -> dict[str, list[float] | None]:
+    """Per phase, [first, last] seconds after the gang's creation as the pod watch saw it: members
+    created, members nominated, victims marked deleting, victims gone, gates removed, members bound."""
+    members = _records(watch, ns)
+    victims = [r for r in _records(watch, ns_low) if r.deleted is not None and t0 <= r.deleted <= end]
+    with watch.lock:
+        nominated = [watch.nominated_at[(ns, r.name)] for r in members if (ns, r.name) in watch.nominated_at]
+        deleting = [watch.deleting[(ns_low, r.name)] for r in victims if (ns_low, r.name) in watch.deleting]
+    return {
+        "members created": _span([r.created for r in members], t0),
+        "members nominated": _span(nominated, t0),
+        "victims deleting": _span(deleting, t0),
+        "victims gone": _span([r.deleted for r in victims], t0),
+        "gates removed": _span([r.ungated for r in members if r.ungated is not None and r.gated_at_creation], t0),
+        "members bound": _span([r.bound for r in members if r.bound is not None and r.bound <= end], t0),
+    }
+
+
 def _records(watch: cb.PodWatch, ns: str) -> list[cb.PodRecord]:
     with watch.lock:
         return [r for (n, _), r in watch.records.items() if n == ns]
@@ -147,8 +218,8 @@ def _group_status(api: client.ApiClient, ns: str) -> str:
     return f"phase {st.get('phase')}" + (f"; {conds}" if conds else "")
 
 
-def run_once(api: client.ApiClient, watch: cb.PodWatch, shape: Shape, system: str, timeout: float,
-             quick: bool) -> dict[str, Any]:
+def run_once(api: client.ApiClient, watch: TimelineWatch, shape: Shape, system: str, timeout: float,
+             quick: bool, controller_log: Path | None = None) -> dict[str, Any]:
     """One shape through one system on the current nodes; the figures of the module doc."""
     sched = cos.SCHEDULER_NAME if system == "coscheduling" else None
     gang = system != "alone"
@@ -163,7 +234,7 @@ def run_once(api: client.ApiClient, watch: cb.PodWatch, shape: Shape, system: st
         watch.wait_bound(ns_low, low, timeout)
         if gang:
             cb.create_pod_group(api, ns, cb.pod_group("g", shape.size))
-        t0 = time.monotonic()
+        t0, t0_wall = time.monotonic(), time.time()
         cb.create_replica_set(api, ns, cb.replica_set("g", shape.size, group="g" if gang else None, cpu=MEMBER_CPU,
                                                       scheduler_name=sched, priority_class=HIGH[0]))
         reached = None
@@ -203,6 +274,8 @@ def run_once(api: client.ApiClient, watch: cb.PodWatch, shape: Shape, system: st
             "replacements bound before release": sum(1 for r in refilled if released is not None
                                                      and r.bound < released),
             "status": _group_status(api, ns) if gang else "",
+            "timeline": timeline(watch, ns, ns_low, t0, end)
+            | (controller_log_times(controller_log, ns, t0_wall) if system == "cogate" else {}),
         }
     finally:
         cb.delete_namespace(api, ns)
@@ -218,14 +291,17 @@ def _plane(system_set: tuple[str, ...], shapes: tuple[Shape, ...], timeout: floa
         for name, value in (LOW, HIGH):
             cb.priority_class(api, name, value)
         ctx: Any = cb.cogate_stack(c, "--preemption") if "cogate" in system_set else cos.Coscheduling(c, src)
-        with ctx, cb.PodWatch(api) as watch:
+        with ctx as running, TimelineWatch(api) as watch:
+            workdir = getattr(running, "workdir", None) if "cogate" in system_set else None
+            controller_log = Path(workdir) / "controller.log" if workdir else None
             nodes = None
             for shape in shapes:
                 if nodes != (shape.nodes, shape.node_cpu):  # a repetition keeps the nodes
                     cb.set_nodes(c, shape.nodes, cpu=shape.node_cpu, memory="16Gi", pods=110)
                     nodes = (shape.nodes, shape.node_cpu)
                 for system in system_set:
-                    out[system][shape.label] = run_once(api, watch, shape, system, timeout, quick)
+                    out[system][shape.label] = run_once(api, watch, shape, system, timeout, quick,
+                                                        controller_log)
                     cb.log(f"{NAME}: {system}: {shape.label}: {out[system][shape.label]}")
         api.close()
     return out
