@@ -121,8 +121,9 @@ class Shape:
         return f"gang of {self.size} on {self.nodes} nodes, {what}" + (f" (run {self.run})" if self.run else "")
 
 
-#: The gang of 8 is run 3 times (seconds each; a single run of it is noise on a shared machine).
-SHAPES = (*(Shape(10, "4", 8, run=k) for k in (1, 2, 3)), Shape(50, "4", 100), Shape(30, "3", 100))
+#: The fitting gangs are run 3 times each (a single run is noise on a shared machine).
+SHAPES = (*(Shape(10, "4", 8, run=k) for k in (1, 2, 3)), *(Shape(50, "4", 100, run=k) for k in (1, 2, 3)),
+          Shape(30, "3", 100))
 QUICK_SHAPES = (Shape(4, "4", 8, run=1), Shape(4, "4", 8, run=2), Shape(4, "3", 14, hold_s=10.0))
 
 
@@ -181,6 +182,15 @@ def controller_log_times(path: Path | None, ns: str, t0_wall: float) -> dict[str
 def _span(times: list[float], t0: float) -> list[float] | None:
     """[first, last] of ``times`` in seconds after ``t0`` (None when empty)."""
     return [round(min(times) - t0, 2), round(max(times) - t0, 2)] if times else None
+
+
+#: The phases of :func:`timeline`, in their order.
+TIMELINE_PHASES = ("members created", "members nominated", "victims deleting", "victims gone", "gates removed",
+                   "members bound")
+
+
+def _fmt_span(span: list[float] | None) -> str:
+    return f"{span[0]} - {span[1]}" if span else ""
 
 
 def timeline(watch: TimelineWatch, ns: str, ns_low: str, t0: float, end: float) -> dict[str, list[float] | None]:
@@ -344,6 +354,12 @@ def _plot(shapes: tuple[Shape, ...], res: dict[str, dict[str, dict[str, Any]]], 
     plt.close(fig)
 
 
+def _timeline_words(tl: dict[str, Any]) -> str:
+    """A run's timeline (:func:`timeline`) in words, seconds after the gang's creation."""
+    parts = [f"{k} {_fmt_span(tl.get(k))} s" for k in TIMELINE_PHASES if tl.get(k)]
+    return ", ".join(parts) or "no timeline"
+
+
 def _extra(x: dict[str, Any]) -> str:
     """Where a cogate run's extra victims came from, in words, from its figures."""
     if not x["replacements bound"] and not x["victims after release"]:
@@ -405,12 +421,21 @@ def run(quick: bool, out_dir: Path, src: str | Path | None = None) -> dict[str, 
             targets.append(cb.target(f"{sh.label}: time until bound, cogate / kube-scheduler alone", f"<= {TARGET}x",
                                      f"{r}x ({a['time s']} s against {b['time s']} s)",
                                      r is not None and r <= TARGET,
-                                     f"cogate {a['time s']} s (first victim gone {a['first victim s']} s after the "
-                                     f"gang's creation, first gate removed at {a['released s']} s), "
-                                     f"kube-scheduler alone {b['time s']} s (first victim {b['first victim s']} s). cogate's sequence is one decision for the whole "
-                                     "gang: nominate every member, mark and delete every victim, wait until all are "
-                                     "gone, then release; kube-scheduler preempts for one pod per cycle and binds "
-                                     "each member as soon as its own victims are gone. " + _extra(a)))
+                                     f"cogate {a['time s']} s: {_timeline_words(a.get('timeline') or {})}; "
+                                     f"kube-scheduler alone {b['time s']} s: "
+                                     f"{_timeline_words(b.get('timeline') or {})}. cogate's sequence is one decision "
+                                     "for the whole gang: nominate every member, mark and delete every victim, wait "
+                                     "until all are gone, then release; kube-scheduler preempts for one pod per "
+                                     "cycle and binds each member as soon as its own victims are gone. "
+                                     + _extra(a)))
+    timeline_rows = []
+    for sh in shapes:
+        for s in systems:
+            tl = res[s][sh.label].get("timeline") or {}
+            if sh.fits and tl:
+                timeline_rows.append([sh.label, SYSTEM_TITLE[s], res[s][sh.label]["time s"]]
+                                     + [_fmt_span(tl.get(k)) for k in TIMELINE_PHASES]
+                                     + [tl.get("preempting logged"), tl.get("release logged")])
     plot = "preemption_cluster.png"
     _plot(shapes, res, out_dir / plot)
     for s in systems:
@@ -436,8 +461,14 @@ def run(quick: bool, out_dir: Path, src: str | Path | None = None) -> dict[str, 
         "runs on its own (the same label selects both systems' pods, one podgroups CRD can exist); Coscheduling "
         "with its sample configuration (permitWaitingTimeSeconds 10; DefaultPreemption stays enabled in its "
         "profile, Coscheduling's PostFilter added), its low-priority pods and members naming its scheduler.",
-        f"One run per shape and system, the gang of 8 three times; a fitting gang not bound within {timeout} s "
+        f"One run per shape and system, each fitting gang three times; a fitting gang not bound within {timeout} s "
         "counts as not bound (time None).",
+        "Timeline: when the one pod watch saw each phase begin and end (its thread parses every pod event of the "
+        "cluster, so under a burst of events it sees them up to about a second late, for every system alike). "
+        "'victims deleting': a victim's deletionTimestamp first seen (the preemptor's DELETE); 'victims gone': its "
+        "DELETED event (kwok removes a pod being deleted from its own queue: the time between the two is kwok's, on "
+        "every system). cogate's 'preempting' line is logged once every member is nominated, before the first "
+        "victim is marked; its 'released' line once the last gate removal of the release is answered.",
         "raw figures: " + json.dumps(res),
     ]
     return cb.result(
@@ -454,7 +485,11 @@ def run(quick: bool, out_dir: Path, src: str | Path | None = None) -> dict[str, 
         tables=[cb.table("Preemption for one high-priority gang on nodes full of low-priority pods",
                          ["shape", "system", "fewest victims needed", "time s", "ratio to alone", "bound",
                           "victims", "in vain", "partly bound", "partly bound s", "first victim gone s",
-                          "victims after release", "replacements bound", "bound away from nomination"], rows)],
+                          "victims after release", "replacements bound", "bound away from nomination"], rows),
+                cb.table("Timeline of each fitting gang: first - last, seconds after the gang's ReplicaSet was "
+                         "created, as the pod watch saw it (cogate's two log lines: its controller's clock)",
+                         ["shape", "system", "time s", *TIMELINE_PHASES, "cogate: 'preempting' logged s",
+                          "cogate: 'released' logged s"], timeline_rows)],
         plots=[{"file": plot, "caption": "Time until the gang is bound and victims per system and shape (the "
                                          "number above a bar: evicted in vain; black mark: the fewest victims "
                                          "needed)"}],
