@@ -137,7 +137,14 @@ EARLIER = (
     "nominations, 17.6 s for 200 victims (88 ms a victim). Since then both go concurrently on the writer's "
     "threads (at most --workers, 32, in flight; every nomination answered before the first victim is marked): "
     "the next run of the same shape took 19.83 s against 18.63 s (1.064x), the controller logging 100 nominations "
-    "in 1.07 s and 200 victims marked and deleted in 5.80 s.",
+    "in 1.07 s and 200 victims marked and deleted in 5.80 s; another while a Go build ran beside it: 21.21 s "
+    "against 15.63 s (1.357x; nominations 1.88 s, victims 7.29 s).",
+    "The run of this benchmark before the one reported here (2026-12-02 07:49 UTC, the same code, load average "
+    "5.7 at its start and 14 during it: other sessions' control planes ran beside it): gang of 100 on 50 nodes, "
+    "cogate against kube-scheduler alone: run 1 13.09 s against 25.3 s (0.517x), run 2 30.92 s against 25.53 s "
+    "(1.211x), run 3 23.11 s against 22.04 s (1.049x); Coscheduling 39.1, 37.7, 26.1 s; 200 victims each, none in "
+    "vain. Gang of 8: 1.16/1.05 s (1.105x), 1.12/1.74 s (0.644x), 2.44/1.2 s (2.033x: at one second a few "
+    "hundred ms of a loaded API server decide the ratio).",
 )
 
 
@@ -449,7 +456,8 @@ def run(quick: bool, out_dir: Path, src: str | Path | None = None) -> dict[str, 
             if sh.fits and tl:
                 timeline_rows.append([sh.label, SYSTEM_TITLE[s], res[s][sh.label]["time s"]]
                                      + [_fmt_span(tl.get(k)) for k in TIMELINE_PHASES]
-                                     + [tl.get("preempting logged"), tl.get("release logged")])
+                                     + ["" if tl.get(k) is None else tl[k] for k in ("preempting logged",
+                                                                                      "release logged")])
     plot = "preemption_cluster.png"
     _plot(shapes, res, out_dir / plot)
     for s in systems:
