@@ -145,6 +145,21 @@ EARLIER = (
     "(1.211x), run 3 23.11 s against 22.04 s (1.049x); Coscheduling 39.1, 37.7, 26.1 s; 200 victims each, none in "
     "vain. Gang of 8: 1.16/1.05 s (1.105x), 1.12/1.74 s (0.644x), 2.44/1.2 s (2.033x: at one second a few "
     "hundred ms of a loaded API server decide the ratio).",
+    "Where the gang of 100's time goes with cogate (2026-12-02, the six runs of this report and the one before, "
+    "from their timelines; seconds): (1) every member exists 1.5 - 4.2 after the first create call (kube-scheduler "
+    "alone: 1.7 - 4.5; cogate's webhook is on each CREATE), and cogate preempts only then: part of a gang could not "
+    "start, its victims would go in vain; (2) the selection and the 100 nominations: 0.6 - 2.5 more, until the "
+    "'preempting' line; (3) 200 victims marked and deleted, 400 requests at 32 in flight: 4.0 - 10.0, the API "
+    "server's write rate on the shared machine (kube-scheduler alone sends the same 400 requests, spread over its "
+    "100 scheduling cycles); (4) kwok removes the deleted pods 3.6 - 11.1 after cogate's last DELETE (kube-scheduler "
+    "alone: 0.6 - 1.4 after its last), its queue still busy with the pod-ready stage of the 400 low-priority pods "
+    "created just before the gang (the run waits until they are bound, not Running; kwok's log shows that stage "
+    "failing and retried for many of them: 'status.podIPs: may specify no more than one IP for each IP family'); "
+    "(5) after the last victim is gone: the first gate 0.4 - 0.7 later (the pass that sees it), every member bound "
+    "1.9 - 4.1 later (100 gate removals, then kube-scheduler's bindings). (1), (2) and (3) follow from cogate's "
+    "rules (the whole gang, every nomination before any victim, the release only when every victim is gone), "
+    "which run them one after the other where kube-scheduler overlaps them pod by pod; (4) is kwok's, and on real "
+    "nodes the victims' grace period (30 s here) would take its place for every system.",
 )
 
 
