@@ -12,12 +12,13 @@ from cogate import api
 from cogate.controller import verdicts
 
 
-#: ``--workers``: gate-removal requests in flight. A release of N members is N JSON Patches of
-#: one API round trip each, sent from the pass that decides it. With 8 in flight and round trips
-#: of 140-360 ms (kube-apiserver's own time 80-250 ms on a loaded 2-core machine) 1,000 gates took
-#: 17-45 s, at or below kube-scheduler's binding rate (its client's 50 QPS), so the scheduler bound
-#: behind the gates (issue 19). 32 in flight removed them in 9 s where the API server had room;
-#: more only queues in the server and slows kube-scheduler's bindings there (64: 480-900 ms each).
+#: ``--workers``: gate-removal requests in flight (also a preemption's nominations, then its
+#: victims: controller/preempting.py). A release of N members is N JSON Patches of one API round
+#: trip each, sent from the pass that decides it. With 8 in flight and round trips of 140-360 ms
+#: (kube-apiserver's own time 80-250 ms on a loaded 2-core machine) 1,000 gates took 17-45 s, at
+#: or below kube-scheduler's binding rate (its client's 50 QPS), so the scheduler bound behind the
+#: gates (issue 19). 32 in flight removed them in 9 s where the API server had room; more only
+#: queues in the server and slows kube-scheduler's bindings there (64: 480-900 ms each).
 DEFAULT_WORKERS = 32
 
 

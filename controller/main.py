@@ -137,8 +137,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "holds the freed room until its members are released (default: on, as kube-scheduler's preemption; "
                         "--no-preemption turns it off)")
     p.add_argument("--workers", metavar="N", type=cliargs.positive_int, default=DEFAULT_WORKERS,
-                   help="concurrent gate-removal requests (PodGroups' verdicts are applied on half as many); "
-                        "a release of N members takes about N / this many API round trips; >= 1 "
+                   help="concurrent gate-removal requests, and a preemption's nominations and victims "
+                        "(PodGroups' verdicts are applied on half as many); a release of N members takes about "
+                        "N / this many API round trips; >= 1 "
                         "(default: %(default)s)")
     p.add_argument("--scheduler-name", metavar="NAME", action="append", default=[], dest="scheduler_names",
                    help=f"also plan for members with this spec.schedulerName (repeatable); they are released "

@@ -36,11 +36,14 @@ victims' room. Starting one (docs/semantics.md "Preemption": hold, nominate, mar
 2. each planned gated member gets ``status.nominatedNodeName`` = its planned node (status
    subresource, field manager cogate-controller) BEFORE any victim goes, so kube-scheduler filters
    lower- and equal-priority pods (a ReplicaSet's replacements of the victims) against it
-   (KEP-5278; kube-scheduler ``addGENominatedPods``);
+   (KEP-5278; kube-scheduler ``addGENominatedPods``); the members concurrently
+   (:meth:`Writer.nominate_all <cogate.controller.writer.Writer.nominate_all>`), every one answered
+   before the first victim is marked;
 3. each victim not already terminating: ``DisruptionTarget=True`` reason ``PreemptionByCogate``,
    then DELETE with a uid precondition and its own grace period (:meth:`Writer.preempt
-   <cogate.controller.writer.Writer.preempt>`); Events: ``Preempted`` on each victim, ``Preempting``
-   on the group;
+   <cogate.controller.writer.Writer.preempt>`), the victims concurrently on the writer's threads
+   (:meth:`Writer.preempt_all <cogate.controller.writer.Writer.preempt_all>`, at most ``--workers``
+   in flight); Events: ``Preempted`` on each victim, ``Preempting`` on the group;
 4. the group stays gated until every victim is gone; the normal pass then releases it (pinned) on
    the lent room. A preemption that ends otherwise clears cogate's nominations (KEP-5278: the
    setter clears), says why (``Preempting=False``, a Warning ``PreemptionEnded``) and backs off
@@ -399,11 +402,10 @@ class Preempting:
         memory.preemption = rec  # 1. held from the next pass on
         memory.preemption_note = None
         by_uid = {m.uid: m for m in r.members}
-        for uid, node in sorted(p.plan.items(), key=lambda kv: kv[1]):  # 2. nominate before any victim goes
-            m = by_uid.get(uid)
-            if m is None:
-                continue
-            result = self.writer.nominate(m, node)
+        planned = [(by_uid[uid], node) for uid, node in sorted(p.plan.items(), key=lambda kv: kv[1]) if uid in by_uid]
+        t0 = self._monotonic()
+        # 2. nominate every planned member (concurrently); all are answered before any victim goes
+        for (m, node), result in zip(planned, self.writer.nominate_all(planned)):
             if result != WriteResult.OK:
                 message = f"setting member {m.name}'s nominatedNodeName to {node} failed ({result}); nothing preempted"
                 self._ended(g, memory, rec, inflight.Judgement(inflight.Step.PLAN_CHANGED, None, message=message), now)
@@ -414,12 +416,15 @@ class Preempting:
         mark = notices.disruption_message(group, p.priority)
         stamp = format_time(now)
         graces: dict[str, float] = {}
-        for v in p.victims:  # 3. mark, then delete, each victim
-            result, grace = self.writer.preempt(v.pod, mark, stamp)
+        t1 = self._monotonic()
+        # 3. mark, then delete, each victim (victims concurrently)
+        for v, (result, grace) in zip(p.victims, self.writer.preempt_all([v.pod for v in p.victims], mark, stamp)):
             if grace is not None:
                 graces[v.pod.uid] = grace
             if result == WriteResult.DELETED:
                 self.events.record(_pod_ref(v.pod), notices.preempted(group, p.priority, v.node))
+        log.info("PodGroup %s: nominated %d members in %.2f s, marked and deleted %d victims in %.2f s", group,
+                 len(planned), t1 - t0, len(p.victims), self._monotonic() - t1, extra=log_extra(ns, name))
         if graces:  # the deadline follows the grace periods the API server answered
             refs = tuple(v if v.uid not in graces else inflight.VictimRef(v.uid, v.namespace, v.name, v.node,
                                                                           graces[v.uid]) for v in rec.victims)

@@ -27,7 +27,9 @@ Every call goes through :mod:`cogate.kube` (``api_status``, ``json_body``, and
 - deletion of a stuck member (uid precondition): 404/409 -> gone; no retry;
 - preemption (:meth:`Writer.preempt`, :meth:`Writer.nominate`): strategic merge patches of a pod's
   status subresource (``DisruptionTarget``, ``nominatedNodeName``; uid in the body guards against a
-  pod recreated under its name), then DELETE with a uid precondition: 404 -> gone;
+  pod recreated under its name), then DELETE with a uid precondition: 404 -> gone; a preemption's
+  nominations, then its victims, go concurrently on the same threads as gate removals
+  (:meth:`Writer.nominate_all`, :meth:`Writer.preempt_all`);
 - PodDisruptionBudgets (opt-in): create, else read and patch ``minAvailable`` of one cogate
   made; delete.
 
@@ -42,7 +44,7 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
@@ -488,6 +490,34 @@ class Writer:
         held for it there in kube-scheduler's nominator (KEP-5278: an external component may set it;
         the one who set it clears it). See :meth:`patch_pod_status`."""
         return self.patch_pod_status(p, {"nominatedNodeName": node or None})
+
+    def nominate_all(self, nominations: Sequence[tuple[PodInfo, str]]) -> list[WriteResult]:
+        """:meth:`nominate` each ``(pod, node)`` concurrently on the writer's threads (at most
+        ``workers`` requests in flight); the results in the order given. Returns only once every
+        nomination is answered, so that a caller deleting victims next deletes none before every
+        nomination is in place (docs/semantics.md "Preemption"). An unexpected error is ``failed``."""
+        return self._concurrently([lambda p=p, node=node: self.nominate(p, node) for p, node in nominations],
+                                  WriteResult.FAILED, "nominating")
+
+    def preempt_all(self, pods: Sequence[PodInfo], message: str, now: str) -> list[tuple[WriteResult, float | None]]:
+        """:meth:`preempt` each of ``pods`` concurrently on the writer's threads (at most ``workers``
+        requests in flight; each pod's mark still precedes its DELETE); the results in the order
+        given, once every one is answered. One at a time took 88 ms a victim on a loaded 2-core
+        machine: 17.6 s for the 200 victims of a gang of 100 (issue 15 item 6, docs/benchmarks.md)."""
+        return self._concurrently([lambda p=p: self.preempt(p, message, now) for p in pods],
+                                  (WriteResult.FAILED, None), "preempting")
+
+    def _concurrently(self, calls: Sequence[Callable[[], Any]], failed: Any, what: str) -> list[Any]:
+        """Run ``calls`` on the pool; their results in order, ``failed`` for one that raised."""
+        futures = [self._pool.submit(c) for c in calls]
+        out = []
+        for f in futures:
+            try:
+                out.append(f.result())
+            except Exception:  # noqa: BLE001 - one odd answer must not stop the others
+                log.exception("%s a pod failed", what)
+                out.append(failed)
+        return out
 
     def preempt(self, p: PodInfo, message: str, now: str) -> tuple[WriteResult, float | None]:
         """Preempt pod ``p`` as kube-scheduler's DefaultPreemption does (``PreemptPod``): unless it

@@ -10,6 +10,8 @@ tests/unit/test_inflight.py; end to end: tests/e2e/test_preemption.py.
 from __future__ import annotations
 
 import copy
+import threading
+import time
 from typing import Any
 
 from cogate.controller import inflight, records
@@ -89,10 +91,15 @@ class World:
     """A reconciler with the real planner over a :class:`StatusCluster`; :meth:`run` relists the
     informers from the fake first (the watch's view), then runs one pass."""
 
-    def __init__(self, pods, pgs, *, preemption=True, nodes=(("n1", "4"),), cluster=None, now=T0) -> None:
-        self.cluster = StatusCluster(pods, pgs) if cluster is None else cluster
+    def __init__(self, pods, pgs, *, preemption=True, nodes=(("n1", "4"),), workers=None,
+                 cluster: StatusCluster | type[StatusCluster] | None = None, now=T0) -> None:
+        """``cluster``: the fake to use (a restarted controller's world: the same one), or its class."""
+        if isinstance(cluster, StatusCluster):
+            self.cluster = cluster
+        else:
+            self.cluster = (cluster or StatusCluster)(pods, pgs)
         self.now = now
-        self._args = dict(preemption=preemption, nodes=nodes)
+        self._args = dict(preemption=preemption, nodes=nodes, workers=workers)
         self.events: list[tuple[str, str, str, str]] = []
         c = self.cluster
 
@@ -112,7 +119,8 @@ class World:
             lambda ns, b: self.events.append((b["type"], b["reason"], b["involvedObject"]["name"], b["message"])),
             lambda *a: None, clock=lambda: self.now)
         self.metrics = Metrics()
-        self.rec = Reconciler(c, c, self.caches, ReconcilerConfig(preemption=preemption, max_patch_attempts=2),
+        self.rec = Reconciler(c, c, self.caches, ReconcilerConfig(preemption=preemption, max_patch_attempts=2,
+                                                                 **({"workers": workers} if workers else {})),
                               recorder=self.recorder, metrics=self.metrics, clock=lambda: self.now,
                               monotonic=lambda: self.now, sleep=lambda s: None)
         self.caches.members.add_handler(self.rec.on_member_event)  # as controller/main.py does
@@ -139,6 +147,18 @@ class World:
         return self.metrics.registry.get_sample_value(name, labels) or 0.0
 
 
+def assert_nominated_then_preempted(calls, nominations, victims) -> None:
+    """``calls`` are exactly the ``nominations`` ("member=node"), every one before any victim is
+    touched, then each of ``victims`` marked and deleted, its mark before its DELETE (the members'
+    nominations, and the victims, go concurrently: no order among them)."""
+    n = len(nominations)
+    assert sorted(calls[:n]) == sorted(("nominate", x) for x in nominations), calls
+    rest = calls[n:]
+    assert sorted(rest) == sorted([("delete", v) for v in victims] + [("mark", v) for v in victims]), calls
+    for v in victims:
+        assert rest.index(("mark", v)) < rest.index(("delete", v)), calls
+
+
 def full_node_world(**kw) -> World:
     """n1 (4 cpu) full of two low-priority pods (2 cpu each, priority 100); PodGroup pg (minMember 2,
     priority 1000) with two gated members of 2 cpu."""
@@ -150,8 +170,7 @@ def full_node_world(**kw) -> World:
 def test_victims_go_after_the_nominations_then_the_gang_is_released_on_their_room():
     w = full_node_world()
     w.run()
-    assert w.cluster.calls == [("nominate", "m-0=n1"), ("nominate", "m-1=n1"), ("mark", "low-a"), ("delete", "low-a"),
-                               ("mark", "low-b"), ("delete", "low-b")]
+    assert_nominated_then_preempted(w.cluster.calls, ["m-0=n1", "m-1=n1"], ["low-a", "low-b"])
     assert all(w.cluster.pods[m]["status"]["nominatedNodeName"] == "n1" for m in ("m-0", "m-1"))
     cond = w.condition()
     assert cond["status"] == "True" and cond["reason"] == "Preempting"
@@ -174,6 +193,88 @@ def test_victims_go_after_the_nominations_then_the_gang_is_released_on_their_roo
     cond = w.condition()
     assert (cond["status"], cond["reason"]) == ("False", "Placed")
     assert w.metric("cogate_controller_preemptions_total", result="Placed") == 1
+    assert w.rec.memory.recall("pg-uid-pg").preemption is None
+
+
+class InFlightCluster(StatusCluster):
+    """A StatusCluster whose nominations and DELETEs take ``delay`` seconds each and that counts the
+    requests in flight: the most at once (``peak``) and which DELETE began while a nomination was
+    still unanswered (``early``)."""
+
+    delay = 0.05
+
+    def __init__(self, pods, pgs) -> None:
+        super().__init__(pods, pgs)
+        self.lock = threading.Lock()
+        self.flying = self.peak = self.nominating = 0
+        self.early: list[str] = []
+
+    def _timed(self, call, *, nomination=False):
+        with self.lock:
+            self.flying += 1
+            self.nominating += nomination
+            self.peak = max(self.peak, self.flying)
+        try:
+            time.sleep(self.delay)
+            return call()
+        finally:
+            with self.lock:
+                self.flying -= 1
+                self.nominating -= nomination
+
+    def patch_namespaced_pod_status(self, name, namespace, body, **kw):
+        nomination = "nominatedNodeName" in body["status"]
+        return self._timed(lambda: super(InFlightCluster, self).patch_namespaced_pod_status(name, namespace, body,
+                                                                                             **kw),
+                           nomination=nomination)
+
+    def delete_namespaced_pod(self, name, namespace, body=None, **kw):
+        with self.lock:
+            if self.nominating:
+                self.early.append(name)
+        return self._timed(lambda: super(InFlightCluster, self).delete_namespaced_pod(name, namespace, body, **kw))
+
+
+def wide_world(members: int, workers: int) -> World:
+    """PodGroup pg (priority 1000) of ``members`` gated members of 2 cpu; ``members`` / 2 nodes of
+    4 cpu, each full of two low-priority pods of 2 cpu: one victim per member."""
+    nodes = tuple((f"n{i}", "4") for i in range(1, members // 2 + 1))
+    pods = [pod(f"low-{i}-{k}", priority=100, node=n) for i, (n, _) in enumerate(nodes) for k in range(2)]
+    pods += [pod(f"m-{i}", priority=1000, group="pg") for i in range(members)]
+    return World(pods, [raw_pg("pg", members)], nodes=nodes, workers=workers, cluster=InFlightCluster)
+
+
+def test_victims_are_deleted_concurrently_bounded_by_the_workers_after_every_nomination():
+    w = wide_world(8, workers=4)
+    t = time.monotonic()
+    w.run()
+    took = time.monotonic() - t
+    assert sorted(w.cluster.deleted) == sorted(f"low-{i}-{k}" for i in range(4) for k in range(2))
+    nominations = [c for c in w.cluster.calls if c[0] == "nominate"]
+    assert len(nominations) == 8 and w.cluster.calls[:8] == nominations  # every nomination before any mark
+    assert w.cluster.early == []  # no DELETE while a nomination was in flight
+    assert w.cluster.peak == 4  # concurrent, never more than --workers in flight
+    # serially: 8 nominations + 8 x (mark + DELETE) = 24 requests of 50 ms = 1.2 s; 4 at a time: 6 rounds
+    assert took < 24 * InFlightCluster.delay * 0.75, took
+    assert w.metric("cogate_controller_preemption_victims_total", result="deleted") == 8
+    w.run(1.0)  # every victim gone: the whole gang released on their room
+    assert all(not w.cluster.pods[f"m-{i}"]["spec"].get("schedulingGates") for i in range(8))
+
+
+def test_a_failed_nomination_deletes_no_victim_and_clears_the_others():
+    class Refusing(StatusCluster):
+        def patch_namespaced_pod_status(self, name, namespace, body, **kw):
+            if name == "m-1" and body["status"].get("nominatedNodeName"):
+                raise ApiError(403)
+            return super().patch_namespaced_pod_status(name, namespace, body, **kw)
+
+    pods = [pod("low-a", priority=100, node="n1"), pod("low-b", priority=100, node="n1"),
+            pod("m-0", priority=1000, group="pg"), pod("m-1", priority=1000, group="pg")]
+    w = World(pods, [raw_pg("pg", 2)], cluster=Refusing)
+    w.run()
+    assert w.cluster.deleted == [] and not [c for c in w.cluster.calls if c[0] in ("mark", "delete")]
+    assert "nominatedNodeName" not in w.cluster.pods["m-0"]["status"]  # the one that was set is cleared
+    assert w.condition()["reason"] == "PlanChanged" and "m-1" in w.condition()["message"]
     assert w.rec.memory.recall("pg-uid-pg").preemption is None
 
 
@@ -469,8 +570,7 @@ def test_with_the_planning_state_the_selection_reads_its_view_and_acts_the_same(
     w.rec.preempting.planning, w.rec.preempting.planning_lock = w.rec.planning, w.rec._planning_lock
     w.run()
     assert seen and all(v is not None for v in seen)  # the planning state's view, not the pod list
-    assert w.cluster.calls == [("nominate", "m-0=n1"), ("nominate", "m-1=n1"), ("mark", "low-a"), ("delete", "low-a"),
-                               ("mark", "low-b"), ("delete", "low-b")]
+    assert_nominated_then_preempted(w.cluster.calls, ["m-0=n1", "m-1=n1"], ["low-a", "low-b"])
     w.run(1.0)  # the victims went through the informer deltas: the gang is released on their room
     assert all(not w.cluster.pods[m]["spec"].get("schedulingGates") for m in ("m-0", "m-1"))
     assert w.metric("cogate_controller_preemptions_total", result="Placed") == 1

@@ -171,3 +171,19 @@ def test_write_results_equal_their_old_strings():
     assert UNGATE_RESULTS == ("removed", "absent", "not_found", "skipped", "refused", "failed")
     assert {r: str(r) for r in WriteResult} == {r: r.value for r in WriteResult}
     assert f"{WriteResult.NOT_FOUND}" == "not_found" and {WriteResult.GONE: 1}["gone"] == 1
+
+
+def test_preempt_all_and_nominate_all_answer_in_order_and_an_odd_error_fails_only_its_pod(monkeypatch):
+    pods = [records.pod_info(raw_pod(n, node="n1", phase="Running")) for n in ("a", "b", "c")]
+    h = Harness([raw_pod(n, node="n1", phase="Running") for n in ("a", "b", "c")], [raw_pg(min_member=1)], [])
+    w = h.rec.writer
+
+    def preempt(p, message, now):
+        if p.name == "b":
+            raise RuntimeError("odd answer")
+        return ("deleted", float(ord(p.name)))
+
+    monkeypatch.setattr(w, "preempt", preempt)
+    assert w.preempt_all(pods, "m", "t") == [("deleted", 97.0), ("failed", None), ("deleted", 99.0)]
+    monkeypatch.setattr(w, "nominate", lambda p, node: "ok" if p.name != "c" else 1 / 0)
+    assert w.nominate_all([(p, "n1") for p in pods]) == ["ok", "ok", "failed"]
