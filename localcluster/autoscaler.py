@@ -317,11 +317,15 @@ def group_of(node: Mapping[str, Any]) -> str | None:
 class GroupView:
     """The autoscaler's account of one group in its status ConfigMap: ``registered`` nodes
     (``health.nodeCounts.registered.total``), of which ``ready``; ``target``
-    (``health.cloudProviderTarget``); ``time`` of the status (its ``time`` field, text)."""
+    (``health.cloudProviderTarget``); ``unregistered`` (instances of the provider without a Node,
+    ``nodeCounts.unregistered`` + ``longUnregistered``: a Node deleted behind the autoscaler's
+    back stays one until its instance cache refreshes, every 2 min); ``time`` of the status (its
+    ``time`` field, text)."""
 
     registered: int
     ready: int
     target: int
+    unregistered: int
     time: str
 
 
@@ -334,9 +338,11 @@ def parse_status(text: str) -> dict[str, GroupView]:
     out = {}
     for g in data.get("nodeGroups") or []:
         health = g.get("health") or {}
-        registered = (health.get("nodeCounts") or {}).get("registered") or {}
-        out[str(g.get("name"))] = GroupView(int(registered.get("total", 0)), int(registered.get("ready", 0)),
-                                            int(health.get("cloudProviderTarget", 0)), str(data.get("time", "")))
+        counts = health.get("nodeCounts") or {}
+        registered = counts.get("registered") or {}
+        out[str(g.get("name"))] = GroupView(
+            int(registered.get("total", 0)), int(registered.get("ready", 0)), int(health.get("cloudProviderTarget", 0)),
+            int(counts.get("unregistered", 0)) + int(counts.get("longUnregistered", 0)), str(data.get("time", "")))
     return out
 
 
@@ -383,8 +389,11 @@ def delete_group_nodes(api: Any, spec: AutoscalerSpec, *, timeout: float = 60.0,
     """Delete every Node the kwok provider created for ``groups`` (default: all of ``spec``'s),
     then wait until the autoscaler's own view (:func:`view`) counts none of them registered and
     targets 0; returns the deleted names. Pods bound to those nodes are left to the pod
-    garbage collector (delete them first for a quick reset). Raises :class:`AutoscalerError`
-    with the last view after ``timeout`` s."""
+    garbage collector (delete them first for a quick reset). The deleted nodes stay
+    ``unregistered`` in the autoscaler's view for up to 2 min (see :class:`GroupView`); for a
+    reset with nothing remembered restart the autoscaler first
+    (:meth:`~cogate.localcluster.cluster.LocalCluster.restart_autoscaler`, which deletes the
+    nodes itself). Raises :class:`AutoscalerError` with the last view after ``timeout`` s."""
     from kubernetes import client
     from kubernetes.client.rest import ApiException
 

@@ -612,11 +612,35 @@ class LocalCluster:
             autoscaler.prepare(self, spec, self.workdir)
         except build.MissingSource as exc:
             raise ClusterError(f"{AUTOSCALER}: {exc}") from None
+        self._spawn_autoscaler()
+
+    def _spawn_autoscaler(self) -> None:
+        from . import autoscaler
+
+        spec = self.autoscaler
+        assert spec is not None
         kubeconfig = self._path(f"{AUTOSCALER}.kubeconfig")
         argv = autoscaler.command_line(build.binary(AUTOSCALER), kubeconfig, spec, self.ports[AUTOSCALER])
         self._spawn(AUTOSCALER, argv[1:], env=autoscaler.environment(os.environ, kubeconfig, spec.namespace))
         wait_http(self.procs[AUTOSCALER], f"http://127.0.0.1:{self.ports[AUTOSCALER]}/health-check",
                   timeout=self.timeout, error=ClusterError)
+
+    def restart_autoscaler(self, grace: float = 10.0) -> None:
+        """Stop the autoscaler and start it again, with nothing remembered: on SIGTERM it deletes its
+        status ConfigMap and every Node of its groups (the kwok provider's ``Cleanup``); the new
+        process has no cached node templates, no back-off of earlier failed scale-ups or
+        ProvisioningRequests and no "unregistered" nodes (nodes deleted behind its back stay
+        unregistered instances in its cache for up to 2 min,
+        ``CloudProviderNodeInstancesCacheRefreshInterval``). Raises :class:`ClusterError` without
+        an autoscaler or when it does not come back."""
+        if self.autoscaler is None or AUTOSCALER not in self.procs:
+            raise ClusterError("restart_autoscaler: this cluster runs no autoscaler (LocalCluster(autoscaler=...))")
+        problems = terminate([self.procs.pop(AUTOSCALER)], grace)
+        if problems:
+            raise ClusterError("; ".join(problems))
+        self._spawn_autoscaler()
+        if self.state_file.exists():
+            self._write_state()
 
     # -- internals: readiness ---------------------------------------------------
     def _ssl_context(self) -> ssl.SSLContext:

@@ -167,8 +167,8 @@ nodeGroups:
   health:
     status: Healthy
     nodeCounts:
-      longUnregistered: 0
-      unregistered: 0
+      longUnregistered: 1
+      unregistered: 2
     cloudProviderTarget: 0
     minSize: 0
     maxSize: 1
@@ -177,8 +177,8 @@ nodeGroups:
 
 def test_parse_status_gives_each_groups_counts_and_target():
     t = "2026-12-02 08:01:02.123456789 +0000 UTC"
-    assert autoscaler.parse_status(STATUS) == {"autoscaled": autoscaler.GroupView(2, 1, 2, t),
-                                               "empty": autoscaler.GroupView(0, 0, 0, t)}
+    assert autoscaler.parse_status(STATUS) == {"autoscaled": autoscaler.GroupView(2, 1, 2, 0, t),
+                                               "empty": autoscaler.GroupView(0, 0, 0, 3, t)}
     with pytest.raises(ValueError):
         autoscaler.parse_status("just text")
 
