@@ -44,7 +44,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import yaml
 
 from . import build
-from .nodes import KWOK_ANNOTATION, node_manifest
+from .nodes import node_manifest
 
 __all__ = [
     "NodeGroup",
@@ -173,10 +173,14 @@ AUTOSCALED = NodeGroup("autoscaled", cpu=16_000, memory=64 * 2**30, pods=110,
                        labels={GROUP_LABEL: "autoscaled"}, min=0, max=4)
 
 
-def _seconds(value: float, what: str) -> str:
+def _check_seconds(value: float, what: str) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
         raise ValueError(f"{what}: expected non-negative seconds, got {value!r}")
-    return f"{value:g}s"
+
+
+def _duration(seconds: float) -> str:
+    """A Go duration flag value: ``90`` -> ``90s``, ``0.5`` -> ``0.5s``."""
+    return f"{seconds:g}s"
 
 
 @dataclass(frozen=True)
@@ -219,7 +223,7 @@ class AutoscalerSpec:
                 or self.scan_interval <= 0:
             raise ValueError(f"scan_interval: expected positive seconds, got {self.scan_interval!r}")
         for what in ("scale_down_unneeded_time", "scale_down_delay_after_add", "max_node_provision_time"):
-            _seconds(getattr(self, what), what)
+            _check_seconds(getattr(self, what), what)
         object.__setattr__(self, "extra_args", tuple(str(a) for a in self.extra_args))
 
     def group(self, name: str) -> NodeGroup:
@@ -253,7 +257,6 @@ def template_node(group: NodeGroup) -> dict[str, Any]:
         annotations={NAME_ANNOTATION: group.name, MIN_ANNOTATION: str(group.min),
                      MAX_ANNOTATION: str(group.max), DESIRED_ANNOTATION: str(group.min)})
     node["metadata"]["labels"].pop("kubernetes.io/hostname", None)
-    assert node["metadata"]["annotations"][KWOK_ANNOTATION[0]] == KWOK_ANNOTATION[1]
     return node
 
 
@@ -287,11 +290,11 @@ def command_line(binary: str | os.PathLike[str], kubeconfig: str | os.PathLike[s
     ``127.0.0.1:<port>`` (``/health-check``, ``/metrics``), logs to stderr at ``--v=2``."""
     args = [
         str(binary), f"--kubeconfig={kubeconfig}", "--cloud-provider=kwok", f"--namespace={spec.namespace}",
-        f"--address=127.0.0.1:{port}", f"--scan-interval={spec.scan_interval:g}s", "--leader-elect=false",
-        "--expander=least-waste", f"--max-node-provision-time={_seconds(spec.max_node_provision_time, 'x')}",
+        f"--address=127.0.0.1:{port}", f"--scan-interval={_duration(spec.scan_interval)}", "--leader-elect=false",
+        "--expander=least-waste", f"--max-node-provision-time={_duration(spec.max_node_provision_time)}",
         "--enable-provisioning-requests=true",
-        f"--scale-down-unneeded-time={_seconds(spec.scale_down_unneeded_time, 'x')}",
-        f"--scale-down-delay-after-add={_seconds(spec.scale_down_delay_after_add, 'x')}",
+        f"--scale-down-unneeded-time={_duration(spec.scale_down_unneeded_time)}",
+        f"--scale-down-delay-after-add={_duration(spec.scale_down_delay_after_add)}",
     ]
     if not spec.scale_down:
         args.append("--scale-down-enabled=false")

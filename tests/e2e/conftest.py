@@ -122,8 +122,8 @@ class Autoscaled:
 
     def group_nodes(self, group: str = "autoscaled") -> list[dict[str, Any]]:
         """Nodes (dicts) the kwok provider created for ``group``."""
-        return [self.api.sanitize_for_serialization(n) for n in client.CoreV1Api(self.api).list_node().items
-                if ca.group_of(self.api.sanitize_for_serialization(n)) == group]
+        nodes = [self.api.sanitize_for_serialization(n) for n in client.CoreV1Api(self.api).list_node().items]
+        return [n for n in nodes if ca.group_of(n) == group]
 
     def view(self) -> dict[str, ca.GroupView]:
         return ca.view(self.api, self.spec.namespace)

@@ -237,3 +237,23 @@ def test_the_snapshot_is_built_in_place_read_only_into_the_cache(monkeypatch, tm
     assert sorted(p.name for p in src.iterdir()) == ["go.mod"]  # nothing written into the snapshot
     assert build.build_tool("cluster-autoscaler") == 0.0  # cached: not rebuilt
     assert len(ran) == 1
+
+
+# ------------------------------------------------------------------ LocalCluster's argument
+
+def test_local_cluster_takes_a_spec_or_node_groups_and_runs_none_by_default():
+    from cogate.localcluster.cluster import ClusterError, LocalCluster
+
+    assert LocalCluster().autoscaler is None
+    small = NodeGroup("small", cpu=2000, memory=4 * GiB)
+    assert LocalCluster(autoscaler=[small]).autoscaler == AutoscalerSpec(groups=(small,))
+    spec = AutoscalerSpec(scale_down=False)
+    assert LocalCluster(autoscaler=spec).autoscaler is spec
+    assert LocalCluster(autoscaler=spec, extra_args={"cluster-autoscaler": ["--v=4"]}).extra_args == {
+        "cluster-autoscaler": ["--v=4"]}
+    with pytest.raises(ValueError, match="cluster-autoscaler"):
+        LocalCluster(extra_args={"cluster-autoscaler": ["--v=4"]})  # no autoscaler to pass them to
+    with pytest.raises(ValueError, match="groups"):
+        LocalCluster(autoscaler=[])
+    with pytest.raises(ClusterError, match="runs no autoscaler"):
+        LocalCluster().restart_autoscaler()
