@@ -3,13 +3,15 @@
 #   make test   -> every test (unit, webhook, end-to-end on the local control plane)
 # Both work on a fresh machine with Python 3.11+ and Go 1.26 (Go only builds the
 # test control plane: kube-apiserver, etcd, kube-scheduler, kube-controller-manager,
-# kubectl, kwok, helm, and containerd, kubelet, kube-proxy for the real node, pinned in
+# kubectl, kwok, helm, cluster-autoscaler (from ../shared/third_party beside the repository),
+# and containerd, kubelet, kube-proxy for the real node, pinned in
 # localcluster/versions.py, cached under ~/.cache/cogate or $COGATE_CACHE_DIR). The real
 # node's tests run as root and install Debian's runc, containernetworking-plugins and
 # iptables with apt-get when missing (localcluster/host/realnode.py).
 # `make demo` and `make dev-up` build only what they run (the control plane: etcd,
-# kubernetes, kwok; `cogate demo` and `cogate dev up` build it themselves); `make binaries`
-# builds everything `make test` needs: every Go tool and the real node's pause image.
+# kubernetes, kwok; `cogate demo` and `cogate dev up` build it themselves; `dev up --autoscaler`
+# adds cluster-autoscaler); `make binaries` builds everything `make test` needs: every Go tool
+# and the real node's pause image.
 
 PYTHON ?= python3
 VENV ?= .venv
