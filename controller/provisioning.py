@@ -77,6 +77,8 @@ REASON_CONSUMED = "Consumed"
 REASON_NOT_NEEDED = "NotNeeded"
 REASON_CREATE_FAILED = "CreateFailed"
 REASON_OPTED_OUT = "OptedOut"
+#: Added to ``FitsCluster=False`` while a request stands: that verdict is about the current nodes.
+NOTE = " (the current nodes; ProvisioningRequest "
 
 
 class Provisioning:
@@ -364,6 +366,11 @@ class Provisioning:
             return status
         conds = cond_mod.ConditionSet(status.conditions, now, g.pg.metadata.generation)
         cond_mod.write_provisioning(conds, active=active, reason=reason, message=message)
+        fits = conds.get(cond_mod.CONDITION_FITS_CLUSTER)
+        if active and info is not None and fits is not None and fits.status == "False" and NOTE not in fits.message:
+            # "even with every eligible node empty" is said of the current nodes: the cluster can grow
+            conds.put(cond_mod.CONDITION_FITS_CLUSTER, "False", fits.reason,
+                      f"{fits.message}{NOTE}{info.namespace}/{info.name} asks cluster-autoscaler for more)")
         return status.model_copy(update={"conditions": conds.to_list()})
 
 
