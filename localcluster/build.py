@@ -7,6 +7,10 @@ the pinned release and copies that release's own ``replace`` directives (for
 hard-coded list). Modules come only from the Go module proxy that ``go``
 reaches by default. Builds use ``CGO_ENABLED=0 GOTOOLCHAIN=local``.
 
+Tools of :data:`versions.SOURCES` (cluster-autoscaler) are built instead in place from a read-only
+source snapshot in ``shared/third_party`` beside the repository (:func:`third_party_dir`), with
+``GOFLAGS=-mod=readonly`` (the snapshot's go.sum as it is) and the tool's build tags.
+
 Binaries land in ``$COGATE_CACHE_DIR/bin/<tool>-<version>/`` (default cache dir
 ``~/.cache/cogate``); a tool whose binaries are all present is not rebuilt, so a
 second run takes well under a second.
@@ -14,7 +18,7 @@ second run takes well under a second.
 Run ``python -m cogate.localcluster.build [TOOL...]`` (``make binaries`` adds the real node's
 pause image, :mod:`cogate.localcluster.host.pauseimage`). ``cogate demo`` and ``cogate dev up``
 build only what they run (:data:`versions.CONTROL_PLANE_TOOLS`, plus :data:`versions.NODE_TOOLS`
-with ``--real-node``).
+with ``--real-node`` and :data:`versions.AUTOSCALER_TOOLS` with ``--autoscaler``).
 """
 
 from __future__ import annotations
@@ -33,11 +37,51 @@ from pathlib import Path
 
 from . import versions
 
-__all__ = ["cache_dir", "bin_dir", "binary", "ensure_binaries", "build_lock", "run_go", "BuildError"]
+__all__ = ["cache_dir", "bin_dir", "binary", "ensure_binaries", "build_lock", "run_go", "BuildError",
+           "third_party_dir", "source_dir", "MissingSource"]
+
+#: Overrides where the third-party source snapshots are (a directory holding e.g.
+#: ``cluster-autoscaler-1.36.1/``); default :func:`third_party_dir`'s search.
+THIRD_PARTY_ENV = "COGATE_THIRD_PARTY_DIR"
 
 
 class BuildError(RuntimeError):
     """A Go build step failed; the message carries the command and its output tail."""
+
+
+class MissingSource(BuildError):
+    """A tool of :data:`versions.SOURCES` has no source snapshot where it is looked for; the
+    message names the path and how to point at another one."""
+
+
+def third_party_dir() -> Path:
+    """Directory of the third-party source snapshots: ``$COGATE_THIRD_PARTY_DIR``, else
+    ``shared/third_party`` beside the repository (``<repo>/../shared/third_party``, as CI clones
+    it), else the first such directory in a further parent (a git worktree one level deeper).
+    When none exists, the one beside the repository (which then does not exist; the build
+    fails naming it, see :func:`source_dir`)."""
+    env = os.environ.get(THIRD_PARTY_ENV)
+    if env:
+        return Path(env).expanduser()
+    repo = Path(__file__).resolve().parents[1]
+    for parent in repo.parents:
+        candidate = parent / "shared" / "third_party"
+        if candidate.is_dir():
+            return candidate
+    return repo.parent / "shared" / "third_party"
+
+
+def source_dir(tool: str) -> Path:
+    """The source snapshot of ``tool`` (a key of :data:`versions.SOURCES`), e.g.
+    ``<third_party_dir>/cluster-autoscaler-1.36.1``. Raises :class:`MissingSource` naming the
+    path when it has no go.mod, KeyError for a tool not built from a snapshot."""
+    path = third_party_dir() / versions.SOURCES[tool]
+    if not (path / "go.mod").is_file():
+        raise MissingSource(
+            f"{tool}: no source snapshot at {path} (no go.mod there). It is looked for in "
+            f"shared/third_party beside the repository; set ${THIRD_PARTY_ENV} to the directory "
+            f"that holds {versions.SOURCES[tool]}/")
+    return path
 
 
 def cache_dir() -> Path:
@@ -63,17 +107,19 @@ def binary(name: str) -> Path:
     raise KeyError(f"unknown binary {name!r}")
 
 
-def _go_env() -> dict[str, str]:
+def _go_env(goflags: str = "-mod=mod") -> dict[str, str]:
     env = dict(os.environ)
-    env.update(CGO_ENABLED="0", GOTOOLCHAIN="local", GOFLAGS="-mod=mod")
+    env.update(CGO_ENABLED="0", GOTOOLCHAIN="local", GOFLAGS=goflags)
     return env
 
 
-def run_go(cmd: list[str], cwd: Path, log) -> None:
-    """Run ``cmd`` (a ``go`` command) in ``cwd`` with ``CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS=-mod=mod``;
-    the command line and its output go to ``log``. Raises :class:`BuildError` with the output's tail."""
-    print("+ " + " ".join(cmd), file=log, flush=True)
-    proc = subprocess.run(cmd, cwd=cwd, env=_go_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+def run_go(cmd: list[str], cwd: Path, log, goflags: str = "-mod=mod") -> None:
+    """Run ``cmd`` (a ``go`` command) in ``cwd`` with ``CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS=<goflags>``
+    (default ``-mod=mod``); the command line and its output go to ``log``. Raises :class:`BuildError`
+    with the output's tail."""
+    print(f"+ (cd {cwd} && GOFLAGS={goflags} " + " ".join(cmd) + ")", file=log, flush=True)
+    proc = subprocess.run(cmd, cwd=cwd, env=_go_env(goflags), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True)
     log.write(proc.stdout)
     log.flush()
     if proc.returncode != 0:
@@ -187,6 +233,9 @@ def build_lock(name: str):
 
 def _build(tool: str, module: str, version: str, packages: tuple[str, ...], out: Path,
            names: tuple[str, ...], log) -> None:
+    if tool in versions.SOURCES:
+        _build_from_source(tool, packages, out, names, log)
+        return
     work = cache_dir() / "build" / f"{tool}-{version}"
     if work.exists():
         shutil.rmtree(work)
@@ -221,6 +270,27 @@ def _build(tool: str, module: str, version: str, packages: tuple[str, ...], out:
         shutil.rmtree(out)
     tmp.rename(out)
     shutil.rmtree(work, ignore_errors=True)
+
+
+def _build_from_source(tool: str, packages: tuple[str, ...], out: Path, names: tuple[str, ...], log) -> None:
+    """Build ``tool`` in its read-only source snapshot (:func:`source_dir`): ``go build -tags <tags>
+    -trimpath`` with ``GOFLAGS=-mod=readonly -buildvcs=false`` (nothing is written into the snapshot;
+    no VCS stamp, the snapshot is no checkout), output into ``<out>.tmp`` then renamed to ``out``."""
+    src = source_dir(tool)
+    tmp = out.with_name(out.name + ".tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    flags = ["-trimpath", "-ldflags", "-s -w"]
+    tags = versions.BUILD_TAGS.get(tool)
+    if tags:
+        flags += ["-tags", ",".join(tags)]
+    (name,) = names  # one main package per snapshot tool
+    run_go(["go", "build", *flags, "-o", str(tmp / name), *packages], src, log,
+           goflags="-mod=readonly -buildvcs=false")
+    if out.exists():
+        shutil.rmtree(out)
+    tmp.rename(out)
 
 
 def ensure_binaries(tools: list[str] | None = None, log=sys.stderr) -> dict[str, float]:

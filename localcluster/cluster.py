@@ -16,6 +16,9 @@ kube-controller-manager   ``--controllers=*`` minus the cloud ones (ReplicaSet, 
                           service-account tokens and CSRs with the cluster's keys
 kwok                      fake kubelets for nodes annotated ``kwok.x-k8s.io/node=fake``
                           (stages in ``kwok-stages.yaml``; see :mod:`cogate.localcluster.nodes`)
+cluster-autoscaler        only with ``autoscaler=``: the real cluster-autoscaler with its kwok
+                          cloud provider, creating kwok nodes of the given node groups
+                          (:mod:`cogate.localcluster.autoscaler`)
 ========================  ==================================================================
 
 Every port is a free one picked at start; every certificate comes from
@@ -52,7 +55,7 @@ hook then stops an undetached cluster.
 
 Readiness means: etcd ``/health``; apiserver ``/readyz``; scheduler and controller-manager
 ``/healthz``; the ``default`` ServiceAccount exists in namespace ``default`` (so pods can be
-created); kwok is running.
+created); kwok is running; cluster-autoscaler (when asked for) answers ``/health-check``.
 """
 
 from __future__ import annotations
@@ -75,6 +78,7 @@ import yaml
 from cogate.certs import pki
 
 from . import build, versions
+from .autoscaler import AutoscalerSpec, NodeGroup
 from .host import NODE_COMPONENTS, NODE_IP
 from .kubeconfig import write_client as write_kubeconfig
 from .procs import Proc, free_ports, mounts, rss_bytes, spawn, tail, terminate, wait_http, wait_ports_closed
@@ -103,6 +107,8 @@ KWOK_NODE_SELECTOR = "kwok.x-k8s.io/node=fake"
 NODE_LEASE_SECONDS = 40
 #: Order in which components start; they stop in reverse.
 COMPONENTS = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kwok")
+#: The optional autoscaler's component name (process, log, kubeconfig, port, extra_args key).
+AUTOSCALER = "cluster-autoscaler"
 STATE_FILE = "state.json"
 STAGES_FILE = Path(__file__).with_name("kwok-stages.yaml")
 
@@ -145,17 +151,29 @@ class LocalCluster:
     through the ``kubernetes`` Service.
     ``audit_policy``: an ``audit.k8s.io/v1`` Policy (as a dict); kube-apiserver then writes its
     audit log (JSON lines, blocking mode) to :attr:`audit_log`.
+    ``autoscaler``: None (the default: no autoscaler), an
+    :class:`~cogate.localcluster.autoscaler.AutoscalerSpec`, or node groups
+    (:class:`~cogate.localcluster.autoscaler.NodeGroup` values, the spec's other defaults):
+    also run the real cluster-autoscaler (kwok provider, ProvisioningRequests on), started last
+    and stopped first; it needs the ``cluster-autoscaler`` tool built
+    (``python -m cogate.localcluster.build cluster-autoscaler``). Its flags can be extended with
+    ``extra_args={"cluster-autoscaler": [...]}``.
     """
 
     def __init__(self, workdir: str | os.PathLike[str] | None = None, *, keep: bool = False,
                  timeout: float = 60.0, extra_args: Mapping[str, Iterable[str]] | None = None,
-                 real_node: bool = False, audit_policy: Mapping[str, Any] | None = None) -> None:
+                 real_node: bool = False, audit_policy: Mapping[str, Any] | None = None,
+                 autoscaler: AutoscalerSpec | Iterable[NodeGroup] | None = None) -> None:
         self._own_workdir = workdir is None
         self.workdir = Path(workdir).expanduser().resolve() if workdir is not None else None
         self.keep = keep or os.environ.get("COGATE_KEEP_CLUSTER") == "1"
         self.timeout = float(timeout)
         self.extra_args = {k: list(v) for k, v in (extra_args or {}).items()}
-        known = COMPONENTS + (NODE_COMPONENTS if real_node else ())
+        if autoscaler is not None and not isinstance(autoscaler, AutoscalerSpec):
+            autoscaler = AutoscalerSpec(groups=tuple(autoscaler))
+        #: How the autoscaler runs (None: it does not).
+        self.autoscaler: AutoscalerSpec | None = autoscaler
+        known = COMPONENTS + (NODE_COMPONENTS if real_node else ()) + ((AUTOSCALER,) if autoscaler else ())
         unknown = set(self.extra_args) - set(known)
         if unknown:
             raise ValueError(f"extra_args: unknown component(s) {sorted(unknown)}; expected some of {known}")
@@ -235,9 +253,9 @@ class LocalCluster:
         """
         if self._started:
             raise ClusterError("cluster already started")
-        needed = [n for tool in versions.CONTROL_PLANE_TOOLS + (versions.NODE_TOOLS if self.real_node else ())
-                  for n in versions.BINARIES[tool]]
-        missing = [n for n in needed if not build.binary(n).is_file()]
+        tools = (versions.CONTROL_PLANE_TOOLS + (versions.NODE_TOOLS if self.real_node else ())
+                 + (versions.AUTOSCALER_TOOLS if self.autoscaler else ()))
+        missing = [n for tool in tools for n in versions.BINARIES[tool] if not build.binary(n).is_file()]
         if missing:
             raise ClusterError(f"binaries not built: {missing}; run `python -m cogate.localcluster.build`")
         if self.workdir is None:
@@ -254,7 +272,8 @@ class LocalCluster:
             self._atexit_registered = True
         t0 = time.monotonic()
         try:
-            names = ("etcd", "etcd-peer", "kube-apiserver", "kube-scheduler", "kube-controller-manager")
+            names = ("etcd", "etcd-peer", "kube-apiserver", "kube-scheduler", "kube-controller-manager",
+                     *((AUTOSCALER,) if self.autoscaler else ()))
             self.ports = dict(zip(names, free_ports(len(names))))
             if self.real_node:
                 from .host.realnode import RealNode
@@ -283,6 +302,9 @@ class LocalCluster:
                             what="the default ServiceAccount in namespace default")
             self.timings["default-serviceaccount"] = time.monotonic() - t0
             self._check_alive("kwok")
+            if self.autoscaler is not None:
+                self._start_autoscaler()
+                self.timings[AUTOSCALER] = time.monotonic() - t0
             if self.node is not None:
                 self._write_state()  # so that stop_from_state finds a half-started node too
                 t1 = time.monotonic()
@@ -348,6 +370,8 @@ class LocalCluster:
             "ports": self.ports,
             "processes": {n: {"pid": p.pid, "binary": p.binary, "log": str(p.log)} for n, p in self.procs.items()},
             "real_node": self.node.state() if self.node is not None else None,
+            "autoscaler": ({"namespace": self.autoscaler.namespace, "groups": [g.name for g in self.autoscaler.groups]}
+                           if self.autoscaler is not None else None),
             "timings": self.timings,
             "started_at": time.time(),
         }
@@ -464,6 +488,9 @@ class LocalCluster:
             # kwok patches node/pod status, renews Leases and deletes pods of every namespace.
             ("kwok", "kwok-controller", ["system:masters"]),
         ]
+        if self.autoscaler is not None:
+            # Creates and deletes Nodes, reads every pod, writes ProvisioningRequest status.
+            clients.append((AUTOSCALER, AUTOSCALER, ["system:masters"]))
         if self.node is not None:
             # kube-apiserver's identity towards kubelet (logs, exec, port-forward).
             clients.append(("apiserver-kubelet", "kube-apiserver-kubelet-client", ["system:masters"]))
@@ -479,9 +506,9 @@ class LocalCluster:
                 self.node.write_files(ca_cert=ca_cert, ca_key=ca_key, ca_file=pk / "ca.crt", server=server)
 
     # -- internals: processes ---------------------------------------------------
-    def _spawn(self, name: str, args: list[str]) -> None:
+    def _spawn(self, name: str, args: list[str], env: Mapping[str, str] | None = None) -> None:
         argv = [str(build.binary(name)), *args, *self.extra_args.get(name, [])]
-        self.procs[name] = spawn(name, argv, self.log_path(name), cwd=self.workdir)
+        self.procs[name] = spawn(name, argv, self.log_path(name), cwd=self.workdir, env=env)
 
     def _start_etcd(self) -> None:
         client = f"http://127.0.0.1:{self.ports['etcd']}"
@@ -572,6 +599,48 @@ class LocalCluster:
             f"--manage-nodes-with-annotation-selector={KWOK_NODE_SELECTOR}",
             f"--node-lease-duration-seconds={NODE_LEASE_SECONDS}",
         ])
+
+    def _start_autoscaler(self) -> None:
+        """The ProvisioningRequest CRD, the kwok provider's ConfigMaps, then the process; ready
+        when ``/health-check`` answers 200 (it does from the start, so this only proves the
+        process is up and serving; its first loop follows within ``scan_interval``)."""
+        from . import autoscaler
+
+        spec = self.autoscaler
+        assert spec is not None
+        try:
+            autoscaler.prepare(self, spec, self.workdir)
+        except build.MissingSource as exc:
+            raise ClusterError(f"{AUTOSCALER}: {exc}") from None
+        self._spawn_autoscaler()
+
+    def _spawn_autoscaler(self) -> None:
+        from . import autoscaler
+
+        spec = self.autoscaler
+        assert spec is not None
+        kubeconfig = self._path(f"{AUTOSCALER}.kubeconfig")
+        argv = autoscaler.command_line(build.binary(AUTOSCALER), kubeconfig, spec, self.ports[AUTOSCALER])
+        self._spawn(AUTOSCALER, argv[1:], env=autoscaler.environment(os.environ, kubeconfig, spec.namespace))
+        wait_http(self.procs[AUTOSCALER], f"http://127.0.0.1:{self.ports[AUTOSCALER]}/health-check",
+                  timeout=self.timeout, error=ClusterError)
+
+    def restart_autoscaler(self, grace: float = 10.0) -> None:
+        """Stop the autoscaler and start it again, with nothing remembered: on SIGTERM it deletes its
+        status ConfigMap and every Node of its groups (the kwok provider's ``Cleanup``); the new
+        process has no cached node templates, no back-off of earlier failed scale-ups or
+        ProvisioningRequests and no "unregistered" nodes (nodes deleted behind its back stay
+        unregistered instances in its cache for up to 2 min,
+        ``CloudProviderNodeInstancesCacheRefreshInterval``). Raises :class:`ClusterError` without
+        an autoscaler or when it does not come back."""
+        if self.autoscaler is None or AUTOSCALER not in self.procs:
+            raise ClusterError("restart_autoscaler: this cluster runs no autoscaler (LocalCluster(autoscaler=...))")
+        problems = terminate([self.procs.pop(AUTOSCALER)], grace)
+        if problems:
+            raise ClusterError("; ".join(problems))
+        self._spawn_autoscaler()
+        if self.state_file.exists():
+            self._write_state()
 
     # -- internals: readiness ---------------------------------------------------
     def _ssl_context(self) -> ssl.SSLContext:

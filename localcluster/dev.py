@@ -8,9 +8,14 @@ and prints the ``KUBECONFIG`` to use. ``cogate dev down`` stops every process it
 ``$COGATE_CACHE_DIR/dev``, i.e. ``~/.cache/cogate/dev``). ``--real-node`` adds a real kubelet
 node beside the fake ones (see :mod:`cogate.localcluster.host.realnode`, imported only then);
 ``down`` removes it too. ``--no-cogate`` leaves cogate out (no CRD, no webhook, no controller),
-so that the chart can install it: Helm refuses to adopt a CRD it did not create. What ``up``
-builds and starts is :func:`plan` of its arguments: the control plane's Go tools only, the real
-node's with ``--real-node``, never Helm.
+so that the chart can install it: Helm refuses to adopt a CRD it did not create.
+``--autoscaler`` also runs the real cluster-autoscaler (kwok provider) with one node group,
+:data:`~cogate.localcluster.autoscaler.AUTOSCALED` (nodes of 16 CPU, 64Gi, 110 pods labelled
+``cogate.dev/node-group=autoscaled``, 0 to 4 of them), and runs cogate's controller with
+``--provisioning-class best-effort-atomic-scale-up.autoscaling.x-k8s.io`` (when the controller has
+that flag); ``down`` stops it too. What ``up`` builds and starts is :func:`plan` of its
+arguments: the control plane's Go tools only, the real node's with ``--real-node``, the
+autoscaler's with ``--autoscaler``, never Helm.
 
 Exit codes: 0 ok, 1 failure (message on stderr), 2 usage.
 """
@@ -26,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import build, versions
+from .autoscaler import AUTOSCALED, GROUP_LABEL, PROVISIONING_CLASS, AutoscalerSpec
 from .cluster import ClusterError, LocalCluster
 from .host import NODE_IP, NODE_NAME, NODE_TAINT
 from .procs import Proc, process_alive, terminate
@@ -64,20 +70,58 @@ class UpPlan:
     """What ``cogate dev up`` builds and starts.
 
     ``tools``: the Go tools to build (keys of :data:`versions.TOOLS`): the control plane's, plus the
-    real node's with ``--real-node``; never Helm (only the chart's tests and commands run it).
+    real node's with ``--real-node`` and the autoscaler's with ``--autoscaler``; never Helm (only the
+    chart's tests and commands run it).
     ``real_node``: start a real kubelet node. ``cogate``: install the PodGroup CRD and run the webhook
     and the controller as local processes; false with ``--no-cogate`` (the chart installs them).
+    ``autoscaler``: how to run cluster-autoscaler (:data:`DEV_AUTOSCALER`), None without
+    ``--autoscaler``. ``controller_args``: appended to the controller's command line
+    (``--provisioning-class <class>`` with ``--autoscaler``).
     """
 
     tools: tuple[str, ...]
     real_node: bool
     cogate: bool
+    autoscaler: AutoscalerSpec | None = None
+    controller_args: tuple[str, ...] = ()
+
+
+#: The autoscaler of ``dev up --autoscaler``: the group :data:`AUTOSCALED`; scale-down on, an
+#: empty node removed after 1 min unneeded and no sooner than 1 min after a scale-up (the
+#: autoscaler's defaults are 10 min each), so that a user sees nodes come and go.
+DEV_AUTOSCALER = AutoscalerSpec(groups=(AUTOSCALED,), scale_down_unneeded_time=60.0,
+                                scale_down_delay_after_add=60.0)
+#: The controller's flag turning provisioning on (issue 16), and its value with ``--autoscaler``.
+PROVISIONING_FLAG = "--provisioning-class"
 
 
 def plan(args: argparse.Namespace) -> UpPlan:
     """The :class:`UpPlan` of parsed ``dev up`` arguments (pure: builds and starts nothing)."""
-    return UpPlan(tools=versions.CONTROL_PLANE_TOOLS + (versions.NODE_TOOLS if args.real_node else ()),
-                  real_node=args.real_node, cogate=args.cogate)
+    autoscaler = DEV_AUTOSCALER if args.autoscaler else None
+    return UpPlan(tools=(versions.CONTROL_PLANE_TOOLS + (versions.NODE_TOOLS if args.real_node else ())
+                         + (versions.AUTOSCALER_TOOLS if autoscaler else ())),
+                  real_node=args.real_node, cogate=args.cogate, autoscaler=autoscaler,
+                  controller_args=(PROVISIONING_FLAG, PROVISIONING_CLASS) if autoscaler and args.cogate else ())
+
+
+def controller_flags() -> set[str]:
+    """Every option string of ``cogate controller``'s parser (``cogate.controller.main``)."""
+    from cogate.controller.main import build_parser as controller_parser
+
+    return {opt for action in controller_parser()._actions for opt in action.option_strings}
+
+
+def supported_controller_args(args: tuple[str, ...], flags: set[str]) -> tuple[tuple[str, ...], list[str]]:
+    """``args`` (``--flag value`` pairs) split into those whose flag is in ``flags`` and the names of
+    those left out (a controller older than the flag)."""
+    kept: list[str] = []
+    dropped: list[str] = []
+    for flag, value in zip(args[::2], args[1::2]):
+        if flag in flags:
+            kept += [flag, value]
+        else:
+            dropped.append(flag)
+    return tuple(kept), dropped
 
 
 def up(args: argparse.Namespace) -> int:
@@ -92,13 +136,16 @@ def up(args: argparse.Namespace) -> int:
     except build.BuildError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    cluster = LocalCluster(workdir=dev_dir() / "cluster", keep=True, real_node=todo.real_node)
+    controller_args, dropped = supported_controller_args(todo.controller_args, controller_flags()) \
+        if todo.controller_args else ((), [])
+    cluster = LocalCluster(workdir=dev_dir() / "cluster", keep=True, real_node=todo.real_node,
+                           autoscaler=todo.autoscaler)
     try:
         cluster.start(detach=True)
         cluster.add_nodes(args.nodes, prefix="node-", cpu=args.cpu, memory=args.memory, pods=args.pods,
                           labels=dict(args.label), taints=args.taint, kwok_taint=args.kwok_taint)
         if todo.cogate:
-            stack = CogateStack(cluster, dev_dir() / "cogate").start()
+            stack = CogateStack(cluster, dev_dir() / "cogate", controller_args=controller_args).start()
             # The stack's processes run in their own session; this process may exit.
             cogate_state.write_text(json.dumps(stack.state(), indent=2))
     except (ClusterError, StackError, ValueError, build.BuildError) as exc:
@@ -110,6 +157,17 @@ def up(args: argparse.Namespace) -> int:
         print(f"  real node {NODE_NAME} ({NODE_IP}), tainted "
               f"{NODE_TAINT['key']}={NODE_TAINT['value']}:{NODE_TAINT['effect']}; "
               f"load images with: {build.binary('ctr')} --address {cluster.node.socket} -n k8s.io images import IMAGE.tar")
+    if todo.autoscaler:
+        for g in todo.autoscaler.groups:
+            print(f"  cluster-autoscaler: node group {g.name}, {g.min} to {g.max} nodes of cpu {g.cpu // 1000}, "
+                  f"memory {g.memory // 2**30}Gi, pods {g.pods}, labelled "
+                  + ", ".join(f"{k}={v}" for k, v in g.labels.items())
+                  + f"; pods get its nodes with nodeSelector {GROUP_LABEL}: {g.name}")
+        if controller_args:
+            print(f"  cogate's controller runs with {' '.join(controller_args)}")
+        elif dropped:
+            print(f"  cogate's controller has no {', '.join(dropped)} flag yet: it does not ask the autoscaler "
+                  "for gangs' nodes")
     if not todo.cogate:
         print("  cogate is not installed (--no-cogate): no PodGroup CRD, webhook or controller; install it "
               "with the chart (README.md, \"Using it on a real cluster\")")
@@ -187,6 +245,11 @@ def build_parser() -> argparse.ArgumentParser:
                       help=f"also run a real kubelet node, {NODE_NAME} (containerd, runc, kubelet, "
                            f"kube-proxy; needs root; tainted {NODE_TAINT['key']}=true:NoSchedule) "
                            "(default: off)")
+    p_up.add_argument("--autoscaler", action="store_true",
+                      help="also run the real cluster-autoscaler (kwok provider, ProvisioningRequests on) with "
+                           f"one node group, {AUTOSCALED.name}: 0 to {AUTOSCALED.max} nodes of 16 CPU, 64Gi, "
+                           f"110 pods, labelled {GROUP_LABEL}={AUTOSCALED.name}; cogate's controller then asks it "
+                           f"for gangs' nodes ({PROVISIONING_FLAG} {PROVISIONING_CLASS}) (default: off)")
     p_up.add_argument("--cogate", action=argparse.BooleanOptionalAction, default=True,
                       help="install the PodGroup CRD and run cogate's webhook and controller as local "
                            "processes; --no-cogate leaves them out, for installing cogate with the Helm "

@@ -18,6 +18,10 @@ HELM = "v3.22.0"
 #: containerd for the optional real node (github.com/containerd/containerd/v2). kubelet 1.36
 #: needs containerd 2.0 or later; Debian 12 ships 1.6, so it is built here like the rest.
 CONTAINERD = "v2.4.2"
+#: cluster-autoscaler (kubernetes/autoscaler, tag ``cluster-autoscaler-1.36.1``), built with its kwok
+#: cloud provider from the source snapshot in ``shared/third_party`` (see :data:`SOURCES`): the
+#: optional autoscaler of the local control plane (``LocalCluster(autoscaler=...)``).
+CLUSTER_AUTOSCALER = "1.36.1"
 
 #: name -> (wrapper module requirement, version, go package paths to build)
 TOOLS: dict[str, tuple[str, str, tuple[str, ...]]] = {
@@ -41,6 +45,8 @@ TOOLS: dict[str, tuple[str, str, tuple[str, ...]]] = {
         KUBERNETES,
         ("k8s.io/kubernetes/cmd/kubelet", "k8s.io/kubernetes/cmd/kube-proxy"),
     ),
+    # Built from a source snapshot (SOURCES), not a wrapper module: "." is the snapshot's main package.
+    "cluster-autoscaler": ("k8s.io/autoscaler/cluster-autoscaler", CLUSTER_AUTOSCALER, (".",)),
     "containerd": (
         "github.com/containerd/containerd/v2",
         CONTAINERD,
@@ -58,13 +64,22 @@ TOOLS: dict[str, tuple[str, str, tuple[str, ...]]] = {
 #: overlayfs), ``no_tracing`` the OpenTelemetry exporter, ``urfave_cli_no_docs`` the man-page
 #: generator.
 BUILD_TAGS: dict[str, tuple[str, ...]] = {
+    "cluster-autoscaler": ("kwok",),  # its kwok cloud provider (the snapshot keeps no other)
     "containerd": ("urfave_cli_no_docs", "osusergo", "netgo", "static_build",
                    "no_btrfs", "no_devmapper", "no_zfs", "no_tracing"),
 }
 
+#: Tools built in place from a read-only source snapshot instead of the module proxy: name ->
+#: the snapshot's directory name in ``shared/third_party`` beside the repository (or in
+#: ``$COGATE_THIRD_PARTY_DIR``; see ``build.third_party_dir``), built with ``GOFLAGS=-mod=readonly``
+#: (its go.mod and go.sum as they are; the modules still come from the module proxy).
+SOURCES: dict[str, str] = {"cluster-autoscaler": f"cluster-autoscaler-{CLUSTER_AUTOSCALER}"}
+
 #: Tools the control plane needs (``LocalCluster``); the real node needs :data:`NODE_TOOLS` too.
 CONTROL_PLANE_TOOLS = ("etcd", "kubernetes", "kwok")
 NODE_TOOLS = ("kubernetes-node", "containerd")
+#: Tools of the optional cluster-autoscaler (``LocalCluster(autoscaler=...)``, ``cogate dev up --autoscaler``).
+AUTOSCALER_TOOLS = ("cluster-autoscaler",)
 
 #: Debian packages the real node runs from the host (installed with apt-get when missing,
 #: see ``realnode.ensure_host_packages``): the OCI runtime, the CNI plugins (bridge,
@@ -81,4 +96,5 @@ BINARIES: dict[str, tuple[str, ...]] = {
     "helm": ("helm",),
     "kubernetes-node": ("kubelet", "kube-proxy"),
     "containerd": ("containerd", "containerd-shim-runc-v2", "ctr"),
+    "cluster-autoscaler": ("cluster-autoscaler",),
 }

@@ -4,19 +4,30 @@
 session's ``cluster`` (tests/conftest.py). ``only_nodes`` (function): replace every
 fake node by the shapes a test asks for, so capacity-sensitive tests see exactly the
 cluster they describe.
+
+``autoscaled_cluster`` (session): a second, separate LocalCluster running the real
+cluster-autoscaler (:data:`AUTOSCALER_SPEC`: the dev group ``autoscaled``, 0 to 4 nodes of 16 CPU,
+scale-down off), started on first use. ``autoscaled`` (function): that cluster reset for one
+test (:class:`Autoscaled`: a fresh namespace, no node of the group, the autoscaler's own view
+back at 0 nodes), and reset again after it.
 """
 
 from __future__ import annotations
 
 import itertools
+import secrets
+import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Iterator
 
 import pytest
 from kubernetes import client
 
-from cogate.localcluster.stack import CogateStack
+from cogate.localcluster import autoscaler as ca
 from cogate.localcluster import nodes as fake_nodes
+from cogate.localcluster.stack import CogateStack
 
 from .kube import wait_for
 
@@ -73,3 +84,95 @@ def only_nodes(cluster, kube):
 
 def now() -> float:
     return time.time()
+
+
+#: The autoscaler of the e2e tests: the dev group (16 CPU, 64Gi, 110 pods, 0 to 4 nodes) with
+#: scale-down off. Why off: the tests reset the group by deleting its nodes themselves
+#: (the kwok provider's target follows), and a scale-down would change the node counts they
+#: assert (three 8-CPU pods on three new nodes are 50 % utilisation each: candidates for
+#: consolidation). The autoscaler's scale-down defaults (10 min unneeded, 10 min after a
+#: scale-up) would act in the middle of a long session, at a time no test chooses.
+AUTOSCALER_SPEC = ca.AutoscalerSpec(groups=(ca.AUTOSCALED,), scale_down=False, scan_interval=1.0)
+
+
+@pytest.fixture(scope="session")
+def autoscaled_cluster() -> Iterator[Any]:
+    from cogate.localcluster import versions
+    from cogate.localcluster.build import ensure_binaries
+    from cogate.localcluster.cluster import LocalCluster
+
+    ensure_binaries([*versions.CONTROL_PLANE_TOOLS, *versions.AUTOSCALER_TOOLS], log=sys.stderr)
+    c = LocalCluster(autoscaler=AUTOSCALER_SPEC)
+    c.start()
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+@dataclass
+class Autoscaled:
+    """One test's view of :func:`autoscaled_cluster`: ``cluster``, an admin ``api`` client, a fresh
+    ``namespace``, the autoscaler's ``spec``."""
+
+    cluster: Any
+    api: client.ApiClient
+    namespace: str
+    spec: ca.AutoscalerSpec
+
+    def group_nodes(self, group: str = "autoscaled") -> list[dict[str, Any]]:
+        """Nodes (dicts) the kwok provider created for ``group``."""
+        return [self.api.sanitize_for_serialization(n) for n in client.CoreV1Api(self.api).list_node().items
+                if ca.group_of(self.api.sanitize_for_serialization(n)) == group]
+
+    def view(self) -> dict[str, ca.GroupView]:
+        return ca.view(self.api, self.spec.namespace)
+
+    def log(self) -> str:
+        return self.cluster.log_path("cluster-autoscaler").read_text(errors="replace")
+
+
+def reset_autoscaled(cluster: Any, api: client.ApiClient, namespace: str | None, spec: ca.AutoscalerSpec, *,
+                     restart: bool = True) -> None:
+    """Delete ``namespace`` (its pods, PodTemplates, ProvisioningRequests) and wait until it is gone
+    (a pending pod left would make the autoscaler add nodes again), restart the autoscaler (it
+    deletes its nodes on the way out and comes back remembering nothing: no cached template, no
+    back-off, no node deleted behind its back counted as unregistered), delete any node of the
+    group left, and wait until the autoscaler's view is 0 registered, 0 unregistered, target 0.
+    ``restart=False`` (before a test: the last one's reset restarted it) skips the restart."""
+    core = client.CoreV1Api(api)
+    if namespace is not None:
+        try:
+            core.delete_namespace(namespace, propagation_policy="Foreground")
+        except client.ApiException as exc:
+            if exc.status != 404:
+                raise
+
+        def gone() -> bool:
+            try:
+                core.read_namespace(namespace)
+                return False
+            except client.ApiException as exc:
+                return exc.status == 404
+
+        wait_for(gone, 120, interval=0.3, what=f"namespace {namespace} deleted")
+    if restart:
+        cluster.restart_autoscaler()
+    ca.delete_group_nodes(api, spec, timeout=60)
+    wait_for(lambda: all(v.unregistered == 0 for v in ca.view(api, spec.namespace).values()), 30,
+             what="no unregistered node in the autoscaler's view")
+
+
+@pytest.fixture
+def autoscaled(autoscaled_cluster, request) -> Iterator[Autoscaled]:
+    api = autoscaled_cluster.api_client()
+    try:
+        reset_autoscaled(autoscaled_cluster, api, None, AUTOSCALER_SPEC, restart=False)
+        name = f"as-{request.node.name.removeprefix('test_')[:40].replace('_', '-').strip('-')}-{secrets.token_hex(3)}"
+        client.CoreV1Api(api).create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+        try:
+            yield Autoscaled(autoscaled_cluster, api, name, AUTOSCALER_SPEC)
+        finally:
+            reset_autoscaled(autoscaled_cluster, api, name, AUTOSCALER_SPEC)
+    finally:
+        api.close()

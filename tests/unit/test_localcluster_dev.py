@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from cogate.localcluster import build, demo, dev, versions
+from cogate.localcluster import autoscaler, build, demo, dev, versions
 
 
 def _plan(*argv: str) -> dev.UpPlan:
@@ -16,7 +16,9 @@ def _plan(*argv: str) -> dev.UpPlan:
 def test_control_plane_tools_are_not_the_real_nodes_nor_helm():
     assert set(versions.CONTROL_PLANE_TOOLS) == {"etcd", "kubernetes", "kwok"}
     assert not set(versions.NODE_TOOLS) & set(versions.CONTROL_PLANE_TOOLS)
-    assert set(versions.TOOLS) - set(versions.CONTROL_PLANE_TOOLS + versions.NODE_TOOLS) == {"helm"}
+    assert not set(versions.AUTOSCALER_TOOLS) & set(versions.CONTROL_PLANE_TOOLS + versions.NODE_TOOLS)
+    assert set(versions.TOOLS) - set(versions.CONTROL_PLANE_TOOLS + versions.NODE_TOOLS
+                                     + versions.AUTOSCALER_TOOLS) == {"helm"}
 
 
 @pytest.mark.parametrize("argv, tools, real_node, cogate", [
@@ -28,6 +30,28 @@ def test_control_plane_tools_are_not_the_real_nodes_nor_helm():
 ])
 def test_dev_up_plan(argv, tools, real_node, cogate):
     assert _plan(*argv) == dev.UpPlan(tools=tools, real_node=real_node, cogate=cogate)
+
+
+PROVISIONING = ("--provisioning-class", "best-effort-atomic-scale-up.autoscaling.x-k8s.io")
+
+
+@pytest.mark.parametrize("argv, tools, cogate, controller_args", [
+    (("--autoscaler",), versions.CONTROL_PLANE_TOOLS + versions.AUTOSCALER_TOOLS, True, PROVISIONING),
+    (("--autoscaler", "--no-cogate"), versions.CONTROL_PLANE_TOOLS + versions.AUTOSCALER_TOOLS, False, ()),
+])
+def test_dev_up_plan_with_the_autoscaler(argv, tools, cogate, controller_args):
+    assert _plan(*argv) == dev.UpPlan(tools=tools, real_node=False, cogate=cogate, autoscaler=dev.DEV_AUTOSCALER,
+                                      controller_args=controller_args)
+    assert dev.DEV_AUTOSCALER.groups == (autoscaler.AUTOSCALED,)
+    assert (dev.DEV_AUTOSCALER.scale_down, dev.DEV_AUTOSCALER.scale_down_unneeded_time,
+            dev.DEV_AUTOSCALER.scale_down_delay_after_add) == (True, 60.0, 60.0)
+
+
+def test_controller_args_the_controller_does_not_know_are_left_out():
+    flags = dev.controller_flags()
+    assert {"--gate-name", "--kubeconfig"} <= flags
+    assert dev.supported_controller_args(PROVISIONING, {"--gate-name"}) == ((), ["--provisioning-class"])
+    assert dev.supported_controller_args(PROVISIONING, {"--provisioning-class"}) == (PROVISIONING, [])
 
 
 def _stop_at_build(monkeypatch, module) -> list[list[str]]:
@@ -42,7 +66,8 @@ def _stop_at_build(monkeypatch, module) -> list[list[str]]:
     return asked
 
 
-@pytest.mark.parametrize("argv", [["up"], ["up", "--no-cogate"], ["up", "--real-node", "--no-cogate"]])
+@pytest.mark.parametrize("argv", [["up"], ["up", "--no-cogate"], ["up", "--real-node", "--no-cogate"],
+                                  ["up", "--autoscaler"]])
 def test_dev_up_builds_what_its_plan_says(argv, monkeypatch, tmp_path, capsys):
     monkeypatch.setenv("COGATE_DEV_DIR", str(tmp_path))
     asked = _stop_at_build(monkeypatch, dev)
