@@ -60,8 +60,11 @@ from cogate.models import PodGroupStatus
 
 log = logging.getLogger(__name__)
 
-#: Verdicts that say the current nodes lack room for minMember.
-SHORT_OF_ROOM = (Outcome.INSUFFICIENT_CAPACITY, Outcome.EXCEEDS_CLUSTER_CAPACITY)
+#: Verdicts that say the current nodes cannot hold minMember: short of room, too small, or no
+#: node the members' own constraints admit (``Unschedulable``: e.g. a nodeSelector on a node group
+#: scaled to zero; cluster-autoscaler judges whether a new node would admit them). A group the
+#: planner holds whatever the room (``explanations.held_reason``) never asks.
+SHORT_OF_ROOM = (Outcome.INSUFFICIENT_CAPACITY, Outcome.EXCEEDS_CLUSTER_CAPACITY, Outcome.UNSCHEDULABLE)
 #: Notes of the preemption room that say no victim can make room (then new nodes may).
 NO_VICTIM_HELPS = frozenset({PreemptionReason.NO_LOWER_PRIORITY_PODS.value,
                              PreemptionReason.DOES_NOT_FIT_EVEN_WITH_PREEMPTION.value,

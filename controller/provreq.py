@@ -12,8 +12,10 @@ one of them fits the nodes it would add (cluster-autoscaler
 :mod:`cogate.controller.provisioning`; the rules are here (docs/semantics.md, "Cluster
 autoscaler"):
 
-1. **Who asks.** A group that is not released and whose verdict is ``InsufficientCapacity`` or
-   ``ExceedsClusterCapacity`` (the current nodes cannot hold minMember), whose PodGroup does not
+1. **Who asks.** A group that is not released and whose verdict is ``InsufficientCapacity``,
+   ``ExceedsClusterCapacity`` or ``Unschedulable`` (the current nodes cannot hold minMember: short
+   of room, too small, or none its members' own constraints admit, e.g. a nodeSelector on a node
+   group scaled to zero: cluster-autoscaler judges whether a new node would), whose PodGroup does not
    carry ``cogate.dev/provisioning: "false"``, that the planner does not hold whatever the room
    (``explanations.held_reason``), and for which preemption cannot make room (the preemption
    room's note says no victim helps, or preemption is off): kube-scheduler preempts before
