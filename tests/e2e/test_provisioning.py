@@ -255,3 +255,22 @@ def test_two_gangs_competing_for_the_groups_room_never_both_start_half(grow):
     assert len(group_node_names(a)) <= 4
     c = provisioning(a, loser)
     assert c is not None and c["status"] == "True", c  # it still asks (the autoscaler retries)
+
+
+def test_a_standing_request_survives_a_controller_restart(grow, provisioning_stack):
+    """The request is an object in the cluster: a restarted controller finds it (its informer) and
+    neither asks again nor loses what the PodGroup says."""
+    a = grow
+    create_gang(a, "huge", 5, "12")
+    wait_for(lambda: (c := provisioning(a, "huge")) and c["reason"] == "NotProvisioned" and c, 60,
+             what="Provisioning=True NotProvisioned")
+    before = [r["metadata"]["uid"] for r in requests_of(a, "huge")]
+    assert len(before) == 1
+    provisioning_stack.restart_controller()
+    deadline = time.monotonic() + HOLD
+    while time.monotonic() < deadline:
+        assert [r["metadata"]["uid"] for r in requests_of(a, "huge")] == before
+        time.sleep(0.5)
+    c = provisioning(a, "huge")
+    assert c["status"] == "True" and c["reason"] == "NotProvisioned", c
+    assert not group_node_names(a)
