@@ -1,0 +1,391 @@
+"""The Provisioning room (issue 16): a reconciler with the real planner against a fake API.
+
+Each test runs passes of :class:`~cogate.controller.reconciler.Reconciler`
+(``--provisioning-class``) on :class:`tests.builders.FakeCluster` pods, extended with PodTemplates
+and ProvisioningRequests (create, delete, list) and with the nodes as a list a test can grow; the
+informers are relisted from the fake between passes (as the watch would deliver). The test plays
+cluster-autoscaler: it sets a request's conditions (:meth:`ProvCluster.answer`) and adds the nodes
+it "provisioned" (:meth:`ProvCluster.add_node`), and kube-scheduler: it binds released members
+(:meth:`World.bind`). Checked: the objects created and deleted, the release patches, the PodGroup
+status (``Provisioning``), the Events and the metrics. The pure rules are tested in
+tests/unit/test_provreq.py.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import json
+from typing import Any
+
+import pytest
+
+from cogate import api
+from cogate.controller import provreq, records
+from cogate.controller.config import ReconcilerConfig
+from cogate.controller.events import EventRecorder
+from cogate.controller.informer import Caches, Informer, name_key, namespaced_key, uid_key
+from cogate.controller.inputs import group_object
+from cogate.controller.metrics import Metrics
+from cogate.controller.reconciler import Reconciler
+from tests.builders import GATE, NS, ApiError, FakeCluster, raw_pg, raw_pod
+
+T0 = 1_704_067_300.0
+CLASS = provreq.ATOMIC_CLASS
+HOSTNAME = "kubernetes.io/hostname"
+NOT_FOUND_MESSAGE = "the server could not find the requested resource"
+
+
+def iso(t: float) -> str:
+    return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class BodyError(ApiError):
+    """An ``ApiException`` as the client raises it: the API server's ``Status`` in ``body``."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(status, message)
+        self.body = json.dumps({"kind": "Status", "status": "Failure", "message": message, "code": status})
+
+
+def node(name: str, cpu: str, hostname: str | None = "") -> dict[str, Any]:
+    labels = {"zone": "a"}
+    if hostname is not None:
+        labels[HOSTNAME] = hostname or name
+    return {"metadata": {"name": name, "labels": labels}, "spec": {},
+            "status": {"allocatable": {"cpu": cpu, "pods": "110"}, "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+class ProvCluster(FakeCluster):
+    """FakeCluster plus nodes, PodTemplates and ProvisioningRequests (create/delete/list, uid
+    preconditions on delete, scripted errors) and the pod status subresource (nominations,
+    ``--preemption``). ``calls``: the writes in order, ``(verb, name)``."""
+
+    def __init__(self, pods, pgs, nodes, clock) -> None:
+        super().__init__(pods, pgs)
+        self.nodes = {n["metadata"]["name"]: n for n in nodes}
+        self.templates: dict[str, dict] = {}
+        self.provreqs: dict[str, dict] = {}
+        self.calls: list[tuple[str, str]] = []
+        self.create_errors: dict[str, list[Exception]] = {"PodTemplate": [], provreq.KIND: []}
+        self.clock = clock
+        self.uids = 0
+
+    def _new(self, body: dict) -> dict:
+        obj = copy.deepcopy(body)
+        self.uids += 1
+        self._bump(obj)
+        obj["metadata"]["uid"] = f"obj-uid-{self.uids}"
+        obj["metadata"]["creationTimestamp"] = iso(self.clock())
+        return obj
+
+    # CoreV1Api: PodTemplates
+    def create_namespaced_pod_template(self, namespace, body, **_):
+        assert body["metadata"]["namespace"] == namespace
+        if self.create_errors["PodTemplate"]:
+            raise self.create_errors["PodTemplate"].pop(0)
+        name = body["metadata"]["name"]
+        if name in self.templates:
+            raise BodyError(409, f'podtemplates "{name}" already exists')
+        self.templates[name] = self._new(body)
+        self.calls.append(("create PodTemplate", name))
+        return copy.deepcopy(self.templates[name])
+
+    def delete_namespaced_pod_template(self, name, namespace, body=None, **_):
+        if name not in self.templates:
+            raise ApiError(404)
+        self.calls.append(("delete PodTemplate", name))
+        del self.templates[name]
+
+    # CustomObjectsApi: ProvisioningRequests
+    def create_namespaced_custom_object(self, group, version, namespace, plural, body, **_):
+        assert (group, version, plural) == (provreq.GROUP, provreq.VERSION, provreq.PLURAL)
+        assert body["metadata"]["namespace"] == namespace
+        if self.create_errors[provreq.KIND]:
+            raise self.create_errors[provreq.KIND].pop(0)
+        name = body["metadata"]["name"]
+        if name in self.provreqs:
+            raise BodyError(409, f'provisioningrequests "{name}" already exists')
+        for ps in body["spec"]["podSets"]:  # the CRD does not check it, the autoscaler does
+            assert ps["podTemplateRef"]["name"] in self.templates
+        self.provreqs[name] = self._new(body)
+        self.calls.append(("create ProvisioningRequest", name))
+        return copy.deepcopy(self.provreqs[name])
+
+    def delete_namespaced_custom_object(self, group, version, namespace, plural, name, body=None, **_):
+        assert (group, version, plural) == (provreq.GROUP, provreq.VERSION, provreq.PLURAL)
+        if name not in self.provreqs:
+            raise ApiError(404)
+        uid = ((body or {}).get("preconditions") or {}).get("uid")
+        if uid and uid != self.provreqs[name]["metadata"]["uid"]:
+            raise ApiError(409, "precondition failed: uid")
+        self.calls.append(("delete ProvisioningRequest", name))
+        del self.provreqs[name]
+
+    # CoreV1Api: the pod status subresource (preemption's nominations and DisruptionTarget marks)
+    def patch_namespaced_pod_status(self, name, namespace, body, **_):
+        pod = self.pods[name]
+        status = pod.setdefault("status", {})
+        for k, v in body["status"].items():
+            if v is None:
+                status.pop(k, None)
+            elif k != "conditions":
+                status[k] = v
+        self._bump(pod)
+        return copy.deepcopy(pod)
+
+    def delete_namespaced_pod(self, name, namespace, body=None, **_):
+        if name not in self.pods:
+            raise ApiError(404)
+        self.calls.append(("delete Pod", name))
+        self.deleted.append(name)
+        del self.pods[name]
+        return {"metadata": {"name": name, "deletionGracePeriodSeconds": 0}}
+
+    # cluster-autoscaler, played by the test
+    def answer(self, name: str, type_: str, status: str = "True", reason: str = "", message: str = "",
+               at: float | None = None) -> None:
+        """Set condition ``type_`` of request ``name`` as cluster-autoscaler does."""
+        obj = self.provreqs[name]
+        conds = [c for c in (obj.setdefault("status", {}).get("conditions") or []) if c["type"] != type_]
+        conds.append({"type": type_, "status": status, "reason": reason, "message": message,
+                      "lastTransitionTime": iso(self.clock() if at is None else at)})
+        obj["status"]["conditions"] = conds
+        self._bump(obj)
+
+    def add_node(self, name: str, cpu: str = "8") -> None:
+        """A node cluster-autoscaler added (a new name and hostname)."""
+        self.nodes[name] = node(name, cpu)
+
+    @property
+    def request(self) -> dict:
+        """The one ProvisioningRequest (fails unless exactly one exists)."""
+        (only,) = self.provreqs.values()
+        return only
+
+
+def pod(name, *, cpu="2", group=None, node="", priority=None, gates=(GATE,)) -> dict[str, Any]:
+    raw = raw_pod(name, group=group, gates=gates if group else (), node=node, phase="Running" if node else "Pending",
+                  cpu=cpu)
+    if priority is not None:
+        raw["spec"]["priority"] = priority
+    return raw
+
+
+class World:
+    """A reconciler with the real planner and provisioning on (``CLASS``) over a
+    :class:`ProvCluster`; :meth:`run` relists the informers from the fake first, then runs one pass."""
+
+    def __init__(self, pods, pgs, *, nodes=(node("n1", "4"),), provisioning_class=CLASS, preemption=True,
+                 provreqs_cache=True) -> None:
+        self.now = T0
+        self.cluster = c = ProvCluster(pods, pgs, list(nodes), lambda: self.now)
+        self.events: list[tuple[str, str, str, str]] = []
+        self.invalid: list[tuple[str, str]] = []
+
+        def make(name, items, key, convert) -> Informer:
+            return Informer(name, lambda: (items(), "1"), lambda rv: iter(()), key, convert)
+
+        self.caches = Caches(
+            podgroups=make("pg", lambda: list(c.pgs.values()), namespaced_key, group_object),
+            members=make("members", lambda: [p for p in c.pods.values() if p["metadata"]["labels"]], uid_key,
+                         records.pod_info),
+            bound=make("bound", lambda: [p for p in c.pods.values() if p["spec"].get("nodeName")], uid_key,
+                       records.pod_info),
+            nodes=make("nodes", lambda: list(c.nodes.values()), name_key, records.node_info),
+        )
+        if provreqs_cache:
+            self.caches.provreqs = make("provisioningrequests", lambda: list(c.provreqs.values()), namespaced_key,
+                                        provreq.request_info)
+            self.caches.provreqs.on_invalid = lambda raw, exc: self.invalid.append(
+                (raw.get("metadata", {}).get("name", "?"), str(exc)))
+        self.relist()
+        self.recorder = EventRecorder(
+            lambda ns, b: self.events.append((b["type"], b["reason"], b["involvedObject"]["name"], b["message"])),
+            lambda *a: None, clock=lambda: self.now)
+        self.metrics = Metrics()
+        self.rec = Reconciler(c, c, self.caches,
+                              ReconcilerConfig(provisioning_class=provisioning_class, preemption=preemption,
+                                               max_patch_attempts=2),
+                              recorder=self.recorder, metrics=self.metrics, clock=lambda: self.now,
+                              monotonic=lambda: self.now, sleep=lambda s: None)
+        self.caches.members.add_handler(self.rec.on_member_event)  # as controller/main.py does
+
+    def relist(self) -> None:
+        for inf in self.caches.all():
+            inf._relist()
+
+    def run(self, dt: float = 0.0) -> None:
+        self.now += dt
+        self.relist()
+        self.rec.reconcile_once()
+        self.recorder.flush()
+        self.relist()
+
+    def bind(self, name: str, node_name: str | None = None) -> None:
+        """kube-scheduler binds a released member to the node it is pinned to (or ``node_name``)."""
+        p = self.cluster.pods[name]
+        assert not p["spec"].get("schedulingGates"), f"{name} is still gated"
+        p["spec"]["nodeName"] = node_name or pinned(p)
+        p["status"]["phase"] = "Running"
+        self.cluster._bump(p)
+
+    def condition(self, pg="pg", type_="Provisioning"):
+        return next((c for c in self.cluster.pgs[pg]["status"].get("conditions", []) if c["type"] == type_), None)
+
+    def metric(self, name, **labels) -> float:
+        return self.metrics.registry.get_sample_value(name, labels) or 0.0
+
+    def requests_made(self, result: str) -> float:
+        return self.metric("cogate_controller_provisioning_requests_total", result=result)
+
+    def reasons(self, reason: str) -> list[tuple[str, str, str, str]]:
+        return [e for e in self.events if e[1] == reason]
+
+
+def pinned(p: dict) -> str:
+    """The node a released pod is pinned to (its required node affinity's ``metadata.name In``)."""
+    terms = p["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    (value,) = {v for t in terms for f in t.get("matchFields", ()) if f["operator"] == "In" for v in f["values"]}
+    return value
+
+
+def gated(w: World, name: str) -> bool:
+    return GATE in [g["name"] for g in w.cluster.pods[name]["spec"].get("schedulingGates") or ()]
+
+
+def excluded(template: dict) -> list[dict]:
+    """The required node affinity terms of a PodTemplate."""
+    return template["template"]["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+
+
+def gang_world(**kw) -> World:
+    """n1 (1 cpu, nothing on it); PodGroup pg (minMember 3) of two workers w-0, w-1 (2 cpu) and
+    one parameter server ps (3 cpu): none fits, so all three are asked for (two shapes)."""
+    pods = [pod("w-0", group="pg"), pod("w-1", group="pg"), pod("ps", cpu="3", group="pg")]
+    kw.setdefault("nodes", (node("n1", "1"),))
+    return World(pods, [raw_pg("pg", 3)], **kw)
+
+
+# -- 1. asking -------------------------------------------------------------------------------------
+
+
+def test_a_gang_short_of_nodes_gets_one_template_per_shape_and_one_request_for_exactly_its_members():
+    w = gang_world()
+    w.run()
+    c = w.cluster
+    (name,) = c.provreqs
+    assert name == provreq.request_name("pg", "pg-uid-pg", int(T0 * 1000))
+    # templates first, then the request that names them
+    assert c.calls == [("create PodTemplate", f"{name}-0"), ("create PodTemplate", f"{name}-1"),
+                       ("create ProvisioningRequest", name)]
+    owner = [{"apiVersion": api.API_VERSION, "kind": api.KIND, "name": "pg", "uid": "pg-uid-pg", "controller": True,
+              "blockOwnerDeletion": False}]
+    labels = {provreq.GROUP_LABEL: "pg", "app.kubernetes.io/managed-by": "cogate"}
+    req = c.provreqs[name]
+    assert req["apiVersion"] == "autoscaling.x-k8s.io/v1" and req["kind"] == "ProvisioningRequest"
+    assert req["metadata"]["ownerReferences"] == owner and req["metadata"]["labels"] == labels
+    assert req["spec"] == {"provisioningClassName": CLASS,
+                           "podSets": [{"podTemplateRef": {"name": f"{name}-0"}, "count": 1},
+                                       {"podTemplateRef": {"name": f"{name}-1"}, "count": 2}]}
+    ps_t, w_t = c.templates[f"{name}-0"], c.templates[f"{name}-1"]
+    for t, rep in ((ps_t, "ps"), (w_t, "w-0")):
+        assert t["metadata"]["ownerReferences"] == owner and t["metadata"]["labels"] == labels
+        assert t["metadata"]["namespace"] == NS
+        spec = t["template"]["spec"]
+        pod_spec = c.pods[rep]["spec"]
+        assert "schedulingGates" not in spec and "nodeName" not in spec
+        assert spec["containers"] == pod_spec["containers"]
+        assert t["template"]["metadata"]["labels"] == {api.POD_GROUP_LABEL: "pg"}
+        assert excluded(t) == [{"matchExpressions": [{"key": HOSTNAME, "operator": "NotIn", "values": ["n1"]}]}]
+    assert ps_t["template"]["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "3"}
+    assert w_t["template"]["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "2"}
+    # the members themselves are untouched: still gated, no pin, no annotation
+    assert all(gated(w, m) and "annotations" not in c.pods[m]["metadata"] for m in ("w-0", "w-1", "ps"))
+
+    cond = w.condition()
+    assert (cond["status"], cond["reason"]) == ("True", "Requested")
+    assert cond["message"] == (f"ProvisioningRequest {NS}/{name} asks for 3 pods on new nodes: cluster-autoscaler "
+                               f"has not answered yet")
+    (ev,) = w.reasons("ProvisioningRequested")
+    assert ev[:3] == ("Normal", "ProvisioningRequested", "pg")
+    assert ev[3] == (f"asked cluster-autoscaler for 3 pods on new nodes (ProvisioningRequest {NS}/{name}, "
+                     f"class {CLASS}): 1 like ps (cpu 3); 2 like w-0 (cpu 2); fits 0 of 3 even with every eligible "
+                     f"node empty: cpu short by 6 on eligible nodes (at most 1 free on one node, a member requests 2)")
+    assert w.requests_made("created") == 1
+    assert w.condition(type_="FitsCluster")["reason"] == "ExceedsClusterCapacity"
+
+    c.calls.clear()
+    w.run(5.0)  # the request stands: nothing asked again
+    c.answer(name, "Accepted", reason="Accepted", message="accepted")
+    w.run(5.0)
+    assert c.calls == [] and list(c.provreqs) == [name] and len(c.templates) == 2
+    assert w.requests_made("created") == 1 and len(w.reasons("ProvisioningRequested")) == 1
+    cond = w.condition()
+    assert (cond["status"], cond["reason"]) == ("True", "Requested")
+    assert cond["message"].endswith("cluster-autoscaler has not answered yet (Accepted: accepted)")
+
+
+def test_nodes_without_a_hostname_label_are_excluded_by_name():
+    w = gang_world(nodes=(node("n1", "1"), node("bare", "1", hostname=None)))
+    w.run()
+    for t in w.cluster.templates.values():
+        assert excluded(t) == [{"matchExpressions": [{"key": HOSTNAME, "operator": "NotIn", "values": ["n1"]}],
+                                "matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["bare"]}]}]
+
+
+# -- 2. provisioned, released, consumed --------------------------------------------------------------
+
+
+def test_provisioned_nodes_take_the_release_with_the_consume_annotation_then_the_request_goes():
+    w = gang_world()
+    w.run()
+    c = w.cluster
+    name = c.request["metadata"]["name"]
+    templates = set(c.templates)
+    c.answer(name, "Provisioned", reason="CapacityIsProvisioned", message="Capacity is found in the cluster",
+             at=T0 + 30)
+    w.run(30.0)  # provisioned, nodes not there yet: still waiting, announced once
+    assert all(gated(w, m) for m in ("w-0", "w-1", "ps"))
+    cond = w.condition()
+    assert (cond["status"], cond["reason"]) == ("True", "Provisioned")
+    assert cond["message"] == (f"ProvisioningRequest {NS}/{name} asks for 3 pods on new nodes: provisioned "
+                               f"(CapacityIsProvisioned: Capacity is found in the cluster); the group is released "
+                               f"once the new nodes are Ready")
+    (ev,) = w.reasons("Provisioned")
+    assert ev[0] == "Normal" and ev[3].startswith(f"ProvisioningRequest {NS}/{name} is provisioned")
+    assert w.requests_made("provisioned") == 1
+    assert w.metric("cogate_controller_provisioning_request_provisioned_seconds_sum") == 30.0
+    assert w.metric("cogate_controller_provisioning_request_provisioned_seconds_count") == 1
+
+    c.add_node("new-a", "4")
+    c.add_node("new-b", "4")
+    c.log.clear()
+    w.run(20.0)
+    assert all(not gated(w, m) for m in ("w-0", "w-1", "ps"))
+    targets = {m: pinned(c.pods[m]) for m in ("w-0", "w-1", "ps")}
+    assert set(targets.values()) <= {"new-a", "new-b"}
+    for m in ("w-0", "w-1", "ps"):
+        assert c.pods[m]["metadata"]["annotations"] == {provreq.CONSUME_ANNOTATION: name,
+                                                        provreq.CLASS_ANNOTATION: CLASS}
+    assert [e for e in c.log if e[0] == "pod"] and list(c.provreqs) == [name]  # stands until bound
+    assert len(w.reasons("Provisioned")) == 1
+
+    for m in ("w-0", "w-1"):
+        w.bind(m)
+    c.calls.clear()
+    w.run(1.0)  # 2 of 3 bound: the request still stands
+    assert c.calls == [] and list(c.provreqs) == [name]
+    w.bind("ps")
+    w.run(1.0)
+    assert c.calls == [("delete ProvisioningRequest", name)] + [("delete PodTemplate", t) for t in sorted(templates)]
+    assert c.provreqs == {} and c.templates == {}
+    cond = w.condition()
+    assert (cond["status"], cond["reason"]) == ("False", "Consumed")
+    assert cond["message"] == (f"released on the capacity of ProvisioningRequest {NS}/{name}; the request is "
+                               f"deleted now that 3 of 3 members are bound")
+    assert w.requests_made("consumed") == 1 and len(w.reasons("Provisioned")) == 1
+    c.calls.clear()
+    w.run(1.0)
+    assert c.calls == [] and w.requests_made("created") == 1
