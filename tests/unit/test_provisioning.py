@@ -28,6 +28,7 @@ from cogate.controller.informer import Caches, Informer, name_key, namespaced_ke
 from cogate.controller.inputs import group_object
 from cogate.controller.metrics import Metrics
 from cogate.controller.reconciler import Reconciler
+from cogate.controller.wakeups import WAKE_MARGIN
 from tests.builders import GATE, NS, ApiError, FakeCluster, raw_pg, raw_pod
 
 T0 = 1_704_067_300.0
@@ -389,3 +390,111 @@ def test_provisioned_nodes_take_the_release_with_the_consume_annotation_then_the
     c.calls.clear()
     w.run(1.0)
     assert c.calls == [] and w.requests_made("created") == 1
+
+
+# -- 3-5. the autoscaler's other answers ---------------------------------------------------------------
+
+
+def test_a_failed_request_is_deleted_said_why_and_asked_again_after_the_back_off_under_a_new_name():
+    w = gang_world()
+    w.run()
+    c = w.cluster
+    first = c.request["metadata"]["name"]
+    templates = sorted(c.templates)
+    c.answer(first, "Failed", reason="InvalidPodTemplate", message="pod template ps cannot be scheduled")
+    c.calls.clear()
+    w.run(10.0)
+    assert c.calls == [("delete ProvisioningRequest", first)] + [("delete PodTemplate", t) for t in templates]
+    assert c.provreqs == {} and c.templates == {}
+    cond = w.condition()
+    message = (f"ProvisioningRequest {NS}/{first} failed (InvalidPodTemplate: pod template ps cannot be "
+               f"scheduled); asking again in 60 s")
+    assert (cond["status"], cond["reason"], cond["message"]) == ("False", "Failed", message)
+    assert ("Warning", "ProvisioningFailed", "pg", message) in w.events
+    assert w.requests_made("failed") == 1
+    assert w.rec.memory.recall("pg-uid-pg").provisioning_until == T0 + 10 + provreq.BACKOFF_SECONDS
+
+    c.calls.clear()
+    w.run(59.0)  # 1 s before the back-off ends: nothing asked
+    assert c.calls == [] and c.provreqs == {}
+    assert w.condition()["reason"] == "Failed"
+    w.run(1.0)
+    (second,) = c.provreqs
+    assert second != first and second == provreq.request_name("pg", "pg-uid-pg", int((T0 + 70) * 1000))
+    assert c.calls[-1] == ("create ProvisioningRequest", second) and len(c.templates) == 2
+    assert (w.condition()["status"], w.condition()["reason"]) == ("True", "Requested")
+    assert w.requests_made("created") == 2
+
+
+def test_failures_in_a_row_double_the_back_off_and_the_pass_is_woken_for_its_end():
+    w = gang_world()
+    w.run()
+    c = w.cluster
+    wakes: list[float | None] = []
+    step = w.rec.provisioning.step
+    w.rec.provisioning.step = lambda *a: wakes.append(step(*a)) or wakes[-1]
+    c.answer(c.request["metadata"]["name"], "Failed", reason="Failed", message="no")
+    w.run(1.0)
+    w.run(30.0)
+    ends = T0 + 1 + provreq.BACKOFF_SECONDS
+    # the pass that deletes it and the one that waits: woken for the back-off's end
+    assert wakes == [pytest.approx(ends + WAKE_MARGIN, abs=1e-6)] * 2
+    w.run(ends - w.now)
+    assert len(c.provreqs) == 1
+    c.answer(c.request["metadata"]["name"], "Failed", reason="Failed", message="no")
+    w.run(1.0)
+    assert w.condition()["message"].endswith("asking again in 120 s")
+    assert w.rec.memory.recall("pg-uid-pg").provisioning_until == w.now + 120
+
+
+def test_a_booking_that_expired_before_the_release_is_deleted_and_asked_again_at_once():
+    w = gang_world()
+    w.run()
+    c = w.cluster
+    first = c.request["metadata"]["name"]
+    c.answer(first, "Provisioned", reason="CapacityIsProvisioned", message="ok")
+    w.run(5.0)
+    c.answer(first, "BookingExpired", reason="CapacityReservationTimeExpired", message="booking expired")
+    c.calls.clear()
+    w.run(600.0)
+    (second,) = c.provreqs
+    assert second != first
+    made = [e for e in c.calls if e[0].startswith("create")]
+    assert c.calls[:3] == [("delete ProvisioningRequest", first), ("delete PodTemplate", f"{first}-0"),
+                           ("delete PodTemplate", f"{first}-1")]
+    assert made == [("create PodTemplate", f"{second}-0"), ("create PodTemplate", f"{second}-1"),
+                    ("create ProvisioningRequest", second)]
+    assert sorted(c.templates) == [f"{second}-0", f"{second}-1"]
+    expired = [e for e in w.reasons("ProvisioningFailed")]
+    assert [e[0] for e in expired] == ["Warning"]
+    assert expired[0][3] == (f"ProvisioningRequest {NS}/{first}: the booking expired before the group was released "
+                             f"(CapacityReservationTimeExpired: booking expired); asking again")
+    assert w.requests_made("booking_expired") == 1 and w.requests_made("created") == 2
+    assert (w.condition()["status"], w.condition()["reason"]) == ("True", "Requested")
+    assert all(gated(w, m) for m in ("w-0", "w-1", "ps"))
+
+
+def test_capacity_not_found_leaves_the_request_standing_and_says_so():
+    w = gang_world()
+    w.run()
+    c = w.cluster
+    name = c.request["metadata"]["name"]
+    c.answer(name, "Provisioned", status="False", reason="CapacityIsNotFound",
+             message="Provisioning Request's pods cannot be scheduled in the cluster and cannot be provisioned")
+    c.calls.clear()
+    w.run(5.0)
+    w.run(300.0)
+    assert c.calls == [] and list(c.provreqs) == [name]
+    cond = w.condition()
+    assert (cond["status"], cond["reason"]) == ("True", "NotProvisioned")
+    assert cond["message"] == (f"ProvisioningRequest {NS}/{name} asks for 3 pods on new nodes: not provisioned "
+                               f"(CapacityIsNotFound: Provisioning Request's pods cannot be scheduled in the cluster "
+                               f"and cannot be provisioned); cluster-autoscaler tries again")
+    assert w.reasons("Provisioned") == [] and w.reasons("ProvisioningFailed") == []
+    # and when the autoscaler finds room later, it goes on as usual
+    c.answer(name, "Provisioned", reason="CapacityIsProvisioned", message="found")
+    c.add_node("new-a", "8")
+    w.run(5.0)
+    assert all(not gated(w, m) for m in ("w-0", "w-1", "ps"))
+    assert {pinned(c.pods[m]) for m in ("w-0", "w-1", "ps")} == {"new-a"}
+    assert c.pods["ps"]["metadata"]["annotations"][provreq.CONSUME_ANNOTATION] == name
