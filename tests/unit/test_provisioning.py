@@ -498,3 +498,163 @@ def test_capacity_not_found_leaves_the_request_standing_and_says_so():
     assert all(not gated(w, m) for m in ("w-0", "w-1", "ps"))
     assert {pinned(c.pods[m]) for m in ("w-0", "w-1", "ps")} == {"new-a"}
     assert c.pods["ps"]["metadata"]["annotations"][provreq.CONSUME_ANNOTATION] == name
+
+
+# -- 6. who asks, for how many ------------------------------------------------------------------------
+
+
+def test_a_group_that_fits_the_current_nodes_never_asks():
+    w = World([pod("m-0", group="pg"), pod("m-1", group="pg")], [raw_pg("pg", 2)])
+    w.run()
+    assert all(not gated(w, m) for m in ("m-0", "m-1"))
+    for m in ("m-0", "m-1"):
+        w.bind(m)
+    w.run(1.0)
+    assert w.cluster.calls == [] and w.cluster.provreqs == {} and w.cluster.templates == {}
+    assert w.condition() is None and w.reasons("ProvisioningRequested") == []
+    assert "annotations" not in w.cluster.pods["m-0"]["metadata"]
+
+
+def test_a_group_that_fits_part_asks_for_exactly_the_difference_and_is_released_across_old_and_new_nodes():
+    pods = [pod(f"m-{i}", group="pg") for i in range(3)]
+    w = World(pods, [raw_pg("pg", 3)])  # n1: 4 cpu, room for 2 of the 3 members
+    w.run()
+    c = w.cluster
+    req = c.request
+    name = req["metadata"]["name"]
+    assert req["spec"]["podSets"] == [{"podTemplateRef": {"name": f"{name}-0"}, "count": 1}]
+    assert list(c.templates) == [f"{name}-0"]
+    assert w.condition()["message"].startswith(f"ProvisioningRequest {NS}/{name} asks for 1 pod on new nodes")
+    c.answer(name, "Provisioned", reason="CapacityIsProvisioned", message="ok")
+    c.add_node("new-a", "2")
+    w.run(5.0)
+    targets = sorted(pinned(c.pods[m]) for m in ("m-0", "m-1", "m-2"))
+    assert targets == ["n1", "n1", "new-a"]
+
+
+def test_two_groups_short_of_room_never_count_the_same_room_the_higher_priority_is_planned_first():
+    old_low = [pod(f"lo-{i}", group="lo", priority=0) for i in range(3)]
+    new_high = [pod(f"hi-{i}", group="hi", priority=1000) for i in range(3)]
+    lo, hi = raw_pg("lo", 3), raw_pg("hi", 3)
+    hi["metadata"]["creationTimestamp"] = "2024-01-01T00:01:00Z"  # younger, but first by priority
+    w = World(old_low + new_high, [lo, hi])  # n1: 4 cpu: room for 2 members of one group
+    w.run()
+    c = w.cluster
+    by_group = {r["metadata"]["labels"][provreq.GROUP_LABEL]: r for r in c.provreqs.values()}
+    assert sorted(by_group) == ["hi", "lo"]
+    assert [ps["count"] for ps in by_group["hi"]["spec"]["podSets"]] == [1]
+    assert [ps["count"] for ps in by_group["lo"]["spec"]["podSets"]] == [3]  # n1's room is hi's
+    assert by_group["lo"]["metadata"]["ownerReferences"][0]["uid"] == "pg-uid-lo"
+    assert w.requests_made("created") == 2
+
+
+def test_a_group_that_fits_only_without_another_groups_reservation_asks_for_all_its_members():
+    high = [pod(f"hi-{i}", group="hi", priority=1000) for i in range(2)]
+    low = [pod(f"lo-{i}", group="lo", priority=0) for i in range(2)]
+    w = World(high + low, [raw_pg("hi", 2), raw_pg("lo", 2)])  # n1: 4 cpu: one group's room
+    w.run()
+    c = w.cluster
+    assert all(not gated(w, m) for m in ("hi-0", "hi-1")) and all(gated(w, m) for m in ("lo-0", "lo-1"))
+    assert w.condition("lo", "Preempting")["reason"] == "NoLowerPriorityPods"  # hi's members are no victims
+    req = c.request
+    assert req["metadata"]["labels"][provreq.GROUP_LABEL] == "lo"
+    assert [ps["count"] for ps in req["spec"]["podSets"]] == [2]  # hi's reservation is not counted as free
+    assert w.condition("hi") is None
+
+
+# -- 7. room found another way --------------------------------------------------------------------------
+
+
+def test_a_group_released_on_room_freed_meanwhile_goes_without_the_annotation_and_the_request_is_deleted():
+    pods = [pod("big", cpu="4", node="n1", priority=5000), pod("m-0", group="pg", priority=1000),
+            pod("m-1", group="pg", priority=1000)]
+    w = World(pods, [raw_pg("pg", 2)])
+    w.run()
+    c = w.cluster
+    assert w.condition(type_="Preempting")["reason"] == "NoLowerPriorityPods"  # preemption first: it cannot help
+    name = c.request["metadata"]["name"]
+    c.answer(name, "Accepted", reason="Accepted")
+    w.run(5.0)
+    del c.pods["big"]  # room frees on its own
+    c.calls.clear()
+    w.run(5.0)
+    assert [pinned(c.pods[m]) for m in ("m-0", "m-1")] == ["n1", "n1"]
+    assert all("annotations" not in c.pods[m]["metadata"] for m in ("m-0", "m-1"))
+    assert c.calls == [("delete ProvisioningRequest", name), ("delete PodTemplate", f"{name}-0")]
+    cond = w.condition()
+    assert (cond["status"], cond["reason"]) == ("False", "NotNeeded")
+    assert cond["message"] == (f"released without the capacity of ProvisioningRequest {NS}/{name} (Accepted); the "
+                               f"request is deleted")
+    assert w.requests_made("not_needed") == 1 and w.requests_made("consumed") == 0
+
+
+def test_a_group_that_stops_waiting_for_room_has_its_request_deleted():
+    w = gang_world()
+    w.run()
+    c = w.cluster
+    name = c.request["metadata"]["name"]
+    del c.pods["ps"]  # fewer members than minMember now: it waits for members, new nodes do not help
+    c.calls.clear()
+    w.run(5.0)
+    assert c.calls == [("delete ProvisioningRequest", name), ("delete PodTemplate", f"{name}-0"),
+                       ("delete PodTemplate", f"{name}-1")]
+    cond = w.condition()
+    assert (cond["status"], cond["reason"]) == ("False", "NotNeeded")
+    assert cond["message"].startswith(f"ProvisioningRequest {NS}/{name} deleted: the group no longer waits for room")
+    c.calls.clear()
+    w.run(5.0)
+    assert c.calls == []
+
+
+# -- 8. the group deleted, opted out, provisioning off ------------------------------------------------------
+
+
+def test_the_podgroup_deleted_takes_its_request_and_templates():
+    w = gang_world()
+    w.run()
+    c = w.cluster
+    name = c.request["metadata"]["name"]
+    del c.pgs["pg"]
+    c.calls.clear()
+    w.run(1.0)
+    assert [e for e in c.calls if "Pod" not in e[0] or "Template" in e[0]] == [
+        ("delete ProvisioningRequest", name), ("delete PodTemplate", f"{name}-0"), ("delete PodTemplate", f"{name}-1")]
+    assert c.provreqs == {} and c.templates == {}
+
+
+def test_a_request_of_an_earlier_podgroup_of_the_same_name_is_deleted_and_the_new_one_asks():
+    w = gang_world()
+    w.run()
+    c = w.cluster
+    old = c.request["metadata"]["name"]
+    c.pgs["pg"]["metadata"]["uid"] = "pg-uid-pg-2"  # deleted and created again before the garbage collector ran
+    c.calls.clear()
+    w.run(1.0)
+    assert c.calls[0] == ("delete ProvisioningRequest", old)
+    (new,) = c.provreqs
+    assert new != old and c.request["metadata"]["ownerReferences"][0]["uid"] == "pg-uid-pg-2"
+
+
+def test_an_opted_out_group_never_asks_and_says_so():
+    pg = raw_pg("pg", 3)
+    pg["metadata"]["annotations"] = {provreq.OPT_OUT_ANNOTATION: "False"}
+    w = World([pod("w-0", group="pg"), pod("w-1", group="pg"), pod("ps", cpu="3", group="pg")], [pg],
+              nodes=(node("n1", "1"),))
+    w.run()
+    w.run(600.0)
+    assert w.cluster.calls == [] and w.cluster.provreqs == {}
+    cond = w.condition()
+    assert (cond["status"], cond["reason"]) == ("False", "OptedOut")
+    assert cond["message"] == 'the PodGroup says cogate.dev/provisioning: "false": cogate asks no nodes for it'
+    assert w.requests_made("created") == 0
+
+
+@pytest.mark.parametrize("kw", [{"provisioning_class": ""}, {"provreqs_cache": False}], ids=["class-empty", "no-cache"])
+def test_with_provisioning_off_nothing_is_asked_and_no_condition_is_written(kw):
+    w = gang_world(**kw)
+    w.run()
+    w.run(600.0)
+    assert w.cluster.calls == [] and w.cluster.provreqs == {} and w.cluster.templates == {}
+    assert w.condition() is None
+    assert w.condition(type_="FitsCluster")["reason"] == "ExceedsClusterCapacity"
+    assert w.reasons("ProvisioningRequested") == []
