@@ -68,7 +68,8 @@ class ProvCluster(FakeCluster):
         self.templates: dict[str, dict] = {}
         self.provreqs: dict[str, dict] = {}
         self.calls: list[tuple[str, str]] = []
-        self.create_errors: dict[str, list[Exception]] = {"PodTemplate": [], provreq.KIND: []}
+        #: Scripted answers to creates, by kind, in order: an exception to raise, or None to succeed.
+        self.create_errors: dict[str, list[Exception | None]] = {"PodTemplate": [], provreq.KIND: []}
         self.clock = clock
         self.uids = 0
 
@@ -80,11 +81,17 @@ class ProvCluster(FakeCluster):
         obj["metadata"]["creationTimestamp"] = iso(self.clock())
         return obj
 
+    def _fail(self, kind: str) -> None:
+        """The next scripted answer to a create of ``kind``: an error to raise, or None (it succeeds)."""
+        if self.create_errors[kind]:
+            error = self.create_errors[kind].pop(0)
+            if error is not None:
+                raise error
+
     # CoreV1Api: PodTemplates
     def create_namespaced_pod_template(self, namespace, body, **_):
         assert body["metadata"]["namespace"] == namespace
-        if self.create_errors["PodTemplate"]:
-            raise self.create_errors["PodTemplate"].pop(0)
+        self._fail("PodTemplate")
         name = body["metadata"]["name"]
         if name in self.templates:
             raise BodyError(409, f'podtemplates "{name}" already exists')
@@ -102,8 +109,7 @@ class ProvCluster(FakeCluster):
     def create_namespaced_custom_object(self, group, version, namespace, plural, body, **_):
         assert (group, version, plural) == (provreq.GROUP, provreq.VERSION, provreq.PLURAL)
         assert body["metadata"]["namespace"] == namespace
-        if self.create_errors[provreq.KIND]:
-            raise self.create_errors[provreq.KIND].pop(0)
+        self._fail(provreq.KIND)
         name = body["metadata"]["name"]
         if name in self.provreqs:
             raise BodyError(409, f'provisioningrequests "{name}" already exists')
@@ -658,3 +664,124 @@ def test_with_provisioning_off_nothing_is_asked_and_no_condition_is_written(kw):
     assert w.condition() is None
     assert w.condition(type_="FitsCluster")["reason"] == "ExceedsClusterCapacity"
     assert w.reasons("ProvisioningRequested") == []
+
+
+# -- 9. preemption first, then nodes ----------------------------------------------------------------------
+
+
+def test_with_lower_priority_victims_preemption_acts_and_nothing_is_asked():
+    pods = [pod("low-a", node="n1", priority=100), pod("low-b", node="n1", priority=100),
+            pod("m-0", group="pg", priority=1000), pod("m-1", group="pg", priority=1000)]
+    w = World(pods, [raw_pg("pg", 2)])
+    w.run()
+    c = w.cluster
+    assert sorted(c.deleted) == ["low-a", "low-b"]
+    assert (w.condition(type_="Preempting")["status"], w.condition(type_="Preempting")["reason"]) == \
+        ("True", "Preempting")
+    assert c.provreqs == {} and c.templates == {} and w.condition() is None
+    w.run(1.0)  # the victims are gone: released on their room
+    assert [pinned(c.pods[m]) for m in ("m-0", "m-1")] == ["n1", "n1"]
+    assert c.provreqs == {} and w.requests_made("created") == 0 and w.condition() is None
+
+
+def test_without_a_lower_priority_pod_nodes_are_asked_for_in_the_same_pass():
+    pods = [pod("eq-a", node="n1", priority=1000), pod("eq-b", node="n1", priority=1000),
+            pod("m-0", group="pg", priority=1000), pod("m-1", group="pg", priority=1000)]
+    w = World(pods, [raw_pg("pg", 2)])
+    w.run()
+    c = w.cluster
+    assert c.deleted == [] and w.condition(type_="Preempting")["reason"] == "NoLowerPriorityPods"
+    assert [ps["count"] for ps in c.request["spec"]["podSets"]] == [2]
+    assert w.condition()["reason"] == "Requested"
+
+
+def test_with_preemption_off_an_insufficient_capacity_group_asks_at_once():
+    pods = [pod("low-a", node="n1", priority=100), pod("low-b", node="n1", priority=100),
+            pod("m-0", group="pg", priority=1000), pod("m-1", group="pg", priority=1000)]
+    w = World(pods, [raw_pg("pg", 2)], preemption=False)
+    w.run()
+    assert w.cluster.deleted == [] and w.condition(type_="Preempting") is None
+    assert [ps["count"] for ps in w.cluster.request["spec"]["podSets"]] == [2]
+
+
+# -- 10. creating fails ---------------------------------------------------------------------------------------
+
+
+def test_a_request_the_api_server_refuses_leaves_no_template_and_backs_off():
+    w = gang_world()
+    c = w.cluster
+    c.create_errors[provreq.KIND].append(BodyError(404, NOT_FOUND_MESSAGE))  # the CRD is not installed
+    w.run()
+    name = provreq.request_name("pg", "pg-uid-pg", int(T0 * 1000))
+    assert c.calls == [("create PodTemplate", f"{name}-0"), ("create PodTemplate", f"{name}-1"),
+                       ("delete PodTemplate", f"{name}-0"), ("delete PodTemplate", f"{name}-1")]
+    assert c.provreqs == {} and c.templates == {}
+    cond = w.condition()
+    message = f"creating ProvisioningRequest {NS}/{name} failed: {NOT_FOUND_MESSAGE}; asking again in 60 s"
+    assert (cond["status"], cond["reason"], cond["message"]) == ("False", "CreateFailed", message)
+    assert ("Warning", "ProvisioningFailed", "pg", message) in w.events
+    assert w.requests_made("create_failed") == 1 and w.requests_made("created") == 0
+    c.calls.clear()
+    w.run(30.0)
+    assert c.calls == []
+    w.run(30.0)
+    assert len(c.provreqs) == 1 and len(c.templates) == 2 and w.condition()["reason"] == "Requested"
+
+
+def test_a_template_the_api_server_refuses_undoes_the_ones_made():
+    w = gang_world()
+    c = w.cluster
+    c.create_errors["PodTemplate"] += [None, BodyError(403, 'podtemplates is forbidden: User "cogate" cannot '
+                                                            'create resource "podtemplates"')]
+    w.run()
+    name = provreq.request_name("pg", "pg-uid-pg", int(T0 * 1000))
+    assert c.calls == [("create PodTemplate", f"{name}-0"), ("delete PodTemplate", f"{name}-0")]
+    assert c.templates == {} and c.provreqs == {}
+    cond = w.condition()
+    assert (cond["status"], cond["reason"]) == ("False", "CreateFailed")
+    assert cond["message"] == (f'creating PodTemplate {NS}/{name}-1 failed: podtemplates is forbidden: User "cogate" '
+                               f'cannot create resource "podtemplates"; asking again in 60 s')
+
+
+# -- 11. odd objects -----------------------------------------------------------------------------------------------
+
+
+def bad_request(name: str, **spec_or_status: Any) -> dict[str, Any]:
+    raw = {"apiVersion": provreq.API_VERSION, "kind": provreq.KIND,
+           "metadata": {"name": name, "namespace": NS, "uid": "uid-" + name, "resourceVersion": "5",
+                        "labels": {provreq.GROUP_LABEL: "pg"},
+                        "ownerReferences": [{"kind": "PodGroup", "name": "pg", "uid": "pg-uid-pg"}]},
+           "spec": {"provisioningClassName": CLASS, "podSets": [{"podTemplateRef": {"name": "t"}, "count": 1}]}}
+    raw.update(spec_or_status)
+    return raw
+
+
+@pytest.mark.parametrize("raw", [
+    bad_request("counts", spec={"podSets": [{"podTemplateRef": {"name": "t"}, "count": "two"}]}),
+    bad_request("podsets", spec={"podSets": 7}),
+    bad_request("conditions", status={"conditions": [{"status": "True"}]}),
+    bad_request("status", status={"conditions": {"type": "Failed", "status": "True"}}),
+    bad_request("owners", metadata={"name": "owners", "namespace": NS, "uid": "u", "ownerReferences": 3,
+                                    "labels": {provreq.GROUP_LABEL: "pg"}}),
+], ids=lambda r: r["metadata"]["name"])
+def test_an_invalid_request_is_reported_by_the_informer_and_the_pass_goes_on(raw):
+    w = gang_world()
+    w.cluster.provreqs[raw["metadata"]["name"]] = raw
+    w.run()
+    assert {n for n, _ in w.invalid} == {raw["metadata"]["name"]}
+    mine = [r for n, r in w.cluster.provreqs.items() if n != raw["metadata"]["name"]]
+    assert len(mine) == 1 and w.condition()["reason"] == "Requested"  # the group asked as usual
+    w.run(1.0)
+    assert len(w.cluster.provreqs) == 2
+
+
+def test_a_request_naming_templates_that_do_not_exist_is_judged_like_any_other():
+    w = gang_world()
+    raw = bad_request("foreign")
+    raw["metadata"]["creationTimestamp"] = iso(T0 + 100)  # newer than the group's own: it stands
+    raw["status"] = {"conditions": [{"type": "Failed", "status": "True", "reason": "Weird", "message": "?",
+                                     "lastTransitionTime": 12}]}
+    w.cluster.provreqs["foreign"] = raw
+    w.run()
+    assert "foreign" not in w.cluster.provreqs  # failed: deleted (its template was never there)
+    assert w.condition()["reason"] == "Failed"
