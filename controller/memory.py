@@ -119,6 +119,9 @@ class GroupMemory:
     #: Name of the request whose ``Provisioned=True`` this process has announced (one event, one
     #: observation of the time to provisioned).
     provisioning_seen: str = ""
+    #: Name of the request whose end (consumed, not needed, failed, expired) this process has
+    #: counted: while its delete fails it is deleted again in later passes, not counted again.
+    provisioning_ended: str = ""
 
 
 class Memories:

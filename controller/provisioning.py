@@ -153,14 +153,18 @@ class Provisioning:
 
     def _judge(self, g: GroupObject, r: GroupRequest, v: GroupVerdict | None, memory: GroupMemory,
                info: provreq.RequestInfo, now: float) -> bool:
-        """Act on the standing request ``info`` of group ``g``; True while it stands."""
+        """Act on the standing request ``info`` of group ``g``; True while it stands. A request whose
+        end was counted already (its delete failed) is deleted again, and nothing more."""
+        if info.name == memory.provisioning_ended:
+            self._delete(info)
+            return False
         a = provreq.state(info)
         ref = f"ProvisioningRequest {info.namespace}/{info.name}"
         ms = classify(r, self.config.gate_name)
         released = r.released or (v is not None and Outcome(v.outcome).releases)
         if len(ms.bound) >= r.min_member or (released and a.state is not provreq.State.PROVISIONED):
             used = a.state is provreq.State.PROVISIONED
-            self._delete(info)
+            self._end(info, memory)
             self.metrics.provisioning_requests.labels("consumed" if used else "not_needed").inc()
             memory.provisioning_failures = 0
             memory.provisioning_note = (
@@ -170,7 +174,7 @@ class Provisioning:
                                     f"the request is deleted"))
             return False
         if a.state is provreq.State.FAILED:
-            self._delete(info)
+            self._end(info, memory)
             memory.provisioning_failures += 1
             wait = provreq.backoff_seconds(memory.provisioning_failures)
             memory.provisioning_until = now + wait
@@ -180,14 +184,14 @@ class Provisioning:
             self.events.record(g.ref, notices.provisioning_failed(memory.provisioning_note[1]))
             return False
         if a.state is provreq.State.BOOKING_EXPIRED:
-            self._delete(info)
+            self._end(info, memory)
             memory.provisioning_note = (REASON_BOOKING_EXPIRED, f"{ref}: the booking expired before the group "
                                                                 f"was released ({_answer_text(a)}); asking again")
             self.metrics.provisioning_requests.labels("booking_expired").inc()
             self.events.record(g.ref, notices.provisioning_failed(memory.provisioning_note[1]))
             return False
         if not released and (v is None or Outcome(v.outcome) not in SHORT_OF_ROOM):
-            self._delete(info)  # the group waits for something new nodes do not give (members, a scheduler)
+            self._end(info, memory)  # the group waits for something new nodes do not give (members, a scheduler)
             memory.provisioning_note = (REASON_NOT_NEEDED, f"{ref} deleted: the group no longer waits for room "
                                                            f"({v.outcome if v is not None else 'no verdict'})")
             self.metrics.provisioning_requests.labels("not_needed").inc()
@@ -314,6 +318,11 @@ class Provisioning:
         for t, _ in templates:
             self.writer.delete_object("PodTemplate", namespace, t)
 
+    def _end(self, info: provreq.RequestInfo, memory: GroupMemory) -> None:
+        """Delete a request that has ended for its group, remembered as counted (:meth:`_judge`)."""
+        memory.provisioning_ended = info.name
+        self._delete(info)
+
     def _delete(self, info: provreq.RequestInfo) -> None:
         """Delete a request (uid precondition) and its PodTemplates."""
         result = self.writer.delete_object(provreq.KIND, info.namespace, info.name, info.uid)
@@ -333,10 +342,12 @@ class Provisioning:
             return {}
         return {provreq.CONSUME_ANNOTATION: info.name, provreq.CLASS_ANNOTATION: info.class_name}
 
-    def _standing(self, g: GroupObject) -> provreq.RequestInfo | None:
+    def _standing(self, g: GroupObject, ended: str = "") -> provreq.RequestInfo | None:
+        """The group's newest request, but ``ended`` (one whose end was counted, its delete failed)."""
         assert self.caches.provreqs is not None
         mine = [i for i in self.caches.provreqs.snapshot()
-                if (i.namespace, i.group) == g.key and not i.deleting and (not i.owner or i.owner == g.uid)]
+                if (i.namespace, i.group) == g.key and not i.deleting and (not i.owner or i.owner == g.uid)
+                and i.name != ended]
         return max(mine, key=lambda i: (i.created, i.name)) if mine else None
 
     def conditions(self, status: PodGroupStatus, g: GroupObject, memory: GroupMemory, now: float) -> PodGroupStatus:
@@ -346,7 +357,7 @@ class Provisioning:
         never asked."""
         if not self.enabled:
             return status
-        info = self._standing(g)
+        info = self._standing(g, ended=memory.provisioning_ended)
         reason, message, active = "", "", False
         if info is not None:
             a = provreq.state(info)

@@ -70,6 +70,8 @@ class ProvCluster(FakeCluster):
         self.calls: list[tuple[str, str]] = []
         #: Scripted answers to creates, by kind, in order: an exception to raise, or None to succeed.
         self.create_errors: dict[str, list[Exception | None]] = {"PodTemplate": [], provreq.KIND: []}
+        #: Scripted errors of deletes of ProvisioningRequests, in order.
+        self.delete_errors: list[Exception] = []
         self.clock = clock
         self.uids = 0
 
@@ -121,6 +123,8 @@ class ProvCluster(FakeCluster):
 
     def delete_namespaced_custom_object(self, group, version, namespace, plural, name, body=None, **_):
         assert (group, version, plural) == (provreq.GROUP, provreq.VERSION, provreq.PLURAL)
+        if self.delete_errors:
+            raise self.delete_errors.pop(0)
         if name not in self.provreqs:
             raise ApiError(404)
         uid = ((body or {}).get("preconditions") or {}).get("uid")
@@ -785,3 +789,38 @@ def test_a_request_naming_templates_that_do_not_exist_is_judged_like_any_other()
     w.run()
     assert "foreign" not in w.cluster.provreqs  # failed: deleted (its template was never there)
     assert w.condition()["reason"] == "Failed"
+
+
+# -- a delete that fails ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("end", ["Failed", "BookingExpired", "Consumed"])
+def test_a_request_whose_delete_fails_is_deleted_in_a_later_pass_and_its_end_counted_once(end):
+    w = gang_world()
+    w.run()
+    c = w.cluster
+    name = c.request["metadata"]["name"]
+    if end == "Consumed":
+        c.answer(name, "Provisioned", reason="CapacityIsProvisioned", message="ok")
+        c.add_node("new-a", "8")
+        w.run(1.0)
+        for m in ("w-0", "w-1", "ps"):
+            w.bind(m)
+    else:
+        c.answer(name, end, reason=end, message="no")
+    c.delete_errors.append(BodyError(500, "etcdserver: request timed out"))
+    w.run(1.0)
+    assert name in c.provreqs  # the delete failed
+    cond = w.condition()
+    assert cond["reason"] == {"Failed": "Failed", "BookingExpired": "Requested", "Consumed": "Consumed"}[end]
+    w.run(1.0)
+    assert name not in c.provreqs  # deleted in the next pass
+    assert sorted(c.templates) == sorted(t for r in c.provreqs.values() for t, _ in
+                                         provreq.request_info(r).templates)
+    assert len(c.provreqs) == (1 if end == "BookingExpired" else 0)  # asked again at once after an expiry
+    assert w.condition() == cond  # the same end, said once
+    assert w.requests_made({"Failed": "failed", "BookingExpired": "booking_expired", "Consumed": "consumed"}[end]) == 1
+    assert len(w.reasons("ProvisioningFailed")) == (0 if end == "Consumed" else 1)
+    if end == "Failed":
+        memory = w.rec.memory.recall("pg-uid-pg")
+        assert memory.provisioning_failures == 1 and memory.provisioning_until == T0 + 1 + provreq.BACKOFF_SECONDS
