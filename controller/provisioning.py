@@ -60,11 +60,6 @@ from cogate.models import PodGroupStatus
 
 log = logging.getLogger(__name__)
 
-#: Verdicts that say the current nodes cannot hold minMember: short of room, too small, or no
-#: node the members' own constraints admit (``Unschedulable``: e.g. a nodeSelector on a node group
-#: scaled to zero; cluster-autoscaler judges whether a new node would admit them). A group the
-#: planner holds whatever the room (``explanations.held_reason``) never asks.
-SHORT_OF_ROOM = (Outcome.INSUFFICIENT_CAPACITY, Outcome.EXCEEDS_CLUSTER_CAPACITY, Outcome.UNSCHEDULABLE)
 #: Notes of the preemption room that say no victim can make room (then new nodes may).
 NO_VICTIM_HELPS = frozenset({PreemptionReason.NO_LOWER_PRIORITY_PODS.value,
                              PreemptionReason.DOES_NOT_FIT_EVEN_WITH_PREEMPTION.value,
@@ -190,10 +185,16 @@ class Provisioning:
             self.metrics.provisioning_requests.labels("booking_expired").inc()
             self.events.record(g.ref, notices.provisioning_failed(memory.provisioning_note[1]))
             return False
-        if not released and (v is None or Outcome(v.outcome) not in SHORT_OF_ROOM):
+        held = held_reason(ms.gated, self.config.planner_config)
+        if not released and (v is None or not provreq.wants_nodes(v.outcome, r) or held):
             self._end(info, memory)  # the group waits for something new nodes do not give (members, a scheduler)
+            why = held or (v.outcome if v is not None else "no verdict")
             memory.provisioning_note = (REASON_NOT_NEEDED, f"{ref} deleted: the group no longer waits for room "
-                                                           f"({v.outcome if v is not None else 'no verdict'})")
+                                                           f"({why})")
+            self.metrics.provisioning_requests.labels("not_needed").inc()
+            return False
+        if not released and provreq.opted_out(g.pg.metadata.annotations):
+            self._end(info, memory)  # opted out after asking: withdrawn (:meth:`_may_ask` says so)
             self.metrics.provisioning_requests.labels("not_needed").inc()
             return False
         if a.state is provreq.State.PROVISIONED and memory.provisioning_seen != info.name:
@@ -208,7 +209,7 @@ class Provisioning:
     def _may_ask(self, g: GroupObject, r: GroupRequest, v: GroupVerdict | None, memory: GroupMemory,
                  now: float) -> bool:
         """Module doc of :mod:`cogate.controller.provreq`, rule 1 (the back-off aside)."""
-        if v is None or r.released or Outcome(v.outcome) not in SHORT_OF_ROOM:
+        if v is None or r.released or not provreq.wants_nodes(v.outcome, r):
             return False
         if provreq.opted_out(g.pg.metadata.annotations):
             memory.provisioning_note = (REASON_OPTED_OUT, f"the PodGroup says {provreq.OPT_OUT_ANNOTATION}: "
@@ -230,7 +231,7 @@ class Provisioning:
                  verdicts: Mapping[tuple[str, str], GroupVerdict], memories: Memories,
                  reservations: Sequence[Reservation], held: Sequence[Promise], now: float) -> None:
         """The shortfalls of the asking groups (standing ones counted), then one request each."""
-        planned = [k for k, v in verdicts.items() if k in requests and Outcome(v.outcome) in SHORT_OF_ROOM
+        planned = [k for k, v in verdicts.items() if k in requests and provreq.wants_nodes(v.outcome, requests[k])
                    and (k in standing or k in asking)]
         planned.sort(key=lambda k: order_key(requests[k]))
         wants = set(asking)

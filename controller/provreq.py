@@ -12,10 +12,11 @@ one of them fits the nodes it would add (cluster-autoscaler
 :mod:`cogate.controller.provisioning`; the rules are here (docs/semantics.md, "Cluster
 autoscaler"):
 
-1. **Who asks.** A group that is not released and whose verdict is ``InsufficientCapacity``,
-   ``ExceedsClusterCapacity`` or ``Unschedulable`` (the current nodes cannot hold minMember: short
-   of room, too small, or none its members' own constraints admit, e.g. a nodeSelector on a node
-   group scaled to zero: cluster-autoscaler judges whether a new node would), whose PodGroup does not
+1. **Who asks.** A group that is not released and whose verdict says new nodes may place it
+   (:func:`wants_nodes`: ``InsufficientCapacity`` or ``ExceedsClusterCapacity``, the current nodes
+   cannot hold minMember: short of room, or too small; or ``Unschedulable`` because no current node
+   admits members by their own node constraints, e.g. a nodeSelector on a node group scaled to
+   zero: cluster-autoscaler judges whether a new node would), whose PodGroup does not
    carry ``cogate.dev/provisioning: "false"``, that the planner does not hold whatever the room
    (``explanations.held_reason``), and for which preemption cannot make room (the preemption
    room's note says no victim helps, or preemption is off): kube-scheduler preempts before
@@ -60,11 +61,11 @@ from cogate.controller.filters import spec_key
 from cogate.controller.planner import classify, members_anti, members_spread
 from cogate.controller.planstate import BoundView
 from cogate.controller.records import HOSTNAME_LABEL, InvalidObject, NodeInfo, PodInfo, Promise, parse_time
-from cogate.controller.verdicts import GroupRequest
+from cogate.controller.verdicts import GroupRequest, Outcome
 
 __all__ = ["GROUP", "VERSION", "PLURAL", "KIND", "API_VERSION", "CONSUME_ANNOTATION", "CLASS_ANNOTATION",
            "ATOMIC_CLASS", "CHECK_CAPACITY_CLASS", "KNOWN_CLASSES", "OPT_OUT_ANNOTATION", "GROUP_LABEL", "MANAGED_BY", "State", "RequestInfo", "Answer",
-           "request_info", "state", "opted_out", "shortfalls", "shapes", "exclude_nodes", "template_body",
+           "request_info", "state", "opted_out", "wants_nodes", "shortfalls", "shapes", "exclude_nodes", "template_body",
            "request_body", "request_name", "BACKOFF_SECONDS", "MAX_BACKOFF_SECONDS", "backoff_seconds"]
 
 GROUP = "autoscaling.x-k8s.io"
@@ -228,6 +229,24 @@ def state(info: RequestInfo) -> Answer:
 def opted_out(annotations: Mapping[str, str] | None) -> bool:
     """The PodGroup says ``cogate.dev/provisioning: "false"`` (any case): never ask for it."""
     return str((annotations or {}).get(OPT_OUT_ANNOTATION, "")).strip().lower() == "false"
+
+
+def wants_nodes(outcome: str, group: GroupRequest) -> bool:
+    """Whether new nodes may let ``group`` place minMember, by the planner's verdict ``outcome``
+    (module doc, rule 1): ``InsufficientCapacity`` and ``ExceedsClusterCapacity`` (the current
+    nodes lack room); ``Unschedulable`` when members fit no current node by their own node
+    constraints (nodeSelector, required node affinity, tolerations, their volumes' node affinity:
+    ``planner`` ``_never_fits``, issue 21 item 9): a node group may add nodes that match them, as
+    cluster-autoscaler scales up for such pods (a gang for a node pool at zero nodes while other
+    pools have nodes). Not for the other ``Unschedulable`` verdicts: an invalid minMember, or a
+    member with required pod affinity (cogate meets it only with bound pods; new nodes do not).
+    Members held whatever the room (``explanations.held_reason``) are the caller's to check."""
+    o = Outcome(outcome)
+    if o in (Outcome.INSUFFICIENT_CAPACITY, Outcome.EXCEEDS_CLUSTER_CAPACITY):
+        return True
+    if o is not Outcome.UNSCHEDULABLE or group.min_member < 1:
+        return False
+    return not any(m.required_pod_affinity for m in group.members if not m.bound)
 
 
 # -- how many, of which shape ---------------------------------------------------------------------

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from cogate import api
-from cogate.controller import provreq, records
+from cogate.controller import planner, provreq, records
 from cogate.controller.config import ReconcilerConfig
 from cogate.controller.events import EventRecorder
 from cogate.controller.informer import Caches, Informer, name_key, namespaced_key, uid_key
@@ -188,7 +188,7 @@ class World:
     :class:`ProvCluster`; :meth:`run` relists the informers from the fake first, then runs one pass."""
 
     def __init__(self, pods, pgs, *, nodes=(node("n1", "4"),), provisioning_class=CLASS, preemption=True,
-                 provreqs_cache=True) -> None:
+                 provreqs_cache=True, decide=None) -> None:
         self.now = T0
         self.cluster = c = ProvCluster(pods, pgs, list(nodes), lambda: self.now)
         self.events: list[tuple[str, str, str, str]] = []
@@ -219,7 +219,7 @@ class World:
                               ReconcilerConfig(provisioning_class=provisioning_class, preemption=preemption,
                                                max_patch_attempts=2),
                               recorder=self.recorder, metrics=self.metrics, clock=lambda: self.now,
-                              monotonic=lambda: self.now, sleep=lambda s: None)
+                              monotonic=lambda: self.now, sleep=lambda s: None, decide=decide)
         self.caches.members.add_handler(self.rec.on_member_event)  # as controller/main.py does
 
     def relist(self) -> None:
@@ -282,8 +282,9 @@ def gang_world(**kw) -> World:
 # -- 1. asking -------------------------------------------------------------------------------------
 
 
-def test_a_gang_short_of_nodes_gets_one_template_per_shape_and_one_request_for_exactly_its_members():
-    w = gang_world()
+@pytest.mark.parametrize("decide", [None, planner.decide], ids=["planning-state", "from-scratch"])
+def test_a_gang_short_of_nodes_gets_one_template_per_shape_and_one_request_for_exactly_its_members(decide):
+    w = gang_world(decide=decide)
     w.run()
     c = w.cluster
     (name,) = c.provreqs
@@ -525,9 +526,10 @@ def test_a_group_that_fits_the_current_nodes_never_asks():
     assert "annotations" not in w.cluster.pods["m-0"]["metadata"]
 
 
-def test_a_group_that_fits_part_asks_for_exactly_the_difference_and_is_released_across_old_and_new_nodes():
+@pytest.mark.parametrize("decide", [None, planner.decide], ids=["planning-state", "from-scratch"])
+def test_a_group_that_fits_part_asks_for_exactly_the_difference_and_is_released_across_old_and_new_nodes(decide):
     pods = [pod(f"m-{i}", group="pg") for i in range(3)]
-    w = World(pods, [raw_pg("pg", 3)])  # n1: 4 cpu, room for 2 of the 3 members
+    w = World(pods, [raw_pg("pg", 3)], decide=decide)  # n1: 4 cpu, room for 2 of the 3 members
     w.run()
     c = w.cluster
     req = c.request
@@ -570,6 +572,60 @@ def test_a_group_that_fits_only_without_another_groups_reservation_asks_for_all_
     assert req["metadata"]["labels"][provreq.GROUP_LABEL] == "lo"
     assert [ps["count"] for ps in req["spec"]["podSets"]] == [2]  # hi's reservation is not counted as free
     assert w.condition("hi") is None
+
+
+def test_an_empty_cluster_asks_for_every_member_and_the_templates_keep_their_node_selector():
+    pods = [pod(f"m-{i}", group="pg") for i in range(2)]
+    for p in pods:
+        p["spec"]["nodeSelector"] = {"cogate.dev/node-group": "autoscaled"}
+    w = World(pods, [raw_pg("pg", 2)], nodes=())  # a node group scaled to zero
+    w.run()
+    c = w.cluster
+    assert [ps["count"] for ps in c.request["spec"]["podSets"]] == [2]
+    (t,) = c.templates.values()
+    assert t["template"]["spec"]["nodeSelector"] == {"cogate.dev/node-group": "autoscaled"}
+    assert "affinity" not in t["template"]["spec"] or not t["template"]["spec"]["affinity"]  # no node to exclude
+    c.answer(c.request["metadata"]["name"], "Provisioned", reason="CapacityIsProvisioned", message="ok")
+    c.add_node("new-a", "8")
+    c.nodes["new-a"]["metadata"]["labels"]["cogate.dev/node-group"] = "autoscaled"
+    w.run(30.0)
+    assert [pinned(c.pods[m]) for m in ("m-0", "m-1")] == ["new-a", "new-a"]
+
+
+def test_members_for_a_node_group_at_zero_nodes_beside_other_nodes_ask_for_all_of_them():
+    pods = [pod(f"m-{i}", group="pg") for i in range(2)]
+    for p in pods:
+        p["spec"]["nodeSelector"] = {"cogate.dev/node-group": "autoscaled"}
+    w = World(pods, [raw_pg("pg", 2)], nodes=(node("control-plane", "64"),))
+    w.run()
+    c = w.cluster
+    assert w.condition(type_="Released")["reason"] == "Unschedulable"  # by their own constraints, not capacity
+    assert [ps["count"] for ps in c.request["spec"]["podSets"]] == [2]
+    (t,) = c.templates.values()
+    assert t["template"]["spec"]["nodeSelector"] == {"cogate.dev/node-group": "autoscaled"}
+    assert excluded(t) == [{"matchExpressions": [{"key": HOSTNAME, "operator": "NotIn", "values": ["control-plane"]}]}]
+    name = c.request["metadata"]["name"]
+    c.calls.clear()
+    w.run(5.0)  # the request stands while the verdict stays Unschedulable
+    assert c.calls == [] and w.condition()["reason"] == "Requested"
+    c.answer(name, "Provisioned", reason="CapacityIsProvisioned", message="ok")
+    c.add_node("new-a", "8")
+    c.nodes["new-a"]["metadata"]["labels"]["cogate.dev/node-group"] = "autoscaled"
+    w.run(30.0)
+    assert [pinned(c.pods[m]) for m in ("m-0", "m-1")] == ["new-a", "new-a"]
+    assert c.pods["m-0"]["metadata"]["annotations"][provreq.CONSUME_ANNOTATION] == name
+
+
+def test_an_unschedulable_group_new_nodes_cannot_help_never_asks():
+    affinity = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": HOSTNAME}]}}
+    pods = [pod(f"m-{i}", group="pg") for i in range(2)]
+    for p in pods:
+        p["spec"]["affinity"] = copy.deepcopy(affinity)  # no bound pod to meet: new nodes do not help
+    w = World(pods, [raw_pg("pg", 2)])
+    w.run()
+    assert w.condition(type_="Released")["reason"] == "Unschedulable"
+    assert w.cluster.calls == [] and w.condition() is None
 
 
 # -- 7. room found another way --------------------------------------------------------------------------
@@ -824,3 +880,38 @@ def test_a_request_whose_delete_fails_is_deleted_in_a_later_pass_and_its_end_cou
     if end == "Failed":
         memory = w.rec.memory.recall("pg-uid-pg")
         assert memory.provisioning_failures == 1 and memory.provisioning_until == T0 + 1 + provreq.BACKOFF_SECONDS
+
+
+def test_a_group_opted_out_after_asking_has_its_request_deleted():
+    w = gang_world()
+    w.run()
+    c = w.cluster
+    name = c.request["metadata"]["name"]
+    c.pgs["pg"]["metadata"]["annotations"] = {provreq.OPT_OUT_ANNOTATION: "false"}
+    c.calls.clear()
+    w.run(1.0)
+    assert c.calls == [("delete ProvisioningRequest", name), ("delete PodTemplate", f"{name}-0"),
+                       ("delete PodTemplate", f"{name}-1")]
+    assert (w.condition()["status"], w.condition()["reason"]) == ("False", "OptedOut")
+    assert w.requests_made("not_needed") == 1
+    c.calls.clear()
+    w.run(600.0)
+    assert c.calls == []
+
+
+def test_a_group_whose_new_member_names_another_scheduler_has_its_request_deleted():
+    w = gang_world()
+    w.run()
+    c = w.cluster
+    name = c.request["metadata"]["name"]
+    del c.pods["ps"]
+    c.pods["ps-2"] = pod("ps-2", cpu="3", group="pg")  # its Job made a new one, for another scheduler
+    c.pods["ps-2"]["spec"]["schedulerName"] = "volcano"
+    c.calls.clear()
+    w.run(1.0)
+    assert c.calls[0] == ("delete ProvisioningRequest", name) and c.provreqs == {}
+    cond = w.condition()
+    assert (cond["status"], cond["reason"]) == ("False", "NotNeeded")
+    assert "ps-2 names scheduler 'volcano', which cogate does not plan for" in cond["message"]
+    w.run(600.0)
+    assert c.provreqs == {}

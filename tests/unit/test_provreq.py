@@ -323,6 +323,31 @@ def test_opting_out(annotations, out):
     assert provreq.opted_out(annotations) is out
 
 
+@pytest.mark.parametrize("outcome, min_member, pod_affinity, wants", [
+    (Outcome.INSUFFICIENT_CAPACITY, 2, False, True),
+    (Outcome.EXCEEDS_CLUSTER_CAPACITY, 2, False, True),
+    (Outcome.UNSCHEDULABLE, 2, False, True),  # fit no current node by their own node constraints
+    (Outcome.UNSCHEDULABLE, 0, False, False),  # invalid minMember
+    (Outcome.UNSCHEDULABLE, 2, True, False),  # required pod affinity: met by bound pods only
+    (Outcome.INSUFFICIENT_CAPACITY, 2, True, True),
+    (Outcome.WAITING_FOR_MEMBERS, 2, False, False),
+    (Outcome.RELEASED, 2, False, False),
+    (Outcome.ALREADY_RELEASED, 2, False, False),
+])
+def test_who_wants_nodes(outcome, min_member, pod_affinity, wants):
+    term = pod_affinity_term() if pod_affinity else None
+    ms = [member(i, required_pod_affinity=(term,) if term else ()) for i in range(2)]
+    assert provreq.wants_nodes(outcome, group(ms, min_member)) is wants
+    assert provreq.wants_nodes(str(outcome), group(ms, min_member)) is wants
+
+
+def pod_affinity_term():
+    raw = raw_pod("x", affinity={"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "kubernetes.io/hostname"}]}})
+    (term,) = pod_info(raw).required_pod_affinity
+    return term
+
+
 def test_backoff_doubles_up_to_ten_minutes():
     assert [provreq.backoff_seconds(n) for n in range(1, 7)] == [60, 120, 240, 480, 600, 600]
 
