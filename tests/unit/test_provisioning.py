@@ -352,6 +352,7 @@ def test_nodes_without_a_hostname_label_are_excluded_by_name():
 
 def test_provisioned_nodes_take_the_release_with_the_consume_annotation_then_the_request_goes():
     w = gang_world()
+    w.cluster.pods["w-1"]["metadata"]["annotations"] = {"team.example/owner": "ml"}
     w.run()
     c = w.cluster
     name = c.request["metadata"]["name"]
@@ -379,8 +380,9 @@ def test_provisioned_nodes_take_the_release_with_the_consume_annotation_then_the
     targets = {m: pinned(c.pods[m]) for m in ("w-0", "w-1", "ps")}
     assert set(targets.values()) <= {"new-a", "new-b"}
     for m in ("w-0", "w-1", "ps"):
+        kept = {"team.example/owner": "ml"} if m == "w-1" else {}
         assert c.pods[m]["metadata"]["annotations"] == {provreq.CONSUME_ANNOTATION: name,
-                                                        provreq.CLASS_ANNOTATION: CLASS}
+                                                        provreq.CLASS_ANNOTATION: CLASS, **kept}
     assert [e for e in c.log if e[0] == "pod"] and list(c.provreqs) == [name]  # stands until bound
     assert len(w.reasons("Provisioned")) == 1
 
@@ -915,3 +917,38 @@ def test_a_group_whose_new_member_names_another_scheduler_has_its_request_delete
     assert "ps-2 names scheduler 'volcano', which cogate does not plan for" in cond["message"]
     w.run(600.0)
     assert c.provreqs == {}
+
+
+# -- restarts and leftovers -----------------------------------------------------------------------------------
+
+
+def test_a_restarted_controller_goes_on_with_the_standing_request():
+    w = gang_world()
+    w.run()
+    c = w.cluster
+    name = c.request["metadata"]["name"]
+    w.rec.memory.forget(())  # what a new process starts with
+    c.calls.clear()
+    w.run(5.0)
+    assert c.calls == [] and list(c.provreqs) == [name] and w.condition()["reason"] == "Requested"
+    c.answer(name, "Provisioned", reason="CapacityIsProvisioned", message="ok")
+    c.add_node("new-a", "8")
+    w.run(5.0)
+    assert all(c.pods[m]["metadata"]["annotations"][provreq.CONSUME_ANNOTATION] == name for m in ("w-0", "w-1", "ps"))
+
+
+def test_of_two_requests_of_one_group_the_newer_stands_and_the_older_is_deleted():
+    w = gang_world()
+    w.run()
+    c = w.cluster
+    first = c.request["metadata"]["name"]
+    w.now += 10
+    second = provreq.request_name("pg", "pg-uid-pg", 2)
+    c.templates[f"{second}-0"] = c._new({"metadata": {"name": f"{second}-0", "namespace": NS}})
+    c.provreqs[second] = c._new(provreq.request_body(second, NS, "pg", "pg-uid-pg", CLASS, [(f"{second}-0", 3)]))
+    c.calls.clear()
+    w.run(1.0)  # e.g. an earlier process made one just before it stopped
+    assert c.calls == [("delete ProvisioningRequest", first), ("delete PodTemplate", f"{first}-0"),
+                       ("delete PodTemplate", f"{first}-1")]
+    assert list(c.provreqs) == [second]
+    assert w.condition()["message"].startswith(f"ProvisioningRequest {NS}/{second} asks for 3 pods")
