@@ -278,7 +278,8 @@ class Reconciler:
             decision = self._plan([r for r in requests if groups[(r.namespace, r.name)].uid not in held], now,
                                   promised)
             wakes.append(self.preempting.step(decision, groups, by_key, self.memory, present, self.reservations, now))
-            wakes.append(self.provisioning.step(decision, groups, by_key, self.memory, self.reservations, promised,
+            held_now = self.preempting.promises(groups, by_key, self.memory)  # with a preemption started just now
+            wakes.append(self.provisioning.step(decision, groups, by_key, self.memory, self.reservations, held_now,
                                                 now))
             result, wake_at = self._apply_verdicts(decision, groups, {(r.namespace, r.name): r for r in requests},
                                                    now, survey.contexts)

@@ -952,3 +952,17 @@ def test_of_two_requests_of_one_group_the_newer_stands_and_the_older_is_deleted(
                        ("delete PodTemplate", f"{first}-1")]
     assert list(c.provreqs) == [second]
     assert w.condition()["message"].startswith(f"ProvisioningRequest {NS}/{second} asks for 3 pods")
+
+
+def test_room_held_for_a_preemption_started_in_the_same_pass_is_not_counted_for_another_group():
+    pods = ([pod("low-a", node="n1", priority=100), pod("low-b", node="n1", priority=100)]
+            + [pod(f"hi-{i}", group="hi", priority=1000) for i in range(4)]
+            + [pod(f"lo-{i}", group="lo", priority=0) for i in range(5)])
+    w = World(pods, [raw_pg("hi", 4), raw_pg("lo", 5)], nodes=(node("n1", "8"),))
+    w.run()
+    c = w.cluster
+    assert sorted(c.deleted) == ["low-a", "low-b"]  # hi preempts: all of n1 is held for it
+    assert w.condition("lo", "FitsCluster")["reason"] == "ExceedsClusterCapacity"
+    req = c.request
+    assert req["metadata"]["labels"][provreq.GROUP_LABEL] == "lo"
+    assert [ps["count"] for ps in req["spec"]["podSets"]] == [5]  # n1's free room is hi's
