@@ -188,7 +188,7 @@ class World:
     :class:`ProvCluster`; :meth:`run` relists the informers from the fake first, then runs one pass."""
 
     def __init__(self, pods, pgs, *, nodes=(node("n1", "4"),), provisioning_class=CLASS, preemption=True,
-                 provreqs_cache=True, decide=None) -> None:
+                 provreqs_cache=True, decide=None, nominated=False) -> None:
         self.now = T0
         self.cluster = c = ProvCluster(pods, pgs, list(nodes), lambda: self.now)
         self.events: list[tuple[str, str, str, str]] = []
@@ -205,6 +205,10 @@ class World:
                        records.pod_info),
             nodes=make("nodes", lambda: list(c.nodes.values()), name_key, records.node_info),
         )
+        if nominated:  # as controller/main.py has it: unbound pods with a nomination promise room
+            self.caches.nominated = make("nominated", lambda: [p for p in c.pods.values()
+                                                               if not p["spec"].get("nodeName")],
+                                         uid_key, records.nominated_pod_info)
         if provreqs_cache:
             self.caches.provreqs = make("provisioningrequests", lambda: list(c.provreqs.values()), namespaced_key,
                                         provreq.request_info)
@@ -966,3 +970,15 @@ def test_room_held_for_a_preemption_started_in_the_same_pass_is_not_counted_for_
     req = c.request
     assert req["metadata"]["labels"][provreq.GROUP_LABEL] == "lo"
     assert [ps["count"] for ps in req["spec"]["podSets"]] == [5]  # n1's free room is hi's
+
+
+
+@pytest.mark.parametrize("decide", [None, planner.decide], ids=["planning-state", "from-scratch"])
+def test_room_nominated_to_another_pod_is_not_counted_as_free_nor_twice(decide):
+    other = pod("other", cpu="2", priority=5000)  # kube-scheduler nominated n1 for it (it preempted there)
+    other["status"]["nominatedNodeName"] = "n1"
+    pods = [other, pod("m-0", group="pg", priority=1000), pod("m-1", group="pg", priority=1000)]
+    w = World(pods, [raw_pg("pg", 2)], decide=decide, nominated=True)  # n1: 4 cpu, 2 promised to other
+    w.run()
+    assert w.condition(type_="Released")["reason"] == "InsufficientCapacity"
+    assert [ps["count"] for ps in w.cluster.request["spec"]["podSets"]] == [1]
