@@ -359,7 +359,10 @@ def exclude_nodes(affinity: Mapping[str, Any] | None, nodes: Sequence[NodeInfo])
 
 
 #: Pod spec fields that say where or when the pod runs now, not what it needs: left out of a template.
-_DROPPED_SPEC = ("nodeName", "schedulingGates")
+#: ``ephemeralContainers`` (``kubectl debug`` adds them to a pod, none asks for room) too: the API server
+#: refuses a PodTemplate that has them (``ValidatePodTemplateSpec``: "ephemeral containers not allowed in
+#: pod template").
+_DROPPED_SPEC = ("nodeName", "schedulingGates", "ephemeralContainers")
 
 
 def _labels(group: str) -> dict[str, str]:
@@ -376,9 +379,9 @@ def _owner(group: str, uid: str) -> list[dict[str, Any]]:
 def template_body(pod: Mapping[str, Any], name: str, group: str, group_uid: str,
                   exclude: Sequence[NodeInfo]) -> dict[str, Any]:
     """The PodTemplate (``v1``) that stands for member ``pod`` (API JSON, as read) in a request:
-    the pod's spec without ``nodeName`` and its scheduling gates, its required node affinity
-    narrowed away from ``exclude`` (:func:`exclude_nodes`), its labels (pod affinity and spread read
-    them); owned by the PodGroup (``group``, ``group_uid``: garbage collected with it), labelled
+    the pod's spec without ``nodeName``, its scheduling gates and ephemeral containers
+    (:data:`_DROPPED_SPEC`), its required node affinity narrowed away from ``exclude``
+    (:func:`exclude_nodes`), its labels (pod affinity and spread read them); owned by the PodGroup (``group``, ``group_uid``: garbage collected with it), labelled
     :data:`GROUP_LABEL`. Raises ``ValueError`` naming the field when the pod has no spec or an
     affinity of an unexpected shape."""
     spec = pod.get("spec")

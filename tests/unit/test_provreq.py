@@ -233,12 +233,14 @@ def test_an_odd_affinity_is_refused_naming_the_field(aff, field):
 def test_the_template_stands_for_the_member():
     raw = raw_pod("m-0", node="", cpu="8")
     raw["metadata"]["labels"]["app"] = "train"
+    raw["spec"]["ephemeralContainers"] = [{"name": "debugger", "image": "busybox"}]  # kubectl debug
     body = provreq.template_body(raw, "g-abc-0", "g", "pg-uid", [node("n1")])
     assert body["kind"] == "PodTemplate" and body["metadata"]["name"] == "g-abc-0"
     assert body["metadata"]["labels"] == {provreq.GROUP_LABEL: "g", "app.kubernetes.io/managed-by": "cogate"}
     assert body["metadata"]["ownerReferences"][0]["uid"] == "pg-uid"
     spec = body["template"]["spec"]
     assert "schedulingGates" not in spec and "nodeName" not in spec
+    assert "ephemeralContainers" not in spec  # the API server refuses a PodTemplate with them
     assert spec["containers"] == raw["spec"]["containers"]
     assert body["template"]["metadata"]["labels"]["app"] == "train"
     assert "schedulingGates" in raw["spec"]  # the read pod is not changed
