@@ -271,7 +271,13 @@ class Provisioning:
         name = provreq.request_name(group, g.uid, int(now * 1000))
         made: list[tuple[str, int]] = []
         described: list[str] = []
-        for i, (rep, count) in enumerate(provreq.shapes(members)):
+        by_shape = provreq.shapes(members)
+        if len(by_shape) > provreq.MAX_POD_SETS:  # the API server would refuse it (after the templates)
+            self._create_failed(g, memory, f"the {plural(len(members), 'member')} to ask for have "
+                                           f"{len(by_shape)} shapes; a ProvisioningRequest takes at most "
+                                           f"{provreq.MAX_POD_SETS} pod sets", now)
+            return
+        for i, (rep, count) in enumerate(by_shape):
             pod = self.writer.read_pod(rep.namespace, rep.name)
             if pod is None or (pod.get("metadata") or {}).get("uid") != rep.uid:
                 self._undo(ns, made)  # the member went meanwhile: the next pass asks again

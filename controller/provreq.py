@@ -65,7 +65,8 @@ from cogate.controller.verdicts import GroupRequest, Outcome
 
 __all__ = ["GROUP", "VERSION", "PLURAL", "KIND", "API_VERSION", "CONSUME_ANNOTATION", "CLASS_ANNOTATION",
            "ATOMIC_CLASS", "CHECK_CAPACITY_CLASS", "KNOWN_CLASSES", "OPT_OUT_ANNOTATION", "GROUP_LABEL", "MANAGED_BY", "State", "RequestInfo", "Answer",
-           "request_info", "state", "opted_out", "wants_nodes", "shortfalls", "shapes", "exclude_nodes", "template_body",
+           "request_info", "state", "opted_out", "wants_nodes", "shortfalls", "shapes", "MAX_POD_SETS",
+           "exclude_nodes", "template_body",
            "request_body", "request_name", "BACKOFF_SECONDS", "MAX_BACKOFF_SECONDS", "backoff_seconds"]
 
 GROUP = "autoscaling.x-k8s.io"
@@ -298,15 +299,50 @@ def shortfalls(groups: Sequence[tuple[GroupRequest, bool]], nodes: Sequence[Node
     return out
 
 
+#: The most podSets one ProvisioningRequest takes (its CRD: ``spec.podSets`` ``maxItems: 32``).
+MAX_POD_SETS = 32
+
+
 def shapes(members: Sequence[PodInfo]) -> list[tuple[PodInfo, int]]:
     """``members`` by shape (what kube-scheduler's filters read: ``filters.spec_key`` with labels),
     each ``(representative, count)``: the representative is the shape's first member by name; shapes
-    in the order of their representatives' names (stable request bodies)."""
+    in the order of their representatives' names (stable request bodies).
+
+    When that makes more than :data:`MAX_POD_SETS` shapes (members told apart by labels only, as an
+    Indexed Job's ``batch.kubernetes.io/job-completion-index`` or a StatefulSet's pod name tell each
+    pod), only the labels the members' own pod (anti-)affinity and topology spread selectors read
+    tell shapes apart (:func:`_selected_keys`: the only labels by which cluster-autoscaler's
+    simulation of the request's pods tells them apart, another pod's anti-affinity aside). The caller
+    refuses a request of more shapes than that still."""
+    full = _by_shape(members, lambda m: tuple(sorted(m.labels.items())))
+    if len(full) <= MAX_POD_SETS:
+        return full
+    read = _selected_keys(members)
+    return _by_shape(members, lambda m: tuple(sorted((k, v) for k, v in m.labels.items() if k in read)))
+
+
+def _by_shape(members: Sequence[PodInfo], labels: Any) -> list[tuple[PodInfo, int]]:
     by: dict[Any, list[PodInfo]] = {}
     for m in members:
-        by.setdefault(spec_key(m, True, True), []).append(m)
+        by.setdefault((spec_key(m, False, False), labels(m)), []).append(m)
     reps = [(min(ms, key=lambda p: p.name), len(ms)) for ms in by.values()]
     return sorted(reps, key=lambda t: t[0].name)
+
+
+def _selected_keys(members: Sequence[PodInfo]) -> frozenset[str]:
+    """Label keys read by the members' required pod (anti-)affinity terms and topology spread
+    constraints (``matchLabels``, ``matchExpressions``, ``matchLabelKeys``)."""
+    keys: set[str] = set()
+    for m in members:
+        selectors = [t.label_selector for t in (*m.required_pod_affinity, *m.required_pod_anti_affinity)]
+        selectors += [c.label_selector for c in m.topology_spread]
+        for sel in selectors:
+            if sel is not None:
+                keys.update(k for k, _ in sel.match_labels)
+                keys.update(r.key for r in sel.match_expressions)
+        for c in m.topology_spread:
+            keys.update(c.match_label_keys)
+    return frozenset(keys)
 
 
 # -- the objects ----------------------------------------------------------------------------------

@@ -115,6 +115,9 @@ class ProvCluster(FakeCluster):
         name = body["metadata"]["name"]
         if name in self.provreqs:
             raise BodyError(409, f'provisioningrequests "{name}" already exists')
+        if not 1 <= len(body["spec"]["podSets"]) <= 32:  # the CRD's validation
+            raise BodyError(422, f'ProvisioningRequest.autoscaling.x-k8s.io "{name}" is invalid: spec.podSets: '
+                                 f'Too many: {len(body["spec"]["podSets"])}: must have at most 32 items')
         for ps in body["spec"]["podSets"]:  # the CRD does not check it, the autoscaler does
             assert ps["podTemplateRef"]["name"] in self.templates
         self.provreqs[name] = self._new(body)
@@ -982,3 +985,30 @@ def test_room_nominated_to_another_pod_is_not_counted_as_free_nor_twice(decide):
     w.run()
     assert w.condition(type_="Released")["reason"] == "InsufficientCapacity"
     assert [ps["count"] for ps in w.cluster.request["spec"]["podSets"]] == [1]
+
+
+# -- many members ------------------------------------------------------------------------------------------------
+
+
+def test_a_gang_of_an_indexed_job_beyond_32_pods_asks_with_one_pod_set():
+    pods = [pod(f"m-{i}", group="pg") for i in range(40)]
+    for i, p in enumerate(pods):
+        p["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"] = str(i)  # one per pod
+    w = World(pods, [raw_pg("pg", 40)], nodes=(node("n1", "1"),))
+    w.run()
+    c = w.cluster
+    assert [ps["count"] for ps in c.request["spec"]["podSets"]] == [40]
+    (t,) = c.templates.values()
+    assert t["template"]["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"] == "0"  # m-0's
+
+
+def test_more_shapes_than_one_request_takes_are_refused_before_any_template():
+    pods = [pod(f"m-{i}", group="pg", cpu=f"{2000 + i}m") for i in range(provreq.MAX_POD_SETS + 1)]
+    w = World(pods, [raw_pg("pg", provreq.MAX_POD_SETS + 1)], nodes=(node("n1", "1"),))
+    w.run()
+    c = w.cluster
+    assert c.calls == [] and c.templates == {}
+    cond = w.condition()
+    assert (cond["status"], cond["reason"]) == ("False", "CreateFailed")
+    assert cond["message"] == ("the 33 members to ask for have 33 shapes; a ProvisioningRequest takes at most 32 pod "
+                               "sets; asking again in 60 s")

@@ -9,6 +9,7 @@ the way the planner reads a pod (rule 3).
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import jsonpatch
 import pytest
@@ -19,7 +20,8 @@ from cogate.api import DEFAULT_GATE_NAME as GATE
 from cogate.api import POD_GROUP_LABEL
 from cogate.controller import capacity, patches, planner, provreq
 from cogate.controller.provreq import State
-from cogate.controller.records import InvalidObject, NodeInfo, PodInfo, Reservation, pod_info
+from cogate.controller.records import (InvalidObject, LabelSelector, LabelSelectorRequirement, NodeInfo,
+                                      PodAffinityTerm, PodInfo, Reservation, TopologySpreadConstraint, pod_info)
 from cogate.controller.verdicts import GroupRequest, Outcome, PlannerConfig
 from tests.builders import raw_pod
 
@@ -168,6 +170,34 @@ def test_members_are_counted_per_shape():
 def test_a_node_selector_makes_another_shape():
     ms = [member(0), member(1, node_selector={"pool": "gpu"})]
     assert len(provreq.shapes(ms)) == 2
+
+
+def indexed(i: int, labels: dict[str, str] | None = None, **kw) -> PodInfo:
+    """A member of an Indexed Job: its own completion-index label."""
+    labels = labels or {POD_GROUP_LABEL: "g", "app": "train", "batch.kubernetes.io/job-completion-index": str(i)}
+    return dataclasses.replace(member(i, **kw), labels=labels)
+
+
+def test_labels_tell_shapes_apart_while_they_fit_one_request():
+    ms = [indexed(i) for i in range(provreq.MAX_POD_SETS)]
+    assert [n for _, n in provreq.shapes(ms)] == [1] * provreq.MAX_POD_SETS
+
+
+def test_beyond_the_pod_sets_of_one_request_only_labels_the_members_select_on_tell_shapes_apart():
+    ms = [indexed(i) for i in range(40)]
+    assert [(rep.name, n) for rep, n in provreq.shapes(ms)] == [("g-0", 40)]
+    spread = TopologySpreadConstraint(1, "kubernetes.io/hostname", LabelSelector((("app", "train"),)))
+    roles = [indexed(i, labels={POD_GROUP_LABEL: "g", "role": "ps" if i < 2 else "worker", "app": "train",
+                                "batch.kubernetes.io/job-completion-index": str(i)},
+                     topology_spread=(spread,)) for i in range(40)]
+    assert [n for _, n in provreq.shapes(roles)] == [40]  # role is read by no selector
+    anti = PodAffinityTerm("kubernetes.io/hostname",
+                           LabelSelector((), (LabelSelectorRequirement("role", "In", ("ps",)),)))
+    roles = [dataclasses.replace(m, required_pod_anti_affinity=(anti,)) for m in roles]
+    assert [(rep.name, n) for rep, n in provreq.shapes(roles)] == [("g-0", 2), ("g-10", 38)]  # first by name
+    keyed = [dataclasses.replace(m, topology_spread=(dataclasses.replace(spread, match_label_keys=(
+        "batch.kubernetes.io/job-completion-index",)),)) for m in ms]
+    assert len(provreq.shapes(keyed)) == 40  # read by matchLabelKeys: the caller refuses so many
 
 
 # -- rule 3: new nodes only -----------------------------------------------------------------------
