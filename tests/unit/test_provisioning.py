@@ -333,7 +333,11 @@ def test_a_gang_short_of_nodes_gets_one_template_per_shape_and_one_request_for_e
                      f"class {CLASS}): 1 like ps (cpu 3); 2 like w-0 (cpu 2); fits 0 of 3 even with every eligible "
                      f"node empty: cpu short by 6 on eligible nodes (at most 1 free on one node, a member requests 2)")
     assert w.requests_made("created") == 1
-    assert w.condition(type_="FitsCluster")["reason"] == "ExceedsClusterCapacity"
+    fits = w.condition(type_="FitsCluster")
+    assert fits["reason"] == "ExceedsClusterCapacity"
+    assert fits["message"] == ("fits 0 of 3 even with every eligible node empty: cpu short by 6 on eligible nodes "
+                               "(at most 1 free on one node, a member requests 2) (the current nodes; "
+                               f"ProvisioningRequest {NS}/{name} asks cluster-autoscaler for more)")
 
     c.calls.clear()
     w.run(5.0)  # the request stands: nothing asked again
@@ -344,6 +348,7 @@ def test_a_gang_short_of_nodes_gets_one_template_per_shape_and_one_request_for_e
     cond = w.condition()
     assert (cond["status"], cond["reason"]) == ("True", "Requested")
     assert cond["message"].endswith("cluster-autoscaler has not answered yet (Accepted: accepted)")
+    assert w.condition(type_="FitsCluster")["message"] == fits["message"]  # said once
 
 
 def test_nodes_without_a_hostname_label_are_excluded_by_name():
@@ -433,6 +438,7 @@ def test_a_failed_request_is_deleted_said_why_and_asked_again_after_the_back_off
     assert ("Warning", "ProvisioningFailed", "pg", message) in w.events
     assert w.requests_made("failed") == 1
     assert w.rec.memory.recall("pg-uid-pg").provisioning_until == T0 + 10 + provreq.BACKOFF_SECONDS
+    assert "ProvisioningRequest" not in w.condition(type_="FitsCluster")["message"]  # no request stands
 
     c.calls.clear()
     w.run(59.0)  # 1 s before the back-off ends: nothing asked
