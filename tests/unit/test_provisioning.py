@@ -209,8 +209,11 @@ class World:
             nodes=make("nodes", lambda: list(c.nodes.values()), name_key, records.node_info),
         )
         if nominated:  # as controller/main.py has it: unbound pods with a nomination promise room
+            # controller/main.py's selector: unbound pods outside every group (a gang's own members'
+            # nominations are cogate's preemption plan, held as its room, not promised to others)
             self.caches.nominated = make("nominated", lambda: [p for p in c.pods.values()
-                                                               if not p["spec"].get("nodeName")],
+                                                               if not p["spec"].get("nodeName")
+                                                               and api.POD_GROUP_LABEL not in p["metadata"]["labels"]],
                                          uid_key, records.nominated_pod_info)
         if provreqs_cache:
             self.caches.provreqs = make("provisioningrequests", lambda: list(c.provreqs.values()), namespaced_key,
