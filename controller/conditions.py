@@ -51,6 +51,7 @@ __all__ = [
     "CONDITION_DISRUPTED",
     "CONDITION_MEMBERS_WAITING",
     "CONDITION_PREEMPTING",
+    "CONDITION_PROVISIONING",
     "REASON_PREEMPTING",
     "REASON_PREEMPTION_INTERRUPTED",
     "REASON_RELEASED_WITHOUT_PREEMPTION",
@@ -81,6 +82,7 @@ __all__ = [
     "write_disrupted",
     "write_members_waiting",
     "write_preempting",
+    "write_provisioning",
 ]
 
 # -- types ---------------------------------------------------------------------------------------
@@ -102,6 +104,9 @@ CONDITION_DISRUPTED = "Disrupted"
 CONDITION_MEMBERS_WAITING = "MembersWaiting"
 #: True while cogate preempts lower-priority pods to place the group (``--preemption``).
 CONDITION_PREEMPTING = "Preempting"
+#: True while a ProvisioningRequest asks cluster-autoscaler for the group's missing nodes
+#: (``--provisioning-class``); False with how the last one ended.
+CONDITION_PROVISIONING = "Provisioning"
 
 # -- reasons (Released=False also takes the planner's outcome: released_reason) -----------------
 
@@ -335,6 +340,15 @@ def write_members_waiting(conds: ConditionSet, *, waiting: bool, message: str, o
 
 
 # -- written by preempting.Preempting.conditions ------------------------------------------------------
+
+
+def write_provisioning(conds: ConditionSet, *, active: bool, reason: str, message: str) -> None:
+    """``Provisioning``: ``True`` while a ProvisioningRequest asks for the group's nodes (``reason``
+    ``Requested``, ``NotProvisioned`` or ``Provisioned``: the autoscaler's answer so far), else
+    ``False`` with how the last one ended (``Consumed``, ``NotNeeded``, ``Failed``,
+    ``BookingExpired``, ``CreateFailed``, ``OptedOut``); ``message`` names the request and the
+    autoscaler's reason (controller/provisioning.py)."""
+    conds.put(CONDITION_PROVISIONING, "True" if active else "False", reason, message or reason)
 
 
 def write_preempting(conds: ConditionSet, *, active: str, reason: str, message: str) -> None:

@@ -53,6 +53,10 @@ class ReconcilerConfig:
     #: Gang-aware preemption (``--preemption``, issue 15): a waiting group short of room deletes
     #: lower-priority pods to make it (controller/preempting.py). On by default, as kube-scheduler's preemption is.
     preemption: bool = True
+    #: ProvisioningRequest class cogate asks cluster-autoscaler for a waiting group's missing nodes
+    #: with (``--provisioning-class``, issue 16: e.g. ``best-effort-atomic-scale-up.autoscaling.x-k8s.io``);
+    #: '' (the default): never asks (controller/provisioning.py).
+    provisioning_class: str = ""
 
     @property
     def planner_config(self) -> verdicts.PlannerConfig:

@@ -160,6 +160,14 @@ class Informer:
             self.store[key] = record
         self._notify("MODIFIED" if old is not None else "ADDED", old, record)
 
+    def forget_local(self, key: Hashable) -> None:
+        """Drop the record of an object this process just deleted without waiting for the watch
+        (a later event of the object, still in flight, may bring it back until its DELETED arrives)."""
+        with self.lock:
+            old = self.store.pop(key, None)
+        if old is not None:
+            self._notify("DELETED", old, None)
+
     def start(self, stop: threading.Event) -> threading.Thread:
         """Run :meth:`run` in a daemon thread."""
         self._thread = threading.Thread(target=self.run, args=(stop,), name=f"informer-{self.name}", daemon=True)
@@ -474,14 +482,17 @@ def admission_source(list_call: Callable[..., Any]) -> tuple[ListFn, WatchFn]:
 
 
 def podgroup_source(custom: CustomObjectsApi, group: str, version: str, plural: str,
-                    namespace: str | None = None) -> tuple[ListFn, WatchFn]:
-    """List/watch callables for a custom resource (PodGroups), all namespaces or ``namespace``."""
+                    namespace: str | None = None, label_selector: str | None = None) -> tuple[ListFn, WatchFn]:
+    """List/watch callables for a custom resource (PodGroups; ProvisioningRequests with
+    ``label_selector``), all namespaces or ``namespace``."""
     if namespace:
         call = custom.list_namespaced_custom_object
         kwargs: dict[str, Any] = {"group": group, "version": version, "namespace": namespace, "plural": plural}
     else:
         call = custom.list_cluster_custom_object
         kwargs = {"group": group, "version": version, "plural": plural}
+    if label_selector:
+        kwargs["label_selector"] = label_selector
     return (lambda: _paged_list(call, **kwargs)), _watch_source(call, **kwargs)
 
 
@@ -537,6 +548,9 @@ class Caches:
     #: PodDisruptionBudgets (records: ``preemption.Budget`` by (namespace, name)), read by
     #: ``--preemption``'s victim selection (fewest budget violations first); None without it.
     budgets: Informer | None = None
+    #: The ProvisioningRequests cogate made (records: ``provreq.RequestInfo`` by (namespace, name);
+    #: label ``cogate.dev/podgroup``), for ``--provisioning-class``; None without it.
+    provreqs: Informer | None = None
     #: Admission webhook configurations and policies (records: the names of those intercepting pod
     #: UPDATEs, :mod:`cogate.controller.refusers`), for ``validate_releases="auto"``; not part of
     #: readiness. ``admission_known``: they cover every such kind the API server serves.
@@ -549,4 +563,4 @@ class Caches:
 
     def all(self) -> list[Informer]:
         return [i for i in (self.podgroups, self.members, self.bound, self.nodes, self.claims, self.volumes,
-                            self.quotas, self.nominated, self.budgets) if i is not None]
+                            self.quotas, self.nominated, self.budgets, self.provreqs) if i is not None]

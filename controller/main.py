@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from cogate import api, cliargs, kube, logs
-from cogate.controller import inflight, preemption, quota, records, refusers, verdicts, volumes
+from cogate.controller import inflight, preemption, provreq, quota, records, refusers, verdicts, volumes
 from cogate.controller.config import DEFAULT_WORKERS, ReconcilerConfig
 from cogate.controller.events import EventRecorder
 from cogate.controller.informer import (
@@ -136,6 +136,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "marking them DisruptionTarget) when that lets minMember fit, one preemption at a time, and "
                         "holds the freed room until its members are released (default: on, as kube-scheduler's preemption; "
                         "--no-preemption turns it off)")
+    p.add_argument("--provisioning-class", metavar="CLASS", default="",
+                   help="ask cluster-autoscaler for the nodes a waiting group lacks with ProvisioningRequests of this "
+                        "class (autoscaling.x-k8s.io/v1; e.g. " + provreq.ATOMIC_CLASS + ": all of the group's "
+                        "missing nodes or none); needs cluster-autoscaler with --enable-provisioning-requests and its "
+                        "CRD; a PodGroup annotated " + provreq.OPT_OUT_ANNOTATION + "=\"false\" never asks "
+                        "(default: empty, off)")
     p.add_argument("--workers", metavar="N", type=cliargs.positive_int, default=DEFAULT_WORKERS,
                    help="concurrent gate-removal requests, and a preemption's nominations and victims "
                         "(PodGroups' verdicts are applied on half as many); a release of N members takes about "
@@ -194,6 +200,23 @@ def admission_informers(api_client: Any, make: Callable[..., Informer]) -> tuple
     return informers, not unwatched
 
 
+def provisioning_api_problem(custom: Any) -> str:
+    """Why ``--provisioning-class`` cannot work here ('' when it can): the API server must serve
+    ``autoscaling.x-k8s.io/v1`` ``provisioningrequests`` (cluster-autoscaler's CRD,
+    ``apis/config/crd/autoscaling.x-k8s.io_provisioningrequests.yaml``); a list of one object is the check."""
+    try:
+        custom.list_cluster_custom_object(provreq.GROUP, provreq.VERSION, provreq.PLURAL, limit=1,
+                                          _request_timeout=10)
+        return ""
+    except Exception as exc:  # noqa: BLE001
+        from cogate.kube import api_status
+
+        if api_status(exc) == 404:
+            return (f"the API server does not serve {provreq.API_VERSION} {provreq.PLURAL}: install "
+                    f"cluster-autoscaler's ProvisioningRequest CRD first")
+        return f"cannot list {provreq.API_VERSION} {provreq.PLURAL}: {exc}"
+
+
 def _snake(kind: str) -> str:
     return "".join("_" + c.lower() if c.isupper() else c for c in kind).lstrip("_")
 
@@ -250,6 +273,18 @@ def main(argv: list[str] | None = None) -> int:
         caches.scheduler_lease = make("kube-scheduler-lease",
                                       lease_source(client.CoordinationV1Api(api_client), *inflight.SCHEDULER_LEASE),
                                       namespaced_key, inflight.scheduler_lease)
+    if args.provisioning_class:
+        problem = provisioning_api_problem(custom)
+        if problem:
+            log.error("--provisioning-class %s: %s", args.provisioning_class, problem)
+            return 2
+        if args.provisioning_class not in provreq.KNOWN_CLASSES:
+            log.warning("--provisioning-class %s is not one cluster-autoscaler 1.36 knows (%s); cogate asks with it "
+                        "anyway", args.provisioning_class, ", ".join(provreq.KNOWN_CLASSES))
+        caches.provreqs = make("provisioningrequests",
+                               podgroup_source(custom, provreq.GROUP, provreq.VERSION, provreq.PLURAL, ns,
+                                               label_selector=provreq.GROUP_LABEL),
+                               namespaced_key, provreq.request_info)
     if args.validate_releases == "auto":
         caches.admission, caches.admission_known = admission_informers(api_client, make)
     recorder = EventRecorder.for_core_api(core, host=identity,
@@ -259,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
         evict_on_timeout=args.evict_on_timeout, workers=args.workers,
         recreate_stuck_members=args.recreate_stuck_members, validate_releases=args.validate_releases,
         pod_disruption_budgets=args.pod_disruption_budgets, evict_below_quorum=args.evict_below_quorum,
-        preemption=args.preemption,
+        preemption=args.preemption, provisioning_class=args.provisioning_class,
         starvation_seconds=args.starvation_seconds, reservation_ttl_seconds=args.reservation_ttl,
         scheduler_names=frozenset({verdicts.DEFAULT_SCHEDULER, *args.scheduler_names}),
         unchecked=args.unchecked_constraints)
@@ -283,6 +318,8 @@ def main(argv: list[str] | None = None) -> int:
     caches.nominated.on_invalid = invalid("nominated-pods")  # type: ignore[union-attr]
     if caches.budgets is not None:
         caches.budgets.on_invalid = invalid("poddisruptionbudgets")
+    if caches.provreqs is not None:
+        caches.provreqs.on_invalid = invalid("provisioningrequests")
     for inf in caches.all():
         inf.add_handler(reconciler.on_member_event if inf is caches.members else reconciler.enqueue)
     for inf in caches.admission:

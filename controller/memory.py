@@ -117,6 +117,19 @@ class GroupMemory:
     preemption_checked: float = -math.inf
     preemption_attempts: int = 0
     preemption_until: float = -math.inf
+    #: ``--provisioning-class`` (controller/provisioning.py): ``(reason, message)`` of
+    #: ``Provisioning=False`` (how the last request ended), failed requests in a row, and the epoch
+    #: seconds before which the group does not ask again. The request itself is an object in the
+    #: cluster (found again after a restart); only the back-off is lost with the process.
+    provisioning_note: tuple[str, str] | None = None
+    provisioning_failures: int = 0
+    provisioning_until: float = -math.inf
+    #: Name of the request whose ``Provisioned=True`` this process has announced (one event, one
+    #: observation of the time to provisioned).
+    provisioning_seen: str = ""
+    #: Name of the request whose end (consumed, not needed, failed, expired) this process has
+    #: counted: while its delete fails it is deleted again in later passes, not counted again.
+    provisioning_ended: str = ""
 
 
 class Memories:

@@ -81,6 +81,14 @@ class Metrics:
                                             registry=r)
         self.preemption_victims = Counter(_P + "preemption_victims", "Pods cogate preempted for a gang, by "
                                           "result of the delete (deleted, gone, failed).", ["result"], registry=r)
+        self.provisioning_requests = Counter(
+            _P + "provisioning_requests", "ProvisioningRequests cogate made for waiting gangs, by what happened "
+            "(created, create_failed, provisioned, failed, booking_expired, consumed, not_needed).", ["result"],
+            registry=r)
+        self.provisioning_seconds = Histogram(
+            _P + "provisioning_request_provisioned_seconds",
+            "From a ProvisioningRequest's creation to its Provisioned=True condition (seconds).",
+            buckets=(1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600), registry=r)
         self.is_leader = Gauge(_P + "leader", "1 while this process holds the leader Lease.", registry=r)
 
     def render(self) -> bytes:

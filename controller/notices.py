@@ -82,6 +82,13 @@ class Reason(StrEnum):
     PREEMPTION_ENDED = "PreemptionEnded"
     #: On a pod cogate preempted: names the PodGroup it made room for.
     PREEMPTED = "Preempted"
+    #: On the PodGroup: cogate asked cluster-autoscaler for its missing nodes (a ProvisioningRequest, issue 16).
+    PROVISIONING_REQUESTED = "ProvisioningRequested"
+    #: On the PodGroup: the request says Provisioned=True (the nodes are there or coming).
+    PROVISIONED = "Provisioned"
+    #: On the PodGroup (Warning): the request failed, its booking expired before the release, or it could
+    #: not be made; cogate asks again (after a back-off when it failed).
+    PROVISIONING_FAILED = "ProvisioningFailed"
     #: On a gated pod: its label names a PodGroup that does not exist.
     POD_GROUP_NOT_FOUND = "PodGroupNotFound"
     #: On a pod: it left its group while gated, so its gate was removed.
@@ -284,6 +291,22 @@ def preempting(message: str) -> Notice:
 def preemption_ended(reason: str, message: str) -> Notice:
     """The Warning ``PreemptionEnded`` event on a PodGroup whose preemption ended without placing it."""
     return Notice(WARNING, Reason.PREEMPTION_ENDED, f"{reason}: {message}")
+
+
+def provisioning_requested(message: str) -> Notice:
+    """The Normal ``ProvisioningRequested`` event on a PodGroup cogate asked nodes for (``message``:
+    the request, its class, the pods asked for)."""
+    return Notice(NORMAL, Reason.PROVISIONING_REQUESTED, message)
+
+
+def provisioned(message: str) -> Notice:
+    """The Normal ``Provisioned`` event: the group's request says ``Provisioned=True``."""
+    return Notice(NORMAL, Reason.PROVISIONED, message)
+
+
+def provisioning_failed(message: str) -> Notice:
+    """The Warning ``ProvisioningFailed`` event: the group's request failed, expired or could not be made."""
+    return Notice(WARNING, Reason.PROVISIONING_FAILED, message)
 
 
 def preempted(group: str, priority: int, node: str) -> Notice:

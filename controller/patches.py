@@ -107,8 +107,10 @@ def pin_ops(spec: Mapping[str, Any], node: str) -> list[dict[str, Any]]:
     return ops
 
 
-def release_patch(pod: Mapping[str, Any], gate: str, node: str = "") -> list[dict[str, Any]] | None:
-    """The JSON Patch releasing ``pod`` (API JSON): optional pinning ops, then ``test`` + ``remove`` of the gate.
+def release_patch(pod: Mapping[str, Any], gate: str, node: str = "",
+                  annotations: Mapping[str, str] | None = None) -> list[dict[str, Any]] | None:
+    """The JSON Patch releasing ``pod`` (API JSON): optional pinning ops, the ``annotations`` to
+    set (:func:`annotation_ops`), then ``test`` + ``remove`` of the gate.
 
     ``node`` '' means placement free (only the gate is removed). Returns ``None`` when
     the pod does not carry ``gate`` (nothing to do). The ``test`` makes the patch fail
@@ -118,7 +120,27 @@ def release_patch(pod: Mapping[str, Any], gate: str, node: str = "") -> list[dic
     removal = gates.remove(pod, gate)
     if removal is None:
         return None
-    return (pin_ops(pod.get("spec") or {}, node) if node else []) + removal
+    pins = pin_ops(pod.get("spec") or {}, node) if node else []
+    return pins + annotation_ops(pod, annotations or {}) + removal
+
+
+def _pointer(key: str) -> str:
+    """``key`` as one JSON Pointer token (RFC 6901: ``~`` -> ``~0``, ``/`` -> ``~1``)."""
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def annotation_ops(pod: Mapping[str, Any], annotations: Mapping[str, str]) -> list[dict[str, Any]]:
+    """JSON Patch ops setting ``annotations`` on ``pod`` (API JSON, as read): one ``add`` of
+    ``/metadata/annotations`` when the pod has none, else one ``add`` per key not already set to
+    that value (``add`` replaces an existing member, RFC 6902). Empty when nothing changes (e.g.
+    the consume-provisioning-request annotation of cluster-autoscaler, issue 16)."""
+    if not annotations:
+        return []
+    current = (pod.get("metadata") or {}).get("annotations")
+    if not isinstance(current, Mapping) or not current:
+        return [{"op": "add", "path": "/metadata/annotations", "value": dict(sorted(annotations.items()))}]
+    return [{"op": "add", "path": f"/metadata/annotations/{_pointer(k)}", "value": v}
+            for k, v in sorted(annotations.items()) if current.get(k) != v]
 
 
 def pinned_node(p: PodInfo) -> str | None:

@@ -284,6 +284,10 @@ def _order_key(g: GroupRequest) -> tuple[int, float, str, str]:
     return (-group_priority(g), g.created, g.namespace, g.name)
 
 
+#: The order the planner plans groups in (public: the provisioning room asks in the same order).
+order_key = _order_key
+
+
 def starving(since: float, now: float, config: PlannerConfig) -> bool:
     """A group complete since ``since`` has waited ``starvation_seconds`` at ``now``: it starves."""
     return now - since >= config.starvation_seconds

@@ -12,6 +12,8 @@ each handed what it uses (docs/internals.md, "The reconciler and its rooms"):
   timeouts, the opt-in PodDisruptionBudget;
 - :class:`~cogate.controller.preempting.Preempting`: gang preemption (``--preemption``): the room
   held for a preemption in flight, victims marked and deleted, how it ended;
+- :class:`~cogate.controller.provisioning.Provisioning`: asking cluster-autoscaler for a waiting
+  gang's nodes (``--provisioning-class``): ProvisioningRequests made, judged, consumed, deleted;
 - :class:`~cogate.controller.strays.Strays`: gated pods that left their group, pods whose
   PodGroup does not exist, invalid objects;
 - :class:`~cogate.controller.memory.Memories`: what is remembered about each PodGroup between
@@ -76,6 +78,7 @@ from cogate.controller.patches import PLACEMENTS
 from cogate.controller.verdicts import Decision, GroupRequest, GroupVerdict, Outcome
 from cogate.controller.planstate import PlanningState
 from cogate.controller.preempting import Preempting
+from cogate.controller.provisioning import Provisioning
 from cogate.controller.records import NodeInfo, PodInfo, Promise, Reservation
 from cogate.controller.strays import Strays
 from cogate.controller.wakeups import WAKE_MARGIN, Debouncer, earliest
@@ -173,6 +176,9 @@ class Reconciler:
         # rebuilding it from every bound pod; None with a scripted decide: from scratch then.
         self.preempting = Preempting(config, caches, self.writer, self.metrics, self.events, monotonic,
                                      planning=self.planning, planning_lock=self._planning_lock)
+        # Asking cluster-autoscaler for nodes (``--provisioning-class``) plans on the same kept room.
+        self.provisioning = Provisioning(config, caches, self.writer, self.metrics, self.events, monotonic,
+                                         planning=self.planning, planning_lock=self._planning_lock)
         self.strays = Strays(config.gate_name, caches.podgroups, self.writer, self.metrics, self.events, clock,
                              lambda: self._leading())
         self.owners = Ownership(api_reader(getattr(core, "api_client", None)), self.events, self.metrics,
@@ -274,6 +280,9 @@ class Reconciler:
             decision = self._plan([r for r in requests if groups[(r.namespace, r.name)].uid not in held], now,
                                   promised)
             wakes.append(self.preempting.step(decision, groups, by_key, self.memory, present, self.reservations, now))
+            held_now = self.preempting.promises(groups, by_key, self.memory)  # with a preemption started just now
+            wakes.append(self.provisioning.step(decision, groups, by_key, self.memory, self.reservations, held_now,
+                                                now))
             result, wake_at = self._apply_verdicts(decision, groups, {(r.namespace, r.name): r for r in requests},
                                                    now, survey.contexts)
             wakes.append(wake_at)
@@ -445,7 +454,8 @@ class Reconciler:
         new_status = lifecycle.lifecycle_conditions(
             new_status, g.pg.status, g.pg, request.members, status_verdict.outcome if status_verdict else None,
             verdict.message, findings, now)
-        return self.preempting.conditions(new_status, g, memory, now)
+        new_status = self.preempting.conditions(new_status, g, memory, now)
+        return self.provisioning.conditions(new_status, g, memory, now)
 
     def _status_body(self, g: GroupObject, new_status: PodGroupStatus, release: Mapping[str, str],
                      memory: GroupMemory) -> tuple[dict[str, Any] | None, float | None]:
@@ -492,7 +502,7 @@ class Reconciler:
         A patch the API server refuses now (after the dry run) is reported and backed off like a
         dry-run refusal."""
         placement = self.config.placement
-        results = self.writer.ungate_members(release)
+        results = self.writer.ungate_members(release, self.provisioning.consume(g))
         removed = {u: n for u, n in release.items() if results.get(u) == WriteResult.REMOVED}
         refused = {u for u, r in results.items() if r == WriteResult.REFUSED}
         wake_at = None

@@ -251,13 +251,16 @@ class Writer:
                      extra=log_extra(*key))
 
     # -- gates -------------------------------------------------------------------
-    def ungate_members(self, release: Mapping[str, str]) -> dict[str, WriteResult]:
+    def ungate_members(self, release: Mapping[str, str],
+                       annotations: Mapping[str, str] | None = None) -> dict[str, WriteResult]:
         """Remove the gate from each member (uid -> node to pin to, '' for none) concurrently; uid -> result.
 
         A member whose patch :meth:`check_release` validated is patched at once with that patch,
         guarded by a ``test`` of the resourceVersion it was built from (no second read); if the
-        pod changed meanwhile (422/409), it is read again and the patch rebuilt (:meth:`ungate`)."""
-        return self._each(release, dry_run=False)
+        pod changed meanwhile (422/409), it is read again and the patch rebuilt (:meth:`ungate`).
+        ``annotations``: set on every member in the same patch (``patches.annotation_ops``: the
+        consume-provisioning-request annotation of a group released on provisioned nodes)."""
+        return self._each(release, dry_run=False, annotations=annotations)
 
     def check_release(self, release: Mapping[str, str]) -> dict[str, WriteResult]:
         """Send each member's release patch with ``dryRun=All`` (nothing changes), concurrently:
@@ -269,7 +272,8 @@ class Writer:
             self._validated.pop(uid, None)
         return self._each(release, dry_run=True)
 
-    def _each(self, release: Mapping[str, str], *, dry_run: bool) -> dict[str, WriteResult]:
+    def _each(self, release: Mapping[str, str], *, dry_run: bool,
+              annotations: Mapping[str, str] | None = None) -> dict[str, WriteResult]:
         futures = {}
         for uid, node in release.items():
             p = self.members.get(uid)
@@ -278,7 +282,7 @@ class Writer:
                     self.metrics.gate_removals.labels(WriteResult.NOT_FOUND).inc()
                 continue
             futures[uid] = (p, self._pool.submit(self.ungate, p.namespace, p.name, uid, node, group=p.group or "",
-                                                 dry_run=dry_run, cached=p))
+                                                 dry_run=dry_run, cached=p, annotations=annotations))
         out: dict[str, WriteResult] = {}
         for uid, (p, f) in futures.items():
             try:
@@ -293,7 +297,8 @@ class Writer:
 
     def ungate(self, namespace: str, name: str, uid: str, node: str,
                only_if: Callable[[dict[str, Any]], bool] | None = None, *, group: str = "",
-               dry_run: bool = False, cached: PodInfo | None = None) -> WriteResult:
+               dry_run: bool = False, cached: PodInfo | None = None,
+               annotations: Mapping[str, str] | None = None) -> WriteResult:
         """Remove the gate from one pod, pinning it to ``node`` ('' for none); one of :data:`UNGATE_RESULTS`.
 
         Requests: one guarded patch when a dry run validated it (:meth:`check_release`) or when
@@ -304,6 +309,8 @@ class Writer:
         (the pod is always read then).
         ``group``: the PodGroup the pod belongs (or belonged) to, for log lines. ``dry_run``: send
         the patch with ``dryRun=All`` (nothing is changed); ``ok`` instead of ``removed``.
+        ``annotations``: set in the same patch (:func:`cogate.controller.patches.annotation_ops`); the
+        pod is then always read first (the informer's record does not keep annotations).
         ``refused``: the API server refused the patch (:data:`REFUSAL_STATUSES` on an unchanged
         pod); its answer is in :attr:`answers` under ``uid``.
         """
@@ -319,7 +326,7 @@ class Writer:
                 return WriteResult.NOT_FOUND  # deleted and recreated under the same name
             if only_if is not None and not only_if(pod):
                 return WriteResult.SKIPPED
-            ops = self._release_ops(pod, namespace, name, node, extra)
+            ops = self._release_ops(pod, namespace, name, node, extra, annotations)
             if ops is None:
                 return WriteResult.ABSENT
             kwargs: dict[str, Any] = {"dry_run": "All"} if dry_run else {}
@@ -340,10 +347,10 @@ class Writer:
             return WriteResult.REMOVED
 
         fast: tuple[str, list[dict[str, Any]]] | None = None
-        validated = None if dry_run else self._validated.pop(uid, None)
+        validated = None if dry_run or annotations else self._validated.pop(uid, None)
         if validated is not None and validated[0] == node and time.monotonic() - validated[3] < VALIDATED_FOR:
             fast = (validated[1], validated[2])
-        elif only_if is None and cached is not None and cached.uid == uid:
+        elif only_if is None and not annotations and cached is not None and cached.uid == uid:
             fast = cached_release_ops(cached, self.gate, node)
         if fast is not None:
             rv, ops = fast
@@ -398,12 +405,13 @@ class Writer:
         raise Refused(answer_of(exc), status) from exc
 
     def _release_ops(self, pod: dict[str, Any], namespace: str, name: str, node: str,
-                     extra: dict[str, str] | None) -> list[dict[str, Any]] | None:
+                     extra: dict[str, str] | None,
+                     annotations: Mapping[str, str] | None = None) -> list[dict[str, Any]] | None:
         try:
-            return release_patch(pod, self.gate, node)
+            return release_patch(pod, self.gate, node, annotations)
         except ValueError as exc:
             log.warning("pod %s/%s: cannot pin (%s); removing the gate only", namespace, name, exc, extra=extra)
-            return release_patch(pod, self.gate, "")
+            return release_patch(pod, self.gate, "", annotations)
 
     # -- eviction ----------------------------------------------------------------
     def evict(self, p: PodInfo) -> WriteResult:
@@ -594,6 +602,66 @@ class Writer:
                 return WriteResult.ABSENT
             log.warning("deleting PodDisruptionBudget %s/%s failed: %s", namespace, name, exc,
                         extra=log_extra(namespace, name))
+            return WriteResult.FAILED
+
+    # -- provisioning (issue 16) --------------------------------------------------
+    def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The pod as stored (API JSON), or ``None`` when it is gone or cannot be read (logged)."""
+        try:
+            return json_body(self.core.read_namespaced_pod(name, namespace, _preload_content=False,
+                                                           _request_timeout=REQUEST_TIMEOUT))
+        except Exception as exc:  # noqa: BLE001
+            if api_status(exc) != 404:
+                log.warning("reading pod %s/%s failed: %s", namespace, name, exc)
+            return None
+
+    def create_object(self, body: Mapping[str, Any]) -> tuple[WriteResult, str, dict[str, Any]]:
+        """Create a PodTemplate (``v1``) or a ProvisioningRequest (``provreq.PLURAL``) from
+        ``body``; ``(created | failed, the API server's answer on failure, the object created)``.
+        An object of that name that exists already (409) counts as ``failed``: names are new per
+        attempt, so it is another's."""
+        from cogate.controller import provreq
+
+        meta = body["metadata"]
+        ns, name = meta["namespace"], meta["name"]
+        try:
+            if body.get("kind") == "PodTemplate":
+                resp = self.core.create_namespaced_pod_template(ns, body, _preload_content=False,
+                                                                _request_timeout=REQUEST_TIMEOUT)
+            else:
+                group, version = str(body["apiVersion"]).split("/", 1)
+                resp = self.custom.create_namespaced_custom_object(group, version, ns, provreq.PLURAL, body,
+                                                                   _preload_content=False,
+                                                                   _request_timeout=REQUEST_TIMEOUT)
+        except Exception as exc:  # noqa: BLE001
+            answer = answer_of(exc)
+            log.warning("creating %s %s/%s failed: %s", body.get("kind"), ns, name, answer)
+            return WriteResult.FAILED, answer, {}
+        try:
+            raw = json_body(resp)
+        except ValueError:
+            raw = {}
+        return WriteResult.CREATED, "", raw if isinstance(raw, dict) else {}
+
+    def delete_object(self, kind: str, namespace: str, name: str, uid: str = "") -> WriteResult:
+        """Delete a PodTemplate or a ProvisioningRequest (``kind``), with a uid precondition when
+        ``uid`` is given; ``deleted``, ``gone`` (404/409: already gone, or replaced) or ``failed``."""
+        from cogate.controller import provreq
+
+        body = {"preconditions": {"uid": uid}} if uid else None
+        try:
+            if kind == "PodTemplate":
+                self.core.delete_namespaced_pod_template(name, namespace, body=body, _preload_content=False,
+                                                         _request_timeout=REQUEST_TIMEOUT)
+            else:
+                self.custom.delete_namespaced_custom_object(provreq.GROUP, provreq.VERSION, namespace,
+                                                            provreq.PLURAL, name, body=body,
+                                                            _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
+            return WriteResult.DELETED
+        except Exception as exc:  # noqa: BLE001
+            if api_status(exc) in (404, 409):
+                return WriteResult.GONE
+            log.warning("deleting %s %s/%s failed: %s", kind, namespace, name, exc)
             return WriteResult.FAILED
 
     # -- caches ------------------------------------------------------------------

@@ -338,9 +338,11 @@ def _values_default(key: str):
     return values
 
 
-def readme_rbac_table() -> set[tuple[str, str, str, str, str]]:
-    """Rows of the chart README's RBAC table that apply with default values, expanded to
-    ``(service account, scope, group/resource, resource name, verb)``."""
+def readme_rbac_table(values: dict[str, str] | None = None) -> set[tuple[str, str, str, str, str]]:
+    """Rows of the chart README's RBAC table that apply with default values (``values``: keys set
+    otherwise, as ``--set`` gives them), expanded to ``(service account, scope, group/resource,
+    resource name, verb)``. A row's condition is ``key=value``, or ``key`` set (a non-empty value)."""
+    values = values or {}
     text = (CHART / "README.md").read_text()
     lines = text.split("| ServiceAccount | scope |", 1)[1].splitlines()[2:]
     rows: set[tuple[str, str, str, str, str]] = set()
@@ -350,9 +352,14 @@ def readme_rbac_table() -> set[tuple[str, str, str, str, str]]:
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         sa, scope, groups, resources, names, verbs, when = cells[:7]
         if when not in ("", "—"):
-            key, _, value = when.strip("`").partition("=")
-            if str(_values_default(key)).lower() != value.lower():
-                continue
+            if when.endswith(" set"):
+                key = when.removesuffix(" set").strip("`")
+                if not str(values.get(key, _values_default(key)) or ""):
+                    continue
+            else:
+                key, _, value = when.strip("`").partition("=")
+                if str(values.get(key, _values_default(key))).lower() != value.lower():
+                    continue
 
         def words(cell: str) -> list[str]:
             return [w.strip().strip("`") for w in cell.split(",") if w.strip() not in ("", "—")]
@@ -409,3 +416,86 @@ def test_can_i_list_matches_the_chart_readme(installed, sa, short):
         assert granted == expected, (f"{short} in {namespace}: granted but not in the README: "
                                      f"{sorted(granted - expected)}; in the README but not granted: "
                                      f"{sorted(expected - granted)}")
+
+
+# ------------------------------------------------------- provisioning (issue 16)
+
+def test_provisioning_rights_are_exactly_what_it_uses(installed):
+    """Runs last: the chart's RBAC again with ``controller.provisioningClass`` set, the controller
+    restarted with the chart's arguments (``--provisioning-class``) under its ServiceAccount,
+    cluster-autoscaler's ProvisioningRequest CRD installed (no autoscaler runs: the request stays
+    unanswered). A gang that fits no node makes cogate create a PodTemplate and a request; a member
+    deleted (the group no longer waits for room) makes it delete both. Nothing is forbidden, every
+    provisioning right is used, and ``can-i --list`` equals the README's table for those values."""
+    from cogate.controller import provreq
+    from cogate.localcluster import autoscaler as ca
+
+    cluster, stack, work = installed["cluster"], installed["stack"], installed["work"]
+    value = f"controller.provisioningClass={provreq.ATOMIC_CLASS}"
+    cluster.kubectl("apply", "-f", str(ca.crd_path()))
+    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                    "crd/provisioningrequests.autoscaling.x-k8s.io")
+    objs = render_chart(value)
+    role = [o for o in objs if o["kind"] == "ClusterRole" and o["metadata"]["name"] == CONTROLLER_SA]
+    manifest = work / "chart-rbac-provisioning.yaml"
+    manifest.write_text(yaml.safe_dump_all(role))
+    cluster.kubectl("apply", "-f", str(manifest))
+    old = stack.processes.pop("controller")
+    old.stop()
+    ctrl = container(objs, CONTROLLER_SA, "controller")
+    assert f"--provisioning-class={provreq.ATOMIC_CLASS}" in ctrl["args"]
+    port = free_port()
+    args = chart_args(ctrl, **{"--metrics-port": str(port), "--metrics-host": "127.0.0.1",
+                               "--kubeconfig": str(work / "controller.kubeconfig")})
+    stack.controller_metrics_port = port
+    proc = stack._spawn("controller", args[1:])
+    stack._wait_ready(proc, f"http://127.0.0.1:{port}/readyz", None)
+    api = cluster.api_client()
+    ns = "rbac-provisioning"
+    try:
+        cluster.kubectl("create", "namespace", ns)
+        create_pod_group(api, example.pod_group("big", 2, namespace=ns, timeout_seconds=None))
+        core = client.CoreV1Api(api)
+        for i in range(2):
+            tpl = example.pod_template("big", cpu="100", app="big")  # fits no node
+            tpl["metadata"]["name"] = f"big-{i}"
+            core.create_namespaced_pod(ns, {"apiVersion": "v1", "kind": "Pod", **tpl})
+        custom = client.CustomObjectsApi(api)
+
+        def requests() -> list[dict]:
+            return custom.list_namespaced_custom_object(provreq.GROUP, provreq.VERSION, ns, provreq.PLURAL)["items"]
+
+        made = wait_for(lambda: requests() or None, 30, what="a ProvisioningRequest")
+        assert [ps["count"] for ps in made[0]["spec"]["podSets"]] == [2]
+        assert core.list_namespaced_pod_template(ns).items
+        core.delete_namespaced_pod("big-1", ns)
+        wait_for(lambda: not requests() and not core.list_namespaced_pod_template(ns).items, 30,
+                 what="request and template deleted")
+    finally:
+        api.close()
+
+    def deleted() -> bool:
+        return any(e["user"]["username"] == sa_user(CONTROLLER_SA)
+                   and request_kind(e)[:2] == ("delete", "autoscaling.x-k8s.io/provisioningrequests")
+                   for e in audit_events(installed["audit"]))
+
+    wait_for(deleted, 20, what="the controller's delete in the audit log")
+    events = [e for e in audit_events(installed["audit"]) if e["user"]["username"] == sa_user(CONTROLLER_SA)]
+    forbidden = [request_kind(e) for e in events if e.get("responseStatus", {}).get("code") == 403]
+    assert forbidden == [], forbidden
+    text = proc.log.read_text()
+    assert not re.search(r"\b403\b|Forbidden|forbidden", text), text[-2000:]
+    made_kinds = {request_kind(e)[:2] for e in events}
+    needed = {("list", "autoscaling.x-k8s.io/provisioningrequests"),
+              ("watch", "autoscaling.x-k8s.io/provisioningrequests"),
+              ("create", "autoscaling.x-k8s.io/provisioningrequests"),
+              ("delete", "autoscaling.x-k8s.io/provisioningrequests"),
+              ("create", "podtemplates"), ("delete", "podtemplates"), ("get", "pods")}
+    assert needed <= made_kinds, sorted(needed - made_kinds)
+    table = readme_rbac_table({"controller.provisioningClass": provreq.ATOMIC_CLASS})
+    for namespace, scopes in ((NAMESPACE, {"cluster", "release namespace"}), ("default", {"cluster"})):
+        baseline = can_i(cluster, BASELINE_SA, namespace)
+        granted = can_i(cluster, CONTROLLER_SA, namespace) - baseline
+        expected = {(res, name, verb) for who, scope, res, name, verb in table
+                    if who == "controller" and scope in scopes}
+        assert granted == expected, (sorted(granted - expected), sorted(expected - granted))

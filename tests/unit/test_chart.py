@@ -342,6 +342,23 @@ def test_preemption_value_reaches_the_flag_and_rights(helm):
     assert not [r for r in all_of(off, "Role") if r["metadata"]["name"] == "cogate-controller-scheduler-lease"]
 
 
+def test_provisioning_class_reaches_the_flag_and_rights(helm):
+    """Issue 16: off by default (no flag, no rights); a class adds the flag and exactly the rights it uses."""
+    requests = (("autoscaling.x-k8s.io",), ("provisioningrequests",), ("create", "delete", "get", "list", "watch"), ())
+    templates = (("",), ("podtemplates",), ("create", "delete"), ())
+    default = render(helm)
+    args = container(find(default, "Deployment", "cogate-controller"), "controller")["args"]
+    assert controller_main.build_parser().parse_args(args[1:]).provisioning_class == ""
+    rules = _rules(default, "ClusterRole", "cogate-controller")
+    assert requests not in rules and templates not in rules
+    on = render(helm, "--set", "controller.provisioningClass=best-effort-atomic-scale-up.autoscaling.x-k8s.io")
+    args = container(find(on, "Deployment", "cogate-controller"), "controller")["args"]
+    parsed = controller_main.build_parser().parse_args(args[1:])
+    assert parsed.provisioning_class == "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
+    rules = _rules(on, "ClusterRole", "cogate-controller")
+    assert requests in rules and templates in rules
+
+
 def test_values_reach_the_containers(helm):
     objs = render(helm, "--set", "gateName=example.com/gang", "--set", "controller.placement=free",
                   "--set", "webhook.replicas=3", "--set", "controller.replicas=1", "--set", "controller.leaderElect=false",

@@ -45,6 +45,7 @@ PURE = [
     "cogate.controller.replicas",
     "cogate.controller.owners",
     "cogate.controller.preemption",
+    "cogate.controller.provreq",
     "cogate.webhook.admission",
     "cogate.gates",
 ]
