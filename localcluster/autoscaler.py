@@ -67,6 +67,7 @@ __all__ = [
     "GroupView",
     "parse_status",
     "delete_group_nodes",
+    "reset",
     "AutoscalerError",
 ]
 
@@ -419,4 +420,52 @@ def delete_group_nodes(api: Any, spec: AutoscalerSpec, *, timeout: float = 60.0,
         if time.monotonic() >= deadline:
             raise AutoscalerError(f"node groups {sorted(wanted)} not back to 0 nodes after {timeout:.0f}s: "
                                   f"nodes left {left}, autoscaler's view {last}")
+        time.sleep(0.2)
+
+
+def reset(cluster: Any, api: Any, spec: AutoscalerSpec, namespace: str | None = None, *, restart: bool = True,
+          timeout: float = 120.0) -> None:
+    """Bring the autoscaled ``cluster`` back to no node of any group, with nothing remembered.
+
+    Deletes ``namespace`` (its pods, PodTemplates, ProvisioningRequests; a pending pod left would
+    make the autoscaler add nodes again) and waits until it is gone, restarts the autoscaler
+    (:meth:`~cogate.localcluster.cluster.LocalCluster.restart_autoscaler`: it deletes its nodes on
+    the way out and comes back with no cached template, no back-off, no node deleted behind its
+    back counted as unregistered), deletes any node of the groups left
+    (:func:`delete_group_nodes`) and waits until the autoscaler's view is 0 registered,
+    0 unregistered, target 0. ``restart=False`` (when the last reset restarted it already) skips
+    the restart. Used by the e2e fixture ``autoscaled`` and the autoscaler benchmark. Raises
+    :class:`AutoscalerError` when a step does not finish within ``timeout`` s (the namespace) or
+    60 s (the nodes, the view)."""
+    from kubernetes import client
+    from kubernetes.client.rest import ApiException
+
+    core = client.CoreV1Api(api)
+    if namespace is not None:
+        try:
+            core.delete_namespace(namespace, propagation_policy="Foreground")
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                core.read_namespace(namespace)
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+                break
+            if time.monotonic() >= deadline:
+                raise AutoscalerError(f"namespace {namespace} not deleted after {timeout:.0f}s")
+            time.sleep(0.3)
+    if restart:
+        cluster.restart_autoscaler()
+    delete_group_nodes(api, spec, timeout=60)
+    deadline = time.monotonic() + 30
+    while True:
+        last = view(api, spec.namespace)
+        if all(v.unregistered == 0 for v in last.values()):
+            return
+        if time.monotonic() >= deadline:
+            raise AutoscalerError(f"unregistered nodes left in the autoscaler's view after 30s: {last}")
         time.sleep(0.2)

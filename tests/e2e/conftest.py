@@ -134,33 +134,9 @@ class Autoscaled:
 
 def reset_autoscaled(cluster: Any, api: client.ApiClient, namespace: str | None, spec: ca.AutoscalerSpec, *,
                      restart: bool = True) -> None:
-    """Delete ``namespace`` (its pods, PodTemplates, ProvisioningRequests) and wait until it is gone
-    (a pending pod left would make the autoscaler add nodes again), restart the autoscaler (it
-    deletes its nodes on the way out and comes back remembering nothing: no cached template, no
-    back-off, no node deleted behind its back counted as unregistered), delete any node of the
-    group left, and wait until the autoscaler's view is 0 registered, 0 unregistered, target 0.
-    ``restart=False`` (before a test: the last one's reset restarted it) skips the restart."""
-    core = client.CoreV1Api(api)
-    if namespace is not None:
-        try:
-            core.delete_namespace(namespace, propagation_policy="Foreground")
-        except client.ApiException as exc:
-            if exc.status != 404:
-                raise
-
-        def gone() -> bool:
-            try:
-                core.read_namespace(namespace)
-                return False
-            except client.ApiException as exc:
-                return exc.status == 404
-
-        wait_for(gone, 120, interval=0.3, what=f"namespace {namespace} deleted")
-    if restart:
-        cluster.restart_autoscaler()
-    ca.delete_group_nodes(api, spec, timeout=60)
-    wait_for(lambda: all(v.unregistered == 0 for v in ca.view(api, spec.namespace).values()), 30,
-             what="no unregistered node in the autoscaler's view")
+    """:func:`cogate.localcluster.autoscaler.reset`: ``namespace`` deleted, the autoscaler restarted
+    (unless ``restart=False``: the last test's reset restarted it), no node of the group left."""
+    ca.reset(cluster, api, spec, namespace, restart=restart)
 
 
 @pytest.fixture
