@@ -286,7 +286,7 @@ def _plot(spec: ca.AutoscalerSpec, workloads: tuple[Workload, ...], res: dict[st
     import matplotlib.pyplot as plt
 
     fits = [w for w in workloads if w.fits]
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), gridspec_kw={"width_ratios": [2, 1]})
+    fig, axes = plt.subplots(1, 2, figsize=(12, 5.6), gridspec_kw={"width_ratios": [2, 1]})
     ax, ax_n = axes
     phases = [("request created s", "request created"), ("provisioned s", "Provisioned=True"),
               ("first node s", "first node seen"), ("nodes ready s", "every node Ready"),
@@ -308,7 +308,8 @@ def _plot(spec: ca.AutoscalerSpec, workloads: tuple[Workload, ...], res: dict[st
     ax.invert_yaxis()
     ax.set_xlabel("s after the first create call")
     ax.set_title("Gangs that fit: where the time goes")
-    ax.legend(fontsize=7, loc="lower right", title="phase ending at the bar's right edge", title_fontsize=7)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=3,
+              title="phase ending at the segment's right edge", title_fontsize=7)
     unfit = [w for w in workloads if not w.fits]
     xs = range(len(unfit))
     for k, s in enumerate(SYSTEMS):
