@@ -16,6 +16,8 @@ Pieces:
 - :class:`PodWatch`: cluster-wide pod watch recording, per pod, when it was first seen
   (created), first seen without scheduling gates (ungated) and first seen with a node
   (bound), its first nominatedNodeName, plus a binding log and event counts per namespace;
+- :class:`ObjectWatch`: the same clock for another resource (nodes, a custom resource): when
+  each named fact (e.g. "Ready", a condition) first held for each object;
 - :func:`pod`, :func:`pod_group`, :func:`replica_set`: manifests (dicts); :func:`priority_class` creates one;
 - :func:`parallel`: run calls on a thread pool ("created at once");
 - :func:`new_namespace`, :func:`delete_namespace`;
@@ -525,6 +527,83 @@ class PodGroupWatch(_WatchLoop):
         """When each named group of ``namespace`` was first seen decided (groups not seen left out)."""
         with self.lock:
             return [self.decided[(namespace, n)] for n in names if (namespace, n) in self.decided]
+
+
+@dataclass
+class ObjectWatch(_WatchLoop):
+    """Cluster-wide watch of one resource in a thread, for timelines: ``first[(namespace, name)]``
+    maps ``"seen"`` and each fact ``facts(obj)`` ever returned for that object to when the watch first saw it
+    (``time.monotonic()`` at arrival, the clock of :class:`PodWatch`); ``last[key]`` is the last
+    object seen (also after its deletion), ``deleted[key]`` when it was seen deleted.
+
+    ``resource``: ``"nodes"`` or ``"<group>/<version>/<plural>"`` (a custom resource, e.g.
+    ``"autoscaling.x-k8s.io/v1/provisioningrequests"``). ``facts``: obj (a dict) -> names of what
+    holds for it now (e.g. ``["seen", "Ready"]``). Use as a context manager."""
+
+    api: client.ApiClient
+    resource: str
+    facts: Callable[[dict[str, Any]], Iterable[str]]
+    first: dict[tuple[str, str], dict[str, float]] = field(default_factory=dict)
+    last: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    deleted: dict[tuple[str, str], float] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.lock = threading.Lock()
+        self._stop = threading.Event()
+        self._resp: Any = None
+        self._rv = ""
+        self._thread = threading.Thread(target=self._run, name=f"watch-{self.resource}", daemon=True)
+
+    def __enter__(self) -> "ObjectWatch":
+        self._list()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        with contextlib.suppress(Exception):
+            self._resp.connection.sock.shutdown(socket.SHUT_RDWR)
+        self._thread.join(5)
+
+    def _call(self, **kw: Any) -> Any:
+        if self.resource == "nodes":
+            return client.CoreV1Api(self.api).list_node(_preload_content=False, **kw)
+        group, version, plural = self.resource.split("/")
+        return client.CustomObjectsApi(self.api).list_cluster_custom_object(group, version, plural,
+                                                                            _preload_content=False, **kw)
+
+    def _list(self) -> None:
+        raw = json.loads(self._call().data)
+        self._rv = raw["metadata"]["resourceVersion"]
+        now = time.monotonic()
+        for obj in raw.get("items") or []:
+            self._event("ADDED", obj, now)
+
+    def _open(self, rv: str) -> Any:
+        return self._call(watch=True, resource_version=rv, allow_watch_bookmarks=True, timeout_seconds=300,
+                          _request_timeout=(10, 600))
+
+    def _relist(self) -> None:
+        self._list()
+
+    def _event(self, kind: str, obj: dict[str, Any], t: float) -> None:
+        meta = obj.get("metadata") or {}
+        key = (meta.get("namespace", ""), meta.get("name", ""))
+        with self.lock:
+            seen = self.first.setdefault(key, {})
+            seen.setdefault("seen", t)
+            for fact in self.facts(obj):
+                seen.setdefault(fact, t)
+            self.last[key] = obj
+            if kind == "DELETED":
+                self.deleted.setdefault(key, t)
+
+    def since(self, t0: float, namespace: str | None = None) -> dict[tuple[str, str], dict[str, float]]:
+        """``first`` of the objects first seen at or after ``t0`` (of ``namespace`` when given), copied."""
+        with self.lock:
+            return {k: dict(v) for k, v in self.first.items()
+                    if v.get("seen", -1.0) >= t0 and (namespace is None or k[0] == namespace)}
 
 
 class MetricClock:

@@ -56,6 +56,7 @@ BENCHMARKS: list[str] = [
     "bench_controller_memory_cluster",  # 6b
     "bench_coscheduling",  # 7 (needs the scheduler-plugins source: $COGATE_COSCHEDULING_SRC)
     "bench_preemption_cluster",  # issue 15 item 6: cogate, kube-scheduler alone, Coscheduling preempting
+    "bench_autoscaler_cluster",  # issue 16 item 6: cogate's ProvisioningRequests against cluster-autoscaler alone
 ]
 
 #: Binaries the local control plane runs (what a NEEDS_CLUSTER benchmark needs).

@@ -67,6 +67,7 @@ __all__ = [
     "GroupView",
     "parse_status",
     "delete_group_nodes",
+    "reset",
     "AutoscalerError",
 ]
 
@@ -422,4 +423,56 @@ def delete_group_nodes(api: Any, spec: AutoscalerSpec, *, timeout: float = 60.0,
         if time.monotonic() >= deadline:
             raise AutoscalerError(f"node groups {sorted(wanted)} not back to 0 nodes after {timeout:.0f}s: "
                                   f"nodes left {left}, autoscaler's view {last}")
+        time.sleep(0.2)
+
+
+def reset(cluster: Any, api: Any, spec: AutoscalerSpec, namespace: str | None = None, *, restart: bool = True,
+          timeout: float = 120.0) -> None:
+    """Bring the autoscaled ``cluster`` back to no node of any group, with nothing remembered.
+
+    Deletes ``namespace``'s ProvisioningRequests and pods (grace 0) and waits until no pod is left (a
+    pending pod left would make the autoscaler add nodes again), deletes the namespace in the
+    background, restarts the autoscaler
+    (:meth:`~cogate.localcluster.cluster.LocalCluster.restart_autoscaler`: it deletes its nodes on
+    the way out and comes back with no cached template, no back-off, no node deleted behind its
+    back counted as unregistered), deletes any node of the groups left
+    (:func:`delete_group_nodes`) and waits until the autoscaler's view is 0 registered,
+    0 unregistered, target 0. ``restart=False`` (when the last reset restarted it already) skips
+    the restart. Used by the e2e fixture ``autoscaled`` and the autoscaler benchmark. Raises
+    :class:`AutoscalerError` when a step does not finish within ``timeout`` s (the pods) or
+    60 s (the nodes, the view)."""
+    from kubernetes import client
+    from kubernetes.client.rest import ApiException
+
+    core = client.CoreV1Api(api)
+    if namespace is not None:
+        # what makes the autoscaler act goes first (requests, pods: grace 0); the namespace itself is
+        # deleted in the background (waiting for the namespace controller took 5-10 s a reset)
+        try:
+            client.CustomObjectsApi(api).delete_collection_namespaced_custom_object(
+                "autoscaling.x-k8s.io", "v1", namespace, "provisioningrequests")
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+        core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+        deadline = time.monotonic() + timeout
+        while core.list_namespaced_pod(namespace).items:
+            if time.monotonic() >= deadline:
+                raise AutoscalerError(f"pods of namespace {namespace} not deleted after {timeout:.0f}s")
+            time.sleep(0.2)
+        try:
+            core.delete_namespace(namespace, propagation_policy="Background")
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+    if restart:
+        cluster.restart_autoscaler()
+    delete_group_nodes(api, spec, timeout=60)
+    deadline = time.monotonic() + 30
+    while True:
+        last = view(api, spec.namespace)
+        if all(v.unregistered == 0 for v in last.values()):
+            return
+        if time.monotonic() >= deadline:
+            raise AutoscalerError(f"unregistered nodes left in the autoscaler's view after 30s: {last}")
         time.sleep(0.2)

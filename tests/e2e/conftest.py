@@ -134,27 +134,9 @@ class Autoscaled:
 
 def reset_autoscaled(cluster: Any, api: client.ApiClient, namespace: str | None, spec: ca.AutoscalerSpec, *,
                      restart: bool = True) -> None:
-    """Empty ``namespace`` of what makes the autoscaler act: delete its ProvisioningRequests and its
-    pods (grace 0) and wait until no pod is left (a pending pod left would make the autoscaler add
-    nodes again), then delete the namespace in the background (waiting for the namespace
-    controller took 5-10 s a test). Then restart the autoscaler (it deletes its nodes on the way
-    out and comes back remembering nothing: no cached template, no back-off, no node deleted
-    behind its back counted as unregistered), delete any node of the group left, and wait until
-    the autoscaler's view is 0 registered, 0 unregistered, target 0.
-    ``restart=False`` (before a test: the last one's reset restarted it) skips the restart."""
-    core = client.CoreV1Api(api)
-    if namespace is not None:
-        client.CustomObjectsApi(api).delete_collection_namespaced_custom_object(
-            "autoscaling.x-k8s.io", "v1", namespace, "provisioningrequests")
-        core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
-        wait_for(lambda: not core.list_namespaced_pod(namespace).items, 60, interval=0.2,
-                 what=f"no pod left in {namespace}")
-        core.delete_namespace(namespace, propagation_policy="Background")
-    if restart:
-        cluster.restart_autoscaler()
-    ca.delete_group_nodes(api, spec, timeout=60)
-    wait_for(lambda: all(v.unregistered == 0 for v in ca.view(api, spec.namespace).values()), 30,
-             what="no unregistered node in the autoscaler's view")
+    """:func:`cogate.localcluster.autoscaler.reset`: ``namespace`` deleted, the autoscaler restarted
+    (unless ``restart=False``: the last test's reset restarted it), no node of the group left."""
+    ca.reset(cluster, api, spec, namespace, restart=restart)
 
 
 @pytest.fixture

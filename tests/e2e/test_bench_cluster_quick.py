@@ -1,5 +1,6 @@
 """Smoke test of the cluster benchmarks (bench/, issue 10): benchmarks 3 (end to end) and 4
-(release throughput) in --quick mode on their own local control plane. Checks only that each
+(release throughput) in --quick mode on their own local control plane, and the autoscaler side by
+side (issue 16 item 6) on the session's autoscaled cluster. Checks only that each
 returns a well-formed RESULT (the contract in bench/: name, title, what, baseline, tables,
 plots, targets, notes), never a timing.
 """
@@ -58,3 +59,16 @@ def _check_result(res: dict, name: str) -> None:
 def test_quick_result_is_well_formed(own_cluster, tmp_path, module, name):
     res = _module(module).run(True, tmp_path, cluster=own_cluster)
     _check_result(res, name)
+
+
+def test_autoscaler_quick_result_is_well_formed(autoscaled_cluster, tmp_path):
+    """The autoscaler side by side (issue 16 item 6) in --quick mode on the session's autoscaled
+    cluster (its single group is the quick spec's): a well-formed RESULT with its plot, and the
+    rows of both systems for both workloads."""
+    mod = _module("bench_autoscaler_cluster")
+    res = mod.run(True, tmp_path, cluster=autoscaled_cluster)
+    _check_result(res, "autoscaler_cluster")
+    assert (tmp_path / res["plots"][0]["file"]).is_file()
+    fit, unfit = res["tables"][0], res["tables"][3]
+    assert sorted(r[2] for r in fit["rows"]) == ["autoscaler alone", "cogate"]
+    assert sorted(r[1] for r in unfit["rows"]) == ["autoscaler alone", "cogate"]
