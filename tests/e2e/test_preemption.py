@@ -343,9 +343,9 @@ def test_a_kube_scheduler_restart_mid_preemption_is_told_the_nominations_again(
         try:
             create_gang(kube, namespace, "train", 2, "3", classes["high"])
             wait_for(lambda: (c := preempting_condition(kube, namespace, "train")) and c["status"] == "True"
-                     and "waiting for 3 victims to terminate" in c["message"], 20, what="Preempting=True, 3 victims")
+                     and "waiting for 3 victims to terminate" in c["message"], 60, what="Preempting=True, 3 victims")
             wait_for(lambda: (ps := group_pods(kube, namespace, "train")) and len(ps) == 2
-                     and all(p.status.nominated_node_name == node for p in ps), 10, what="members nominated")
+                     and all(p.status.nominated_node_name == node for p in ps), 30, what="members nominated")
             wait_for(lambda: len(app_pods(kube, namespace, "batch")) == 8, 20, what="3 replacements Pending")
             victims = {p.metadata.uid for p in app_pods(kube, namespace, "batch") if p.metadata.deletion_timestamp}
             assert len(victims) == 3 and victims <= before
