@@ -108,15 +108,24 @@ def webhook_requests(stack) -> dict[str, float]:
 
 
 @contextlib.contextmanager
-def scheduler_paused(stack) -> Iterator[None]:
-    """kube-scheduler stopped (SIGSTOP) inside the block, continued (SIGCONT) after it: released
-    members stay pinned and unbound meanwhile."""
-    proc = stack.cluster.procs["kube-scheduler"]
+def paused(proc) -> Iterator[None]:
+    """Process ``proc`` (a ``localcluster.procs.Proc``) stopped (SIGSTOP) inside the block, continued
+    (SIGCONT) after it."""
     proc.signal(signal.SIGSTOP)
     try:
         yield
     finally:
         proc.signal(signal.SIGCONT)
+
+
+def scheduler_paused(stack) -> contextlib.AbstractContextManager[None]:
+    """kube-scheduler :func:`paused`: released members stay pinned and unbound meanwhile."""
+    return paused(stack.cluster.procs["kube-scheduler"])
+
+
+def controller_paused(stack) -> contextlib.AbstractContextManager[None]:
+    """cogate's controller :func:`paused`."""
+    return paused(stack.processes["controller"])
 
 
 @contextlib.contextmanager

@@ -26,7 +26,6 @@ made through the scheduling API; one fake node of 10 CPU (``example.NODE_SHAPE``
 from __future__ import annotations
 
 import contextlib
-import signal
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -36,7 +35,7 @@ from kubernetes import client
 
 from cogate.localcluster import example
 
-from .kube import (bound, condition, create_pod_group, events_for, gated, group_pods, hold_gated, pods,
+from .kube import (bound, controller_paused, condition, create_pod_group, events_for, gated, group_pods, hold_gated, pods,
                    priority_classes, running, status, wait_for)
 
 pytestmark = pytest.mark.e2e
@@ -286,17 +285,6 @@ def test_a_controller_restart_mid_preemption_resumes_it_and_the_room_stays_the_g
 #: local cluster's ``--leader-elect=false``): each restart is a new leader within a second or two.
 LEADER_FLAGS = ("--leader-elect=true", "--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s",
                 "--leader-elect-retry-period=1s")
-
-
-@contextlib.contextmanager
-def controller_paused(stack) -> Iterator[None]:
-    """cogate's controller stopped (SIGSTOP) inside the block, continued (SIGCONT) after it."""
-    proc = stack.processes["controller"]
-    proc.signal(signal.SIGSTOP)
-    try:
-        yield
-    finally:
-        proc.signal(signal.SIGCONT)
 
 
 @contextlib.contextmanager
