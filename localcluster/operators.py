@@ -1,0 +1,221 @@
+"""The real MPI operator and KubeRay, as local processes beside a :class:`~cogate.localcluster.cluster.LocalCluster`.
+
+Both create scheduler-plugins PodGroups (``scheduling.x-k8s.io/v1alpha1``) and label their pods
+``scheduling.x-k8s.io/pod-group``; the e2e tests run them against cogate (tests/e2e/test_operators.py).
+Their binaries and CRDs are built into the binary cache like the control plane
+(:data:`versions.OPERATOR_TOOLS`, :data:`versions.CRDS`, :mod:`build`).
+
+What each needs to run out of the cluster (read from their sources, at the pinned tags):
+
+- **MPI operator** (``cmd/mpi-operator/app/server.go``): its MPIJob CRD served before it starts
+  (``checkCRDExists``: "CRD doesn't exist. Exiting", exit code 1), the namespace of its
+  leader-election Lease (``--lock-namespace``, default ``mpi-operator``), ``--kubeConfig`` (that
+  spelling). It always serves ``/healthz`` on ``:8080`` (the constant ``healthCheckPort``, all
+  interfaces, no flag) and exits when that port is taken, so one MPI operator runs per machine at
+  a time: :class:`Operator` holds the file lock ``<cache>/locks/mpi-operator-port-8080.lock``
+  while it runs (a second test session waits for it). ``--gang-scheduling=<name>``: ``volcano``,
+  else scheduler-plugins PodGroups, with ``<name>`` as every pod's ``schedulerName``
+  (``pkg/controller/podgroup.go``: minMember = workers + 1 unless
+  ``runPolicy.schedulingPolicy.minAvailable``, minResources = the requests of minMember pods,
+  ``scheduleTimeoutSeconds`` 0 unless set). Ready: ``/healthz`` answers and its log says
+  ``Leading started`` (it leads at once: the Lease's holder is this host's name, the same for
+  every start).
+- **KubeRay** (``ray-operator/main.go``, controller-runtime): the RayCluster, RayJob and RayService
+  CRDs served (one controller each), ``KUBECONFIG``, ``--enable-leader-election=false``, metrics and
+  probe addresses on free ports of 127.0.0.1 (defaults ``:8080`` and ``:8082``).
+  ``--batch-scheduler=scheduler-plugins``: a RayCluster labelled ``ray.io/gang-scheduling-enabled``
+  gets a PodGroup named after it (minMember = desired workers + 1 head, minResources = their
+  requests) and every pod of it ``schedulerName: scheduler-plugins-scheduler`` (hard-coded,
+  ``controllers/ray/batchscheduler/scheduler-plugins/scheduler_plugins.go``). Ready: ``/readyz``
+  on the probe port.
+
+Pure part: the command lines (:func:`mpi_operator_command_line`, :func:`kuberay_command_line`).
+Process part: :class:`Operator` (CRDs, namespace, process, readiness, logs, restart with other flags).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import yaml
+
+from . import build, versions
+from .procs import Proc, free_ports, spawn, tail, terminate, wait_http
+
+__all__ = [
+    "MPI_OPERATOR",
+    "KUBERAY",
+    "MPI_LOCK_NAMESPACE",
+    "MPI_HEALTH_PORT",
+    "CRD_NAMES",
+    "mpi_operator_command_line",
+    "kuberay_command_line",
+    "Operator",
+    "OperatorError",
+]
+
+#: Tool names (keys of :data:`versions.TOOLS`).
+MPI_OPERATOR = "mpi-operator"
+KUBERAY = "kuberay"
+#: The MPI operator's leader-election namespace (its ``--lock-namespace`` default).
+MPI_LOCK_NAMESPACE = "mpi-operator"
+#: The MPI operator's ``/healthz`` port: a constant of its source, not a flag.
+MPI_HEALTH_PORT = 8080
+#: CRDs each operator needs Established before it starts (names of :data:`versions.CRDS`' files).
+CRD_NAMES: dict[str, tuple[str, ...]] = {
+    MPI_OPERATOR: ("mpijobs.kubeflow.org",),
+    KUBERAY: ("rayclusters.ray.io", "rayjobs.ray.io", "rayservices.ray.io"),
+}
+
+
+class OperatorError(RuntimeError):
+    """An operator did not come up or could not be prepared; the message has its log tail."""
+
+
+def mpi_operator_command_line(binary: str | os.PathLike[str], kubeconfig: str | os.PathLike[str],
+                              gang_scheduling: str | None) -> list[str]:
+    """argv of the MPI operator: all namespaces, metrics off (``--monitoring-port=0``), lock in
+    :data:`MPI_LOCK_NAMESPACE`, ``--gang-scheduling=<gang_scheduling>`` unless None (no PodGroups
+    then), client QPS 50 / burst 100 (defaults 5 / 10 throttle a test's burst of pods), log at ``-v=2``."""
+    args = [str(binary), f"--kubeConfig={kubeconfig}", "--monitoring-port=0", f"--lock-namespace={MPI_LOCK_NAMESPACE}",
+            "--kube-api-qps=50", "--kube-api-burst=100", "-v=2"]
+    if gang_scheduling is not None:
+        if not gang_scheduling:
+            raise ValueError("gang_scheduling: expected a scheduler name (or None), got ''")
+        args.append(f"--gang-scheduling={gang_scheduling}")
+    return args
+
+
+def kuberay_command_line(binary: str | os.PathLike[str], batch_scheduler: str | None, metrics_port: int,
+                         probe_port: int) -> list[str]:
+    """argv of KubeRay's operator (the kubeconfig comes from ``KUBECONFIG``): no leader election,
+    metrics and probes on ``127.0.0.1:<metrics_port>`` / ``127.0.0.1:<probe_port>``,
+    ``--batch-scheduler=<batch_scheduler>`` unless None, console logs."""
+    for what, port in (("metrics_port", metrics_port), ("probe_port", probe_port)):
+        if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+            raise ValueError(f"{what}: expected a TCP port, got {port!r}")
+    args = [str(binary), "--enable-leader-election=false", f"--metrics-addr=127.0.0.1:{metrics_port}",
+            f"--health-probe-bind-address=127.0.0.1:{probe_port}", "--log-stdout-encoder=console"]
+    if batch_scheduler is not None:
+        args.append(f"--batch-scheduler={batch_scheduler}")
+    return args
+
+
+class Operator:
+    """One operator (``tool``: :data:`MPI_OPERATOR` or :data:`KUBERAY`) running against ``cluster``
+    (needs ``kubeconfig`` and ``kubectl(*args)``), logging to ``<workdir>/<tool>.log``.
+
+    ``scheduler``: the MPI operator's ``--gang-scheduling`` or KubeRay's ``--batch-scheduler``
+    (None: off). :meth:`start` applies the CRDs (server-side: KubeRay's are larger than
+    client-side apply's annotation limit) and waits until Established, creates the namespaces the
+    operator needs, starts it and waits until ready (``timeout`` s); raises :class:`OperatorError`
+    with the log tail. The binaries must be built (:func:`build.ensure_binaries`)."""
+
+    def __init__(self, tool: str, cluster: Any, workdir: str | os.PathLike[str], scheduler: str | None, *,
+                 timeout: float = 60.0) -> None:
+        if tool not in CRD_NAMES:
+            raise ValueError(f"tool: expected one of {sorted(CRD_NAMES)}, got {tool!r}")
+        self.tool = tool
+        self.cluster = cluster
+        self.workdir = Path(workdir)
+        self.scheduler = scheduler
+        self.timeout = timeout
+        self.proc: Proc | None = None
+        self._lock = contextlib.ExitStack()
+
+    @property
+    def log(self) -> Path:
+        return self.workdir / f"{self.tool}.log"
+
+    def log_tail(self, lines: int = 60) -> str:
+        return tail(self.log, lines)
+
+    def __enter__(self) -> "Operator":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> "Operator":
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.apply_crds()
+        if self.tool == MPI_OPERATOR:
+            self._apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": MPI_LOCK_NAMESPACE}}])
+        self._spawn()
+        return self
+
+    def stop(self, grace: float = 10.0) -> None:
+        """SIGTERM (SIGKILL after ``grace`` s); releases the MPI operator's port lock."""
+        proc, self.proc = self.proc, None
+        try:
+            if proc is not None:
+                problems = terminate([proc], grace)
+                if problems:
+                    raise OperatorError("; ".join(problems))
+        finally:
+            self._lock.close()
+
+    def restart(self, scheduler: str | None) -> None:
+        """Stop and start again with ``scheduler`` (the CRDs stay)."""
+        self.stop()
+        self.scheduler = scheduler
+        self._spawn()
+
+    def apply_crds(self) -> None:
+        for path in build.crd_paths(self.tool):
+            if not path.is_file():
+                raise OperatorError(f"{self.tool}: no CRD at {path}; build it first "
+                                    f"(python -m cogate.localcluster.build {self.tool})")
+            self.cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(path))
+        self.cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                             *(f"crd/{n}" for n in CRD_NAMES[self.tool]))
+
+    # -- internals ------------------------------------------------------------
+    def _apply(self, objects: Sequence[Mapping[str, Any]]) -> None:
+        path = self.workdir / f"{self.tool}-objects.yaml"
+        path.write_text(yaml.safe_dump_all(list(objects), sort_keys=False))
+        self.cluster.kubectl("apply", "-f", str(path))
+
+    def _spawn(self) -> None:
+        binary = build.binary(versions.BINARIES[self.tool][0])
+        offset = self.log.stat().st_size if self.log.exists() else 0
+        if self.tool == MPI_OPERATOR:
+            self._lock.enter_context(build.build_lock(f"{MPI_OPERATOR}-port-{MPI_HEALTH_PORT}"))
+            argv = mpi_operator_command_line(binary, self.cluster.kubeconfig, self.scheduler)
+            self.proc = spawn(self.tool, argv, self.log)
+            try:
+                wait_http(self.proc, f"http://127.0.0.1:{MPI_HEALTH_PORT}/healthz", timeout=self.timeout,
+                          error=OperatorError)
+                self._wait_log("Leading started", offset)
+            except BaseException:
+                self.stop()
+                raise
+            return
+        metrics, probe = free_ports(2)
+        argv = kuberay_command_line(binary, self.scheduler, metrics, probe)
+        self.proc = spawn(self.tool, argv, self.log, env=dict(os.environ, KUBECONFIG=str(self.cluster.kubeconfig)))
+        try:
+            wait_http(self.proc, f"http://127.0.0.1:{probe}/readyz", timeout=self.timeout, error=OperatorError)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _wait_log(self, text: str, offset: int) -> None:
+        deadline = time.monotonic() + self.timeout
+        assert self.proc is not None
+        while True:
+            with open(self.log, "rb") as fh:
+                fh.seek(offset)
+                if text.encode() in fh.read():
+                    return
+            if not self.proc.alive():
+                raise OperatorError(f"{self.tool} exited (code {self.proc.returncode}); last lines of "
+                                    f"{self.log}:\n{self.log_tail()}")
+            if time.monotonic() >= deadline:
+                raise OperatorError(f"{self.tool} did not log {text!r} within {self.timeout:.0f}s; last lines of "
+                                    f"{self.log}:\n{self.log_tail()}")
+            time.sleep(0.1)
