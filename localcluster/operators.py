@@ -36,6 +36,7 @@ Process part: :class:`Operator` (CRDs, namespace, process, readiness, logs, rest
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import time
 from pathlib import Path
@@ -171,10 +172,26 @@ class Operator:
                 raise OperatorError(f"{self.tool}: no CRD at {path}; build it first "
                                     f"(python -m cogate.localcluster.build {self.tool})")
             self.cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(path))
-        self.cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                             *(f"crd/{n}" for n in CRD_NAMES[self.tool]))
+        self._wait_established(CRD_NAMES[self.tool])
 
     # -- internals ------------------------------------------------------------
+    def _wait_established(self, names: Sequence[str]) -> None:
+        """Poll until every CRD of ``names`` has ``Established=True`` (``kubectl wait
+        --for=condition=Established`` right after the apply fails with ".status.conditions accessor
+        error" while the apiserver has not written any condition yet)."""
+        deadline = time.monotonic() + self.timeout
+        while True:
+            got = json.loads(self.cluster.kubectl("get", "-o", "json", *(f"crd/{n}" for n in names)).stdout)
+            items = got.get("items", [got]) if got.get("kind") == "List" else [got]
+            missing = [(i.get("metadata") or {}).get("name") for i in items
+                       if not any(c.get("type") == "Established" and c.get("status") == "True"
+                                  for c in (i.get("status") or {}).get("conditions") or [])]
+            if not missing:
+                return
+            if time.monotonic() >= deadline:
+                raise OperatorError(f"{self.tool}: CRDs {missing} not Established after {self.timeout:.0f}s")
+            time.sleep(0.2)
+
     def _apply(self, objects: Sequence[Mapping[str, Any]]) -> None:
         path = self.workdir / f"{self.tool}-objects.yaml"
         path.write_text(yaml.safe_dump_all(list(objects), sort_keys=False))

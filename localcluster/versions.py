@@ -31,7 +31,8 @@ MPI_OPERATOR = "v0.8.0"
 #: v1.7.0 and v1.7.1); v1.6.2 is the newest it serves. Its scheduler-plugins batch scheduler
 #: (``controllers/ray/batchscheduler/scheduler-plugins/scheduler_plugins.go``: PodGroup named
 #: after the RayCluster, minMember = desired workers + 1 head, minResources = their requests,
-#: ``schedulerName: scheduler-plugins-scheduler`` on every pod) reads the same at v1.7.0.
+#: ``schedulerName: scheduler-plugins-scheduler`` on every pod) makes the same PodGroup and
+#: scheduler name in a newer snapshot of that file read from the upstream repository.
 KUBERAY = "v1.6.2"
 
 #: name -> (wrapper module requirement, version, go package paths to build)

@@ -68,12 +68,25 @@ def kuberay(stack, cluster, built, tmp_path_factory) -> Iterator[Operator]:
         op.stop()
 
 
-def explained(op: Operator, predicate, timeout: float, what: str):
-    """:func:`wait_for`, whose failure also shows the operator's log tail."""
+def explained(op: Operator, predicate, timeout: float, what: str, shown: Any = None):
+    """:func:`wait_for`, whose failure also shows ``shown()`` (when given) and the operator's log tail."""
     try:
         return wait_for(predicate, timeout, what=what)
     except AssertionError as exc:
-        raise AssertionError(f"{exc}\n--- last lines of {op.log}:\n{op.log_tail()}") from None
+        extra = f"\n--- {shown()}" if shown else ""
+        raise AssertionError(f"{exc}{extra}\n--- last lines of {op.log}:\n{op.log_tail(25)}") from None
+
+
+def released_says(op: Operator, kube, namespace: str, group: str, reason: str, *parts: str,
+                  timeout: float = 30) -> dict[str, Any]:
+    """Wait until the group's Released condition is False with ``reason`` and names every part."""
+    def says():
+        c = condition(status(kube, namespace, group), "Released")
+        return c if c and c["status"] == "False" and c["reason"] == reason and all(p in c["message"] for p in parts) \
+            else None
+
+    return explained(op, says, timeout, f"Released=False {reason} naming {parts}",
+                     lambda: f"status of {group}: {status(kube, namespace, group)}")
 
 
 def container(name: str, cpu: str) -> dict[str, Any]:
@@ -170,13 +183,7 @@ def test_mpijob_that_does_not_fit_stays_gated_whole_and_says_why(stack, kube, na
     only_nodes(1, **NODE)
     create_mpijob(kube, namespace, mpijob("big", 4, "3"))
     operator_pod_group(op, kube, namespace, "big")
-
-    def says():
-        c = condition(status(kube, namespace, "big"), "Released")
-        return c if c and c["status"] == "False" and c["reason"] == "InsufficientCapacity" \
-            and "fits 3 of 5" in c["message"] else None
-
-    cond = explained(op, says, 30, "Released=False InsufficientCapacity, fits 3 of 5")
+    cond = released_says(op, kube, namespace, "big", "InsufficientCapacity", "fits 3 of 5")
     assert "fits 3 of 5" in cond["message"], cond
     hold_gated(kube, namespace, "big", 3, 5)
 
@@ -189,13 +196,8 @@ def test_mpijob_waiting_for_workers_ready_names_staged_creation(stack, kube, nam
     only_nodes(2, **NODE)
     create_mpijob(kube, namespace, mpijob("staged", 4, "1", launcherCreationPolicy="WaitForWorkersReady"))
     assert operator_pod_group(op, kube, namespace, "staged")["spec"]["minMember"] == 5
-
-    def says():
-        c = condition(status(kube, namespace, "staged"), "Released")
-        return c if c and c["status"] == "False" and c["reason"] == "WaitingForMembers" \
-            and "4 of 5 members present" in c["message"] and "WaitForWorkersReady" in c["message"] else None
-
-    cond = explained(op, says, 30, "Released=False WaitingForMembers naming WaitForWorkersReady")
+    cond = released_says(op, kube, namespace, "staged", "WaitingForMembers", "4 of 5 members present",
+                         "WaitForWorkersReady")
     assert f"MPIJob {namespace}/staged" in cond["message"] and "launcherCreationPolicy" in cond["message"], cond
     hold_gated(kube, namespace, "staged", 2, 4)
     launchers, workers = launcher_and_workers(group_pods(kube, namespace, "staged"), "staged")
