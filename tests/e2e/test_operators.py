@@ -21,7 +21,7 @@ from cogate.localcluster import example, versions
 from cogate.localcluster.build import ensure_binaries
 from cogate.localcluster.operators import KUBERAY, MPI_OPERATOR, Operator
 
-from .kube import bound, condition, gated, get_pod_group, group_pods, hold_gated, status, wait_for
+from .kube import bound, condition, events_for, gated, get_pod_group, group_pods, hold_gated, status, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -136,6 +136,16 @@ def bind_as_one_gang(op: Operator, kube, namespace: str, group: str, count: int,
     return explained(op, all_bound, timeout, f"all {count} members of {group} bound")
 
 
+def event_on(op: Operator, kube, namespace: str, name: str, kind: str, reason: str, *parts: str):
+    """Wait for a Warning event ``reason`` on ``kind`` ``name`` whose message names every part."""
+    def found():
+        return next((e for e in events_for(kube, namespace, name, kind) if e.reason == reason
+                     and e.type == "Warning" and all(p in e.message for p in parts)), None)
+
+    return explained(op, found, 15, f"a Warning {reason} event on {kind} {name} naming {parts}",
+                     lambda: [(e.reason, e.message) for e in events_for(kube, namespace, name, kind)])
+
+
 def scheduled_at(pod: client.V1Pod) -> datetime.datetime:
     cond = next(c for c in pod.status.conditions or [] if c.type == "PodScheduled")
     assert cond.status == "True", (pod.metadata.name, cond)
@@ -186,6 +196,8 @@ def test_mpijob_that_does_not_fit_stays_gated_whole_and_says_why(stack, kube, na
     cond = released_says(op, kube, namespace, "big", "InsufficientCapacity", "fits 3 of 5")
     assert "fits 3 of 5" in cond["message"], cond
     hold_gated(kube, namespace, "big", 3, 5)
+    # where the user looks (issue 20 item 4): the MPIJob carries the same reason
+    event_on(op, kube, namespace, "big", "MPIJob", "InsufficientCapacity", "fits 3 of 5")
 
 
 def test_mpijob_waiting_for_workers_ready_names_staged_creation(stack, kube, namespace, only_nodes, mpi):
@@ -199,6 +211,8 @@ def test_mpijob_waiting_for_workers_ready_names_staged_creation(stack, kube, nam
     cond = released_says(op, kube, namespace, "staged", "WaitingForMembers", "4 of 5 members present",
                          "WaitForWorkersReady")
     assert f"MPIJob {namespace}/staged" in cond["message"] and "launcherCreationPolicy" in cond["message"], cond
+    event_on(op, kube, namespace, "staged", "PodGroup", "StagedCreation", "WaitForWorkersReady")
+    event_on(op, kube, namespace, "staged", "MPIJob", "WaitingForMembers", "WaitForWorkersReady")
     hold_gated(kube, namespace, "staged", 2, 4)
     launchers, workers = launcher_and_workers(group_pods(kube, namespace, "staged"), "staged")
     assert (len(launchers), len(workers)) == (0, 4)
