@@ -17,7 +17,7 @@ from kubernetes import client
 
 from cogate.localcluster import example
 
-from .kube import bound, create_pod_group, gated, group_pods, hold_gated, wait_for
+from .kube import bound, create_pod_group, gated, group_pods, hold_gated, scheduled_by_default_scheduler, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -38,7 +38,7 @@ def test_scheduler_plugins_pods_are_adopted_and_bound_by_default_scheduler_as_on
         stack, cluster, kube, namespace, only_nodes):
     assert SPS in stack.adopt_scheduler_names
     only_nodes(2, **NODE)
-    core, apps = client.CoreV1Api(kube), client.AppsV1Api(kube)
+    apps = client.AppsV1Api(kube)
     before = adopted_count(stack)
     create_pod_group(kube, example.pod_group("sp", 4, namespace=namespace, timeout_seconds=None))
     rs = example.replica_set("sp", 3, namespace=namespace, group="sp")
@@ -65,11 +65,6 @@ def test_scheduler_plugins_pods_are_adopted_and_bound_by_default_scheduler_as_on
     assert {p.spec.scheduler_name for p in members} == {"default-scheduler"}
     assert not any(gated(p) for p in members)
     names = {p.metadata.name for p in members}
-
-    def scheduled_by_default_scheduler() -> set[str]:
-        events = core.list_namespaced_event(namespace, field_selector="reason=Scheduled").items
-        return {e.involved_object.name for e in events
-                if (e.reporting_component or e.source.component) == "default-scheduler"}
-
-    wait_for(lambda: names <= scheduled_by_default_scheduler(), 15, what="Scheduled events from default-scheduler")
+    wait_for(lambda: names <= scheduled_by_default_scheduler(kube, namespace), 15,
+             what="Scheduled events from default-scheduler")
     assert adopted_count(stack) - before == 4
