@@ -61,6 +61,7 @@ and are shown to the client by kubectl.
 from __future__ import annotations
 
 import base64
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -251,7 +252,7 @@ def _validate_envelope(review: Any) -> dict[str, Any]:
     return request
 
 
-def validate_adoption(adopted: frozenset[str] | set[str] | tuple[str, ...],
+def validate_adoption(adopted: Iterable[str],
                       scheduler_names: frozenset[str] = frozenset({DEFAULT_SCHEDULER_NAME})) -> frozenset[str]:
     """The adopted scheduler names (``--adopt-scheduler-name``) as a frozenset, checked
     against the planned ones (``--scheduler-name`` plus ``default-scheduler``).
