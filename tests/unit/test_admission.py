@@ -639,19 +639,26 @@ _schedulers = st.one_of(st.none(), st.sampled_from([SPS, "volcano", "default-sch
     adopted=st.frozensets(st.one_of(st.sampled_from([SPS, "volcano"]), st.text(min_size=1, max_size=20))
                           .filter(lambda n: n not in ("default-scheduler", "gpu")), max_size=3),
     names=st.lists(_gate_names, unique=True, max_size=4),
+    group=st.sampled_from(["train", "train", "", None]),
+    node_name=st.sampled_from([None, None, "node-1"]),
 )
-def test_property_adopted_pod_is_gated_once_names_no_adopted_scheduler_and_is_idempotent(scheduler, adopted, names):
-    """For any gated pod: after the patch its schedulerName is not adopted, it carries the gate
-    exactly once, and a reinvocation on the patched pod patches nothing and warns of no rewrite."""
+def test_property_adopted_pod_is_gated_once_names_no_adopted_scheduler_and_is_idempotent(
+        scheduler, adopted, names, group, node_name):
+    """For any pod the webhook gates: after the patch its schedulerName is not adopted, it
+    carries the gate exactly once, and a reinvocation on the patched pod patches nothing and
+    warns of no rewrite. Any pod it does not gate (no label, empty label, nodeName) is untouched."""
     planned = frozenset({"default-scheduler", "gpu"})
     validate_adoption(adopted, planned)
-    pod = job_pod()
+    pod = job_pod(group=group, node_name=node_name)
     pod["spec"]["schedulingGates"] = [{"name": n} for n in names]
     if scheduler is None:
         del pod["spec"]["schedulerName"]
     else:
         pod["spec"]["schedulerName"] = scheduler
     patched = apply_response(pod, admit(review(pod), DEFAULT_GATE_NAME, planned, adopted))
+    if not group or node_name:
+        assert patched == pod
+        return
     assert (patched["spec"].get("schedulerName") or "default-scheduler") not in adopted
     assert [g["name"] for g in patched["spec"]["schedulingGates"]].count(DEFAULT_GATE_NAME) == 1
     if (scheduler or "default-scheduler") in adopted:
