@@ -18,8 +18,9 @@ What each needs to run out of the cluster (read from their sources, at the pinne
   (``pkg/controller/podgroup.go``: minMember = workers + 1 unless
   ``runPolicy.schedulingPolicy.minAvailable``, minResources = the requests of minMember pods,
   ``scheduleTimeoutSeconds`` 0 unless set). Ready: ``/healthz`` answers and its log says
-  ``Leading started`` (it leads at once: the Lease's holder is this host's name, the same for
-  every start).
+  ``Leading started``. Its identity is ``<hostname>_<new UUID>`` and it does not give the Lease
+  up when stopped, so a new process would wait out the old one's lease (15 s): :meth:`Operator.stop`
+  deletes the Lease ``mpi-operator/mpi-operator`` once the process is gone.
 - **KubeRay** (``ray-operator/main.go``, controller-runtime): the RayCluster, RayJob and RayService
   CRDs served (one controller each), ``KUBECONFIG``, ``--enable-leader-election=false``, metrics and
   probe addresses on free ports of 127.0.0.1 (defaults ``:8080`` and ``:8082``).
@@ -52,6 +53,7 @@ __all__ = [
     "KUBERAY",
     "MPI_LOCK_NAMESPACE",
     "MPI_HEALTH_PORT",
+    "MPI_LEASE",
     "CRD_NAMES",
     "mpi_operator_command_line",
     "kuberay_command_line",
@@ -66,6 +68,8 @@ KUBERAY = "kuberay"
 MPI_LOCK_NAMESPACE = "mpi-operator"
 #: The MPI operator's ``/healthz`` port: a constant of its source, not a flag.
 MPI_HEALTH_PORT = 8080
+#: Its leader-election Lease (in :data:`MPI_LOCK_NAMESPACE`), named after the controller.
+MPI_LEASE = "mpi-operator"
 #: CRDs each operator needs Established before it starts (names of :data:`versions.CRDS`' files).
 CRD_NAMES: dict[str, tuple[str, ...]] = {
     MPI_OPERATOR: ("mpijobs.kubeflow.org",),
@@ -150,13 +154,17 @@ class Operator:
         return self
 
     def stop(self, grace: float = 10.0) -> None:
-        """SIGTERM (SIGKILL after ``grace`` s); releases the MPI operator's port lock."""
+        """SIGTERM (SIGKILL after ``grace`` s); the MPI operator's Lease deleted (module doc) and
+        its port lock released."""
         proc, self.proc = self.proc, None
         try:
             if proc is not None:
                 problems = terminate([proc], grace)
                 if problems:
                     raise OperatorError("; ".join(problems))
+                if self.tool == MPI_OPERATOR:
+                    self.cluster.kubectl("delete", "lease", "-n", MPI_LOCK_NAMESPACE, MPI_LEASE,
+                                         "--ignore-not-found", check=False)
         finally:
             self._lock.close()
 
