@@ -30,20 +30,44 @@ What each needs to run out of the cluster (read from their sources, at the pinne
   ``controllers/ray/batchscheduler/scheduler-plugins/scheduler_plugins.go``). Ready: ``/readyz``
   on the probe port.
 
-Pure part: the command lines (:func:`mpi_operator_command_line`, :func:`kuberay_command_line`).
+- **training-operator** v1 (``cmd/training-operator.v1/main.go``, controller-runtime): it sets its
+  controllers up only once its webhook certificates are ready, and those come from its rotator
+  (open-policy-agent/cert-controller v0.16, ``pkg/cert/cert.go``), which keeps the Secret
+  ``training-operator-webhook-cert`` of namespace ``kubeflow`` when its CA verifies for the DNS
+  name ``training-operator-ca`` (an RSA key in PKCS#1: it parses it so) and its serving
+  certificate for ``training-operator.kubeflow.svc``,
+  then waits for the files in the fixed directory :data:`TRAINING_CERT_DIR` (the kubelet mounts
+  the Secret there in a cluster). :class:`Operator` provides both from cogate's own CA code
+  (``certs.pki``; the serving certificate also names 127.0.0.1), writes the files under the lock
+  ``<cache>/locks/training-operator-certdir.lock`` (one run per machine), and registers the
+  validating webhook ``validator.training-operator.kubeflow.org`` on
+  ``https://127.0.0.1:<port>`` for PyTorchJobs, the one scheme it enables
+  (``--enable-scheme=pytorchjob``: its other CRDs include a ``kubeflow.org/v1`` MPIJob that
+  would replace the MPI operator's). ``--gang-scheduler-name=<name>``: ``volcano``, else
+  scheduler-plugins PodGroups named after the job (minMember = all replicas unless
+  ``runPolicy.schedulingPolicy.minAvailable``), ``<name>`` on pods whose template names no
+  scheduler. Ready: ``/readyz`` on the probe port (true once the certificates are there and the
+  webhook server listens).
+
+Pure part: the command lines (:func:`mpi_operator_command_line`, :func:`kuberay_command_line`,
+:func:`training_operator_command_line`).
 Process part: :class:`Operator` (CRDs, namespace, process, readiness, logs, restart with other flags).
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
+import shutil
 import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import yaml
+
+from cogate.certs import pki
 
 from . import build, versions
 from .procs import Proc, free_ports, spawn, tail, terminate, wait_http
@@ -54,6 +78,10 @@ __all__ = [
     "MPI_LOCK_NAMESPACE",
     "MPI_HEALTH_PORT",
     "MPI_LEASE",
+    "TRAINING_OPERATOR",
+    "TRAINING_CERT_DIR",
+    "training_operator_command_line",
+    "training_webhook_configuration",
     "CRD_NAMES",
     "mpi_operator_command_line",
     "kuberay_command_line",
@@ -70,10 +98,21 @@ MPI_LOCK_NAMESPACE = "mpi-operator"
 MPI_HEALTH_PORT = 8080
 #: Its leader-election Lease (in :data:`MPI_LOCK_NAMESPACE`), named after the controller.
 MPI_LEASE = "mpi-operator"
+TRAINING_OPERATOR = "training-operator"
+#: The training-operator's namespace (its default; ``MY_POD_NAMESPACE`` unset), Secret, Service
+#: name in its certificate, CA name and webhook configuration (``pkg/cert/cert.go``, ``main.go``).
+TRAINING_NAMESPACE = "kubeflow"
+TRAINING_SECRET = "training-operator-webhook-cert"
+TRAINING_DNS_NAME = f"training-operator.{TRAINING_NAMESPACE}.svc"
+TRAINING_CA_NAME = "training-operator-ca"
+TRAINING_WEBHOOK_CONFIGURATION = "validator.training-operator.kubeflow.org"
+#: The rotator's certificate directory: a constant of its source (``certDir``), not a flag.
+TRAINING_CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")
 #: CRDs each operator needs Established before it starts (names of :data:`versions.CRDS`' files).
 CRD_NAMES: dict[str, tuple[str, ...]] = {
     MPI_OPERATOR: ("mpijobs.kubeflow.org",),
     KUBERAY: ("rayclusters.ray.io", "rayjobs.ray.io", "rayservices.ray.io"),
+    TRAINING_OPERATOR: ("pytorchjobs.kubeflow.org",),
 }
 
 
@@ -100,9 +139,7 @@ def kuberay_command_line(binary: str | os.PathLike[str], batch_scheduler: str | 
     """argv of KubeRay's operator (the kubeconfig comes from ``KUBECONFIG``): no leader election,
     metrics and probes on ``127.0.0.1:<metrics_port>`` / ``127.0.0.1:<probe_port>``,
     ``--batch-scheduler=<batch_scheduler>`` unless None, console logs."""
-    for what, port in (("metrics_port", metrics_port), ("probe_port", probe_port)):
-        if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
-            raise ValueError(f"{what}: expected a TCP port, got {port!r}")
+    _check_ports(metrics_port=metrics_port, probe_port=probe_port)
     args = [str(binary), "--enable-leader-election=false", f"--metrics-addr=127.0.0.1:{metrics_port}",
             f"--health-probe-bind-address=127.0.0.1:{probe_port}", "--log-stdout-encoder=console"]
     if batch_scheduler is not None:
@@ -110,12 +147,49 @@ def kuberay_command_line(binary: str | os.PathLike[str], batch_scheduler: str | 
     return args
 
 
+def _check_ports(**ports: int) -> None:
+    for what, port in ports.items():
+        if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+            raise ValueError(f"{what}: expected a TCP port, got {port!r}")
+
+
+def training_operator_command_line(binary: str | os.PathLike[str], gang_scheduler: str | None, webhook_port: int,
+                                   metrics_port: int, probe_port: int) -> list[str]:
+    """argv of the training-operator (the kubeconfig comes from ``KUBECONFIG``): PyTorchJobs only,
+    its webhook server on ``webhook_port`` (every interface: the source has no address flag),
+    metrics and probes on 127.0.0.1, no leader election, ``--gang-scheduler-name`` unless None."""
+    _check_ports(webhook_port=webhook_port, metrics_port=metrics_port, probe_port=probe_port)
+    args = [str(binary), "--enable-scheme=pytorchjob", f"--webhook-server-port={webhook_port}",
+            f"--metrics-bind-address=127.0.0.1:{metrics_port}", f"--health-probe-bind-address=127.0.0.1:{probe_port}",
+            "--leader-elect=false"]
+    if gang_scheduler is not None:
+        args.append(f"--gang-scheduler-name={gang_scheduler}")
+    return args
+
+
+def training_webhook_configuration(port: int, ca_pem: bytes) -> dict[str, Any]:
+    """The ValidatingWebhookConfiguration the training-operator's rotator looks after, with its
+    PyTorchJob entry (``manifests/base/webhook/manifests.yaml``) on ``https://127.0.0.1:<port>``
+    instead of its Service, trusting ``ca_pem``."""
+    _check_ports(port=port)
+    return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": TRAINING_WEBHOOK_CONFIGURATION},
+            "webhooks": [{
+                "name": "validator.pytorchjob.training-operator.kubeflow.org",
+                "admissionReviewVersions": ["v1"], "sideEffects": "None", "failurePolicy": "Fail",
+                "clientConfig": {"url": f"https://127.0.0.1:{port}/validate-kubeflow-org-v1-pytorchjob",
+                                 "caBundle": base64.b64encode(ca_pem).decode()},
+                "rules": [{"apiGroups": ["kubeflow.org"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
+                           "resources": ["pytorchjobs"]}]}]}
+
+
 class Operator:
-    """One operator (``tool``: :data:`MPI_OPERATOR` or :data:`KUBERAY`) running against ``cluster``
+    """One operator (``tool``: :data:`MPI_OPERATOR`, :data:`KUBERAY` or :data:`TRAINING_OPERATOR`) running
+    against ``cluster``
     (needs ``kubeconfig`` and ``kubectl(*args)``), logging to ``<workdir>/<tool>.log``.
 
-    ``scheduler``: the MPI operator's ``--gang-scheduling`` or KubeRay's ``--batch-scheduler``
-    (None: off). :meth:`start` applies the CRDs (server-side: KubeRay's are larger than
+    ``scheduler``: the MPI operator's ``--gang-scheduling``, KubeRay's ``--batch-scheduler`` or the
+    training-operator's ``--gang-scheduler-name`` (None: off). :meth:`start` applies the CRDs (server-side: KubeRay's are larger than
     client-side apply's annotation limit) and waits until Established, creates the namespaces the
     operator needs, starts it and waits until ready (``timeout`` s); raises :class:`OperatorError`
     with the log tail. The binaries must be built (:func:`build.ensure_binaries`)."""
@@ -150,12 +224,14 @@ class Operator:
         self.apply_crds()
         if self.tool == MPI_OPERATOR:
             self._apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": MPI_LOCK_NAMESPACE}}])
+        if self.tool == TRAINING_OPERATOR:
+            self._ca_pem = self._training_certificates()
         self._spawn()
         return self
 
     def stop(self, grace: float = 10.0) -> None:
-        """SIGTERM (SIGKILL after ``grace`` s); the MPI operator's Lease deleted (module doc) and
-        its port lock released."""
+        """SIGTERM (SIGKILL after ``grace`` s); the MPI operator's Lease deleted (module doc), the
+        training-operator's certificate files removed, their locks released."""
         proc, self.proc = self.proc, None
         try:
             if proc is not None:
@@ -165,6 +241,9 @@ class Operator:
                 if self.tool == MPI_OPERATOR:
                     self.cluster.kubectl("delete", "lease", "-n", MPI_LOCK_NAMESPACE, MPI_LEASE,
                                          "--ignore-not-found", check=False)
+                if self.tool == TRAINING_OPERATOR:
+                    for name in ("ca.crt", "tls.crt", "tls.key"):
+                        (TRAINING_CERT_DIR / name).unlink(missing_ok=True)
         finally:
             self._lock.close()
 
@@ -220,14 +299,46 @@ class Operator:
                 self.stop()
                 raise
             return
-        metrics, probe = free_ports(2)
-        argv = kuberay_command_line(binary, self.scheduler, metrics, probe)
+        if self.tool == TRAINING_OPERATOR:
+            self._lock.enter_context(build.build_lock(f"{TRAINING_OPERATOR}-certdir"))
+            self._write_cert_dir()
+            webhook, metrics, probe = free_ports(3)
+            self._apply([training_webhook_configuration(webhook, self._ca_pem)])
+            argv = training_operator_command_line(binary, self.scheduler, webhook, metrics, probe)
+        else:
+            metrics, probe = free_ports(2)
+            argv = kuberay_command_line(binary, self.scheduler, metrics, probe)
         self.proc = spawn(self.tool, argv, self.log, env=dict(os.environ, KUBECONFIG=str(self.cluster.kubeconfig)))
         try:
             wait_http(self.proc, f"http://127.0.0.1:{probe}/readyz", timeout=self.timeout, error=OperatorError)
         except BaseException:
             self.stop()
             raise
+
+    def _training_certificates(self) -> bytes:
+        """The namespace and the Secret the training-operator's rotator keeps (module doc): a CA
+        named and DNS-named ``training-operator-ca``, a serving certificate for its Service name and
+        127.0.0.1; the PEM files also kept in ``<workdir>/training-operator-certs``. Returns the CA."""
+        ca_cert, ca_key = pki.new_ca(TRAINING_CA_NAME, days=3650, dns_names=(TRAINING_CA_NAME,),
+                                     key=pki.new_rsa_key())  # it reads the CA key as PKCS#1 RSA
+        cert, key = pki.issue(ca_cert, ca_key, "training-operator", days=3650, dns_names=(TRAINING_DNS_NAME,),
+                              ip_addresses=("127.0.0.1",), server=True)
+        files = {"ca.crt": pki.cert_to_pem(ca_cert), "ca.key": pki.key_to_pem(ca_key, traditional=True),
+                 "tls.crt": pki.cert_to_pem(cert), "tls.key": pki.key_to_pem(key)}
+        self._certs = self.workdir / f"{TRAINING_OPERATOR}-certs"
+        self._certs.mkdir(parents=True, exist_ok=True)
+        for name, pem in files.items():
+            (self._certs / name).write_bytes(pem)
+        secret = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                  "metadata": {"name": TRAINING_SECRET, "namespace": TRAINING_NAMESPACE},
+                  "data": {name: base64.b64encode(pem).decode() for name, pem in files.items()}}
+        self._apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": TRAINING_NAMESPACE}}, secret])
+        return files["ca.crt"]
+
+    def _write_cert_dir(self) -> None:
+        TRAINING_CERT_DIR.mkdir(parents=True, exist_ok=True)
+        for name in ("ca.crt", "tls.crt", "tls.key"):
+            shutil.copyfile(self._certs / name, TRAINING_CERT_DIR / name)
 
     def _wait_log(self, text: str, offset: int) -> None:
         deadline = time.monotonic() + self.timeout

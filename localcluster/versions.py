@@ -34,6 +34,9 @@ MPI_OPERATOR = "v0.8.0"
 #: ``schedulerName: scheduler-plugins-scheduler`` on every pod) makes the same PodGroup and
 #: scheduler name in a newer snapshot of that file read from the upstream repository.
 KUBERAY = "v1.6.2"
+#: Kubeflow training-operator v1 (github.com/kubeflow/training-operator), run with
+#: ``--gang-scheduler-name`` for PyTorchJobs (its webhook certificates from cogate's CA code).
+TRAINING_OPERATOR = "v1.9.4"
 
 #: name -> (wrapper module requirement, version, go package paths to build)
 TOOLS: dict[str, tuple[str, str, tuple[str, ...]]] = {
@@ -65,6 +68,8 @@ TOOLS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     # The module root is KubeRay's main package (main.go).
     "kuberay": ("github.com/ray-project/kuberay/ray-operator", KUBERAY,
                 ("github.com/ray-project/kuberay/ray-operator",)),
+    "training-operator": ("github.com/kubeflow/training-operator", TRAINING_OPERATOR,
+                          ("github.com/kubeflow/training-operator/cmd/training-operator.v1",)),
     "containerd": (
         "github.com/containerd/containerd/v2",
         CONTAINERD,
@@ -100,7 +105,7 @@ NODE_TOOLS = ("kubernetes-node", "containerd")
 AUTOSCALER_TOOLS = ("cluster-autoscaler",)
 #: Operators the e2e tests run against cogate (:mod:`operators`); ``make binaries`` builds them,
 #: ``cogate demo`` and ``cogate dev up`` do not.
-OPERATOR_TOOLS = ("mpi-operator", "kuberay")
+OPERATOR_TOOLS = ("mpi-operator", "kuberay", "training-operator")
 
 #: CRD manifests a tool's build copies from its module's source (paths inside the module) into
 #: its binary directory, beside the binaries (same base names); the operators need them applied
@@ -109,6 +114,8 @@ CRDS: dict[str, tuple[str, ...]] = {
     "mpi-operator": ("manifests/base/kubeflow.org_mpijobs.yaml",),
     "kuberay": ("config/crd/bases/ray.io_rayclusters.yaml", "config/crd/bases/ray.io_rayjobs.yaml",
                 "config/crd/bases/ray.io_rayservices.yaml"),  # its three controllers' kinds (RayCronJob: gated off)
+    # PyTorchJob only: its kubeflow.org_mpijobs.yaml (v1) has the MPI operator's CRD name.
+    "training-operator": ("manifests/base/crds/kubeflow.org_pytorchjobs.yaml",),
 }
 
 #: Debian packages the real node runs from the host (installed with apt-get when missing,
@@ -129,4 +136,5 @@ BINARIES: dict[str, tuple[str, ...]] = {
     "cluster-autoscaler": ("cluster-autoscaler",),
     "mpi-operator": ("mpi-operator",),
     "kuberay": ("ray-operator",),
+    "training-operator": ("training-operator.v1",),
 }

@@ -19,7 +19,7 @@ from kubernetes import client
 
 from cogate.localcluster import example, versions
 from cogate.localcluster.build import ensure_binaries
-from cogate.localcluster.operators import KUBERAY, MPI_OPERATOR, Operator
+from cogate.localcluster.operators import KUBERAY, MPI_OPERATOR, TRAINING_OPERATOR, Operator
 
 from .kube import bound, condition, events_for, gated, get_pod_group, group_pods, hold_gated, status, wait_for
 
@@ -61,6 +61,16 @@ def mpi(mpi_operator):
 @pytest.fixture(scope="module")
 def kuberay(stack, cluster, built, tmp_path_factory) -> Iterator[Operator]:
     op = Operator(KUBERAY, cluster, tmp_path_factory.mktemp("kuberay"), "scheduler-plugins")
+    op.start()
+    try:
+        yield op
+    finally:
+        op.stop()
+
+
+@pytest.fixture(scope="module")
+def training_operator(stack, cluster, built, tmp_path_factory) -> Iterator[Operator]:
+    op = Operator(TRAINING_OPERATOR, cluster, tmp_path_factory.mktemp("training-operator"), DEFAULT_SCHEDULER)
     op.start()
     try:
         yield op
@@ -265,5 +275,39 @@ def test_raycluster_head_and_workers_bind_together_with_the_scheduler_name_adopt
     pods = bind_as_one_gang(kuberay, kube, namespace, "rc", 4)
     roles = sorted((p.metadata.labels or {}).get("ray.io/node-type", "?") for p in pods)
     assert roles == ["head", "worker", "worker", "worker"], roles
+    assert {p.spec.scheduler_name for p in pods} == {DEFAULT_SCHEDULER}
+    assert_one_window(pods)
+
+
+# ------------------------------------------------------------------------------- training-operator
+
+def pytorchjob(name: str, workers: int, cpu: str, container_name: str = "pytorch") -> dict[str, Any]:
+    """A PyTorchJob (kubeflow.org/v1) of a master and ``workers`` workers of ``cpu`` each."""
+    def replicas(n: int) -> dict[str, Any]:
+        return {"replicas": n, "restartPolicy": "OnFailure",
+                "template": {"spec": {"containers": [container(container_name, cpu)]}}}
+
+    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": name},
+            "spec": {"pytorchReplicaSpecs": {"Master": replicas(1), "Worker": replicas(workers)}}}
+
+
+def test_pytorchjob_binds_as_one_gang_with_the_operators_webhook_served(stack, kube, namespace, only_nodes,
+                                                                        training_operator):
+    """``--gang-scheduler-name=default-scheduler``: the training-operator's PodGroup (minMember 4 =
+    master + 3 workers) releases them together. Its validating webhook answers the API server
+    on 127.0.0.1 with the certificate made here (a job it refuses is refused by it)."""
+    only_nodes(2, **NODE)
+    api = client.CustomObjectsApi(kube)
+    with pytest.raises(client.ApiException) as refused:
+        api.create_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs",
+                                            pytorchjob("bad", 1, "1", container_name="main"))
+    assert refused.value.status in (400, 403, 422) and "must have at least one container with name pytorch" \
+        in refused.value.body, refused.value.body
+    api.create_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs", pytorchjob("torch", 3, "2"))
+    pg = operator_pod_group(training_operator, kube, namespace, "torch")
+    assert pg["spec"]["minMember"] == 4, pg
+    pods = bind_as_one_gang(training_operator, kube, namespace, "torch", 4)
+    assert sorted(p.metadata.labels.get("training.kubeflow.org/replica-type") for p in pods) == \
+        ["master", "worker", "worker", "worker"]
     assert {p.spec.scheduler_name for p in pods} == {DEFAULT_SCHEDULER}
     assert_one_window(pods)

@@ -98,3 +98,24 @@ def test_build_of_a_module_without_the_crd_says_which(tmp_path, monkeypatch):
     monkeypatch.setattr(build, "run_go", lambda cmd, cwd, log, goflags="-mod=mod": None)
     with pytest.raises(build.BuildError, match=r"example.com/op@v1.0.0 has no config/missing.yaml"):
         build.build_tool("fakeop")
+
+
+def test_training_operator_command_line_enables_pytorchjobs_only():
+    argv = operators.training_operator_command_line("/bin/t", "default-scheduler", 9443, 4100, 4101)
+    assert argv == ["/bin/t", "--enable-scheme=pytorchjob", "--webhook-server-port=9443",
+                    "--metrics-bind-address=127.0.0.1:4100", "--health-probe-bind-address=127.0.0.1:4101",
+                    "--leader-elect=false", "--gang-scheduler-name=default-scheduler"]
+    assert not [a for a in operators.training_operator_command_line("t", None, 1, 2, 3) if a.startswith("--gang")]
+    with pytest.raises(ValueError, match="webhook_port"):
+        operators.training_operator_command_line("t", None, 0, 2, 3)
+
+
+def test_training_webhook_configuration_points_the_pytorchjob_entry_at_loopback():
+    import base64
+
+    cfg = operators.training_webhook_configuration(9443, b"PEM")
+    assert cfg["metadata"]["name"] == "validator.training-operator.kubeflow.org"  # what its rotator updates
+    (hook,) = cfg["webhooks"]
+    assert hook["clientConfig"] == {"url": "https://127.0.0.1:9443/validate-kubeflow-org-v1-pytorchjob",
+                                    "caBundle": base64.b64encode(b"PEM").decode()}
+    assert hook["rules"][0]["resources"] == ["pytorchjobs"] and hook["failurePolicy"] == "Fail"
