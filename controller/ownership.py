@@ -248,14 +248,7 @@ class Ownership:
             raw = self._read_custom(kind, version, namespace, name)
             self._metrics.owner_reads.labels(kind[1], "ok" if raw is not None else "not_found").inc()
         except Exception as exc:  # noqa: BLE001 - unknown, tried again after the cache time
-            self._metrics.owner_reads.labels(kind[1], "error").inc()
-            if api_status(exc) == 403:
-                if kind[1] not in self._forbidden:
-                    self._forbidden.add(kind[1])
-                    log.warning("cannot read %s objects (403 Forbidden): staged creation is not named; grant get "
-                                "on them (the chart does)", kind[1])
-            else:
-                log.warning("reading %s %s/%s failed: %s", kind[1], namespace, name, exc)
+            self._read_failed(kind[1], f"{kind[1]} {namespace}/{name}", exc)
             raw = None
         with self._lock:
             self._staged_cache[key] = (t, mine, raw)
@@ -290,20 +283,23 @@ class Ownership:
             self._cache[ref.uid] = (t, mine, state)
         return state
 
+    def _read_failed(self, kind: str, what: str, exc: Exception) -> None:
+        """Count and log a failed owner read (a 403 once per kind: the right is missing)."""
+        self._metrics.owner_reads.labels(kind, "error").inc()
+        if api_status(exc) == 403:
+            if kind not in self._forbidden:
+                self._forbidden.add(kind)
+                log.warning("cannot read %s objects (403 Forbidden): owners of that kind are not judged; grant get "
+                            "on them (the chart does)", kind)
+        else:
+            log.warning("reading owner %s failed: %s", what, exc)
+
     def _fetch(self, ref: OwnerRef) -> OwnerState | None:
         assert self._read is not None
         try:
             raw = self._read(ref)
         except Exception as exc:  # noqa: BLE001 - unknown, tried again after the cache time
-            code = api_status(exc)
-            self._metrics.owner_reads.labels(ref.kind, "error").inc()
-            if code == 403:
-                if ref.kind not in self._forbidden:
-                    self._forbidden.add(ref.kind)
-                    log.warning("cannot read %s objects (403 Forbidden): owners of that kind are not judged; grant "
-                                "get on them (the chart does)", ref.kind)
-            else:
-                log.warning("reading owner %s failed: %s", ref, exc)
+            self._read_failed(ref.kind, str(ref), exc)
             return None
         if raw is None:
             self._metrics.owner_reads.labels(ref.kind, "not_found").inc()

@@ -21,6 +21,7 @@ from tests.builders import Harness, raw_pg, raw_pod, verdict
 
 NS = "team"
 GATE = ("scheduling.x-k8s.io/pod-group",)
+WAIT = "WaitForWorkersReady"
 MPI_OWNER = ("kubeflow.org/v2beta1", "MPIJob", "pi", "mpi-uid")
 
 
@@ -172,9 +173,9 @@ def test_unknown_kind_is_never_judged():
 
 @pytest.mark.parametrize("kind, raw, field", [
     (MPIJOB, {"spec": {"launcherCreationPolicy": 3}}, "spec.launcherCreationPolicy"),
-    (MPIJOB, {"spec": {"launcherCreationPolicy": "WaitForWorkersReady", "mpiReplicaSpecs": {"Worker": {"replicas": "4"}}}},
+    (MPIJOB, {"spec": {"launcherCreationPolicy": WAIT, "mpiReplicaSpecs": {"Worker": {"replicas": "4"}}}},
      "spec.mpiReplicaSpecs.Worker.replicas"),
-    (MPIJOB, {"spec": {"launcherCreationPolicy": "WaitForWorkersReady", "mpiReplicaSpecs": []}}, "spec.mpiReplicaSpecs"),
+    (MPIJOB, {"spec": {"launcherCreationPolicy": WAIT, "mpiReplicaSpecs": []}}, "spec.mpiReplicaSpecs"),
     (JOBSET, {"spec": {"replicatedJobs": {}}}, "spec.replicatedJobs"),
     (JOBSET, {"spec": {"replicatedJobs": [{"name": "a", "replicas": -1}]}}, "spec.replicatedJobs[0].replicas"),
     (JOBSET, {"spec": {"replicatedJobs": [{"name": "a", "dependsOn": ["b"]}]}}, "spec.replicatedJobs[0].dependsOn[0]"),
