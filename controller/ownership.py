@@ -144,6 +144,8 @@ class Ownership:
         self._staged_cache: dict[tuple[tuple[str, str], str, str], tuple[float, tuple[Any, ...], Any]] = {}
         #: PodGroup uids whose last verdict a finding explained.
         self._explained: set[str] = set()
+        #: PodGroup uid -> uid of the staged owner its last verdict named (told by a StagedCreation event).
+        self._staged_owner: dict[str, str] = {}
         self._events = events
         self._metrics = metrics
         self._monotonic = monotonic
@@ -170,7 +172,15 @@ class Ownership:
         with self._lock:
             return group_uid in self._explained
 
+    def staged_owner(self, group_uid: str) -> str:
+        """The uid of the staged owner the group's last verdict named ('' if none): it heard the
+        finding already (``StagedCreation``), so the relayed wait skips it."""
+        with self._lock:
+            return self._staged_owner.get(group_uid, "")
+
     def _explain(self, g: GroupObject, request: GroupRequest, verdict: GroupVerdict, now: float) -> GroupVerdict:
+        with self._lock:
+            self._staged_owner.pop(g.uid, None)
         out = self._judge(g, request, verdict, now)
         with self._lock:
             if out is verdict:
@@ -229,6 +239,8 @@ class Ownership:
             owner = ObjectRef(g.key[0], name, str(meta.get("uid") or uid), kind=kind[1],
                               api_version=str(raw.get("apiVersion") or f"{kind[0]}/{version}"))
             self._events.emit(owner, "staged-owner", notice, now, key=key, obj=g.uid)
+            with self._lock:
+                self._staged_owner[g.uid] = owner.uid
             return found.message
         return None
 
@@ -322,6 +334,8 @@ class Ownership:
             for o in [o for o in self._cache if o not in kept]:
                 del self._cache[o]
             self._explained &= set(live_uids)
+            for uid in [u for u in self._staged_owner if u not in live_uids]:
+                del self._staged_owner[uid]
             t = self._monotonic()
             for k in [k for k, v in self._staged_cache.items() if t - v[0] >= self._cache_seconds]:
                 del self._staged_cache[k]

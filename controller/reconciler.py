@@ -442,7 +442,8 @@ class Reconciler:
         if body is not None:
             memory.progress_written = self._monotonic()
         ungated, refused_at = self._ungate_and_announce(g, request, verdict, checked.release, memory, now)
-        self.relaying.tell(g, request, new_status, now, self.owners.explained(g.uid))
+        self.relaying.tell(g, request, new_status, now, self.owners.explained(g.uid),
+                           self.owners.staged_owner(g.uid))  # its reason, where users look
         self.aftercare.act(g, request, findings, ctx, memory, phase, now)
         self._warn_mixed_priorities(g, request, now)
         self._warn_shared_replicas(g, request, now)

@@ -31,9 +31,10 @@ class Relaying:
         self._cap = cap
 
     def tell(self, g: GroupObject, request: GroupRequest, status: PodGroupStatus | None, now: float,
-             explained: bool = False) -> int:
+             explained: bool = False, heard: str = "") -> int:
         """Relay ``status``'s held reason when it changed (``explained``: a finding explains a
-        ``WaitingForMembers``); how many Events were queued."""
+        ``WaitingForMembers``; ``heard``: the uid of an owner told the finding already, which is
+        not told again); how many Events were queued."""
         said = relays.held(status, explained)
         if said is None:
             self._events.clear(g.uid, SLOT)
@@ -42,7 +43,8 @@ class Relaying:
         if not self._events.changed(g.uid, SLOT, reason, now):
             return 0
         notice = relays.relayed(*g.key, reason, message, explained)
-        refs = relays.audience(g.key[0], g.owner, request.members, self._gate, self._cap).refs
+        refs = [r for r in relays.audience(g.key[0], g.owner, request.members, self._gate, self._cap).refs
+                if not (heard and r.kind != "Pod" and r.uid == heard)]
         for ref in refs:
             self._events.record(ref, notice)
         return len(refs)

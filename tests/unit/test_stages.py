@@ -325,6 +325,7 @@ def test_reconciler_pass_names_the_staged_owner_in_the_released_condition():
     assert rel["message"].startswith("4 of 5 members present; MPIJob team/pi creates its launcher only after its 4 "
                                      "workers are Ready")
     assert ("Warning", "StagedCreation", rel["message"].split("; ", 1)[1]) in h.events
-    # explained, so the wait is relayed to the gated workers and their owner
-    told = {(kind, name) for kind, name, *_ in h.relayed}
-    assert ("MPIJob", "pi") in told and {("Pod", f"w{i}") for i in range(4)} <= told
+    # explained, so the wait is relayed to the gated workers; their owner heard StagedCreation already
+    assert sorted((kind, name, reason) for kind, name, _, reason, _ in h.relayed) == [
+        ("Pod", f"w{i}", "WaitingForMembers") for i in range(4)]
+    assert all(t == "Warning" for _, _, t, _, _ in h.relayed)
