@@ -110,11 +110,6 @@ class Emitter:
                                               now, key):
             self.record(ref, notice)
 
-    def changed(self, obj: Hashable, slot: Hashable, reason: str, now: float) -> bool:
-        """Whether ``reason`` is news for ``(obj, slot)`` (another reason than the last, whatever
-        the messages); records it. False without a recorder (nothing is emitted then)."""
-        return self.recorder is not None and self.dedup.should_emit(obj, slot, reason, reason, now)
-
     def record(self, ref: ObjectRef, notice: notices.Notice) -> None:
         """Record ``notice`` on ``ref`` (no de-duplication)."""
         if self.recorder is not None:

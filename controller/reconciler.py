@@ -408,6 +408,7 @@ class Reconciler:
         self.events.forget(live_uids)
         self.memory.forget(live_uids)
         self.owners.forget(live_uids)
+        self.relaying.forget(live_uids)
         deadlines = [r.expires for r in self.reservations if r.expires > now]
         retry = self.guard.next_retry(self.memory, now)
         if retry is not None:

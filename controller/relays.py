@@ -8,9 +8,11 @@ records the same reason and message as an Event on
 * the group's **controller owner**: the PodGroup's own controller ``ownerReference`` (an
   operator's PodGroup names its MPIJob, RayCluster, ...), else the controller owner every
   member shares (a Job's pods, a ReplicaSet's), else none (bare pods, or several owners);
-* its **gated members** (cogate's gate on, not bound), the first :data:`MEMBERS_TOLD` by
-  creation: a gang of 1,000 costs at most that many Events per change of reason, written by
-  the event recorder's background thread, never on the reconcile path.
+* its **gated members** (cogate's gate on, not bound), each once per reason (members that
+  appear later, e.g. an operator's pods created after its PodGroup, are told when they do), at
+  most :data:`MEMBERS_TOLD` per reason in creation order: a gang of 1,000 costs at most that
+  many Events per change of reason, written by the event recorder's background thread, never
+  on the reconcile path.
 
 ``WaitingForMembers`` is the first moment of every gang while its owner creates the pods, so
 it is relayed only when a finding explains it (an owner that cannot complete the group, or
@@ -94,15 +96,18 @@ def _owner_ref(namespace: str, owner: Sequence[str]) -> ObjectRef | None:
 
 
 def audience(namespace: str, group_owner: Sequence[str], members: Sequence[PodInfo], gate: str,
-             cap: int = MEMBERS_TOLD) -> Audience:
-    """Who hears a held group's reason (module doc): ``group_owner`` (the PodGroup's controller
-    owner, ``(apiVersion, kind, name, uid)`` or ``()``), else the one controller owner of every
-    member of ``members`` (in creation order); the first ``cap`` members gated by ``gate``."""
+             cap: int = MEMBERS_TOLD, told: frozenset[str] = frozenset(), owner_told: bool = False) -> Audience:
+    """Who is to hear a held group's reason now (module doc): ``group_owner`` (the PodGroup's
+    controller owner, ``(apiVersion, kind, name, uid)`` or ``()``), else the one controller
+    owner of every member of ``members`` (in creation order), unless ``owner_told``; the members
+    gated by ``gate`` not in ``told`` (uids of the members told this reason already), up to
+    ``cap`` members told in all."""
     owner = _owner_ref(namespace, group_owner)
     if owner is None and members:
         owners = {m.owner for m in members}
         if len(owners) == 1:
             owner = _owner_ref(namespace, next(iter(owners)))
-    gated = [m for m in members if gate in m.gates and not m.bound]
-    told = tuple(ObjectRef(m.namespace, m.name, m.uid, kind="Pod", api_version="v1") for m in gated[:max(0, cap)])
-    return Audience(owner, told, len(gated) - len(told))
+    gated = [m for m in members if gate in m.gates and not m.bound and m.uid not in told]
+    room = max(0, cap - len(told))
+    chosen = tuple(ObjectRef(m.namespace, m.name, m.uid, kind="Pod", api_version="v1") for m in gated[:room])
+    return Audience(None if owner_told else owner, chosen, len(gated) - len(chosen))

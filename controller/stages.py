@@ -124,14 +124,13 @@ def _mpijob(name: str, spec: Mapping[str, Any], present: Sequence[PodInfo], min_
     workers = _int(worker.get("replicas"), 0, "spec.mpiReplicaSpecs.Worker.replicas")
     if any(m.labels.get(JOB_ROLE_LABEL) == "launcher" for m in present) or workers >= min_member:
         return None
-    here = sum(1 for m in present if m.labels.get(JOB_ROLE_LABEL) == "worker")
-    noun = "worker" if workers == 1 else "workers"
+    noun = "worker is" if workers == 1 else "workers are"
     fix = (f"set launcherCreationPolicy: AtStartup, or minMember to {workers} "
            "(spec.runPolicy.schedulingPolicy.minAvailable)" if workers else "set launcherCreationPolicy: AtStartup")
     return Staged(name, workers,
-                  f"{name} creates its launcher only after its {workers} {noun} are Ready (launcherCreationPolicy: "
-                  f"WaitForWorkersReady), but minMember {min_member} counts the launcher: the workers ({here} of "
-                  f"{workers} present) stay gated and a gated pod is never Ready, so the gang cannot form "
+                  f"{name} creates its launcher only after its {workers} {noun} Ready (launcherCreationPolicy: "
+                  f"WaitForWorkersReady), but minMember {min_member} counts the launcher: the workers stay gated "
+                  "and a gated pod is never Ready, so the gang cannot form "
                   f"(kubeflow/mpi-operator#608); {fix}")
 
 

@@ -151,6 +151,31 @@ def test_told_once_per_reason_not_on_every_message_change():
     assert len(rec.events) == 9
 
 
+def test_members_created_later_hear_the_standing_reason_once_up_to_the_cap():
+    r, rec = relay()
+    g = group_object(raw_pg())
+    st_ = status("InsufficientCapacity", "fits 0 of 60")
+    # the PodGroup before its owner made any pod: nobody to tell yet
+    assert r.tell(g, GroupRequest(NS, "pg", 60, 0.0, False, ()), st_, 1.0) == 0 and rec.events == []
+    first = tuple(member(i) for i in range(2))
+    assert r.tell(g, GroupRequest(NS, "pg", 60, 0.0, False, first), st_, 2.0) == 3  # the Job and p0, p1
+    more = first + tuple(member(i) for i in range(2, 70))
+    assert r.tell(g, GroupRequest(NS, "pg", 60, 0.0, False, more), st_, 3.0) == relays.MEMBERS_TOLD - 2
+    assert r.tell(g, GroupRequest(NS, "pg", 60, 0.0, False, more), st_, 4.0) == 0
+    pods = [n for k, n, *_ in rec.events if k == "Pod"]
+    assert len(pods) == len(set(pods)) == relays.MEMBERS_TOLD and pods == [f"p{i}" for i in range(relays.MEMBERS_TOLD)]
+    assert [n for k, n, *_ in rec.events if k == "Job"] == ["train"]
+    r.forget(set())
+    assert r.tell(g, GroupRequest(NS, "pg", 60, 0.0, False, more), st_, 5.0) == relays.MEMBERS_TOLD + 1
+
+
+def test_an_owner_that_heard_the_finding_is_not_told_again():
+    r, rec = relay()
+    req = GroupRequest(NS, "pg", 3, 0.0, False, (member(0),))
+    assert r.tell(group_object(raw_pg()), req, status("WaitingForMembers"), 1.0, explained=True, heard="job-uid") == 1
+    assert [(k, n) for k, n, *_ in rec.events] == [("Pod", "p0")]
+
+
 def test_groups_are_told_apart_and_nothing_without_a_recorder():
     r, rec = relay()
     req = GroupRequest(NS, "pg", 3, 0.0, False, (member(0),))

@@ -73,8 +73,8 @@ def test_mpijob_waiting_for_ready_workers_with_the_launcher_counted_is_named_wit
     assert found is not None and found.owner == "MPIJob team/pi" and found.most == 4
     assert found.message == (
         "MPIJob team/pi creates its launcher only after its 4 workers are Ready (launcherCreationPolicy: "
-        "WaitForWorkersReady), but minMember 5 counts the launcher: the workers (4 of 4 present) stay gated and a "
-        "gated pod is never Ready, so the gang cannot form (kubeflow/mpi-operator#608); set launcherCreationPolicy: "
+        "WaitForWorkersReady), but minMember 5 counts the launcher: the workers stay gated and a gated pod is "
+        "never Ready, so the gang cannot form (kubeflow/mpi-operator#608); set launcherCreationPolicy: "
         "AtStartup, or minMember to 4 (spec.runPolicy.schedulingPolicy.minAvailable)")
 
 
@@ -93,7 +93,8 @@ def test_mpijob_not_named(raw, members, min_member):
 def test_mpijob_members_are_counted_by_role_and_failed_ones_are_not_present():
     ms = [mpi_member(0), mpi_member(1, phase="Failed"), mpi_member(2)]
     found = staged(MPIJOB, mpijob(3), "pi", ms, 4)
-    assert found is not None and "the workers (2 of 3 present)" in found.message
+    assert found is not None and "after its 3 workers are Ready" in found.message
+    assert "after its 1 worker is Ready" in staged(MPIJOB, mpijob(1), "pi", [], 2).message
     # a Failed launcher is not a launcher present: staging is not over
     assert staged(MPIJOB, mpijob(3), "pi", ms + [mpi_member(0, "launcher", phase="Failed")], 4) is not None
 
