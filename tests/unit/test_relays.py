@@ -5,7 +5,7 @@ is relayed, to whom, cut how), the de-duplication per group and reason
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cogate.api import POD_GROUP_LABEL
@@ -218,3 +218,34 @@ def test_reconciler_pass_tells_the_podgroups_own_owner():
     h = Harness([raw_pod("a"), raw_pod("b")], [pg], [verdict("InsufficientCapacity", message="fits 0 of 3")])
     h.run()
     assert [(k, n) for k, n, *_ in h.relayed] == [("RayCluster", "rc"), ("Pod", "a"), ("Pod", "b")]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["InsufficientCapacity", "Unschedulable", "Released"]),
+                          st.integers(0, 80), st.integers(0, 80)), min_size=1, max_size=8))
+def test_relaying_property_each_member_once_per_reason_within_the_cap(steps):
+    """Over any sequence of passes (reason, members present, of which bound): a member hears a
+    reason at most once while it stands, only while gated; at most MEMBERS_TOLD members and the
+    owner once per standing reason; nothing while released."""
+    r, rec = relay()
+    g = group_object(raw_pg())
+    heard: list[list[tuple[str, str]]] = []  # per run of one standing reason
+    last = None
+    for reason, n, bound in steps:
+        if reason != last:
+            heard.append([])
+        last = reason
+        ms = tuple(member(i, gated=i >= bound, node="n1" if i < bound else "") for i in range(n))
+        st_ = status(reason, state="True" if reason == "Released" else "False")
+        before = len(rec.events)
+        r.tell(g, GroupRequest(NS, "pg", 100, 0.0, False, ms), st_, 1.0)
+        new = rec.events[before:]
+        assert reason != "Released" or new == []
+        for kind, name, rsn, _ in new:
+            assert rsn == reason
+            assert kind == "Job" or int(name[1:]) >= bound  # a pod hears it only while gated
+            heard[-1].append((kind, name))
+    for run in heard:
+        pods = [n for k, n in run if k == "Pod"]
+        assert len(pods) == len(set(pods)) and len(pods) <= relays.MEMBERS_TOLD
+        assert [k for k, _ in run].count("Job") <= 1
