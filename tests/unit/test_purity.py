@@ -44,6 +44,8 @@ PURE = [
     "cogate.controller.config",
     "cogate.controller.replicas",
     "cogate.controller.owners",
+    "cogate.controller.stages",
+    "cogate.controller.relays",
     "cogate.controller.preemption",
     "cogate.controller.provreq",
     "cogate.webhook.admission",
