@@ -47,7 +47,8 @@ What each needs to run out of the cluster (read from their sources, at the pinne
   scheduler-plugins PodGroups named after the job (minMember = all replicas unless
   ``runPolicy.schedulingPolicy.minAvailable``), ``<name>`` on pods whose template names no
   scheduler. Ready: ``/readyz`` on the probe port (true once the certificates are there and the
-  webhook server listens).
+  webhook server listens) and its webhook path answers (it is registered later, with the
+  controllers).
 
 Pure part: the command lines (:func:`mpi_operator_command_line`, :func:`kuberay_command_line`,
 :func:`training_operator_command_line`).
@@ -61,6 +62,7 @@ import contextlib
 import json
 import os
 import shutil
+import ssl
 import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -106,6 +108,8 @@ TRAINING_SECRET = "training-operator-webhook-cert"
 TRAINING_DNS_NAME = f"training-operator.{TRAINING_NAMESPACE}.svc"
 TRAINING_CA_NAME = "training-operator-ca"
 TRAINING_WEBHOOK_CONFIGURATION = "validator.training-operator.kubeflow.org"
+#: Its PyTorchJob validation path (``manifests/base/webhook/manifests.yaml``).
+TRAINING_WEBHOOK_PATH = "/validate-kubeflow-org-v1-pytorchjob"
 #: The rotator's certificate directory: a constant of its source (``certDir``), not a flag.
 TRAINING_CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")
 #: CRDs each operator needs Established before it starts (names of :data:`versions.CRDS`' files).
@@ -177,7 +181,7 @@ def training_webhook_configuration(port: int, ca_pem: bytes) -> dict[str, Any]:
             "webhooks": [{
                 "name": "validator.pytorchjob.training-operator.kubeflow.org",
                 "admissionReviewVersions": ["v1"], "sideEffects": "None", "failurePolicy": "Fail",
-                "clientConfig": {"url": f"https://127.0.0.1:{port}/validate-kubeflow-org-v1-pytorchjob",
+                "clientConfig": {"url": f"https://127.0.0.1:{port}{TRAINING_WEBHOOK_PATH}",
                                  "caBundle": base64.b64encode(ca_pem).decode()},
                 "rules": [{"apiGroups": ["kubeflow.org"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
                            "resources": ["pytorchjobs"]}]}]}
@@ -311,6 +315,15 @@ class Operator:
         self.proc = spawn(self.tool, argv, self.log, env=dict(os.environ, KUBECONFIG=str(self.cluster.kubeconfig)))
         try:
             wait_http(self.proc, f"http://127.0.0.1:{probe}/readyz", timeout=self.timeout, error=OperatorError)
+            if self.tool == TRAINING_OPERATOR:
+                # /readyz turns ready once its webhook server listens, but the paths come later,
+                # with the controllers (setupControllers): until then it answers 404 and the API
+                # server refuses every PyTorchJob ("failed calling webhook ... could not find the
+                # requested resource"). An empty review is answered 200 or 400 once it is served.
+                wait_http(self.proc, f"https://127.0.0.1:{webhook}{TRAINING_WEBHOOK_PATH}", timeout=self.timeout,
+                          context=ssl.create_default_context(cafile=str(self._certs / "ca.crt")),
+                          data=b"{}", headers={"Content-Type": "application/json"}, statuses=(200, 400),
+                          what=f"its webhook path {TRAINING_WEBHOOK_PATH}", error=OperatorError)
         except BaseException:
             self.stop()
             raise

@@ -222,7 +222,7 @@ def test_mpijob_waiting_for_workers_ready_names_staged_creation(stack, kube, nam
                          "WaitForWorkersReady")
     assert f"MPIJob {namespace}/staged" in cond["message"] and "launcherCreationPolicy" in cond["message"], cond
     event_on(op, kube, namespace, "staged", "PodGroup", "StagedCreation", "WaitForWorkersReady")
-    event_on(op, kube, namespace, "staged", "MPIJob", "WaitingForMembers", "WaitForWorkersReady")
+    event_on(op, kube, namespace, "staged", "MPIJob", "StagedCreation", "WaitForWorkersReady", "AtStartup")
     hold_gated(kube, namespace, "staged", 2, 4)
     launchers, workers = launcher_and_workers(group_pods(kube, namespace, "staged"), "staged")
     assert (len(launchers), len(workers)) == (0, 4)
