@@ -119,3 +119,43 @@ def test_training_webhook_configuration_points_the_pytorchjob_entry_at_loopback(
     assert hook["clientConfig"] == {"url": "https://127.0.0.1:9443/validate-kubeflow-org-v1-pytorchjob",
                                     "caBundle": base64.b64encode(b"PEM").decode()}
     assert hook["rules"][0]["resources"] == ["pytorchjobs"] and hook["failurePolicy"] == "Fail"
+
+
+def test_wait_http_accepts_the_statuses_asked_for_and_posts_data():
+    """procs.wait_http(statuses=..., data=...): what the training-operator's webhook path wait uses
+    (a 400 to an empty review is ready; a 404 is not)."""
+    import http.server
+    import subprocess
+    import sys
+    import threading
+
+    from cogate.localcluster import procs
+
+    answers = [404, 404, 400]
+    seen: list[tuple[str, bytes]] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - the stdlib's name
+            seen.append((self.command, self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(answers.pop(0) if answers else 404)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        proc = procs.Proc("sleeper", sleeper.pid, sys.executable, Path("/dev/null"), sleeper)
+        procs.wait_http(proc, f"http://127.0.0.1:{server.server_port}/v", timeout=10, data=b"{}",
+                        statuses=(200, 400))
+        assert seen == [("POST", b"{}")] * 3
+        answers[:] = [404] * 100
+        with pytest.raises(RuntimeError, match="HTTP 404"):
+            procs.wait_http(proc, f"http://127.0.0.1:{server.server_port}/v", timeout=0.5, data=b"{}",
+                            statuses=(200, 400))
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+        server.shutdown()
