@@ -37,8 +37,8 @@ from pathlib import Path
 
 from . import versions
 
-__all__ = ["cache_dir", "bin_dir", "binary", "outputs", "crd_paths", "ensure_binaries", "build_lock", "run_go", "BuildError",
-           "third_party_dir", "source_dir", "MissingSource"]
+__all__ = ["cache_dir", "bin_dir", "binary", "outputs", "crd_paths", "ensure_binaries", "build_lock", "run_go",
+           "BuildError", "third_party_dir", "source_dir", "MissingSource"]
 
 #: Overrides where the third-party source snapshots are (a directory holding e.g.
 #: ``cluster-autoscaler-1.36.1/``); default :func:`third_party_dir`'s search.

@@ -188,15 +188,17 @@ def training_webhook_configuration(port: int, ca_pem: bytes) -> dict[str, Any]:
 
 
 class Operator:
-    """One operator (``tool``: :data:`MPI_OPERATOR`, :data:`KUBERAY` or :data:`TRAINING_OPERATOR`) running
-    against ``cluster``
-    (needs ``kubeconfig`` and ``kubectl(*args)``), logging to ``<workdir>/<tool>.log``.
+    """One operator (``tool``: :data:`MPI_OPERATOR`, :data:`KUBERAY` or :data:`TRAINING_OPERATOR`)
+    running against ``cluster`` (needs ``kubeconfig`` and ``kubectl(*args)``), logging to
+    ``<workdir>/<tool>.log``.
 
     ``scheduler``: the MPI operator's ``--gang-scheduling``, KubeRay's ``--batch-scheduler`` or the
-    training-operator's ``--gang-scheduler-name`` (None: off). :meth:`start` applies the CRDs (server-side: KubeRay's are larger than
-    client-side apply's annotation limit) and waits until Established, creates the namespaces the
-    operator needs, starts it and waits until ready (``timeout`` s); raises :class:`OperatorError`
-    with the log tail. The binaries must be built (:func:`build.ensure_binaries`)."""
+    training-operator's ``--gang-scheduler-name`` (None: off). :meth:`start` applies the CRDs
+    (server-side: KubeRay's are larger than client-side apply's annotation limit) and waits until
+    Established, creates what the operator needs (namespaces; the training-operator's certificates
+    and webhook configuration), starts it and waits until ready (``timeout`` s); raises
+    :class:`OperatorError` with the log tail. The binaries must be built
+    (:func:`build.ensure_binaries`)."""
 
     def __init__(self, tool: str, cluster: Any, workdir: str | os.PathLike[str], scheduler: str | None, *,
                  timeout: float = 60.0) -> None:
@@ -209,6 +211,8 @@ class Operator:
         self.timeout = timeout
         self.proc: Proc | None = None
         self._lock = contextlib.ExitStack()
+        self._ca_pem = b""  # the training-operator's CA (PEM) and its certificate files' directory
+        self._certs = self.workdir / f"{TRAINING_OPERATOR}-certs"
 
     @property
     def log(self) -> Path:
@@ -235,7 +239,8 @@ class Operator:
 
     def stop(self, grace: float = 10.0) -> None:
         """SIGTERM (SIGKILL after ``grace`` s); the MPI operator's Lease deleted (module doc), the
-        training-operator's certificate files removed, their locks released."""
+        training-operator's webhook configuration (failurePolicy Fail: it would refuse every later
+        PyTorchJob) and certificate files removed, their locks released."""
         proc, self.proc = self.proc, None
         try:
             if proc is not None:
@@ -246,6 +251,8 @@ class Operator:
                     self.cluster.kubectl("delete", "lease", "-n", MPI_LOCK_NAMESPACE, MPI_LEASE,
                                          "--ignore-not-found", check=False)
                 if self.tool == TRAINING_OPERATOR:
+                    self.cluster.kubectl("delete", "validatingwebhookconfiguration", TRAINING_WEBHOOK_CONFIGURATION,
+                                         "--ignore-not-found", check=False)
                     for name in ("ca.crt", "tls.crt", "tls.key"):
                         (TRAINING_CERT_DIR / name).unlink(missing_ok=True)
         finally:
@@ -338,7 +345,6 @@ class Operator:
                               ip_addresses=("127.0.0.1",), server=True)
         files = {"ca.crt": pki.cert_to_pem(ca_cert), "ca.key": pki.key_to_pem(ca_key, traditional=True),
                  "tls.crt": pki.cert_to_pem(cert), "tls.key": pki.key_to_pem(key)}
-        self._certs = self.workdir / f"{TRAINING_OPERATOR}-certs"
         self._certs.mkdir(parents=True, exist_ok=True)
         for name, pem in files.items():
             (self._certs / name).write_bytes(pem)
