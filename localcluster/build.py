@@ -11,6 +11,10 @@ Tools of :data:`versions.SOURCES` (cluster-autoscaler) are built instead in plac
 source snapshot in ``shared/third_party`` beside the repository (:func:`third_party_dir`), with
 ``GOFLAGS=-mod=readonly`` (the snapshot's go.sum as it is) and the tool's build tags.
 
+A tool of :data:`versions.CRDS` (the operators) also gets those CRD manifests copied from its
+downloaded module into its binary directory (:func:`crd_paths`); a directory without them is no
+cached build.
+
 Binaries land in ``$COGATE_CACHE_DIR/bin/<tool>-<version>/`` (default cache dir
 ``~/.cache/cogate``); a tool whose binaries are all present is not rebuilt, so a
 second run takes well under a second.
