@@ -122,9 +122,10 @@ not change.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from cogate.controller import minresources as minres
 from cogate.controller import replicas as replicas_mod
 from cogate.controller.capacity import (
     Room,
@@ -305,11 +306,15 @@ def members_spread(groups: Sequence[GroupRequest]) -> bool:
 
 def fits_empty_key(group: GroupRequest, ms: Members, anti_active: bool, spread_active: bool) -> tuple[Any, ...]:
     """Everything :meth:`Pass.fits_empty` reads of a group besides the nodes (the plannable
-    members, and the bound ones whose room it charges: :meth:`Pass._charge_bound_members`):
+    members, and the bound ones whose room it charges: :meth:`Pass._charge_bound_members`; with
+    ``spec.minResources``, the constraints of every present member, whose nodes it sums):
     equal keys, equal answers for one node generation (the incremental planner keeps them)."""
-    return (group.min_member,
+    return (group.min_member, group.min_resources,
             tuple((spec_key(m, anti_active, spread_active), m.uid, m.node_name, m.terminal) for m in ms.bound),
-            tuple((spec_key(m, anti_active, spread_active), m.name, m.uid) for m in ms.plannable))
+            tuple((spec_key(m, anti_active, spread_active), m.name, m.uid) for m in ms.plannable),
+            # minResources counts room on every node a present member is eligible for
+            tuple(spec_key(m, anti_active, spread_active)[0] for m in ms.present if not m.terminal)
+            if group.min_resources is not None else ())
 
 
 class Pass:
@@ -543,6 +548,8 @@ class Pass:
         self.basis = Basis("group", ms)
         if (verdict := self._invalid_min_member(g, ms)) is not None:
             return verdict
+        if (verdict := self._invalid_min_resources(g, ms)) is not None:
+            return verdict
         if (verdict := self._too_few_present(g, ms)) is not None:
             return verdict
         if (verdict := self._held(g, ms)) is not None:
@@ -562,6 +569,12 @@ class Pass:
         if g.min_member >= 1:
             return None
         return _verdict(g, Outcome.UNSCHEDULABLE, len(ms.bound), f"invalid minMember {g.min_member}")
+
+    def _invalid_min_resources(self, g: GroupRequest, ms: Members) -> GroupVerdict | None:
+        """``spec.minResources`` that could not be read (:func:`cogate.controller.minresources.parse`)."""
+        if not g.min_resources_error:
+            return None
+        return _verdict(g, Outcome.UNSCHEDULABLE, len(ms.bound), f"invalid {g.min_resources_error}")
 
     def _too_few_present(self, g: GroupRequest, ms: Members) -> GroupVerdict | None:
         """Fewer than minMember members present."""
@@ -657,17 +670,68 @@ class Pass:
                 break
             partial = self._partial_replicas(ms, plan, held_back)
             if not partial:
+                if (short := self._min_resources_wait(g, ms, plan, mark)) is not None:
+                    return short
                 return self._released(g, ms, plan, [m for m in ms.plannable if m.uid in held_back])
             self.room.rollback(mark)
             held_back |= partial
         plan = pack(self.room, ms.plannable, max(needed, 0))
         fits = len(ms.bound) + len(plan)
         if fits >= g.min_member:
+            if (short := self._min_resources_wait(g, ms, plan, mark)) is not None:
+                return short
             return self._released(g, ms, plan, [])
         unplaced = [m for m in ms.plannable if m.uid not in plan]
         short = shortfall(self.room, unplaced, needed - len(plan))
         self.room.rollback(mark)
         return Miss(fits, unplaced, short, self.promised_for(g, unplaced))
+
+    def _min_resources_short(self, room: Room, g: GroupRequest, ms: Members,
+                             plan: Mapping[str, int]) -> tuple[minres.Short, ...]:
+        """The resources the rest of ``spec.minResources`` lacks on ``room`` with ``plan`` applied
+        (:mod:`cogate.controller.minresources`: the group's bound non-terminal members and the
+        planned ones counted; the free room summed over the nodes some present member is
+        eligible for); empty without minResources or when the room holds the rest."""
+        if g.min_resources is None:
+            return ()
+        wanted = minres.asked(dict(g.min_resources), g.min_member)
+        counted = [req_with_pod(m.requests) for m in ms.bound if not m.terminal]
+        counted += [req_with_pod(m.requests) for m in ms.plannable if m.uid in plan]
+        nodes: set[int] = set()
+        for m in ms.present:
+            if not m.terminal:
+                nodes.update(room.spec_for(m).eligible)
+        return minres.shortfall(wanted, counted, minres.free_beyond(room.free, sorted(nodes), wanted))
+
+    def _min_resources_wait(self, g: GroupRequest, ms: Members, plan: Mapping[str, int],
+                            mark: int) -> GroupVerdict | None:
+        """A plan that reaches minMember but leaves too little free room for the rest of
+        ``spec.minResources`` is undone (back to ``mark``) and the group waits: ``InsufficientCapacity``
+        naming each short resource and by how much (``GroupVerdict.min_resources_short``), or
+        ``ExceedsClusterCapacity`` when the nodes it may use could not hold it even empty. None:
+        the release goes on. Judged again every pass (``Basis`` ``"pass"``: it reads the room of
+        every eligible node, not only where members fit)."""
+        shorts = self._min_resources_short(self.room, g, ms, plan)
+        if not shorts:
+            return None
+        self.room.rollback(mark)
+        fits = len(ms.bound) + len(plan)
+        self.basis = Basis("pass", ms)
+        ok, empty_msg = self.fits_empty(g, ms)
+        if not ok:  # the members fit the room now, so it is minResources that never fits
+            return replace(self._never_fits(g, ms, fits, empty_msg), min_resources_short=shorts)
+        msg = f"fits {fits} of {g.min_member}, but " + minres.short_text(shorts, fits) + self._starving_note(g, ms)
+        return GroupVerdict(g.namespace, g.name, Outcome.INSUFFICIENT_CAPACITY, {}, fits, msg,
+                            min_resources_short=shorts)
+
+    def _starving_note(self, g: GroupRequest, ms: Members) -> str:
+        """``"; starving for Ns: later groups wait"`` once a waiting group starves (it then blocks
+        later groups in its scope: ``blockers``), else ``""``."""
+        since = complete_since(g)
+        if since is None or not starving(since, self.now, self.config):
+            return ""
+        self.blockers.append((g, self._scope(ms)))
+        return f"; starving for {int(self.now - since)}s: later groups wait"
 
     def _incomplete_replicas(self, ms: Members) -> set[str]:
         """uids of plannable members whose replica has fewer present members than expected."""
@@ -738,14 +802,9 @@ class Pass:
                 f"fits {miss.fits} of {g.min_member}: required pod affinity of {affinity_dead[0].name} is not "
                 "satisfied by any bound pod (cogate only plans pod affinity against pods already running)",
             )
-        msg = f"fits {miss.fits} of {g.min_member}: {miss.short.text}"
-        since = complete_since(g)
-        if since is not None and starving(since, self.now, self.config):
-            self.blockers.append((g, self._scope(ms)))
-            msg += f"; starving for {int(self.now - since)}s: later groups wait"
-            self.basis = Basis("pass", ms, miss)
-        else:
-            self.basis = Basis("room", ms, miss, since)
+        note = self._starving_note(g, ms)
+        msg = f"fits {miss.fits} of {g.min_member}: {miss.short.text}" + note
+        self.basis = Basis("pass", ms, miss) if note else Basis("room", ms, miss, complete_since(g))
         return _verdict(g, Outcome.INSUFFICIENT_CAPACITY, miss.fits, msg)
 
     def _never_fits(self, g: GroupRequest, ms: Members, fits: int, empty_msg: str) -> GroupVerdict:
@@ -787,6 +846,8 @@ class Pass:
             unplaced = [m for m in ms.plannable if m.uid not in plan]
             msg = (f"fits {len(ms.bound) + len(plan)} of {g.min_member} even with every eligible node empty: "
                    + shortfall(room, unplaced, needed - len(plan)).text)
+        elif shorts := self._min_resources_short(room, g, ms, plan):
+            ok, msg = False, minres.exceeds_text(shorts, len(ms.bound) + len(plan))
         room.rollback(mark)
         return ok, msg
 

@@ -75,6 +75,7 @@ REASON_CONSUMED = "Consumed"
 REASON_NOT_NEEDED = "NotNeeded"
 REASON_CREATE_FAILED = "CreateFailed"
 REASON_OPTED_OUT = "OptedOut"
+REASON_MIN_RESOURCES_ONLY = "MinResourcesOnly"
 #: Added to ``FitsCluster=False`` while a request stands: that verdict is about the current nodes.
 NOTE = " (the current nodes; ProvisioningRequest "
 
@@ -214,6 +215,9 @@ class Provisioning:
         if provreq.opted_out(g.pg.metadata.annotations):
             memory.provisioning_note = (REASON_OPTED_OUT, f"the PodGroup says {provreq.OPT_OUT_ANNOTATION}: "
                                                           f"\"false\": cogate asks no nodes for it")
+            return False
+        if v.min_resources_short:
+            memory.provisioning_note = (REASON_MIN_RESOURCES_ONLY, provreq.min_resources_text(v.min_resources_short))
             return False
         if memory.provisioning_until > now:
             return False
