@@ -210,6 +210,11 @@ class Provisioning:
     def _may_ask(self, g: GroupObject, r: GroupRequest, v: GroupVerdict | None, memory: GroupMemory,
                  now: float) -> bool:
         """Module doc of :mod:`cogate.controller.provreq`, rule 1 (the back-off aside)."""
+        note = memory.provisioning_note
+        if note is not None and note[0] == REASON_MIN_RESOURCES_ONLY and (v is None or not v.min_resources_short):
+            # no longer waiting for minResources alone: the note would mislead
+            memory.provisioning_note = (REASON_NOT_NEEDED, f"no longer waiting for spec.minResources alone (earlier: "
+                                                           f"{note[1]})")
         if v is None or r.released or not provreq.wants_nodes(v.outcome, r):
             return False
         if provreq.opted_out(g.pg.metadata.annotations):

@@ -1051,6 +1051,8 @@ def test_a_group_waiting_only_for_min_resources_preempts_nothing_asks_nothing_an
     w.cluster.nodes["n2"] = node("n2", "4")
     w.run(1.0)
     assert not gated(w, "driver")
+    assert w.condition()["reason"] == "NotNeeded" and w.condition(type_="Preempting")["message"].startswith(
+        "released without preemption")
 
 
 def test_a_group_whose_min_resources_exceeds_the_cluster_asks_no_nodes_for_it():
