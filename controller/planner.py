@@ -410,10 +410,7 @@ class Pass:
         members), in the order charged: for messages ("held for ...")."""
         if not self.room.promised:
             return ()
-        eligible: set[int] = set()
-        specs = {id(s): s for s in (self.room.spec_for(m) for m in members)}
-        for spec in specs.values():
-            eligible.update(spec.eligible)
+        eligible = _eligible(self.room, members)
         own = {m.uid for m in g.members}
         return tuple(p for p, i in self.room.promised if i in eligible and p.pod.uid not in own)
 
@@ -639,12 +636,8 @@ class Pass:
     def _scope(self, ms: Members) -> _Scope:
         """The nodes the group's plannable members are eligible for (filters independent of load,
         and required pod affinity); every node when a member has required pod anti-affinity."""
-        nodes: set[int] = set()
-        anti = False
-        for m in ms.plannable:
-            nodes.update(self.room.spec_for(m).eligible)
-            anti = anti or bool(m.required_pod_anti_affinity)
-        return _Scope(frozenset(nodes), anti)
+        anti = any(m.required_pod_anti_affinity for m in ms.plannable)
+        return _Scope(frozenset(_eligible(self.room, ms.plannable)), anti)
 
     def _try_release(self, g: GroupRequest, ms: Members) -> GroupVerdict | Miss:
         """Plan the plannable members on the room left. ``fits = bound + planned``; at least
@@ -697,10 +690,7 @@ class Pass:
         wanted = minres.asked(dict(g.min_resources), g.min_member)
         counted = [req_with_pod(m.requests) for m in ms.bound if not m.terminal]
         counted += [req_with_pod(m.requests) for m in ms.plannable if m.uid in plan]
-        nodes: set[int] = set()
-        for m in ms.present:
-            if not m.terminal:
-                nodes.update(room.spec_for(m).eligible)
+        nodes = _eligible(room, [m for m in ms.present if not m.terminal])
         return minres.shortfall(wanted, counted, minres.free_beyond(room.free, sorted(nodes), wanted))
 
     def _min_resources_wait(self, g: GroupRequest, ms: Members, plan: Mapping[str, int],
@@ -850,6 +840,15 @@ class Pass:
             ok, msg = False, minres.exceeds_text(shorts, len(ms.bound) + len(plan))
         room.rollback(mark)
         return ok, msg
+
+
+def _eligible(room: Room, members: Sequence[PodInfo]) -> set[int]:
+    """The node slots at least one of ``members`` is eligible for on ``room`` (load-independent
+    filters, and on a live room required pod affinity against bound pods)."""
+    out: set[int] = set()
+    for spec in {id(s): s for s in (room.spec_for(m) for m in members)}.values():
+        out.update(spec.eligible)
+    return out
 
 
 def _holder(g: GroupRequest) -> str:
