@@ -229,3 +229,28 @@ def test_nodes_without_the_resource_add_nothing():
     v = only(run([a, b], [spark({"nvidia.com/gpu": "3"})]))
     assert v.outcome == Outcome.EXCEEDS_CLUSTER_CAPACITY and "nvidia.com/gpu short by 1" in v.message
     assert only(run([a, b], [spark({"nvidia.com/gpu": "2"})])).outcome == Outcome.RELEASED
+
+
+# -- what the PodGroup says (the reconciler with the real planner) --------------------------------
+
+
+def test_status_and_event_name_the_short_resource_and_no_unused_notice():
+    from tests.builders import raw_pg
+    from tests.unit.test_provisioning import World, gated, node as raw_node, pod as raw_pod
+
+    pg = raw_pg("pg", 1)
+    pg["spec"]["minResources"] = {"cpu": "5"}
+    w = World([raw_pod("driver", cpu="1", group="pg"), raw_pod("busy", cpu="6", node="n1")], [pg],
+              nodes=(raw_node("n1", "8"),), provisioning_class=None, preemption=False)
+    w.run()
+    want = "fits 1 of 1, but minResources cpu short by 3: 1 free beyond the 1 member placed, minResources asks 5"
+    released = w.condition(type_="Released")
+    assert (released["status"], released["reason"]) == ("False", "InsufficientCapacity")
+    assert released["message"].startswith(want)
+    fits = w.condition(type_="FitsCluster")
+    assert fits is None or fits["status"] == "True"  # it fits the empty node: not ExceedsClusterCapacity
+    assert w.condition(type_="Preempting") is None and w.condition() is None  # both off: nothing said
+    (event,) = w.reasons("InsufficientCapacity")
+    assert event[3].startswith(want)
+    assert not w.reasons("MinResourcesNotUsed")
+    assert gated(w, "driver")
