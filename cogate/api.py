@@ -25,6 +25,12 @@ DEFAULT_GATE_NAME = "scheduling.x-k8s.io/pod-group"
 #: kube-scheduler's profile name and a pod's ``spec.schedulerName`` when it names none: the
 #: scheduler cogate plans for (pins, reserves) without being told of any other.
 DEFAULT_SCHEDULER_NAME = "default-scheduler"
+#: The scheduler names the chart and the local stack adopt by default (webhook
+#: ``--adopt-scheduler-name``: rewritten to :data:`DEFAULT_SCHEDULER_NAME` in gated members):
+#: scheduler-plugins' second-scheduler name, which KubeRay v1.7.0 hard-codes
+#: (``ray-operator/controllers/ray/batchscheduler/scheduler-plugins/scheduler_plugins.go``) and the
+#: training-operator's, MPI operator's and Spark operator's docs tell users to set.
+DEFAULT_ADOPTED_SCHEDULER_NAMES = ("scheduler-plugins-scheduler",)
 
 #: Field manager / event source name used for every write cogate makes.
 COMPONENT = "cogate"

@@ -24,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from cogate.api import DEFAULT_GATE_NAME
+from cogate.api import DEFAULT_ADOPTED_SCHEDULER_NAMES, DEFAULT_GATE_NAME
 from cogate.certs import pki
 from cogate.webhook.config import webhook_configuration
 
@@ -54,12 +54,16 @@ class CogateStack:
 
     ``cluster`` needs ``kubeconfig`` (path) and ``kubectl(*args, check=True)``.
     ``controller_args`` are appended to ``cogate controller``'s command line.
+    ``adopt_scheduler_names``: the webhook's ``--adopt-scheduler-name`` values; by default the
+    chart's (``webhook.adoptSchedulerNames``), so a local cluster admits pods as an install does;
+    ``()`` turns adoption off.
     """
 
     cluster: Any
     workdir: Path
     gate_name: str = DEFAULT_GATE_NAME
     controller_args: tuple[str, ...] = ()
+    adopt_scheduler_names: tuple[str, ...] = DEFAULT_ADOPTED_SCHEDULER_NAMES
     processes: dict[str, Proc] = field(default_factory=dict)
     webhook_port: int = 0
     webhook_metrics_port: int = 0
@@ -118,6 +122,7 @@ class CogateStack:
             "--tls-cert-file", str(self.workdir / "webhook.crt"),
             "--tls-key-file", str(self.workdir / "webhook.key"),
             "--gate-name", self.gate_name, "--metrics-port", str(self.webhook_metrics_port),
+            *(arg for name in self.adopt_scheduler_names for arg in ("--adopt-scheduler-name", name)),
         ])
         ctx = ssl.create_default_context(cafile=str(self.workdir / "ca.crt"))
         self._wait_ready(proc, f"https://127.0.0.1:{self.webhook_port}/readyz", ctx)

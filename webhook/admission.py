@@ -26,10 +26,33 @@ Rules, in order (first match wins):
    scheduling gate (Kubernetes API validation rejects ``schedulingGates`` together
    with ``nodeName`` at create): allowed unchanged with an admission warning.
 7. A pod that already carries the gate is allowed unchanged (idempotent under webhook
-   reinvocation).
+   reinvocation), except for the scheduler-name adoption below.
 8. Otherwise the pod is allowed with a JSONPatch that appends the gate to
    ``spec.schedulingGates`` (creating the list if absent or null). No other gate or
-   field is touched.
+   field is touched, except for the scheduler-name adoption below.
+
+**Scheduler-name adoption** (``--adopt-scheduler-name``, issue 20): a pod that leaves
+admission gated (rules 7 and 8) and whose ``spec.schedulerName`` is one of the adopted
+names (chart default ``scheduler-plugins-scheduler``, the name KubeRay hard-codes and the
+Kubeflow operators' docs tell users to set) gets, in the same JSONPatch, ``replace
+/spec/schedulerName`` with :data:`cogate.api.DEFAULT_SCHEDULER_NAME`, the scheduler cogate
+plans for and releases to, and an admission warning naming the rewrite (old -> new).
+Without it such a group stays gated for ever (the controller plans only for the names it
+knows: docs/semantics.md, "Scheduler names"), or, planned with ``--scheduler-name``, is
+released to a scheduler that does not run. Edge cases, decided:
+
+- Rule 7 is adopted too: a pod created already carrying the gate (copied from a gated pod)
+  or one a later mutator gave the adopted name back before the API server reinvoked us would
+  otherwise stay gated for ever. A pod we rewrote no longer names an adopted scheduler, so a
+  reinvocation after our own patch gets no patch: the decision is idempotent.
+- Pods the webhook does not gate (no label, empty label, unnameable label, ``spec.nodeName``)
+  keep their scheduler name: they are not cogate's to place, and a pod with ``nodeName``
+  bypasses every scheduler.
+- Only ``spec.schedulerName`` changes; Kubernetes makes it immutable after creation, so
+  admission is the one moment it can be rewritten.
+- An adopted name may not be ``default-scheduler`` nor one the controller plans for
+  (``--scheduler-name``): both are refused at start (:func:`validate_adoption`), since a
+  name cannot both be released to as it is and rewritten.
 
 Admission warnings are short (the API server asks for at most 120 characters each)
 and are shown to the client by kubectl.
@@ -38,6 +61,7 @@ and are shown to the client by kubectl.
 from __future__ import annotations
 
 import base64
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -55,8 +79,10 @@ __all__ = [
     "InvalidReview",
     "Outcome",
     "admit",
+    "adoption_warning",
     "evaluate",
     "gate_patch",
+    "validate_adoption",
     "validate_gate_name",
 ]
 
@@ -94,7 +120,8 @@ class Admission:
     ``outcome`` is one of :class:`Outcome`; ``refusal``, when not empty, refuses the
     request with that message (``allowed: false``); ``namespace``/``name`` identify the
     object for logs (``name`` falls back to ``generateName`` for pods created by
-    controllers, which have no name yet at admission).
+    controllers, which have no name yet at admission); ``adopted``, when not empty, is the
+    adopted scheduler name the patch rewrote to ``default-scheduler`` (module docstring).
     """
 
     uid: str
@@ -106,6 +133,7 @@ class Admission:
     name: str = ""
     operation: str = ""
     kind: str = ""
+    adopted: str = ""
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def response(self) -> dict[str, Any]:
@@ -224,13 +252,46 @@ def _validate_envelope(review: Any) -> dict[str, Any]:
     return request
 
 
+def validate_adoption(adopted: Iterable[str],
+                      scheduler_names: frozenset[str] = frozenset({DEFAULT_SCHEDULER_NAME})) -> frozenset[str]:
+    """The adopted scheduler names (``--adopt-scheduler-name``) as a frozenset, checked
+    against the planned ones (``--scheduler-name`` plus ``default-scheduler``).
+
+    Raises ``ValueError`` naming the name and the flags when an adopted name is empty, is
+    ``default-scheduler`` (the scheduler adoption rewrites to: rewriting it to itself means
+    nothing) or is also planned for: a member naming it would be both released to that
+    scheduler as it is and rewritten to ``default-scheduler``; cogate refuses to guess.
+    """
+    out = frozenset(adopted)
+    for name in sorted(out):
+        if not name:
+            raise ValueError("--adopt-scheduler-name: must be a non-empty scheduler name")
+        if name == DEFAULT_SCHEDULER_NAME:
+            raise ValueError(f"--adopt-scheduler-name {name!r}: it is the scheduler adopted pods are rewritten to")
+        if name in scheduler_names:
+            raise ValueError(f"--adopt-scheduler-name {name!r} is also a --scheduler-name: pass it to one of them "
+                             "(adopt: rewrite it to default-scheduler; scheduler-name: release to it as it is)")
+    return out
+
+
+def adoption_warning(old: str) -> str:
+    """The admission warning of an adopted member (at most 120 characters: ``old`` is cut
+    to 50), e.g. ``schedulerName 'scheduler-plugins-scheduler' -> 'default-scheduler':
+    adopted by cogate``."""
+    return f"schedulerName {old[:50]!r} -> {DEFAULT_SCHEDULER_NAME!r}: adopted by cogate"
+
+
 def evaluate(review: Any, gate_name: str = DEFAULT_GATE_NAME,
-             scheduler_names: frozenset[str] = frozenset({DEFAULT_SCHEDULER_NAME})) -> Admission:
+             scheduler_names: frozenset[str] = frozenset({DEFAULT_SCHEDULER_NAME}),
+             adopted: frozenset[str] = frozenset()) -> Admission:
     """Decide one AdmissionReview (the parsed JSON body) for gate ``gate_name``.
 
     ``scheduler_names``: the ``spec.schedulerName`` values the controller plans for (its
     ``--scheduler-name`` flags plus ``default-scheduler``); a labelled pod naming another is
-    still gated, with a warning that its PodGroup will not be released.
+    still gated, with a warning that its PodGroup will not be released. ``adopted``: the
+    scheduler names rewritten to ``default-scheduler`` in a gated pod (``--adopt-scheduler-name``;
+    checked once by :func:`validate_adoption`, not here); such a pod gets no
+    "not one cogate plans for" warning, but :func:`adoption_warning`.
 
     Returns an :class:`Admission` (allowed, except a label value that cannot name a
     PodGroup; see the module docstring for the rules). Raises :class:`InvalidReview` with the offending field when ``review`` is
@@ -293,28 +354,32 @@ def evaluate(review: Any, gate_name: str = DEFAULT_GATE_NAME,
             extra={"group": group},
             **base,
         )
-    warnings = _scheduler_warning(spec, group, scheduler_names)
+    scheduler = _str(spec.get("schedulerName"), "request.object.spec.schedulerName") or DEFAULT_SCHEDULER_NAME
     patch = gate_patch(obj, gate_name)
-    if patch is None:
-        return Admission(outcome=Outcome.ALREADY_GATED, warnings=warnings, extra={"group": group}, **base)
-    return Admission(outcome=Outcome.GATED, patch=patch, warnings=warnings, extra={"group": group}, **base)
+    outcome = Outcome.GATED if patch is not None else Outcome.ALREADY_GATED
+    if scheduler in adopted:
+        patch = [*(patch or ()), {"op": "replace", "path": "/spec/schedulerName", "value": DEFAULT_SCHEDULER_NAME}]
+        return Admission(outcome=outcome, patch=patch, warnings=(adoption_warning(scheduler),), adopted=scheduler,
+                         extra={"group": group, "adopted": scheduler}, **base)
+    warnings = _scheduler_warning(scheduler, group, scheduler_names)
+    return Admission(outcome=outcome, patch=patch, warnings=warnings, extra={"group": group}, **base)
 
 
-def _scheduler_warning(spec: dict[str, Any], group: str, scheduler_names: frozenset[str]) -> tuple[str, ...]:
+def _scheduler_warning(scheduler: str, group: str, scheduler_names: frozenset[str]) -> tuple[str, ...]:
     """The admission warning for a member naming a scheduler cogate does not plan for (the
     controller keeps such a group gated: docs/semantics.md, "Scheduler names"), else ``()``."""
-    scheduler = _str(spec.get("schedulerName"), "request.object.spec.schedulerName") or DEFAULT_SCHEDULER_NAME
     if scheduler in scheduler_names:
         return ()
     return (f"schedulerName {scheduler[:40]!r} is not one cogate plans for: PodGroup {group[:40]!r} stays gated",)
 
 
 def admit(review: Any, gate_name: str = DEFAULT_GATE_NAME,
-          scheduler_names: frozenset[str] = frozenset({DEFAULT_SCHEDULER_NAME})) -> dict[str, Any]:
+          scheduler_names: frozenset[str] = frozenset({DEFAULT_SCHEDULER_NAME}),
+          adopted: frozenset[str] = frozenset()) -> dict[str, Any]:
     """The AdmissionReview response dict for ``review`` (see :func:`evaluate`).
 
     Shape: ``{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
     "response": {"uid", "allowed", ["status": {...}], ["patchType": "JSONPatch",
     "patch": <base64>], ["warnings": [...]]}}`` (see :meth:`Admission.response`). Raises :class:`InvalidReview` on an invalid review.
     """
-    return evaluate(review, gate_name, scheduler_names).response()
+    return evaluate(review, gate_name, scheduler_names, adopted).response()

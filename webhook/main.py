@@ -4,6 +4,7 @@ Usage::
 
     cogate webhook --tls-cert-file /tls/tls.crt --tls-key-file /tls/tls.key \\
         [--host 0.0.0.0] [--port 9443] [--gate-name scheduling.x-k8s.io/pod-group] \\
+        [--scheduler-name NAME ...] [--adopt-scheduler-name scheduler-plugins-scheduler ...] \\
         [--tls-reload-interval 5] [--metrics-port 8080] [--log-level info] [--log-format text]
 
     cogate webhook --insecure-http --port 8443   # local debugging only
@@ -33,6 +34,8 @@ import time
 from cogate import cliargs, logs
 from cogate.api import DEFAULT_GATE_NAME, DEFAULT_SCHEDULER_NAME
 from cogate.logs import JsonFormatter
+
+from .admission import validate_adoption
 
 __all__ = ["JsonFormatter", "build_parser", "main"]
 
@@ -83,6 +86,16 @@ def build_parser() -> argparse.ArgumentParser:
         "with a warning that its PodGroup stays gated (default: none)",
     )
     p.add_argument(
+        "--adopt-scheduler-name",
+        metavar="NAME",
+        action="append",
+        default=[],
+        dest="adopt_scheduler_names",
+        help=f"a scheduler name to adopt (repeatable; the chart passes scheduler-plugins-scheduler): a pod the "
+        f"webhook gates that names it gets spec.schedulerName {DEFAULT_SCHEDULER_NAME!r} in the same patch, with "
+        f"an admission warning; must not be {DEFAULT_SCHEDULER_NAME!r} nor a --scheduler-name (default: none)",
+    )
+    p.add_argument(
         "--metrics-port",
         metavar="PORT",
         type=cliargs.port,
@@ -127,7 +140,7 @@ async def _serve(args: argparse.Namespace, stop: asyncio.Event | None = None) ->
     else:
         log.warning("serving plain HTTP (--insecure-http): for local debugging only", extra={"event": "insecure"})
     server = WebhookServer(
-        make_app(args.gate_name, scheduler_names=frozenset({DEFAULT_SCHEDULER_NAME, *args.scheduler_names})),
+        make_app(args.gate_name, scheduler_names=_scheduler_names(args), adopted=frozenset(args.adopt_scheduler_names)),
         host=args.host,
         port=args.port,
         tls=tls,
@@ -162,16 +175,26 @@ async def _serve(args: argparse.Namespace, stop: asyncio.Event | None = None) ->
             loop.remove_signal_handler(sig)
 
 
+def _scheduler_names(args: argparse.Namespace) -> frozenset[str]:
+    """The scheduler names the controller plans for: ``--scheduler-name`` plus the default."""
+    return frozenset({DEFAULT_SCHEDULER_NAME, *args.scheduler_names})
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``cogate webhook``; returns the process exit code.
 
     Exit codes: 0 after a graceful shutdown (SIGTERM/SIGINT), 1 when the certificate
-    cannot be loaded or the port cannot be bound, 2 on bad flags (argparse).
+    cannot be loaded or the port cannot be bound, 2 on bad flags (argparse; also an
+    ``--adopt-scheduler-name`` that is ``default-scheduler`` or a ``--scheduler-name``).
     """
     parser = build_parser()
     args = parser.parse_args(argv)
     if not args.insecure_http and not (args.tls_cert_file and args.tls_key_file):
         parser.error("--tls-cert-file and --tls-key-file are required (or --insecure-http for local debugging)")
+    try:
+        validate_adoption(args.adopt_scheduler_names, _scheduler_names(args))
+    except ValueError as exc:
+        parser.error(str(exc))
     _configure_logging(args.log_level, args.log_format)
     return asyncio.run(_serve(args))
 

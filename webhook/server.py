@@ -15,7 +15,10 @@ Routes:
 - ``GET /readyz``: 200 when a serving certificate is loaded (or TLS is off) and the
   server is not draining; 503 otherwise.
 - ``GET /metrics``: Prometheus text format (``cogate_webhook_requests_total{outcome}``,
-  ``cogate_webhook_request_duration_seconds`` histogram, process metrics).
+  ``cogate_webhook_scheduler_names_adopted_total{scheduler_name}`` (members whose adopted
+  scheduler name the patch rewrote, by the name they had; a separate counter because adoption
+  goes with the ``gated`` or ``already_gated`` outcome), ``cogate_webhook_request_duration_seconds``
+  histogram, process metrics).
 
 TLS: :class:`CertReloader` owns one ``ssl.SSLContext`` and re-runs
 ``load_cert_chain`` when the certificate or key file changes (mtime, size or inode,
@@ -50,11 +53,12 @@ from prometheus_client import GCCollector, PlatformCollector, ProcessCollector
 
 from cogate.api import DEFAULT_GATE_NAME, DEFAULT_SCHEDULER_NAME
 
-from .admission import InvalidReview, Outcome, evaluate, internal_error_response
+from .admission import InvalidReview, Outcome, evaluate, internal_error_response, validate_adoption
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
     "CERTS",
+    "ADOPTED",
     "GATE_NAME",
     "METRICS",
     "STATE",
@@ -83,10 +87,12 @@ class _Metrics:
     registry: CollectorRegistry
     requests: Counter
     latency: Histogram
+    adopted: Counter
 
 
-def _make_metrics(registry: CollectorRegistry | None) -> _Metrics:
-    """Metrics in ``registry`` (a fresh one, with process metrics, when ``None``)."""
+def _make_metrics(registry: CollectorRegistry | None, adopted: frozenset[str] = frozenset()) -> _Metrics:
+    """Metrics in ``registry`` (a fresh one, with process metrics, when ``None``); ``adopted``:
+    the adopted scheduler names, exported at zero from the start."""
     if registry is None:
         registry = CollectorRegistry()
         ProcessCollector(registry=registry)
@@ -107,7 +113,16 @@ def _make_metrics(registry: CollectorRegistry | None) -> _Metrics:
         buckets=_LATENCY_BUCKETS,
         registry=registry,
     )
-    return _Metrics(registry, requests, latency)
+    adoptions = Counter(
+        "cogate_webhook_scheduler_names_adopted",
+        "Members whose spec.schedulerName the webhook rewrote to default-scheduler "
+        "(--adopt-scheduler-name), by the adopted name they had.",
+        ["scheduler_name"],
+        registry=registry,
+    )
+    for name in sorted(adopted):
+        adoptions.labels(name)
+    return _Metrics(registry, requests, latency, adoptions)
 
 
 @contextlib.contextmanager
@@ -233,6 +248,7 @@ class ServingState:
 #: aiohttp application keys (typed state on the app).
 GATE_NAME = web.AppKey("gate_name", str)
 SCHEDULER_NAMES = web.AppKey("scheduler_names", frozenset)
+ADOPTED = web.AppKey("adopted_scheduler_names", frozenset)
 METRICS = web.AppKey("metrics", _Metrics)
 STATE = web.AppKey("state", ServingState)
 CERTS = web.AppKey("certs", CertReloader)
@@ -280,7 +296,10 @@ async def _mutate(request: web.Request) -> web.Response:
     started = time.perf_counter()
     outcome = Outcome.ERROR
     try:
-        response, outcome = await _mutate_inner(request, app[GATE_NAME], app[SCHEDULER_NAMES])
+        response, outcome, adopted = await _mutate_inner(request, app[GATE_NAME], app[SCHEDULER_NAMES],
+                                                         app[ADOPTED])
+        if adopted:
+            metrics.adopted.labels(adopted).inc()
         return response
     except Exception as exc:  # last resort (e.g. a logging bug): never an HTTP 500
         log.exception("admission request failed", extra={"event": "admission_error"})
@@ -290,14 +309,16 @@ async def _mutate(request: web.Request) -> web.Response:
         metrics.latency.observe(time.perf_counter() - started)
 
 
-async def _mutate_inner(request: web.Request, gate_name: str,
-                        scheduler_names: frozenset[str]) -> tuple[web.Response, Outcome]:
+async def _mutate_inner(request: web.Request, gate_name: str, scheduler_names: frozenset[str],
+                        adopted: frozenset[str]) -> tuple[web.Response, Outcome, str]:
+    """The response to one ``/mutate`` request, its outcome and the adopted scheduler name the
+    patch rewrote ("" for none)."""
     try:
         body = await request.read()
     except web.HTTPRequestEntityTooLarge:
         msg = f"body: larger than {request.client_max_size} bytes"
         log.warning("invalid admission request: %s", msg, extra={"event": "invalid_review", "reason": msg})
-        return _error(400, msg), Outcome.INVALID
+        return _error(400, msg), Outcome.INVALID, ""
     try:
         # orjson: decoding the ~5 KB review with the stdlib json was a fifth of the webhook's CPU
         # time per review (docs/benchmarks.md, Webhook); orjson takes half of that.
@@ -305,24 +326,24 @@ async def _mutate_inner(request: web.Request, gate_name: str,
     except (ValueError, RecursionError) as exc:  # orjson.JSONDecodeError is a ValueError
         msg = f"body: not valid JSON: {exc}"[:300]
         log.warning("invalid admission request: %s", msg, extra={"event": "invalid_review", "reason": msg})
-        return _error(400, msg), Outcome.INVALID
+        return _error(400, msg), Outcome.INVALID, ""
     started = time.perf_counter()
     try:
-        decision = evaluate(review, gate_name, scheduler_names)
+        decision = evaluate(review, gate_name, scheduler_names, adopted)
     except InvalidReview as exc:
         log.warning(
             "invalid admission request: %s",
             exc,
             extra={"event": "invalid_review", "reason": str(exc), "uid": _request_uid(review)},
         )
-        return _error(400, str(exc)), Outcome.INVALID
+        return _error(400, str(exc)), Outcome.INVALID, ""
     except Exception as exc:  # a bug: never a 500, never admit a pod unchecked
         uid = _request_uid(review)
         log.exception("admission failed", extra={"event": "admission_error", "uid": uid})
         if uid is None:
-            return _error(400, f"cannot process request: {type(exc).__name__}"), Outcome.ERROR
+            return _error(400, f"cannot process request: {type(exc).__name__}"), Outcome.ERROR, ""
         denial = internal_error_response(uid, type(exc).__name__)
-        return _json_response(denial), Outcome.ERROR
+        return _json_response(denial), Outcome.ERROR, ""
     if log.isEnabledFor(logging.DEBUG):
         log.debug(
             "admission %s %s/%s: %s",
@@ -342,7 +363,7 @@ async def _mutate_inner(request: web.Request, gate_name: str,
                 **decision.extra,
             },
         )
-    return _json_response(decision.response()), decision.outcome
+    return _json_response(decision.response()), decision.outcome, decision.adopted
 
 
 async def _healthz(request: web.Request) -> web.Response:
@@ -365,13 +386,17 @@ def make_app(
     gate_name: str = DEFAULT_GATE_NAME,
     *,
     scheduler_names: frozenset[str] = frozenset({DEFAULT_SCHEDULER_NAME}),
+    adopted: frozenset[str] = frozenset(),
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     registry: CollectorRegistry | None = None,
 ) -> web.Application:
     """The webhook aiohttp application (no TLS here: see :class:`WebhookServer`).
 
     ``gate_name``: scheduling gate to add; ``scheduler_names``: the schedulers the controller
-    plans for (a member naming another gets a warning); ``max_body_bytes``: largest accepted
+    plans for (a member naming another gets a warning); ``adopted``: scheduler names rewritten
+    to ``default-scheduler`` in gated members (``--adopt-scheduler-name``; raises ``ValueError``
+    when one is ``default-scheduler`` or in ``scheduler_names``:
+    :func:`cogate.webhook.admission.validate_adoption`); ``max_body_bytes``: largest accepted
     ``/mutate`` body (bytes, larger gets 400); ``registry``: Prometheus registry for
     the webhook metrics (a fresh one with process metrics when ``None``, so several
     apps can live in one process). ``app[STATE].draining = True`` makes ``/readyz``
@@ -380,7 +405,8 @@ def make_app(
     app = web.Application(client_max_size=max_body_bytes)
     app[GATE_NAME] = gate_name
     app[SCHEDULER_NAMES] = frozenset(scheduler_names)
-    app[METRICS] = _make_metrics(registry)
+    app[ADOPTED] = validate_adoption(adopted, app[SCHEDULER_NAMES])
+    app[METRICS] = _make_metrics(registry, app[ADOPTED])
     app[STATE] = ServingState()
     app.router.add_post("/mutate", _mutate)
     app.router.add_get("/healthz", _healthz)

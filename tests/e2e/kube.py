@@ -54,6 +54,15 @@ def scheduled_reason(pod: client.V1Pod) -> str | None:
     return None
 
 
+def scheduled_by_default_scheduler(api: client.ApiClient, namespace: str) -> set[str]:
+    """Names of the pods in ``namespace`` with a ``Scheduled`` event from kube-scheduler's
+    ``default-scheduler`` profile (bound by it, not by anyone setting nodeName). Its event
+    broadcaster writes them asynchronously, a moment after the binding: wait for them."""
+    events = client.CoreV1Api(api).list_namespaced_event(namespace, field_selector="reason=Scheduled").items
+    return {e.involved_object.name for e in events
+            if (e.reporting_component or e.source.component) == "default-scheduler"}
+
+
 def get_pod_group(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any]:
     return client.CustomObjectsApi(api).get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
 

@@ -13,7 +13,7 @@ from cogate.localcluster.cluster import LocalCluster
 from cogate.localcluster.procs import port_open, process_alive
 from cogate.localcluster.nodes import KWOK_TAINT, add_nodes, node_manifest, node_ready, wait_nodes_ready
 
-from .kube import wait_for
+from .kube import scheduled_by_default_scheduler, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -63,15 +63,10 @@ def test_deployment_scheduled_and_run_on_kwok_nodes(cluster, kube, namespace):
         for p in pods:
             conds = {c.type: c.status for c in p.status.conditions}
             assert conds.get("PodScheduled") == "True" and conds.get("Ready") == "True", conds
-        # bound by kube-scheduler (not by anyone setting nodeName): its Scheduled events, which its
-        # event broadcaster writes asynchronously (a moment after the binding under load)
-        def scheduled_by_kube_scheduler():
-            events = core.list_namespaced_event(namespace, field_selector="reason=Scheduled").items
-            return {e.involved_object.name for e in events
-                    if (e.reporting_component or e.source.component) == "default-scheduler"}
-
+        # bound by kube-scheduler (not by anyone setting nodeName): its Scheduled events
         names = {p.metadata.name for p in pods}
-        wait_for(lambda: names <= scheduled_by_kube_scheduler(), 15, what="Scheduled events from default-scheduler")
+        wait_for(lambda: names <= scheduled_by_default_scheduler(kube, namespace), 15,
+                 what="Scheduled events from default-scheduler")
         wait_for(lambda: (apps.read_namespaced_deployment("web", namespace).status.ready_replicas or 0) == 3,
                  30, what="Deployment web readyReplicas == 3")
 

@@ -26,6 +26,7 @@ from cogate.webhook.admission import (
     admit,
     evaluate,
     gate_patch,
+    validate_adoption,
     validate_gate_name,
 )
 
@@ -521,3 +522,154 @@ def test_member_naming_an_unplanned_scheduler_is_gated_with_a_warning(scheduler,
         assert len(d.warnings[0]) <= 120
     else:
         assert d.warnings == ()
+
+
+# --- scheduler-name adoption (issue 20 item 1) -----------------------------------------------
+
+ADOPTED = frozenset({"scheduler-plugins-scheduler"})
+PLANNED = frozenset({"default-scheduler"})
+REWRITE = {"op": "replace", "path": "/spec/schedulerName", "value": "default-scheduler"}
+
+
+def named(pod: dict[str, Any], scheduler: str) -> dict[str, Any]:
+    out = copy.deepcopy(pod)
+    out["spec"]["schedulerName"] = scheduler
+    return out
+
+
+SPS = "scheduler-plugins-scheduler"
+
+# (case id, pod, expected outcome, expected pod after the patch, expected warning substring or None)
+ADOPTION_CASES = [
+    ("gated-and-adopted", named(job_pod(), SPS), Outcome.GATED,
+     named(with_gates(job_pod(), [OURS]), "default-scheduler"), f"'{SPS}' -> 'default-scheduler'"),
+    ("gated-after-other-gate", named(job_pod(gates=[OTHER_GATE]), SPS), Outcome.GATED,
+     named(with_gates(job_pod(), [OTHER_GATE, OURS]), "default-scheduler"), "adopted by cogate"),
+    # rule 7: a pod created carrying the gate (or renamed back by a later mutator) is adopted too
+    ("already-gated-adopted", named(job_pod(gates=[OURS]), SPS), Outcome.ALREADY_GATED,
+     named(job_pod(gates=[OURS]), "default-scheduler"), "adopted by cogate"),
+    # rule 7 after our own rewrite (reinvocation): nothing left to do
+    ("reinvoked-after-rewrite", named(job_pod(gates=[OURS]), "default-scheduler"), Outcome.ALREADY_GATED,
+     None, None),
+    ("default-not-touched", job_pod(), Outcome.GATED, with_gates(job_pod(), [OURS]), None),
+    # not gated by the webhook, so not rewritten
+    ("unlabelled", named(job_pod(group=None), SPS), Outcome.IGNORED, None, None),
+    ("empty-label", named(job_pod(group=""), SPS), Outcome.EMPTY_GROUP, None, "empty"),
+    ("node-name", named(job_pod(node_name="node-1"), SPS), Outcome.BOUND, None, "nodeName"),
+    # another unknown scheduler keeps its name and its warning
+    ("other-unplanned", named(job_pod(), "volcano"), Outcome.GATED,
+     named(with_gates(job_pod(), [OURS]), "volcano"), "is not one cogate plans for"),
+]
+
+
+@pytest.mark.parametrize("pod, outcome, after, warning", [c[1:] for c in ADOPTION_CASES],
+                         ids=[c[0] for c in ADOPTION_CASES])
+def test_adoption_table(pod, outcome, after, warning):
+    rv = review(pod)
+    before = copy.deepcopy(rv)
+    decision = evaluate(rv, DEFAULT_GATE_NAME, PLANNED, ADOPTED)
+    response = admit(rv, DEFAULT_GATE_NAME, PLANNED, ADOPTED)
+    assert rv == before
+    assert decision.outcome == outcome
+    assert response["response"]["allowed"] is True
+    patched = apply_response(pod, response)
+    if after is None:
+        assert decision.patch is None and patched == pod
+    else:
+        assert patched == after  # the gate and the scheduler name, nothing else
+    assert decision.adopted == (SPS if after is not None and pod["spec"].get("schedulerName") == SPS else "")
+    if warning is None:
+        assert decision.warnings == ()
+    else:
+        (text,) = decision.warnings
+        assert warning in text and len(text) <= 120
+
+
+def test_adoption_is_one_patch_with_the_gate_and_the_exact_warning():
+    d = evaluate(review(named(job_pod(), SPS)), DEFAULT_GATE_NAME, PLANNED, ADOPTED)
+    assert d.patch == [{"op": "add", "path": "/spec/schedulingGates", "value": [OURS]}, REWRITE]
+    assert d.warnings == ("schedulerName 'scheduler-plugins-scheduler' -> 'default-scheduler': adopted by cogate",)
+    assert d.extra == {"group": "train", "adopted": SPS}
+
+
+def test_without_adoption_the_name_stays_and_the_unplanned_warning_fires():
+    d = evaluate(review(named(job_pod(), SPS)), DEFAULT_GATE_NAME, PLANNED)
+    assert REWRITE not in d.patch and d.adopted == ""
+    assert d.warnings == (f"schedulerName '{SPS}' is not one cogate plans for: PodGroup 'train' stays gated",)
+
+
+def test_adoption_warning_is_short_for_any_name():
+    d = evaluate(review(named(job_pod(), "s" * 253)), DEFAULT_GATE_NAME, PLANNED, frozenset({"s" * 253}))
+    (text,) = d.warnings
+    assert len(text) <= 120 and "-> 'default-scheduler'" in text
+
+
+def test_invalid_label_is_refused_not_adopted():
+    d = evaluate(review(named(job_pod(group="Train_Job"), SPS)), DEFAULT_GATE_NAME, PLANNED, ADOPTED)
+    assert d.outcome == Outcome.INVALID_GROUP and d.patch is None and d.adopted == ""
+
+
+def test_scheduler_name_of_the_wrong_type_names_the_field():
+    with pytest.raises(InvalidReview, match="request.object.spec.schedulerName"):
+        evaluate(review(named(job_pod(), 7)), DEFAULT_GATE_NAME, PLANNED, ADOPTED)
+
+
+@pytest.mark.parametrize("adopted, planned, message", [
+    ({"default-scheduler"}, PLANNED, "the scheduler adopted pods are rewritten to"),
+    ({SPS}, frozenset({"default-scheduler", SPS}), "is also a --scheduler-name"),
+    ({""}, PLANNED, "non-empty"),
+])
+def test_validate_adoption_refuses_contradictions(adopted, planned, message):
+    with pytest.raises(ValueError, match=message):
+        validate_adoption(adopted, planned)
+
+
+def test_validate_adoption_returns_the_set():
+    assert validate_adoption([SPS, SPS, "volcano"], frozenset({"default-scheduler", "gpu"})) == {SPS, "volcano"}
+    assert validate_adoption(()) == frozenset()
+
+
+_schedulers = st.one_of(st.none(), st.sampled_from([SPS, "volcano", "default-scheduler", "gpu", ""]),
+                        st.text(min_size=1, max_size=20))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    scheduler=_schedulers,
+    adopted=st.frozensets(st.one_of(st.sampled_from([SPS, "volcano"]), st.text(min_size=1, max_size=20))
+                          .filter(lambda n: n not in ("default-scheduler", "gpu")), max_size=3),
+    names=st.lists(_gate_names, unique=True, max_size=4),
+    group=st.sampled_from(["train", "train", "", None]),
+    node_name=st.sampled_from([None, None, "node-1"]),
+)
+def test_property_adopted_pod_is_gated_once_names_no_adopted_scheduler_and_is_idempotent(
+        scheduler, adopted, names, group, node_name):
+    """For any pod the webhook gates: after the patch its schedulerName is not adopted, it
+    carries the gate exactly once, and a reinvocation on the patched pod patches nothing and
+    warns of no rewrite. Any pod it does not gate (no label, empty label, nodeName) is untouched."""
+    planned = frozenset({"default-scheduler", "gpu"})
+    validate_adoption(adopted, planned)
+    pod = job_pod(group=group, node_name=node_name)
+    pod["spec"]["schedulingGates"] = [{"name": n} for n in names]
+    if scheduler is None:
+        del pod["spec"]["schedulerName"]
+    else:
+        pod["spec"]["schedulerName"] = scheduler
+    patched = apply_response(pod, admit(review(pod), DEFAULT_GATE_NAME, planned, adopted))
+    if not group or node_name:
+        assert patched == pod
+        return
+    assert (patched["spec"].get("schedulerName") or "default-scheduler") not in adopted
+    assert [g["name"] for g in patched["spec"]["schedulingGates"]].count(DEFAULT_GATE_NAME) == 1
+    if (scheduler or "default-scheduler") in adopted:
+        assert patched["spec"]["schedulerName"] == "default-scheduler"
+    else:
+        assert patched["spec"].get("schedulerName") == pod["spec"].get("schedulerName")
+    again = evaluate(review(patched), DEFAULT_GATE_NAME, planned, adopted)
+    assert again.outcome == Outcome.ALREADY_GATED and again.patch is None and again.adopted == ""
+    assert not any("adopted by cogate" in w for w in again.warnings)
+    # nothing but the gate list and the scheduler name differs
+    for p in (patched, pod):
+        p["spec"].pop("schedulingGates", None)
+        p["spec"].pop("schedulerName", None)
+    assert patched == pod

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cogate.api import POD_GROUP_LABEL
+from cogate.api import DEFAULT_ADOPTED_SCHEDULER_NAMES, POD_GROUP_LABEL
 from cogate.certs import bootstrap
 from cogate.controller import main as controller_main
 from cogate.controller.config import DEFAULT_WORKERS
@@ -24,6 +24,7 @@ from cogate.localcluster import versions
 from cogate.localcluster.build import binary, ensure_binaries
 from cogate.webhook import config as webhook_config
 from cogate.webhook import main as webhook_main
+from cogate.webhook.admission import validate_adoption
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "cogate"
@@ -284,6 +285,27 @@ def test_scheduler_names_and_unchecked_policy_reach_the_controller(helm):
     assert parsed.unchecked_constraints == "hold"
 
 
+def _webhook_args(objs: list[dict]):
+    args = container(find(objs, "Deployment", "cogate-webhook"), "webhook")["args"]
+    return webhook_main.build_parser().parse_args(args[1:])
+
+
+def test_adopted_scheduler_names_reach_the_webhook(helm, webhook_deploy):
+    """Issue 20 item 1: by default the webhook adopts the name scheduler-plugins' operators set
+    (the same default as the local stack, cogate.api.DEFAULT_ADOPTED_SCHEDULER_NAMES)."""
+    args = webhook_main.build_parser().parse_args(container(webhook_deploy, "webhook")["args"][1:])
+    assert args.adopt_scheduler_names == list(DEFAULT_ADOPTED_SCHEDULER_NAMES) == ["scheduler-plugins-scheduler"]
+    assert args.scheduler_names == []
+    assert _webhook_args(render(helm, "--set", "webhook.adoptSchedulerNames={a-sched,b-sched}")
+                         ).adopt_scheduler_names == ["a-sched", "b-sched"]
+    off = _webhook_args(render(helm, "--set", "webhook.adoptSchedulerNames=null"))
+    assert off.adopt_scheduler_names == []
+    both = _webhook_args(render(helm, "--set", "webhook.adoptSchedulerNames={volcano}",
+                                "--set", "controller.schedulerNames={scheduler-plugins-scheduler}"))
+    assert (both.adopt_scheduler_names, both.scheduler_names) == (["volcano"], ["scheduler-plugins-scheduler"])
+    validate_adoption(both.adopt_scheduler_names, frozenset(both.scheduler_names) | {"default-scheduler"})
+
+
 def test_evict_on_timeout_adds_flag_and_eviction_right(helm):
     objs = render(helm, "--set", "controller.evictOnTimeout=true")
     args = container(find(objs, "Deployment", "cogate-controller"), "controller")["args"]
@@ -405,6 +427,9 @@ def test_log_format_reaches_every_cogate_container(helm, sets, fmt):
     (["webhook.timeoutSeconds=31"], "timeoutSeconds must be between 1 and 30"),
     (["controller.leaderElect=false"], "needs controller.leaderElect=true"),
     (["controller.workers=0"], "controller.workers must be a whole number of at least 1, got 0"),
+    (["webhook.adoptSchedulerNames={default-scheduler}"], "webhook.adoptSchedulerNames must not hold default-scheduler"),
+    (["controller.schedulerNames={scheduler-plugins-scheduler}"],
+     'webhook.adoptSchedulerNames and controller.schedulerNames both name "scheduler-plugins-scheduler"'),
 ])
 def test_bad_values_fail_with_a_message(helm, sets, message):
     args = [a for s in sets for a in ("--set", s)]

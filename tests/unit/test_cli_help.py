@@ -226,3 +226,27 @@ def test_controller_connection_pool_holds_every_request_in_flight():
     for workers in (1, 8, controller_main.DEFAULT_WORKERS, 100):
         assert controller_main.connection_pool_size(workers) >= workers + max(1, workers // 2) + watches + 2
     assert controller_main.build_parser().parse_args([]).workers == controller_main.DEFAULT_WORKERS
+
+
+# --------------------------------------------------------------------------- --adopt-scheduler-name (issue 20)
+
+
+def test_webhook_help_explains_adoption(capsys):
+    entry = _option_entries(_help(("webhook",), capsys))["--adopt-scheduler-name"]
+    assert "repeatable" in entry and "scheduler-plugins-scheduler" in entry
+    assert "'default-scheduler'" in entry and entry.endswith("(default: none)")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--adopt-scheduler-name", "default-scheduler"], "it is the scheduler adopted pods are rewritten to"),
+    (["--scheduler-name", "sps", "--adopt-scheduler-name", "sps"], "is also a --scheduler-name"),
+])
+def test_contradictory_adoption_is_a_usage_error(argv, message, capsys):
+    err = _usage_error(lambda a: webhook_main.main([*a, "--insecure-http"]), argv, capsys)
+    assert message in err and "Traceback" not in err
+
+
+def test_adoption_flag_is_repeatable():
+    args = webhook_main.build_parser().parse_args(
+        ["--insecure-http", "--adopt-scheduler-name", "a", "--adopt-scheduler-name", "b"])
+    assert args.adopt_scheduler_names == ["a", "b"]

@@ -329,6 +329,41 @@ async def test_metrics_count_requests_by_outcome_and_latency(client):
     assert samples[("cogate_webhook_request_duration_seconds_bucket", (("le", "+Inf"),))] == 4
 
 
+async def test_adopted_scheduler_name_is_rewritten_warned_and_counted(aiohttp_client):
+    client = await aiohttp_client(make_app(adopted=frozenset({"scheduler-plugins-scheduler"})))
+    obj = pod()
+    obj["spec"]["schedulerName"] = "scheduler-plugins-scheduler"
+    answer = await (await client.post("/mutate", json=review(obj))).json()
+    expected = with_gates(obj, [OURS])
+    expected["spec"]["schedulerName"] = "default-scheduler"
+    assert patched_pod(obj, answer) == expected
+    assert answer["response"]["warnings"] == [
+        "schedulerName 'scheduler-plugins-scheduler' -> 'default-scheduler': adopted by cogate"]
+    await client.post("/mutate", json=review(pod()))  # default-scheduler: gated, not adopted
+    samples = _samples(await (await client.get("/metrics")).text())
+    assert samples[("cogate_webhook_scheduler_names_adopted_total",
+                    (("scheduler_name", "scheduler-plugins-scheduler"),))] == 1
+    assert samples[("cogate_webhook_requests_total", (("outcome", "gated"),))] == 2
+
+
+async def test_adoption_counter_is_exported_at_zero(client, aiohttp_client):
+    adopting = await aiohttp_client(make_app(adopted=frozenset({"a-sched", "b-sched"})))
+    samples = _samples(await (await adopting.get("/metrics")).text())
+    name = "cogate_webhook_scheduler_names_adopted_total"
+    assert samples[(name, (("scheduler_name", "a-sched"),))] == 0
+    assert samples[(name, (("scheduler_name", "b-sched"),))] == 0
+    assert not [k for k in _samples(await (await client.get("/metrics")).text()) if k[0] == name]
+
+
+@pytest.mark.parametrize("adopted, planned", [
+    ({"default-scheduler"}, frozenset({"default-scheduler"})),
+    ({"gpu"}, frozenset({"default-scheduler", "gpu"})),
+])
+def test_make_app_refuses_contradictory_adoption(adopted, planned):
+    with pytest.raises(ValueError, match="--adopt-scheduler-name"):
+        make_app(scheduler_names=planned, adopted=frozenset(adopted))
+
+
 async def test_request_logging(client, caplog):
     with caplog.at_level(logging.DEBUG, logger="cogate.webhook"):
         await client.post("/mutate", json=review(pod()))
@@ -555,6 +590,10 @@ async def test_metrics_port_serves_probes_without_mutate():
         (["--insecure-http", "--gate-name", "Bad Gate"], "gate name"),
         (["--insecure-http", "--port", "70000"], "port must be"),
         (["--insecure-http", "--tls-reload-interval", "0"], "must be > 0"),
+        (["--insecure-http", "--adopt-scheduler-name", "default-scheduler"], "rewritten to"),
+        (["--insecure-http", "--adopt-scheduler-name", "sps", "--scheduler-name", "sps"],
+         "--adopt-scheduler-name 'sps' is also a --scheduler-name"),
+        (["--insecure-http", "--adopt-scheduler-name", ""], "non-empty"),
     ],
 )
 def test_main_rejects_bad_flags(argv, message, capsys):
@@ -567,6 +606,26 @@ def test_main_rejects_bad_flags(argv, message, capsys):
 def test_flag_defaults():
     args = webhook_main.build_parser().parse_args(["--insecure-http"])
     assert (args.host, args.port, args.gate_name, args.metrics_port) == ("0.0.0.0", 9443, DEFAULT_GATE_NAME, None)
+    assert args.adopt_scheduler_names == [] and args.scheduler_names == []
+
+
+def test_scheduler_flags_reach_the_app(monkeypatch):
+    """``--scheduler-name`` and ``--adopt-scheduler-name`` (repeatable) reach make_app."""
+    seen = {}
+    real = webhook_server.make_app
+
+    def spy(*args, **kwargs):
+        seen.update(kwargs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(webhook_server, "make_app", spy)
+    argv = ["--insecure-http", "--host", "127.0.0.1", "--port", "0", "--scheduler-name", "gpu",
+            "--adopt-scheduler-name", "scheduler-plugins-scheduler", "--adopt-scheduler-name", "volcano"]
+    stop = asyncio.Event()
+    stop.set()
+    assert asyncio.run(webhook_main._serve(webhook_main.build_parser().parse_args(argv), stop)) == 0
+    assert seen["scheduler_names"] == {"default-scheduler", "gpu"}
+    assert seen["adopted"] == {"scheduler-plugins-scheduler", "volcano"}
 
 
 def test_main_exits_1_on_unloadable_certificate(tmp_path, monkeypatch):

@@ -74,6 +74,14 @@ app.kubernetes.io/component: {{ .component }}
 {{- if lt (int .Values.controller.workers) 1 -}}
 {{- fail (printf "controller.workers must be a whole number of at least 1, got %v" .Values.controller.workers) -}}
 {{- end -}}
+{{- range .Values.webhook.adoptSchedulerNames -}}
+{{- if eq (toString .) "default-scheduler" -}}
+{{- fail "webhook.adoptSchedulerNames must not hold default-scheduler: it is the scheduler adopted pods are rewritten to" -}}
+{{- end -}}
+{{- if has (toString .) $.Values.controller.schedulerNames -}}
+{{- fail (printf "webhook.adoptSchedulerNames and controller.schedulerNames both name %q: keep it in one (adopt: rewrite it to default-scheduler; schedulerNames: release to it as it is)" (toString .)) -}}
+{{- end -}}
+{{- end -}}
 {{- if and (gt (int .Values.controller.replicas) 1) (not .Values.controller.leaderElect) -}}
 {{- fail "controller.replicas > 1 needs controller.leaderElect=true (two leaders would release against the same capacity)" -}}
 {{- end -}}
