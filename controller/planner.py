@@ -122,7 +122,7 @@ not change.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from cogate.controller import minresources as minres
@@ -622,9 +622,9 @@ class Pass:
         blocker = next((b for b, bs in self.blockers if bs.overlaps(scope)), None)
         if blocker is None:
             return None
-        ok, msg = self.fits_empty(g, ms)
+        ok, msg, shorts = self.fits_empty(g, ms)
         if not ok:
-            return self._never_fits(g, ms, len(ms.bound), msg)
+            return self._never_fits(g, ms, len(ms.bound), msg, shorts)
         return _verdict(
             g,
             Outcome.INSUFFICIENT_CAPACITY,
@@ -707,9 +707,9 @@ class Pass:
         self.room.rollback(mark)
         fits = len(ms.bound) + len(plan)
         self.basis = Basis("pass", ms)
-        ok, empty_msg = self.fits_empty(g, ms)
+        ok, empty_msg, empty_shorts = self.fits_empty(g, ms)
         if not ok:  # the members fit the room now, so it is minResources that never fits
-            return replace(self._never_fits(g, ms, fits, empty_msg), min_resources_short=shorts)
+            return self._never_fits(g, ms, fits, empty_msg, empty_shorts or shorts)
         msg = f"fits {fits} of {g.min_member}, but " + minres.short_text(shorts, fits) + self._starving_note(g, ms)
         return GroupVerdict(g.namespace, g.name, Outcome.INSUFFICIENT_CAPACITY, {}, fits, msg,
                             min_resources_short=shorts)
@@ -774,10 +774,10 @@ class Pass:
         """Why a group that does not fit now waits: it never fits the empty cluster, or its
         required pod affinity has no bound pod to meet, or the room is taken (and after
         ``starvation_seconds`` complete it starves: later groups wait)."""
-        ok, empty_msg = self.fits_empty(g, ms)
+        ok, empty_msg, shorts = self.fits_empty(g, ms)
         if not ok:
             self.basis = Basis("room", ms, miss)
-            return self._never_fits(g, ms, miss.fits, empty_msg)
+            return self._never_fits(g, ms, miss.fits, empty_msg, shorts)
         affinity_dead = [
             m
             for m in miss.unplaced
@@ -797,17 +797,20 @@ class Pass:
         self.basis = Basis("pass", ms, miss) if note else Basis("room", ms, miss, complete_since(g))
         return _verdict(g, Outcome.INSUFFICIENT_CAPACITY, miss.fits, msg)
 
-    def _never_fits(self, g: GroupRequest, ms: Members, fits: int, empty_msg: str) -> GroupVerdict:
+    def _never_fits(self, g: GroupRequest, ms: Members, fits: int, empty_msg: str,
+                    min_resources_short: tuple[minres.Short, ...] = ()) -> GroupVerdict:
         """A group that does not fit even every eligible node empty: ``Unschedulable`` when
         members that no node takes by their own constraints (nodeSelector, required node
         affinity, tolerations, bound volumes: :func:`~cogate.controller.explanations.unplaceable`)
         leave fewer than minMember others, named as their constraint and not capacity (issue 21
-        item 9); else ``ExceedsClusterCapacity``."""
+        item 9); else ``ExceedsClusterCapacity`` (with ``min_resources_short`` when it is the rest of
+        ``spec.minResources`` that never fits: provisioning and preemption then know no member shape helps)."""
         own = unplaceable(self.room, ms.plannable)
         others = len(ms.bound) + len(ms.plannable) - len(own)
         if own and others < g.min_member:
             return _verdict(g, Outcome.UNSCHEDULABLE, fits, unplaceable_message(self.room, own, others, g.min_member))
-        return _verdict(g, Outcome.EXCEEDS_CLUSTER_CAPACITY, fits, empty_msg)
+        return GroupVerdict(g.namespace, g.name, Outcome.EXCEEDS_CLUSTER_CAPACITY, {}, fits, empty_msg,
+                            min_resources_short=min_resources_short)
 
     def _charge_bound_members(self, room: Room, ms: Members) -> None:
         """On the empty room, the group's own bound, non-terminal members keep their room: a member
@@ -819,10 +822,12 @@ class Pass:
             if i is not None and not m.terminal:
                 room.occupy(m, req_with_pod(m.requests), m.host_ports, i)
 
-    def fits_empty(self, g: GroupRequest, ms: Members) -> tuple[bool, str]:
-        """Whether the group fits every eligible node empty, and if not, why. Bound members count
-        as placed and keep their room on their nodes (:meth:`_charge_bound_members`); the empty
-        room is built on first use and left unchanged."""
+    def fits_empty(self, g: GroupRequest, ms: Members) -> tuple[bool, str, tuple[minres.Short, ...]]:
+        """Whether the group fits every eligible node empty, and if not, why, and the resources the
+        rest of its ``spec.minResources`` lacks there when that is why (members that fit, a rest that
+        does not: :meth:`_min_resources_short` on the empty room). Bound members count as placed and
+        keep their room on their nodes (:meth:`_charge_bound_members`); the empty room is built on
+        first use and left unchanged."""
         if self._empty is None:
             self._empty = self.snapshot.empty_room()
         room = self._empty
@@ -832,6 +837,7 @@ class Pass:
         plan = pack(room, ms.plannable, needed)
         ok = len(plan) >= needed
         msg = ""
+        shorts: tuple[minres.Short, ...] = ()
         if not ok:
             unplaced = [m for m in ms.plannable if m.uid not in plan]
             msg = (f"fits {len(ms.bound) + len(plan)} of {g.min_member} even with every eligible node empty: "
@@ -839,7 +845,7 @@ class Pass:
         elif shorts := self._min_resources_short(room, g, ms, plan):
             ok, msg = False, minres.exceeds_text(shorts, len(ms.bound) + len(plan))
         room.rollback(mark)
-        return ok, msg
+        return ok, msg, shorts
 
 
 def _eligible(room: Room, members: Sequence[PodInfo]) -> set[int]:

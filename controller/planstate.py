@@ -67,6 +67,7 @@ from typing import Any
 from cogate.api import POD_GROUP_LABEL
 from cogate.controller.capacity import NodeTable, Room, copies, nominated_pods, req_with_pod, reserve_room
 from cogate.controller.filters import static_key
+from cogate.controller.minresources import Short
 from cogate.controller.planner import Pass, fits_empty_key, members_anti, members_spread, run_pass, starving
 from cogate.controller.records import HostPort, NodeInfo, PodInfo, Promise, Reservation
 from cogate.controller.verdicts import Decision, GroupRequest, GroupVerdict, PlannerConfig
@@ -145,7 +146,7 @@ class PlanningState:
         #: Slot -> change of max(free, 0) per resource since the last pass (slot in: changed).
         self._changed: dict[int, dict[str, int]] = {}
         self._kept: dict[tuple[str, str], _Kept] = {}
-        self._fits_empty: dict[Any, tuple[bool, str]] = {}
+        self._fits_empty: dict[Any, tuple[bool, str, tuple[Short, ...]]] = {}
         self._empty: Room | None = None
         self._pass_key: tuple[PlannerConfig, bool, bool] | None = None
         #: Groups of the last pass whose verdict was kept / judged again (for metrics and tests).
@@ -493,7 +494,7 @@ class _IncrementalPass(Pass):
         self.state = state
         self.live = live
 
-    def fits_empty(self, g: GroupRequest, ms: Any) -> tuple[bool, str]:
+    def fits_empty(self, g: GroupRequest, ms: Any) -> tuple[bool, str, tuple[Short, ...]]:
         cache = self.state._fits_empty
         key = fits_empty_key(g, ms, self.live.anti_active, self.live.spread_active)
         hit = cache.get(key)

@@ -210,8 +210,9 @@ class Provisioning:
     def _may_ask(self, g: GroupObject, r: GroupRequest, v: GroupVerdict | None, memory: GroupMemory,
                  now: float) -> bool:
         """Module doc of :mod:`cogate.controller.provreq`, rule 1 (the back-off aside)."""
+        only_min_resources = v is not None and bool(v.min_resources_short) and v.fits >= r.min_member
         note = memory.provisioning_note
-        if note is not None and note[0] == REASON_MIN_RESOURCES_ONLY and (v is None or not v.min_resources_short):
+        if note is not None and note[0] == REASON_MIN_RESOURCES_ONLY and not only_min_resources:
             # no longer waiting for minResources alone: the note would mislead
             memory.provisioning_note = (REASON_NOT_NEEDED, f"no longer waiting for spec.minResources alone (earlier: "
                                                            f"{note[1]})")
@@ -221,7 +222,7 @@ class Provisioning:
             memory.provisioning_note = (REASON_OPTED_OUT, f"the PodGroup says {provreq.OPT_OUT_ANNOTATION}: "
                                                           f"\"false\": cogate asks no nodes for it")
             return False
-        if v.min_resources_short:
+        if only_min_resources:  # minMember fits the current nodes: no member to ask for
             memory.provisioning_note = (REASON_MIN_RESOURCES_ONLY, provreq.min_resources_text(v.min_resources_short))
             return False
         if memory.provisioning_until > now:

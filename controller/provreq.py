@@ -22,8 +22,9 @@ autoscaler"):
    room's note says no victim helps, or preemption is off): kube-scheduler preempts before
    cluster-autoscaler adds nodes (cluster-autoscaler ignores pods that can be placed by
    preemption), and so does cogate. A group whose minMember members fit and that waits only for
-   the rest of ``spec.minResources`` (``GroupVerdict.min_resources_short``) asks nothing, and its
-   ``Provisioning`` condition says why (:func:`min_resources_text`).
+   the rest of ``spec.minResources`` (``GroupVerdict.min_resources_short`` with ``fits`` at least
+   minMember) asks nothing, and its ``Provisioning`` condition says why (:func:`min_resources_text`);
+   one whose members do not fit the current nodes either asks for them as any group.
 2. **Exactly the difference.** :func:`shortfalls` plans the waiting groups in the planner's order
    (priority, then age) on one room: the free room after every bound pod and every room
    promised (reservations of released members, nominations, room held for a preemption), each

@@ -118,10 +118,10 @@ class GroupVerdict:
 
     ``waiting``: names of new gated members of a released group that stay gated because the
     planner found them no room (``AlreadyReleased`` only); ``message`` then says what they lack.
-    ``min_resources_short``: the group's minMember members fit, and it waits only for the room
-    of the rest of ``spec.minResources`` (:mod:`cogate.controller.minresources`), each short
-    resource by how much (``InsufficientCapacity``, or ``ExceedsClusterCapacity`` when the nodes it
-    may use could not hold it even empty; empty otherwise).
+    ``min_resources_short``: the resources the rest of ``spec.minResources`` lacks
+    (:mod:`cogate.controller.minresources`), each by how much, when that is why the group waits:
+    ``InsufficientCapacity`` with ``fits`` >= minMember (its members fit the room now), or
+    ``ExceedsClusterCapacity`` (its members fit the empty nodes, the rest does not); empty otherwise.
     """
 
     namespace: str

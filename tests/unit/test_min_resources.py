@@ -254,3 +254,15 @@ def test_status_and_event_name_the_short_resource_and_no_unused_notice():
     assert event[3].startswith(want)
     assert not w.reasons("MinResourcesNotUsed")
     assert gated(w, "driver")
+
+
+def test_behind_a_starving_group_a_min_resources_that_never_fits_is_marked_too():
+    nodes = [node("n1", cpu=4)]
+    starver = GroupRequest("default", "big", 1, -10.0, False, (pod(group="big", cpu=5, name="big-0"),))
+    v = run(nodes, [starver, spark({"cpu": "12"}, created=0.0)], now=1000.0).verdicts[1]
+    assert v.outcome == Outcome.EXCEEDS_CLUSTER_CAPACITY and v.min_resources_short
+
+
+def test_members_that_never_fit_are_not_marked_as_min_resources():
+    v = only(run([node("n1", cpu=4)], [spark({"cpu": "1"}, driver_cpu=6)]))
+    assert v.outcome == Outcome.EXCEEDS_CLUSTER_CAPACITY and not v.min_resources_short
