@@ -100,16 +100,27 @@ Membership accounting for a group:
   ours are planned; members that also carry other gates are ungated on release
   (node ``''``) but do not count, and members gated only by other gates are not
   ours (neither placed nor bound).
-* ``fits = bound + planned gated``; ``Released`` iff ``fits >= min_member``;
-  then every gated member is in ``release`` (``''`` for those not planned).
+* ``fits = bound + planned gated``; ``Released`` iff ``fits >= min_member`` (and, with
+  ``spec.minResources``, the rule below); then every gated member is in ``release`` (``''`` for
+  those not planned).
+
+``spec.minResources`` (:mod:`cogate.controller.minresources`, scheduler-plugins
+``CheckClusterResource``): a plan that reaches minMember is kept only when the free room it
+leaves, summed over the nodes some present member is eligible for, holds the rest of
+minResources (minResources with ``pods`` = minMember, minus the requests of the bound and planned
+members); else it is undone and the group waits (``InsufficientCapacity``, or
+``ExceedsClusterCapacity`` when even the empty nodes do not hold it), the verdict naming each
+short resource (``GroupVerdict.min_resources_short``). Released groups are not held to it (their
+new members are planned one by one as above): docs/semantics.md, "minResources".
 
 Code map: ``decide`` builds a :class:`Pass`, whose
 :class:`~cogate.controller.capacity.Snapshot` (nodes and bound pods only, with the static
 filter cache) yields the :class:`~cogate.controller.capacity.Room`: free room per node after
 bound pods and kept reservations, with an undo log. Released groups go through
 ``Pass.ungate_new_members``, the rest through ``Pass.judge``, a run of early returns with
-one method per rule above (``_invalid_min_member``, ``_too_few_present``, ``_held``,
-``_waiting_for_members``, ``_behind_starving_group``, ``_try_release``, ``_explain``); each
+one method per rule above (``_invalid_min_member``, ``_invalid_min_resources``, ``_too_few_present``,
+``_held``, ``_waiting_for_members``, ``_behind_starving_group``, ``_try_release`` with
+``_min_resources_wait``, ``_explain``); each
 sets ``Pass.basis`` (a :class:`Basis`), what the verdict read. Topology spread lives in the
 ``Room`` (a :class:`cogate.controller.spread.Tracker` of pods per domain, undone with the
 room; ``Room._place_spread`` places such members one at a time); which planned members are
