@@ -270,11 +270,14 @@ class Basis:
     * ``"room"``: the group, the nodes, and the free room at its turn as the failed plan
       ``miss`` read it, with no starving group ahead; while it does not starve (complete
       ``since``, epoch seconds; None: not complete);
+    * ``"aggregate"``: the group, the nodes, and the whole free room at its turn (a wait for the
+      rest of ``spec.minResources``, which sums every eligible node's room), with no starving
+      group ahead in its scope; while it does not starve (``since``);
     * ``"pass"``: state of this pass that is not kept (a release, a starving group, pod
       affinity against bound pods): judged again every pass.
     """
 
-    reads: Literal["group", "blocker", "room", "pass"]
+    reads: Literal["group", "blocker", "room", "aggregate", "pass"]
     members: Members | None = None
     miss: Miss | None = None
     since: float | None = None
@@ -547,7 +550,7 @@ class Pass:
         finally:
             if lent:
                 self.room.repay(lent)
-        if lent and self.basis.reads == "room":
+        if lent and self.basis.reads in ("room", "aggregate"):
             self.basis = Basis("pass", self.basis.members, self.basis.miss, self.basis.since)
         return verdict
 
@@ -710,18 +713,21 @@ class Pass:
         ``spec.minResources`` is undone (back to ``mark``) and the group waits: ``InsufficientCapacity``
         naming each short resource and by how much (``GroupVerdict.min_resources_short``), or
         ``ExceedsClusterCapacity`` when the nodes it may use could not hold it even empty. None:
-        the release goes on. Judged again every pass (``Basis`` ``"pass"``: it reads the room of
-        every eligible node, not only where members fit)."""
+        the release goes on. ``Basis`` ``"aggregate"``: it reads the room of every eligible node, not
+        only where members fit (``"pass"`` once it starves)."""
         shorts = self._min_resources_short(self.room, g, ms, plan)
         if not shorts:
             return None
         self.room.rollback(mark)
         fits = len(ms.bound) + len(plan)
-        self.basis = Basis("pass", ms)
+        self.basis = Basis("aggregate", ms, since=complete_since(g))
         ok, empty_msg, empty_shorts = self.fits_empty(g, ms)
         if not ok:  # the members fit the room now, so it is minResources that never fits
             return self._never_fits(g, ms, fits, empty_msg, empty_shorts or shorts)
-        msg = f"fits {fits} of {g.min_member}, but " + minres.short_text(shorts, fits) + self._starving_note(g, ms)
+        note = self._starving_note(g, ms)
+        if note:
+            self.basis = Basis("pass", ms)
+        msg = f"fits {fits} of {g.min_member}, but " + minres.short_text(shorts, fits) + note
         return GroupVerdict(g.namespace, g.name, Outcome.INSUFFICIENT_CAPACITY, {}, fits, msg,
                             min_resources_short=shorts)
 

@@ -266,3 +266,80 @@ def test_behind_a_starving_group_a_min_resources_that_never_fits_is_marked_too()
 def test_members_that_never_fit_are_not_marked_as_min_resources():
     v = only(run([node("n1", cpu=4)], [spark({"cpu": "1"}, driver_cpu=6)]))
     assert v.outcome == Outcome.EXCEEDS_CLUSTER_CAPACITY and not v.min_resources_short
+
+
+# -- the incremental planner keeps a minResources wait only while the whole room is unchanged --------
+
+
+def _state_and_group():
+    nodes = [node("n1", cpu=8), node("n2", cpu=4)]
+    busy = pod(group=None, cpu=6, mem=0, node_name="n1", name="busy")
+    state = PlanningState.build(nodes, [busy])
+    g = spark({"cpu": "8"}, created=NOW - 10)  # 1 driver + 2 free on n1 + 3 on n2 = 5 of 7 needed
+    return state, g, busy
+
+
+def _pass(state, g, now=NOW, reservations=()):
+    from cogate.controller.planner import decide
+
+    got = state.decide([g], list(reservations), now)
+    want = decide(state.nodes, state.pods, [g], list(reservations), now)
+    assert got == want  # the same answer as from scratch, kept or not
+    return only(got)
+
+
+def test_a_min_resources_wait_is_kept_while_nothing_changed():
+    state, g, _ = _state_and_group()
+    first = _pass(state, g)
+    assert "short by 2: 5 free" in first.message
+    assert _pass(state, g) == first and state.last_kept == 1
+
+
+def test_a_bound_pod_on_a_node_the_driver_does_not_use_changes_the_wait():
+    state, g, _ = _state_and_group()
+    _pass(state, g)
+    _pass(state, g)
+    state.upsert_pod(pod(group=None, cpu=1, mem=0, node_name="n2", name="more"))
+    v = _pass(state, g)
+    assert state.last_judged == 1 and "short by 3: 4 free" in v.message
+
+
+def test_a_freed_node_releases_a_kept_wait():
+    state, g, busy = _state_and_group()
+    _pass(state, g)
+    _pass(state, g)
+    state.remove_pod(busy.uid)
+    assert _pass(state, g).outcome == Outcome.RELEASED
+
+
+def test_room_promised_to_another_group_changes_a_kept_wait():
+    state, g, _ = _state_and_group()
+    _pass(state, g)
+    _pass(state, g)
+    other = pod(group="a", cpu=1, mem=0, name="a-0", gated=False)
+    res = Reservation(other.uid, "default", other.name, "n2", {"cpu": 1000}, (), NOW + 60)
+    a = GroupRequest("default", "a", 1, 0.0, True, (other,))
+    got = state.decide([a, g], [res], NOW)
+    from cogate.controller.planner import decide
+
+    assert got == decide(state.nodes, state.pods, [a, g], [res], NOW)
+    assert "short by 3: 4 free" in got.verdicts[1].message
+
+
+def test_a_kept_wait_starts_starving_on_time():
+    state, g, _ = _state_and_group()
+    _pass(state, g)
+    _pass(state, g)
+    v = _pass(state, g, now=NOW + 400)
+    assert "starving for 410s" in v.message
+
+
+def test_a_wait_after_another_groups_undone_plan_is_kept_too():
+    state, g, _ = _state_and_group()
+    h = spark({"cpu": "9"}, name="later", created=NOW - 5)
+    from cogate.controller.planner import decide
+
+    for _ in range(3):
+        got = state.decide([g, h], [], NOW)
+        assert got == decide(state.nodes, state.pods, [g, h], [], NOW)
+    assert state.last_kept == 2 and all(v.min_resources_short for v in got.verdicts)

@@ -89,8 +89,8 @@ class PlanStateMachine(RuleBasedStateMachine):
             self.upsert_node(name, cpu_cores, 4, 4, False, 1, 1, "a")
         for k, lc in enumerate(load):
             self.add_pod(NODE_NAMES[k % count], lc, 0, 1, 1, "web")
-        for name in GROUP_NAMES[:waiting]:  # groups that wait for room while events come
-            self.add_group(name, 2, 0, c, 0, 0, False, 9, None)
+        for k, name in enumerate(GROUP_NAMES[:waiting]):  # groups that wait for room while events come
+            self.add_group(name, 2, 0, c, 0, 0, False, 9, None if k % 2 == 0 else 2 * c + 2000 * k)
 
     @rule(name=st.sampled_from(NODE_NAMES), cpu_cores=st.integers(0, 4), mem=st.integers(0, 4),
           slots=st.integers(0, 4), tainted=st.booleans(), cordoned=st.integers(0, 6), ready=st.integers(0, 8),
