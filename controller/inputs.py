@@ -30,7 +30,7 @@ from cogate.controller import volumes as volumes_mod
 from cogate.controller.notices import ObjectRef
 from cogate.controller.patches import awaiting_bind
 from cogate.controller.verdicts import GroupRequest
-from cogate.controller.records import PodInfo, Reservation, member_key
+from cogate.controller.records import PodInfo, Reservation, controller_owner, member_key
 from cogate.models import PodGroup, parse_time
 
 
@@ -44,6 +44,10 @@ class GroupObject:
     resource_version: str = field(default="", compare=False)
     #: Other managers that own status fields cogate writes (``leftovers.foreign_status_writers``).
     status_writers: Mapping[str, tuple[str, ...]] = field(default_factory=dict, compare=False)
+    #: The PodGroup's controller owner (``ownerReferences`` entry with ``controller: true``) as
+    #: ``(apiVersion, kind, name, uid)``, ``()`` when none: an operator's PodGroup names its
+    #: MPIJob, RayCluster, ... (where explanations are relayed, :mod:`cogate.controller.relaying`).
+    owner: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -66,8 +70,10 @@ def group_object(raw: dict[str, Any]) -> GroupObject:
     phase = leftovers.phase_for_release(raw)  # another writer's phase is never taken for a release
     if phase is not None:
         pg = pg.model_copy(update={"status": pg.status.model_copy(update={"phase": phase})})
+    meta = raw.get("metadata") if isinstance(raw.get("metadata"), dict) else {}
     return GroupObject(pg, status if isinstance(status, dict) else None, pg.metadata.uid or "",
-                       pg.metadata.resourceVersion or "", leftovers.foreign_status_writers(raw))
+                       pg.metadata.resourceVersion or "", leftovers.foreign_status_writers(raw),
+                       controller_owner(meta.get("ownerReferences")))
 
 
 def members_by_group(pods: Iterable[PodInfo]) -> dict[tuple[str, str], list[PodInfo]]:

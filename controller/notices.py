@@ -73,6 +73,10 @@ class Reason(StrEnum):
     #: On the PodGroup: its members' owners can never make minMember members (failed, suspended,
     #: deleted, too few replicas, a StatefulSet creating pods one at a time).
     OWNER_CANNOT_COMPLETE = "OwnerCannotComplete"
+    #: On the PodGroup and the owner (Warning): the owner creates members in stages (an MPIJob's
+    #: launcher after its workers are Ready, a JobSet's ``dependsOn``) and the first stage is
+    #: fewer than minMember, so the gang cannot form (:mod:`cogate.controller.stages`).
+    STAGED_CREATION = "StagedCreation"
     #: On the PodGroup: cogate is preempting lower-priority pods to place it (issue 15).
     PREEMPTING = "Preempting"
     #: On the PodGroup (Warning): a preemption ended without placing it (victims stuck, nomination
@@ -264,6 +268,11 @@ def owner_cannot_complete(message: str, warning: bool = True) -> Notice:
     """The ``OwnerCannotComplete`` event (:func:`cogate.controller.owners.judge`'s message): a
     Warning, or Normal when the owners only wait (a suspended Job) or are done (a complete one)."""
     return Notice(WARNING if warning else NORMAL, Reason.OWNER_CANNOT_COMPLETE, message)
+
+
+def staged_creation(message: str) -> Notice:
+    """The Warning ``StagedCreation`` event (:func:`cogate.controller.stages.staged`'s message)."""
+    return Notice(WARNING, Reason.STAGED_CREATION, message)
 
 
 def pdb_conflict(name: str) -> Notice:

@@ -45,6 +45,8 @@ PURE = [
     "cogate.controller.replicas",
     "cogate.controller.minresources",
     "cogate.controller.owners",
+    "cogate.controller.stages",
+    "cogate.controller.relays",
     "cogate.controller.preemption",
     "cogate.controller.provreq",
     "cogate.webhook.admission",
