@@ -250,7 +250,7 @@ def test_status_and_event_name_the_short_resource_and_no_unused_notice():
     fits = w.condition(type_="FitsCluster")
     assert fits is None or fits["status"] == "True"  # it fits the empty node: not ExceedsClusterCapacity
     assert w.condition(type_="Preempting") is None and w.condition() is None  # both off: nothing said
-    (event,) = w.reasons("InsufficientCapacity")
+    (event,) = [e for e in w.reasons("InsufficientCapacity") if e[2] == "pg"]  # the PodGroup's own
     assert event[3].startswith(want)
     assert not w.reasons("MinResourcesNotUsed")
     assert gated(w, "driver")
