@@ -50,8 +50,6 @@ class Reason(StrEnum):
     MIXED_PRIORITIES = "MixedPriorities"
     #: On the PodGroup: the PodGroup or one of its members failed validation.
     INVALID_OBJECT = "InvalidObject"
-    #: On the PodGroup: ``spec.minResources`` is set (accepted, not used).
-    MIN_RESOURCES_NOT_USED = "MinResourcesNotUsed"
     #: On the PodGroup: released members are pinned to a node that can no longer take them.
     PLANNED_NODE_UNUSABLE = "PlannedNodeUnusable"
     #: On the PodGroup: the API server refused a member's release patch.
@@ -105,13 +103,6 @@ class Notice(NamedTuple):
     type: EventType
     reason: Reason
     message: str
-
-
-#: Said once per PodGroup with ``spec.minResources``.
-MIN_RESOURCES_NOT_USED = Notice(
-    NORMAL, Reason.MIN_RESOURCES_NOT_USED,
-    "spec.minResources is accepted for compatibility with scheduler-plugins and not used: cogate "
-    "checks each member's requests node by node instead")
 
 
 def verdict_event(outcome: str, message: str) -> Notice | None:

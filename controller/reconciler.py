@@ -483,8 +483,6 @@ class Reconciler:
         """After the status is written: the gates of ``release`` go, and the verdict's events;
         (members ungated, ``wake_at`` of a refusal)."""
         outcome = Outcome(verdict.outcome)
-        if g.pg.spec.minResources:
-            self.events.emit(g.ref, "minresources", notices.MIN_RESOURCES_NOT_USED, now)
         ungated, wake_at = 0, None
         if outcome is Outcome.RELEASED and release:
             self._count_release(g, request, now)

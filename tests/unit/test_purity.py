@@ -43,6 +43,7 @@ PURE = [
     "cogate.controller.wakeups",
     "cogate.controller.config",
     "cogate.controller.replicas",
+    "cogate.controller.minresources",
     "cogate.controller.owners",
     "cogate.controller.stages",
     "cogate.controller.relays",
