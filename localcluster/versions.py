@@ -32,7 +32,8 @@ MPI_OPERATOR = "v0.8.0"
 #: (``controllers/ray/batchscheduler/scheduler-plugins/scheduler_plugins.go``: PodGroup named
 #: after the RayCluster, minMember = desired workers + 1 head, minResources = their requests,
 #: ``schedulerName: scheduler-plugins-scheduler`` on every pod) makes the same PodGroup and
-#: scheduler name in a newer snapshot of that file read from the upstream repository.
+#: scheduler name in a later version of that file read from a snapshot of the upstream
+#: repository (not checked against the v1.7.0 tag itself).
 KUBERAY = "v1.6.2"
 #: Kubeflow training-operator v1 (github.com/kubeflow/training-operator), run with
 #: ``--gang-scheduler-name`` for PyTorchJobs (its webhook certificates from cogate's CA code).
