@@ -96,16 +96,22 @@ def api_reader(api_client: Any) -> ReadFn | None:
              ("apps", "StatefulSet"): apps.read_namespaced_stateful_set}
 
     def read(ref: OwnerRef) -> Mapping[str, Any] | None:
-        try:
-            resp = calls[(ref.group, ref.kind)](ref.name, ref.namespace, _preload_content=False,
-                                                _request_timeout=REQUEST_TIMEOUT_SECONDS)
-        except Exception as exc:  # noqa: BLE001 - classified by status
-            if api_status(exc) == 404:
-                return None
-            raise
-        return json_body(resp)
+        return _body_or_none(lambda: calls[(ref.group, ref.kind)](ref.name, ref.namespace, _preload_content=False,
+                                                                  _request_timeout=REQUEST_TIMEOUT_SECONDS))
 
     return read
+
+
+def _body_or_none(get: Callable[[], Any]) -> Mapping[str, Any] | None:
+    """The JSON body of the (unpreloaded) response of ``get()``, or None on a 404 (the object, or its
+    resource type, does not exist); any other API error is raised to the caller, which counts it."""
+    try:
+        resp = get()
+    except Exception as exc:  # noqa: BLE001 - classified by status
+        if api_status(exc) == 404:
+            return None
+        raise
+    return json_body(resp)
 
 
 def custom_reader(api_client: Any) -> CustomReadFn | None:
@@ -119,15 +125,9 @@ def custom_reader(api_client: Any) -> CustomReadFn | None:
 
     def read(kind: tuple[str, str], version: str, namespace: str, name: str) -> Mapping[str, Any] | None:
         plural = stages.KINDS[kind][1]
-        try:
-            resp = custom.get_namespaced_custom_object(kind[0], version, namespace, plural, name,
-                                                       _preload_content=False,
-                                                       _request_timeout=REQUEST_TIMEOUT_SECONDS)
-        except Exception as exc:  # noqa: BLE001 - classified by status
-            if api_status(exc) == 404:
-                return None
-            raise
-        return json_body(resp)
+        return _body_or_none(lambda: custom.get_namespaced_custom_object(
+            kind[0], version, namespace, plural, name, _preload_content=False,
+            _request_timeout=REQUEST_TIMEOUT_SECONDS))
 
     return read
 

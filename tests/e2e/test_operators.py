@@ -39,14 +39,19 @@ def built() -> None:
     ensure_binaries(list(versions.OPERATOR_TOOLS), log=sys.stderr)
 
 
-@pytest.fixture(scope="module")
-def mpi_operator(stack, cluster, built, tmp_path_factory) -> Iterator[Operator]:
-    op = Operator(MPI_OPERATOR, cluster, tmp_path_factory.mktemp("mpi-operator"), DEFAULT_SCHEDULER)
+def running(tool: str, cluster, tmp_path_factory, scheduler: str) -> Iterator[Operator]:
+    """The module fixtures' body: operator ``tool`` started against ``cluster``, stopped after."""
+    op = Operator(tool, cluster, tmp_path_factory.mktemp(tool), scheduler)
     op.start()
     try:
         yield op
     finally:
         op.stop()
+
+
+@pytest.fixture(scope="module")
+def mpi_operator(stack, cluster, built, tmp_path_factory) -> Iterator[Operator]:
+    yield from running(MPI_OPERATOR, cluster, tmp_path_factory, DEFAULT_SCHEDULER)
 
 
 @pytest.fixture
@@ -63,22 +68,12 @@ def mpi(mpi_operator):
 
 @pytest.fixture(scope="module")
 def kuberay(stack, cluster, built, tmp_path_factory) -> Iterator[Operator]:
-    op = Operator(KUBERAY, cluster, tmp_path_factory.mktemp("kuberay"), "scheduler-plugins")
-    op.start()
-    try:
-        yield op
-    finally:
-        op.stop()
+    yield from running(KUBERAY, cluster, tmp_path_factory, "scheduler-plugins")
 
 
 @pytest.fixture(scope="module")
 def training_operator(stack, cluster, built, tmp_path_factory) -> Iterator[Operator]:
-    op = Operator(TRAINING_OPERATOR, cluster, tmp_path_factory.mktemp("training-operator"), DEFAULT_SCHEDULER)
-    op.start()
-    try:
-        yield op
-    finally:
-        op.stop()
+    yield from running(TRAINING_OPERATOR, cluster, tmp_path_factory, DEFAULT_SCHEDULER)
 
 
 def explained(op: Operator, predicate, timeout: float, what: str, shown: Any = None):
