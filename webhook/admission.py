@@ -14,25 +14,32 @@ Rules, in order (first match wins):
 2. Anything but a ``CREATE`` of the ``pods`` resource itself (core group, no
    subresource) is allowed unchanged: the webhook gates at creation only.
 3. A pod without the label :data:`cogate.api.POD_GROUP_LABEL` is allowed unchanged.
-4. A pod whose label value is empty names no PodGroup (a PodGroup name cannot be
+4. A labelled pod that sets ``spec.schedulingGroup`` (Kubernetes 1.36+) or ``spec.workloadRef``
+   (1.35 alpha) belongs to Kubernetes' own gang scheduling (GenericWorkload;
+   :func:`cogate.api.native_gang_field`): two gang schedulers with two sizes (minMember and
+   ``gang.minCount``) would each wait for the other, so cogate leaves it to native. It is allowed
+   **without cogate's gate**, whatever the label value, with a warning naming the field: unchanged,
+   or, when it already carries cogate's gate (copied from a gated pod), with a JSONPatch removing
+   that gate (the controller never releases such a pod). Its scheduler name is never adopted.
+5. A pod whose label value is empty names no PodGroup (a PodGroup name cannot be
    empty), so it is allowed unchanged, *not* gated, with an admission warning. Gating
    it would leave it Pending forever, because no PodGroup can ever release it.
-5. A pod whose label value cannot name a PodGroup (not a DNS-1123 subdomain of at most
+6. A pod whose label value cannot name a PodGroup (not a DNS-1123 subdomain of at most
    63 characters, e.g. ``Train_Job.v1``: :func:`cogate.api.pod_group_name_error`) is
    **refused** (``allowed: false``, code 422, reason ``Invalid``) with a message saying
    why: no PodGroup can ever have that name, so a gated pod would wait for ever. A
    workload controller's ``FailedCreate`` events then show the message.
-6. A pod with ``spec.nodeName`` set bypasses the scheduler and cannot carry a
+7. A pod with ``spec.nodeName`` set bypasses the scheduler and cannot carry a
    scheduling gate (Kubernetes API validation rejects ``schedulingGates`` together
    with ``nodeName`` at create): allowed unchanged with an admission warning.
-7. A pod that already carries the gate is allowed unchanged (idempotent under webhook
+8. A pod that already carries the gate is allowed unchanged (idempotent under webhook
    reinvocation), except for the scheduler-name adoption below.
-8. Otherwise the pod is allowed with a JSONPatch that appends the gate to
+9. Otherwise the pod is allowed with a JSONPatch that appends the gate to
    ``spec.schedulingGates`` (creating the list if absent or null). No other gate or
    field is touched, except for the scheduler-name adoption below.
 
 **Scheduler-name adoption** (``--adopt-scheduler-name``, issue 20): a pod that leaves
-admission gated (rules 7 and 8) and whose ``spec.schedulerName`` is one of the adopted
+admission gated (rules 8 and 9) and whose ``spec.schedulerName`` is one of the adopted
 names (chart default ``scheduler-plugins-scheduler``, the name KubeRay hard-codes and the
 Kubeflow operators' docs tell users to set) gets, in the same JSONPatch, ``replace
 /spec/schedulerName`` with :data:`cogate.api.DEFAULT_SCHEDULER_NAME`, the scheduler cogate
@@ -41,7 +48,7 @@ Without it such a group stays gated for ever (the controller plans only for the 
 knows: docs/semantics.md, "Scheduler names"), or, planned with ``--scheduler-name``, is
 released to a scheduler that does not run. Edge cases, decided:
 
-- Rule 7 is adopted too: a pod created already carrying the gate (copied from a gated pod)
+- Rule 8 is adopted too: a pod created already carrying the gate (copied from a gated pod)
   or one a later mutator gave the adopted name back before the API server reinvoked us would
   otherwise stay gated for ever. A pod we rewrote no longer names an adopted scheduler, so a
   reinvocation after our own patch gets no patch: the decision is idempotent.
@@ -69,7 +76,8 @@ from typing import Any
 import orjson
 
 from cogate import gates
-from cogate.api import DEFAULT_GATE_NAME, DEFAULT_SCHEDULER_NAME, POD_GROUP_LABEL, pod_group_name_error, validate_gate_name
+from cogate.api import (DEFAULT_GATE_NAME, DEFAULT_SCHEDULER_NAME, POD_GROUP_LABEL, native_gang_field,
+                        pod_group_name_error, validate_gate_name)
 
 __all__ = [
     "ADMISSION_API_VERSION",
@@ -82,6 +90,7 @@ __all__ = [
     "adoption_warning",
     "evaluate",
     "gate_patch",
+    "native_warning",
     "validate_adoption",
     "validate_gate_name",
 ]
@@ -106,6 +115,7 @@ class Outcome(StrEnum):
     BOUND = "bound"  #: labelled pod with spec.nodeName: cannot be gated, warning
     EMPTY_GROUP = "empty_group"  #: label present with an empty value, warning
     INVALID_GROUP = "invalid_group"  #: label value that cannot name a PodGroup: refused
+    NATIVE = "native"  #: labelled pod in Kubernetes' own gang scheduling: not gated, warning
     IGNORED = "ignored"  #: not a pod CREATE, or a pod without the label
     INVALID = "invalid"  #: not a valid AdmissionReview (HTTP 400); set by the server
     ERROR = "error"  #: unexpected internal error; set by the server
@@ -281,6 +291,13 @@ def adoption_warning(old: str) -> str:
     return f"schedulerName {old[:50]!r} -> {DEFAULT_SCHEDULER_NAME!r}: adopted by cogate"
 
 
+def native_warning(native: str, group: str) -> str:
+    """The admission warning of a labelled pod in native gang scheduling (rule 4; at most 120
+    characters: ``group`` is cut to 28), e.g. ``spec.schedulingGroup set: Kubernetes gang scheduling
+    places it; not gated for PodGroup 'train'``."""
+    return f"{native} set: Kubernetes gang scheduling places it; not gated for PodGroup {group[:28]!r}"
+
+
 def evaluate(review: Any, gate_name: str = DEFAULT_GATE_NAME,
              scheduler_names: frozenset[str] = frozenset({DEFAULT_SCHEDULER_NAME}),
              adopted: frozenset[str] = frozenset()) -> Admission:
@@ -331,6 +348,15 @@ def evaluate(review: Any, gate_name: str = DEFAULT_GATE_NAME,
         raise InvalidReview(
             f"request.object.metadata.labels[{POD_GROUP_LABEL!r}]: must be a string, got {type(group).__name__}"
         )
+    spec = _obj(obj.get("spec"), "request.object.spec") or {}
+    native = native_gang_field(spec)
+    if native:
+        try:
+            removal = gates.remove(obj, gate_name)
+        except gates.GateShapeError as exc:
+            raise InvalidReview(f"request.object.{exc}") from None
+        return Admission(outcome=Outcome.NATIVE, patch=removal, warnings=(native_warning(native, group),),
+                         extra={"group": group, "native": native}, **base)
     if group == "":
         return Admission(
             outcome=Outcome.EMPTY_GROUP,
@@ -346,7 +372,6 @@ def evaluate(review: Any, gate_name: str = DEFAULT_GATE_NAME,
             extra={"group": group},
             **base,
         )
-    spec = _obj(obj.get("spec"), "request.object.spec") or {}
     if _str(spec.get("nodeName"), "request.object.spec.nodeName"):
         return Admission(
             outcome=Outcome.BOUND,

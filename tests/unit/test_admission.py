@@ -26,6 +26,7 @@ from cogate.webhook.admission import (
     admit,
     evaluate,
     gate_patch,
+    native_warning,
     validate_adoption,
     validate_gate_name,
 )
@@ -545,10 +546,10 @@ ADOPTION_CASES = [
      named(with_gates(job_pod(), [OURS]), "default-scheduler"), f"'{SPS}' -> 'default-scheduler'"),
     ("gated-after-other-gate", named(job_pod(gates=[OTHER_GATE]), SPS), Outcome.GATED,
      named(with_gates(job_pod(), [OTHER_GATE, OURS]), "default-scheduler"), "adopted by cogate"),
-    # rule 7: a pod created carrying the gate (or renamed back by a later mutator) is adopted too
+    # rule 8: a pod created carrying the gate (or renamed back by a later mutator) is adopted too
     ("already-gated-adopted", named(job_pod(gates=[OURS]), SPS), Outcome.ALREADY_GATED,
      named(job_pod(gates=[OURS]), "default-scheduler"), "adopted by cogate"),
-    # rule 7 after our own rewrite (reinvocation): nothing left to do
+    # rule 8 after our own rewrite (reinvocation): nothing left to do
     ("reinvoked-after-rewrite", named(job_pod(gates=[OURS]), "default-scheduler"), Outcome.ALREADY_GATED,
      None, None),
     ("default-not-touched", job_pod(), Outcome.GATED, with_gates(job_pod(), [OURS]), None),
@@ -673,3 +674,87 @@ def test_property_adopted_pod_is_gated_once_names_no_adopted_scheduler_and_is_id
         p["spec"].pop("schedulingGates", None)
         p["spec"].pop("schedulerName", None)
     assert patched == pod
+
+
+# --- Kubernetes' own gang scheduling (issue 18 item 3) -----------------------------------------
+
+#: What each native field looks like on a pod: 1.36+ ``schedulingGroup`` (a scheduling.k8s.io
+#: PodGroup), the 1.35 alpha ``workloadRef`` (a Workload and its pod group).
+NATIVE_VALUES = {"schedulingGroup": {"podGroupName": "train-pg"},
+                 "workloadRef": {"name": "train", "podGroup": "workers"}}
+
+
+def native_pod(group: str | None, fields: tuple[str, ...], gates: Any = "absent",
+               scheduler: str | None = None) -> dict[str, Any]:
+    pod = job_pod(group, gates=gates)
+    for f in fields:
+        pod["spec"][f] = copy.deepcopy(NATIVE_VALUES[f])
+    if scheduler is not None:
+        pod["spec"]["schedulerName"] = scheduler
+    return pod
+
+
+@pytest.mark.parametrize("label", ["train", "", "Train_Job.v1", None])
+@pytest.mark.parametrize("fields", [(), ("schedulingGroup",), ("workloadRef",), ("schedulingGroup", "workloadRef")])
+@pytest.mark.parametrize("gates", ["absent", [OURS], [OTHER_GATE, OURS], [OTHER_GATE]])
+@pytest.mark.parametrize("scheduler", [None, SPS])
+def test_native_rule_over_every_combination(label, fields, gates, scheduler):
+    pod = native_pod(label, fields, gates, scheduler)
+    rv = review(pod)
+    before = copy.deepcopy(rv)
+    d = evaluate(rv, adopted=ADOPTED)
+    response = admit(rv, adopted=ADOPTED)["response"]
+    assert rv == before
+    if label is None:  # no cogate label: not ours, whatever native says
+        assert (d.outcome, d.patch, d.warnings) == (Outcome.IGNORED, None, ())
+        return
+    if not fields:  # no native field: the other rules decide (never "native")
+        expected = {"train": {Outcome.GATED, Outcome.ALREADY_GATED}, "": {Outcome.EMPTY_GROUP},
+                    "Train_Job.v1": {Outcome.INVALID_GROUP}}[label]
+        assert d.outcome in expected
+        return
+    # native owns it: allowed, never gated by cogate, scheduler name kept, one warning naming the field
+    assert d.outcome == Outcome.NATIVE and response["allowed"] is True and not d.adopted
+    after = apply_response(pod, admit(rv, adopted=ADOPTED))
+    kept = [g for g in (gates if isinstance(gates, list) else []) if g != OURS]
+    assert after["spec"].get("schedulingGates", []) == kept
+    assert after["spec"]["schedulerName"] == (scheduler or "default-scheduler")  # never adopted
+    without_gates = {k: v for k, v in after["spec"].items() if k != "schedulingGates"}
+    assert without_gates == {k: v for k, v in pod["spec"].items() if k != "schedulingGates"}
+    assert (d.patch is None) == (not isinstance(gates, list) or OURS not in gates)
+    (text,) = d.warnings
+    assert text.startswith(f"spec.{fields[0]} set: Kubernetes gang scheduling places it") and len(text) <= 120
+    assert d.extra == {"group": label, "native": f"spec.{fields[0]}"}
+
+
+@pytest.mark.parametrize("value", [None])
+def test_a_null_native_field_is_no_native_group(value):
+    pod = job_pod()
+    pod["spec"]["schedulingGroup"] = value
+    pod["spec"]["workloadRef"] = value
+    assert evaluate(review(pod)).outcome == Outcome.GATED
+
+
+def test_native_pod_with_node_name_is_native():
+    pod = native_pod("train", ("schedulingGroup",))
+    pod["spec"]["nodeName"] = "node-1"
+    d = evaluate(review(pod))
+    assert d.outcome == Outcome.NATIVE and d.patch is None
+
+
+def test_native_warning_exact_and_short_for_any_name():
+    assert native_warning("spec.schedulingGroup", "train") == (
+        "spec.schedulingGroup set: Kubernetes gang scheduling places it; not gated for PodGroup 'train'")
+    assert len(native_warning("spec.schedulingGroup", "x" * 63)) <= 120
+
+
+@settings(max_examples=200, deadline=None)
+@given(names=st.lists(_gate_names, unique=True, max_size=6), field=st.sampled_from(sorted(NATIVE_VALUES)),
+       gate=st.sampled_from([DEFAULT_GATE_NAME, "example.com/gang"]))
+def test_property_native_pods_leave_admission_without_our_gate(names, field, gate):
+    pod = native_pod("train", (field,))
+    if names:
+        pod["spec"]["schedulingGates"] = [{"name": n} for n in names]
+    after = apply_response(pod, admit(review(pod), gate_name=gate))
+    result = [g["name"] for g in after["spec"].get("schedulingGates") or []]
+    assert result == [n for n in names if n != gate]
