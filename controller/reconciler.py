@@ -53,7 +53,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from cogate.controller import lifecycle, notices, refusers, verdicts
+from cogate.controller import lifecycle, native, notices, refusers, verdicts
 from cogate.controller import quota as quota_mod
 from cogate.controller import status as status_mod
 from cogate.controller import replicas
@@ -165,6 +165,8 @@ class Reconciler:
         self._groups_pool = concurrent.futures.ThreadPoolExecutor(max(1, config.workers // 2), "cogate-status")
         #: uids whose reservation a worker dropped during the pass (applied after it).
         self._drop_reservations: set[str] = set()
+        #: This pass's labelled pods left to Kubernetes' own gang scheduling, by (namespace, label).
+        self._native: dict[tuple[str, str], tuple[PodInfo, ...]] = {}
         self._drop_lock = threading.Lock()
         #: What is remembered about each PodGroup between passes, by uid (memory.GroupMemory).
         self.memory = Memories()
@@ -261,6 +263,7 @@ class Reconciler:
                 self.caches.claims.snapshot_map() if self.caches.claims is not None else None,
                 self.caches.volumes.snapshot_map() if self.caches.volumes is not None else None)
             members = members_by_group(labelled)
+            self._native = native.ignored_by_group(labelled)  # no members: said so in their group's status
             requests = build_group_requests(groups.values(), members, self.config.gate_name)
             if self.restore_reservations:
                 self.preempting.resume(groups, requests, self.memory, now)  # preemptions left in flight
@@ -424,6 +427,7 @@ class Reconciler:
         controller finishes a recorded release), then after-release duties and events."""
         ctx = ctx or Context()
         verdict = self.owners.explain(g, request, verdict, now)  # owners that cannot complete the group
+        verdict = native.explain(verdict, self._native.get(g.key, ()))  # labelled pods native gang-schedules
         memory = self.memory.recall(g.uid)
         checked = self.guard.check(g, verdict, memory, now)  # planned nodes again, back-off, dry run
         findings = self.aftercare.find(g, request, verdict, ctx, memory, checked.refused)
