@@ -3,6 +3,8 @@ one is selected (argument, ``$COGATE_KUBERNETES_VERSION``, default) and the feat
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from cogate.localcluster import build, cluster, versions
@@ -170,3 +172,16 @@ def test_local_cluster_reads_the_environment_and_refuses_an_unknown_release(monk
     assert cluster.LocalCluster(kubernetes_version="1.36.3", feature_gates={}).release.kubernetes == "v1.36.3"
     with pytest.raises(versions.UnknownRelease, match="'9.9.9' is not supported"):
         cluster.LocalCluster(kubernetes_version="9.9.9")
+
+
+def test_a_detached_clusters_state_keeps_its_release(tmp_path):
+    c = cluster.LocalCluster(tmp_path, kubernetes_version="1.37.2", feature_gates={"GenericWorkload": True})
+    c.ports = {"kube-apiserver": 6443}
+    c._write_state()
+    again = cluster.LocalCluster.attach(c.state_file)
+    assert (again.release.kubernetes, again.feature_gates) == ("v1.37.2", {"GenericWorkload": True})
+    state = cluster.LocalCluster.read_state(c.state_file)
+    del state["kubernetes_version"], state["feature_gates"]  # a state file written before issue 18
+    c.state_file.write_text(json.dumps(state))
+    old = cluster.LocalCluster.attach(c.state_file)
+    assert (old.release.kubernetes, old.feature_gates) == (versions.DEFAULT_RELEASE, {})
