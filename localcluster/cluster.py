@@ -116,9 +116,6 @@ AUTOSCALER = "cluster-autoscaler"
 STATE_FILE = "state.json"
 STAGES_FILE = Path(__file__).with_name("kwok-stages.yaml")
 
-# kube-controller-manager controllers that need a cloud provider; disabled explicitly
-# although they are no-ops without one.
-_CLOUD_CONTROLLERS = ("-cloud-node-lifecycle-controller", "-service-lb-controller", "-node-route-controller")
 
 
 class ClusterError(RuntimeError):
@@ -576,6 +573,7 @@ class LocalCluster:
             "--allow-privileged=true",
             "--profiling=false",
             "--v=1",
+            *(self.release.loopback_flags if self.node is None else ()),
             *([f"--kubelet-client-certificate={pk / 'apiserver-kubelet-client.crt'}",
                f"--kubelet-client-key={pk / 'apiserver-kubelet-client.key'}",
                f"--kubelet-certificate-authority={pk / 'ca.crt'}",
@@ -623,7 +621,8 @@ class LocalCluster:
         pk = self._path("pki")
         self._spawn("kube-controller-manager", [
             *self._component_common("kube-controller-manager"),
-            "--controllers=" + ",".join(("*",) + _CLOUD_CONTROLLERS),
+            # the cloud-provider controllers off explicitly (no-ops without a provider; gone in 1.37)
+            "--controllers=" + ",".join(("*", *(f"-{c}" for c in self.release.cloud_controllers))),
             "--use-service-account-credentials=true",
             f"--service-account-private-key-file={pk / 'sa.key'}",
             f"--root-ca-file={pk / 'ca.crt'}",

@@ -100,13 +100,19 @@ class Release:
     ``hack/lib/etcd.sh`` runs; ``kwok``: the kwok release (it talks to the API server through
     client-go only, so one release fits several); ``runtime_config``: feature gate -> the
     ``--runtime-config`` entries of kube-apiserver the gate needs to serve its API (a beta or alpha
-    API version is off by default even when its gate is on).
+    API version is off by default even when its gate is on); ``loopback_flags``: kube-apiserver
+    flags the release needs when it binds and advertises 127.0.0.1 (no real node);
+    ``cloud_controllers``: kube-controller-manager's cloud-provider controllers of the release,
+    turned off explicitly (``--controllers=*,-<name>``; a name the release does not know is an error).
     """
 
     kubernetes: str
     etcd: str
     kwok: str
     runtime_config: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    loopback_flags: tuple[str, ...] = ()
+    cloud_controllers: tuple[str, ...] = ("cloud-node-lifecycle-controller", "service-lb-controller",
+                                          "node-route-controller")
 
 
 #: The releases, by k8s.io/kubernetes tag. Both go.mod files say ``go 1.26.0`` (the Go 1.26 toolchain
@@ -117,8 +123,16 @@ RELEASES: dict[str, Release] = {
     "v1.36.3": Release("v1.36.3", etcd=ETCD, kwok=KWOK,
                        runtime_config={"GenericWorkload": ("scheduling.k8s.io/v1alpha2=true",)}),
     # kube-apiserver 1.37's go.mod requires go.etcd.io/etcd/client/v3 v3.7.0 (hack/lib/etcd.sh: 3.7.0).
+    # kube-apiserver 1.37 refuses a loopback advertise address with an endpoint reconciler ("cannot
+    # use public IP 127.0.0.1 with endpoint reconciler", pkg/controlplane/instance.go ValidateIP;
+    # 1.36 only warned): without a real node it runs with none, so the `kubernetes` Service has no
+    # endpoints (nothing uses them there: kwok's pods run nothing).
     "v1.37.2": Release("v1.37.2", etcd="v3.7.3", kwok=KWOK,
-                       runtime_config={"GenericWorkload": ("scheduling.k8s.io/v1beta1=true",)}),
+                       runtime_config={"GenericWorkload": ("scheduling.k8s.io/v1beta1=true",)},
+                       loopback_flags=("--endpoint-reconciler-type=none",),
+                       # kube-controller-manager 1.37 no longer has the cloud controllers ("... is not in
+                       # the list of known controllers")
+                       cloud_controllers=()),
 }
 #: The release used when none is selected.
 DEFAULT_RELEASE = KUBERNETES
