@@ -185,3 +185,20 @@ def test_a_detached_clusters_state_keeps_its_release(tmp_path):
     c.state_file.write_text(json.dumps(state))
     old = cluster.LocalCluster.attach(c.state_file)
     assert (old.release.kubernetes, old.feature_gates) == (versions.DEFAULT_RELEASE, {})
+
+
+@pytest.mark.parametrize("version, controllers, loopback", [
+    ("1.36.3", "--controllers=*,-cloud-node-lifecycle-controller,-service-lb-controller,-node-route-controller", False),
+    # 1.37: no cloud controllers left to turn off; no endpoint reconciler on 127.0.0.1
+    ("1.37.2", "--controllers=*", True),
+])
+def test_per_release_flags_of_the_control_plane(tmp_path, monkeypatch, version, controllers, loopback):
+    spawned: dict[str, list[str]] = {}
+    monkeypatch.setattr(cluster, "spawn", lambda name, argv, log, cwd=None, env=None: spawned.setdefault(name, argv))
+    c = cluster.LocalCluster(tmp_path, kubernetes_version=version)
+    c.ports = {"etcd": 1, "kube-apiserver": 2, "kube-controller-manager": 3}
+    c._start_apiserver()
+    c._start_controller_manager()
+    assert controllers in spawned["kube-controller-manager"]
+    assert ("--endpoint-reconciler-type=none" in spawned["kube-apiserver"]) is loopback
+    assert not any(a.startswith("--feature-gates") for a in spawned["kube-apiserver"])  # none asked for
