@@ -6,7 +6,8 @@ e.g. ``COGATE_KUBERNETES_VERSION=1.37.2``): pods that carry cogate's label *and*
 stderr; kube-scheduler's gang scheduling binds them (a ``scheduling.k8s.io`` PodGroup of
 ``gang.minCount`` 2); cogate's PodGroup of the same label waits, saying it ignores them; ``kubectl
 get podgroups`` then names the core resource and ``kubectl get pg`` cogate's. With the gate off the
-API server drops ``spec.schedulingGroup`` after admission; what the pod then is, is checked too.
+API server drops ``spec.schedulingGroup`` after admission (the webhook cannot know): the pods are
+stored ungated and without it, bound one by one, and cogate reports them (``UngatedWithoutRelease``).
 """
 
 from __future__ import annotations
@@ -63,8 +64,14 @@ def test_labelled_pods_in_native_gang_scheduling_are_left_to_it(stack, cluster, 
     assert not any(g.get("name") == api.DEFAULT_GATE_NAME for r in raw for g in r["spec"].get("schedulingGates") or [])
     if not native:
         # GenericWorkload off: the API server drops the field after admission (dropDisabledSchedulingGroup),
-        # so the stored pods are plain labelled pods that no one gated.
+        # so the stored pods are plain labelled pods no one gated: kube-scheduler binds them one by one
+        # and cogate reports members that were never gated.
         assert all("schedulingGroup" not in r["spec"] for r in raw), [r["spec"].get("schedulingGroup") for r in raw]
+        wait_for(lambda: (ps := group_pods(kube, namespace, "train")) and len(ps) == 2 and all(bound(p) for p in ps),
+                 30, what="both pods bound without a gang")
+        cond = wait_for(lambda: (c := condition(status(kube, namespace, "train"), "Disrupted")) and c["status"] == "True"
+                        and "n-0" in c["message"] and "n-1" in c["message"] and c, 30, what="Disrupted=True naming both")
+        assert cond["reason"] == "UngatedWithoutRelease", cond
         return
     assert all(r["spec"]["schedulingGroup"] == {"podGroupName": "native"} for r in raw)
     pods = wait_for(lambda: (ps := group_pods(kube, namespace, "train")) and len(ps) == 2
