@@ -47,6 +47,8 @@ def _raw(cluster, namespace: str, name: str) -> dict:
 def test_labelled_pods_in_native_gang_scheduling_are_left_to_it(stack, cluster, kube, namespace, only_nodes):
     only_nodes(1, **NODE)
     native = _native_api(cluster)
+    # the local control plane's GenericWorkload setting serves the native API, or not
+    assert bool(native) == cluster.feature_gates.get("GenericWorkload", False), (native, cluster.feature_gates)
     create_pod_group(kube, example.pod_group("train", 2, namespace=namespace, timeout_seconds=None))
     if native:
         group, version = native.split("/")
