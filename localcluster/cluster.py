@@ -117,7 +117,6 @@ STATE_FILE = "state.json"
 STAGES_FILE = Path(__file__).with_name("kwok-stages.yaml")
 
 
-
 class ClusterError(RuntimeError):
     """The control plane could not be started, queried or stopped; the message says which
     component and, for start failures, ends with its log tail."""
@@ -573,7 +572,7 @@ class LocalCluster:
             "--allow-privileged=true",
             "--profiling=false",
             "--v=1",
-            *(self.release.loopback_flags if self.node is None else ()),
+            *(self.release.loopback_flags if not self.real_node else ()),
             *([f"--kubelet-client-certificate={pk / 'apiserver-kubelet-client.crt'}",
                f"--kubelet-client-key={pk / 'apiserver-kubelet-client.key'}",
                f"--kubelet-certificate-authority={pk / 'ca.crt'}",
