@@ -84,7 +84,8 @@ def held_reason(gated: Sequence[PodInfo], config: PlannerConfig) -> str:
         names = sorted({m.scheduler_name for m in unknown})
         parts.append(f"{name_list([m.name for m in unknown])} name{'s' if len(unknown) == 1 else ''} scheduler "
                      f"{', '.join(repr(n) for n in names)}, which cogate does not plan for (configured: "
-                     f"{', '.join(sorted(config.scheduler_names))}; add it with --scheduler-name)")
+                     f"{', '.join(sorted(config.scheduler_names))}; add it with --scheduler-name if that scheduler runs, "
+                     f"or list it in the webhook's --adopt-scheduler-name and recreate the pods)")
     for m in gated:
         if m.volume_problems:
             parts.append(f"{m.name}: {'; '.join(m.volume_problems)}")

@@ -2,7 +2,8 @@
 
 - :class:`GroupObject`, :func:`group_object`: a cached PodGroup (the PodGroups informer's converter);
 - :func:`members_by_group`, :func:`build_group_requests`: live members per group and the
-  ``verdicts.GroupRequest`` of each (docs/semantics.md, "Members"); :func:`after_departures`:
+  ``verdicts.GroupRequest`` of each (docs/semantics.md, "Members"), ``spec.minResources`` read
+  with :func:`cogate.controller.minresources.parse`; :func:`after_departures`:
   ``released`` judged again for groups that lost members in this pass ("Generations");
 - :func:`resolve_volumes`: members with their claims' and bound PVs' constraints filled in
   (:func:`cogate.controller.volumes.resolve`) from the PVC and PV informers;
@@ -23,12 +24,13 @@ from typing import Any
 
 from cogate import api
 from cogate.controller import leftovers
+from cogate.controller import minresources as minres
 from cogate.controller import status as status_mod
 from cogate.controller import volumes as volumes_mod
 from cogate.controller.notices import ObjectRef
 from cogate.controller.patches import awaiting_bind
 from cogate.controller.verdicts import GroupRequest
-from cogate.controller.records import PodInfo, Reservation, member_key
+from cogate.controller.records import PodInfo, Reservation, controller_owner, member_key
 from cogate.models import PodGroup, parse_time
 
 
@@ -42,6 +44,10 @@ class GroupObject:
     resource_version: str = field(default="", compare=False)
     #: Other managers that own status fields cogate writes (``leftovers.foreign_status_writers``).
     status_writers: Mapping[str, tuple[str, ...]] = field(default_factory=dict, compare=False)
+    #: The PodGroup's controller owner (``ownerReferences`` entry with ``controller: true``) as
+    #: ``(apiVersion, kind, name, uid)``, ``()`` when none: an operator's PodGroup names its
+    #: MPIJob, RayCluster, ... (where explanations are relayed, :mod:`cogate.controller.relaying`).
+    owner: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -64,8 +70,10 @@ def group_object(raw: dict[str, Any]) -> GroupObject:
     phase = leftovers.phase_for_release(raw)  # another writer's phase is never taken for a release
     if phase is not None:
         pg = pg.model_copy(update={"status": pg.status.model_copy(update={"phase": phase})})
+    meta = raw.get("metadata") if isinstance(raw.get("metadata"), dict) else {}
     return GroupObject(pg, status if isinstance(status, dict) else None, pg.metadata.uid or "",
-                       pg.metadata.resourceVersion or "", leftovers.foreign_status_writers(raw))
+                       pg.metadata.resourceVersion or "", leftovers.foreign_status_writers(raw),
+                       controller_owner(meta.get("ownerReferences")))
 
 
 def members_by_group(pods: Iterable[PodInfo]) -> dict[tuple[str, str], list[PodInfo]]:
@@ -91,8 +99,18 @@ def build_group_requests(groups: Iterable[GroupObject], members: Mapping[tuple[s
         out.append(GroupRequest(namespace=pg.metadata.namespace, name=pg.metadata.name, min_member=pg.spec.minMember,
                                 created=created, released=status_mod.release_stands(pg.status, ms, gate,
                                                                                        min_member=pg.spec.minMember),
-                                members=ms))
+                                members=ms, **_min_resources(pg.spec.minResources)))
     return out
+
+
+def _min_resources(raw: Mapping[str, str | int] | None) -> dict[str, Any]:
+    """``GroupRequest``'s ``min_resources`` (sorted pairs, :func:`cogate.controller.minresources.parse`)
+    or ``min_resources_error`` naming the field."""
+    try:
+        parsed = minres.parse(raw)
+    except minres.MinResourcesError as e:
+        return {"min_resources_error": str(e)}
+    return {"min_resources": None if parsed is None else tuple(sorted(parsed.items()))}
 
 
 def after_departures(requests: Iterable[GroupRequest], groups: Mapping[tuple[str, str], GroupObject],

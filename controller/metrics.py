@@ -69,7 +69,8 @@ class Metrics:
         self.status_writes = Counter(_P + "status_writes", "PodGroup status patches by result (ok, error).",
                                      ["result"], registry=r)
         self.owner_reads = Counter(_P + "owner_reads", "Reads of waiting groups' member owners (Jobs, ReplicaSets, "
-                                   "StatefulSets) by kind and result (ok, not_found, invalid, error).",
+                                   "StatefulSets; MPIJobs, JobSets) by kind and result (ok, not_found, invalid, "
+                                   "error).",
                                    ["kind", "result"], registry=r)
         self.preemptions = Counter(_P + "preemptions", "Gang preemptions by result (started; then how each "
                                    "ended: Placed, VictimsStuck, NominationLost, PlanChanged, "

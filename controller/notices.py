@@ -50,8 +50,6 @@ class Reason(StrEnum):
     MIXED_PRIORITIES = "MixedPriorities"
     #: On the PodGroup: the PodGroup or one of its members failed validation.
     INVALID_OBJECT = "InvalidObject"
-    #: On the PodGroup: ``spec.minResources`` is set (accepted, not used).
-    MIN_RESOURCES_NOT_USED = "MinResourcesNotUsed"
     #: On the PodGroup: released members are pinned to a node that can no longer take them.
     PLANNED_NODE_UNUSABLE = "PlannedNodeUnusable"
     #: On the PodGroup: the API server refused a member's release patch.
@@ -75,6 +73,10 @@ class Reason(StrEnum):
     #: On the PodGroup: its members' owners can never make minMember members (failed, suspended,
     #: deleted, too few replicas, a StatefulSet creating pods one at a time).
     OWNER_CANNOT_COMPLETE = "OwnerCannotComplete"
+    #: On the PodGroup and the owner (Warning): the owner creates members in stages (an MPIJob's
+    #: launcher after its workers are Ready, a JobSet's ``dependsOn``) and the first stage is
+    #: fewer than minMember, so the gang cannot form (:mod:`cogate.controller.stages`).
+    STAGED_CREATION = "StagedCreation"
     #: On the PodGroup: cogate is preempting lower-priority pods to place it (issue 15).
     PREEMPTING = "Preempting"
     #: On the PodGroup (Warning): a preemption ended without placing it (victims stuck, nomination
@@ -101,13 +103,6 @@ class Notice(NamedTuple):
     type: EventType
     reason: Reason
     message: str
-
-
-#: Said once per PodGroup with ``spec.minResources``.
-MIN_RESOURCES_NOT_USED = Notice(
-    NORMAL, Reason.MIN_RESOURCES_NOT_USED,
-    "spec.minResources is accepted for compatibility with scheduler-plugins and not used: cogate "
-    "checks each member's requests node by node instead")
 
 
 def verdict_event(outcome: str, message: str) -> Notice | None:
@@ -273,6 +268,11 @@ def owner_cannot_complete(message: str, warning: bool = True) -> Notice:
     """The ``OwnerCannotComplete`` event (:func:`cogate.controller.owners.judge`'s message): a
     Warning, or Normal when the owners only wait (a suspended Job) or are done (a complete one)."""
     return Notice(WARNING if warning else NORMAL, Reason.OWNER_CANNOT_COMPLETE, message)
+
+
+def staged_creation(message: str) -> Notice:
+    """The Warning ``StagedCreation`` event (:func:`cogate.controller.stages.staged`'s message)."""
+    return Notice(WARNING, Reason.STAGED_CREATION, message)
 
 
 def pdb_conflict(name: str) -> Notice:

@@ -100,16 +100,27 @@ Membership accounting for a group:
   ours are planned; members that also carry other gates are ungated on release
   (node ``''``) but do not count, and members gated only by other gates are not
   ours (neither placed nor bound).
-* ``fits = bound + planned gated``; ``Released`` iff ``fits >= min_member``;
-  then every gated member is in ``release`` (``''`` for those not planned).
+* ``fits = bound + planned gated``; ``Released`` iff ``fits >= min_member`` (and, with
+  ``spec.minResources``, the rule below); then every gated member is in ``release`` (``''`` for
+  those not planned).
+
+``spec.minResources`` (:mod:`cogate.controller.minresources`, scheduler-plugins
+``CheckClusterResource``): a plan that reaches minMember is kept only when the free room it
+leaves, summed over the nodes some present member is eligible for, holds the rest of
+minResources (minResources with ``pods`` = minMember, minus the requests of the bound and planned
+members); else it is undone and the group waits (``InsufficientCapacity``, or
+``ExceedsClusterCapacity`` when even the empty nodes do not hold it), the verdict naming each
+short resource (``GroupVerdict.min_resources_short``). Released groups are not held to it (their
+new members are planned one by one as above): docs/semantics.md, "minResources".
 
 Code map: ``decide`` builds a :class:`Pass`, whose
 :class:`~cogate.controller.capacity.Snapshot` (nodes and bound pods only, with the static
 filter cache) yields the :class:`~cogate.controller.capacity.Room`: free room per node after
 bound pods and kept reservations, with an undo log. Released groups go through
 ``Pass.ungate_new_members``, the rest through ``Pass.judge``, a run of early returns with
-one method per rule above (``_invalid_min_member``, ``_too_few_present``, ``_held``,
-``_waiting_for_members``, ``_behind_starving_group``, ``_try_release``, ``_explain``); each
+one method per rule above (``_invalid_min_member``, ``_invalid_min_resources``, ``_too_few_present``,
+``_held``, ``_waiting_for_members``, ``_behind_starving_group``, ``_try_release`` with
+``_min_resources_wait``, ``_explain``); each
 sets ``Pass.basis`` (a :class:`Basis`), what the verdict read. Topology spread lives in the
 ``Room`` (a :class:`cogate.controller.spread.Tracker` of pods per domain, undone with the
 room; ``Room._place_spread`` places such members one at a time); which planned members are
@@ -125,6 +136,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from cogate.controller import minresources as minres
 from cogate.controller import replicas as replicas_mod
 from cogate.controller.capacity import (
     Room,
@@ -258,11 +270,14 @@ class Basis:
     * ``"room"``: the group, the nodes, and the free room at its turn as the failed plan
       ``miss`` read it, with no starving group ahead; while it does not starve (complete
       ``since``, epoch seconds; None: not complete);
+    * ``"aggregate"``: the group, the nodes, and the whole free room at its turn (a wait for the
+      rest of ``spec.minResources``, which sums every eligible node's room), with no starving
+      group ahead in its scope; while it does not starve (``since``);
     * ``"pass"``: state of this pass that is not kept (a release, a starving group, pod
       affinity against bound pods): judged again every pass.
     """
 
-    reads: Literal["group", "blocker", "room", "pass"]
+    reads: Literal["group", "blocker", "room", "aggregate", "pass"]
     members: Members | None = None
     miss: Miss | None = None
     since: float | None = None
@@ -305,11 +320,15 @@ def members_spread(groups: Sequence[GroupRequest]) -> bool:
 
 def fits_empty_key(group: GroupRequest, ms: Members, anti_active: bool, spread_active: bool) -> tuple[Any, ...]:
     """Everything :meth:`Pass.fits_empty` reads of a group besides the nodes (the plannable
-    members, and the bound ones whose room it charges: :meth:`Pass._charge_bound_members`):
+    members, and the bound ones whose room it charges: :meth:`Pass._charge_bound_members`; with
+    ``spec.minResources``, the constraints of every present member, whose nodes it sums):
     equal keys, equal answers for one node generation (the incremental planner keeps them)."""
-    return (group.min_member,
+    return (group.min_member, group.min_resources,
             tuple((spec_key(m, anti_active, spread_active), m.uid, m.node_name, m.terminal) for m in ms.bound),
-            tuple((spec_key(m, anti_active, spread_active), m.name, m.uid) for m in ms.plannable))
+            tuple((spec_key(m, anti_active, spread_active), m.name, m.uid) for m in ms.plannable),
+            # minResources counts room on every node a present member is eligible for
+            tuple(spec_key(m, anti_active, spread_active)[0] for m in ms.present if not m.terminal)
+            if group.min_resources is not None else ())
 
 
 class Pass:
@@ -405,10 +424,7 @@ class Pass:
         members), in the order charged: for messages ("held for ...")."""
         if not self.room.promised:
             return ()
-        eligible: set[int] = set()
-        specs = {id(s): s for s in (self.room.spec_for(m) for m in members)}
-        for spec in specs.values():
-            eligible.update(spec.eligible)
+        eligible = _eligible(self.room, members)
         own = {m.uid for m in g.members}
         return tuple(p for p, i in self.room.promised if i in eligible and p.pod.uid not in own)
 
@@ -534,7 +550,7 @@ class Pass:
         finally:
             if lent:
                 self.room.repay(lent)
-        if lent and self.basis.reads == "room":
+        if lent and self.basis.reads in ("room", "aggregate"):
             self.basis = Basis("pass", self.basis.members, self.basis.miss, self.basis.since)
         return verdict
 
@@ -542,6 +558,8 @@ class Pass:
         ms = _classify(g, self.gate)
         self.basis = Basis("group", ms)
         if (verdict := self._invalid_min_member(g, ms)) is not None:
+            return verdict
+        if (verdict := self._invalid_min_resources(g, ms)) is not None:
             return verdict
         if (verdict := self._too_few_present(g, ms)) is not None:
             return verdict
@@ -562,6 +580,12 @@ class Pass:
         if g.min_member >= 1:
             return None
         return _verdict(g, Outcome.UNSCHEDULABLE, len(ms.bound), f"invalid minMember {g.min_member}")
+
+    def _invalid_min_resources(self, g: GroupRequest, ms: Members) -> GroupVerdict | None:
+        """``spec.minResources`` that could not be read (:func:`cogate.controller.minresources.parse`)."""
+        if not g.min_resources_error:
+            return None
+        return _verdict(g, Outcome.UNSCHEDULABLE, len(ms.bound), f"invalid {g.min_resources_error}")
 
     def _too_few_present(self, g: GroupRequest, ms: Members) -> GroupVerdict | None:
         """Fewer than minMember members present."""
@@ -612,9 +636,9 @@ class Pass:
         blocker = next((b for b, bs in self.blockers if bs.overlaps(scope)), None)
         if blocker is None:
             return None
-        ok, msg = self.fits_empty(g, ms)
+        ok, msg, shorts = self.fits_empty(g, ms)
         if not ok:
-            return self._never_fits(g, ms, len(ms.bound), msg)
+            return self._never_fits(g, ms, len(ms.bound), msg, shorts)
         return _verdict(
             g,
             Outcome.INSUFFICIENT_CAPACITY,
@@ -626,12 +650,8 @@ class Pass:
     def _scope(self, ms: Members) -> _Scope:
         """The nodes the group's plannable members are eligible for (filters independent of load,
         and required pod affinity); every node when a member has required pod anti-affinity."""
-        nodes: set[int] = set()
-        anti = False
-        for m in ms.plannable:
-            nodes.update(self.room.spec_for(m).eligible)
-            anti = anti or bool(m.required_pod_anti_affinity)
-        return _Scope(frozenset(nodes), anti)
+        anti = any(m.required_pod_anti_affinity for m in ms.plannable)
+        return _Scope(frozenset(_eligible(self.room, ms.plannable)), anti)
 
     def _try_release(self, g: GroupRequest, ms: Members) -> GroupVerdict | Miss:
         """Plan the plannable members on the room left. ``fits = bound + planned``; at least
@@ -657,17 +677,68 @@ class Pass:
                 break
             partial = self._partial_replicas(ms, plan, held_back)
             if not partial:
+                if (short := self._min_resources_wait(g, ms, plan, mark)) is not None:
+                    return short
                 return self._released(g, ms, plan, [m for m in ms.plannable if m.uid in held_back])
             self.room.rollback(mark)
             held_back |= partial
         plan = pack(self.room, ms.plannable, max(needed, 0))
         fits = len(ms.bound) + len(plan)
         if fits >= g.min_member:
+            if (short := self._min_resources_wait(g, ms, plan, mark)) is not None:
+                return short
             return self._released(g, ms, plan, [])
         unplaced = [m for m in ms.plannable if m.uid not in plan]
         short = shortfall(self.room, unplaced, needed - len(plan))
         self.room.rollback(mark)
         return Miss(fits, unplaced, short, self.promised_for(g, unplaced))
+
+    def _min_resources_short(self, room: Room, g: GroupRequest, ms: Members,
+                             plan: Mapping[str, int]) -> tuple[minres.Short, ...]:
+        """The resources the rest of ``spec.minResources`` lacks on ``room`` with ``plan`` applied
+        (:mod:`cogate.controller.minresources`: the group's bound non-terminal members and the
+        planned ones counted; the free room summed over the nodes some present member is
+        eligible for); empty without minResources or when the room holds the rest."""
+        if g.min_resources is None:
+            return ()
+        wanted = minres.asked(dict(g.min_resources), g.min_member)
+        counted = [req_with_pod(m.requests) for m in ms.bound if not m.terminal]
+        counted += [req_with_pod(m.requests) for m in ms.plannable if m.uid in plan]
+        nodes = _eligible(room, [m for m in ms.present if not m.terminal])
+        return minres.shortfall(wanted, counted, minres.free_beyond(room.free, sorted(nodes), wanted))
+
+    def _min_resources_wait(self, g: GroupRequest, ms: Members, plan: Mapping[str, int],
+                            mark: int) -> GroupVerdict | None:
+        """A plan that reaches minMember but leaves too little free room for the rest of
+        ``spec.minResources`` is undone (back to ``mark``) and the group waits: ``InsufficientCapacity``
+        naming each short resource and by how much (``GroupVerdict.min_resources_short``), or
+        ``ExceedsClusterCapacity`` when the nodes it may use could not hold it even empty. None:
+        the release goes on. ``Basis`` ``"aggregate"``: it reads the room of every eligible node, not
+        only where members fit (``"pass"`` once it starves)."""
+        shorts = self._min_resources_short(self.room, g, ms, plan)
+        if not shorts:
+            return None
+        self.room.rollback(mark)
+        fits = len(ms.bound) + len(plan)
+        self.basis = Basis("aggregate", ms, since=complete_since(g))
+        ok, empty_msg, empty_shorts = self.fits_empty(g, ms)
+        if not ok:  # the members fit the room now, so it is minResources that never fits
+            return self._never_fits(g, ms, fits, empty_msg, empty_shorts or shorts)
+        note = self._starving_note(g, ms)
+        if note:
+            self.basis = Basis("pass", ms)
+        msg = f"fits {fits} of {g.min_member}, but " + minres.short_text(shorts, fits) + note
+        return GroupVerdict(g.namespace, g.name, Outcome.INSUFFICIENT_CAPACITY, {}, fits, msg,
+                            min_resources_short=shorts)
+
+    def _starving_note(self, g: GroupRequest, ms: Members) -> str:
+        """``"; starving for Ns: later groups wait"`` once a waiting group starves (it then blocks
+        later groups in its scope: ``blockers``), else ``""``."""
+        since = complete_since(g)
+        if since is None or not starving(since, self.now, self.config):
+            return ""
+        self.blockers.append((g, self._scope(ms)))
+        return f"; starving for {int(self.now - since)}s: later groups wait"
 
     def _incomplete_replicas(self, ms: Members) -> set[str]:
         """uids of plannable members whose replica has fewer present members than expected."""
@@ -720,10 +791,10 @@ class Pass:
         """Why a group that does not fit now waits: it never fits the empty cluster, or its
         required pod affinity has no bound pod to meet, or the room is taken (and after
         ``starvation_seconds`` complete it starves: later groups wait)."""
-        ok, empty_msg = self.fits_empty(g, ms)
+        ok, empty_msg, shorts = self.fits_empty(g, ms)
         if not ok:
             self.basis = Basis("room", ms, miss)
-            return self._never_fits(g, ms, miss.fits, empty_msg)
+            return self._never_fits(g, ms, miss.fits, empty_msg, shorts)
         affinity_dead = [
             m
             for m in miss.unplaced
@@ -738,27 +809,25 @@ class Pass:
                 f"fits {miss.fits} of {g.min_member}: required pod affinity of {affinity_dead[0].name} is not "
                 "satisfied by any bound pod (cogate only plans pod affinity against pods already running)",
             )
-        msg = f"fits {miss.fits} of {g.min_member}: {miss.short.text}"
-        since = complete_since(g)
-        if since is not None and starving(since, self.now, self.config):
-            self.blockers.append((g, self._scope(ms)))
-            msg += f"; starving for {int(self.now - since)}s: later groups wait"
-            self.basis = Basis("pass", ms, miss)
-        else:
-            self.basis = Basis("room", ms, miss, since)
+        note = self._starving_note(g, ms)
+        msg = f"fits {miss.fits} of {g.min_member}: {miss.short.text}" + note
+        self.basis = Basis("pass", ms, miss) if note else Basis("room", ms, miss, complete_since(g))
         return _verdict(g, Outcome.INSUFFICIENT_CAPACITY, miss.fits, msg)
 
-    def _never_fits(self, g: GroupRequest, ms: Members, fits: int, empty_msg: str) -> GroupVerdict:
+    def _never_fits(self, g: GroupRequest, ms: Members, fits: int, empty_msg: str,
+                    min_resources_short: tuple[minres.Short, ...] = ()) -> GroupVerdict:
         """A group that does not fit even every eligible node empty: ``Unschedulable`` when
         members that no node takes by their own constraints (nodeSelector, required node
         affinity, tolerations, bound volumes: :func:`~cogate.controller.explanations.unplaceable`)
         leave fewer than minMember others, named as their constraint and not capacity (issue 21
-        item 9); else ``ExceedsClusterCapacity``."""
+        item 9); else ``ExceedsClusterCapacity`` (with ``min_resources_short`` when it is the rest of
+        ``spec.minResources`` that never fits: provisioning and preemption then know no member shape helps)."""
         own = unplaceable(self.room, ms.plannable)
         others = len(ms.bound) + len(ms.plannable) - len(own)
         if own and others < g.min_member:
             return _verdict(g, Outcome.UNSCHEDULABLE, fits, unplaceable_message(self.room, own, others, g.min_member))
-        return _verdict(g, Outcome.EXCEEDS_CLUSTER_CAPACITY, fits, empty_msg)
+        return GroupVerdict(g.namespace, g.name, Outcome.EXCEEDS_CLUSTER_CAPACITY, {}, fits, empty_msg,
+                            min_resources_short=min_resources_short)
 
     def _charge_bound_members(self, room: Room, ms: Members) -> None:
         """On the empty room, the group's own bound, non-terminal members keep their room: a member
@@ -770,10 +839,12 @@ class Pass:
             if i is not None and not m.terminal:
                 room.occupy(m, req_with_pod(m.requests), m.host_ports, i)
 
-    def fits_empty(self, g: GroupRequest, ms: Members) -> tuple[bool, str]:
-        """Whether the group fits every eligible node empty, and if not, why. Bound members count
-        as placed and keep their room on their nodes (:meth:`_charge_bound_members`); the empty
-        room is built on first use and left unchanged."""
+    def fits_empty(self, g: GroupRequest, ms: Members) -> tuple[bool, str, tuple[minres.Short, ...]]:
+        """Whether the group fits every eligible node empty, and if not, why, and the resources the
+        rest of its ``spec.minResources`` lacks there when that is why (members that fit, a rest that
+        does not: :meth:`_min_resources_short` on the empty room). Bound members count as placed and
+        keep their room on their nodes (:meth:`_charge_bound_members`); the empty room is built on
+        first use and left unchanged."""
         if self._empty is None:
             self._empty = self.snapshot.empty_room()
         room = self._empty
@@ -783,12 +854,24 @@ class Pass:
         plan = pack(room, ms.plannable, needed)
         ok = len(plan) >= needed
         msg = ""
+        shorts: tuple[minres.Short, ...] = ()
         if not ok:
             unplaced = [m for m in ms.plannable if m.uid not in plan]
             msg = (f"fits {len(ms.bound) + len(plan)} of {g.min_member} even with every eligible node empty: "
                    + shortfall(room, unplaced, needed - len(plan)).text)
+        elif shorts := self._min_resources_short(room, g, ms, plan):
+            ok, msg = False, minres.exceeds_text(shorts, len(ms.bound) + len(plan))
         room.rollback(mark)
-        return ok, msg
+        return ok, msg, shorts
+
+
+def _eligible(room: Room, members: Sequence[PodInfo]) -> set[int]:
+    """The node slots at least one of ``members`` is eligible for on ``room`` (load-independent
+    filters, and on a live room required pod affinity against bound pods)."""
+    out: set[int] = set()
+    for spec in {id(s): s for s in (room.spec_for(m) for m in members)}.values():
+        out.update(spec.eligible)
+    return out
 
 
 def _holder(g: GroupRequest) -> str:

@@ -40,6 +40,11 @@ sequences):
     member fitted it) and no member fits it now, and the "short by" totals of the message
     are still not short (any change on such a node re-plans a group whose message names a
     shortfall);
+  - a wait for the rest of ``spec.minResources`` (``GroupVerdict.min_resources_short``: its message
+    sums the free room of every node its members may use) is kept only while that whole room is
+    the one it read: no bound pod added, changed or removed on any node since the last pass, the
+    room at its turn equal to the kept free room (no room promised, nothing released earlier in
+    the pass: then and now), the same starving groups ahead, and it does not starve yet;
   - ``Released`` verdicts, released groups' new members, and a starving group (its message
     counts the seconds, and it blocks later groups) are planned every pass.
 
@@ -67,6 +72,7 @@ from typing import Any
 from cogate.api import POD_GROUP_LABEL
 from cogate.controller.capacity import NodeTable, Room, copies, nominated_pods, req_with_pod, reserve_room
 from cogate.controller.filters import static_key
+from cogate.controller.minresources import Short
 from cogate.controller.planner import Pass, fits_empty_key, members_anti, members_spread, run_pass, starving
 from cogate.controller.records import HostPort, NodeInfo, PodInfo, Promise, Reservation
 from cogate.controller.verdicts import Decision, GroupRequest, GroupVerdict, PlannerConfig
@@ -145,7 +151,7 @@ class PlanningState:
         #: Slot -> change of max(free, 0) per resource since the last pass (slot in: changed).
         self._changed: dict[int, dict[str, int]] = {}
         self._kept: dict[tuple[str, str], _Kept] = {}
-        self._fits_empty: dict[Any, tuple[bool, str]] = {}
+        self._fits_empty: dict[Any, tuple[bool, str, tuple[Short, ...]]] = {}
         self._empty: Room | None = None
         self._pass_key: tuple[PlannerConfig, bool, bool] | None = None
         #: Groups of the last pass whose verdict was kept / judged again (for metrics and tests).
@@ -493,7 +499,7 @@ class _IncrementalPass(Pass):
         self.state = state
         self.live = live
 
-    def fits_empty(self, g: GroupRequest, ms: Any) -> tuple[bool, str]:
+    def fits_empty(self, g: GroupRequest, ms: Any) -> tuple[bool, str, tuple[Short, ...]]:
         cache = self.state._fits_empty
         key = fits_empty_key(g, ms, self.live.anti_active, self.live.spread_active)
         hit = cache.get(key)
@@ -541,6 +547,12 @@ class _IncrementalPass(Pass):
             if any(m.required_pod_affinity for m in basis.members.plannable):
                 return None  # its scope (eligible nodes) depends on bound pods
             return _Kept(g, verdict, "blocker", blocker=self._blocker_key())
+        if basis.reads == "aggregate":
+            # the whole room at its turn: kept only while nothing charged it in the pass before its
+            # turn (no room promised, no earlier release) and no bound pod changes (:meth:`_holds`)
+            if self.live.anti_active or not self._room_is_base(own_at_turn):
+                return None
+            return _Kept(g, verdict, "aggregate", blocker=self._blocker_key(), since=basis.since)
         if basis.reads != "room" or self.live.anti_active:
             return None
         assert basis.members is not None and basis.miss is not None
@@ -557,6 +569,18 @@ class _IncrementalPass(Pass):
                      since=basis.since)
         kept.inpass = self._inpass(kept, own_at_turn)
         return kept
+
+    def _room_is_base(self, own: Iterable[int]) -> bool:
+        """The room equals the kept free room on every slot in ``own`` (the slots this pass wrote:
+        a plan rolled back leaves them equal, room promised or a release does not)."""
+        base, ports = self.state._free, self.state._ports
+        free = self.room.free
+        for x in own:
+            if {k: v for k, v in free[x].items() if v} != {k: v for k, v in base[x].items() if v}:
+                return False
+            if self.room.ports[x] != ports[x]:
+                return False
+        return True
 
     def _inpass(self, kept: _Kept, own: Iterable[int]) -> dict[str, int]:
         """Free room (``demand`` resources, over ``lack``) that this pass's changes before the
@@ -582,6 +606,10 @@ class _IncrementalPass(Pass):
         blocker = self._blocker_key()
         if kept.reads == "blocker":
             return blocker == kept.blocker
+        if kept.reads == "aggregate":
+            return (blocker == kept.blocker and not self.state._changed and not self.state._deleting_changed
+                    and self._room_is_base(self.room.own or ())
+                    and not (kept.since is not None and starving(kept.since, self.now, self.config)))
         if blocker:
             return False
         if kept.since is not None and starving(kept.since, self.now, self.config):

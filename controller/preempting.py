@@ -77,7 +77,7 @@ from cogate.controller.memory import GroupMemory, Memories
 from cogate.controller.metrics import Metrics
 from cogate.controller.notices import ObjectRef, log_extra
 from cogate.controller.planstate import PlanningState
-from cogate.controller.preemption import Gang, NoPreemption, Preemption, Reason, select_victims
+from cogate.controller.preemption import Gang, NoPreemption, Preemption, Reason, for_min_resources, select_victims
 from cogate.controller.records import PodInfo, Promise, Reservation
 from cogate.controller.verdicts import Decision, GroupRequest, Outcome
 from cogate.controller.wakeups import WAKE_MARGIN, earliest
@@ -346,6 +346,9 @@ class Preempting:
             if g is None or r is None or r.released or Outcome(v.outcome) is not Outcome.INSUFFICIENT_CAPACITY:
                 continue
             memory = memories.recall(g.uid)
+            if v.min_resources_short:  # minMember fits: no member to preempt for (said in Preempting)
+                memory.preemption_note = _note(for_min_resources(r, v.min_resources_short))
+                continue
             if memory.preemption_until > now or now - memory.preemption_checked < RECHECK_SECONDS:
                 continue
             gated = [m.priority for m in r.members if m.gated_by(self.config.gate_name)]
@@ -375,7 +378,7 @@ class Preempting:
             if isinstance(result, NoPreemption):
                 memory.preemption_checked = now
                 if result.reason is not Reason.FITS_WITHOUT_PREEMPTION:
-                    memory.preemption_note = (result.reason.value, result.message)
+                    memory.preemption_note = _note(result)
                 continue
             return self._act(g, r, memory, result, now)
         return None
@@ -452,6 +455,11 @@ class Preempting:
         conds = cond_mod.ConditionSet(status.conditions, now, g.pg.metadata.generation)
         cond_mod.write_preempting(conds, active=active, reason=reason, message=message)
         return status.model_copy(update={"conditions": conds.to_list()})
+
+
+def _note(no: NoPreemption) -> tuple[str, str]:
+    """``GroupMemory.preemption_note`` of a :class:`NoPreemption`."""
+    return (no.reason.value, no.message)
 
 
 def _pod_ref(p: PodInfo) -> ObjectRef:

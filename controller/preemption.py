@@ -21,7 +21,8 @@ Rules, each with its source (docs/semantics.md, "Preemption (victim selection)")
    as the planner counts them) even with every candidate gone, nothing is preempted
    (kube-scheduler: a node where the pod does not fit with all lower-priority pods removed is not
    a candidate; Kueue: a workload is only preempted for if the preemptor then fits). A group that
-   fits the free room is never given victims.
+   fits the free room is never given victims, nor is one whose minMember fits and that waits only
+   for the rest of ``spec.minResources`` (:func:`for_min_resources`).
 4. **One rule set.** Every fit is the planner's capacity model (:mod:`cogate.controller.capacity`:
    ``Room``/``pack``/``Snapshot``; NodeResourcesFit, taints, node affinity, NodePorts,
    InterPodAffinity, PodTopologySpread), victims taken off with :meth:`~cogate.controller.capacity.Room.vacate`;
@@ -89,6 +90,7 @@ from enum import StrEnum
 from typing import Any
 
 from cogate.api import POD_GROUP_LABEL
+from cogate.controller import minresources as minres
 from cogate.controller.capacity import NodeTable, Room, Snapshot, pack, req_with_pod, reserve_room
 from cogate.controller.explanations import held_reason, name_list, plural
 from cogate.controller.filters import spec_key
@@ -99,6 +101,7 @@ from cogate.controller.records import (HostPort, InvalidObject, LabelSelector, N
 from cogate.controller.verdicts import GroupRequest, PlannerConfig
 
 __all__ = ["Reason", "Budget", "budget_info", "Gang", "Victim", "Preemption", "NoPreemption", "select_victims",
+           "for_min_resources",
            "more_important", "candidate_nodes", "MIN_CANDIDATE_NODES_PERCENTAGE", "MIN_CANDIDATE_NODES_ABSOLUTE"]
 
 #: kube-scheduler DefaultPreemptionArgs defaults (``calculateNumCandidates``).
@@ -126,6 +129,9 @@ class Reason(StrEnum):
     NO_LOWER_PRIORITY_PODS = "NoLowerPriorityPods"
     #: Even with every candidate gone the group does not place minMember.
     DOES_NOT_FIT_EVEN_WITH_PREEMPTION = "DoesNotFitEvenWithPreemption"
+    #: minMember fits; the group waits only for the rest of ``spec.minResources``
+    #: (:func:`for_min_resources`): no member to place, so nothing is preempted.
+    MIN_RESOURCES_ONLY = "MinResourcesOnly"
 
 
 @dataclass(frozen=True)
@@ -227,6 +233,19 @@ class NoPreemption:
 
     reason: Reason
     message: str
+
+
+def for_min_resources(group: GroupRequest, shorts: Sequence[minres.Short]) -> NoPreemption:
+    """Rule 3 for a group that places minMember and waits only for the rest of
+    ``spec.minResources`` (``GroupVerdict.min_resources_short``): nothing is preempted. The rest
+    has no pods yet (the Spark executors are created once the driver runs), so no victim is
+    chosen for a member, and victims chosen for an aggregate would free room on nodes no member
+    may ever use; scheduler-plugins does not preempt for it either (its PreFilter refuses the pod
+    ``UnschedulableAndUnresolvable``, which kube-scheduler's PostFilter preemption skips)."""
+    return NoPreemption(Reason.MIN_RESOURCES_ONLY,
+                        f"PodGroup {group.namespace}/{group.name} preempts nothing for spec.minResources "
+                        f"({minres.short_list(shorts)}): its minMember members fit, and cogate preempts only "
+                        "to place members")
 
 
 def more_important(p: PodInfo) -> tuple[Any, ...]:

@@ -75,6 +75,7 @@ REASON_CONSUMED = "Consumed"
 REASON_NOT_NEEDED = "NotNeeded"
 REASON_CREATE_FAILED = "CreateFailed"
 REASON_OPTED_OUT = "OptedOut"
+REASON_MIN_RESOURCES_ONLY = "MinResourcesOnly"
 #: Added to ``FitsCluster=False`` while a request stands: that verdict is about the current nodes.
 NOTE = " (the current nodes; ProvisioningRequest "
 
@@ -209,11 +210,20 @@ class Provisioning:
     def _may_ask(self, g: GroupObject, r: GroupRequest, v: GroupVerdict | None, memory: GroupMemory,
                  now: float) -> bool:
         """Module doc of :mod:`cogate.controller.provreq`, rule 1 (the back-off aside)."""
+        only_min_resources = v is not None and bool(v.min_resources_short) and v.fits >= r.min_member
+        note = memory.provisioning_note
+        if note is not None and note[0] == REASON_MIN_RESOURCES_ONLY and not only_min_resources:
+            # no longer waiting for minResources alone: the note would mislead
+            memory.provisioning_note = (REASON_NOT_NEEDED, f"no longer waiting for spec.minResources alone (earlier: "
+                                                           f"{note[1]})")
         if v is None or r.released or not provreq.wants_nodes(v.outcome, r):
             return False
         if provreq.opted_out(g.pg.metadata.annotations):
             memory.provisioning_note = (REASON_OPTED_OUT, f"the PodGroup says {provreq.OPT_OUT_ANNOTATION}: "
                                                           f"\"false\": cogate asks no nodes for it")
+            return False
+        if only_min_resources:  # minMember fits the current nodes: no member to ask for
+            memory.provisioning_note = (REASON_MIN_RESOURCES_ONLY, provreq.min_resources_text(v.min_resources_short))
             return False
         if memory.provisioning_until > now:
             return False

@@ -21,7 +21,10 @@ autoscaler"):
    (``explanations.held_reason``), and for which preemption cannot make room (the preemption
    room's note says no victim helps, or preemption is off): kube-scheduler preempts before
    cluster-autoscaler adds nodes (cluster-autoscaler ignores pods that can be placed by
-   preemption), and so does cogate.
+   preemption), and so does cogate. A group whose minMember members fit and that waits only for
+   the rest of ``spec.minResources`` (``GroupVerdict.min_resources_short`` with ``fits`` at least
+   minMember) asks nothing, and its ``Provisioning`` condition says why (:func:`min_resources_text`);
+   one whose members do not fit the current nodes either asks for them as any group.
 2. **Exactly the difference.** :func:`shortfalls` plans the waiting groups in the planner's order
    (priority, then age) on one room: the free room after every bound pod and every room
    promised (reservations of released members, nominations, room held for a preemption), each
@@ -56,6 +59,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from cogate.controller import minresources as minres
 from cogate.controller.capacity import Room, Snapshot, pack, reserve_room
 from cogate.controller.filters import spec_key
 from cogate.controller.planner import classify, members_anti, members_spread
@@ -65,7 +69,7 @@ from cogate.controller.verdicts import GroupRequest, Outcome
 
 __all__ = ["GROUP", "VERSION", "PLURAL", "KIND", "API_VERSION", "CONSUME_ANNOTATION", "CLASS_ANNOTATION",
            "ATOMIC_CLASS", "CHECK_CAPACITY_CLASS", "KNOWN_CLASSES", "OPT_OUT_ANNOTATION", "GROUP_LABEL", "MANAGED_BY", "State", "RequestInfo", "Answer",
-           "request_info", "state", "opted_out", "wants_nodes", "shortfalls", "shapes", "MAX_POD_SETS",
+           "request_info", "state", "opted_out", "wants_nodes", "min_resources_text", "shortfalls", "shapes", "MAX_POD_SETS",
            "exclude_nodes", "template_body",
            "request_body", "request_name", "BACKOFF_SECONDS", "MAX_BACKOFF_SECONDS", "backoff_seconds"]
 
@@ -230,6 +234,16 @@ def state(info: RequestInfo) -> Answer:
 def opted_out(annotations: Mapping[str, str] | None) -> bool:
     """The PodGroup says ``cogate.dev/provisioning: "false"`` (any case): never ask for it."""
     return str((annotations or {}).get(OPT_OUT_ANNOTATION, "")).strip().lower() == "false"
+
+
+def min_resources_text(shorts: Sequence[minres.Short]) -> str:
+    """Why nothing is asked for a group whose minMember members fit and that waits only for the rest
+    of ``spec.minResources`` (module doc, rule 1): a ProvisioningRequest counts pods of given shapes,
+    and the rest has no pods yet; one pod the size of the rest could ask for a node no node group
+    offers, and cluster-autoscaler places the request's pods on the current nodes first."""
+    return (f"asks no nodes for spec.minResources ({minres.short_list(shorts)}): its minMember members fit, and a "
+            "ProvisioningRequest needs the pods' shapes, which the rest of minResources does not have yet; "
+            "add nodes, or lower spec.minResources")
 
 
 def wants_nodes(outcome: str, group: GroupRequest) -> bool:

@@ -18,6 +18,8 @@ each handed what it uses (docs/internals.md, "The reconciler and its rooms"):
   PodGroup does not exist, invalid objects;
 - :class:`~cogate.controller.memory.Memories`: what is remembered about each PodGroup between
   passes, one record per group;
+- :class:`~cogate.controller.relaying.Relaying`: a held group's reason told to its owner and
+  gated members (``kubectl describe job``/``pod``);
 - :class:`~cogate.controller.events.Emitter`: the Events, de-duplicated.
 
 :class:`Reconciler` runs one decision pass at a time (decisions are serialised,
@@ -57,7 +59,8 @@ from cogate.controller import lifecycle, native, notices, refusers, verdicts
 from cogate.controller import quota as quota_mod
 from cogate.controller import status as status_mod
 from cogate.controller import replicas
-from cogate.controller.ownership import Ownership, api_reader
+from cogate.controller.ownership import Ownership, api_reader, custom_reader
+from cogate.controller.relaying import Relaying
 from cogate.controller.aftercare import Aftercare, Context
 from cogate.controller.config import ReconcilerConfig
 from cogate.controller.events import Emitter, EventRecorder
@@ -183,8 +186,11 @@ class Reconciler:
                                          planning=self.planning, planning_lock=self._planning_lock)
         self.strays = Strays(config.gate_name, caches.podgroups, self.writer, self.metrics, self.events, clock,
                              lambda: self._leading())
-        self.owners = Ownership(api_reader(getattr(core, "api_client", None)), self.events, self.metrics,
-                                monotonic)
+        api_client = getattr(core, "api_client", None)
+        self.owners = Ownership(api_reader(api_client), self.events, self.metrics, monotonic,
+                                read_custom=custom_reader(api_client))
+        # A held group's reason, told to its owner and gated members where users look.
+        self.relaying = Relaying(self.events, config.gate_name)
 
     # -- triggering ----------------------------------------------------------
     def enqueue(self, *_: object) -> None:
@@ -405,6 +411,7 @@ class Reconciler:
         self.events.forget(live_uids)
         self.memory.forget(live_uids)
         self.owners.forget(live_uids)
+        self.relaying.forget(live_uids)
         deadlines = [r.expires for r in self.reservations if r.expires > now]
         retry = self.guard.next_retry(self.memory, now)
         if retry is not None:
@@ -440,6 +447,8 @@ class Reconciler:
         if body is not None:
             memory.progress_written = self._monotonic()
         ungated, refused_at = self._ungate_and_announce(g, request, verdict, checked.release, memory, now)
+        self.relaying.tell(g, request, new_status, now, self.owners.explained(g.uid),
+                           self.owners.staged_owner(g.uid))  # its reason, where users look
         self.aftercare.act(g, request, findings, ctx, memory, phase, now)
         self._warn_mixed_priorities(g, request, now)
         self._warn_shared_replicas(g, request, now)
@@ -478,8 +487,6 @@ class Reconciler:
         """After the status is written: the gates of ``release`` go, and the verdict's events;
         (members ungated, ``wake_at`` of a refusal)."""
         outcome = Outcome(verdict.outcome)
-        if g.pg.spec.minResources:
-            self.events.emit(g.ref, "minresources", notices.MIN_RESOURCES_NOT_USED, now)
         ungated, wake_at = 0, None
         if outcome is Outcome.RELEASED and release:
             self._count_release(g, request, now)

@@ -52,6 +52,7 @@ __all__ = [
     "is_member",
     "node_info",
     "pod_info",
+    "controller_owner",
     "nominated_pod_info",
     "parse_time",
     "label_selector",
@@ -734,7 +735,7 @@ def _pod_info(
         nominated_node=sys.intern(_str(status.get("nominatedNodeName"), "status.nominatedNodeName")),
         replica_size=_replica_size(meta.get("annotations")),
         generation=_generation(meta.get("generation")),
-        owner=_controller_owner(owners) if POD_GROUP_LABEL in (meta.get("labels") or {}) else (),
+        owner=controller_owner(owners) if POD_GROUP_LABEL in (meta.get("labels") or {}) else (),
         preemption_policy=_preemption_policy(spec.get("preemptionPolicy")),
         started=parse_time(status.get("startTime"), "status.startTime"),
         deletion_at=parse_time(meta.get("deletionTimestamp"), "metadata.deletionTimestamp"),
@@ -794,9 +795,10 @@ def _generation(v: Any) -> int:
     return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
 
 
-def _controller_owner(owners: Sequence[Any]) -> tuple[str, str, str, str]:
-    """``(apiVersion, kind, name, uid)`` of the ``ownerReferences`` entry with ``controller: true``, or ``()``."""
-    for o in owners:
+def controller_owner(owners: Any) -> tuple[str, str, str, str]:
+    """``(apiVersion, kind, name, uid)`` of the ``ownerReferences`` entry with ``controller: true``, or ``()``
+    (also when ``owners`` is not a list: never raises)."""
+    for o in owners if isinstance(owners, (list, tuple)) else ():
         if isinstance(o, Mapping) and o.get("controller") is True:
             return (sys.intern(str(o.get("apiVersion") or "")), sys.intern(str(o.get("kind") or "")),
                     str(o.get("name") or ""), str(o.get("uid") or ""))

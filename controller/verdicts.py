@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from cogate.api import DEFAULT_GATE_NAME, DEFAULT_SCHEDULER_NAME
+from cogate.controller.minresources import Short as MinResourcesShort
 from cogate.controller.records import PodInfo, Reservation
 
 __all__ = ["Outcome", "GroupRequest", "DEFAULT_SCHEDULER", "UNCHECKED_POLICIES", "PlannerConfig", "GroupVerdict",
@@ -67,7 +68,10 @@ class GroupRequest:
 
     ``members``: live members (label names the group, same namespace, not
     deleting), any phase. ``released``: the PodGroup status records a release.
-    ``created``: PodGroup creationTimestamp (epoch seconds).
+    ``created``: PodGroup creationTimestamp (epoch seconds). ``min_resources``: ``spec.minResources``
+    as sorted ``(resource, units)`` pairs (:func:`cogate.controller.minresources.parse`: CPU
+    millicores, bytes, counts), None when the PodGroup has none; ``min_resources_error``: why it
+    could not be read (the field named), which holds the group ``Unschedulable``.
     """
 
     namespace: str
@@ -76,6 +80,8 @@ class GroupRequest:
     created: float
     released: bool
     members: tuple[PodInfo, ...]
+    min_resources: tuple[tuple[str, int], ...] | None = None
+    min_resources_error: str = ""
 
 
 #: kube-scheduler's default profile: the scheduler whose filters the planner models.
@@ -112,6 +118,10 @@ class GroupVerdict:
 
     ``waiting``: names of new gated members of a released group that stay gated because the
     planner found them no room (``AlreadyReleased`` only); ``message`` then says what they lack.
+    ``min_resources_short``: the resources the rest of ``spec.minResources`` lacks
+    (:mod:`cogate.controller.minresources`), each by how much, when that is why the group waits:
+    ``InsufficientCapacity`` with ``fits`` >= minMember (its members fit the room now), or
+    ``ExceedsClusterCapacity`` (its members fit the empty nodes, the rest does not); empty otherwise.
     """
 
     namespace: str
@@ -121,6 +131,7 @@ class GroupVerdict:
     fits: int
     message: str
     waiting: tuple[str, ...] = ()
+    min_resources_short: tuple[MinResourcesShort, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,8 @@ wired to them with a scripted ``decide``.
 
 from __future__ import annotations
 
+import re
+
 from typing import Any
 
 import jsonpatch
@@ -148,10 +150,17 @@ def ready_node(name: str, cpu: str = "64", labels: dict[str, str] | None = None,
             "status": {"allocatable": {"cpu": cpu, "pods": "110"}, "conditions": [{"type": "Ready", "status": "True"}]}}
 
 
+#: A relayed Event's message (:func:`cogate.controller.relays.relayed`).
+RELAYED = re.compile(r"PodGroup [^/\s]+/[^:\s]+: ")
+
+
 class Harness:
     def __init__(self, pods, pgs, verdicts, *, placement="pinned", evict=False, now=1_704_067_300.0):
         self.cluster = FakeCluster(pods, pgs)
+        #: Events as ``(type, reason, message)``, but those relayed to owners and members
+        #: (:mod:`cogate.controller.relaying`), which are in ``relayed`` as ``(kind, name, type, reason, message)``.
         self.events: list[tuple[str, str, str]] = []
+        self.relayed: list[tuple[str, str, str, str, str]] = []
         self.decide_calls: list[dict] = []
         self.verdicts = verdicts
         self.now = now
@@ -162,13 +171,19 @@ class Harness:
             nodes=informer("nodes", [ready_node(n) for n in ("n1", "n2", "n3")], name_key, records.node_info),
         )
         self.caches = caches
-        recorder = EventRecorder(lambda ns, b: self.events.append((b["type"], b["reason"], b["message"])),
-                                 lambda *a: None, clock=lambda: self.now)
+        recorder = EventRecorder(self._event, lambda *a: None, clock=lambda: self.now)
         self.recorder = recorder
         self.rec = Reconciler(self.cluster, self.cluster, caches,
                               ReconcilerConfig(placement=placement, evict_on_timeout=evict, max_patch_attempts=4),
                               recorder=recorder, metrics=Metrics(), decide=self.decide,
                               clock=lambda: self.now, monotonic=lambda: self.now, sleep=lambda s: None)
+
+    def _event(self, namespace, body):
+        obj = body["involvedObject"]
+        if obj["kind"] != "PodGroup" and RELAYED.match(body["message"]):
+            self.relayed.append((obj["kind"], obj["name"], body["type"], body["reason"], body["message"]))
+        else:
+            self.events.append((body["type"], body["reason"], body["message"]))
 
     def decide(self, nodes, pods, groups, reservations, now, config):
         self.decide_calls.append({"nodes": nodes, "pods": pods, "groups": groups, "reservations": reservations})

@@ -292,6 +292,37 @@ def test_owners_of_waiting_groups_are_read_under_the_chart_service_account(insta
         api.close()
 
 
+def test_staged_owners_are_read_under_the_chart_service_account(installed):
+    """Groups waiting for members with an owner of a staged kind (issue 20 item 3): a PodGroup
+    whose controller owner is an MPIJob, a pod whose label names a JobSet. Their CRDs are not
+    installed here: the controller's ``get`` (granted by the chart) answers 404, which is quiet."""
+    cluster = installed["cluster"]
+    api = cluster.api_client()
+    try:
+        ns = "rbac-staged"
+        cluster.kubectl("create", "namespace", ns)
+        pg = example.pod_group("pi", 5, namespace=ns, timeout_seconds=None)
+        pg["metadata"]["ownerReferences"] = [{"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "name": "pi",
+                                              "uid": "00000000-0000-0000-0000-000000000001", "controller": True}]
+        create_pod_group(api, pg)
+        create_pod_group(api, example.pod_group("js", 3, namespace=ns, timeout_seconds=None))
+        core = client.CoreV1Api(api)
+        for group, labels in (("pi", {}), ("js", {"jobset.sigs.k8s.io/jobset-name": "js"})):
+            tpl = example.pod_template(group, cpu="100m", app=group)
+            tpl["metadata"]["name"] = f"{group}-0"
+            tpl["metadata"]["labels"].update(labels)
+            core.create_namespaced_pod(ns, {"apiVersion": "v1", "kind": "Pod", **tpl})
+
+        def read(resource: str) -> bool:
+            return any(e["user"]["username"] == sa_user(CONTROLLER_SA) and request_kind(e)[:2] == ("get", resource)
+                       for e in audit_events(installed["audit"]))
+
+        wait_for(lambda: read("kubeflow.org/mpijobs") and read("jobset.x-k8s.io/jobsets"), 30,
+                 what="the controller's get of the MPIJob and the JobSet in the audit log")
+    finally:
+        api.close()
+
+
 def test_no_request_forbidden_and_every_granted_kind_used(installed):
     # runs after the example (pytest keeps file order): the audit log holds all of it, and
     # at least one renewal of the leader Lease (every 2 s, controller.leader.RETRY_PERIOD)
@@ -321,7 +352,8 @@ def test_no_request_forbidden_and_every_granted_kind_used(installed):
                          ("list", "scheduling.x-k8s.io/podgroups"),
                          ("create", "coordination.k8s.io/leases"), ("update", "coordination.k8s.io/leases"),
                          ("watch", "coordination.k8s.io/leases"),  # kube-scheduler's, by name (preemption)
-                         ("get", "apps/replicasets"), ("get", "batch/jobs")}
+                         ("get", "apps/replicasets"), ("get", "batch/jobs"),
+                         ("get", "kubeflow.org/mpijobs"), ("get", "jobset.x-k8s.io/jobsets")}
     assert webhook_needed <= made[sa_user(WEBHOOK_SA)], sorted(made[sa_user(WEBHOOK_SA)])
     assert controller_needed <= made[sa_user(CONTROLLER_SA)], sorted(made[sa_user(CONTROLLER_SA)])
     status_writes = {v for v, r in made[sa_user(CONTROLLER_SA)] if r == "scheduling.x-k8s.io/podgroups/status"}

@@ -456,6 +456,8 @@ def test_controller_rbac_is_least_privilege(objs):
         (("policy",), ("poddisruptionbudgets",), ("list", "watch"), ()),
         (("apps",), ("replicasets", "statefulsets"), ("get",), ()),
         (("batch",), ("jobs",), ("get",), ()),
+        (("kubeflow.org",), ("mpijobs",), ("get",), ()),
+        (("jobset.x-k8s.io",), ("jobsets",), ("get",), ()),
         (("scheduling.x-k8s.io",), ("podgroups",), ("get", "list", "watch"), ()),
         (("scheduling.x-k8s.io",), ("podgroups/status",), ("get", "patch", "update"), ()),
         (("", "events.k8s.io"), ("events",), ("create", "patch"), ()),

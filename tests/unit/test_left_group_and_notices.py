@@ -1,11 +1,12 @@
-"""Pods that leave their group lose the gate; a missing PodGroup and an unused minResources are
-told once.
+"""Pods that leave their group lose the gate; a missing PodGroup is told once; minResources
+reaches the planner (no longer told as unused).
 
 A gated pod whose group label is removed or emptied must not keep the gate for ever: a
 label-selector watch reports it as DELETED, like a deleted pod; the reconciler reads it back on
 the next pass and, if it still exists without a group, removes the gate. Members naming a
 PodGroup that does not exist stay gated and are told once (``PodGroupNotFound``); a PodGroup's
-``minResources`` is accepted but not used, and told once (``MinResourcesNotUsed``).
+``minResources`` is handed to the planner in ``GroupRequest.min_resources`` (CPU millicores,
+counts), and the old ``MinResourcesNotUsed`` event is gone.
 """
 
 from __future__ import annotations
@@ -92,11 +93,11 @@ def test_waiting_for_pod_group_selects_gated_members_without_a_group():
     assert sorted(p.name for p in got) == ["a", "c"]
 
 
-def test_min_resources_is_reported_as_not_used_once():
+def test_min_resources_reaches_the_planner_and_is_not_told_as_unused():
     pg = raw_pg()
-    pg["spec"]["minResources"] = {"cpu": "1000", "nvidia.com/gpu": "8"}
+    pg["spec"]["minResources"] = {"cpu": "1500m", "nvidia.com/gpu": "8"}
     h = Harness([raw_pod("a"), raw_pod("b")], [pg], [verdict("WaitingForMembers")])
     h.run()
-    h.run()
-    told = [m for _, r, m in h.events if r == "MinResourcesNotUsed"]
-    assert len(told) == 1 and "node by node" in told[0]
+    (g,) = h.decide_calls[-1]["groups"]
+    assert g.min_resources == (("cpu", 1500), ("nvidia.com/gpu", 8)) and not g.min_resources_error
+    assert not [r for _, r, _ in h.events if r == "MinResourcesNotUsed"]

@@ -238,6 +238,8 @@ def test_members_of_an_unknown_scheduler_hold_the_group_and_are_named():
     v = d.verdicts[0]
     assert v.outcome == Outcome.UNSCHEDULABLE and v.release == {} and d.reservations == ()
     assert "m0, m1 name scheduler 'other-scheduler'" in v.message and "--scheduler-name" in v.message
+    # the name cannot change after creation: the hint names the webhook's adoption and recreating the pods
+    assert "--adopt-scheduler-name and recreate the pods" in v.message
 
 
 def test_members_of_another_configured_scheduler_are_released_unpinned_and_unreserved():

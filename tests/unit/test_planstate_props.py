@@ -54,7 +54,7 @@ CONFIGS = [PlannerConfig(starvation_seconds=40.0, reservation_ttl_seconds=25.0),
            PlannerConfig(starvation_seconds=40.0, reservation_ttl_seconds=25.0, unchecked="hold",
                          scheduler_names=frozenset({"default-scheduler", OTHER_SCHEDULER}))]
 
-STATS = {"kept": 0, "judged": 0}
+STATS = {"kept": 0, "judged": 0, "min_resources_short": 0}
 cpu = st.sampled_from([0, 500, 1000, 1500, 2000, 3000])
 mem = st.integers(0, 3)
 
@@ -89,8 +89,8 @@ class PlanStateMachine(RuleBasedStateMachine):
             self.upsert_node(name, cpu_cores, 4, 4, False, 1, 1, "a")
         for k, lc in enumerate(load):
             self.add_pod(NODE_NAMES[k % count], lc, 0, 1, 1, "web")
-        for name in GROUP_NAMES[:waiting]:  # groups that wait for room while events come
-            self.add_group(name, 2, 0, c, 0, 0, False, 9)
+        for k, name in enumerate(GROUP_NAMES[:waiting]):  # groups that wait for room while events come
+            self.add_group(name, 2, 0, c, 0, 0, False, 9, None if k % 2 == 0 else 2 * c + 2000 * k)
 
     @rule(name=st.sampled_from(NODE_NAMES), cpu_cores=st.integers(0, 4), mem=st.integers(0, 4),
           slots=st.integers(0, 4), tainted=st.booleans(), cordoned=st.integers(0, 6), ready=st.integers(0, 8),
@@ -188,12 +188,15 @@ class PlanStateMachine(RuleBasedStateMachine):
         return p
 
     @rule(name=st.sampled_from(GROUP_NAMES), size=st.integers(1, 4), extra=st.integers(0, 1), c=cpu, m=mem,
-          prio=st.integers(0, 1), tol=st.booleans(), special=st.integers(0, 15))
-    def add_group(self, name, size, extra, c, m, prio, tol, special):
+          prio=st.integers(0, 1), tol=st.booleans(), special=st.integers(0, 15),
+          min_cpu=st.sampled_from([None, None, 0, 2000, 4000, 7000, 12000]))
+    def add_group(self, name, size, extra, c, m, prio, tol, special, min_cpu):
         if name in self.groups:
             self._delete_group(name)
         members = tuple(self._member(name, c, m, prio, tol, special) for _ in range(size + extra))
-        self.groups[name] = GroupRequest("default", name, size, self.now, False, members)
+        # spec.minResources: none, nothing beyond pods, or cpu for members still to come
+        mr = None if min_cpu is None else ((("cpu", min_cpu),) if min_cpu else ())
+        self.groups[name] = GroupRequest("default", name, size, self.now, False, members, min_resources=mr)
 
     def _delete_group(self, name: str) -> None:
         g = self.groups.pop(name)
@@ -327,6 +330,7 @@ class PlanStateMachine(RuleBasedStateMachine):
         assert got == want
         STATS["kept"] += self.state.last_kept
         STATS["judged"] += self.state.last_judged
+        STATS["min_resources_short"] += sum(1 for v in got.verdicts if v.min_resources_short)
         self.reservations = list(want.reservations)
         self.passes += 1
 

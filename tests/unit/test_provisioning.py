@@ -1021,3 +1021,47 @@ def test_more_shapes_than_one_request_takes_are_refused_before_any_template():
     assert (cond["status"], cond["reason"]) == ("False", "CreateFailed")
     assert cond["message"] == ("the 33 members to ask for have 33 shapes; a ProvisioningRequest takes at most 32 pod "
                                "sets; asking again in 60 s")
+
+
+# -- spec.minResources: minMember fits, the rest of minResources has no pods ---------------------------
+
+
+@pytest.mark.parametrize("decide", [None, planner.decide], ids=["planning-state", "from-scratch"])
+def test_a_group_waiting_only_for_min_resources_preempts_nothing_asks_nothing_and_says_so(decide):
+    # n1 8 cpu, a low-priority pod takes 6: the driver (1 cpu) fits, 1 cpu free, minResources asks 5
+    pg = raw_pg("pg", 1)
+    pg["spec"]["minResources"] = {"cpu": "5"}
+    w = World([pod("driver", cpu="1", group="pg", priority=10), pod("busy", cpu="6", node="n1", priority=0)], [pg],
+              nodes=(node("n1", "8"),), decide=decide)
+    w.run()
+    w.run(600.0)
+    assert gated(w, "driver") and "busy" in w.cluster.pods  # no victim, no release
+    assert w.cluster.provreqs == {} and w.requests_made("created") == 0
+    released = w.condition(type_="Released")
+    assert (released["status"], released["reason"]) == ("False", "InsufficientCapacity")
+    assert released["message"].startswith("fits 1 of 1, but minResources cpu short by 3: 1 free beyond the 1 member "
+                                          "placed, minResources asks 5")
+    pre = w.condition(type_="Preempting")
+    assert (pre["status"], pre["reason"]) == ("False", "MinResourcesOnly")
+    assert "preempts nothing for spec.minResources (cpu short by 3)" in pre["message"]
+    prov = w.condition()
+    assert (prov["status"], prov["reason"]) == ("False", "MinResourcesOnly")
+    assert prov["message"].startswith("asks no nodes for spec.minResources (cpu short by 3)")
+    # a node with room comes: released
+    w.cluster.nodes["n2"] = node("n2", "4")
+    w.run(1.0)
+    assert not gated(w, "driver")
+    assert w.condition()["reason"] == "NotNeeded" and w.condition(type_="Preempting")["message"].startswith(
+        "released without preemption")
+
+
+def test_a_group_whose_min_resources_exceeds_the_cluster_asks_no_nodes_for_it():
+    pg = raw_pg("pg", 1)
+    pg["spec"]["minResources"] = {"cpu": "64"}
+    w = World([pod("driver", cpu="1", group="pg")], [pg], nodes=(node("n1", "4"),))
+    w.run()
+    fits = w.condition(type_="FitsCluster")
+    assert (fits["status"], fits["reason"]) == ("False", "ExceedsClusterCapacity")
+    assert fits["message"] == ("spec.minResources does not fit even with every eligible node empty: minResources cpu "
+                               "short by 60: 3 allocatable beyond the 1 member placed, minResources asks 64")
+    assert w.cluster.provreqs == {} and w.condition()["reason"] == "MinResourcesOnly"
