@@ -4,6 +4,8 @@
 # Both work on a fresh machine with Python 3.11+ and Go 1.26 (Go only builds the
 # test control plane: kube-apiserver, etcd, kube-scheduler, kube-controller-manager,
 # kubectl, kwok, helm, cluster-autoscaler (from ../shared/third_party beside the repository),
+# the MPI operator, KubeRay's operator and the training-operator (with their CRDs) for the
+# operator tests,
 # and containerd, kubelet, kube-proxy for the real node, pinned in
 # localcluster/versions.py, cached under ~/.cache/cogate or $COGATE_CACHE_DIR). The real
 # node's tests run as root and install Debian's runc, containernetworking-plugins and
@@ -11,7 +13,7 @@
 # `make demo` and `make dev-up` build only what they run (the control plane: etcd,
 # kubernetes, kwok; `cogate demo` and `cogate dev up` build it themselves; `dev up --autoscaler`
 # adds cluster-autoscaler); `make binaries` builds everything `make test` needs: every Go tool
-# and the real node's pause image.
+# (the operators too) and the real node's pause image.
 
 PYTHON ?= python3
 VENV ?= .venv

@@ -135,17 +135,21 @@ def _check_key(key: object, what: str) -> PrivateKey:
     return key  # type: ignore[return-value]
 
 
-def new_ca(common_name: str, days: float = 3650, *, key: PrivateKey | None = None) -> tuple[x509.Certificate, PrivateKey]:
+def new_ca(common_name: str, days: float = 3650, *, key: PrivateKey | None = None,
+           dns_names: Iterable[str] = ()) -> tuple[x509.Certificate, PrivateKey]:
     """A self-signed CA certificate and its private key.
 
     ``days``: validity in days from now (``not_before`` back-dated by :data:`CLOCK_SKEW`).
     ``key``: the CA's key; a new ECDSA P-256 key when omitted.
     Extensions: basicConstraints CA:TRUE pathlen:0, keyUsage keyCertSign/cRLSign/
-    digitalSignature, subjectKeyIdentifier (see module docstring). Signed with SHA-256.
+    digitalSignature, subjectKeyIdentifier (see module docstring), and subjectAltName with
+    ``dns_names`` when given (open-policy-agent/cert-controller keeps a CA only when it verifies
+    for its ``CAName`` as a DNS name, ``validCACert``). Signed with SHA-256.
     Raises ``ValueError`` naming the bad argument.
     """
     _check_name(common_name)
     _check_days(days)
+    names = _strings(dns_names, "dns_names")
     key = _check_key(key, "key") if key is not None else new_ec_key()
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     now = _now()
@@ -168,9 +172,10 @@ def new_ca(common_name: str, days: float = 3650, *, key: PrivateKey | None = Non
             critical=True,
         )
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(public), critical=False)
-        .sign(key, hashes.SHA256())
     )
-    return cert, key
+    if names:
+        cert = cert.add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in names]), critical=False)
+    return cert.sign(key, hashes.SHA256()), key
 
 
 def _ip(value: object) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
@@ -304,11 +309,14 @@ def cert_to_pem(cert: x509.Certificate) -> bytes:
     return cert.public_bytes(serialization.Encoding.PEM)
 
 
-def key_to_pem(key: PrivateKey) -> bytes:
-    """Unencrypted PKCS#8 PEM (``PRIVATE KEY``) encoding of a private key."""
+def key_to_pem(key: PrivateKey, *, traditional: bool = False) -> bytes:
+    """Unencrypted PKCS#8 PEM (``PRIVATE KEY``) encoding of a private key; ``traditional``: the
+    older per-algorithm form instead (``RSA PRIVATE KEY``, PKCS#1, for RSA; ``EC PRIVATE KEY``,
+    SEC 1, for ECDSA), which Go's ``x509.ParsePKCS1PrivateKey`` readers need (e.g.
+    open-policy-agent/cert-controller for its CA key)."""
     _check_key(key, "key")
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                             serialization.NoEncryption())
+    fmt = serialization.PrivateFormat.TraditionalOpenSSL if traditional else serialization.PrivateFormat.PKCS8
+    return key.private_bytes(serialization.Encoding.PEM, fmt, serialization.NoEncryption())
 
 
 def public_key_to_pem(key: PrivateKey | PublicKey) -> bytes:

@@ -15,6 +15,10 @@ The Kubernetes release (control plane, kubelet, kubectl, and the etcd and kwok t
 :data:`versions.RELEASES`) is ``--kubernetes-version``, else ``$COGATE_KUBERNETES_VERSION``, else
 :data:`versions.DEFAULT_RELEASE`; every release has its own cache directory.
 
+A tool of :data:`versions.CRDS` (the operators) also gets those CRD manifests copied from its
+downloaded module into its binary directory (:func:`crd_paths`); a directory without them is no
+cached build.
+
 Binaries land in ``$COGATE_CACHE_DIR/bin/<tool>-<version>/`` (default cache dir
 ``~/.cache/cogate``); a tool whose binaries are all present is not rebuilt, so a
 second run takes well under a second.
@@ -41,8 +45,8 @@ from pathlib import Path
 
 from . import versions
 
-__all__ = ["cache_dir", "bin_dir", "binary", "ensure_binaries", "build_lock", "run_go", "BuildError",
-           "third_party_dir", "source_dir", "MissingSource"]
+__all__ = ["cache_dir", "bin_dir", "binary", "outputs", "crd_paths", "ensure_binaries", "build_lock", "run_go",
+           "BuildError", "third_party_dir", "source_dir", "MissingSource"]
 
 #: Overrides where the third-party source snapshots are (a directory holding e.g.
 #: ``cluster-autoscaler-1.36.1/``); default :func:`third_party_dir`'s search.
@@ -135,15 +139,16 @@ def run_go(cmd: list[str], cwd: Path, log, goflags: str = "-mod=mod") -> None:
         raise BuildError(f"`{' '.join(cmd)}` in {cwd} failed with exit code {proc.returncode}:\n{tail}")
 
 
-def _module_gomod(module: str, version: str, cwd: Path, log) -> str:
+def _module_info(module: str, version: str, cwd: Path) -> dict:
+    """``go mod download -json module@version`` (the module's zip is downloaded and extracted:
+    ``Dir``, and its ``GoMod``). Raises :class:`BuildError` with go's output."""
     proc = subprocess.run(
         ["go", "mod", "download", "-json", f"{module}@{version}"],
         cwd=cwd, env=_go_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     if proc.returncode != 0:
         raise BuildError(f"go mod download {module}@{version} failed:\n{proc.stderr}{proc.stdout}")
-    info = json.loads(proc.stdout)
-    return Path(info["GoMod"]).read_text()
+    return json.loads(proc.stdout)
 
 
 _REPLACE_LINE = re.compile(r"^\s*(\S+)(?:\s+(\S+))?\s+=>\s+(\S+)(?:\s+(\S+))?\s*$")
@@ -202,21 +207,34 @@ def _ldflags(module: str, version: str) -> str:
     return " ".join(flags)
 
 
+def outputs(tool: str) -> tuple[str, ...]:
+    """File names a built ``tool`` has in :func:`bin_dir`: its binaries (:data:`versions.BINARIES`)
+    and the CRD manifests copied from its module (:data:`versions.CRDS`, base names)."""
+    return versions.BINARIES[tool] + tuple(Path(c).name for c in versions.CRDS.get(tool, ()))
+
+
+def crd_paths(tool: str) -> list[Path]:
+    """The cached CRD manifests of ``tool`` (:data:`versions.CRDS`), in order; they exist once the
+    tool is built."""
+    return [bin_dir(tool) / Path(c).name for c in versions.CRDS.get(tool, ())]
+
+
 def build_tool(tool: str, log=sys.stderr, kubernetes_version: str | None = None) -> float:
-    """Build one tool's binaries for the selected Kubernetes release into :func:`bin_dir`; returns
-    seconds spent (0 when cached). Builds of one tool (any version) take turns (:func:`build_lock`).
+    """Build one tool's binaries (and copy its CRDs, :func:`outputs`) for the selected Kubernetes
+    release into :func:`bin_dir`; returns seconds spent (0 when cached). Builds of one tool (any
+    version) take turns (:func:`build_lock`).
 
     Raises :class:`BuildError` with the failing command and its output tail.
     """
     module, version, packages = versions.tool(tool, kubernetes_version)
     out = bin_dir(tool, kubernetes_version)
     names = versions.BINARIES[tool]
-    if all((out / n).is_file() for n in names):
+    if all((out / n).is_file() for n in outputs(tool)):
         return 0.0
     start = time.monotonic()
     with build_lock(tool):
         # Another process (a parallel test run, `cogate dev build`) may have built it while we waited.
-        if all((out / n).is_file() for n in names):
+        if all((out / n).is_file() for n in outputs(tool)):
             return 0.0
         _build(tool, module, version, packages, out, names, log)
     return time.monotonic() - start
@@ -249,7 +267,8 @@ def _build(tool: str, module: str, version: str, packages: tuple[str, ...], out:
     if work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True)
-    gomod = _module_gomod(module, version, work, log)
+    info = _module_info(module, version, work)
+    gomod = Path(info["GoMod"]).read_text()
     go_line = re.search(r"^go\s+(\S+)", gomod, re.M)
     reps = _replaces(gomod, version)
     text = [f"module cogate.local/build/{tool}", "", f"go {go_line.group(1) if go_line else '1.26'}", "",
@@ -272,6 +291,11 @@ def _build(tool: str, module: str, version: str, packages: tuple[str, ...], out:
         run_go(["go", "build", *flags, "-o", str(tmp / "etcd"), packages[0]], work, log)
     else:
         run_go(["go", "build", *flags, "-o", str(tmp) + "/", *packages], work, log)
+    for crd in versions.CRDS.get(tool, ()):
+        src = Path(info["Dir"]) / crd
+        if not src.is_file():
+            raise BuildError(f"{tool}: {module}@{version} has no {crd}")
+        shutil.copyfile(src, tmp / src.name)
     missing = [n for n in names if not (tmp / n).is_file()]
     if missing:
         raise BuildError(f"build of {tool} produced no {missing} in {tmp}")

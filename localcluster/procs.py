@@ -30,7 +30,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Callable, Collection, Iterable, Mapping, Sequence
 
 __all__ = [
     "Proc",
@@ -232,26 +232,31 @@ def terminate(procs: Sequence[Proc], grace: float, *, ordered_grace: float = 3.0
 
 def wait_http(proc: Proc, url: str, *, timeout: float, context: ssl.SSLContext | None = None,
               ok: Callable[[bytes], bool] | None = None, what: str | None = None,
-              error: type[Exception] = RuntimeError, headers: Mapping[str, str] | None = None) -> None:
-    """Poll ``url`` every 0.1 s until it answers HTTP 200 (and ``ok(body)`` when given).
+              error: type[Exception] = RuntimeError, headers: Mapping[str, str] | None = None,
+              data: bytes | None = None, statuses: Collection[int] = (200,)) -> None:
+    """Poll ``url`` every 0.1 s until it answers an HTTP status of ``statuses`` (default 200; and
+    ``ok(body)`` when given). ``data``: POST it (default: GET).
 
     Raises ``error`` (message: what was awaited, the last answer, the log tail of ``proc``)
     when ``proc`` exits or ``timeout`` s pass.
     """
     deadline = time.monotonic() + timeout
     last = "no attempt"
-    request = urllib.request.Request(url, headers=dict(headers or {}))
+    request = urllib.request.Request(url, data=data, headers=dict(headers or {}))
     while True:
         if not proc.alive():
             raise error(f"{proc.name} exited (code {proc.returncode}); last lines of {proc.log}:\n{tail(proc.log)}")
         try:
             with urllib.request.urlopen(request, timeout=2, context=context) as resp:
                 body = resp.read()
-                if resp.status == 200 and (ok is None or ok(body)):
+                if resp.status in statuses and (ok is None or ok(body)):
                     return
                 last = f"HTTP {resp.status}: {body[:200]!r}"
         except urllib.error.HTTPError as exc:
-            last = f"HTTP {exc.code}: {exc.read()[:300]!r}"
+            body = exc.read()
+            if exc.code in statuses and (ok is None or ok(body)):
+                return
+            last = f"HTTP {exc.code}: {body[:300]!r}"
         except (OSError, ssl.SSLError, http.client.HTTPException) as exc:
             last = str(exc) or type(exc).__name__
         if time.monotonic() >= deadline:

@@ -27,6 +27,22 @@ CONTAINERD = "v2.4.2"
 #: cloud provider from the source snapshot in ``shared/third_party`` (see :data:`SOURCES`): the
 #: optional autoscaler of the local control plane (``LocalCluster(autoscaler=...)``).
 CLUSTER_AUTOSCALER = "1.36.1"
+#: Kubeflow MPI operator (github.com/kubeflow/mpi-operator), run by the e2e tests against cogate
+#: with ``--gang-scheduling`` (it creates scheduler-plugins PodGroups; :mod:`operators`).
+MPI_OPERATOR = "v0.8.0"
+#: KubeRay's operator (module github.com/ray-project/kuberay/ray-operator, tag
+#: ``ray-operator/<version>``), run with ``--batch-scheduler=scheduler-plugins``. Issue 20 names
+#: v1.7.0, but the module proxy refuses its zip ("403 This module version is not available", for
+#: v1.7.0 and v1.7.1); v1.6.2 is the newest it serves. Its scheduler-plugins batch scheduler
+#: (``controllers/ray/batchscheduler/scheduler-plugins/scheduler_plugins.go``: PodGroup named
+#: after the RayCluster, minMember = desired workers + 1 head, minResources = their requests,
+#: ``schedulerName: scheduler-plugins-scheduler`` on every pod) makes the same PodGroup and
+#: scheduler name in a later version of that file read from a snapshot of the upstream
+#: repository (not checked against the v1.7.0 tag itself).
+KUBERAY = "v1.6.2"
+#: Kubeflow training-operator v1 (github.com/kubeflow/training-operator), run with
+#: ``--gang-scheduler-name`` for PyTorchJobs (its webhook certificates from cogate's CA code).
+TRAINING_OPERATOR = "v1.9.4"
 
 #: name -> (wrapper module requirement, version, go package paths to build)
 TOOLS: dict[str, tuple[str, str, tuple[str, ...]]] = {
@@ -52,6 +68,14 @@ TOOLS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     ),
     # Built from a source snapshot (SOURCES), not a wrapper module: "." is the snapshot's main package.
     "cluster-autoscaler": ("k8s.io/autoscaler/cluster-autoscaler", CLUSTER_AUTOSCALER, (".",)),
+    # Operators that create scheduler-plugins PodGroups, for the e2e tests (OPERATOR_TOOLS).
+    "mpi-operator": ("github.com/kubeflow/mpi-operator", MPI_OPERATOR,
+                     ("github.com/kubeflow/mpi-operator/cmd/mpi-operator",)),
+    # The module root is KubeRay's main package (main.go).
+    "kuberay": ("github.com/ray-project/kuberay/ray-operator", KUBERAY,
+                ("github.com/ray-project/kuberay/ray-operator",)),
+    "training-operator": ("github.com/kubeflow/training-operator", TRAINING_OPERATOR,
+                          ("github.com/kubeflow/training-operator/cmd/training-operator.v1",)),
     "containerd": (
         "github.com/containerd/containerd/v2",
         CONTAINERD,
@@ -219,6 +243,20 @@ CONTROL_PLANE_TOOLS = ("etcd", "kubernetes", "kwok")
 NODE_TOOLS = ("kubernetes-node", "containerd")
 #: Tools of the optional cluster-autoscaler (``LocalCluster(autoscaler=...)``, ``cogate dev up --autoscaler``).
 AUTOSCALER_TOOLS = ("cluster-autoscaler",)
+#: Operators the e2e tests run against cogate (:mod:`operators`); ``make binaries`` builds them,
+#: ``cogate demo`` and ``cogate dev up`` do not.
+OPERATOR_TOOLS = ("mpi-operator", "kuberay", "training-operator")
+
+#: CRD manifests a tool's build copies from its module's source (paths inside the module) into
+#: its binary directory, beside the binaries (same base names); the operators need them applied
+#: before they start (:mod:`operators`).
+CRDS: dict[str, tuple[str, ...]] = {
+    "mpi-operator": ("manifests/base/kubeflow.org_mpijobs.yaml",),
+    "kuberay": ("config/crd/bases/ray.io_rayclusters.yaml", "config/crd/bases/ray.io_rayjobs.yaml",
+                "config/crd/bases/ray.io_rayservices.yaml"),  # its three controllers' kinds (RayCronJob: gated off)
+    # PyTorchJob only: its kubeflow.org_mpijobs.yaml (v1) has the MPI operator's CRD name.
+    "training-operator": ("manifests/base/crds/kubeflow.org_pytorchjobs.yaml",),
+}
 
 #: Debian packages the real node runs from the host (installed with apt-get when missing,
 #: see ``realnode.ensure_host_packages``): the OCI runtime, the CNI plugins (bridge,
@@ -236,4 +274,7 @@ BINARIES: dict[str, tuple[str, ...]] = {
     "kubernetes-node": ("kubelet", "kube-proxy"),
     "containerd": ("containerd", "containerd-shim-runc-v2", "ctr"),
     "cluster-autoscaler": ("cluster-autoscaler",),
+    "mpi-operator": ("mpi-operator",),
+    "kuberay": ("ray-operator",),
+    "training-operator": ("training-operator.v1",),
 }

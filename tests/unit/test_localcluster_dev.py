@@ -1,5 +1,5 @@
 """What ``cogate dev up`` and ``cogate demo`` build and start, from their arguments, without a cluster:
-the control plane's Go tools only (never Helm, the real node's only with ``--real-node``), and
+the control plane's Go tools only (never Helm nor the operators, the real node's only with ``--real-node``), and
 cogate's CRD and processes unless ``--no-cogate``."""
 
 from __future__ import annotations
@@ -17,8 +17,10 @@ def test_control_plane_tools_are_not_the_real_nodes_nor_helm():
     assert set(versions.CONTROL_PLANE_TOOLS) == {"etcd", "kubernetes", "kwok"}
     assert not set(versions.NODE_TOOLS) & set(versions.CONTROL_PLANE_TOOLS)
     assert not set(versions.AUTOSCALER_TOOLS) & set(versions.CONTROL_PLANE_TOOLS + versions.NODE_TOOLS)
+    assert not set(versions.OPERATOR_TOOLS) & set(versions.CONTROL_PLANE_TOOLS + versions.NODE_TOOLS
+                                                  + versions.AUTOSCALER_TOOLS)
     assert set(versions.TOOLS) - set(versions.CONTROL_PLANE_TOOLS + versions.NODE_TOOLS
-                                     + versions.AUTOSCALER_TOOLS) == {"helm"}
+                                     + versions.AUTOSCALER_TOOLS + versions.OPERATOR_TOOLS) == {"helm"}
 
 
 @pytest.mark.parametrize("argv, tools, real_node, cogate", [

@@ -209,3 +209,22 @@ def test_bad_inputs_to_key_and_pem_helpers():
         pki.load_key_pem(b"-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n")
     with pytest.raises(ValueError, match="objects"):
         pki.write_pem("/nonexistent/x")
+
+
+def test_ca_with_dns_names_carries_them_as_subject_alt_names():
+    from cryptography import x509
+
+    cert, _ = pki.new_ca("training-operator-ca", days=2, dns_names=("training-operator-ca",))
+    san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert san.get_values_for_type(x509.DNSName) == ["training-operator-ca"]
+    plain, _ = pki.new_ca("plain", days=2)
+    assert not [e for e in plain.extensions if isinstance(e.value, x509.SubjectAlternativeName)]
+    with pytest.raises(ValueError, match="dns_names"):
+        pki.new_ca("bad", days=2, dns_names="one-string")
+
+
+def test_traditional_key_pem_is_pkcs1_for_rsa():
+    key = pki.new_rsa_key()
+    assert pki.key_to_pem(key, traditional=True).startswith(b"-----BEGIN RSA PRIVATE KEY-----")
+    assert pki.key_to_pem(key).startswith(b"-----BEGIN PRIVATE KEY-----")
+    assert pki.load_key_pem(pki.key_to_pem(key, traditional=True)).private_numbers() == key.private_numbers()
