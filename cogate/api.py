@@ -35,9 +35,10 @@ DEFAULT_ADOPTED_SCHEDULER_NAMES = ("scheduler-plugins-scheduler",)
 
 #: Pod spec fields that put a pod in Kubernetes' own gang scheduling (GenericWorkload, KEP-4671):
 #: ``schedulingGroup`` (1.36+, ``{podGroupName}`` of a ``scheduling.k8s.io`` PodGroup) and
-#: ``workloadRef`` (the 1.35 alpha; tombstoned in 1.36's core/v1). A labelled pod that sets one is
-#: native's, not cogate's: the webhook does not gate it, the controller does not count it
-#: (:func:`native_gang_field`; docs/semantics.md, "Native gang scheduling").
+#: ``workloadRef`` (the 1.35 alpha; tombstoned in 1.36's core/v1). The webhook gates a labelled pod
+#: that sets one like any other (the API server drops the field after admission when GenericWorkload
+#: is off); a stored pod that still has it is native's: the controller does not count it and removes
+#: cogate's gate (:func:`native_gang_field`; docs/semantics.md, "Native gang scheduling").
 NATIVE_GANG_FIELDS = ("schedulingGroup", "workloadRef")
 
 

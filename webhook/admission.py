@@ -14,32 +14,35 @@ Rules, in order (first match wins):
 2. Anything but a ``CREATE`` of the ``pods`` resource itself (core group, no
    subresource) is allowed unchanged: the webhook gates at creation only.
 3. A pod without the label :data:`cogate.api.POD_GROUP_LABEL` is allowed unchanged.
-4. A labelled pod that sets ``spec.schedulingGroup`` (Kubernetes 1.36+) or ``spec.workloadRef``
-   (1.35 alpha) belongs to Kubernetes' own gang scheduling (GenericWorkload;
-   :func:`cogate.api.native_gang_field`): two gang schedulers with two sizes (minMember and
-   ``gang.minCount``) would each wait for the other, so cogate leaves it to native. It is allowed
-   **without cogate's gate**, whatever the label value, with a warning naming the field: unchanged,
-   or, when it already carries cogate's gate (copied from a gated pod), with a JSONPatch removing
-   that gate (the controller never releases such a pod). Its scheduler name is never adopted.
-5. A pod whose label value is empty names no PodGroup (a PodGroup name cannot be
+4. A pod whose label value is empty names no PodGroup (a PodGroup name cannot be
    empty), so it is allowed unchanged, *not* gated, with an admission warning. Gating
    it would leave it Pending forever, because no PodGroup can ever release it.
-6. A pod whose label value cannot name a PodGroup (not a DNS-1123 subdomain of at most
+5. A pod whose label value cannot name a PodGroup (not a DNS-1123 subdomain of at most
    63 characters, e.g. ``Train_Job.v1``: :func:`cogate.api.pod_group_name_error`) is
    **refused** (``allowed: false``, code 422, reason ``Invalid``) with a message saying
    why: no PodGroup can ever have that name, so a gated pod would wait for ever. A
    workload controller's ``FailedCreate`` events then show the message.
-7. A pod with ``spec.nodeName`` set bypasses the scheduler and cannot carry a
+6. A pod with ``spec.nodeName`` set bypasses the scheduler and cannot carry a
    scheduling gate (Kubernetes API validation rejects ``schedulingGates`` together
    with ``nodeName`` at create): allowed unchanged with an admission warning.
-8. A pod that already carries the gate is allowed unchanged (idempotent under webhook
+7. A pod that already carries the gate is allowed unchanged (idempotent under webhook
    reinvocation), except for the scheduler-name adoption below.
-9. Otherwise the pod is allowed with a JSONPatch that appends the gate to
+8. Otherwise the pod is allowed with a JSONPatch that appends the gate to
    ``spec.schedulingGates`` (creating the list if absent or null). No other gate or
    field is touched, except for the scheduler-name adoption below.
 
+**Native gang scheduling** (Kubernetes' own, GenericWorkload; issue 18): a labelled pod that
+sets ``spec.schedulingGroup`` (1.36+) or ``spec.workloadRef`` (the 1.35 alpha;
+:func:`cogate.api.native_gang_field`) goes through the rules above like any other (gated, adopted,
+refused or warned alike) and, when it leaves admission gated (rules 7 and 8), gets one more
+warning (:func:`native_warning`). The webhook cannot know whether the field survives admission:
+with GenericWorkload off (the default on every release up to 1.37) the API server drops it after
+the mutating webhooks ran, and the pod is stored as an ordinary member; left ungated, it would be
+bound alone. Only the stored pod tells: when it still has the field, it is no member and the
+controller removes cogate's gate, so native places it (docs/semantics.md, "Native gang scheduling").
+
 **Scheduler-name adoption** (``--adopt-scheduler-name``, issue 20): a pod that leaves
-admission gated (rules 8 and 9) and whose ``spec.schedulerName`` is one of the adopted
+admission gated (rules 7 and 8) and whose ``spec.schedulerName`` is one of the adopted
 names (chart default ``scheduler-plugins-scheduler``, the name KubeRay hard-codes and the
 Kubeflow operators' docs tell users to set) gets, in the same JSONPatch, ``replace
 /spec/schedulerName`` with :data:`cogate.api.DEFAULT_SCHEDULER_NAME`, the scheduler cogate
@@ -48,7 +51,7 @@ Without it such a group stays gated for ever (the controller plans only for the 
 knows: docs/semantics.md, "Scheduler names"), or, planned with ``--scheduler-name``, is
 released to a scheduler that does not run. Edge cases, decided:
 
-- Rule 8 is adopted too: a pod created already carrying the gate (copied from a gated pod)
+- Rule 7 is adopted too: a pod created already carrying the gate (copied from a gated pod)
   or one a later mutator gave the adopted name back before the API server reinvoked us would
   otherwise stay gated for ever. A pod we rewrote no longer names an adopted scheduler, so a
   reinvocation after our own patch gets no patch: the decision is idempotent.
@@ -115,7 +118,6 @@ class Outcome(StrEnum):
     BOUND = "bound"  #: labelled pod with spec.nodeName: cannot be gated, warning
     EMPTY_GROUP = "empty_group"  #: label present with an empty value, warning
     INVALID_GROUP = "invalid_group"  #: label value that cannot name a PodGroup: refused
-    NATIVE = "native"  #: labelled pod in Kubernetes' own gang scheduling: not gated, warning
     IGNORED = "ignored"  #: not a pod CREATE, or a pod without the label
     INVALID = "invalid"  #: not a valid AdmissionReview (HTTP 400); set by the server
     ERROR = "error"  #: unexpected internal error; set by the server
@@ -291,11 +293,12 @@ def adoption_warning(old: str) -> str:
     return f"schedulerName {old[:50]!r} -> {DEFAULT_SCHEDULER_NAME!r}: adopted by cogate"
 
 
-def native_warning(native: str, group: str) -> str:
-    """The admission warning of a labelled pod in native gang scheduling (rule 4; at most 120
-    characters: ``group`` is cut to 28), e.g. ``spec.schedulingGroup set: Kubernetes gang scheduling
-    places it; not gated for PodGroup 'train'``."""
-    return f"{native} set: Kubernetes gang scheduling places it; not gated for PodGroup {group[:28]!r}"
+def native_warning(native: str) -> str:
+    """The extra admission warning of a gated pod that sets ``native`` (``"spec.schedulingGroup"``
+    or ``"spec.workloadRef"``; module docstring, "Native gang scheduling"), at most 120 characters:
+    ``spec.schedulingGroup set: if Kubernetes gang scheduling is on, it places the pod and cogate
+    removes its gate``."""
+    return f"{native} set: if Kubernetes gang scheduling is on, it places the pod and cogate removes its gate"
 
 
 def evaluate(review: Any, gate_name: str = DEFAULT_GATE_NAME,
@@ -348,15 +351,6 @@ def evaluate(review: Any, gate_name: str = DEFAULT_GATE_NAME,
         raise InvalidReview(
             f"request.object.metadata.labels[{POD_GROUP_LABEL!r}]: must be a string, got {type(group).__name__}"
         )
-    spec = _obj(obj.get("spec"), "request.object.spec") or {}
-    native = native_gang_field(spec)
-    if native:
-        try:
-            removal = gates.remove(obj, gate_name)
-        except gates.GateShapeError as exc:
-            raise InvalidReview(f"request.object.{exc}") from None
-        return Admission(outcome=Outcome.NATIVE, patch=removal, warnings=(native_warning(native, group),),
-                         extra={"group": group, "native": native}, **base)
     if group == "":
         return Admission(
             outcome=Outcome.EMPTY_GROUP,
@@ -372,6 +366,7 @@ def evaluate(review: Any, gate_name: str = DEFAULT_GATE_NAME,
             extra={"group": group},
             **base,
         )
+    spec = _obj(obj.get("spec"), "request.object.spec") or {}
     if _str(spec.get("nodeName"), "request.object.spec.nodeName"):
         return Admission(
             outcome=Outcome.BOUND,
@@ -382,12 +377,15 @@ def evaluate(review: Any, gate_name: str = DEFAULT_GATE_NAME,
     scheduler = _str(spec.get("schedulerName"), "request.object.spec.schedulerName") or DEFAULT_SCHEDULER_NAME
     patch = gate_patch(obj, gate_name)
     outcome = Outcome.GATED if patch is not None else Outcome.ALREADY_GATED
+    native = native_gang_field(spec)
+    extra = {"group": group} | ({"native": native} if native else {})
+    also = (native_warning(native),) if native else ()
     if scheduler in adopted:
         patch = [*(patch or ()), {"op": "replace", "path": "/spec/schedulerName", "value": DEFAULT_SCHEDULER_NAME}]
-        return Admission(outcome=outcome, patch=patch, warnings=(adoption_warning(scheduler),), adopted=scheduler,
-                         extra={"group": group, "adopted": scheduler}, **base)
-    warnings = _scheduler_warning(scheduler, group, scheduler_names)
-    return Admission(outcome=outcome, patch=patch, warnings=warnings, extra={"group": group}, **base)
+        return Admission(outcome=outcome, patch=patch, warnings=(adoption_warning(scheduler), *also),
+                         adopted=scheduler, extra=extra | {"adopted": scheduler}, **base)
+    warnings = _scheduler_warning(scheduler, group, scheduler_names) + also
+    return Admission(outcome=outcome, patch=patch, warnings=warnings, extra=extra, **base)
 
 
 def _scheduler_warning(scheduler: str, group: str, scheduler_names: frozenset[str]) -> tuple[str, ...]:
