@@ -3,11 +3,13 @@
 kube-scheduler gangs a pod that sets ``spec.schedulingGroup`` (1.36+; GenericWorkload, beta and off
 by default in 1.37) or ``spec.workloadRef`` (the 1.35 alpha) with its ``scheduling.k8s.io``
 PodGroup's ``gang.minCount``. The same pod counted as a cogate member too would be ganged twice,
-with two sizes. The webhook admits such a pod without cogate's gate (:mod:`cogate.webhook.admission`,
-rule 4), and the membership rule leaves it out (:func:`cogate.controller.records.member_key`), so
-that pods created before the webhook ran (or while it was off) are not planned either. This module
-says so in the PodGroup's status: the planner's message gets ``N labelled pods ignored ...``
-appended (:func:`explain`), in the ``Released`` condition while the group waits.
+with two sizes. The webhook cannot tell whether the field survives admission (GenericWorkload off
+drops it, and the pod is an ordinary member), so it gates such a pod like any other
+(:mod:`cogate.webhook.admission`); the stored pod tells. One that still sets the field is left out
+by the membership rule (:func:`cogate.controller.records.member_key`), its cogate gate is removed
+by the leader (:meth:`cogate.controller.strays.Strays.native`), and this module says so in the
+PodGroup's status: the planner's message gets ``N labelled pods ignored ...`` appended
+(:func:`explain`), in the ``Released`` condition while the group waits.
 """
 
 from __future__ import annotations

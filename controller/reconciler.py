@@ -14,8 +14,8 @@ each handed what it uses (docs/internals.md, "The reconciler and its rooms"):
   held for a preemption in flight, victims marked and deleted, how it ended;
 - :class:`~cogate.controller.provisioning.Provisioning`: asking cluster-autoscaler for a waiting
   gang's nodes (``--provisioning-class``): ProvisioningRequests made, judged, consumed, deleted;
-- :class:`~cogate.controller.strays.Strays`: gated pods that left their group, pods whose
-  PodGroup does not exist, invalid objects;
+- :class:`~cogate.controller.strays.Strays`: gated pods that left their group or are stored with a
+  native gang field (ungated), pods whose PodGroup does not exist, invalid objects;
 - :class:`~cogate.controller.memory.Memories`: what is remembered about each PodGroup between
   passes, one record per group;
 - :class:`~cogate.controller.relaying.Relaying`: a held group's reason told to its owner and
@@ -261,8 +261,6 @@ class Reconciler:
         now = self._clock()
         wakes: list[float | None] = []
         try:
-            if self.strays.pending:
-                self.strays.release()
             groups = {g.key: g for g in self.caches.podgroups.snapshot()}
             labelled = resolve_volumes(
                 self.caches.members.snapshot(),
@@ -270,6 +268,9 @@ class Reconciler:
                 self.caches.volumes.snapshot_map() if self.caches.volumes is not None else None)
             members = members_by_group(labelled)
             self._native = native.ignored_by_group(labelled)  # no members: said so in their group's status
+            self.strays.native(labelled)  # stored with a native gang field: cogate's gate comes off
+            if self.strays.pending:  # those, and gated pods that left their group
+                self.strays.release()
             requests = build_group_requests(groups.values(), members, self.config.gate_name)
             if self.restore_reservations:
                 self.preempting.resume(groups, requests, self.memory, now)  # preemptions left in flight

@@ -398,7 +398,7 @@ def member_key(p: PodInfo) -> tuple[str, str] | None:
     and that is not being deleted (no ``deletionTimestamp``). A same-named PodGroup in another
     namespace never matches. A pod in Kubernetes' own gang scheduling (``native``: it sets
     ``spec.schedulingGroup`` or ``spec.workloadRef``) is no member either, whatever its label:
-    native gang scheduling places it (issue 18; the webhook does not gate such a pod).
+    native gang scheduling places it (issue 18; the leader removes cogate's gate: :mod:`cogate.controller.strays`).
     """
     group = p.group
     return (p.namespace, group) if group and not p.deleting and not p.native else None
