@@ -8,6 +8,7 @@ Coscheduling PodGroup, so existing manifests apply unchanged.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 GROUP = "scheduling.x-k8s.io"
 VERSION = "v1alpha1"
@@ -31,6 +32,27 @@ DEFAULT_SCHEDULER_NAME = "default-scheduler"
 #: (``ray-operator/controllers/ray/batchscheduler/scheduler-plugins/scheduler_plugins.go``) and the
 #: training-operator's, MPI operator's and Spark operator's docs tell users to set.
 DEFAULT_ADOPTED_SCHEDULER_NAMES = ("scheduler-plugins-scheduler",)
+
+#: Pod spec fields that put a pod in Kubernetes' own gang scheduling (GenericWorkload, KEP-4671):
+#: ``schedulingGroup`` (1.36+, ``{podGroupName}`` of a ``scheduling.k8s.io`` PodGroup) and
+#: ``workloadRef`` (the 1.35 alpha; tombstoned in 1.36's core/v1). The webhook gates a labelled pod
+#: that sets one like any other (the API server drops the field after admission when GenericWorkload
+#: is off); a stored pod that still has it is native's: the controller does not count it and removes
+#: cogate's gate (:func:`native_gang_field`; docs/semantics.md, "Native gang scheduling").
+NATIVE_GANG_FIELDS = ("schedulingGroup", "workloadRef")
+
+
+def native_gang_field(spec: object) -> str:
+    """``"spec.schedulingGroup"`` or ``"spec.workloadRef"`` when pod spec ``spec`` (API JSON) sets
+    that field (any value but null), else ``""`` (also for a spec that is not an object). The one
+    rule both the webhook and the controller apply; never raises."""
+    if not isinstance(spec, Mapping):
+        return ""
+    for name in NATIVE_GANG_FIELDS:
+        if spec.get(name) is not None:
+            return f"spec.{name}"
+    return ""
+
 
 #: Field manager / event source name used for every write cogate makes.
 COMPONENT = "cogate"

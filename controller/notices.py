@@ -95,6 +95,9 @@ class Reason(StrEnum):
     POD_GROUP_NOT_FOUND = "PodGroupNotFound"
     #: On a pod: it left its group while gated, so its gate was removed.
     LEFT_POD_GROUP = "LeftPodGroup"
+    #: On a pod: it is stored with ``spec.schedulingGroup`` (or ``spec.workloadRef``), so Kubernetes'
+    #: own gang scheduling places it, and cogate's gate was removed.
+    NATIVE_GANG_SCHEDULING = "NativeGangScheduling"
 
 
 class Notice(NamedTuple):
@@ -207,6 +210,15 @@ def left_pod_group(group: str) -> Notice:
     return Notice(NORMAL, Reason.LEFT_POD_GROUP,
                   f"label {api.POD_GROUP_LABEL} no longer names PodGroup {group!r}: "
                   "scheduling gate removed, the pod is scheduled on its own")
+
+
+def native_gang_scheduling(field: str, group: str) -> Notice:
+    """The Normal ``NativeGangScheduling`` event on a labelled pod (label value ``group``) stored with
+    native gang field ``field`` (``"spec.schedulingGroup"``, ``"spec.workloadRef"``) whose cogate gate
+    was removed (:mod:`cogate.controller.strays`)."""
+    return Notice(NORMAL, Reason.NATIVE_GANG_SCHEDULING,
+                  f"{field} kept by the API server: Kubernetes' own gang scheduling places the pod, not "
+                  f"PodGroup {group[:63]!r}; scheduling gate removed")
 
 
 def invalid_member(pod_name: str, exc: Exception) -> Notice:

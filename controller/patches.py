@@ -10,7 +10,9 @@
 - :func:`awaiting_bind`: the one rule for "released, unbound, pinned": the node a released
   member waits on for kube-scheduler to bind it (stale pins, restored reservations, timeout
   evictions);
-- :func:`left_group`: a gated pod whose label no longer names a group is released on its own.
+- :func:`left_group`: a gated pod whose label no longer names a group is released on its own;
+- :func:`left_to_native`: a gated pod stored with a native gang field is released to Kubernetes'
+  own gang scheduling.
 """
 
 from __future__ import annotations
@@ -202,3 +204,11 @@ def left_group(pod: Mapping[str, Any]) -> bool:
     meta = pod.get("metadata") or {}
     labels = meta.get("labels") or {}
     return not labels.get(api.POD_GROUP_LABEL) and not meta.get("deletionTimestamp")
+
+
+def left_to_native(pod: Mapping[str, Any]) -> bool:
+    """The pod (API JSON, as stored) sets ``spec.schedulingGroup`` or ``spec.workloadRef``
+    (:func:`cogate.api.native_gang_field`: the API server kept it, GenericWorkload is on) and is not
+    being deleted: Kubernetes' own gang scheduling places it, so cogate's gate is removed."""
+    meta = pod.get("metadata") or {}
+    return bool(api.native_gang_field(pod.get("spec"))) and not meta.get("deletionTimestamp")

@@ -14,8 +14,8 @@ each handed what it uses (docs/internals.md, "The reconciler and its rooms"):
   held for a preemption in flight, victims marked and deleted, how it ended;
 - :class:`~cogate.controller.provisioning.Provisioning`: asking cluster-autoscaler for a waiting
   gang's nodes (``--provisioning-class``): ProvisioningRequests made, judged, consumed, deleted;
-- :class:`~cogate.controller.strays.Strays`: gated pods that left their group, pods whose
-  PodGroup does not exist, invalid objects;
+- :class:`~cogate.controller.strays.Strays`: gated pods that left their group or are stored with a
+  native gang field (ungated), pods whose PodGroup does not exist, invalid objects;
 - :class:`~cogate.controller.memory.Memories`: what is remembered about each PodGroup between
   passes, one record per group;
 - :class:`~cogate.controller.relaying.Relaying`: a held group's reason told to its owner and
@@ -55,7 +55,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from cogate.controller import lifecycle, notices, refusers, verdicts
+from cogate.controller import lifecycle, native, notices, refusers, verdicts
 from cogate.controller import quota as quota_mod
 from cogate.controller import status as status_mod
 from cogate.controller import replicas
@@ -168,6 +168,8 @@ class Reconciler:
         self._groups_pool = concurrent.futures.ThreadPoolExecutor(max(1, config.workers // 2), "cogate-status")
         #: uids whose reservation a worker dropped during the pass (applied after it).
         self._drop_reservations: set[str] = set()
+        #: This pass's labelled pods left to Kubernetes' own gang scheduling, by (namespace, label).
+        self._native: dict[tuple[str, str], tuple[PodInfo, ...]] = {}
         self._drop_lock = threading.Lock()
         #: What is remembered about each PodGroup between passes, by uid (memory.GroupMemory).
         self.memory = Memories()
@@ -259,14 +261,16 @@ class Reconciler:
         now = self._clock()
         wakes: list[float | None] = []
         try:
-            if self.strays.pending:
-                self.strays.release()
             groups = {g.key: g for g in self.caches.podgroups.snapshot()}
             labelled = resolve_volumes(
                 self.caches.members.snapshot(),
                 self.caches.claims.snapshot_map() if self.caches.claims is not None else None,
                 self.caches.volumes.snapshot_map() if self.caches.volumes is not None else None)
             members = members_by_group(labelled)
+            self._native = native.ignored_by_group(labelled)  # no members: said so in their group's status
+            self.strays.native(labelled)  # stored with a native gang field: cogate's gate comes off
+            if self.strays.pending:  # those, and gated pods that left their group
+                self.strays.release()
             requests = build_group_requests(groups.values(), members, self.config.gate_name)
             if self.restore_reservations:
                 self.preempting.resume(groups, requests, self.memory, now)  # preemptions left in flight
@@ -431,6 +435,7 @@ class Reconciler:
         controller finishes a recorded release), then after-release duties and events."""
         ctx = ctx or Context()
         verdict = self.owners.explain(g, request, verdict, now)  # owners that cannot complete the group
+        verdict = native.explain(verdict, self._native.get(g.key, ()))  # labelled pods native gang-schedules
         memory = self.memory.recall(g.uid)
         checked = self.guard.check(g, verdict, memory, now)  # planned nodes again, back-off, dry run
         findings = self.aftercare.find(g, request, verdict, ctx, memory, checked.refused)

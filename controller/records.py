@@ -29,7 +29,7 @@ from types import MappingProxyType
 from typing import Any, TypeVar
 
 from cogate import gates
-from cogate.api import DEFAULT_SCHEDULER_NAME, POD_GROUP_LABEL
+from cogate.api import DEFAULT_SCHEDULER_NAME, POD_GROUP_LABEL, native_gang_field
 from cogate.controller.resources import QuantityError, ResourceList, effective_request, parse_quantity, to_units
 from cogate.models import parse_time as rfc3339_to_epoch
 
@@ -368,6 +368,10 @@ class PodInfo:
     #: the ``status`` subresource; ``cogate-controller`` when cogate's preemption nominated the pod),
     #: '' without a nomination or when unknown (no managedFields). Read only for gated pods. Not compared.
     nominated_by: str = field(default="", compare=False)
+    #: ``"spec.schedulingGroup"`` / ``"spec.workloadRef"`` when the pod is in Kubernetes' own gang
+    #: scheduling (:func:`cogate.api.native_gang_field`), else ''. Such a pod is no member, whatever
+    #: its label (:func:`member_key`; :mod:`cogate.controller.native` names it in the status).
+    native: str = ""
 
     @property
     def group(self) -> str | None:
@@ -392,10 +396,12 @@ def member_key(p: PodInfo) -> tuple[str, str] | None:
     The one membership rule (docs/semantics.md, "Members and PodGroups"): a member of PodGroup
     ``ns/name`` is a pod of namespace ``ns`` whose pod-group label names ``name`` (not empty)
     and that is not being deleted (no ``deletionTimestamp``). A same-named PodGroup in another
-    namespace never matches.
+    namespace never matches. A pod in Kubernetes' own gang scheduling (``native``: it sets
+    ``spec.schedulingGroup`` or ``spec.workloadRef``) is no member either, whatever its label:
+    native gang scheduling places it (issue 18; the leader removes cogate's gate: :mod:`cogate.controller.strays`).
     """
     group = p.group
-    return (p.namespace, group) if group and not p.deleting else None
+    return (p.namespace, group) if group and not p.deleting and not p.native else None
 
 
 def is_member(p: PodInfo, namespace: str, group: str) -> bool:
@@ -736,6 +742,7 @@ def _pod_info(
         disruption_since=_disruption_since(status) if status.get("conditions") else 0.0,
         nominated_by=(_status_field_manager(meta, "nominatedNodeName")
                       if gate_names and status.get("nominatedNodeName") else ""),
+        native=native_gang_field(spec),
     )
 
 

@@ -6,6 +6,11 @@ Verbs:
   pass): a gated pod that left its group (label removed or emptied) would keep cogate's gate
   for ever, since no PodGroup names it any more; it is read back and, still without the
   label, ungated: it is scheduled as a plain pod (Normal ``LeftPodGroup`` on the pod);
+- :meth:`Strays.native` (each pass) and :meth:`Strays.release`: a gated pod stored with
+  ``spec.schedulingGroup`` or ``spec.workloadRef`` (the API server kept the field: GenericWorkload is
+  on) is no member (:func:`cogate.controller.records.member_key`); it is read back and, still setting
+  the field, only cogate's gate is removed (``test`` + ``remove``): Kubernetes' own gang scheduling
+  places it (Normal ``NativeGangScheduling`` on the pod; issue 18);
 - :meth:`Strays.missing`: each gated member whose PodGroup does not exist is told once
   (Normal ``PodGroupNotFound`` on the pod): it waits for it, and a typo in the label would
   otherwise go unnoticed;
@@ -25,7 +30,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from cogate import api
@@ -36,7 +41,7 @@ from cogate.controller.informer import Informer
 from cogate.controller.inputs import GroupObject, waiting_for_pod_group
 from cogate.controller.metrics import Metrics
 from cogate.controller.notices import ObjectRef, log_extra
-from cogate.controller.patches import left_group
+from cogate.controller.patches import left_group, left_to_native
 from cogate.controller.records import PodInfo
 from cogate.controller.writer import Writer, WriteResult
 
@@ -60,8 +65,9 @@ class Strays:
         self.events = events
         self._clock = clock
         self._leading = leading
-        #: (namespace, name, uid, group) of gated members whose watch reported them gone.
-        self._checks: set[tuple[str, str, str, str]] = set()
+        #: (namespace, name, uid, group, native field) of gated pods to read back and ungate: members
+        #: whose watch reported them gone (field ''), pods stored with a native gang field.
+        self._checks: set[tuple[str, str, str, str, str]] = set()
         self._lock = threading.Lock()  # the informer thread adds, the pass takes
         #: uids of gated members already told that their PodGroup does not exist.
         self._missing_notified: set[str] = set()
@@ -80,7 +86,19 @@ class Strays:
         # Only the leader acts (its informer sees the same event); followers would only pile these up.
         if gone is not None and not gone.bound and gone.gated_by(self.gate) and self._leading():
             with self._lock:
-                self._checks.add((gone.namespace, gone.name, gone.uid, (old or gone).group or ""))
+                self._checks.add((gone.namespace, gone.name, gone.uid, (old or gone).group or "", ""))
+
+    def native(self, pods: Iterable[PodInfo]) -> None:
+        """Each pass (labelled pods as stored): remember each unbound pod, not being deleted, that
+        carries cogate's gate and sets a native gang field (``PodInfo.native``); :meth:`release`
+        reads it back. Only the leader acts."""
+        if not self._leading():
+            return
+        found = {(p.namespace, p.name, p.uid, p.group or "", p.native) for p in pods
+                 if p.native and not p.bound and not p.deleting and p.gated_by(self.gate)}
+        if found:
+            with self._lock:
+                self._checks |= found
 
     @property
     def pending(self) -> bool:
@@ -88,13 +106,23 @@ class Strays:
         return bool(self._checks)
 
     def release(self) -> dict[str, str]:
-        """Remove the gate from pods that left their group while gated; ``{uid: writer result}``."""
+        """Remove the gate from pods that left their group while gated and from pods stored with a
+        native gang field (:meth:`native`), each read back first (:func:`~cogate.controller.patches.left_group`,
+        :func:`~cogate.controller.patches.left_to_native`; else ``skipped``); ``{uid: writer result}``."""
         with self._lock:
             checks, self._checks = self._checks, set()
         out: dict[str, str] = {}
-        for ns, name, uid, group in checks:
-            out[uid] = self.writer.ungate(ns, name, uid, "", only_if=left_group, group=group)
-            if out[uid] == WriteResult.REMOVED:
+        for ns, name, uid, group, field in checks:
+            out[uid] = self.writer.ungate(ns, name, uid, "", only_if=left_to_native if field else left_group,
+                                          group=group)
+            if out[uid] != WriteResult.REMOVED:
+                continue
+            if field:
+                log.info("pod %s/%s sets %s, kept by the API server: Kubernetes gang scheduling places it, "
+                         "gate removed", ns, name, field, extra=log_extra(ns, group))
+                self.metrics.gate_removals.labels("native").inc()
+                self.events.record(pod_ref(ns, name, uid), notices.native_gang_scheduling(field, group))
+            else:
                 log.info("pod %s/%s left PodGroup %s while gated: gate removed", ns, name, group,
                          extra=log_extra(ns, group))
                 self.metrics.gate_removals.labels("left_group").inc()

@@ -11,6 +11,10 @@ Tools of :data:`versions.SOURCES` (cluster-autoscaler) are built instead in plac
 source snapshot in ``shared/third_party`` beside the repository (:func:`third_party_dir`), with
 ``GOFLAGS=-mod=readonly`` (the snapshot's go.sum as it is) and the tool's build tags.
 
+The Kubernetes release (control plane, kubelet, kubectl, and the etcd and kwok that fit it:
+:data:`versions.RELEASES`) is ``--kubernetes-version``, else ``$COGATE_KUBERNETES_VERSION``, else
+:data:`versions.DEFAULT_RELEASE`; every release has its own cache directory.
+
 A tool of :data:`versions.CRDS` (the operators) also gets those CRD manifests copied from its
 downloaded module into its binary directory (:func:`crd_paths`); a directory without them is no
 cached build.
@@ -97,17 +101,21 @@ def cache_dir() -> Path:
     return (Path(xdg) if xdg else Path.home() / ".cache") / "cogate"
 
 
-def bin_dir(tool: str) -> Path:
-    """Directory holding the binaries of ``tool`` (a key of :data:`versions.TOOLS`) at its pinned version."""
-    _, version, _ = versions.TOOLS[tool]
+def bin_dir(tool: str, kubernetes_version: str | None = None) -> Path:
+    """Directory holding the binaries of ``tool`` (a key of :data:`versions.TOOLS`) at its version for
+    the selected Kubernetes release (:func:`versions.tool`: ``kubernetes_version``, else
+    ``$COGATE_KUBERNETES_VERSION``, else the default), e.g. ``<cache>/bin/kubernetes-v1.37.2``.
+    Raises :class:`versions.UnknownRelease`."""
+    _, version, _ = versions.tool(tool, kubernetes_version)
     return cache_dir() / "bin" / f"{tool}-{version}"
 
 
-def binary(name: str) -> Path:
-    """Path of the cached binary ``name`` (e.g. ``"kube-apiserver"``); it may not be built yet."""
+def binary(name: str, kubernetes_version: str | None = None) -> Path:
+    """Path of the cached binary ``name`` (e.g. ``"kube-apiserver"``) of the selected Kubernetes
+    release (see :func:`bin_dir`); it may not be built yet."""
     for tool, names in versions.BINARIES.items():
         if name in names:
-            return bin_dir(tool) / name
+            return bin_dir(tool, kubernetes_version) / name
     raise KeyError(f"unknown binary {name!r}")
 
 
@@ -211,14 +219,15 @@ def crd_paths(tool: str) -> list[Path]:
     return [bin_dir(tool) / Path(c).name for c in versions.CRDS.get(tool, ())]
 
 
-def build_tool(tool: str, log=sys.stderr) -> float:
-    """Build one tool's binaries (and copy its CRDs, :func:`outputs`) into :func:`bin_dir`; returns
-    seconds spent (0 when cached).
+def build_tool(tool: str, log=sys.stderr, kubernetes_version: str | None = None) -> float:
+    """Build one tool's binaries (and copy its CRDs, :func:`outputs`) for the selected Kubernetes
+    release into :func:`bin_dir`; returns seconds spent (0 when cached). Builds of one tool (any
+    version) take turns (:func:`build_lock`).
 
     Raises :class:`BuildError` with the failing command and its output tail.
     """
-    module, version, packages = versions.TOOLS[tool]
-    out = bin_dir(tool)
+    module, version, packages = versions.tool(tool, kubernetes_version)
+    out = bin_dir(tool, kubernetes_version)
     names = versions.BINARIES[tool]
     if all((out / n).is_file() for n in outputs(tool)):
         return 0.0
@@ -317,14 +326,16 @@ def _build_from_source(tool: str, packages: tuple[str, ...], out: Path, names: t
     tmp.rename(out)
 
 
-def ensure_binaries(tools: list[str] | None = None, log=sys.stderr) -> dict[str, float]:
-    """Build every tool not yet cached; returns ``{tool: seconds}`` (0.0 for a cache hit)."""
+def ensure_binaries(tools: list[str] | None = None, log=sys.stderr,
+                    kubernetes_version: str | None = None) -> dict[str, float]:
+    """Build every tool not yet cached, for the selected Kubernetes release (:func:`bin_dir`);
+    returns ``{tool: seconds}`` (0.0 for a cache hit)."""
     spent: dict[str, float] = {}
     for tool in tools or list(versions.TOOLS):
-        spent[tool] = build_tool(tool, log=log)
-        print(f"{tool} {versions.TOOLS[tool][1]}: "
+        spent[tool] = build_tool(tool, log=log, kubernetes_version=kubernetes_version)
+        print(f"{tool} {versions.tool(tool, kubernetes_version)[1]}: "
               + ("cached" if spent[tool] == 0 else f"built in {spent[tool]:.0f}s")
-              + f" -> {bin_dir(tool)}", file=log, flush=True)
+              + f" -> {bin_dir(tool, kubernetes_version)}", file=log, flush=True)
     return spent
 
 
@@ -332,6 +343,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("tools", nargs="*", metavar="TOOL", help=f"tools to build, of {sorted(versions.TOOLS)} (default: all)")
     parser.add_argument("--print-dir", action="store_true", help="print the cache directory and exit")
+    parser.add_argument("--kubernetes-version", metavar="VERSION", default=None,
+                        help=f"Kubernetes release to build, of {', '.join(v.lstrip('v') for v in versions.RELEASES)} "
+                             f"(default: ${versions.KUBERNETES_VERSION_ENV}, else "
+                             f"{versions.DEFAULT_RELEASE.lstrip('v')})")
     args = parser.parse_args(argv)
     if args.print_dir:
         print(cache_dir())
@@ -340,7 +355,11 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown tool(s) {unknown}; choose from {sorted(versions.TOOLS)}")
     try:
-        ensure_binaries(args.tools or None)
+        versions.release(args.kubernetes_version)
+    except versions.UnknownRelease as exc:
+        parser.error(str(exc))
+    try:
+        ensure_binaries(args.tools or None, kubernetes_version=args.kubernetes_version)
     except BuildError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

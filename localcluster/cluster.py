@@ -116,10 +116,6 @@ AUTOSCALER = "cluster-autoscaler"
 STATE_FILE = "state.json"
 STAGES_FILE = Path(__file__).with_name("kwok-stages.yaml")
 
-# kube-controller-manager controllers that need a cloud provider; disabled explicitly
-# although they are no-ops without one.
-_CLOUD_CONTROLLERS = ("-cloud-node-lifecycle-controller", "-service-lb-controller", "-node-route-controller")
-
 
 class ClusterError(RuntimeError):
     """The control plane could not be started, queried or stopped; the message says which
@@ -162,12 +158,26 @@ class LocalCluster:
     and stopped first; it needs the ``cluster-autoscaler`` tool built
     (``python -m cogate.localcluster.build cluster-autoscaler``). Its flags can be extended with
     ``extra_args={"cluster-autoscaler": [...]}``.
+    ``kubernetes_version``: the Kubernetes release to run (``"1.37.2"``; a key of
+    :data:`~cogate.localcluster.versions.RELEASES`, with the etcd and kwok that fit it); default
+    ``$COGATE_KUBERNETES_VERSION``, else :data:`~cogate.localcluster.versions.DEFAULT_RELEASE`.
+    ``feature_gates``: gates to turn on or off (``{"GenericWorkload": True}`` or
+    ``"GenericWorkload=true"``) in kube-apiserver, kube-scheduler and kube-controller-manager, with
+    the ``--runtime-config`` an enabled gate needs (:func:`~cogate.localcluster.versions.feature_gate_flags`);
+    default ``$COGATE_FEATURE_GATES``, else none. Both raise ``ValueError`` (an unknown release
+    lists the supported ones) at construction.
     """
 
     def __init__(self, workdir: str | os.PathLike[str] | None = None, *, keep: bool = False,
                  timeout: float = 60.0, extra_args: Mapping[str, Iterable[str]] | None = None,
                  real_node: bool = False, audit_policy: Mapping[str, Any] | None = None,
-                 autoscaler: AutoscalerSpec | Iterable[NodeGroup] | None = None) -> None:
+                 autoscaler: AutoscalerSpec | Iterable[NodeGroup] | None = None,
+                 kubernetes_version: str | None = None,
+                 feature_gates: str | Mapping[str, bool] | None = None) -> None:
+        #: The Kubernetes release run (:class:`~cogate.localcluster.versions.Release`).
+        self.release = versions.release(kubernetes_version)
+        #: Feature gates set in the control plane ({name: enabled}).
+        self.feature_gates = versions.feature_gates(feature_gates)
         self._own_workdir = workdir is None
         self.workdir = Path(workdir).expanduser().resolve() if workdir is not None else None
         self.keep = keep or os.environ.get("COGATE_KEEP_CLUSTER") == "1"
@@ -259,9 +269,10 @@ class LocalCluster:
             raise ClusterError("cluster already started")
         tools = (versions.CONTROL_PLANE_TOOLS + (versions.NODE_TOOLS if self.real_node else ())
                  + (versions.AUTOSCALER_TOOLS if self.autoscaler else ()))
-        missing = [n for tool in tools for n in versions.BINARIES[tool] if not build.binary(n).is_file()]
+        missing = [n for tool in tools for n in versions.BINARIES[tool] if not self._binary(n).is_file()]
         if missing:
-            raise ClusterError(f"binaries not built: {missing}; run `python -m cogate.localcluster.build`")
+            raise ClusterError(f"binaries not built: {missing}; run `python -m cogate.localcluster.build "
+                               f"--kubernetes-version {self.release.kubernetes.lstrip('v')}`")
         if self.workdir is None:
             self.workdir = Path(tempfile.mkdtemp(prefix="cogate-cluster-"))
         else:
@@ -377,6 +388,8 @@ class LocalCluster:
             "autoscaler": ({"namespace": self.autoscaler.namespace, "groups": [g.name for g in self.autoscaler.groups]}
                            if self.autoscaler is not None else None),
             "timings": self.timings,
+            "kubernetes_version": self.release.kubernetes,
+            "feature_gates": self.feature_gates,
             "started_at": time.time(),
         }
         tmp = self.state_file.with_suffix(".tmp")
@@ -398,7 +411,9 @@ class LocalCluster:
         """A LocalCluster object for a running (detached) cluster described by state file ``path``;
         ``kubectl``, ``api_client``, ``add_nodes`` and ``stop`` work on it."""
         state = cls.read_state(path)
-        self = cls(state["workdir"], keep=bool(state.get("keep")), real_node=bool(state.get("real_node")))
+        self = cls(state["workdir"], keep=bool(state.get("keep")), real_node=bool(state.get("real_node")),
+                   kubernetes_version=state.get("kubernetes_version") or versions.DEFAULT_RELEASE,
+                   feature_gates=state.get("feature_gates") or {})
         if state.get("real_node"):
             from .host.realnode import RealNode
 
@@ -431,7 +446,7 @@ class LocalCluster:
 
         Raises :class:`ClusterError` with the command and stderr when ``check`` and it fails.
         """
-        cmd = [str(build.binary("kubectl")), "--kubeconfig", str(self.kubeconfig), *args]
+        cmd = [str(self._binary("kubectl")), "--kubeconfig", str(self.kubeconfig), *args]
         proc = subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=timeout)
         if check and proc.returncode != 0:
             raise ClusterError(f"`kubectl {' '.join(args)}` failed with exit code {proc.returncode}:\n"
@@ -510,8 +525,13 @@ class LocalCluster:
                 self.node.write_files(ca_cert=ca_cert, ca_key=ca_key, ca_file=pk / "ca.crt", server=server)
 
     # -- internals: processes ---------------------------------------------------
+    def _binary(self, name: str) -> Path:
+        """The cached binary ``name`` of this cluster's release (:func:`build.binary`)."""
+        return build.binary(name, self.release.kubernetes)
+
     def _spawn(self, name: str, args: list[str], env: Mapping[str, str] | None = None) -> None:
-        argv = [str(build.binary(name)), *args, *self.extra_args.get(name, [])]
+        gates = versions.feature_gate_flags(self.release, self.feature_gates).get(name, [])
+        argv = [str(self._binary(name)), *args, *gates, *self.extra_args.get(name, [])]
         self.procs[name] = spawn(name, argv, self.log_path(name), cwd=self.workdir, env=env)
 
     def _start_etcd(self) -> None:
@@ -552,6 +572,7 @@ class LocalCluster:
             "--allow-privileged=true",
             "--profiling=false",
             "--v=1",
+            *(self.release.loopback_flags if not self.real_node else ()),
             *([f"--kubelet-client-certificate={pk / 'apiserver-kubelet-client.crt'}",
                f"--kubelet-client-key={pk / 'apiserver-kubelet-client.key'}",
                f"--kubelet-certificate-authority={pk / 'ca.crt'}",
@@ -599,7 +620,8 @@ class LocalCluster:
         pk = self._path("pki")
         self._spawn("kube-controller-manager", [
             *self._component_common("kube-controller-manager"),
-            "--controllers=" + ",".join(("*",) + _CLOUD_CONTROLLERS),
+            # the cloud-provider controllers off explicitly (no-ops without a provider; gone in 1.37)
+            "--controllers=" + ",".join(("*", *(f"-{c}" for c in self.release.cloud_controllers))),
             "--use-service-account-credentials=true",
             f"--service-account-private-key-file={pk / 'sa.key'}",
             f"--root-ca-file={pk / 'ca.crt'}",

@@ -27,7 +27,8 @@ import json
 import os
 import shutil
 import sys
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import build, versions
@@ -76,7 +77,9 @@ class UpPlan:
     and the controller as local processes; false with ``--no-cogate`` (the chart installs them).
     ``autoscaler``: how to run cluster-autoscaler (:data:`DEV_AUTOSCALER`), None without
     ``--autoscaler``. ``controller_args``: appended to the controller's command line
-    (``--provisioning-class <class>`` with ``--autoscaler``).
+    (``--provisioning-class <class>`` with ``--autoscaler``). ``kubernetes_version``: the release
+    (a key of :data:`versions.RELEASES`, ``--kubernetes-version``, else ``$COGATE_KUBERNETES_VERSION``,
+    else the default); ``feature_gates``: ``--feature-gates`` (else ``$COGATE_FEATURE_GATES``) parsed.
     """
 
     tools: tuple[str, ...]
@@ -84,6 +87,8 @@ class UpPlan:
     cogate: bool
     autoscaler: AutoscalerSpec | None = None
     controller_args: tuple[str, ...] = ()
+    kubernetes_version: str = versions.DEFAULT_RELEASE
+    feature_gates: Mapping[str, bool] = field(default_factory=dict)
 
 
 #: The autoscaler of ``dev up --autoscaler``: the group :data:`AUTOSCALED`; scale-down on, an
@@ -95,13 +100,17 @@ DEV_AUTOSCALER = AutoscalerSpec(groups=(AUTOSCALED,), scale_down_unneeded_time=6
 PROVISIONING_FLAG = "--provisioning-class"
 
 
-def plan(args: argparse.Namespace) -> UpPlan:
-    """The :class:`UpPlan` of parsed ``dev up`` arguments (pure: builds and starts nothing)."""
+def plan(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> UpPlan:
+    """The :class:`UpPlan` of parsed ``dev up`` arguments (builds and starts nothing; reads
+    ``environ`` for the release and gates not given). Raises ``ValueError`` for an unknown release
+    (listing the supported ones) or a malformed feature gate."""
     autoscaler = DEV_AUTOSCALER if args.autoscaler else None
     return UpPlan(tools=(versions.CONTROL_PLANE_TOOLS + (versions.NODE_TOOLS if args.real_node else ())
                          + (versions.AUTOSCALER_TOOLS if autoscaler else ())),
                   real_node=args.real_node, cogate=args.cogate, autoscaler=autoscaler,
-                  controller_args=(PROVISIONING_FLAG, PROVISIONING_CLASS) if autoscaler and args.cogate else ())
+                  controller_args=(PROVISIONING_FLAG, PROVISIONING_CLASS) if autoscaler and args.cogate else (),
+                  kubernetes_version=versions.release(args.kubernetes_version, environ).kubernetes,
+                  feature_gates=versions.feature_gates(args.feature_gates, environ))
 
 
 def controller_flags() -> set[str]:
@@ -130,16 +139,21 @@ def up(args: argparse.Namespace) -> int:
         print(f"a dev environment is already up (state {cluster_state}); run `cogate dev down` first",
               file=sys.stderr)
         return 1
-    todo = plan(args)
     try:
-        build.ensure_binaries(list(todo.tools))
+        todo = plan(args)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        build.ensure_binaries(list(todo.tools), kubernetes_version=todo.kubernetes_version)
     except build.BuildError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     controller_args, dropped = supported_controller_args(todo.controller_args, controller_flags()) \
         if todo.controller_args else ((), [])
     cluster = LocalCluster(workdir=dev_dir() / "cluster", keep=True, real_node=todo.real_node,
-                           autoscaler=todo.autoscaler)
+                           autoscaler=todo.autoscaler, kubernetes_version=todo.kubernetes_version,
+                           feature_gates=todo.feature_gates)
     try:
         cluster.start(detach=True)
         cluster.add_nodes(args.nodes, prefix="node-", cpu=args.cpu, memory=args.memory, pods=args.pods,
@@ -152,7 +166,9 @@ def up(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         LocalCluster.stop_from_state(cluster_state, keep=False) if cluster_state.exists() else None
         return 1
-    print(f"cogate dev environment is up: {args.nodes} node(s) of cpu {args.cpu}, memory {args.memory}")
+    print(f"cogate dev environment is up: Kubernetes {todo.kubernetes_version}"
+          + "".join(f", {k}={'true' if v else 'false'}" for k, v in sorted(todo.feature_gates.items()))
+          + f", {args.nodes} node(s) of cpu {args.cpu}, memory {args.memory}")
     if todo.real_node:
         print(f"  real node {NODE_NAME} ({NODE_IP}), tainted "
               f"{NODE_TAINT['key']}={NODE_TAINT['value']}:{NODE_TAINT['effect']}; "
@@ -172,7 +188,7 @@ def up(args: argparse.Namespace) -> int:
         print("  cogate is not installed (--no-cogate): no PodGroup CRD, webhook or controller; install it "
               "with the chart (README.md, \"Using it on a real cluster\")")
     print(f"  export KUBECONFIG={cluster.kubeconfig}")
-    print(f"  kubectl: {build.binary('kubectl')} (or any kubectl >= 1.30)")
+    print(f"  kubectl: {build.binary('kubectl', todo.kubernetes_version)} (or any kubectl >= 1.30)")
     print(f"  logs: {dev_dir()}/cluster/*.log"
           + (f", {dev_dir()}/cogate/{{webhook,controller}}.log" if todo.cogate else ""))
     print("  stop it with: cogate dev down")
@@ -254,6 +270,14 @@ def build_parser() -> argparse.ArgumentParser:
                       help="install the PodGroup CRD and run cogate's webhook and controller as local "
                            "processes; --no-cogate leaves them out, for installing cogate with the Helm "
                            "chart instead (default: on)")
+    p_up.add_argument("--kubernetes-version", metavar="VERSION", default=None,
+                      help="Kubernetes release of the control plane, one of "
+                           f"{', '.join(v.lstrip('v') for v in versions.RELEASES)} (default: "
+                           f"${versions.KUBERNETES_VERSION_ENV}, else {versions.DEFAULT_RELEASE.lstrip('v')})")
+    p_up.add_argument("--feature-gates", metavar="NAME=BOOL[,...]", default=None,
+                      help="feature gates of kube-apiserver, kube-scheduler and kube-controller-manager, e.g. "
+                           "GenericWorkload=true (native gang scheduling; its API version is turned on too) "
+                           f"(default: ${versions.FEATURE_GATES_ENV}, else none)")
     sub.add_parser("down", help="stop everything `cogate dev up` started and remove its files",
                    description="Stop every process `cogate dev up` started and remove its directory.")
     sub.add_parser("status", help="show the processes of the dev environment",

@@ -5,6 +5,11 @@ One place for them: the build (``build.py``), the README and the CI read these.
 
 from __future__ import annotations
 
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
 #: Kubernetes release built for kube-apiserver, kube-scheduler,
 #: kube-controller-manager and kubectl. v1.36's go.mod says ``go 1.26.0``,
 #: which matches the Go 1.26 toolchain installed on our machines.
@@ -98,6 +103,140 @@ BUILD_TAGS: dict[str, tuple[str, ...]] = {
 #: ``$COGATE_THIRD_PARTY_DIR``; see ``build.third_party_dir``), built with ``GOFLAGS=-mod=readonly``
 #: (its go.mod and go.sum as they are; the modules still come from the module proxy).
 SOURCES: dict[str, str] = {"cluster-autoscaler": f"cluster-autoscaler-{CLUSTER_AUTOSCALER}"}
+
+# ---------------------------------------------------------------- Kubernetes releases (issue 18)
+
+#: Environment variable naming the Kubernetes release where no explicit one is given
+#: (``LocalCluster``, ``cogate dev up``, the test fixtures, ``python -m cogate.localcluster.build``),
+#: e.g. ``COGATE_KUBERNETES_VERSION=1.37.2 make test``.
+KUBERNETES_VERSION_ENV = "COGATE_KUBERNETES_VERSION"
+#: Environment variable of feature gates turned on or off in the control plane where none are given,
+#: as kube-apiserver's ``--feature-gates`` writes them: ``GenericWorkload=true[,Name=false...]``.
+FEATURE_GATES_ENV = "COGATE_FEATURE_GATES"
+
+
+@dataclass(frozen=True)
+class Release:
+    """One Kubernetes release the local control plane runs, with the versions that fit it.
+
+    ``kubernetes``: the k8s.io/kubernetes tag (control plane, kubectl, kubelet, kube-proxy);
+    ``etcd``: the etcd server of the line kube-apiserver's go.mod requires (its client) and
+    ``hack/lib/etcd.sh`` runs; ``kwok``: the kwok release (it talks to the API server through
+    client-go only, so one release fits several); ``runtime_config``: feature gate -> the
+    ``--runtime-config`` entries of kube-apiserver the gate needs to serve its API (a beta or alpha
+    API version is off by default even when its gate is on); ``loopback_flags``: kube-apiserver
+    flags the release needs when it binds and advertises 127.0.0.1 (no real node);
+    ``cloud_controllers``: kube-controller-manager's cloud-provider controllers of the release,
+    turned off explicitly (``--controllers=*,-<name>``; a name the release does not know is an error).
+    """
+
+    kubernetes: str
+    etcd: str
+    kwok: str
+    runtime_config: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    loopback_flags: tuple[str, ...] = ()
+    cloud_controllers: tuple[str, ...] = ("cloud-node-lifecycle-controller", "service-lb-controller",
+                                          "node-route-controller")
+
+
+#: The releases, by k8s.io/kubernetes tag. Both go.mod files say ``go 1.26.0`` (the Go 1.26 toolchain
+#: builds them). GenericWorkload (native gang scheduling, KEP-4671): alpha in 1.35-1.36 with the
+#: ``scheduling.k8s.io/v1alpha2`` Workload and PodGroup, beta (still off by default) in 1.37 with
+#: ``scheduling.k8s.io/v1beta1`` (k8s.io/kubernetes pkg/registry/scheduling/rest).
+RELEASES: dict[str, Release] = {
+    "v1.36.3": Release("v1.36.3", etcd=ETCD, kwok=KWOK,
+                       runtime_config={"GenericWorkload": ("scheduling.k8s.io/v1alpha2=true",)}),
+    # kube-apiserver 1.37's go.mod requires go.etcd.io/etcd/client/v3 v3.7.0 (hack/lib/etcd.sh: 3.7.0).
+    # kube-apiserver 1.37 refuses a loopback advertise address with an endpoint reconciler ("cannot
+    # use public IP 127.0.0.1 with endpoint reconciler", pkg/controlplane/instance.go ValidateIP;
+    # 1.36 only warned): without a real node it runs with none, so the `kubernetes` Service has no
+    # endpoints (nothing uses them there: kwok's pods run nothing).
+    "v1.37.2": Release("v1.37.2", etcd="v3.7.3", kwok=KWOK,
+                       runtime_config={"GenericWorkload": ("scheduling.k8s.io/v1beta1=true",)},
+                       loopback_flags=("--endpoint-reconciler-type=none",),
+                       # kube-controller-manager 1.37 no longer has the cloud controllers ("... is not in
+                       # the list of known controllers")
+                       cloud_controllers=()),
+}
+#: The release used when none is selected.
+DEFAULT_RELEASE = KUBERNETES
+#: Tools whose version follows the release (the others have one pin for every release).
+RELEASE_TOOLS = ("kubernetes", "kubernetes-node", "etcd", "kwok")
+
+
+class UnknownRelease(ValueError):
+    """A Kubernetes version that is not in :data:`RELEASES`; the message lists the supported ones."""
+
+
+def release(version: str | None = None, environ: Mapping[str, str] = os.environ) -> Release:
+    """The :class:`Release` of ``version`` (``1.37.2`` or ``v1.37.2``); when ``version`` is None or
+    empty, of ``$COGATE_KUBERNETES_VERSION``, else :data:`DEFAULT_RELEASE`. Raises
+    :class:`UnknownRelease` naming the version, where it came from and the supported ones."""
+    source = "kubernetes version"
+    if not version:
+        version, source = environ.get(KUBERNETES_VERSION_ENV, ""), f"${KUBERNETES_VERSION_ENV}"
+    if not version:
+        return RELEASES[DEFAULT_RELEASE]
+    tag = version if version.startswith("v") else f"v{version}"
+    if tag not in RELEASES:
+        raise UnknownRelease(f"{source} {version!r} is not supported; choose one of "
+                             f"{', '.join(t.lstrip('v') for t in RELEASES)} (default {DEFAULT_RELEASE.lstrip('v')})")
+    return RELEASES[tag]
+
+
+def tool(name: str, kubernetes_version: str | None = None) -> tuple[str, str, tuple[str, ...]]:
+    """``(module, version, packages)`` of tool ``name`` (a key of :data:`TOOLS`) for the selected
+    release (:func:`release`): :data:`RELEASE_TOOLS` take the release's version, the others their
+    one pin. Raises KeyError for an unknown tool, :class:`UnknownRelease`."""
+    module, version, packages = TOOLS[name]
+    if name in RELEASE_TOOLS:
+        r = release(kubernetes_version)
+        version = {"kubernetes": r.kubernetes, "kubernetes-node": r.kubernetes, "etcd": r.etcd, "kwok": r.kwok}[name]
+    return module, version, packages
+
+
+_GATE = re.compile(r"^[A-Z][A-Za-z0-9]*$")
+
+
+def feature_gates(text: str | Mapping[str, bool] | None = None,
+                  environ: Mapping[str, str] = os.environ) -> dict[str, bool]:
+    """Feature gates as ``{name: enabled}``, from ``text`` (``"GenericWorkload=true,Foo=false"``,
+    as ``--feature-gates`` writes them, or a mapping); when None, from ``$COGATE_FEATURE_GATES``
+    (empty: none). Raises ``ValueError`` naming the entry that is not ``Name=true|false``."""
+    if text is None:
+        text = environ.get(FEATURE_GATES_ENV, "")
+    if isinstance(text, Mapping):
+        items = [(k, v) for k, v in text.items()]
+    else:
+        items = []
+        for entry in (e.strip() for e in text.split(",")):
+            if not entry:
+                continue
+            name, sep, value = entry.partition("=")
+            if not sep or value.lower() not in ("true", "false"):
+                raise ValueError(f"feature gate {entry!r}: expected Name=true or Name=false")
+            items.append((name.strip(), value.lower() == "true"))
+    out: dict[str, bool] = {}
+    for name, value in items:
+        if not _GATE.match(name) or not isinstance(value, bool):
+            raise ValueError(f"feature gate {name!r}={value!r}: expected a gate name (e.g. GenericWorkload) "
+                             "and true or false")
+        out[name] = value
+    return out
+
+
+def feature_gate_flags(r: Release, gates: Mapping[str, bool]) -> dict[str, list[str]]:
+    """Extra flags per component for ``gates`` on release ``r``: ``--feature-gates`` for
+    kube-apiserver, kube-scheduler and kube-controller-manager (the gates are per process), and
+    ``--runtime-config`` for kube-apiserver with the API versions an enabled gate needs
+    (:attr:`Release.runtime_config`). ``{}`` without gates. Pure."""
+    if not gates:
+        return {}
+    flag = "--feature-gates=" + ",".join(f"{k}={'true' if v else 'false'}" for k, v in sorted(gates.items()))
+    runtime = [rc for k, v in sorted(gates.items()) if v for rc in r.runtime_config.get(k, ())]
+    return {"kube-apiserver": [flag, *([f"--runtime-config={','.join(runtime)}"] if runtime else [])],
+            "kube-scheduler": [flag], "kube-controller-manager": [flag]}
+
 
 #: Tools the control plane needs (``LocalCluster``); the real node needs :data:`NODE_TOOLS` too.
 CONTROL_PLANE_TOOLS = ("etcd", "kubernetes", "kwok")

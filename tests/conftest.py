@@ -4,6 +4,9 @@
   Go binaries are built first if missing (a cache hit takes well under a second). Started
   once per test session, only when an e2e test asks for it; stopped at the end of the session.
   ``COGATE_KEEP_CLUSTER=1`` keeps its work dir (logs, etcd data, kubeconfig) for post-mortems.
+  ``COGATE_KUBERNETES_VERSION=1.37.2`` runs it (and every other LocalCluster of the session) on
+  that release, ``COGATE_FEATURE_GATES=GenericWorkload=true`` with those gates
+  (:data:`cogate.localcluster.versions.RELEASES`; default v1.36.3, no gates).
 - ``kube``: a ``kubernetes.client.ApiClient`` (admin) on that cluster, closed after the test.
 - ``namespace``: a fresh namespace per test (name derived from the test name), deleted after.
 - ``real_cluster`` (session): a second, separate LocalCluster with a real kubelet node

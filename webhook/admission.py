@@ -31,6 +31,16 @@ Rules, in order (first match wins):
    ``spec.schedulingGates`` (creating the list if absent or null). No other gate or
    field is touched, except for the scheduler-name adoption below.
 
+**Native gang scheduling** (Kubernetes' own, GenericWorkload; issue 18): a labelled pod that
+sets ``spec.schedulingGroup`` (1.36+) or ``spec.workloadRef`` (the 1.35 alpha;
+:func:`cogate.api.native_gang_field`) goes through the rules above like any other (gated, adopted,
+refused or warned alike) and, when it leaves admission gated (rules 7 and 8), gets one more
+warning (:func:`native_warning`). The webhook cannot know whether the field survives admission:
+with GenericWorkload off (the default on every release up to 1.37) the API server drops it after
+the mutating webhooks ran, and the pod is stored as an ordinary member; left ungated, it would be
+bound alone. Only the stored pod tells: when it still has the field, it is no member and the
+controller removes cogate's gate, so native places it (docs/semantics.md, "Native gang scheduling").
+
 **Scheduler-name adoption** (``--adopt-scheduler-name``, issue 20): a pod that leaves
 admission gated (rules 7 and 8) and whose ``spec.schedulerName`` is one of the adopted
 names (chart default ``scheduler-plugins-scheduler``, the name KubeRay hard-codes and the
@@ -69,7 +79,8 @@ from typing import Any
 import orjson
 
 from cogate import gates
-from cogate.api import DEFAULT_GATE_NAME, DEFAULT_SCHEDULER_NAME, POD_GROUP_LABEL, pod_group_name_error, validate_gate_name
+from cogate.api import (DEFAULT_GATE_NAME, DEFAULT_SCHEDULER_NAME, POD_GROUP_LABEL, native_gang_field,
+                        pod_group_name_error, validate_gate_name)
 
 __all__ = [
     "ADMISSION_API_VERSION",
@@ -82,6 +93,7 @@ __all__ = [
     "adoption_warning",
     "evaluate",
     "gate_patch",
+    "native_warning",
     "validate_adoption",
     "validate_gate_name",
 ]
@@ -281,6 +293,14 @@ def adoption_warning(old: str) -> str:
     return f"schedulerName {old[:50]!r} -> {DEFAULT_SCHEDULER_NAME!r}: adopted by cogate"
 
 
+def native_warning(native: str) -> str:
+    """The extra admission warning of a gated pod that sets ``native`` (``"spec.schedulingGroup"``
+    or ``"spec.workloadRef"``; module docstring, "Native gang scheduling"), at most 120 characters:
+    ``spec.schedulingGroup set: if Kubernetes gang scheduling is on, it places the pod and cogate
+    removes its gate``."""
+    return f"{native} set: if Kubernetes gang scheduling is on, it places the pod and cogate removes its gate"
+
+
 def evaluate(review: Any, gate_name: str = DEFAULT_GATE_NAME,
              scheduler_names: frozenset[str] = frozenset({DEFAULT_SCHEDULER_NAME}),
              adopted: frozenset[str] = frozenset()) -> Admission:
@@ -357,12 +377,15 @@ def evaluate(review: Any, gate_name: str = DEFAULT_GATE_NAME,
     scheduler = _str(spec.get("schedulerName"), "request.object.spec.schedulerName") or DEFAULT_SCHEDULER_NAME
     patch = gate_patch(obj, gate_name)
     outcome = Outcome.GATED if patch is not None else Outcome.ALREADY_GATED
+    native = native_gang_field(spec)
+    extra = {"group": group} | ({"native": native} if native else {})
+    also = (native_warning(native),) if native else ()
     if scheduler in adopted:
         patch = [*(patch or ()), {"op": "replace", "path": "/spec/schedulerName", "value": DEFAULT_SCHEDULER_NAME}]
-        return Admission(outcome=outcome, patch=patch, warnings=(adoption_warning(scheduler),), adopted=scheduler,
-                         extra={"group": group, "adopted": scheduler}, **base)
-    warnings = _scheduler_warning(scheduler, group, scheduler_names)
-    return Admission(outcome=outcome, patch=patch, warnings=warnings, extra={"group": group}, **base)
+        return Admission(outcome=outcome, patch=patch, warnings=(adoption_warning(scheduler), *also),
+                         adopted=scheduler, extra=extra | {"adopted": scheduler}, **base)
+    warnings = _scheduler_warning(scheduler, group, scheduler_names) + also
+    return Admission(outcome=outcome, patch=patch, warnings=warnings, extra=extra, **base)
 
 
 def _scheduler_warning(scheduler: str, group: str, scheduler_names: frozenset[str]) -> tuple[str, ...]:

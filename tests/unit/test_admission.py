@@ -26,6 +26,7 @@ from cogate.webhook.admission import (
     admit,
     evaluate,
     gate_patch,
+    native_warning,
     validate_adoption,
     validate_gate_name,
 )
@@ -673,3 +674,90 @@ def test_property_adopted_pod_is_gated_once_names_no_adopted_scheduler_and_is_id
         p["spec"].pop("schedulingGates", None)
         p["spec"].pop("schedulerName", None)
     assert patched == pod
+
+
+# --- Kubernetes' own gang scheduling (issue 18 item 3) -----------------------------------------
+
+#: What each native field looks like on a pod: 1.36+ ``schedulingGroup`` (a scheduling.k8s.io
+#: PodGroup), the 1.35 alpha ``workloadRef`` (a Workload and its pod group).
+NATIVE_VALUES = {"schedulingGroup": {"podGroupName": "train-pg"},
+                 "workloadRef": {"name": "train", "podGroup": "workers"}}
+
+
+def native_pod(group: str | None, fields: tuple[str, ...], gates: Any = "absent",
+               scheduler: str | None = None) -> dict[str, Any]:
+    pod = job_pod(group, gates=gates)
+    for f in fields:
+        pod["spec"][f] = copy.deepcopy(NATIVE_VALUES[f])
+    if scheduler is not None:
+        pod["spec"]["schedulerName"] = scheduler
+    return pod
+
+
+def _without_native(pod: dict[str, Any]) -> dict[str, Any]:
+    plain = copy.deepcopy(pod)
+    for f in NATIVE_VALUES:
+        plain["spec"].pop(f, None)
+    return plain
+
+
+@pytest.mark.parametrize("label", ["train", "", "Train_Job.v1", None])
+@pytest.mark.parametrize("fields", [(), ("schedulingGroup",), ("workloadRef",), ("schedulingGroup", "workloadRef")])
+@pytest.mark.parametrize("gates", ["absent", [OURS], [OTHER_GATE, OURS], [OTHER_GATE]])
+@pytest.mark.parametrize("scheduler", [None, SPS, "other-scheduler"])
+@pytest.mark.parametrize("node", [None, "node-1"])
+def test_native_rule_over_every_combination(label, fields, gates, scheduler, node):
+    """A native field changes nothing but one more warning on a pod that leaves admission gated:
+    the webhook cannot know whether the API server keeps the field (GenericWorkload off drops it)."""
+    pod = native_pod(label, fields, gates, scheduler)
+    if node is not None:
+        pod["spec"]["nodeName"] = node
+    rv = review(pod)
+    before = copy.deepcopy(rv)
+    d = evaluate(rv, adopted=ADOPTED)
+    response = admit(rv, adopted=ADOPTED)["response"]
+    assert rv == before
+    plain = evaluate(review(_without_native(pod)), adopted=ADOPTED)
+    assert (d.outcome, d.patch, d.refusal, d.adopted) == (plain.outcome, plain.patch, plain.refusal, plain.adopted)
+    assert response["allowed"] is (d.outcome != Outcome.INVALID_GROUP)
+    gated = d.outcome in (Outcome.GATED, Outcome.ALREADY_GATED)
+    assert gated == (label == "train" and node is None)
+    if not (fields and gated):  # no native field, or a pod the rules leave ungated: exactly the plain decision
+        assert (d.warnings, d.extra) == (plain.warnings, plain.extra)
+        return
+    assert d.warnings == (*plain.warnings, native_warning(f"spec.{fields[0]}"))
+    assert d.extra == plain.extra | {"native": f"spec.{fields[0]}"}
+    after = apply_response(pod, admit(rv, adopted=ADOPTED))
+    assert after["spec"]["schedulingGates"].count(OURS) == 1  # gated like any member
+    assert after["spec"]["schedulerName"] == ("default-scheduler" if scheduler in (None, SPS) else scheduler)
+    assert {f: after["spec"][f] for f in fields} == {f: NATIVE_VALUES[f] for f in fields}  # the field is kept
+
+
+@pytest.mark.parametrize("value", [None])
+def test_a_null_native_field_is_no_native_field(value):
+    pod = job_pod()
+    pod["spec"]["schedulingGroup"] = value
+    pod["spec"]["workloadRef"] = value
+    d = evaluate(review(pod))
+    assert (d.outcome, d.warnings, d.extra) == (Outcome.GATED, (), {"group": "train"})
+
+
+def test_native_warning_exact_and_short():
+    assert native_warning("spec.schedulingGroup") == (
+        "spec.schedulingGroup set: if Kubernetes gang scheduling is on, it places the pod and cogate removes its gate")
+    assert max(len(native_warning(f"spec.{f}")) for f in NATIVE_VALUES) <= 120
+
+
+@settings(max_examples=200, deadline=None)
+@given(names=st.lists(_gate_names, unique=True, max_size=6), field=st.sampled_from(sorted(NATIVE_VALUES)),
+       gate=st.sampled_from([DEFAULT_GATE_NAME, "example.com/gang"]))
+def test_property_native_pods_leave_admission_gated_like_any_member(names, field, gate):
+    pod = native_pod("train", (field,))
+    if names:
+        pod["spec"]["schedulingGates"] = [{"name": n} for n in names]
+    after = apply_response(pod, admit(review(pod), gate_name=gate))
+    plain = apply_response(_without_native(pod), admit(review(_without_native(pod)), gate_name=gate))
+    result = [g["name"] for g in after["spec"]["schedulingGates"]]
+    assert result == [g["name"] for g in plain["spec"]["schedulingGates"]]
+    assert result.count(gate) == 1 and [n for n in result if n != gate] == [n for n in names if n != gate]
+    assert after["spec"][field] == NATIVE_VALUES[field]

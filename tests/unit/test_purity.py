@@ -33,6 +33,7 @@ PURE = [
     "cogate.controller.spread",
     "cogate.controller.volumes",
     "cogate.controller.quota",
+    "cogate.controller.native",
     "cogate.controller.lifecycle",
     "cogate.controller.planstate",
     "cogate.controller.refusers",
