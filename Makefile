@@ -13,14 +13,24 @@
 # `make demo` and `make dev-up` build only what they run (the control plane: etcd,
 # kubernetes, kwok; `cogate demo` and `cogate dev up` build it themselves; `dev up --autoscaler`
 # adds cluster-autoscaler); `make binaries` builds everything `make test` needs: every Go tool
-# (the operators too) and the real node's pause image.
+# (the operators too) and the real node's pause image, and the control plane of each release in
+# OTHER_RELEASES, on which `make test` then runs a representative end-to-end subset (RELEASE_SUBSET),
+# and NATIVE_SUBSET with GenericWorkload on where NATIVE_RELEASES says (localcluster/versions.py RELEASES).
 
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
+# Releases besides the default (localcluster/versions.py DEFAULT_RELEASE) that `make test` covers with
+# RELEASE_SUBSET (the README example, release, lifecycle, native gang scheduling), and those of them
+# run again with Kubernetes' own gang scheduling on (GenericWorkload, 1.37 beta) for NATIVE_SUBSET.
+OTHER_RELEASES ?= 1.37.2
+NATIVE_RELEASES ?= 1.37.2
+RELEASE_SUBSET ?= tests/e2e/test_example.py tests/e2e/test_lifecycle_release.py tests/e2e/test_lifecycle.py \
+	tests/e2e/test_native.py
+NATIVE_SUBSET ?= tests/e2e/test_example.py tests/e2e/test_native.py
 
-.PHONY: demo test unit e2e binaries image bench dev-up dev-down clean
+.PHONY: demo test test-releases unit e2e binaries image bench dev-up dev-down clean
 
 $(VENV)/.installed: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +41,7 @@ $(VENV)/.installed: pyproject.toml setup.py
 
 binaries: $(VENV)/.installed
 	$(PY) -m cogate.localcluster.build
+	@for r in $(OTHER_RELEASES); do $(PY) -m cogate.localcluster.build --kubernetes-version $$r etcd kubernetes kwok || exit 1; done
 	$(PY) -m cogate.localcluster.host.pauseimage
 
 # The container image from the Dockerfile with buildah (installed with apt-get when missing
@@ -44,6 +55,19 @@ demo: $(VENV)/.installed
 
 test: binaries
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
+	$(MAKE) --no-print-directory test-releases
+
+# RELEASE_SUBSET on each of OTHER_RELEASES, then NATIVE_SUBSET with GenericWorkload on for NATIVE_RELEASES.
+test-releases: binaries
+	@for r in $(OTHER_RELEASES); do \
+		echo "== Kubernetes $$r: $(RELEASE_SUBSET)"; \
+		COGATE_KUBERNETES_VERSION=$$r $(VENV)/bin/pytest -m e2e $(PYTEST_ARGS) $(RELEASE_SUBSET) || exit 1; \
+	done
+	@for r in $(NATIVE_RELEASES); do \
+		echo "== Kubernetes $$r with GenericWorkload=true: $(NATIVE_SUBSET)"; \
+		COGATE_KUBERNETES_VERSION=$$r COGATE_FEATURE_GATES=GenericWorkload=true \
+			$(VENV)/bin/pytest -m e2e $(PYTEST_ARGS) $(NATIVE_SUBSET) || exit 1; \
+	done
 
 unit: $(VENV)/.installed
 	$(VENV)/bin/pytest -m 'not e2e' $(PYTEST_ARGS)
