@@ -139,8 +139,8 @@ class Release:
                                           "node-route-controller")
 
 
-#: The releases, by k8s.io/kubernetes tag. Both go.mod files say ``go 1.26.0`` (the Go 1.26 toolchain
-#: builds them). GenericWorkload (native gang scheduling, KEP-4671): alpha in 1.35-1.36 with the
+#: The releases, by k8s.io/kubernetes tag. The go.mod files of 1.36 and 1.37 say ``go 1.26.0``, 1.30's
+#: ``go 1.22.0`` (the Go 1.26 toolchain builds them all). GenericWorkload (native gang scheduling, KEP-4671): alpha in 1.35-1.36 with the
 #: ``scheduling.k8s.io/v1alpha2`` Workload and PodGroup, beta (still off by default) in 1.37 with
 #: ``scheduling.k8s.io/v1beta1`` (k8s.io/kubernetes pkg/registry/scheduling/rest).
 RELEASES: dict[str, Release] = {
