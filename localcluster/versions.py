@@ -139,11 +139,15 @@ class Release:
                                           "node-route-controller")
 
 
-#: The releases, by k8s.io/kubernetes tag. Both go.mod files say ``go 1.26.0`` (the Go 1.26 toolchain
-#: builds them). GenericWorkload (native gang scheduling, KEP-4671): alpha in 1.35-1.36 with the
+#: The releases, by k8s.io/kubernetes tag. The go.mod files of 1.36 and 1.37 say ``go 1.26.0``, 1.30's
+#: ``go 1.22.0`` (the Go 1.26 toolchain builds them all). GenericWorkload (native gang scheduling, KEP-4671): alpha in 1.35-1.36 with the
 #: ``scheduling.k8s.io/v1alpha2`` Workload and PodGroup, beta (still off by default) in 1.37 with
 #: ``scheduling.k8s.io/v1beta1`` (k8s.io/kubernetes pkg/registry/scheduling/rest).
 RELEASES: dict[str, Release] = {
+    # The oldest release the README claims (issue 18 item 2). Its go.mod says ``go 1.22.0`` (Go 1.26
+    # builds it) and requires go.etcd.io/etcd/client/v3 v3.5.10 (hack/lib/etcd.sh: 3.5.15), so etcd
+    # is of the 3.5 line. It has no GenericWorkload gate (no native gang scheduling: alpha in 1.35).
+    "v1.30.14": Release("v1.30.14", etcd="v3.5.35", kwok=KWOK),
     "v1.36.3": Release("v1.36.3", etcd=ETCD, kwok=KWOK,
                        runtime_config={"GenericWorkload": ("scheduling.k8s.io/v1alpha2=true",)}),
     # kube-apiserver 1.37's go.mod requires go.etcd.io/etcd/client/v3 v3.7.0 (hack/lib/etcd.sh: 3.7.0).

@@ -18,13 +18,14 @@ def _no_selection(monkeypatch):
 
 def test_the_table():
     assert versions.DEFAULT_RELEASE == versions.KUBERNETES == "v1.36.3"
-    assert {"v1.36.3", "v1.37.2"} <= set(versions.RELEASES)
+    assert {"v1.30.14", "v1.36.3", "v1.37.2"} <= set(versions.RELEASES)
     for tag, r in versions.RELEASES.items():
         assert r.kubernetes == tag
         minor = int(tag.split(".")[1])
-        # the etcd line kube-apiserver's go.mod requires: 3.6 up to 1.36, 3.7 from 1.37
-        assert r.etcd.startswith("v3.7." if minor >= 37 else "v3.6.")
-        assert set(r.runtime_config) == {"GenericWorkload"}
+        # the etcd line kube-apiserver's go.mod requires: 3.5 up to 1.33, 3.6 up to 1.36, 3.7 from 1.37
+        assert r.etcd.startswith("v3.7." if minor >= 37 else "v3.6." if minor >= 34 else "v3.5.")
+        # GenericWorkload (native gang scheduling) exists from 1.35 on
+        assert set(r.runtime_config) == ({"GenericWorkload"} if minor >= 35 else set())
     default = versions.RELEASES[versions.DEFAULT_RELEASE]
     assert (default.etcd, default.kwok) == (versions.ETCD, versions.KWOK)
     assert versions.RELEASES["v1.37.2"].runtime_config["GenericWorkload"] == ("scheduling.k8s.io/v1beta1=true",)
@@ -40,6 +41,8 @@ def test_the_table():
     (None, {versions.KUBERNETES_VERSION_ENV: "1.37.2"}, "v1.37.2"),
     (None, {versions.KUBERNETES_VERSION_ENV: ""}, "v1.36.3"),
     ("1.36.3", {versions.KUBERNETES_VERSION_ENV: "1.37.2"}, "v1.36.3"),  # an argument wins
+    ("1.30.14", {}, "v1.30.14"),
+    (None, {versions.KUBERNETES_VERSION_ENV: "v1.30.14"}, "v1.30.14"),
 ])
 def test_release_selection(version, environ, tag):
     assert versions.release(version, environ).kubernetes == tag
@@ -67,6 +70,14 @@ def test_tools_follow_the_release():
                     "kwok": versions.KWOK}.get(name, versions.TOOLS[name][1])
         assert version == expected
         assert versions.tool(name) == versions.TOOLS[name]  # the default release is the pins
+
+
+def test_the_oldest_release_runs_etcd_3_5():
+    """v1.30.14 (the oldest release the README claims): its go.mod requires the etcd 3.5 client."""
+    assert versions.tool("etcd", "1.30.14")[1] == "v3.5.35"
+    assert versions.tool("kubernetes-node", "1.30.14")[1] == versions.tool("kubernetes", "1.30.14")[1] == "v1.30.14"
+    assert versions.tool("kwok", "1.30.14")[1] == versions.KWOK
+    assert versions.tool("helm", "1.30.14") == versions.TOOLS["helm"]
 
 
 def test_each_release_has_its_own_cache_directory(tmp_path, monkeypatch):
@@ -147,6 +158,9 @@ def test_feature_gate_flags():
     assert off["kube-apiserver"] == ["--feature-gates=Foo=true,GenericWorkload=false"]  # no API turned on
     alpha = versions.feature_gate_flags(versions.RELEASES["v1.36.3"], {"GenericWorkload": True})
     assert alpha["kube-apiserver"][1] == "--runtime-config=scheduling.k8s.io/v1alpha2=true"
+    # 1.30 has no native API to turn on: the gate alone is passed (its kube-apiserver then refuses it)
+    old = versions.feature_gate_flags(versions.RELEASES["v1.30.14"], {"GenericWorkload": True})
+    assert old["kube-apiserver"] == ["--feature-gates=GenericWorkload=true"]
 
 
 def test_local_cluster_runs_the_selected_release(tmp_path, monkeypatch):
@@ -191,6 +205,8 @@ def test_a_detached_clusters_state_keeps_its_release(tmp_path):
     ("1.36.3", "--controllers=*,-cloud-node-lifecycle-controller,-service-lb-controller,-node-route-controller", False),
     # 1.37: no cloud controllers left to turn off; no endpoint reconciler on 127.0.0.1
     ("1.37.2", "--controllers=*", True),
+    # 1.30 has the same cloud controllers as 1.36 (k8s.io/cloud-provider names) and only warns on 127.0.0.1
+    ("1.30.14", "--controllers=*,-cloud-node-lifecycle-controller,-service-lb-controller,-node-route-controller", False),
 ])
 def test_per_release_flags_of_the_control_plane(tmp_path, monkeypatch, version, controllers, loopback):
     spawned: dict[str, list[str]] = {}
