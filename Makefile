@@ -24,7 +24,7 @@ PYTEST_ARGS ?=
 # Releases besides the default (localcluster/versions.py DEFAULT_RELEASE) that `make test` covers with
 # RELEASE_SUBSET (the README example, release, lifecycle, native gang scheduling), and those of them
 # run again with Kubernetes' own gang scheduling on (GenericWorkload, 1.37 beta) for NATIVE_SUBSET.
-OTHER_RELEASES ?= 1.37.2
+OTHER_RELEASES ?= 1.30.14 1.37.2
 NATIVE_RELEASES ?= 1.37.2
 RELEASE_SUBSET ?= tests/e2e/test_example.py tests/e2e/test_lifecycle_release.py tests/e2e/test_lifecycle.py \
 	tests/e2e/test_native.py

@@ -330,8 +330,17 @@ def test_a_kube_scheduler_restart_mid_preemption_is_told_the_nominations_again(
         node = first[0].spec.node_name
         try:
             create_gang(kube, namespace, "train", 2, "3", classes["high"])
-            wait_for(lambda: (c := preempting_condition(kube, namespace, "train")) and c["status"] == "True"
-                     and "waiting for 3 victims to terminate" in c["message"], 60, what="Preempting=True, 3 victims")
+            seen: list[Any] = []
+
+            def started() -> bool:
+                seen[:] = [c := preempting_condition(kube, namespace, "train"),
+                           condition(status(kube, namespace, "train"), "Released")]
+                return bool(c and c["status"] == "True" and "waiting for 3 victims to terminate" in c["message"])
+
+            try:
+                wait_for(started, 60, what="Preempting=True, 3 victims")
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}; Preempting, Released: {seen}") from None
             wait_for(lambda: (ps := group_pods(kube, namespace, "train")) and len(ps) == 2
                      and all(p.status.nominated_node_name == node for p in ps), 30, what="members nominated")
             wait_for(lambda: len(app_pods(kube, namespace, "batch")) == 8, 20, what="3 replacements Pending")
