@@ -239,7 +239,7 @@ def test_log_lines_about_a_group_carry_its_name(caplog):
     assert all(getattr(r, "podgroup", None) == f"{NS}/pg" for r in about)
 
 
-def test_progress_is_written_at_most_once_a_second_and_then_brought_up_to_date():
+def test_progress_is_written_at_most_every_period_and_then_brought_up_to_date():
     """Members arriving change only the numbers of a message ("3 of 8 members present"): written
     at once the first time, then at most every PROGRESS_WRITE_SECONDS (the pass in between wakes
     up for it); a change of words, and a release, are written at once."""
