@@ -7,8 +7,9 @@ uid, so it starts with a blank record. The record holds:
 
 - ``refusal``: the group's last refused release (:class:`Refusal`: when to retry, how often in
   a row, the text for ``ReleaseAccepted=False``; back-off :func:`cogate.controller.wakeups.refusal_backoff`);
-- ``progress_written``: monotonic seconds of the last status write (a change of numbers only
-  waits ``status.PROGRESS_WRITE_SECONDS`` after it);
+- ``progress_written``: monotonic seconds of the last status write, ``progress_pending``: when a
+  change of numbers only was first held back since (``None``: none is); such a change waits
+  ``status.PROGRESS_WRITE_SECONDS`` after the later of the two (``status.write_due``);
 - ``budget``: the opt-in PodDisruptionBudget as last written (:class:`Budget`);
 - ``timeout_evicted``/``quorum_evicted``: the releases (``scheduleStartTime``) whose members
   ``--evict-on-timeout``/``--evict-below-quorum`` already evicted (once per release);
@@ -107,6 +108,7 @@ class GroupMemory:
 
     refusal: Refusal | None = None
     progress_written: float = -math.inf
+    progress_pending: float | None = None
     budget: Budget | None = None
     timeout_evicted: set[str] = field(default_factory=set)
     quorum_evicted: set[str] = field(default_factory=set)

@@ -474,13 +474,18 @@ class Reconciler:
     def _status_body(self, g: GroupObject, new_status: PodGroupStatus, release: Mapping[str, str],
                      memory: GroupMemory) -> tuple[dict[str, Any] | None, float | None]:
         """The status merge patch to write now (``None``: nothing, or not yet) and ``wake_at``
-        (monotonic seconds) of a numbers-only change held back: it waits
-        ``status.PROGRESS_WRITE_SECONDS`` after the group's last write (a release never waits)."""
+        (monotonic seconds) of a numbers-only change held back (``status.write_due``: it waits
+        ``status.PROGRESS_WRITE_SECONDS`` after it first appeared and after the group's last write;
+        a release never waits)."""
         body = status_mod.status_patch(g.raw_status, new_status)
-        if body is not None and not release and status_mod.progress_only(g.raw_status, body):
-            due = memory.progress_written + status_mod.PROGRESS_WRITE_SECONDS
-            if self._monotonic() < due:  # messages only ("5 of 8 members present"): later
-                return None, due + WAKE_MARGIN
+        now = self._monotonic()
+        due = status_mod.write_due(g.raw_status, body, memory.progress_written, now,
+                                   pending_since=memory.progress_pending, releasing=bool(release))
+        if due is not None:  # numbers only ("5 of 8 members present"): the pass at ``due`` writes the latest
+            if memory.progress_pending is None:
+                memory.progress_pending = now
+            return None, due + WAKE_MARGIN
+        memory.progress_pending = None  # written now, or nothing to write
         return body, None
 
     def _ungate_and_announce(self, g: GroupObject, request: GroupRequest, verdict: GroupVerdict,
