@@ -328,6 +328,10 @@ def test_a_kube_scheduler_restart_mid_preemption_is_told_the_nominations_again(
                          and all(running(p) for p in ps) and ps, 30, what="5 batch pods Running")
         before = {p.metadata.uid for p in first}
         node = first[0].spec.node_name
+        # Under a full suite's load (two more control planes and a real node running) the controller's
+        # informer may lag the API server by seconds: give it the bound fillers before the gang arrives,
+        # so victim selection sees the node full, not a stale view with room (then fewer victims).
+        time.sleep(3)
         try:
             create_gang(kube, namespace, "train", 2, "3", classes["high"])
             seen: list[Any] = []
@@ -338,7 +342,7 @@ def test_a_kube_scheduler_restart_mid_preemption_is_told_the_nominations_again(
                 return bool(c and c["status"] == "True" and "waiting for 3 victims to terminate" in c["message"])
 
             try:
-                wait_for(started, 60, what="Preempting=True, 3 victims")
+                wait_for(started, 90, what="Preempting=True, 3 victims")
             except AssertionError as exc:
                 raise AssertionError(f"{exc}; Preempting, Released: {seen}") from None
             wait_for(lambda: (ps := group_pods(kube, namespace, "train")) and len(ps) == 2
