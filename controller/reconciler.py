@@ -267,8 +267,9 @@ class Reconciler:
                 self.caches.claims.snapshot_map() if self.caches.claims is not None else None,
                 self.caches.volumes.snapshot_map() if self.caches.volumes is not None else None)
             members = members_by_group(labelled)
-            self._native = native.ignored_by_group(labelled)  # no members: said so in their group's status
-            self.strays.native(labelled)  # stored with a native gang field: cogate's gate comes off
+            natives = [p for p in labelled if p.native]  # one scan: usually none
+            self._native = native.ignored_by_group(natives)  # no members: said so in their group's status
+            self.strays.native(natives)  # stored with a native gang field: cogate's gate comes off
             if self.strays.pending:  # those, and gated pods that left their group
                 self.strays.release()
             requests = build_group_requests(groups.values(), members, self.config.gate_name)
