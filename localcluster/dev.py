@@ -211,6 +211,17 @@ def down(args: argparse.Namespace) -> int:
         print("cogate dev environment stopped")
     else:
         print("no dev environment is up")
+    from .host import realnode  # host tooling: loaded only here (the control plane needs none)
+
+    owner = realnode.read_owner()
+    if owner is not None and not realnode.live_owner_pids(owner, realnode.owner_alive):
+        # A real node whose owner died (a killed test run, a crash) left its host state behind.
+        try:
+            found = realnode.recover_host(log=sys.stderr)
+        except realnode.NodeSetupError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
+        print(f"removed what a dead real node left on this host ({len(found)} items)")
     return 0
 
 

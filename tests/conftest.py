@@ -89,7 +89,12 @@ def real_cluster() -> Iterator["LocalCluster"]:  # noqa: F821 - imported lazily
     from cogate.localcluster.build import ensure_binaries
     from cogate.localcluster.cluster import LocalCluster
 
+    from cogate.localcluster.host import realnode
+
     ensure_binaries([*versions.CONTROL_PLANE_TOOLS, *versions.NODE_TOOLS], log=sys.stderr)
+    # A run killed while its real node ran (or a crashed `cogate dev`) leaves the node's host
+    # state behind with a dead owner: remove it first (raises while the owner still runs).
+    realnode.recover_host(log=sys.stderr)
     baseline = host_state()
     assert baseline["leftovers"] == [], "the host must be clean before a real node starts"
     c = LocalCluster(real_node=True, audit_policy=REAL_CLUSTER_AUDIT)

@@ -39,7 +39,8 @@ the kernel settings kubelet sets (:data:`KUBELET_SYSCTLS`), the cgroup root, mou
 work dir (overlay rootfs, netns, tmpfs volumes), shim sockets in ``/run/containerd/s``.
 Only one real node can run on a host at a time (the bridge name and kube-proxy's chains are
 host-wide); a second start fails with :class:`NodeSetupError` naming the owner, and a start
-after a crash removes the leftovers of the dead owner first.
+after a crash removes the leftovers of the dead owner first (:func:`recover_host`, also called by
+the tests' ``real_cluster`` fixture and ``cogate dev down``).
 
 The node is named :data:`NODE_NAME`, labelled :data:`NODE_LABEL` and tainted :data:`NODE_TAINT`
 (NoSchedule): only system components that tolerate it run there; kwok nodes keep the workloads.
@@ -82,6 +83,10 @@ __all__ = [
     "NODE_COMPONENTS",
     "ensure_host_packages",
     "host_leftovers",
+    "read_owner",
+    "live_owner_pids",
+    "owner_alive",
+    "recover_host",
 ]
 
 #: The node's bridge; its address is :data:`NODE_IP`, the pods' gateway.
@@ -192,6 +197,74 @@ def host_leftovers(workdir: Path | None = None) -> list[str]:
             found.append(f"file {path}")
     if CNI_CACHE_DIR.is_dir():
         found += [f"file {p}" for p in CNI_CACHE_DIR.glob(f"{CNI_NETWORK}-*")]
+    return found
+
+
+def read_owner(path: Path | None = None) -> dict[str, Any] | None:
+    """The owner record of the real node on this host (:data:`OWNER_FILE`): ``{"dir": str,
+    "pids": {pid: binary or None}, "sysctls": {name: value}}``; None when no node claims the host.
+    An unreadable or malformed file reads as ``{}`` (an owner that left nothing usable)."""
+    path = path or OWNER_FILE
+    if not path.exists():
+        return None
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def live_owner_pids(record: dict[str, Any], alive: Callable[[int, str | None], bool]) -> list[int]:
+    """Pids of an owner record still running: the starting process by pid (``binary`` None), the
+    node's processes by pid and binary (``alive(pid, binary)``; a reused pid runs another binary).
+    Malformed entries count as dead. Empty: the owner died without removing its node."""
+    pids = record.get("pids")
+    live: list[int] = []
+    for pid, binary in (pids.items() if isinstance(pids, dict) else ()):
+        try:
+            number = int(pid)
+        except (TypeError, ValueError):
+            continue
+        if alive(number, binary if isinstance(binary, str) and binary else None):
+            live.append(number)
+    return sorted(live)
+
+
+def owner_alive(pid: int, binary: str | None) -> bool:
+    """Whether an owner record's process runs: by pid and ``argv[0]`` when ``binary`` is given."""
+    return Proc("owner", pid, binary, Path()).alive() if binary else process_alive(pid)
+
+
+def recover_host(log=sys.stderr) -> list[str]:
+    """Remove what a real node left on this host when its owner died (a killed test run, a
+    crash): its processes and mounts (:meth:`RealNode._sweep`), then the host state of
+    :meth:`RealNode.teardown_host` (bridge, chains, cgroups, sockets, kernel settings restored
+    from the owner record). Returns the leftovers found before (:func:`host_leftovers`);
+    empty when no node claims the host (:data:`OWNER_FILE` absent), and then nothing is touched.
+
+    Raises :class:`NodeSetupError` when the owner still runs (naming its work dir and pids), or
+    when leftovers remain after the recovery (naming them)."""
+    record = read_owner()
+    if record is None:
+        return []
+    live = live_owner_pids(record, owner_alive)
+    if live:
+        raise NodeSetupError(f"another real node runs on this host (work dir {record.get('dir')}, "
+                             f"processes {live}); stop it first (its LocalCluster.stop, or "
+                             f"`cogate dev down`)")
+    workdir = Path(str(record.get("dir") or "/nonexistent"))
+    found = host_leftovers(workdir)
+    if log is not None:
+        log.write(f"real node: the owner of {workdir} is gone; removing what it left "
+                  f"({len(found)} items: {', '.join(found[:5])}{', ...' if len(found) > 5 else ''})\n")
+    stale = RealNode(workdir)
+    sysctls = record.get("sysctls")
+    stale.sysctls = {str(k): str(v) for k, v in sysctls.items()} if isinstance(sysctls, dict) else {}
+    stale.host_ready = True
+    stale._sweep()
+    problems = stale.teardown_host()
+    if problems:
+        raise NodeSetupError(f"could not remove what a dead real node left on this host: {problems}")
     return found
 
 
@@ -307,23 +380,7 @@ class RealNode:
 
     def _claim_host(self) -> None:
         if OWNER_FILE.exists():
-            try:
-                owner = json.loads(OWNER_FILE.read_text())
-            except (OSError, ValueError):
-                owner = {}
-            # The starting process by pid; the node's processes by pid and binary (pid reuse).
-            alive = [int(pid) for pid, binary in owner.get("pids", {}).items()
-                     if (Proc("owner", int(pid), binary, Path()).alive() if binary else process_alive(int(pid)))]
-            if alive:
-                raise NodeSetupError(f"another real node runs on this host (work dir {owner.get('dir')}, "
-                                     f"processes {alive}); stop it first (its LocalCluster.stop, or "
-                                     f"`cogate dev down`)")
-            # The owner died without removing its node: remove the leftovers, then go on.
-            stale = RealNode(Path(owner.get("dir", "/nonexistent")))
-            stale.sysctls = dict(owner.get("sysctls", {}))
-            stale.host_ready = True
-            stale._sweep()
-            stale.teardown_host()
+            recover_host(log=None)  # raises NodeSetupError while the owner runs
         elif _link_exists(BRIDGE):
             raise NodeSetupError(f"network interface {BRIDGE} exists but no real node owns it "
                                  f"({OWNER_FILE} missing); remove it with `ip link del {BRIDGE}`")

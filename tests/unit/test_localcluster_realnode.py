@@ -94,3 +94,99 @@ def test_node_extra_args_need_a_real_node():
     with pytest.raises(ValueError, match="kubelet"):
         LocalCluster(extra_args={"kubelet": ["--v=4"]})
     LocalCluster(extra_args={"kubelet": ["--v=4"]}, real_node=True)  # accepted; nothing started
+
+
+# -- recovery after a dead owner ------------------------------------------------------------
+
+def test_read_owner_absent_malformed_and_valid(tmp_path):
+    path = tmp_path / "owner.json"
+    assert realnode.read_owner(path) is None
+    path.write_text("{not json")
+    assert realnode.read_owner(path) == {}
+    path.write_text("[1, 2]")
+    assert realnode.read_owner(path) == {}
+    path.write_text(json.dumps({"dir": "/w", "pids": {"12": None}, "sysctls": {"vm/panic_on_oom": "0"}}))
+    assert realnode.read_owner(path) == {"dir": "/w", "pids": {"12": None}, "sysctls": {"vm/panic_on_oom": "0"}}
+
+
+@pytest.mark.parametrize("pids, running, live", [
+    ({}, set(), []),
+    ({"10": None, "11": "/bin/kubelet"}, set(), []),                       # all dead: recover
+    ({"10": None, "11": "/bin/kubelet"}, {(10, None)}, [10]),              # the starting process runs
+    ({"10": None, "11": "/bin/kubelet"}, {(11, "/bin/kubelet")}, [11]),    # a node process runs
+    ({"11": "/bin/kubelet", "12": "/bin/containerd"}, {(11, "/bin/kubelet"), (12, "/bin/containerd")}, [11, 12]),
+    ({"x": None, "11": ""}, {(11, None)}, [11]),                           # bad pid skipped, "" binary = by pid
+])
+def test_live_owner_pids(pids, running, live):
+    calls = []
+
+    def alive(pid, binary):
+        calls.append((pid, binary))
+        return (pid, binary) in running
+
+    assert realnode.live_owner_pids({"pids": pids}, alive) == live
+    assert all(isinstance(pid, int) for pid, _ in calls)
+
+
+def test_live_owner_pids_malformed_record_counts_as_dead():
+    assert realnode.live_owner_pids({}, lambda p, b: True) == []
+    assert realnode.live_owner_pids({"pids": [1, 2]}, lambda p, b: True) == []
+
+
+class _Recorded:
+    """Stands in for the host side effects of RealNode (sweep, teardown) and records calls."""
+
+    def __init__(self, monkeypatch, tmp_path, *, leftovers_after=()):
+        self.calls: list[tuple[str, str, dict]] = []
+        owner = tmp_path / "owner.json"
+        monkeypatch.setattr(realnode, "OWNER_FILE", owner)
+        self.owner = owner
+        monkeypatch.setattr(realnode, "host_leftovers", lambda workdir=None: ["network interface cogate0"])
+
+        def sweep(node):
+            assert node.host_ready, "the sweep runs only on a node that owns the host"
+            self.calls.append(("sweep", str(node.dir), dict(node.sysctls)))
+
+        def teardown(node):
+            self.calls.append(("teardown", str(node.dir), dict(node.sysctls)))
+            owner.unlink(missing_ok=True)
+            return list(leftovers_after)
+
+        monkeypatch.setattr(realnode.RealNode, "_sweep", sweep)
+        monkeypatch.setattr(realnode.RealNode, "teardown_host", teardown)
+
+
+def test_recover_host_without_owner_touches_nothing(monkeypatch, tmp_path):
+    rec = _Recorded(monkeypatch, tmp_path)
+    assert realnode.recover_host(log=None) == []
+    assert rec.calls == []
+
+
+def test_recover_host_removes_a_dead_owners_leftovers(monkeypatch, tmp_path):
+    rec = _Recorded(monkeypatch, tmp_path)
+    rec.owner.write_text(json.dumps({"dir": "/w/node", "pids": {"999999999": None},
+                                     "sysctls": {"vm/overcommit_memory": "0"}}))
+    log = io.StringIO()
+    assert realnode.recover_host(log=log) == ["network interface cogate0"]
+    assert rec.calls == [("sweep", "/w/node", {"vm/overcommit_memory": "0"}),
+                         ("teardown", "/w/node", {"vm/overcommit_memory": "0"})]
+    assert "owner of /w/node is gone" in log.getvalue() and "cogate0" in log.getvalue()
+    assert not rec.owner.exists()
+
+
+def test_recover_host_refuses_while_the_owner_runs(monkeypatch, tmp_path):
+    import os
+
+    rec = _Recorded(monkeypatch, tmp_path)
+    rec.owner.write_text(json.dumps({"dir": "/w/node", "pids": {str(os.getpid()): None}}))
+    with pytest.raises(realnode.NodeSetupError, match=rf"another real node runs.*/w/node.*\[{os.getpid()}\]"):
+        realnode.recover_host(log=None)
+    assert rec.calls == [] and rec.owner.exists()
+
+
+def test_recover_host_names_what_it_could_not_remove(monkeypatch, tmp_path):
+    rec = _Recorded(monkeypatch, tmp_path, leftovers_after=["mount /w/node/rootfs"])
+    rec.owner.write_text("garbage")  # unreadable record: no live pids, no work dir
+    with pytest.raises(realnode.NodeSetupError, match=r"could not remove.*mount /w/node/rootfs"):
+        realnode.recover_host(log=None)
+    assert [c[0] for c in rec.calls] == ["sweep", "teardown"] and rec.calls[0][1] == "/nonexistent"
