@@ -33,6 +33,7 @@ from typing import Any
 from cogate.controller import lifecycle, notices
 from cogate.controller import status as status_mod
 from cogate.controller.config import ReconcilerConfig
+from cogate.controller.devicesroom import Devices
 from cogate.controller.events import Emitter
 from cogate.controller.informer import Caches
 from cogate.controller.inputs import GroupObject, timeout_victims
@@ -72,9 +73,11 @@ class Aftercare:
     """Acts on what follows a release; see the module doc."""
 
     def __init__(self, config: ReconcilerConfig, caches: Caches, writer: Writer, metrics: Metrics, events: Emitter,
-                 monotonic: Callable[[], float], policy: Any = None) -> None:
+                 monotonic: Callable[[], float], policy: Any = None, devices: Devices | None = None) -> None:
         self.config = config
         self.caches = caches
+        #: DRA devices as the planner counted them (a node's devices are room like its CPU).
+        self.devices = devices
         self.writer = writer
         self.metrics = metrics
         self.events = events
@@ -104,7 +107,10 @@ class Aftercare:
         and departures (``lifecycle.departures``) of this pass; ``now``: epoch seconds."""
         contexts: dict[tuple[str, str], Context] = {}
         bound = [p for p in self.caches.bound.snapshot() if p.bound and not p.terminal]
-        found = lifecycle.stuck_members(self.caches.nodes.snapshot(), bound, requests)
+        nodes = self.caches.nodes.snapshot()
+        if self.devices is not None:
+            nodes, bound = self.devices.nodes(nodes), self.devices.bound_pods(bound)
+        found = lifecycle.stuck_members(nodes, bound, requests)
         self._stuck_since = {u: self._stuck_since.get(u, now) for u in found}
         self._stuck_acted &= set(found)
         confirmed = {u: s for u, s in found.items() if now - self._stuck_since[u] >= STUCK_GRACE_SECONDS}

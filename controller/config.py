@@ -38,7 +38,7 @@ class ReconcilerConfig:
     starvation_seconds: float = 300.0
     reservation_ttl_seconds: float = 60.0
     scheduler_names: frozenset[str] = frozenset({verdicts.DEFAULT_SCHEDULER})
-    unchecked: str = "release"
+    unchecked: str = verdicts.DEFAULT_UNCHECKED
     #: Delete released members stuck on a pinned node that can no longer take them when they
     #: have a controller owner (it recreates them gated); bare pods are only reported.
     recreate_stuck_members: bool = True

@@ -36,7 +36,7 @@ from cogate.controller import volumes as _volumes
 from cogate.controller.capacity import Room, Spec, req_with_pod
 from cogate.controller.records import PodInfo
 from cogate.controller.resources import format_quantity, format_resources
-from cogate.controller.verdicts import DEFAULT_SCHEDULER, PlannerConfig
+from cogate.controller.verdicts import DEFAULT_SCHEDULER, PlannerConfig, held_constraints
 
 __all__ = ["NAMES_SHOWN", "name_list", "plural", "held_by_other_gates", "held_reason", "unchecked_note", "waiting_text",
            "Short", "shortfall", "own_reason", "unplaceable", "own_constraints", "unplaceable_message", "held_for_others"]
@@ -75,8 +75,9 @@ def held_reason(gated: Sequence[PodInfo], config: PlannerConfig) -> str:
       whether (or where) it will ever be scheduled;
     - a member's volumes make it unschedulable now (``PodInfo.volume_problems``, e.g. a claim
       that does not exist), as kube-scheduler's VolumeBinding would say;
-    - ``config.unchecked == "hold"`` and a member carries constraints the planner does not
-      evaluate (``PodInfo.unplanned``).
+    - a member carries constraints the planner does not evaluate (``PodInfo.unplanned``) that
+      ``config.unchecked`` holds for (:func:`~cogate.controller.verdicts.held_constraints`: DRA
+      resource claims by default, all under ``hold``).
     """
     parts = []
     unknown = [m for m in gated if m.scheduler_name not in config.scheduler_names]
@@ -89,12 +90,13 @@ def held_reason(gated: Sequence[PodInfo], config: PlannerConfig) -> str:
     for m in gated:
         if m.volume_problems:
             parts.append(f"{m.name}: {'; '.join(m.volume_problems)}")
-    if config.unchecked == "hold":
-        unchecked = [m for m in gated if m.unplanned]
-        if unchecked:
-            parts.append(f"{name_list([m.name for m in unchecked])} {'has' if len(unchecked) == 1 else 'have'} constraints cogate does "
-                         f"not check ({', '.join(sorted({u for m in unchecked for u in m.unplanned}))}) and "
-                         "--unchecked-constraints=hold")
+    held = {m.name: found for m in gated if m.unplanned and (found := held_constraints(m.unplanned, config.unchecked))}
+    if held:
+        names = sorted(held)
+        parts.append(f"{name_list(names)} {'has' if len(names) == 1 else 'have'} constraints cogate does "
+                     f"not check ({', '.join(sorted({u for found in held.values() for u in found}))}) and "
+                     f"--unchecked-constraints={config.unchecked} (release them unchecked, with the risk that "
+                     "kube-scheduler places part of the group, with --unchecked-constraints=release)")
     return "; ".join(parts)
 
 

@@ -29,6 +29,7 @@ from cogate.controller import capacity, notices, refusers
 from cogate.controller.config import ReconcilerConfig
 from cogate.controller.events import Emitter
 from cogate.controller.informer import Caches
+from cogate.controller.devicesroom import Devices
 from cogate.controller.inputs import GroupObject
 from cogate.controller.memory import GroupMemory, Memories, Refusal
 from cogate.controller.metrics import Metrics
@@ -57,9 +58,12 @@ class ReleaseGuard:
     of ``uids`` go after this pass (their release did not happen)."""
 
     def __init__(self, config: ReconcilerConfig, caches: Caches, writer: Writer, metrics: Metrics, events: Emitter,
-                 drop: Callable[[Iterable[str]], None], monotonic: Callable[[], float]) -> None:
+                 drop: Callable[[Iterable[str]], None], monotonic: Callable[[], float],
+                 devices: Devices | None = None) -> None:
         self.config = config
         self.caches = caches
+        #: DRA devices as the planner counted them (nodes' and members' device resources).
+        self.devices = devices
         self.writer = writer
         self.metrics = metrics
         self.events = events
@@ -135,12 +139,17 @@ class ReleaseGuard:
 
     def _recheck_nodes(self, release: Mapping[str, str]) -> dict[str, str]:
         """``{uid: reason}`` for members whose pin target fails ``capacity.pinned_node_problems`` now."""
-        pins = [(m, n) for u, n in release.items() if n and (m := self.caches.members.get(u)) is not None]
+        dev = self.devices
+        pins = [(m, n) for u, n in release.items()
+                if n and (m := self.caches.members.get(u) if dev is None else dev.member(self.caches.members.get(u)))
+                is not None]
         if not pins:
             return {}
         wanted = {n for _, n in pins}
         nodes = [n for n in self.caches.nodes.snapshot() if n.name in wanted]
         bound = [p for p in self.caches.bound.snapshot() if p.node_name in wanted and p.bound and not p.terminal]
+        if dev is not None:  # the nodes' devices and the devices bound pods hold, as planned
+            nodes, bound = dev.nodes(nodes), dev.bound_pods(bound)
         return capacity.pinned_node_problems(nodes, bound, pins)
 
     def dry_run_needed(self) -> bool:

@@ -560,7 +560,17 @@ class Caches:
     #: a new leader is told the nominations again (``Preempting.on_scheduler_lease``). Not part of
     #: readiness (RBAC may not allow it; cogate works without it).
     scheduler_lease: Informer | None = None
+    #: DRA (``resource.k8s.io/v1``, :mod:`cogate.controller.devicesroom`): ResourceSlices (records:
+    #: tuples of ``devices.Device`` by name), DeviceClasses (``devices.DeviceClassInfo`` by name),
+    #: ResourceClaims (``devices.DeviceClaimInfo`` by (namespace, name)), ResourceClaimTemplates
+    #: ((namespace, name, ``devices.ClaimSpec``) by (namespace, name)); all four or none (an API
+    #: server that does not serve the group: members' resource claims stay unchecked).
+    resource_slices: Informer | None = None
+    device_classes: Informer | None = None
+    resource_claims: Informer | None = None
+    claim_templates: Informer | None = None
 
     def all(self) -> list[Informer]:
         return [i for i in (self.podgroups, self.members, self.bound, self.nodes, self.claims, self.volumes,
-                            self.quotas, self.nominated, self.budgets, self.provreqs) if i is not None]
+                            self.quotas, self.nominated, self.budgets, self.provreqs, self.resource_slices,
+                            self.device_classes, self.resource_claims, self.claim_templates) if i is not None]

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from cogate import api, cliargs, kube, logs
-from cogate.controller import inflight, preemption, provreq, quota, records, refusers, verdicts, volumes
+from cogate.controller import devices, devicesroom, inflight, preemption, provreq, quota, records, refusers, verdicts, volumes
 from cogate.controller.config import DEFAULT_WORKERS, ReconcilerConfig
 from cogate.controller.events import EventRecorder
 from cogate.controller.informer import (
@@ -152,10 +152,12 @@ def build_parser() -> argparse.ArgumentParser:
                         f"unpinned and unreserved, as their scheduler decides. {verdicts.DEFAULT_SCHEDULER!r} is "
                         "always planned (pinned, reserved); a group with a member naming any other scheduler stays "
                         "gated (default: none)")
-    p.add_argument("--unchecked-constraints", choices=verdicts.UNCHECKED_POLICIES, default="release",
+    p.add_argument("--unchecked-constraints", choices=verdicts.UNCHECKED_POLICIES, default=verdicts.DEFAULT_UNCHECKED,
                    help="groups whose members have constraints cogate cannot check (unbound volume claims, DRA "
-                        "resource claims): release them unpinned, naming those members in the Released "
-                        "condition, or hold them gated (default: %(default)s)")
+                        "resource claims the device model does not cover): release them unpinned, naming those "
+                        "members in the Released condition (risk: kube-scheduler may place part of the group), "
+                        "hold them gated when the constraint is a resource claim and release the others "
+                        "(hold-devices), or hold them all (default: %(default)s)")
     p.add_argument("--namespace", default=None,
                    help="only PodGroups and members in this namespace, for testing (default: all namespaces)")
     cliargs.add_log_flags(p)
@@ -215,6 +217,25 @@ def provisioning_api_problem(custom: Any) -> str:
             return (f"the API server does not serve {provreq.API_VERSION} {provreq.PLURAL}: install "
                     f"cluster-autoscaler's ProvisioningRequest CRD first")
         return f"cannot list {provreq.API_VERSION} {provreq.PLURAL}: {exc}"
+
+
+def devices_api_problem(custom: Any) -> str:
+    """Why DRA devices cannot be read ('' when they can): the API server must serve
+    ``resource.k8s.io/v1`` (Kubernetes 1.34+) and RBAC must let cogate list its objects (the
+    chart's ClusterRole does); a list of one ResourceSlice is the check."""
+    try:
+        custom.list_cluster_custom_object(devicesroom.API_GROUP, devicesroom.API_VERSION, "resourceslices", limit=1,
+                                          _request_timeout=10)
+        return ""
+    except Exception as exc:  # noqa: BLE001
+        from cogate.kube import api_status
+
+        if api_status(exc) == 404:
+            return f"the API server does not serve {devicesroom.API_GROUP}/{devicesroom.API_VERSION} (Kubernetes < 1.34)"
+        if api_status(exc) == 403:
+            return (f"RBAC does not let cogate list {devicesroom.API_GROUP} resourceslices (the chart's ClusterRole "
+                    f"grants get/list/watch on {', '.join(devicesroom.RESOURCES)})")
+        return f"cannot list {devicesroom.API_GROUP}/{devicesroom.API_VERSION} resourceslices: {exc}"
 
 
 def _snake(kind: str) -> str:
@@ -285,6 +306,20 @@ def main(argv: list[str] | None = None) -> int:
                                podgroup_source(custom, provreq.GROUP, provreq.VERSION, provreq.PLURAL, ns,
                                                label_selector=provreq.GROUP_LABEL),
                                namespaced_key, provreq.request_info)
+    problem = devices_api_problem(custom)
+    if problem:
+        log.warning("DRA devices are not modelled (%s): members with resource claims are unchecked "
+                    "(--unchecked-constraints %s)", problem, args.unchecked_constraints)
+    else:
+        def dra(plural, key, convert):
+            return make(plural, podgroup_source(custom, devicesroom.API_GROUP, devicesroom.API_VERSION, plural,
+                                                ns if devicesroom.RESOURCES[plural] == "Namespaced" else None),
+                        key, convert)
+
+        caches.resource_slices = dra("resourceslices", name_key, devices.slice_devices)
+        caches.device_classes = dra("deviceclasses", name_key, devices.device_class_info)
+        caches.resource_claims = dra("resourceclaims", namespaced_key, devices.device_claim_info)
+        caches.claim_templates = dra("resourceclaimtemplates", namespaced_key, devices.claim_template_info)
     if args.validate_releases == "auto":
         caches.admission, caches.admission_known = admission_informers(api_client, make)
     recorder = EventRecorder.for_core_api(core, host=identity,
@@ -316,6 +351,11 @@ def main(argv: list[str] | None = None) -> int:
     caches.volumes.on_invalid = invalid("persistentvolumes")  # type: ignore[union-attr]
     caches.quotas.on_invalid = invalid("resourcequotas")  # type: ignore[union-attr]
     caches.nominated.on_invalid = invalid("nominated-pods")  # type: ignore[union-attr]
+    for name in devicesroom.RESOURCES:
+        inf = {"resourceslices": caches.resource_slices, "deviceclasses": caches.device_classes,
+               "resourceclaims": caches.resource_claims, "resourceclaimtemplates": caches.claim_templates}[name]
+        if inf is not None:
+            inf.on_invalid = invalid(name)
     if caches.budgets is not None:
         caches.budgets.on_invalid = invalid("poddisruptionbudgets")
     if caches.provreqs is not None:

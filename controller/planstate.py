@@ -143,6 +143,8 @@ class PlanningState:
         self._anti_pods = 0
         #: Unbound pods with a nomination (``status.nominatedNodeName``), by uid: room promised.
         self._nominated: dict[str, PodInfo] = {}
+        #: Node name -> room taken there by nothing the planner holds as a pod (:meth:`set_held`).
+        self._held: dict[str, dict[str, int]] = {}
         #: Bound non-terminal pods being deleted, by uid (waiting messages name them).
         self._deleting: dict[str, PodInfo] = {}
         #: Slots where a pod being deleted was charged or uncharged since the last pass.
@@ -183,6 +185,7 @@ class PlanningState:
             self._by_priority.append({})
             for p in self._on_node.get(node.name, {}).values():
                 self._charge(i, p, 1)
+            self._charge_room(i, self._held.get(node.name), 1)
         elif self._nodes[i] == node:
             self._nodes[i] = node
             return
@@ -195,6 +198,7 @@ class PlanningState:
                 if p.required_pod_anti_affinity:
                     self._anti_pods -= 1
                 self._charge(i, p, 1)
+            self._charge_room(i, self._held.get(node.name), 1)
         self._table = None
 
     def remove_node(self, name: str) -> None:
@@ -215,6 +219,39 @@ class PlanningState:
         self._ports.pop()
         self._by_priority.pop()
         self._table = None
+
+    def set_held(self, name: str, held: Mapping[str, int] | None) -> None:
+        """Room on node ``name`` that no pod the planner holds takes, though it is not free: DRA
+        devices allocated to claims no bound pod holds (:mod:`cogate.controller.dra`). Charged on
+        the node's free room like a pod's requests (no ``pods`` slot, never a victim's), kept while
+        the node changes or goes and comes back; replaces the node's earlier held room. A change
+        is a change of free room, not of the node (no new node generation)."""
+        new = {k: v for k, v in (held or {}).items() if v}
+        old = self._held.get(name, {})
+        if new == old:
+            return
+        if new:
+            self._held[name] = new
+        else:
+            self._held.pop(name, None)
+        i = self._index.get(name)
+        if i is not None:
+            self._charge_room(i, old, -1)
+            self._charge_room(i, new, 1)
+
+    def _charge_room(self, i: int, req: Mapping[str, int] | None, sign: int) -> None:
+        """Take (``sign`` 1) or give back (-1) ``req`` on slot ``i``'s free room."""
+        if not req:
+            return
+        f = self._free[i]
+        changed = self._changed.setdefault(i, {})
+        for k, v in req.items():
+            before = f.get(k, 0)
+            after = before - sign * v
+            f[k] = after
+            d = _pos(after) - _pos(before)
+            if d:
+                changed[k] = changed.get(k, 0) + d
 
     def upsert_pod(self, pod: PodInfo) -> None:
         """A pod was added or changed. Bound pods are kept (terminal ones hold no room); an

@@ -65,6 +65,7 @@ from cogate.controller.aftercare import Aftercare, Context
 from cogate.controller.config import ReconcilerConfig
 from cogate.controller.events import Emitter, EventRecorder
 from cogate.controller.guard import ReleaseGuard
+from cogate.controller.devicesroom import Devices
 from cogate.controller.informer import Caches
 from cogate.controller.inputs import (
     GroupObject,
@@ -144,6 +145,9 @@ class Reconciler:
         #: The incremental planner's state (None when ``decide`` is scripted); guarded by its lock.
         self.planning: PlanningState | None = None
         self._planning_lock = threading.Lock()
+        #: DRA devices in the planning state (:mod:`cogate.controller.devicesroom`).
+        self.devices = Devices(caches.resource_slices, caches.device_classes, caches.resource_claims,
+                               caches.claim_templates, caches.nodes, caches.bound)
         if decide is None:
             self.planning = PlanningState()
             caches.bound.add_handler(self.on_bound_pod_event)
@@ -175,8 +179,10 @@ class Reconciler:
         self.memory = Memories()
         self.events = Emitter(recorder)
         # The rooms: each is handed what it uses and returns when it wants the next pass.
-        self.guard = ReleaseGuard(config, caches, self.writer, self.metrics, self.events, self._drop, monotonic)
-        self.aftercare = Aftercare(config, caches, self.writer, self.metrics, self.events, monotonic, policy)
+        self.guard = ReleaseGuard(config, caches, self.writer, self.metrics, self.events, self._drop, monotonic,
+                                  self.devices)
+        self.aftercare = Aftercare(config, caches, self.writer, self.metrics, self.events, monotonic, policy,
+                                   self.devices)
         # Victim selection reads the planning state's kept room (under its lock) instead of
         # rebuilding it from every bound pod; None with a scripted decide: from scratch then.
         self.preempting = Preempting(config, caches, self.writer, self.metrics, self.events, monotonic,
@@ -266,6 +272,8 @@ class Reconciler:
                 self.caches.members.snapshot(),
                 self.caches.claims.snapshot_map() if self.caches.claims is not None else None,
                 self.caches.volumes.snapshot_map() if self.caches.volumes is not None else None)
+            with self._planning_lock:  # members' device requests; nodes' and bound pods' devices
+                labelled = self.devices.resolve(labelled, self.planning)
             members = members_by_group(labelled)
             natives = [p for p in labelled if p.native]  # one scan: usually none
             self._native = native.ignored_by_group(natives)  # no members: said so in their group's status
@@ -325,7 +333,7 @@ class Reconciler:
         with self._planning_lock:
             assert self.planning is not None
             if new is not None and new.bound and not new.terminal:
-                self.planning.upsert_pod(new)
+                self.planning.upsert_pod(self.devices.bound_pod(new))
             elif new is not None or old is not None:
                 self.planning.remove_pod((new or old).uid)  # type: ignore[union-attr]
 
@@ -344,7 +352,7 @@ class Reconciler:
         with self._planning_lock:
             assert self.planning is not None
             if new is not None:
-                self.planning.upsert_node(new)
+                self.planning.upsert_node(self.devices.node(new))
             elif old is not None:
                 self.planning.remove_node(old.name)
 
@@ -359,10 +367,10 @@ class Reconciler:
                                                 promised)
         else:
             assert self._decide is not None
-            bound = [p for p in self.caches.bound.snapshot() if p.bound and not p.terminal]
+            bound = [self.devices.bound_pod(p) for p in self.caches.bound.snapshot() if p.bound and not p.terminal]
             if self.caches.nominated is not None:  # room promised by nominations (unbound pods)
                 bound += [p for p in self.caches.nominated.snapshot() if p is not None]
-            nodes = self.caches.nodes.snapshot()
+            nodes = self.devices.nodes(self.caches.nodes.snapshot())
             t0 = self._monotonic()
             extra = (promised,) if promised else ()
             decision = self._decide(nodes, bound, requests, self.reservations, now, self.config.planner_config,

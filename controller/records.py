@@ -60,10 +60,15 @@ __all__ = [
     "HOSTNAME_LABEL",
     "UNSCHEDULABLE_TAINT_KEY",
     "VOLUME_CLAIMS",
+    "RESOURCE_CLAIMS",
+    "ResourceClaimRef",
 ]
 
 #: ``PodInfo.unplanned`` entry of a pod with volume claims not yet resolved against PVCs and PVs.
 VOLUME_CLAIMS = "volume claims"
+#: ``PodInfo.unplanned`` entry of a pod with DRA resource claims not yet resolved against the
+#: ResourceClaims, templates, DeviceClasses and ResourceSlices (:mod:`cogate.controller.dra`).
+RESOURCE_CLAIMS = "resource claims"
 #: Topology key for "one per node" pod (anti-)affinity.
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 #: Taint a pod must tolerate (effect NoSchedule) to land on a cordoned node
@@ -247,6 +252,19 @@ class TopologySpreadConstraint:
 
 
 @dataclass(frozen=True)
+class ResourceClaimRef:
+    """One entry of a pod's ``spec.resourceClaims``: ``name`` (the pod's name for it), the
+    ResourceClaim it names (``claim``, ``resourceClaimName``) or the template its claim is made from
+    (``template``, ``resourceClaimTemplateName``), and for a template the claim made for this pod
+    (``generated``, from ``status.resourceClaimStatuses``; '' until the controller made it)."""
+
+    name: str
+    claim: str = ""
+    template: str = ""
+    generated: str = ""
+
+
+@dataclass(frozen=True)
 class HostPort:
     """A host port a container binds (``hostIP`` '' is stored as ``0.0.0.0``)."""
 
@@ -316,6 +334,8 @@ class PodInfo:
     #: Names of the PersistentVolumeClaims the pod uses (``persistentVolumeClaim.claimName``;
     #: ``<pod>-<volume>`` for generic ephemeral volumes), in volume order.
     volume_claims: tuple[str, ...] = ()
+    #: The pod's DRA resource claims (``spec.resourceClaims``), in spec order.
+    resource_claims: tuple[ResourceClaimRef, ...] = ()
     #: Node affinity of the bound PVs of those claims: one entry per PV with a required node
     #: affinity, each a tuple of ORed terms; every entry must match (kube-scheduler VolumeBinding,
     #: ``CheckNodeAffinity`` against node labels). Filled by :func:`cogate.controller.volumes.resolve`.
@@ -729,6 +749,7 @@ def _pod_info(
         unplanned=_unplanned(spec),
         topology_spread=_spread_constraints(spec.get("topologySpreadConstraints"), "spec.topologySpreadConstraints"),
         volume_claims=_volume_claims(spec, name),
+        resource_claims=_resource_claims(spec, status) if spec.get("resourceClaims") else (),
         disruption=_disruption(status),
         disruption_message=_disruption(status, "message") if status.get("conditions") else "",
         affinity=(affinity or None) if gate_names else None,
@@ -844,6 +865,24 @@ def _volume_claims(spec: Mapping[str, Any], pod_name: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _resource_claims(spec: Mapping[str, Any], status: Mapping[str, Any]) -> tuple[ResourceClaimRef, ...]:
+    """``spec.resourceClaims`` with the claims made from templates (``status.resourceClaimStatuses``:
+    ``name`` -> ``resourceClaimName``, core/v1 ``PodResourceClaimStatus``); raises InvalidObject
+    naming the field."""
+    made: dict[str, str] = {}
+    for sp, st in _objs(status.get("resourceClaimStatuses"), "status.resourceClaimStatuses"):
+        made[_str(st.get("name"), f"{sp}.name")] = _str(st.get("resourceClaimName"), f"{sp}.resourceClaimName")
+    out = []
+    for cp, c in _objs(spec.get("resourceClaims"), "spec.resourceClaims"):
+        name = _str(c.get("name"), f"{cp}.name")
+        claim = _str(c.get("resourceClaimName"), f"{cp}.resourceClaimName")
+        template = _str(c.get("resourceClaimTemplateName"), f"{cp}.resourceClaimTemplateName")
+        if bool(claim) == bool(template):
+            raise InvalidObject(f"{cp}: exactly one of resourceClaimName and resourceClaimTemplateName must be set")
+        out.append(ResourceClaimRef(sys.intern(name), claim, template, made.get(name, "") if template else ""))
+    return tuple(out)
+
+
 def _disruption(status: Mapping[str, Any], key: str = "reason") -> str:
     """Reason (``key`` ``"message"``: message) of a True ``DisruptionTarget`` pod condition (set by
     the scheduler, the Eviction API, the taint manager, the kubelet or cogate's preemption before
@@ -896,5 +935,5 @@ def _unplanned(spec: Mapping[str, Any]) -> tuple[str, ...]:
     if any(isinstance(v, Mapping) and (v.get("persistentVolumeClaim") or v.get("ephemeral")) for v in volumes):
         out.append(VOLUME_CLAIMS)
     if _lst(spec.get("resourceClaims"), "spec.resourceClaims"):
-        out.append("resource claims")
+        out.append(RESOURCE_CLAIMS)
     return tuple(out)

@@ -14,15 +14,15 @@ Times are epoch seconds; pod and node records are :mod:`cogate.controller.record
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
 from cogate.api import DEFAULT_GATE_NAME, DEFAULT_SCHEDULER_NAME
 from cogate.controller.minresources import Short as MinResourcesShort
-from cogate.controller.records import PodInfo, Reservation
+from cogate.controller.records import RESOURCE_CLAIMS, PodInfo, Reservation
 
-__all__ = ["Outcome", "GroupRequest", "DEFAULT_SCHEDULER", "UNCHECKED_POLICIES", "PlannerConfig", "GroupVerdict",
+__all__ = ["Outcome", "GroupRequest", "DEFAULT_SCHEDULER", "UNCHECKED_POLICIES", "DEFAULT_UNCHECKED", "held_constraints", "PlannerConfig", "GroupVerdict",
            "Decision", "mixed_priorities", "group_priority", "complete_since"]
 
 
@@ -86,8 +86,23 @@ class GroupRequest:
 
 #: kube-scheduler's default profile: the scheduler whose filters the planner models.
 DEFAULT_SCHEDULER = DEFAULT_SCHEDULER_NAME
-#: ``PlannerConfig.unchecked`` values.
-UNCHECKED_POLICIES = ("release", "hold")
+#: ``PlannerConfig.unchecked`` values: release every group with unchecked constraints, hold those
+#: whose unchecked constraints are DRA resource claims (the default: kube-scheduler may place part
+#: of a gang whose devices run short, issue 17) and release the others, or hold every one.
+UNCHECKED_POLICIES = ("release", "hold-devices", "hold")
+#: The default of ``--unchecked-constraints``.
+DEFAULT_UNCHECKED = "hold-devices"
+
+
+def held_constraints(unplanned: Sequence[str], policy: str) -> list[str]:
+    """The entries of a member's ``PodInfo.unplanned`` that hold its group under ``policy``
+    (:data:`UNCHECKED_POLICIES`): none under ``release``, the resource-claim ones (``"resource
+    claims"``, ``"resource claim x: ..."``) under ``hold-devices``, all under ``hold``."""
+    if policy == "hold":
+        return list(unplanned)
+    if policy == "hold-devices":
+        return [u for u in unplanned if u == RESOURCE_CLAIMS or u.startswith("resource claim ")]
+    return []
 
 
 @dataclass(frozen=True)
@@ -100,16 +115,18 @@ class PlannerConfig:
     unpinned and unreserved, as that scheduler decides; a gated member naming a scheduler
     outside the set holds its group (``Unschedulable``, the message names the pods).
     ``unchecked``: what to do with a group whose gated members carry constraints the planner
-    does not evaluate (``PodInfo.unplanned``: unbound volume claims, DRA resource claims):
-    ``release`` (default) plans them like others and releases them unpinned and
-    unreserved, naming them in the verdict message; ``hold`` keeps the group gated.
+    does not evaluate (``PodInfo.unplanned``: unbound volume claims, DRA resource claims the
+    device model does not cover): ``release`` plans them like others and releases them unpinned
+    and unreserved, naming them in the verdict message; ``hold`` keeps the group gated;
+    ``hold-devices`` (default) holds for resource claims and releases for the rest
+    (:func:`held_constraints`).
     """
 
     gate_name: str = DEFAULT_GATE_NAME
     starvation_seconds: float = 300.0
     reservation_ttl_seconds: float = 60.0
     scheduler_names: frozenset[str] = frozenset({DEFAULT_SCHEDULER})
-    unchecked: str = "release"
+    unchecked: str = DEFAULT_UNCHECKED
 
 
 @dataclass(frozen=True)

@@ -273,7 +273,7 @@ def test_controller_deployment(controller_deploy):
     args = controller_main.build_parser().parse_args(c["args"][1:])
     assert args.leader_elect is True and args.placement == "pinned"
     assert "--evict-on-timeout" not in c["args"]
-    assert args.scheduler_names == [] and args.unchecked_constraints == "release"
+    assert args.scheduler_names == [] and args.unchecked_constraints == "hold-devices" == controller_main.verdicts.DEFAULT_UNCHECKED
 
 
 def test_scheduler_names_and_unchecked_policy_reach_the_controller(helm):
@@ -421,7 +421,7 @@ def test_log_format_reaches_every_cogate_container(helm, sets, fmt):
 @pytest.mark.parametrize("sets,message", [
     (["logFormat=yaml"], "logFormat must be json or text"),
     (["controller.placement=anywhere"], "controller.placement must be pinned or free"),
-    (["controller.uncheckedConstraints=ignore"], "controller.uncheckedConstraints must be release or hold"),
+    (["controller.uncheckedConstraints=ignore"], "controller.uncheckedConstraints must be release, hold-devices or hold"),
     (["controller.validateReleases=sometimes"], "controller.validateReleases must be auto, always or never"),
     (["webhook.certs.mode=manual"], "webhook.certs.mode must be bootstrap or cert-manager"),
     (["webhook.timeoutSeconds=31"], "timeoutSeconds must be between 1 and 30"),
@@ -451,6 +451,8 @@ def test_controller_rbac_is_least_privilege(objs):
         (("",), ("pods",), ("get", "list", "patch", "watch"), ()),
         (("",), ("nodes", "persistentvolumeclaims", "persistentvolumes"), ("get", "list", "watch"), ()),
         (("",), ("resourcequotas",), ("get", "list", "watch"), ()),
+        (("resource.k8s.io",), ("resourceslices", "deviceclasses", "resourceclaims", "resourceclaimtemplates"),
+         ("get", "list", "watch"), ()),
         (("",), ("pods",), ("delete",), ()),
         (("",), ("pods/status",), ("patch",), ()),
         (("policy",), ("poddisruptionbudgets",), ("list", "watch"), ()),

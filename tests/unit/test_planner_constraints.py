@@ -140,13 +140,27 @@ def test_unbound_claims_are_unchecked_released_unpinned_unreserved_and_named():
     assert "m0 has constraints cogate does not check (unbound volume claim data)" in v.message
 
 
-def test_dra_resource_claims_stay_unchecked():
+def test_dra_resource_claims_not_resolved_hold_by_default():
+    """Claims not resolved against the DRA informers (an API server without resource.k8s.io/v1):
+    held by default (hold-devices) and by hold; released unpinned, named, by release."""
     m = pod_info(raw_pod("m0", extra={"resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu"}]}))
     assert m.unplanned == ("resource claims",)
-    v = run([node("n1")], [m], 1).verdicts[0]
+    for cfg in (PlannerConfig(), PlannerConfig(unchecked="hold")):
+        v = run([node("n1")], [m], 1, cfg=cfg).verdicts[0]
+        assert v.outcome == Outcome.UNSCHEDULABLE and v.release == {}
+        assert v.message.endswith(f"m0 has constraints cogate does not check (resource claims) and "
+                                  f"--unchecked-constraints={cfg.unchecked} (release them unchecked, with the risk "
+                                  "that kube-scheduler places part of the group, with --unchecked-constraints=release)")
+    v = run([node("n1")], [m], 1, cfg=PlannerConfig(unchecked="release")).verdicts[0]
     assert v.outcome == Outcome.RELEASED and v.release == {m.uid: ""} and "resource claims" in v.message
-    v = run([node("n1")], [m], 1, cfg=PlannerConfig(unchecked="hold")).verdicts[0]
-    assert v.outcome == Outcome.UNSCHEDULABLE
+
+
+def test_unbound_volume_claims_are_released_by_default_and_held_by_hold():
+    m = pod_info(raw_pod("m0", claim="data"))
+    m = resolve_volumes([m], {("default", "data"): pvc("data")}, {})[0]
+    assert m.unplanned == ("unbound volume claim data",)
+    assert run([node("n1")], [m], 1).verdicts[0].outcome == Outcome.RELEASED
+    assert run([node("n1")], [m], 1, cfg=PlannerConfig(unchecked="hold")).verdicts[0].outcome == Outcome.UNSCHEDULABLE
 
 
 def test_without_claim_informers_claims_stay_unchecked():

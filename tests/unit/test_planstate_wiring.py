@@ -10,7 +10,7 @@ from cogate.controller.config import ReconcilerConfig
 from cogate.controller.informer import Caches
 from cogate.controller.inputs import build_group_requests, group_object, members_by_group
 from cogate.controller.reconciler import Reconciler
-from tests.builders import FakeCluster, raw_pg, raw_pod
+from tests.builders import NS, FakeCluster, raw_pg, raw_pod
 
 
 def _informer(name, items, key, convert) -> Informer:
@@ -106,3 +106,95 @@ def test_nominations_from_their_informer_are_room_promised_until_they_go():
     assert [v.outcome for v in result.verdicts] == ["Released"]
     assert metrics.nominated_pods._value.get() == 0
     rec.close()
+
+
+# -- DRA devices (controller/devicesroom.py) -------------------------------------------------------
+
+def _dra_objects(devices_on_n1: int):
+    driver = "gpu.example.com"
+    rslice = {"metadata": {"name": "n1-gpu", "resourceVersion": "1"},
+              "spec": {"driver": driver, "nodeName": "n1", "pool": {"name": "n1", "generation": 1,
+                                                                       "resourceSliceCount": 1},
+                       "devices": [{"name": f"gpu-{i}"} for i in range(devices_on_n1)]}}
+    dclass = {"metadata": {"name": driver, "resourceVersion": "1"},
+              "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]}}
+    return rslice, dclass
+
+
+def _claim(name, allocated=(), reserved=()):
+    status = {}
+    if allocated:
+        status["allocation"] = {"devices": {"results": [{"request": "gpu", "driver": "gpu.example.com", "pool": "n1",
+                                                          "device": d} for d in allocated]}}
+    if reserved:
+        status["reservedFor"] = [{"resource": "pods", "name": u, "uid": u} for u in reserved]
+    return {"metadata": {"name": name, "namespace": NS, "resourceVersion": "1"},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}]}},
+            "status": status}
+
+
+def _with_claim(pod: dict, claim: str) -> dict:
+    pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim}]
+    return pod
+
+
+def test_devices_reach_the_planning_state_and_follow_deltas():
+    from cogate.controller import devices
+    from cogate.controller.dra import is_device_resource
+
+    res = "gpu.example.com devices"
+    rslice, dclass = _dra_objects(2)
+    pods = [_with_claim(raw_pod("a", cpu="1"), "ca"), _with_claim(raw_pod("b", cpu="1"), "cb"),
+            _with_claim(raw_pod("w", group=None, node="n1", gates=(), cpu="1", phase="Running"), "cw")]
+    claims = [_claim("ca"), _claim("cb"), _claim("cw", allocated=["gpu-0"], reserved=["uid-w"])]
+    cluster = FakeCluster(pods, [raw_pg()])
+    caches = Caches(
+        podgroups=_informer("pg", list(cluster.pgs.values()), namespaced_key, group_object),
+        members=_informer("members", [p for p in pods if p["metadata"]["labels"]], uid_key, records.pod_info),
+        bound=_informer("bound", [p for p in pods if p["spec"].get("nodeName")], uid_key, records.pod_info),
+        nodes=_informer("nodes", [_node("n1")], name_key, records.node_info),
+        resource_slices=_informer("resourceslices", [rslice], name_key, devices.slice_devices),
+        device_classes=_informer("deviceclasses", [dclass], name_key, devices.device_class_info),
+        resource_claims=_informer("resourceclaims", claims, namespaced_key, devices.device_claim_info),
+        claim_templates=_informer("resourceclaimtemplates", [], namespaced_key, devices.claim_template_info),
+    )
+    rec = Reconciler(cluster, cluster, caches, ReconcilerConfig(), metrics=Metrics(), clock=lambda: 1_704_067_300.0,
+                     sleep=lambda s: None)
+    assert rec.devices.enabled
+    rec.reconcile_once()
+    free, _ = rec.planning.room_by_node()["n1"]
+    assert free[res] == 1, "2 devices, 1 held by the bound pod w"
+    assert rec.devices.account.charges == {"uid-w": {res: 1}}
+    assert all(p["spec"].get("schedulingGates") for n, p in cluster.pods.items() if n in ("a", "b")), \
+        "2 members, 1 free device: both stay gated"
+    # a node delta keeps its devices; a third device releases the group
+    caches.nodes._handle_event({"type": "MODIFIED", "object": _node("n1", cpu="6") | {
+        "metadata": {"name": "n1", "resourceVersion": "2"}}})
+    assert rec.planning.room_by_node()["n1"][0][res] == 1
+    rslice3, _ = _dra_objects(3)
+    caches.resource_slices._handle_event({"type": "MODIFIED", "object": rslice3 | {
+        "metadata": {"name": "n1-gpu", "resourceVersion": "2"}}})
+    rec.reconcile_once()
+    assert not any(p["spec"].get("schedulingGates") for n, p in cluster.pods.items() if n in ("a", "b"))
+    # the bound pod goes: its device is no longer charged
+    caches.bound._handle_event({"type": "DELETED", "object": pods[2]})
+    rec.reconcile_once()
+    assert not any(is_device_resource(k) for p in rec.planning.pods for k in p.requests)
+
+
+def test_without_dra_informers_claims_stay_unchecked_and_nothing_is_overlaid():
+    pods = [_with_claim(raw_pod("a", cpu="1"), "ca"), _with_claim(raw_pod("b", cpu="1"), "cb")]
+    cluster = FakeCluster(pods, [raw_pg()])
+    caches = Caches(
+        podgroups=_informer("pg", list(cluster.pgs.values()), namespaced_key, group_object),
+        members=_informer("members", pods, uid_key, records.pod_info),
+        bound=_informer("bound", [], uid_key, records.pod_info),
+        nodes=_informer("nodes", [_node("n1")], name_key, records.node_info),
+    )
+    rec = Reconciler(cluster, cluster, caches, ReconcilerConfig(), metrics=Metrics(), clock=lambda: 1_704_067_300.0,
+                     sleep=lambda s: None)
+    assert not rec.devices.enabled
+    result = rec.reconcile_once()
+    (v,) = result.verdicts
+    assert v.outcome.value == "Unschedulable" and "(resource claims)" in v.message, v.message
+    assert all(p["spec"].get("schedulingGates") for p in cluster.pods.values())

@@ -50,6 +50,9 @@ PURE = [
     "cogate.controller.relays",
     "cogate.controller.preemption",
     "cogate.controller.provreq",
+    "cogate.controller.devcel",
+    "cogate.controller.devices",
+    "cogate.controller.dra",
     "cogate.webhook.admission",
     "cogate.gates",
 ]

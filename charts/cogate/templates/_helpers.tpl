@@ -59,8 +59,8 @@ app.kubernetes.io/component: {{ .component }}
 {{- if not (has .Values.logFormat (list "json" "text")) -}}
 {{- fail (printf "logFormat must be json or text, got %q" .Values.logFormat) -}}
 {{- end -}}
-{{- if not (has .Values.controller.uncheckedConstraints (list "release" "hold")) -}}
-{{- fail (printf "controller.uncheckedConstraints must be release or hold, got %q" .Values.controller.uncheckedConstraints) -}}
+{{- if not (has .Values.controller.uncheckedConstraints (list "release" "hold-devices" "hold")) -}}
+{{- fail (printf "controller.uncheckedConstraints must be release, hold-devices or hold, got %q" .Values.controller.uncheckedConstraints) -}}
 {{- end -}}
 {{- if not (has .Values.webhook.certs.mode (list "bootstrap" "cert-manager")) -}}
 {{- fail (printf "webhook.certs.mode must be bootstrap or cert-manager, got %q" .Values.webhook.certs.mode) -}}
