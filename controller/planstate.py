@@ -332,16 +332,8 @@ class PlanningState:
 
     def _charge(self, i: int, p: PodInfo, sign: int) -> None:
         """Add (``sign`` 1) or remove (-1) pod ``p``'s requests and host ports on slot ``i``."""
-        f = self._free[i]
-        changed = self._changed.setdefault(i, {})
         req = req_with_pod(p.requests)
-        for k, v in req.items():
-            before = f.get(k, 0)
-            after = before - sign * v
-            f[k] = after
-            d = _pos(after) - _pos(before)
-            if d:
-                changed[k] = changed.get(k, 0) + d
+        self._charge_room(i, req, sign)
         if not p.deleting:
             at = self._by_priority[i]
             total = at.setdefault(p.priority, {})

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from cogate.controller import records
 from cogate.controller.informer import Informer, name_key, namespaced_key, uid_key
 from cogate.controller.metrics import Metrics
@@ -24,15 +26,21 @@ def _node(name: str, cpu: str = "4") -> dict:
             "status": {"allocatable": {"cpu": cpu, "pods": "10"}, "conditions": [{"type": "Ready", "status": "True"}]}}
 
 
+def _caches(cluster: FakeCluster, members: list[dict], bound: list[dict], **extra: Any) -> Caches:
+    """Caches over ``cluster``'s PodGroups, the given members and bound pods, node n1, and ``extra``."""
+    return Caches(
+        podgroups=_informer("pg", list(cluster.pgs.values()), namespaced_key, group_object),
+        members=_informer("members", members, uid_key, records.pod_info),
+        bound=_informer("bound", bound, uid_key, records.pod_info),
+        nodes=_informer("nodes", [_node("n1")], name_key, records.node_info),
+        **extra,
+    )
+
+
 def test_planning_state_follows_informer_deltas_and_decides_as_planner():
     pods = [raw_pod("a", cpu="3"), raw_pod("b", cpu="3"), raw_pod("w", group=None, node="n1", gates=(), cpu="2")]
     cluster = FakeCluster(pods, [raw_pg()])
-    caches = Caches(
-        podgroups=_informer("pg", list(cluster.pgs.values()), namespaced_key, group_object),
-        members=_informer("members", [p for p in pods if p["metadata"]["labels"]], uid_key, records.pod_info),
-        bound=_informer("bound", [p for p in pods if p["spec"].get("nodeName")], uid_key, records.pod_info),
-        nodes=_informer("nodes", [_node("n1")], name_key, records.node_info),
-    )
+    caches = _caches(cluster, [p for p in pods if p["metadata"]["labels"]], [p for p in pods if p["spec"].get("nodeName")])
     rec = Reconciler(cluster, cluster, caches, ReconcilerConfig(), metrics=Metrics(), clock=lambda: 1_704_067_300.0,
                      sleep=lambda s: None)
     assert rec.planning is not None
@@ -78,11 +86,8 @@ def test_nominations_from_their_informer_are_room_promised_until_they_go():
     now = 1_704_067_300.0
     pods = [raw_pod("a", cpu="3")]
     cluster = FakeCluster(pods, [raw_pg(min_member=1)])
-    caches = Caches(
-        podgroups=_informer("pg", list(cluster.pgs.values()), namespaced_key, group_object),
-        members=_informer("members", pods, uid_key, records.pod_info),
-        bound=_informer("bound", [], uid_key, records.pod_info),
-        nodes=_informer("nodes", [_node("n1")], name_key, records.node_info),
+    caches = _caches(
+        cluster, pods, [],
         nominated=_informer("nominated", [_nominated("pre", "n1", "2"), _nominated("plain", "", "4")], uid_key,
                             records.nominated_pod_info),
     )
@@ -148,11 +153,8 @@ def test_devices_reach_the_planning_state_and_follow_deltas():
             _with_claim(raw_pod("w", group=None, node="n1", gates=(), cpu="1", phase="Running"), "cw")]
     claims = [_claim("ca"), _claim("cb"), _claim("cw", allocated=["gpu-0"], reserved=["uid-w"])]
     cluster = FakeCluster(pods, [raw_pg()])
-    caches = Caches(
-        podgroups=_informer("pg", list(cluster.pgs.values()), namespaced_key, group_object),
-        members=_informer("members", [p for p in pods if p["metadata"]["labels"]], uid_key, records.pod_info),
-        bound=_informer("bound", [p for p in pods if p["spec"].get("nodeName")], uid_key, records.pod_info),
-        nodes=_informer("nodes", [_node("n1")], name_key, records.node_info),
+    caches = _caches(
+        cluster, [p for p in pods if p["metadata"]["labels"]], [p for p in pods if p["spec"].get("nodeName")],
         resource_slices=_informer("resourceslices", [rslice], name_key, devices.slice_devices),
         device_classes=_informer("deviceclasses", [dclass], name_key, devices.device_class_info),
         resource_claims=_informer("resourceclaims", claims, namespaced_key, devices.device_claim_info),
@@ -185,12 +187,7 @@ def test_devices_reach_the_planning_state_and_follow_deltas():
 def test_without_dra_informers_claims_stay_unchecked_and_nothing_is_overlaid():
     pods = [_with_claim(raw_pod("a", cpu="1"), "ca"), _with_claim(raw_pod("b", cpu="1"), "cb")]
     cluster = FakeCluster(pods, [raw_pg()])
-    caches = Caches(
-        podgroups=_informer("pg", list(cluster.pgs.values()), namespaced_key, group_object),
-        members=_informer("members", pods, uid_key, records.pod_info),
-        bound=_informer("bound", [], uid_key, records.pod_info),
-        nodes=_informer("nodes", [_node("n1")], name_key, records.node_info),
-    )
+    caches = _caches(cluster, pods, [])
     rec = Reconciler(cluster, cluster, caches, ReconcilerConfig(), metrics=Metrics(), clock=lambda: 1_704_067_300.0,
                      sleep=lambda s: None)
     assert not rec.devices.enabled
