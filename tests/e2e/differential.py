@@ -47,7 +47,7 @@ import secrets
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cogate.controller.records import node_info, pod_info
@@ -326,13 +326,46 @@ def _generate_tight(rng: random.Random, seed: int) -> dict[str, Any]:
             "min_member": len(members)}
 
 
+#: DRA (issue 17): the models devices of the ``devices`` family have, the API group and version.
+DEVICE_MODELS = ("a100", "h100")
+DRA_GROUP, DRA_VERSION = "resource.k8s.io", "v1"
+
+
+def _generate_devices(rng: random.Random, seed: int) -> dict[str, Any]:
+    """DRA devices: 2-4 plain nodes (CPU plentiful) publishing 0-4 devices each (model a100 or
+    h100) in one ResourceSlice of the scenario's own driver and DeviceClass; 0-3 existing pods
+    holding one device each (scheduled by kube-scheduler onto a chosen node, so their claims
+    are allocated for real); 2-6 gated members, each with a ResourceClaim of its own asking for
+    1 or 2 devices, some narrowed to one model by a CEL selector."""
+    nodes = [{"name": f"n{i}", "cpu": "16", "memory": "32Gi", "pods": 30, "extended": {}, "labels": {},
+              "taints": [], "unschedulable": False} for i in range(rng.randint(2, 4))]
+    devices = {n["name"]: [rng.choice(DEVICE_MODELS) for _ in range(rng.randint(0, 4))] for n in nodes}
+    with_devices = [n for n, ds in devices.items() if ds]
+    existing = []
+    for i in range(rng.randint(0, 3) if with_devices else 0):
+        existing.append({"name": f"e{i}", "node": rng.choice(with_devices), "count": 1, "model": ""})
+    members = []
+    for i in range(rng.randint(2, 6)):
+        model = rng.choice(DEVICE_MODELS) if rng.random() < 0.3 else ""
+        members.append({"name": f"m{i}", "labels": {APP_LABEL: "g", MEMBER_LABEL: "g"},
+                        "spec": {"containers": [_container("main", "100m", "64Mi")]},
+                        "count": rng.choice((1, 1, 2)), "model": model})
+    r = rng.random()
+    n = len(members)
+    min_member = n if r < 0.7 else rng.randint(1, n)
+    return {"seed": seed, "family": "devices", "nodes": nodes, "existing": [], "members": members,
+            "min_member": min_member, "devices": devices, "device_pods": existing}
+
+
 def generate(seed: int, family: str = "mixed") -> dict[str, Any]:
     """The scenario of ``seed`` in ``family`` (pure, deterministic): a JSON-able dict.
 
     Families: ``mixed`` (the default: random nodes, taints, cordons, existing pods,
     selectors, affinities, tolerations, host ports, init containers, overhead, topology
-    spread) and
-    ``tight`` (see :func:`_generate_tight`: exact packing puzzles on plain nodes).
+    spread),
+    ``tight`` (see :func:`_generate_tight`: exact packing puzzles on plain nodes) and ``devices``
+    (see :func:`_generate_devices`: DRA devices in ResourceSlices, members with ResourceClaims;
+    extra keys ``devices`` (node -> models) and ``device_pods``).
     Raises ``ValueError`` for another family.
 
     Keys: ``seed``, ``family``; ``nodes`` (keyword arguments of
@@ -344,8 +377,10 @@ def generate(seed: int, family: str = "mixed") -> dict[str, Any]:
     rng = random.Random(seed)
     if family == "tight":
         return _generate_tight(rng, seed)
+    if family == "devices":
+        return _generate_devices(rng, seed)
     if family != "mixed":
-        raise ValueError(f"family: expected 'mixed' or 'tight', got {family!r}")
+        raise ValueError(f"family: expected 'mixed', 'tight' or 'devices', got {family!r}")
     group = "g"
     nodes = [_gen_node(rng, f"n{i}") for i in range(rng.choice((1, 2, 2, 3, 3, 4, 4, 5, 6)))]
     existing = _gen_existing(rng, nodes, group)
@@ -516,8 +551,90 @@ class Runner:
         finally:
             self._cleanup(ns)
 
+    # -- DRA (the devices family) -------------------------------------------------------
+    def _dra_setup(self, scenario: Mapping[str, Any], ns: str, names: Mapping[str, str]) -> str:
+        """The scenario's DeviceClass and ResourceSlices (its own driver, named after ``ns``), the
+        claims of its device pods and members; the device pods scheduled by kube-scheduler onto
+        their nodes (their claims allocated for real). Returns the driver."""
+        custom = self.client.CustomObjectsApi(self.api)
+        driver = f"{ns}.example.com"
+        custom.create_cluster_custom_object(DRA_GROUP, DRA_VERSION, "deviceclasses", {
+            "apiVersion": f"{DRA_GROUP}/{DRA_VERSION}", "kind": "DeviceClass", "metadata": {"name": driver},
+            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]}})
+        for node, models in scenario["devices"].items():
+            if not models:
+                continue
+            custom.create_cluster_custom_object(DRA_GROUP, DRA_VERSION, "resourceslices", {
+                "apiVersion": f"{DRA_GROUP}/{DRA_VERSION}", "kind": "ResourceSlice",
+                "metadata": {"name": f"{names[node]}-{driver}"},
+                "spec": {"driver": driver, "nodeName": names[node],
+                         "pool": {"name": names[node], "generation": 1, "resourceSliceCount": 1},
+                         "devices": [{"name": f"d{i}", "attributes": {"model": {"string": m}}}
+                                     for i, m in enumerate(models)]}})
+        for p in [*scenario["device_pods"], *scenario["members"]]:
+            exactly: dict[str, Any] = {"deviceClassName": driver, "count": p["count"]}
+            if p["model"]:
+                exactly["selectors"] = [{"cel": {"expression": f'device.attributes["{driver}"].model == '
+                                                               f'"{p["model"]}"'}}]
+            custom.create_namespaced_custom_object(DRA_GROUP, DRA_VERSION, ns, "resourceclaims", {
+                "apiVersion": f"{DRA_GROUP}/{DRA_VERSION}", "kind": "ResourceClaim",
+                "metadata": {"name": f"c-{p['name']}"},
+                "spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}})
+        for p in scenario["device_pods"]:
+            spec = {"containers": [_container("main", "100m", "64Mi")],
+                    "resourceClaims": [{"name": "gpu", "resourceClaimName": f"c-{p['name']}"}],
+                    "nodeSelector": {"kubernetes.io/hostname": names[p["node"]]}}
+            self.core.create_namespaced_pod(ns, self._pod_body(p["name"], {"cogate.test/device-pod": "true"}, spec))
+        if scenario["device_pods"]:
+            # each lands (its node has a free device: they are drawn before the members) or is Unschedulable
+            def settled() -> bool:
+                ps = self.list_pods(ns, "cogate.test/device-pod=true")
+                return len(ps) == len(scenario["device_pods"]) and all(
+                    (p.get("spec") or {}).get("nodeName") or any(
+                        c.get("reason") == "Unschedulable" for c in (p.get("status") or {}).get("conditions") or [])
+                    for p in ps)
+            wait_for(settled, 60, what="device pods scheduled")
+        return driver
+
+    def _dra_inputs(self, ns: str) -> Any:
+        """The DRA objects as the controller's informers hold them."""
+        from cogate.controller import devices as dev
+        from cogate.controller.dra import DeviceInputs
+
+        custom = self.client.CustomObjectsApi(self.api)
+
+        def items(plural: str, namespaced: bool) -> list[dict[str, Any]]:
+            if namespaced:
+                return custom.list_namespaced_custom_object(DRA_GROUP, DRA_VERSION, ns, plural)["items"]
+            return custom.list_cluster_custom_object(DRA_GROUP, DRA_VERSION, plural)["items"]
+
+        slices = tuple(d for s in items("resourceslices", False) for d in dev.slice_devices(s))
+        classes = {c.name: c for c in map(dev.device_class_info, items("deviceclasses", False))}
+        claims = {(c.namespace, c.name): c for c in map(dev.device_claim_info, items("resourceclaims", True))}
+        return DeviceInputs(slices, classes, claims, {}, 1, 0), items
+
+    def _dra_cleanup(self, ns: str, driver: str) -> None:
+        custom = self.client.CustomObjectsApi(self.api)
+        for s in custom.list_cluster_custom_object(DRA_GROUP, DRA_VERSION, "resourceslices")["items"]:
+            if s["spec"].get("driver") == driver:
+                custom.delete_cluster_custom_object(DRA_GROUP, DRA_VERSION, "resourceslices", s["metadata"]["name"])
+        try:
+            custom.delete_cluster_custom_object(DRA_GROUP, DRA_VERSION, "deviceclasses", driver)
+        except self.client.ApiException as e:  # pragma: no cover - best effort
+            if e.status != 404:
+                raise
+
     def _run_in(self, scenario: Mapping[str, Any], placement: str, ns: str, names: Mapping[str, str],
                 t0: float) -> Outcome:
+        driver = self._dra_setup(scenario, ns, names) if scenario.get("family") == "devices" else ""
+        try:
+            return self._run_scenario(scenario, placement, ns, names, t0, driver)
+        finally:
+            if driver:
+                self._dra_cleanup(ns, driver)
+
+    def _run_scenario(self, scenario: Mapping[str, Any], placement: str, ns: str, names: Mapping[str, str],
+                      t0: float, driver: str) -> Outcome:
         for p in scenario["existing"]:
             self.core.create_namespaced_pod(ns, self._pod_body(p["name"], p["labels"], p["spec"],
                                                                nodeName=names[p["node"]]))
@@ -527,7 +644,10 @@ class Runner:
                      and len(self.list_pods(ns, "cogate.test/existing=true")) == len(scenario["existing"]),
                      60, what="existing pods Running")
         for m in scenario["members"]:
-            self.core.create_namespaced_pod(ns, self._pod_body(m["name"], m["labels"], m["spec"],
+            spec = dict(m["spec"])
+            if driver:
+                spec["resourceClaims"] = [{"name": "gpu", "resourceClaimName": f"c-{m['name']}"}]
+            self.core.create_namespaced_pod(ns, self._pod_body(m["name"], m["labels"], spec,
                                                                schedulingGates=[{"name": GATE}]))
         # the snapshot the planner sees: every node, every pod bound to a node, the group's members
         node_dicts = self.list_nodes()
@@ -537,10 +657,29 @@ class Runner:
         bound_dicts = [p for p in all_pods if (p.get("spec") or {}).get("nodeName")
                        and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
         members = tuple(pod_info(p) for p in member_dicts)
+        nodes, bound = [node_info(n) for n in node_dicts], [pod_info(p) for p in bound_dicts]
+        dra_snapshot = None
+        if driver:  # the devices room's work, over the same snapshot (controller/dra.py)
+            from cogate.controller import dra
+            from cogate.controller.planstate import PlanningState
+
+            inputs, items = self._dra_inputs(ns)
+            resolved, acc = dra.account(members, {p.uid: p.node_name for p in bound}, inputs, dra.Selection())
+            members = tuple(resolved)
+            nodes = [replace(n, allocatable=dra.with_devices(n.allocatable, acc.allocatable.get(n.name)))
+                     for n in nodes]
+            bound = [replace(p, requests=dra.with_devices(p.requests, acc.charges.get(p.uid))) for p in bound]
+            dra_snapshot = {k: items(k, k == "resourceclaims") for k in ("resourceslices", "deviceclasses",
+                                                                       "resourceclaims")}
         group = GroupRequest(namespace=ns, name="g", min_member=scenario["min_member"], created=time.time(),
                              released=False, members=members)
-        decision = decide([node_info(n) for n in node_dicts], [pod_info(p) for p in bound_dicts], [group], [],
-                          time.time(), PlannerConfig(gate_name=GATE))
+        if driver:
+            state = PlanningState.build(nodes, bound)
+            for name, held in acc.held.items():
+                state.set_held(name, held)
+            decision = state.decide([group], [], time.time(), PlannerConfig(gate_name=GATE))
+        else:
+            decision = decide(nodes, bound, [group], [], time.time(), PlannerConfig(gate_name=GATE))
         verdict = decision.verdicts[0]
         released = verdict.outcome == PlannerOutcome.RELEASED
         uid_name = {p["metadata"]["uid"]: p["metadata"]["name"] for p in member_dicts}
@@ -559,6 +698,8 @@ class Runner:
         snapshot = None
         if cls in ("FP", "FN"):
             snapshot = {"nodes": node_dicts, "bound_pods": bound_dicts, "members": member_dicts}
+            if dra_snapshot is not None:
+                snapshot["dra"] = dra_snapshot
         return Outcome(
             seed=scenario["seed"], family=scenario.get("family", "mixed"), placement=placement, min_member=scenario["min_member"],
             members=len(member_dicts), verdict=verdict.outcome, message=verdict.message, fits=verdict.fits,
@@ -659,7 +800,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0, help="first seed")
     ap.add_argument("--seeds", type=str, default="", help="comma-separated seeds (overrides --count/--seed)")
     ap.add_argument("--placement", choices=(*PLACEMENTS, "both"), default="both")
-    ap.add_argument("--family", choices=("mixed", "tight"), default="mixed", help="scenario generator family")
+    ap.add_argument("--family", choices=("mixed", "tight", "devices"), default="mixed",
+                    help="scenario generator family")
     ap.add_argument("--out", default="differential-results.json")
     ap.add_argument("--kubeconfig", help="use this cluster (else start a local control plane)")
     ap.add_argument("--stable", type=float, default=2.0, help="seconds the outcome must not change")

@@ -16,14 +16,16 @@ import json
 
 import pytest
 
-from .differential import Runner, classify, generate, summarize
+from .differential import DEVICE_MODELS, Runner, classify, generate, summarize
 
 pytestmark = pytest.mark.e2e
 
 #: Fixed seeds: 12 "mixed" scenarios, a mix of groups that fit and that do not (checked
-#: below), and 4 "tight" packing puzzles (a spreading scheduler fragments them).
+#: below), 4 "tight" packing puzzles (a spreading scheduler fragments them) and 6 "devices"
+#: scenarios (DRA: ResourceSlices, claims allocated by kube-scheduler, issue 17).
 SEEDS = tuple(range(12))
 TIGHT_SEEDS = tuple(range(4))
+DEVICE_SEEDS = tuple(range(6))
 
 
 def test_generator_is_deterministic_and_valid():
@@ -50,6 +52,15 @@ def test_generator_is_deterministic_and_valid():
               if any(c["whenUnsatisfiable"] == "DoNotSchedule"
                      for c in m["spec"].get("topologySpreadConstraints", []))]
     assert len(set(spread)) >= 3, spread
+    for seed in DEVICE_SEEDS:
+        sc = generate(seed, "devices")
+        assert sc["family"] == "devices" and set(sc["devices"]) == {n["name"] for n in sc["nodes"]}
+        assert all(m["count"] in (1, 2) and m["model"] in ("", *DEVICE_MODELS) for m in sc["members"])
+        assert all(p["node"] in sc["devices"] and sc["devices"][p["node"]] for p in sc["device_pods"])
+    # the devices batch has scenarios with too few devices and scenarios with enough
+    demand = [sum(m["count"] for m in generate(s, "devices")["members"]) for s in DEVICE_SEEDS]
+    supply = [sum(map(len, generate(s, "devices")["devices"].values())) for s in DEVICE_SEEDS]
+    assert any(d > n for d, n in zip(demand, supply)) and any(d <= n for d, n in zip(demand, supply))
     with pytest.raises(ValueError, match="family"):
         generate(1, "nope")
 
@@ -71,10 +82,12 @@ def test_planner_fits_is_never_followed_by_an_unschedulable_member(cluster, kube
             outcomes.append(runner.run(generate(seed), "pinned"))
         for seed in TIGHT_SEEDS:
             outcomes.append(runner.run(generate(seed, "tight"), "pinned"))
+        for seed in DEVICE_SEEDS:
+            outcomes.append(runner.run(generate(seed, "devices"), "pinned"))
     finally:
         runner.delete_fake_nodes()
     summary = summarize(outcomes)["pinned"]
-    assert summary["scenarios"] == len(SEEDS) + len(TIGHT_SEEDS)
+    assert summary["scenarios"] == len(SEEDS) + len(TIGHT_SEEDS) + len(DEVICE_SEEDS)
     # the batch is not vacuous: it has groups the planner releases and groups it holds back
     assert summary["TP"] + summary["FP"] > 0 and summary["TN"] + summary["FN"] > 0, summary
     for o in outcomes:
