@@ -169,10 +169,13 @@ def test_gang_asking_for_an_extended_resource_backed_by_dra_is_released_and_runs
     assert len(devices) == 4, f"kube-scheduler gave each running member a device: {devices}"
 
     def fifth_waits():
-        c = condition(status(kube, namespace, "x"), "Released")
+        c = condition(status(kube, namespace, "x"), "MembersWaiting")
         return c if c and f"{resource} short by 1" in c["message"] else None
 
-    cond = wait_for(fifth_waits, 30, what="the fifth member waits for a device")
+    try:
+        cond = wait_for(fifth_waits, 30, what="the fifth member waits for a device")
+    except AssertionError as e:
+        raise AssertionError(f"{e}; status: {status(kube, namespace, 'x')}") from None
     assert "x-4" in cond["message"] or "1 member" in cond["message"], cond
     (fifth,) = [p for p in group_pods(kube, namespace, "x") if not running(p)]
     assert fifth.spec.scheduling_gates, "the member beyond the devices stays gated"
