@@ -50,6 +50,7 @@ BENCHMARKS: list[str] = [
     "webhook",  # 5
     "controller_memory",  # 6a
     "preemption",  # issue 15 item 6: victim selection time
+    "devices_pass",  # issue 17 item 7: the pass with DRA devices
     "bench_release_latency",  # 2
     "bench_end_to_end",  # 3
     "bench_release_throughput",  # 4
