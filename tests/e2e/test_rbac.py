@@ -354,6 +354,8 @@ def test_no_request_forbidden_and_every_granted_kind_used(installed):
                          ("watch", "coordination.k8s.io/leases"),  # kube-scheduler's, by name (preemption)
                          ("get", "apps/replicasets"), ("get", "batch/jobs"),
                          ("get", "kubeflow.org/mpijobs"), ("get", "jobset.x-k8s.io/jobsets")}
+    controller_needed |= {(verb, f"resource.k8s.io/{res}") for verb in ("list", "watch")  # the devices room
+                          for res in ("resourceslices", "deviceclasses", "resourceclaims", "resourceclaimtemplates")}
     assert webhook_needed <= made[sa_user(WEBHOOK_SA)], sorted(made[sa_user(WEBHOOK_SA)])
     assert controller_needed <= made[sa_user(CONTROLLER_SA)], sorted(made[sa_user(CONTROLLER_SA)])
     status_writes = {v for v, r in made[sa_user(CONTROLLER_SA)] if r == "scheduling.x-k8s.io/podgroups/status"}
