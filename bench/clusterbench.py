@@ -77,16 +77,18 @@ def parallel(fn: Callable[[Any], Any], items: Iterable[Any], workers: int = 16) 
 # ------------------------------------------------------------------ the control plane
 
 @contextlib.contextmanager
-def control_plane(cluster: Any = None) -> Iterator[Any]:
-    """``cluster`` itself when given (left running), else a new LocalCluster stopped on exit."""
+def control_plane(cluster: Any = None, *, kubernetes_version: str | None = None,
+                  feature_gates: dict[str, bool] | None = None) -> Iterator[Any]:
+    """``cluster`` itself when given (left running), else a new LocalCluster stopped on exit, of
+    ``kubernetes_version`` (default: the pinned default release) with ``feature_gates`` set."""
     if cluster is not None:
         yield cluster
         return
     from cogate.localcluster.build import ensure_binaries
     from cogate.localcluster.cluster import LocalCluster
 
-    ensure_binaries(["etcd", "kubernetes", "kwok"], log=sys.stderr)
-    c = LocalCluster(timeout=120)
+    ensure_binaries(["etcd", "kubernetes", "kwok"], log=sys.stderr, kubernetes_version=kubernetes_version)
+    c = LocalCluster(timeout=120, kubernetes_version=kubernetes_version, feature_gates=feature_gates)
     c.start()
     try:
         yield c

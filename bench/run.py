@@ -58,6 +58,7 @@ BENCHMARKS: list[str] = [
     "bench_coscheduling",  # 7 (needs the scheduler-plugins source: $COGATE_COSCHEDULING_SRC)
     "bench_preemption_cluster",  # issue 15 item 6: cogate, kube-scheduler alone, Coscheduling preempting
     "bench_autoscaler_cluster",  # issue 16 item 6: cogate's ProvisioningRequests against cluster-autoscaler alone
+    "bench_native",  # issue 18 item 4: against kube-scheduler 1.37's own gang scheduling (builds v1.37.2)
 ]
 
 #: Binaries the local control plane runs (what a NEEDS_CLUSTER benchmark needs).

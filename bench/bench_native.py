@@ -1,0 +1,337 @@
+"""Issue 18 item 4: side by side with Kubernetes' own gang scheduling.
+
+kube-scheduler 1.37 schedules gangs itself (KEP-4671, beta, feature gate ``GenericWorkload``,
+off by default): a ``scheduling.k8s.io/v1beta1`` PodGroup with
+``spec.schedulingPolicy.gang.minCount``, pods naming it in ``spec.schedulingGroup.podGroupName``,
+one scheduling cycle per group and workload-aware preemption (KEP-5710). This benchmark runs
+the same workloads through both, each on its own v1.37.2 control plane with ``GenericWorkload``
+on (one after the other, same kwok node shapes, same pods, same scheduler configuration):
+
+- **cogate**: its CRD, webhook and controller (``--preemption``); the gang is cogate's PodGroup
+  (created first) and its members carry the group label;
+- **native**: no cogate; the gang is a ``scheduling.k8s.io/v1beta1`` PodGroup (created first, its
+  ``priorityClassName`` the members' class) and the members' pod template sets
+  ``spec.schedulingGroup.podGroupName`` (they carry the same label, which nothing reads there,
+  so one pod watch groups both).
+
+Workloads (ReplicaSets; pods 100m/64Mi unless said; the PodGroups first, then every ReplicaSet
+of every group at once, except that a group's ReplicaSets are created in the order listed):
+
+- README example: 1 node (10 CPU, 8Gi); 6 pods of 3 CPU / 500Mi; minMember 3 (3 can run) and
+  minMember 4 (none can run; watched 15 s);
+- two groups competing: 2 nodes of 4 CPU; groups A and B of 6 pods of 1 CPU, minMember 6: room
+  for one of them; watched 20 s after the winner is bound;
+- 100 groups of 8 and one group of 1,000 on 100 nodes (4 CPU, 16Gi);
+- heterogeneous members: one group of 12 executors (1 CPU / 1Gi, created first, as the MPI
+  operator creates workers before their launcher) and a driver (2 CPU / 2Gi), minMember 13, on 4
+  nodes of 4 CPU: room for all 13 only if the driver's node keeps 2 CPU free (spread evenly, the
+  executors leave 1 CPU on every node), the case native calls best effort;
+- preemption: 10 nodes of 4 CPU full of low-priority pods (PriorityClass ``low``, 500m), then a
+  gang of 8 high-priority members of 1 CPU (class ``high``) that fits once 16 of them go.
+
+Per workload: **time** from the first create call until the pod watch sees the expected pods
+bound (ratio cogate / native); whether any group was **partly bound** (the rule of
+:func:`bench_coscheduling.quorum`: at some moment 0 < bound < minMember and then still below it
+at the end, or reaching it only more than 5 s + minMember / 50 s after its first binding); what
+each **said** about a group that did not reach minMember (cogate: its PodGroup's ``Released``
+condition; native: its PodGroup's conditions and a pending member's ``PodScheduled`` condition);
+**API requests per pod**: every request kube-apiserver answered during the workload
+(``apiserver_request_total``, all clients: the systems, the ReplicaSet controller, kwok and
+this watch) divided by the pods created for it, and the writes to pods and PodGroups per pod.
+
+    python bench/bench_native.py [--quick]       # prints RESULT <json>
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_coscheduling as cos  # noqa: E402
+import clusterbench as cb  # noqa: E402
+from bench_preemption_cluster import parse_cpu_millis  # noqa: E402
+
+from cogate.api import GROUP, PLURAL, VERSION  # noqa: E402
+
+NAME = "native"
+TITLE = "Side by side with Kubernetes' own gang scheduling (1.37.2, GenericWorkload on)"
+NEEDS_CLUSTER = True
+RELEASE = "1.37.2"
+GATES = {"GenericWorkload": True}
+NATIVE_GROUP, NATIVE_VERSION, NATIVE_PLURAL = "scheduling.k8s.io", "v1beta1", "podgroups"
+TARGET = 1.1  # cogate's time within 1.1x of native's (issue 18)
+SYSTEMS = ("cogate", "native")
+LOW = ("low", 100)
+HIGH = ("high", 1000)
+LOW_CPU = "500m"
+README_NODE = {"cpu": "10", "memory": "8Gi", "pods": 110}
+NODE_4CPU = {"cpu": "4", "memory": "16Gi", "pods": 110}
+
+
+@dataclass(frozen=True)
+class Part:
+    """One ReplicaSet of a group: ``replicas`` pods requesting (= limited to) ``cpu``/``memory``."""
+
+    name: str
+    replicas: int
+    cpu: str = "100m"
+    memory: str = "64Mi"
+
+
+@dataclass(frozen=True)
+class Group:
+    name: str
+    min_member: int
+    parts: tuple[Part, ...]
+
+    @property
+    def size(self) -> int:
+        return sum(p.replicas for p in self.parts)
+
+
+@dataclass(frozen=True)
+class Workload:
+    label: str
+    node_count: int
+    node_shape: dict[str, Any]
+    groups: tuple[Group, ...]
+    expect_bound: int
+    hold_s: float = 2.0  # keep watching after the expected count is bound (or from the start when 0)
+    fill_low: bool = False  # nodes first filled with low-priority pods of LOW_CPU; members are HIGH
+
+    @property
+    def pods(self) -> int:
+        return sum(g.size for g in self.groups)
+
+
+def _one(name: str, n: int, min_member: int, cpu: str = "100m", memory: str = "64Mi") -> Group:
+    return Group(name, min_member, (Part(name, n, cpu, memory),))
+
+
+def workloads(quick: bool) -> list[Workload]:
+    hetero = Group("spark", 13, (Part("executor", 12, "1", "1Gi"), Part("driver", 1, "2", "2Gi")))
+    out = [
+        Workload("README example, minMember 3", 1, README_NODE, (_one("nginx", 6, 3, "3", "500Mi"),), 3, 5.0),
+        Workload("README example, minMember 4", 1, README_NODE, (_one("nginx", 6, 4, "3", "500Mi"),), 0,
+                 5.0 if quick else 15.0),
+        Workload("two groups competing for room for one", 2, NODE_4CPU,
+                 (_one("a", 6, 6, "1", "1Gi"), _one("b", 6, 6, "1", "1Gi")), 6, 5.0 if quick else 20.0),
+        Workload("heterogeneous: 12 executors then a driver", 4, NODE_4CPU, (hetero,), 13, 5.0 if quick else 15.0),
+        Workload("high-priority gang of 8 on a full cluster", 10, NODE_4CPU, (_one("g", 8, 8, "1"),), 8, 3.0,
+                 fill_low=True),
+    ]
+    if quick:
+        out += [Workload("2 groups of 4", 10, NODE_4CPU, tuple(_one(f"g{i}", 4, 4) for i in range(2)), 8),
+                Workload("1 group of 8", 10, NODE_4CPU, (_one("big", 8, 8),), 8)]
+    else:
+        out += [Workload("100 groups of 8", 100, NODE_4CPU, tuple(_one(f"g{i}", 8, 8) for i in range(100)), 800),
+                Workload("1 group of 1,000", 100, NODE_4CPU, (_one("big", 1000, 1000),), 1000)]
+    return out
+
+
+# ------------------------------------------------------------------ manifests
+
+def native_pod_group(g: Group, priority_class: str | None) -> dict[str, Any]:
+    """The ``scheduling.k8s.io/v1beta1`` PodGroup of ``g`` (gang of ``minCount`` = minMember)."""
+    spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": g.min_member}}}
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+    return {"apiVersion": f"{NATIVE_GROUP}/{NATIVE_VERSION}", "kind": "PodGroup", "metadata": {"name": g.name},
+            "spec": spec}
+
+
+def replica_set(system: str, g: Group, part: Part, priority_class: str | None) -> dict[str, Any]:
+    """The ReplicaSet of ``part``: cogate's members carry the group label (the webhook gates them);
+    native's carry it too (nothing reads it there) and name the native PodGroup."""
+    body = cb.replica_set(f"{g.name}-{part.name}" if part.name != g.name else g.name, part.replicas, group=g.name,
+                          cpu=part.cpu, memory=part.memory, priority_class=priority_class)
+    if system == "native":
+        body["spec"]["template"]["spec"]["schedulingGroup"] = {"podGroupName": g.name}
+    return body
+
+
+# ------------------------------------------------------------------ what each said
+
+def _conditions(obj: dict[str, Any], only: str | None = None) -> str:
+    return "; ".join(f"{c.get('type')}={c.get('status')} {c.get('reason') or ''}: {(c.get('message') or '')[:240]}"
+                     for c in (obj.get("status") or {}).get("conditions") or [] if only in (None, c.get("type")))
+
+
+def said(api: client.ApiClient, system: str, ns: str, name: str) -> str:
+    """What ``system`` says about group ``name`` in ``ns``, in words (module doc)."""
+    custom = client.CustomObjectsApi(api)
+    try:
+        if system == "cogate":
+            obj = custom.get_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, name)
+            return _conditions(obj, "Released") or "(no Released condition)"
+        obj = custom.get_namespaced_custom_object(NATIVE_GROUP, NATIVE_VERSION, ns, NATIVE_PLURAL, name)
+    except client.ApiException as exc:
+        return f"(PodGroup not read: HTTP {exc.status})"
+    text = _conditions(obj) or "PodGroup: no conditions"
+    pods = client.CoreV1Api(api).list_namespaced_pod(ns, label_selector=f"{cb.POD_GROUP_LABEL}={name}").items
+    for p in pods:
+        if not p.spec.node_name:
+            cond = next((c for c in p.status.conditions or [] if c.type == "PodScheduled"), None)
+            text += (f"; pod {p.metadata.name}: PodScheduled={cond.status} {cond.reason or ''}: "
+                     f"{(cond.message or '')[:240]}" if cond else f"; pod {p.metadata.name}: no PodScheduled condition")
+            break
+    return text
+
+
+# ------------------------------------------------------------------ one workload
+
+def run_workload(cluster: Any, api: client.ApiClient, watch: cb.PodWatch, w: Workload, system: str,
+                 timeout: float) -> dict[str, Any]:
+    cb.set_nodes(cluster, w.node_count, **w.node_shape)
+    ns = cb.new_namespace(api, system[:3])
+    ns_low = cb.new_namespace(api, f"{system[:3]}-low") if w.fill_low else None
+    prio = HIGH[0] if w.fill_low else None
+    try:
+        if ns_low:
+            low = w.node_count * (parse_cpu_millis(w.node_shape["cpu"]) // parse_cpu_millis(LOW_CPU))
+            cb.create_replica_set(api, ns_low, cb.replica_set("low", low, group=None, cpu=LOW_CPU,
+                                                              priority_class=LOW[0]))
+            watch.wait_bound(ns_low, low, timeout)
+        for g in w.groups:
+            if system == "cogate":
+                cb.create_pod_group(api, ns, cb.pod_group(g.name, g.min_member))
+            else:
+                client.CustomObjectsApi(api).create_namespaced_custom_object(
+                    NATIVE_GROUP, NATIVE_VERSION, ns, NATIVE_PLURAL, native_pod_group(g, prio), _preload_content=False)
+        before = cb.apiserver_requests(api)
+        t0 = time.monotonic()
+
+        def create(g: Group) -> None:
+            for part in g.parts:  # in order: e.g. the executors before their driver
+                cb.create_replica_set(api, ns, replica_set(system, g, part, prio))
+        cb.parallel(create, w.groups)
+        reached = None
+        if w.expect_bound:
+            try:
+                reached = watch.wait_bound(ns, w.expect_bound, timeout) - t0
+            except TimeoutError:
+                reached = None
+        time.sleep(w.hold_s)
+        end = time.monotonic()
+        requests = {k: v - before.get(k, 0.0) for k, v in cb.apiserver_requests(api).items()}
+        writes = cb.pod_writes(requests)
+        out = cos.partial_binding(watch, ns, _as_cos(w), end)
+        out["time s"] = round(reached, 2) if reached is not None else None
+        out["timed out"] = bool(w.expect_bound) and reached is None
+        out["over-bound"] = out["bound"] > w.expect_bound
+        out["requests per pod"] = round(sum(v for v in requests.values() if v > 0) / w.pods, 1)
+        out["pod and PodGroup writes per pod"] = round(sum(writes.values()) / w.pods, 2)
+        out["writes"] = {k: int(v) for k, v in writes.items()}
+        with watch.lock:
+            bound = {}
+            for t, n, _, grp in watch.bind_log:
+                if n == ns and t <= end:
+                    bound[grp] = bound.get(grp, 0) + 1
+        out["said"] = {g.name: said(api, system, ns, g.name) for g in w.groups if bound.get(g.name, 0) < g.min_member}
+        if ns_low:
+            with watch.lock:
+                out["victims"] = sum(1 for (n, _), r in watch.records.items()
+                                     if n == ns_low and r.deleted is not None and t0 <= r.deleted <= end)
+        return out
+    finally:
+        cb.delete_namespace(api, ns)
+        if ns_low:
+            cb.delete_namespace(api, ns_low)
+
+
+def _as_cos(w: Workload) -> cos.Workload:
+    """``w`` in the shape :func:`bench_coscheduling.partial_binding` reads (groups and minMember)."""
+    return cos.Workload(w.label, w.node_count, w.node_shape, [(g.name, g.size, g.min_member) for g in w.groups])
+
+
+# ------------------------------------------------------------------ the benchmark
+
+def _system(system: str, quick: bool, timeout: float) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    with cb.control_plane(kubernetes_version=RELEASE, feature_gates=GATES) as c:
+        versions = c.kubectl("api-versions").stdout.split()
+        if f"{NATIVE_GROUP}/{NATIVE_VERSION}" not in versions:
+            raise RuntimeError(f"{RELEASE} with {GATES} does not serve {NATIVE_GROUP}/{NATIVE_VERSION}")
+        ctx: Any = cb.cogate_stack(c, "--preemption") if system == "cogate" else _Nothing()
+        with ctx:
+            api = cb.api_client(c)
+            for name, value in (LOW, HIGH):
+                cb.priority_class(api, name, value)
+            with cb.PodWatch(api) as watch:
+                for w in workloads(quick):
+                    cb.log(f"{NAME}: {system}: {w.label}")
+                    out[w.label] = run_workload(c, api, watch, w, system, timeout)
+                    cb.log(f"{NAME}: {system}: {w.label}: {out[w.label]}")
+            api.close()
+    return out
+
+
+class _Nothing:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def _partly(x: dict[str, Any]) -> str:
+    items = x["stranded"] + x["slow"]
+    return ", ".join(items) if items else "no"
+
+
+def run(quick: bool, out_dir: Path) -> dict[str, Any]:
+    timeout = 60 if quick else 600
+    res = {s: _system(s, quick, timeout) for s in SYSTEMS}
+    rows, said_rows, targets = [], [], []
+    for w in workloads(quick):
+        a, b = res["cogate"][w.label], res["native"][w.label]
+        r = cb.ratio(a["time s"], b["time s"]) if a["time s"] and b["time s"] else None
+        rows.append([w.label, w.expect_bound, a["time s"], b["time s"], r, a["bound"], b["bound"], _partly(a),
+                     _partly(b), a["requests per pod"], b["requests per pod"], a["pod and PodGroup writes per pod"],
+                     b["pod and PodGroup writes per pod"]])
+        for g in sorted(set(a["said"]) | set(b["said"])):
+            said_rows.append([w.label, g, a["said"].get(g, "(reached minMember)"),
+                              b["said"].get(g, "(reached minMember)")])
+        if r is not None and w.expect_bound >= 100:
+            targets.append(cb.target(f"time until all bound, {w.label}", f"cogate <= {TARGET}x native",
+                                     f"{r}x", r <= TARGET))
+    partly = [f"{s}: {w.label}: {_partly(res[s][w.label])}" for s in SYSTEMS for w in workloads(quick)
+              if _partly(res[s][w.label]) != "no"]
+    targets.append(cb.target("a group partly bound, any workload", "never (cogate)",
+                             "; ".join(p for p in partly if p.startswith("cogate")) or "never",
+                             not any(p.startswith("cogate") for p in partly)))
+    notes = [f"Both systems on v{RELEASE} control planes with feature gate GenericWorkload=true (the native API "
+             f"{NATIVE_GROUP}/{NATIVE_VERSION} served), one after the other, same kwok node shapes and pods. cogate "
+             "with its defaults plus --preemption (placement pinned); native with kube-scheduler's default "
+             "configuration (its GangScheduling plugins on with the gate).",
+             "Requests per pod count every client of the API server during the workload (from the first create call "
+             "to the end of the watch), divided by the pods created for it: the low-priority fill and its nodes are "
+             "before the count starts.",
+             "raw figures: " + json.dumps(res)]
+    return cb.result(
+        NAME, TITLE,
+        "The same workloads (README example, two groups competing for room for one, heterogeneous members, a "
+        "high-priority gang on a full cluster, 100 groups of 8, one group of 1,000) through cogate and through "
+        "kube-scheduler's own gang scheduling (scheduling.k8s.io/v1beta1 PodGroups), each on its own v1.37.2 "
+        "control plane with GenericWorkload on. Time from the first create call until a pod watch sees the "
+        "expected pods bound; partial binding; what each said about a group that did not start; API requests "
+        "per pod.",
+        "native gang scheduling, same workloads, same machine, same run (ratio cogate / native).",
+        tables=[cb.table("Time until the expected pods are bound, partial binding, API requests",
+                         ["workload", "expected bound", "cogate s", "native s", "ratio", "cogate bound", "native bound",
+                          "cogate partly bound", "native partly bound", "cogate requests/pod",
+                          "native requests/pod", "cogate pod+group writes/pod", "native pod+group writes/pod"], rows),
+                cb.table("What each said about a group below minMember at the end",
+                         ["workload", "group", "cogate", "native"], said_rows)],
+        targets=targets, notes=notes)
+
+
+if __name__ == "__main__":
+    cb.main(run)
