@@ -166,6 +166,12 @@ def run_workload(cluster: Any, api, watch: cb.PodWatch, w: Workload, scheduler_n
         cb.delete_namespace(api, ns)
 
 
+def partly(x: dict[str, Any]) -> str:
+    """The groups :func:`partial_binding` found partly bound, in words ("no" when none)."""
+    items = x["stranded"] + x["slow"]
+    return ", ".join(items) if items else "no"
+
+
 # ------------------------------------------------------------------ Coscheduling processes
 
 def scheduler_config(kubeconfig: Path, permit_wait_s: int = 10) -> dict[str, Any]:
@@ -268,7 +274,6 @@ class Coscheduling:
 # ------------------------------------------------------------------ the benchmark
 
 def _system(system: str, quick: bool, src: Path, timeout: float) -> dict[str, dict[str, Any]]:
-    out: dict[str, dict[str, Any]] = {}
     with cb.control_plane() as c:
         if system == "cogate":
             ctx: Any = cb.cogate_stack(c)
@@ -278,11 +283,8 @@ def _system(system: str, quick: bool, src: Path, timeout: float) -> dict[str, di
             sched = SCHEDULER_NAME
         with ctx:
             api = cb.api_client(c)
-            with cb.PodWatch(api) as watch:
-                for w in workloads(quick):
-                    cb.log(f"{NAME}: {system}: {w.label}")
-                    out[w.label] = run_workload(c, api, watch, w, sched, timeout)
-                    cb.log(f"{NAME}: {system}: {w.label}: {out[w.label]}")
+            out = cb.run_workloads(api, NAME, system, workloads(quick),
+                                   lambda watch, w: run_workload(c, api, watch, w, sched, timeout))
             api.close()
     return out
 
@@ -298,10 +300,6 @@ def run(quick: bool, out_dir: Path, src: str | Path | None = None) -> dict[str, 
     for w in workloads(quick):
         a, b = res["cogate"][w.label], res["coscheduling"][w.label]
         r = cb.ratio(a["time s"], b["time s"]) if a["time s"] and b["time s"] else None
-
-        def partly(x):
-            items = x["stranded"] + x["slow"]
-            return ", ".join(items) if items else "no"
         rows.append([w.label, w.expect_bound, a["time s"], b["time s"], r, a["bound"], b["bound"],
                      partly(a), partly(b), a["max quorum lag s"], b["max quorum lag s"]])
     # the report names no machine's directories: the source relative to the repository, binaries to the cache

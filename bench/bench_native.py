@@ -44,6 +44,7 @@ this watch) divided by the pods created for it, and the writes to pods and PodGr
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
@@ -254,36 +255,18 @@ def _as_cos(w: Workload) -> cos.Workload:
 # ------------------------------------------------------------------ the benchmark
 
 def _system(system: str, quick: bool, timeout: float) -> dict[str, dict[str, Any]]:
-    out: dict[str, dict[str, Any]] = {}
     with cb.control_plane(kubernetes_version=RELEASE, feature_gates=GATES) as c:
         versions = c.kubectl("api-versions").stdout.split()
         if f"{NATIVE_GROUP}/{NATIVE_VERSION}" not in versions:
             raise RuntimeError(f"{RELEASE} with {GATES} does not serve {NATIVE_GROUP}/{NATIVE_VERSION}")
-        ctx: Any = cb.cogate_stack(c, "--preemption") if system == "cogate" else _Nothing()
-        with ctx:
+        with cb.cogate_stack(c, "--preemption") if system == "cogate" else contextlib.nullcontext():
             api = cb.api_client(c)
             for name, value in (LOW, HIGH):
                 cb.priority_class(api, name, value)
-            with cb.PodWatch(api) as watch:
-                for w in workloads(quick):
-                    cb.log(f"{NAME}: {system}: {w.label}")
-                    out[w.label] = run_workload(c, api, watch, w, system, timeout)
-                    cb.log(f"{NAME}: {system}: {w.label}: {out[w.label]}")
+            out = cb.run_workloads(api, NAME, system, workloads(quick),
+                                   lambda watch, w: run_workload(c, api, watch, w, system, timeout))
             api.close()
     return out
-
-
-class _Nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-
-def _partly(x: dict[str, Any]) -> str:
-    items = x["stranded"] + x["slow"]
-    return ", ".join(items) if items else "no"
 
 
 def run(quick: bool, out_dir: Path) -> dict[str, Any]:
@@ -293,8 +276,8 @@ def run(quick: bool, out_dir: Path) -> dict[str, Any]:
     for w in workloads(quick):
         a, b = res["cogate"][w.label], res["native"][w.label]
         r = cb.ratio(a["time s"], b["time s"]) if a["time s"] and b["time s"] else None
-        rows.append([w.label, w.expect_bound, a["time s"], b["time s"], r, a["bound"], b["bound"], _partly(a),
-                     _partly(b), a["requests per pod"], b["requests per pod"], a["pod and PodGroup writes per pod"],
+        rows.append([w.label, w.expect_bound, a["time s"], b["time s"], r, a["bound"], b["bound"], cos.partly(a),
+                     cos.partly(b), a["requests per pod"], b["requests per pod"], a["pod and PodGroup writes per pod"],
                      b["pod and PodGroup writes per pod"]])
         for g in sorted(set(a["said"]) | set(b["said"])):
             said_rows.append([w.label, g, a["said"].get(g, "(reached minMember)"),
@@ -302,8 +285,8 @@ def run(quick: bool, out_dir: Path) -> dict[str, Any]:
         if r is not None and w.expect_bound >= 100:
             targets.append(cb.target(f"time until all bound, {w.label}", f"cogate <= {TARGET}x native",
                                      f"{r}x", r <= TARGET))
-    partly = [f"{s}: {w.label}: {_partly(res[s][w.label])}" for s in SYSTEMS for w in workloads(quick)
-              if _partly(res[s][w.label]) != "no"]
+    partly = [f"{s}: {w.label}: {cos.partly(res[s][w.label])}" for s in SYSTEMS for w in workloads(quick)
+              if cos.partly(res[s][w.label]) != "no"]
     targets.append(cb.target("a group partly bound, any workload", "never (cogate)",
                              "; ".join(p for p in partly if p.startswith("cogate")) or "never",
                              not any(p.startswith("cogate") for p in partly)))

@@ -797,6 +797,19 @@ def pod_writes(requests: dict[str, float]) -> dict[str, float]:
             if v and k.split(" ")[0] in WRITE_VERBS and k.split(" ")[1].split("/")[0] in ("pods", "podgroups")}
 
 
+def run_workloads(api: client.ApiClient, name: str, system: str, workloads: Iterable[Any],
+                  run: Callable[["PodWatch", Any], dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """``{workload.label: run(watch, workload)}`` for each workload in turn under one :class:`PodWatch`
+    (the clock of a side-by-side benchmark), each logged as ``<name>: <system>: <label>``."""
+    out: dict[str, dict[str, Any]] = {}
+    with PodWatch(api) as watch:
+        for w in workloads:
+            log(f"{name}: {system}: {w.label}")
+            out[w.label] = run(watch, w)
+            log(f"{name}: {system}: {w.label}: {out[w.label]}")
+    return out
+
+
 # ------------------------------------------------------------------ figures
 
 def percentile(values: Iterable[float], p: float) -> float:
