@@ -12,10 +12,13 @@ from pathlib import Path
 
 from setuptools import setup
 
+#: The controller's subject folders (controller/*/; docs/internals.md).
+CONTROLLER_FOLDERS = ["model", "planning", "status", "kube", "devices", "preemption", "provisioning", "release"]
 #: What the image runs; always in the wheel.
 PACKAGES = [
     "cogate",
     "cogate.controller",
+    *(f"cogate.controller.{sub}" for sub in CONTROLLER_FOLDERS),
     "cogate.webhook",
     "cogate.certs",
     "cogate.manifests",  # data only (the PodGroup CRD, a link to the chart's copy)

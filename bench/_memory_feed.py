@@ -3,7 +3,7 @@ through the watch-event path and print the process's RSS at checkpoints (one JSO
 
     python bench/_memory_feed.py --nodes 5000 --pods 100000 --members 10000
 
-The informers are the controller's own (:class:`cogate.controller.informer.Informer`,
+The informers are the controller's own (:class:`cogate.controller.kube.informer.Informer`,
 keyed and converted exactly as ``cogate.controller.main`` builds them: nodes by name with
 ``records.node_info``, bound pods and members by uid with ``records.pod_info``, PodGroups by
 namespace/name with ``inputs.group_object``). Each is run with a watch source that
@@ -182,7 +182,7 @@ def fed(name: str, key, convert, lines: Iterator[str], checkpoint=None, every: i
     ADDED event per JSON line (decoded as WatchStream does), then stops. The list is empty:
     everything arrives as watch events. ``checkpoint(k)`` is called after every ``every``
     events have been handled."""
-    from cogate.controller.informer import Informer
+    from cogate.controller.kube.informer import Informer
 
     stop = threading.Event()
 
@@ -280,10 +280,10 @@ def main() -> int:
 
     from cogate import api
     from cogate.controller import main as controller_main  # noqa: F401 - everything the controller imports
-    from cogate.controller import records
-    from cogate.controller.informer import name_key, namespaced_key, uid_key
-    from cogate.controller.planner import GroupRequest, PlannerConfig, decide
-    from cogate.controller.inputs import group_object
+    from cogate.controller.model import records
+    from cogate.controller.kube.informer import name_key, namespaced_key, uid_key
+    from cogate.controller.planning.planner import GroupRequest, PlannerConfig, decide
+    from cogate.controller.status.inputs import group_object
 
     gc.collect()
     points = [{"step": "modules imported, no objects", "pods": 0, "rss": rss()}]

@@ -62,7 +62,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import clusterbench as cb  # noqa: E402
 
 from cogate.api import GROUP, PLURAL, VERSION  # noqa: E402
-from cogate.controller import provreq  # noqa: E402
+from cogate.controller.provisioning import provreq  # noqa: E402
 from cogate.localcluster import autoscaler as ca  # noqa: E402
 from cogate.localcluster.nodes import node_ready  # noqa: E402
 

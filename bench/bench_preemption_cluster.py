@@ -63,7 +63,7 @@ import clusterbench as cb  # noqa: E402
 import schedplugins  # noqa: E402
 
 from cogate.api import GROUP, PLURAL, VERSION  # noqa: E402
-from cogate.controller.resources import parse_quantity, to_units  # noqa: E402
+from cogate.controller.model.resources import parse_quantity, to_units  # noqa: E402
 
 
 

@@ -45,7 +45,7 @@ def raw_patcher(args_file: str) -> None:
     pods: [[name, node]]}) from ``workers`` threads; print the seconds it took."""
     from kubernetes import client, config
 
-    from cogate.controller.patches import release_patch
+    from cogate.controller.planning.patches import release_patch
 
     a = json.loads(Path(args_file).read_text())
     cfg = client.Configuration()

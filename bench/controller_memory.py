@@ -62,7 +62,7 @@ def run(quick: bool, out_dir: Path) -> dict[str, Any]:
             "of tolerations, and equal mappings replaced by one canonical object) would bring a record to "
             f"{res['per_pod_bytes_shared']:,.0f} bytes (measured on copies of 2,000 cached records), about "
             f"{(total - res['per_pod_bytes_shared']) * size['pods'] / MiB:,.0f} MB less at this size. Not "
-            "applied: controller/records.py is outside this benchmark's scope."
+            "applied: controller/model/records.py is outside this benchmark's scope."
         )
     plot = _plot(points, size, out_dir / "controller_memory.png")
     return {

@@ -6,7 +6,7 @@ held by bound pods (one pod per device), so one device per node is free. G waiti
 8 members, each member with its own ResourceClaim asking for 2 devices: no node has 2 free, so
 every group waits (``InsufficientCapacity``), as in the planning-pass benchmark.
 
-The pass is the controller's: the devices room (:class:`cogate.controller.devicesroom.Devices`,
+The pass is the controller's: the devices room (:class:`cogate.controller.devices.room.Devices`,
 over informers holding the slices, the class and the claims) fills in the members' device requests
 and puts the nodes' and bound pods' devices into the planning state, then
 ``PlanningState.decide``. "After one change" (the target): the free device of node n0 taken by a
@@ -29,11 +29,12 @@ from pathlib import Path
 from typing import Any
 
 from cogate.api import DEFAULT_GATE_NAME, POD_GROUP_LABEL
-from cogate.controller import devices, records
-from cogate.controller.devicesroom import Devices
-from cogate.controller.informer import Informer, name_key, namespaced_key, uid_key
-from cogate.controller.planstate import PlanningState
-from cogate.controller.planner import GroupRequest, Outcome, PlannerConfig
+from cogate.controller.devices import records as devices
+from cogate.controller.model import records
+from cogate.controller.devices.room import Devices
+from cogate.controller.kube.informer import Informer, name_key, namespaced_key, uid_key
+from cogate.controller.planning.planstate import PlanningState
+from cogate.controller.planning.planner import GroupRequest, Outcome, PlannerConfig
 
 NAME = "devices_pass"
 TITLE = "Planning pass with DRA devices"

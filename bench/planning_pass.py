@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from cogate.api import DEFAULT_GATE_NAME, POD_GROUP_LABEL
-from cogate.controller.planstate import PlanningState
-from cogate.controller.records import NodeInfo, PodInfo, Reservation
-from cogate.controller.planner import Decision, GroupRequest, Outcome, PlannerConfig, decide
+from cogate.controller.planning.planstate import PlanningState
+from cogate.controller.model.records import NodeInfo, PodInfo, Reservation
+from cogate.controller.planning.planner import Decision, GroupRequest, Outcome, PlannerConfig, decide
 
 NAME = "planning_pass"
 TITLE = "Planning pass"
@@ -70,7 +70,7 @@ class PodEvent:
 
 class PlannerUnderTest(Protocol):
     """What the benchmark times. Constructed once from the initial snapshot (arguments as
-    :func:`cogate.controller.planner.decide`); not timed."""
+    :func:`cogate.controller.planning.planner.decide`); not timed."""
 
     def __init__(
         self,
@@ -119,7 +119,7 @@ class FromScratch:
 
 
 class Incremental:
-    """The controller's planner: :class:`cogate.controller.planstate.PlanningState` built once from
+    """The controller's planner: :class:`cogate.controller.planning.planstate.PlanningState` built once from
     the snapshot (not timed), fed the one informer delta, then one pass (``PlanningState.decide``)."""
 
     label = "incremental (planstate.PlanningState)"

@@ -7,7 +7,7 @@ of several runs, same process, same input):
 
 * **selection, the controller's path**: ``preemption.select_victims(view=...)`` on the view of the
   incremental planner's state (``planstate.PlanningState.bound_view``, the state after the pass
-  that found the gang waiting, as ``controller/preempting.py`` calls it): the rooms built on its
+  that found the gang waiting, as ``controller/preemption/room.py`` calls it): the rooms built on its
   free room, the candidates read per node looked at, the room without every candidate from its
   per-priority sums; the view is taken inside the timed call;
 * **selection from scratch** (context): the whole call over the pod list (the snapshot of nodes
@@ -33,12 +33,12 @@ from pathlib import Path
 from typing import Any
 
 from cogate.api import DEFAULT_GATE_NAME, POD_GROUP_LABEL
-from cogate.controller import planner
-from cogate.controller.capacity import Snapshot
-from cogate.controller.planstate import PlanningState
-from cogate.controller.planner import GroupRequest, Outcome, PlannerConfig
-from cogate.controller.preemption import Preemption, select_victims
-from cogate.controller.records import NodeInfo, PodInfo
+from cogate.controller.planning import planner
+from cogate.controller.planning.capacity import Snapshot
+from cogate.controller.planning.planstate import PlanningState
+from cogate.controller.planning.planner import GroupRequest, Outcome, PlannerConfig
+from cogate.controller.preemption.victims import Preemption, select_victims
+from cogate.controller.model.records import NodeInfo, PodInfo
 
 NAME = "preemption"
 TITLE = "Victim selection (preemption)"
@@ -215,7 +215,7 @@ def run(quick: bool, out_dir: Path) -> dict[str, Any]:
         "notes": ["Command: .venv/bin/python bench/run.py --only preemption"
                   + (" (quick sizes: not results)" if quick else ""),
                   "The controller's path is select_victims(view=PlanningState.bound_view()), as "
-                  "controller/preempting.py calls it when handed the planning state; from scratch is the same "
+                  "controller/preemption/room.py calls it when handed the planning state; from scratch is the same "
                   "call over the node and pod lists (the same answer, checked before timing)."],
     }
 

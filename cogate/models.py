@@ -6,7 +6,7 @@ API server speaks, with the same defaults and bounds as the CRD
 
 - ``spec.minMember``: int32, >= 1, default 1 (the CRD defaults it too);
 - ``spec.minResources``: ResourceList, name -> quantity (``"4"``, ``"8Gi"``, ``2``);
-  values are kept as given (parse with ``cogate.controller.resources.parse_quantity``);
+  values are kept as given (parse with ``cogate.controller.model.resources.parse_quantity``);
 - ``spec.scheduleTimeoutSeconds``: int32 seconds >= 0, counted from release;
 - ``status``: scheduler-plugins' fields (``phase``, ``running``, ``succeeded``,
   ``failed``, ``scheduleStartTime``, ``occupiedBy``) plus ``scheduled`` and

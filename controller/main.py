@@ -5,7 +5,7 @@ else the in-cluster service account. Every replica runs the informers and serves
 ``/metrics``, ``/healthz`` and ``/readyz`` (ready once all informers have synced,
 whether or not it leads); only the leader (Lease ``cogate-controller``) reconciles.
 A replica leads only while its last successful lease renewal started less than 10 s
-ago (see :mod:`cogate.controller.leader`). A replica that loses the lease exits at once
+ago (see :mod:`cogate.controller.kube.leader`). A replica that loses the lease exits at once
 with status 1 (``os._exit`` after one log line and a best-effort flush): no in-flight
 reconcile pass may keep patching pods while another replica leads, so nothing is joined
 or cleaned up; Kubernetes restarts the pod as a follower. SIGTERM/SIGINT stop cleanly:
@@ -27,10 +27,14 @@ from collections.abc import Callable
 from typing import Any
 
 from cogate import api, cliargs, kube, logs
-from cogate.controller import devices, devicesroom, inflight, preemption, provreq, quota, records, refusers, verdicts, volumes
-from cogate.controller.config import DEFAULT_WORKERS, ReconcilerConfig
-from cogate.controller.events import EventRecorder
-from cogate.controller.informer import (
+from cogate.controller.devices import records as devices, room as devicesroom
+from cogate.controller.preemption import inflight, victims as preemption
+from cogate.controller.provisioning import provreq
+from cogate.controller.model import quota, records, verdicts, volumes
+from cogate.controller.release import refusers
+from cogate.controller.model.config import DEFAULT_WORKERS, ReconcilerConfig
+from cogate.controller.kube.events import EventRecorder
+from cogate.controller.kube.informer import (
     Caches,
     Informer,
     admission_source,
@@ -47,10 +51,10 @@ from cogate.controller.informer import (
     volume_source,
     wait_all_synced,
 )
-from cogate.controller.inputs import group_object
-from cogate.controller.leader import LEASE_NAME, LeaderElector
-from cogate.controller.metrics import Metrics, serve
-from cogate.controller.patches import PLACEMENTS
+from cogate.controller.status.inputs import group_object
+from cogate.controller.kube.leader import LEASE_NAME, LeaderElector
+from cogate.controller.kube.metrics import Metrics, serve
+from cogate.controller.planning.patches import PLACEMENTS
 from cogate.controller.reconciler import Reconciler
 
 log = logging.getLogger("cogate.controller")
@@ -165,7 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def admission_informers(api_client: Any, make: Callable[..., Informer]) -> tuple[tuple[Informer, ...], bool]:
-    """Informers (records: names of pod UPDATE interceptors, :mod:`cogate.controller.refusers`) for
+    """Informers (records: names of pod UPDATE interceptors, :mod:`cogate.controller.release.refusers`) for
     each of ``refusers.ADMISSION_RESOURCES`` the API server serves in ``admissionregistration.k8s.io/v1``,
     and whether they cover every such resource it serves in any version (discovery: a kind served
     only in a beta or alpha version, or a failed discovery, leaves ``--validate-releases auto``

@@ -6,17 +6,17 @@ PodGroup's uid (:meth:`Memories.recall`) and forgotten in one place when the gro
 uid, so it starts with a blank record. The record holds:
 
 - ``refusal``: the group's last refused release (:class:`Refusal`: when to retry, how often in
-  a row, the text for ``ReleaseAccepted=False``; back-off :func:`cogate.controller.wakeups.refusal_backoff`);
+  a row, the text for ``ReleaseAccepted=False``; back-off :func:`cogate.controller.model.wakeups.refusal_backoff`);
 - ``progress_written``: monotonic seconds of the last status write, ``progress_pending``: when a
   change of numbers only was first held back since (``None``: none is); such a change waits
   ``status.PROGRESS_WRITE_SECONDS`` after the later of the two (``status.write_due``);
 - ``budget``: the opt-in PodDisruptionBudget as last written (:class:`Budget`);
 - ``timeout_evicted``/``quorum_evicted``: the releases (``scheduleStartTime``) whose members
   ``--evict-on-timeout``/``--evict-below-quorum`` already evicted (once per release);
-- ``ended``: members seen ended during the release (:class:`cogate.controller.status.EndedMembers`);
+- ``ended``: members seen ended during the release (:class:`cogate.controller.status.status.EndedMembers`);
 - ``binding``: how far the standing release got binding its members and when a member last bound
-  (:class:`cogate.controller.status.BindProgress`: the timeout clock runs from then);
-- ``preemption``: the preemption in flight for the group (:class:`cogate.controller.inflight.InFlight`),
+  (:class:`cogate.controller.status.status.BindProgress`: the timeout clock runs from then);
+- ``preemption``: the preemption in flight for the group (:class:`cogate.controller.preemption.inflight.InFlight`),
   ``preemption_note``: ``(reason, message)`` of ``Preempting=False`` (how the last one ended, or why
   none is made), ``preemption_checked``: epoch seconds of the last selection that preempted nothing,
   ``preemption_attempts``/``preemption_until``: preemptions in a row that ended without placing the
@@ -33,8 +33,8 @@ evicted before came back gated and are not); the ended members are rebuilt from 
 progress starts again: a release with members placed already gets a full timeout window from the
 first pass (``status.track_progress``), never a shorter one. A preemption in flight is rebuilt
 from the cluster on the new process's first pass (and on gaining leadership):
-:meth:`cogate.controller.preempting.Preempting.resume` reads, with
-:func:`cogate.controller.inflight.rebuild`, the plan from the members' ``nominatedNodeName`` that
+:meth:`cogate.controller.preemption.room.Preempting.resume` reads, with
+:func:`cogate.controller.preemption.inflight.rebuild`, the plan from the members' ``nominatedNodeName`` that
 cogate's field manager owns and the victims from the pods still there marked ``DisruptionTarget``
 ``PreemptionByCogate`` naming the group; its room stays held, it keeps its start and its deadline
 (the victims' ``deletionTimestamp``), a victim marked but not yet deleted is deleted, and it ends as
@@ -57,8 +57,8 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from cogate.controller.inflight import InFlight
-from cogate.controller.status import BindProgress, EndedMembers
+from cogate.controller.preemption.inflight import InFlight
+from cogate.controller.status.status import BindProgress, EndedMembers
 
 
 @dataclass(frozen=True)
@@ -119,7 +119,7 @@ class GroupMemory:
     preemption_checked: float = -math.inf
     preemption_attempts: int = 0
     preemption_until: float = -math.inf
-    #: ``--provisioning-class`` (controller/provisioning.py): ``(reason, message)`` of
+    #: ``--provisioning-class`` (controller/provisioning/room.py): ``(reason, message)`` of
     #: ``Provisioning=False`` (how the last request ended), failed requests in a row, and the epoch
     #: seconds before which the group does not ask again. The request itself is an object in the
     #: cluster (found again after a restart); only the back-off is lost with the process.

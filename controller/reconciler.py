@@ -1,26 +1,26 @@
 """The reconcile loop: informer caches -> ``planner.decide`` -> status, gate removal, events.
 
 This module schedules and runs decision passes and applies their verdicts; the rules live
-in pure modules (``planner``, ``status``, :mod:`~cogate.controller.patches`,
-:mod:`~cogate.controller.notices`, :mod:`~cogate.controller.inputs` for the planner's input,
-:mod:`~cogate.controller.wakeups` for when a pass is due), the API calls in
-:mod:`~cogate.controller.writer`, and the duties around a release in rooms of their own,
+in pure modules (``planner``, ``status``, :mod:`~cogate.controller.planning.patches`,
+:mod:`~cogate.controller.status.notices`, :mod:`~cogate.controller.status.inputs` for the planner's input,
+:mod:`~cogate.controller.model.wakeups` for when a pass is due), the API calls in
+:mod:`~cogate.controller.kube.writer`, and the duties around a release in rooms of their own,
 each handed what it uses (docs/internals.md, "The reconciler and its rooms"):
 
-- :class:`~cogate.controller.guard.ReleaseGuard`: the checks before any gate goes, refused releases;
-- :class:`~cogate.controller.aftercare.Aftercare`: stuck pins, departures, quorum loss,
+- :class:`~cogate.controller.release.guard.ReleaseGuard`: the checks before any gate goes, refused releases;
+- :class:`~cogate.controller.release.aftercare.Aftercare`: stuck pins, departures, quorum loss,
   timeouts, the opt-in PodDisruptionBudget;
-- :class:`~cogate.controller.preempting.Preempting`: gang preemption (``--preemption``): the room
+- :class:`~cogate.controller.preemption.room.Preempting`: gang preemption (``--preemption``): the room
   held for a preemption in flight, victims marked and deleted, how it ended;
-- :class:`~cogate.controller.provisioning.Provisioning`: asking cluster-autoscaler for a waiting
+- :class:`~cogate.controller.provisioning.room.Provisioning`: asking cluster-autoscaler for a waiting
   gang's nodes (``--provisioning-class``): ProvisioningRequests made, judged, consumed, deleted;
-- :class:`~cogate.controller.strays.Strays`: gated pods that left their group or are stored with a
+- :class:`~cogate.controller.release.strays.Strays`: gated pods that left their group or are stored with a
   native gang field (ungated), pods whose PodGroup does not exist, invalid objects;
 - :class:`~cogate.controller.memory.Memories`: what is remembered about each PodGroup between
   passes, one record per group;
-- :class:`~cogate.controller.relaying.Relaying`: a held group's reason told to its owner and
+- :class:`~cogate.controller.release.relaying.Relaying`: a held group's reason told to its owner and
   gated members (``kubectl describe job``/``pod``);
-- :class:`~cogate.controller.events.Emitter`: the Events, de-duplicated.
+- :class:`~cogate.controller.kube.events.Emitter`: the Events, de-duplicated.
 
 :class:`Reconciler` runs one decision pass at a time (decisions are serialised,
 docs/semantics.md) on its own thread:
@@ -29,7 +29,7 @@ docs/semantics.md) on its own thread:
    after gaining leadership) seed the reservations with ``inputs.restored_reservations`` and
    take over the preemptions left in flight (``Preempting.resume``);
 2. ``PlanningState.decide(groups, reservations, now, config)``
-   (:mod:`~cogate.controller.planstate`: the nodes and bound non-terminal pods are fed to it
+   (:mod:`~cogate.controller.planning.planstate`: the nodes and bound non-terminal pods are fed to it
    from the informers' deltas, and only groups whose inputs changed are planned again; the
    same decision as ``planner.decide`` over the caches); keep the returned reservations for
    the next pass;
@@ -39,7 +39,7 @@ docs/semantics.md) on its own thread:
    controller finishes the release instead of re-deciding it; only after it succeeded
    are the gates removed, concurrently, one minimal JSON Patch per member
    (``AlreadyReleased`` verdicts ungate their new members the same way);
-4. events on change (:class:`cogate.controller.events.EventDeduplicator`), metrics;
+4. events on change (:class:`cogate.controller.kube.events.EventDeduplicator`), metrics;
 5. wake up for the earliest time a room asked for (each returns a ``wake_at``), a
    reservation expiry or a schedule timeout: ``debouncer.wake_at`` is called in one place.
 """
@@ -55,19 +55,21 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from cogate.controller import lifecycle, native, notices, refusers, verdicts
-from cogate.controller import quota as quota_mod
-from cogate.controller import status as status_mod
-from cogate.controller import replicas
-from cogate.controller.ownership import Ownership, api_reader, custom_reader
-from cogate.controller.relaying import Relaying
-from cogate.controller.aftercare import Aftercare, Context
-from cogate.controller.config import ReconcilerConfig
-from cogate.controller.events import Emitter, EventRecorder
-from cogate.controller.guard import ReleaseGuard
-from cogate.controller.devicesroom import Devices
-from cogate.controller.informer import Caches
-from cogate.controller.inputs import (
+from cogate.controller.status import lifecycle, notices
+from cogate.controller.release import native, refusers
+from cogate.controller.model import verdicts
+from cogate.controller.model import quota as quota_mod
+from cogate.controller.status import status as status_mod
+from cogate.controller.model import replicas
+from cogate.controller.release.ownership import Ownership, api_reader, custom_reader
+from cogate.controller.release.relaying import Relaying
+from cogate.controller.release.aftercare import Aftercare, Context
+from cogate.controller.model.config import ReconcilerConfig
+from cogate.controller.kube.events import Emitter, EventRecorder
+from cogate.controller.release.guard import ReleaseGuard
+from cogate.controller.devices.room import Devices
+from cogate.controller.kube.informer import Caches
+from cogate.controller.status.inputs import (
     GroupObject,
     after_departures,
     build_group_requests,
@@ -76,17 +78,17 @@ from cogate.controller.inputs import (
     restored_reservations,
 )
 from cogate.controller.memory import GroupMemory, Memories
-from cogate.controller.metrics import Metrics
-from cogate.controller.notices import log_extra
-from cogate.controller.patches import PLACEMENTS
-from cogate.controller.verdicts import Decision, GroupRequest, GroupVerdict, Outcome
-from cogate.controller.planstate import PlanningState
-from cogate.controller.preempting import Preempting
-from cogate.controller.provisioning import Provisioning
-from cogate.controller.records import NodeInfo, PodInfo, Promise, Reservation
-from cogate.controller.strays import Strays
-from cogate.controller.wakeups import WAKE_MARGIN, Debouncer, earliest
-from cogate.controller.writer import Writer, WriteResult
+from cogate.controller.kube.metrics import Metrics
+from cogate.controller.status.notices import log_extra
+from cogate.controller.planning.patches import PLACEMENTS
+from cogate.controller.model.verdicts import Decision, GroupRequest, GroupVerdict, Outcome
+from cogate.controller.planning.planstate import PlanningState
+from cogate.controller.preemption.room import Preempting
+from cogate.controller.provisioning.room import Provisioning
+from cogate.controller.model.records import NodeInfo, PodInfo, Promise, Reservation
+from cogate.controller.release.strays import Strays
+from cogate.controller.model.wakeups import WAKE_MARGIN, Debouncer, earliest
+from cogate.controller.kube.writer import Writer, WriteResult
 from cogate.models import PHASES, PodGroupStatus
 
 if TYPE_CHECKING:
@@ -145,7 +147,7 @@ class Reconciler:
         #: The incremental planner's state (None when ``decide`` is scripted); guarded by its lock.
         self.planning: PlanningState | None = None
         self._planning_lock = threading.Lock()
-        #: DRA devices in the planning state (:mod:`cogate.controller.devicesroom`).
+        #: DRA devices in the planning state (:mod:`cogate.controller.devices.room`).
         self.devices = Devices(caches.resource_slices, caches.device_classes, caches.resource_claims,
                                caches.claim_templates, caches.nodes, caches.bound)
         if decide is None:
@@ -208,7 +210,7 @@ class Reconciler:
     def on_member_event(self, kind: str, old: PodInfo | None, new: PodInfo | None) -> None:
         """Members informer handler: requests a pass; a gang member the watch reported deleted goes
         to the after-release duties (its last state says why it went), a gated member that left
-        its group to :meth:`Strays.left <cogate.controller.strays.Strays.left>` (ungated before the next pass)."""
+        its group to :meth:`Strays.left <cogate.controller.release.strays.Strays.left>` (ungated before the next pass)."""
         if kind == "DELETED" and old is not None:
             self.aftercare.departed(old)
         self.strays.left(kind, old, new)
@@ -359,7 +361,7 @@ class Reconciler:
     def _plan(self, requests: Sequence[GroupRequest], now: float, promised: Sequence[Promise] = ()) -> Decision:
         """Plan the pass (on the planning state, or the scripted ``decide`` over the caches'
         nodes and bound pods); keeps its reservations for the next pass. ``promised``: room held
-        for a preemption in flight (:meth:`Preempting.promises <cogate.controller.preempting.Preempting.promises>`)."""
+        for a preemption in flight (:meth:`Preempting.promises <cogate.controller.preemption.room.Preempting.promises>`)."""
         t0 = self._monotonic()
         if self.planning is not None:
             with self._planning_lock:

@@ -6,7 +6,7 @@ wired to them with a scripted ``decide``.
 - :func:`raw_pod`, :func:`raw_pg`, :func:`ready_node`: API JSON as a watch delivers it;
 - :class:`FakeCluster`: ``CoreV1Api`` + ``CustomObjectsApi`` subset, pods patched with real
   JSON Patch semantics, scripted HTTP errors (:class:`ApiError`), a shared call log;
-- :func:`informer`: an :class:`~cogate.controller.informer.Informer` listed once from items;
+- :func:`informer`: an :class:`~cogate.controller.kube.informer.Informer` listed once from items;
 - :class:`Harness` and :func:`verdict`: a reconciler pass against the fakes.
 """
 
@@ -19,13 +19,13 @@ from typing import Any
 import jsonpatch
 
 from cogate import api
-from cogate.controller import records
-from cogate.controller.config import ReconcilerConfig
-from cogate.controller.events import EventRecorder
-from cogate.controller.informer import Caches, Informer, name_key, namespaced_key, uid_key
-from cogate.controller.inputs import group_object
-from cogate.controller.metrics import Metrics
-from cogate.controller.planner import Decision, GroupVerdict
+from cogate.controller.model import records
+from cogate.controller.model.config import ReconcilerConfig
+from cogate.controller.kube.events import EventRecorder
+from cogate.controller.kube.informer import Caches, Informer, name_key, namespaced_key, uid_key
+from cogate.controller.status.inputs import group_object
+from cogate.controller.kube.metrics import Metrics
+from cogate.controller.planning.planner import Decision, GroupVerdict
 from cogate.controller.reconciler import Reconciler
 
 GATE = api.DEFAULT_GATE_NAME
@@ -150,7 +150,7 @@ def ready_node(name: str, cpu: str = "64", labels: dict[str, str] | None = None,
             "status": {"allocatable": {"cpu": cpu, "pods": "110"}, "conditions": [{"type": "Ready", "status": "True"}]}}
 
 
-#: A relayed Event's message (:func:`cogate.controller.relays.relayed`).
+#: A relayed Event's message (:func:`cogate.controller.release.relays.relayed`).
 RELAYED = re.compile(r"PodGroup [^/\s]+/[^:\s]+: ")
 
 
@@ -158,7 +158,7 @@ class Harness:
     def __init__(self, pods, pgs, verdicts, *, placement="pinned", evict=False, now=1_704_067_300.0):
         self.cluster = FakeCluster(pods, pgs)
         #: Events as ``(type, reason, message)``, but those relayed to owners and members
-        #: (:mod:`cogate.controller.relaying`), which are in ``relayed`` as ``(kind, name, type, reason, message)``.
+        #: (:mod:`cogate.controller.release.relaying`), which are in ``relayed`` as ``(kind, name, type, reason, message)``.
         self.events: list[tuple[str, str, str]] = []
         self.relayed: list[tuple[str, str, str, str, str]] = []
         self.decide_calls: list[dict] = []

@@ -6,8 +6,8 @@ pods bound directly with ``spec.nodeName``) and a random group of gated members
 (varied requests incl. init containers, sidecars and RuntimeClass overhead;
 ``nodeSelector``, required node affinity, tolerations, host ports, required pod
 (anti-)affinity, topology spread constraints). It reads nodes and pods back from the API, asks the planner
-(:func:`cogate.controller.planner.decide`), then releases **every** member whatever
-the planner said (:func:`cogate.controller.patches.release_patch`; placement
+(:func:`cogate.controller.planning.planner.decide`), then releases **every** member whatever
+the planner said (:func:`cogate.controller.planning.patches.release_patch`; placement
 ``pinned`` narrows each planned member to its planned node, ``free`` only removes
 the gate) and watches kube-scheduler bind them.
 
@@ -50,10 +50,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from cogate.controller.records import node_info, pod_info
-from cogate.controller.planner import GroupRequest, PlannerConfig, decide
-from cogate.controller.planner import Outcome as PlannerOutcome
-from cogate.controller.patches import release_patch
+from cogate.controller.model.records import node_info, pod_info
+from cogate.controller.planning.planner import GroupRequest, PlannerConfig, decide
+from cogate.controller.planning.planner import Outcome as PlannerOutcome
+from cogate.controller.planning.patches import release_patch
 from cogate.localcluster.nodes import node_manifest
 
 from .kube import wait_for
@@ -598,8 +598,8 @@ class Runner:
 
     def _dra_inputs(self, ns: str) -> Any:
         """The DRA objects as the controller's informers hold them."""
-        from cogate.controller import devices as dev
-        from cogate.controller.dra import DeviceInputs
+        from cogate.controller.devices import records as dev
+        from cogate.controller.devices.dra import DeviceInputs
 
         custom = self.client.CustomObjectsApi(self.api)
 
@@ -659,9 +659,9 @@ class Runner:
         members = tuple(pod_info(p) for p in member_dicts)
         nodes, bound = [node_info(n) for n in node_dicts], [pod_info(p) for p in bound_dicts]
         dra_snapshot = None
-        if driver:  # the devices room's work, over the same snapshot (controller/dra.py)
-            from cogate.controller import dra
-            from cogate.controller.planstate import PlanningState
+        if driver:  # the devices room's work, over the same snapshot (controller/devices/dra.py)
+            from cogate.controller.devices import dra
+            from cogate.controller.planning.planstate import PlanningState
 
             inputs, items = self._dra_inputs(ns)
             resolved, acc = dra.account(members, {p.uid: p.node_name for p in bound}, inputs, dra.Selection())
@@ -753,7 +753,7 @@ def replay_planner(case: Mapping[str, Any]) -> Any:
 
     ``case``: an entry of ``cases`` (needs ``snapshot`` with ``nodes``, ``bound_pods``,
     ``members`` as API JSON, and ``min_member``). Returns the
-    :class:`~cogate.controller.planner.GroupVerdict`; the starting point of a planner unit test.
+    :class:`~cogate.controller.planning.planner.GroupVerdict`; the starting point of a planner unit test.
     """
     snap = case["snapshot"]
     members = tuple(pod_info(p) for p in snap["members"])

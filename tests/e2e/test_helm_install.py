@@ -32,7 +32,7 @@ from kubernetes import client, watch
 
 from cogate.api import POD_GROUP_LABEL
 from cogate.certs import pki
-from cogate.controller.config import DEFAULT_WORKERS
+from cogate.controller.model.config import DEFAULT_WORKERS
 from cogate.localcluster import build, example
 from cogate.localcluster.host import image, realnode
 
@@ -47,7 +47,7 @@ pytestmark = pytest.mark.e2e
 
 #: Values of ``charts/cogate/ci/real-node-values.yaml`` (the README's commands use the file).
 REAL_NODE_VALUES = "charts/cogate/ci/real-node-values.yaml"
-#: Lease duration of the controller's leader election (controller/leader.py), seconds.
+#: Lease duration of the controller's leader election (controller/kube/leader.py), seconds.
 LEASE_DURATION = 15.0
 
 

@@ -32,7 +32,7 @@ import pytest
 from kubernetes import client
 
 from cogate.api import POD_GROUP_LABEL
-from cogate.controller import provreq
+from cogate.controller.provisioning import provreq
 from cogate.localcluster import autoscaler as ca
 from cogate.localcluster import example
 from cogate.localcluster import nodes as fake_nodes

@@ -461,7 +461,7 @@ def test_provisioning_rights_are_exactly_what_it_uses(installed):
     unanswered). A gang that fits no node makes cogate create a PodTemplate and a request; a member
     deleted (the group no longer waits for room) makes it delete both. Nothing is forbidden, every
     provisioning right is used, and ``can-i --list`` equals the README's table for those values."""
-    from cogate.controller import provreq
+    from cogate.controller.provisioning import provreq
     from cogate.localcluster import autoscaler as ca
 
     cluster, stack, work = installed["cluster"], installed["stack"], installed["work"]

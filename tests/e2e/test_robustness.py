@@ -677,7 +677,7 @@ def test_members_with_a_node_bound_volume_are_not_pinned_away_from_it(stack, kub
         ps = wait_for(lambda: (lambda ps: len(ps) == 2 and all(running(p) for p in ps) and ps)(
             group_pods(kube, namespace, "vol")), 20, what="both members Running")
         assert {p.spec.node_name for p in ps} == {names[-1]}, "members run on the only node their volume allows"
-        # The planner reads the bound PV's node affinity (controller/volumes.py), so it pins each
+        # The planner reads the bound PV's node affinity (controller/model/volumes.py), so it pins each
         # member to the volume's node, never away from it.
         def pins(p: client.V1Pod) -> set[str]:
             na = p.spec.affinity.node_affinity if p.spec.affinity else None

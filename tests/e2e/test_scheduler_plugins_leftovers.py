@@ -26,7 +26,7 @@ import pytest
 from kubernetes import client
 
 from cogate.api import GROUP, PLURAL, VERSION
-from cogate.controller import leftovers
+from cogate.controller.model import leftovers
 from cogate.localcluster import example
 
 from .kube import bound, condition, create_pod_group, events_for, gated, group_pods, status, wait_for

@@ -19,7 +19,7 @@ import yaml
 from cogate.api import DEFAULT_ADOPTED_SCHEDULER_NAMES, POD_GROUP_LABEL
 from cogate.certs import bootstrap
 from cogate.controller import main as controller_main
-from cogate.controller.config import DEFAULT_WORKERS
+from cogate.controller.model.config import DEFAULT_WORKERS
 from cogate.localcluster import versions
 from cogate.localcluster.build import binary, ensure_binaries
 from cogate.webhook import config as webhook_config

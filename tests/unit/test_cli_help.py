@@ -220,7 +220,7 @@ def test_controller_connection_pool_holds_every_request_in_flight():
     # Issue 19: a release sends --workers patches at once while the status workers (half as many),
     # the long watches (up to 11) and the recorder and lease hold connections too; a pool smaller
     # than that throws connections away and opens new ones (TLS handshakes) under a release.
-    from cogate.controller import refusers
+    from cogate.controller.release import refusers
 
     watches = 7 + len(refusers.ADMISSION_RESOURCES)
     for workers in (1, 8, controller_main.DEFAULT_WORKERS, 100):

@@ -18,6 +18,8 @@ from cogate.localcluster.host import image
 from tests.image_contents import host_tool_modules, package_path
 
 ROOT = image.repo_root()
+#: controller/'s subject folders (docs/internals.md); setup.py must list each as a package.
+CONTROLLER_FOLDERS = {"model", "planning", "status", "kube", "devices", "preemption", "provisioning", "release"}
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +50,10 @@ def test_the_build_context_has_no_local_cluster():
 def test_wheel_holds_the_components_and_no_local_cluster(wheel_files):
     assert all(package_path(n) == n for n in wheel_files), "only the distribution's files"
     packages = {n.rsplit("/", 1)[0] for n in wheel_files if n.startswith("cogate/")}
-    assert packages == {"cogate", "cogate/controller", "cogate/webhook", "cogate/certs", "cogate/manifests"}
+    folders = {p.parent.name for p in (ROOT / "controller").glob("*/__init__.py")}
+    assert folders == CONTROLLER_FOLDERS
+    assert packages == {"cogate", "cogate/controller", "cogate/webhook", "cogate/certs", "cogate/manifests",
+                        *(f"cogate/controller/{f}" for f in CONTROLLER_FOLDERS)}
     assert "cogate/manifests/scheduling.x-k8s.io_podgroups.yaml" in wheel_files
     (record,) = [n for n in wheel_files if n.endswith(".dist-info/RECORD")]
     assert "localcluster" not in wheel_files[record].decode()

@@ -1,0 +1,939 @@
+"""Pure, immutable records the planner works on, and converters from API JSON.
+
+The informers hand over API objects as plain dicts (a watch event's
+``raw_object``); :func:`node_info` and :func:`pod_info` reduce them to the few
+fields capacity planning needs. Matching rules live on the records so each rule
+is in one place:
+
+* :meth:`Toleration.tolerates` - ``v1.Toleration.ToleratesTaint`` (k8s.io/api).
+* :meth:`NodeSelectorTerm.matches` - kube-scheduler NodeAffinity /
+  component-helpers ``nodeaffinity`` (matchExpressions ANDed, operators In,
+  NotIn, Exists, DoesNotExist, Gt, Lt; matchFields on ``metadata.name``; a term
+  without requirements matches nothing).
+* :meth:`LabelSelector.matches` - ``metav1.LabelSelectorAsSelector``.
+* :meth:`HostPort.conflicts` - kube-scheduler NodePorts (``0.0.0.0`` conflicts
+  with every IP of the same protocol and port).
+
+Units: ResourceList values as in :mod:`cogate.controller.model.resources`; times in
+float epoch seconds (UTC).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, TypeVar
+
+from cogate import gates
+from cogate.api import DEFAULT_SCHEDULER_NAME, POD_GROUP_LABEL, native_gang_field
+from cogate.controller.model.resources import QuantityError, ResourceList, effective_request, parse_quantity, to_units
+from cogate.models import parse_time as rfc3339_to_epoch
+
+__all__ = [
+    "InvalidObject",
+    "Taint",
+    "Toleration",
+    "NodeSelectorRequirement",
+    "NodeSelectorTerm",
+    "LabelSelectorRequirement",
+    "LabelSelector",
+    "PodAffinityTerm",
+    "TopologySpreadConstraint",
+    "HostPort",
+    "NodeInfo",
+    "PodInfo",
+    "Reservation",
+    "Promise",
+    "member_key",
+    "is_member",
+    "node_info",
+    "pod_info",
+    "controller_owner",
+    "nominated_pod_info",
+    "parse_time",
+    "label_selector",
+    "PREEMPTION_POLICIES",
+    "HOSTNAME_LABEL",
+    "UNSCHEDULABLE_TAINT_KEY",
+    "VOLUME_CLAIMS",
+    "RESOURCE_CLAIMS",
+    "ResourceClaimRef",
+]
+
+#: ``PodInfo.unplanned`` entry of a pod with volume claims not yet resolved against PVCs and PVs.
+VOLUME_CLAIMS = "volume claims"
+#: ``PodInfo.unplanned`` entry of a pod with DRA resource claims not yet resolved against the
+#: ResourceClaims, templates, DeviceClasses and ResourceSlices (:mod:`cogate.controller.devices.dra`).
+RESOURCE_CLAIMS = "resource claims"
+#: Topology key for "one per node" pod (anti-)affinity.
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+#: Taint a pod must tolerate (effect NoSchedule) to land on a cordoned node
+#: (kube-scheduler NodeUnschedulable plugin).
+UNSCHEDULABLE_TAINT_KEY = "node.kubernetes.io/unschedulable"
+
+_EMPTY: Mapping[str, str] = MappingProxyType({})
+
+
+class InvalidObject(ValueError):
+    """An API object the planner cannot read; the message names the field."""
+
+
+# -- taints and tolerations ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Taint:
+    """A node taint. ``effect`` is NoSchedule, PreferNoSchedule or NoExecute."""
+
+    key: str
+    value: str = ""
+    effect: str = ""
+
+    def __str__(self) -> str:
+        kv = f"{self.key}={self.value}" if self.value else self.key
+        return f"{kv}:{self.effect}" if self.effect else kv
+
+
+@dataclass(frozen=True)
+class Toleration:
+    """A pod toleration (``operator`` Equal, the default, or Exists)."""
+
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+    def tolerates(self, taint: Taint) -> bool:
+        """``v1.Toleration.ToleratesTaint``: an empty effect matches every effect,
+        an empty key (with Exists) every key; Equal compares values."""
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        if self.operator in ("", "Equal"):
+            return self.value == taint.value
+        if self.operator == "Exists":
+            return True
+        return False
+
+
+# -- node selection ------------------------------------------------------------
+
+
+SET_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
+
+
+def set_based_match(operator: str, key: str, values: Sequence[str], labels: Mapping[str, str]) -> bool:
+    """One set-based requirement against a label map (``metav1.LabelSelectorRequirement``
+    and ``NodeSelectorRequirement`` semantics): In, NotIn (true when the key is absent),
+    Exists, DoesNotExist; any other operator matches nothing."""
+    present = key in labels
+    if operator == "In":
+        return present and labels[key] in values
+    if operator == "NotIn":
+        return not present or labels[key] not in values
+    if operator == "Exists":
+        return present
+    if operator == "DoesNotExist":
+        return not present
+    return False
+
+
+@dataclass(frozen=True)
+class NodeSelectorRequirement:
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        """Evaluate against a label map (or ``{"metadata.name": name}`` for fields)."""
+        op = self.operator
+        present = self.key in labels
+        if op in SET_OPERATORS:
+            return set_based_match(op, self.key, self.values, labels)
+        if op in ("Gt", "Lt"):
+            if not present or len(self.values) != 1:
+                return False
+            try:
+                have = int(labels[self.key])
+                want = int(self.values[0])
+            except ValueError:
+                return False
+            return have > want if op == "Gt" else have < want
+        return False  # unknown operator: the term is invalid and matches nothing
+
+
+@dataclass(frozen=True)
+class NodeSelectorTerm:
+    """One ``nodeSelectorTerms`` entry; requirements are ANDed."""
+
+    match_expressions: tuple[NodeSelectorRequirement, ...] = ()
+    match_fields: tuple[NodeSelectorRequirement, ...] = ()
+
+    def matches(self, node: "NodeInfo") -> bool:
+        if not self.match_expressions and not self.match_fields:
+            return False  # an empty term matches no objects
+        for r in self.match_expressions:
+            if not r.matches(node.labels):
+                return False
+        for r in self.match_fields:
+            # only metadata.name is a supported field, with In / NotIn
+            if r.key != "metadata.name" or r.operator not in ("In", "NotIn"):
+                return False
+            if not r.matches({"metadata.name": node.name}):
+                return False
+        return True
+
+
+# -- pod (anti-)affinity -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LabelSelectorRequirement:
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class LabelSelector:
+    """``metav1.LabelSelector``; an empty selector matches every label set."""
+
+    match_labels: tuple[tuple[str, str], ...] = ()
+    match_expressions: tuple[LabelSelectorRequirement, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        for k, v in self.match_labels:
+            if labels.get(k) != v:
+                return False
+        return all(set_based_match(r.operator, r.key, r.values, labels) for r in self.match_expressions)
+
+
+@dataclass(frozen=True)
+class PodAffinityTerm:
+    """A required pod (anti-)affinity term.
+
+    ``label_selector`` None matches no pod. ``namespaces`` empty and
+    ``namespace_selector`` None mean the owning pod's namespace; an empty
+    ``namespace_selector`` means all namespaces. A non-empty namespace
+    selector cannot be evaluated without Namespace objects: callers treat it
+    conservatively (see planner).
+    """
+
+    topology_key: str
+    label_selector: LabelSelector | None = None
+    namespaces: tuple[str, ...] = ()
+    namespace_selector: LabelSelector | None = None
+
+
+@dataclass(frozen=True)
+class TopologySpreadConstraint:
+    """A ``topologySpreadConstraints`` entry with ``whenUnsatisfiable: DoNotSchedule``
+    (``ScheduleAnyway`` entries only score and are not kept).
+
+    Defaults as kube-scheduler's ``filterTopologySpreadConstraints``
+    (pkg/scheduler/framework/plugins/podtopologyspread/common.go): ``min_domains`` 1,
+    ``node_affinity_policy`` Honor, ``node_taints_policy`` Ignore. ``label_selector`` None
+    matches no pod (``LabelSelectorAsSelector(nil)`` is Nothing). ``match_label_keys`` are
+    merged into the selector with the incoming pod's values (:mod:`cogate.controller.planning.spread`).
+    """
+
+    max_skew: int
+    topology_key: str
+    label_selector: LabelSelector | None = None
+    min_domains: int = 1
+    node_affinity_policy: str = "Honor"
+    node_taints_policy: str = "Ignore"
+    match_label_keys: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ResourceClaimRef:
+    """One entry of a pod's ``spec.resourceClaims``: ``name`` (the pod's name for it), the
+    ResourceClaim it names (``claim``, ``resourceClaimName``) or the template its claim is made from
+    (``template``, ``resourceClaimTemplateName``), and for a template the claim made for this pod
+    (``generated``, from ``status.resourceClaimStatuses``; '' until the controller made it)."""
+
+    name: str
+    claim: str = ""
+    template: str = ""
+    generated: str = ""
+
+
+@dataclass(frozen=True)
+class HostPort:
+    """A host port a container binds (``hostIP`` '' is stored as ``0.0.0.0``)."""
+
+    port: int
+    protocol: str = "TCP"
+    host_ip: str = "0.0.0.0"
+
+    def conflicts(self, other: "HostPort") -> bool:
+        """kube-scheduler NodePorts: same protocol and port, and same IP or either is 0.0.0.0."""
+        if self.port != other.port or self.protocol != other.protocol:
+            return False
+        return self.host_ip == other.host_ip or "0.0.0.0" in (self.host_ip, other.host_ip)
+
+    def __str__(self) -> str:
+        ip = "" if self.host_ip == "0.0.0.0" else f"{self.host_ip}:"
+        return f"{ip}{self.port}/{self.protocol}"
+
+
+# -- nodes and pods ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """A node as the planner sees it. ``allocatable`` in ResourceList units."""
+
+    name: str
+    labels: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    allocatable: ResourceList = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+    ready: bool = True
+
+
+@dataclass(frozen=True)
+class PodInfo:
+    """A pod as the planner sees it. ``requests`` = effective request
+    (:func:`cogate.controller.model.resources.effective_request`)."""
+
+    namespace: str
+    name: str
+    uid: str
+    labels: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    node_name: str = ""
+    phase: str = "Pending"
+    requests: ResourceList = field(default_factory=dict)
+    gates: tuple[str, ...] = ()
+    node_selector: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    required_node_affinity: tuple[NodeSelectorTerm, ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+    host_ports: tuple[HostPort, ...] = ()
+    required_pod_anti_affinity: tuple[PodAffinityTerm, ...] = ()
+    required_pod_affinity: tuple[PodAffinityTerm, ...] = ()
+    priority: int = 0
+    created: float = 0.0
+    deleting: bool = False
+    has_controller: bool = False
+    scheduler_name: str = DEFAULT_SCHEDULER_NAME
+    #: Not compared: two records that differ only here mean the same to the planner.
+    resource_version: str = field(default="", compare=False)
+    #: Scheduling constraints the planner does not evaluate, as text for messages ("volume claims"
+    #: until :func:`cogate.controller.model.volumes.resolve` replaced it, "unbound volume claim x",
+    #: "resource claims"); such members are released without a pin and without a reservation,
+    #: or hold their group (``PlannerConfig.unchecked``).
+    unplanned: tuple[str, ...] = ()
+    #: Hard (``DoNotSchedule``) topology spread constraints (kube-scheduler PodTopologySpread).
+    topology_spread: tuple[TopologySpreadConstraint, ...] = ()
+    #: Names of the PersistentVolumeClaims the pod uses (``persistentVolumeClaim.claimName``;
+    #: ``<pod>-<volume>`` for generic ephemeral volumes), in volume order.
+    volume_claims: tuple[str, ...] = ()
+    #: The pod's DRA resource claims (``spec.resourceClaims``), in spec order.
+    resource_claims: tuple[ResourceClaimRef, ...] = ()
+    #: Node affinity of the bound PVs of those claims: one entry per PV with a required node
+    #: affinity, each a tuple of ORed terms; every entry must match (kube-scheduler VolumeBinding,
+    #: ``CheckNodeAffinity`` against node labels). Filled by :func:`cogate.controller.model.volumes.resolve`.
+    volume_node_affinity: tuple[tuple[NodeSelectorTerm, ...], ...] = ()
+    #: Why the pod cannot be scheduled yet because of its claims ("persistentvolumeclaim "x" not
+    #: found"); a member with problems keeps its group gated. Filled by ``volumes.resolve``.
+    volume_problems: tuple[str, ...] = ()
+    #: Reason of the pod's ``DisruptionTarget`` condition when it is True (``PreemptionByScheduler``,
+    #: ``EvictionByEvictionAPI``, ``DeletionByTaintManager``, ``TerminationByKubelet``, ...), else ''.
+    disruption: str = ""
+    #: Message of that condition ('' without one): who disrupted the pod, e.g. cogate's
+    #: "cogate: preempting to place PodGroup ns/name (priority 1000)".
+    disruption_message: str = ""
+    #: ``spec.affinity`` as received (API JSON, not copied), kept only while the pod carries a
+    #: scheduling gate, so that its release patch (:func:`cogate.controller.planning.patches.release_patch`)
+    #: is built from this record instead of a fresh read (:meth:`cogate.controller.kube.writer.Writer.ungate`).
+    #: Not compared: the parsed fields above are what the planner reads.
+    affinity: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+    #: ``status.nominatedNodeName``: the node kube-scheduler nominated this unbound pod for after
+    #: preemption (its victims are going); '' when none. Room promised there (:class:`Promise`).
+    nominated_node: str = ""
+    #: Pods per replica as the LeaderWorkerSet controller annotates them
+    #: (``leaderworkerset.sigs.k8s.io/size``, leader included); 0 when absent or not a positive
+    #: integer (:mod:`cogate.controller.model.replicas`).
+    replica_size: int = 0
+    #: ``metadata.generation`` (0 when absent: API servers before 1.33). The API server sets 1 at
+    #: creation and adds 1 on every change of ``spec`` (binding and status writes do not), so a
+    #: release (the gate's removal) always makes it at least 2 (:func:`cogate.controller.status.lifecycle.never_gated`).
+    generation: int = 0
+    #: The controller owner (``ownerReferences`` entry with ``controller: true``) as
+    #: ``(apiVersion, kind, name, uid)``, kept for members only (pods with the pod-group label;
+    #: ``()`` otherwise): what :mod:`cogate.controller.release.owners` judges when a group waits for members.
+    owner: tuple[str, str, str, str] = ()
+    #: ``spec.preemptionPolicy``: ``PreemptLowerPriority`` (the API default) or ``Never`` (the pod
+    #: never preempts others: kube-scheduler ``PodEligibleToPreemptOthers``; a gang with such a
+    #: member preempts nothing, :mod:`cogate.controller.preemption.victims`).
+    preemption_policy: str = "PreemptLowerPriority"
+    #: ``status.startTime`` (epoch seconds; 0.0 when absent: not started yet). Victim order
+    #: (kube-scheduler ``util.MoreImportantPod``, ``GetPodStartTime``).
+    started: float = 0.0
+    #: ``metadata.deletionTimestamp`` (epoch seconds; 0.0 when not being deleted): the API server
+    #: sets it to the DELETE's time plus the grace period, so it is when the kubelet kills the
+    #: containers. A rebuilt preemption's deadline (:func:`cogate.controller.preemption.inflight.rebuild`).
+    #: Not compared (``deleting`` is).
+    deletion_at: float = field(default=0.0, compare=False)
+    #: ``lastTransitionTime`` of the True ``DisruptionTarget`` condition (epoch seconds; 0.0 without
+    #: one): when the pod was marked (a rebuilt preemption's start). Not compared.
+    disruption_since: float = field(default=0.0, compare=False)
+    #: The field manager that owns ``status.nominatedNodeName`` (``metadata.managedFields``, entry of
+    #: the ``status`` subresource; ``cogate-controller`` when cogate's preemption nominated the pod),
+    #: '' without a nomination or when unknown (no managedFields). Read only for gated pods. Not compared.
+    nominated_by: str = field(default="", compare=False)
+    #: ``"spec.schedulingGroup"`` / ``"spec.workloadRef"`` when the pod is in Kubernetes' own gang
+    #: scheduling (:func:`cogate.api.native_gang_field`), else ''. Such a pod is no member, whatever
+    #: its label (:func:`member_key`; :mod:`cogate.controller.release.native` names it in the status).
+    native: str = ""
+
+    @property
+    def group(self) -> str | None:
+        """The PodGroup name from the pod-group label, or None."""
+        return self.labels.get(POD_GROUP_LABEL)
+
+    @property
+    def bound(self) -> bool:
+        return bool(self.node_name)
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+    def gated_by(self, gate: str) -> bool:
+        return gate in self.gates
+
+
+def member_key(p: PodInfo) -> tuple[str, str] | None:
+    """``(namespace, group)`` of the PodGroup ``p`` is a live member of, or ``None``.
+
+    The one membership rule (docs/semantics.md, "Members and PodGroups"): a member of PodGroup
+    ``ns/name`` is a pod of namespace ``ns`` whose pod-group label names ``name`` (not empty)
+    and that is not being deleted (no ``deletionTimestamp``). A same-named PodGroup in another
+    namespace never matches. A pod in Kubernetes' own gang scheduling (``native``: it sets
+    ``spec.schedulingGroup`` or ``spec.workloadRef``) is no member either, whatever its label:
+    native gang scheduling places it (issue 18; the leader removes cogate's gate: :mod:`cogate.controller.release.strays`).
+    """
+    group = p.group
+    return (p.namespace, group) if group and not p.deleting and not p.native else None
+
+
+def is_member(p: PodInfo, namespace: str, group: str) -> bool:
+    """``p`` is a live member of PodGroup ``namespace/group`` (:func:`member_key`)."""
+    return member_key(p) == (namespace, group)
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """Room held on ``node_name`` for a released, not yet bound pod until ``expires``."""
+
+    pod_uid: str
+    namespace: str
+    name: str
+    node_name: str
+    requests: ResourceList
+    host_ports: tuple[HostPort, ...] = ()
+    expires: float = 0.0
+
+
+@dataclass(frozen=True)
+class Promise:
+    """Room on ``node_name`` promised to a pod that is not bound there yet: the one notion of
+    "room promised" the planner subtracts from a node's free room before planning
+    (:func:`cogate.controller.planning.capacity.promised_room`).
+
+    ``kind``: ``"reserved"`` (cogate released the member ``pod`` to that node: a
+    :class:`Reservation`; it counts for every pod), ``"preempting"`` (cogate is preempting for
+    the gated member ``pod``'s group: it counts for every pod but that group's, which is lent it)
+    or ``"nominated" (kube-scheduler nominated
+    ``pod`` there after preemption, ``status.nominatedNodeName``; it counts only against pods of
+    ``priority`` or lower, as kube-scheduler's ``addGENominatedPods`` counts nominated pods of
+    equal or higher priority when it filters a node). ``holder``: who the room is held for, for
+    messages: ``"PodGroup ns/name"`` for a reservation, ``"pod ns/name"`` for a nomination.
+    ``requests``: ResourceList as in :mod:`cogate.controller.model.resources`.
+    """
+
+    pod: PodInfo
+    node_name: str
+    requests: ResourceList
+    host_ports: tuple[HostPort, ...] = ()
+    kind: str = "reserved"
+    priority: int = 0
+    holder: str = ""
+
+    @property
+    def nominated(self) -> bool:
+        return self.kind == "nominated"
+
+    @property
+    def preempting(self) -> bool:
+        """Room cogate freed by preemption for PodGroup ``holder`` (``kind`` ``"preempting"``,
+        :mod:`cogate.controller.preemption.inflight`): it counts for every pod but that group's members."""
+        return self.kind == "preempting"
+
+
+#: LeaderWorkerSet's pod annotation: pods per replica (leader included).
+LWS_SIZE_ANNOTATION = "leaderworkerset.sigs.k8s.io/size"
+
+
+# -- API JSON converters ---------------------------------------------------------
+
+
+def parse_time(value: Any, field_name: str = "timestamp") -> float:
+    """A timestamp field of an API object -> epoch seconds; None/'' -> 0.0; epoch numbers and
+    datetimes pass through. Text is parsed by :func:`cogate.models.parse_time` (RFC 3339).
+    Raises InvalidObject naming ``field_name``."""
+    if value in (None, ""):
+        return 0.0
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, _dt.datetime):
+        return (value if value.tzinfo else value.replace(tzinfo=_dt.timezone.utc)).timestamp()
+    try:
+        return rfc3339_to_epoch(value)
+    except ValueError:
+        raise InvalidObject(f"{field_name}: invalid timestamp {value!r}") from None
+
+
+def _obj(v: Any, path: str) -> Mapping[str, Any]:
+    if v is None:
+        return {}
+    if not isinstance(v, Mapping):
+        raise InvalidObject(f"{path}: expected an object, got {type(v).__name__}")
+    return v
+
+
+def _sections(obj: Any, kind: str) -> tuple[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]]:
+    """``(metadata, spec, status)`` of an API object of ``kind`` (each ``{}`` when absent);
+    :class:`InvalidObject` when ``obj`` or one of them is not an object."""
+    if not isinstance(obj, Mapping):
+        raise InvalidObject(f"{kind}: expected an object, got {type(obj).__name__}")
+    return _obj(obj.get("metadata"), "metadata"), _obj(obj.get("spec"), "spec"), _obj(obj.get("status"), "status")
+
+
+def _lst(v: Any, path: str) -> list[Any]:
+    if v is None:
+        return []
+    if not isinstance(v, list):
+        raise InvalidObject(f"{path}: expected a list, got {type(v).__name__}")
+    return v
+
+
+_R = TypeVar("_R", NodeSelectorRequirement, LabelSelectorRequirement)
+
+
+def _objs(v: Any, path: str) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """``(path[i], object)`` for each entry of the list ``v`` at ``path`` (none when null)."""
+    for i, item in enumerate(_lst(v, path)):
+        yield f"{path}[{i}]", _obj(item, f"{path}[{i}]")
+
+
+def _requirement(cls: type[_R], r: Mapping[str, Any], rp: str) -> _R:
+    """A ``key``/``operator``/``values`` requirement (node or label selector) at ``rp``."""
+    return cls(key=_str(r.get("key"), f"{rp}.key"), operator=_str(r.get("operator"), f"{rp}.operator"),
+               values=_strs(r.get("values"), f"{rp}.values"))
+
+
+def _str_map(v: Any, path: str) -> Mapping[str, str]:
+    m = _obj(v, path)
+    items = []
+    for k, val in m.items():
+        if not isinstance(k, str) or not isinstance(val, str):
+            raise InvalidObject(f"{path}.{k}: expected a string value")
+        items.append((sys.intern(k), sys.intern(val)))
+    return _shared_map(tuple(items))
+
+
+# Sharing equal values between records: the informer caches hold one record per pod, and
+# most pods repeat their neighbours' labels, node selectors and tolerations (a ReplicaSet's
+# pods have one label map; nearly every pod carries the same two default tolerations).
+# One canonical object per distinct value (bounded caches, strings interned) cut a record
+# from about 2.7 KB to 0.6 KB in the controller-memory benchmark (bench/controller_memory.py).
+
+
+@functools.lru_cache(maxsize=8192)
+def _shared_map(items: tuple[tuple[str, str], ...]) -> Mapping[str, str]:
+    return MappingProxyType(dict(items)) if items else _EMPTY
+
+
+@functools.lru_cache(maxsize=2048)
+def _shared_tolerations(items: tuple[tuple[str, str, str, str], ...]) -> tuple[Toleration, ...]:
+    return tuple(Toleration(*t) for t in items)
+
+
+def _str(v: Any, path: str, default: str = "") -> str:
+    if v is None:
+        return default
+    if not isinstance(v, str):
+        raise InvalidObject(f"{path}: expected a string, got {type(v).__name__}")
+    return v
+
+
+def _strs(v: Any, path: str) -> tuple[str, ...]:
+    return tuple(_str(x, f"{path}[{i}]") for i, x in enumerate(_lst(v, path)))
+
+
+def _node_selector_terms(v: Any, path: str) -> tuple[NodeSelectorTerm, ...]:
+    terms = []
+    for tp, t in _objs(v, path):
+        exprs = [tuple(_requirement(NodeSelectorRequirement, r, rp) for rp, r in _objs(t.get(kind), f"{tp}.{kind}"))
+                 for kind in ("matchExpressions", "matchFields")]
+        terms.append(NodeSelectorTerm(match_expressions=exprs[0], match_fields=exprs[1]))
+    return tuple(terms)
+
+
+def _label_selector(v: Any, path: str) -> LabelSelector | None:
+    if v is None:
+        return None
+    m = _obj(v, path)
+    ml = _str_map(m.get("matchLabels"), f"{path}.matchLabels")
+    exprs = tuple(_requirement(LabelSelectorRequirement, r, rp)
+                  for rp, r in _objs(m.get("matchExpressions"), f"{path}.matchExpressions"))
+    return LabelSelector(match_labels=tuple(sorted(ml.items())), match_expressions=exprs)
+
+
+def _pod_affinity_terms(v: Any, path: str) -> tuple[PodAffinityTerm, ...]:
+    return tuple(
+        PodAffinityTerm(
+            topology_key=_str(t.get("topologyKey"), f"{tp}.topologyKey"),
+            label_selector=_label_selector(t.get("labelSelector"), f"{tp}.labelSelector"),
+            namespaces=_strs(t.get("namespaces"), f"{tp}.namespaces"),
+            namespace_selector=_label_selector(t.get("namespaceSelector"), f"{tp}.namespaceSelector"),
+        )
+        for tp, t in _objs(v, path)
+    )
+
+
+def _taints(v: Any, path: str) -> tuple[Taint, ...]:
+    return tuple(
+        Taint(key=_str(t.get("key"), f"{tp}.key"), value=_str(t.get("value"), f"{tp}.value"),
+              effect=_str(t.get("effect"), f"{tp}.effect"))
+        for tp, t in _objs(v, path)
+    )
+
+
+def node_info(obj: Mapping[str, Any]) -> NodeInfo:
+    """Reduce a v1 Node (API JSON) to a :class:`NodeInfo`.
+
+    ``ready`` is True only with a ``Ready`` condition of status ``True``
+    (NotReady, Unknown and a missing condition are not ready).
+    Raises :class:`InvalidObject` naming the field (e.g. a bad allocatable quantity).
+    """
+    meta, spec, status = _sections(obj, "node")
+    name = _str(meta.get("name"), "metadata.name")
+    if not name:
+        raise InvalidObject("metadata.name: missing")
+    alloc: ResourceList = {}
+    for k, raw in _obj(status.get("allocatable"), "status.allocatable").items():
+        try:
+            alloc[str(k)] = to_units(str(k), parse_quantity(raw))
+        except QuantityError as e:
+            raise InvalidObject(f"node {name}: status.allocatable.{k}: {e}") from None
+    ready = False
+    for _, c in _objs(status.get("conditions"), "status.conditions"):
+        if c.get("type") == "Ready":
+            ready = c.get("status") == "True"
+    return NodeInfo(
+        name=name,
+        labels=_str_map(meta.get("labels"), "metadata.labels"),
+        allocatable=alloc,
+        taints=_taints(spec.get("taints"), "spec.taints"),
+        unschedulable=bool(spec.get("unschedulable")),
+        ready=ready,
+    )
+
+
+def _host_ports(spec: Mapping[str, Any]) -> tuple[HostPort, ...]:
+    """Host ports of containers and init containers (sidecars hold theirs while
+    running; counting plain init containers too only makes the planner stricter)."""
+    out: list[HostPort] = []
+    for kind in ("initContainers", "containers"):
+        for cp, c in _objs(spec.get(kind), f"spec.{kind}"):
+            for pp, p in _objs(c.get("ports"), f"{cp}.ports"):
+                hp = p.get("hostPort")
+                if hp in (None, 0):
+                    continue
+                if not isinstance(hp, int) or isinstance(hp, bool):
+                    raise InvalidObject(f"{pp}.hostPort: expected an integer, got {hp!r}")
+                out.append(
+                    HostPort(
+                        port=hp,
+                        protocol=_str(p.get("protocol"), f"{pp}.protocol") or "TCP",
+                        host_ip=_str(p.get("hostIP"), f"{pp}.hostIP") or "0.0.0.0",
+                    )
+                )
+    return tuple(out)
+
+
+def pod_info(obj: Mapping[str, Any]) -> PodInfo:
+    """Reduce a v1 Pod (API JSON) to a :class:`PodInfo`.
+
+    Raises :class:`InvalidObject` naming the field on malformed input (bad
+    quantity, wrong types, bad timestamp).
+    """
+    meta, spec, status = _sections(obj, "pod")
+    ns = _str(meta.get("namespace"), "metadata.namespace")
+    name = _str(meta.get("name"), "metadata.name")
+    try:
+        return _pod_info(meta, spec, status, ns, name)
+    except QuantityError as e:
+        raise InvalidObject(f"pod {ns}/{name}: {e}") from None
+    except InvalidObject as e:
+        raise InvalidObject(f"pod {ns}/{name}: {e}") from None
+
+
+def _pod_info(
+    meta: Mapping[str, Any], spec: Mapping[str, Any], status: Mapping[str, Any], ns: str, name: str
+) -> PodInfo:
+    requests = effective_request(spec, status)
+    affinity = _obj(spec.get("affinity"), "spec.affinity")
+    node_aff = _obj(affinity.get("nodeAffinity"), "spec.affinity.nodeAffinity")
+    req_na = node_aff.get("requiredDuringSchedulingIgnoredDuringExecution")
+    na_path = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    terms = _node_selector_terms(_obj(req_na, na_path).get("nodeSelectorTerms"), f"{na_path}.nodeSelectorTerms")
+    if req_na is not None and not terms:
+        # API validation requires at least one term; an empty selector matches nothing.
+        terms = (NodeSelectorTerm(),)
+    pa = _obj(affinity.get("podAffinity"), "spec.affinity.podAffinity")
+    paa = _obj(affinity.get("podAntiAffinity"), "spec.affinity.podAntiAffinity")
+    req = "requiredDuringSchedulingIgnoredDuringExecution"
+    tolerations = _shared_tolerations(tuple(
+        (
+            _str(t.get("key"), f"{tp}.key"),
+            _str(t.get("operator"), f"{tp}.operator") or "Equal",
+            _str(t.get("value"), f"{tp}.value"),
+            _str(t.get("effect"), f"{tp}.effect"),
+        )
+        for tp, t in _objs(spec.get("tolerations"), "spec.tolerations")
+    ))
+    priority = spec.get("priority", 0)
+    if priority is None:
+        priority = 0
+    if not isinstance(priority, int) or isinstance(priority, bool):
+        raise InvalidObject(f"spec.priority: expected an integer, got {priority!r}")
+    owners = _lst(meta.get("ownerReferences"), "metadata.ownerReferences")
+    created = parse_time(meta.get("creationTimestamp"), "metadata.creationTimestamp")
+    try:
+        gate_names = gates.names({"spec": spec})
+    except gates.GateShapeError as exc:
+        raise InvalidObject(str(exc)) from None
+    return PodInfo(
+        namespace=sys.intern(ns),
+        name=name,
+        uid=_str(meta.get("uid"), "metadata.uid"),
+        labels=_str_map(meta.get("labels"), "metadata.labels"),
+        node_name=sys.intern(_str(spec.get("nodeName"), "spec.nodeName")),
+        phase=sys.intern(_str(status.get("phase"), "status.phase") or "Pending"),
+        requests=requests,
+        gates=gate_names,
+        node_selector=_str_map(spec.get("nodeSelector"), "spec.nodeSelector"),
+        required_node_affinity=terms,
+        tolerations=tolerations,
+        host_ports=_host_ports(spec),
+        required_pod_anti_affinity=_pod_affinity_terms(
+            paa.get(req), f"spec.affinity.podAntiAffinity.{req}"
+        ),
+        required_pod_affinity=_pod_affinity_terms(pa.get(req), f"spec.affinity.podAffinity.{req}"),
+        priority=priority,
+        created=created,
+        deleting=meta.get("deletionTimestamp") is not None,
+        has_controller=any(isinstance(o, Mapping) and o.get("controller") is True for o in owners),
+        scheduler_name=sys.intern(_str(spec.get("schedulerName"), "spec.schedulerName") or DEFAULT_SCHEDULER_NAME),
+        resource_version=_str(meta.get("resourceVersion"), "metadata.resourceVersion"),
+        unplanned=_unplanned(spec),
+        topology_spread=_spread_constraints(spec.get("topologySpreadConstraints"), "spec.topologySpreadConstraints"),
+        volume_claims=_volume_claims(spec, name),
+        resource_claims=_resource_claims(spec, status) if spec.get("resourceClaims") else (),
+        disruption=_disruption(status),
+        disruption_message=_disruption(status, "message") if status.get("conditions") else "",
+        affinity=(affinity or None) if gate_names else None,
+        nominated_node=sys.intern(_str(status.get("nominatedNodeName"), "status.nominatedNodeName")),
+        replica_size=_replica_size(meta.get("annotations")),
+        generation=_generation(meta.get("generation")),
+        owner=controller_owner(owners) if POD_GROUP_LABEL in (meta.get("labels") or {}) else (),
+        preemption_policy=_preemption_policy(spec.get("preemptionPolicy")),
+        started=parse_time(status.get("startTime"), "status.startTime"),
+        deletion_at=parse_time(meta.get("deletionTimestamp"), "metadata.deletionTimestamp"),
+        disruption_since=_disruption_since(status) if status.get("conditions") else 0.0,
+        nominated_by=(_status_field_manager(meta, "nominatedNodeName")
+                      if gate_names and status.get("nominatedNodeName") else ""),
+        native=native_gang_field(spec),
+    )
+
+
+#: ``spec.preemptionPolicy`` values (core/v1 ``PreemptionPolicy``).
+PREEMPTION_POLICIES = ("PreemptLowerPriority", "Never")
+
+
+def _preemption_policy(v: Any) -> str:
+    """``spec.preemptionPolicy``; absent or null is the API default ``PreemptLowerPriority``;
+    any other value than :data:`PREEMPTION_POLICIES` is an :class:`InvalidObject` naming the field."""
+    if v is None or v == "":
+        return PREEMPTION_POLICIES[0]
+    if v not in PREEMPTION_POLICIES:
+        raise InvalidObject(f"spec.preemptionPolicy: expected PreemptLowerPriority or Never, got {v!r}")
+    return sys.intern(v)
+
+
+def label_selector(v: Any, path: str) -> LabelSelector | None:
+    """A ``metav1.LabelSelector`` (API JSON) at ``path``: None when null; :class:`InvalidObject`
+    naming the field on garbage (for other modules' converters, e.g. PodDisruptionBudgets)."""
+    return _label_selector(v, path)
+
+
+def nominated_pod_info(obj: Mapping[str, Any]) -> PodInfo | None:
+    """The nominated-pods informer's converter (unbound pods): a pod kube-scheduler has nominated
+    a node for (``status.nominatedNodeName`` set, not bound) as a :class:`PodInfo`, else None
+    (stored as None: such a pod promises no room, and its changes trigger no pass). Raises
+    :class:`InvalidObject` as :func:`pod_info` on a malformed nominated pod."""
+    status = obj.get("status") if isinstance(obj, Mapping) else None
+    if not isinstance(status, Mapping) or not status.get("nominatedNodeName"):
+        return None
+    p = pod_info(obj)
+    return None if p.bound else p
+
+
+def _replica_size(annotations: Any) -> int:
+    """``leaderworkerset.sigs.k8s.io/size`` as a positive integer, else 0 (never raises: an odd
+    annotation of another controller must not make the pod unreadable)."""
+    if not isinstance(annotations, Mapping):
+        return 0
+    v = annotations.get(LWS_SIZE_ANNOTATION)
+    if isinstance(v, str) and v.isdigit() and v.isascii():
+        n = int(v)
+        return n if 0 < n <= 1_000_000 else 0
+    return 0
+
+
+def _generation(v: Any) -> int:
+    """``metadata.generation`` as an int (0 when absent or not a whole number)."""
+    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
+
+
+def controller_owner(owners: Any) -> tuple[str, str, str, str]:
+    """``(apiVersion, kind, name, uid)`` of the ``ownerReferences`` entry with ``controller: true``, or ``()``
+    (also when ``owners`` is not a list: never raises)."""
+    for o in owners if isinstance(owners, (list, tuple)) else ():
+        if isinstance(o, Mapping) and o.get("controller") is True:
+            return (sys.intern(str(o.get("apiVersion") or "")), sys.intern(str(o.get("kind") or "")),
+                    str(o.get("name") or ""), str(o.get("uid") or ""))
+    return ()
+
+
+def _spread_constraints(v: Any, path: str) -> tuple[TopologySpreadConstraint, ...]:
+    """The ``DoNotSchedule`` entries of ``topologySpreadConstraints`` (the only ones kube-scheduler's
+    PodTopologySpread Filter uses; a missing ``whenUnsatisfiable`` is not defaulted here, as the API
+    server requires it)."""
+    out = []
+    for cp, c in _objs(v, path):
+        if _str(c.get("whenUnsatisfiable"), f"{cp}.whenUnsatisfiable", "DoNotSchedule") != "DoNotSchedule":
+            continue
+        skew = c.get("maxSkew", 1)
+        min_domains = c.get("minDomains")
+        for field_name, value in (("maxSkew", skew), ("minDomains", min_domains)):
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+                raise InvalidObject(f"{cp}.{field_name}: expected an integer, got {value!r}")
+        out.append(TopologySpreadConstraint(
+            max_skew=skew,
+            topology_key=_str(c.get("topologyKey"), f"{cp}.topologyKey"),
+            label_selector=_label_selector(c.get("labelSelector"), f"{cp}.labelSelector"),
+            min_domains=1 if min_domains is None else min_domains,
+            node_affinity_policy=_str(c.get("nodeAffinityPolicy"), f"{cp}.nodeAffinityPolicy") or "Honor",
+            node_taints_policy=_str(c.get("nodeTaintsPolicy"), f"{cp}.nodeTaintsPolicy") or "Ignore",
+            match_label_keys=_strs(c.get("matchLabelKeys"), f"{cp}.matchLabelKeys"),
+        ))
+    return tuple(out)
+
+
+def _volume_claims(spec: Mapping[str, Any], pod_name: str) -> tuple[str, ...]:
+    """PVC names of the pod's volumes: ``persistentVolumeClaim.claimName``, and ``<pod>-<volume>``
+    for a generic ephemeral volume (k8s.io/component-helpers ``ephemeral.VolumeClaimName``)."""
+    out = []
+    for vp, v in _objs(spec.get("volumes"), "spec.volumes"):
+        pvc = v.get("persistentVolumeClaim")
+        if pvc is not None:
+            out.append(_str(_obj(pvc, f"{vp}.persistentVolumeClaim").get("claimName"),
+                            f"{vp}.persistentVolumeClaim.claimName"))
+        elif v.get("ephemeral") is not None:
+            out.append(f"{pod_name}-{_str(v.get('name'), f'{vp}.name')}")
+    return tuple(out)
+
+
+def _resource_claims(spec: Mapping[str, Any], status: Mapping[str, Any]) -> tuple[ResourceClaimRef, ...]:
+    """``spec.resourceClaims`` with the claims made from templates (``status.resourceClaimStatuses``:
+    ``name`` -> ``resourceClaimName``, core/v1 ``PodResourceClaimStatus``); raises InvalidObject
+    naming the field."""
+    made: dict[str, str] = {}
+    for sp, st in _objs(status.get("resourceClaimStatuses"), "status.resourceClaimStatuses"):
+        made[_str(st.get("name"), f"{sp}.name")] = _str(st.get("resourceClaimName"), f"{sp}.resourceClaimName")
+    out = []
+    for cp, c in _objs(spec.get("resourceClaims"), "spec.resourceClaims"):
+        name = _str(c.get("name"), f"{cp}.name")
+        claim = _str(c.get("resourceClaimName"), f"{cp}.resourceClaimName")
+        template = _str(c.get("resourceClaimTemplateName"), f"{cp}.resourceClaimTemplateName")
+        if bool(claim) == bool(template):
+            raise InvalidObject(f"{cp}: exactly one of resourceClaimName and resourceClaimTemplateName must be set")
+        out.append(ResourceClaimRef(sys.intern(name), claim, template, made.get(name, "") if template else ""))
+    return tuple(out)
+
+
+def _disruption(status: Mapping[str, Any], key: str = "reason") -> str:
+    """Reason (``key`` ``"message"``: message) of a True ``DisruptionTarget`` pod condition (set by
+    the scheduler, the Eviction API, the taint manager, the kubelet or cogate's preemption before
+    they delete or stop a pod), '' without one."""
+    for cp, c in _objs(status.get("conditions"), "status.conditions"):
+        if c.get("type") == "DisruptionTarget" and c.get("status") == "True":
+            if key == "message":
+                return _str(c.get("message"), f"{cp}.message")
+            return _str(c.get("reason"), f"{cp}.reason") or "DisruptionTarget"
+    return ""
+
+
+def _disruption_since(status: Mapping[str, Any]) -> float:
+    """``lastTransitionTime`` of a True ``DisruptionTarget`` condition (epoch seconds), 0.0
+    without one or when it is unreadable (never raises: the time only dates a rebuilt record)."""
+    for _, c in _objs(status.get("conditions"), "status.conditions"):
+        if c.get("type") == "DisruptionTarget" and c.get("status") == "True":
+            try:
+                return parse_time(c.get("lastTransitionTime"), "lastTransitionTime")
+            except InvalidObject:
+                return 0.0
+    return 0.0
+
+
+def _status_field_manager(meta: Mapping[str, Any], name: str) -> str:
+    """The manager of the ``status``-subresource ``metadata.managedFields`` entry owning
+    ``status.<name>`` (server-side field management: its last writer), '' when none or unreadable
+    (never raises: managedFields are the API server's bookkeeping, not the pod's meaning)."""
+    entries = meta.get("managedFields")
+    if not isinstance(entries, list):
+        return ""
+    key = f"f:{name}"
+    for e in entries:
+        if not isinstance(e, Mapping) or e.get("subresource") != "status":
+            continue
+        fields = e.get("fieldsV1")
+        st = fields.get("f:status") if isinstance(fields, Mapping) else None
+        if isinstance(st, Mapping) and key in st and isinstance(e.get("manager"), str):
+            return sys.intern(e["manager"])
+    return ""
+
+
+def _unplanned(spec: Mapping[str, Any]) -> tuple[str, ...]:
+    """Constraints of a pod spec that the planner does not model from the spec alone: volume claims
+    (kube-scheduler VolumeBinding; :func:`cogate.controller.model.volumes.resolve` replaces this entry with
+    what stays unchecked once the claims and their PVs are known) and DRA ``resourceClaims``
+    (DynamicResources). Hard topology spread is modelled (:mod:`cogate.controller.planning.spread`)."""
+    out = []
+    volumes = _lst(spec.get("volumes"), "spec.volumes")
+    if any(isinstance(v, Mapping) and (v.get("persistentVolumeClaim") or v.get("ephemeral")) for v in volumes):
+        out.append(VOLUME_CLAIMS)
+    if _lst(spec.get("resourceClaims"), "spec.resourceClaims"):
+        out.append(RESOURCE_CLAIMS)
+    return tuple(out)

@@ -1,0 +1,4 @@
+"""Gang-aware preemption: victim selection (`victims`, pure), a preemption in flight (`inflight`, pure)
+and the room that acts on it (`room`, I/O: hold, nominate, mark, delete, judge, end).
+
+The folder map and import rule: docs/internals.md."""

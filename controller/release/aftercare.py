@@ -1,0 +1,233 @@
+"""The after-release duties: stuck pins, departures, quorum loss, timeouts, the opt-in budget.
+
+The rules are pure (:mod:`cogate.controller.status.lifecycle`, docs/semantics.md "After the
+release"); this room finds what they apply to and acts on it. Verbs:
+
+- :meth:`Aftercare.departed` (members informer event): the last state of a gang member the
+  watch reported deleted (it says why it went: ``DisruptionTarget``);
+- :meth:`Aftercare.survey` (once a pass, before planning): released members whose pinned node
+  cannot take them any more, confirmed after :data:`STUCK_GRACE_SECONDS`, and members of
+  standing releases that left since the last pass, as a :class:`Context` per group;
+- :meth:`Aftercare.find` (per group, before its status is computed): the
+  ``lifecycle.Findings`` its conditions say; carries out the opt-in ``--evict-below-quorum``
+  eviction, which the ``Disrupted`` condition reports;
+- :meth:`Aftercare.act` (per group, after its status is written and its gates removed): delete
+  stuck owned members (once each), the events of the findings, the opt-in PodDisruptionBudget;
+- :meth:`Aftercare.time_out` (per group, last): a ``Timeout`` event while ``TimedOut=True``
+  and, with ``--evict-on-timeout``, the eviction, once per release.
+
+Handed the config, the caches, the writer, the metrics, the event emitter, the monotonic clock
+and the ``PolicyV1Api`` (budgets); what it remembers per group is in the group's
+:class:`cogate.controller.memory.GroupMemory` (budget, eviction tokens), per member here
+(when a pin was first seen unusable, what was acted on, the gang of the last pass). Only
+:meth:`survey` wants a pass of its own (``wake_at``, monotonic seconds): at the end of a grace.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from cogate.controller.status import lifecycle, notices
+from cogate.controller.status import status as status_mod
+from cogate.controller.model.config import ReconcilerConfig
+from cogate.controller.devices.room import Devices
+from cogate.controller.kube.events import Emitter
+from cogate.controller.kube.informer import Caches
+from cogate.controller.status.inputs import GroupObject, timeout_victims
+from cogate.controller.memory import BUDGET_DELETED, BUDGET_FOREIGN, Budget, BudgetState, GroupMemory
+from cogate.controller.kube.metrics import Metrics
+from cogate.controller.model.verdicts import GroupRequest, GroupVerdict
+from cogate.controller.model.records import PodInfo
+from cogate.controller.model.wakeups import WAKE_MARGIN
+from cogate.controller.kube.writer import Writer, WriteResult
+from cogate.models import PodGroupStatus
+
+#: Seconds a pinned node must stay unusable for its member before cogate acts (a member the
+#: scheduler binds this instant may still look unbound in the member cache).
+STUCK_GRACE_SECONDS = 3.0
+
+
+@dataclass
+class Context:
+    """What the pass found about one group before its verdict is applied."""
+
+    stuck: list[lifecycle.Stuck] = field(default_factory=list)
+    lost: list[lifecycle.Departure] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Survey:
+    """What :meth:`Aftercare.survey` found: a :class:`Context` per (namespace, group), the uids
+    of confirmed stuck members (their reservations go now), and ``wake_at`` (monotonic seconds:
+    just after the earliest grace that has not passed yet; ``None``: none)."""
+
+    contexts: dict[tuple[str, str], Context]
+    unreserve: frozenset[str] = frozenset()
+    wake_at: float | None = None
+
+
+class Aftercare:
+    """Acts on what follows a release; see the module doc."""
+
+    def __init__(self, config: ReconcilerConfig, caches: Caches, writer: Writer, metrics: Metrics, events: Emitter,
+                 monotonic: Callable[[], float], policy: Any = None, devices: Devices | None = None) -> None:
+        self.config = config
+        self.caches = caches
+        #: DRA devices as the planner counted them (a node's devices are room like its CPU).
+        self.devices = devices
+        self.writer = writer
+        self.metrics = metrics
+        self.events = events
+        self.policy = policy
+        self._monotonic = monotonic
+        #: uid -> when its pinned node was first seen unusable (acted on after STUCK_GRACE_SECONDS).
+        self._stuck_since: dict[str, float] = {}
+        #: uids of stuck members already deleted or reported.
+        self._stuck_acted: set[str] = set()
+        #: Members of standing releases at the last pass (lifecycle.gang_members).
+        self._gang: dict[str, tuple[PodInfo, tuple[str, str]]] = {}
+        #: The last record of members the watch reported deleted since the last pass.
+        self._departed: dict[str, PodInfo] = {}
+        self._departed_lock = threading.Lock()  # the informer thread adds, the pass takes
+        #: uids of members cogate deleted or evicted itself (not reported as lost).
+        self._removed_by_us: set[str] = set()
+
+    def departed(self, pod: PodInfo) -> None:
+        """The watch reported ``pod`` deleted: keep its last state if it was in a gang."""
+        if pod.uid in self._gang:
+            with self._departed_lock:
+                self._departed[pod.uid] = pod
+
+    # -- once a pass -----------------------------------------------------------------------------
+    def survey(self, requests: Sequence[GroupRequest], labelled: Sequence[PodInfo], now: float) -> Survey:
+        """Stuck members (``lifecycle.stuck_members``, confirmed once seen for :data:`STUCK_GRACE_SECONDS`)
+        and departures (``lifecycle.departures``) of this pass; ``now``: epoch seconds."""
+        contexts: dict[tuple[str, str], Context] = {}
+        bound = [p for p in self.caches.bound.snapshot() if p.bound and not p.terminal]
+        nodes = self.caches.nodes.snapshot()
+        if self.devices is not None:
+            nodes, bound = self.devices.nodes(nodes), self.devices.bound_pods(bound)
+        found = lifecycle.stuck_members(nodes, bound, requests)
+        self._stuck_since = {u: self._stuck_since.get(u, now) for u in found}
+        self._stuck_acted &= set(found)
+        confirmed = {u: s for u, s in found.items() if now - self._stuck_since[u] >= STUCK_GRACE_SECONDS}
+        pending = [self._stuck_since[u] + STUCK_GRACE_SECONDS for u in found if u not in confirmed]
+        wake_at = self._monotonic() + (min(pending) - now) + WAKE_MARGIN if pending else None
+        for s in confirmed.values():
+            contexts.setdefault((s.member.namespace, s.member.group or ""), Context()).stuck.append(s)
+
+        with self._departed_lock:
+            departed, self._departed = self._departed, {}
+        current = {p.uid: p for p in labelled}
+        lost = lifecycle.departures(self._gang, current, departed, ignore=self._removed_by_us)
+        for d in lost:
+            _, key = self._gang[d.member.uid]
+            contexts.setdefault(key, Context()).lost.append(d)
+        self.metrics.members_lost.inc(len(lost))
+        self._gang = lifecycle.gang_members(requests, self.config.gate_name)
+        self._removed_by_us &= set(current)
+        return Survey(contexts, frozenset(confirmed), wake_at)
+
+    # -- per group ---------------------------------------------------------------------------------
+    def find(self, g: GroupObject, request: GroupRequest, verdict: GroupVerdict, ctx: Context, memory: GroupMemory,
+             refused: str) -> lifecycle.Findings:
+        """The after-release findings of one group for its conditions (``refused``: the release
+        guard's text); acts on the opt-in quorum policy (once per release)."""
+        delete, report = lifecycle.split_stuck(ctx.stuck, self.config.recreate_stuck_members)
+        quorum = ""
+        if self.config.evict_below_quorum and lifecycle.fell_below_quorum(g.pg, request.members):
+            token = g.pg.status.scheduleStartTime or ""
+            if token not in memory.quorum_evicted:
+                memory.quorum_evicted.add(token)
+                if self.config.pod_disruption_budgets and self.policy is not None:
+                    # The gang is broken: its budget would refuse these evictions (429). It is
+                    # made again once the re-formed group reaches minMember.
+                    self.writer.delete_pdb(self.policy, *g.key)
+                    memory.budget = BUDGET_DELETED
+                victims = timeout_victims(request.members, self.config.gate_name)
+                for p in victims:
+                    self._removed_by_us.add(p.uid)
+                    self.writer.evict(p)
+                placed = status_mod.count_members(g.pg, request.members).placed
+                quorum = (f"fell below minMember {g.pg.spec.minMember} ({placed} placed) after reaching it: evicted "
+                          f"{len(victims)} remaining members with a controller owner so the gang frees its room "
+                          "and re-forms whole (--evict-below-quorum)")
+        return lifecycle.Findings(
+            stuck=lifecycle.stuck_message(delete, report) if ctx.stuck else "",
+            refused=refused,
+            lost=tuple(ctx.lost),
+            runners=tuple(lifecycle.ungated_without_release(g.pg, request.members, self.config.gate_name)),
+            quorum_evicted=quorum,
+            waiting=verdict.waiting,
+        )
+
+    def act(self, g: GroupObject, request: GroupRequest, findings: lifecycle.Findings, ctx: Context,
+            memory: GroupMemory, phase: str, now: float) -> None:
+        """Delete stuck owned members (once each), events for what the findings say, the opt-in
+        budget of a group now in ``phase``; ``now``: epoch seconds."""
+        if ctx.stuck:
+            delete, _ = lifecycle.split_stuck(ctx.stuck, self.config.recreate_stuck_members)
+            for s in delete:
+                if s.member.uid not in self._stuck_acted:
+                    self._removed_by_us.add(s.member.uid)
+                    self.writer.delete(s.member)
+            self._stuck_acted.update(s.member.uid for s in ctx.stuck)
+            self.events.emit(g.ref, "stuck", notices.planned_node_unusable(findings.stuck), now)
+        else:
+            self.events.clear(g.uid, "stuck")
+        if findings.lost:
+            self.events.record(g.ref, notices.member_lost(lifecycle.lost_message(findings.lost, g.pg,
+                                                                                 request.members)))
+        if findings.runners:
+            self.events.emit(g.ref, "runners",
+                             notices.ungated_without_release(lifecycle.runners_message(findings.runners)), now,
+                             key=",".join(sorted(m.name for m in findings.runners)))  # a new member is news
+        else:
+            self.events.clear(g.uid, "runners")
+        if findings.quorum_evicted:
+            self.events.record(g.ref, notices.quorum_lost(findings.quorum_evicted))
+        if self.config.pod_disruption_budgets and self.policy is not None:
+            self._keep_budget(g, memory, phase, now)
+
+    def _keep_budget(self, g: GroupObject, memory: GroupMemory, phase: str, now: float) -> None:
+        """The opt-in PodDisruptionBudget (``lifecycle.pdb_action``), written only when it changes."""
+        action = lifecycle.pdb_action(phase)
+        state = memory.budget
+        want = Budget.ensured(g.pg.spec.minMember)
+        if action == "ensure" and state not in (want, BUDGET_FOREIGN):
+            result = self.writer.ensure_pdb(self.policy, lifecycle.pdb_manifest(g.pg, g.uid))
+            if result == WriteResult.FOREIGN:
+                memory.budget = BUDGET_FOREIGN
+                self.events.emit(g.ref, "pdb", notices.pdb_conflict(g.pg.metadata.name), now)
+            elif result != WriteResult.FAILED:
+                memory.budget = want
+        elif action == "keep" and state is not None and state.state is BudgetState.ENSURED and state != want:
+            if self.writer.ensure_pdb(self.policy, lifecycle.pdb_manifest(g.pg, g.uid)) != WriteResult.FAILED:
+                memory.budget = want
+        elif action == "delete" and state not in (BUDGET_DELETED, BUDGET_FOREIGN):
+            if self.writer.delete_pdb(self.policy, *g.key) != WriteResult.FAILED:
+                memory.budget = BUDGET_DELETED
+
+    def time_out(self, g: GroupObject, members: Sequence[PodInfo], new_status: PodGroupStatus, memory: GroupMemory,
+                 now: float) -> None:
+        """A ``Timeout`` event while ``TimedOut=True``; with ``--evict-on-timeout`` evict once per release."""
+        cond = new_status.condition(status_mod.CONDITION_TIMED_OUT)
+        if cond is None or cond.status != "True":
+            self.events.clear(g.uid, "timeout")
+            return
+        self.events.emit(g.ref, "timeout", notices.timed_out(cond.message), now)
+        if not self.config.evict_on_timeout:
+            return
+        token = new_status.scheduleStartTime or ""
+        if token in memory.timeout_evicted:
+            return
+        memory.timeout_evicted.add(token)
+        victims = timeout_victims(members, self.config.gate_name)
+        for p in victims:
+            self._removed_by_us.add(p.uid)  # not reported as lost members
+            self.writer.evict(p)
+        if victims:
+            self.events.emit(g.ref, "evict", notices.evicted_after_timeout(len(victims)), now)

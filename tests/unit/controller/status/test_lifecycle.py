@@ -1,0 +1,294 @@
+"""After the release (controller/status/lifecycle.py, pure) and the shell acting on it (issue 9 items 1, 2, 3, 5)."""
+
+from __future__ import annotations
+
+import pytest
+
+from cogate import api
+from cogate.controller.status import lifecycle
+from cogate.controller.model import records
+from cogate.controller.planning.planner import GroupRequest, GroupVerdict
+from cogate.controller.model.records import NodeInfo, NodeSelectorRequirement, NodeSelectorTerm, PodInfo, Taint
+from cogate.models import PodGroup, PodGroupStatus
+
+from tests.builders import NS, ApiError, Harness, raw_pg, raw_pod, ready_node, verdict
+
+GATE = api.DEFAULT_GATE_NAME
+NOW = 1_704_067_300.0
+
+
+def member(name, *, node="", pin="", gates=(), phase=None, owner=True, disruption="", deleting=False, created=0.0,
+           group="g"):
+    aff = ()
+    if pin:
+        aff = (NodeSelectorTerm(match_fields=(NodeSelectorRequirement("metadata.name", "In", (pin,)),)),)
+    return PodInfo(NS, name, "uid-" + name, labels={api.POD_GROUP_LABEL: group}, node_name=node,
+                   phase=phase or ("Running" if node else "Pending"), requests={"cpu": 4000}, gates=tuple(gates),
+                   required_node_affinity=aff, has_controller=owner, disruption=disruption, deleting=deleting,
+                   created=created)
+
+
+def request(members, released=True, min_member=2):
+    return GroupRequest(NS, "g", min_member, 0.0, released, tuple(members))
+
+
+def pg(min_member=2, **status):
+    return PodGroup.from_api({"apiVersion": api.API_VERSION, "kind": api.KIND,
+                              "metadata": {"name": "g", "namespace": NS, "uid": "u1"},
+                              "spec": {"minMember": min_member}, "status": status})
+
+
+# -- stuck members -------------------------------------------------------------------------------------
+
+
+def test_stuck_members_are_the_pinned_unbound_ones_whose_node_went_bad():
+    nodes = [NodeInfo("n1", allocatable={"cpu": 8000, "pods": 10}, taints=(Taint("maint", "now", "NoSchedule"),)),
+             NodeInfo("n2", allocatable={"cpu": 8000, "pods": 10})]
+    ms = [member("k-0", pin="n1"), member("k-1", pin="n1", owner=False), member("k-2", pin="n2"),
+          member("k-3", node="n1"), member("k-4", pin="n1", gates=(GATE,))]
+    stuck = lifecycle.stuck_members(nodes, [], [request(ms)])
+    assert sorted(s.member.name for s in stuck.values()) == ["k-0", "k-1"]
+    assert {s.node for s in stuck.values()} == {"n1"}
+    delete, report = lifecycle.split_stuck(stuck.values(), recreate=True)
+    assert [s.member.name for s in delete] == ["k-0"] and [s.member.name for s in report] == ["k-1"]
+    text = lifecycle.stuck_message(delete, report)
+    assert "k-0 (node n1 has taint maint=now)" in text and "deleted so their owner recreates them gated" in text
+    assert "k-1 (node n1 has taint maint=now)" in text and "not deleted" in text
+    delete, report = lifecycle.split_stuck(stuck.values(), recreate=False)
+    assert delete == [] and len(report) == 2
+
+
+# -- departures ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("after, cause", [
+    (None, "deleted"),
+    (dict(deleting=True, disruption="PreemptionByScheduler"), "preempted by kube-scheduler (DisruptionTarget "
+                                                              "PreemptionByScheduler)"),
+    (dict(deleting=True, disruption="EvictionByEvictionAPI"), "evicted (Eviction API, e.g. kubectl drain)"),
+    (dict(phase="Failed"), "failed"),
+    (dict(group="other"), "left the group (its label changed)"),
+])
+def test_departures_name_the_member_and_the_cause(after, cause):
+    before = member("k-0", node="n1")
+    gang = lifecycle.gang_members([request([before, member("k-1", node="n1")])], GATE)
+    assert set(gang) == {"uid-k-0", "uid-k-1"}
+    current = {"uid-k-1": member("k-1", node="n1")}
+    if after is not None:
+        current["uid-k-0"] = member("k-0", node="n1", **after)
+    (d,) = lifecycle.departures(gang, current)
+    assert d.member.name == "k-0" and d.cause.startswith(cause)
+
+
+def test_departure_of_a_deleted_pod_uses_its_last_record_and_ignores_our_own():
+    gang = lifecycle.gang_members([request([member("k-0", node="n1")])], GATE)
+    last = {"uid-k-0": member("k-0", node="n1", disruption="DeletionByTaintManager")}
+    (d,) = lifecycle.departures(gang, {}, last)
+    assert "taint manager" in d.cause
+    assert lifecycle.departures(gang, {}, last, ignore={"uid-k-0"}) == []
+    # unreleased groups and gated members are not a gang
+    assert lifecycle.gang_members([request([member("k-0", node="n1")], released=False)], GATE) == {}
+
+
+def test_record_reads_the_disruption_target_condition():
+    raw = raw_pod("a", node="n1", phase="Running")
+    raw["status"]["conditions"] = [{"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}]
+    assert records.pod_info(raw).disruption == "PreemptionByScheduler"
+    raw["status"]["conditions"][0]["status"] = "False"
+    assert records.pod_info(raw).disruption == ""
+
+
+def test_ungated_without_release_only_before_any_release():
+    ms = [member("g-0", node="n1"), member("g-1", gates=(GATE,)), member("g-2", gates=(GATE, "x"))]
+    assert [m.name for m in lifecycle.ungated_without_release(pg(3), ms, GATE)] == ["g-0"]
+    assert lifecycle.ungated_without_release(pg(3, scheduleStartTime="2024-01-01T00:00:00Z", phase="Scheduling"),
+                                             ms, GATE) == []
+
+
+def test_fell_below_quorum_only_after_reaching_it():
+    one = [member("k-0", node="n1")]
+    assert lifecycle.fell_below_quorum(pg(2, phase="Running"), one)
+    assert not lifecycle.fell_below_quorum(pg(2, phase="Scheduling"), one)
+    assert not lifecycle.fell_below_quorum(pg(2, phase="Running"), one + [member("k-1", node="n1")])
+
+
+def test_pdb_manifest_and_actions():
+    body = lifecycle.pdb_manifest(pg(3), "u1")
+    assert body["spec"] == {"minAvailable": 3, "selector": {"matchLabels": {api.POD_GROUP_LABEL: "g"}}}
+    assert body["metadata"]["ownerReferences"][0]["uid"] == "u1"
+    assert body["metadata"]["labels"][lifecycle.MANAGED_BY_LABEL] == "cogate"
+    assert [lifecycle.pdb_action(p) for p in ("Pending", "Scheduling", "Scheduled", "Running", "Finished", "Failed")] \
+        == ["delete", "keep", "ensure", "ensure", "delete", "delete"]
+
+
+# -- conditions ---------------------------------------------------------------------------------------------
+
+
+def cond(st: PodGroupStatus, type_: str):
+    return st.condition(type_)
+
+
+def test_conditions_from_findings_and_their_way_back():
+    g = pg(2, phase="Running", scheduleStartTime="2024-01-01T00:00:00Z")
+    ms = [member("k-1", node="n1")]
+    lost = (lifecycle.Departure(member("k-0", node="n1"), "preempted by kube-scheduler"),)
+    f = lifecycle.Findings(stuck="k-2 pinned ...", refused="pod k-3: no", lost=lost, waiting=("k-4",))
+    st = lifecycle.lifecycle_conditions(PodGroupStatus(), g.status, g, ms, "AlreadyReleased", "released; 1 waits", f, NOW)
+    assert cond(st, "PlannedNodesUsable").status == "False"
+    assert cond(st, "ReleaseAccepted").reason == "ReleaseRefused"
+    d = cond(st, "Disrupted")
+    assert d.status == "True" and d.reason == "MemberLost"
+    assert "member k-0 left the released group: preempted" in d.message and "1 of minMember 2 placed" in d.message
+    assert cond(st, "MembersWaiting").status == "True" and cond(st, "MembersWaiting").message == "released; 1 waits"
+    # next pass: all resolved, the member replaced
+    g2 = pg(2, phase="Scheduling", scheduleStartTime="2024-01-01T00:00:00Z", conditions=[
+        c.model_dump(exclude_none=True) for c in st.conditions])
+    ms2 = ms + [member("k-5", node="n1")]
+    st2 = lifecycle.lifecycle_conditions(g2.status, g2.status, g2, ms2, "AlreadyReleased", "released",
+                                         lifecycle.Findings(), NOW + 5)
+    assert cond(st2, "PlannedNodesUsable").status == "True"
+    assert cond(st2, "ReleaseAccepted").status == "True"
+    assert cond(st2, "Disrupted").status == "False" and cond(st2, "Disrupted").reason == "MembersPlaced"
+    assert cond(st2, "MembersWaiting").status == "False"
+
+
+def test_planned_nodes_usable_stays_false_until_the_gang_is_placed_again():
+    # The stuck members were deleted: their replacements are back gated, nothing is stuck any
+    # more, but the group is not placed: the condition keeps saying what happened.
+    g = pg(2, phase="Scheduling", scheduleStartTime="2024-01-01T00:00:00Z")
+    st = lifecycle.lifecycle_conditions(PodGroupStatus(), g.status, g, [], "AlreadyReleased", "released",
+                                        lifecycle.Findings(stuck="k-1, k-2 pinned to n1 ..."), NOW)
+    g2 = pg(2, phase="Scheduling", scheduleStartTime="2024-01-01T00:00:00Z",
+            conditions=[c.model_dump(exclude_none=True) for c in st.conditions])
+    for placed, want in ((0, "False"), (1, "False"), (2, "True")):
+        ms = [member(f"k-{i}", node="n2") for i in range(placed)] + [member("k-9", gates=(GATE,))]
+        st2 = lifecycle.lifecycle_conditions(g2.status, g2.status, g2, ms, "AlreadyReleased", "released",
+                                             lifecycle.Findings(), NOW + 5)
+        assert cond(st2, "PlannedNodesUsable").status == want, placed
+
+
+def test_no_conditions_when_nothing_happened():
+    g = pg(2)
+    st = lifecycle.lifecycle_conditions(PodGroupStatus(), g.status, g, [], "Released", "fits", lifecycle.Findings(),
+                                        NOW)
+    assert st.conditions == []
+
+
+def test_refusal_before_release_also_says_so_in_released():
+    g = pg(3)
+    st = lifecycle.lifecycle_conditions(PodGroupStatus(), g.status, g, [], None, "fits 3 of 3",
+                                        lifecycle.Findings(refused="pod k-3: frozen"), NOW)
+    r = cond(st, "Released")
+    assert r.status == "False" and r.reason == "ReleaseRefused" and "k-3" in r.message
+
+
+# -- the shell: stuck members, refused releases -------------------------------------------------------------
+
+
+def pinned_raw(name, node="n1", owner=True):
+    aff = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}}}
+    return raw_pod(name, gates=(), affinity=aff, owner=owner, cpu="4")
+
+
+RELEASED = {"phase": "Scheduling", "scheduleStartTime": "2024-01-01T00:00:00Z"}
+
+
+def stuck_harness(**kw):
+    pods = [pinned_raw("k-0"), pinned_raw("k-1", owner=False)]
+    h = Harness(pods, [raw_pg(min_member=2, status=dict(RELEASED))], lambda groups: [verdict("AlreadyReleased")], **kw)
+    tainted = ready_node("n1", taints=[{"key": "maint", "value": "now", "effect": "NoSchedule"}])
+    h.caches.nodes.apply_local(tainted)
+    return h
+
+
+def test_stuck_members_are_deleted_after_the_grace_when_owned_and_reported():
+    h = stuck_harness()
+    h.run()
+    assert h.cluster.deleted == [] and not [e for e in h.events if e[1] == "PlannedNodeUnusable"]
+    h.now += 3.5
+    h.run()
+    assert h.cluster.deleted == ["k-0"], "only the member with a controller owner is deleted"
+    (ev,) = [e for e in h.events if e[1] == "PlannedNodeUnusable"]
+    assert ev[0] == "Warning" and "k-0" in ev[2] and "k-1" in ev[2] and "n1" in ev[2]
+    st = h.cluster.pgs["pg"]["status"]
+    (c,) = [c for c in st["conditions"] if c["type"] == "PlannedNodesUsable"]
+    assert c["status"] == "False" and "maint=now" in c["message"]
+    h.now += 1
+    h.run()
+    assert h.cluster.deleted == ["k-0"], "deleted once"
+
+
+def test_no_recreate_flag_only_reports():
+    h = stuck_harness()
+    h.rec.config.recreate_stuck_members = False
+    h.run()
+    h.now += 4
+    h.run()
+    assert h.cluster.deleted == []
+    assert any(e[1] == "PlannedNodeUnusable" for e in h.events)
+
+
+def test_a_refused_dry_run_releases_none_and_backs_off():
+    pods = [raw_pod("k-1"), raw_pod("k-2"), raw_pod("k-3")]
+    rel = {"uid-k-1": "n1", "uid-k-2": "n1", "uid-k-3": "n1"}
+    h = Harness(pods, [raw_pg(min_member=3)], lambda groups: [verdict("Released", rel, 3, "fits 3 of 3")] if groups
+                else [])
+    refusal = ApiError(422, "refused")
+    refusal.body = '{"kind": "Status", "message": "k-3\'s affinity is frozen by policy"}'
+    h.cluster.dry_errors["k-3"] = [refusal] * 10
+    h.run()
+    assert [e for e in h.cluster.log if e[0] == "pod"] == [], "no gate removed"
+    st = h.cluster.pgs["pg"]["status"]
+    assert not st.get("scheduleStartTime"), "a refused release is not recorded as a release"
+    (c,) = [c for c in st["conditions"] if c["type"] == "ReleaseAccepted"]
+    assert c["status"] == "False" and "k-3" in c["message"] and "frozen by policy" in c["message"]
+    refused = [e for e in h.events if e[1] == "ReleaseRefused"]
+    assert len(refused) == 1 and "retrying in 5s" in refused[0][2]
+    # within the back-off the group is not planned again: no hot loop
+    for _ in range(5):
+        h.now += 0.5
+        h.run()
+    assert len([e for e in h.events if e[1] == "ReleaseRefused"]) == 1
+    assert [g for call in h.decide_calls[1:] for g in call["groups"]] == []
+    h.now += 3
+    h.run()
+    refused = [e for e in h.events if e[1] == "ReleaseRefused"]
+    assert len(refused) == 2 and "retrying in 10s" in refused[1][2]
+    h.cluster.dry_errors["k-3"] = []
+    h.now += 10.5
+    h.run()
+    assert sorted(e[1] for e in h.cluster.log if e[0] == "pod") == ["k-1", "k-2", "k-3"]
+    (c,) = [c for c in h.cluster.pgs["pg"]["status"]["conditions"] if c["type"] == "ReleaseAccepted"]
+    assert c["status"] == "True"
+
+
+def test_a_patch_refused_after_the_dry_run_is_reported_and_not_retried_at_once():
+    pods = [raw_pod("k-1"), raw_pod("k-2")]
+    h = Harness(pods, [raw_pg(min_member=2)], [verdict("Released", {"uid-k-1": "n1", "uid-k-2": "n1"}, 2)])
+    h.cluster.pod_errors["k-2"] = [ApiError(403, "denied by webhook")] * 10
+    h.run()
+    assert [e[1] for e in h.cluster.log if e[0] == "pod"] == ["k-1"]
+    (ev,) = [e for e in h.events if e[1] == "ReleaseRefused"]
+    assert "k-2" in ev[2] and "1 other members were released" in ev[2]
+    h.verdicts = [verdict("AlreadyReleased", {"uid-k-2": "n1"}, 1)]
+    attempts = len(h.cluster.pod_errors["k-2"])
+    h.now += 1
+    h.run()
+    assert len(h.cluster.pod_errors["k-2"]) == attempts, "not patched again within the back-off"
+    st = h.cluster.pgs["pg"]["status"]
+    (c,) = [c for c in st["conditions"] if c["type"] == "ReleaseAccepted"]
+    assert c["status"] == "False" and "k-2" in c["message"]
+
+
+def test_verdict_names_waiting_members_and_the_shell_says_so():
+    pods = [raw_pod("a", gates=(), node="n1", phase="Running"), raw_pod("b")]
+    v = GroupVerdict(NS, "pg", "AlreadyReleased", {}, 1, "released; 1 member (b) waits gated for capacity: x",
+                     ("b",))
+    h = Harness(pods, [raw_pg(min_member=1, status=dict(RELEASED))], [v])
+    h.run()
+    assert [e for e in h.cluster.log if e[0] == "pod"] == []
+    (ev,) = [e for e in h.events if e[1] == "WaitingForCapacity"]
+    assert ev[0] == "Normal" and "(b)" in ev[2]
+    (c,) = [c for c in h.cluster.pgs["pg"]["status"]["conditions"] if c["type"] == "MembersWaiting"]
+    assert c["status"] == "True" and c["reason"] == "WaitingForCapacity"
