@@ -30,13 +30,13 @@ Every call goes through :mod:`cogate.kube` (``api_status``, ``json_body``, and
   pod recreated under its name), then DELETE with a uid precondition: 404 -> gone; a preemption's
   nominations, then its victims, go concurrently on the same threads as gate removals
   (:meth:`Writer.nominate_all`, :meth:`Writer.preempt_all`);
-- PodDisruptionBudgets (opt-in): create, else read and patch ``minAvailable`` of one cogate
-  made; delete.
+- whole objects (PodTemplates, custom objects at coordinates the caller names, the opt-in
+  PodDisruptionBudgets): :attr:`Writer.objects`, a :class:`cogate.controller.kube.objects.Objects`.
 
 Results of writes are stored into the informer caches at once (``Informer.apply_local``), so
-the next pass does not act on its own stale view. Each write answers a :class:`WriteResult`
-(a ``StrEnum``: it equals its old string, so callers comparing with ``"removed"`` and the
-``result`` label of the metrics are unchanged).
+the next pass does not act on its own stale view. Each write answers a
+:class:`~cogate.controller.kube.results.WriteResult` (a ``StrEnum``: it equals its old string, so
+callers comparing with ``"removed"`` and the ``result`` label of the metrics are unchanged).
 """
 
 from __future__ import annotations
@@ -45,13 +45,14 @@ import concurrent.futures
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from cogate import api
 from cogate.controller.model import leftovers
 from cogate.controller.model.config import DEFAULT_WORKERS
 from cogate.controller.kube.metrics import Metrics
+from cogate.controller.kube.objects import Objects
+from cogate.controller.kube.results import REQUEST_TIMEOUT, WriteResult, answer_of
 from cogate.controller.status.notices import log_extra
 from cogate.controller.planning.patches import left_group, release_patch
 from cogate.controller.model.records import PodInfo
@@ -66,41 +67,6 @@ log = logging.getLogger(__name__)
 
 #: ``DisruptionTarget`` reason on a pod cogate preempts (kube-scheduler's is ``PreemptionByScheduler``).
 PREEMPTION_REASON = "PreemptionByCogate"
-
-#: Seconds an API request may take.
-REQUEST_TIMEOUT = 10
-
-
-class WriteResult(StrEnum):
-    """What one write did; also the ``result`` label of its metric. Which write answers which:
-
-    - :meth:`Writer.ungate` (:data:`UNGATE_RESULTS`), :meth:`Writer.check_release`: ``removed``
-      (gate removed), ``ok`` (dry run accepted), ``absent`` (the pod carries no such gate),
-      ``not_found`` (pod gone, or recreated under its name), ``skipped`` (``only_if`` said no),
-      ``refused`` (the API server refused the patch), ``failed``;
-    - :meth:`Writer.evict`: ``evicted``, ``gone``, ``failed``; :meth:`Writer.delete`: ``deleted``,
-      ``gone``, ``failed``;
-    - :meth:`Writer.ensure_pdb`: ``created``, ``updated``, ``unchanged``, ``foreign``, ``failed``;
-      :meth:`Writer.delete_pdb`: ``deleted``, ``absent``, ``foreign``, ``failed``;
-    - :meth:`Writer.write_status` answers a bool; its metric counts ``ok`` and ``error``.
-    """
-
-    REMOVED = "removed"
-    OK = "ok"
-    ABSENT = "absent"
-    NOT_FOUND = "not_found"
-    SKIPPED = "skipped"
-    REFUSED = "refused"
-    FAILED = "failed"
-    EVICTED = "evicted"
-    GONE = "gone"
-    DELETED = "deleted"
-    CREATED = "created"
-    UPDATED = "updated"
-    UNCHANGED = "unchanged"
-    FOREIGN = "foreign"
-    ERROR = "error"
-
 
 #: Results of :meth:`Writer.ungate` (also the ``result`` label of ``cogate_gate_removals_total``).
 UNGATE_RESULTS = (WriteResult.REMOVED, WriteResult.ABSENT, WriteResult.NOT_FOUND, WriteResult.SKIPPED,
@@ -120,21 +86,6 @@ class Refused(Exception):
         self.status = status
 
 
-def answer_of(exc: BaseException) -> str:
-    """The API server's message of an error (the ``Status`` body's ``message``), else its text."""
-    body = getattr(exc, "body", None)
-    if isinstance(body, (bytes, str)):
-        try:
-            import json
-
-            msg = json.loads(body).get("message")
-            if isinstance(msg, str) and msg:
-                return msg
-        except (ValueError, AttributeError):
-            pass
-    return str(getattr(exc, "reason", "") or exc).strip()
-
-
 class Writer:
     """Writes decisions through ``core``/``custom`` (``CoreV1Api``, ``CustomObjectsApi`` or fakes
     with the same methods), updating the ``podgroups`` and ``members`` informer caches with the
@@ -147,6 +98,8 @@ class Writer:
                  monotonic: Callable[[], float] = time.monotonic) -> None:
         self.core = core
         self.custom = custom
+        #: Creates, reads and deletes whole objects (PodTemplates, custom objects, PodDisruptionBudgets).
+        self.objects = Objects(core, custom)
         self.podgroups = podgroups
         self.members = members
         self.gate = gate
@@ -548,121 +501,6 @@ class Writer:
             result, grace = WriteResult.DELETED, None  # terminating already: no API call (as kube-scheduler)
         self.metrics.preemption_victims.labels(result).inc()
         return result, grace
-
-    # -- PodDisruptionBudgets (opt-in) ------------------------------------------
-    def ensure_pdb(self, policy: Any, body: dict[str, Any]) -> WriteResult:
-        """Create the PodDisruptionBudget ``body`` (``policy``: ``PolicyV1Api``); when one of that name
-        exists, set its ``minAvailable`` if cogate made it (:data:`lifecycle.MANAGED_BY_LABEL`).
-        ``created``, ``updated``, ``unchanged``, ``foreign`` (not cogate's: left alone) or ``failed``."""
-        from cogate.controller.status.lifecycle import MANAGED_BY_LABEL
-
-        meta = body["metadata"]
-        ns, name = meta["namespace"], meta["name"]
-        try:
-            policy.create_namespaced_pod_disruption_budget(ns, body, _preload_content=False,
-                                                           _request_timeout=REQUEST_TIMEOUT)
-            return WriteResult.CREATED
-        except Exception as exc:  # noqa: BLE001
-            if api_status(exc) != 409:
-                log.warning("creating PodDisruptionBudget %s/%s failed: %s", ns, name, exc, extra=log_extra(ns, name))
-                return WriteResult.FAILED
-        try:
-            have = json_body(policy.read_namespaced_pod_disruption_budget(name, ns, _preload_content=False,
-                                                                          _request_timeout=REQUEST_TIMEOUT))
-            if ((have.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY_LABEL) != api.COMPONENT:
-                return WriteResult.FOREIGN
-            if (have.get("spec") or {}).get("minAvailable") == body["spec"]["minAvailable"]:
-                return WriteResult.UNCHANGED
-            policy.patch_namespaced_pod_disruption_budget(
-                name, ns, {"spec": {"minAvailable": body["spec"]["minAvailable"]}},
-                _content_type="application/merge-patch+json", _preload_content=False,
-                _request_timeout=REQUEST_TIMEOUT)
-            return WriteResult.UPDATED
-        except Exception as exc:  # noqa: BLE001
-            log.warning("updating PodDisruptionBudget %s/%s failed: %s", ns, name, exc, extra=log_extra(ns, name))
-            return WriteResult.FAILED
-
-    def delete_pdb(self, policy: Any, namespace: str, name: str) -> WriteResult:
-        """Delete the PodDisruptionBudget cogate made for PodGroup ``namespace/name`` (only one
-        labelled as cogate's); ``deleted``, ``absent``, ``foreign`` or ``failed``."""
-        from cogate.controller.status.lifecycle import MANAGED_BY_LABEL
-
-        try:
-            have = json_body(policy.read_namespaced_pod_disruption_budget(name, namespace, _preload_content=False,
-                                                                          _request_timeout=REQUEST_TIMEOUT))
-            if ((have.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY_LABEL) != api.COMPONENT:
-                return WriteResult.FOREIGN
-            uid = (have.get("metadata") or {}).get("uid")
-            policy.delete_namespaced_pod_disruption_budget(
-                name, namespace, body={"preconditions": {"uid": uid}} if uid else None,
-                _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
-            return WriteResult.DELETED
-        except Exception as exc:  # noqa: BLE001
-            if api_status(exc) in (404, 409):
-                return WriteResult.ABSENT
-            log.warning("deleting PodDisruptionBudget %s/%s failed: %s", namespace, name, exc,
-                        extra=log_extra(namespace, name))
-            return WriteResult.FAILED
-
-    # -- provisioning (issue 16) --------------------------------------------------
-    def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
-        """The pod as stored (API JSON), or ``None`` when it is gone or cannot be read (logged)."""
-        try:
-            return json_body(self.core.read_namespaced_pod(name, namespace, _preload_content=False,
-                                                           _request_timeout=REQUEST_TIMEOUT))
-        except Exception as exc:  # noqa: BLE001
-            if api_status(exc) != 404:
-                log.warning("reading pod %s/%s failed: %s", namespace, name, exc)
-            return None
-
-    def create_object(self, body: Mapping[str, Any]) -> tuple[WriteResult, str, dict[str, Any]]:
-        """Create a PodTemplate (``v1``) or a ProvisioningRequest (``provreq.PLURAL``) from
-        ``body``; ``(created | failed, the API server's answer on failure, the object created)``.
-        An object of that name that exists already (409) counts as ``failed``: names are new per
-        attempt, so it is another's."""
-        from cogate.controller.provisioning import provreq
-
-        meta = body["metadata"]
-        ns, name = meta["namespace"], meta["name"]
-        try:
-            if body.get("kind") == "PodTemplate":
-                resp = self.core.create_namespaced_pod_template(ns, body, _preload_content=False,
-                                                                _request_timeout=REQUEST_TIMEOUT)
-            else:
-                group, version = str(body["apiVersion"]).split("/", 1)
-                resp = self.custom.create_namespaced_custom_object(group, version, ns, provreq.PLURAL, body,
-                                                                   _preload_content=False,
-                                                                   _request_timeout=REQUEST_TIMEOUT)
-        except Exception as exc:  # noqa: BLE001
-            answer = answer_of(exc)
-            log.warning("creating %s %s/%s failed: %s", body.get("kind"), ns, name, answer)
-            return WriteResult.FAILED, answer, {}
-        try:
-            raw = json_body(resp)
-        except ValueError:
-            raw = {}
-        return WriteResult.CREATED, "", raw if isinstance(raw, dict) else {}
-
-    def delete_object(self, kind: str, namespace: str, name: str, uid: str = "") -> WriteResult:
-        """Delete a PodTemplate or a ProvisioningRequest (``kind``), with a uid precondition when
-        ``uid`` is given; ``deleted``, ``gone`` (404/409: already gone, or replaced) or ``failed``."""
-        from cogate.controller.provisioning import provreq
-
-        body = {"preconditions": {"uid": uid}} if uid else None
-        try:
-            if kind == "PodTemplate":
-                self.core.delete_namespaced_pod_template(name, namespace, body=body, _preload_content=False,
-                                                         _request_timeout=REQUEST_TIMEOUT)
-            else:
-                self.custom.delete_namespaced_custom_object(provreq.GROUP, provreq.VERSION, namespace,
-                                                            provreq.PLURAL, name, body=body,
-                                                            _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
-            return WriteResult.DELETED
-        except Exception as exc:  # noqa: BLE001
-            if api_status(exc) in (404, 409):
-                return WriteResult.GONE
-            log.warning("deleting %s %s/%s failed: %s", kind, namespace, name, exc)
-            return WriteResult.FAILED
 
     # -- caches ------------------------------------------------------------------
     @staticmethod

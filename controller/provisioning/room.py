@@ -26,8 +26,10 @@ through its informer and goes on; the back-off of failed requests is the only th
 
 Handed the config, the caches (``caches.provreqs``: the requests cogate made, as
 :class:`provreq.RequestInfo`), the writer, the metrics, the event emitter and the monotonic
-clock, and the incremental planner's state with its lock (``planning``, ``planning_lock``): the
-shortfalls are then computed on its kept free room (``provreq.shortfalls(view=...)``).
+clock (the writer's :attr:`~cogate.controller.kube.writer.Writer.objects` creates and deletes the
+requests at :data:`PROVISIONING_REQUESTS`), and the incremental planner's state with its lock
+(``planning``, ``planning_lock``): the shortfalls are then computed on its kept free room
+(``provreq.shortfalls(view=...)``).
 """
 
 from __future__ import annotations
@@ -57,11 +59,14 @@ from cogate.controller.model.records import PodInfo, Promise, Reservation
 from cogate.controller.model.resources import format_resources
 from cogate.controller.model.verdicts import Decision, GroupRequest, GroupVerdict, Outcome
 from cogate.controller.model.wakeups import WAKE_MARGIN, earliest
+from cogate.controller.kube.objects import CustomResource
 from cogate.controller.kube.writer import Writer, WriteResult
 from cogate.models import PodGroupStatus
 
 log = logging.getLogger(__name__)
 
+#: The ProvisioningRequest's API coordinates, for the writer (kube/ knows no feature's API).
+PROVISIONING_REQUESTS = CustomResource(provreq.GROUP, provreq.VERSION, provreq.PLURAL, provreq.KIND)
 #: Notes of the preemption room that say no victim can make room (then new nodes may).
 NO_VICTIM_HELPS = frozenset({PreemptionReason.NO_LOWER_PRIORITY_PODS.value,
                              PreemptionReason.DOES_NOT_FIT_EVEN_WITH_PREEMPTION.value,
@@ -291,7 +296,7 @@ class Provisioning:
                                            f"{provreq.MAX_POD_SETS} pod sets", now)
             return
         for i, (rep, count) in enumerate(by_shape):
-            pod = self.writer.read_pod(rep.namespace, rep.name)
+            pod = self.writer.objects.read_pod(rep.namespace, rep.name)
             if pod is None or (pod.get("metadata") or {}).get("uid") != rep.uid:
                 self._undo(ns, made)  # the member went meanwhile: the next pass asks again
                 return
@@ -301,7 +306,7 @@ class Provisioning:
                 self._undo(ns, made)
                 self._create_failed(g, memory, f"member {rep.name} cannot stand in a PodTemplate ({exc})", now)
                 return
-            result, answer, _ = self.writer.create_object(body)
+            result, answer, _ = self.writer.objects.create_pod_template(body)
             if result != WriteResult.CREATED:
                 self._undo(ns, made)
                 self._create_failed(g, memory, f"creating PodTemplate {ns}/{name}-{i} failed: {answer}", now)
@@ -309,7 +314,7 @@ class Provisioning:
             made.append((f"{name}-{i}", count))
             described.append(f"{count} like {rep.name} ({format_resources(rep.requests)})")
         body = provreq.request_body(name, ns, group, g.uid, self.config.provisioning_class, made)
-        result, answer, raw = self.writer.create_object(body)
+        result, answer, raw = self.writer.objects.create_custom_object(PROVISIONING_REQUESTS, body)
         if result != WriteResult.CREATED:
             self._undo(ns, made)
             self._create_failed(g, memory, f"creating ProvisioningRequest {ns}/{name} failed: {answer}", now)
@@ -336,7 +341,7 @@ class Provisioning:
 
     def _undo(self, namespace: str, templates: Sequence[tuple[str, int]]) -> None:
         for t, _ in templates:
-            self.writer.delete_object("PodTemplate", namespace, t)
+            self.writer.objects.delete_pod_template(namespace, t)
 
     def _end(self, info: provreq.RequestInfo, memory: ProvisioningMemory) -> None:
         """Delete a request that has ended for its group, remembered as counted (:meth:`_judge`)."""
@@ -345,11 +350,11 @@ class Provisioning:
 
     def _delete(self, info: provreq.RequestInfo) -> None:
         """Delete a request (uid precondition) and its PodTemplates."""
-        result = self.writer.delete_object(provreq.KIND, info.namespace, info.name, info.uid)
+        result = self.writer.objects.delete_custom_object(PROVISIONING_REQUESTS, info.namespace, info.name, info.uid)
         if result != WriteResult.FAILED and self.caches.provreqs is not None:
             self.caches.provreqs.forget_local((info.namespace, info.name))
         for t, _ in info.templates:
-            self.writer.delete_object("PodTemplate", info.namespace, t)
+            self.writer.objects.delete_pod_template(info.namespace, t)
 
     # -- the release, and the status ----------------------------------------------------------------
     def consume(self, g: GroupObject) -> dict[str, str]:

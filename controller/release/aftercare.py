@@ -145,7 +145,7 @@ class Aftercare:
                 if self.config.pod_disruption_budgets and self.policy is not None:
                     # The gang is broken: its budget would refuse these evictions (429). It is
                     # made again once the re-formed group reaches minMember.
-                    self.writer.delete_pdb(self.policy, *g.key)
+                    self.writer.objects.delete_pdb(self.policy, *g.key)
                     memory.budget = BUDGET_DELETED
                 victims = timeout_victims(request.members, self.config.gate_name)
                 for p in victims:
@@ -198,17 +198,17 @@ class Aftercare:
         state = memory.budget
         want = Budget.ensured(g.pg.spec.minMember)
         if action == "ensure" and state not in (want, BUDGET_FOREIGN):
-            result = self.writer.ensure_pdb(self.policy, lifecycle.pdb_manifest(g.pg, g.uid))
+            result = self.writer.objects.ensure_pdb(self.policy, lifecycle.pdb_manifest(g.pg, g.uid))
             if result == WriteResult.FOREIGN:
                 memory.budget = BUDGET_FOREIGN
                 self.events.emit(g.ref, "pdb", notices.pdb_conflict(g.pg.metadata.name), now)
             elif result != WriteResult.FAILED:
                 memory.budget = want
         elif action == "keep" and state is not None and state.state is BudgetState.ENSURED and state != want:
-            if self.writer.ensure_pdb(self.policy, lifecycle.pdb_manifest(g.pg, g.uid)) != WriteResult.FAILED:
+            if self.writer.objects.ensure_pdb(self.policy, lifecycle.pdb_manifest(g.pg, g.uid)) != WriteResult.FAILED:
                 memory.budget = want
         elif action == "delete" and state not in (BUDGET_DELETED, BUDGET_FOREIGN):
-            if self.writer.delete_pdb(self.policy, *g.key) != WriteResult.FAILED:
+            if self.writer.objects.delete_pdb(self.policy, *g.key) != WriteResult.FAILED:
                 memory.budget = BUDGET_DELETED
 
     def time_out(self, g: GroupObject, members: Sequence[PodInfo], new_status: PodGroupStatus, memory: ReleaseMemory,

@@ -40,6 +40,7 @@ PURE = [
     "cogate.controller.model.leftovers",
     "cogate.controller.status.inputs",
     "cogate.controller.memory",
+    "cogate.controller.kube.results",
     "cogate.controller.status.memory",
     "cogate.controller.release.memory",
     "cogate.controller.preemption.memory",
