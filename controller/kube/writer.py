@@ -254,10 +254,12 @@ class Writer:
                annotations: Mapping[str, str] | None = None) -> WriteResult:
         """Remove the gate from one pod, pinning it to ``node`` ('' for none); one of :data:`UNGATE_RESULTS`.
 
-        Requests: one guarded patch when a dry run validated it (:meth:`check_release`) or when
-        ``cached`` (the members informer's record of the pod) carries its resourceVersion and
-        affinity (:func:`cached_release_ops`); otherwise, or when that patch fails, read the
-        pod and patch (409/422: read and patch again, up to ``attempts``).
+        Steps: 1. a patch known without a read (:meth:`_known_ops`: one a dry run validated, or
+        built from ``cached``, the members informer's record carrying its resourceVersion and
+        affinity, :func:`cached_release_ops`); 2. that patch sent once, guarded by a ``test`` of
+        the resourceVersion (:meth:`_patch_known`); 3. otherwise, or when it fails, read the pod
+        and patch (:meth:`_patch_read`; 409/422: read and patch again, up to ``attempts``);
+        4. the outcome told apart (refused, gone, failed).
         ``only_if``: a predicate on the freshly read pod (API JSON); ``skipped`` when it is false
         (the pod is always read then).
         ``group``: the PodGroup the pod belongs (or belonged) to, for log lines. ``dry_run``: send
@@ -268,63 +270,16 @@ class Writer:
         pod); its answer is in :attr:`answers` under ``uid``.
         """
         extra = log_extra(namespace, group) if group else None
-
-        def read() -> dict[str, Any]:
-            return json_body(self.core.read_namespaced_pod(name, namespace, _preload_content=False,
-                                                           _request_timeout=REQUEST_TIMEOUT))
-
-        def attempt() -> WriteResult:
-            pod = read()
-            if (pod.get("metadata") or {}).get("uid") != uid:
-                return WriteResult.NOT_FOUND  # deleted and recreated under the same name
-            if only_if is not None and not only_if(pod):
-                return WriteResult.SKIPPED
-            ops = self._release_ops(pod, namespace, name, node, extra, annotations)
-            if ops is None:
-                return WriteResult.ABSENT
-            kwargs: dict[str, Any] = {"dry_run": "All"} if dry_run else {}
-            try:
-                resp = self.core.patch_namespaced_pod(name, namespace, ops,
-                                                      _content_type="application/json-patch+json",
-                                                      _preload_content=False, _request_timeout=REQUEST_TIMEOUT,
-                                                      **kwargs)
-            except Exception as exc:  # noqa: BLE001
-                self._raise_refusal(exc, pod, read)
-                raise
-            if dry_run:
-                rv = (pod.get("metadata") or {}).get("resourceVersion")
-                if rv:
-                    self._validated[uid] = (node, str(rv), ops, time.monotonic())
-                return WriteResult.OK
-            self._remember(self.members, resp, keep=_still_member)
-            return WriteResult.REMOVED
-
-        fast: tuple[str, list[dict[str, Any]]] | None = None
-        validated = None if dry_run or annotations else self._validated.pop(uid, None)
-        if validated is not None and validated[0] == node and time.monotonic() - validated[3] < VALIDATED_FOR:
-            fast = (validated[1], validated[2])
-        elif only_if is None and not annotations and cached is not None and cached.uid == uid:
-            fast = cached_release_ops(cached, self.gate, node)
-        if fast is not None:
-            rv, ops = fast
-            guarded = [{"op": "test", "path": "/metadata/resourceVersion", "value": rv}, *ops]
-            kw: dict[str, Any] = {"dry_run": "All"} if dry_run else {}
-            try:
-                resp = self.core.patch_namespaced_pod(name, namespace, guarded,
-                                                      _content_type="application/json-patch+json",
-                                                      _preload_content=False, _request_timeout=REQUEST_TIMEOUT,
-                                                      **kw)
-                self.answers.pop(uid, None)
-                if dry_run:
-                    self._validated[uid] = (node, rv, ops, time.monotonic())
-                    return WriteResult.OK
-                self._remember(self.members, resp, keep=_still_member)
-                return WriteResult.REMOVED
-            except Exception:  # noqa: BLE001 - changed meanwhile, refused, or anything else: the full path
-                pass            # below reads the pod and tells these apart
+        known = self._known_ops(uid, node, only_if, dry_run=dry_run, cached=cached, annotations=annotations)
+        if known is not None:
+            done = self._patch_known(namespace, name, uid, node, known, dry_run=dry_run)
+            if done is not None:
+                return done
         try:
             # 409/422: re-read; a 422 from the test op usually means the gate is gone already.
-            result = retrying(attempt, attempts=self.attempts, backoff=Backoff(initial=0.2, maximum=5.0),
+            result = retrying(lambda: self._patch_read(namespace, name, uid, node, only_if, extra, dry_run=dry_run,
+                                                       annotations=annotations),
+                              attempts=self.attempts, backoff=Backoff(initial=0.2, maximum=5.0),
                               again=lambda exc: api_status(exc) in (409, 422) and not isinstance(exc, Refused),
                               sleep=self._sleep)
             self.answers.pop(uid, None)
@@ -339,6 +294,78 @@ class Writer:
                 return WriteResult.NOT_FOUND
             log.warning("ungating pod %s/%s failed: %s", namespace, name, exc, extra=extra)
             return WriteResult.FAILED
+
+    def _known_ops(self, uid: str, node: str, only_if: Callable[[dict[str, Any]], bool] | None, *, dry_run: bool,
+                   cached: PodInfo | None,
+                   annotations: Mapping[str, str] | None) -> tuple[str, list[dict[str, Any]]] | None:
+        """Step 1 of :meth:`ungate`: ``(resourceVersion, ops)`` of a release patch known without a
+        read: the one a dry run validated for ``node`` within :data:`VALIDATED_FOR` seconds (taken:
+        used once; never for a dry run or with ``annotations``), else one built from ``cached``
+        (without ``only_if`` and ``annotations``); ``None``: the pod is to be read."""
+        validated = None if dry_run or annotations else self._validated.pop(uid, None)
+        if validated is not None and validated[0] == node and time.monotonic() - validated[3] < VALIDATED_FOR:
+            return validated[1], validated[2]
+        if only_if is None and not annotations and cached is not None and cached.uid == uid:
+            return cached_release_ops(cached, self.gate, node)
+        return None
+
+    def _patch_known(self, namespace: str, name: str, uid: str, node: str, known: tuple[str, list[dict[str, Any]]],
+                     *, dry_run: bool) -> WriteResult | None:
+        """Step 2 of :meth:`ungate`: send ``known`` once, guarded by a ``test`` of its resourceVersion
+        (it applies only to exactly the pod it was built from); ``ok`` (a dry run, remembered as
+        validated) or ``removed``, or ``None`` when it failed for any reason: changed meanwhile,
+        refused, or anything else, which the read path (step 3) tells apart."""
+        rv, ops = known
+        guarded = [{"op": "test", "path": "/metadata/resourceVersion", "value": rv}, *ops]
+        try:
+            resp = self._json_patch(namespace, name, guarded, dry_run=dry_run)
+            self.answers.pop(uid, None)
+            if dry_run:
+                self._validated[uid] = (node, rv, ops, time.monotonic())
+                return WriteResult.OK
+            self._remember(self.members, resp, keep=_still_member)
+            return WriteResult.REMOVED
+        except Exception:  # noqa: BLE001 - the full path reads the pod and tells the failures apart
+            return None
+
+    def _patch_read(self, namespace: str, name: str, uid: str, node: str,
+                    only_if: Callable[[dict[str, Any]], bool] | None, extra: dict[str, str] | None, *,
+                    dry_run: bool, annotations: Mapping[str, str] | None) -> WriteResult:
+        """Step 3 of :meth:`ungate`, one try: read the pod (``not_found`` when recreated under its name,
+        ``skipped`` when ``only_if`` says no, ``absent`` without the gate), build the release patch
+        from it and send it; raises :class:`Refused` when the API server refuses the patch itself,
+        the API error otherwise (the retry loop re-reads on 409/422)."""
+        pod = self._read_pod(namespace, name)
+        if (pod.get("metadata") or {}).get("uid") != uid:
+            return WriteResult.NOT_FOUND  # deleted and recreated under the same name
+        if only_if is not None and not only_if(pod):
+            return WriteResult.SKIPPED
+        ops = self._release_ops(pod, namespace, name, node, extra, annotations)
+        if ops is None:
+            return WriteResult.ABSENT
+        try:
+            resp = self._json_patch(namespace, name, ops, dry_run=dry_run)
+        except Exception as exc:  # noqa: BLE001
+            self._raise_refusal(exc, pod, lambda: self._read_pod(namespace, name))
+            raise
+        if dry_run:
+            rv = (pod.get("metadata") or {}).get("resourceVersion")
+            if rv:
+                self._validated[uid] = (node, str(rv), ops, time.monotonic())
+            return WriteResult.OK
+        self._remember(self.members, resp, keep=_still_member)
+        return WriteResult.REMOVED
+
+    def _read_pod(self, namespace: str, name: str) -> dict[str, Any]:
+        """The pod as stored (API JSON); API errors raised."""
+        return json_body(self.core.read_namespaced_pod(name, namespace, _preload_content=False,
+                                                       _request_timeout=REQUEST_TIMEOUT))
+
+    def _json_patch(self, namespace: str, name: str, ops: list[dict[str, Any]], *, dry_run: bool) -> Any:
+        """Send JSON Patch ``ops`` to pod ``namespace/name`` (``dryRun=All`` when ``dry_run``)."""
+        kwargs: dict[str, Any] = {"dry_run": "All"} if dry_run else {}
+        return self.core.patch_namespaced_pod(name, namespace, ops, _content_type="application/json-patch+json",
+                                              _preload_content=False, _request_timeout=REQUEST_TIMEOUT, **kwargs)
 
     def _raise_refusal(self, exc: BaseException, pod: dict[str, Any], read: Callable[[], dict[str, Any]]) -> None:
         """Raise :class:`Refused` when ``exc`` (from patching ``pod``) is the API server refusing the
