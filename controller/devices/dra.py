@@ -3,7 +3,8 @@ counted per node like allocatable (issue 17; docs/semantics.md, "Devices (DRA)")
 
 Source: kube-scheduler's DynamicResources plugin (``pkg/scheduler/framework/plugins/dynamicresources``)
 and the structured-parameters allocator (``k8s.io/dynamic-resource-allocation/structured``,
-KEP-4381), Kubernetes 1.34+ (``resource.k8s.io/v1``). Records come from :mod:`cogate.controller.devices.records`.
+KEP-4381), Kubernetes 1.34+ (``resource.k8s.io/v1``). Records come from :mod:`cogate.controller.devices.records`;
+:func:`account` computes a pass from scratch, :mod:`cogate.controller.devices.accountant` the same incrementally.
 
 The model, in the planner's terms:
 
@@ -131,7 +132,8 @@ class DeviceInputs:
     claims: Mapping[tuple[str, str], DeviceClaimInfo] = field(default_factory=dict)
     templates: Mapping[tuple[str, str], ClaimSpec] = field(default_factory=dict)
     version: int = 0
-    #: Changes whenever a claim changes (0: unknown, :class:`~cogate.controller.devices.accountant.Accountant` then reads every claim).
+    #: Changes whenever a claim changes (0: unknown, the
+    #: :class:`~cogate.controller.devices.accountant.Accountant` then reads every claim).
     claims_version: int = 0
 
 
@@ -314,7 +316,8 @@ def signature_key(needs: Iterable[Need]) -> frozenset[tuple[Signature, str, str]
     return frozenset(out)
 
 
-def count_signatures(key: frozenset[tuple[Signature, str, str]], inputs: DeviceInputs, selection: Selection) -> Signatures:
+def count_signatures(key: frozenset[tuple[Signature, str, str]], inputs: DeviceInputs,
+                     selection: Selection) -> Signatures:
     """The pass's :class:`Signatures` from :func:`signature_key`'s ``key``: the devices each selects
     (``selection``), ``All`` requests overlapping others unchecked, the laminar test and each
     device's signatures."""
