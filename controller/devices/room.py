@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from cogate.controller.devices import dra
+from cogate.controller.devices.accountant import Accountant
 from cogate.controller.devices.records import Device
 from cogate.controller.kube.informer import Informer
 from cogate.controller.model.records import NodeInfo, PodInfo
@@ -62,7 +63,7 @@ class Devices:
         self.enabled = None not in (slices, classes, claims, templates)
         self._slices, self._classes, self._claims, self._templates = slices, classes, claims, templates
         self._nodes, self._bound = nodes, bound
-        self.accountant = dra.Accountant()
+        self.accountant = Accountant()
         self.selection = self.accountant.selection
         #: The account last put into the planning state.
         self.account: dra.DeviceAccount = dra.EMPTY_ACCOUNT
