@@ -28,6 +28,7 @@ from cogate.controller.devices.accountant import Accountant
 from cogate.controller.devices.records import Device
 from cogate.controller.kube.informer import Informer
 from cogate.controller.model.records import NodeInfo, PodInfo
+from cogate.controller.planning.planstate import PlanningState
 
 __all__ = ["Devices", "API_GROUP", "API_VERSION", "RESOURCES"]
 
@@ -127,9 +128,8 @@ class Devices:
         return dra.DeviceInputs(self._devices, self._class_map, self._claim_map, self._template_map, version,
                                 claims_version)
 
-    def resolve(self, members: Iterable[PodInfo], planning: Any | None) -> list[PodInfo]:
-        """``members`` with device requests filled in; the planning state (a
-        :class:`~cogate.controller.planning.planstate.PlanningState`, or None for a scripted ``decide``) gets
+    def resolve(self, members: Iterable[PodInfo], planning: PlanningState | None) -> list[PodInfo]:
+        """``members`` with device requests filled in; the planning state (None for a scripted ``decide``) gets
         the new device resources of the nodes and bound pods whose account changed."""
         members = list(members)
         if not self.enabled:
