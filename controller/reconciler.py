@@ -121,6 +121,14 @@ class Applied:
     wake_at: float | None = None
 
 
+def _check(config: ReconcilerConfig) -> None:
+    """Raises ``ValueError`` for a ``placement`` or ``validate_releases`` the reconciler does not know."""
+    if config.placement not in PLACEMENTS:
+        raise ValueError(f"placement: {config.placement!r} not in {PLACEMENTS}")
+    if config.validate_releases not in refusers.VALIDATION_MODES:
+        raise ValueError(f"validate_releases: {config.validate_releases!r} not in {refusers.VALIDATION_MODES}")
+
+
 class Reconciler:
     """Runs decision passes; see the module doc. ``core``/``custom`` are the client APIs
     (``CoreV1Api``, ``CustomObjectsApi``) or fakes with the same methods. Without ``decide``
@@ -135,10 +143,7 @@ class Reconciler:
                  decide: DecideFn | None = None, policy: Any = None,
                  clock: Callable[[], float] = time.time, monotonic: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], None] = time.sleep) -> None:
-        if config.placement not in PLACEMENTS:
-            raise ValueError(f"placement: {config.placement!r} not in {PLACEMENTS}")
-        if config.validate_releases not in refusers.VALIDATION_MODES:
-            raise ValueError(f"validate_releases: {config.validate_releases!r} not in {refusers.VALIDATION_MODES}")
+        _check(config)
         self.caches = caches
         self.config = config
         self.metrics = metrics or Metrics()
@@ -147,23 +152,13 @@ class Reconciler:
                              workers=config.workers, sleep=sleep, monotonic=monotonic)
         self._decide = decide
         #: The incremental planner's state (None when ``decide`` is scripted); guarded by its lock.
-        self.planning: PlanningState | None = None
+        self.planning: PlanningState | None = PlanningState() if decide is None else None
         self._planning_lock = threading.Lock()
         #: DRA devices in the planning state (:mod:`cogate.controller.devices.room`).
         self.devices = Devices(caches.resource_slices, caches.device_classes, caches.resource_claims,
                                caches.claim_templates, caches.nodes, caches.bound)
-        if decide is None:
-            self.planning = PlanningState()
-            caches.bound.add_handler(self.on_bound_pod_event)
-            caches.nodes.add_handler(self.on_node_event)
-            for n in caches.nodes.snapshot():
-                self.on_node_event("ADDED", None, n)
-            for p in caches.bound.snapshot():
-                self.on_bound_pod_event("ADDED", None, p)
-            if caches.nominated is not None:
-                caches.nominated.add_handler(self.on_nominated_pod_event)
-                for p in caches.nominated.snapshot():
-                    self.on_nominated_pod_event("ADDED", None, p)
+        if self.planning is not None:
+            self._follow_cluster(caches)
         self._clock = clock
         self._monotonic = monotonic
         self.reservations: tuple[Reservation, ...] = ()
@@ -201,6 +196,20 @@ class Reconciler:
                                 read_custom=custom_reader(api_client))
         # A held group's reason, told to its owner and gated members where users look.
         self.relaying = Relaying(self.events, config.gate_name)
+
+    def _follow_cluster(self, caches: Caches) -> None:
+        """Keep the planning state current from the nodes, bound-pods and nominated-pods informers:
+        their handlers registered (after the devices room's), their stores fed in as ADDED."""
+        caches.bound.add_handler(self.on_bound_pod_event)
+        caches.nodes.add_handler(self.on_node_event)
+        for n in caches.nodes.snapshot():
+            self.on_node_event("ADDED", None, n)
+        for p in caches.bound.snapshot():
+            self.on_bound_pod_event("ADDED", None, p)
+        if caches.nominated is not None:
+            caches.nominated.add_handler(self.on_nominated_pod_event)
+            for p in caches.nominated.snapshot():
+                self.on_nominated_pod_event("ADDED", None, p)
 
     # -- triggering ----------------------------------------------------------
     def enqueue(self, *_: object) -> None:

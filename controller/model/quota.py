@@ -28,7 +28,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cogate.controller.model.records import InvalidObject, PodInfo, _obj, _sections, _str
+from cogate.controller.model import readers
+from cogate.controller.model.records import InvalidObject, PodInfo
 from cogate.controller.model.verdicts import Outcome, with_note
 from cogate.controller.model.resources import format_quantity, parse_quantity, to_units
 
@@ -66,7 +67,7 @@ def _base(key: str) -> str:
 
 def _amounts(raw: Any, path: str) -> dict[str, int]:
     out = {}
-    for key, value in _obj(raw, path).items():
+    for key, value in readers.mapping(raw, path).items():
         try:
             out[str(key)] = to_units(_base(str(key)), parse_quantity(value))
         except (ValueError, TypeError) as exc:
@@ -76,15 +77,15 @@ def _amounts(raw: Any, path: str) -> dict[str, int]:
 
 def quota_info(obj: Mapping[str, Any]) -> QuotaInfo:
     """Reduce a v1 ResourceQuota (API JSON). Raises :class:`InvalidObject` naming the field."""
-    meta, spec, status = _sections(obj, "resourcequota")
+    meta, spec, status = readers.sections(obj, "resourcequota")
     return QuotaInfo(
-        namespace=_str(meta.get("namespace"), "metadata.namespace"),
-        name=_str(meta.get("name"), "metadata.name"),
+        namespace=readers.text(meta.get("namespace"), "metadata.namespace"),
+        name=readers.text(meta.get("name"), "metadata.name"),
         # status.hard is what the quota controller enforces (spec.hard as last observed).
         hard=_amounts(status.get("hard", spec.get("hard")), "status.hard"),
         used=_amounts(status.get("used"), "status.used"),
         scoped=bool(spec.get("scopes") or spec.get("scopeSelector")),
-        resource_version=_str(meta.get("resourceVersion"), "metadata.resourceVersion"),
+        resource_version=readers.text(meta.get("resourceVersion"), "metadata.resourceVersion"),
     )
 
 

@@ -369,8 +369,7 @@ class Preempting:
             else:
                 view, nodes, pods = None, self.caches.nodes.snapshot(), list(present.values())
             for _, _, key, g, r, memory in waiting[:SELECTIONS_PER_PASS]:
-                gangs = [Gang(o.pg.metadata.namespace, o.pg.metadata.name, o.pg.spec.minMember)
-                         for k, o in groups.items() if k != key]
+                gangs = [Gang(o.namespace, o.name, o.min_member) for k, o in requests.items() if k != key]
                 result = select_victims(r, nodes, pods, promised, budgets, gangs, self.config.planner_config,
                                         view=view)
                 results.append((g, r, memory, result))

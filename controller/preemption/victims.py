@@ -96,6 +96,7 @@ from cogate.controller.planning.explanations import held_reason, name_list, plur
 from cogate.controller.planning.filters import spec_key
 from cogate.controller.planning.planner import classify, members_anti, members_spread
 from cogate.controller.planning.planstate import BoundView
+from cogate.controller.model.readers import integer, mapping, sections
 from cogate.controller.model.records import (HostPort, InvalidObject, LabelSelector, NodeInfo, PodInfo, Promise,
                                        label_selector, member_key)
 from cogate.controller.model.verdicts import GroupRequest, PlannerConfig
@@ -160,33 +161,17 @@ class Budget:
 def budget_info(obj: Mapping[str, Any]) -> Budget:
     """A policy/v1 PodDisruptionBudget (API JSON) as a :class:`Budget`. Raises
     :class:`~cogate.controller.model.records.InvalidObject` naming the field on garbage."""
-    if not isinstance(obj, Mapping):
-        raise InvalidObject(f"poddisruptionbudget: expected an object, got {type(obj).__name__}")
-    sections = []
-    for key in ("metadata", "spec", "status"):
-        v = obj.get(key)
-        v = {} if v is None else v
-        if not isinstance(v, Mapping):
-            raise InvalidObject(f"{key}: expected an object, got {type(v).__name__}")
-        sections.append(v)
-    meta, spec, status = sections
+    meta, spec, status = sections(obj, "poddisruptionbudget")
     ns, name = meta.get("namespace") or "", meta.get("name") or ""
     if not isinstance(ns, str) or not isinstance(name, str):
         raise InvalidObject("metadata.namespace/name: expected strings")
     where = f"poddisruptionbudget {ns}/{name}"
     try:
         selector = label_selector(spec.get("selector"), "spec.selector")
+        allowed = integer(status.get("disruptionsAllowed"), "status.disruptionsAllowed")
+        disrupted = mapping(status.get("disruptedPods"), "status.disruptedPods")
     except InvalidObject as e:
         raise InvalidObject(f"{where}: {e}") from None
-    allowed = status.get("disruptionsAllowed", 0)
-    if allowed is None:
-        allowed = 0
-    if not isinstance(allowed, int) or isinstance(allowed, bool):
-        raise InvalidObject(f"{where}: status.disruptionsAllowed: expected an integer, got {allowed!r}")
-    disrupted = status.get("disruptedPods")
-    disrupted = {} if disrupted is None else disrupted
-    if not isinstance(disrupted, Mapping):
-        raise InvalidObject(f"{where}: status.disruptedPods: expected an object, got {type(disrupted).__name__}")
     return Budget(ns, name, selector, allowed, frozenset(str(k) for k in disrupted))
 
 

@@ -39,7 +39,7 @@ from cogate.controller.kube.informer import Caches
 from cogate.controller.status.inputs import GroupObject, timeout_victims
 from cogate.controller.kube.metrics import Metrics
 from cogate.controller.release.memory import BUDGET_DELETED, BUDGET_FOREIGN, Budget, BudgetState, ReleaseMemory
-from cogate.controller.model.verdicts import GroupRequest, GroupVerdict
+from cogate.controller.model.verdicts import GroupRequest, GroupVerdict, min_member_of
 from cogate.controller.model.records import PodInfo
 from cogate.controller.model.wakeups import WAKE_MARGIN
 from cogate.controller.kube.writer import Writer, WriteResult
@@ -152,7 +152,7 @@ class Aftercare:
                     self._removed_by_us.add(p.uid)
                     self.writer.evict(p)
                 placed = status_mod.count_members(g.pg, request.members).placed
-                quorum = (f"fell below minMember {g.pg.spec.minMember} ({placed} placed) after reaching it: evicted "
+                quorum = (f"fell below minMember {request.min_member} ({placed} placed) after reaching it: evicted "
                           f"{len(victims)} remaining members with a controller owner so the gang frees its room "
                           "and re-forms whole (--evict-below-quorum)")
         return lifecycle.Findings(
@@ -196,7 +196,7 @@ class Aftercare:
         """The opt-in PodDisruptionBudget (``lifecycle.pdb_action``), written only when it changes."""
         action = lifecycle.pdb_action(phase)
         state = memory.budget
-        want = Budget.ensured(g.pg.spec.minMember)
+        want = Budget.ensured(min_member_of(g.pg))
         if action == "ensure" and state not in (want, BUDGET_FOREIGN):
             result = self.writer.objects.ensure_pdb(self.policy, lifecycle.pdb_manifest(g.pg, g.uid))
             if result == WriteResult.FOREIGN:

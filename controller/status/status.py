@@ -86,7 +86,7 @@ from cogate.controller.status.conditions import (  # noqa: F401 - public here to
     condition,
     released_reason,
 )
-from cogate.controller.model.verdicts import Outcome
+from cogate.controller.model.verdicts import Outcome, min_member_of
 from cogate.controller.model.records import PodInfo, is_member
 from cogate.models import PodGroup, PodGroupStatus, format_time, parse_time
 
@@ -492,7 +492,7 @@ def compute_all(pg: PodGroup, members: Sequence[PodInfo], verdict: _Verdict | No
     old = pg.status
     members = _live(pg, members)
     live = count_members(pg, members)
-    m = pg.spec.minMember
+    m = min_member_of(pg)
     outcome = Outcome(verdict.outcome) if verdict is not None else None
     message = (verdict.message or "") if verdict is not None else ""
     stands = release_stands(old, members, gate, min_member=m, lost=lost)
