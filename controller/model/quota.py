@@ -30,7 +30,7 @@ from typing import Any
 
 from cogate.controller.model import readers
 from cogate.controller.model.records import InvalidObject, PodInfo
-from cogate.controller.model.verdicts import Outcome
+from cogate.controller.model.verdicts import Outcome, with_note
 from cogate.controller.model.resources import format_quantity, parse_quantity, to_units
 
 __all__ = ["QuotaInfo", "quota_info", "member_usage", "quota_refusal", "explain_waiting"]
@@ -152,4 +152,4 @@ def explain_waiting(verdict: Any, request: Any, quotas: Sequence[QuotaInfo]) -> 
         return verdict
     text = (f"{why}: the API server refuses more members at creation (see the owner's FailedCreate "
             "events); members hold quota from creation, gated or not")
-    return dataclasses.replace(verdict, message=f"{verdict.message}; {text}" if verdict.message else text)
+    return with_note(verdict, text)

@@ -15,7 +15,7 @@ Times are epoch seconds; pod and node records are :mod:`cogate.controller.model.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from cogate.models import PodGroup
 
 __all__ = ["Outcome", "GroupRequest", "DEFAULT_SCHEDULER", "UNCHECKED_POLICIES", "DEFAULT_UNCHECKED", "held_constraints", "PlannerConfig", "GroupVerdict",
-           "Decision", "mixed_priorities", "group_priority", "complete_since", "min_member_of"]
+           "Decision", "with_note", "mixed_priorities", "group_priority", "complete_since", "min_member_of"]
 
 
 class Outcome(StrEnum):
@@ -175,6 +175,16 @@ class Decision:
 
 
 # -- small public helpers ---------------------------------------------------------
+
+
+def with_note(verdict: GroupVerdict, text: str) -> GroupVerdict:
+    """``verdict`` (a copy) with ``text`` added to its message after planning: ``"; "`` between
+    the two, none when the message is empty; ``verdict`` itself when ``text`` is empty. The one
+    joining rule for what the shell adds to a verdict's message (a quota that refuses members,
+    pods Kubernetes gang-schedules itself, an owner that cannot complete the group)."""
+    if not text:
+        return verdict
+    return replace(verdict, message=f"{verdict.message}; {text}" if verdict.message else text)
 
 
 def mixed_priorities(group: GroupRequest) -> bool:

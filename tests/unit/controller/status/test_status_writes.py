@@ -127,7 +127,7 @@ def replay(changes: list[tuple[float, tuple[int, int]]], extra_passes: list[floa
     passes = sorted({t for t, _ in changes} | set(extra_passes))
     written: dict[str, Any] | None = None
     last: float | None = None
-    pending: float | None = None  # as the reconciler keeps it (GroupMemory.progress_pending)
+    pending: float | None = None  # as the reconciler keeps it (StatusMemory.progress_pending)
     writes: list[tuple[float, tuple[int, int]]] = []
     for _ in range(10_000):  # a rule that kept a write back for ever would never end
         if not passes:
