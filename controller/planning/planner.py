@@ -115,7 +115,7 @@ new members are planned one by one as above): docs/semantics.md, "minResources".
 
 Code map: ``decide`` builds a :class:`Pass`, whose
 :class:`~cogate.controller.planning.capacity.Snapshot` (nodes and bound pods only, with the static
-filter cache) yields the :class:`~cogate.controller.planning.capacity.Room`: free room per node after
+filter cache) yields the :class:`~cogate.controller.planning.room.Room`: free room per node after
 bound pods and kept reservations, with an undo log. Released groups go through
 ``Pass.ungate_new_members``, the rest through ``Pass.judge``, a run of early returns with
 one method per rule above (``_invalid_min_member``, ``_invalid_min_resources``, ``_too_few_present``,
@@ -139,13 +139,11 @@ from typing import Any, Literal
 from cogate.controller.model import minresources as minres
 from cogate.controller.model import replicas as replicas_mod
 from cogate.controller.planning.capacity import (
-    Room,
     Snapshot,
     pack,
     pinned_node_problems,
     promised_room,
     reservation_promise,
-    req_with_pod,
     room_by_node,
 )
 from cogate.controller.planning.explanations import (
@@ -162,6 +160,7 @@ from cogate.controller.planning.explanations import (
     waiting_text,
 )
 from cogate.controller.planning.filters import spec_key
+from cogate.controller.planning.room import Room, req_with_pod
 from cogate.controller.planning.patches import awaiting_bind
 from cogate.controller.model.records import NodeInfo, PodInfo, Promise, Reservation
 from cogate.controller.model.verdicts import (
@@ -837,7 +836,7 @@ class Pass:
         for m in ms.bound:
             i = index.get(m.node_name)
             if i is not None and not m.terminal:
-                room.occupy(m, req_with_pod(m.requests), m.host_ports, i)
+                room.charge(m, i)
 
     def fits_empty(self, g: GroupRequest, ms: Members) -> tuple[bool, str, tuple[minres.Short, ...]]:
         """Whether the group fits every eligible node empty, and if not, why, and the resources the

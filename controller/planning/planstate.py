@@ -70,7 +70,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cogate.api import POD_GROUP_LABEL
-from cogate.controller.planning.capacity import NodeTable, Room, copies, nominated_pods, req_with_pod, reserve_room
+from cogate.controller.planning.capacity import nominated_pods, reserve_room
+from cogate.controller.planning.room import NodeTable, Room, copies, req_with_pod
 from cogate.controller.planning.filters import static_key
 from cogate.controller.model.minresources import Short
 from cogate.controller.planning.planner import Pass, fits_empty_key, members_anti, members_spread, run_pass, starving
@@ -434,7 +435,7 @@ class BoundView:
     ``table``: the nodes (slot order; ``nodes`` the same list); ``free``/``ports``: per slot, the
     free room after every bound non-terminal pod (resources with the ``pods`` slot, CPU millicores,
     memory bytes; host ports), as :meth:`capacity.Snapshot.room <cogate.controller.planning.capacity.Snapshot.room>`
-    builds it without room promised (read only: a :class:`~cogate.controller.planning.capacity.Room` built on
+    builds it without room promised (read only: a :class:`~cogate.controller.planning.room.Room` built on
     them copies a node's entry before changing it); ``anti_active``: a bound pod on a known node has
     required pod anti-affinity. :meth:`on_node` / :meth:`by_priority` / :meth:`by_group` read one
     node's pods, one node's requests summed per priority, one pod-group label's pods. ``pods``: the

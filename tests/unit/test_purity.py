@@ -23,6 +23,7 @@ PURE = [
     "cogate.controller.model.verdicts",
     "cogate.controller.planning.filters",
     "cogate.controller.planning.capacity",
+    "cogate.controller.planning.room",
     "cogate.controller.planning.explanations",
     "cogate.controller.model.records",
     "cogate.controller.model.resources",
