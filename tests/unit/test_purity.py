@@ -28,6 +28,7 @@ PURE = [
     "cogate.controller.model.records",
     "cogate.controller.model.resources",
     "cogate.controller.status.status",
+    "cogate.controller.status.writes",
     "cogate.controller.status.conditions",
     "cogate.controller.planning.patches",
     "cogate.controller.status.notices",

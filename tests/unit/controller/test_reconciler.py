@@ -244,7 +244,7 @@ def test_progress_is_written_at_most_every_period_and_then_brought_up_to_date():
     at once the first time, then PROGRESS_WRITE_SECONDS after a change first appeared and at most
     every PROGRESS_WRITE_SECONDS (the pass in between wakes up for it); a change of words, and a
     release, are written at once."""
-    from cogate.controller.status.status import PROGRESS_WRITE_SECONDS
+    from cogate.controller.status.writes import PROGRESS_WRITE_SECONDS
 
     script = iter([verdict("WaitingForMembers", message="3 of 8 members present"),
                    verdict("WaitingForMembers", message="4 of 8 members present"),
