@@ -38,6 +38,7 @@ PURE = [
     "cogate.controller.release.native",
     "cogate.controller.status.lifecycle",
     "cogate.controller.planning.planstate",
+    "cogate.controller.planning.incremental",
     "cogate.controller.release.refusers",
     "cogate.controller.model.leftovers",
     "cogate.controller.status.inputs",
