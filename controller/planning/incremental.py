@@ -56,8 +56,10 @@ from cogate.controller.model.minresources import Short
 from cogate.controller.model.records import Promise, Reservation
 from cogate.controller.model.verdicts import GroupRequest, GroupVerdict, PlannerConfig
 from cogate.controller.planning.filters import static_key
-from cogate.controller.planning.planner import Pass, fits_empty_key, starving
+from cogate.controller.planning.basis import fits_empty_key
+from cogate.controller.planning.planner import Pass
 from cogate.controller.planning.room import copies
+from cogate.controller.planning.starvation import starving
 
 if TYPE_CHECKING:
     from cogate.controller.planning.planstate import LiveSnapshot, PlanningState

@@ -189,7 +189,7 @@ def pin_target(member: PodInfo | None, node: str, placement: str) -> str:
 
     The planned ``node`` with placement ``pinned``. The planner already answers '' for a member
     whose node it cannot foresee (constraints it does not evaluate, ``PodInfo.unplanned``; a
-    scheduler other than kube-scheduler's default profile: ``planner._pins``): pinning it could
+    scheduler other than kube-scheduler's default profile: ``members.pins``): pinning it could
     tie it for good (node affinity cannot change once the gate is gone) to a node its volume
     rule or its scheduler excludes, so kube-scheduler (or its scheduler) places it freely.
     """

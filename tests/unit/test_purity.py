@@ -20,6 +20,11 @@ import pytest
 
 PURE = [
     "cogate.controller.planning.planner",
+    "cogate.controller.planning.members",
+    "cogate.controller.planning.basis",
+    "cogate.controller.planning.released",
+    "cogate.controller.planning.starvation",
+    "cogate.controller.planning.minimum",
     "cogate.controller.model.verdicts",
     "cogate.controller.planning.filters",
     "cogate.controller.planning.capacity",

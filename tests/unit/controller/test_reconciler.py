@@ -211,7 +211,7 @@ def test_unplanned_constraints_of_a_spec_and_pin_target(extra_spec, unplanned):
     raw["spec"].update(extra_spec)
     p = records.pod_info(raw)
     assert p.unplanned == unplanned
-    # the planner decides who is pinned (planner._pins); pin_target only applies the placement mode
+    # the planner decides who is pinned (planning.members.pins); pin_target only applies the placement mode
     assert pin_target(p, "n1", "pinned") == "n1"
     assert pin_target(p, "n1", "free") == ""
     assert pin_target(p, "", "pinned") == ""
