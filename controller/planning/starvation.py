@@ -44,7 +44,6 @@ class Scope:
         return self.everywhere or other.everywhere or not self.nodes.isdisjoint(other.nodes)
 
 
-
 def starving(since: float, now: float, config: PlannerConfig) -> bool:
     """A group complete since ``since`` has waited ``starvation_seconds`` at ``now``: it starves."""
     return now - since >= config.starvation_seconds
