@@ -60,6 +60,7 @@ from cogate.controller.release import native, refusers
 from cogate.controller.model import verdicts
 from cogate.controller.model import quota as quota_mod
 from cogate.controller.status import status as status_mod
+from cogate.controller.status import writes as status_writes
 from cogate.controller.model import replicas
 from cogate.controller.release.ownership import Ownership, api_reader, custom_reader
 from cogate.controller.release.relaying import Relaying
@@ -497,13 +498,13 @@ class Reconciler:
     def _status_body(self, g: GroupObject, new_status: PodGroupStatus, release: Mapping[str, str],
                      memory: StatusMemory) -> tuple[dict[str, Any] | None, float | None]:
         """The status merge patch to write now (``None``: nothing, or not yet) and ``wake_at``
-        (monotonic seconds) of a numbers-only change held back (``status.write_due``: it waits
-        ``status.PROGRESS_WRITE_SECONDS`` after it first appeared and after the group's last write;
+        (monotonic seconds) of a numbers-only change held back (``writes.write_due``: it waits
+        ``writes.PROGRESS_WRITE_SECONDS`` after it first appeared and after the group's last write;
         a release never waits)."""
-        body = status_mod.status_patch(g.raw_status, new_status)
+        body = status_writes.status_patch(g.raw_status, new_status)
         now = self._monotonic()
-        due = status_mod.write_due(g.raw_status, body, memory.progress_written, now,
-                                   pending_since=memory.progress_pending, releasing=bool(release))
+        due = status_writes.write_due(g.raw_status, body, memory.progress_written, now,
+                                      pending_since=memory.progress_pending, releasing=bool(release))
         if due is not None:  # numbers only ("5 of 8 members present"): the pass at ``due`` writes the latest
             if memory.progress_pending is None:
                 memory.progress_pending = now

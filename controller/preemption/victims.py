@@ -91,7 +91,8 @@ from typing import Any
 
 from cogate.api import POD_GROUP_LABEL
 from cogate.controller.model import minresources as minres
-from cogate.controller.planning.capacity import NodeTable, Room, Snapshot, pack, req_with_pod, reserve_room
+from cogate.controller.planning.capacity import Snapshot, pack, reserve_room
+from cogate.controller.planning.room import NodeTable, Room, req_with_pod
 from cogate.controller.planning.explanations import held_reason, name_list, plural
 from cogate.controller.planning.filters import spec_key
 from cogate.controller.planning.planner import classify, members_anti, members_spread
@@ -609,7 +610,7 @@ class _Selection:
         for uid, i in displaced:
             room.vacate(members[uid], i)
         for p, i in pods:
-            room.occupy(p, req_with_pod(p.requests), p.host_ports, i)
+            room.charge(p, i)
         for uid, i in displaced:
             m = members[uid]
             spec = room.spec_for(m)
@@ -997,7 +998,7 @@ def _exhaustive(group: GroupRequest, table: NodeTable, plannable: list[PodInfo],
     def back(pods: Sequence[tuple[PodInfo, int]]) -> bool:
         mark = room.mark()
         for p, i in pods:
-            room.occupy(p, req_with_pod(p.requests), p.host_ports, i)
+            room.charge(p, i)
         if still_fits():
             return True
         room.rollback(mark)
