@@ -97,12 +97,11 @@ from cogate.controller.planning.explanations import held_reason, name_list, plur
 from cogate.controller.planning.filters import spec_key
 from cogate.controller.planning.planner import classify, members_anti, members_spread
 from cogate.controller.planning.planstate import BoundView
-from cogate.controller.model.readers import integer, mapping, sections
-from cogate.controller.model.records import (HostPort, InvalidObject, LabelSelector, NodeInfo, PodInfo, Promise,
-                                       label_selector, member_key)
+from cogate.controller.model.records import HostPort, NodeInfo, PodInfo, Promise, member_key
 from cogate.controller.model.verdicts import GroupRequest, PlannerConfig
+from cogate.controller.preemption.budgets import Budget
 
-__all__ = ["Reason", "Budget", "budget_info", "Gang", "Victim", "Preemption", "NoPreemption", "select_victims",
+__all__ = ["Reason", "Gang", "Victim", "Preemption", "NoPreemption", "select_victims",
            "for_min_resources",
            "more_important", "candidate_nodes", "MIN_CANDIDATE_NODES_PERCENTAGE", "MIN_CANDIDATE_NODES_ABSOLUTE"]
 
@@ -134,46 +133,6 @@ class Reason(StrEnum):
     #: minMember fits; the group waits only for the rest of ``spec.minResources``
     #: (:func:`for_min_resources`): no member to place, so nothing is preempted.
     MIN_RESOURCES_ONLY = "MinResourcesOnly"
-
-
-@dataclass(frozen=True)
-class Budget:
-    """A PodDisruptionBudget as preemption sees it: ``disruptions_allowed`` is
-    ``status.disruptionsAllowed``; ``disrupted``: names in ``status.disruptedPods`` (already
-    counted by the API server: taking them violates nothing)."""
-
-    namespace: str
-    name: str
-    selector: LabelSelector | None
-    disruptions_allowed: int
-    disrupted: frozenset[str] = frozenset()
-
-    def matches(self, pod: PodInfo) -> bool:
-        """The budget covers ``pod`` (kube-scheduler ``filterPodsWithPDBViolation``: same
-        namespace; a pod without labels, and a nil or empty selector, match nothing)."""
-        sel = self.selector
-        if pod.namespace != self.namespace or not pod.labels or sel is None:
-            return False
-        if not sel.match_labels and not sel.match_expressions:
-            return False
-        return sel.matches(pod.labels)
-
-
-def budget_info(obj: Mapping[str, Any]) -> Budget:
-    """A policy/v1 PodDisruptionBudget (API JSON) as a :class:`Budget`. Raises
-    :class:`~cogate.controller.model.records.InvalidObject` naming the field on garbage."""
-    meta, spec, status = sections(obj, "poddisruptionbudget")
-    ns, name = meta.get("namespace") or "", meta.get("name") or ""
-    if not isinstance(ns, str) or not isinstance(name, str):
-        raise InvalidObject("metadata.namespace/name: expected strings")
-    where = f"poddisruptionbudget {ns}/{name}"
-    try:
-        selector = label_selector(spec.get("selector"), "spec.selector")
-        allowed = integer(status.get("disruptionsAllowed"), "status.disruptionsAllowed")
-        disrupted = mapping(status.get("disruptedPods"), "status.disruptedPods")
-    except InvalidObject as e:
-        raise InvalidObject(f"{where}: {e}") from None
-    return Budget(ns, name, selector, allowed, frozenset(str(k) for k in disrupted))
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,8 @@ from cogate.api import POD_GROUP_LABEL
 from cogate.controller.planning import planner
 from cogate.controller.preemption import victims as preemption
 from cogate.controller.planning.capacity import Snapshot
-from cogate.controller.preemption.victims import Budget, Gang, NoPreemption, Preemption, Reason, select_victims
+from cogate.controller.preemption.budgets import Budget
+from cogate.controller.preemption.victims import Gang, NoPreemption, Preemption, Reason, select_victims
 from cogate.controller.model.records import (HostPort, LabelSelector, NodeInfo, PodAffinityTerm, PodInfo,
                                        TopologySpreadConstraint, member_key)
 from cogate.controller.model.verdicts import GroupRequest, Outcome, PlannerConfig
