@@ -1,6 +1,7 @@
 """The candidates of one victim selection and the rooms it works on (pure), for
 :func:`cogate.controller.preemption.victims.select_victims` (its module docstring, rules 1, 4 and 6):
 :class:`Candidates` (the bound pods of strictly lower priority that may be taken, by node),
+:func:`candidate_rule` and :func:`gang_members` (who may be a victim, the other gangs' bound members),
 and the rooms: :func:`lent_room` (a :class:`~cogate.controller.planning.capacity.Snapshot`'s, as
 ``planner.Pass`` plans on it), :func:`base_room` and :func:`gone_from_view` (on the incremental
 planner's :class:`~cogate.controller.planning.planstate.BoundView`, when :func:`fast_path` allows).
@@ -10,16 +11,17 @@ Units: requests in the units of :mod:`cogate.controller.model.resources`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
+from cogate.api import POD_GROUP_LABEL
 from cogate.controller.planning.capacity import Snapshot, reserve_room
 from cogate.controller.planning.room import NodeTable, Room, req_with_pod
 from cogate.controller.planning.planner import members_anti, members_spread
 from cogate.controller.planning.planstate import BoundView
-from cogate.controller.model.records import HostPort, PodInfo, Promise
+from cogate.controller.model.records import HostPort, PodInfo, Promise, member_key
 from cogate.controller.model.verdicts import GroupRequest
 
-__all__ = ["Candidates", "lent", "lent_room", "base_room", "fast_path",
+__all__ = ["Candidates", "candidate_rule", "gang_members", "lent", "lent_room", "base_room", "fast_path",
            "gone_from_view"]
 
 
@@ -51,6 +53,47 @@ class Candidates:
 
     def pairs(self) -> list[tuple[PodInfo, int]]:
         return [(p, i) for i in self._slots for p in (self.get(i) or ())]
+
+
+def candidate_rule(priority: int, own: set[str], group: tuple[str, str],
+                   untouchable: set[tuple[str, str]]) -> Callable[[PodInfo], bool]:
+    """Rules 1 and 6 as a test of one bound pod: its priority strictly below ``priority``
+    (kube-scheduler ``SelectVictimsOnNode``), not being deleted, never a member of the group
+    (``group``: its namespace and name; ``own``: its members' uids), even one the members' cache
+    does not show yet (the pod-group label is read only in the group's namespace), nor of a gang in
+    ``untouchable`` (one with a member of the group's priority or higher)."""
+    ns, name = group
+
+    def is_candidate(p: PodInfo) -> bool:
+        if p.priority >= priority or p.deleting or p.uid in own:
+            return False
+        g = p.labels.get(POD_GROUP_LABEL)
+        return g is None or ((p.namespace != ns or g != name) and (p.namespace, g) not in untouchable)
+
+    return is_candidate
+
+
+def gang_members(gang_min: Mapping[tuple[str, str], int], index: Mapping[str, int], *,
+                 view: BoundView | None = None, snapshot: Snapshot | None = None
+                 ) -> dict[tuple[str, str], list[tuple[PodInfo, int]]]:
+    """The bound members of the gangs in ``gang_min`` (``(namespace, name)`` -> minMember), as
+    ``(pod, node slot)`` per gang that has any (``index``: node name -> slot): pods not being
+    deleted (``member_key``), read by pod-group label from ``view`` (the fast path), else from
+    ``snapshot``'s bound pods."""
+    gang_pods: dict[tuple[str, str], list[tuple[PodInfo, int]]] = {}
+    if view is not None:
+        for gk in gang_min:
+            if gk[1]:  # member_key: a pod-group label that is not empty, a pod not being deleted
+                ps = [(p, index[p.node_name]) for p in view.by_group(*gk) if not p.deleting and p.node_name in index]
+                if ps:
+                    gang_pods[gk] = ps
+    elif gang_min:
+        assert snapshot is not None
+        for p, i in snapshot.bound:
+            gk = member_key(p)
+            if gk in gang_min:
+                gang_pods.setdefault(gk, []).append((p, i))
+    return gang_pods
 
 
 def lent(room: Room, group: GroupRequest) -> Room:

@@ -69,6 +69,26 @@ minMember, in rounds until one reprieves none (``pack`` is a heuristic: adding a
 it succeed where it failed). Its cost grows with the number of candidates times a ``pack``; it is
 the exception.
 
+Steps: :func:`select_victims` reads as a table of contents, one function of this module per step
+(kube-scheduler ``Evaluator.Preempt``'s step in brackets; cogate has no extenders, and acting on
+the answer is :mod:`cogate.controller.preemption.room`'s):
+
+1. :func:`_eligible` [1) eligible]: minMember not yet bound, enough members, not held (rule 3);
+   the group's priority (rule 1);
+2. :func:`_free_room` [0) fetch]: the room the planner plans the group on (rule 4), the members that
+   fit its free room placed on it;
+3. :func:`_fits_without_preemption` (rule 3) and :func:`_policy_never` (rule 2);
+4. :func:`_find_candidates` [2) find candidates] (rules 1 and 6: lower-priority pods, the gangs that
+   may be touched, their slack; :mod:`cogate.controller.preemption.candidates`), and
+   :func:`_with_every_candidate_gone` (rule 3: DoesNotFitEvenWithPreemption; first, unless
+   :func:`_all_gone_check_waits`);
+5. :func:`_select` [4) select]: per member the node whose victims are best, the reprieve and
+   ``pack``'s confirmation (rules 5, 6 and 4; :mod:`cogate.controller.preemption.selection`), else
+   :func:`_fallback` (the exhaustive fallback below);
+6. :func:`_answer` (rule 7): the :class:`Preemption`.
+
+PodDisruptionBudgets are read by :mod:`cogate.controller.preemption.budgets`.
+
 Inputs: the node and pod lists (from scratch, as ``planner.decide`` takes them), or the
 incremental planner's view (``view=``: :meth:`PlanningState.bound_view
 <cogate.controller.planning.planstate.PlanningState.bound_view>`, the controller's path), on which the rooms
@@ -85,18 +105,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from cogate.api import POD_GROUP_LABEL
 from cogate.controller.model import minresources as minres
 from cogate.controller.planning.capacity import Snapshot, pack
 from cogate.controller.planning.room import NodeTable, Room
 from cogate.controller.planning.explanations import held_reason, name_list, plural
 from cogate.controller.planning.filters import spec_key
-from cogate.controller.planning.planner import classify, members_anti, members_spread
+from cogate.controller.planning.planner import Members, classify, members_anti, members_spread
 from cogate.controller.planning.planstate import BoundView
-from cogate.controller.model.records import NodeInfo, PodInfo, Promise, member_key
+from cogate.controller.model.records import NodeInfo, PodInfo, Promise
 from cogate.controller.model.verdicts import GroupRequest, PlannerConfig
 from cogate.controller.preemption.budgets import Budget
-from cogate.controller.preemption.candidates import Candidates, base_room, fast_path, gone_from_view, lent_room
+from cogate.controller.preemption.candidates import (Candidates, base_room, candidate_rule, fast_path, gang_members,
+                                                     gone_from_view, lent_room)
 from cogate.controller.preemption.selection import Selection, Stale, exhaustive, more_important
 
 __all__ = ["Reason", "Gang", "Victim", "Preemption", "NoPreemption", "select_victims", "for_min_resources"]
@@ -193,8 +213,9 @@ def select_victims(group: GroupRequest, nodes: Sequence[NodeInfo], pods: Sequenc
     members included; unbound pods with a nomination become room promised only through
     ``promised``); ``promised``: the room promised to others (``capacity.promised_room``: kept
     reservations and nominations), which victims cannot free; ``budgets``: every
-    PodDisruptionBudget (:func:`budget_info`); ``gangs``: the other PodGroups (:class:`Gang`), whose
-    bound members are taken alone only within their slack. ``snapshot``: a
+    PodDisruptionBudget (:func:`~cogate.controller.preemption.budgets.budget_info`); ``gangs``:
+    the other PodGroups (:class:`Gang`), whose bound members are taken alone only within their
+    slack. ``snapshot``: a
     :class:`~cogate.controller.planning.capacity.Snapshot` of exactly these ``nodes`` and ``pods`` built
     already (e.g. the planning pass's), whose ``anti_active``/``spread_active`` cover the group's
     members; it is only read.
@@ -214,8 +235,77 @@ def select_victims(group: GroupRequest, nodes: Sequence[NodeInfo], pods: Sequenc
 
     Never raises on well-typed records; deterministic for a given input.
     """
-    gate = config.gate_name
-    ms = classify(group, gate)
+    pre = _eligible(group, config)
+    if isinstance(pre, NoPreemption):
+        return pre
+    rooms = _free_room(pre, nodes, pods, promised, snapshot, view)
+    no = _fits_without_preemption(pre, rooms) or _policy_never(pre)
+    if no is not None:
+        return no
+    found = _find_candidates(pre, rooms, gangs)
+    if isinstance(found, NoPreemption):
+        return found
+    all_gone: Room | None = None
+    if not _all_gone_check_waits(pre, rooms):
+        all_gone, no = _with_every_candidate_gone(pre, found)
+        if no is not None:
+            return no
+    sel, plan = _select(pre, rooms, found, budgets)
+    if plan is None:
+        return _fallback(pre, rooms, found, budgets, all_gone)
+    return _answer(sel, plan, pre.priority, rooms.table, budgets, pre.me)
+
+
+# -- the steps of select_victims ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Preemptor:
+    """The group asking for room (step 1, :func:`_eligible`): its ``members`` as the planner
+    counts them (``planner.classify``), how many more to place (``needed``: minMember minus the
+    bound ones), its ``priority`` (its lowest gated member's, rule 1) and its name in messages
+    (``me``)."""
+
+    group: GroupRequest
+    members: Members
+    needed: int
+    priority: int
+    me: str
+
+
+@dataclass(frozen=True)
+class _Rooms:
+    """The room the planner plans the group on (rule 4; step 2, :func:`_free_room`): ``table``
+    its nodes, ``room`` with the members that fit it already placed (``placed``: uid -> node slot,
+    ``pack``'s best attempt, left applied); ``view`` on the fast path
+    (:func:`~cogate.controller.preemption.candidates.fast_path`), else ``snapshot``;
+    ``promised``: the room promised to others."""
+
+    table: NodeTable
+    room: Room
+    placed: dict[str, int]
+    promised: Sequence[Promise]
+    view: BoundView | None
+    snapshot: Snapshot | None
+
+
+@dataclass(frozen=True)
+class _Found:
+    """The candidates (rules 1 and 6; step 4, :func:`_find_candidates`): ``candidates`` by node,
+    ``gone_room`` builds the room with every one of them gone; ``gang_pods``: the bound members of
+    the gangs that may be touched, ``slack``: how many of each may go alone (its bound members
+    minus its minMember)."""
+
+    candidates: Candidates
+    gone_room: Callable[[], Room]
+    gang_pods: dict[tuple[str, str], list[tuple[PodInfo, int]]]
+    slack: dict[tuple[str, str], int]
+
+
+def _eligible(group: GroupRequest, config: PlannerConfig) -> _Preemptor | NoPreemption:
+    """Step 1 (``PodEligibleToPreemptOthers``): minMember not yet bound, enough members to reach
+    it, the planner does not hold the group whatever the room (rule 3); the group's priority (rule 1)."""
+    ms = classify(group, config.gate_name)
     needed = group.min_member - len(ms.bound)
     me = f"PodGroup {group.namespace}/{group.name}"
     if needed <= 0:
@@ -226,102 +316,119 @@ def select_victims(group: GroupRequest, nodes: Sequence[NodeInfo], pods: Sequenc
     held = held_reason(ms.gated, config)
     if held:
         return NoPreemption(Reason.HELD, f"{me} preempts nothing: {held}")
-    priority = min(m.priority for m in ms.gated)
+    return _Preemptor(group, ms, needed, min(m.priority for m in ms.gated), me)
+
+
+def _free_room(pre: _Preemptor, nodes: Sequence[NodeInfo], pods: Sequence[PodInfo], promised: Sequence[Promise],
+               snapshot: Snapshot | None, view: BoundView | None) -> _Rooms:
+    """Step 2 (rule 4): the room the planner plans the group on, on the view's free room (the
+    fast path) or on a :class:`Snapshot` (the one given, else one of ``view``'s nodes and pods,
+    else of ``nodes`` and ``pods``), with as many members placed on it as fit (``pack``)."""
+    group = pre.group
     fast = view is not None and fast_path(view, group, snapshot)
-    if view is not None and not fast and snapshot is None:
-        nodes, pods = view.nodes, view.pods
     if view is not None and fast:
         table = view.table
         room = base_room(table, view.free, view.ports, promised, group)
     else:
+        if view is not None and snapshot is None:
+            nodes, pods = view.nodes, view.pods
         if snapshot is None:
             snapshot = Snapshot(nodes, pods, members_anti([group]), members_spread([group]))
         table = snapshot.table
         room = lent_room(snapshot, promised, group)
-    plan0 = pack(room, ms.plannable, needed)
-    if len(plan0) >= needed:
-        return NoPreemption(Reason.FITS_WITHOUT_PREEMPTION,
-                            f"{me} fits {len(ms.bound) + len(plan0)} of {group.min_member} without preemption")
-    never = [m.name for m in ms.plannable if m.preemption_policy == "Never"]
-    if never:
-        return NoPreemption(Reason.PREEMPTION_POLICY_NEVER,
-                            f"{me} preempts nothing: preemptionPolicy Never on {name_list(sorted(never))}")
+    placed = pack(room, pre.members.plannable, pre.needed)  # left applied: the members in free room
+    return _Rooms(table, room, placed, promised, view if fast else None, None if fast else snapshot)
 
+
+def _fits_without_preemption(pre: _Preemptor, rooms: _Rooms) -> NoPreemption | None:
+    """Step 3, rule 3: the group places minMember on the free room: nothing to preempt."""
+    if len(rooms.placed) < pre.needed:
+        return None
+    return NoPreemption(Reason.FITS_WITHOUT_PREEMPTION,
+                        f"{pre.me} fits {len(pre.members.bound) + len(rooms.placed)} of {pre.group.min_member} "
+                        "without preemption")
+
+
+def _policy_never(pre: _Preemptor) -> NoPreemption | None:
+    """Step 3, rule 2: a plannable member with ``spec.preemptionPolicy: Never``
+    (``PodEligibleToPreemptOthers``)."""
+    never = [m.name for m in pre.members.plannable if m.preemption_policy == "Never"]
+    if not never:
+        return None
+    return NoPreemption(Reason.PREEMPTION_POLICY_NEVER,
+                        f"{pre.me} preempts nothing: preemptionPolicy Never on {name_list(sorted(never))}")
+
+
+def _find_candidates(pre: _Preemptor, rooms: _Rooms, gangs: Sequence[Gang]) -> _Found | NoPreemption:
+    """Step 4 (rules 1 and 6): the bound pods of strictly lower priority that may be taken, the
+    other gangs' bound members (a gang with a member of the group's priority or higher is never
+    touched) and their slack; NoLowerPriorityPods when there is none."""
+    group, priority = pre.group, pre.priority
     own = {m.uid for m in group.members}
     key = (group.namespace, group.name)
     gang_min = {(g.namespace, g.name): g.min_member for g in gangs if (g.namespace, g.name) != key}
-    gang_pods: dict[tuple[str, str], list[tuple[PodInfo, int]]] = {}
-    index = table.index
-    if view is not None and fast:
-        for gk in gang_min:
-            if gk[1]:  # member_key: a pod-group label that is not empty, a pod not being deleted
-                ps = [(p, index[p.node_name]) for p in view.by_group(*gk) if not p.deleting and p.node_name in index]
-                if ps:
-                    gang_pods[gk] = ps
-    elif gang_min:
-        assert snapshot is not None
-        for p, i in snapshot.bound:
-            gk = member_key(p)
-            if gk in gang_min:
-                gang_pods.setdefault(gk, []).append((p, i))
+    gang_pods = gang_members(gang_min, rooms.table.index, view=rooms.view, snapshot=rooms.snapshot)
     untouchable = {gk for gk, ps in gang_pods.items() if max(p.priority for p, _ in ps) >= priority}
-    # Never a member of this group, even one the members' cache does not show yet (the label is
-    # read only in the group's namespace), nor of a gang that may not be touched.
-    ns, name = key
-
-    def is_candidate(p: PodInfo) -> bool:
-        if p.priority >= priority or p.deleting or p.uid in own:
-            return False
-        g = p.labels.get(POD_GROUP_LABEL)
-        return g is None or ((p.namespace != ns or g != name) and (p.namespace, g) not in untouchable)
-
+    is_candidate = candidate_rule(priority, own, key, untouchable)
     gone_room: Callable[[], Room]
-    if view is not None and fast:
-        candidates, gone_room = gone_from_view(view, is_candidate, priority, own, key, untouchable, promised, group)
+    if rooms.view is not None:
+        candidates, gone_room = gone_from_view(rooms.view, is_candidate, priority, own, key, untouchable,
+                                               rooms.promised, group)
     else:
+        snapshot = rooms.snapshot
         assert snapshot is not None
         listed = [(p, i) for p, i in snapshot.bound if is_candidate(p)]
         candidates = Candidates.listed(listed)
         without = frozenset(p.uid for p, _ in listed)
-        gone_room = lambda: lent_room(snapshot, promised, group, without)  # noqa: E731
+        gone_room = lambda: lent_room(snapshot, rooms.promised, group, without)  # noqa: E731
     if not candidates.count:
         return NoPreemption(Reason.NO_LOWER_PRIORITY_PODS,
-                            f"{me} (priority {priority}) fits {len(ms.bound) + len(plan0)} of {group.min_member} "
-                            f"and no bound pod has a lower priority")
+                            f"{pre.me} (priority {priority}) fits {len(pre.members.bound) + len(rooms.placed)} of "
+                            f"{group.min_member} and no bound pod has a lower priority")
     gang_pods = {gk: ps for gk, ps in gang_pods.items() if gk not in untouchable}
     slack = {gk: len(ps) - gang_min[gk] for gk, ps in gang_pods.items()}
+    return _Found(candidates, gone_room, gang_pods, slack)
 
-    all_gone: Room | None = None
 
-    def does_not_fit() -> NoPreemption | None:
-        """Rule 3: DoesNotFitEvenWithPreemption when ``pack`` does not place minMember with every
-        candidate gone (builds that room, kept for the exhaustive fallback)."""
-        nonlocal all_gone
-        all_gone = gone_room()
-        mark_all = all_gone.mark()
-        best = pack(all_gone, ms.plannable, needed)
-        all_gone.rollback(mark_all)
-        if len(best) >= needed:
-            return None
-        return NoPreemption(Reason.DOES_NOT_FIT_EVEN_WITH_PREEMPTION,
-                            f"{me} fits {len(ms.bound) + len(best)} of {group.min_member} even with all "
-                            f"{plural(candidates.count, 'pod')} of priority below {priority} gone: preempting nothing")
+def _with_every_candidate_gone(pre: _Preemptor, found: _Found) -> tuple[Room, NoPreemption | None]:
+    """Step 4, rule 3 (kube-scheduler: a node where the pod does not fit with all lower-priority
+    pods removed is not a candidate): the room with every candidate gone (kept for the exhaustive
+    fallback) and DoesNotFitEvenWithPreemption when ``pack`` does not place minMember on it."""
+    all_gone = found.gone_room()
+    mark_all = all_gone.mark()
+    best = pack(all_gone, pre.members.plannable, pre.needed)
+    all_gone.rollback(mark_all)
+    if len(best) >= pre.needed:
+        return all_gone, None
+    return all_gone, NoPreemption(
+        Reason.DOES_NOT_FIT_EVEN_WITH_PREEMPTION,
+        f"{pre.me} fits {len(pre.members.bound) + len(best)} of {pre.group.min_member} even with all "
+        f"{plural(found.candidates.count, 'pod')} of priority below {pre.priority} gone: preempting nothing")
 
-    # On the fast path with one member spec, pack places min(members, the sum over nodes of how
-    # many fit each), which only grows with the room: a confirmed plan proves rule 3's check passes,
-    # so it is made only when no plan is confirmed (the same answer, without the room of every
-    # candidate gone). Otherwise it comes first, as kube-scheduler's "fits with all removed".
-    later = fast and len({spec_key(m, False, False) for m in ms.plannable}) == 1
-    if not later:
-        no = does_not_fit()
-        if no is not None:
-            return no
 
-    sel = Selection(group, table, room, ms.plannable, needed, candidates, budgets, gang_pods, slack)
-    sel.plan = dict(plan0)  # pack left its best attempt applied: members in free room
-    plan_names: dict[str, str] | None = None
+def _all_gone_check_waits(pre: _Preemptor, rooms: _Rooms) -> bool:
+    """Whether :func:`_with_every_candidate_gone` may wait until no plan is confirmed: on the fast
+    path with one member spec, ``pack`` places min(members, the sum over nodes of how many fit
+    each), which only grows with the room, so a confirmed plan proves rule 3's check passes (the
+    same answer, without building the room of every candidate gone). Otherwise the check comes
+    first, as kube-scheduler's "fits with all removed"."""
+    return rooms.view is not None and len({spec_key(m, False, False) for m in pre.members.plannable}) == 1
+
+
+def _select(pre: _Preemptor, rooms: _Rooms, found: _Found, budgets: Sequence[Budget]
+            ) -> tuple[Selection, dict[str, str] | None]:
+    """Step 5 (rules 5, 6 and 4): each member still needed after the free room goes to the node
+    whose victims are best (``pickOneNodeForPreemption``, :meth:`Selection.choose
+    <cogate.controller.preemption.selection.Selection.choose>`), then every victim unit is offered
+    a reprieve against the plan, and ``pack`` must confirm the plan on the room without the
+    victims. The plan (member uid -> node name) is None when no node takes enough members, a kept
+    choice went stale, or ``pack`` does not confirm it: then :func:`_fallback`."""
+    needed = pre.needed
+    sel = Selection(pre.group, rooms.table, rooms.room, pre.members.plannable, needed, found.candidates, budgets,
+                    found.gang_pods, found.slack)
+    sel.plan = dict(rooms.placed)  # pack left its best attempt applied: members in free room
     try:
-        for m in ms.plannable:
+        for m in pre.members.plannable:
             if len(sel.plan) >= needed:
                 break
             if m.uid in sel.plan:
@@ -331,23 +438,34 @@ def select_victims(group: GroupRequest, nodes: Sequence[NodeInfo], pods: Sequenc
                 sel.take(m, c)
     except Stale:
         sel.plan = {}
-    if len(sel.plan) >= needed:
-        sel.reprieve()
-        if sel.confirmed():
-            plan_names = {uid: table.nodes[i].name for uid, i in sel.plan.items()}
-    if plan_names is None:
-        if later:
-            no = does_not_fit()
-            if no is not None:
-                return no
-        assert all_gone is not None
-        sel, plan_names = exhaustive(group, table, ms.plannable, needed, candidates, budgets, gang_pods, slack,
-                                     all_gone)
-    return _answer(sel, plan_names, priority, table, budgets, me)
+    if len(sel.plan) < needed:
+        return sel, None
+    sel.reprieve()
+    if not sel.confirmed():
+        return sel, None
+    return sel, {uid: rooms.table.nodes[i].name for uid, i in sel.plan.items()}
+
+
+def _fallback(pre: _Preemptor, rooms: _Rooms, found: _Found, budgets: Sequence[Budget],
+              all_gone: Room | None) -> Preemption | NoPreemption:
+    """Step 5 when :func:`_select` confirms no plan: rule 3's check if it waited
+    (:func:`_all_gone_check_waits`; ``all_gone`` is None then), then the exhaustive fallback
+    (:func:`~cogate.controller.preemption.selection.exhaustive`) on the room with every candidate
+    gone."""
+    if all_gone is None:
+        all_gone, no = _with_every_candidate_gone(pre, found)
+        if no is not None:
+            return no
+    sel, plan = exhaustive(pre.group, rooms.table, pre.members.plannable, pre.needed, found.candidates, budgets,
+                           found.gang_pods, found.slack, all_gone)
+    return _answer(sel, plan, pre.priority, rooms.table, budgets, pre.me)
 
 
 def _answer(sel: Selection, plan: dict[str, str], priority: int, table: NodeTable, budgets: Sequence[Budget],
             me: str) -> Preemption:
+    """Step 6 (rule 7): the :class:`Preemption`: the victims sorted by (node, namespace, name,
+    uid), each marked when it is beyond a PodDisruptionBudget (counted over all victims, most
+    important first), the gangs taken whole, and its one-line message."""
     nodes = table.nodes
     raw = sorted(sel.victims(), key=lambda v: more_important(v[0]))
     left = [b.disruptions_allowed for b in budgets]
