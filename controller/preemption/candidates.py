@@ -114,7 +114,7 @@ def lent_room(snapshot: Snapshot, promised: Sequence[Promise], group: GroupReque
 def base_room(table: NodeTable, free: Sequence[dict[str, int]], ports: Sequence[list[HostPort]],
               promised: Sequence[Promise], group: GroupRequest) -> Room:
     """The same room on free room already charged with the bound pods (``free``/``ports`` per slot,
-    read only: :class:`~cogate.controller.planning.capacity.Room` copies a node's entry before changing it),
+    read only: :class:`~cogate.controller.planning.room.Room` copies a node's entry before changing it),
     as the incremental planner builds its rooms (``Room(base=...)``)."""
     room = Room(table, False, empty=False, base=(list(free), list(ports)))
     reserve_room(room, table.index, promised)

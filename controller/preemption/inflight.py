@@ -12,7 +12,7 @@ record in the preempting group's memory (:class:`cogate.controller.preemption.me
 - :func:`holds` is the room the record holds for the group: one
   :class:`~cogate.controller.model.records.Promise` of kind ``"preempting"`` per planned member still
   gated, holder ``"PodGroup ns/name"``. The planner charges it for every other group and lends it
-  to its holder (:meth:`cogate.controller.planning.capacity.Room.lend`), the mechanism that already lends
+  to its holder (:meth:`cogate.controller.planning.room.Room.lend`), the mechanism that already lends
   lower-priority nominations: no second one;
 - :func:`judge` says, once a pass, what became of it (:class:`Step`): still waiting for victims,
   placed (the planner released the group on the freed room), or ended for a reason that drops the

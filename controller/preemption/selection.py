@@ -2,7 +2,7 @@
 (its module docstring, rules 5 and 6): kube-scheduler DefaultPreemption's ``SelectVictimsOnNode``
 (all candidates off, then reprieved one by one, the PodDisruptionBudget-violating first, each most
 important first) and ``pickOneNodeForPreemption`` (which node's victims are best) over the planner's
-room (:class:`~cogate.controller.planning.capacity.Room`), gangs whole or within their slack;
+room (:class:`~cogate.controller.planning.room.Room`), gangs whole or within their slack;
 the reprieve of every victim unit against the plan, the check that ``pack`` confirms it, and the
 exhaustive fallback (:func:`exhaustive`).
 

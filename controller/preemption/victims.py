@@ -25,7 +25,7 @@ Rules, each with its source (docs/semantics.md, "Preemption (victim selection)")
    for the rest of ``spec.minResources`` (:func:`for_min_resources`).
 4. **One rule set.** Every fit is the planner's capacity model (:mod:`cogate.controller.planning.capacity`:
    ``Room``/``pack``/``Snapshot``; NodeResourcesFit, taints, node affinity, NodePorts,
-   InterPodAffinity, PodTopologySpread), victims taken off with :meth:`~cogate.controller.planning.capacity.Room.vacate`;
+   InterPodAffinity, PodTopologySpread), victims taken off with :meth:`~cogate.controller.planning.room.Room.vacate`;
    the answer is verified by :func:`~cogate.controller.planning.capacity.pack` on the room
    :meth:`Snapshot.room <cogate.controller.planning.capacity.Snapshot.room>` builds without the victims,
    which is the room ``planner.decide`` plans on once they are gone (room promised to others, which
