@@ -1,17 +1,29 @@
-"""Shared test builders and fakes (as Kueue's ``pkg/util/testingjobs``): API JSON for pods,
-PodGroups and nodes, an in-memory fake of the two client APIs the controller calls, informers
-over fixed lists, and :class:`Harness`, a :class:`~cogate.controller.reconciler.Reconciler`
-wired to them with a scripted ``decide``.
+"""Shared test builders and fakes (as Kueue's ``pkg/util/testingjobs`` and kube-scheduler's
+``pkg/scheduler/testing/wrappers.go``): one chainable builder per object kind, an in-memory fake
+of the client APIs the controller calls, informers over fixed lists, and two reconcilers wired to
+them: :class:`Harness` (a scripted ``decide``) and :class:`World` (the real planner).
 
-- :func:`raw_pod`, :func:`raw_pg`, :func:`ready_node`: API JSON as a watch delivers it;
+- :func:`pod`, :func:`node`, :func:`podgroup`, :func:`claim`: chainable builders, e.g.
+  ``pod("a").group("g").req(cpu="2").gated().on("n1").priority(10)``, ending in ``.raw()`` (API
+  JSON as a watch delivers it) or ``.info()`` (the record, through the controller's own converter:
+  :func:`~cogate.controller.model.records.pod_info`, ``node_info``, ``group_object``,
+  ``device_claim_info``); :func:`group_request`: a :class:`GroupRequest` over built members;
+- :func:`raw_pod`, :func:`raw_pg`, :func:`ready_node`: the API JSON most shell tests start from
+  (thin wrappers of the builders);
 - :class:`FakeCluster`: ``CoreV1Api`` + ``CustomObjectsApi`` subset, pods patched with real
   JSON Patch semantics, scripted HTTP errors (:class:`ApiError`), a shared call log;
+  :class:`StatusCluster`: plus nodes and the pod status subresource (nominations, marks);
 - :func:`informer`: an :class:`~cogate.controller.kube.informer.Informer` listed once from items;
-- :class:`Harness` and :func:`verdict`: a reconciler pass against the fakes.
+  :func:`caches_from`: the four informers of a pass over item sources;
+- :class:`Harness` and :func:`verdict`: a reconciler pass against the fakes, ``decide`` scripted;
+- :class:`World`: a reconciler with the real planner over a :class:`StatusCluster`, the informers
+  relisted from it around every pass (the watch's view).
 """
 
 from __future__ import annotations
 
+import copy
+import datetime
 import re
 
 from typing import Any
@@ -19,7 +31,9 @@ from typing import Any
 import jsonpatch
 
 from cogate import api
+from cogate.controller.devices.records import device_claim_info
 from cogate.controller.model import records
+from cogate.controller.model.verdicts import GroupRequest
 from cogate.controller.model.config import ReconcilerConfig
 from cogate.controller.kube.events import EventRecorder
 from cogate.controller.kube.informer import Caches, Informer, name_key, namespaced_key, uid_key
@@ -28,8 +42,13 @@ from cogate.controller.kube.metrics import Metrics
 from cogate.controller.planning.planner import Decision, GroupVerdict
 from cogate.controller.reconciler import Reconciler
 
+from cogate.models import PodGroup
+
 GATE = api.DEFAULT_GATE_NAME
 NS = "team"
+HOSTNAME = "kubernetes.io/hostname"
+#: The creationTimestamp of built pods and PodGroups unless set.
+CREATED = "2024-01-01T00:00:00Z"
 
 class ApiError(Exception):
     def __init__(self, status: int, msg: str = "") -> None:
@@ -37,32 +56,276 @@ class ApiError(Exception):
         self.status = status
 
 
+def iso(t: float) -> str:
+    """Epoch seconds as an RFC 3339 UTC timestamp (microseconds only when there are some)."""
+    d = datetime.datetime.fromtimestamp(t, datetime.timezone.utc)
+    return d.strftime("%Y-%m-%dT%H:%M:%S") + (f".{d.microsecond:06d}" if d.microsecond else "") + "Z"
+
+
+def _quantity(name: str, q: str | int | float) -> str:
+    """A resource quantity: text as given; a number of CPUs (cores, ``0.5``) as millicores; any
+    other number as a plain count (bytes for memory)."""
+    if isinstance(q, str):
+        return q
+    return f"{round(q * 1000)}m" if name == "cpu" else str(int(q))
+
+
+class _Builder:
+    """A chainable builder of one API object: every setter returns the builder; ``raw()`` gives a
+    copy of the object's API JSON, ``info()`` the controller's record of it (``_convert``)."""
+
+    _convert: Any = None
+
+    def __init__(self, obj: dict[str, Any]) -> None:
+        self._obj = obj
+
+    @property
+    def _meta(self) -> dict[str, Any]:
+        return self._obj["metadata"]
+
+    def ns(self, namespace: str) -> Any:
+        self._meta["namespace"] = namespace
+        return self
+
+    def uid(self, uid: str) -> Any:
+        self._meta["uid"] = uid
+        return self
+
+    def labels(self, labels: dict[str, str] | None = None, **more: str) -> Any:
+        """Add labels (``labels`` for keys that are not identifiers)."""
+        self._meta.setdefault("labels", {}).update(labels or {}, **more)
+        return self
+
+    def created(self, t: float | str) -> Any:
+        """``metadata.creationTimestamp``: epoch seconds or RFC 3339 text."""
+        self._meta["creationTimestamp"] = t if isinstance(t, str) else iso(t)
+        return self
+
+    def deleting(self, at: str = "2024-01-01T00:00:00Z") -> Any:
+        self._meta["deletionTimestamp"] = at
+        return self
+
+    def rv(self, resource_version: str) -> Any:
+        self._meta["resourceVersion"] = resource_version
+        return self
+
+    def spec(self, **fields: Any) -> Any:
+        """Set ``spec`` fields (API names, camelCase)."""
+        self._obj["spec"].update(fields)
+        return self
+
+    def status(self, **fields: Any) -> Any:
+        """Set ``status`` fields (API names, camelCase)."""
+        self._obj.setdefault("status", {}).update(fields)
+        return self
+
+    def raw(self) -> dict[str, Any]:
+        return copy.deepcopy(self._obj)
+
+    def info(self) -> Any:
+        return type(self)._convert(self.raw())
+
+
+class PodBuilder(_Builder):
+    """A v1 Pod: namespace :data:`NS`, uid ``uid-<name>``, created at :data:`CREATED`,
+    resourceVersion 1, one container ``c`` with no request, ``Pending``, not gated.
+    ``info()``: :func:`records.pod_info`."""
+
+    _convert = staticmethod(records.pod_info)
+
+    def __init__(self, name: str, namespace: str = NS) -> None:
+        super().__init__({"metadata": {"name": name, "namespace": namespace, "uid": "uid-" + name,
+                                       "creationTimestamp": CREATED, "resourceVersion": "1", "labels": {}},
+                          "spec": {"containers": [{"name": "c", "image": "x"}]}, "status": {"phase": "Pending"}})
+
+    def group(self, name: str) -> "PodBuilder":
+        """A member of PodGroup ``name`` (its label)."""
+        return self.labels({api.POD_GROUP_LABEL: name})
+
+    def req(self, requests: dict[str, str | int | float] | None = None, **more: str | int | float) -> "PodBuilder":
+        """Container requests: quantities as text, CPUs as a number of cores, other numbers as counts."""
+        reqs = self._obj["spec"]["containers"][0].setdefault("resources", {}).setdefault("requests", {})
+        for k, q in {**(requests or {}), **more}.items():
+            reqs[k] = _quantity(k, q)
+        return self
+
+    def gated(self, *names: str) -> "PodBuilder":
+        """``spec.schedulingGates``: ``names``, cogate's gate when none is given."""
+        self._obj["spec"]["schedulingGates"] = [{"name": g} for g in names or (GATE,)]
+        return self
+
+    def on(self, node: str, phase: str = "Running") -> "PodBuilder":
+        """Bound to ``node`` (``spec.nodeName``), in ``phase``."""
+        self._obj["spec"]["nodeName"] = node
+        return self.phase(phase)
+
+    def phase(self, phase: str) -> "PodBuilder":
+        return self.status(phase=phase)
+
+    def priority(self, value: int) -> "PodBuilder":
+        """``spec.priority`` (as the admission plugin resolves ``priorityClassName``)."""
+        return self.spec(priority=value)
+
+    def policy(self, preemption_policy: str) -> "PodBuilder":
+        """``spec.preemptionPolicy`` (``PreemptLowerPriority`` or ``Never``)."""
+        return self.spec(preemptionPolicy=preemption_policy)
+
+    def started(self, t: float) -> "PodBuilder":
+        """``status.startTime``, epoch seconds."""
+        return self.status(startTime=iso(t))
+
+    def owner(self, kind: str = "Job", name: str = "j", uid: str = "j1", api_version: str = "batch/v1") -> "PodBuilder":
+        """A controller ``ownerReference``."""
+        self._meta.setdefault("ownerReferences", []).append(
+            {"apiVersion": api_version, "kind": kind, "name": name, "uid": uid, "controller": True})
+        return self
+
+    def affinity(self, affinity: dict[str, Any]) -> "PodBuilder":
+        return self.spec(affinity=affinity)
+
+    def nominated(self, node: str, by: str = "") -> "PodBuilder":
+        """``status.nominatedNodeName``; ``by``: the field manager that wrote it (``managedFields``)."""
+        if by:
+            self._meta.setdefault("managedFields", []).append(
+                {"manager": by, "operation": "Update", "subresource": "status",
+                 "fieldsV1": {"f:status": {"f:nominatedNodeName": {}}}})
+        return self.status(nominatedNodeName=node)
+
+
+class NodeBuilder(_Builder):
+    """A v1 Node: no labels, ``pods: 110`` allocatable, ``Ready``. ``info()``: :func:`records.node_info`."""
+
+    _convert = staticmethod(records.node_info)
+
+    def __init__(self, name: str) -> None:
+        super().__init__({"metadata": {"name": name, "labels": {}}, "spec": {},
+                          "status": {"allocatable": {"pods": "110"},
+                                     "conditions": [{"type": "Ready", "status": "True"}]}})
+
+    def hostname(self, value: str = "") -> "NodeBuilder":
+        """The ``kubernetes.io/hostname`` label: ``value``, the node's name when empty."""
+        return self.labels({HOSTNAME: value or self._meta["name"]})
+
+    def alloc(self, allocatable: dict[str, str | int | float] | None = None, **more: str | int | float) -> "NodeBuilder":
+        """``status.allocatable``: quantities as text, CPUs as a number of cores, other numbers as counts."""
+        for k, q in {**(allocatable or {}), **more}.items():
+            self._obj["status"]["allocatable"][k] = _quantity(k, q)
+        return self
+
+    def cpu(self, q: str | int | float) -> "NodeBuilder":
+        return self.alloc(cpu=q)
+
+    def taint(self, key: str, value: str = "", effect: str = "NoSchedule") -> "NodeBuilder":
+        self._obj["spec"].setdefault("taints", []).append({"key": key, "value": value, "effect": effect})
+        return self
+
+    def unschedulable(self) -> "NodeBuilder":
+        return self.spec(unschedulable=True)
+
+
+class PodGroupBuilder(_Builder):
+    """A PodGroup: namespace :data:`NS`, uid ``pg-uid-<name>``, minMember 2, created 2024-01-01,
+    empty status. ``info()``: :func:`~cogate.controller.status.inputs.group_object`; ``obj()``: the
+    :class:`~cogate.models.PodGroup` model."""
+
+    _convert = staticmethod(group_object)
+
+    def __init__(self, name: str = "pg", namespace: str = NS) -> None:
+        super().__init__({"apiVersion": api.API_VERSION, "kind": api.KIND,
+                          "metadata": {"name": name, "namespace": namespace, "uid": "pg-uid-" + name,
+                                       "resourceVersion": "1", "creationTimestamp": CREATED},
+                          "spec": {"minMember": 2}, "status": {}})
+
+    def min_member(self, n: int) -> "PodGroupBuilder":
+        return self.spec(minMember=n)
+
+    def timeout(self, seconds: int) -> "PodGroupBuilder":
+        return self.spec(scheduleTimeoutSeconds=seconds)
+
+    def obj(self) -> PodGroup:
+        return PodGroup.from_api(self.raw())
+
+
+class ClaimBuilder(_Builder):
+    """A resource.k8s.io ResourceClaim: namespace ``default``, no device request, no status.
+    ``info()``: :func:`~cogate.controller.devices.records.device_claim_info`."""
+
+    _convert = staticmethod(device_claim_info)
+
+    def __init__(self, name: str, namespace: str = "default") -> None:
+        super().__init__({"metadata": {"name": name, "namespace": namespace},
+                          "spec": {"devices": {"requests": []}}, "status": {}})
+
+    def request(self, *requests: dict[str, Any]) -> "ClaimBuilder":
+        """Append device requests (API JSON)."""
+        self._obj["spec"]["devices"]["requests"].extend(requests)
+        return self
+
+    def devices(self, **fields: Any) -> "ClaimBuilder":
+        """Set other ``spec.devices`` fields (``constraints``, ``config``)."""
+        self._obj["spec"]["devices"].update(fields)
+        return self
+
+    def allocated(self, driver: str, pool: str, device: str, request: str = "gpu") -> "ClaimBuilder":
+        """Append an allocation result (``status.allocation.devices.results``)."""
+        alloc = self._obj["status"].setdefault("allocation", {"devices": {"results": []}})
+        alloc["devices"]["results"].append({"request": request, "driver": driver, "pool": pool, "device": device})
+        return self
+
+    def reserved_for(self, *pod_uids: str) -> "ClaimBuilder":
+        """``status.reservedFor``: pods by uid (their name taken to be the uid)."""
+        self._obj["status"].setdefault("reservedFor", []).extend(
+            {"resource": "pods", "name": u, "uid": u} for u in pod_uids)
+        return self
+
+
+def pod(name: str, namespace: str = NS) -> PodBuilder:
+    return PodBuilder(name, namespace)
+
+
+def node(name: str) -> NodeBuilder:
+    return NodeBuilder(name)
+
+
+def podgroup(name: str = "pg", namespace: str = NS) -> PodGroupBuilder:
+    return PodGroupBuilder(name, namespace)
+
+
+def claim(name: str, namespace: str = "default") -> ClaimBuilder:
+    return ClaimBuilder(name, namespace)
+
+
+def group_request(members: Any, min_member: int | None = None, *, name: str = "g", created: float = 0.0,
+                  released: bool = False, ns: str | None = None) -> GroupRequest:
+    """The planner's view of a PodGroup of ``members`` (records): minMember all of them unless
+    given; namespace the first member's (:data:`NS` without members)."""
+    members = tuple(members)
+    ns = ns if ns is not None else (members[0].namespace if members else NS)
+    return GroupRequest(ns, name, len(members) if min_member is None else min_member, created, released, members)
+
+
 def raw_pod(name: str, *, group: str | None = "pg", gates=(GATE,), node: str = "", phase: str = "Pending",
-            cpu: str = "1", created: str = "2024-01-01T00:00:00Z", affinity: dict | None = None,
+            cpu: str = "1", created: str = CREATED, affinity: dict | None = None,
             owner: bool = False, rv: str = "1") -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name, "namespace": NS, "uid": "uid-" + name, "creationTimestamp": created,
-                            "resourceVersion": rv, "labels": {api.POD_GROUP_LABEL: group} if group else {}}
+    b = pod(name).req(cpu=cpu).phase(phase).created(created).rv(rv)
+    if group:
+        b.group(group)
     if owner:
-        meta["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "j1",
-                                    "controller": True}]
-    spec: dict[str, Any] = {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu}}}]}
+        b.owner()
     if gates:
-        spec["schedulingGates"] = [{"name": g} for g in gates]
+        b.gated(*gates)
     if node:
-        spec["nodeName"] = node
+        b.spec(nodeName=node)
     if affinity:
-        spec["affinity"] = affinity
-    return {"metadata": meta, "spec": spec, "status": {"phase": phase}}
+        b.affinity(affinity)
+    return b.raw()
 
 
 def raw_pg(name: str = "pg", min_member: int = 2, status: dict | None = None, timeout: int | None = None):
-    spec: dict[str, Any] = {"minMember": min_member}
+    b = podgroup(name).min_member(min_member).status(**(status or {}))
     if timeout is not None:
-        spec["scheduleTimeoutSeconds"] = timeout
-    return {"apiVersion": api.API_VERSION, "kind": api.KIND,
-            "metadata": {"name": name, "namespace": NS, "uid": "pg-uid-" + name, "resourceVersion": "1",
-                         "creationTimestamp": "2024-01-01T00:00:00Z"},
-            "spec": spec, "status": status or {}}
+        b.timeout(timeout)
+    return b.raw()
 
 
 class FakeCluster:
@@ -138,6 +401,21 @@ def informer(name, items, key, convert) -> Informer:
     return inf
 
 
+def caches_from(pods, pgs, nodes) -> Caches:
+    """The four informers of a pass (not yet listed), each listing from a callable giving API JSON:
+    ``pgs()`` PodGroups, ``pods()`` pods (members: labelled; bound: with a node), ``nodes()`` nodes."""
+
+    def make(name, items, key, convert) -> Informer:
+        return Informer(name, lambda: (items(), "1"), lambda rv: iter(()), key, convert)
+
+    return Caches(
+        podgroups=make("pg", pgs, namespaced_key, group_object),
+        members=make("members", lambda: [p for p in pods() if p["metadata"]["labels"]], uid_key, records.pod_info),
+        bound=make("bound", lambda: [p for p in pods() if p["spec"].get("nodeName")], uid_key, records.pod_info),
+        nodes=make("nodes", nodes, name_key, records.node_info),
+    )
+
+
 def bound_convert(raw):
     p = records.pod_info(raw)
     if not p.bound or p.terminal:
@@ -146,8 +424,7 @@ def bound_convert(raw):
 
 
 def ready_node(name: str, cpu: str = "64", labels: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
-    return {"metadata": {"name": name, "labels": labels or {"zone": "a"}}, "spec": spec,
-            "status": {"allocatable": {"cpu": cpu, "pods": "110"}, "conditions": [{"type": "Ready", "status": "True"}]}}
+    return node(name).cpu(cpu).labels(labels or {"zone": "a"}).spec(**spec).raw()
 
 
 #: A relayed Event's message (:func:`cogate.controller.release.relays.relayed`).
@@ -164,12 +441,10 @@ class Harness:
         self.decide_calls: list[dict] = []
         self.verdicts = verdicts
         self.now = now
-        caches = Caches(
-            podgroups=informer("pg", list(self.cluster.pgs.values()), namespaced_key, group_object),
-            members=informer("members", [p for p in pods if p["metadata"]["labels"]], uid_key, records.pod_info),
-            bound=informer("bound", [p for p in pods if p["spec"].get("nodeName")], uid_key, records.pod_info),
-            nodes=informer("nodes", [ready_node(n) for n in ("n1", "n2", "n3")], name_key, records.node_info),
-        )
+        pgs, nodes = list(self.cluster.pgs.values()), [ready_node(n) for n in ("n1", "n2", "n3")]
+        caches = caches_from(lambda: pods, lambda: pgs, lambda: nodes)  # listed once, as given
+        for inf in caches.all():
+            inf._relist()
         self.caches = caches
         recorder = EventRecorder(self._event, lambda *a: None, clock=lambda: self.now)
         self.recorder = recorder
@@ -198,3 +473,172 @@ class Harness:
 
 def verdict(outcome, release=None, fits=0, message="", name="pg"):
     return GroupVerdict(NS, name, outcome, release or {}, fits, message)
+
+
+#: The time a :class:`World` starts at (2024-01-01T00:01:40Z), epoch seconds.
+T0 = 1_704_067_300.0
+
+
+class StatusCluster(FakeCluster):
+    """FakeCluster plus nodes (``nodes``, by name, a test may change them), the pod status
+    subresource (strategic merge: conditions by type; ``nominatedNodeName`` recorded in
+    ``managedFields`` as the API server does) and a DELETE answering the pod with its grace period.
+    ``calls``: the writes in order, ``(verb, name)``: ``("nominate", "pod=node")``, ``("mark", pod)``
+    and ``(delete_call, pod)``; ``keep_deleted``: victims stay (terminating) after DELETE."""
+
+    #: The verb a pod DELETE is logged under in ``calls``, and the grace period it answers.
+    delete_call = "delete"
+    grace = 5
+    #: Whether status writes (nominations, marks) are logged in ``calls``.
+    log_status = True
+
+    def __init__(self, pods, pgs, nodes=(), clock=None) -> None:
+        super().__init__(pods, pgs)
+        self.nodes = {n["metadata"]["name"]: n for n in nodes}
+        self.clock = clock
+        self.calls: list[tuple[str, str]] = []
+        self.keep_deleted = False
+
+    def patch_namespaced_pod_status(self, name, namespace, body, **kw):
+        assert kw["_content_type"] == "application/strategic-merge-patch+json"
+        assert kw["field_manager"] == "cogate-controller"
+        pod = self.pods.get(name)
+        if pod is None:
+            raise ApiError(404)
+        assert body["metadata"]["uid"] == pod["metadata"]["uid"]
+        status = pod.setdefault("status", {})
+        for k, v in body["status"].items():
+            if k == "conditions":
+                have = {c["type"]: c for c in status.get("conditions", [])}
+                for c in v:
+                    have[c["type"]] = c
+                status["conditions"] = list(have.values())
+            elif v is None:
+                status.pop(k, None)
+            else:
+                status[k] = v
+        if "nominatedNodeName" in body["status"]:  # server-side field management, as the API server keeps it
+            entries = [e for e in pod["metadata"].get("managedFields", []) if e["manager"] != kw["field_manager"]]
+            if body["status"]["nominatedNodeName"]:
+                entries.append({"manager": kw["field_manager"], "operation": "Update", "subresource": "status",
+                                "fieldsV1": {"f:status": {"f:nominatedNodeName": {}}}})
+            pod["metadata"]["managedFields"] = entries
+        self._bump(pod)
+        if self.log_status:
+            what = "nominate" if "nominatedNodeName" in body["status"] else "mark"
+            self.calls.append((what, f"{name}={body['status'].get('nominatedNodeName')}" if what == "nominate"
+                               else name))
+        return copy.deepcopy(pod)
+
+    def delete_namespaced_pod(self, name, namespace, body=None, **_):
+        if name not in self.pods:
+            raise ApiError(404)
+        self.calls.append((self.delete_call, name))
+        self.deleted.append(name)
+        pod = self.pods[name]
+        if self.keep_deleted:
+            pod["metadata"]["deletionTimestamp"] = "2024-01-01T00:00:00Z"
+            pod["metadata"]["deletionGracePeriodSeconds"] = self.grace
+            return copy.deepcopy(pod)
+        del self.pods[name]
+        return {"metadata": {"name": name, "deletionGracePeriodSeconds": self.grace}}
+
+
+class World:
+    """A reconciler with the real planner over a :class:`StatusCluster` (``cluster_class``, or the
+    ``cluster`` given: an instance is a restarted controller's world, the same one);
+    :meth:`run` relists the informers from the fake first (the watch's view), runs one pass and
+    relists again. Events are kept as ``(type, reason, involved object's name, message)``.
+
+    ``nodes``: API JSON; ``preemption``, ``provisioning_class``, ``workers``: the flags;
+    ``nominated``: the nominated-pods informer as ``controller/main.py`` has it; ``decide``: the
+    planner entry (None: the reconciler's planning state)."""
+
+    cluster_class: type[StatusCluster] = StatusCluster
+    #: The PodGroup condition :meth:`condition` reads unless told.
+    condition_type = "Preempting"
+
+    def __init__(self, pods, pgs, *, nodes=(ready_node("n1", "4"),), preemption=True, provisioning_class=None,
+                 workers=None, decide=None, nominated=False, cluster: StatusCluster | type[StatusCluster] | None = None,
+                 now=T0, **more) -> None:
+        self._args = dict(nodes=nodes, preemption=preemption, provisioning_class=provisioning_class,
+                          workers=workers, decide=decide, nominated=nominated, **more)
+        self.now = now
+        if isinstance(cluster, StatusCluster):
+            self.cluster = cluster
+        else:
+            self.cluster = (cluster or self.cluster_class)(pods, pgs, list(nodes), lambda: self.now)
+        c = self.cluster
+        self.events: list[tuple[str, str, str, str]] = []
+        self.caches = caches_from(lambda: list(c.pods.values()), lambda: list(c.pgs.values()),
+                                  lambda: list(c.nodes.values()))
+        if nominated:  # as controller/main.py has it: unbound pods with a nomination promise room
+            # controller/main.py's selector: unbound pods outside every group (a gang's own members'
+            # nominations are cogate's preemption plan, held as its room, not promised to others)
+            self.caches.nominated = Informer(
+                "nominated", lambda: ([p for p in c.pods.values() if not p["spec"].get("nodeName")
+                                       and api.POD_GROUP_LABEL not in p["metadata"]["labels"]], "1"),
+                lambda rv: iter(()), uid_key, records.nominated_pod_info)
+        self.more_caches(**more)
+        self.relist()
+        self.recorder = EventRecorder(
+            lambda ns, b: self.events.append((b["type"], b["reason"], b["involvedObject"]["name"], b["message"])),
+            lambda *a: None, clock=lambda: self.now)
+        self.metrics = Metrics()
+        flags = {"provisioning_class": provisioning_class} if provisioning_class else {}
+        flags |= {"workers": workers} if workers else {}
+        self.rec = Reconciler(c, c, self.caches, ReconcilerConfig(preemption=preemption, max_patch_attempts=2, **flags),
+                              recorder=self.recorder, metrics=self.metrics, clock=lambda: self.now,
+                              monotonic=lambda: self.now, sleep=lambda s: None, decide=decide)
+        self.caches.members.add_handler(self.rec.on_member_event)  # as controller/main.py does
+
+    def more_caches(self, **more) -> None:
+        """A subclass's further informers (over ``self.cluster``), set on ``self.caches``; ``more``:
+        the subclass's own keyword arguments."""
+        assert not more, more
+
+    def restarted(self) -> "World":
+        """A new process (fresh caches, memory and metrics) on the same cluster, at the same time."""
+        return type(self)([], [], cluster=self.cluster, now=self.now, **self._args)
+
+    def relist(self) -> None:
+        for inf in self.caches.all():
+            inf._relist()
+
+    def run(self, dt: float = 0.0) -> None:
+        self.now += dt
+        self.relist()
+        self.rec.reconcile_once()
+        self.recorder.flush()
+        self.relist()
+
+    def bind(self, name: str, node_name: str | None = None) -> None:
+        """kube-scheduler binds a released member to the node it is pinned to (or ``node_name``)."""
+        p = self.cluster.pods[name]
+        assert not p["spec"].get("schedulingGates"), f"{name} is still gated"
+        p["spec"]["nodeName"] = node_name or pinned(p)
+        p["status"]["phase"] = "Running"
+        self.cluster._bump(p)
+
+    def gated(self, name: str) -> bool:
+        """Pod ``name`` still carries cogate's gate."""
+        return GATE in [g["name"] for g in self.cluster.pods[name]["spec"].get("schedulingGates") or ()]
+
+    def condition(self, pg: str = "pg", type_: str | None = None) -> dict | None:
+        """PodGroup ``pg``'s condition ``type_`` (:attr:`condition_type` unless given), None without one."""
+        type_ = type_ or self.condition_type
+        return next((c for c in self.cluster.pgs[pg]["status"].get("conditions", []) if c["type"] == type_), None)
+
+    def metric(self, name, **labels) -> float:
+        return self.metrics.registry.get_sample_value(name, labels) or 0.0
+
+    def reasons(self, reason: str) -> list[tuple[str, str, str, str]]:
+        """The Events of ``reason``."""
+        return [e for e in self.events if e[1] == reason]
+
+
+def pinned(p: dict) -> str:
+    """The node a released pod is pinned to (its required node affinity's ``metadata.name In``)."""
+    terms = p["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    (value,) = {v for t in terms for f in t.get("matchFields", ()) if f["operator"] == "In" for v in f["values"]}
+    return value
