@@ -235,13 +235,11 @@ def test_nodes_without_the_resource_add_nothing():
 
 
 def test_status_and_event_name_the_short_resource_and_no_unused_notice():
-    from tests.builders import raw_pg
-    from tests.unit.controller.provisioning.test_provisioning import World, gated, node as raw_node, pod as raw_pod
+    from tests.builders import World, node as raw_node, pod as raw_pod, podgroup
 
-    pg = raw_pg("pg", 1)
-    pg["spec"]["minResources"] = {"cpu": "5"}
-    w = World([raw_pod("driver", cpu="1", group="pg"), raw_pod("busy", cpu="6", node="n1")], [pg],
-              nodes=(raw_node("n1", "8"),), provisioning_class=None, preemption=False)
+    pg = podgroup("pg").min_member(1).spec(minResources={"cpu": "5"}).raw()
+    w = World([raw_pod("driver").req(cpu="1").group("pg").gated().raw(), raw_pod("busy").req(cpu="6").on("n1").raw()],
+              [pg], nodes=(raw_node("n1").labels(zone="a").hostname().cpu("8").raw(),), preemption=False)
     w.run()
     want = "fits 1 of 1, but minResources cpu short by 3: 1 free beyond the 1 member placed, minResources asks 5"
     released = w.condition(type_="Released")
@@ -249,11 +247,12 @@ def test_status_and_event_name_the_short_resource_and_no_unused_notice():
     assert released["message"].startswith(want)
     fits = w.condition(type_="FitsCluster")
     assert fits is None or fits["status"] == "True"  # it fits the empty node: not ExceedsClusterCapacity
-    assert w.condition(type_="Preempting") is None and w.condition() is None  # both off: nothing said
+    # both off: nothing said
+    assert w.condition(type_="Preempting") is None and w.condition(type_="Provisioning") is None
     (event,) = [e for e in w.reasons("InsufficientCapacity") if e[2] == "pg"]  # the PodGroup's own
     assert event[3].startswith(want)
     assert not w.reasons("MinResourcesNotUsed")
-    assert gated(w, "driver")
+    assert w.gated("driver")
 
 
 def test_behind_a_starving_group_a_min_resources_that_never_fits_is_marked_too():
