@@ -193,18 +193,22 @@ class PodBuilder(_Builder):
 
 
 class NodeBuilder(_Builder):
-    """A v1 Node: no labels, ``pods: 110`` allocatable, ``Ready``. ``info()``: :func:`records.node_info`."""
+    """A v1 Node: the ``kubernetes.io/hostname`` label (its name, as the kubelet sets it), ``pods: 110``
+    allocatable, ``Ready``. ``info()``: :func:`records.node_info`."""
 
     _convert = staticmethod(records.node_info)
 
     def __init__(self, name: str) -> None:
-        super().__init__({"metadata": {"name": name, "labels": {}}, "spec": {},
+        super().__init__({"metadata": {"name": name, "labels": {HOSTNAME: name}}, "spec": {},
                           "status": {"allocatable": {"pods": "110"},
                                      "conditions": [{"type": "Ready", "status": "True"}]}})
 
-    def hostname(self, value: str = "") -> "NodeBuilder":
-        """The ``kubernetes.io/hostname`` label: ``value``, the node's name when empty."""
-        return self.labels({HOSTNAME: value or self._meta["name"]})
+    def hostname(self, value: str | None) -> "NodeBuilder":
+        """The ``kubernetes.io/hostname`` label: ``value``; None: no such label."""
+        if value is None:
+            self._meta["labels"].pop(HOSTNAME, None)
+            return self
+        return self.labels({HOSTNAME: value})
 
     def alloc(self, allocatable: dict[str, str | int | float] | None = None, **more: str | int | float) -> "NodeBuilder":
         """``status.allocatable``: quantities as text, CPUs as a number of cores, other numbers as counts."""
@@ -215,12 +219,19 @@ class NodeBuilder(_Builder):
     def cpu(self, q: str | int | float) -> "NodeBuilder":
         return self.alloc(cpu=q)
 
-    def taint(self, key: str, value: str = "", effect: str = "NoSchedule") -> "NodeBuilder":
+    def taint(self, key: str | records.Taint, value: str = "", effect: str = "NoSchedule") -> "NodeBuilder":
+        """Append a taint: ``key``, ``value``, ``effect``, or a :class:`records.Taint`'s."""
+        if isinstance(key, records.Taint):
+            key, value, effect = key.key, key.value, key.effect
         self._obj["spec"].setdefault("taints", []).append({"key": key, "value": value, "effect": effect})
         return self
 
     def unschedulable(self) -> "NodeBuilder":
         return self.spec(unschedulable=True)
+
+    def not_ready(self) -> "NodeBuilder":
+        """The ``Ready`` condition ``False``."""
+        return self.status(conditions=[{"type": "Ready", "status": "False"}])
 
 
 class PodGroupBuilder(_Builder):
@@ -424,7 +435,7 @@ def bound_convert(raw):
 
 
 def ready_node(name: str, cpu: str = "64", labels: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
-    return node(name).cpu(cpu).labels(labels or {"zone": "a"}).spec(**spec).raw()
+    return node(name).hostname(None).cpu(cpu).labels(labels or {"zone": "a"}).spec(**spec).raw()
 
 
 #: A relayed Event's message (:func:`cogate.controller.release.relays.relayed`).

@@ -31,16 +31,12 @@ from cogate.controller.model.records import (
     Toleration,
 )
 from cogate.models import PodGroup
+from tests.builders import node
 
 Gi = 2**30
 NOW = 10_000.0
 CFG = PlannerConfig()
 GPU_TAINT = Taint("gpu", "true", "NoSchedule")
-
-
-def node(name, cpu=10, labels=None, **kw):
-    return NodeInfo(name, labels={"kubernetes.io/hostname": name, **(labels or {})},
-                    allocatable={"cpu": cpu * 1000, "memory": 64 * Gi, "pods": 110}, **kw)
 
 
 def pod(name, group="g", cpu=3, node_name="", gated=True, ns="default", **kw):
@@ -86,15 +82,20 @@ TOLERATES = {"tolerations": (Toleration("gpu", "Equal", "true", "NoSchedule"),)}
 
 
 @pytest.mark.parametrize("nodes,kw,others,words", [
-    ([node("n1"), node("n2")], SELECTOR, {}, "nodeSelector disktype=ssd excludes 2 nodes"),
-    ([node("n1", labels={"zone": "a"}), node("n2", labels={"zone": "b"})], AFFINITY, {},
+    ([node("n1").alloc(cpu=10, memory="64Gi").info(),
+      node("n2").alloc(cpu=10, memory="64Gi").info()], SELECTOR, {}, "nodeSelector disktype=ssd excludes 2 nodes"),
+    ([node("n1").labels({"zone": "a"}).alloc(cpu=10, memory="64Gi").info(),
+      node("n2").labels({"zone": "b"}).alloc(cpu=10, memory="64Gi").info()], AFFINITY, {},
      "required node affinity excludes 2 nodes"),
-    ([node("n1", taints=(GPU_TAINT,)), node("n2", taints=(GPU_TAINT,))], {}, TOLERATES,
+    ([node("n1").alloc(cpu=10, memory="64Gi").taint(GPU_TAINT).info(),
+      node("n2").alloc(cpu=10, memory="64Gi").taint(GPU_TAINT).info()], {}, TOLERATES,
      "no toleration for taint gpu=true (2 nodes)"),
-    ([node("n1", taints=(GPU_TAINT,)), node("n2", labels={"disktype": "hdd"})], SELECTOR, TOLERATES,
+    ([node("n1").alloc(cpu=10, memory="64Gi").taint(GPU_TAINT).info(),
+      node("n2").labels({"disktype": "hdd"}).alloc(cpu=10, memory="64Gi").info()], SELECTOR, TOLERATES,
      "nodeSelector disktype=ssd excludes 1 node, no toleration for taint gpu=true (1 node)"),
     # a NotReady node besides: still the member's own constraint, the node's state named after
-    ([node("n1"), node("n2", ready=False)], SELECTOR, {},
+    ([node("n1").alloc(cpu=10, memory="64Gi").info(),
+      node("n2").alloc(cpu=10, memory="64Gi").not_ready().info()], SELECTOR, {},
      "nodeSelector disktype=ssd excludes 1 node, 1 node not Ready"),
 ])
 def test_one_member_whose_own_constraints_match_no_node_is_named_not_capacity(nodes, kw, others, words):
@@ -114,7 +115,7 @@ def test_bound_volumes_node_affinity_is_the_members_own_constraint():
     pv_zone_c = ((NodeSelectorTerm((NodeSelectorRequirement("zone", "In", ("c",)),)),),)
     members = [pod("w-0"), pod("w-1", volume_node_affinity=pv_zone_c)]
     g = group(members)
-    v = both([node("n1", labels={"zone": "a"})], [g]).verdicts[0]
+    v = both([node("n1").labels({"zone": "a"}).alloc(cpu=10, memory="64Gi").info()], [g]).verdicts[0]
     assert v.outcome == "Unschedulable"
     assert v.message == ("member w-1 fits no node by its own constraints, not for want of capacity: bound volumes' "
                          "node affinity excludes 1 node; the other 1 member cannot reach minMember 2 alone")
@@ -123,7 +124,8 @@ def test_bound_volumes_node_affinity_is_the_members_own_constraint():
 def test_all_members_with_the_same_constraint_are_named_together():
     members = [pod(f"w-{i}", **SELECTOR) for i in range(3)]
     g = group(members)
-    v = both([node("n1"), node("n2"), node("n3")], [g]).verdicts[0]
+    v = both([node("n1").alloc(cpu=10, memory="64Gi").info(), node("n2").alloc(cpu=10, memory="64Gi").info(),
+              node("n3").alloc(cpu=10, memory="64Gi").info()], [g]).verdicts[0]
     assert v.outcome == "Unschedulable"
     assert v.message == ("members w-0, w-1, w-2 fit no node by their own constraints, not for want of capacity: "
                          "nodeSelector disktype=ssd excludes 3 nodes")
@@ -133,7 +135,7 @@ def test_all_members_with_the_same_constraint_are_named_together():
 def test_members_with_different_constraints_are_named_apart():
     members = [pod("w-0", **SELECTOR), pod("w-1", **AFFINITY), pod("w-2")]
     g = group(members, min_member=2)
-    v = both([node("n1", labels={"zone": "a"})], [g]).verdicts[0]
+    v = both([node("n1").labels({"zone": "a"}).alloc(cpu=10, memory="64Gi").info()], [g]).verdicts[0]
     assert v.outcome == "Unschedulable"
     assert v.message == ("member w-0 fits no node by its own constraints, not for want of capacity: nodeSelector "
                          "disktype=ssd excludes 1 node; member w-1 fits no node by its own constraints, not for want "
@@ -148,7 +150,7 @@ def test_own_constraint_besides_a_real_capacity_shortage_is_named_apart():
     members = [pod("w-0"), pod("w-1"), pod("w-2"), pod("w-3", **SELECTOR)]
     g = group(members, min_member=3)
     filler = pod("filler", group=None, cpu=6, node_name="n1")
-    v = both([node("n1")], [g], pods=[filler]).verdicts[0]
+    v = both([node("n1").alloc(cpu=10, memory="64Gi").info()], [g], pods=[filler]).verdicts[0]
     assert v.outcome == "InsufficientCapacity"
     assert v.message == ("fits 1 of 3: cpu short by 5 on eligible nodes (at most 1 free on one node, a member requests "
                          "3); member w-3 fits no node by its own constraints, not for want of capacity: nodeSelector "
@@ -161,15 +163,16 @@ def test_own_constraint_that_alone_blocks_the_group_wins_over_a_capacity_shortag
     """3 of 3 needed, w-2 can never run: Unschedulable, although the others lack room now too."""
     members = [pod("w-0"), pod("w-1"), pod("w-2", **SELECTOR)]
     g = group(members)
-    v = both([node("n1")], [g], pods=[pod("filler", group=None, cpu=8, node_name="n1")]).verdicts[0]
+    v = both([node("n1").alloc(cpu=10, memory="64Gi").info()], [g], pods=[pod("filler", group=None, cpu=8, node_name="n1")]).verdicts[0]
     assert v.outcome == "Unschedulable"
     assert v.message.startswith("member w-2 fits no node by its own constraints")
     assert "cannot reach minMember 3 alone" in v.message
 
 
 @pytest.mark.parametrize("nodes,why", [
-    ([node("n1", ready=False), node("n2", ready=False)], "2 nodes excluded by not Ready"),
-    ([node("n1", unschedulable=True)], "1 node excluded by unschedulable (cordoned)"),
+    ([node("n1").alloc(cpu=10, memory="64Gi").not_ready().info(),
+      node("n2").alloc(cpu=10, memory="64Gi").not_ready().info()], "2 nodes excluded by not Ready"),
+    ([node("n1").alloc(cpu=10, memory="64Gi").unschedulable().info()], "1 node excluded by unschedulable (cordoned)"),
 ])
 def test_nodes_state_alone_is_capacity_not_the_members_constraint(nodes, why):
     members = [pod("w-0"), pod("w-1", **SELECTOR)] if len(nodes) == 2 else [pod("w-0")]
@@ -181,7 +184,7 @@ def test_nodes_state_alone_is_capacity_not_the_members_constraint(nodes, why):
 
 
 def test_a_new_nodes_not_ready_taint_is_the_nodes_state_not_the_members_constraint():
-    new = node("n1", taints=(Taint("node.kubernetes.io/not-ready", "", "NoSchedule"),))
+    new = node("n1").alloc(cpu=10, memory="64Gi").taint(Taint("node.kubernetes.io/not-ready", "", "NoSchedule")).info()
     g = group([pod("w-0"), pod("w-1")])
     v = both([new], [g]).verdicts[0]
     assert v.outcome == "ExceedsClusterCapacity" and "own constraints" not in v.message
@@ -192,14 +195,14 @@ def test_tolerated_taint_and_matching_selector_are_not_own_constraints():
     members = [pod("w-0", tolerations=(Toleration("gpu", "Equal", "true", "NoSchedule"),),
                    node_selector={"disktype": "ssd"})]
     g = group(members)
-    v = both([node("n1", labels={"disktype": "ssd"}, taints=(GPU_TAINT,))], [g]).verdicts[0]
+    v = both([node("n1").labels({"disktype": "ssd"}).alloc(cpu=10, memory="64Gi").taint(GPU_TAINT).info()], [g]).verdicts[0]
     assert v.outcome == "Released"
 
 
 def test_new_member_of_a_released_group_waits_by_its_own_constraint_not_for_capacity():
     running = [pod(f"r-{i}", node_name="n1", gated=False) for i in range(2)]
     g = group(running + [pod("new", **SELECTOR)], min_member=2, released=True)
-    v = both([node("n1")], [g], pods=running).verdicts[0]
+    v = both([node("n1").alloc(cpu=10, memory="64Gi").info()], [g], pods=running).verdicts[0]
     assert v.outcome == "AlreadyReleased" and v.waiting == ("new",)
     assert v.message == ("released; 1 member (new) waits gated by their own constraints, not for capacity: member new "
                          "fits no node by its own constraints, not for want of capacity: nodeSelector disktype=ssd "
@@ -242,7 +245,7 @@ def test_waiting_group_names_the_room_reserved_for_another_gang():
     a = released_unbound("a", "a", 3, "n1")
     ga = group(a, name="a", released=True)
     gb = group([pod("b-0", group="b")], name="b")
-    d = both([node("n1")], [ga, gb], reservations=reservations_of(a, "n1"))
+    d = both([node("n1").alloc(cpu=10, memory="64Gi").info()], [ga, gb], reservations=reservations_of(a, "n1"))
     v = d.verdicts[1]
     assert v.outcome == "InsufficientCapacity"
     assert v.message == ("fits 0 of 1: cpu short by 2 on eligible nodes (at most 1 free on one node, a member "
@@ -261,7 +264,8 @@ def test_restored_reservations_after_a_failover_are_named():
     gb = group([pod("b-0", group="b", cpu=4), pod("b-1", group="b", cpu=4)], name="b")
     restored = inputs.restored_reservations([ga, gc, gb], NOW, 60.0)
     assert sorted(r.name for r in restored) == ["a-0", "a-1", "c-0"]
-    v = both([node("n1"), node("n2")], [ga, gc, gb], reservations=restored).verdicts[2]
+    v = both([node("n1").alloc(cpu=10, memory="64Gi").info(),
+              node("n2").alloc(cpu=10, memory="64Gi").info()], [ga, gc, gb], reservations=restored).verdicts[2]
     assert v.outcome == "InsufficientCapacity"
     assert ("room reserved for released members not bound yet: PodGroup default/a (2 members on n1: cpu 8), "
             "PodGroup default/c (1 member on n2: cpu 8)") in v.message
@@ -272,7 +276,8 @@ def test_room_reserved_on_nodes_the_group_cannot_use_is_not_named():
     a = released_unbound("a", "a", 3, "n1")
     ga = group(a, name="a", released=True)
     gb = group([pod("b-0", group="b", cpu=12, node_selector={"pool": "x"})], name="b")
-    nodes = [node("n1", labels={"pool": "y"}), node("n2", labels={"pool": "x"}, cpu=12)]
+    nodes = [node("n1").labels({"pool": "y"}).alloc(cpu=10, memory="64Gi").info(),
+             node("n2").labels({"pool": "x"}).alloc(cpu=12, memory="64Gi").info()]
     filler = pod("filler", group=None, cpu=4, node_name="n2")
     v = both(nodes, [ga, gb], pods=[filler], reservations=reservations_of(a, "n1")).verdicts[1]
     assert v.outcome == "InsufficientCapacity"
@@ -282,7 +287,7 @@ def test_room_reserved_on_nodes_the_group_cannot_use_is_not_named():
 def test_release_earlier_in_the_same_pass_is_named():
     ga = group([pod("a-0", group="a", cpu=8)], name="a", created=NOW - 10)
     gb = group([pod("b-0", group="b", cpu=4)], name="b", created=NOW - 9)
-    d = both([node("n1")], [ga, gb])
+    d = both([node("n1").alloc(cpu=10, memory="64Gi").info()], [ga, gb])
     assert d.verdicts[0].outcome == "Released"
     assert d.verdicts[1].message.endswith("room reserved for released members not bound yet: PodGroup default/a "
                                           "(1 member on n1: cpu 8)")
@@ -291,13 +296,13 @@ def test_release_earlier_in_the_same_pass_is_named():
 def test_own_groups_reservations_are_not_named_as_another_gang():
     mine = released_unbound("g", "g", 2, "n1")
     g = group(mine + [pod("g-new")], min_member=2, released=True)
-    v = both([node("n1", cpu=7)], [g], reservations=reservations_of(mine, "n1")).verdicts[0]
+    v = both([node("n1").alloc(cpu=7, memory="64Gi").info()], [g], reservations=reservations_of(mine, "n1")).verdicts[0]
     assert v.waiting == ("g-new",) and "room reserved" not in v.message
 
 
 def test_held_for_others_on_a_room():
     """The wording alone: groups ordered by members held, the short resources only."""
-    nodes = [node("n1"), node("n2")]
+    nodes = [node("n1").alloc(cpu=10, memory="64Gi").info(), node("n2").alloc(cpu=10, memory="64Gi").info()]
     a = released_unbound("a", "a", 1, "n1") + released_unbound("b", "b", 2, "n2")
     reserved = [(r, m) for m in a for r in reservations_of([m], "n1" if m.group == "a" else "n2")]
     room = Snapshot(nodes, [], False).room([reservation_promise(r, m, f"PodGroup {m.namespace}/{m.group}")

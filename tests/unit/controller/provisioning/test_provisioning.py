@@ -138,7 +138,7 @@ class ProvCluster(StatusCluster):
 
     def add_node(self, name: str, cpu: str = "8") -> None:
         """A node cluster-autoscaler added (a new name and hostname)."""
-        self.nodes[name] = node(name).labels(zone="a").hostname().cpu(cpu).raw()
+        self.nodes[name] = node(name).labels(zone="a").cpu(cpu).raw()
 
     @property
     def request(self) -> dict:
@@ -154,7 +154,7 @@ class World(kit.World):
     cluster_class = ProvCluster
     condition_type = "Provisioning"
 
-    def __init__(self, pods, pgs, *, nodes=(node("n1").labels(zone="a").hostname().cpu("4").raw(),),
+    def __init__(self, pods, pgs, *, nodes=(node("n1").labels(zone="a").cpu("4").raw(),),
                  provisioning_class=CLASS, provreqs_cache=True, **kw) -> None:
         super().__init__(pods, pgs, nodes=nodes, provisioning_class=provisioning_class, provreqs_cache=provreqs_cache,
                          **kw)
@@ -183,7 +183,7 @@ def gang_world(**kw) -> World:
     one parameter server ps (3 cpu): none fits, so all three are asked for (two shapes)."""
     pods = [pod("w-0").req(cpu="2").group("pg").gated().raw(), pod("w-1").req(cpu="2").group("pg").gated().raw(),
             pod("ps").req(cpu="3").group("pg").gated().raw()]
-    kw.setdefault("nodes", (node("n1").labels(zone="a").hostname().cpu("1").raw(),))
+    kw.setdefault("nodes", (node("n1").labels(zone="a").cpu("1").raw(),))
     return World(pods, [raw_pg("pg", 3)], **kw)
 
 
@@ -253,8 +253,8 @@ def test_a_gang_short_of_nodes_gets_one_template_per_shape_and_one_request_for_e
 
 
 def test_nodes_without_a_hostname_label_are_excluded_by_name():
-    w = gang_world(nodes=(node("n1").labels(zone="a").hostname().cpu("1").raw(),
-                          node("bare").labels(zone="a").cpu("1").raw()))
+    w = gang_world(nodes=(node("n1").labels(zone="a").cpu("1").raw(),
+                          node("bare").hostname(None).labels(zone="a").cpu("1").raw()))
     w.run()
     for t in w.cluster.templates.values():
         assert excluded(t) == [{"matchExpressions": [{"key": HOSTNAME, "operator": "NotIn", "values": ["n1"]}],
@@ -514,7 +514,7 @@ def test_members_for_a_node_group_at_zero_nodes_beside_other_nodes_ask_for_all_o
     pods = [pod(f"m-{i}").req(cpu="2").group("pg").gated().raw() for i in range(2)]
     for p in pods:
         p["spec"]["nodeSelector"] = {"cogate.dev/node-group": "autoscaled"}
-    w = World(pods, [raw_pg("pg", 2)], nodes=(node("control-plane").labels(zone="a").hostname().cpu("64").raw(),))
+    w = World(pods, [raw_pg("pg", 2)], nodes=(node("control-plane").labels(zone="a").cpu("64").raw(),))
     w.run()
     c = w.cluster
     assert w.condition(type_="Released")["reason"] == "Unschedulable"  # by their own constraints, not capacity
@@ -625,7 +625,7 @@ def test_an_opted_out_group_never_asks_and_says_so():
     pg["metadata"]["annotations"] = {provreq.OPT_OUT_ANNOTATION: "False"}
     w = World([pod("w-0").req(cpu="2").group("pg").gated().raw(), pod("w-1").req(cpu="2").group("pg").gated().raw(),
                pod("ps").req(cpu="3").group("pg").gated().raw()], [pg],
-              nodes=(node("n1").labels(zone="a").hostname().cpu("1").raw(),))
+              nodes=(node("n1").labels(zone="a").cpu("1").raw(),))
     w.run()
     w.run(600.0)
     assert w.cluster.calls == [] and w.cluster.provreqs == {}
@@ -883,7 +883,7 @@ def test_room_held_for_a_preemption_started_in_the_same_pass_is_not_counted_for_
              pod("low-b").req(cpu="2").on("n1").priority(100).raw()]
             + [pod(f"hi-{i}").req(cpu="2").group("hi").gated().priority(1000).raw() for i in range(4)]
             + [pod(f"lo-{i}").req(cpu="2").group("lo").gated().priority(0).raw() for i in range(5)])
-    w = World(pods, [raw_pg("hi", 4), raw_pg("lo", 5)], nodes=(node("n1").labels(zone="a").hostname().cpu("8").raw(),))
+    w = World(pods, [raw_pg("hi", 4), raw_pg("lo", 5)], nodes=(node("n1").labels(zone="a").cpu("8").raw(),))
     w.run()
     c = w.cluster
     assert sorted(c.deleted) == ["low-a", "low-b"]  # hi preempts: all of n1 is held for it
@@ -913,7 +913,7 @@ def test_a_gang_of_an_indexed_job_beyond_32_pods_asks_with_one_pod_set():
     pods = [pod(f"m-{i}").req(cpu="2").group("pg").gated().raw() for i in range(40)]
     for i, p in enumerate(pods):
         p["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"] = str(i)  # one per pod
-    w = World(pods, [raw_pg("pg", 40)], nodes=(node("n1").labels(zone="a").hostname().cpu("1").raw(),))
+    w = World(pods, [raw_pg("pg", 40)], nodes=(node("n1").labels(zone="a").cpu("1").raw(),))
     w.run()
     c = w.cluster
     assert [ps["count"] for ps in c.request["spec"]["podSets"]] == [40]
@@ -924,7 +924,7 @@ def test_a_gang_of_an_indexed_job_beyond_32_pods_asks_with_one_pod_set():
 def test_more_shapes_than_one_request_takes_are_refused_before_any_template():
     pods = [pod(f"m-{i}").req(cpu=f"{2000 + i}m").group("pg").gated().raw() for i in range(provreq.MAX_POD_SETS + 1)]
     w = World(pods, [raw_pg("pg", provreq.MAX_POD_SETS + 1)],
-              nodes=(node("n1").labels(zone="a").hostname().cpu("1").raw(),))
+              nodes=(node("n1").labels(zone="a").cpu("1").raw(),))
     w.run()
     c = w.cluster
     assert c.calls == [] and c.templates == {}
@@ -944,7 +944,7 @@ def test_a_group_waiting_only_for_min_resources_preempts_nothing_asks_nothing_an
     pg["spec"]["minResources"] = {"cpu": "5"}
     w = World([pod("driver").req(cpu="1").group("pg").gated().priority(10).raw(),
                pod("busy").req(cpu="6").on("n1").priority(0).raw()], [pg],
-              nodes=(node("n1").labels(zone="a").hostname().cpu("8").raw(),), decide=decide)
+              nodes=(node("n1").labels(zone="a").cpu("8").raw(),), decide=decide)
     w.run()
     w.run(600.0)
     assert w.gated("driver") and "busy" in w.cluster.pods  # no victim, no release
@@ -960,7 +960,7 @@ def test_a_group_waiting_only_for_min_resources_preempts_nothing_asks_nothing_an
     assert (prov["status"], prov["reason"]) == ("False", "MinResourcesOnly")
     assert prov["message"].startswith("asks no nodes for spec.minResources (cpu short by 3)")
     # a node with room comes: released
-    w.cluster.nodes["n2"] = node("n2").labels(zone="a").hostname().cpu("4").raw()
+    w.cluster.nodes["n2"] = node("n2").labels(zone="a").cpu("4").raw()
     w.run(1.0)
     assert not w.gated("driver")
     assert w.condition()["reason"] == "NotNeeded" and w.condition(type_="Preempting")["message"].startswith(
@@ -971,7 +971,7 @@ def test_a_group_whose_min_resources_exceeds_the_cluster_asks_no_nodes_for_it():
     pg = raw_pg("pg", 1)
     pg["spec"]["minResources"] = {"cpu": "64"}
     w = World([pod("driver").req(cpu="1").group("pg").gated().raw()], [pg],
-              nodes=(node("n1").labels(zone="a").hostname().cpu("4").raw(),))
+              nodes=(node("n1").labels(zone="a").cpu("4").raw(),))
     w.run()
     fits = w.condition(type_="FitsCluster")
     assert (fits["status"], fits["reason"]) == ("False", "ExceedsClusterCapacity")
