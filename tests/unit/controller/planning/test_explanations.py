@@ -31,7 +31,7 @@ from cogate.controller.model.records import (
     Toleration,
 )
 from cogate.models import PodGroup
-from tests.builders import node
+from tests.builders import group_request, node
 
 Gi = 2**30
 NOW = 10_000.0
@@ -43,12 +43,6 @@ def pod(name, group="g", cpu=3, node_name="", gated=True, ns="default", **kw):
     return PodInfo(ns, name, "uid-" + ns + "-" + name, labels={POD_GROUP_LABEL: group} if group else {},
                    node_name=node_name, phase="Running" if node_name else "Pending",
                    requests={"cpu": int(cpu * 1000)}, gates=(GATE,) if gated and not node_name else (), **kw)
-
-
-def group(members, min_member=None, name="g", released=False, created=NOW - 10):
-    members = tuple(members)
-    return GroupRequest("default", name, len(members) if min_member is None else min_member, created, released,
-                        members)
 
 
 def both(nodes, groups, pods=(), reservations=()):
@@ -100,7 +94,7 @@ TOLERATES = {"tolerations": (Toleration("gpu", "Equal", "true", "NoSchedule"),)}
 ])
 def test_one_member_whose_own_constraints_match_no_node_is_named_not_capacity(nodes, kw, others, words):
     members = [pod("w-0", **others), pod("w-1", **others), pod("w-2", **kw)]
-    g = group(members)
+    g = group_request(members, created=NOW - 10)
     v = both(nodes, [g]).verdicts[0]
     assert v.outcome == "Unschedulable" and v.release == {}
     assert v.message == (f"member w-2 fits no node by its own constraints, not for want of capacity: {words}; "
@@ -114,7 +108,7 @@ def test_bound_volumes_node_affinity_is_the_members_own_constraint():
     """A claim bound to a PV whose node affinity no node matches (kube-scheduler VolumeBinding)."""
     pv_zone_c = ((NodeSelectorTerm((NodeSelectorRequirement("zone", "In", ("c",)),)),),)
     members = [pod("w-0"), pod("w-1", volume_node_affinity=pv_zone_c)]
-    g = group(members)
+    g = group_request(members, created=NOW - 10)
     v = both([node("n1").labels({"zone": "a"}).alloc(cpu=10, memory="64Gi").info()], [g]).verdicts[0]
     assert v.outcome == "Unschedulable"
     assert v.message == ("member w-1 fits no node by its own constraints, not for want of capacity: bound volumes' "
@@ -123,7 +117,7 @@ def test_bound_volumes_node_affinity_is_the_members_own_constraint():
 
 def test_all_members_with_the_same_constraint_are_named_together():
     members = [pod(f"w-{i}", **SELECTOR) for i in range(3)]
-    g = group(members)
+    g = group_request(members, created=NOW - 10)
     v = both([node("n1").alloc(cpu=10, memory="64Gi").info(), node("n2").alloc(cpu=10, memory="64Gi").info(),
               node("n3").alloc(cpu=10, memory="64Gi").info()], [g]).verdicts[0]
     assert v.outcome == "Unschedulable"
@@ -134,7 +128,7 @@ def test_all_members_with_the_same_constraint_are_named_together():
 
 def test_members_with_different_constraints_are_named_apart():
     members = [pod("w-0", **SELECTOR), pod("w-1", **AFFINITY), pod("w-2")]
-    g = group(members, min_member=2)
+    g = group_request(members, 2, created=NOW - 10)
     v = both([node("n1").labels({"zone": "a"}).alloc(cpu=10, memory="64Gi").info()], [g]).verdicts[0]
     assert v.outcome == "Unschedulable"
     assert v.message == ("member w-0 fits no node by its own constraints, not for want of capacity: nodeSelector "
@@ -148,7 +142,7 @@ def test_own_constraint_besides_a_real_capacity_shortage_is_named_apart():
     reason), but the room is taken now; the shortfall speaks of the placeable members and w-3
     is named as its own constraint, not counted as "1 node excluded by nodeSelector"."""
     members = [pod("w-0"), pod("w-1"), pod("w-2"), pod("w-3", **SELECTOR)]
-    g = group(members, min_member=3)
+    g = group_request(members, 3, created=NOW - 10)
     filler = pod("filler", group=None, cpu=6, node_name="n1")
     v = both([node("n1").alloc(cpu=10, memory="64Gi").info()], [g], pods=[filler]).verdicts[0]
     assert v.outcome == "InsufficientCapacity"
@@ -162,7 +156,7 @@ def test_own_constraint_besides_a_real_capacity_shortage_is_named_apart():
 def test_own_constraint_that_alone_blocks_the_group_wins_over_a_capacity_shortage():
     """3 of 3 needed, w-2 can never run: Unschedulable, although the others lack room now too."""
     members = [pod("w-0"), pod("w-1"), pod("w-2", **SELECTOR)]
-    g = group(members)
+    g = group_request(members, created=NOW - 10)
     v = both([node("n1").alloc(cpu=10, memory="64Gi").info()], [g], pods=[pod("filler", group=None, cpu=8, node_name="n1")]).verdicts[0]
     assert v.outcome == "Unschedulable"
     assert v.message.startswith("member w-2 fits no node by its own constraints")
@@ -176,7 +170,7 @@ def test_own_constraint_that_alone_blocks_the_group_wins_over_a_capacity_shortag
 ])
 def test_nodes_state_alone_is_capacity_not_the_members_constraint(nodes, why):
     members = [pod("w-0"), pod("w-1", **SELECTOR)] if len(nodes) == 2 else [pod("w-0")]
-    g = group(members)
+    g = group_request(members, created=NOW - 10)
     v = both(nodes, [g]).verdicts[0]
     assert v.outcome == "ExceedsClusterCapacity"
     assert why in v.message and "own constraints" not in v.message
@@ -185,7 +179,7 @@ def test_nodes_state_alone_is_capacity_not_the_members_constraint(nodes, why):
 
 def test_a_new_nodes_not_ready_taint_is_the_nodes_state_not_the_members_constraint():
     new = node("n1").alloc(cpu=10, memory="64Gi").taint(Taint("node.kubernetes.io/not-ready", "", "NoSchedule")).info()
-    g = group([pod("w-0"), pod("w-1")])
+    g = group_request([pod("w-0"), pod("w-1")], created=NOW - 10)
     v = both([new], [g]).verdicts[0]
     assert v.outcome == "ExceedsClusterCapacity" and "own constraints" not in v.message
     assert "1 node excluded by taint node.kubernetes.io/not-ready" in v.message
@@ -194,14 +188,14 @@ def test_a_new_nodes_not_ready_taint_is_the_nodes_state_not_the_members_constrai
 def test_tolerated_taint_and_matching_selector_are_not_own_constraints():
     members = [pod("w-0", tolerations=(Toleration("gpu", "Equal", "true", "NoSchedule"),),
                    node_selector={"disktype": "ssd"})]
-    g = group(members)
+    g = group_request(members, created=NOW - 10)
     v = both([node("n1").labels({"disktype": "ssd"}).alloc(cpu=10, memory="64Gi").taint(GPU_TAINT).info()], [g]).verdicts[0]
     assert v.outcome == "Released"
 
 
 def test_new_member_of_a_released_group_waits_by_its_own_constraint_not_for_capacity():
     running = [pod(f"r-{i}", node_name="n1", gated=False) for i in range(2)]
-    g = group(running + [pod("new", **SELECTOR)], min_member=2, released=True)
+    g = group_request(running + [pod("new", **SELECTOR)], 2, created=NOW - 10, released=True)
     v = both([node("n1").alloc(cpu=10, memory="64Gi").info()], [g], pods=running).verdicts[0]
     assert v.outcome == "AlreadyReleased" and v.waiting == ("new",)
     assert v.message == ("released; 1 member (new) waits gated by their own constraints, not for capacity: member new "
@@ -243,8 +237,8 @@ def reservations_of(members, node_name):
 
 def test_waiting_group_names_the_room_reserved_for_another_gang():
     a = released_unbound("a", "a", 3, "n1")
-    ga = group(a, name="a", released=True)
-    gb = group([pod("b-0", group="b")], name="b")
+    ga = group_request(a, name="a", created=NOW - 10, released=True)
+    gb = group_request([pod("b-0", group="b")], name="b", created=NOW - 10)
     d = both([node("n1").alloc(cpu=10, memory="64Gi").info()], [ga, gb], reservations=reservations_of(a, "n1"))
     v = d.verdicts[1]
     assert v.outcome == "InsufficientCapacity"
@@ -259,9 +253,9 @@ def test_restored_reservations_after_a_failover_are_named():
     """The failover case: the new leader rebuilds reservations from the pins
     (``inputs.restored_reservations``) and the waiting group names them."""
     a = released_unbound("a", "a", 2, "n1", cpu=4) + released_unbound("c", "c", 1, "n2", cpu=8)
-    ga = group(a[:2], name="a", released=True)
-    gc = group(a[2:], name="c", released=True)
-    gb = group([pod("b-0", group="b", cpu=4), pod("b-1", group="b", cpu=4)], name="b")
+    ga = group_request(a[:2], name="a", created=NOW - 10, released=True)
+    gc = group_request(a[2:], name="c", created=NOW - 10, released=True)
+    gb = group_request([pod("b-0", group="b", cpu=4), pod("b-1", group="b", cpu=4)], name="b", created=NOW - 10)
     restored = inputs.restored_reservations([ga, gc, gb], NOW, 60.0)
     assert sorted(r.name for r in restored) == ["a-0", "a-1", "c-0"]
     v = both([node("n1").alloc(cpu=10, memory="64Gi").info(),
@@ -274,8 +268,8 @@ def test_restored_reservations_after_a_failover_are_named():
 
 def test_room_reserved_on_nodes_the_group_cannot_use_is_not_named():
     a = released_unbound("a", "a", 3, "n1")
-    ga = group(a, name="a", released=True)
-    gb = group([pod("b-0", group="b", cpu=12, node_selector={"pool": "x"})], name="b")
+    ga = group_request(a, name="a", created=NOW - 10, released=True)
+    gb = group_request([pod("b-0", group="b", cpu=12, node_selector={"pool": "x"})], name="b", created=NOW - 10)
     nodes = [node("n1").labels({"pool": "y"}).alloc(cpu=10, memory="64Gi").info(),
              node("n2").labels({"pool": "x"}).alloc(cpu=12, memory="64Gi").info()]
     filler = pod("filler", group=None, cpu=4, node_name="n2")
@@ -285,8 +279,8 @@ def test_room_reserved_on_nodes_the_group_cannot_use_is_not_named():
 
 
 def test_release_earlier_in_the_same_pass_is_named():
-    ga = group([pod("a-0", group="a", cpu=8)], name="a", created=NOW - 10)
-    gb = group([pod("b-0", group="b", cpu=4)], name="b", created=NOW - 9)
+    ga = group_request([pod("a-0", group="a", cpu=8)], name="a", created=NOW - 10)
+    gb = group_request([pod("b-0", group="b", cpu=4)], name="b", created=NOW - 9)
     d = both([node("n1").alloc(cpu=10, memory="64Gi").info()], [ga, gb])
     assert d.verdicts[0].outcome == "Released"
     assert d.verdicts[1].message.endswith("room reserved for released members not bound yet: PodGroup default/a "
@@ -295,7 +289,7 @@ def test_release_earlier_in_the_same_pass_is_named():
 
 def test_own_groups_reservations_are_not_named_as_another_gang():
     mine = released_unbound("g", "g", 2, "n1")
-    g = group(mine + [pod("g-new")], min_member=2, released=True)
+    g = group_request(mine + [pod("g-new")], 2, created=NOW - 10, released=True)
     v = both([node("n1").alloc(cpu=7, memory="64Gi").info()], [g], reservations=reservations_of(mine, "n1")).verdicts[0]
     assert v.waiting == ("g-new",) and "room reserved" not in v.message
 

@@ -24,7 +24,7 @@ from cogate.controller.provisioning.provreq import State
 from cogate.controller.model.records import (InvalidObject, LabelSelector, LabelSelectorRequirement, NodeInfo,
                                       PodAffinityTerm, PodInfo, Reservation, TopologySpreadConstraint, pod_info)
 from cogate.controller.model.verdicts import GroupRequest, Outcome, PlannerConfig
-from tests.builders import node, raw_pod
+from tests.builders import group_request, node, raw_pod
 
 NOW = 1_000.0
 CFG = PlannerConfig()
@@ -40,11 +40,6 @@ def member(i: int, cpu: float = 1, group: str = "g", prio: int = 0, **kw) -> Pod
                    requests={"cpu": int(cpu * 1000)}, priority=prio, created=float(i), **kw)
 
 
-def group(members, min_member: int | None = None, name: str = "g", created: float = 0.0) -> GroupRequest:
-    members = tuple(members)
-    return GroupRequest("team", name, len(members) if min_member is None else min_member, created, False, members)
-
-
 def short_names(groups, nodes, pods, promised=()) -> dict[str, list[str]]:
     out = provreq.shortfalls(groups, nodes, pods, list(promised), GATE)
     return {k[1]: [m.name for m in v] for k, v in out.items()}
@@ -55,46 +50,46 @@ def short_names(groups, nodes, pods, promised=()) -> dict[str, list[str]]:
 
 def test_a_group_that_fits_part_asks_for_the_rest_only():
     nodes = [node("n1").cpu(4).info()]
-    g = group([member(i, cpu=2) for i in range(5)])
+    g = group_request([member(i, cpu=2) for i in range(5)])
     assert short_names([(g, True)], nodes, []) == {"g": ["g-2", "g-3", "g-4"]}
 
 
 def test_a_group_that_fits_asks_for_nothing():
-    g = group([member(i) for i in range(3)])
+    g = group_request([member(i) for i in range(3)])
     assert short_names([(g, True)], [node("n1").cpu(4).info()], []) == {"g": []}
 
 
 def test_a_group_with_too_few_members_asks_for_nothing():
     # minMember 4, three members: new nodes would not start it
-    g = group([member(i) for i in range(3)], min_member=4)
+    g = group_request([member(i) for i in range(3)], 4)
     assert short_names([(g, True)], [], []) == {"g": []}
 
 
 def test_bound_members_count_toward_min_member():
     members = [member(0, node_name="n1", phase="Running", gates=()), *[member(i, cpu=4) for i in (1, 2)]]
-    g = group(members, min_member=3)
+    g = group_request(members, 3)
     # the bound member is among the bound pods, as the planner's input has it
     assert short_names([(g, True)], [node("n1").cpu(4).info()], [members[0]]) == {"g": ["g-1", "g-2"]}
 
 
 def test_only_min_member_is_asked_for():
     # 6 members, minMember 3: nodes for 3 (kube-scheduler places the rest where they fit)
-    g = group([member(i, cpu=4) for i in range(6)], min_member=3)
+    g = group_request([member(i, cpu=4) for i in range(6)], 3)
     assert short_names([(g, True)], [], []) == {"g": ["g-0", "g-1", "g-2"]}
 
 
 def test_two_groups_never_count_the_same_free_room():
     nodes = [node("n1").cpu(4).info()]
-    a = group([member(i, cpu=2, group="a", prio=10) for i in range(3)], name="a")
-    b = group([member(i, cpu=2, group="b") for i in range(3)], name="b")
+    a = group_request([member(i, cpu=2, group="a", prio=10) for i in range(3)], name="a")
+    b = group_request([member(i, cpu=2, group="b") for i in range(3)], name="b")
     # a is planned first (priority): it takes the free room; b asks for all three
     assert short_names([(a, True), (b, True)], nodes, []) == {"a": ["a-2"], "b": ["b-0", "b-1", "b-2"]}
 
 
 def test_a_standing_request_counts_its_room_but_asks_nothing_more():
     nodes = [node("n1").cpu(4).info()]
-    a = group([member(i, cpu=2, group="a") for i in range(3)], name="a")
-    b = group([member(i, cpu=2, group="b") for i in range(3)], name="b", created=1.0)
+    a = group_request([member(i, cpu=2, group="a") for i in range(3)], name="a")
+    b = group_request([member(i, cpu=2, group="b") for i in range(3)], name="b", created=1.0)
     assert short_names([(a, False), (b, True)], nodes, []) == {"b": ["b-0", "b-1", "b-2"]}
 
 
@@ -103,13 +98,13 @@ def test_reservations_of_released_members_are_honoured():
     other = member(0, cpu=2, group="other")
     res = Reservation(other.uid, "team", other.name, "n1", dict(other.requests), expires=NOW + 60)
     promised = capacity.promised_room([(res, other)], [])
-    g = group([member(i, cpu=2) for i in range(2)])
+    g = group_request([member(i, cpu=2) for i in range(2)])
     assert short_names([(g, True)], nodes, [], promised) == {"g": ["g-1"]}
 
 
 def test_bound_pods_take_their_room():
     nodes = [node("n1").cpu(4).info(), node("n2").cpu(4).info()]
-    g = group([member(i, cpu=3) for i in range(3)])
+    g = group_request([member(i, cpu=3) for i in range(3)])
     assert short_names([(g, True)], nodes, [bound("x", "n1", 2)]) == {"g": ["g-1", "g-2"]}
 
 
@@ -118,8 +113,8 @@ def test_the_view_gives_the_same_answer_as_the_pods():
 
     nodes = [node(f"n{i}").cpu(4).info() for i in range(3)]
     pods = [bound("x", "n0", 3), bound("y", "n1", 1)]
-    gs = [(group([member(i, cpu=2, group="a") for i in range(5)], name="a"), True),
-          (group([member(i, cpu=3, group="b") for i in range(2)], name="b", created=1.0), True)]
+    gs = [(group_request([member(i, cpu=2, group="a") for i in range(5)], name="a"), True),
+          (group_request([member(i, cpu=3, group="b") for i in range(2)], name="b", created=1.0), True)]
     state = PlanningState()
     for n in nodes:
         state.upsert_node(n)
@@ -137,7 +132,7 @@ def test_the_shortfall_is_exactly_what_new_nodes_must_hold(free, size, count, ex
     the group; one node fewer does not."""
     nodes = [node(f"n{i}").cpu(8).info() for i in range(len(free))]
     pods = [bound(f"x{i}", f"n{i}", 8 - f) for i, f in enumerate(free) if f < 8]
-    g = group([member(i, cpu=size) for i in range(count + extra)], min_member=count)
+    g = group_request([member(i, cpu=size) for i in range(count + extra)], count)
     short = provreq.shortfalls([(g, True)], nodes, pods, [], GATE)[("team", "g")]
     fits_now = sum(f // size for f in free)
     assert len(short) == max(0, count - fits_now)
@@ -365,8 +360,8 @@ def test_opting_out(annotations, out):
 def test_who_wants_nodes(outcome, min_member, pod_affinity, wants):
     term = pod_affinity_term() if pod_affinity else None
     ms = [member(i, required_pod_affinity=(term,) if term else ()) for i in range(2)]
-    assert provreq.wants_nodes(outcome, group(ms, min_member)) is wants
-    assert provreq.wants_nodes(str(outcome), group(ms, min_member)) is wants
+    assert provreq.wants_nodes(outcome, group_request(ms, min_member)) is wants
+    assert provreq.wants_nodes(str(outcome), group_request(ms, min_member)) is wants
 
 
 def pod_affinity_term():
