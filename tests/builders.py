@@ -101,8 +101,13 @@ class _Builder:
         self._meta["creationTimestamp"] = t if isinstance(t, str) else iso(t)
         return self
 
-    def deleting(self, at: str = "2024-01-01T00:00:00Z") -> Any:
-        self._meta["deletionTimestamp"] = at
+    def deleting(self, at: float | str = CREATED) -> Any:
+        """``metadata.deletionTimestamp``: epoch seconds or RFC 3339 text."""
+        self._meta["deletionTimestamp"] = at if isinstance(at, str) else iso(at)
+        return self
+
+    def generation(self, n: int) -> Any:
+        self._meta["generation"] = n
         return self
 
     def rv(self, resource_version: str) -> Any:
@@ -182,6 +187,11 @@ class PodBuilder(_Builder):
 
     def affinity(self, affinity: dict[str, Any]) -> "PodBuilder":
         return self.spec(affinity=affinity)
+
+    def pinned(self, node: str) -> "PodBuilder":
+        """Required node affinity to ``node`` by name (``matchFields metadata.name In``), as a release pins."""
+        return self.affinity({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}}})
 
     def nominated(self, node: str, by: str = "") -> "PodBuilder":
         """``status.nominatedNodeName``; ``by``: the field manager that wrote it (``managedFields``)."""

@@ -25,7 +25,8 @@ from cogate.controller.planning.planner import GroupRequest, Outcome, PlannerCon
 from cogate.controller.planning.planstate import PlanningState
 from cogate.controller.model.records import NodeInfo, pod_info
 from cogate.controller.model.verdicts import held_constraints
-from tests.builders import node
+from tests import builders as kit
+from tests.builders import node, pod
 
 DRIVER = "gpu.example.com"
 GPU = DRIVER  # the device class
@@ -58,18 +59,14 @@ def request(name="gpu", cls=GPU, count=1, mode=None, selectors=()):
 
 
 def claim(name, *requests, allocated=(), reserved=(), deleting=False, extra=None, ns="default"):
-    meta = {"name": name, "namespace": ns}
-    if deleting:
-        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-    status = {}
-    if allocated:
-        status["allocation"] = {"devices": {"results": [
-            {"request": "gpu", "driver": DRIVER, "pool": pool, "device": dev} for pool, dev in allocated]}}
+    b = kit.claim(name, ns).request(*(requests or (request(),))).devices(**(extra or {}))
+    for pool, dev in allocated:
+        b.allocated(DRIVER, pool, dev)
     if reserved:
-        status["reservedFor"] = [{"resource": "pods", "name": u, "uid": u} for u in reserved]
-    devices = {"requests": list(requests or (request(),))}
-    devices.update(extra or {})
-    return device_claim_info({"metadata": meta, "spec": {"devices": devices}, "status": status})
+        b.reserved_for(*reserved)
+    if deleting:
+        b.deleting("2026-01-01T00:00:00Z")
+    return b.info()
 
 
 def template(name, *requests, ns="default"):
@@ -87,20 +84,16 @@ def inputs(slices=(), classes=(dclass(),), claims=(), templates=(), version=1):
 
 
 def member(name, *claims, cpu="1", node_name="", created=0.0, statuses=None):
-    spec = {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}],
-            "resourceClaims": [{"name": c, "resourceClaimName": c} if not c.startswith("tpl:")
-                               else {"name": "gpu", "resourceClaimTemplateName": c[4:]} for c in claims]}
+    b = pod(name, "default").group("g").req(cpu=cpu).created(f"2026-01-01T00:00:{int(created):02d}Z").spec(
+        resourceClaims=[{"name": c, "resourceClaimName": c} if not c.startswith("tpl:")
+                        else {"name": "gpu", "resourceClaimTemplateName": c[4:]} for c in claims])
     if node_name:
-        spec["nodeName"] = node_name
+        b.on(node_name)
     else:
-        spec["schedulingGates"] = [{"name": GATE}]
-    status = {"phase": "Running" if node_name else "Pending"}
+        b.gated()
     if statuses:
-        status["resourceClaimStatuses"] = [{"name": k, "resourceClaimName": v} for k, v in statuses.items()]
-    return pod_info({"metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}",
-                                  "labels": {POD_GROUP_LABEL: "g"},
-                                  "creationTimestamp": f"2026-01-01T00:00:{int(created):02d}Z"},
-                     "spec": spec, "status": status})
+        b.status(resourceClaimStatuses=[{"name": k, "resourceClaimName": v} for k, v in statuses.items()])
+    return b.info()
 
 
 def plan(nodes, members, min_member, world, bound=(), cfg=PlannerConfig()):

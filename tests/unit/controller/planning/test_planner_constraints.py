@@ -15,31 +15,32 @@ from cogate.controller.model.records import NodeInfo, pod_info
 from cogate.controller.planning.planner import GroupRequest, Outcome, PlannerConfig, decide
 from cogate.controller.status.inputs import resolve_volumes
 from cogate.controller.model.resources import QuantityError, effective_request
-from tests.builders import node
+from tests.builders import node, pod
 
 HOST = "kubernetes.io/hostname"
 
 
 def raw_pod(name, cpu="2", *, claim=None, ephemeral=None, node_name="", gated=True, scheduler=None, status=None,
             extra=None):
-    spec = {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}
+    b = pod(name, "default").req(cpu=cpu).created(0)
+    b.labels({POD_GROUP_LABEL: "g"} if not node_name else {"app": "other"})
     if gated and not node_name:
-        spec["schedulingGates"] = [{"name": GATE}]
+        b.gated()
     if node_name:
-        spec["nodeName"] = node_name
+        b.on(node_name)
     vols = []
     if claim:
         vols.append({"name": "data", "persistentVolumeClaim": {"claimName": claim}})
     if ephemeral:
         vols.append({"name": ephemeral, "ephemeral": {"volumeClaimTemplate": {"spec": {}}}})
     if vols:
-        spec["volumes"] = vols
+        b.spec(volumes=vols)
     if scheduler:
-        spec["schedulerName"] = scheduler
-    spec.update(extra or {})
-    return {"metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}",
-                         "labels": {POD_GROUP_LABEL: "g"} if not node_name else {"app": "other"}},
-            "spec": spec, "status": status or {"phase": "Running" if node_name else "Pending"}}
+        b.spec(schedulerName=scheduler)
+    raw = b.spec(**(extra or {})).raw()
+    if status:
+        raw["status"] = status
+    return raw
 
 
 def pvc(name, volume="", *, bound=True, phase="Bound", deleting=False):

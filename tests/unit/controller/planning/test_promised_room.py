@@ -30,7 +30,7 @@ from cogate.controller.planning.planner import Decision, GroupRequest, Outcome, 
 from cogate.controller.planning.planstate import PlanningState
 from cogate.controller.model.records import (NodeInfo, NodeSelectorRequirement, NodeSelectorTerm, PodInfo, Promise,
                                        Reservation)
-from tests.builders import node
+from tests.builders import node, pod
 
 NOW = 50_000.0
 TTL = 60.0
@@ -42,12 +42,17 @@ def pin(name: str) -> tuple[NodeSelectorTerm, ...]:
 
 
 def member(group: str, i: int, cpu: int, *, gated: bool = True, pinned_to: str = "", node_name: str = "",
-           priority: int = 0, phase: str = "", **kw) -> PodInfo:
-    return PodInfo("team", f"{group}-{i}", f"uid-{group}-{i}", labels={POD_GROUP_LABEL: group},
-                   node_name=node_name, phase=phase or ("Running" if node_name else "Pending"),
-                   requests={"cpu": cpu * 1000}, gates=(GATE,) if gated else (),
-                   required_node_affinity=pin(pinned_to) if pinned_to else (), priority=priority,
-                   created=float(i), **kw)
+           priority: int = 0, phase: str = "") -> PodInfo:
+    b = pod(f"{group}-{i}").group(group).req(cpu=cpu).priority(priority).created(i)
+    if gated:
+        b.gated()
+    if pinned_to:
+        b.pinned(pinned_to)
+    if node_name:
+        b.on(node_name)
+    if phase:
+        b.phase(phase)
+    return b.info()
 
 
 def request(name: str, members, *, released: bool = False, min_member: int | None = None,

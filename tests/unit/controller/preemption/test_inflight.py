@@ -21,7 +21,7 @@ from cogate.controller.preemption.inflight import Step
 from cogate.controller.planning.planner import GroupRequest, Outcome, PlannerConfig, decide
 from cogate.controller.planning.planstate import PlanningState
 from cogate.controller.model.records import NodeInfo, PodInfo
-from tests.builders import node
+from tests.builders import node, pod
 
 NOW = 10_000.0
 CFG = PlannerConfig()
@@ -29,14 +29,18 @@ CFG = PlannerConfig()
 
 def member(group: str, i: int, cpu: int, *, priority: int = 1000, nominated: str = "", gated: bool = True,
            node_name: str = "") -> PodInfo:
-    return PodInfo("team", f"{group}-{i}", f"uid-{group}-{i}", labels={POD_GROUP_LABEL: group},
-                   node_name=node_name, phase="Running" if node_name else "Pending", requests={"cpu": cpu * 1000},
-                   gates=(GATE,) if gated else (), priority=priority, created=float(i), nominated_node=nominated)
+    b = pod(f"{group}-{i}").group(group).req(cpu=cpu).priority(priority).created(i)
+    if gated:
+        b.gated()
+    if node_name:
+        b.on(node_name)
+    if nominated:
+        b.nominated(nominated)
+    return b.info()
 
 
 def bound(name: str, node_name: str, cpu: int, priority: int = 100) -> PodInfo:
-    return PodInfo("team", name, f"uid-{name}", labels={}, node_name=node_name, phase="Running",
-                   requests={"cpu": cpu * 1000}, priority=priority)
+    return pod(name).on(node_name).req(cpu=cpu).priority(priority).created(0).info()
 
 
 def request(name: str, members, min_member: int | None = None, created: float = 0.0) -> GroupRequest:

@@ -24,14 +24,14 @@ from cogate.controller.provisioning.provreq import State
 from cogate.controller.model.records import (InvalidObject, LabelSelector, LabelSelectorRequirement, NodeInfo,
                                       PodAffinityTerm, PodInfo, Reservation, TopologySpreadConstraint, pod_info)
 from cogate.controller.model.verdicts import GroupRequest, Outcome, PlannerConfig
-from tests.builders import group_request, node, raw_pod
+from tests.builders import group_request, node, pod, raw_pod
 
 NOW = 1_000.0
 CFG = PlannerConfig()
 
 
 def bound(name: str, on: str, cpu: float) -> PodInfo:
-    return PodInfo("batch", name, "u-" + name, node_name=on, phase="Running", requests={"cpu": int(cpu * 1000)})
+    return pod(name, "batch").uid("u-" + name).on(on).req(cpu=cpu).created(0).info()
 
 
 def member(i: int, cpu: float = 1, group: str = "g", prio: int = 0, **kw) -> PodInfo:
