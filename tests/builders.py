@@ -96,9 +96,12 @@ class _Builder:
         self._meta.setdefault("labels", {}).update(labels or {}, **more)
         return self
 
-    def created(self, t: float | str) -> Any:
-        """``metadata.creationTimestamp``: epoch seconds or RFC 3339 text."""
-        self._meta["creationTimestamp"] = t if isinstance(t, str) else iso(t)
+    def created(self, t: float | str | None) -> Any:
+        """``metadata.creationTimestamp``: epoch seconds or RFC 3339 text; None: none."""
+        if t is None:
+            self._meta.pop("creationTimestamp", None)
+        else:
+            self._meta["creationTimestamp"] = t if isinstance(t, str) else iso(t)
         return self
 
     def deleting(self, at: float | str = CREATED) -> Any:
@@ -110,8 +113,12 @@ class _Builder:
         self._meta["generation"] = n
         return self
 
-    def rv(self, resource_version: str) -> Any:
-        self._meta["resourceVersion"] = resource_version
+    def rv(self, resource_version: str | None) -> Any:
+        """``metadata.resourceVersion``; None: none."""
+        if resource_version is None:
+            self._meta.pop("resourceVersion", None)
+        else:
+            self._meta["resourceVersion"] = resource_version
         return self
 
     def spec(self, **fields: Any) -> Any:
