@@ -1,8 +1,8 @@
 """The Preempting room (issue 15 item 2): a reconciler with the real planner against a fake API.
 
 Each test runs passes of :class:`~cogate.controller.reconciler.Reconciler` (``--preemption``)
-on :class:`tests.builders.FakeCluster` pods, the informers relisted from the fake between passes
-(as the watch would deliver), and checks the calls made (their order: nominate, mark, delete),
+in the kit's real-planner :class:`tests.builders.World` over its :class:`tests.builders.StatusCluster`,
+the informers relisted from the fake between passes (as the watch would deliver), and checks the calls made (their order: nominate, mark, delete),
 the PodGroup status (``Preempting``), the Events and the metrics. The pure parts are tested in
 tests/unit/controller/preemption/test_inflight.py; end to end: tests/e2e/test_preemption.py.
 """
