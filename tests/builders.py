@@ -23,6 +23,7 @@ them: :class:`Harness` (a scripted ``decide``) and :class:`World` (the real plan
 from __future__ import annotations
 
 import copy
+import dataclasses
 import datetime
 import re
 
@@ -199,6 +200,12 @@ class PodBuilder(_Builder):
         """Required node affinity to ``node`` by name (``matchFields metadata.name In``), as a release pins."""
         return self.affinity({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
             {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}}})
+
+    def info(self, **fields: Any) -> records.PodInfo:
+        """The record (:func:`records.pod_info`); ``fields``: record fields set on it afterwards, for
+        the inputs of pure tests given as records (``host_ports``, ``topology_spread``, ...)."""
+        info = records.pod_info(self.raw())
+        return dataclasses.replace(info, **fields) if fields else info
 
     def nominated(self, node: str, by: str = "") -> "PodBuilder":
         """``status.nominatedNodeName``; ``by``: the field manager that wrote it (``managedFields``)."""

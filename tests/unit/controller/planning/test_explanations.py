@@ -31,7 +31,7 @@ from cogate.controller.model.records import (
     Toleration,
 )
 from cogate.models import PodGroup
-from tests.builders import group_request, node
+from tests.builders import group_request, node, pod as pod_
 
 Gi = 2**30
 NOW = 10_000.0
@@ -40,9 +40,14 @@ GPU_TAINT = Taint("gpu", "true", "NoSchedule")
 
 
 def pod(name, group="g", cpu=3, node_name="", gated=True, ns="default", **kw):
-    return PodInfo(ns, name, "uid-" + ns + "-" + name, labels={POD_GROUP_LABEL: group} if group else {},
-                   node_name=node_name, phase="Running" if node_name else "Pending",
-                   requests={"cpu": int(cpu * 1000)}, gates=(GATE,) if gated and not node_name else (), **kw)
+    b = pod_(name, ns).uid("uid-" + ns + "-" + name).req(cpu=cpu).created(0)
+    if group:
+        b.group(group)
+    if node_name:
+        b.on(node_name)
+    elif gated:
+        b.gated()
+    return b.info(**kw)
 
 
 def both(nodes, groups, pods=(), reservations=()):

@@ -27,7 +27,7 @@ from cogate.controller.planning.planner import (
     mixed_priorities,
     pinned_node_problems,
 )
-from tests.builders import group_request, node
+from tests.builders import group_request, node, pod as pod_
 
 Gi = 2**30
 Mi = 2**20
@@ -41,15 +41,21 @@ _uid = [0]
 def pod(group="g", cpu=1, mem=1, ns="default", name=None, node_name="", gated=True, created=0.0, gates=None,
         labels=None, phase=None, **kw):
     _uid[0] += 1
-    uid = f"uid-{_uid[0]}"
-    lab = {POD_GROUP_LABEL: group} if group else {}
-    lab.update(labels or {})
+    b = pod_(name or f"{group or 'p'}-{_uid[0]}", ns).uid(f"uid-{_uid[0]}").created(created)
+    b.labels({POD_GROUP_LABEL: group} if group else {}).labels(labels or {})
+    if cpu:
+        b.req(cpu=cpu)
+    if mem:
+        b.req(memory=int(mem * Gi))
     if gates is None:
         gates = (GATE,) if gated and not node_name else ()
-    req = {"cpu": int(cpu * 1000), "memory": int(mem * Gi)}
-    return PodInfo(ns, name or f"{group or 'p'}-{_uid[0]}", uid, labels=lab, node_name=node_name,
-                   phase=phase or ("Running" if node_name else "Pending"), requests={k: v for k, v in req.items() if v},
-                   gates=tuple(gates), created=created, **kw)
+    if gates:
+        b.gated(*gates)
+    if node_name:
+        b.on(node_name)
+    if phase:
+        b.phase(phase)
+    return b.info(**kw)
 
 
 def run(nodes, groups, pods=(), reservations=(), now=NOW, cfg=CFG) -> Decision:

@@ -29,7 +29,7 @@ from cogate.controller.model.records import (
 )
 from cogate.controller.planning.planner import GroupRequest, Outcome, PlannerConfig, decide
 from cogate.controller.planning.spread import MISSING_LABEL, PINNED_SKEW, SKEW, Tracker
-from tests.builders import node
+from tests.builders import node, pod as pod_
 
 HOST = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"
@@ -40,12 +40,18 @@ APP = LabelSelector((("app", "x"),))
 _n = itertools.count()
 
 
-def pod(node_name="", labels=None, ns="default", spread=(), cpu=1, deleting=False, **kw):
+def pod(node_name="", labels=None, ns="default", spread=(), cpu=1, deleting=False, created=0.0, **kw):
     i = next(_n)
-    lab = {"app": "x"} if labels is None else labels
-    return PodInfo(ns, f"p{i}", f"u{i}", labels=lab, node_name=node_name, requests={"cpu": cpu * 1000},
-                   phase="Running" if node_name else "Pending", topology_spread=tuple(spread), deleting=deleting,
-                   gates=() if node_name else (GATE,), **kw)
+    b = pod_(f"p{i}", ns).uid(f"u{i}").labels({"app": "x"} if labels is None else labels).req(cpu=cpu).created(created)
+    if node_name:
+        b.on(node_name)
+    else:
+        b.gated()
+    if deleting:
+        b.deleting(0)
+    if not cpu:  # kept as the record it always was (the converter leaves a zero request out)
+        kw["requests"] = {"cpu": 0}
+    return b.info(topology_spread=tuple(spread), **kw)
 
 
 def hard(key=HOST, skew=1, selector=APP, **kw):

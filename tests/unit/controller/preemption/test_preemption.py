@@ -19,7 +19,7 @@ from cogate.controller.model.records import (HostPort, InvalidObject, LabelSelec
                                        NodeSelectorTerm, PodAffinityTerm, PodInfo, Reservation, Taint,
                                        TopologySpreadConstraint)
 from cogate.controller.model.verdicts import GroupRequest, Outcome, PlannerConfig
-from tests.builders import group_request, node
+from tests.builders import group_request, node, pod as pod_
 
 CFG = PlannerConfig()
 NOW = 1_000.0
@@ -27,8 +27,10 @@ NOW = 1_000.0
 
 def pod(name: str, on: str, cpu: float, prio: int, *, started: float = 0.0, ns: str = "batch",
         labels: dict[str, str] | None = None, **kw) -> PodInfo:
-    return PodInfo(ns, name, "u-" + name, labels=labels or {}, node_name=on, phase="Running",
-                   requests={"cpu": int(cpu * 1000)}, priority=prio, started=started, **kw)
+    b = pod_(name, ns).uid("u-" + name).labels(labels or {}).on(on).req(cpu=cpu).priority(prio).created(0)
+    if started:
+        b.started(started)
+    return b.info(**kw)
 
 
 def gang_pod(gang: str, i: int, on: str, cpu: float, prio: int = 0, **kw) -> PodInfo:
@@ -37,8 +39,8 @@ def gang_pod(gang: str, i: int, on: str, cpu: float, prio: int = 0, **kw) -> Pod
 
 def member(i: int, cpu: float, prio: int = 100, group: str = "g", labels: dict[str, str] | None = None,
            **kw) -> PodInfo:
-    return PodInfo("team", f"{group}-{i}", f"u-{group}-{i}", labels={POD_GROUP_LABEL: group, **(labels or {})},
-                   requests={"cpu": int(cpu * 1000)}, gates=(GATE,), priority=prio, created=float(i), **kw)
+    b = pod_(f"{group}-{i}").uid(f"u-{group}-{i}").group(group).labels(labels or {}).req(cpu=cpu).gated()
+    return b.priority(prio).created(i).info(**kw)
 
 
 def names(result: Preemption) -> list[str]:

@@ -24,20 +24,24 @@ from cogate.controller.provisioning.provreq import State
 from cogate.controller.model.records import (InvalidObject, LabelSelector, LabelSelectorRequirement, NodeInfo,
                                       PodAffinityTerm, PodInfo, Reservation, TopologySpreadConstraint, pod_info)
 from cogate.controller.model.verdicts import GroupRequest, Outcome, PlannerConfig
-from tests.builders import group_request, node, pod, raw_pod
+from tests.builders import group_request, node, pod as pod_, raw_pod
 
 NOW = 1_000.0
 CFG = PlannerConfig()
 
 
 def bound(name: str, on: str, cpu: float) -> PodInfo:
-    return pod(name, "batch").uid("u-" + name).on(on).req(cpu=cpu).created(0).info()
+    return pod_(name, "batch").uid("u-" + name).on(on).req(cpu=cpu).created(0).info()
 
 
-def member(i: int, cpu: float = 1, group: str = "g", prio: int = 0, **kw) -> PodInfo:
-    kw.setdefault("gates", (GATE,))
-    return PodInfo("team", f"{group}-{i}", f"u-{group}-{i}", labels={POD_GROUP_LABEL: group},
-                   requests={"cpu": int(cpu * 1000)}, priority=prio, created=float(i), **kw)
+def member(i: int, cpu: float = 1, group: str = "g", prio: int = 0, gates=(GATE,), node_name: str = "",
+           phase: str = "Pending", **kw) -> PodInfo:
+    b = pod_(f"{group}-{i}").uid(f"u-{group}-{i}").group(group).req(cpu=cpu).priority(prio).created(i)
+    if gates:
+        b.gated(*gates)
+    if node_name:
+        b.on(node_name)
+    return b.phase(phase).info(**kw)
 
 
 def short_names(groups, nodes, pods, promised=()) -> dict[str, list[str]]:
