@@ -17,13 +17,12 @@ FROM ${BASE_IMAGE} AS build
 WORKDIR /src
 # What the webhook, the controller and the certificate bootstrap run (top-level component
 # dirs install as subpackages, see pyproject.toml; without localcluster/ setup.py leaves
-# cogate.localcluster out of the wheel); charts/ because cogate/manifests/ links to the chart's CRD.
+# cogate.localcluster out of the wheel). The CRD is installed by the chart (charts/cogate/crds/), not by the image.
 COPY pyproject.toml setup.py README.md ./
 COPY cogate/ cogate/
 COPY controller/ controller/
 COPY webhook/ webhook/
 COPY certs/ certs/
-COPY charts/cogate/crds/ charts/cogate/crds/
 RUN pip wheel --no-cache-dir --wheel-dir /wheels .
 
 FROM ${BASE_IMAGE}

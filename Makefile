@@ -42,7 +42,7 @@ $(VENV)/.installed: pyproject.toml setup.py
 binaries: $(VENV)/.installed
 	$(PY) -m cogate.localcluster.build
 	@for r in $(OTHER_RELEASES); do $(PY) -m cogate.localcluster.build --kubernetes-version $$r etcd kubernetes kwok || exit 1; done
-	$(PY) -m cogate.localcluster.host.pauseimage
+	$(PHASE) "build pause image" -- $(PY) -m cogate.localcluster.host.pauseimage
 
 # The container image from the Dockerfile with buildah (installed with apt-get when missing
 # and run as root), a local Debian 12 stand-in for the python:3.11-slim base; prints the
@@ -53,20 +53,25 @@ image: $(VENV)/.installed
 demo: $(VENV)/.installed
 	$(VENV)/bin/cogate demo
 
+# Each test phase's elapsed time goes to $$COGATE_PHASES_FILE when set (.ci/run prints the table;
+# localcluster/phases.py), as does each Go build (cogate.localcluster.build).
+PHASE := $(PYTHON) localcluster/phases.py run
+
 test: binaries
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
+	$(PHASE) "tests: full suite on the default release" -- $(VENV)/bin/pytest $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory test-releases
 
 # RELEASE_SUBSET on each of OTHER_RELEASES, then NATIVE_SUBSET with GenericWorkload on for NATIVE_RELEASES.
 test-releases: binaries
 	@for r in $(OTHER_RELEASES); do \
 		echo "== Kubernetes $$r: $(RELEASE_SUBSET)"; \
-		COGATE_KUBERNETES_VERSION=$$r $(VENV)/bin/pytest -m e2e $(PYTEST_ARGS) $(RELEASE_SUBSET) || exit 1; \
+		COGATE_KUBERNETES_VERSION=$$r $(PHASE) "tests: release subset on $$r" -- \
+			$(VENV)/bin/pytest -m e2e $(PYTEST_ARGS) $(RELEASE_SUBSET) || exit 1; \
 	done
 	@for r in $(NATIVE_RELEASES); do \
 		echo "== Kubernetes $$r with GenericWorkload=true: $(NATIVE_SUBSET)"; \
 		COGATE_KUBERNETES_VERSION=$$r COGATE_FEATURE_GATES=GenericWorkload=true \
-			$(VENV)/bin/pytest -m e2e $(PYTEST_ARGS) $(NATIVE_SUBSET) || exit 1; \
+			$(PHASE) "tests: native subset on $$r" -- $(VENV)/bin/pytest -m e2e $(PYTEST_ARGS) $(NATIVE_SUBSET) || exit 1; \
 	done
 
 unit: $(VENV)/.installed

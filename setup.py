@@ -21,7 +21,6 @@ PACKAGES = [
     *(f"cogate.controller.{sub}" for sub in CONTROLLER_FOLDERS),
     "cogate.webhook",
     "cogate.certs",
-    "cogate.manifests",  # data only (the PodGroup CRD, a link to the chart's copy)
 ]
 #: The local control plane and its host tooling (the real node, the pause image, the image build).
 LOCAL_CLUSTER_PACKAGES = ["cogate.localcluster", "cogate.localcluster.host"]

@@ -90,6 +90,7 @@ def _phases(fn) -> list[tuple[str, float]]:
     prof.disable()
     stats = pstats.Stats(prof)
     wanted = {("capacity.py", "__init__"): "Snapshot / Room construction",
+              ("room.py", "__init__"): "Snapshot / Room construction",
               ("capacity.py", "room"): "Snapshot.room (free room from the pods)",
               ("preemption.py", "_base_room"): "the room on the planning state's free room",
               ("preemption.py", "_gone_from_view"): "the room without every candidate (per-priority sums)",

@@ -27,31 +27,16 @@ from collections.abc import Callable
 from typing import Any
 
 from cogate import api, cliargs, kube, logs
-from cogate.controller.devices import records as devices, room as devicesroom
-from cogate.controller.preemption import inflight, victims as preemption
-from cogate.controller.provisioning import provreq
-from cogate.controller.model import quota, records, verdicts, volumes
-from cogate.controller.release import refusers
+from cogate.controller import core
+from cogate.controller.devices import feature as devices
+from cogate.controller.preemption import feature as preemption
+from cogate.controller.provisioning import feature as provisioning, provreq
+from cogate.controller.release import feature as release, refusers
+from cogate.controller.model import verdicts
 from cogate.controller.model.config import DEFAULT_WORKERS, ReconcilerConfig
 from cogate.controller.kube.events import EventRecorder
-from cogate.controller.kube.informer import (
-    Caches,
-    Informer,
-    admission_source,
-    budget_source,
-    claim_source,
-    lease_source,
-    name_key,
-    namespaced_key,
-    node_source,
-    pod_source,
-    podgroup_source,
-    resource_quota_source,
-    uid_key,
-    volume_source,
-    wait_all_synced,
-)
-from cogate.controller.status.inputs import group_object
+from cogate.controller.kube.features import Apis, FeatureUnavailable, build_caches
+from cogate.controller.kube.informer import Caches, Informer, wait_all_synced
 from cogate.controller.kube.leader import LEASE_NAME, LeaderElector
 from cogate.controller.kube.metrics import Metrics, serve
 from cogate.controller.planning.patches import PLACEMENTS
@@ -71,14 +56,9 @@ def connection_pool_size(workers: int) -> int:
     handshake) under a release (issue 19: the old ``workers + 16`` was smaller than that)."""
     return workers + max(1, workers // 2) + OTHER_CONNECTIONS
 
-#: Bound, non-terminal pods: what occupies node capacity (kube-scheduler's view).
-BOUND_PODS_FIELD_SELECTOR = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
-#: Unbound pods, for those kube-scheduler nominated a node for (room promised there).
-UNBOUND_PODS_FIELD_SELECTOR = "spec.nodeName=,status.phase!=Succeeded,status.phase!=Failed"
-#: ... that are not members: the members informer has those, and a released member's room is its
-#: reservation. Without it every member's events came twice (issue 19's benchmark: 2.5 more watch
-#: events per member, a slower API server, 1.30x -> 1.43x for a gang of 1,000 on 29 nodes).
-NOMINATED_PODS_LABEL_SELECTOR = f"!{api.POD_GROUP_LABEL}"
+#: The features the controller runs, in the order their informers are built (and the API server
+#: checked for them): each declares what it watches (:mod:`cogate.controller.kube.features`).
+FEATURES = (core.FEATURE, preemption.FEATURE, provisioning.FEATURE, devices.FEATURE, release.FEATURE)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -168,167 +148,66 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def admission_informers(api_client: Any, make: Callable[..., Informer]) -> tuple[tuple[Informer, ...], bool]:
-    """Informers (records: names of pod UPDATE interceptors, :mod:`cogate.controller.release.refusers`) for
-    each of ``refusers.ADMISSION_RESOURCES`` the API server serves in ``admissionregistration.k8s.io/v1``,
-    and whether they cover every such resource it serves in any version (discovery: a kind served
-    only in a beta or alpha version, or a failed discovery, leaves ``--validate-releases auto``
-    dry-running every release)."""
-    from kubernetes import client
-
-    #: The client's typed API per version of the group (a version it lacks cannot be read).
-    version_apis = {"v1": "AdmissionregistrationV1Api", "v1beta1": "AdmissionregistrationV1beta1Api",
-                    "v1alpha1": "AdmissionregistrationV1alpha1Api"}
-    served: dict[str, set[str]] = {}
-    try:
-        group = client.AdmissionregistrationApi(api_client).get_api_group()
-        for v in group.versions or ():
-            api_class = getattr(client, version_apis.get(v.version, ""), None)
-            if api_class is None:
-                raise RuntimeError(f"admissionregistration.k8s.io/{v.version} is unknown to this Kubernetes client")
-            resources = api_class(api_client).get_api_resources().resources or ()
-            served[v.version] = {r.name for r in resources}
-        watched, unwatched = refusers.watched_and_unwatched(served)
-        adm = client.AdmissionregistrationV1Api(api_client)
-        listers = {plural: getattr(adm, "list_" + _snake(refusers.ADMISSION_RESOURCES[plural]), None)
-                   for plural in watched}
-    except Exception as exc:  # noqa: BLE001
-        log.warning("cannot tell which admission webhooks and policies could refuse release patches (discovery "
-                    "failed: %s); every release patch is dry-run first", exc)
-        return (), False
-    unwatched += sorted(p for p, lister in listers.items() if lister is None)  # not in this client
-    if unwatched:
-        log.info("admission resources cogate cannot watch (%s: served only in a pre-release version, or unknown "
-                 "to this client): every release patch is dry-run first", ", ".join(unwatched))
-    informers = tuple(make(plural, admission_source(lister), name_key,
-                           refusers.interceptors_of(refusers.ADMISSION_RESOURCES[plural]))
-                      for plural, lister in listers.items() if lister is not None)
-    return informers, not unwatched
-
-
-def provisioning_api_problem(custom: Any) -> str:
-    """Why ``--provisioning-class`` cannot work here ('' when it can): the API server must serve
-    ``autoscaling.x-k8s.io/v1`` ``provisioningrequests`` (cluster-autoscaler's CRD,
-    ``apis/config/crd/autoscaling.x-k8s.io_provisioningrequests.yaml``); a list of one object is the check."""
-    try:
-        custom.list_cluster_custom_object(provreq.GROUP, provreq.VERSION, provreq.PLURAL, limit=1,
-                                          _request_timeout=10)
-        return ""
-    except Exception as exc:  # noqa: BLE001
-        from cogate.kube import api_status
-
-        if api_status(exc) == 404:
-            return (f"the API server does not serve {provreq.API_VERSION} {provreq.PLURAL}: install "
-                    f"cluster-autoscaler's ProvisioningRequest CRD first")
-        return f"cannot list {provreq.API_VERSION} {provreq.PLURAL}: {exc}"
-
-
-def devices_api_problem(custom: Any) -> str:
-    """Why DRA devices cannot be read ('' when they can): the API server must serve
-    ``resource.k8s.io/v1`` (Kubernetes 1.34+) and RBAC must let cogate list its objects (the
-    chart's ClusterRole does); a list of one ResourceSlice is the check."""
-    try:
-        custom.list_cluster_custom_object(devicesroom.API_GROUP, devicesroom.API_VERSION, "resourceslices", limit=1,
-                                          _request_timeout=10)
-        return ""
-    except Exception as exc:  # noqa: BLE001
-        from cogate.kube import api_status
-
-        if api_status(exc) == 404:
-            return f"the API server does not serve {devicesroom.API_GROUP}/{devicesroom.API_VERSION} (Kubernetes < 1.34)"
-        if api_status(exc) == 403:
-            return (f"RBAC does not let cogate list {devicesroom.API_GROUP} resourceslices (the chart's ClusterRole "
-                    f"grants get/list/watch on {', '.join(devicesroom.RESOURCES)})")
-        return f"cannot list {devicesroom.API_GROUP}/{devicesroom.API_VERSION} resourceslices: {exc}"
-
-
-def _snake(kind: str) -> str:
-    return "".join("_" + c.lower() if c.isupper() else c for c in kind).lstrip("_")
-
-
 def _lease_namespace(flag: str | None) -> str:
     return flag or kube.own_namespace("default")
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``cogate controller``: parse, configure, build the enabled features' informers, connect them to
+    the reconciler, serve metrics, start the informers, elect a leader, run until a signal (module doc).
+    Returns the exit status: 0 after a clean stop, 2 when the controller cannot start."""
     args = build_parser().parse_args(argv)
     logs.configure(args.log_level, args.log_format)
-    from kubernetes import client
-
     try:
         api_client = kube.api_client(args.kubeconfig, pool_size=connection_pool_size(args.workers))
     except Exception as exc:  # noqa: BLE001
         log.error("cannot load Kubernetes client configuration: %s", exc)
         return 2
-    core = client.CoreV1Api(api_client)
-    custom = client.CustomObjectsApi(api_client)
+    apis, metrics, config, stop = typed_apis(api_client), Metrics(), configure(args), threading.Event()
+    try:
+        caches = build_caches(FEATURES, apis, config, args.namespace, informer_factory(metrics))
+    except FeatureUnavailable as exc:
+        log.error("%s", exc)
+        return 2
     identity = f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
-    stop = threading.Event()
-    metrics = Metrics()
-
-    def restarted(name: str):
-        return lambda reason: metrics.watch_restarts.labels(name, reason).inc()
-
-    def counted(name: str):
-        return lambda type_: metrics.informer_events.labels(name, type_).inc()
-
-    def make(name, source, key, convert) -> Informer:
-        list_fn, watch_fn = source
-        return Informer(name, list_fn, watch_fn, key, convert, on_watch_restart=restarted(name),
-                        on_event=counted(name))
-
-    ns = args.namespace
-    caches = Caches(
-        podgroups=make("podgroups", podgroup_source(custom, api.GROUP, api.VERSION, api.PLURAL, ns),
-                       namespaced_key, group_object),
-        members=make("members", pod_source(core, label_selector=api.POD_GROUP_LABEL, namespace=ns),
-                     uid_key, records.pod_info),
-        bound=make("bound-pods", pod_source(core, field_selector=BOUND_PODS_FIELD_SELECTOR), uid_key, records.pod_info),
-        nodes=make("nodes", node_source(core), name_key, records.node_info),
-        claims=make("persistentvolumeclaims", claim_source(core, ns), namespaced_key, volumes.claim_info),
-        volumes=make("persistentvolumes", volume_source(core), name_key, volumes.volume_info),
-        quotas=make("resourcequotas", resource_quota_source(core, ns), namespaced_key, quota.quota_info),
-        nominated=make("nominated-pods", pod_source(core, field_selector=UNBOUND_PODS_FIELD_SELECTOR,
-                                                        label_selector=NOMINATED_PODS_LABEL_SELECTOR), uid_key,
-                       records.nominated_pod_info),
-    )
-    if args.preemption:
-        caches.budgets = make("poddisruptionbudgets", budget_source(client.PolicyV1Api(api_client), ns),
-                              namespaced_key, preemption.budget_info)
-        caches.scheduler_lease = make("kube-scheduler-lease",
-                                      lease_source(client.CoordinationV1Api(api_client), *inflight.SCHEDULER_LEASE),
-                                      namespaced_key, inflight.scheduler_lease)
-    if args.provisioning_class:
-        problem = provisioning_api_problem(custom)
-        if problem:
-            log.error("--provisioning-class %s: %s", args.provisioning_class, problem)
-            return 2
-        if args.provisioning_class not in provreq.KNOWN_CLASSES:
-            log.warning("--provisioning-class %s is not one cluster-autoscaler 1.36 knows (%s); cogate asks with it "
-                        "anyway", args.provisioning_class, ", ".join(provreq.KNOWN_CLASSES))
-        caches.provreqs = make("provisioningrequests",
-                               podgroup_source(custom, provreq.GROUP, provreq.VERSION, provreq.PLURAL, ns,
-                                               label_selector=provreq.GROUP_LABEL),
-                               namespaced_key, provreq.request_info)
-    problem = devices_api_problem(custom)
-    if problem:
-        log.warning("DRA devices are not modelled (%s): members with resource claims are unchecked "
-                    "(--unchecked-constraints %s)", problem, args.unchecked_constraints)
-    else:
-        def dra(plural, key, convert):
-            return make(plural, podgroup_source(custom, devicesroom.API_GROUP, devicesroom.API_VERSION, plural,
-                                                ns if devicesroom.RESOURCES[plural] == "Namespaced" else None),
-                        key, convert)
-
-        caches.resource_slices = dra("resourceslices", name_key, devices.slice_devices)
-        caches.device_classes = dra("deviceclasses", name_key, devices.device_class_info)
-        caches.resource_claims = dra("resourceclaims", namespaced_key, devices.device_claim_info)
-        caches.claim_templates = dra("resourceclaimtemplates", namespaced_key, devices.claim_template_info)
-    if args.validate_releases == "auto":
-        caches.admission, caches.admission_known = admission_informers(api_client, make)
-    recorder = EventRecorder.for_core_api(core, host=identity,
+    recorder = EventRecorder.for_core_api(apis.core, host=identity,
                                           on_emit=lambda t, r: metrics.events.labels(t, r).inc())
-    config = ReconcilerConfig(
+    reconciler = Reconciler(apis.core, apis.custom, caches, config, recorder=recorder, metrics=metrics,
+                            policy=apis.policy if config.pod_disruption_budgets else None)
+    connect(caches, reconciler, metrics)
+    try:
+        server = serve(args.metrics_port, metrics, host=args.metrics_host,
+                       ready=lambda: all(i.has_synced for i in caches.all()) and not stop.is_set())
+    except OSError as exc:
+        log.error("cannot listen on port %s: %s", args.metrics_port, exc)
+        return 2
+    log.info("metrics on port %d; gate %r; placement %s", server.server_port, args.gate_name, args.placement)
+    _stop_on_signals(stop)
+    for inf in (*caches.all(), *caches.admission, *([caches.scheduler_lease] if caches.scheduler_lease else [])):
+        inf.start(stop)
+    recorder.start(stop)
+    # The elector has its own stop event: on SIGTERM it keeps renewing until the
+    # reconcile loop has finished its pass, and only then gives the lease up.
+    stop_elector = threading.Event()
+    elector = elect(args, apis, identity, metrics, reconciler, stop_elector)
+    run(reconciler, caches, stop, elector, stop_elector, metrics)
+    server.shutdown()
+    log.info("stopped")
+    return 0
+
+
+def typed_apis(api_client: Any) -> Apis:
+    """The typed APIs of the official client on ``api_client`` (no request is made)."""
+    from kubernetes import client
+
+    return Apis(core=client.CoreV1Api(api_client), custom=client.CustomObjectsApi(api_client),
+                policy=client.PolicyV1Api(api_client), coordination=client.CoordinationV1Api(api_client),
+                api_client=api_client)
+
+
+def configure(args: argparse.Namespace) -> ReconcilerConfig:
+    """The reconciler's configuration from the parsed flags."""
+    return ReconcilerConfig(
         gate_name=args.gate_name, placement=args.placement, debounce=args.debounce, resync=args.resync,
         evict_on_timeout=args.evict_on_timeout, workers=args.workers,
         recreate_stuck_members=args.recreate_stuck_members, validate_releases=args.validate_releases,
@@ -337,51 +216,45 @@ def main(argv: list[str] | None = None) -> int:
         starvation_seconds=args.starvation_seconds, reservation_ttl_seconds=args.reservation_ttl,
         scheduler_names=frozenset({verdicts.DEFAULT_SCHEDULER, *args.scheduler_names}),
         unchecked=args.unchecked_constraints)
-    reconciler = Reconciler(core, custom, caches, config, recorder=recorder, metrics=metrics,
-                            policy=client.PolicyV1Api(api_client) if args.pod_disruption_budgets else None)
 
-    def invalid(name: str, then=None):
-        def on_invalid(raw, exc):
-            metrics.invalid_objects.labels(name).inc()
-            if then is not None:
-                then(raw, exc)
-        return on_invalid
 
-    caches.podgroups.on_invalid = invalid("podgroups", reconciler.strays.invalid_podgroup)
-    caches.members.on_invalid = invalid("members", reconciler.strays.invalid_member)
-    caches.bound.on_invalid = invalid("bound-pods")
-    caches.nodes.on_invalid = invalid("nodes")
-    caches.claims.on_invalid = invalid("persistentvolumeclaims")  # type: ignore[union-attr]
-    caches.volumes.on_invalid = invalid("persistentvolumes")  # type: ignore[union-attr]
-    caches.quotas.on_invalid = invalid("resourcequotas")  # type: ignore[union-attr]
-    caches.nominated.on_invalid = invalid("nominated-pods")  # type: ignore[union-attr]
-    for name in devicesroom.RESOURCES:
-        inf = {"resourceslices": caches.resource_slices, "deviceclasses": caches.device_classes,
-               "resourceclaims": caches.resource_claims, "resourceclaimtemplates": caches.claim_templates}[name]
-        if inf is not None:
-            inf.on_invalid = invalid(name)
-    if caches.budgets is not None:
-        caches.budgets.on_invalid = invalid("poddisruptionbudgets")
-    if caches.provreqs is not None:
-        caches.provreqs.on_invalid = invalid("provisioningrequests")
+def informer_factory(metrics: Metrics) -> Callable[..., Informer]:
+    """``make(name, (list_fn, watch_fn), key, convert) -> Informer`` counting its watch restarts and
+    events in ``metrics`` under its name."""
+    def make(name, source, key, convert) -> Informer:
+        list_fn, watch_fn = source
+        return Informer(name, list_fn, watch_fn, key, convert,
+                        on_watch_restart=lambda reason: metrics.watch_restarts.labels(name, reason).inc(),
+                        on_event=lambda type_: metrics.informer_events.labels(name, type_).inc())
+    return make
+
+
+def connect(caches: Caches, reconciler: Reconciler, metrics: Metrics) -> None:
+    """The informers' callbacks (after the reconciler's own, registered when it was built): an invalid
+    object is counted, and reported on its group for PodGroups and members (``Strays``); every change
+    requests a pass (a member's through ``on_member_event``), an admission object's too (a pass logs
+    what could refuse a release now); a new kube-scheduler leader refreshes the nominations in flight."""
+    reports = {"podgroups": reconciler.strays.invalid_podgroup, "members": reconciler.strays.invalid_member}
+    for inf in caches.all():
+        inf.on_invalid = _invalid(metrics, inf.name, reports.get(inf.name))
     for inf in caches.all():
         inf.add_handler(reconciler.on_member_event if inf is caches.members else reconciler.enqueue)
     for inf in caches.admission:
-        inf.add_handler(reconciler.enqueue)  # a pass logs what could refuse a release now
-    if caches.scheduler_lease is not None:  # a new kube-scheduler leader: refresh the nominations in flight
+        inf.add_handler(reconciler.enqueue)
+    if caches.scheduler_lease is not None:
         caches.scheduler_lease.add_handler(
             lambda kind, old, new: reconciler.preempting.on_scheduler_lease(kind, old, new) and reconciler.enqueue())
 
-    def ready() -> bool:
-        return all(i.has_synced for i in caches.all()) and not stop.is_set()
 
-    try:
-        server = serve(args.metrics_port, metrics, ready, host=args.metrics_host)
-    except OSError as exc:
-        log.error("cannot listen on port %s: %s", args.metrics_port, exc)
-        return 2
-    log.info("metrics on port %d; gate %r; placement %s", server.server_port, args.gate_name, args.placement)
+def _invalid(metrics: Metrics, name: str, then: Callable[[dict[str, Any], Exception], None] | None = None):
+    def on_invalid(raw, exc):
+        metrics.invalid_objects.labels(name).inc()
+        if then is not None:
+            then(raw, exc)
+    return on_invalid
 
+
+def _stop_on_signals(stop: threading.Event) -> None:
     def on_signal(signum, _frame):
         log.info("signal %d: shutting down", signum)
         stop.set()
@@ -389,32 +262,31 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
 
-    for inf in (*caches.all(), *caches.admission, *([caches.scheduler_lease] if caches.scheduler_lease else [])):
-        inf.start(stop)
-    recorder.start(stop)
 
-    elector: LeaderElector | None = None
-    # The elector has its own stop event: on SIGTERM it keeps renewing until the
-    # reconcile loop has finished its pass, and only then gives the lease up.
-    stop_elector = threading.Event()
-    leading: Callable[[], bool]
-    if args.leader_elect:
-        from kubernetes.client import CoordinationV1Api
-
-        def on_started() -> None:
-            metrics.is_leader.set(1)
-            reconciler.enqueue()
-
-        elector = LeaderElector(CoordinationV1Api(api_client), _lease_namespace(args.leader_election_namespace),
-                                identity, on_started=on_started, on_lost=exit_on_lost)
-        elector.start(stop_elector)
-        leading = elector.is_leader
-    else:
+def elect(args: argparse.Namespace, apis: Apis, identity: str, metrics: Metrics, reconciler: Reconciler,
+          stop: threading.Event) -> LeaderElector | None:
+    """With ``--leader-elect``, a started elector of the Lease (a pass as soon as this process leads;
+    the process exits when it loses the lease); else None, and this process leads."""
+    if not args.leader_elect:
         metrics.is_leader.set(1)
-        leading = lambda: True  # noqa: E731
+        return None
 
-    loop = threading.Thread(target=_reconcile_when_synced, args=(reconciler, caches, stop, leading),
-                            name="reconciler", daemon=True)
+    def on_started() -> None:
+        metrics.is_leader.set(1)
+        reconciler.enqueue()
+
+    elector = LeaderElector(apis.coordination, _lease_namespace(args.leader_election_namespace),
+                            identity, on_started=on_started, on_lost=exit_on_lost)
+    elector.start(stop)
+    return elector
+
+
+def run(reconciler: Reconciler, caches: Caches, stop: threading.Event, elector: LeaderElector | None,
+        stop_elector: threading.Event, metrics: Metrics) -> None:
+    """Reconcile (once every informer synced, while leading) until ``stop``; then wait up to 10 s for
+    the pass in flight, stop the elector and give the lease up if that pass ended (else let it expire)."""
+    loop = threading.Thread(target=_reconcile_when_synced, name="reconciler", daemon=True,
+                            args=(reconciler, caches, stop, elector.is_leader if elector else lambda: True))
     loop.start()
     while not stop.is_set():
         stop.wait(1.0)
@@ -430,9 +302,6 @@ def main(argv: list[str] | None = None) -> int:
         else:  # a write may still be in flight: let the lease expire instead
             log.warning("reconcile pass still running at shutdown; not releasing the lease (it expires in %.0fs)",
                         elector.lease_duration)
-    server.shutdown()
-    log.info("stopped")
-    return 0
 
 
 def exit_on_lost(_exit: Callable[[int], Any] = os._exit) -> None:

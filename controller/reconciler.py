@@ -60,6 +60,7 @@ from cogate.controller.release import native, refusers
 from cogate.controller.model import verdicts
 from cogate.controller.model import quota as quota_mod
 from cogate.controller.status import status as status_mod
+from cogate.controller.status import writes as status_writes
 from cogate.controller.model import replicas
 from cogate.controller.release.ownership import Ownership, api_reader, custom_reader
 from cogate.controller.release.relaying import Relaying
@@ -78,6 +79,8 @@ from cogate.controller.status.inputs import (
     restored_reservations,
 )
 from cogate.controller.memory import GroupMemory, Memories
+from cogate.controller.release.memory import ReleaseMemory
+from cogate.controller.status.memory import StatusMemory
 from cogate.controller.kube.metrics import Metrics
 from cogate.controller.status.notices import log_extra
 from cogate.controller.planning.patches import PLACEMENTS
@@ -119,6 +122,14 @@ class Applied:
     wake_at: float | None = None
 
 
+def _check(config: ReconcilerConfig) -> None:
+    """Raises ``ValueError`` for a ``placement`` or ``validate_releases`` the reconciler does not know."""
+    if config.placement not in PLACEMENTS:
+        raise ValueError(f"placement: {config.placement!r} not in {PLACEMENTS}")
+    if config.validate_releases not in refusers.VALIDATION_MODES:
+        raise ValueError(f"validate_releases: {config.validate_releases!r} not in {refusers.VALIDATION_MODES}")
+
+
 class Reconciler:
     """Runs decision passes; see the module doc. ``core``/``custom`` are the client APIs
     (``CoreV1Api``, ``CustomObjectsApi``) or fakes with the same methods. Without ``decide``
@@ -133,10 +144,7 @@ class Reconciler:
                  decide: DecideFn | None = None, policy: Any = None,
                  clock: Callable[[], float] = time.time, monotonic: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], None] = time.sleep) -> None:
-        if config.placement not in PLACEMENTS:
-            raise ValueError(f"placement: {config.placement!r} not in {PLACEMENTS}")
-        if config.validate_releases not in refusers.VALIDATION_MODES:
-            raise ValueError(f"validate_releases: {config.validate_releases!r} not in {refusers.VALIDATION_MODES}")
+        _check(config)
         self.caches = caches
         self.config = config
         self.metrics = metrics or Metrics()
@@ -145,23 +153,13 @@ class Reconciler:
                              workers=config.workers, sleep=sleep, monotonic=monotonic)
         self._decide = decide
         #: The incremental planner's state (None when ``decide`` is scripted); guarded by its lock.
-        self.planning: PlanningState | None = None
+        self.planning: PlanningState | None = PlanningState() if decide is None else None
         self._planning_lock = threading.Lock()
         #: DRA devices in the planning state (:mod:`cogate.controller.devices.room`).
         self.devices = Devices(caches.resource_slices, caches.device_classes, caches.resource_claims,
                                caches.claim_templates, caches.nodes, caches.bound)
-        if decide is None:
-            self.planning = PlanningState()
-            caches.bound.add_handler(self.on_bound_pod_event)
-            caches.nodes.add_handler(self.on_node_event)
-            for n in caches.nodes.snapshot():
-                self.on_node_event("ADDED", None, n)
-            for p in caches.bound.snapshot():
-                self.on_bound_pod_event("ADDED", None, p)
-            if caches.nominated is not None:
-                caches.nominated.add_handler(self.on_nominated_pod_event)
-                for p in caches.nominated.snapshot():
-                    self.on_nominated_pod_event("ADDED", None, p)
+        if self.planning is not None:
+            self._follow_cluster(caches)
         self._clock = clock
         self._monotonic = monotonic
         self.reservations: tuple[Reservation, ...] = ()
@@ -199,6 +197,20 @@ class Reconciler:
                                 read_custom=custom_reader(api_client))
         # A held group's reason, told to its owner and gated members where users look.
         self.relaying = Relaying(self.events, config.gate_name)
+
+    def _follow_cluster(self, caches: Caches) -> None:
+        """Keep the planning state current from the nodes, bound-pods and nominated-pods informers:
+        their handlers registered (after the devices room's), their stores fed in as ADDED."""
+        caches.bound.add_handler(self.on_bound_pod_event)
+        caches.nodes.add_handler(self.on_node_event)
+        for n in caches.nodes.snapshot():
+            self.on_node_event("ADDED", None, n)
+        for p in caches.bound.snapshot():
+            self.on_bound_pod_event("ADDED", None, p)
+        if caches.nominated is not None:
+            caches.nominated.add_handler(self.on_nominated_pod_event)
+            for p in caches.nominated.snapshot():
+                self.on_nominated_pod_event("ADDED", None, p)
 
     # -- triggering ----------------------------------------------------------
     def enqueue(self, *_: object) -> None:
@@ -294,7 +306,7 @@ class Reconciler:
             if survey.unreserve:
                 self.reservations = tuple(r for r in self.reservations if r.pod_uid not in survey.unreserve)
             self.guard.dry_run_needed()  # logs when what could refuse a release changes
-            held = {uid for uid, m in self.memory.items() if self.guard.holds(m, now)}
+            held = {uid for uid, m in self.memory.iter_release() if self.guard.holds(m, now)}
             by_key = {(r.namespace, r.name): r for r in requests}
             promised = self.preempting.promises(groups, by_key, self.memory)  # room held for a preemption
             present = self.preempting.present(self.memory)  # read before planning: a victim gone now is gone for it
@@ -429,7 +441,7 @@ class Reconciler:
         if retry is not None:
             deadlines.append(retry)
         for g in groups.values():
-            d = status_mod.timeout_deadline(g.pg, self.memory.recall(g.uid).binding)
+            d = status_mod.timeout_deadline(g.pg, self.memory.recall(g.uid).status.binding)
             if d is not None and d > now:
                 deadlines.append(d)
         return self._monotonic() + (min(deadlines) - now) + WAKE_MARGIN if deadlines else None
@@ -448,50 +460,51 @@ class Reconciler:
         verdict = self.owners.explain(g, request, verdict, now)  # owners that cannot complete the group
         verdict = native.explain(verdict, self._native.get(g.key, ()))  # labelled pods native gang-schedules
         memory = self.memory.recall(g.uid)
-        checked = self.guard.check(g, verdict, memory, now)  # planned nodes again, back-off, dry run
-        findings = self.aftercare.find(g, request, verdict, ctx, memory, checked.refused)
+        checked = self.guard.check(g, verdict, memory.release, now)  # planned nodes again, back-off, dry run
+        findings = self.aftercare.find(g, request, verdict, ctx, memory.release, checked.refused)
         new_status = self._new_status(g, request, verdict, checked.release, findings, memory, now)
         phase = new_status.phase or "Pending"
-        body, later = self._status_body(g, new_status, checked.release, memory)
+        body, later = self._status_body(g, new_status, checked.release, memory.status)
         if body is not None and not self.writer.write_status(*g.key, body):
             self._drop(checked.release)
             return Applied(phase, wake_at=checked.wake_at)  # never ungate before the decision is recorded
         if body is not None:
-            memory.progress_written = self._monotonic()
-        ungated, refused_at = self._ungate_and_announce(g, request, verdict, checked.release, memory, now)
+            memory.status.progress_written = self._monotonic()
+        ungated, refused_at = self._ungate_and_announce(g, request, verdict, checked.release, memory.release, now)
         self.relaying.tell(g, request, new_status, now, self.owners.explained(g.uid),
                            self.owners.staged_owner(g.uid))  # its reason, where users look
-        self.aftercare.act(g, request, findings, ctx, memory, phase, now)
+        self.aftercare.act(g, request, findings, ctx, memory.release, phase, now)
         self._warn_mixed_priorities(g, request, now)
         self._warn_shared_replicas(g, request, now)
-        self.aftercare.time_out(g, request.members, new_status, memory, now)
+        self.aftercare.time_out(g, request.members, new_status, memory.release, now)
         return Applied(phase, int(body is not None), ungated, earliest(checked.wake_at, later, refused_at))
 
     def _new_status(self, g: GroupObject, request: GroupRequest, verdict: GroupVerdict, release: Mapping[str, str],
                     findings: lifecycle.Findings, memory: GroupMemory, now: float) -> PodGroupStatus:
-        """``status.compute`` (the members seen ended go back into ``memory``) with the
+        """``status.compute`` (the members seen ended go back into ``memory.status``) with the
         after-release conditions; a fresh release that releases nothing is not recorded as one."""
         nothing = Outcome(verdict.outcome) is Outcome.RELEASED and bool(verdict.release) and not release
         status_verdict = None if nothing else verdict
-        new_status, memory.ended, memory.binding = status_mod.compute_all(
-            g.pg, request.members, status_verdict, now, self.config.gate_name, memory.ended, memory.binding,
+        kept = memory.status
+        new_status, kept.ended, kept.binding = status_mod.compute_all(
+            g.pg, request.members, status_verdict, now, self.config.gate_name, kept.ended, kept.binding,
             lost=bool(findings.lost))
         new_status = lifecycle.lifecycle_conditions(
             new_status, g.pg.status, g.pg, request.members, status_verdict.outcome if status_verdict else None,
             verdict.message, findings, now)
-        new_status = self.preempting.conditions(new_status, g, memory, now)
-        return self.provisioning.conditions(new_status, g, memory, now)
+        new_status = self.preempting.conditions(new_status, g, memory.preemption, now)
+        return self.provisioning.conditions(new_status, g, memory.provisioning, now)
 
     def _status_body(self, g: GroupObject, new_status: PodGroupStatus, release: Mapping[str, str],
-                     memory: GroupMemory) -> tuple[dict[str, Any] | None, float | None]:
+                     memory: StatusMemory) -> tuple[dict[str, Any] | None, float | None]:
         """The status merge patch to write now (``None``: nothing, or not yet) and ``wake_at``
-        (monotonic seconds) of a numbers-only change held back (``status.write_due``: it waits
-        ``status.PROGRESS_WRITE_SECONDS`` after it first appeared and after the group's last write;
+        (monotonic seconds) of a numbers-only change held back (``writes.write_due``: it waits
+        ``writes.PROGRESS_WRITE_SECONDS`` after it first appeared and after the group's last write;
         a release never waits)."""
-        body = status_mod.status_patch(g.raw_status, new_status)
+        body = status_writes.status_patch(g.raw_status, new_status)
         now = self._monotonic()
-        due = status_mod.write_due(g.raw_status, body, memory.progress_written, now,
-                                   pending_since=memory.progress_pending, releasing=bool(release))
+        due = status_writes.write_due(g.raw_status, body, memory.progress_written, now,
+                                      pending_since=memory.progress_pending, releasing=bool(release))
         if due is not None:  # numbers only ("5 of 8 members present"): the pass at ``due`` writes the latest
             if memory.progress_pending is None:
                 memory.progress_pending = now
@@ -500,7 +513,8 @@ class Reconciler:
         return body, None
 
     def _ungate_and_announce(self, g: GroupObject, request: GroupRequest, verdict: GroupVerdict,
-                             release: Mapping[str, str], memory: GroupMemory, now: float) -> tuple[int, float | None]:
+                             release: Mapping[str, str], memory: ReleaseMemory,
+                             now: float) -> tuple[int, float | None]:
         """After the status is written: the gates of ``release`` go, and the verdict's events;
         (members ungated, ``wake_at`` of a refusal)."""
         outcome = Outcome(verdict.outcome)
@@ -525,7 +539,7 @@ class Reconciler:
             self.metrics.complete_to_release.observe(max(0.0, now - since))
 
     def _release(self, g: GroupObject, outcome: Outcome, verdict: GroupVerdict, release: Mapping[str, str],
-                 memory: GroupMemory, now: float) -> tuple[int, float | None]:
+                 memory: ReleaseMemory, now: float) -> tuple[int, float | None]:
         """Ungate ``release`` (uid -> pin target); a ``Released`` event; (members ungated, ``wake_at``).
         A patch the API server refuses now (after the dry run) is reported and backed off like a
         dry-run refusal."""

@@ -43,7 +43,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import versions
+from . import phases, versions
 
 __all__ = ["cache_dir", "bin_dir", "binary", "outputs", "crd_paths", "ensure_binaries", "build_lock", "run_go",
            "BuildError", "third_party_dir", "source_dir", "MissingSource"]
@@ -333,6 +333,8 @@ def ensure_binaries(tools: list[str] | None = None, log=sys.stderr,
     spent: dict[str, float] = {}
     for tool in tools or list(versions.TOOLS):
         spent[tool] = build_tool(tool, log=log, kubernetes_version=kubernetes_version)
+        if spent[tool]:
+            phases.record(f"build {tool} {versions.tool(tool, kubernetes_version)[1]}", spent[tool])
         print(f"{tool} {versions.tool(tool, kubernetes_version)[1]}: "
               + ("cached" if spent[tool] == 0 else f"built in {spent[tool]:.0f}s")
               + f" -> {bin_dir(tool, kubernetes_version)}", file=log, flush=True)

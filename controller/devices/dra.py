@@ -3,7 +3,8 @@ counted per node like allocatable (issue 17; docs/semantics.md, "Devices (DRA)")
 
 Source: kube-scheduler's DynamicResources plugin (``pkg/scheduler/framework/plugins/dynamicresources``)
 and the structured-parameters allocator (``k8s.io/dynamic-resource-allocation/structured``,
-KEP-4381), Kubernetes 1.34+ (``resource.k8s.io/v1``). Records come from :mod:`cogate.controller.devices.records`.
+KEP-4381), Kubernetes 1.34+ (``resource.k8s.io/v1``). Records come from :mod:`cogate.controller.devices.records`;
+:func:`account` computes a pass from scratch, :mod:`cogate.controller.devices.accountant` the same incrementally.
 
 The model, in the planner's terms:
 
@@ -59,9 +60,8 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from cogate.controller.devices.records import (
     ALL,
@@ -78,7 +78,10 @@ from cogate.controller.devices.records import (
 from cogate.controller.model.records import RESOURCE_CLAIMS, PodInfo, ResourceClaimRef
 
 __all__ = ["DeviceInputs", "DeviceAccount", "Selection", "resource_name", "is_device_resource", "account",
-           "backed_extended", "Accountant", "EMPTY_ACCOUNT", "SUFFIX", "with_devices"]
+           "backed_extended", "EMPTY_ACCOUNT", "SUFFIX", "with_devices",
+           # account()'s steps, which the incremental Accountant (devices/accountant.py) runs too
+           "Need", "claim_users", "member_need", "Signatures", "signature_key", "count_signatures",
+           "allocated_devices", "devices_by_node", "node_devices", "resolve_member", "device_resources"]
 
 #: Every device resource name ends with this (no Kubernetes resource name has a space).
 SUFFIX = " devices"
@@ -129,7 +132,8 @@ class DeviceInputs:
     claims: Mapping[tuple[str, str], DeviceClaimInfo] = field(default_factory=dict)
     templates: Mapping[tuple[str, str], ClaimSpec] = field(default_factory=dict)
     version: int = 0
-    #: Changes whenever a claim changes (0: unknown, :class:`Accountant` then reads every claim).
+    #: Changes whenever a claim changes (0: unknown, the
+    #: :class:`~cogate.controller.devices.accountant.Accountant` then reads every claim).
     claims_version: int = 0
 
 
@@ -184,7 +188,11 @@ class Selection:
 
 
 @dataclass
-class _Need:
+class Need:
+    """What one gated member asks of devices (:func:`member_need`): ``wants`` per claim request,
+    ``extended`` per DRA-backed extended resource, and the claims it cannot be planned for
+    (``unchecked``) or scheduled with (``problems``), as messages."""
+
     member: PodInfo
     wants: list[tuple[Signature, str, int]] = field(default_factory=list)  # (signature, mode, count)
     #: DRA-backed extended resources the member requests: (signature, resource name, count).
@@ -194,7 +202,7 @@ class _Need:
 
 
 def _spec_of(ref: ResourceClaimRef, m: PodInfo, inputs: DeviceInputs,
-             need: _Need) -> tuple[str, ClaimSpec | None, DeviceClaimInfo | None]:
+             need: Need) -> tuple[str, ClaimSpec | None, DeviceClaimInfo | None]:
     """(claim name for messages, spec to plan from, the claim when it exists)."""
     if ref.claim:
         c = inputs.claims.get((m.namespace, ref.claim))
@@ -213,7 +221,7 @@ def _spec_of(ref: ResourceClaimRef, m: PodInfo, inputs: DeviceInputs,
     return f"{ref.name} (from template {ref.template})", spec, None
 
 
-def _users(members: Sequence[PodInfo]) -> dict[tuple[str, str], list[PodInfo]]:
+def claim_users(members: Sequence[PodInfo]) -> dict[tuple[str, str], list[PodInfo]]:
     """Claim (namespace, name) -> the gated members naming it (a claim several share)."""
     users: dict[tuple[str, str], list[PodInfo]] = {}
     for m in members:
@@ -230,15 +238,15 @@ def _order(p: PodInfo) -> tuple[float, str, str, str]:
     return (p.created, p.namespace, p.name, p.uid)
 
 
-def _need(m: PodInfo, inputs: DeviceInputs, ext: Mapping[str, str | None],
-          users: Mapping[tuple[str, str], list[PodInfo]]) -> _Need | None:
+def member_need(m: PodInfo, inputs: DeviceInputs, ext: Mapping[str, str | None],
+                users: Mapping[tuple[str, str], list[PodInfo]]) -> Need | None:
     """What member ``m`` asks of devices (None: nothing; bound members are charged, not planned)."""
     if m.node_name:
         return None
     backed = [(k, v) for k, v in m.requests.items() if v > 0 and k in ext] if ext else []
     if not m.resource_claims and not backed:
         return None
-    need = _Need(m)
+    need = Need(m)
     for k, v in backed:
         cls = ext[k]
         if cls is None:
@@ -271,7 +279,7 @@ def _need(m: PodInfo, inputs: DeviceInputs, ext: Mapping[str, str | None],
 
 
 @dataclass
-class _Sigs:
+class Signatures:
     """The pass's signatures: ``selected`` (device keys of each checked one), ``why`` (unchecked
     ones), ``modes``, ``ext_name`` (signature -> the extended resource it is asked for as),
     ``all_sigs`` (those asked for with ``All``), ``owner`` (device key -> the signatures it counts
@@ -299,8 +307,8 @@ class _Sigs:
         return self.ext_name.get(sig) or resource_name(sig)
 
 
-def _sig_key(needs: Iterable[_Need]) -> frozenset[tuple[Signature, str, str]]:
-    """What :func:`_signatures` reads of the needs: (signature, mode, extended resource or '')."""
+def signature_key(needs: Iterable[Need]) -> frozenset[tuple[Signature, str, str]]:
+    """What :func:`count_signatures` reads of the needs: (signature, mode, extended resource or '')."""
     out: set[tuple[Signature, str, str]] = set()
     for n in needs:
         out.update((sig, mode, "") for sig, mode, _ in n.wants)
@@ -308,7 +316,11 @@ def _sig_key(needs: Iterable[_Need]) -> frozenset[tuple[Signature, str, str]]:
     return frozenset(out)
 
 
-def _signatures(key: frozenset[tuple[Signature, str, str]], inputs: DeviceInputs, selection: Selection) -> _Sigs:
+def count_signatures(key: frozenset[tuple[Signature, str, str]], inputs: DeviceInputs,
+                     selection: Selection) -> Signatures:
+    """The pass's :class:`Signatures` from :func:`signature_key`'s ``key``: the devices each selects
+    (``selection``), ``All`` requests overlapping others unchecked, the laminar test and each
+    device's signatures."""
     selected: dict[Signature, frozenset[tuple[str, str, str]]] = {}
     why_sig: dict[Signature, str] = {}
     modes: dict[Signature, set[str]] = {}
@@ -346,10 +358,10 @@ def _signatures(key: frozenset[tuple[Signature, str, str]], inputs: DeviceInputs
         for k, s in assign(counted).items():
             owner[k] = (s,)
         supersets = {s: (s,) for s in counted}
-    return _Sigs(selected, why_sig, modes, ext_name, all_sigs, owner, supersets, laminar)
+    return Signatures(selected, why_sig, modes, ext_name, all_sigs, owner, supersets, laminar)
 
 
-def _allocated(inputs: DeviceInputs) -> dict[tuple[str, str, str], DeviceClaimInfo]:
+def allocated_devices(inputs: DeviceInputs) -> dict[tuple[str, str, str], DeviceClaimInfo]:
     """Device key -> the claim whose allocation names it."""
     out: dict[tuple[str, str, str], DeviceClaimInfo] = {}
     for c in inputs.claims.values():
@@ -358,7 +370,7 @@ def _allocated(inputs: DeviceInputs) -> dict[tuple[str, str, str], DeviceClaimIn
     return out
 
 
-def _node_part(node: str, keys: Iterable[tuple[str, str, str]], sigs: _Sigs,
+def node_devices(node: str, keys: Iterable[tuple[str, str, str]], sigs: Signatures,
                allocated: Mapping[tuple[str, str, str], DeviceClaimInfo], bound: Mapping[str, str],
                ) -> tuple[dict[str, int], dict[str, dict[str, int]], set[str], dict[str, int]]:
     """One node's device resources: ``(allocatable, charges by holder uid, holders read, held)``."""
@@ -402,7 +414,10 @@ def _node_part(node: str, keys: Iterable[tuple[str, str, str]], sigs: _Sigs,
     return at, charges, read, held
 
 
-def _output(m: PodInfo, need: _Need, sigs: _Sigs) -> PodInfo:
+def resolve_member(m: PodInfo, need: Need, sigs: Signatures) -> PodInfo:
+    """Member ``m`` with its device requests added (count per device resource, 1 for an ``All``
+    request), ``unplanned`` with one entry per unchecked claim in place of ``RESOURCE_CLAIMS``, and
+    the claims' problems in ``volume_problems``."""
     requests = dict(m.requests)
     unchecked = list(need.unchecked)
     for sig, mode, count in need.wants:
@@ -426,7 +441,8 @@ def _output(m: PodInfo, need: _Need, sigs: _Sigs) -> PodInfo:
                                volume_problems=m.volume_problems + tuple(need.problems))
 
 
-def _by_node(devices: Iterable[Device]) -> dict[str, list[tuple[str, str, str]]]:
+def devices_by_node(devices: Iterable[Device]) -> dict[str, list[tuple[str, str, str]]]:
+    """Node -> the keys of its devices (devices of slices for several nodes left out)."""
     out: dict[str, list[tuple[str, str, str]]] = {}
     for d in devices:
         if d.node:
@@ -434,7 +450,8 @@ def _by_node(devices: Iterable[Device]) -> dict[str, list[tuple[str, str, str]]]
     return out
 
 
-def _resources(sigs: _Sigs) -> dict[str, Signature]:
+def device_resources(sigs: Signatures) -> dict[str, Signature]:
+    """Device resource name -> its signature, for every checked signature of the pass."""
     out: dict[str, Signature] = {}
     for sig in sigs.selected:
         out[resource_name(sig, True) if sig in sigs.all_sigs else sigs.res(sig)] = sig
@@ -444,7 +461,8 @@ def _resources(sigs: _Sigs) -> dict[str, Signature]:
 def account(members: Iterable[PodInfo], bound: Mapping[str, str], inputs: DeviceInputs,
             selection: Selection) -> tuple[list[PodInfo], DeviceAccount]:
     """Members with their device requests filled in, and the device resources of the nodes and of
-    the bound pods (module doc), from scratch (:class:`Accountant` gives the same, incrementally).
+    the bound pods (module doc), from scratch
+    (:class:`~cogate.controller.devices.accountant.Accountant` gives the same, incrementally).
 
     ``members``: the labelled pods of a pass (bound ones are returned unchanged: their devices are
     charged through ``charges``); ``bound``: uid -> node of the bound non-terminal pods the planner
@@ -454,238 +472,23 @@ def account(members: Iterable[PodInfo], bound: Mapping[str, str], inputs: Device
     unchecked claim (``"resource claim gpu: device class 'x' not found"``), and ``volume_problems``
     plus the claims' problems. Never raises on well-typed records."""
     members = list(members)
-    users = _users(members)
+    users = claim_users(members)
     ext = backed_extended(inputs.classes)
-    needs = {m.uid: n for m in members if (n := _need(m, inputs, ext, users)) is not None}
-    sigs = _signatures(_sig_key(needs.values()), inputs, selection)
-    allocated = _allocated(inputs)
+    needs = {m.uid: n for m in members if (n := member_need(m, inputs, ext, users)) is not None}
+    sigs = count_signatures(signature_key(needs.values()), inputs, selection)
+    allocated = allocated_devices(inputs)
     allocatable: dict[str, dict[str, int]] = {}
     charges: dict[str, dict[str, int]] = {}
     held: dict[str, dict[str, int]] = {}
-    for node, keys in _by_node(inputs.devices).items():
-        at, ch, _, hd = _node_part(node, keys, sigs, allocated, bound)
+    for node, keys in devices_by_node(inputs.devices).items():
+        at, ch, _, hd = node_devices(node, keys, sigs, allocated, bound)
         if at:
             allocatable[node] = at
         if hd:
             held[node] = hd
         charges.update(ch)
-    out = [m if (n := needs.get(m.uid)) is None else _output(m, n, sigs) for m in members]
-    return out, DeviceAccount(allocatable, charges, _resources(sigs), held)
-
-
-class Accountant:
-    """:func:`account` kept between passes: the same result (property-tested), recomputing only
-    what changed. Per member, its needs while the member record, the claims and templates it names
-    and its sharers are the same objects; the signatures and device assignment while the pass's
-    signatures and ``DeviceInputs.version`` are the same; per node, its device resources while the
-    assignment, the allocations of its devices (``DeviceInputs.claims_version``) and the bound
-    state of their holders (``holders_changed``) are the same. After each call, ``changed_nodes``
-    and ``changed_holders`` name the nodes whose allocatable or held devices and the bound pods
-    whose charges differ from the call before. Not thread-safe."""
-
-    def __init__(self, selection: Selection | None = None) -> None:
-        self.selection = selection or Selection()
-        self.changed_nodes: set[str] = set()
-        self.changed_holders: set[str] = set()
-        self._members: list[PodInfo] = []
-        self._versions: tuple[int, int] | None = None
-        self._needs_by_uid: dict[str, _Need] = {}
-        self._need_keys: dict[str, tuple[Any, ...]] = {}
-        self._outs: dict[str, tuple[_Need, _Sigs, PodInfo]] = {}
-        self._sig_key: Any = None
-        self._sigs: _Sigs | None = None
-        self._devices_version: int | None = None
-        self._by_node: dict[str, list[tuple[str, str, str]]] = {}
-        self._node_of: dict[tuple[str, str, str], str] = {}
-        self._claims_version: int | None = None
-        self._allocated: dict[tuple[str, str, str], DeviceClaimInfo] = {}
-        self._nodes: dict[str, tuple[dict[str, int], dict[str, dict[str, int]], set[str], dict[str, int]]] = {}
-        self._holder_nodes: dict[str, set[str]] = {}
-        self._allocatable: dict[str, dict[str, int]] = {}
-        self._held: dict[str, dict[str, int]] = {}
-        self._charges: dict[str, dict[str, int]] = {}
-        self._account = EMPTY_ACCOUNT
-        self._claim_members: dict[tuple[str, str], set[str]] = {}
-        self._claim_objs: Mapping[tuple[str, str], DeviceClaimInfo] = {}
-
-    def _needs(self, members: list[PodInfo], inputs: DeviceInputs,
-               claims_changed: Collection[tuple[str, str]] | None) -> dict[str, _Need]:
-        versions = (inputs.version, inputs.claims_version)
-        same_members = len(members) == len(self._members) and all(a is b for a, b in zip(members, self._members))
-        if same_members and inputs.claims_version and versions == self._versions:
-            return self._needs_by_uid
-        if (same_members and inputs.claims_version and claims_changed is not None and self._versions is not None
-                and versions[0] == self._versions[0]):
-            # Only the claims in claims_changed changed: only their members' needs may differ.
-            touched = {u for k in claims_changed for u in self._claim_members.get(k, ())}
-            self._versions = versions
-            if not touched:
-                return self._needs_by_uid
-            members = [m for m in members if m.uid in touched]
-            needs = dict(self._needs_by_uid)
-            keys = dict(self._need_keys)
-            users = _users(self._members)
-            ext = backed_extended(inputs.classes)
-            for m in members:
-                need = _need(m, inputs, ext, users)
-                keys[m.uid] = self._need_key(m, inputs, users)
-                if need is None:
-                    needs.pop(m.uid, None)
-                else:
-                    needs[m.uid] = need
-            self._need_keys, self._needs_by_uid = keys, needs
-            return needs
-        users = _users(members)
-        ext = backed_extended(inputs.classes)
-        needs: dict[str, _Need] = {}
-        keys: dict[str, tuple[Any, ...]] = {}
-        for m in members:
-            if m.node_name or (not m.resource_claims and not (ext and any(k in ext for k in m.requests))):
-                continue
-            key = self._need_key(m, inputs, users)
-            old = self._need_keys.get(m.uid)
-            need = self._needs_by_uid.get(m.uid) if old is not None and len(old) == len(key) and all(
-                a is b or a == b for a, b in zip(old, key)) else None
-            if need is None:
-                need = _need(m, inputs, ext, users)
-            keys[m.uid] = key
-            if need is not None:
-                needs[m.uid] = need
-        self._members, self._versions, self._need_keys, self._needs_by_uid = members, versions, keys, needs
-        claim_members: dict[tuple[str, str], set[str]] = {}
-        for m in members:
-            for r in m.resource_claims if not m.node_name else ():
-                claim_members.setdefault((m.namespace, r.claim or r.generated), set()).add(m.uid)
-        self._claim_members = claim_members
-        return needs
-
-    @staticmethod
-    def _need_key(m: PodInfo, inputs: DeviceInputs, users: Mapping[tuple[str, str], list[PodInfo]]) -> tuple[Any, ...]:
-        """What :func:`_need` reads for ``m``: the record, the devices' version, and per claim the
-        claim, the template and the sharers."""
-        return (m, inputs.version, *(
-            (inputs.claims.get((m.namespace, r.claim or r.generated)),
-             inputs.templates.get((m.namespace, r.template)) if r.template else None,
-             tuple(p.uid for p in users.get((m.namespace, r.claim or r.generated), ())))
-            for r in m.resource_claims))
-
-    def account(self, members: Iterable[PodInfo], bound: Mapping[str, str], inputs: DeviceInputs,
-                holders_changed: Collection[str] | None = None,
-                claims_changed: Collection[tuple[str, str]] | None = None) -> tuple[list[PodInfo], DeviceAccount]:
-        """:func:`account`. ``holders_changed``: uids of pods whose bound state may have changed
-        since the last call (None: any); ``claims_changed``: (namespace, name) of the claims that
-        changed since (None: any, templates included). ``inputs.claims_version`` must change whenever
-        a claim or template does (0: unknown, every claim is read), ``inputs.version`` whenever a
-        device or class does."""
-        members = list(members)
-        needs = self._needs(members, inputs, claims_changed)
-        sig_key = _sig_key(needs.values()) if needs is not self._sig_needs else self._sig_key
-        self._sig_needs = needs
-        if self._devices_version != inputs.version:
-            self._by_node = _by_node(inputs.devices)
-            self._node_of = {k: n for n, keys in self._by_node.items() for k in keys}
-        dirty: set[str] | None = None  # None: every node
-        if sig_key != self._sig_key or self._devices_version != inputs.version or self._sigs is None:
-            self._sigs = _signatures(sig_key, inputs, self.selection)
-            self._sig_key = sig_key
-            self._devices_version = inputs.version
-        else:
-            dirty = set()
-        sigs = self._sigs
-        if self._claims_version != inputs.claims_version or not inputs.claims_version:
-            if claims_changed is not None and self._claims_version is not None and inputs.claims_version:
-                allocated = self._allocated  # only the changed claims' allocations move
-                moved: set[tuple[str, str, str]] = set()
-                for ck in claims_changed:
-                    old_c, new_c = self._claim_objs.get(ck), inputs.claims.get(ck)
-                    for k in old_c.allocated if old_c is not None else ():
-                        if allocated.get(k) is old_c:
-                            del allocated[k]
-                            moved.add(k)
-                    for k in new_c.allocated if new_c is not None else ():
-                        allocated[k] = new_c
-                        moved.add(k)
-            else:
-                allocated = _allocated(inputs)
-                moved = {k for k in {*allocated, *self._allocated} if allocated.get(k) is not self._allocated.get(k)}
-            if dirty is not None:
-                node_of = self._node_of
-                dirty.update(node_of[k] for k in moved if k in node_of)
-            self._allocated, self._claims_version = allocated, inputs.claims_version
-        self._claim_objs = inputs.claims
-        if dirty is not None:
-            if holders_changed is None:
-                dirty = None
-            else:
-                for u in holders_changed:
-                    dirty.update(self._holder_nodes.get(u, ()))
-        if dirty is None:
-            dirty = set(self._by_node) | set(self._nodes)
-        changed_nodes: set[str] = set()
-        changed_holders: set[str] = set()
-        empty: tuple[dict[str, int], dict[str, dict[str, int]], set[str], dict[str, int]] = ({}, {}, set(), {})
-        for node in dirty:
-            old = self._nodes.get(node, empty)
-            keys = self._by_node.get(node)
-            new = _node_part(node, keys, sigs, self._allocated, bound) if keys else empty
-            if new == old:
-                continue
-            if new[0] != old[0] or new[3] != old[3]:
-                changed_nodes.add(node)
-                for target, part in ((self._allocatable, new[0]), (self._held, new[3])):
-                    if part:
-                        target[node] = part
-                    else:
-                        target.pop(node, None)
-            for u in old[1]:
-                if self._charges.get(u) == old[1][u] and new[1].get(u) != old[1][u]:
-                    del self._charges[u]
-                    changed_holders.add(u)
-            for u, ch in new[1].items():
-                if self._charges.get(u) != ch:
-                    self._charges[u] = ch
-                    changed_holders.add(u)
-            for u in old[2] - new[2]:
-                held = self._holder_nodes.get(u)
-                if held is not None:
-                    held.discard(node)
-                    if not held:
-                        del self._holder_nodes[u]
-            for u in new[2]:
-                self._holder_nodes.setdefault(u, set()).add(node)
-            if keys:
-                self._nodes[node] = new
-            else:
-                self._nodes.pop(node, None)
-        self.changed_nodes, self.changed_holders = changed_nodes, changed_holders
-        if changed_nodes or changed_holders or self._account.resources is not self._resources_of(sigs):
-            self._account = DeviceAccount(dict(self._allocatable), dict(self._charges), self._resources_of(sigs),
-                                          dict(self._held))
-        out: list[PodInfo] = []
-        outs: dict[str, tuple[_Need, _Sigs, PodInfo]] = {}
-        for m in members:
-            need = needs.get(m.uid)
-            if need is None:
-                out.append(m)
-                continue
-            hit = self._outs.get(m.uid)
-            if hit is not None and hit[0] is need and hit[1] is sigs:
-                r = hit[2]
-            else:
-                r = _output(m, need, sigs)
-            outs[m.uid] = (need, sigs, r)
-            out.append(r)
-        self._outs = outs
-        return out, self._account
-
-    _sig_needs: Any = None
-    _resources_sigs: Any = None
-    _resources_cache: dict[str, Signature] = {}
-
-    def _resources_of(self, sigs: _Sigs) -> dict[str, Signature]:
-        if self._resources_sigs is not sigs:
-            self._resources_sigs, self._resources_cache = sigs, _resources(sigs)
-        return self._resources_cache
+    out = [m if (n := needs.get(m.uid)) is None else resolve_member(m, n, sigs) for m in members]
+    return out, DeviceAccount(allocatable, charges, device_resources(sigs), held)
 
 
 def with_devices(resources: Mapping[str, int], devices: Mapping[str, int] | None) -> dict[str, int]:

@@ -37,14 +37,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from cogate.controller.devices.cel import DeviceView, Quantity, Semver, compile_selector
+from cogate.controller.model.constraints import node_selector_terms
+from cogate.controller.model.readers import boolean, integer, mapping, mappings, sections, text
 from cogate.controller.model.records import (
     InvalidObject,
     NodeSelectorTerm,
-    _node_selector_terms,
-    _obj,
-    _objs,
-    _sections,
-    _str,
 )
 
 __all__ = ["Device", "DeviceClassInfo", "DeviceRequest", "ClaimSpec", "DeviceClaimInfo", "slice_devices",
@@ -130,22 +127,6 @@ class DeviceClaimInfo:
     extended: bool = False
 
 
-def _bool(v: Any, path: str) -> bool:
-    if v is None:
-        return False
-    if not isinstance(v, bool):
-        raise InvalidObject(f"{path}: expected a boolean, got {type(v).__name__}")
-    return v
-
-
-def _int(v: Any, path: str, default: int) -> int:
-    if v is None:
-        return default
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise InvalidObject(f"{path}: expected an integer, got {type(v).__name__}")
-    return v
-
-
 def _quantity(v: Any, path: str) -> Quantity:
     try:
         return Quantity.parse(v)
@@ -160,50 +141,50 @@ def _qualified(name: str, driver: str) -> tuple[str, str]:
 
 
 def _attribute(v: Any, path: str) -> Any:
-    a = _obj(v, path)
+    a = mapping(v, path)
     kinds = [k for k in ("int", "bool", "string", "version") if a.get(k) is not None]
     if len(kinds) != 1:
         raise InvalidObject(f"{path}: exactly one of int, bool, string, version must be set")
     k = kinds[0]
     if k == "int":
-        return _int(a["int"], f"{path}.int", 0)
+        return integer(a["int"], f"{path}.int", 0)
     if k == "bool":
-        return _bool(a["bool"], f"{path}.bool")
+        return boolean(a["bool"], f"{path}.bool")
     if k == "string":
-        return _str(a["string"], f"{path}.string")
+        return text(a["string"], f"{path}.string")
     try:
-        return Semver(_str(a["version"], f"{path}.version"))
+        return Semver(text(a["version"], f"{path}.version"))
     except ValueError as e:
         raise InvalidObject(f"{path}.version: {e}") from e
 
 
 def slice_devices(obj: Mapping[str, Any]) -> tuple[Device, ...]:
     """A v1 ResourceSlice (API JSON) -> its devices; raises InvalidObject naming the field."""
-    _, spec, _ = _sections(obj, "resourceslice")
-    driver = _str(spec.get("driver"), "spec.driver")
+    _, spec, _ = sections(obj, "resourceslice")
+    driver = text(spec.get("driver"), "spec.driver")
     if not driver:
         raise InvalidObject("spec.driver: required")
-    pool = _str(_obj(spec.get("pool"), "spec.pool").get("name"), "spec.pool.name")
-    node = _str(spec.get("nodeName"), "spec.nodeName")
+    pool = text(mapping(spec.get("pool"), "spec.pool").get("name"), "spec.pool.name")
+    node = text(spec.get("nodeName"), "spec.nodeName")
     terms: tuple[NodeSelectorTerm, ...] = ()
     if spec.get("nodeSelector") is not None:
-        terms = _node_selector_terms(_obj(spec["nodeSelector"], "spec.nodeSelector").get("nodeSelectorTerms"),
+        terms = node_selector_terms(mapping(spec["nodeSelector"], "spec.nodeSelector").get("nodeSelectorTerms"),
                                      "spec.nodeSelector.nodeSelectorTerms") or (NodeSelectorTerm(),)
-    all_nodes = _bool(spec.get("allNodes"), "spec.allNodes")
-    per_device = _bool(spec.get("perDeviceNodeSelection"), "spec.perDeviceNodeSelection")
+    all_nodes = boolean(spec.get("allNodes"), "spec.allNodes")
+    per_device = boolean(spec.get("perDeviceNodeSelection"), "spec.perDeviceNodeSelection")
     out = []
-    for dp, d in _objs(spec.get("devices"), "spec.devices"):
-        name = _str(d.get("name"), f"{dp}.name")
+    for dp, d in mappings(spec.get("devices"), "spec.devices"):
+        name = text(d.get("name"), f"{dp}.name")
         attributes: dict[str, dict[str, Any]] = {}
-        for k, v in _obj(d.get("attributes"), f"{dp}.attributes").items():
+        for k, v in mapping(d.get("attributes"), f"{dp}.attributes").items():
             domain, n = _qualified(k, driver)
             attributes.setdefault(domain, {})[n] = _attribute(v, f"{dp}.attributes[{k}]")
         capacity: dict[str, dict[str, Quantity]] = {}
-        for k, v in _obj(d.get("capacity"), f"{dp}.capacity").items():
+        for k, v in mapping(d.get("capacity"), f"{dp}.capacity").items():
             domain, n = _qualified(k, driver)
             cp = f"{dp}.capacity[{k}]"
-            capacity.setdefault(domain, {})[n] = _quantity(_obj(v, cp).get("value"), f"{cp}.value")
-        multiple = _bool(d.get("allowMultipleAllocations"), f"{dp}.allowMultipleAllocations")
+            capacity.setdefault(domain, {})[n] = _quantity(mapping(v, cp).get("value"), f"{cp}.value")
+        multiple = boolean(d.get("allowMultipleAllocations"), f"{dp}.allowMultipleAllocations")
         unmodelled = [what for key, what in (
             ("consumesCounters", "partitionable device (consumesCounters)"),
             ("taints", "device taints"),
@@ -221,46 +202,46 @@ def slice_devices(obj: Mapping[str, Any]) -> tuple[Device, ...]:
 
 def device_class_info(obj: Mapping[str, Any]) -> DeviceClassInfo:
     """A v1 DeviceClass (API JSON) -> :class:`DeviceClassInfo`; raises InvalidObject naming the field."""
-    meta, spec, _ = _sections(obj, "deviceclass")
+    meta, spec, _ = sections(obj, "deviceclass")
     return DeviceClassInfo(
-        name=_str(meta.get("name"), "metadata.name"),
+        name=text(meta.get("name"), "metadata.name"),
         selectors=_selectors(spec.get("selectors"), "spec.selectors"),
-        extended_resource_name=_str(spec.get("extendedResourceName"), "spec.extendedResourceName"),
+        extended_resource_name=text(spec.get("extendedResourceName"), "spec.extendedResourceName"),
     )
 
 
 def _selectors(v: Any, path: str) -> tuple[str, ...]:
     out = []
-    for sp, s in _objs(v, path):
-        cel = _obj(s.get("cel"), f"{sp}.cel")
-        out.append(_str(cel.get("expression"), f"{sp}.cel.expression"))
+    for sp, s in mappings(v, path):
+        cel = mapping(s.get("cel"), f"{sp}.cel")
+        out.append(text(cel.get("expression"), f"{sp}.cel.expression"))
     return tuple(out)
 
 
 def _claim_spec(spec: Mapping[str, Any], path: str) -> ClaimSpec:
-    devices = _obj(spec.get("devices"), f"{path}.devices")
+    devices = mapping(spec.get("devices"), f"{path}.devices")
     requests = []
     unmodelled: list[str] = []
-    for rp, r in _objs(devices.get("requests"), f"{path}.devices.requests"):
-        name = _str(r.get("name"), f"{rp}.name")
+    for rp, r in mappings(devices.get("requests"), f"{path}.devices.requests"):
+        name = text(r.get("name"), f"{rp}.name")
         if r.get("firstAvailable"):
             unmodelled.append(f"request {name}: prioritized alternatives (firstAvailable)")
             continue
-        ex = _obj(r.get("exactly"), f"{rp}.exactly")
+        ex = mapping(r.get("exactly"), f"{rp}.exactly")
         ep = f"{rp}.exactly"
-        mode = _str(ex.get("allocationMode"), f"{ep}.allocationMode", EXACT_COUNT)
+        mode = text(ex.get("allocationMode"), f"{ep}.allocationMode", EXACT_COUNT)
         if mode not in (EXACT_COUNT, ALL):
             raise InvalidObject(f"{ep}.allocationMode: {mode!r} is neither ExactCount nor All")
-        count = _int(ex.get("count"), f"{ep}.count", 1) if mode == EXACT_COUNT else 0
+        count = integer(ex.get("count"), f"{ep}.count", 1) if mode == EXACT_COUNT else 0
         if mode == EXACT_COUNT and count < 1:
             raise InvalidObject(f"{ep}.count: must be at least 1, got {count}")
-        if _bool(ex.get("adminAccess"), f"{ep}.adminAccess"):
+        if boolean(ex.get("adminAccess"), f"{ep}.adminAccess"):
             unmodelled.append(f"request {name}: admin access")
         if ex.get("capacity"):
             unmodelled.append(f"request {name}: consumable capacity")
         if ex.get("tolerations"):
             unmodelled.append(f"request {name}: device taint tolerations")
-        requests.append(DeviceRequest(name, _str(ex.get("deviceClassName"), f"{ep}.deviceClassName"),
+        requests.append(DeviceRequest(name, text(ex.get("deviceClassName"), f"{ep}.deviceClassName"),
                                       _selectors(ex.get("selectors"), f"{ep}.selectors"), mode, count))
     if devices.get("constraints"):
         unmodelled.append("constraints (matchAttribute)")
@@ -269,37 +250,37 @@ def _claim_spec(spec: Mapping[str, Any], path: str) -> ClaimSpec:
 
 def device_claim_info(obj: Mapping[str, Any]) -> DeviceClaimInfo:
     """A v1 ResourceClaim (API JSON) -> :class:`DeviceClaimInfo`; raises InvalidObject naming the field."""
-    meta, spec, status = _sections(obj, "resourceclaim")
-    allocation = _obj(status.get("allocation"), "status.allocation")
+    meta, spec, status = sections(obj, "resourceclaim")
+    allocation = mapping(status.get("allocation"), "status.allocation")
     results = []
     rp0 = "status.allocation.devices.results"
-    for rp, r in _objs(_obj(allocation.get("devices"), "status.allocation.devices").get("results"), rp0):
-        results.append((_str(r.get("driver"), f"{rp}.driver"), _str(r.get("pool"), f"{rp}.pool"),
-                        _str(r.get("device"), f"{rp}.device")))
+    for rp, r in mappings(mapping(allocation.get("devices"), "status.allocation.devices").get("results"), rp0):
+        results.append((text(r.get("driver"), f"{rp}.driver"), text(r.get("pool"), f"{rp}.pool"),
+                        text(r.get("device"), f"{rp}.device")))
     terms: tuple[NodeSelectorTerm, ...] = ()
     if allocation.get("nodeSelector") is not None:
-        terms = _node_selector_terms(
-            _obj(allocation["nodeSelector"], "status.allocation.nodeSelector").get("nodeSelectorTerms"),
+        terms = node_selector_terms(
+            mapping(allocation["nodeSelector"], "status.allocation.nodeSelector").get("nodeSelectorTerms"),
             "status.allocation.nodeSelector.nodeSelectorTerms")
-    reserved = tuple(_str(r.get("uid"), f"{p}.uid") for p, r in _objs(status.get("reservedFor"), "status.reservedFor"))
+    reserved = tuple(text(r.get("uid"), f"{p}.uid") for p, r in mappings(status.get("reservedFor"), "status.reservedFor"))
     return DeviceClaimInfo(
-        namespace=_str(meta.get("namespace"), "metadata.namespace"),
-        name=_str(meta.get("name"), "metadata.name"),
+        namespace=text(meta.get("namespace"), "metadata.namespace"),
+        name=text(meta.get("name"), "metadata.name"),
         spec=_claim_spec(spec, "spec"),
         allocated=tuple(results),
         allocation_terms=terms,
         reserved_for=reserved,
         deleting=meta.get("deletionTimestamp") is not None,
-        extended=(_obj(meta.get("annotations"), "metadata.annotations").get(EXTENDED_RESOURCE_CLAIM) == "true"),
+        extended=(mapping(meta.get("annotations"), "metadata.annotations").get(EXTENDED_RESOURCE_CLAIM) == "true"),
     )
 
 
 def claim_template_info(obj: Mapping[str, Any]) -> tuple[str, str, ClaimSpec]:
     """A v1 ResourceClaimTemplate (API JSON) -> ``(namespace, name, spec of the claims made from it)``;
     raises InvalidObject naming the field."""
-    meta, spec, _ = _sections(obj, "resourceclaimtemplate")
-    inner = _obj(spec.get("spec"), "spec.spec")
-    return (_str(meta.get("namespace"), "metadata.namespace"), _str(meta.get("name"), "metadata.name"),
+    meta, spec, _ = sections(obj, "resourceclaimtemplate")
+    inner = mapping(spec.get("spec"), "spec.spec")
+    return (text(meta.get("namespace"), "metadata.namespace"), text(meta.get("name"), "metadata.name"),
             _claim_spec(inner, "spec.spec"))
 
 

@@ -24,9 +24,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from cogate.controller.devices import dra
+from cogate.controller.devices.accountant import Accountant
 from cogate.controller.devices.records import Device
 from cogate.controller.kube.informer import Informer
 from cogate.controller.model.records import NodeInfo, PodInfo
+from cogate.controller.planning.planstate import PlanningState
 
 __all__ = ["Devices", "API_GROUP", "API_VERSION", "RESOURCES"]
 
@@ -62,7 +64,7 @@ class Devices:
         self.enabled = None not in (slices, classes, claims, templates)
         self._slices, self._classes, self._claims, self._templates = slices, classes, claims, templates
         self._nodes, self._bound = nodes, bound
-        self.accountant = dra.Accountant()
+        self.accountant = Accountant()
         self.selection = self.accountant.selection
         #: The account last put into the planning state.
         self.account: dra.DeviceAccount = dra.EMPTY_ACCOUNT
@@ -126,9 +128,8 @@ class Devices:
         return dra.DeviceInputs(self._devices, self._class_map, self._claim_map, self._template_map, version,
                                 claims_version)
 
-    def resolve(self, members: Iterable[PodInfo], planning: Any | None) -> list[PodInfo]:
-        """``members`` with device requests filled in; the planning state (a
-        :class:`~cogate.controller.planning.planstate.PlanningState`, or None for a scripted ``decide``) gets
+    def resolve(self, members: Iterable[PodInfo], planning: PlanningState | None) -> list[PodInfo]:
+        """``members`` with device requests filled in; the planning state (None for a scripted ``decide``) gets
         the new device resources of the nodes and bound pods whose account changed."""
         members = list(members)
         if not self.enabled:

@@ -121,9 +121,6 @@ class Informer:
         is not healthy may miss objects created meanwhile."""
         return self._healthy and self._synced.is_set()
 
-    def wait_for_sync(self, timeout: float | None = None) -> bool:
-        return self._synced.wait(timeout)
-
     def add_handler(self, handler: Handler) -> None:
         self._handlers.append(handler)
 

@@ -30,13 +30,13 @@ Every call goes through :mod:`cogate.kube` (``api_status``, ``json_body``, and
   pod recreated under its name), then DELETE with a uid precondition: 404 -> gone; a preemption's
   nominations, then its victims, go concurrently on the same threads as gate removals
   (:meth:`Writer.nominate_all`, :meth:`Writer.preempt_all`);
-- PodDisruptionBudgets (opt-in): create, else read and patch ``minAvailable`` of one cogate
-  made; delete.
+- whole objects (PodTemplates, custom objects at coordinates the caller names, the opt-in
+  PodDisruptionBudgets): :attr:`Writer.objects`, a :class:`cogate.controller.kube.objects.Objects`.
 
 Results of writes are stored into the informer caches at once (``Informer.apply_local``), so
-the next pass does not act on its own stale view. Each write answers a :class:`WriteResult`
-(a ``StrEnum``: it equals its old string, so callers comparing with ``"removed"`` and the
-``result`` label of the metrics are unchanged).
+the next pass does not act on its own stale view. Each write answers a
+:class:`~cogate.controller.kube.results.WriteResult` (a ``StrEnum``: it equals its old string, so
+callers comparing with ``"removed"`` and the ``result`` label of the metrics are unchanged).
 """
 
 from __future__ import annotations
@@ -45,13 +45,14 @@ import concurrent.futures
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from cogate import api
 from cogate.controller.model import leftovers
 from cogate.controller.model.config import DEFAULT_WORKERS
 from cogate.controller.kube.metrics import Metrics
+from cogate.controller.kube.objects import Objects
+from cogate.controller.kube.results import REQUEST_TIMEOUT, WriteResult, answer_of
 from cogate.controller.status.notices import log_extra
 from cogate.controller.planning.patches import left_group, release_patch
 from cogate.controller.model.records import PodInfo
@@ -66,41 +67,6 @@ log = logging.getLogger(__name__)
 
 #: ``DisruptionTarget`` reason on a pod cogate preempts (kube-scheduler's is ``PreemptionByScheduler``).
 PREEMPTION_REASON = "PreemptionByCogate"
-
-#: Seconds an API request may take.
-REQUEST_TIMEOUT = 10
-
-
-class WriteResult(StrEnum):
-    """What one write did; also the ``result`` label of its metric. Which write answers which:
-
-    - :meth:`Writer.ungate` (:data:`UNGATE_RESULTS`), :meth:`Writer.check_release`: ``removed``
-      (gate removed), ``ok`` (dry run accepted), ``absent`` (the pod carries no such gate),
-      ``not_found`` (pod gone, or recreated under its name), ``skipped`` (``only_if`` said no),
-      ``refused`` (the API server refused the patch), ``failed``;
-    - :meth:`Writer.evict`: ``evicted``, ``gone``, ``failed``; :meth:`Writer.delete`: ``deleted``,
-      ``gone``, ``failed``;
-    - :meth:`Writer.ensure_pdb`: ``created``, ``updated``, ``unchanged``, ``foreign``, ``failed``;
-      :meth:`Writer.delete_pdb`: ``deleted``, ``absent``, ``foreign``, ``failed``;
-    - :meth:`Writer.write_status` answers a bool; its metric counts ``ok`` and ``error``.
-    """
-
-    REMOVED = "removed"
-    OK = "ok"
-    ABSENT = "absent"
-    NOT_FOUND = "not_found"
-    SKIPPED = "skipped"
-    REFUSED = "refused"
-    FAILED = "failed"
-    EVICTED = "evicted"
-    GONE = "gone"
-    DELETED = "deleted"
-    CREATED = "created"
-    UPDATED = "updated"
-    UNCHANGED = "unchanged"
-    FOREIGN = "foreign"
-    ERROR = "error"
-
 
 #: Results of :meth:`Writer.ungate` (also the ``result`` label of ``cogate_gate_removals_total``).
 UNGATE_RESULTS = (WriteResult.REMOVED, WriteResult.ABSENT, WriteResult.NOT_FOUND, WriteResult.SKIPPED,
@@ -120,21 +86,6 @@ class Refused(Exception):
         self.status = status
 
 
-def answer_of(exc: BaseException) -> str:
-    """The API server's message of an error (the ``Status`` body's ``message``), else its text."""
-    body = getattr(exc, "body", None)
-    if isinstance(body, (bytes, str)):
-        try:
-            import json
-
-            msg = json.loads(body).get("message")
-            if isinstance(msg, str) and msg:
-                return msg
-        except (ValueError, AttributeError):
-            pass
-    return str(getattr(exc, "reason", "") or exc).strip()
-
-
 class Writer:
     """Writes decisions through ``core``/``custom`` (``CoreV1Api``, ``CustomObjectsApi`` or fakes
     with the same methods), updating the ``podgroups`` and ``members`` informer caches with the
@@ -147,6 +98,8 @@ class Writer:
                  monotonic: Callable[[], float] = time.monotonic) -> None:
         self.core = core
         self.custom = custom
+        #: Creates, reads and deletes whole objects (PodTemplates, custom objects, PodDisruptionBudgets).
+        self.objects = Objects(core, custom)
         self.podgroups = podgroups
         self.members = members
         self.gate = gate
@@ -301,10 +254,12 @@ class Writer:
                annotations: Mapping[str, str] | None = None) -> WriteResult:
         """Remove the gate from one pod, pinning it to ``node`` ('' for none); one of :data:`UNGATE_RESULTS`.
 
-        Requests: one guarded patch when a dry run validated it (:meth:`check_release`) or when
-        ``cached`` (the members informer's record of the pod) carries its resourceVersion and
-        affinity (:func:`cached_release_ops`); otherwise, or when that patch fails, read the
-        pod and patch (409/422: read and patch again, up to ``attempts``).
+        Steps: 1. a patch known without a read (:meth:`_known_ops`: one a dry run validated, or
+        built from ``cached``, the members informer's record carrying its resourceVersion and
+        affinity, :func:`cached_release_ops`); 2. that patch sent once, guarded by a ``test`` of
+        the resourceVersion (:meth:`_patch_known`); 3. otherwise, or when it fails, read the pod
+        and patch (:meth:`_patch_read`; 409/422: read and patch again, up to ``attempts``);
+        4. the outcome told apart (refused, gone, failed).
         ``only_if``: a predicate on the freshly read pod (API JSON); ``skipped`` when it is false
         (the pod is always read then).
         ``group``: the PodGroup the pod belongs (or belonged) to, for log lines. ``dry_run``: send
@@ -315,63 +270,16 @@ class Writer:
         pod); its answer is in :attr:`answers` under ``uid``.
         """
         extra = log_extra(namespace, group) if group else None
-
-        def read() -> dict[str, Any]:
-            return json_body(self.core.read_namespaced_pod(name, namespace, _preload_content=False,
-                                                           _request_timeout=REQUEST_TIMEOUT))
-
-        def attempt() -> WriteResult:
-            pod = read()
-            if (pod.get("metadata") or {}).get("uid") != uid:
-                return WriteResult.NOT_FOUND  # deleted and recreated under the same name
-            if only_if is not None and not only_if(pod):
-                return WriteResult.SKIPPED
-            ops = self._release_ops(pod, namespace, name, node, extra, annotations)
-            if ops is None:
-                return WriteResult.ABSENT
-            kwargs: dict[str, Any] = {"dry_run": "All"} if dry_run else {}
-            try:
-                resp = self.core.patch_namespaced_pod(name, namespace, ops,
-                                                      _content_type="application/json-patch+json",
-                                                      _preload_content=False, _request_timeout=REQUEST_TIMEOUT,
-                                                      **kwargs)
-            except Exception as exc:  # noqa: BLE001
-                self._raise_refusal(exc, pod, read)
-                raise
-            if dry_run:
-                rv = (pod.get("metadata") or {}).get("resourceVersion")
-                if rv:
-                    self._validated[uid] = (node, str(rv), ops, time.monotonic())
-                return WriteResult.OK
-            self._remember(self.members, resp, keep=_still_member)
-            return WriteResult.REMOVED
-
-        fast: tuple[str, list[dict[str, Any]]] | None = None
-        validated = None if dry_run or annotations else self._validated.pop(uid, None)
-        if validated is not None and validated[0] == node and time.monotonic() - validated[3] < VALIDATED_FOR:
-            fast = (validated[1], validated[2])
-        elif only_if is None and not annotations and cached is not None and cached.uid == uid:
-            fast = cached_release_ops(cached, self.gate, node)
-        if fast is not None:
-            rv, ops = fast
-            guarded = [{"op": "test", "path": "/metadata/resourceVersion", "value": rv}, *ops]
-            kw: dict[str, Any] = {"dry_run": "All"} if dry_run else {}
-            try:
-                resp = self.core.patch_namespaced_pod(name, namespace, guarded,
-                                                      _content_type="application/json-patch+json",
-                                                      _preload_content=False, _request_timeout=REQUEST_TIMEOUT,
-                                                      **kw)
-                self.answers.pop(uid, None)
-                if dry_run:
-                    self._validated[uid] = (node, rv, ops, time.monotonic())
-                    return WriteResult.OK
-                self._remember(self.members, resp, keep=_still_member)
-                return WriteResult.REMOVED
-            except Exception:  # noqa: BLE001 - changed meanwhile, refused, or anything else: the full path
-                pass            # below reads the pod and tells these apart
+        known = self._known_ops(uid, node, only_if, dry_run=dry_run, cached=cached, annotations=annotations)
+        if known is not None:
+            done = self._patch_known(namespace, name, uid, node, known, dry_run=dry_run)
+            if done is not None:
+                return done
         try:
             # 409/422: re-read; a 422 from the test op usually means the gate is gone already.
-            result = retrying(attempt, attempts=self.attempts, backoff=Backoff(initial=0.2, maximum=5.0),
+            result = retrying(lambda: self._patch_read(namespace, name, uid, node, only_if, extra, dry_run=dry_run,
+                                                       annotations=annotations),
+                              attempts=self.attempts, backoff=Backoff(initial=0.2, maximum=5.0),
                               again=lambda exc: api_status(exc) in (409, 422) and not isinstance(exc, Refused),
                               sleep=self._sleep)
             self.answers.pop(uid, None)
@@ -386,6 +294,78 @@ class Writer:
                 return WriteResult.NOT_FOUND
             log.warning("ungating pod %s/%s failed: %s", namespace, name, exc, extra=extra)
             return WriteResult.FAILED
+
+    def _known_ops(self, uid: str, node: str, only_if: Callable[[dict[str, Any]], bool] | None, *, dry_run: bool,
+                   cached: PodInfo | None,
+                   annotations: Mapping[str, str] | None) -> tuple[str, list[dict[str, Any]]] | None:
+        """Step 1 of :meth:`ungate`: ``(resourceVersion, ops)`` of a release patch known without a
+        read: the one a dry run validated for ``node`` within :data:`VALIDATED_FOR` seconds (taken:
+        used once; never for a dry run or with ``annotations``), else one built from ``cached``
+        (without ``only_if`` and ``annotations``); ``None``: the pod is to be read."""
+        validated = None if dry_run or annotations else self._validated.pop(uid, None)
+        if validated is not None and validated[0] == node and time.monotonic() - validated[3] < VALIDATED_FOR:
+            return validated[1], validated[2]
+        if only_if is None and not annotations and cached is not None and cached.uid == uid:
+            return cached_release_ops(cached, self.gate, node)
+        return None
+
+    def _patch_known(self, namespace: str, name: str, uid: str, node: str, known: tuple[str, list[dict[str, Any]]],
+                     *, dry_run: bool) -> WriteResult | None:
+        """Step 2 of :meth:`ungate`: send ``known`` once, guarded by a ``test`` of its resourceVersion
+        (it applies only to exactly the pod it was built from); ``ok`` (a dry run, remembered as
+        validated) or ``removed``, or ``None`` when it failed for any reason: changed meanwhile,
+        refused, or anything else, which the read path (step 3) tells apart."""
+        rv, ops = known
+        guarded = [{"op": "test", "path": "/metadata/resourceVersion", "value": rv}, *ops]
+        try:
+            resp = self._json_patch(namespace, name, guarded, dry_run=dry_run)
+            self.answers.pop(uid, None)
+            if dry_run:
+                self._validated[uid] = (node, rv, ops, time.monotonic())
+                return WriteResult.OK
+            self._remember(self.members, resp, keep=_still_member)
+            return WriteResult.REMOVED
+        except Exception:  # noqa: BLE001 - the full path reads the pod and tells the failures apart
+            return None
+
+    def _patch_read(self, namespace: str, name: str, uid: str, node: str,
+                    only_if: Callable[[dict[str, Any]], bool] | None, extra: dict[str, str] | None, *,
+                    dry_run: bool, annotations: Mapping[str, str] | None) -> WriteResult:
+        """Step 3 of :meth:`ungate`, one try: read the pod (``not_found`` when recreated under its name,
+        ``skipped`` when ``only_if`` says no, ``absent`` without the gate), build the release patch
+        from it and send it; raises :class:`Refused` when the API server refuses the patch itself,
+        the API error otherwise (the retry loop re-reads on 409/422)."""
+        pod = self._read_pod(namespace, name)
+        if (pod.get("metadata") or {}).get("uid") != uid:
+            return WriteResult.NOT_FOUND  # deleted and recreated under the same name
+        if only_if is not None and not only_if(pod):
+            return WriteResult.SKIPPED
+        ops = self._release_ops(pod, namespace, name, node, extra, annotations)
+        if ops is None:
+            return WriteResult.ABSENT
+        try:
+            resp = self._json_patch(namespace, name, ops, dry_run=dry_run)
+        except Exception as exc:  # noqa: BLE001
+            self._raise_refusal(exc, pod, lambda: self._read_pod(namespace, name))
+            raise
+        if dry_run:
+            rv = (pod.get("metadata") or {}).get("resourceVersion")
+            if rv:
+                self._validated[uid] = (node, str(rv), ops, time.monotonic())
+            return WriteResult.OK
+        self._remember(self.members, resp, keep=_still_member)
+        return WriteResult.REMOVED
+
+    def _read_pod(self, namespace: str, name: str) -> dict[str, Any]:
+        """The pod as stored (API JSON); API errors raised."""
+        return json_body(self.core.read_namespaced_pod(name, namespace, _preload_content=False,
+                                                       _request_timeout=REQUEST_TIMEOUT))
+
+    def _json_patch(self, namespace: str, name: str, ops: list[dict[str, Any]], *, dry_run: bool) -> Any:
+        """Send JSON Patch ``ops`` to pod ``namespace/name`` (``dryRun=All`` when ``dry_run``)."""
+        kwargs: dict[str, Any] = {"dry_run": "All"} if dry_run else {}
+        return self.core.patch_namespaced_pod(name, namespace, ops, _content_type="application/json-patch+json",
+                                              _preload_content=False, _request_timeout=REQUEST_TIMEOUT, **kwargs)
 
     def _raise_refusal(self, exc: BaseException, pod: dict[str, Any], read: Callable[[], dict[str, Any]]) -> None:
         """Raise :class:`Refused` when ``exc`` (from patching ``pod``) is the API server refusing the
@@ -548,121 +528,6 @@ class Writer:
             result, grace = WriteResult.DELETED, None  # terminating already: no API call (as kube-scheduler)
         self.metrics.preemption_victims.labels(result).inc()
         return result, grace
-
-    # -- PodDisruptionBudgets (opt-in) ------------------------------------------
-    def ensure_pdb(self, policy: Any, body: dict[str, Any]) -> WriteResult:
-        """Create the PodDisruptionBudget ``body`` (``policy``: ``PolicyV1Api``); when one of that name
-        exists, set its ``minAvailable`` if cogate made it (:data:`lifecycle.MANAGED_BY_LABEL`).
-        ``created``, ``updated``, ``unchanged``, ``foreign`` (not cogate's: left alone) or ``failed``."""
-        from cogate.controller.status.lifecycle import MANAGED_BY_LABEL
-
-        meta = body["metadata"]
-        ns, name = meta["namespace"], meta["name"]
-        try:
-            policy.create_namespaced_pod_disruption_budget(ns, body, _preload_content=False,
-                                                           _request_timeout=REQUEST_TIMEOUT)
-            return WriteResult.CREATED
-        except Exception as exc:  # noqa: BLE001
-            if api_status(exc) != 409:
-                log.warning("creating PodDisruptionBudget %s/%s failed: %s", ns, name, exc, extra=log_extra(ns, name))
-                return WriteResult.FAILED
-        try:
-            have = json_body(policy.read_namespaced_pod_disruption_budget(name, ns, _preload_content=False,
-                                                                          _request_timeout=REQUEST_TIMEOUT))
-            if ((have.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY_LABEL) != api.COMPONENT:
-                return WriteResult.FOREIGN
-            if (have.get("spec") or {}).get("minAvailable") == body["spec"]["minAvailable"]:
-                return WriteResult.UNCHANGED
-            policy.patch_namespaced_pod_disruption_budget(
-                name, ns, {"spec": {"minAvailable": body["spec"]["minAvailable"]}},
-                _content_type="application/merge-patch+json", _preload_content=False,
-                _request_timeout=REQUEST_TIMEOUT)
-            return WriteResult.UPDATED
-        except Exception as exc:  # noqa: BLE001
-            log.warning("updating PodDisruptionBudget %s/%s failed: %s", ns, name, exc, extra=log_extra(ns, name))
-            return WriteResult.FAILED
-
-    def delete_pdb(self, policy: Any, namespace: str, name: str) -> WriteResult:
-        """Delete the PodDisruptionBudget cogate made for PodGroup ``namespace/name`` (only one
-        labelled as cogate's); ``deleted``, ``absent``, ``foreign`` or ``failed``."""
-        from cogate.controller.status.lifecycle import MANAGED_BY_LABEL
-
-        try:
-            have = json_body(policy.read_namespaced_pod_disruption_budget(name, namespace, _preload_content=False,
-                                                                          _request_timeout=REQUEST_TIMEOUT))
-            if ((have.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY_LABEL) != api.COMPONENT:
-                return WriteResult.FOREIGN
-            uid = (have.get("metadata") or {}).get("uid")
-            policy.delete_namespaced_pod_disruption_budget(
-                name, namespace, body={"preconditions": {"uid": uid}} if uid else None,
-                _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
-            return WriteResult.DELETED
-        except Exception as exc:  # noqa: BLE001
-            if api_status(exc) in (404, 409):
-                return WriteResult.ABSENT
-            log.warning("deleting PodDisruptionBudget %s/%s failed: %s", namespace, name, exc,
-                        extra=log_extra(namespace, name))
-            return WriteResult.FAILED
-
-    # -- provisioning (issue 16) --------------------------------------------------
-    def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
-        """The pod as stored (API JSON), or ``None`` when it is gone or cannot be read (logged)."""
-        try:
-            return json_body(self.core.read_namespaced_pod(name, namespace, _preload_content=False,
-                                                           _request_timeout=REQUEST_TIMEOUT))
-        except Exception as exc:  # noqa: BLE001
-            if api_status(exc) != 404:
-                log.warning("reading pod %s/%s failed: %s", namespace, name, exc)
-            return None
-
-    def create_object(self, body: Mapping[str, Any]) -> tuple[WriteResult, str, dict[str, Any]]:
-        """Create a PodTemplate (``v1``) or a ProvisioningRequest (``provreq.PLURAL``) from
-        ``body``; ``(created | failed, the API server's answer on failure, the object created)``.
-        An object of that name that exists already (409) counts as ``failed``: names are new per
-        attempt, so it is another's."""
-        from cogate.controller.provisioning import provreq
-
-        meta = body["metadata"]
-        ns, name = meta["namespace"], meta["name"]
-        try:
-            if body.get("kind") == "PodTemplate":
-                resp = self.core.create_namespaced_pod_template(ns, body, _preload_content=False,
-                                                                _request_timeout=REQUEST_TIMEOUT)
-            else:
-                group, version = str(body["apiVersion"]).split("/", 1)
-                resp = self.custom.create_namespaced_custom_object(group, version, ns, provreq.PLURAL, body,
-                                                                   _preload_content=False,
-                                                                   _request_timeout=REQUEST_TIMEOUT)
-        except Exception as exc:  # noqa: BLE001
-            answer = answer_of(exc)
-            log.warning("creating %s %s/%s failed: %s", body.get("kind"), ns, name, answer)
-            return WriteResult.FAILED, answer, {}
-        try:
-            raw = json_body(resp)
-        except ValueError:
-            raw = {}
-        return WriteResult.CREATED, "", raw if isinstance(raw, dict) else {}
-
-    def delete_object(self, kind: str, namespace: str, name: str, uid: str = "") -> WriteResult:
-        """Delete a PodTemplate or a ProvisioningRequest (``kind``), with a uid precondition when
-        ``uid`` is given; ``deleted``, ``gone`` (404/409: already gone, or replaced) or ``failed``."""
-        from cogate.controller.provisioning import provreq
-
-        body = {"preconditions": {"uid": uid}} if uid else None
-        try:
-            if kind == "PodTemplate":
-                self.core.delete_namespaced_pod_template(name, namespace, body=body, _preload_content=False,
-                                                         _request_timeout=REQUEST_TIMEOUT)
-            else:
-                self.custom.delete_namespaced_custom_object(provreq.GROUP, provreq.VERSION, namespace,
-                                                            provreq.PLURAL, name, body=body,
-                                                            _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
-            return WriteResult.DELETED
-        except Exception as exc:  # noqa: BLE001
-            if api_status(exc) in (404, 409):
-                return WriteResult.GONE
-            log.warning("deleting %s %s/%s failed: %s", kind, namespace, name, exc)
-            return WriteResult.FAILED
 
     # -- caches ------------------------------------------------------------------
     @staticmethod

@@ -46,7 +46,7 @@ FIELD_MANAGER = "cogate-controller"
 #: Managers counted as cogate: its own, and the Python client's default (the ``User-Agent`` prefix),
 #: which cogate's status writes carried before they named a field manager.
 OWN_FIELD_MANAGERS = frozenset({FIELD_MANAGER, "OpenAPI-Generator"})
-#: Status fields cogate writes (``controller/status/status.py`` ``STATUS_FIELDS``, without ``occupiedBy``,
+#: Status fields cogate writes (``controller/status/writes.py`` ``STATUS_FIELDS``, without ``occupiedBy``,
 #: which cogate keeps as it is).
 STATUS_FIELDS = ("phase", "scheduled", "running", "succeeded", "failed", "scheduleStartTime", "conditions")
 #: Seconds after which a field the API server dropped is sent again (the CRD may have been replaced).

@@ -13,7 +13,7 @@ cogate's rule, applied by :mod:`cogate.controller.planning.planner` once minMemb
   CPU millicores, memory bytes, extended resources and ``pods`` counts), with ``pods`` set to
   minMember as scheduler-plugins sets it (a ``pods`` entry of the user's is replaced).
 * **The rest** (:func:`rest`): per resource, what is asked minus the requests (with the ``pods``
-  slot, :func:`~cogate.controller.planning.capacity.req_with_pod`) of the group's members counted, clamped at
+  slot, :func:`~cogate.controller.planning.room.req_with_pod`) of the group's members counted, clamped at
   0: its bound, non-terminal members and the members this release plans. The same sum as
   scheduler-plugins' (its own pods given back to the free room, then the whole ``minResources``
   compared), said the other way round.

@@ -28,8 +28,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cogate.controller.model.records import InvalidObject, PodInfo, _obj, _sections, _str
-from cogate.controller.model.verdicts import Outcome
+from cogate.controller.model import readers
+from cogate.controller.model.records import InvalidObject, PodInfo
+from cogate.controller.model.verdicts import Outcome, with_note
 from cogate.controller.model.resources import format_quantity, parse_quantity, to_units
 
 __all__ = ["QuotaInfo", "quota_info", "member_usage", "quota_refusal", "explain_waiting"]
@@ -66,7 +67,7 @@ def _base(key: str) -> str:
 
 def _amounts(raw: Any, path: str) -> dict[str, int]:
     out = {}
-    for key, value in _obj(raw, path).items():
+    for key, value in readers.mapping(raw, path).items():
         try:
             out[str(key)] = to_units(_base(str(key)), parse_quantity(value))
         except (ValueError, TypeError) as exc:
@@ -76,15 +77,15 @@ def _amounts(raw: Any, path: str) -> dict[str, int]:
 
 def quota_info(obj: Mapping[str, Any]) -> QuotaInfo:
     """Reduce a v1 ResourceQuota (API JSON). Raises :class:`InvalidObject` naming the field."""
-    meta, spec, status = _sections(obj, "resourcequota")
+    meta, spec, status = readers.sections(obj, "resourcequota")
     return QuotaInfo(
-        namespace=_str(meta.get("namespace"), "metadata.namespace"),
-        name=_str(meta.get("name"), "metadata.name"),
+        namespace=readers.text(meta.get("namespace"), "metadata.namespace"),
+        name=readers.text(meta.get("name"), "metadata.name"),
         # status.hard is what the quota controller enforces (spec.hard as last observed).
         hard=_amounts(status.get("hard", spec.get("hard")), "status.hard"),
         used=_amounts(status.get("used"), "status.used"),
         scoped=bool(spec.get("scopes") or spec.get("scopeSelector")),
-        resource_version=_str(meta.get("resourceVersion"), "metadata.resourceVersion"),
+        resource_version=readers.text(meta.get("resourceVersion"), "metadata.resourceVersion"),
     )
 
 
@@ -151,4 +152,4 @@ def explain_waiting(verdict: Any, request: Any, quotas: Sequence[QuotaInfo]) -> 
         return verdict
     text = (f"{why}: the API server refuses more members at creation (see the owner's FailedCreate "
             "events); members hold quota from creation, gated or not")
-    return dataclasses.replace(verdict, message=f"{verdict.message}; {text}" if verdict.message else text)
+    return with_note(verdict, text)

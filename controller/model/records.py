@@ -2,17 +2,12 @@
 
 The informers hand over API objects as plain dicts (a watch event's
 ``raw_object``); :func:`node_info` and :func:`pod_info` reduce them to the few
-fields capacity planning needs. Matching rules live on the records so each rule
-is in one place:
-
-* :meth:`Toleration.tolerates` - ``v1.Toleration.ToleratesTaint`` (k8s.io/api).
-* :meth:`NodeSelectorTerm.matches` - kube-scheduler NodeAffinity /
-  component-helpers ``nodeaffinity`` (matchExpressions ANDed, operators In,
-  NotIn, Exists, DoesNotExist, Gt, Lt; matchFields on ``metadata.name``; a term
-  without requirements matches nothing).
-* :meth:`LabelSelector.matches` - ``metav1.LabelSelectorAsSelector``.
-* :meth:`HostPort.conflicts` - kube-scheduler NodePorts (``0.0.0.0`` conflicts
-  with every IP of the same protocol and port).
+fields capacity planning needs, reading each field with :mod:`cogate.controller.model.readers`
+(absent is the default, another type an :class:`InvalidObject` naming the field). The
+scheduling constraints a pod or node carries (taints and tolerations, node and label
+selectors, pod (anti-)affinity terms, topology spread, host ports) are records of
+:mod:`cogate.controller.model.constraints`, with their matching rules and readers; they are
+importable from here too.
 
 Units: ResourceList values as in :mod:`cogate.controller.model.resources`; times in
 float epoch seconds (UTC).
@@ -20,19 +15,26 @@ float epoch seconds (UTC).
 
 from __future__ import annotations
 
-import datetime as _dt
 import functools
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import Any
 
 from cogate import gates
 from cogate.api import DEFAULT_SCHEDULER_NAME, POD_GROUP_LABEL, native_gang_field
+from cogate.controller.model.constraints import (HostPort, LabelSelector, LabelSelectorRequirement,
+                                                  NodeSelectorRequirement, NodeSelectorTerm, PodAffinityTerm, Taint,
+                                                  Toleration, TopologySpreadConstraint, host_ports, label_selector,
+                                                  node_selector_terms, pod_affinity_terms, spread_constraints, taints,
+                                                  tolerations)
+from cogate.controller.model.readers import (InvalidObject, array, integer, mapping, mappings, parse_time, sections,
+                                              string_map, text)
 from cogate.controller.model.resources import QuantityError, ResourceList, effective_request, parse_quantity, to_units
-from cogate.models import parse_time as rfc3339_to_epoch
 
+# InvalidObject and parse_time (readers) and the constraint records (constraints) are re-exported: callers import
+# them from here.
 __all__ = [
     "InvalidObject",
     "Taint",
@@ -78,179 +80,6 @@ UNSCHEDULABLE_TAINT_KEY = "node.kubernetes.io/unschedulable"
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 
 
-class InvalidObject(ValueError):
-    """An API object the planner cannot read; the message names the field."""
-
-
-# -- taints and tolerations ----------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Taint:
-    """A node taint. ``effect`` is NoSchedule, PreferNoSchedule or NoExecute."""
-
-    key: str
-    value: str = ""
-    effect: str = ""
-
-    def __str__(self) -> str:
-        kv = f"{self.key}={self.value}" if self.value else self.key
-        return f"{kv}:{self.effect}" if self.effect else kv
-
-
-@dataclass(frozen=True)
-class Toleration:
-    """A pod toleration (``operator`` Equal, the default, or Exists)."""
-
-    key: str = ""
-    operator: str = "Equal"
-    value: str = ""
-    effect: str = ""
-
-    def tolerates(self, taint: Taint) -> bool:
-        """``v1.Toleration.ToleratesTaint``: an empty effect matches every effect,
-        an empty key (with Exists) every key; Equal compares values."""
-        if self.effect and self.effect != taint.effect:
-            return False
-        if self.key and self.key != taint.key:
-            return False
-        if self.operator in ("", "Equal"):
-            return self.value == taint.value
-        if self.operator == "Exists":
-            return True
-        return False
-
-
-# -- node selection ------------------------------------------------------------
-
-
-SET_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
-
-
-def set_based_match(operator: str, key: str, values: Sequence[str], labels: Mapping[str, str]) -> bool:
-    """One set-based requirement against a label map (``metav1.LabelSelectorRequirement``
-    and ``NodeSelectorRequirement`` semantics): In, NotIn (true when the key is absent),
-    Exists, DoesNotExist; any other operator matches nothing."""
-    present = key in labels
-    if operator == "In":
-        return present and labels[key] in values
-    if operator == "NotIn":
-        return not present or labels[key] not in values
-    if operator == "Exists":
-        return present
-    if operator == "DoesNotExist":
-        return not present
-    return False
-
-
-@dataclass(frozen=True)
-class NodeSelectorRequirement:
-    key: str
-    operator: str
-    values: tuple[str, ...] = ()
-
-    def matches(self, labels: Mapping[str, str]) -> bool:
-        """Evaluate against a label map (or ``{"metadata.name": name}`` for fields)."""
-        op = self.operator
-        present = self.key in labels
-        if op in SET_OPERATORS:
-            return set_based_match(op, self.key, self.values, labels)
-        if op in ("Gt", "Lt"):
-            if not present or len(self.values) != 1:
-                return False
-            try:
-                have = int(labels[self.key])
-                want = int(self.values[0])
-            except ValueError:
-                return False
-            return have > want if op == "Gt" else have < want
-        return False  # unknown operator: the term is invalid and matches nothing
-
-
-@dataclass(frozen=True)
-class NodeSelectorTerm:
-    """One ``nodeSelectorTerms`` entry; requirements are ANDed."""
-
-    match_expressions: tuple[NodeSelectorRequirement, ...] = ()
-    match_fields: tuple[NodeSelectorRequirement, ...] = ()
-
-    def matches(self, node: "NodeInfo") -> bool:
-        if not self.match_expressions and not self.match_fields:
-            return False  # an empty term matches no objects
-        for r in self.match_expressions:
-            if not r.matches(node.labels):
-                return False
-        for r in self.match_fields:
-            # only metadata.name is a supported field, with In / NotIn
-            if r.key != "metadata.name" or r.operator not in ("In", "NotIn"):
-                return False
-            if not r.matches({"metadata.name": node.name}):
-                return False
-        return True
-
-
-# -- pod (anti-)affinity -------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class LabelSelectorRequirement:
-    key: str
-    operator: str
-    values: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class LabelSelector:
-    """``metav1.LabelSelector``; an empty selector matches every label set."""
-
-    match_labels: tuple[tuple[str, str], ...] = ()
-    match_expressions: tuple[LabelSelectorRequirement, ...] = ()
-
-    def matches(self, labels: Mapping[str, str]) -> bool:
-        for k, v in self.match_labels:
-            if labels.get(k) != v:
-                return False
-        return all(set_based_match(r.operator, r.key, r.values, labels) for r in self.match_expressions)
-
-
-@dataclass(frozen=True)
-class PodAffinityTerm:
-    """A required pod (anti-)affinity term.
-
-    ``label_selector`` None matches no pod. ``namespaces`` empty and
-    ``namespace_selector`` None mean the owning pod's namespace; an empty
-    ``namespace_selector`` means all namespaces. A non-empty namespace
-    selector cannot be evaluated without Namespace objects: callers treat it
-    conservatively (see planner).
-    """
-
-    topology_key: str
-    label_selector: LabelSelector | None = None
-    namespaces: tuple[str, ...] = ()
-    namespace_selector: LabelSelector | None = None
-
-
-@dataclass(frozen=True)
-class TopologySpreadConstraint:
-    """A ``topologySpreadConstraints`` entry with ``whenUnsatisfiable: DoNotSchedule``
-    (``ScheduleAnyway`` entries only score and are not kept).
-
-    Defaults as kube-scheduler's ``filterTopologySpreadConstraints``
-    (pkg/scheduler/framework/plugins/podtopologyspread/common.go): ``min_domains`` 1,
-    ``node_affinity_policy`` Honor, ``node_taints_policy`` Ignore. ``label_selector`` None
-    matches no pod (``LabelSelectorAsSelector(nil)`` is Nothing). ``match_label_keys`` are
-    merged into the selector with the incoming pod's values (:mod:`cogate.controller.planning.spread`).
-    """
-
-    max_skew: int
-    topology_key: str
-    label_selector: LabelSelector | None = None
-    min_domains: int = 1
-    node_affinity_policy: str = "Honor"
-    node_taints_policy: str = "Ignore"
-    match_label_keys: tuple[str, ...] = ()
-
-
 @dataclass(frozen=True)
 class ResourceClaimRef:
     """One entry of a pod's ``spec.resourceClaims``: ``name`` (the pod's name for it), the
@@ -262,25 +91,6 @@ class ResourceClaimRef:
     claim: str = ""
     template: str = ""
     generated: str = ""
-
-
-@dataclass(frozen=True)
-class HostPort:
-    """A host port a container binds (``hostIP`` '' is stored as ``0.0.0.0``)."""
-
-    port: int
-    protocol: str = "TCP"
-    host_ip: str = "0.0.0.0"
-
-    def conflicts(self, other: "HostPort") -> bool:
-        """kube-scheduler NodePorts: same protocol and port, and same IP or either is 0.0.0.0."""
-        if self.port != other.port or self.protocol != other.protocol:
-            return False
-        return self.host_ip == other.host_ip or "0.0.0.0" in (self.host_ip, other.host_ip)
-
-    def __str__(self) -> str:
-        ip = "" if self.host_ip == "0.0.0.0" else f"{self.host_ip}:"
-        return f"{ip}{self.port}/{self.protocol}"
 
 
 # -- nodes and pods ------------------------------------------------------------
@@ -485,74 +295,16 @@ LWS_SIZE_ANNOTATION = "leaderworkerset.sigs.k8s.io/size"
 # -- API JSON converters ---------------------------------------------------------
 
 
-def parse_time(value: Any, field_name: str = "timestamp") -> float:
-    """A timestamp field of an API object -> epoch seconds; None/'' -> 0.0; epoch numbers and
-    datetimes pass through. Text is parsed by :func:`cogate.models.parse_time` (RFC 3339).
-    Raises InvalidObject naming ``field_name``."""
-    if value in (None, ""):
-        return 0.0
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    if isinstance(value, _dt.datetime):
-        return (value if value.tzinfo else value.replace(tzinfo=_dt.timezone.utc)).timestamp()
-    try:
-        return rfc3339_to_epoch(value)
-    except ValueError:
-        raise InvalidObject(f"{field_name}: invalid timestamp {value!r}") from None
-
-
-def _obj(v: Any, path: str) -> Mapping[str, Any]:
-    if v is None:
-        return {}
-    if not isinstance(v, Mapping):
-        raise InvalidObject(f"{path}: expected an object, got {type(v).__name__}")
-    return v
-
-
-def _sections(obj: Any, kind: str) -> tuple[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]]:
-    """``(metadata, spec, status)`` of an API object of ``kind`` (each ``{}`` when absent);
-    :class:`InvalidObject` when ``obj`` or one of them is not an object."""
-    if not isinstance(obj, Mapping):
-        raise InvalidObject(f"{kind}: expected an object, got {type(obj).__name__}")
-    return _obj(obj.get("metadata"), "metadata"), _obj(obj.get("spec"), "spec"), _obj(obj.get("status"), "status")
-
-
-def _lst(v: Any, path: str) -> list[Any]:
-    if v is None:
-        return []
-    if not isinstance(v, list):
-        raise InvalidObject(f"{path}: expected a list, got {type(v).__name__}")
-    return v
-
-
-_R = TypeVar("_R", NodeSelectorRequirement, LabelSelectorRequirement)
-
-
-def _objs(v: Any, path: str) -> Iterator[tuple[str, Mapping[str, Any]]]:
-    """``(path[i], object)`` for each entry of the list ``v`` at ``path`` (none when null)."""
-    for i, item in enumerate(_lst(v, path)):
-        yield f"{path}[{i}]", _obj(item, f"{path}[{i}]")
-
-
-def _requirement(cls: type[_R], r: Mapping[str, Any], rp: str) -> _R:
-    """A ``key``/``operator``/``values`` requirement (node or label selector) at ``rp``."""
-    return cls(key=_str(r.get("key"), f"{rp}.key"), operator=_str(r.get("operator"), f"{rp}.operator"),
-               values=_strs(r.get("values"), f"{rp}.values"))
-
-
-def _str_map(v: Any, path: str) -> Mapping[str, str]:
-    m = _obj(v, path)
-    items = []
-    for k, val in m.items():
-        if not isinstance(k, str) or not isinstance(val, str):
-            raise InvalidObject(f"{path}.{k}: expected a string value")
-        items.append((sys.intern(k), sys.intern(val)))
-    return _shared_map(tuple(items))
+def _shared_strings(v: Any, path: str) -> Mapping[str, str]:
+    """A string map field (labels, node selector: :func:`~cogate.controller.model.readers.string_map`),
+    interned and shared with the records that hold an equal map."""
+    return _shared_map(tuple((sys.intern(k), sys.intern(val)) for k, val in string_map(v, path).items()))
 
 
 # Sharing equal values between records: the informer caches hold one record per pod, and
 # most pods repeat their neighbours' labels, node selectors and tolerations (a ReplicaSet's
-# pods have one label map; nearly every pod carries the same two default tolerations).
+# pods have one label map; nearly every pod carries the same two default tolerations:
+# :func:`cogate.controller.model.constraints.tolerations`).
 # One canonical object per distinct value (bounded caches, strings interned) cut a record
 # from about 2.7 KB to 0.6 KB in the controller-memory benchmark (bench/controller_memory.py).
 
@@ -562,62 +314,6 @@ def _shared_map(items: tuple[tuple[str, str], ...]) -> Mapping[str, str]:
     return MappingProxyType(dict(items)) if items else _EMPTY
 
 
-@functools.lru_cache(maxsize=2048)
-def _shared_tolerations(items: tuple[tuple[str, str, str, str], ...]) -> tuple[Toleration, ...]:
-    return tuple(Toleration(*t) for t in items)
-
-
-def _str(v: Any, path: str, default: str = "") -> str:
-    if v is None:
-        return default
-    if not isinstance(v, str):
-        raise InvalidObject(f"{path}: expected a string, got {type(v).__name__}")
-    return v
-
-
-def _strs(v: Any, path: str) -> tuple[str, ...]:
-    return tuple(_str(x, f"{path}[{i}]") for i, x in enumerate(_lst(v, path)))
-
-
-def _node_selector_terms(v: Any, path: str) -> tuple[NodeSelectorTerm, ...]:
-    terms = []
-    for tp, t in _objs(v, path):
-        exprs = [tuple(_requirement(NodeSelectorRequirement, r, rp) for rp, r in _objs(t.get(kind), f"{tp}.{kind}"))
-                 for kind in ("matchExpressions", "matchFields")]
-        terms.append(NodeSelectorTerm(match_expressions=exprs[0], match_fields=exprs[1]))
-    return tuple(terms)
-
-
-def _label_selector(v: Any, path: str) -> LabelSelector | None:
-    if v is None:
-        return None
-    m = _obj(v, path)
-    ml = _str_map(m.get("matchLabels"), f"{path}.matchLabels")
-    exprs = tuple(_requirement(LabelSelectorRequirement, r, rp)
-                  for rp, r in _objs(m.get("matchExpressions"), f"{path}.matchExpressions"))
-    return LabelSelector(match_labels=tuple(sorted(ml.items())), match_expressions=exprs)
-
-
-def _pod_affinity_terms(v: Any, path: str) -> tuple[PodAffinityTerm, ...]:
-    return tuple(
-        PodAffinityTerm(
-            topology_key=_str(t.get("topologyKey"), f"{tp}.topologyKey"),
-            label_selector=_label_selector(t.get("labelSelector"), f"{tp}.labelSelector"),
-            namespaces=_strs(t.get("namespaces"), f"{tp}.namespaces"),
-            namespace_selector=_label_selector(t.get("namespaceSelector"), f"{tp}.namespaceSelector"),
-        )
-        for tp, t in _objs(v, path)
-    )
-
-
-def _taints(v: Any, path: str) -> tuple[Taint, ...]:
-    return tuple(
-        Taint(key=_str(t.get("key"), f"{tp}.key"), value=_str(t.get("value"), f"{tp}.value"),
-              effect=_str(t.get("effect"), f"{tp}.effect"))
-        for tp, t in _objs(v, path)
-    )
-
-
 def node_info(obj: Mapping[str, Any]) -> NodeInfo:
     """Reduce a v1 Node (API JSON) to a :class:`NodeInfo`.
 
@@ -625,50 +321,28 @@ def node_info(obj: Mapping[str, Any]) -> NodeInfo:
     (NotReady, Unknown and a missing condition are not ready).
     Raises :class:`InvalidObject` naming the field (e.g. a bad allocatable quantity).
     """
-    meta, spec, status = _sections(obj, "node")
-    name = _str(meta.get("name"), "metadata.name")
+    meta, spec, status = sections(obj, "node")
+    name = text(meta.get("name"), "metadata.name")
     if not name:
         raise InvalidObject("metadata.name: missing")
     alloc: ResourceList = {}
-    for k, raw in _obj(status.get("allocatable"), "status.allocatable").items():
+    for k, raw in mapping(status.get("allocatable"), "status.allocatable").items():
         try:
             alloc[str(k)] = to_units(str(k), parse_quantity(raw))
         except QuantityError as e:
             raise InvalidObject(f"node {name}: status.allocatable.{k}: {e}") from None
     ready = False
-    for _, c in _objs(status.get("conditions"), "status.conditions"):
+    for _, c in mappings(status.get("conditions"), "status.conditions"):
         if c.get("type") == "Ready":
             ready = c.get("status") == "True"
     return NodeInfo(
         name=name,
-        labels=_str_map(meta.get("labels"), "metadata.labels"),
+        labels=_shared_strings(meta.get("labels"), "metadata.labels"),
         allocatable=alloc,
-        taints=_taints(spec.get("taints"), "spec.taints"),
+        taints=taints(spec.get("taints"), "spec.taints"),
         unschedulable=bool(spec.get("unschedulable")),
         ready=ready,
     )
-
-
-def _host_ports(spec: Mapping[str, Any]) -> tuple[HostPort, ...]:
-    """Host ports of containers and init containers (sidecars hold theirs while
-    running; counting plain init containers too only makes the planner stricter)."""
-    out: list[HostPort] = []
-    for kind in ("initContainers", "containers"):
-        for cp, c in _objs(spec.get(kind), f"spec.{kind}"):
-            for pp, p in _objs(c.get("ports"), f"{cp}.ports"):
-                hp = p.get("hostPort")
-                if hp in (None, 0):
-                    continue
-                if not isinstance(hp, int) or isinstance(hp, bool):
-                    raise InvalidObject(f"{pp}.hostPort: expected an integer, got {hp!r}")
-                out.append(
-                    HostPort(
-                        port=hp,
-                        protocol=_str(p.get("protocol"), f"{pp}.protocol") or "TCP",
-                        host_ip=_str(p.get("hostIP"), f"{pp}.hostIP") or "0.0.0.0",
-                    )
-                )
-    return tuple(out)
 
 
 def pod_info(obj: Mapping[str, Any]) -> PodInfo:
@@ -677,9 +351,9 @@ def pod_info(obj: Mapping[str, Any]) -> PodInfo:
     Raises :class:`InvalidObject` naming the field on malformed input (bad
     quantity, wrong types, bad timestamp).
     """
-    meta, spec, status = _sections(obj, "pod")
-    ns = _str(meta.get("namespace"), "metadata.namespace")
-    name = _str(meta.get("name"), "metadata.name")
+    meta, spec, status = sections(obj, "pod")
+    ns = text(meta.get("namespace"), "metadata.namespace")
+    name = text(meta.get("name"), "metadata.name")
     try:
         return _pod_info(meta, spec, status, ns, name)
     except QuantityError as e:
@@ -691,69 +365,47 @@ def pod_info(obj: Mapping[str, Any]) -> PodInfo:
 def _pod_info(
     meta: Mapping[str, Any], spec: Mapping[str, Any], status: Mapping[str, Any], ns: str, name: str
 ) -> PodInfo:
+    """The fields of :class:`PodInfo`, read in this order (the first malformed one raises)."""
     requests = effective_request(spec, status)
-    affinity = _obj(spec.get("affinity"), "spec.affinity")
-    node_aff = _obj(affinity.get("nodeAffinity"), "spec.affinity.nodeAffinity")
-    req_na = node_aff.get("requiredDuringSchedulingIgnoredDuringExecution")
-    na_path = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
-    terms = _node_selector_terms(_obj(req_na, na_path).get("nodeSelectorTerms"), f"{na_path}.nodeSelectorTerms")
-    if req_na is not None and not terms:
-        # API validation requires at least one term; an empty selector matches nothing.
-        terms = (NodeSelectorTerm(),)
-    pa = _obj(affinity.get("podAffinity"), "spec.affinity.podAffinity")
-    paa = _obj(affinity.get("podAntiAffinity"), "spec.affinity.podAntiAffinity")
+    affinity = mapping(spec.get("affinity"), "spec.affinity")
+    node_terms = _required_node_affinity(affinity)
     req = "requiredDuringSchedulingIgnoredDuringExecution"
-    tolerations = _shared_tolerations(tuple(
-        (
-            _str(t.get("key"), f"{tp}.key"),
-            _str(t.get("operator"), f"{tp}.operator") or "Equal",
-            _str(t.get("value"), f"{tp}.value"),
-            _str(t.get("effect"), f"{tp}.effect"),
-        )
-        for tp, t in _objs(spec.get("tolerations"), "spec.tolerations")
-    ))
-    priority = spec.get("priority", 0)
-    if priority is None:
-        priority = 0
-    if not isinstance(priority, int) or isinstance(priority, bool):
-        raise InvalidObject(f"spec.priority: expected an integer, got {priority!r}")
-    owners = _lst(meta.get("ownerReferences"), "metadata.ownerReferences")
+    pa = mapping(affinity.get("podAffinity"), "spec.affinity.podAffinity")
+    paa = mapping(affinity.get("podAntiAffinity"), "spec.affinity.podAntiAffinity")
+    tolerated = tolerations(spec.get("tolerations"), "spec.tolerations")
+    priority = integer(spec.get("priority"), "spec.priority")
+    owners = array(meta.get("ownerReferences"), "metadata.ownerReferences")
     created = parse_time(meta.get("creationTimestamp"), "metadata.creationTimestamp")
-    try:
-        gate_names = gates.names({"spec": spec})
-    except gates.GateShapeError as exc:
-        raise InvalidObject(str(exc)) from None
+    gate_names = _gate_names(spec)
     return PodInfo(
         namespace=sys.intern(ns),
         name=name,
-        uid=_str(meta.get("uid"), "metadata.uid"),
-        labels=_str_map(meta.get("labels"), "metadata.labels"),
-        node_name=sys.intern(_str(spec.get("nodeName"), "spec.nodeName")),
-        phase=sys.intern(_str(status.get("phase"), "status.phase") or "Pending"),
+        uid=text(meta.get("uid"), "metadata.uid"),
+        labels=_shared_strings(meta.get("labels"), "metadata.labels"),
+        node_name=sys.intern(text(spec.get("nodeName"), "spec.nodeName")),
+        phase=sys.intern(text(status.get("phase"), "status.phase") or "Pending"),
         requests=requests,
         gates=gate_names,
-        node_selector=_str_map(spec.get("nodeSelector"), "spec.nodeSelector"),
-        required_node_affinity=terms,
-        tolerations=tolerations,
-        host_ports=_host_ports(spec),
-        required_pod_anti_affinity=_pod_affinity_terms(
-            paa.get(req), f"spec.affinity.podAntiAffinity.{req}"
-        ),
-        required_pod_affinity=_pod_affinity_terms(pa.get(req), f"spec.affinity.podAffinity.{req}"),
+        node_selector=_shared_strings(spec.get("nodeSelector"), "spec.nodeSelector"),
+        required_node_affinity=node_terms,
+        tolerations=tolerated,
+        host_ports=host_ports(spec),
+        required_pod_anti_affinity=pod_affinity_terms(paa.get(req), f"spec.affinity.podAntiAffinity.{req}"),
+        required_pod_affinity=pod_affinity_terms(pa.get(req), f"spec.affinity.podAffinity.{req}"),
         priority=priority,
         created=created,
         deleting=meta.get("deletionTimestamp") is not None,
         has_controller=any(isinstance(o, Mapping) and o.get("controller") is True for o in owners),
-        scheduler_name=sys.intern(_str(spec.get("schedulerName"), "spec.schedulerName") or DEFAULT_SCHEDULER_NAME),
-        resource_version=_str(meta.get("resourceVersion"), "metadata.resourceVersion"),
+        scheduler_name=sys.intern(text(spec.get("schedulerName"), "spec.schedulerName") or DEFAULT_SCHEDULER_NAME),
+        resource_version=text(meta.get("resourceVersion"), "metadata.resourceVersion"),
         unplanned=_unplanned(spec),
-        topology_spread=_spread_constraints(spec.get("topologySpreadConstraints"), "spec.topologySpreadConstraints"),
+        topology_spread=spread_constraints(spec.get("topologySpreadConstraints"), "spec.topologySpreadConstraints"),
         volume_claims=_volume_claims(spec, name),
         resource_claims=_resource_claims(spec, status) if spec.get("resourceClaims") else (),
         disruption=_disruption(status),
         disruption_message=_disruption(status, "message") if status.get("conditions") else "",
         affinity=(affinity or None) if gate_names else None,
-        nominated_node=sys.intern(_str(status.get("nominatedNodeName"), "status.nominatedNodeName")),
+        nominated_node=sys.intern(text(status.get("nominatedNodeName"), "status.nominatedNodeName")),
         replica_size=_replica_size(meta.get("annotations")),
         generation=_generation(meta.get("generation")),
         owner=controller_owner(owners) if POD_GROUP_LABEL in (meta.get("labels") or {}) else (),
@@ -765,6 +417,27 @@ def _pod_info(
                       if gate_names and status.get("nominatedNodeName") else ""),
         native=native_gang_field(spec),
     )
+
+
+def _required_node_affinity(affinity: Mapping[str, Any]) -> tuple[NodeSelectorTerm, ...]:
+    """``nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms`` of
+    ``spec.affinity``; a required selector without terms is one empty term (it matches nothing)."""
+    node_aff = mapping(affinity.get("nodeAffinity"), "spec.affinity.nodeAffinity")
+    req_na = node_aff.get("requiredDuringSchedulingIgnoredDuringExecution")
+    na_path = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    terms = node_selector_terms(mapping(req_na, na_path).get("nodeSelectorTerms"), f"{na_path}.nodeSelectorTerms")
+    if req_na is not None and not terms:
+        # API validation requires at least one term; an empty selector matches nothing.
+        terms = (NodeSelectorTerm(),)
+    return terms
+
+
+def _gate_names(spec: Mapping[str, Any]) -> tuple[str, ...]:
+    """``spec.schedulingGates`` names (:func:`cogate.gates.names`); a malformed list is an InvalidObject."""
+    try:
+        return gates.names({"spec": spec})
+    except gates.GateShapeError as exc:
+        raise InvalidObject(str(exc)) from None
 
 
 #: ``spec.preemptionPolicy`` values (core/v1 ``PreemptionPolicy``).
@@ -779,12 +452,6 @@ def _preemption_policy(v: Any) -> str:
     if v not in PREEMPTION_POLICIES:
         raise InvalidObject(f"spec.preemptionPolicy: expected PreemptLowerPriority or Never, got {v!r}")
     return sys.intern(v)
-
-
-def label_selector(v: Any, path: str) -> LabelSelector | None:
-    """A ``metav1.LabelSelector`` (API JSON) at ``path``: None when null; :class:`InvalidObject`
-    naming the field on garbage (for other modules' converters, e.g. PodDisruptionBudgets)."""
-    return _label_selector(v, path)
 
 
 def nominated_pod_info(obj: Mapping[str, Any]) -> PodInfo | None:
@@ -826,42 +493,17 @@ def controller_owner(owners: Any) -> tuple[str, str, str, str]:
     return ()
 
 
-def _spread_constraints(v: Any, path: str) -> tuple[TopologySpreadConstraint, ...]:
-    """The ``DoNotSchedule`` entries of ``topologySpreadConstraints`` (the only ones kube-scheduler's
-    PodTopologySpread Filter uses; a missing ``whenUnsatisfiable`` is not defaulted here, as the API
-    server requires it)."""
-    out = []
-    for cp, c in _objs(v, path):
-        if _str(c.get("whenUnsatisfiable"), f"{cp}.whenUnsatisfiable", "DoNotSchedule") != "DoNotSchedule":
-            continue
-        skew = c.get("maxSkew", 1)
-        min_domains = c.get("minDomains")
-        for field_name, value in (("maxSkew", skew), ("minDomains", min_domains)):
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
-                raise InvalidObject(f"{cp}.{field_name}: expected an integer, got {value!r}")
-        out.append(TopologySpreadConstraint(
-            max_skew=skew,
-            topology_key=_str(c.get("topologyKey"), f"{cp}.topologyKey"),
-            label_selector=_label_selector(c.get("labelSelector"), f"{cp}.labelSelector"),
-            min_domains=1 if min_domains is None else min_domains,
-            node_affinity_policy=_str(c.get("nodeAffinityPolicy"), f"{cp}.nodeAffinityPolicy") or "Honor",
-            node_taints_policy=_str(c.get("nodeTaintsPolicy"), f"{cp}.nodeTaintsPolicy") or "Ignore",
-            match_label_keys=_strs(c.get("matchLabelKeys"), f"{cp}.matchLabelKeys"),
-        ))
-    return tuple(out)
-
-
 def _volume_claims(spec: Mapping[str, Any], pod_name: str) -> tuple[str, ...]:
     """PVC names of the pod's volumes: ``persistentVolumeClaim.claimName``, and ``<pod>-<volume>``
     for a generic ephemeral volume (k8s.io/component-helpers ``ephemeral.VolumeClaimName``)."""
     out = []
-    for vp, v in _objs(spec.get("volumes"), "spec.volumes"):
+    for vp, v in mappings(spec.get("volumes"), "spec.volumes"):
         pvc = v.get("persistentVolumeClaim")
         if pvc is not None:
-            out.append(_str(_obj(pvc, f"{vp}.persistentVolumeClaim").get("claimName"),
+            out.append(text(mapping(pvc, f"{vp}.persistentVolumeClaim").get("claimName"),
                             f"{vp}.persistentVolumeClaim.claimName"))
         elif v.get("ephemeral") is not None:
-            out.append(f"{pod_name}-{_str(v.get('name'), f'{vp}.name')}")
+            out.append(f"{pod_name}-{text(v.get('name'), f'{vp}.name')}")
     return tuple(out)
 
 
@@ -870,13 +512,13 @@ def _resource_claims(spec: Mapping[str, Any], status: Mapping[str, Any]) -> tupl
     ``name`` -> ``resourceClaimName``, core/v1 ``PodResourceClaimStatus``); raises InvalidObject
     naming the field."""
     made: dict[str, str] = {}
-    for sp, st in _objs(status.get("resourceClaimStatuses"), "status.resourceClaimStatuses"):
-        made[_str(st.get("name"), f"{sp}.name")] = _str(st.get("resourceClaimName"), f"{sp}.resourceClaimName")
+    for sp, st in mappings(status.get("resourceClaimStatuses"), "status.resourceClaimStatuses"):
+        made[text(st.get("name"), f"{sp}.name")] = text(st.get("resourceClaimName"), f"{sp}.resourceClaimName")
     out = []
-    for cp, c in _objs(spec.get("resourceClaims"), "spec.resourceClaims"):
-        name = _str(c.get("name"), f"{cp}.name")
-        claim = _str(c.get("resourceClaimName"), f"{cp}.resourceClaimName")
-        template = _str(c.get("resourceClaimTemplateName"), f"{cp}.resourceClaimTemplateName")
+    for cp, c in mappings(spec.get("resourceClaims"), "spec.resourceClaims"):
+        name = text(c.get("name"), f"{cp}.name")
+        claim = text(c.get("resourceClaimName"), f"{cp}.resourceClaimName")
+        template = text(c.get("resourceClaimTemplateName"), f"{cp}.resourceClaimTemplateName")
         if bool(claim) == bool(template):
             raise InvalidObject(f"{cp}: exactly one of resourceClaimName and resourceClaimTemplateName must be set")
         out.append(ResourceClaimRef(sys.intern(name), claim, template, made.get(name, "") if template else ""))
@@ -887,18 +529,18 @@ def _disruption(status: Mapping[str, Any], key: str = "reason") -> str:
     """Reason (``key`` ``"message"``: message) of a True ``DisruptionTarget`` pod condition (set by
     the scheduler, the Eviction API, the taint manager, the kubelet or cogate's preemption before
     they delete or stop a pod), '' without one."""
-    for cp, c in _objs(status.get("conditions"), "status.conditions"):
+    for cp, c in mappings(status.get("conditions"), "status.conditions"):
         if c.get("type") == "DisruptionTarget" and c.get("status") == "True":
             if key == "message":
-                return _str(c.get("message"), f"{cp}.message")
-            return _str(c.get("reason"), f"{cp}.reason") or "DisruptionTarget"
+                return text(c.get("message"), f"{cp}.message")
+            return text(c.get("reason"), f"{cp}.reason") or "DisruptionTarget"
     return ""
 
 
 def _disruption_since(status: Mapping[str, Any]) -> float:
     """``lastTransitionTime`` of a True ``DisruptionTarget`` condition (epoch seconds), 0.0
     without one or when it is unreadable (never raises: the time only dates a rebuilt record)."""
-    for _, c in _objs(status.get("conditions"), "status.conditions"):
+    for _, c in mappings(status.get("conditions"), "status.conditions"):
         if c.get("type") == "DisruptionTarget" and c.get("status") == "True":
             try:
                 return parse_time(c.get("lastTransitionTime"), "lastTransitionTime")
@@ -931,9 +573,9 @@ def _unplanned(spec: Mapping[str, Any]) -> tuple[str, ...]:
     what stays unchecked once the claims and their PVs are known) and DRA ``resourceClaims``
     (DynamicResources). Hard topology spread is modelled (:mod:`cogate.controller.planning.spread`)."""
     out = []
-    volumes = _lst(spec.get("volumes"), "spec.volumes")
+    volumes = array(spec.get("volumes"), "spec.volumes")
     if any(isinstance(v, Mapping) and (v.get("persistentVolumeClaim") or v.get("ephemeral")) for v in volumes):
         out.append(VOLUME_CLAIMS)
-    if _lst(spec.get("resourceClaims"), "spec.resourceClaims"):
+    if array(spec.get("resourceClaims"), "spec.resourceClaims"):
         out.append(RESOURCE_CLAIMS)
     return tuple(out)

@@ -15,15 +15,19 @@ Times are epoch seconds; pod and node records are :mod:`cogate.controller.model.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from cogate.api import DEFAULT_GATE_NAME, DEFAULT_SCHEDULER_NAME
 from cogate.controller.model.minresources import Short as MinResourcesShort
 from cogate.controller.model.records import RESOURCE_CLAIMS, PodInfo, Reservation
 
+if TYPE_CHECKING:
+    from cogate.models import PodGroup
+
 __all__ = ["Outcome", "GroupRequest", "DEFAULT_SCHEDULER", "UNCHECKED_POLICIES", "DEFAULT_UNCHECKED", "held_constraints", "PlannerConfig", "GroupVerdict",
-           "Decision", "mixed_priorities", "group_priority", "complete_since"]
+           "Decision", "with_note", "mixed_priorities", "group_priority", "complete_since", "min_member_of"]
 
 
 class Outcome(StrEnum):
@@ -82,6 +86,15 @@ class GroupRequest:
     members: tuple[PodInfo, ...]
     min_resources: tuple[tuple[str, int], ...] | None = None
     min_resources_error: str = ""
+
+
+def min_member_of(pg: PodGroup) -> int:
+    """PodGroup ``pg``'s ``spec.minMember``: the controller's one reader of it. An int32 >= 1,
+    1 when unset (:class:`cogate.models.PodGroupSpec` validates and defaults it, as the CRD does).
+    :func:`cogate.controller.status.inputs.build_group_requests` builds ``GroupRequest.min_member``
+    from it, and code holding a :class:`GroupRequest` reads that; this is for code that has only
+    the PodGroup (its status, lifecycle conditions, PodDisruptionBudget)."""
+    return pg.spec.minMember
 
 
 #: kube-scheduler's default profile: the scheduler whose filters the planner models.
@@ -162,6 +175,16 @@ class Decision:
 
 
 # -- small public helpers ---------------------------------------------------------
+
+
+def with_note(verdict: GroupVerdict, text: str) -> GroupVerdict:
+    """``verdict`` (a copy) with ``text`` added to its message after planning: ``"; "`` between
+    the two, none when the message is empty; ``verdict`` itself when ``text`` is empty. The one
+    joining rule for what the shell adds to a verdict's message (a quota that refuses members,
+    pods Kubernetes gang-schedules itself, an owner that cannot complete the group)."""
+    if not text:
+        return verdict
+    return replace(verdict, message=f"{verdict.message}; {text}" if verdict.message else text)
 
 
 def mixed_priorities(group: GroupRequest) -> bool:

@@ -33,15 +33,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from cogate.controller.model.constraints import node_selector_terms
+from cogate.controller.model.readers import mapping, sections, text
 from cogate.controller.model.records import (
     VOLUME_CLAIMS,
     NodeInfo,
     NodeSelectorTerm,
     PodInfo,
-    _node_selector_terms,
-    _obj,
-    _sections,
-    _str,
 )
 
 __all__ = ["ClaimInfo", "VolumeInfo", "claim_info", "volume_info", "resolve", "node_reason", "BIND_COMPLETED",
@@ -75,27 +73,27 @@ class VolumeInfo:
 
 def claim_info(obj: Mapping[str, Any]) -> ClaimInfo:
     """A v1 PersistentVolumeClaim (API JSON) -> :class:`ClaimInfo`; raises InvalidObject naming the field."""
-    meta, spec, status = _sections(obj, "persistentvolumeclaim")
-    ann = _obj(meta.get("annotations"), "metadata.annotations")
+    meta, spec, status = sections(obj, "persistentvolumeclaim")
+    ann = mapping(meta.get("annotations"), "metadata.annotations")
     return ClaimInfo(
-        namespace=_str(meta.get("namespace"), "metadata.namespace"),
-        name=_str(meta.get("name"), "metadata.name"),
-        volume_name=_str(spec.get("volumeName"), "spec.volumeName"),
+        namespace=text(meta.get("namespace"), "metadata.namespace"),
+        name=text(meta.get("name"), "metadata.name"),
+        volume_name=text(spec.get("volumeName"), "spec.volumeName"),
         bind_completed=BIND_COMPLETED in ann,
-        phase=_str(status.get("phase"), "status.phase"),
+        phase=text(status.get("phase"), "status.phase"),
         deleting=meta.get("deletionTimestamp") is not None,
     )
 
 
 def volume_info(obj: Mapping[str, Any]) -> VolumeInfo:
     """A v1 PersistentVolume (API JSON) -> :class:`VolumeInfo`; raises InvalidObject naming the field."""
-    meta, spec, _ = _sections(obj, "persistentvolume")
-    name = _str(meta.get("name"), "metadata.name")
-    required = _obj(spec.get("nodeAffinity"), "spec.nodeAffinity").get("required")
+    meta, spec, _ = sections(obj, "persistentvolume")
+    name = text(meta.get("name"), "metadata.name")
+    required = mapping(spec.get("nodeAffinity"), "spec.nodeAffinity").get("required")
     if required is None:
         return VolumeInfo(name)
     path = "spec.nodeAffinity.required.nodeSelectorTerms"
-    terms = _node_selector_terms(_obj(required, "spec.nodeAffinity.required").get("nodeSelectorTerms"), path)
+    terms = node_selector_terms(mapping(required, "spec.nodeAffinity.required").get("nodeSelectorTerms"), path)
     return VolumeInfo(name, terms or (NodeSelectorTerm(),))
 
 

@@ -7,7 +7,7 @@ named (at most :data:`NAMES_SHOWN`, then "and N more"), quantities written as in
 bytes as ``512Mi``).
 
 * :func:`shortfall`: why more members do not fit a room
-  (:class:`cogate.controller.planning.capacity.Room`): what the smallest missing ones lack, resources
+  (:class:`cogate.controller.planning.room.Room`): what the smallest missing ones lack, resources
   summed over their eligible nodes ("cpu short by 1500m on eligible nodes (at most 500m free
   on one node, a member requests 1)"), or room for one member on one node when the totals
   suffice (fragmentation); the pods terminating on those nodes (kube-scheduler counts a
@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from cogate.controller.model import volumes as _volumes
-from cogate.controller.planning.capacity import Room, Spec, req_with_pod
+from cogate.controller.planning.room import Room, Spec, req_with_pod
 from cogate.controller.model.records import PodInfo
 from cogate.controller.model.resources import format_quantity, format_resources
 from cogate.controller.model.verdicts import DEFAULT_SCHEDULER, PlannerConfig, held_constraints

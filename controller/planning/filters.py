@@ -19,7 +19,7 @@ once per node and member spec (its static filter cache) and
 ``"taint key=value"``, ``"nodeSelector"``, ...): waiting messages count nodes per reason.
 
 InterPodAffinity terms, which the room evaluates against the pods on a node
-(:class:`cogate.controller.planning.capacity.Room`): :func:`domain` is a node's topology domain
+(:class:`cogate.controller.planning.room.Room`): :func:`domain` is a node's topology domain
 for a key (a node without the topology label is not in any domain, except
 ``kubernetes.io/hostname``, which falls back to the node name: stricter);
 :func:`term_matches` says whether a term selects a pod (a required anti-affinity term with
@@ -130,7 +130,7 @@ StaticKey = tuple[
     tuple[tuple[NodeSelectorTerm, ...], ...],
 ]
 #: Everything the filters read from a member: members with equal keys share one
-#: :class:`cogate.controller.planning.capacity.Spec`.
+#: :class:`cogate.controller.planning.room.Spec`.
 SpecKey = tuple[
     StaticKey,
     tuple[tuple[str, int], ...],
@@ -155,7 +155,7 @@ def static_key(pod: PodInfo) -> StaticKey:
 
 def spec_key(pod: PodInfo, anti_active: bool, spread_active: bool = False) -> SpecKey:
     """What the filters read from ``pod``: members with equal keys share one
-    :class:`cogate.controller.planning.capacity.Spec` (labels only while anti-affinity or topology
+    :class:`cogate.controller.planning.room.Spec` (labels only while anti-affinity or topology
     spread is in play)."""
     return (
         static_key(pod),

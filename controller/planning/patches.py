@@ -64,49 +64,59 @@ def pin_ops(spec: Mapping[str, Any], node: str) -> list[dict[str, Any]]:
     if not node:
         return []
     req = pin_requirement(node)
-    term = {"matchFields": [req]}
-    affinity = spec.get("affinity")
-    if affinity is None:
-        return [{"op": "add", "path": "/spec/affinity",
-                 "value": {"nodeAffinity": {_REQUIRED: {"nodeSelectorTerms": [term]}}}}]
-    if not isinstance(affinity, Mapping):
-        raise ValueError("spec.affinity: not an object")
-    node_affinity = affinity.get("nodeAffinity")
-    if node_affinity is None:
-        return [{"op": "add", "path": "/spec/affinity/nodeAffinity",
-                 "value": {_REQUIRED: {"nodeSelectorTerms": [term]}}}]
-    if not isinstance(node_affinity, Mapping):
-        raise ValueError("spec.affinity.nodeAffinity: not an object")
-    required = node_affinity.get(_REQUIRED)
-    base = f"/spec/affinity/nodeAffinity/{_REQUIRED}"
-    if required is None:
-        return [{"op": "add", "path": base, "value": {"nodeSelectorTerms": [term]}}]
-    if not isinstance(required, Mapping):
-        raise ValueError(f"spec.affinity.nodeAffinity.{_REQUIRED}: not an object")
-    terms = required.get("nodeSelectorTerms")
+    found = _required_terms(spec, {"matchFields": [req]})
+    if isinstance(found, dict):  # a level was missing: the op adds it with the one term
+        return [found]
+    base, terms = found
+    return [op for i, old in enumerate(terms) if (op := _narrow_term(base, i, old, req)) is not None]
+
+
+#: The objects from ``spec`` down to the required node selector (``pin_ops``).
+_LEVELS = ("affinity", "nodeAffinity", _REQUIRED)
+
+
+def _required_terms(spec: Mapping[str, Any], term: dict[str, Any]) -> dict[str, Any] | tuple[str, list[Any]]:
+    """``(JSON pointer, list)`` of ``spec``'s required node selector terms, or, where a level
+    (:data:`_LEVELS`, then a missing or empty ``nodeSelectorTerms``) is missing, the op adding
+    it with ``term`` as its one term. Raises ``ValueError`` naming a level of the wrong shape."""
+    at, path, name = spec, "/spec", "spec"
+    for depth, key in enumerate(_LEVELS):
+        got = at.get(key)
+        path, name = f"{path}/{key}", f"{name}.{key}"
+        if got is None:
+            value: dict[str, Any] = {"nodeSelectorTerms": [term]}
+            for outer in reversed(_LEVELS[depth + 1:]):
+                value = {outer: value}
+            return {"op": "add", "path": path, "value": value}
+        if not isinstance(got, Mapping):
+            raise ValueError(f"{name}: not an object")
+        at = got
+    terms = at.get("nodeSelectorTerms")
     if not terms:
-        return [{"op": "add", "path": f"{base}/nodeSelectorTerms", "value": [term]}]
+        return {"op": "add", "path": f"{path}/nodeSelectorTerms", "value": [term]}
     if not isinstance(terms, list):
-        raise ValueError(f"spec.affinity.nodeAffinity.{_REQUIRED}.nodeSelectorTerms: not a list")
-    ops: list[dict[str, Any]] = []
-    for i, old in enumerate(terms):
-        if old is None:
-            continue  # a null term matches no node; it must stay as it is
-        if not isinstance(old, Mapping):
-            raise ValueError(f"spec.affinity.nodeAffinity.{_REQUIRED}.nodeSelectorTerms[{i}]: not an object")
-        if _term_is_empty(old):
-            continue
-        fields = old.get("matchFields")
-        if fields is not None and not isinstance(fields, list):
-            raise ValueError(f"spec.affinity.nodeAffinity.{_REQUIRED}.nodeSelectorTerms[{i}].matchFields: not a list")
-        if fields and req in fields:
-            continue
-        path = f"{base}/nodeSelectorTerms/{i}/matchFields"
-        if fields:
-            ops.append({"op": "add", "path": path + "/-", "value": req})
-        else:
-            ops.append({"op": "add", "path": path, "value": [req]})
-    return ops
+        raise ValueError(f"{name}.nodeSelectorTerms: not a list")
+    return path, terms
+
+
+def _narrow_term(base: str, i: int, old: Any, req: dict[str, Any]) -> dict[str, Any] | None:
+    """The op appending ``req`` to term ``i`` (``old``) of the required node selector terms at
+    ``base``; None for a term that must stay as it is (null or empty: it matches no node) or
+    already carries ``req``. Raises ``ValueError`` naming a term of the wrong shape."""
+    if old is None:
+        return None  # a null term matches no node; it must stay as it is
+    name = f"spec.affinity.nodeAffinity.{_REQUIRED}.nodeSelectorTerms[{i}]"
+    if not isinstance(old, Mapping):
+        raise ValueError(f"{name}: not an object")
+    if _term_is_empty(old):
+        return None
+    fields = old.get("matchFields")
+    if fields is not None and not isinstance(fields, list):
+        raise ValueError(f"{name}.matchFields: not a list")
+    if fields and req in fields:
+        return None
+    path = f"{base}/nodeSelectorTerms/{i}/matchFields"
+    return {"op": "add", "path": path + "/-", "value": req} if fields else {"op": "add", "path": path, "value": [req]}
 
 
 def release_patch(pod: Mapping[str, Any], gate: str, node: str = "",
@@ -189,7 +199,7 @@ def pin_target(member: PodInfo | None, node: str, placement: str) -> str:
 
     The planned ``node`` with placement ``pinned``. The planner already answers '' for a member
     whose node it cannot foresee (constraints it does not evaluate, ``PodInfo.unplanned``; a
-    scheduler other than kube-scheduler's default profile: ``planner._pins``): pinning it could
+    scheduler other than kube-scheduler's default profile: ``members.pins``): pinning it could
     tie it for good (node affinity cannot change once the gate is gone) to a node its volume
     rule or its scheduler excludes, so kube-scheduler (or its scheduler) places it freely.
     """

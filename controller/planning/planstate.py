@@ -17,48 +17,13 @@ sequences):
   per group shape: kept for one *node generation* (any node added, changed or removed
   starts a new one).
 * **verdicts**: a group's verdict is kept, without planning it again, while its inputs have
-  not changed. The rules (each proved by the property test against ``decide``):
+  not changed (:mod:`cogate.controller.planning.incremental`: the pass that keeps them, and the
+  rules, each proved by the property test against ``decide``).
 
-  - the ``GroupRequest`` is equal to the one judged (no member added, removed or changed,
-    same minMember, same ``released``), the planner config and the node generation are the
-    same, required pod anti-affinity is in play nowhere (it makes every placement
-    depend on every other: such passes are planned in full), and whether any member has hard
-    topology spread is unchanged;
-  - a verdict of the group alone (``WaitingForMembers``, invalid minMember, and a group held
-    whatever the room: an unknown scheduler, claim problems, unchecked constraints under
-    ``hold``; these read only members' ``PodInfo`` and the config) is kept;
-  - a verdict given behind a starving group is kept while the same group starves ahead of it;
-  - a verdict from a plan that did not fit (``InsufficientCapacity``,
-    ``ExceedsClusterCapacity``) is kept while no starving group is ahead, the group does not
-    starve yet (``starvation_seconds`` since complete, checked against ``now``), none of its
-    members uses host ports, pod (anti-)affinity or hard topology spread (spread counts pods on
-    every node of a domain, also nodes the member cannot use), no pod being deleted was
-    added, changed or removed on a node its members may use (the message names such pods),
-    and for every node whose free room may differ at the group's turn (a bound pod added or removed there since the last pass; room
-    taken by a reservation or by a group released earlier in this pass or the last one) that
-    the group's members may use (static filters): the plan did not consider the node (no
-    member fitted it) and no member fits it now, and the "short by" totals of the message
-    are still not short (any change on such a node re-plans a group whose message names a
-    shortfall);
-  - a wait for the rest of ``spec.minResources`` (``GroupVerdict.min_resources_short``: its message
-    sums the free room of every node its members may use) is kept only while that whole room is
-    the one it read: no bound pod added, changed or removed on any node since the last pass, the
-    room at its turn equal to the kept free room (no room promised, nothing released earlier in
-    the pass: then and now), the same starving groups ahead, and it does not starve yet;
-  - ``Released`` verdicts, released groups' new members, and a starving group (its message
-    counts the seconds, and it blocks later groups) are planned every pass.
-
-  - a group to which this pass lends the room of lower-priority nominations
-    (``Pass.lends``: its plan read room that is not in the kept free room) is planned again.
-
-  Room promised (reservations and nominations, :func:`cogate.controller.planning.capacity.promised_room`)
-  is charged on each pass's room like a reservation; nominated pods are kept apart from the
-  bound ones (:meth:`PlanningState.upsert_pod` keeps an unbound pod with a nomination,
-  :meth:`~PlanningState.remove_nominated` forgets one).
-
-  Room freed or taken by a group released earlier in the same pass, a reservation that
-  expired, and a new starving group ahead are all seen by these rules, so ordering
-  (priority, age, backfill, starvation) is exactly as in ``decide``.
+Room promised (reservations and nominations, :func:`cogate.controller.planning.capacity.promised_room`)
+is charged on each pass's room like a reservation; nominated pods are kept apart from the
+bound ones (:meth:`PlanningState.upsert_pod` keeps an unbound pod with a nomination,
+:meth:`~PlanningState.remove_nominated` forgets one).
 
 Not thread-safe: the shell serialises deltas and passes (one lock).
 """
@@ -66,56 +31,21 @@ Not thread-safe: the shell serialises deltas and passes (one lock).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from cogate.api import POD_GROUP_LABEL
-from cogate.controller.planning.capacity import NodeTable, Room, copies, nominated_pods, req_with_pod, reserve_room
-from cogate.controller.planning.filters import static_key
+from cogate.controller.planning.capacity import nominated_pods, reserve_room
+from cogate.controller.planning.room import NodeTable, Room, req_with_pod
 from cogate.controller.model.minresources import Short
-from cogate.controller.planning.planner import Pass, fits_empty_key, members_anti, members_spread, run_pass, starving
+from cogate.controller.planning.incremental import IncrementalPass, Kept, positive
+from cogate.controller.planning.planner import members_anti, members_spread, run_pass
 from cogate.controller.model.records import HostPort, NodeInfo, PodInfo, Promise, Reservation
-from cogate.controller.model.verdicts import Decision, GroupRequest, GroupVerdict, PlannerConfig
+from cogate.controller.model.verdicts import Decision, GroupRequest, PlannerConfig
 
 __all__ = ["PlanningState", "NodeRoom", "BoundView"]
 
 #: Free room of one node: (free resources without zero entries, host ports in use sorted by text).
 NodeRoom = tuple[dict[str, int], tuple[HostPort, ...]]
-
-#: Bound on the kept "fits the empty cluster" results (cleared when exceeded).
-_FITS_EMPTY_LIMIT = 4096
-
-
-@dataclass
-class _Kept:
-    """A verdict kept from an earlier pass and what it was computed from (see the module doc).
-
-    For ``reads == "room"``: ``specs`` (requests with ``pods`` of each member spec, slots its
-    static filters admit), ``looked`` (slots the plan considered), ``own`` (slots changed in
-    the pass before the group's turn), and for the shortfall text: ``lack`` (slots whose free
-    room it summed, None when it read none), ``demand``, ``supply`` (free room it summed, with
-    the plan applied), ``short`` (it named a shortfall), ``inpass`` (the part of ``supply``
-    that came from changes made in the pass before the group's turn), ``since`` (complete since).
-    """
-
-    request: GroupRequest
-    verdict: GroupVerdict
-    reads: str
-    blocker: tuple[Any, ...] = ()
-    specs: tuple[tuple[tuple[tuple[str, int], ...], frozenset[int]], ...] = ()
-    looked: frozenset[int] = frozenset()
-    own: frozenset[int] = frozenset()
-    lack: frozenset[int] | None = None
-    demand: Mapping[str, int] = field(default_factory=dict)
-    supply: dict[str, int] = field(default_factory=dict)
-    short: bool = False
-    inpass: dict[str, int] = field(default_factory=dict)
-    since: float | None = None
-
-
-def _pos(v: int) -> int:
-    return v if v > 0 else 0
-
 
 class PlanningState:
     """Nodes and bound pods (from informer deltas) and what passes keep; see the module doc.
@@ -152,7 +82,7 @@ class PlanningState:
         self._table: NodeTable | None = None
         #: Slot -> change of max(free, 0) per resource since the last pass (slot in: changed).
         self._changed: dict[int, dict[str, int]] = {}
-        self._kept: dict[tuple[str, str], _Kept] = {}
+        self._kept: dict[tuple[str, str], Kept] = {}
         self._fits_empty: dict[Any, tuple[bool, str, tuple[Short, ...]]] = {}
         self._empty: Room | None = None
         self._pass_key: tuple[PlannerConfig, bool, bool] | None = None
@@ -249,7 +179,7 @@ class PlanningState:
             before = f.get(k, 0)
             after = before - sign * v
             f[k] = after
-            d = _pos(after) - _pos(before)
+            d = positive(after) - positive(before)
             if d:
                 changed[k] = changed.get(k, 0) + d
 
@@ -410,7 +340,7 @@ class PlanningState:
             self._fits_empty.clear()
             self._empty = None
         self.last_kept = self.last_judged = 0
-        run = _IncrementalPass(self, _Live(self, self._table, anti, spread), groups, reservations, now, config,
+        run = IncrementalPass(self, LiveSnapshot(self, self._table, anti, spread), groups, reservations, now, config,
                                promised)
         try:
             decision = run_pass(run, groups)
@@ -434,7 +364,7 @@ class BoundView:
     ``table``: the nodes (slot order; ``nodes`` the same list); ``free``/``ports``: per slot, the
     free room after every bound non-terminal pod (resources with the ``pods`` slot, CPU millicores,
     memory bytes; host ports), as :meth:`capacity.Snapshot.room <cogate.controller.planning.capacity.Snapshot.room>`
-    builds it without room promised (read only: a :class:`~cogate.controller.planning.capacity.Room` built on
+    builds it without room promised (read only: a :class:`~cogate.controller.planning.room.Room` built on
     them copies a node's entry before changing it); ``anti_active``: a bound pod on a known node has
     required pod anti-affinity. :meth:`on_node` / :meth:`by_priority` / :meth:`by_group` read one
     node's pods, one node's requests summed per priority, one pod-group label's pods. ``pods``: the
@@ -477,7 +407,7 @@ class BoundView:
         return self._state._by_group.get((namespace, group), {}).values()
 
 
-class _Live:
+class LiveSnapshot:
     """The planner's snapshot interface (:class:`cogate.controller.planning.capacity.Snapshot`) over a
     :class:`PlanningState`."""
 
@@ -516,166 +446,3 @@ class _Live:
         if self.state._empty is None:
             self.state._empty = Room(self.table, self.anti_active, empty=True, spread_active=self.spread_active)
         return self.state._empty
-
-
-class _IncrementalPass(Pass):
-    """A pass that keeps verdicts whose inputs did not change (module doc)."""
-
-    def __init__(self, state: PlanningState, live: _Live, groups: Sequence[GroupRequest],
-                 reservations: Sequence[Reservation], now: float, config: PlannerConfig,
-                 promised: Sequence[Promise] = ()) -> None:
-        super().__init__(live, groups, reservations, now, config, promised)  # type: ignore[arg-type]
-        self.state = state
-        self.live = live
-
-    def fits_empty(self, g: GroupRequest, ms: Any) -> tuple[bool, str, tuple[Short, ...]]:
-        cache = self.state._fits_empty
-        key = fits_empty_key(g, ms, self.live.anti_active, self.live.spread_active)
-        hit = cache.get(key)
-        if hit is None:
-            hit = super().fits_empty(g, ms)
-            if len(cache) >= _FITS_EMPTY_LIMIT:
-                cache.clear()
-            cache[key] = hit
-        return hit
-
-    def judge(self, g: GroupRequest) -> GroupVerdict:
-        key = (g.namespace, g.name)
-        kept = self.state._kept.get(key)
-        if kept is not None and kept.request == g and not self.lends(g) and self._holds(kept):
-            self.state.last_kept += 1
-            return kept.verdict
-        self.state.last_judged += 1
-        own = self.room.own
-        own_at_turn = frozenset(own) if own else frozenset()
-        self.room.looked = set()
-        try:
-            verdict = super().judge(g)
-        finally:
-            looked, self.room.looked = self.room.looked, None
-        kept = self._keep(g, verdict, frozenset(looked), own_at_turn)
-        if kept is None:
-            self.state._kept.pop(key, None)
-        else:
-            self.state._kept[key] = kept
-        return verdict
-
-    def _blocker_key(self) -> tuple[Any, ...]:
-        """The starving groups ahead, in order, each with the nodes it could use (its scope)."""
-        return tuple((b.namespace, b.name, scope) for b, scope in self.blockers)
-
-    # -- what a verdict read
-
-    def _keep(self, g: GroupRequest, verdict: GroupVerdict, looked: frozenset[int],
-              own_at_turn: frozenset[int]) -> _Kept | None:
-        basis = self.basis
-        if basis.reads == "group":
-            return _Kept(g, verdict, "group")
-        if basis.reads == "blocker":
-            assert basis.members is not None
-            if any(m.required_pod_affinity for m in basis.members.plannable):
-                return None  # its scope (eligible nodes) depends on bound pods
-            return _Kept(g, verdict, "blocker", blocker=self._blocker_key())
-        if basis.reads == "aggregate":
-            # the whole room at its turn: kept only while nothing charged it in the pass before its
-            # turn (no room promised, no earlier release) and no bound pod changes (:meth:`_holds`)
-            if self.live.anti_active or not self._room_is_base(own_at_turn):
-                return None
-            return _Kept(g, verdict, "aggregate", blocker=self._blocker_key(), since=basis.since)
-        if basis.reads != "room" or self.live.anti_active:
-            return None
-        assert basis.members is not None and basis.miss is not None
-        specs: dict[int, tuple[tuple[tuple[str, int], ...], frozenset[int]]] = {}
-        for m in basis.members.plannable:
-            if m.host_ports or m.required_pod_affinity or m.required_pod_anti_affinity or m.topology_spread:
-                return None  # read the room beyond free resources (topology spread: pods on every node): planned every pass
-            spec = self.room.spec_for(m)
-            if id(spec) not in specs:
-                specs[id(spec)] = (spec.req_items, self.live.table.eligible_set(static_key(m)))
-        short = basis.miss.short
-        kept = _Kept(g, verdict, "room", specs=tuple(specs.values()), looked=looked, own=own_at_turn,
-                     lack=short.eligible, demand=short.demand, supply=dict(short.supply), short=bool(short.short),
-                     since=basis.since)
-        kept.inpass = self._inpass(kept, own_at_turn)
-        return kept
-
-    def _room_is_base(self, own: Iterable[int]) -> bool:
-        """The room equals the kept free room on every slot in ``own`` (the slots this pass wrote:
-        a plan rolled back leaves them equal, room promised or a release does not)."""
-        base, ports = self.state._free, self.state._ports
-        free = self.room.free
-        for x in own:
-            if {k: v for k, v in free[x].items() if v} != {k: v for k, v in base[x].items() if v}:
-                return False
-            if self.room.ports[x] != ports[x]:
-                return False
-        return True
-
-    def _inpass(self, kept: _Kept, own: Iterable[int]) -> dict[str, int]:
-        """Free room (``demand`` resources, over ``lack``) that this pass's changes before the
-        group's turn (reservations, earlier releases) added to the base: part of ``supply``."""
-        out: dict[str, int] = {}
-        if kept.lack is None:
-            return out
-        base = self.state._free
-        free = self.room.free
-        for x in own:
-            if x in kept.lack:
-                f, b = free[x], base[x]
-                for k in kept.demand:
-                    d = _pos(f.get(k, 0)) - _pos(b.get(k, 0))
-                    if d:
-                        out[k] = out.get(k, 0) + d
-        return out
-
-    def _holds(self, kept: _Kept) -> bool:
-        """Whether ``kept`` is the verdict ``judge`` would give now; refreshes it if so."""
-        if kept.reads == "group":
-            return True
-        blocker = self._blocker_key()
-        if kept.reads == "blocker":
-            return blocker == kept.blocker
-        if kept.reads == "aggregate":
-            return (blocker == kept.blocker and not self.state._changed and not self.state._deleting_changed
-                    and self._room_is_base(self.room.own or ())
-                    and not (kept.since is not None and starving(kept.since, self.now, self.config)))
-        if blocker:
-            return False
-        if kept.since is not None and starving(kept.since, self.now, self.config):
-            return False
-        room = self.room
-        own = room.own or set()
-        changed = self.state._changed
-        nodes = set(changed)
-        nodes.update(own)
-        nodes.update(kept.own)
-        supply = dict(kept.supply)
-        deleting = self.state._deleting_changed
-        for x in nodes:
-            relevant = False
-            for req_items, eligible in kept.specs:
-                if x in eligible:
-                    relevant = True
-                    if x in kept.looked or copies(room.free[x], req_items) > 0:
-                        return False
-            if relevant and x in deleting:
-                return False  # the message names pods terminating on eligible nodes
-            if not relevant or kept.lack is None or x not in kept.lack:
-                continue
-            if kept.short:
-                return False
-            delta = changed.get(x)
-            if delta:
-                for k in kept.demand:
-                    d = delta.get(k)
-                    if d:
-                        supply[k] = supply.get(k, 0) + d
-        inpass = self._inpass(kept, own)
-        for k in kept.demand:
-            supply[k] = supply.get(k, 0) + inpass.get(k, 0) - kept.inpass.get(k, 0)
-            if kept.demand[k] > supply[k]:
-                return False
-        kept.own = frozenset(own)
-        kept.inpass = inpass
-        kept.supply = supply
-        return True

@@ -2,8 +2,8 @@
 
 :func:`cogate.controller.preemption.victims.select_victims` decides which pods to remove; the shell
 (:class:`cogate.controller.preemption.room.Preempting`) acts on it and keeps one :class:`InFlight`
-record in the preempting group's memory (:class:`cogate.controller.memory.GroupMemory`
-``preemption``). This module holds what that record means, as plain functions:
+record in the preempting group's memory (:class:`cogate.controller.preemption.memory.PreemptionMemory`
+``in_flight``). This module holds what that record means, as plain functions:
 
 - :func:`start` turns a :class:`~cogate.controller.preemption.victims.Preemption` into the record: the
   victims (uid, name, node, grace period), the plan (member uid -> node), when it started and

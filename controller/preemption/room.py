@@ -32,7 +32,8 @@ One preemption at a time, cluster-wide: serialised like kube-scheduler's one pre
 scheduling cycle (``PostFilter`` runs for one pod at a time), so two groups never plan on the same
 victims' room. Starting one (docs/semantics.md "Preemption": hold, nominate, mark, delete):
 
-1. the record goes into the group's memory: its plan is held room from the next pass on;
+1. the record goes into the group's memory (:class:`~cogate.controller.preemption.memory.PreemptionMemory`):
+   its plan is held room from the next pass on;
 2. each planned gated member gets ``status.nominatedNodeName`` = its planned node (status
    subresource, field manager cogate-controller) BEFORE any victim goes, so kube-scheduler filters
    lower- and equal-priority pods (a ReplicaSet's replacements of the victims) against it
@@ -67,6 +68,7 @@ from typing import Any
 
 from cogate.controller.status import conditions as cond_mod
 from cogate.controller.preemption import inflight
+from cogate.controller.preemption.memory import PreemptionMemories, PreemptionMemory
 from cogate.controller.status import notices
 from cogate.controller.planning.capacity import nominated_pods, promised_room
 from cogate.controller.model.config import ReconcilerConfig
@@ -74,7 +76,6 @@ from cogate.controller.kube.events import Emitter
 from cogate.controller.kube.informer import Caches
 from cogate.controller.status.inputs import GroupObject
 from cogate.controller.model.leftovers import FIELD_MANAGER
-from cogate.controller.memory import GroupMemory, Memories
 from cogate.controller.kube.metrics import Metrics
 from cogate.controller.status.notices import ObjectRef, log_extra
 from cogate.controller.planning.planstate import PlanningState
@@ -164,7 +165,7 @@ class Preempting:
 
     # -- on a process's first pass (or on gaining leadership) -------------------------------------
     def resume(self, groups: Mapping[tuple[str, str], GroupObject], requests: Sequence[GroupRequest],
-               memories: Memories, now: float) -> None:
+               memories: PreemptionMemories, now: float) -> None:
         """Take over the preemptions an earlier process left in flight (:func:`inflight.rebuild`):
         each rebuilt record goes into its group's memory, so its room is held from this pass on
         and it ends as the earlier process's would have; a victim marked but not yet deleted is
@@ -174,7 +175,7 @@ class Preempting:
         if not self.config.preemption:
             return
         members = {(r.namespace, r.name): r.members for r in requests if (r.namespace, r.name) in groups
-                   and memories.recall(groups[(r.namespace, r.name)].uid).preemption is None}
+                   and memories.recall_preemption(groups[(r.namespace, r.name)].uid).in_flight is None}
         bound = [p for p in self.caches.bound.snapshot() if p.bound and not p.terminal]
         found = inflight.rebuild(members, bound, self.config.gate_name, PREEMPTION_REASON, FIELD_MANAGER, now)
         for i in found.ignored:
@@ -183,8 +184,8 @@ class Preempting:
         by_uid = {p.uid: p for p in bound if p.uid in pending}
         for rec in found.records:
             g = groups[(rec.namespace, rec.name)]
-            memory = memories.recall(g.uid)
-            memory.preemption, memory.preemption_note = rec, None
+            memory = memories.recall_preemption(g.uid)
+            memory.in_flight, memory.note = rec, None
             group = f"{rec.namespace}/{rec.name}"
             graces: dict[str, float] = {}
             mark, stamp = notices.disruption_message(group, rec.priority), format_time(now)
@@ -197,7 +198,7 @@ class Preempting:
                     graces[v.uid] = grace
                 if result == WriteResult.DELETED:
                     self.events.record(_pod_ref(p), notices.preempted(group, rec.priority, v.node))
-            memory.preemption = inflight.regraced(rec, graces, now)
+            memory.in_flight = inflight.regraced(rec, graces, now)
             self._refresh_nominations(rec, now)  # a kube-scheduler started meanwhile would not count them
             self.metrics.preemptions.labels(inflight.RESUMED).inc()
             log.info("PodGroup %s: %s", group, rec.message, extra=log_extra(rec.namespace, rec.name))
@@ -205,33 +206,33 @@ class Preempting:
 
     # -- before planning -------------------------------------------------------------------------
     def promises(self, groups: Mapping[tuple[str, str], GroupObject], requests: Mapping[tuple[str, str], GroupRequest],
-                 memories: Memories) -> list[Promise]:
+                 memories: PreemptionMemories) -> list[Promise]:
         """The room held for the preemption in flight (:func:`inflight.holds`), for the planner."""
         out: list[Promise] = []
         if not self.config.preemption:
             return out
         for g in groups.values():
-            rec = memories.recall(g.uid).preemption
+            rec = memories.recall_preemption(g.uid).in_flight
             r = requests.get(g.key)
             if rec is not None and r is not None:
                 out.extend(inflight.holds(rec, r.members, self.config.gate_name))
         return out
 
-    def present(self, memories: Memories) -> dict[str, PodInfo]:
+    def present(self, memories: PreemptionMemories) -> dict[str, PodInfo]:
         """Bound, non-terminal pods by uid, as the caches hold them now: what a preemption in flight
         is judged by (its victims gone or not), and the from-scratch selection's pods. Empty when
         neither is needed (no preemption in flight, the planning state kept): a copy of every bound
         pod each pass would cost the pass that much at 100,000 pods."""
         if not self.config.preemption:
             return {}
-        if self.planning is not None and not any(m.preemption is not None for _, m in memories.items()):
+        if self.planning is not None and not any(m.in_flight is not None for _, m in memories.iter_preemption()):
             return {}
         return {p.uid: p for p in self.caches.bound.snapshot() if p.bound and not p.terminal}
 
     # -- after planning --------------------------------------------------------------------------
     def step(self, decision: Decision, groups: Mapping[tuple[str, str], GroupObject],
-             requests: Mapping[tuple[str, str], GroupRequest], memories: Memories, present: Mapping[str, PodInfo],
-             reservations: Sequence[Reservation], now: float) -> float | None:
+             requests: Mapping[tuple[str, str], GroupRequest], memories: PreemptionMemories,
+             present: Mapping[str, PodInfo], reservations: Sequence[Reservation], now: float) -> float | None:
         """Judge the preemption in flight and act on it; without one, start at most one. Returns
         ``wake_at`` (monotonic seconds) of its deadline or re-check, ``None`` for none."""
         if not self.config.preemption:
@@ -242,8 +243,8 @@ class Preempting:
         in_flight = False
         had = set()  # groups with a record at the start of this step (their nominations are handled)
         refresh, next_refresh = self._refresh_due(self._monotonic())
-        for uid, memory in memories.items():
-            rec = memory.preemption
+        for uid, memory in memories.iter_preemption():
+            rec = memory.in_flight
             if rec is None:
                 continue
             had.add(uid)
@@ -257,7 +258,7 @@ class Preempting:
                 self._ended(g, memory, rec, j, now)
                 continue
             in_flight = True
-            memory.preemption = j.record
+            memory.in_flight = j.record
             if refresh:
                 self._refresh_nominations(j.record, now)
             due = rec.deadline if j.step is inflight.Step.WAITING else now + inflight.GONE_RECHECK_SECONDS
@@ -271,7 +272,7 @@ class Preempting:
         return earliest(*wakes)
 
     def _stale_nominations(self, groups: Mapping[tuple[str, str], GroupObject],
-                           requests: Mapping[tuple[str, str], GroupRequest], memories: Memories,
+                           requests: Mapping[tuple[str, str], GroupRequest], memories: PreemptionMemories,
                            handled: set[str]) -> None:
         """Clear ``nominatedNodeName`` on gated members of groups with no preemption in flight when
         it is cogate's (its field manager owns it, or the owner is unknown: no managedFields): left
@@ -282,7 +283,7 @@ class Preempting:
         the members here predate that)."""
         for key, r in requests.items():
             g = groups.get(key)
-            if g is None or g.uid in handled or memories.recall(g.uid).preemption is not None:
+            if g is None or g.uid in handled or memories.recall_preemption(g.uid).in_flight is not None:
                 continue
             for m in r.members:
                 if (m.nominated_node and not m.bound and m.gated_by(self.config.gate_name)
@@ -292,7 +293,7 @@ class Preempting:
                     self.writer.nominate(m, "")
 
     def _released_anyway(self, decision: Decision, groups: Mapping[tuple[str, str], GroupObject],
-                         memories: Memories) -> None:
+                         memories: PreemptionMemories) -> None:
         """A group released while its note says why nothing was preempted: the note says it was
         released without preemption (a stale "does not fit even with preemption" would mislead)."""
         stale = {r.value for r in Reason}
@@ -300,16 +301,16 @@ class Preempting:
             g = groups.get((v.namespace, v.name))
             if g is None or not Outcome(v.outcome).releases:
                 continue
-            memory = memories.recall(g.uid)
-            if memory.preemption_note is not None and memory.preemption_note[0] in stale:
-                memory.preemption_note = (cond_mod.REASON_RELEASED_WITHOUT_PREEMPTION,
-                                          f"released without preemption (earlier: {memory.preemption_note[1]})")
+            memory = memories.recall_preemption(g.uid)
+            if memory.note is not None and memory.note[0] in stale:
+                memory.note = (cond_mod.REASON_RELEASED_WITHOUT_PREEMPTION,
+                               f"released without preemption (earlier: {memory.note[1]})")
 
-    def _ended(self, g: GroupObject | None, memory: GroupMemory, rec: inflight.InFlight, j: inflight.Judgement,
+    def _ended(self, g: GroupObject | None, memory: PreemptionMemory, rec: inflight.InFlight, j: inflight.Judgement,
                now: float) -> None:
         """A preemption ended: clear cogate's nominations where they remain, say how, back off
         unless the group was placed."""
-        memory.preemption = None
+        memory.in_flight = None
         self.metrics.preemptions.labels(j.step.value).inc()
         key = (rec.namespace, rec.name)
         log.info("PodGroup %s/%s: preemption ended (%s): %s", *key, j.step.value, j.message, extra=log_extra(*key))
@@ -317,13 +318,13 @@ class Preempting:
             self._clear_nominations(rec)
         if g is None:
             return
-        memory.preemption_note = (j.step.value, j.message)
+        memory.note = (j.step.value, j.message)
         if j.step is inflight.Step.PLACED:
-            memory.preemption_attempts = 0
-            memory.preemption_until = now
+            memory.attempts = 0
+            memory.until = now
             return
-        memory.preemption_attempts += 1
-        memory.preemption_until = now + inflight.backoff_seconds(memory.preemption_attempts)
+        memory.attempts += 1
+        memory.until = now + inflight.backoff_seconds(memory.attempts)
         self.events.record(g.ref, notices.preemption_ended(j.step.value, j.message))
 
     def _clear_nominations(self, rec: inflight.InFlight) -> None:
@@ -336,7 +337,7 @@ class Preempting:
 
     # -- starting one ----------------------------------------------------------------------------
     def _start_one(self, decision: Decision, groups: Mapping[tuple[str, str], GroupObject],
-                   requests: Mapping[tuple[str, str], GroupRequest], memories: Memories,
+                   requests: Mapping[tuple[str, str], GroupRequest], memories: PreemptionMemories,
                    present: Mapping[str, PodInfo], reservations: Sequence[Reservation], now: float) -> float | None:
         """Select for waiting groups short of room, highest priority first; act on the first
         :class:`Preemption`. Returns the ``wake_at`` of its deadline."""
@@ -346,11 +347,11 @@ class Preempting:
             g, r = groups.get(key), requests.get(key)
             if g is None or r is None or r.released or Outcome(v.outcome) is not Outcome.INSUFFICIENT_CAPACITY:
                 continue
-            memory = memories.recall(g.uid)
+            memory = memories.recall_preemption(g.uid)
             if v.min_resources_short:  # minMember fits: no member to preempt for (said in Preempting)
-                memory.preemption_note = _note(for_min_resources(r, v.min_resources_short))
+                memory.note = _note(for_min_resources(r, v.min_resources_short))
                 continue
-            if memory.preemption_until > now or now - memory.preemption_checked < RECHECK_SECONDS:
+            if memory.until > now or now - memory.checked < RECHECK_SECONDS:
                 continue
             gated = [m.priority for m in r.members if m.gated_by(self.config.gate_name)]
             if gated:
@@ -368,8 +369,7 @@ class Preempting:
             else:
                 view, nodes, pods = None, self.caches.nodes.snapshot(), list(present.values())
             for _, _, key, g, r, memory in waiting[:SELECTIONS_PER_PASS]:
-                gangs = [Gang(o.pg.metadata.namespace, o.pg.metadata.name, o.pg.spec.minMember)
-                         for k, o in groups.items() if k != key]
+                gangs = [Gang(o.namespace, o.name, o.min_member) for k, o in requests.items() if k != key]
                 result = select_victims(r, nodes, pods, promised, budgets, gangs, self.config.planner_config,
                                         view=view)
                 results.append((g, r, memory, result))
@@ -377,9 +377,9 @@ class Preempting:
                     break
         for g, r, memory, result in results:  # acted on outside the lock: API calls
             if isinstance(result, NoPreemption):
-                memory.preemption_checked = now
+                memory.checked = now
                 if result.reason is not Reason.FITS_WITHOUT_PREEMPTION:
-                    memory.preemption_note = _note(result)
+                    memory.note = _note(result)
                 continue
             return self._act(g, r, memory, result, now)
         return None
@@ -397,14 +397,15 @@ class Preempting:
             nominated = nominated_pods([p for p in self.caches.nominated.snapshot() if p is not None])
         return promised_room(kept, nominated, holders)
 
-    def _act(self, g: GroupObject, r: GroupRequest, memory: GroupMemory, p: Preemption, now: float) -> float | None:
+    def _act(self, g: GroupObject, r: GroupRequest, memory: PreemptionMemory, p: Preemption,
+             now: float) -> float | None:
         """Hold, nominate, mark and delete (module doc); ``wake_at`` of the deadline."""
         ns, name = g.key
         group = f"{ns}/{name}"
         rec = inflight.start(ns, name, [(v.pod, v.node, None) for v in p.victims], p.plan, r.members, p.priority,
                              p.message, now)
-        memory.preemption = rec  # 1. held from the next pass on
-        memory.preemption_note = None
+        memory.in_flight = rec  # 1. held from the next pass on
+        memory.note = None
         by_uid = {m.uid: m for m in r.members}
         planned = [(by_uid[uid], node) for uid, node in sorted(p.plan.items(), key=lambda kv: kv[1]) if uid in by_uid]
         t0 = self._monotonic()
@@ -432,24 +433,25 @@ class Preempting:
         if graces:  # the deadline follows the grace periods the API server answered
             refs = tuple(v if v.uid not in graces else inflight.VictimRef(v.uid, v.namespace, v.name, v.node,
                                                                           graces[v.uid]) for v in rec.victims)
-            rec = memory.preemption = inflight.InFlight(
+            rec = memory.in_flight = inflight.InFlight(
                 rec.namespace, rec.name, refs, rec.plan, rec.requests, rec.priority, rec.started,
                 inflight.deadline(rec.started, refs), rec.message)
         return self._monotonic() + (rec.deadline - now) + WAKE_MARGIN
 
     # -- per group, while its status is computed ---------------------------------------------------
-    def conditions(self, status: PodGroupStatus, g: GroupObject, memory: GroupMemory, now: float) -> PodGroupStatus:
+    def conditions(self, status: PodGroupStatus, g: GroupObject, memory: PreemptionMemory,
+                   now: float) -> PodGroupStatus:
         """``status`` with ``Preempting`` written (:func:`conditions.write_preempting`): True while
         a preemption is in flight (victims still terminating named), else False with the last
         note. Unchanged without ``--preemption``."""
         if not self.config.preemption:
             return status
-        rec = memory.preemption
+        rec = memory.in_flight
         active = ""
         if rec is not None:
             remaining = [v for v in rec.victims if self.caches.bound.get(v.uid) is not None]
             active = inflight.waiting_message(rec, remaining) if remaining else f"{rec.message}; every victim is gone"
-        reason, message = memory.preemption_note or ("", "")
+        reason, message = memory.note or ("", "")
         if not active and not reason and not any(c.type == cond_mod.CONDITION_PREEMPTING and c.status == "True"
                                                  for c in status.conditions):
             return status
@@ -459,7 +461,7 @@ class Preempting:
 
 
 def _note(no: NoPreemption) -> tuple[str, str]:
-    """``GroupMemory.preemption_note`` of a :class:`NoPreemption`."""
+    """``PreemptionMemory.note`` of a :class:`NoPreemption`."""
     return (no.reason.value, no.message)
 
 

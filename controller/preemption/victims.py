@@ -91,11 +91,13 @@ from typing import Any
 
 from cogate.api import POD_GROUP_LABEL
 from cogate.controller.model import minresources as minres
-from cogate.controller.planning.capacity import NodeTable, Room, Snapshot, pack, req_with_pod, reserve_room
+from cogate.controller.planning.capacity import Snapshot, pack, reserve_room
+from cogate.controller.planning.room import NodeTable, Room, req_with_pod
 from cogate.controller.planning.explanations import held_reason, name_list, plural
 from cogate.controller.planning.filters import spec_key
 from cogate.controller.planning.planner import classify, members_anti, members_spread
 from cogate.controller.planning.planstate import BoundView
+from cogate.controller.model.readers import integer, mapping, sections
 from cogate.controller.model.records import (HostPort, InvalidObject, LabelSelector, NodeInfo, PodInfo, Promise,
                                        label_selector, member_key)
 from cogate.controller.model.verdicts import GroupRequest, PlannerConfig
@@ -160,33 +162,17 @@ class Budget:
 def budget_info(obj: Mapping[str, Any]) -> Budget:
     """A policy/v1 PodDisruptionBudget (API JSON) as a :class:`Budget`. Raises
     :class:`~cogate.controller.model.records.InvalidObject` naming the field on garbage."""
-    if not isinstance(obj, Mapping):
-        raise InvalidObject(f"poddisruptionbudget: expected an object, got {type(obj).__name__}")
-    sections = []
-    for key in ("metadata", "spec", "status"):
-        v = obj.get(key)
-        v = {} if v is None else v
-        if not isinstance(v, Mapping):
-            raise InvalidObject(f"{key}: expected an object, got {type(v).__name__}")
-        sections.append(v)
-    meta, spec, status = sections
+    meta, spec, status = sections(obj, "poddisruptionbudget")
     ns, name = meta.get("namespace") or "", meta.get("name") or ""
     if not isinstance(ns, str) or not isinstance(name, str):
         raise InvalidObject("metadata.namespace/name: expected strings")
     where = f"poddisruptionbudget {ns}/{name}"
     try:
         selector = label_selector(spec.get("selector"), "spec.selector")
+        allowed = integer(status.get("disruptionsAllowed"), "status.disruptionsAllowed")
+        disrupted = mapping(status.get("disruptedPods"), "status.disruptedPods")
     except InvalidObject as e:
         raise InvalidObject(f"{where}: {e}") from None
-    allowed = status.get("disruptionsAllowed", 0)
-    if allowed is None:
-        allowed = 0
-    if not isinstance(allowed, int) or isinstance(allowed, bool):
-        raise InvalidObject(f"{where}: status.disruptionsAllowed: expected an integer, got {allowed!r}")
-    disrupted = status.get("disruptedPods")
-    disrupted = {} if disrupted is None else disrupted
-    if not isinstance(disrupted, Mapping):
-        raise InvalidObject(f"{where}: status.disruptedPods: expected an object, got {type(disrupted).__name__}")
     return Budget(ns, name, selector, allowed, frozenset(str(k) for k in disrupted))
 
 
@@ -624,7 +610,7 @@ class _Selection:
         for uid, i in displaced:
             room.vacate(members[uid], i)
         for p, i in pods:
-            room.occupy(p, req_with_pod(p.requests), p.host_ports, i)
+            room.charge(p, i)
         for uid, i in displaced:
             m = members[uid]
             spec = room.spec_for(m)
@@ -1012,7 +998,7 @@ def _exhaustive(group: GroupRequest, table: NodeTable, plannable: list[PodInfo],
     def back(pods: Sequence[tuple[PodInfo, int]]) -> bool:
         mark = room.mark()
         for p, i in pods:
-            room.occupy(p, req_with_pod(p.requests), p.host_ports, i)
+            room.charge(p, i)
         if still_fits():
             return True
         room.rollback(mark)

@@ -60,7 +60,8 @@ from enum import StrEnum
 from typing import Any
 
 from cogate.controller.model import minresources as minres
-from cogate.controller.planning.capacity import Room, Snapshot, pack, reserve_room
+from cogate.controller.planning.capacity import Snapshot, pack, reserve_room
+from cogate.controller.planning.room import Room
 from cogate.controller.planning.filters import spec_key
 from cogate.controller.planning.planner import classify, members_anti, members_spread
 from cogate.controller.planning.planstate import BoundView

@@ -26,8 +26,10 @@ through its informer and goes on; the back-off of failed requests is the only th
 
 Handed the config, the caches (``caches.provreqs``: the requests cogate made, as
 :class:`provreq.RequestInfo`), the writer, the metrics, the event emitter and the monotonic
-clock, and the incremental planner's state with its lock (``planning``, ``planning_lock``): the
-shortfalls are then computed on its kept free room (``provreq.shortfalls(view=...)``).
+clock (the writer's :attr:`~cogate.controller.kube.writer.Writer.objects` creates and deletes the
+requests at :data:`PROVISIONING_REQUESTS`), and the incremental planner's state with its lock
+(``planning``, ``planning_lock``): the shortfalls are then computed on its kept free room
+(``provreq.shortfalls(view=...)``).
 """
 
 from __future__ import annotations
@@ -40,27 +42,31 @@ from typing import Any
 from cogate.controller.status import conditions as cond_mod
 from cogate.controller.status import notices
 from cogate.controller.provisioning import provreq
+from cogate.controller.provisioning.memory import ProvisioningMemories, ProvisioningMemory
 from cogate.controller.planning.capacity import nominated_pods, promised_room
 from cogate.controller.model.config import ReconcilerConfig
 from cogate.controller.kube.events import Emitter
 from cogate.controller.planning.explanations import held_reason, plural
 from cogate.controller.kube.informer import Caches
 from cogate.controller.status.inputs import GroupObject
-from cogate.controller.memory import GroupMemory, Memories
 from cogate.controller.kube.metrics import Metrics
 from cogate.controller.status.notices import log_extra
 from cogate.controller.planning.planner import classify, order_key
 from cogate.controller.planning.planstate import PlanningState
+from cogate.controller.preemption.memory import PreemptionMemory
 from cogate.controller.preemption.victims import Reason as PreemptionReason
 from cogate.controller.model.records import PodInfo, Promise, Reservation
 from cogate.controller.model.resources import format_resources
 from cogate.controller.model.verdicts import Decision, GroupRequest, GroupVerdict, Outcome
 from cogate.controller.model.wakeups import WAKE_MARGIN, earliest
+from cogate.controller.kube.objects import CustomResource
 from cogate.controller.kube.writer import Writer, WriteResult
 from cogate.models import PodGroupStatus
 
 log = logging.getLogger(__name__)
 
+#: The ProvisioningRequest's API coordinates, for the writer (kube/ knows no feature's API).
+PROVISIONING_REQUESTS = CustomResource(provreq.GROUP, provreq.VERSION, provreq.PLURAL, provreq.KIND)
 #: Notes of the preemption room that say no victim can make room (then new nodes may).
 NO_VICTIM_HELPS = frozenset({PreemptionReason.NO_LOWER_PRIORITY_PODS.value,
                              PreemptionReason.DOES_NOT_FIT_EVEN_WITH_PREEMPTION.value,
@@ -111,7 +117,7 @@ class Provisioning:
 
     # -- after planning ---------------------------------------------------------------------------
     def step(self, decision: Decision, groups: Mapping[tuple[str, str], GroupObject],
-             requests: Mapping[tuple[str, str], GroupRequest], memories: Memories,
+             requests: Mapping[tuple[str, str], GroupRequest], memories: ProvisioningMemories,
              reservations: Sequence[Reservation], held: Sequence[Promise], now: float) -> float | None:
         """Judge every standing request, then ask for the groups that need nodes (module doc).
         ``reservations``: the pass's kept reservations; ``held``: room held for a preemption in
@@ -133,26 +139,26 @@ class Provisioning:
             r = requests.get(key)
             if r is None:
                 continue
-            memory = memories.recall(g.uid)
+            memory = memories.recall_provisioning(g.uid)
             mine = [i for i in by_group.get(key, ()) if not i.deleting and (not i.owner or i.owner == g.uid)]
             for old in mine[:-1]:  # one request per group: the newest stands
                 self._delete(old)
             if mine and self._judge(g, r, verdicts.get(key), memory, mine[-1], now):
                 standing.add(key)
                 continue
-            if self._may_ask(g, r, verdicts.get(key), memory, now):
+            if self._may_ask(g, r, verdicts.get(key), memory, memories.recall_preemption(g.uid), now):
                 asking.append(key)
-            elif memory.provisioning_until > now:
-                wakes.append(self._monotonic() + (memory.provisioning_until - now) + WAKE_MARGIN)
+            elif memory.until > now:
+                wakes.append(self._monotonic() + (memory.until - now) + WAKE_MARGIN)
         if asking:
             self._ask_for(asking, standing, groups, requests, verdicts, memories, reservations, held, now)
         return earliest(*wakes)
 
-    def _judge(self, g: GroupObject, r: GroupRequest, v: GroupVerdict | None, memory: GroupMemory,
+    def _judge(self, g: GroupObject, r: GroupRequest, v: GroupVerdict | None, memory: ProvisioningMemory,
                info: provreq.RequestInfo, now: float) -> bool:
         """Act on the standing request ``info`` of group ``g``; True while it stands. A request whose
         end was counted already (its delete failed) is deleted again, and nothing more."""
-        if info.name == memory.provisioning_ended:
+        if info.name == memory.ended:
             self._delete(info)
             return False
         a = provreq.state(info)
@@ -163,8 +169,8 @@ class Provisioning:
             used = a.state is provreq.State.PROVISIONED
             self._end(info, memory)
             self.metrics.provisioning_requests.labels("consumed" if used else "not_needed").inc()
-            memory.provisioning_failures = 0
-            memory.provisioning_note = (
+            memory.failures = 0
+            memory.note = (
                 (REASON_CONSUMED, f"released on the capacity of {ref}; the request is deleted now that "
                                   f"{len(ms.bound)} of {r.min_member} members are bound") if used else
                 (REASON_NOT_NEEDED, f"released without the capacity of {ref} ({_answer_text(a)}); "
@@ -172,35 +178,35 @@ class Provisioning:
             return False
         if a.state is provreq.State.FAILED:
             self._end(info, memory)
-            memory.provisioning_failures += 1
-            wait = provreq.backoff_seconds(memory.provisioning_failures)
-            memory.provisioning_until = now + wait
-            memory.provisioning_note = (REASON_FAILED, f"{ref} failed ({_answer_text(a)}); asking again in "
-                                                       f"{wait:.0f} s")
+            memory.failures += 1
+            wait = provreq.backoff_seconds(memory.failures)
+            memory.until = now + wait
+            memory.note = (REASON_FAILED, f"{ref} failed ({_answer_text(a)}); asking again in "
+                                          f"{wait:.0f} s")
             self.metrics.provisioning_requests.labels("failed").inc()
-            self.events.record(g.ref, notices.provisioning_failed(memory.provisioning_note[1]))
+            self.events.record(g.ref, notices.provisioning_failed(memory.note[1]))
             return False
         if a.state is provreq.State.BOOKING_EXPIRED:
             self._end(info, memory)
-            memory.provisioning_note = (REASON_BOOKING_EXPIRED, f"{ref}: the booking expired before the group "
-                                                                f"was released ({_answer_text(a)}); asking again")
+            memory.note = (REASON_BOOKING_EXPIRED, f"{ref}: the booking expired before the group "
+                                                   f"was released ({_answer_text(a)}); asking again")
             self.metrics.provisioning_requests.labels("booking_expired").inc()
-            self.events.record(g.ref, notices.provisioning_failed(memory.provisioning_note[1]))
+            self.events.record(g.ref, notices.provisioning_failed(memory.note[1]))
             return False
         held = held_reason(ms.gated, self.config.planner_config)
         if not released and (v is None or not provreq.wants_nodes(v.outcome, r) or held):
             self._end(info, memory)  # the group waits for something new nodes do not give (members, a scheduler)
             why = held or (v.outcome if v is not None else "no verdict")
-            memory.provisioning_note = (REASON_NOT_NEEDED, f"{ref} deleted: the group no longer waits for room "
-                                                           f"({why})")
+            memory.note = (REASON_NOT_NEEDED, f"{ref} deleted: the group no longer waits for room "
+                                              f"({why})")
             self.metrics.provisioning_requests.labels("not_needed").inc()
             return False
         if not released and provreq.opted_out(g.pg.metadata.annotations):
             self._end(info, memory)  # opted out after asking: withdrawn (:meth:`_may_ask` says so)
             self.metrics.provisioning_requests.labels("not_needed").inc()
             return False
-        if a.state is provreq.State.PROVISIONED and memory.provisioning_seen != info.name:
-            memory.provisioning_seen = info.name
+        if a.state is provreq.State.PROVISIONED and memory.seen != info.name:
+            memory.seen = info.name
             self.metrics.provisioning_requests.labels("provisioned").inc()
             if info.created and a.since >= info.created:
                 self.metrics.provisioning_seconds.observe(a.since - info.created)
@@ -208,38 +214,39 @@ class Provisioning:
                                                           f"is released once the new nodes are Ready"))
         return True
 
-    def _may_ask(self, g: GroupObject, r: GroupRequest, v: GroupVerdict | None, memory: GroupMemory,
-                 now: float) -> bool:
-        """Module doc of :mod:`cogate.controller.provisioning.provreq`, rule 1 (the back-off aside)."""
+    def _may_ask(self, g: GroupObject, r: GroupRequest, v: GroupVerdict | None, memory: ProvisioningMemory,
+                 preemption: PreemptionMemory, now: float) -> bool:
+        """Module doc of :mod:`cogate.controller.provisioning.provreq`, rule 1 (the back-off aside);
+        ``preemption``: the group's preemption record (its note says whether victims can make room)."""
         only_min_resources = v is not None and bool(v.min_resources_short) and v.fits >= r.min_member
-        note = memory.provisioning_note
+        note = memory.note
         if note is not None and note[0] == REASON_MIN_RESOURCES_ONLY and not only_min_resources:
             # no longer waiting for minResources alone: the note would mislead
-            memory.provisioning_note = (REASON_NOT_NEEDED, f"no longer waiting for spec.minResources alone (earlier: "
-                                                           f"{note[1]})")
+            memory.note = (REASON_NOT_NEEDED, f"no longer waiting for spec.minResources alone (earlier: "
+                                              f"{note[1]})")
         if v is None or r.released or not provreq.wants_nodes(v.outcome, r):
             return False
         if provreq.opted_out(g.pg.metadata.annotations):
-            memory.provisioning_note = (REASON_OPTED_OUT, f"the PodGroup says {provreq.OPT_OUT_ANNOTATION}: "
-                                                          f"\"false\": cogate asks no nodes for it")
+            memory.note = (REASON_OPTED_OUT, f"the PodGroup says {provreq.OPT_OUT_ANNOTATION}: "
+                                             f"\"false\": cogate asks no nodes for it")
             return False
         if only_min_resources:  # minMember fits the current nodes: no member to ask for
-            memory.provisioning_note = (REASON_MIN_RESOURCES_ONLY, provreq.min_resources_text(v.min_resources_short))
+            memory.note = (REASON_MIN_RESOURCES_ONLY, provreq.min_resources_text(v.min_resources_short))
             return False
-        if memory.provisioning_until > now:
+        if memory.until > now:
             return False
         ms = classify(r, self.config.gate_name)
         if held_reason(ms.gated, self.config.planner_config):
             return False
         if self.config.preemption and Outcome(v.outcome) is Outcome.INSUFFICIENT_CAPACITY:
-            note = memory.preemption_note
-            if memory.preemption is not None or note is None or note[0] not in NO_VICTIM_HELPS:
+            note = preemption.note
+            if preemption.in_flight is not None or note is None or note[0] not in NO_VICTIM_HELPS:
                 return False  # preemption first: it runs, or has not been tried yet
         return True
 
     def _ask_for(self, asking: Sequence[tuple[str, str]], standing: set[tuple[str, str]],
                  groups: Mapping[tuple[str, str], GroupObject], requests: Mapping[tuple[str, str], GroupRequest],
-                 verdicts: Mapping[tuple[str, str], GroupVerdict], memories: Memories,
+                 verdicts: Mapping[tuple[str, str], GroupVerdict], memories: ProvisioningMemories,
                  reservations: Sequence[Reservation], held: Sequence[Promise], now: float) -> None:
         """The shortfalls of the asking groups (standing ones counted), then one request each."""
         planned = [k for k, v in verdicts.items() if k in requests and provreq.wants_nodes(v.outcome, requests[k])
@@ -263,7 +270,7 @@ class Provisioning:
             members = short.get(key)
             if key in wants and members:
                 g = groups[key]
-                self._ask(g, requests[key], verdicts[key], members, nodes, memories.recall(g.uid), now)
+                self._ask(g, requests[key], verdicts[key], members, nodes, memories.recall_provisioning(g.uid), now)
 
     def _promised(self, requests: Mapping[tuple[str, str], GroupRequest],
                   reservations: Sequence[Reservation]) -> list[Promise]:
@@ -276,7 +283,7 @@ class Provisioning:
         return promised_room(kept, nominated)
 
     def _ask(self, g: GroupObject, r: GroupRequest, v: GroupVerdict, members: Sequence[PodInfo],
-             nodes: Sequence[Any], memory: GroupMemory, now: float) -> None:
+             nodes: Sequence[Any], memory: ProvisioningMemory, now: float) -> None:
         """Create the PodTemplates and the request for ``members`` (module doc)."""
         ns, group = g.key
         name = provreq.request_name(group, g.uid, int(now * 1000))
@@ -289,7 +296,7 @@ class Provisioning:
                                            f"{provreq.MAX_POD_SETS} pod sets", now)
             return
         for i, (rep, count) in enumerate(by_shape):
-            pod = self.writer.read_pod(rep.namespace, rep.name)
+            pod = self.writer.objects.read_pod(rep.namespace, rep.name)
             if pod is None or (pod.get("metadata") or {}).get("uid") != rep.uid:
                 self._undo(ns, made)  # the member went meanwhile: the next pass asks again
                 return
@@ -299,7 +306,7 @@ class Provisioning:
                 self._undo(ns, made)
                 self._create_failed(g, memory, f"member {rep.name} cannot stand in a PodTemplate ({exc})", now)
                 return
-            result, answer, _ = self.writer.create_object(body)
+            result, answer, _ = self.writer.objects.create_pod_template(body)
             if result != WriteResult.CREATED:
                 self._undo(ns, made)
                 self._create_failed(g, memory, f"creating PodTemplate {ns}/{name}-{i} failed: {answer}", now)
@@ -307,15 +314,15 @@ class Provisioning:
             made.append((f"{name}-{i}", count))
             described.append(f"{count} like {rep.name} ({format_resources(rep.requests)})")
         body = provreq.request_body(name, ns, group, g.uid, self.config.provisioning_class, made)
-        result, answer, raw = self.writer.create_object(body)
+        result, answer, raw = self.writer.objects.create_custom_object(PROVISIONING_REQUESTS, body)
         if result != WriteResult.CREATED:
             self._undo(ns, made)
             self._create_failed(g, memory, f"creating ProvisioningRequest {ns}/{name} failed: {answer}", now)
             return
         if raw and self.caches.provreqs is not None:
             self.caches.provreqs.apply_local(raw)  # the next pass sees it even before the watch does
-        memory.provisioning_note = None
-        memory.provisioning_seen = ""
+        memory.note = None
+        memory.seen = ""
         self.metrics.provisioning_requests.labels("created").inc()
         message = (f"asked cluster-autoscaler for {plural(len(members), 'pod')} on new nodes "
                    f"(ProvisioningRequest {ns}/{name}, class {self.config.provisioning_class}): "
@@ -323,31 +330,31 @@ class Provisioning:
         log.info("PodGroup %s/%s: %s", ns, group, message, extra=log_extra(ns, group))
         self.events.record(g.ref, notices.provisioning_requested(message))
 
-    def _create_failed(self, g: GroupObject, memory: GroupMemory, why: str, now: float) -> None:
-        memory.provisioning_failures += 1
-        wait = provreq.backoff_seconds(memory.provisioning_failures)
-        memory.provisioning_until = now + wait
-        memory.provisioning_note = (REASON_CREATE_FAILED, f"{why}; asking again in {wait:.0f} s")
+    def _create_failed(self, g: GroupObject, memory: ProvisioningMemory, why: str, now: float) -> None:
+        memory.failures += 1
+        wait = provreq.backoff_seconds(memory.failures)
+        memory.until = now + wait
+        memory.note = (REASON_CREATE_FAILED, f"{why}; asking again in {wait:.0f} s")
         self.metrics.provisioning_requests.labels("create_failed").inc()
-        log.warning("PodGroup %s/%s: %s", *g.key, memory.provisioning_note[1], extra=log_extra(*g.key))
-        self.events.record(g.ref, notices.provisioning_failed(memory.provisioning_note[1]))
+        log.warning("PodGroup %s/%s: %s", *g.key, memory.note[1], extra=log_extra(*g.key))
+        self.events.record(g.ref, notices.provisioning_failed(memory.note[1]))
 
     def _undo(self, namespace: str, templates: Sequence[tuple[str, int]]) -> None:
         for t, _ in templates:
-            self.writer.delete_object("PodTemplate", namespace, t)
+            self.writer.objects.delete_pod_template(namespace, t)
 
-    def _end(self, info: provreq.RequestInfo, memory: GroupMemory) -> None:
+    def _end(self, info: provreq.RequestInfo, memory: ProvisioningMemory) -> None:
         """Delete a request that has ended for its group, remembered as counted (:meth:`_judge`)."""
-        memory.provisioning_ended = info.name
+        memory.ended = info.name
         self._delete(info)
 
     def _delete(self, info: provreq.RequestInfo) -> None:
         """Delete a request (uid precondition) and its PodTemplates."""
-        result = self.writer.delete_object(provreq.KIND, info.namespace, info.name, info.uid)
+        result = self.writer.objects.delete_custom_object(PROVISIONING_REQUESTS, info.namespace, info.name, info.uid)
         if result != WriteResult.FAILED and self.caches.provreqs is not None:
             self.caches.provreqs.forget_local((info.namespace, info.name))
         for t, _ in info.templates:
-            self.writer.delete_object("PodTemplate", info.namespace, t)
+            self.writer.objects.delete_pod_template(info.namespace, t)
 
     # -- the release, and the status ----------------------------------------------------------------
     def consume(self, g: GroupObject) -> dict[str, str]:
@@ -368,14 +375,15 @@ class Provisioning:
                 and i.name != ended]
         return max(mine, key=lambda i: (i.created, i.name)) if mine else None
 
-    def conditions(self, status: PodGroupStatus, g: GroupObject, memory: GroupMemory, now: float) -> PodGroupStatus:
+    def conditions(self, status: PodGroupStatus, g: GroupObject, memory: ProvisioningMemory,
+                   now: float) -> PodGroupStatus:
         """``status`` with ``Provisioning`` (:func:`conditions.write_provisioning`): True while a
         request stands (Requested, NotProvisioned or Provisioned, with the autoscaler's reason),
         else False with how the last one ended. Unchanged while provisioning is off or the group
         never asked."""
         if not self.enabled:
             return status
-        info = self._standing(g, ended=memory.provisioning_ended)
+        info = self._standing(g, ended=memory.ended)
         reason, message, active = "", "", False
         if info is not None:
             a = provreq.state(info)
@@ -392,8 +400,8 @@ class Provisioning:
             else:
                 reason, message = REASON_REQUESTED, f"{ref}: cluster-autoscaler has not answered yet" + (
                     f" ({_answer_text(a)})" if a.reason else "")
-        if not active and memory.provisioning_note is not None:
-            reason, message = memory.provisioning_note
+        if not active and memory.note is not None:
+            reason, message = memory.note
         if not reason:
             return status
         conds = cond_mod.ConditionSet(status.conditions, now, g.pg.metadata.generation)

@@ -18,7 +18,7 @@ release"); this room finds what they apply to and acts on it. Verbs:
 
 Handed the config, the caches, the writer, the metrics, the event emitter, the monotonic clock
 and the ``PolicyV1Api`` (budgets); what it remembers per group is in the group's
-:class:`cogate.controller.memory.GroupMemory` (budget, eviction tokens), per member here
+:class:`cogate.controller.release.memory.ReleaseMemory` (budget, eviction tokens), per member here
 (when a pin was first seen unusable, what was acted on, the gang of the last pass). Only
 :meth:`survey` wants a pass of its own (``wake_at``, monotonic seconds): at the end of a grace.
 """
@@ -37,9 +37,9 @@ from cogate.controller.devices.room import Devices
 from cogate.controller.kube.events import Emitter
 from cogate.controller.kube.informer import Caches
 from cogate.controller.status.inputs import GroupObject, timeout_victims
-from cogate.controller.memory import BUDGET_DELETED, BUDGET_FOREIGN, Budget, BudgetState, GroupMemory
 from cogate.controller.kube.metrics import Metrics
-from cogate.controller.model.verdicts import GroupRequest, GroupVerdict
+from cogate.controller.release.memory import BUDGET_DELETED, BUDGET_FOREIGN, Budget, BudgetState, ReleaseMemory
+from cogate.controller.model.verdicts import GroupRequest, GroupVerdict, min_member_of
 from cogate.controller.model.records import PodInfo
 from cogate.controller.model.wakeups import WAKE_MARGIN
 from cogate.controller.kube.writer import Writer, WriteResult
@@ -132,7 +132,7 @@ class Aftercare:
         return Survey(contexts, frozenset(confirmed), wake_at)
 
     # -- per group ---------------------------------------------------------------------------------
-    def find(self, g: GroupObject, request: GroupRequest, verdict: GroupVerdict, ctx: Context, memory: GroupMemory,
+    def find(self, g: GroupObject, request: GroupRequest, verdict: GroupVerdict, ctx: Context, memory: ReleaseMemory,
              refused: str) -> lifecycle.Findings:
         """The after-release findings of one group for its conditions (``refused``: the release
         guard's text); acts on the opt-in quorum policy (once per release)."""
@@ -145,14 +145,14 @@ class Aftercare:
                 if self.config.pod_disruption_budgets and self.policy is not None:
                     # The gang is broken: its budget would refuse these evictions (429). It is
                     # made again once the re-formed group reaches minMember.
-                    self.writer.delete_pdb(self.policy, *g.key)
+                    self.writer.objects.delete_pdb(self.policy, *g.key)
                     memory.budget = BUDGET_DELETED
                 victims = timeout_victims(request.members, self.config.gate_name)
                 for p in victims:
                     self._removed_by_us.add(p.uid)
                     self.writer.evict(p)
                 placed = status_mod.count_members(g.pg, request.members).placed
-                quorum = (f"fell below minMember {g.pg.spec.minMember} ({placed} placed) after reaching it: evicted "
+                quorum = (f"fell below minMember {request.min_member} ({placed} placed) after reaching it: evicted "
                           f"{len(victims)} remaining members with a controller owner so the gang frees its room "
                           "and re-forms whole (--evict-below-quorum)")
         return lifecycle.Findings(
@@ -165,7 +165,7 @@ class Aftercare:
         )
 
     def act(self, g: GroupObject, request: GroupRequest, findings: lifecycle.Findings, ctx: Context,
-            memory: GroupMemory, phase: str, now: float) -> None:
+            memory: ReleaseMemory, phase: str, now: float) -> None:
         """Delete stuck owned members (once each), events for what the findings say, the opt-in
         budget of a group now in ``phase``; ``now``: epoch seconds."""
         if ctx.stuck:
@@ -192,26 +192,26 @@ class Aftercare:
         if self.config.pod_disruption_budgets and self.policy is not None:
             self._keep_budget(g, memory, phase, now)
 
-    def _keep_budget(self, g: GroupObject, memory: GroupMemory, phase: str, now: float) -> None:
+    def _keep_budget(self, g: GroupObject, memory: ReleaseMemory, phase: str, now: float) -> None:
         """The opt-in PodDisruptionBudget (``lifecycle.pdb_action``), written only when it changes."""
         action = lifecycle.pdb_action(phase)
         state = memory.budget
-        want = Budget.ensured(g.pg.spec.minMember)
+        want = Budget.ensured(min_member_of(g.pg))
         if action == "ensure" and state not in (want, BUDGET_FOREIGN):
-            result = self.writer.ensure_pdb(self.policy, lifecycle.pdb_manifest(g.pg, g.uid))
+            result = self.writer.objects.ensure_pdb(self.policy, lifecycle.pdb_manifest(g.pg, g.uid))
             if result == WriteResult.FOREIGN:
                 memory.budget = BUDGET_FOREIGN
                 self.events.emit(g.ref, "pdb", notices.pdb_conflict(g.pg.metadata.name), now)
             elif result != WriteResult.FAILED:
                 memory.budget = want
         elif action == "keep" and state is not None and state.state is BudgetState.ENSURED and state != want:
-            if self.writer.ensure_pdb(self.policy, lifecycle.pdb_manifest(g.pg, g.uid)) != WriteResult.FAILED:
+            if self.writer.objects.ensure_pdb(self.policy, lifecycle.pdb_manifest(g.pg, g.uid)) != WriteResult.FAILED:
                 memory.budget = want
         elif action == "delete" and state not in (BUDGET_DELETED, BUDGET_FOREIGN):
-            if self.writer.delete_pdb(self.policy, *g.key) != WriteResult.FAILED:
+            if self.writer.objects.delete_pdb(self.policy, *g.key) != WriteResult.FAILED:
                 memory.budget = BUDGET_DELETED
 
-    def time_out(self, g: GroupObject, members: Sequence[PodInfo], new_status: PodGroupStatus, memory: GroupMemory,
+    def time_out(self, g: GroupObject, members: Sequence[PodInfo], new_status: PodGroupStatus, memory: ReleaseMemory,
                  now: float) -> None:
         """A ``Timeout`` event while ``TimedOut=True``; with ``--evict-on-timeout`` evict once per release."""
         cond = new_status.condition(status_mod.CONDITION_TIMED_OUT)

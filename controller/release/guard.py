@@ -13,7 +13,7 @@ Verbs (as scheduler-plugins' coscheduling ``Manager``, a short list):
 
 The guard is handed what it uses (the config, the caches, the writer, the metrics, the event
 emitter, the reservation drop callback, the monotonic clock); what it remembers about a group
-is in the group's :class:`cogate.controller.memory.GroupMemory` (``refusal``). It never sets
+is in the group's :class:`cogate.controller.release.memory.ReleaseMemory` (``refusal``). It never sets
 the next pass itself: each verb that wants one returns its ``wake_at`` (monotonic seconds),
 and the reconciler wakes up for the earliest (docs/semantics.md, "A release the API server refuses").
 """
@@ -28,12 +28,12 @@ from dataclasses import dataclass
 from cogate.controller.planning import capacity
 from cogate.controller.status import notices
 from cogate.controller.release import refusers
+from cogate.controller.release.memory import Refusal, ReleaseMemories, ReleaseMemory
 from cogate.controller.model.config import ReconcilerConfig
 from cogate.controller.kube.events import Emitter
 from cogate.controller.kube.informer import Caches
 from cogate.controller.devices.room import Devices
 from cogate.controller.status.inputs import GroupObject
-from cogate.controller.memory import GroupMemory, Memories, Refusal
 from cogate.controller.kube.metrics import Metrics
 from cogate.controller.status.notices import log_extra
 from cogate.controller.planning.patches import pin_target
@@ -76,7 +76,7 @@ class ReleaseGuard:
         self._dry_run_lock = threading.Lock()  # groups are applied concurrently
 
     # -- before the release ------------------------------------------------------------------
-    def check(self, g: GroupObject, verdict: GroupVerdict, memory: GroupMemory, now: float) -> Checked:
+    def check(self, g: GroupObject, verdict: GroupVerdict, memory: ReleaseMemory, now: float) -> Checked:
         """The members of ``verdict`` to ungate now (``now``: epoch seconds), and the refusal to report.
 
         1. Each planned node is checked again just before the patch (``capacity.pinned_node_problems``
@@ -105,7 +105,7 @@ class ReleaseGuard:
             refused = memory.refusal.message  # while what it refused is not released yet
         return Checked(release, refused, wake_at)
 
-    def _checked_release(self, g: GroupObject, outcome: Outcome, verdict: GroupVerdict, memory: GroupMemory,
+    def _checked_release(self, g: GroupObject, outcome: Outcome, verdict: GroupVerdict, memory: ReleaseMemory,
                          now: float) -> tuple[dict[str, str], str, float | None]:
         """:meth:`check`'s three steps: (release, refusal text, wake_at)."""
         placement = self.config.placement
@@ -179,7 +179,7 @@ class ReleaseGuard:
         return needed
 
     # -- refusals ------------------------------------------------------------------------------
-    def refused(self, g: GroupObject, uids: set[str], memory: GroupMemory, *, released: int, whole_group: bool,
+    def refused(self, g: GroupObject, uids: set[str], memory: ReleaseMemory, *, released: int, whole_group: bool,
                 now: float) -> tuple[str, float]:
         """Record a refusal of ``uids`` (back-off doubles per refusal in a row) and emit its event;
         returns its message and ``wake_at`` (monotonic seconds: just after the back-off)."""
@@ -197,19 +197,19 @@ class ReleaseGuard:
         return notice.message, self._monotonic() + delay + WAKE_MARGIN
 
     @staticmethod
-    def clear(memory: GroupMemory) -> None:
+    def clear(memory: ReleaseMemory) -> None:
         """Members of the group were released: its refusal is over."""
         memory.refusal = None
 
     @staticmethod
-    def holds(memory: GroupMemory, now: float) -> bool:
+    def holds(memory: ReleaseMemory, now: float) -> bool:
         """Whether the group is not planned now (``now``: epoch seconds): its fresh release was
         refused and the back-off lasts."""
         r = memory.refusal
         return r is not None and r.whole_group and r.until > now
 
     @staticmethod
-    def next_retry(memories: Memories, now: float) -> float | None:
+    def next_retry(memories: ReleaseMemories, now: float) -> float | None:
         """Epoch seconds at which the earliest back-off after ``now`` ends (``None``: none lasts)."""
-        ends = [r.until for _, m in memories.items() if (r := m.refusal) is not None and r.until > now]
+        ends = [r.until for _, m in memories.iter_release() if (r := m.refusal) is not None and r.until > now]
         return min(ends) if ends else None

@@ -14,11 +14,11 @@ PodGroup's status: the planner's message gets ``N labelled pods ignored ...`` ap
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from cogate.controller.model.records import PodInfo
+from cogate.controller.model.verdicts import with_note
 
 __all__ = ["ignored_by_group", "ignored_text", "explain"]
 
@@ -53,7 +53,4 @@ def ignored_text(pods: Sequence[PodInfo]) -> str:
 def explain(verdict: Any, pods: Sequence[PodInfo]) -> Any:
     """``verdict`` (a frozen ``verdicts.GroupVerdict``) with :func:`ignored_text` of ``pods``
     appended to its message (``"; "`` between); ``verdict`` itself when ``pods`` is empty."""
-    text = ignored_text(pods)
-    if not text:
-        return verdict
-    return dataclasses.replace(verdict, message=f"{verdict.message}; {text}" if verdict.message else text)
+    return with_note(verdict, ignored_text(pods))

@@ -39,6 +39,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from cogate.controller.model.readers import integer
 from cogate.controller.model.records import PodInfo
 
 __all__ = ["KINDS", "OwnerRef", "OwnerState", "Limit", "Finding", "owner_ref", "readable", "owner_state", "gone",
@@ -115,14 +116,6 @@ def gone(ref: OwnerRef) -> OwnerState:
     return OwnerState(ref, exists=False)
 
 
-def _int(v: Any, default: int | None, path: str) -> int | None:
-    if v is None:
-        return default
-    if not isinstance(v, int) or isinstance(v, bool):
-        raise ValueError(f"{path}: expected an integer, got {v!r}")
-    return v
-
-
 def _true(conditions: Any, *types: str) -> Mapping[str, Any] | None:
     for c in conditions if isinstance(conditions, list) else ():
         if isinstance(c, Mapping) and c.get("type") in types and c.get("status") == "True":
@@ -146,21 +139,21 @@ def owner_state(ref: OwnerRef, raw: Mapping[str, Any]) -> OwnerState:
         failed = _true(status.get("conditions"), "Failed", "FailureTarget")
         return OwnerState(
             ref, deleting=deleting,
-            parallelism=_int(spec.get("parallelism"), 1, "spec.parallelism"),  # type: ignore[arg-type]
-            completions=_int(spec.get("completions"), None, "spec.completions"),
-            succeeded=_int(status.get("succeeded"), 0, "status.succeeded"),  # type: ignore[arg-type]
+            parallelism=integer(spec.get("parallelism"), "spec.parallelism", 1),
+            completions=integer(spec.get("completions"), "spec.completions", None),
+            succeeded=integer(status.get("succeeded"), "status.succeeded", 0),
             suspended=spec.get("suspend") is True,
             failed=str(failed.get("reason") or "Failed") if failed else "",
             failed_message=str(failed.get("message") or "") if failed else "",
             complete=_true(status.get("conditions"), "Complete", "SuccessCriteriaMet") is not None,
-            active_deadline=_int(spec.get("activeDeadlineSeconds"), None, "spec.activeDeadlineSeconds"))
-    replicas = _int(spec.get("replicas"), 1, "spec.replicas")
+            active_deadline=integer(spec.get("activeDeadlineSeconds"), "spec.activeDeadlineSeconds", None))
+    replicas = integer(spec.get("replicas"), "spec.replicas", 1)
     parent = ""
     owners = meta.get("ownerReferences")
     for o in owners if isinstance(owners, list) else ():
         if isinstance(o, Mapping) and o.get("controller") is True:
             parent = f"{o.get('kind', '')} {o.get('name', '')}"
-    return OwnerState(ref, deleting=deleting, replicas=replicas,  # type: ignore[arg-type]
+    return OwnerState(ref, deleting=deleting, replicas=replicas,
                       ordered_ready=ref.kind == "StatefulSet"
                       and (spec.get("podManagementPolicy") or "OrderedReady") == "OrderedReady",
                       parent=parent)

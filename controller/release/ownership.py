@@ -47,7 +47,6 @@ verdict of a group was explained by a finding (:mod:`cogate.controller.release.r
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import threading
 import time
@@ -62,7 +61,7 @@ from cogate.controller.status.inputs import GroupObject
 from cogate.controller.kube.metrics import Metrics
 from cogate.controller.status.notices import ObjectRef, log_extra, situation_key
 from cogate.controller.release.owners import OwnerRef, OwnerState
-from cogate.controller.model.verdicts import GroupRequest, GroupVerdict, Outcome
+from cogate.controller.model.verdicts import GroupRequest, GroupVerdict, Outcome, with_note
 from cogate.kube import api_status, json_body
 
 log = logging.getLogger(__name__)
@@ -196,7 +195,7 @@ class Ownership:
         found = self._staged(g, request, now) if waits else None
         if found is not None:
             self._events.clear(g.uid, "owner")
-            return dataclasses.replace(verdict, message=f"{verdict.message}; {found}")
+            return with_note(verdict, found)
         self._events.clear(g.uid, "staged")
         self._events.clear(g.uid, "staged-owner")
         if (self._read is None or Outcome(verdict.outcome) is not Outcome.WAITING_FOR_MEMBERS
@@ -211,7 +210,7 @@ class Ownership:
             return verdict
         notice = notices.owner_cannot_complete(finding.message, finding.warning)
         self._events.emit(g.ref, "owner", notice, now, key=situation_key(finding.message))
-        return dataclasses.replace(verdict, message=f"{verdict.message}; {finding.message}")
+        return with_note(verdict, finding.message)
 
     # -- staged creation ---------------------------------------------------------------
     def _staged(self, g: GroupObject, request: GroupRequest, now: float) -> str | None:

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cogate.api import POD_GROUP_LABEL
+from cogate.controller.model.readers import array, integer, mapping, text
 from cogate.controller.model.records import PodInfo
 
 __all__ = ["MPIJOB", "JOBSET", "KINDS", "JOB_ROLE_LABEL", "JOBSET_NAME_LABEL", "REPLICATED_JOB_LABEL", "Staged",
@@ -72,30 +73,6 @@ class Staged:
     message: str
 
 
-def _map(v: Any, path: str) -> Mapping[str, Any]:
-    if v is None:
-        return {}
-    if not isinstance(v, Mapping):
-        raise ValueError(f"{path}: expected an object, got {type(v).__name__}")
-    return v
-
-
-def _int(v: Any, default: int, path: str) -> int:
-    if v is None:
-        return default
-    if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-        raise ValueError(f"{path}: expected a non-negative integer, got {v!r}")
-    return v
-
-
-def _str(v: Any, path: str) -> str:
-    if v is None:
-        return ""
-    if not isinstance(v, str):
-        raise ValueError(f"{path}: expected a string, got {v!r}")
-    return v
-
-
 def staged(kind: tuple[str, str], raw: Mapping[str, Any], group: str, members: Sequence[PodInfo],
            min_member: int) -> Staged | None:
     """The staged-creation finding of owner ``raw`` (API JSON, of ``kind`` = ``(API group,
@@ -103,9 +80,9 @@ def staged(kind: tuple[str, str], raw: Mapping[str, Any], group: str, members: S
     (module doc for the rules). Raises ``ValueError`` naming the field on a malformed object."""
     if not isinstance(raw, Mapping):
         raise ValueError(f"{kind[1]}: not an object")
-    meta = _map(raw.get("metadata"), "metadata")
-    spec = _map(raw.get("spec"), "spec")
-    name = f"{kind[1]} {_str(meta.get('namespace'), 'metadata.namespace')}/{_str(meta.get('name'), 'metadata.name')}"
+    meta = mapping(raw.get("metadata"), "metadata")
+    spec = mapping(raw.get("spec"), "spec")
+    name = f"{kind[1]} {text(meta.get('namespace'), 'metadata.namespace')}/{text(meta.get('name'), 'metadata.name')}"
     present = [m for m in members if m.phase != "Failed"]
     if kind == MPIJOB:
         return _mpijob(name, spec, present, min_member)
@@ -115,13 +92,13 @@ def staged(kind: tuple[str, str], raw: Mapping[str, Any], group: str, members: S
 
 
 def _mpijob(name: str, spec: Mapping[str, Any], present: Sequence[PodInfo], min_member: int) -> Staged | None:
-    policy = _str(spec.get("launcherCreationPolicy"), "spec.launcherCreationPolicy") or "AtStartup"
-    run_policy = _map(spec.get("runPolicy"), "spec.runPolicy")
+    policy = text(spec.get("launcherCreationPolicy"), "spec.launcherCreationPolicy") or "AtStartup"
+    run_policy = mapping(spec.get("runPolicy"), "spec.runPolicy")
     if policy != WAIT_FOR_WORKERS_READY or run_policy.get("suspend") is True:
         return None
-    replicas = _map(spec.get("mpiReplicaSpecs"), "spec.mpiReplicaSpecs")
-    worker = _map(replicas.get("Worker"), "spec.mpiReplicaSpecs.Worker")
-    workers = _int(worker.get("replicas"), 0, "spec.mpiReplicaSpecs.Worker.replicas")
+    replicas = mapping(spec.get("mpiReplicaSpecs"), "spec.mpiReplicaSpecs")
+    worker = mapping(replicas.get("Worker"), "spec.mpiReplicaSpecs.Worker")
+    workers = integer(worker.get("replicas"), "spec.mpiReplicaSpecs.Worker.replicas", 0, minimum=0)
     if any(m.labels.get(JOB_ROLE_LABEL) == "launcher" for m in present) or workers >= min_member:
         return None
     noun = "worker is" if workers == 1 else "workers are"
@@ -143,35 +120,33 @@ class _Replicated:
 
 
 def _replicated_jobs(spec: Mapping[str, Any], group: str, present: Sequence[PodInfo]) -> list[_Replicated]:
-    rjs = spec.get("replicatedJobs")
-    if rjs is None:
+    if spec.get("replicatedJobs") is None:
         return []
-    if not isinstance(rjs, list):
-        raise ValueError("spec.replicatedJobs: expected a list")
-    startup = _map(spec.get("startupPolicy"), "spec.startupPolicy")
+    rjs = array(spec.get("replicatedJobs"), "spec.replicatedJobs")
+    startup = mapping(spec.get("startupPolicy"), "spec.startupPolicy")
     in_order = startup.get("startupPolicyOrder") == "InOrder"
     with_members = {m.labels.get(REPLICATED_JOB_LABEL) for m in present}
     out: list[_Replicated] = []
     for i, rj in enumerate(rjs):
         path = f"spec.replicatedJobs[{i}]"
-        rj = _map(rj, path)
-        rname = _str(rj.get("name"), f"{path}.name")
-        job_spec = _map(_map(rj.get("template"), f"{path}.template").get("spec"), f"{path}.template.spec")
-        pod_meta = _map(_map(job_spec.get("template"), f"{path}.template.spec.template").get("metadata"),
+        rj = mapping(rj, path)
+        rname = text(rj.get("name"), f"{path}.name")
+        job_spec = mapping(mapping(rj.get("template"), f"{path}.template").get("spec"), f"{path}.template.spec")
+        pod_meta = mapping(mapping(job_spec.get("template"), f"{path}.template.spec.template").get("metadata"),
                         f"{path}.template.spec.template.metadata")
-        labels = _map(pod_meta.get("labels"), f"{path}.template.spec.template.metadata.labels")
-        parallelism = _int(job_spec.get("parallelism"), 1, f"{path}.template.spec.parallelism")
+        labels = mapping(pod_meta.get("labels"), f"{path}.template.spec.template.metadata.labels")
+        parallelism = integer(job_spec.get("parallelism"), f"{path}.template.spec.parallelism", 1, minimum=0)
         completions = job_spec.get("completions")
         if completions is not None:
-            parallelism = min(parallelism, _int(completions, 1, f"{path}.template.spec.completions"))
+            parallelism = min(parallelism, integer(completions, f"{path}.template.spec.completions", 1, minimum=0))
         deps = []
         for j, d in enumerate(rj.get("dependsOn") or ()):
-            d = _map(d, f"{path}.dependsOn[{j}]")
-            deps.append((_str(d.get("name"), f"{path}.dependsOn[{j}].name"),
-                         _str(d.get("status"), f"{path}.dependsOn[{j}].status") or "Ready"))
+            d = mapping(d, f"{path}.dependsOn[{j}]")
+            deps.append((text(d.get("name"), f"{path}.dependsOn[{j}].name"),
+                         text(d.get("status"), f"{path}.dependsOn[{j}].status") or "Ready"))
         if in_order and i > 0 and not deps:
             deps.append((out[-1].name, "Ready"))
-        out.append(_Replicated(rname, _int(rj.get("replicas"), 1, f"{path}.replicas") * parallelism,
+        out.append(_Replicated(rname, integer(rj.get("replicas"), f"{path}.replicas", 1, minimum=0) * parallelism,
                                labels.get(POD_GROUP_LABEL) == group or rname in with_members, tuple(deps)))
     return out
 

@@ -29,7 +29,7 @@ from cogate.controller.status import status as status_mod
 from cogate.controller.model import volumes as volumes_mod
 from cogate.controller.status.notices import ObjectRef
 from cogate.controller.planning.patches import awaiting_bind
-from cogate.controller.model.verdicts import GroupRequest
+from cogate.controller.model.verdicts import GroupRequest, min_member_of
 from cogate.controller.model.records import PodInfo, Reservation, controller_owner, member_key
 from cogate.models import PodGroup, parse_time
 
@@ -96,9 +96,9 @@ def build_group_requests(groups: Iterable[GroupObject], members: Mapping[tuple[s
         pg = g.pg
         ms = tuple(members.get(g.key, ()))
         created = parse_time(pg.metadata.creationTimestamp) if pg.metadata.creationTimestamp else 0.0
-        out.append(GroupRequest(namespace=pg.metadata.namespace, name=pg.metadata.name, min_member=pg.spec.minMember,
-                                created=created, released=status_mod.release_stands(pg.status, ms, gate,
-                                                                                       min_member=pg.spec.minMember),
+        m = min_member_of(pg)
+        out.append(GroupRequest(namespace=pg.metadata.namespace, name=pg.metadata.name, min_member=m,
+                                created=created, released=status_mod.release_stands(pg.status, ms, gate, min_member=m),
                                 members=ms, **_min_resources(pg.spec.minResources)))
     return out
 

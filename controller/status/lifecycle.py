@@ -39,7 +39,7 @@ from cogate.controller.status.conditions import (  # noqa: F401 - public here to
 )
 from cogate.controller.planning.patches import awaiting_bind
 from cogate.controller.planning.capacity import pinned_node_problems
-from cogate.controller.model.verdicts import GroupRequest, Outcome
+from cogate.controller.model.verdicts import GroupRequest, Outcome, min_member_of
 from cogate.controller.model.records import NodeInfo, PodInfo
 from cogate.controller.status.status import count_members
 from cogate.models import PodGroup, PodGroupStatus, parse_time
@@ -255,7 +255,7 @@ def fell_below_quorum(pg: PodGroup, members: Sequence[PodInfo]) -> bool:
     fewer than minMember of its live members are placed (bound, not Failed)."""
     if pg.status.phase not in ("Scheduled", "Running"):
         return False
-    return count_members(pg, members).placed < pg.spec.minMember
+    return count_members(pg, members).placed < min_member_of(pg)
 
 
 # -- conditions --------------------------------------------------------------------------------------
@@ -283,7 +283,7 @@ def lost_message(lost: Sequence[Departure], pg: PodGroup, members: Sequence[PodI
     """"member k-1 left the released group: preempted by kube-scheduler (...); 1 of minMember 2 placed"."""
     what = "; ".join(f"member {d.member.name} left the released group: {d.cause}" for d in lost[:5])
     more = f"; and {len(lost) - 5} more" if len(lost) > 5 else ""
-    return f"{what}{more}; {_placed(pg, members)} of minMember {pg.spec.minMember} placed"
+    return f"{what}{more}; {_placed(pg, members)} of minMember {min_member_of(pg)} placed"
 
 
 def _placed(pg: PodGroup, members: Sequence[PodInfo]) -> int:
@@ -333,7 +333,7 @@ def lifecycle_conditions(status: PodGroupStatus, old: PodGroupStatus, pg: PodGro
     """
     conds = cond_mod.ConditionSet(status.conditions, now, pg.metadata.generation)
     outcome = Outcome(verdict_outcome) if verdict_outcome else None
-    m = pg.spec.minMember
+    m = min_member_of(pg)
     placed = _placed(pg, members)
     cond_mod.write_planned_nodes_usable(conds, stuck=findings.stuck, placed=placed, min_member=m)
     cond_mod.write_release_accepted(conds, refused=findings.refused, releases=outcome is not None and outcome.releases)
@@ -375,6 +375,6 @@ def pdb_manifest(pg: PodGroup, uid: str) -> dict[str, Any]:
             "ownerReferences": [{"apiVersion": api.API_VERSION, "kind": api.KIND, "name": meta.name,
                                  "uid": uid, "controller": True}],
         },
-        "spec": {"minAvailable": pg.spec.minMember,
+        "spec": {"minAvailable": min_member_of(pg),
                  "selector": {"matchLabels": {api.POD_GROUP_LABEL: meta.name}}},
     }

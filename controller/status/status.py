@@ -1,8 +1,8 @@
 """PodGroup status from its live members and the planner's verdict (pure).
 
-:func:`compute_status` is the one place for the phase rule and the conditions;
-:func:`status_patch` turns the result into the merge-patch body for the status
-subresource, or ``None`` when nothing changed, so status is written only on change.
+:func:`compute_status` is the one place for the phase rule and the conditions; when and
+what of the result is written (the merge-patch body, numbers-only changes held back) is
+:mod:`cogate.controller.status.writes`.
 
 Phase (docs/semantics.md; names from scheduler-plugins' PodGroup): one ordered decision,
 the first rule that holds wins. ``m`` is ``spec.minMember``; a member is *bound* when
@@ -68,10 +68,8 @@ Times are float epoch seconds (UTC).
 
 from __future__ import annotations
 
-import math
-import re
-from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple, Protocol
+from collections.abc import Sequence
+from typing import NamedTuple, Protocol
 
 from cogate.api import DEFAULT_GATE_NAME
 from cogate.controller.status import conditions as cond_mod
@@ -86,7 +84,7 @@ from cogate.controller.status.conditions import (  # noqa: F401 - public here to
     condition,
     released_reason,
 )
-from cogate.controller.model.verdicts import Outcome
+from cogate.controller.model.verdicts import Outcome, min_member_of
 from cogate.controller.model.records import PodInfo, is_member
 from cogate.models import PodGroup, PodGroupStatus, format_time, parse_time
 
@@ -110,10 +108,6 @@ __all__ = [
     "compute",
     "compute_all",
     "compute_status",
-    "status_patch",
-    "progress_only",
-    "write_due",
-    "PROGRESS_WRITE_SECONDS",
     "release_stands",
     "release_end",
     "holds_place",
@@ -126,8 +120,6 @@ QUORUM_PHASES = frozenset({"Scheduled", "Running", "Finished"})
 
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
-#: Status fields cogate writes (a merge patch nulls only these when they disappear).
-STATUS_FIELDS = ("phase", "scheduled", "running", "succeeded", "failed", "scheduleStartTime", "occupiedBy", "conditions")
 
 
 class _Verdict(Protocol):
@@ -492,7 +484,7 @@ def compute_all(pg: PodGroup, members: Sequence[PodInfo], verdict: _Verdict | No
     old = pg.status
     members = _live(pg, members)
     live = count_members(pg, members)
-    m = pg.spec.minMember
+    m = min_member_of(pg)
     outcome = Outcome(verdict.outcome) if verdict is not None else None
     message = (verdict.message or "") if verdict is not None else ""
     stands = release_stands(old, members, gate, min_member=m, lost=lost)
@@ -532,110 +524,3 @@ def compute_all(pg: PodGroup, members: Sequence[PodInfo], verdict: _Verdict | No
         occupiedBy=old.occupiedBy,
         conditions=conds.to_list(),
     ), seen, bind)
-
-
-def _normal(status: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Known status fields of an API status dict, ``None``/empty dropped; conditions keyed by type."""
-    out: dict[str, Any] = {}
-    for key in STATUS_FIELDS:
-        value = (status or {}).get(key)
-        if value is None or (key == "conditions" and not value):
-            continue
-        out[key] = value
-    return out
-
-
-def status_patch(old: Mapping[str, Any] | None, new: PodGroupStatus) -> dict[str, Any] | None:
-    """Merge-patch body (``{"status": {...}}``) taking status ``old`` (API JSON) to ``new``.
-
-    Only changed fields are in the patch; a field cogate writes that ``new`` drops is
-    set to ``null``; ``conditions`` is sent whole (a merge patch replaces lists). A
-    condition whose ``status`` is unchanged keeps ``old``'s ``lastTransitionTime``.
-    Returns ``None`` when nothing changed. Fields unknown to cogate in ``old`` are left alone.
-    """
-    before = _normal(old if isinstance(old, Mapping) else None)
-    old_conditions = {c.get("type"): c for c in before.get("conditions", []) if isinstance(c, Mapping)}
-    after = new.to_api()
-    if after.get("conditions"):
-        fixed = []
-        for cond in after["conditions"]:
-            prev = old_conditions.get(cond["type"])
-            if prev is not None and prev.get("status") == cond["status"] and prev.get("lastTransitionTime"):
-                cond = {**cond, "lastTransitionTime": prev["lastTransitionTime"]}
-            fixed.append(cond)
-        after["conditions"] = fixed
-    after = _normal(after)
-    body: dict[str, Any] = {}
-    for key in STATUS_FIELDS:
-        if key in after and before.get(key) != after[key]:
-            body[key] = after[key]
-        elif key not in after and key in before:
-            body[key] = None
-    return {"status": body} if body else None
-
-
-def progress_only(old: Mapping[str, Any] | None, body: Mapping[str, Any] | None) -> bool:
-    """Whether ``body`` (from :func:`status_patch`) changes only numbers in condition messages of
-    status ``old`` (API JSON): the same condition types, each with the same ``status`` and
-    ``reason`` and a message equal but for its numbers, and no other field. Such a change reports
-    progress ("5 of 8 members present" -> "6 of 8 ..."); the controller writes it at most every
-    :data:`PROGRESS_WRITE_SECONDS` per group (:func:`write_due`). Any other change (a new
-    situation in the words of a message, a status, a reason, a count field, the phase) is not
-    progress only."""
-    if not body or set(body.get("status") or {}) != {"conditions"}:
-        return False
-    before = _normal(old if isinstance(old, Mapping) else None)
-    old_conditions = {c.get("type"): c for c in before.get("conditions", []) if isinstance(c, Mapping)}
-    new_conditions = body["status"]["conditions"] or []
-    if {c.get("type") for c in new_conditions} != set(old_conditions) or len(new_conditions) != len(old_conditions):
-        return False
-    def words(message: Any) -> str:
-        return _DIGITS.sub("#", message) if isinstance(message, str) else repr(message)
-
-    return all(old_conditions[c.get("type")].get("status") == c.get("status")
-               and old_conditions[c.get("type")].get("reason") == c.get("reason")
-               and words(old_conditions[c.get("type")].get("message")) == words(c.get("message"))
-               for c in new_conditions)
-
-
-#: Numbers standing alone ("5 of 8", "short by 2"), not part of a name ("w-1", "node3") or a
-#: quantity ("1Gi"): a change of those is a change of words.
-_DIGITS = re.compile(r"(?<![\w.-])\d+(?![\w-]|\.\d)")
-
-
-#: Seconds a status change of one PodGroup that only moves numbers (:func:`progress_only`: members
-#: arriving, "5 of 8 members present" -> "6 of 8 ...") waits, after it first appeared and after
-#: the group's last write (:func:`write_due`). Issue 19: 100 groups of 8 wrote 551 status patches
-#: for 800 members; a group's members arrive well after its first write, so a wait counted from the
-#: last write alone let the first arrival through at once.
-PROGRESS_WRITE_SECONDS = 2.0
-
-
-def write_due(old: Mapping[str, Any] | None, body: Mapping[str, Any] | None, last_write: float | None,
-              now: float, *, pending_since: float | None = None, releasing: bool = False,
-              period: float = PROGRESS_WRITE_SECONDS) -> float | None:
-    """When to write the status change ``body`` (from :func:`status_patch`) of a PodGroup whose
-    written status is ``old`` (API JSON): ``None`` to write it now, else the time at which it is
-    due. Times are seconds on one clock (the controller's monotonic clock).
-
-    A change that only moves numbers (:func:`progress_only`) is due ``period`` seconds after the
-    later of the group's last write ``last_write`` and ``pending_since``, when a numbers-only change
-    was first held back since that write (``None``: none was, it starts ``now``). So numbers-only
-    writes are at least ``period`` apart, the latest numbers are written at most ``period`` after
-    they first differed from what is written, and numbers that a release or a new reason overtakes
-    within ``period`` (a gang's members arriving, then its release) are never written on their own.
-    Anything else is written at once: the first write (nothing written by this process:
-    ``last_write`` ``None`` or ``-inf``), a release (``releasing``), a new reason, condition status
-    or wording, the phase, a count field, ``scheduleStartTime``. The caller keeps ``pending_since``
-    (the first ``now`` that returned a time; cleared by a write or when nothing is to be written),
-    runs a pass at the time returned (:mod:`cogate.controller.model.wakeups`) and computes the status
-    afresh then: the held write is never lost, only merged with the changes after it. ``None``
-    too when ``body`` is ``None`` (nothing to write). Raises ``ValueError`` if ``period < 0``.
-    """
-    if period < 0:
-        raise ValueError(f"period must be >= 0 seconds, got {period}")
-    if body is None or releasing or last_write is None or last_write == -math.inf \
-            or not progress_only(old, body):
-        return None
-    due = max(last_write, now if pending_since is None else pending_since) + period
-    return due if now < due else None

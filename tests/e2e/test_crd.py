@@ -9,7 +9,8 @@ import pytest
 from kubernetes import client
 
 from cogate.api import GROUP, PLURAL, VERSION
-from cogate.controller.status.status import compute_status, status_patch
+from cogate.controller.status.status import compute_status
+from cogate.controller.status.writes import status_patch
 from cogate.models import PodGroup
 from cogate.localcluster.stack import CRD_NAME, crd_path
 

@@ -20,7 +20,6 @@ from cogate import api
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD_PATH = ROOT / "charts" / "cogate" / "crds" / "scheduling.x-k8s.io_podgroups.yaml"
-PACKAGED = ROOT / "cogate" / "manifests" / "scheduling.x-k8s.io_podgroups.yaml"
 
 #: scheduler-plugins v1alpha1 PodGroup: (path, type, format or None).
 SCHEDULER_PLUGINS_FIELDS = [
@@ -61,11 +60,6 @@ def _node(schema: dict, dotted: str) -> dict:
         assert "properties" in node and part in node["properties"], f"missing field {dotted} (at {part})"
         node = node["properties"][part]
     return node
-
-
-def test_packaged_manifest_is_the_chart_crd():
-    assert PACKAGED.is_symlink()
-    assert PACKAGED.resolve() == CRD_PATH.resolve()
 
 
 def test_names_scope_and_group_match_api_constants(crd):

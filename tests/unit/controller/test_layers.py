@@ -1,5 +1,5 @@
-"""controller/'s walls (issue 28): a folder imports only folders below it, and no module imports
-another module's private name.
+"""controller/'s walls (issue 28): a folder imports only folders below it, no module imports
+another module's private name, and modules and functions stay short enough to read.
 
 The order, bottom up, is :data:`LAYERS` (docs/internals.md "Folders"): the pure records and
 vocabularies, planning, what is said about a group, the API server, then the features (devices,
@@ -93,3 +93,28 @@ def test_the_walls_are_checked():
     """The check itself: an upward arrow and a private name are found."""
     assert _folder("cogate.controller.memory") == "" and _folder("cogate.controller.model.records") == "model"
     assert LAYERS.index(_folder("cogate.controller.reconciler")) > LAYERS.index(_folder("cogate.controller.kube"))
+
+
+#: A module longer than this is split along its responsibilities (issue 28).
+MODULE_LINES = 600
+#: No function longer than this; at most :data:`LONG_FUNCTIONS` longer than :data:`FUNCTION_LINES`
+#: (declarations such as the argument parser and the metrics table may be long; rules are named steps).
+FUNCTION_LINES, MAX_FUNCTION_LINES, LONG_FUNCTIONS = 60, 100, 5
+
+
+def _functions(path: Path) -> list[tuple[str, int]]:
+    tree = ast.parse(path.read_text(), str(path))
+    return [(f"{path.relative_to(ROOT)}:{n.lineno} {n.name}", n.end_lineno - n.lineno + 1)
+            for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+
+
+def test_no_module_is_too_long():
+    long = {str(p.relative_to(ROOT)): n for p in MODULES if (n := len(p.read_text().splitlines())) > MODULE_LINES}
+    assert long == {}
+
+
+def test_functions_are_short():
+    spans = [f for p in MODULES for f in _functions(p)]
+    assert [f for f in spans if f[1] > MAX_FUNCTION_LINES] == []
+    long = sorted((f for f in spans if f[1] > FUNCTION_LINES), key=lambda f: -f[1])
+    assert len(long) <= LONG_FUNCTIONS, long

@@ -211,7 +211,7 @@ def test_unplanned_constraints_of_a_spec_and_pin_target(extra_spec, unplanned):
     raw["spec"].update(extra_spec)
     p = records.pod_info(raw)
     assert p.unplanned == unplanned
-    # the planner decides who is pinned (planner._pins); pin_target only applies the placement mode
+    # the planner decides who is pinned (planning.members.pins); pin_target only applies the placement mode
     assert pin_target(p, "n1", "pinned") == "n1"
     assert pin_target(p, "n1", "free") == ""
     assert pin_target(p, "", "pinned") == ""
@@ -244,7 +244,7 @@ def test_progress_is_written_at_most_every_period_and_then_brought_up_to_date():
     at once the first time, then PROGRESS_WRITE_SECONDS after a change first appeared and at most
     every PROGRESS_WRITE_SECONDS (the pass in between wakes up for it); a change of words, and a
     release, are written at once."""
-    from cogate.controller.status.status import PROGRESS_WRITE_SECONDS
+    from cogate.controller.status.writes import PROGRESS_WRITE_SECONDS
 
     script = iter([verdict("WaitingForMembers", message="3 of 8 members present"),
                    verdict("WaitingForMembers", message="4 of 8 members present"),

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from cogate.api import DEFAULT_GATE_NAME as GATE
 from cogate.api import POD_GROUP_LABEL
 from cogate.controller.devices import dra
+from cogate.controller.devices.accountant import Accountant
 from cogate.controller.devices.records import (
     ClaimSpec,
     DeviceRequest,
@@ -512,7 +513,7 @@ def test_accountant_gives_what_account_gives_over_any_history(history, tell_clai
         members[f"m{i}"] = rnd.choice((1, 2))
         put(f"c-m{i}", claim(f"c-m{i}", request(count=members[f"m{i}"])))
     version = claims_version = 1
-    acc = dra.Accountant()
+    acc = Accountant()
     changed: set[str] = set()
     pods = {m: member(m, f"c-{m}") for m in members}
     for step in steps + ["nothing"]:

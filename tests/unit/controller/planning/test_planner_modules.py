@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cogate.controller.planning import capacity, explanations, planner
+from cogate.controller.planning import capacity, explanations, members, planner
 from cogate.controller.model import verdicts
 
 #: Names other modules import from ``planner`` that live elsewhere, by home module.
@@ -18,6 +18,7 @@ REEXPORTED = {
                "UNCHECKED_POLICIES", "complete_since", "mixed_priorities", "group_priority"],
     capacity: ["pinned_node_problems", "room_by_node"],
     explanations: ["held_by_other_gates", "NAMES_SHOWN"],
+    members: ["Members", "classify", "members_anti", "members_spread"],
 }
 
 

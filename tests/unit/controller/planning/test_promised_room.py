@@ -276,14 +276,14 @@ def test_a_new_member_of_a_released_group_does_not_take_nominated_room(nom_prio,
 def test_the_miss_names_room_promised_to_others_on_eligible_nodes():
     """What a waiting message can name (item 2b): each promise's holder, at the group's turn."""
     from cogate.controller.planning.capacity import Snapshot
-    from cogate.controller.planning.planner import Pass, _classify
+    from cogate.controller.planning.planner import Pass, classify
 
     nodes = [node("n1").cpu(4).info(), node("n2").cpu(4).info()]
     a, res = pinned_gang("a", 2, 2, "n1")
     nom = nominated("preemptor", "n2", 4, 1)
     b = request("b", [member("b", 0, 3)], created=10)
     run = Pass(Snapshot(nodes, [nom], False), [a, b], res, NOW, CFG)
-    miss = run._try_release(b, _classify(b, GATE))
+    miss = run._try_release(b, classify(b, GATE))
     assert [(p.holder, p.node_name, p.kind) for p in miss.promised] == [
         ("PodGroup team/a", "n1", "reserved"), ("PodGroup team/a", "n1", "reserved"),
         ("pod other/preemptor", "n2", "nominated")]

@@ -64,7 +64,7 @@ def test_victims_go_after_the_nominations_then_the_gang_is_released_on_their_roo
     cond = w.condition()
     assert (cond["status"], cond["reason"]) == ("False", "Placed")
     assert w.metric("cogate_controller_preemptions_total", result="Placed") == 1
-    assert w.rec.memory.recall("pg-uid-pg").preemption is None
+    assert w.rec.memory.recall("pg-uid-pg").preemption.in_flight is None
 
 
 class InFlightCluster(StatusCluster):
@@ -149,7 +149,7 @@ def test_a_failed_nomination_deletes_no_victim_and_clears_the_others():
     assert w.cluster.deleted == [] and not [c for c in w.cluster.calls if c[0] in ("mark", "delete")]
     assert "nominatedNodeName" not in w.cluster.pods["m-0"]["status"]  # the one that was set is cleared
     assert w.condition()["reason"] == "PlanChanged" and "m-1" in w.condition()["message"]
-    assert w.rec.memory.recall("pg-uid-pg").preemption is None
+    assert w.rec.memory.recall("pg-uid-pg").preemption.in_flight is None
 
 
 def test_victims_are_marked_disruption_target_with_cogates_reason_before_the_delete():
@@ -177,7 +177,7 @@ def test_stuck_victims_end_it_at_the_deadline_clear_the_nominations_and_back_off
     w = full_node_world()
     w.cluster.keep_deleted = True  # terminating for ever (a finalizer, a NotReady node)
     w.run()
-    rec = w.rec.memory.recall("pg-uid-pg").preemption
+    rec = w.rec.memory.recall("pg-uid-pg").preemption.in_flight
     assert rec is not None and rec.deadline == T0 + 5 + inflight.STUCK_SLACK_SECONDS  # grace from the DELETE answer
     w.run(10.0)
     assert "still" not in w.condition()["message"] and w.condition()["status"] == "True"
@@ -194,7 +194,7 @@ def test_stuck_victims_end_it_at_the_deadline_clear_the_nominations_and_back_off
     w.cluster.calls.clear()
     w.run(1.0)  # backing off: nothing preempted again
     assert w.cluster.calls == []
-    assert w.rec.memory.recall("pg-uid-pg").preemption_until == rec.deadline + inflight.BACKOFF_INITIAL_SECONDS
+    assert w.rec.memory.recall("pg-uid-pg").preemption.until == rec.deadline + inflight.BACKOFF_INITIAL_SECONDS
 
 
 def test_equal_priority_preempts_nothing_and_says_why():
@@ -297,13 +297,13 @@ def test_a_lost_record_never_leaves_preempting_true_nor_deletes_more():
     assert (c["status"], c["reason"]) == ("False", "NoLowerPriorityPods")
     assert w.cluster.deleted == deleted
     w.rec.memory.forget(())
-    w.rec.memory.recall("pg-uid-pg").preemption_checked = w.now + 1  # no selection in the next pass
+    w.rec.memory.recall("pg-uid-pg").preemption.checked = w.now + 1  # no selection in the next pass
     w.run(0.5)
     w.cluster.pgs["pg"]["status"]["conditions"] = [
         dict(c, status="True", reason="Preempting") if c["type"] == "Preempting" else c
         for c in w.cluster.pgs["pg"]["status"]["conditions"]]  # as an earlier process left it
     w.rec.memory.forget(())
-    w.rec.memory.recall("pg-uid-pg").preemption_checked = w.now + 1
+    w.rec.memory.recall("pg-uid-pg").preemption.checked = w.now + 1
     w.run(0.1)
     c = w.condition()
     assert (c["status"], c["reason"]) == ("False", "Interrupted")
@@ -315,7 +315,7 @@ def test_a_nomination_whose_record_is_lost_is_cleared():
     w.run()
     assert w.cluster.pods["m-0"]["status"]["nominatedNodeName"] == "n1"
     w.rec.memory.forget(())  # a new process: no record of the preemption
-    w.rec.memory.recall("pg-uid-pg").preemption_checked = w.now + 10  # and no new selection in this pass
+    w.rec.memory.recall("pg-uid-pg").preemption.checked = w.now + 10  # and no new selection in this pass
     w.cluster.calls.clear()
     w.run(1.0)
     assert sorted(w.cluster.calls) == [("nominate", "m-0=None"), ("nominate", "m-1=None")]
@@ -335,7 +335,7 @@ def test_a_restarted_process_resumes_the_preemption_in_flight_and_places_the_gan
     w2.cluster.pods["o-0"] = pod("o-0").req(cpu="2").group("other").gated().priority(100).raw()  # would fit the freed room
     w2.cluster.pgs["other"] = raw_pg("other", 1)
     w2.run(1.0)
-    rec = w2.rec.memory.recall("pg-uid-pg").preemption
+    rec = w2.rec.memory.recall("pg-uid-pg").preemption.in_flight
     assert rec is not None and rec.plan == {"uid-m-0": "n1", "uid-m-1": "n1"}
     assert [v.name for v in rec.victims] == ["low-a", "low-b"] and rec.started == T0
     assert w2.cluster.calls == [("mark", "m-0"), ("mark", "m-1")]  # refreshed; nothing cleared, nothing deleted
@@ -369,7 +369,7 @@ def test_a_restart_between_the_mark_and_the_delete_deletes_the_marked_victim():
     w2.cluster.calls.clear()
     w2.run(2.0)
     assert w2.cluster.calls == [("mark", "low-b"), ("delete", "low-b"), ("mark", "m-0"), ("mark", "m-1")]
-    rec = w2.rec.memory.recall("pg-uid-pg").preemption
+    rec = w2.rec.memory.recall("pg-uid-pg").preemption.in_flight
     assert rec.deadline == w2.now + 5 + inflight.STUCK_SLACK_SECONDS  # from the grace the DELETE answered
     assert [e[2] for e in w2.events if e[1] == "Preempted"] == ["low-b"]
 
@@ -379,9 +379,9 @@ def test_a_restart_keeps_another_managers_nomination():
     w.cluster.pods["m-0"]["status"]["nominatedNodeName"] = "n1"
     w.cluster.pods["m-0"]["metadata"]["managedFields"] = [
         {"manager": "someone-else", "subresource": "status", "fieldsV1": {"f:status": {"f:nominatedNodeName": {}}}}]
-    w.rec.memory.recall("pg-uid-pg").preemption_checked = w.now + 10  # no selection in this pass
+    w.rec.memory.recall("pg-uid-pg").preemption.checked = w.now + 10  # no selection in this pass
     w.run()
-    assert w.cluster.calls == [] and w.rec.memory.recall("pg-uid-pg").preemption is None
+    assert w.cluster.calls == [] and w.rec.memory.recall("pg-uid-pg").preemption.in_flight is None
     assert w.cluster.pods["m-0"]["status"]["nominatedNodeName"] == "n1"
 
 
@@ -418,7 +418,7 @@ def test_a_new_kube_scheduler_leader_gets_the_nominations_in_flight_refreshed_no
 
 def test_without_a_preemption_in_flight_a_new_leader_writes_nothing():
     w = full_node_world(preemption=True)
-    w.rec.memory.recall("pg-uid-pg").preemption_checked = w.now + 100  # no selection
+    w.rec.memory.recall("pg-uid-pg").preemption.checked = w.now + 100  # no selection
     w.rec.preempting.on_scheduler_lease("MODIFIED", inflight.SchedulerLease("a", 0), inflight.SchedulerLease("b", 1))
     w.run()
     w.run(inflight.REFRESH_AGAIN_SECONDS)

@@ -28,7 +28,7 @@ from cogate.api import DEFAULT_GATE_NAME as GATE
 from cogate.api import POD_GROUP_LABEL
 from cogate.controller.planning import planner
 from cogate.controller.preemption import victims as preemption
-from cogate.controller.planning.capacity import Snapshot, req_with_pod
+from cogate.controller.planning.capacity import Snapshot
 from cogate.controller.preemption.victims import Budget, Gang, NoPreemption, Preemption, Reason, select_victims
 from cogate.controller.model.records import (HostPort, LabelSelector, NodeInfo, PodAffinityTerm, PodInfo,
                                        TopologySpreadConstraint, member_key)
@@ -253,7 +253,7 @@ def test_vacate_gives_the_room_without_the_pod_and_rollback_undoes_it(case):
     # place the probe, then undo everything
     for i in range(len(nodes)):
         if room.fits(spec, i):
-            room.occupy(probe, req_with_pod(probe.requests), probe.host_ports, i)
+            room.charge(probe, i)
             break
     room.rollback(mark)
     assert _state(room) == before

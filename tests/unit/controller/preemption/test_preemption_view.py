@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from cogate.controller.planning import capacity
 from cogate.controller.preemption import victims as preemption
-from cogate.controller.planning.capacity import req_with_pod
+from cogate.controller.planning.room import req_with_pod
 from cogate.controller.planning.planstate import PlanningState
 from cogate.controller.preemption.victims import select_victims
 from cogate.controller.model.records import NodeInfo, PodInfo

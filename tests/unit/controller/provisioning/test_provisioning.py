@@ -339,7 +339,7 @@ def test_a_failed_request_is_deleted_said_why_and_asked_again_after_the_back_off
     assert (cond["status"], cond["reason"], cond["message"]) == ("False", "Failed", message)
     assert ("Warning", "ProvisioningFailed", "pg", message) in w.events
     assert w.requests_made("failed") == 1
-    assert w.rec.memory.recall("pg-uid-pg").provisioning_until == T0 + 10 + provreq.BACKOFF_SECONDS
+    assert w.rec.memory.recall("pg-uid-pg").provisioning.until == T0 + 10 + provreq.BACKOFF_SECONDS
     assert "ProvisioningRequest" not in w.condition(type_="FitsCluster")["message"]  # no request stands
 
     c.calls.clear()
@@ -372,7 +372,7 @@ def test_failures_in_a_row_double_the_back_off_and_the_pass_is_woken_for_its_end
     c.answer(c.request["metadata"]["name"], "Failed", reason="Failed", message="no")
     w.run(1.0)
     assert w.condition()["message"].endswith("asking again in 120 s")
-    assert w.rec.memory.recall("pg-uid-pg").provisioning_until == w.now + 120
+    assert w.rec.memory.recall("pg-uid-pg").provisioning.until == w.now + 120
 
 
 def test_a_booking_that_expired_before_the_release_is_deleted_and_asked_again_at_once():
@@ -805,7 +805,7 @@ def test_a_request_whose_delete_fails_is_deleted_in_a_later_pass_and_its_end_cou
     assert len(w.reasons("ProvisioningFailed")) == (0 if end == "Consumed" else 1)
     if end == "Failed":
         memory = w.rec.memory.recall("pg-uid-pg")
-        assert memory.provisioning_failures == 1 and memory.provisioning_until == T0 + 1 + provreq.BACKOFF_SECONDS
+        assert memory.provisioning.failures == 1 and memory.provisioning.until == T0 + 1 + provreq.BACKOFF_SECONDS
 
 
 def test_a_group_opted_out_after_asking_has_its_request_deleted():

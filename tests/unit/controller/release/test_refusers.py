@@ -227,14 +227,14 @@ def test_unknown_mode_is_refused_at_start():
 def test_failed_discovery_leaves_auto_dry_running(caplog):
     """The controller cannot tell what the API server serves (here: a client whose every call
     fails): no admission informers, not known, so every release is dry-run."""
-    from cogate.controller import main as controller_main
+    from cogate.controller.release import feature
 
     class Broken:
         def __getattr__(self, name):
             raise ConnectionError("API server unreachable")
 
     with caplog.at_level(logging.WARNING):
-        informers, known = controller_main.admission_informers(Broken(), lambda *a: pytest.fail("no informer"))
+        informers, known = feature.admission_informers(Broken(), lambda *a: pytest.fail("no informer"))
     assert (informers, known) == ((), False)
     assert "every release patch is dry-run first" in caplog.text
     assert refusers.dry_run_needed("auto", known, ()) is True
@@ -287,7 +287,7 @@ def _fake_client(monkeypatch, served, listers=LISTERS):
      ["mutatingwebhookconfigurations", "validatingadmissionpolicies", "validatingwebhookconfigurations"], False),
 ])
 def test_discovery_watches_each_kind_served_in_v1(monkeypatch, served, listers, names, known):
-    from cogate.controller import main as controller_main
+    from cogate.controller.release import feature
 
     _fake_client(monkeypatch, served, listers)
     made = {}
@@ -296,7 +296,7 @@ def test_discovery_watches_each_kind_served_in_v1(monkeypatch, served, listers, 
         made[name] = convert
         return name
 
-    informers, got_known = controller_main.admission_informers(object(), make)
+    informers, got_known = feature.admission_informers(object(), make)
     assert sorted(informers) == names and got_known is known
     kinds = {"validatingwebhookconfigurations": "ValidatingWebhookConfiguration",
              "mutatingwebhookconfigurations": "MutatingWebhookConfiguration",

@@ -17,12 +17,11 @@ from cogate.controller.status.status import (
     compute_status,
     count_members,
     decide_phase,
-    status_patch,
     timeout_deadline,
 )
+from cogate.controller.status.writes import progress_only, status_patch
 from cogate.controller.status.notices import situation_key
 from cogate.models import PHASES, PodGroup, format_time, parse_time
-from cogate.controller.status import status
 from tests.builders import pod
 
 NS, NAME = "ml", "train"
@@ -663,10 +662,10 @@ WAIT = ("Released", "False", "WaitingForMembers", "5 of 8 members present")
 def test_progress_only_is_a_change_of_numbers_in_messages(old, new, expected):
     body = {"status": {"conditions": [{"type": t, "status": s, "reason": r, "message": m,
                                        "lastTransitionTime": "2024-01-01T00:00:00Z"} for t, s, r, m in new]}}
-    assert status.progress_only(old, body) is expected
+    assert progress_only(old, body) is expected
 
 
 @pytest.mark.parametrize("body", [None, {}, {"status": {}}, {"status": {"phase": "Running"}},
                                   {"status": {"running": 3, "conditions": []}}])
 def test_other_changes_are_not_progress_only(body):
-    assert status.progress_only(_status(WAIT), body) is False
+    assert progress_only(_status(WAIT), body) is False

@@ -1,4 +1,4 @@
-"""When a PodGroup's status change is written (``status.write_due``, pure; issue 19).
+"""When a PodGroup's status change is written (``writes.write_due``, pure; issue 19).
 
 A change that only moves numbers (members arriving: "5 of 8 members present" -> "6 of 8 ...")
 waits ``PROGRESS_WRITE_SECONDS`` after it first appeared and after the group's last write; the
@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from cogate.controller.status.status import PROGRESS_WRITE_SECONDS as N, status_patch, write_due
+from cogate.controller.status.writes import PROGRESS_WRITE_SECONDS as N, status_patch, write_due
 from cogate.models import Condition, PodGroupStatus
 
 LTT = "2024-01-01T00:00:00Z"
@@ -127,7 +127,7 @@ def replay(changes: list[tuple[float, tuple[int, int]]], extra_passes: list[floa
     passes = sorted({t for t, _ in changes} | set(extra_passes))
     written: dict[str, Any] | None = None
     last: float | None = None
-    pending: float | None = None  # as the reconciler keeps it (GroupMemory.progress_pending)
+    pending: float | None = None  # as the reconciler keeps it (StatusMemory.progress_pending)
     writes: list[tuple[float, tuple[int, int]]] = []
     for _ in range(10_000):  # a rule that kept a write back for ever would never end
         if not passes:
