@@ -12,10 +12,9 @@ import pytest
 from cogate import api
 from cogate.controller.status import lifecycle
 from cogate.controller.model import records
-from cogate.controller.model.records import PodInfo
 from cogate.models import PodGroup
 
-from tests.builders import NS, Harness, pod, podgroup, raw_pg, raw_pod, verdict
+from tests.builders import Harness, pod, podgroup, raw_pg, raw_pod, verdict
 
 GATE = api.DEFAULT_GATE_NAME
 RELEASED = {"phase": "Scheduling", "scheduleStartTime": "2024-01-01T00:00:00Z"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cogate.controller.kube.informer import namespaced_key
-from cogate.controller.model.records import InvalidObject, PodInfo
+from cogate.controller.model.records import InvalidObject
 from cogate.controller.planning.planner import GroupRequest, GroupVerdict
 from cogate.controller.model.quota import QuotaInfo, explain_waiting, member_usage, quota_info, quota_refusal
 

@@ -15,7 +15,7 @@ from cogate.api import POD_GROUP_LABEL
 from cogate.controller.model import records, replicas
 from cogate.controller.planning.planner import GroupRequest, Outcome, PlannerConfig, decide
 from cogate.controller.planning.planstate import PlanningState
-from cogate.controller.model.records import NodeInfo, PodInfo
+from cogate.controller.model.records import PodInfo
 from tests.builders import node
 
 NOW = 60_000.0

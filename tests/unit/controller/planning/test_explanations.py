@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import pytest
 
-from cogate.api import DEFAULT_GATE_NAME as GATE
-from cogate.api import POD_GROUP_LABEL
 from cogate.controller.planning import explanations
 from cogate.controller.status import inputs
 from cogate.controller.status import status as status_mod

@@ -8,10 +8,9 @@ import copy
 
 import pytest
 
-from cogate.api import DEFAULT_GATE_NAME as GATE
 from cogate.api import POD_GROUP_LABEL
 from cogate.controller.model import volumes
-from cogate.controller.model.records import NodeInfo, pod_info
+from cogate.controller.model.records import pod_info
 from cogate.controller.planning.planner import GroupRequest, Outcome, PlannerConfig, decide
 from cogate.controller.status.inputs import resolve_volumes
 from cogate.controller.model.resources import QuantityError, effective_request

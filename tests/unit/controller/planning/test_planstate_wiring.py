@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from cogate.controller.model import records
-from cogate.controller.kube.informer import Informer, name_key, namespaced_key, uid_key
+from cogate.controller.kube.informer import name_key, namespaced_key, uid_key
 from cogate.controller.kube.metrics import Metrics
 from cogate.controller.planning.planner import decide, room_by_node
 from cogate.controller.model.config import ReconcilerConfig

@@ -22,13 +22,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cogate.api import DEFAULT_GATE_NAME as GATE
-from cogate.api import POD_GROUP_LABEL
 from cogate.controller.planning import capacity
 from cogate.controller.model import records
 from cogate.controller.status.inputs import restored_reservations
 from cogate.controller.planning.planner import Decision, GroupRequest, Outcome, PlannerConfig, decide
 from cogate.controller.planning.planstate import PlanningState
-from cogate.controller.model.records import (NodeInfo, NodeSelectorRequirement, NodeSelectorTerm, PodInfo, Promise,
+from cogate.controller.model.records import (NodeSelectorRequirement, NodeSelectorTerm, PodInfo, Promise,
                                        Reservation)
 from tests.builders import node, pod
 

@@ -15,12 +15,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cogate.api import DEFAULT_GATE_NAME as GATE
-from cogate.api import POD_GROUP_LABEL
 from cogate.controller.preemption import inflight
 from cogate.controller.preemption.inflight import Step
 from cogate.controller.planning.planner import GroupRequest, Outcome, PlannerConfig, decide
 from cogate.controller.planning.planstate import PlanningState
-from cogate.controller.model.records import NodeInfo, PodInfo
+from cogate.controller.model.records import PodInfo
 from tests.builders import node, pod
 
 NOW = 10_000.0

@@ -10,7 +10,6 @@ import random
 
 import pytest
 
-from cogate.api import DEFAULT_GATE_NAME as GATE
 from cogate.api import POD_GROUP_LABEL
 from cogate.controller.planning import capacity, planner
 from cogate.controller.preemption.victims import (Budget, Gang, NoPreemption, Preemption, Reason, budget_info,

@@ -23,7 +23,7 @@ from cogate.controller.provisioning import provreq
 from cogate.controller.provisioning.provreq import State
 from cogate.controller.model.records import (InvalidObject, LabelSelector, LabelSelectorRequirement, NodeInfo,
                                       PodAffinityTerm, PodInfo, Reservation, TopologySpreadConstraint, pod_info)
-from cogate.controller.model.verdicts import GroupRequest, Outcome, PlannerConfig
+from cogate.controller.model.verdicts import Outcome, PlannerConfig
 from tests.builders import group_request, node, pod as pod_, raw_pod
 
 NOW = 1_000.0

@@ -9,7 +9,7 @@ from cogate.controller.status import lifecycle
 from cogate.controller.model import records
 from cogate.controller.planning.planner import GroupRequest, GroupVerdict
 from cogate.controller.model.records import NodeInfo, NodeSelectorRequirement, NodeSelectorTerm, PodInfo, Taint
-from cogate.models import PodGroup, PodGroupStatus
+from cogate.models import PodGroupStatus
 
 from tests.builders import NS, ApiError, Harness, podgroup, raw_pg, raw_pod, ready_node, verdict
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, strategies as st
 
-from cogate.api import POD_GROUP_LABEL
 from cogate.controller.model.records import PodInfo
 from cogate.controller.planning.planner import GroupVerdict
 from cogate.controller.status.status import (
