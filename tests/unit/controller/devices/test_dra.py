@@ -157,7 +157,8 @@ def test_templates_plan_before_the_claim_exists_and_the_made_claim_after():
 def test_claim_problems_hold_the_group_whatever_the_policy(make, problem):
     m, world = make()
     for policy in ("release", "hold-devices", "hold"):
-        v, (r,), _ = plan([node("n1").alloc(cpu=8, memory="64Gi").info()], [m], 1, world, cfg=PlannerConfig(unchecked=policy))
+        v, (r,), _ = plan([node("n1").alloc(cpu=8, memory="64Gi").info()],
+                          [m], 1, world, cfg=PlannerConfig(unchecked=policy))
         assert r.volume_problems == (problem,)
         assert v.outcome == Outcome.UNSCHEDULABLE and problem in v.message
 
@@ -189,8 +190,9 @@ def test_allocated_devices_are_charged_to_the_bound_pod_holding_them():
     assert acc.allocatable == {"n1": {RES: 2}} and acc.charges == {"uid-b": {RES: 1}}
     assert v.outcome == Outcome.INSUFFICIENT_CAPACITY
     # the empty cluster has both devices: waiting for the bound pod, not "never fits"
-    v, _, _ = plan([node("n1").alloc(cpu=8, memory="64Gi").info()], members, 2, inputs([rslice("n1", ("gpu-0", "a100"), ("gpu-1", "a100"))],
-                                                    claims=[claim("c0"), claim("c1")]))
+    v, _, _ = plan([node("n1").alloc(cpu=8, memory="64Gi").info()],
+                   members, 2, inputs([rslice("n1", ("gpu-0", "a100"), ("gpu-1", "a100"))],
+                                      claims=[claim("c0"), claim("c1")]))
     assert v.outcome == Outcome.RELEASED
 
 
@@ -270,7 +272,8 @@ def test_unchecked_claims_are_named_and_hold_by_default(world, member_, entry):
     assert not any(dra.is_device_resource(k) for k in r.requests)
     v, _, _ = plan([node("n1").alloc(cpu=8, memory="64Gi").info()], [member_], 1, world)
     assert v.outcome == Outcome.UNSCHEDULABLE and r.unplanned[0] in v.message and "hold-devices" in v.message
-    v, _, _ = plan([node("n1").alloc(cpu=8, memory="64Gi").info()], [member_], 1, world, cfg=PlannerConfig(unchecked="release"))
+    v, _, _ = plan([node("n1").alloc(cpu=8, memory="64Gi").info()],
+                   [member_], 1, world, cfg=PlannerConfig(unchecked="release"))
     assert v.outcome == Outcome.RELEASED and v.release == {member_.uid: ""} and r.unplanned[0] in v.message
 
 
@@ -457,7 +460,8 @@ def test_a_device_plugin_node_keeps_its_own_amount_and_bound_pods_are_not_charge
     assert acc.allocatable == {"n1": {"example.com/gpu": 2}} and acc.charges == {}, "b's own request counts its device"
     assert dra.with_devices({"cpu": 1, "example.com/gpu": 4}, {"example.com/gpu": 2}) == {"cpu": 1, "example.com/gpu": 4}
     assert dra.with_devices({"cpu": 1}, {"example.com/gpu": 2}) == {"cpu": 1, "example.com/gpu": 2}
-    v, _, _ = plan([node("n1").alloc(cpu=8, memory="64Gi").info()], [ext_member("m0"), ext_member("m1")], 2, world, bound=[b])
+    v, _, _ = plan([node("n1").alloc(cpu=8, memory="64Gi").info()],
+                   [ext_member("m0"), ext_member("m1")], 2, world, bound=[b])
     assert v.outcome == Outcome.INSUFFICIENT_CAPACITY, "2 devices, b holds one: one member fits"
 
 

@@ -97,7 +97,8 @@ def test_shortfall_and_its_text():
 def test_spark_driver_waits_until_the_executors_have_room():
     # an 8-CPU node with 5 CPUs taken: the driver (1 CPU) fits, 2 more CPUs free, minResources asks 5
     busy = pod(group=None, cpu=5, mem=1, node_name="n1", name="busy")
-    v = only(run([node("n1").alloc(cpu=8, memory="8Gi").info()], [spark({"cpu": "5", "memory": "3Gi"})], pods=[busy], now=100.0))
+    v = only(run([node("n1").alloc(cpu=8, memory="8Gi").info()],
+                 [spark({"cpu": "5", "memory": "3Gi"})], pods=[busy], now=100.0))
     assert v.outcome == Outcome.INSUFFICIENT_CAPACITY and v.release == {} and v.fits == 1
     assert v.message == ("fits 1 of 1, but minResources cpu short by 2: 2 free beyond the 1 member placed, "
                          "minResources asks 5")

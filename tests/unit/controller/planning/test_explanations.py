@@ -160,7 +160,8 @@ def test_own_constraint_that_alone_blocks_the_group_wins_over_a_capacity_shortag
     """3 of 3 needed, w-2 can never run: Unschedulable, although the others lack room now too."""
     members = [pod("w-0"), pod("w-1"), pod("w-2", **SELECTOR)]
     g = group_request(members, created=NOW - 10)
-    v = both([node("n1").alloc(cpu=10, memory="64Gi").info()], [g], pods=[pod("filler", group=None, cpu=8, node_name="n1")]).verdicts[0]
+    v = both([node("n1").alloc(cpu=10, memory="64Gi").info()],
+             [g], pods=[pod("filler", group=None, cpu=8, node_name="n1")]).verdicts[0]
     assert v.outcome == "Unschedulable"
     assert v.message.startswith("member w-2 fits no node by its own constraints")
     assert "cannot reach minMember 3 alone" in v.message
@@ -192,7 +193,8 @@ def test_tolerated_taint_and_matching_selector_are_not_own_constraints():
     members = [pod("w-0", tolerations=(Toleration("gpu", "Equal", "true", "NoSchedule"),),
                    node_selector={"disktype": "ssd"})]
     g = group_request(members, created=NOW - 10)
-    v = both([node("n1").labels({"disktype": "ssd"}).alloc(cpu=10, memory="64Gi").taint(GPU_TAINT).info()], [g]).verdicts[0]
+    v = both([node("n1").labels({"disktype": "ssd"}).alloc(cpu=10, memory="64Gi").taint(GPU_TAINT).info()],
+             [g]).verdicts[0]
     assert v.outcome == "Released"
 
 

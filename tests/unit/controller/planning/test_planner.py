@@ -164,7 +164,8 @@ def test_succeeded_members_never_count_towards_a_new_gang(succeeded, new, m):
     """Issue 21 item 6: a Succeeded member cannot run again, so a gang decision (an unreleased
     group) leaves it out: minMember 6 with 1 Succeeded and 5 new pods releases nothing."""
     done = [pod(node_name="n1", phase="Succeeded", gated=False) for _ in range(succeeded)]
-    v = only(run([node("n1").alloc(cpu=64, memory="8Gi").info()], [group_request(done + [pod(cpu=1) for _ in range(new)], m)]))
+    v = only(run([node("n1").alloc(cpu=64, memory="8Gi").info()],
+                 [group_request(done + [pod(cpu=1) for _ in range(new)], m)]))
     assert v.outcome == "WaitingForMembers" and v.fits == 0 and not v.release
     assert v.message.startswith(f"{new} of {m} members present")
 
@@ -387,7 +388,8 @@ def test_exclusion_reasons_in_message():
 
 
 def test_memory_shortfall_human_units():
-    v = only(run([node("n1").alloc(cpu=8, memory="4Gi").info()], [group_request([pod(cpu=1, mem=3), pod(cpu=1, mem=2.5)])]))
+    v = only(run([node("n1").alloc(cpu=8, memory="4Gi").info()],
+                 [group_request([pod(cpu=1, mem=3), pod(cpu=1, mem=2.5)])]))
     assert "memory short by 1.5Gi" in v.message
 
 
@@ -414,7 +416,8 @@ def test_host_ports_between_members():
 def test_host_port_other_protocol_ok():
     existing = [pod(group=None, node_name="n1", cpu=0, mem=0, host_ports=(HostPort(53, "UDP"),))]
     m = pod(host_ports=(HostPort(53, "TCP"),))
-    assert only(run([node("n1").alloc(cpu=4, memory="8Gi").info()], [group_request([m])], pods=existing)).outcome == "Released"
+    assert only(run([node("n1").alloc(cpu=4, memory="8Gi").info()],
+                    [group_request([m])], pods=existing)).outcome == "Released"
 
 
 def test_host_port_reserved_blocks():
@@ -577,7 +580,8 @@ def test_reservation_of_unreleased_gated_pod_is_replanned():
 
 
 def test_custom_ttl():
-    d = run([node("n1").alloc(cpu=4, memory="8Gi").info()], [group_request([pod()])], cfg=PlannerConfig(reservation_ttl_seconds=7))
+    d = run([node("n1").alloc(cpu=4, memory="8Gi").info()],
+            [group_request([pod()])], cfg=PlannerConfig(reservation_ttl_seconds=7))
     assert d.reservations[0].expires == NOW + 7
 
 
@@ -828,7 +832,8 @@ def test_pinned_node_that_became_unusable_is_named(change, reason):
 
 def test_pinned_node_deleted_or_room_taken():
     a, b = pinned(name="k-0", created=1), pinned(name="k-1", created=2)
-    assert pinned_node_problems([node("n2").alloc(cpu=8, memory="8Gi").info()], [], [a]) == {a[0].uid: "node n1 no longer exists"}
+    assert pinned_node_problems([node("n2").alloc(cpu=8, memory="8Gi").info()],
+                                [], [a]) == {a[0].uid: "node n1 no longer exists"}
     other = pod(group=None, cpu=2, node_name="n1")  # bound after the release, outside cogate's control
     got = pinned_node_problems([node("n1").alloc(cpu=8, memory="8Gi").info()], [other], [a, b])
     assert got == {b[0].uid: "node n1: room taken (cpu: 2 free, the member requests 4)"}

@@ -131,7 +131,8 @@ def test_unbound_claims_are_unchecked_released_unpinned_unreserved_and_named():
     assert {r.pod_uid for r in d.reservations} == {other.uid}
     assert "not checked by cogate" in v.message and "m0 (unbound volume claim data)" in v.message
     # hold: the group stays gated and the message names member and constraint
-    v = run([node("n1").alloc(cpu=8, memory="64Gi").info()], [m, other], 2, cfg=PlannerConfig(unchecked="hold")).verdicts[0]
+    v = run([node("n1").alloc(cpu=8, memory="64Gi").info()],
+            [m, other], 2, cfg=PlannerConfig(unchecked="hold")).verdicts[0]
     assert v.outcome == Outcome.UNSCHEDULABLE and v.release == {}
     assert "m0 has constraints cogate does not check (unbound volume claim data)" in v.message
 
@@ -156,7 +157,8 @@ def test_unbound_volume_claims_are_released_by_default_and_held_by_hold():
     m = resolve_volumes([m], {("default", "data"): pvc("data")}, {})[0]
     assert m.unplanned == ("unbound volume claim data",)
     assert run([node("n1").alloc(cpu=8, memory="64Gi").info()], [m], 1).verdicts[0].outcome == Outcome.RELEASED
-    assert run([node("n1").alloc(cpu=8, memory="64Gi").info()], [m], 1, cfg=PlannerConfig(unchecked="hold")).verdicts[0].outcome == Outcome.UNSCHEDULABLE
+    assert run([node("n1").alloc(cpu=8, memory="64Gi").info()],
+               [m], 1, cfg=PlannerConfig(unchecked="hold")).verdicts[0].outcome == Outcome.UNSCHEDULABLE
 
 
 def test_without_claim_informers_claims_stay_unchecked():
@@ -217,9 +219,11 @@ def test_infeasible_resize_does_not_hold_a_group_kube_scheduler_would_place():
     # so two 3-CPU members fit
     busy = pod_info(raw_pod("busy", "6", node_name="n1", status=resized_status("2", "2", "Infeasible")))
     ms = [pod_info(raw_pod(f"m{i}", "3")) for i in range(2)]
-    assert run([node("n1").alloc(cpu=8, memory="64Gi").info()], ms, 2, bound=[busy]).verdicts[0].outcome == Outcome.RELEASED
+    assert run([node("n1").alloc(cpu=8, memory="64Gi").info()],
+               ms, 2, bound=[busy]).verdicts[0].outcome == Outcome.RELEASED
     pending = pod_info(raw_pod("busy", "6", node_name="n1", status=resized_status("2", "2")))
-    assert run([node("n1").alloc(cpu=8, memory="64Gi").info()], ms, 2, bound=[pending]).verdicts[0].outcome == Outcome.INSUFFICIENT_CAPACITY
+    assert run([node("n1").alloc(cpu=8, memory="64Gi").info()],
+               ms, 2, bound=[pending]).verdicts[0].outcome == Outcome.INSUFFICIENT_CAPACITY
 
 
 # -- DaemonSet pods not yet bound -------------------------------------------------------
@@ -233,10 +237,12 @@ def test_a_daemonset_pod_counts_once_bound_as_in_kube_scheduler():
     ds["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
         "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}}}
     ms = [pod_info(raw_pod(f"m{i}", "3")) for i in range(2)]
-    assert run([node("n1").alloc(cpu=8, memory="64Gi").info()], ms, 2, bound=[pod_info(ds)]).verdicts[0].outcome == Outcome.RELEASED
+    assert run([node("n1").alloc(cpu=8, memory="64Gi").info()],
+               ms, 2, bound=[pod_info(ds)]).verdicts[0].outcome == Outcome.RELEASED
     ds["spec"]["nodeName"] = "n1"
     ds["status"] = {"phase": "Running"}
-    assert run([node("n1").alloc(cpu=8, memory="64Gi").info()], ms, 2, bound=[pod_info(ds)]).verdicts[0].outcome == Outcome.INSUFFICIENT_CAPACITY
+    assert run([node("n1").alloc(cpu=8, memory="64Gi").info()],
+               ms, 2, bound=[pod_info(ds)]).verdicts[0].outcome == Outcome.INSUFFICIENT_CAPACITY
 
 
 # -- scheduler names (item 7) -----------------------------------------------------------

@@ -126,7 +126,8 @@ def test_a_member_with_preemption_policy_never_preempts_nothing(never_on):
 
 
 def test_never_does_not_matter_when_the_group_fits():
-    r = select(group_request([member(0, 2, preemption_policy="Never")]), [node("n1").cpu(4).info()], [pod("f", "n1", 1, 0)])
+    r = select(group_request([member(0, 2, preemption_policy="Never")]), [node("n1").cpu(4).info()],
+               [pod("f", "n1", 1, 0)])
     assert r.reason == Reason.FITS_WITHOUT_PREEMPTION
 
 
