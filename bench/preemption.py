@@ -92,11 +92,11 @@ def _phases(fn) -> list[tuple[str, float]]:
     wanted = {("capacity.py", "__init__"): "Snapshot / Room construction",
               ("room.py", "__init__"): "Snapshot / Room construction",
               ("capacity.py", "room"): "Snapshot.room (free room from the pods)",
-              ("preemption.py", "_base_room"): "the room on the planning state's free room",
-              ("preemption.py", "_gone_from_view"): "the room without every candidate (per-priority sums)",
+              ("preemption/candidates.py", "base_room"): "the room on the planning state's free room",
+              ("preemption/candidates.py", "gone_from_view"): "the room without every candidate (per-priority sums)",
               ("capacity.py", "pack"): "capacity.pack (free room, every candidate gone, the final check)",
-              ("preemption.py", "choose"): "choosing nodes and victims (SelectVictimsOnNode per node)",
-              ("preemption.py", "reprieve"): "the reprieve against the plan"}
+              ("preemption/selection.py", "choose"): "choosing nodes and victims (SelectVictimsOnNode per node)",
+              ("preemption/selection.py", "reprieve"): "the reprieve against the plan"}
     out: dict[str, float] = {}
     for (path, _, func), (_, _, _, cum, _) in stats.stats.items():  # type: ignore[attr-defined]
         for (file, name), label in wanted.items():

@@ -7,7 +7,7 @@ from __future__ import annotations
 from cogate.controller.kube.features import Apis, Feature, InformerSpec, Watches
 from cogate.controller.kube.informer import budget_source, lease_source, namespaced_key
 from cogate.controller.model.config import ReconcilerConfig
-from cogate.controller.preemption import inflight, victims
+from cogate.controller.preemption import budgets, inflight
 
 
 def informers(apis: Apis, config: ReconcilerConfig, namespace: str | None) -> Watches:
@@ -15,7 +15,7 @@ def informers(apis: Apis, config: ReconcilerConfig, namespace: str | None) -> Wa
     Lease ``inflight.SCHEDULER_LEASE`` into ``scheduler_lease``."""
     return Watches((
         InformerSpec("budgets", "poddisruptionbudgets", budget_source(apis.policy, namespace), namespaced_key,
-                     victims.budget_info),
+                     budgets.budget_info),
         InformerSpec("scheduler_lease", "kube-scheduler-lease",
                      lease_source(apis.coordination, *inflight.SCHEDULER_LEASE), namespaced_key,
                      inflight.scheduler_lease),

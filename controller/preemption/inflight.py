@@ -298,6 +298,22 @@ def rebuild(members: Mapping[tuple[str, str], Sequence[PodInfo]], pods: Sequence
       nomination is someone else's (``NominationLost``), as for the earlier process.
     A record without a victim left (all gone before the restart) holds the room until the next
     pass places the group or :func:`judge` ends it (``DoesNotFitAfterPreemption``)."""
+    planned, priority, ignored = _planned_members(members, gate, manager)
+    victims, not_victims = _marked_victims(pods, reason, planned, priority)
+    records, to_delete = [], []
+    for key in sorted(planned):
+        record, undeleted = _rebuilt_record(key, planned[key], victims.get(key, []), priority[key], now)
+        records.append(record)
+        to_delete.extend(undeleted)
+    ignored += not_victims
+    return Rebuilt(tuple(records), tuple(sorted(to_delete)), tuple(sorted(ignored, key=lambda i: (i.ref, i.reason))))
+
+
+def _planned_members(members: Mapping[tuple[str, str], Sequence[PodInfo]], gate: str, manager: str
+                     ) -> tuple[dict[tuple[str, str], list[PodInfo]], dict[tuple[str, str], int], list[Ignored]]:
+    """:func:`rebuild`'s planned members (gated by ``gate``, unbound, nominated by ``manager``) per
+    PodGroup that has any, the priority of each such group (its lowest gated member's), and the
+    members whose nomination is another writer's, ignored."""
     ignored: list[Ignored] = []
     planned: dict[tuple[str, str], list[PodInfo]] = {}
     priority: dict[tuple[str, str], int] = {}
@@ -314,6 +330,15 @@ def rebuild(members: Mapping[tuple[str, str], Sequence[PodInfo]], pods: Sequence
             planned.setdefault(key, []).append(m)
         if key in planned:
             priority[key] = min(m.priority for m in gated)
+    return planned, priority, ignored
+
+
+def _marked_victims(pods: Sequence[PodInfo], reason: str, planned: Mapping[tuple[str, str], Sequence[PodInfo]],
+                    priority: Mapping[tuple[str, str], int]
+                    ) -> tuple[dict[tuple[str, str], list[PodInfo]], list[Ignored]]:
+    """:func:`rebuild`'s victims per planned PodGroup (bound, non-terminal, marked with ``reason``
+    for that group, below its priority, not its members), and the marked pods ignored, with why."""
+    ignored: list[Ignored] = []
     victims: dict[tuple[str, str], list[PodInfo]] = {}
     for p in pods:
         if p.disruption != reason or not p.bound or p.terminal:
@@ -335,22 +360,25 @@ def rebuild(members: Mapping[tuple[str, str], Sequence[PodInfo]], pods: Sequence
                                         f"{p.priority} is not below the group's {priority[key]}"))
         else:
             victims.setdefault(key, []).append(p)
-    records, to_delete = [], []
-    for key in sorted(planned):
-        vs = victims.get(key, [])
-        marks = [p.disruption_since for p in vs if p.disruption_since > 0]
-        started = min(marks) if marks else now
-        refs = tuple(sorted((VictimRef(p.uid, p.namespace, p.name, p.node_name,
-                                       max(0.0, p.deletion_at - started) if p.deleting and p.deletion_at > 0
-                                       else DEFAULT_GRACE_SECONDS) for p in vs),
-                            key=lambda v: (v.node, v.namespace, v.name, v.uid)))
-        to_delete.extend(p.uid for p in vs if not p.deleting)
-        ms = sorted(planned[key], key=lambda m: (m.nominated_node, m.name))
-        plan = {m.uid: m.nominated_node for m in ms}
-        records.append(InFlight(key[0], key[1], refs, plan, {m.uid: dict(m.requests) for m in ms}, priority[key],
-                                started, deadline(started, refs), rebuilt_message(key, refs, vs, plan, priority[key]),
-                                nominated=frozenset(plan)))
-    return Rebuilt(tuple(records), tuple(sorted(to_delete)), tuple(sorted(ignored, key=lambda i: (i.ref, i.reason))))
+    return victims, ignored
+
+
+def _rebuilt_record(key: tuple[str, str], planned: Sequence[PodInfo], victims: Sequence[PodInfo], priority: int,
+                    now: float) -> tuple[InFlight, list[str]]:
+    """The record :func:`rebuild` makes for PodGroup ``key`` (its times and plan as its docstring
+    says), and the uids of its victims not being deleted yet (their DELETE is still to send)."""
+    marks = [p.disruption_since for p in victims if p.disruption_since > 0]
+    started = min(marks) if marks else now
+    refs = tuple(sorted((VictimRef(p.uid, p.namespace, p.name, p.node_name,
+                                   max(0.0, p.deletion_at - started) if p.deleting and p.deletion_at > 0
+                                   else DEFAULT_GRACE_SECONDS) for p in victims),
+                        key=lambda v: (v.node, v.namespace, v.name, v.uid)))
+    ms = sorted(planned, key=lambda m: (m.nominated_node, m.name))
+    plan = {m.uid: m.nominated_node for m in ms}
+    record = InFlight(key[0], key[1], refs, plan, {m.uid: dict(m.requests) for m in ms}, priority,
+                      started, deadline(started, refs), rebuilt_message(key, refs, victims, plan, priority),
+                      nominated=frozenset(plan))
+    return record, [p.uid for p in victims if not p.deleting]
 
 
 def rebuilt_message(key: tuple[str, str], refs: Sequence[VictimRef], victims: Sequence[PodInfo],

@@ -16,7 +16,7 @@ from cogate.controller import main as controller_main
 from cogate.controller.devices import records as devices
 from cogate.controller.kube import informer
 from cogate.controller.model import quota, records, volumes
-from cogate.controller.preemption import inflight, victims
+from cogate.controller.preemption import budgets, inflight
 from cogate.controller.provisioning import provreq
 from cogate.controller.status.inputs import group_object
 
@@ -153,7 +153,7 @@ def expected(namespace=None):
                       informer.uid_key, records.nominated_pod_info),
         "budgets": ("poddisruptionbudgets", ("PolicyV1Api", "list_namespaced_pod_disruption_budget" if namespace
                                              else "list_pod_disruption_budget_for_all_namespaces", ns),
-                    informer.namespaced_key, victims.budget_info),
+                    informer.namespaced_key, budgets.budget_info),
         "resource_slices": ("resourceslices", ("CustomObjectsApi", "list_cluster_custom_object",
                                                {**DRA, "plural": "resourceslices"}),
                             informer.name_key, devices.slice_devices),

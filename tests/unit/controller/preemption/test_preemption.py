@@ -12,8 +12,9 @@ import pytest
 
 from cogate.api import POD_GROUP_LABEL
 from cogate.controller.planning import capacity, planner
-from cogate.controller.preemption.victims import (Budget, Gang, NoPreemption, Preemption, Reason, budget_info,
-                                          candidate_nodes, more_important, select_victims)
+from cogate.controller.preemption.budgets import Budget, budget_info
+from cogate.controller.preemption.selection import candidate_nodes, more_important
+from cogate.controller.preemption.victims import Gang, NoPreemption, Preemption, Reason, select_victims
 from cogate.controller.model.records import (HostPort, InvalidObject, LabelSelector, NodeInfo, NodeSelectorRequirement,
                                        NodeSelectorTerm, PodAffinityTerm, PodInfo, Reservation, Taint,
                                        TopologySpreadConstraint)

@@ -27,9 +27,10 @@ from hypothesis import strategies as st
 from cogate.api import DEFAULT_GATE_NAME as GATE
 from cogate.api import POD_GROUP_LABEL
 from cogate.controller.planning import planner
-from cogate.controller.preemption import victims as preemption
+from cogate.controller.preemption import selection
 from cogate.controller.planning.capacity import Snapshot
-from cogate.controller.preemption.victims import Budget, Gang, NoPreemption, Preemption, Reason, select_victims
+from cogate.controller.preemption.budgets import Budget
+from cogate.controller.preemption.victims import Gang, NoPreemption, Preemption, Reason, select_victims
 from cogate.controller.model.records import (HostPort, LabelSelector, NodeInfo, PodAffinityTerm, PodInfo,
                                        TopologySpreadConstraint, member_key)
 from cogate.controller.model.verdicts import GroupRequest, Outcome, PlannerConfig
@@ -146,7 +147,7 @@ def _run(path, scenario):
     """``fallback``: the greedy placement finds no node (patched), so every answer comes from the
     exhaustive reprieve; the same properties hold."""
     if path == "fallback":
-        with mock.patch.object(preemption._Selection, "choose", lambda self, m: None):
+        with mock.patch.object(selection.Selection, "choose", lambda self, m: None):
             _check(*scenario, fallback=True)
     else:
         _check(*scenario, fallback=False)

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cogate.controller.planning import capacity
-from cogate.controller.preemption import victims as preemption
+from cogate.controller.preemption import candidates, selection, victims
 from cogate.controller.planning.room import req_with_pod
 from cogate.controller.planning.planstate import PlanningState
 from cogate.controller.preemption.victims import select_victims
@@ -79,9 +79,11 @@ def _same(state, promised, budgets, gangs, g):
 def test_the_view_gives_the_from_scratch_answer_without_building_a_snapshot(case):
     state, promised, budgets, gangs, g = case
     view = state.bound_view()
-    assert preemption._fast_path(view, g, None)  # plain scenarios: the fast path is the one taken
+    assert candidates.fast_path(view, g, None)  # plain scenarios: the fast path is the one taken
     scratch = select_victims(g, view.nodes, view.pods, promised, budgets, gangs, CFG)
-    with mock.patch.object(preemption, "Snapshot", side_effect=AssertionError("a Snapshot was built")):
+    built = AssertionError("a Snapshot was built")
+    with mock.patch.object(victims, "Snapshot", side_effect=built), \
+            mock.patch.object(candidates, "Snapshot", side_effect=built):
         fast = select_victims(g, [], [], promised, budgets, gangs, CFG, view=view)
     assert fast == scratch
 
@@ -89,7 +91,7 @@ def test_the_view_gives_the_from_scratch_answer_without_building_a_snapshot(case
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(histories())
 def test_the_view_gives_the_from_scratch_answer_on_the_exhaustive_fallback(case):
-    with mock.patch.object(preemption._Selection, "choose", lambda self, m: None):
+    with mock.patch.object(selection.Selection, "choose", lambda self, m: None):
         _same(*case)
 
 
