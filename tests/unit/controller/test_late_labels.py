@@ -12,25 +12,29 @@ import pytest
 from cogate import api
 from cogate.controller.status import lifecycle
 from cogate.controller.model import records
-from cogate.controller.model.records import PodInfo
 from cogate.models import PodGroup
 
-from tests.builders import NS, Harness, raw_pg, raw_pod, verdict
+from tests.builders import Harness, pod, podgroup, raw_pg, raw_pod, verdict
 
 GATE = api.DEFAULT_GATE_NAME
 RELEASED = {"phase": "Scheduling", "scheduleStartTime": "2024-01-01T00:00:00Z"}
 
 
 def member(name, *, generation=1, gates=(), node="", phase=None, deleting=False):
-    return PodInfo(NS, name, "uid-" + name, labels={api.POD_GROUP_LABEL: "g"}, node_name=node,
-                   phase=phase or ("Running" if node else "Pending"), requests={"cpu": 1000}, gates=tuple(gates),
-                   deleting=deleting, generation=generation)
+    b = pod(name).group("g").req(cpu=1).generation(generation).created(0)
+    if gates:
+        b.gated(*gates)
+    if node:
+        b.on(node)
+    if phase:
+        b.phase(phase)
+    if deleting:
+        b.deleting(0)
+    return b.info()
 
 
 def pg(min_member=2, **status):
-    return PodGroup.from_api({"apiVersion": api.API_VERSION, "kind": api.KIND,
-                              "metadata": {"name": "g", "namespace": NS, "uid": "u1"},
-                              "spec": {"minMember": min_member}, "status": status})
+    return podgroup("g").uid("u1").created(None).rv(None).min_member(min_member).status(**status).obj()
 
 
 @pytest.mark.parametrize("value,expected", [(1, 1), (7, 7), (None, 0), ("1", 0), (True, 0), (0, 0), (-3, 0)])

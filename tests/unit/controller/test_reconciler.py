@@ -2,7 +2,7 @@
 tests/unit/controller/kube/test_leader.py; events: test_events.py; notices: test_notices.py; API writes:
 test_writer.py; patches: test_patches.py; after-release duties: test_aftercare.py, test_lifecycle.py).
 
-The pass itself runs against the in-memory fakes of ``tests/builders.py`` (pods patched
+The pass itself runs against the in-memory fakes of ``tests/builders/`` (pods patched
 with real JSON Patch semantics, scripted HTTP errors) and a scripted
 ``decide`` so that the order of writes (status before gates), retries and event
 de-duplication are checked without an API server.

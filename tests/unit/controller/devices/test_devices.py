@@ -23,6 +23,7 @@ from cogate.controller.devices.records import (
     slice_devices,
 )
 from cogate.controller.model.records import InvalidObject, NodeInfo
+from tests import builders as kit
 
 GI = 2**30
 
@@ -103,8 +104,7 @@ def test_device_class():
 
 
 def claim(requests, status=None, **devices):
-    return {"metadata": {"namespace": "ns", "name": "c"},
-            "spec": {"devices": {"requests": requests, **devices}}, "status": status or {}}
+    return kit.claim("c", "ns").request(*requests).devices(**devices).status(**(status or {})).raw()
 
 
 def test_claim_requests_and_allocation():

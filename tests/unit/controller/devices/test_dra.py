@@ -26,6 +26,8 @@ from cogate.controller.planning.planner import GroupRequest, Outcome, PlannerCon
 from cogate.controller.planning.planstate import PlanningState
 from cogate.controller.model.records import NodeInfo, pod_info
 from cogate.controller.model.verdicts import held_constraints
+from tests import builders as kit
+from tests.builders import node, pod
 
 DRIVER = "gpu.example.com"
 GPU = DRIVER  # the device class
@@ -58,18 +60,14 @@ def request(name="gpu", cls=GPU, count=1, mode=None, selectors=()):
 
 
 def claim(name, *requests, allocated=(), reserved=(), deleting=False, extra=None, ns="default"):
-    meta = {"name": name, "namespace": ns}
-    if deleting:
-        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-    status = {}
-    if allocated:
-        status["allocation"] = {"devices": {"results": [
-            {"request": "gpu", "driver": DRIVER, "pool": pool, "device": dev} for pool, dev in allocated]}}
+    b = kit.claim(name, ns).request(*(requests or (request(),))).devices(**(extra or {}))
+    for pool, dev in allocated:
+        b.allocated(DRIVER, pool, dev)
     if reserved:
-        status["reservedFor"] = [{"resource": "pods", "name": u, "uid": u} for u in reserved]
-    devices = {"requests": list(requests or (request(),))}
-    devices.update(extra or {})
-    return device_claim_info({"metadata": meta, "spec": {"devices": devices}, "status": status})
+        b.reserved_for(*reserved)
+    if deleting:
+        b.deleting("2026-01-01T00:00:00Z")
+    return b.info()
 
 
 def template(name, *requests, ns="default"):
@@ -87,24 +85,16 @@ def inputs(slices=(), classes=(dclass(),), claims=(), templates=(), version=1):
 
 
 def member(name, *claims, cpu="1", node_name="", created=0.0, statuses=None):
-    spec = {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}],
-            "resourceClaims": [{"name": c, "resourceClaimName": c} if not c.startswith("tpl:")
-                               else {"name": "gpu", "resourceClaimTemplateName": c[4:]} for c in claims]}
+    b = pod(name, "default").group("g").req(cpu=cpu).created(f"2026-01-01T00:00:{int(created):02d}Z").spec(
+        resourceClaims=[{"name": c, "resourceClaimName": c} if not c.startswith("tpl:")
+                        else {"name": "gpu", "resourceClaimTemplateName": c[4:]} for c in claims])
     if node_name:
-        spec["nodeName"] = node_name
+        b.on(node_name)
     else:
-        spec["schedulingGates"] = [{"name": GATE}]
-    status = {"phase": "Running" if node_name else "Pending"}
+        b.gated()
     if statuses:
-        status["resourceClaimStatuses"] = [{"name": k, "resourceClaimName": v} for k, v in statuses.items()]
-    return pod_info({"metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}",
-                                  "labels": {POD_GROUP_LABEL: "g"},
-                                  "creationTimestamp": f"2026-01-01T00:00:{int(created):02d}Z"},
-                     "spec": spec, "status": status})
-
-
-def node(name, cpu=8):
-    return NodeInfo(name, labels={HOST: name}, allocatable={"cpu": cpu * 1000, "memory": 64 * 2**30, "pods": 110})
+        b.status(resourceClaimStatuses=[{"name": k, "resourceClaimName": v} for k, v in statuses.items()])
+    return b.info()
 
 
 def plan(nodes, members, min_member, world, bound=(), cfg=PlannerConfig()):
@@ -128,7 +118,8 @@ def test_half_placement_trial_stays_gated_whole_and_says_why():
     world = inputs([rslice("n1", ("gpu-0", "a100")), rslice("n2", ("gpu-0", "a100"))],
                    claims=[claim(f"c{i}") for i in range(3)])
     members = [member(f"m{i}", f"c{i}") for i in range(3)]
-    v, resolved, acc = plan([node("n1"), node("n2")], members, 3, world)
+    v, resolved, acc = plan([node("n1").alloc(cpu=8, memory="64Gi").info(),
+                             node("n2").alloc(cpu=8, memory="64Gi").info()], members, 3, world)
     assert v.outcome == Outcome.EXCEEDS_CLUSTER_CAPACITY and v.release == {}, "2 devices in all: never fits"
     assert all(m.requests[RES] == 1 and m.unplanned == () for m in resolved)
     assert acc.allocatable == {"n1": {RES: 1}, "n2": {RES: 1}}
@@ -140,7 +131,8 @@ def test_a_third_device_releases_the_gang_one_device_each():
     world = inputs([rslice("n1", ("gpu-0", "a100"), ("gpu-1", "a100")), rslice("n2", ("gpu-0", "a100"))],
                    claims=[claim(f"c{i}") for i in range(3)])
     members = [member(f"m{i}", f"c{i}") for i in range(3)]
-    v, _, _ = plan([node("n1"), node("n2")], members, 3, world)
+    v, _, _ = plan([node("n1").alloc(cpu=8, memory="64Gi").info(),
+                    node("n2").alloc(cpu=8, memory="64Gi").info()], members, 3, world)
     assert v.outcome == Outcome.RELEASED
     placed = sorted(v.release.values())
     assert placed == ["n1", "n1", "n2"], "no node is given more members than it has free devices"
@@ -165,7 +157,8 @@ def test_templates_plan_before_the_claim_exists_and_the_made_claim_after():
 def test_claim_problems_hold_the_group_whatever_the_policy(make, problem):
     m, world = make()
     for policy in ("release", "hold-devices", "hold"):
-        v, (r,), _ = plan([node("n1")], [m], 1, world, cfg=PlannerConfig(unchecked=policy))
+        v, (r,), _ = plan([node("n1").alloc(cpu=8, memory="64Gi").info()],
+                          [m], 1, world, cfg=PlannerConfig(unchecked=policy))
         assert r.volume_problems == (problem,)
         assert v.outcome == Outcome.UNSCHEDULABLE and problem in v.message
 
@@ -181,7 +174,7 @@ def test_multiple_requests_per_claim_and_several_claims_add_up():
     # devices, so the class resource carries all 4 devices asked and every device counts for the class
     assert sorted(device_resources.values()) == [1, 2, 4] and device_resources[RES] == 4
     assert sorted(acc.allocatable["n1"].values()) == [1, 2, 3] and acc.allocatable["n1"][RES] == 3
-    v, _, _ = plan([node("n1")], [member("m", "c", "d")], 1, world)
+    v, _, _ = plan([node("n1").alloc(cpu=8, memory="64Gi").info()], [member("m", "c", "d")], 1, world)
     assert v.outcome == Outcome.EXCEEDS_CLUSTER_CAPACITY, "4 devices asked of 3: no false fit"
 
 
@@ -193,12 +186,13 @@ def test_allocated_devices_are_charged_to_the_bound_pod_holding_them():
                            claim("c0"), claim("c1")])
     b = member("b", "held", node_name="n1")
     members = [member("m0", "c0"), member("m1", "c1")]
-    v, _, acc = plan([node("n1")], members, 2, world, bound=[b])
+    v, _, acc = plan([node("n1").alloc(cpu=8, memory="64Gi").info()], members, 2, world, bound=[b])
     assert acc.allocatable == {"n1": {RES: 2}} and acc.charges == {"uid-b": {RES: 1}}
     assert v.outcome == Outcome.INSUFFICIENT_CAPACITY
     # the empty cluster has both devices: waiting for the bound pod, not "never fits"
-    v, _, _ = plan([node("n1")], members, 2, inputs([rslice("n1", ("gpu-0", "a100"), ("gpu-1", "a100"))],
-                                                    claims=[claim("c0"), claim("c1")]))
+    v, _, _ = plan([node("n1").alloc(cpu=8, memory="64Gi").info()],
+                   members, 2, inputs([rslice("n1", ("gpu-0", "a100"), ("gpu-1", "a100"))],
+                                      claims=[claim("c0"), claim("c1")]))
     assert v.outcome == Outcome.RELEASED
 
 
@@ -208,7 +202,7 @@ def test_an_allocation_no_bound_pod_holds_takes_the_device_from_the_node():
     (m,), acc = dra.account([member("m0", "c0")], {}, world, dra.Selection())
     assert acc.allocatable == {"n1": {RES: 2}} and acc.charges == {}
     assert acc.held == {"n1": {RES: 1}}, "in use, by no pod: held room, the node's allocatable unchanged"
-    v, _, _ = plan([node("n1")], [member("m0", "c0"), member("m1", "c1")], 2,
+    v, _, _ = plan([node("n1").alloc(cpu=8, memory="64Gi").info()], [member("m0", "c0"), member("m1", "c1")], 2,
                    inputs([rslice("n1", ("gpu-0", "a100"), ("gpu-1", "a100"))],
                           claims=[claim("kept", allocated=[("n1", "gpu-1")]), claim("c0"), claim("c1")]))
     assert v.outcome == Outcome.INSUFFICIENT_CAPACITY
@@ -216,7 +210,7 @@ def test_an_allocation_no_bound_pod_holds_takes_the_device_from_the_node():
 
 def test_a_gang_larger_than_every_device_never_fits():
     world = inputs([rslice("n1", ("gpu-0", "a100"))], claims=[claim("c0"), claim("c1")])
-    v, _, _ = plan([node("n1")], [member("m0", "c0"), member("m1", "c1")], 2, world)
+    v, _, _ = plan([node("n1").alloc(cpu=8, memory="64Gi").info()], [member("m0", "c0"), member("m1", "c1")], 2, world)
     assert v.outcome == Outcome.EXCEEDS_CLUSTER_CAPACITY and RES in v.message
 
 
@@ -231,16 +225,20 @@ def test_all_mode_takes_a_whole_free_node():
     assert [m.requests[res] for m in resolved] == [1, 1]
     assert acc.allocatable == {"n1": {res: 1}, "n2": {res: 1}} and acc.held == {"n2": {res: 1}}, \
         "a node with a device in use has no 'all' to give"
-    v, _, _ = plan([node("n1"), node("n2")], [member("m0", "a0"), member("m1", "a1")], 2, world)
+    v, _, _ = plan([node("n1").alloc(cpu=8, memory="64Gi").info(),
+                    node("n2").alloc(cpu=8, memory="64Gi").info()], [member("m0", "a0"), member("m1", "a1")], 2, world)
     assert v.outcome == Outcome.INSUFFICIENT_CAPACITY
     held = inputs([rslice("n1", ("gpu-0", "a100"), ("gpu-1", "a100")), rslice("n2", ("gpu-0", "a100"))],
                   claims=[claim("a0", request(mode="All")), claim("a1", request(mode="All")),
                           claim("busy", allocated=[("n2", "gpu-0")], reserved=["uid-b"])])
     b = member("b", "busy", node_name="n2")
-    v, _, acc = plan([node("n1"), node("n2")], [member("m0", "a0"), member("m1", "a1")], 2, held, bound=[b])
+    v, _, acc = plan([node("n1").alloc(cpu=8, memory="64Gi").info(),
+                      node("n2").alloc(cpu=8, memory="64Gi").info()], [member("m0", "a0"),
+                      member("m1", "a1")], 2, held, bound=[b])
     assert acc.allocatable == {"n1": {res: 1}, "n2": {res: 1}} and acc.charges == {"uid-b": {res: 1}}
     assert v.outcome == Outcome.INSUFFICIENT_CAPACITY, "n2 frees when its pod goes"
-    v, _, _ = plan([node("n1"), node("n2")], [member("m0", "a0")], 1, world)
+    v, _, _ = plan([node("n1").alloc(cpu=8, memory="64Gi").info(),
+                    node("n2").alloc(cpu=8, memory="64Gi").info()], [member("m0", "a0")], 1, world)
     assert v.outcome == Outcome.RELEASED and v.release == {"uid-m0": "n1"}
 
 
@@ -272,9 +270,10 @@ def test_unchecked_claims_are_named_and_hold_by_default(world, member_, entry):
     assert len(r.unplanned) == 1 and (entry is None or r.unplanned == (entry,))
     assert r.unplanned[0].startswith("resource claim")
     assert not any(dra.is_device_resource(k) for k in r.requests)
-    v, _, _ = plan([node("n1")], [member_], 1, world)
+    v, _, _ = plan([node("n1").alloc(cpu=8, memory="64Gi").info()], [member_], 1, world)
     assert v.outcome == Outcome.UNSCHEDULABLE and r.unplanned[0] in v.message and "hold-devices" in v.message
-    v, _, _ = plan([node("n1")], [member_], 1, world, cfg=PlannerConfig(unchecked="release"))
+    v, _, _ = plan([node("n1").alloc(cpu=8, memory="64Gi").info()],
+                   [member_], 1, world, cfg=PlannerConfig(unchecked="release"))
     assert v.outcome == Outcome.RELEASED and v.release == {member_.uid: ""} and r.unplanned[0] in v.message
 
 
@@ -383,7 +382,7 @@ def _matching_exists(asks, free):
 def test_any_release_can_be_given_distinct_free_devices(world_):
     nodes, slices, claims, members, taken = world_
     world = inputs(slices, claims=claims)
-    v, resolved, acc = plan([node(n) for n in nodes], members, len(members), world)
+    v, resolved, acc = plan([node(n).alloc(cpu=8, memory="64Gi").info() for n in nodes], members, len(members), world)
     per_node = {}
     for s in slices:
         for d in s:
@@ -429,13 +428,16 @@ def test_extended_resource_backed_by_a_device_class_is_planned_against_its_devic
     resolved, acc = dra.account(members, {}, world, dra.Selection())
     assert acc.allocatable == {"n1": {"example.com/gpu": 2}, "n2": {"example.com/gpu": 1}}
     assert [m.requests["example.com/gpu"] for m in resolved] == [1, 1, 1] and all(not m.unplanned for m in resolved)
-    v, _, _ = plan([node("n1"), node("n2")], members, 3, world)
+    v, _, _ = plan([node("n1").alloc(cpu=8, memory="64Gi").info(),
+                    node("n2").alloc(cpu=8, memory="64Gi").info()], members, 3, world)
     assert v.outcome == Outcome.RELEASED and sorted(v.release.values()) == ["n1", "n1", "n2"]
-    v, _, _ = plan([node("n1"), node("n2")], members + [ext_member("m3")], 4, world)
+    v, _, _ = plan([node("n1").alloc(cpu=8, memory="64Gi").info(),
+                    node("n2").alloc(cpu=8, memory="64Gi").info()], members + [ext_member("m3")], 4, world)
     assert v.outcome == Outcome.EXCEEDS_CLUSTER_CAPACITY and "example.com/gpu short by 1" in v.message
     # before: no node has example.com/gpu in allocatable, so every plan said "never fits"
     g = GroupRequest("default", "g", 3, 0.0, False, tuple(members))
-    assert decide([node("n1"), node("n2")], [], [g], [], 1000.0).verdicts[0].outcome == Outcome.EXCEEDS_CLUSTER_CAPACITY
+    assert decide([node("n1").alloc(cpu=8, memory="64Gi").info(),
+                   node("n2").alloc(cpu=8, memory="64Gi").info()], [], [g], [], 1000.0).verdicts[0].outcome == Outcome.EXCEEDS_CLUSTER_CAPACITY
 
 
 def test_the_implicit_extended_resource_name_of_every_class():
@@ -458,7 +460,8 @@ def test_a_device_plugin_node_keeps_its_own_amount_and_bound_pods_are_not_charge
     assert acc.allocatable == {"n1": {"example.com/gpu": 2}} and acc.charges == {}, "b's own request counts its device"
     assert dra.with_devices({"cpu": 1, "example.com/gpu": 4}, {"example.com/gpu": 2}) == {"cpu": 1, "example.com/gpu": 4}
     assert dra.with_devices({"cpu": 1}, {"example.com/gpu": 2}) == {"cpu": 1, "example.com/gpu": 2}
-    v, _, _ = plan([node("n1")], [ext_member("m0"), ext_member("m1")], 2, world, bound=[b])
+    v, _, _ = plan([node("n1").alloc(cpu=8, memory="64Gi").info()],
+                   [ext_member("m0"), ext_member("m1")], 2, world, bound=[b])
     assert v.outcome == Outcome.INSUFFICIENT_CAPACITY, "2 devices, b holds one: one member fits"
 
 
@@ -587,12 +590,14 @@ def test_nested_requests_are_counted_exactly_and_overlapping_ones_conservatively
     world = inputs([rslice("n1", ("d0", "a100"), ("d1", "h100"), ("d2", "h100"))],
                    claims=[claim("any"), claim("a", request(selectors=['device.attributes["gpu.example.com"].model == "a100"'])),
                            claim("h", request(selectors=['device.attributes["gpu.example.com"].model == "h100"']))])
-    v, _, _ = plan([node("n1")], [member("m0", "any"), member("m1", "a"), member("m2", "h")], 3, world)
+    v, _, _ = plan([node("n1").alloc(cpu=8, memory="64Gi").info()], [member("m0", "any"), member("m1", "a"),
+                    member("m2", "h")], 3, world)
     assert v.outcome == Outcome.RELEASED, v.message
     # 4 asked of 3 is still short
     world4 = inputs([rslice("n1", ("d0", "a100"), ("d1", "h100"), ("d2", "h100"))],
                     claims=list(world.claims.values()) + [claim("any2")])
-    v, _, _ = plan([node("n1")], [member("m0", "any"), member("m1", "a"), member("m2", "h"), member("m3", "any2")],
+    v, _, _ = plan([node("n1").alloc(cpu=8, memory="64Gi").info()], [member("m0", "any"), member("m1", "a"),
+                    member("m2", "h"), member("m3", "any2")],
                    4, world4)
     assert v.outcome == Outcome.EXCEEDS_CLUSTER_CAPACITY
     # overlapping, not nested ({a100, h100} and {h100, l4}): each device toward one signature only
@@ -603,5 +608,5 @@ def test_nested_requests_are_counted_exactly_and_overlapping_ones_conservatively
     members = [member("m0", "a"), member("m1", "b")]
     (ra, rb), acc = dra.account(members, {}, crossing, dra.Selection())
     assert sorted(acc.allocatable["n1"].values()) == [1, 2] and sum(acc.allocatable["n1"].values()) == 3
-    v, _, _ = plan([node("n1")], members, 2, crossing)
+    v, _, _ = plan([node("n1").alloc(cpu=8, memory="64Gi").info()], members, 2, crossing)
     assert v.outcome != Outcome.RELEASED, "conservative: a real assignment exists (a100; h100+l4), the count misses it"

@@ -16,7 +16,8 @@ from cogate.controller.preemption.victims import Reason, for_min_resources
 from cogate.controller.provisioning.provreq import min_resources_text
 from cogate.controller.model.records import NodeInfo, Reservation, Taint
 from cogate.controller.model.verdicts import GroupRequest, Outcome, PlannerConfig
-from tests.unit.controller.planning.test_planner import Gi, NOW, node, only, pod, run
+from tests.builders import node
+from tests.unit.controller.planning.test_planner import Gi, NOW, only, pod, run
 
 
 def spark(min_resources, driver_cpu=1, name="spark", created=0.0, members=None, **kw):
@@ -96,13 +97,15 @@ def test_shortfall_and_its_text():
 def test_spark_driver_waits_until_the_executors_have_room():
     # an 8-CPU node with 5 CPUs taken: the driver (1 CPU) fits, 2 more CPUs free, minResources asks 5
     busy = pod(group=None, cpu=5, mem=1, node_name="n1", name="busy")
-    v = only(run([node("n1", cpu=8)], [spark({"cpu": "5", "memory": "3Gi"})], pods=[busy], now=100.0))
+    v = only(run([node("n1").alloc(cpu=8, memory="8Gi").info()],
+                 [spark({"cpu": "5", "memory": "3Gi"})], pods=[busy], now=100.0))
     assert v.outcome == Outcome.INSUFFICIENT_CAPACITY and v.release == {} and v.fits == 1
     assert v.message == ("fits 1 of 1, but minResources cpu short by 2: 2 free beyond the 1 member placed, "
                          "minResources asks 5")
     assert v.min_resources_short == (minres.Short("cpu", 5000, 1000, 2000),)
     # a second node brings the room: released, only the driver (the executors do not exist yet)
-    v = only(run([node("n1", cpu=8), node("n2", cpu=4)], [spark({"cpu": "5", "memory": "3Gi"})], pods=[busy]))
+    v = only(run([node("n1").alloc(cpu=8, memory="8Gi").info(),
+                  node("n2").alloc(cpu=4, memory="8Gi").info()], [spark({"cpu": "5", "memory": "3Gi"})], pods=[busy]))
     assert v.outcome == Outcome.RELEASED and list(v.release.values()) and not v.min_resources_short
 
 
@@ -116,11 +119,12 @@ def test_spark_driver_waits_until_the_executors_have_room():
     (None, Outcome.RELEASED),
 ])
 def test_one_node_several_asks(mr, outcome):
-    assert only(run([node("n1", cpu=4, mem=8)], [spark(mr)])).outcome == outcome
+    assert only(run([node("n1").alloc(cpu=4, memory="8Gi").info()], [spark(mr)])).outcome == outcome
 
 
 def test_larger_than_the_cluster_never_fits_and_says_so():
-    v = only(run([node("n1", cpu=4), node("n2", cpu=4)], [spark({"cpu": "12"})]))
+    v = only(run([node("n1").alloc(cpu=4, memory="8Gi").info(),
+                  node("n2").alloc(cpu=4, memory="8Gi").info()], [spark({"cpu": "12"})]))
     assert v.outcome == Outcome.EXCEEDS_CLUSTER_CAPACITY
     assert v.message == ("spec.minResources does not fit even with every eligible node empty: minResources cpu "
                          "short by 4: 7 allocatable beyond the 1 member placed, minResources asks 12")
@@ -128,14 +132,15 @@ def test_larger_than_the_cluster_never_fits_and_says_so():
 
 
 def test_only_nodes_a_member_may_use_count():
-    tainted = node("gpu", cpu=16, taints=(Taint("dedicated", "gpu", "NoSchedule"),))
-    cordoned = node("old", cpu=16, unschedulable=True)
-    notready = node("dead", cpu=16, ready=False)
-    full = node("full", cpu=16, pods=1)
+    tainted = node("gpu").alloc(cpu=16, memory="8Gi").taint(Taint("dedicated", "gpu", "NoSchedule")).info()
+    cordoned = node("old").alloc(cpu=16, memory="8Gi").unschedulable().info()
+    notready = node("dead").alloc(cpu=16, memory="8Gi").not_ready().info()
+    full = node("full").alloc(cpu=16, memory="8Gi", pods=1).info()
     filler = pod(group=None, cpu=0.1, mem=0, node_name="full", name="filler")  # takes its one pod slot
-    v = only(run([node("n1", cpu=4), tainted, cordoned, notready, full], [spark({"cpu": "6"})], pods=[filler]))
+    v = only(run([node("n1").alloc(cpu=4, memory="8Gi").info(), tainted, cordoned, notready, full], [spark({"cpu": "6"})], pods=[filler]))
     assert v.outcome == Outcome.EXCEEDS_CLUSTER_CAPACITY  # only n1 counts, even empty: 4 < 6
-    v = only(run([node("n1", cpu=4), node("n2", cpu=4)], [spark({"cpu": "6"})]))
+    v = only(run([node("n1").alloc(cpu=4, memory="8Gi").info(),
+                  node("n2").alloc(cpu=4, memory="8Gi").info()], [spark({"cpu": "6"})]))
     assert v.outcome == Outcome.RELEASED
 
 
@@ -145,7 +150,7 @@ def test_bound_members_count_as_placed():
     g = spark({"cpu": "5"}, members=[driver, executor])
     # n1 4 CPUs: driver 1 bound, executor 2 planned -> 1 free; n2 500m free; rest = 5 - 3 = 2
     busy = pod(group=None, cpu=3.5, mem=0, node_name="n2", name="busy")
-    nodes = [node("n1", cpu=4), node("n2", cpu=4)]
+    nodes = [node("n1").alloc(cpu=4, memory="8Gi").info(), node("n2").alloc(cpu=4, memory="8Gi").info()]
     v = only(run(nodes, [g], pods=[driver, busy]))
     assert v.outcome == Outcome.INSUFFICIENT_CAPACITY
     assert "short by 500m: 1500m free beyond the 2 members placed" in v.message
@@ -155,7 +160,7 @@ def test_bound_members_count_as_placed():
 def test_room_promised_to_others_and_groups_planned_before_count_as_taken():
     other = pod(group="a", cpu=2, name="a-0")
     first = GroupRequest("default", "a", 1, -1.0, False, (other,))  # older: planned first
-    nodes = [node("n1", cpu=4), node("n2", cpu=4)]
+    nodes = [node("n1").alloc(cpu=4, memory="8Gi").info(), node("n2").alloc(cpu=4, memory="8Gi").info()]
     assert run(nodes, [spark({"cpu": "7"})]).verdicts[0].outcome == Outcome.RELEASED
     d = run(nodes, [first, spark({"cpu": "7"})])
     assert [v.outcome for v in d.verdicts] == [Outcome.RELEASED, Outcome.INSUFFICIENT_CAPACITY]
@@ -169,12 +174,12 @@ def test_room_promised_to_others_and_groups_planned_before_count_as_taken():
 def test_invalid_min_resources_holds_the_group_naming_the_field():
     g = GroupRequest("default", "spark", 1, 0.0, False, (pod(group="spark"),),
                      min_resources_error="spec.minResources.cpu: '-1' is negative")
-    v = only(run([node("n1")], [g]))
+    v = only(run([node("n1").alloc(cpu=4, memory="8Gi").info()], [g]))
     assert v.outcome == Outcome.UNSCHEDULABLE and v.message == "invalid spec.minResources.cpu: '-1' is negative"
 
 
 def test_a_waiting_min_resources_group_starves_and_then_blocks_later_groups():
-    nodes = [node("n1", cpu=8)]
+    nodes = [node("n1").alloc(cpu=8, memory="8Gi").info()]
     busy = pod(group=None, cpu=4, mem=0, node_name="n1", name="busy")
     late = GroupRequest("default", "late", 1, 50.0, False, (pod(group="late", cpu=1, created=50.0),))
     cfg = PlannerConfig(starvation_seconds=100)
@@ -188,14 +193,14 @@ def test_a_waiting_min_resources_group_starves_and_then_blocks_later_groups():
 
 def test_incremental_planner_judges_it_again_when_a_node_comes():
     busy = pod(group=None, cpu=5, mem=1, node_name="n1", name="busy")
-    state = PlanningState.build([node("n1", cpu=8)], [busy])
+    state = PlanningState.build([node("n1").alloc(cpu=8, memory="8Gi").info()], [busy])
     g = spark({"cpu": "5"})
     assert only(state.decide([g], [], NOW)).outcome == Outcome.INSUFFICIENT_CAPACITY
     assert only(state.decide([g], [], NOW)).outcome == Outcome.INSUFFICIENT_CAPACITY
-    state.upsert_node(node("n2", cpu=4))
+    state.upsert_node(node("n2").alloc(cpu=4, memory="8Gi").info())
     assert only(state.decide([g], [], NOW)).outcome == Outcome.RELEASED
     # and when the free room grows without a node change: the busy pod goes
-    state = PlanningState.build([node("n1", cpu=8)], [busy])
+    state = PlanningState.build([node("n1").alloc(cpu=8, memory="8Gi").info()], [busy])
     g = spark({"cpu": "4"})
     assert only(state.decide([g], [], NOW)).outcome == Outcome.INSUFFICIENT_CAPACITY
     state.remove_pod(busy.uid)
@@ -207,7 +212,7 @@ def test_released_group_is_not_held_back_by_min_resources():
     driver = pod(group="spark", cpu=1, node_name="n1", name="spark-driver", gated=False)
     executor = pod(group="spark", cpu=2, name="spark-exec-1")
     g = GroupRequest("default", "spark", 1, 0.0, True, (driver, executor), min_resources=(("cpu", 9000),))
-    v = only(run([node("n1", cpu=4)], [g], pods=[driver]))
+    v = only(run([node("n1").alloc(cpu=4, memory="8Gi").info()], [g], pods=[driver]))
     assert v.outcome == Outcome.ALREADY_RELEASED and v.release == {executor.uid: "n1"}
 
 
@@ -235,13 +240,11 @@ def test_nodes_without_the_resource_add_nothing():
 
 
 def test_status_and_event_name_the_short_resource_and_no_unused_notice():
-    from tests.builders import raw_pg
-    from tests.unit.controller.provisioning.test_provisioning import World, gated, node as raw_node, pod as raw_pod
+    from tests.builders import World, node as raw_node, pod as raw_pod, podgroup
 
-    pg = raw_pg("pg", 1)
-    pg["spec"]["minResources"] = {"cpu": "5"}
-    w = World([raw_pod("driver", cpu="1", group="pg"), raw_pod("busy", cpu="6", node="n1")], [pg],
-              nodes=(raw_node("n1", "8"),), provisioning_class=None, preemption=False)
+    pg = podgroup("pg").min_member(1).spec(minResources={"cpu": "5"}).raw()
+    w = World([raw_pod("driver").req(cpu="1").group("pg").gated().raw(), raw_pod("busy").req(cpu="6").on("n1").raw()],
+              [pg], nodes=(raw_node("n1").labels(zone="a").cpu("8").raw(),), preemption=False)
     w.run()
     want = "fits 1 of 1, but minResources cpu short by 3: 1 free beyond the 1 member placed, minResources asks 5"
     released = w.condition(type_="Released")
@@ -249,22 +252,23 @@ def test_status_and_event_name_the_short_resource_and_no_unused_notice():
     assert released["message"].startswith(want)
     fits = w.condition(type_="FitsCluster")
     assert fits is None or fits["status"] == "True"  # it fits the empty node: not ExceedsClusterCapacity
-    assert w.condition(type_="Preempting") is None and w.condition() is None  # both off: nothing said
+    # both off: nothing said
+    assert w.condition(type_="Preempting") is None and w.condition(type_="Provisioning") is None
     (event,) = [e for e in w.reasons("InsufficientCapacity") if e[2] == "pg"]  # the PodGroup's own
     assert event[3].startswith(want)
     assert not w.reasons("MinResourcesNotUsed")
-    assert gated(w, "driver")
+    assert w.gated("driver")
 
 
 def test_behind_a_starving_group_a_min_resources_that_never_fits_is_marked_too():
-    nodes = [node("n1", cpu=4)]
+    nodes = [node("n1").alloc(cpu=4, memory="8Gi").info()]
     starver = GroupRequest("default", "big", 1, -10.0, False, (pod(group="big", cpu=5, name="big-0"),))
     v = run(nodes, [starver, spark({"cpu": "12"}, created=0.0)], now=1000.0).verdicts[1]
     assert v.outcome == Outcome.EXCEEDS_CLUSTER_CAPACITY and v.min_resources_short
 
 
 def test_members_that_never_fit_are_not_marked_as_min_resources():
-    v = only(run([node("n1", cpu=4)], [spark({"cpu": "1"}, driver_cpu=6)]))
+    v = only(run([node("n1").alloc(cpu=4, memory="8Gi").info()], [spark({"cpu": "1"}, driver_cpu=6)]))
     assert v.outcome == Outcome.EXCEEDS_CLUSTER_CAPACITY and not v.min_resources_short
 
 
@@ -272,7 +276,7 @@ def test_members_that_never_fit_are_not_marked_as_min_resources():
 
 
 def _state_and_group():
-    nodes = [node("n1", cpu=8), node("n2", cpu=4)]
+    nodes = [node("n1").alloc(cpu=8, memory="8Gi").info(), node("n2").alloc(cpu=4, memory="8Gi").info()]
     busy = pod(group=None, cpu=6, mem=0, node_name="n1", name="busy")
     state = PlanningState.build(nodes, [busy])
     g = spark({"cpu": "8"}, created=NOW - 10)  # 1 driver + 2 free on n1 + 3 on n2 = 5 of 7 needed

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from cogate.controller.kube.informer import namespaced_key
-from cogate.controller.model.records import InvalidObject, PodInfo
+from cogate.controller.model.records import InvalidObject
 from cogate.controller.planning.planner import GroupRequest, GroupVerdict
 from cogate.controller.model.quota import QuotaInfo, explain_waiting, member_usage, quota_info, quota_refusal
 
-from tests.builders import NS, Harness, informer, raw_pg, raw_pod, verdict
+from tests.builders import NS, Harness, informer, pod, raw_pg, raw_pod, verdict
 
 GiB = 2**30
 
@@ -21,10 +21,10 @@ def raw_quota(name="compute", hard=None, used=None, ns=NS, **spec):
 
 
 def member(cpu_m=2000, mem=GiB, gpu=0, name="w-0", phase="Pending", created=0.0):
-    req = {"cpu": cpu_m, "memory": mem}
+    b = pod(name).req(cpu=f"{cpu_m}m", memory=mem).phase(phase).created(created)
     if gpu:
-        req["nvidia.com/gpu"] = gpu
-    return PodInfo(NS, name, "uid-" + name, requests=req, phase=phase, created=created)
+        b.req({"nvidia.com/gpu": gpu})
+    return b.info()
 
 
 def test_quota_info_parses_amounts_in_resource_units():

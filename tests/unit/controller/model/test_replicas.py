@@ -15,14 +15,11 @@ from cogate.api import POD_GROUP_LABEL
 from cogate.controller.model import records, replicas
 from cogate.controller.planning.planner import GroupRequest, Outcome, PlannerConfig, decide
 from cogate.controller.planning.planstate import PlanningState
-from cogate.controller.model.records import NodeInfo, PodInfo
+from cogate.controller.model.records import PodInfo
+from tests.builders import node
 
 NOW = 60_000.0
 CFG = PlannerConfig()
-
-
-def node(name: str, cpu: int) -> NodeInfo:
-    return NodeInfo(name, labels={"kubernetes.io/hostname": name}, allocatable={"cpu": cpu * 1000, "pods": 110})
 
 
 def lws_pod(replica: int, worker: int, size: int, *, cpu: int = 1, bound_to: str = "", lws: str = "llm",
@@ -74,7 +71,7 @@ def test_replica_of_reads_the_controllers_labels():
 def test_a_new_replicas_leader_waits_for_its_workers_then_all_go_together(running, size):
     """Scale-out by one replica: the leader is created first (gated), alone it is not released even
     though there is room for it; once every worker exists, the whole replica is released at once."""
-    nodes = [node("big", running * size), node("free", size)]
+    nodes = [node("big").cpu(running * size).info(), node("free").cpu(size).info()]
     base = running_replicas(running, size)
     leader = lws_pod(running, 0, size)
     d = decide(nodes, base, [released("llm", base + [leader], running * size)], [], NOW, CFG)
@@ -100,7 +97,7 @@ def test_a_new_replicas_leader_waits_for_its_workers_then_all_go_together(runnin
 @pytest.mark.parametrize("size,room", [(2, 1), (3, 2), (4, 3), (4, 1)])
 def test_a_replica_that_does_not_fit_whole_releases_none(size, room):
     """Room for only part of the new replica: none of its members goes (not the leader alone)."""
-    nodes = [node("big", size), node("free", room)]
+    nodes = [node("big").cpu(size).info(), node("free").cpu(room).info()]
     base = running_replicas(1, size)
     new = [lws_pod(1, w, size) for w in range(size)]
     d = decide(nodes, base, [released("llm", base + new, size)], [], NOW, CFG)
@@ -114,7 +111,7 @@ def test_a_replica_that_does_not_fit_whole_releases_none(size, room):
 @pytest.mark.parametrize("new_replicas,room_for", [(2, 1), (3, 2), (3, 3)])
 def test_several_new_replicas_go_each_whole_as_room_allows(new_replicas, room_for):
     size = 3
-    nodes = [node("big", size), node("free", room_for * size)]
+    nodes = [node("big").cpu(size).info(), node("free").cpu(room_for * size).info()]
     base = running_replicas(1, size)
     new = [lws_pod(r, w, size) for r in range(1, 1 + new_replicas) for w in range(size)]
     v = decide(nodes, base, [released("llm", base + new, size)], [], NOW, CFG).verdicts[0]
@@ -127,7 +124,7 @@ def test_several_new_replicas_go_each_whole_as_room_allows(new_replicas, room_fo
 @pytest.mark.parametrize("jobs,per_job", [(1, 2), (2, 3), (3, 2)])
 def test_jobset_replica_size_comes_from_its_siblings(jobs, per_job):
     """JobSet pods carry no size: a new Job waits until it has as many pods as its running siblings."""
-    nodes = [node("big", jobs * per_job), node("free", per_job)]
+    nodes = [node("big").cpu(jobs * per_job).info(), node("free").cpu(per_job).info()]
     base = [jobset_pod(j, p, bound_to="big") for j in range(jobs) for p in range(per_job)]
     partial = [jobset_pod(jobs, p) for p in range(per_job - 1)]
     v = decide(nodes, base, [released("js", base + partial, jobs * per_job)], [], NOW, CFG).verdicts[0]
@@ -139,7 +136,7 @@ def test_jobset_replica_size_comes_from_its_siblings(jobs, per_job):
 
 
 def test_members_of_no_replica_are_still_released_one_by_one():
-    nodes = [node("n1", 2)]
+    nodes = [node("n1").cpu(2).info()]
     bound = PodInfo("team", "a", "uid-a", labels={POD_GROUP_LABEL: "g"}, node_name="n1", phase="Running",
                     requests={"cpu": 1000})
     new = [PodInfo("team", f"b{i}", f"uid-b{i}", labels={POD_GROUP_LABEL: "g"}, requests={"cpu": 1000},
@@ -153,7 +150,7 @@ def test_first_release_leaves_an_incomplete_replica_waiting_when_min_member_is_m
     """Not released yet: replicas complete enough for minMember go; the leader of a replica whose
     workers do not exist yet waits gated (and is released with them)."""
     complete = min_member // size
-    nodes = [node("n1", 4 * size)]
+    nodes = [node("n1").cpu(4 * size).info()]
     ms = [lws_pod(r, w, size) for r in range(complete) for w in range(size)] + [lws_pod(complete, 0, size)]
     g = GroupRequest("team", "llm", min_member, 0.0, False, tuple(ms))
     v = decide(nodes, [], [g], [], NOW, CFG).verdicts[0]
@@ -166,7 +163,7 @@ def test_first_release_leaves_an_incomplete_replica_waiting_when_min_member_is_m
 
 def test_first_release_needing_an_incomplete_replica_plans_the_group_whole():
     """minMember counts the incomplete replica's members: the PodGroup's own rule decides."""
-    nodes = [node("n1", 8)]
+    nodes = [node("n1").cpu(8).info()]
     ms = [lws_pod(0, w, 4) for w in range(4)] + [lws_pod(1, 0, 4)]
     v = decide(nodes, [], [GroupRequest("team", "llm", 5, 0.0, False, tuple(ms))], [], NOW, CFG).verdicts[0]
     assert v.outcome == Outcome.RELEASED and set(v.release) == {m.uid for m in ms}
@@ -174,7 +171,7 @@ def test_first_release_needing_an_incomplete_replica_plans_the_group_whole():
 
 @pytest.mark.parametrize("size", [2, 3])
 def test_incremental_planner_agrees_on_replicas(size):
-    nodes = [node("big", size), node("free", size)]
+    nodes = [node("big").cpu(size).info(), node("free").cpu(size).info()]
     base = running_replicas(1, size)
     state = PlanningState.build(nodes, base)
     for k in range(1, size + 1):
@@ -186,7 +183,7 @@ def test_incremental_planner_agrees_on_replicas(size):
 def test_first_release_never_places_a_replica_in_part(size, replicas_present, room_replicas):
     """Room for ``room_replicas`` whole replicas and part of the next: minMember (one replica) is met
     by whole replicas, so the one that would fit only in part waits gated, all of it."""
-    nodes = [node("n1", room_replicas * size + size - 1)]
+    nodes = [node("n1").cpu(room_replicas * size + size - 1).info()]
     ms = [lws_pod(r, w, size) for r in range(replicas_present) for w in range(size)]
     v = decide(nodes, [], [GroupRequest("team", "llm", size, 0.0, False, tuple(ms))], [], NOW, CFG).verdicts[0]
     assert v.outcome == Outcome.RELEASED

@@ -8,43 +8,38 @@ import copy
 
 import pytest
 
-from cogate.api import DEFAULT_GATE_NAME as GATE
 from cogate.api import POD_GROUP_LABEL
 from cogate.controller.model import volumes
-from cogate.controller.model.records import NodeInfo, pod_info
+from cogate.controller.model.records import pod_info
 from cogate.controller.planning.planner import GroupRequest, Outcome, PlannerConfig, decide
 from cogate.controller.status.inputs import resolve_volumes
 from cogate.controller.model.resources import QuantityError, effective_request
+from tests.builders import node, pod
 
 HOST = "kubernetes.io/hostname"
 
 
-def node(name, cpu=8, labels=None):
-    lab = {HOST: name}
-    lab.update(labels or {})
-    return NodeInfo(name, labels=lab, allocatable={"cpu": cpu * 1000, "memory": 64 * 2**30, "pods": 110})
-
-
 def raw_pod(name, cpu="2", *, claim=None, ephemeral=None, node_name="", gated=True, scheduler=None, status=None,
             extra=None):
-    spec = {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}
+    b = pod(name, "default").req(cpu=cpu).created(0)
+    b.labels({POD_GROUP_LABEL: "g"} if not node_name else {"app": "other"})
     if gated and not node_name:
-        spec["schedulingGates"] = [{"name": GATE}]
+        b.gated()
     if node_name:
-        spec["nodeName"] = node_name
+        b.on(node_name)
     vols = []
     if claim:
         vols.append({"name": "data", "persistentVolumeClaim": {"claimName": claim}})
     if ephemeral:
         vols.append({"name": ephemeral, "ephemeral": {"volumeClaimTemplate": {"spec": {}}}})
     if vols:
-        spec["volumes"] = vols
+        b.spec(volumes=vols)
     if scheduler:
-        spec["schedulerName"] = scheduler
-    spec.update(extra or {})
-    return {"metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}",
-                         "labels": {POD_GROUP_LABEL: "g"} if not node_name else {"app": "other"}},
-            "spec": spec, "status": status or {"phase": "Running" if node_name else "Pending"}}
+        b.spec(schedulerName=scheduler)
+    raw = b.spec(**(extra or {})).raw()
+    if status:
+        raw["status"] = status
+    return raw
 
 
 def pvc(name, volume="", *, bound=True, phase="Bound", deleting=False):
@@ -72,7 +67,7 @@ def run(nodes, members, min_member, bound=(), cfg=PlannerConfig(), released=Fals
 def test_bound_local_pvs_on_the_busy_node_keep_the_group_gated():
     # n1, n2 of 8 CPU; a 6-CPU pod on n2; both members' claims are bound to local PVs on n2:
     # only one 2-CPU member fits on n2, so the group must not be released (half-placed before)
-    nodes = [node("n1"), node("n2")]
+    nodes = [node("n1").alloc(cpu=8, memory="64Gi").info(), node("n2").alloc(cpu=8, memory="64Gi").info()]
     busy = pod_info(raw_pod("busy", "6", node_name="n2"))
     claims = {("default", f"data-{i}"): pvc(f"data-{i}", f"pv-{i}") for i in range(2)}
     pvs = {f"pv-{i}": local_pv(f"pv-{i}", "n2") for i in range(2)}
@@ -94,11 +89,11 @@ def test_pv_affinity_is_matched_against_node_labels_only():
     pv = volumes.volume_info({"metadata": {"name": "pv"}, "spec": {"nodeAffinity": {"required": {
         "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}}}})
     m = volumes.resolve(pod_info(raw_pod("m", claim="c")), {("default", "c"): pvc("c", "pv")}, {"pv": pv})
-    assert volumes.node_reason(node("n1"), m) == volumes.REASON
+    assert volumes.node_reason(node("n1").alloc(cpu=8, memory="64Gi").info(), m) == volumes.REASON
     # a PV without node affinity allows every node
     m = volumes.resolve(pod_info(raw_pod("m", claim="c")), {("default", "c"): pvc("c", "pv")},
                         {"pv": volumes.volume_info({"metadata": {"name": "pv"}, "spec": {}})})
-    assert m.volume_node_affinity == () and volumes.node_reason(node("n1"), m) is None
+    assert m.volume_node_affinity == () and volumes.node_reason(node("n1").alloc(cpu=8, memory="64Gi").info(), m) is None
 
 
 @pytest.mark.parametrize("claims,pvs,problem", [
@@ -111,7 +106,8 @@ def test_pv_affinity_is_matched_against_node_labels_only():
 def test_a_claim_kube_scheduler_cannot_use_keeps_the_group_gated_with_that_reason(claims, pvs, problem):
     m = resolve_volumes([pod_info(raw_pod("m0", claim="data"))], claims, pvs)[0]
     other = pod_info(raw_pod("m1"))
-    v = run([node("n1"), node("n2")], [m, other], 2).verdicts[0]
+    v = run([node("n1").alloc(cpu=8, memory="64Gi").info(),
+             node("n2").alloc(cpu=8, memory="64Gi").info()], [m, other], 2).verdicts[0]
     assert v.outcome == Outcome.UNSCHEDULABLE and v.release == {}
     assert "m0: " in v.message and problem in v.message
 
@@ -128,14 +124,15 @@ def test_unbound_claims_are_unchecked_released_unpinned_unreserved_and_named():
     m = resolve_volumes([pod_info(raw_pod("m0", claim="data"))], claims, {})[0]
     assert m.unplanned == ("unbound volume claim data",)
     other = pod_info(raw_pod("m1"))
-    d = run([node("n1")], [m, other], 2)
+    d = run([node("n1").alloc(cpu=8, memory="64Gi").info()], [m, other], 2)
     v = d.verdicts[0]
     assert v.outcome == Outcome.RELEASED
     assert v.release == {m.uid: "", other.uid: "n1"}
     assert {r.pod_uid for r in d.reservations} == {other.uid}
     assert "not checked by cogate" in v.message and "m0 (unbound volume claim data)" in v.message
     # hold: the group stays gated and the message names member and constraint
-    v = run([node("n1")], [m, other], 2, cfg=PlannerConfig(unchecked="hold")).verdicts[0]
+    v = run([node("n1").alloc(cpu=8, memory="64Gi").info()],
+            [m, other], 2, cfg=PlannerConfig(unchecked="hold")).verdicts[0]
     assert v.outcome == Outcome.UNSCHEDULABLE and v.release == {}
     assert "m0 has constraints cogate does not check (unbound volume claim data)" in v.message
 
@@ -146,12 +143,12 @@ def test_dra_resource_claims_not_resolved_hold_by_default():
     m = pod_info(raw_pod("m0", extra={"resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu"}]}))
     assert m.unplanned == ("resource claims",)
     for cfg in (PlannerConfig(), PlannerConfig(unchecked="hold")):
-        v = run([node("n1")], [m], 1, cfg=cfg).verdicts[0]
+        v = run([node("n1").alloc(cpu=8, memory="64Gi").info()], [m], 1, cfg=cfg).verdicts[0]
         assert v.outcome == Outcome.UNSCHEDULABLE and v.release == {}
         assert v.message.endswith(f"m0 has constraints cogate does not check (resource claims) and "
                                   f"--unchecked-constraints={cfg.unchecked} (release them unchecked, with the risk "
                                   "that kube-scheduler places part of the group, with --unchecked-constraints=release)")
-    v = run([node("n1")], [m], 1, cfg=PlannerConfig(unchecked="release")).verdicts[0]
+    v = run([node("n1").alloc(cpu=8, memory="64Gi").info()], [m], 1, cfg=PlannerConfig(unchecked="release")).verdicts[0]
     assert v.outcome == Outcome.RELEASED and v.release == {m.uid: ""} and "resource claims" in v.message
 
 
@@ -159,8 +156,9 @@ def test_unbound_volume_claims_are_released_by_default_and_held_by_hold():
     m = pod_info(raw_pod("m0", claim="data"))
     m = resolve_volumes([m], {("default", "data"): pvc("data")}, {})[0]
     assert m.unplanned == ("unbound volume claim data",)
-    assert run([node("n1")], [m], 1).verdicts[0].outcome == Outcome.RELEASED
-    assert run([node("n1")], [m], 1, cfg=PlannerConfig(unchecked="hold")).verdicts[0].outcome == Outcome.UNSCHEDULABLE
+    assert run([node("n1").alloc(cpu=8, memory="64Gi").info()], [m], 1).verdicts[0].outcome == Outcome.RELEASED
+    assert run([node("n1").alloc(cpu=8, memory="64Gi").info()],
+               [m], 1, cfg=PlannerConfig(unchecked="hold")).verdicts[0].outcome == Outcome.UNSCHEDULABLE
 
 
 def test_without_claim_informers_claims_stay_unchecked():
@@ -221,9 +219,11 @@ def test_infeasible_resize_does_not_hold_a_group_kube_scheduler_would_place():
     # so two 3-CPU members fit
     busy = pod_info(raw_pod("busy", "6", node_name="n1", status=resized_status("2", "2", "Infeasible")))
     ms = [pod_info(raw_pod(f"m{i}", "3")) for i in range(2)]
-    assert run([node("n1")], ms, 2, bound=[busy]).verdicts[0].outcome == Outcome.RELEASED
+    assert run([node("n1").alloc(cpu=8, memory="64Gi").info()],
+               ms, 2, bound=[busy]).verdicts[0].outcome == Outcome.RELEASED
     pending = pod_info(raw_pod("busy", "6", node_name="n1", status=resized_status("2", "2")))
-    assert run([node("n1")], ms, 2, bound=[pending]).verdicts[0].outcome == Outcome.INSUFFICIENT_CAPACITY
+    assert run([node("n1").alloc(cpu=8, memory="64Gi").info()],
+               ms, 2, bound=[pending]).verdicts[0].outcome == Outcome.INSUFFICIENT_CAPACITY
 
 
 # -- DaemonSet pods not yet bound -------------------------------------------------------
@@ -237,10 +237,12 @@ def test_a_daemonset_pod_counts_once_bound_as_in_kube_scheduler():
     ds["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
         "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}}}
     ms = [pod_info(raw_pod(f"m{i}", "3")) for i in range(2)]
-    assert run([node("n1")], ms, 2, bound=[pod_info(ds)]).verdicts[0].outcome == Outcome.RELEASED
+    assert run([node("n1").alloc(cpu=8, memory="64Gi").info()],
+               ms, 2, bound=[pod_info(ds)]).verdicts[0].outcome == Outcome.RELEASED
     ds["spec"]["nodeName"] = "n1"
     ds["status"] = {"phase": "Running"}
-    assert run([node("n1")], ms, 2, bound=[pod_info(ds)]).verdicts[0].outcome == Outcome.INSUFFICIENT_CAPACITY
+    assert run([node("n1").alloc(cpu=8, memory="64Gi").info()],
+               ms, 2, bound=[pod_info(ds)]).verdicts[0].outcome == Outcome.INSUFFICIENT_CAPACITY
 
 
 # -- scheduler names (item 7) -----------------------------------------------------------
@@ -248,7 +250,7 @@ def test_a_daemonset_pod_counts_once_bound_as_in_kube_scheduler():
 
 def test_members_of_an_unknown_scheduler_hold_the_group_and_are_named():
     ms = [pod_info(raw_pod(f"m{i}", scheduler="other-scheduler")) for i in range(2)]
-    d = run([node("n1")], ms, 2)
+    d = run([node("n1").alloc(cpu=8, memory="64Gi").info()], ms, 2)
     v = d.verdicts[0]
     assert v.outcome == Outcome.UNSCHEDULABLE and v.release == {} and d.reservations == ()
     assert "m0, m1 name scheduler 'other-scheduler'" in v.message and "--scheduler-name" in v.message
@@ -259,7 +261,7 @@ def test_members_of_an_unknown_scheduler_hold_the_group_and_are_named():
 def test_members_of_another_configured_scheduler_are_released_unpinned_and_unreserved():
     cfg = PlannerConfig(scheduler_names=frozenset({"default-scheduler", "other-scheduler"}))
     ms = [pod_info(raw_pod("m0", scheduler="other-scheduler")), pod_info(raw_pod("m1"))]
-    d = run([node("n1")], ms, 2, cfg=cfg)
+    d = run([node("n1").alloc(cpu=8, memory="64Gi").info()], ms, 2, cfg=cfg)
     v = d.verdicts[0]
     assert v.outcome == Outcome.RELEASED
     assert v.release == {"uid-m0": "", "uid-m1": "n1"}
@@ -270,7 +272,7 @@ def test_members_of_another_configured_scheduler_are_released_unpinned_and_unres
 def test_released_groups_new_members_follow_the_same_pin_rule():
     cfg = PlannerConfig(scheduler_names=frozenset({"default-scheduler", "other-scheduler"}))
     ms = [pod_info(raw_pod("m0", scheduler="other-scheduler")), pod_info(raw_pod("m1"))]
-    d = run([node("n1")], ms, 2, cfg=cfg, released=True)
+    d = run([node("n1").alloc(cpu=8, memory="64Gi").info()], ms, 2, cfg=cfg, released=True)
     assert d.verdicts[0].release == {"uid-m0": "", "uid-m1": "n1"}
     assert [r.pod_uid for r in d.reservations] == ["uid-m1"]
 
@@ -304,5 +306,5 @@ def test_reconciler_hands_the_planner_members_with_resolved_volumes():
 
 def test_a_new_member_of_a_released_group_with_a_missing_claim_is_not_pinned():
     m = resolve_volumes([pod_info(raw_pod("m0", claim="data"))], {}, {})[0]
-    d = run([node("n1")], [m], 1, released=True)
+    d = run([node("n1").alloc(cpu=8, memory="64Gi").info()], [m], 1, released=True)
     assert d.verdicts[0].release == {m.uid: ""} and d.reservations == ()

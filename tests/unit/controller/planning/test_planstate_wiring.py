@@ -5,34 +5,27 @@ from __future__ import annotations
 from typing import Any
 
 from cogate.controller.model import records
-from cogate.controller.kube.informer import Informer, name_key, namespaced_key, uid_key
+from cogate.controller.kube.informer import name_key, namespaced_key, uid_key
 from cogate.controller.kube.metrics import Metrics
 from cogate.controller.planning.planner import decide, room_by_node
 from cogate.controller.model.config import ReconcilerConfig
 from cogate.controller.kube.informer import Caches
 from cogate.controller.status.inputs import build_group_requests, group_object, members_by_group
 from cogate.controller.reconciler import Reconciler
-from tests.builders import NS, FakeCluster, raw_pg, raw_pod
-
-
-def _informer(name, items, key, convert) -> Informer:
-    inf = Informer(name, lambda: (items, "1"), lambda rv: iter(()), key, convert)
-    inf._relist()
-    return inf
+from tests.builders import NS, FakeCluster, informer, node, raw_pg, raw_pod
 
 
 def _node(name: str, cpu: str = "4") -> dict:
-    return {"metadata": {"name": name, "resourceVersion": "1"},
-            "status": {"allocatable": {"cpu": cpu, "pods": "10"}, "conditions": [{"type": "Ready", "status": "True"}]}}
+    return node(name).hostname(None).rv("1").alloc(cpu=cpu, pods="10").raw()
 
 
 def _caches(cluster: FakeCluster, members: list[dict], bound: list[dict], **extra: Any) -> Caches:
     """Caches over ``cluster``'s PodGroups, the given members and bound pods, node n1, and ``extra``."""
     return Caches(
-        podgroups=_informer("pg", list(cluster.pgs.values()), namespaced_key, group_object),
-        members=_informer("members", members, uid_key, records.pod_info),
-        bound=_informer("bound", bound, uid_key, records.pod_info),
-        nodes=_informer("nodes", [_node("n1")], name_key, records.node_info),
+        podgroups=informer("pg", list(cluster.pgs.values()), namespaced_key, group_object),
+        members=informer("members", members, uid_key, records.pod_info),
+        bound=informer("bound", bound, uid_key, records.pod_info),
+        nodes=informer("nodes", [_node("n1")], name_key, records.node_info),
         **extra,
     )
 
@@ -88,7 +81,7 @@ def test_nominations_from_their_informer_are_room_promised_until_they_go():
     cluster = FakeCluster(pods, [raw_pg(min_member=1)])
     caches = _caches(
         cluster, pods, [],
-        nominated=_informer("nominated", [_nominated("pre", "n1", "2"), _nominated("plain", "", "4")], uid_key,
+        nominated=informer("nominated", [_nominated("pre", "n1", "2"), _nominated("plain", "", "4")], uid_key,
                             records.nominated_pod_info),
     )
     metrics = Metrics()
@@ -155,10 +148,10 @@ def test_devices_reach_the_planning_state_and_follow_deltas():
     cluster = FakeCluster(pods, [raw_pg()])
     caches = _caches(
         cluster, [p for p in pods if p["metadata"]["labels"]], [p for p in pods if p["spec"].get("nodeName")],
-        resource_slices=_informer("resourceslices", [rslice], name_key, devices.slice_devices),
-        device_classes=_informer("deviceclasses", [dclass], name_key, devices.device_class_info),
-        resource_claims=_informer("resourceclaims", claims, namespaced_key, devices.device_claim_info),
-        claim_templates=_informer("resourceclaimtemplates", [], namespaced_key, devices.claim_template_info),
+        resource_slices=informer("resourceslices", [rslice], name_key, devices.slice_devices),
+        device_classes=informer("deviceclasses", [dclass], name_key, devices.device_class_info),
+        resource_claims=informer("resourceclaims", claims, namespaced_key, devices.device_claim_info),
+        claim_templates=informer("resourceclaimtemplates", [], namespaced_key, devices.claim_template_info),
     )
     rec = Reconciler(cluster, cluster, caches, ReconcilerConfig(), metrics=Metrics(), clock=lambda: 1_704_067_300.0,
                      sleep=lambda s: None)

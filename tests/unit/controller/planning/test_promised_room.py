@@ -22,22 +22,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cogate.api import DEFAULT_GATE_NAME as GATE
-from cogate.api import POD_GROUP_LABEL
 from cogate.controller.planning import capacity
 from cogate.controller.model import records
 from cogate.controller.status.inputs import restored_reservations
 from cogate.controller.planning.planner import Decision, GroupRequest, Outcome, PlannerConfig, decide
 from cogate.controller.planning.planstate import PlanningState
-from cogate.controller.model.records import (NodeInfo, NodeSelectorRequirement, NodeSelectorTerm, PodInfo, Promise,
+from cogate.controller.model.records import (NodeSelectorRequirement, NodeSelectorTerm, PodInfo, Promise,
                                        Reservation)
+from tests.builders import node, pod
 
 NOW = 50_000.0
 TTL = 60.0
 CFG = PlannerConfig(reservation_ttl_seconds=TTL)
-
-
-def node(name: str, cpu: int = 8) -> NodeInfo:
-    return NodeInfo(name, labels={"kubernetes.io/hostname": name}, allocatable={"cpu": cpu * 1000, "pods": 110})
 
 
 def pin(name: str) -> tuple[NodeSelectorTerm, ...]:
@@ -45,12 +41,17 @@ def pin(name: str) -> tuple[NodeSelectorTerm, ...]:
 
 
 def member(group: str, i: int, cpu: int, *, gated: bool = True, pinned_to: str = "", node_name: str = "",
-           priority: int = 0, phase: str = "", **kw) -> PodInfo:
-    return PodInfo("team", f"{group}-{i}", f"uid-{group}-{i}", labels={POD_GROUP_LABEL: group},
-                   node_name=node_name, phase=phase or ("Running" if node_name else "Pending"),
-                   requests={"cpu": cpu * 1000}, gates=(GATE,) if gated else (),
-                   required_node_affinity=pin(pinned_to) if pinned_to else (), priority=priority,
-                   created=float(i), **kw)
+           priority: int = 0, phase: str = "") -> PodInfo:
+    b = pod(f"{group}-{i}").group(group).req(cpu=cpu).priority(priority).created(i)
+    if gated:
+        b.gated()
+    if pinned_to:
+        b.pinned(pinned_to)
+    if node_name:
+        b.on(node_name)
+    if phase:
+        b.phase(phase)
+    return b.info()
 
 
 def request(name: str, members, *, released: bool = False, min_member: int | None = None,
@@ -88,7 +89,7 @@ def pinned_gang(name: str, size: int, cpu: int, node_name: str) -> tuple[GroupRe
 def test_pinned_unbound_reservation_outlives_the_ttl(size, cpu, node_cpu, second, waited):
     """kube-scheduler stopped: the first gang stays pinned, unbound, long past the TTL; the second
     gang (which would fit the empty node) is never released onto the same room."""
-    nodes = [node("n1", node_cpu)]
+    nodes = [node("n1").cpu(node_cpu).info()]
     a, res = pinned_gang("a", size, cpu, "n1")
     b = request("b", [member("b", i, cpu) for i in range(second)], created=10)
     d = decide(nodes, [], [a, b], res, NOW + waited, CFG)
@@ -104,7 +105,7 @@ def test_pinned_unbound_reservation_outlives_the_ttl(size, cpu, node_cpu, second
 @pytest.mark.parametrize("gangs", [2, 3, 4])
 def test_several_pinned_gangs_keep_their_room_past_the_ttl(gangs):
     """Gangs pinned across nodes, all unbound past the TTL: one more gang finds no room."""
-    nodes = [node(f"n{i}", 4) for i in range(gangs)]
+    nodes = [node(f"n{i}").cpu(4).info() for i in range(gangs)]
     requests, reservations = [], []
     for i in range(gangs):
         g, res = pinned_gang(f"a{i}", 2, 2, f"n{i}")
@@ -129,7 +130,7 @@ def test_reservation_goes_when_its_member_binds_goes_or_is_not_pinned_there(case
     """Each way a reservation ends frees exactly that member's room for another gang (cpu 4 on a
     node of 8: gang a = 2 x 4 pinned; gang b needs 4). ``unpinned`` (placement free) and a pin to
     another node end only at the TTL."""
-    nodes = [node("n1", 8), node("n2", 0)]
+    nodes = [node("n1").cpu(8).info(), node("n2").cpu(0).info()]
     a, res = pinned_gang("a", 2, 4, "n1")
     pods: list[PodInfo] = []
     if case == "bound":
@@ -167,7 +168,7 @@ def test_restored_reservations_hold_past_the_ttl(size, cpu, released):
     """After a restart the reservations rebuilt from the pins hold as the original ones did,
     whether or not the group's release still stands (a timed-out gang's pinned members still
     bind there and nowhere else)."""
-    nodes = [node("n1", 8)]
+    nodes = [node("n1").cpu(8).info()]
     a, _ = pinned_gang("a", size, cpu, "n1")
     a = dataclasses.replace(a, released=released)
     restored = restored_reservations([a], NOW, TTL)
@@ -181,7 +182,7 @@ def test_restored_reservations_hold_past_the_ttl(size, cpu, released):
 
 
 def test_planning_state_keeps_pinned_reservations_past_the_ttl_like_decide():
-    nodes = [node("n1", 8)]
+    nodes = [node("n1").cpu(8).info()]
     a, res = pinned_gang("a", 2, 4, "n1")
     b = request("b", [member("b", 0, 4)], created=10)
     state = PlanningState.build(nodes, [])
@@ -220,7 +221,7 @@ def test_nominated_pod_info_reads_the_nomination():
     (8, -1, (4, 2), 0, True),     # lower priority, the whole node
 ])
 def test_a_nomination_holds_room_for_pods_of_its_priority_or_lower(nom_cpu, nom_prio, gang, gang_prio, released):
-    nodes = [node("n1", 8)]
+    nodes = [node("n1").cpu(8).info()]
     size, cpu = gang
     g = request("g", [member("g", i, cpu, priority=gang_prio) for i in range(size)])
     nom = nominated("preemptor", "n1", nom_cpu, nom_prio)
@@ -256,7 +257,7 @@ def test_nominations_and_reservations_are_one_list_of_room_promised():
 @pytest.mark.parametrize("nom_prio,blocked", [(0, True), (3, True), (-5, False)])
 def test_a_new_member_of_a_released_group_does_not_take_nominated_room(nom_prio, blocked):
     """Released groups' new members see nominations as the others do."""
-    nodes = [node("n1", 4)]
+    nodes = [node("n1").cpu(4).info()]
     running = member("g", 0, 2, gated=False, node_name="n1")
     new = member("g", 1, 2)
     g = request("g", [running, new], released=True, min_member=1)
@@ -276,7 +277,7 @@ def test_the_miss_names_room_promised_to_others_on_eligible_nodes():
     from cogate.controller.planning.capacity import Snapshot
     from cogate.controller.planning.planner import Pass, classify
 
-    nodes = [node("n1", 4), node("n2", 4)]
+    nodes = [node("n1").cpu(4).info(), node("n2").cpu(4).info()]
     a, res = pinned_gang("a", 2, 2, "n1")
     nom = nominated("preemptor", "n2", 4, 1)
     b = request("b", [member("b", 0, 3)], created=10)
@@ -295,7 +296,7 @@ _node_cpu = st.integers(min_value=1, max_value=8)
 @st.composite
 def scenario(draw):
     n = draw(st.integers(min_value=1, max_value=4))
-    nodes = [node(f"n{i}", draw(_node_cpu)) for i in range(n)]
+    nodes = [node(f"n{i}").cpu(draw(_node_cpu)).info() for i in range(n)]
     names = [x.name for x in nodes]
     noms = [nominated(f"nom{k}", draw(st.sampled_from(names)), draw(st.integers(1, 4)), draw(st.integers(-2, 2)))
             for k in range(draw(st.integers(0, 4)))]
@@ -327,7 +328,7 @@ def test_property_no_node_is_promised_beyond_its_room(case):
 
 
 def test_planning_state_follows_nomination_deltas():
-    nodes = [node("n1", 4)]
+    nodes = [node("n1").cpu(4).info()]
     g = request("g", [member("g", 0, 3)])
     state = PlanningState.build(nodes, [])
     nom = nominated("preemptor", "n1", 2, 1)

@@ -29,6 +29,7 @@ from cogate.controller.model.records import (
 )
 from cogate.controller.planning.planner import GroupRequest, Outcome, PlannerConfig, decide
 from cogate.controller.planning.spread import MISSING_LABEL, PINNED_SKEW, SKEW, Tracker
+from tests.builders import node, pod as pod_
 
 HOST = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"
@@ -36,24 +37,21 @@ CORDON = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
 APP = LabelSelector((("app", "x"),))
 
 
-def node(name, zone=None, cpu=8, taints=(), unschedulable=False, extra=None, hostname=True):
-    labels = {HOST: name} if hostname else {}
-    if zone:
-        labels[ZONE] = zone
-    labels.update(extra or {})
-    return NodeInfo(name, labels=labels, allocatable={"cpu": cpu * 1000, "pods": 110}, taints=tuple(taints),
-                    unschedulable=unschedulable)
-
-
 _n = itertools.count()
 
 
-def pod(node_name="", labels=None, ns="default", spread=(), cpu=1, deleting=False, **kw):
+def pod(node_name="", labels=None, ns="default", spread=(), cpu=1, deleting=False, created=0.0, **kw):
     i = next(_n)
-    lab = {"app": "x"} if labels is None else labels
-    return PodInfo(ns, f"p{i}", f"u{i}", labels=lab, node_name=node_name, requests={"cpu": cpu * 1000},
-                   phase="Running" if node_name else "Pending", topology_spread=tuple(spread), deleting=deleting,
-                   gates=() if node_name else (GATE,), **kw)
+    b = pod_(f"p{i}", ns).uid(f"u{i}").labels({"app": "x"} if labels is None else labels).req(cpu=cpu).created(created)
+    if node_name:
+        b.on(node_name)
+    else:
+        b.gated()
+    if deleting:
+        b.deleting(0)
+    if not cpu:  # kept as the record it always was (the converter leaves a zero request out)
+        kw["requests"] = {"cpu": 0}
+    return b.info(topology_spread=tuple(spread), **kw)
 
 
 def hard(key=HOST, skew=1, selector=APP, **kw):
@@ -72,7 +70,7 @@ def allowed(nodes, placed, incoming):
 
 
 def test_skew_counts_matching_pods_against_the_least_loaded_domain():
-    nodes = [node("a"), node("b"), node("c")]
+    nodes = [node("a").cpu(8).info(), node("b").cpu(8).info(), node("c").cpu(8).info()]
     placed = [pod("a"), pod("a"), pod("b")]
     # counts a=2 b=1 c=0, min 0: only c (0+1-0) and nothing else within maxSkew 1
     assert allowed(nodes, placed, pod(spread=[hard()])) == {"c"}
@@ -82,14 +80,14 @@ def test_skew_counts_matching_pods_against_the_least_loaded_domain():
 def test_cordoned_and_tainted_nodes_are_domains_by_default():
     # nodeTaintsPolicy Ignore (default): the cordoned node b is a domain with 0 pods, so a is
     # refused (1 + 1 - 0); b passes this Filter (NodeUnschedulable refuses it)
-    nodes = [node("a"), node("b", taints=[CORDON], unschedulable=True)]
+    nodes = [node("a").cpu(8).info(), node("b").cpu(8).taint(CORDON).unschedulable().info()]
     assert allowed(nodes, [pod("a")], pod(spread=[hard()])) == {"b"}
     # ... Honor: b is not a domain (the pod does not tolerate its taint), a alone is min
     assert allowed(nodes, [pod("a")], pod(spread=[hard(node_taints_policy="Honor")])) == {"a", "b"}
 
 
 def test_node_affinity_policy_honor_limits_domains_to_nodes_the_pod_may_use():
-    nodes = [node("a", extra={"pool": "p"}), node("b")]
+    nodes = [node("a").labels({"pool": "p"}).cpu(8).info(), node("b").cpu(8).info()]
     sel = {"pool": "p"}
     assert allowed(nodes, [pod("a")], pod(spread=[hard()], node_selector=sel)) == {"a", "b"}
     # Ignore: b counts as a domain with 0 pods, so a (1 + 1 - 0 = 2) is refused
@@ -99,7 +97,7 @@ def test_node_affinity_policy_honor_limits_domains_to_nodes_the_pod_may_use():
 
 
 def test_min_domains_forces_a_zero_minimum_while_domains_are_fewer():
-    nodes = [node("a", zone="z1"), node("b", zone="z2")]
+    nodes = [node("a").labels({ZONE: "z1"}).cpu(8).info(), node("b").labels({ZONE: "z2"}).cpu(8).info()]
     placed = [pod("a"), pod("b")]
     c = hard(key=ZONE)
     assert allowed(nodes, placed, pod(spread=[c])) == {"a", "b"}  # 1 + 1 - 1 = 1
@@ -107,7 +105,7 @@ def test_min_domains_forces_a_zero_minimum_while_domains_are_fewer():
     assert allowed(nodes, placed, pod(spread=[hard(key=ZONE, min_domains=3)])) == set()
     assert allowed(nodes, placed, pod(spread=[hard(key=ZONE, min_domains=3, skew=2)])) == {"a", "b"}
     # 3 zones, minDomains 3: counts 1/1/0, min 0, the empty zone takes one
-    nodes.append(node("c", zone="z3"))
+    nodes.append(node("c").labels({ZONE: "z3"}).cpu(8).info())
     assert allowed(nodes, placed, pod(spread=[hard(key=ZONE, min_domains=3)])) == {"c"}
 
 
@@ -115,7 +113,7 @@ def test_pinned_members_with_min_domains_may_only_add_up_to_max_skew_per_node():
     # differential seed 1000: maxSkew 1, minDomains 2 on hostname over 4 nodes; the planner put two
     # members on each node, but a pinned member's only domain is its node (nodeAffinityPolicy
     # Honor), fewer than minDomains, so kube-scheduler took min as 0 and refused the second one
-    nodes = [node("a"), node("b"), node("c"), node("d")]
+    nodes = [node("a").cpu(8).info(), node("b").cpu(8).info(), node("c").cpu(8).info(), node("d").cpu(8).info()]
     c = hard(min_domains=2)
     placed = [pod("a"), pod("b"), pod("c"), pod("d")]
     t = Tracker(nodes)
@@ -127,13 +125,13 @@ def test_pinned_members_with_min_domains_may_only_add_up_to_max_skew_per_node():
     assert allowed(nodes, placed, pod(spread=[hard(min_domains=2, node_affinity_policy="Ignore")])) == \
         {"a", "b", "c", "d"}
     ms = members(8, [c])
-    v = decide1([node(n, cpu=16) for n in "abcd"], ms, 8)
+    v = decide1([node(n).cpu(16).info() for n in "abcd"], ms, 8)
     assert v.outcome == Outcome.EXCEEDS_CLUSTER_CAPACITY and "fits 4 of 8" in v.message
     assert PINNED_SKEW in v.message
 
 
 def test_nodes_without_the_topology_key_are_refused_and_are_no_domain():
-    nodes = [node("a", zone="z1"), node("b")]
+    nodes = [node("a").labels({ZONE: "z1"}).cpu(8).info(), node("b").cpu(8).info()]
     t = Tracker(nodes)
     incoming = pod(spread=[hard(key=ZONE)])
     assert t.reason(incoming, 1) == MISSING_LABEL
@@ -146,21 +144,21 @@ def test_nodes_without_the_topology_key_are_refused_and_are_no_domain():
 
 
 def test_only_pods_of_the_namespace_that_match_and_are_not_terminating_count():
-    nodes = [node("a"), node("b")]
+    nodes = [node("a").cpu(8).info(), node("b").cpu(8).info()]
     placed = [pod("a", ns="other"), pod("a", labels={"app": "y"}), pod("a", deleting=True)]
     assert allowed(nodes, placed, pod(spread=[hard()])) == {"a", "b"}
     assert allowed(nodes, [pod("a")], pod(spread=[hard()])) == {"b"}
 
 
 def test_a_pod_outside_its_own_selector_does_not_add_itself():
-    nodes = [node("a"), node("b")]
+    nodes = [node("a").cpu(8).info(), node("b").cpu(8).info()]
     incoming = pod(labels={"app": "y"}, spread=[hard()])
     assert allowed(nodes, [pod("a")], incoming) == {"a", "b"}  # 1 + 0 - 0 <= 1
     assert allowed(nodes, [pod("a"), pod("a")], incoming) == {"b"}
 
 
 def test_match_label_keys_narrow_the_selector_to_the_pods_own_values():
-    nodes = [node("a"), node("b")]
+    nodes = [node("a").cpu(8).info(), node("b").cpu(8).info()]
     old = [pod("a", labels={"app": "x", "rev": "1"}), pod("a", labels={"app": "x", "rev": "1"})]
     c = hard(match_label_keys=("rev",))
     assert allowed(nodes, old, pod(labels={"app": "x", "rev": "2"}, spread=[c])) == {"a", "b"}
@@ -170,7 +168,7 @@ def test_match_label_keys_narrow_the_selector_to_the_pods_own_values():
 
 
 def test_missing_selector_matches_nothing_and_empty_selector_counts_nothing():
-    nodes = [node("a"), node("b")]
+    nodes = [node("a").cpu(8).info(), node("b").cpu(8).info()]
     placed = [pod("a"), pod("a"), pod("a")]
     assert allowed(nodes, placed, pod(spread=[hard(selector=None)])) == {"a", "b"}
     assert allowed(nodes, placed, pod(spread=[hard(selector=LabelSelector())])) == {"a", "b"}
@@ -179,7 +177,7 @@ def test_missing_selector_matches_nothing_and_empty_selector_counts_nothing():
 
 
 def test_tracker_pop_undoes_add():
-    nodes = [node("a"), node("b")]
+    nodes = [node("a").cpu(8).info(), node("b").cpu(8).info()]
     t = Tracker(nodes)
     incoming = pod(spread=[hard()])
     assert t.allows(incoming, 0)
@@ -222,7 +220,7 @@ def decide1(nodes, ms, min_member, bound=(), cfg=PlannerConfig()):
 def test_hard_spread_over_one_schedulable_and_one_cordoned_node_stays_gated():
     # issue 9 item 6: maxSkew 1 on hostname, DoNotSchedule, minMember 2; the cordoned node is a
     # domain with 0 pods, so kube-scheduler places one member and refuses the other
-    nodes = [node("n1"), node("n2", taints=[CORDON], unschedulable=True)]
+    nodes = [node("n1").cpu(8).info(), node("n2").cpu(8).taint(CORDON).unschedulable().info()]
     v = decide1(nodes, members(2, [hard()]), 2)
     assert v.outcome == Outcome.EXCEEDS_CLUSTER_CAPACITY
     assert v.release == {}
@@ -230,7 +228,7 @@ def test_hard_spread_over_one_schedulable_and_one_cordoned_node_stays_gated():
 
 
 def test_spread_members_are_released_pinned_one_per_domain():
-    nodes = [node("n1"), node("n2"), node("n3")]
+    nodes = [node("n1").cpu(8).info(), node("n2").cpu(8).info(), node("n3").cpu(8).info()]
     ms = members(3, [hard()])
     v = decide1(nodes, ms, 3)
     assert v.outcome == Outcome.RELEASED
@@ -239,7 +237,7 @@ def test_spread_members_are_released_pinned_one_per_domain():
 
 def test_spread_placement_revisits_nodes_as_the_minimum_rises():
     # 5 members, maxSkew 1 over 3 nodes: 2/2/1 exists; filling node by node would stop at 3
-    nodes = [node("n1", cpu=2), node("n2", cpu=2), node("n3", cpu=2)]
+    nodes = [node("n1").cpu(2).info(), node("n2").cpu(2).info(), node("n3").cpu(2).info()]
     v = decide1(nodes, members(5, [hard()]), 5)
     assert v.outcome == Outcome.RELEASED
     counts = sorted(list(v.release.values()).count(n) for n in ("n1", "n2", "n3"))
@@ -247,7 +245,7 @@ def test_spread_placement_revisits_nodes_as_the_minimum_rises():
 
 
 def test_bound_pods_and_earlier_groups_count_for_the_skew():
-    nodes = [node("n1", zone="z1"), node("n2", zone="z2")]
+    nodes = [node("n1").labels({ZONE: "z1"}).cpu(8).info(), node("n2").labels({ZONE: "z2"}).cpu(8).info()]
     bound = [pod("n1"), pod("n1")]
     # z1 has 2 matching pods: both members must go to z2 first (0+1-0, then 1+1-... min is 1 then)
     v = decide1(nodes, members(2, [hard(key=ZONE)]), 2, bound=bound)
@@ -258,7 +256,7 @@ def test_bound_pods_and_earlier_groups_count_for_the_skew():
 
 
 def test_schedule_anyway_never_blocks():
-    nodes = [node("n1"), node("n2", taints=[CORDON], unschedulable=True)]
+    nodes = [node("n1").cpu(8).info(), node("n2").cpu(8).taint(CORDON).unschedulable().info()]
     raw_spread = [{"maxSkew": 1, "topologyKey": HOST, "whenUnsatisfiable": "ScheduleAnyway",
                    "labelSelector": {"matchLabels": {"app": "x"}}}]
     ms = []
@@ -369,9 +367,12 @@ def spread_scenarios(draw):
     nodes = []
     for i in range(draw(st.integers(1, 3))):
         extra = {"pool": "p"} if draw(st.booleans()) else {}
-        nodes.append(node(f"n{i}", zone=draw(st.sampled_from(zones + [None])), cpu=draw(st.integers(0, 3)),
-                          taints=[CORDON] if draw(st.integers(0, 4)) == 0 else [], extra=extra,
-                          hostname=draw(st.integers(0, 6)) != 0))
+        zone, cpu = draw(st.sampled_from(zones + [None])), draw(st.integers(0, 3))
+        taints = [CORDON] if draw(st.integers(0, 4)) == 0 else []
+        b = node(f"n{i}").hostname(f"n{i}" if draw(st.integers(0, 6)) != 0 else None)
+        for t in taints:
+            b.taint(t)
+        nodes.append(b.labels({ZONE: zone} if zone else {}).labels(extra).cpu(cpu).info())
     nodes = [NodeInfo(n.name, n.labels, n.allocatable, n.taints, unschedulable=bool(n.taints)) for n in nodes]
     bound = []
     for n in nodes:
@@ -419,9 +420,9 @@ def test_planner_releases_only_placements_kube_scheduler_can_reach(sc):
 @pytest.mark.parametrize("reason", [SKEW, MISSING_LABEL])
 def test_reasons_are_named_in_the_waiting_message(reason):
     if reason == SKEW:
-        nodes = [node("n1"), node("n2", taints=[CORDON], unschedulable=True)]
+        nodes = [node("n1").cpu(8).info(), node("n2").cpu(8).taint(CORDON).unschedulable().info()]
     else:
-        nodes = [node("n1", zone="z1", cpu=1), node("n2")]
+        nodes = [node("n1").labels({ZONE: "z1"}).cpu(1).info(), node("n2").cpu(8).info()]
     v = decide1(nodes, members(2, [hard(key=HOST if reason == SKEW else ZONE)]), 2)
     assert v.outcome != Outcome.RELEASED
     assert reason in v.message

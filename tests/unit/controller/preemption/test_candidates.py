@@ -9,7 +9,8 @@ from cogate.controller.planning.capacity import Snapshot
 from cogate.controller.planning.planstate import PlanningState
 from cogate.controller.preemption.candidates import candidate_rule, gang_members
 
-from tests.unit.controller.preemption.test_preemption import gang_pod, node, pod
+from tests.builders import node
+from tests.unit.controller.preemption.test_preemption import gang_pod, pod
 
 
 def test_a_candidate_is_below_the_priority_not_deleting_not_the_groups_nor_an_untouchable_gangs():
@@ -25,7 +26,7 @@ def test_a_candidate_is_below_the_priority_not_deleting_not_the_groups_nor_an_un
 
 
 def test_the_gangs_bound_members_are_the_same_from_a_snapshot_and_from_the_view():
-    nodes = [node("n1"), node("n2")]
+    nodes = [node("n1").cpu(4).info(), node("n2").cpu(4).info()]
     pods = [gang_pod("job", 0, "n1", 1), gang_pod("job", 1, "n2", 1), gang_pod("job", 2, "n2", 1, deleting=True),
             gang_pod("other", 0, "n1", 1), pod("alone", "n1", 1, 0)]
     gang_min = {("batch", "job"): 2, ("batch", "none"): 1}

@@ -15,31 +15,31 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cogate.api import DEFAULT_GATE_NAME as GATE
-from cogate.api import POD_GROUP_LABEL
 from cogate.controller.preemption import inflight
 from cogate.controller.preemption.inflight import Step
 from cogate.controller.planning.planner import GroupRequest, Outcome, PlannerConfig, decide
 from cogate.controller.planning.planstate import PlanningState
-from cogate.controller.model.records import NodeInfo, PodInfo
+from cogate.controller.model.records import PodInfo
+from tests.builders import node, pod
 
 NOW = 10_000.0
 CFG = PlannerConfig()
 
 
-def node(name: str, cpu: int = 4) -> NodeInfo:
-    return NodeInfo(name, labels={"kubernetes.io/hostname": name}, allocatable={"cpu": cpu * 1000, "pods": 110})
-
-
 def member(group: str, i: int, cpu: int, *, priority: int = 1000, nominated: str = "", gated: bool = True,
            node_name: str = "") -> PodInfo:
-    return PodInfo("team", f"{group}-{i}", f"uid-{group}-{i}", labels={POD_GROUP_LABEL: group},
-                   node_name=node_name, phase="Running" if node_name else "Pending", requests={"cpu": cpu * 1000},
-                   gates=(GATE,) if gated else (), priority=priority, created=float(i), nominated_node=nominated)
+    b = pod(f"{group}-{i}").group(group).req(cpu=cpu).priority(priority).created(i)
+    if gated:
+        b.gated()
+    if node_name:
+        b.on(node_name)
+    if nominated:
+        b.nominated(nominated)
+    return b.info()
 
 
 def bound(name: str, node_name: str, cpu: int, priority: int = 100) -> PodInfo:
-    return PodInfo("team", name, f"uid-{name}", labels={}, node_name=node_name, phase="Running",
-                   requests={"cpu": cpu * 1000}, priority=priority)
+    return pod(name).on(node_name).req(cpu=cpu).priority(priority).created(0).info()
 
 
 def request(name: str, members, min_member: int | None = None, created: float = 0.0) -> GroupRequest:
@@ -182,18 +182,18 @@ def held_setup():
 def test_held_room_is_lent_to_its_holder_and_taken_for_every_other_group(other_priority):
     g, promised = held_setup()
     o = request("o", [member("o", 0, 2, priority=other_priority)], created=-1.0)  # older: judged first at equal priority
-    d = decide([node("n1")], [], [o, g], [], NOW, CFG, promised)
+    d = decide([node("n1").cpu(4).info()], [], [o, g], [], NOW, CFG, promised)
     assert outcome(d, "o").outcome is Outcome.INSUFFICIENT_CAPACITY  # whatever its priority: the room is g's
     assert outcome(d, "g").outcome is Outcome.RELEASED
     assert set(outcome(d, "g").release.values()) == {"n1"}
-    without = decide([node("n1")], [], [o], [], NOW, CFG)
+    without = decide([node("n1").cpu(4).info()], [], [o], [], NOW, CFG)
     assert outcome(without, "o").outcome is Outcome.RELEASED  # the hold, not the cluster, kept o out
 
 
 def test_held_room_is_lent_once_not_added_to_free_room():
     g, promised = held_setup()
     bigger = request("g", [*g.members, member("g", 2, 2)])  # minMember 3: a third member the plan did not hold
-    nodes, pods = [node("n1"), node("n2", 2)], [bound("x", "n2", 2)]
+    nodes, pods = [node("n1").cpu(4).info(), node("n2").cpu(2).info()], [bound("x", "n2", 2)]
     d = decide(nodes, pods, [bigger], [], NOW, CFG, promised)
     assert outcome(d, "g").outcome is Outcome.INSUFFICIENT_CAPACITY  # 4 cpu lent on n1: two fit, not three
     freed = decide(nodes, [], [bigger], [], NOW, CFG, promised)
@@ -203,14 +203,14 @@ def test_held_room_is_lent_once_not_added_to_free_room():
 def test_while_victims_terminate_the_holder_still_does_not_fit():
     g, promised = held_setup()
     low = dataclasses.replace(bound("low", "n1", 4), deleting=True)
-    d = decide([node("n1")], [low], [g], [], NOW, CFG, promised)
+    d = decide([node("n1").cpu(4).info()], [low], [g], [], NOW, CFG, promised)
     assert outcome(d, "g").outcome is Outcome.INSUFFICIENT_CAPACITY
 
 
 def test_the_incremental_planner_gives_the_same_verdicts_with_held_room():
     g, promised = held_setup()
     o = request("o", [member("o", 0, 2, priority=100)])
-    nodes = [node("n1"), node("n2", 2)]
+    nodes = [node("n1").cpu(4).info(), node("n2").cpu(2).info()]
     pods = [bound("x", "n2", 2)]
     state = PlanningState.build(nodes, pods)
     for held in (promised, [], promised):  # held, released (no hold), held again: kept verdicts must follow
@@ -226,7 +226,7 @@ def test_a_kept_waiting_behind_a_starving_group_verdict_is_not_reused_once_room_
     blocked, and released on it; o still waits (incremental planner = decide)."""
     g, promised = held_setup()
     o = request("o", [member("o", 0, 4, priority=5000)], created=-1.0)
-    nodes = [node("n1"), node("n2", 4)]
+    nodes = [node("n1").cpu(4).info(), node("n2").cpu(4).info()]
     victim, x = bound("v", "n1", 4), bound("x", "n2", 4)
     state = PlanningState.build(nodes, [victim, x])
     first = state.decide([o, g], [], NOW, CFG)
@@ -249,7 +249,7 @@ def test_a_release_pins_every_member_to_the_node_it_is_nominated_to(nodes, size,
     scheduler counts each nomination against the others, so a member pinned to another member's
     nominated node would not fit there and kube-scheduler would preempt elsewhere for it (the
     side-by-side benchmark saw 99 of 100 members pinned away from their nominations)."""
-    ns = [node(f"n{i}", cpu=4) for i in range(nodes)]
+    ns = [node(f"n{i}").cpu(4).info() for i in range(nodes)]
     per_node = 4 // cpu
     slots = [n.name for n in ns for _ in range(per_node)]
     seed.shuffle(slots)
@@ -269,7 +269,7 @@ def test_a_release_pins_every_member_to_the_node_it_is_nominated_to(nodes, size,
 def test_a_nomination_that_no_longer_fits_is_planned_elsewhere():
     """A nominated node that cannot take the member (room taken meanwhile) does not block it:
     the member is planned where it fits, as without a nomination."""
-    ns = [node("n0"), node("n1")]
+    ns = [node("n0").cpu(4).info(), node("n1").cpu(4).info()]
     ms = [member("g", 0, 3, nominated="n0"), member("g", 1, 3, nominated="n0")]
     d = decide(ns, [bound("x", "n0", 1)], [request("g", ms)], (), NOW, CFG)
     v = outcome(d, "g")

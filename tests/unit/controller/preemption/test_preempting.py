@@ -1,151 +1,19 @@
 """The Preempting room (issue 15 item 2): a reconciler with the real planner against a fake API.
 
 Each test runs passes of :class:`~cogate.controller.reconciler.Reconciler` (``--preemption``)
-on :class:`tests.builders.FakeCluster` pods, the informers relisted from the fake between passes
-(as the watch would deliver), and checks the calls made (their order: nominate, mark, delete),
+in the kit's real-planner :class:`tests.builders.World` over its :class:`tests.builders.StatusCluster`,
+the informers relisted from the fake between passes (as the watch would deliver), and checks the calls made (their order: nominate, mark, delete),
 the PodGroup status (``Preempting``), the Events and the metrics. The pure parts are tested in
 tests/unit/controller/preemption/test_inflight.py; end to end: tests/e2e/test_preemption.py.
 """
 
 from __future__ import annotations
 
-import copy
 import threading
 import time
-from typing import Any
 
 from cogate.controller.preemption import inflight
-from cogate.controller.model import records
-from cogate.controller.model.config import ReconcilerConfig
-from cogate.controller.kube.events import EventRecorder
-from cogate.controller.kube.informer import Caches, Informer, name_key, namespaced_key, uid_key
-from cogate.controller.status.inputs import group_object
-from cogate.controller.kube.metrics import Metrics
-from cogate.controller.reconciler import Reconciler
-from tests.builders import GATE, ApiError, FakeCluster, raw_pg, raw_pod, ready_node
-
-T0 = 1_704_067_300.0
-
-
-class StatusCluster(FakeCluster):
-    """FakeCluster plus the pod status subresource (strategic merge: conditions by type) and a
-    DELETE answering the pod with its grace period."""
-
-    def __init__(self, pods, pgs) -> None:
-        super().__init__(pods, pgs)
-        self.calls: list[tuple[str, str]] = []
-        self.keep_deleted = False  # victims stay (terminating) after DELETE: a stuck victim
-
-    def patch_namespaced_pod_status(self, name, namespace, body, **kw):
-        assert kw["_content_type"] == "application/strategic-merge-patch+json"
-        assert kw["field_manager"] == "cogate-controller"
-        pod = self.pods.get(name)
-        if pod is None:
-            raise ApiError(404)
-        assert body["metadata"]["uid"] == pod["metadata"]["uid"]
-        status = pod.setdefault("status", {})
-        for k, v in body["status"].items():
-            if k == "conditions":
-                have = {c["type"]: c for c in status.get("conditions", [])}
-                for c in v:
-                    have[c["type"]] = c
-                status["conditions"] = list(have.values())
-            elif v is None:
-                status.pop(k, None)
-            else:
-                status[k] = v
-        if "nominatedNodeName" in body["status"]:  # server-side field management, as the API server keeps it
-            entries = [e for e in pod["metadata"].get("managedFields", []) if e["manager"] != kw["field_manager"]]
-            if body["status"]["nominatedNodeName"]:
-                entries.append({"manager": kw["field_manager"], "operation": "Update", "subresource": "status",
-                                "fieldsV1": {"f:status": {"f:nominatedNodeName": {}}}})
-            pod["metadata"]["managedFields"] = entries
-        self._bump(pod)
-        what = "nominate" if "nominatedNodeName" in body["status"] else "mark"
-        self.calls.append((what, f"{name}={body['status'].get('nominatedNodeName')}" if what == "nominate" else name))
-        return copy.deepcopy(pod)
-
-    def delete_namespaced_pod(self, name, namespace, body=None, **_):
-        if name not in self.pods:
-            raise ApiError(404)
-        self.calls.append(("delete", name))
-        self.deleted.append(name)
-        pod = self.pods[name]
-        if self.keep_deleted:
-            pod["metadata"]["deletionTimestamp"] = "2024-01-01T00:00:00Z"
-            pod["metadata"]["deletionGracePeriodSeconds"] = 5
-            return copy.deepcopy(pod)
-        del self.pods[name]
-        return {"metadata": {"name": name, "deletionGracePeriodSeconds": 5}}
-
-
-def pod(name, *, priority, cpu="2", node="", group=None, gates=(GATE,), policy=None) -> dict[str, Any]:
-    raw = raw_pod(name, group=group, gates=gates if group else (), node=node, phase="Running" if node else "Pending",
-                  cpu=cpu)
-    raw["spec"]["priority"] = priority
-    if policy:
-        raw["spec"]["preemptionPolicy"] = policy
-    return raw
-
-
-class World:
-    """A reconciler with the real planner over a :class:`StatusCluster`; :meth:`run` relists the
-    informers from the fake first (the watch's view), then runs one pass."""
-
-    def __init__(self, pods, pgs, *, preemption=True, nodes=(("n1", "4"),), workers=None,
-                 cluster: StatusCluster | type[StatusCluster] | None = None, now=T0) -> None:
-        """``cluster``: the fake to use (a restarted controller's world: the same one), or its class."""
-        if isinstance(cluster, StatusCluster):
-            self.cluster = cluster
-        else:
-            self.cluster = (cluster or StatusCluster)(pods, pgs)
-        self.now = now
-        self._args = dict(preemption=preemption, nodes=nodes, workers=workers)
-        self.events: list[tuple[str, str, str, str]] = []
-        c = self.cluster
-
-        def make(name, items, key, convert) -> Informer:
-            return Informer(name, lambda: (items(), "1"), lambda rv: iter(()), key, convert)
-
-        self.caches = Caches(
-            podgroups=make("pg", lambda: list(c.pgs.values()), namespaced_key, group_object),
-            members=make("members", lambda: [p for p in c.pods.values() if p["metadata"]["labels"]], uid_key,
-                         records.pod_info),
-            bound=make("bound", lambda: [p for p in c.pods.values() if p["spec"].get("nodeName")], uid_key,
-                       records.pod_info),
-            nodes=make("nodes", lambda: [ready_node(n, cpu) for n, cpu in nodes], name_key, records.node_info),
-        )
-        self.relist()
-        self.recorder = EventRecorder(
-            lambda ns, b: self.events.append((b["type"], b["reason"], b["involvedObject"]["name"], b["message"])),
-            lambda *a: None, clock=lambda: self.now)
-        self.metrics = Metrics()
-        self.rec = Reconciler(c, c, self.caches, ReconcilerConfig(preemption=preemption, max_patch_attempts=2,
-                                                                 **({"workers": workers} if workers else {})),
-                              recorder=self.recorder, metrics=self.metrics, clock=lambda: self.now,
-                              monotonic=lambda: self.now, sleep=lambda s: None)
-        self.caches.members.add_handler(self.rec.on_member_event)  # as controller/main.py does
-
-    def restarted(self) -> "World":
-        """A new process (fresh caches, memory and metrics) on the same cluster, at the same time."""
-        return World([], [], cluster=self.cluster, now=self.now, **self._args)
-
-    def relist(self) -> None:
-        for inf in self.caches.all():
-            inf._relist()
-
-    def run(self, dt: float = 0.0) -> None:
-        self.now += dt
-        self.relist()
-        self.rec.reconcile_once()
-        self.recorder.flush()
-        self.relist()
-
-    def condition(self, pg="pg", type_="Preempting"):
-        return next((c for c in self.cluster.pgs[pg]["status"].get("conditions", []) if c["type"] == type_), None)
-
-    def metric(self, name, **labels) -> float:
-        return self.metrics.registry.get_sample_value(name, labels) or 0.0
+from tests.builders import GATE, T0, ApiError, StatusCluster, World, pod, raw_pg, ready_node
 
 
 def assert_nominated_then_preempted(calls, nominations, victims) -> None:
@@ -163,8 +31,10 @@ def assert_nominated_then_preempted(calls, nominations, victims) -> None:
 def full_node_world(**kw) -> World:
     """n1 (4 cpu) full of two low-priority pods (2 cpu each, priority 100); PodGroup pg (minMember 2,
     priority 1000) with two gated members of 2 cpu."""
-    pods = [pod("low-a", priority=100, node="n1"), pod("low-b", priority=100, node="n1"),
-            pod("m-0", priority=1000, group="pg"), pod("m-1", priority=1000, group="pg")]
+    pods = [pod("low-a").req(cpu="2").on("n1").priority(100).raw(),
+            pod("low-b").req(cpu="2").on("n1").priority(100).raw(),
+            pod("m-0").req(cpu="2").group("pg").gated().priority(1000).raw(),
+            pod("m-1").req(cpu="2").group("pg").gated().priority(1000).raw()]
     return World(pods, [raw_pg("pg", 2)], **kw)
 
 
@@ -204,8 +74,8 @@ class InFlightCluster(StatusCluster):
 
     delay = 0.05
 
-    def __init__(self, pods, pgs) -> None:
-        super().__init__(pods, pgs)
+    def __init__(self, *args) -> None:
+        super().__init__(*args)
         self.lock = threading.Lock()
         self.flying = self.peak = self.nominating = 0
         self.early: list[str] = []
@@ -239,9 +109,10 @@ class InFlightCluster(StatusCluster):
 def wide_world(members: int, workers: int) -> World:
     """PodGroup pg (priority 1000) of ``members`` gated members of 2 cpu; ``members`` / 2 nodes of
     4 cpu, each full of two low-priority pods of 2 cpu: one victim per member."""
-    nodes = tuple((f"n{i}", "4") for i in range(1, members // 2 + 1))
-    pods = [pod(f"low-{i}-{k}", priority=100, node=n) for i, (n, _) in enumerate(nodes) for k in range(2)]
-    pods += [pod(f"m-{i}", priority=1000, group="pg") for i in range(members)]
+    names = [f"n{i}" for i in range(1, members // 2 + 1)]
+    nodes = [ready_node(n, "4") for n in names]
+    pods = [pod(f"low-{i}-{k}").req(cpu="2").on(n).priority(100).raw() for i, n in enumerate(names) for k in range(2)]
+    pods += [pod(f"m-{i}").req(cpu="2").group("pg").gated().priority(1000).raw() for i in range(members)]
     return World(pods, [raw_pg("pg", members)], nodes=nodes, workers=workers, cluster=InFlightCluster)
 
 
@@ -269,8 +140,10 @@ def test_a_failed_nomination_deletes_no_victim_and_clears_the_others():
                 raise ApiError(403)
             return super().patch_namespaced_pod_status(name, namespace, body, **kw)
 
-    pods = [pod("low-a", priority=100, node="n1"), pod("low-b", priority=100, node="n1"),
-            pod("m-0", priority=1000, group="pg"), pod("m-1", priority=1000, group="pg")]
+    pods = [pod("low-a").req(cpu="2").on("n1").priority(100).raw(),
+            pod("low-b").req(cpu="2").on("n1").priority(100).raw(),
+            pod("m-0").req(cpu="2").group("pg").gated().priority(1000).raw(),
+            pod("m-1").req(cpu="2").group("pg").gated().priority(1000).raw()]
     w = World(pods, [raw_pg("pg", 2)], cluster=Refusing)
     w.run()
     assert w.cluster.deleted == [] and not [c for c in w.cluster.calls if c[0] in ("mark", "delete")]
@@ -293,7 +166,7 @@ def test_victims_are_marked_disruption_target_with_cogates_reason_before_the_del
 def test_the_held_room_is_not_released_to_a_lower_priority_group_meanwhile():
     w = full_node_world()
     w.run()
-    w.cluster.pods["o-0"] = pod("o-0", priority=100, cpu="2", group="other")
+    w.cluster.pods["o-0"] = pod("o-0").req(cpu="2").group("other").gated().priority(100).raw()
     w.cluster.pgs["other"] = raw_pg("other", 1)
     w.run(1.0)
     assert GATE in [g["name"] for g in w.cluster.pods["o-0"]["spec"]["schedulingGates"]]
@@ -325,8 +198,10 @@ def test_stuck_victims_end_it_at_the_deadline_clear_the_nominations_and_back_off
 
 
 def test_equal_priority_preempts_nothing_and_says_why():
-    pods = [pod("low-a", priority=1000, node="n1"), pod("low-b", priority=1000, node="n1"),
-            pod("m-0", priority=1000, group="pg"), pod("m-1", priority=1000, group="pg")]
+    pods = [pod("low-a").req(cpu="2").on("n1").priority(1000).raw(),
+            pod("low-b").req(cpu="2").on("n1").priority(1000).raw(),
+            pod("m-0").req(cpu="2").group("pg").gated().priority(1000).raw(),
+            pod("m-1").req(cpu="2").group("pg").gated().priority(1000).raw()]
     w = World(pods, [raw_pg("pg", 2)])
     w.run()
     assert w.cluster.calls == [] and w.cluster.deleted == []
@@ -335,8 +210,10 @@ def test_equal_priority_preempts_nothing_and_says_why():
 
 
 def test_preemption_policy_never_preempts_nothing():
-    pods = [pod("low-a", priority=100, node="n1"), pod("low-b", priority=100, node="n1"),
-            pod("m-0", priority=1000, group="pg", policy="Never"), pod("m-1", priority=1000, group="pg")]
+    pods = [pod("low-a").req(cpu="2").on("n1").priority(100).raw(),
+            pod("low-b").req(cpu="2").on("n1").priority(100).raw(),
+            pod("m-0").req(cpu="2").group("pg").gated().priority(1000).policy("Never").raw(),
+            pod("m-1").req(cpu="2").group("pg").gated().priority(1000).raw()]
     w = World(pods, [raw_pg("pg", 2)])
     w.run()
     assert w.cluster.deleted == []
@@ -344,8 +221,10 @@ def test_preemption_policy_never_preempts_nothing():
 
 
 def test_a_gang_that_does_not_fit_even_with_preemption_deletes_nothing():
-    pods = [pod("low-a", priority=100, node="n1"), pod("high", priority=5000, node="n1"),
-            pod("m-0", priority=1000, group="pg"), pod("m-1", priority=1000, group="pg")]
+    pods = [pod("low-a").req(cpu="2").on("n1").priority(100).raw(),
+            pod("high").req(cpu="2").on("n1").priority(5000).raw(),
+            pod("m-0").req(cpu="2").group("pg").gated().priority(1000).raw(),
+            pod("m-1").req(cpu="2").group("pg").gated().priority(1000).raw()]
     w = World(pods, [raw_pg("pg", 2)])
     w.run()
     assert w.cluster.deleted == []
@@ -375,8 +254,9 @@ def test_a_nomination_cleared_by_someone_else_ends_it_and_clears_cogates_others(
 
 
 def test_a_victim_gangs_disrupted_condition_names_the_preemptor():
-    victims = [pod(f"v-{i}", priority=100, node="n1", group="victim", gates=()) for i in range(2)]
-    pods = victims + [pod("m-0", priority=1000, group="pg"), pod("m-1", priority=1000, group="pg")]
+    victims = [pod(f"v-{i}").req(cpu="2").group("victim").on("n1").priority(100).raw() for i in range(2)]
+    pods = victims + [pod("m-0").req(cpu="2").group("pg").gated().priority(1000).raw(),
+                      pod("m-1").req(cpu="2").group("pg").gated().priority(1000).raw()]
     done = {"phase": "Running", "conditions": [{"type": "Released", "status": "True", "reason": "Released",
                                                 "message": "", "lastTransitionTime": "2024-01-01T00:00:00Z"}],
             "scheduleStartTime": "2024-01-01T00:00:00Z"}
@@ -390,8 +270,9 @@ def test_a_victim_gangs_disrupted_condition_names_the_preemptor():
 
 
 def test_a_group_released_after_preempting_nothing_says_so():
-    pods = [pod("high", priority=5000, node="n1", cpu="4"), pod("m-0", priority=1000, group="pg"),
-            pod("m-1", priority=1000, group="pg")]
+    pods = [pod("high").req(cpu="4").on("n1").priority(5000).raw(),
+            pod("m-0").req(cpu="2").group("pg").gated().priority(1000).raw(),
+            pod("m-1").req(cpu="2").group("pg").gated().priority(1000).raw()]
     w = World(pods, [raw_pg("pg", 2)])
     w.run()
     assert w.condition()["reason"] == "NoLowerPriorityPods"
@@ -451,7 +332,7 @@ def test_a_restarted_process_resumes_the_preemption_in_flight_and_places_the_gan
     before = w.condition()
     w2 = w.restarted()
     w2.cluster.calls.clear()
-    w2.cluster.pods["o-0"] = pod("o-0", priority=100, cpu="2", group="other")  # would fit the freed room
+    w2.cluster.pods["o-0"] = pod("o-0").req(cpu="2").group("other").gated().priority(100).raw()  # would fit the freed room
     w2.cluster.pgs["other"] = raw_pg("other", 1)
     w2.run(1.0)
     rec = w2.rec.memory.recall("pg-uid-pg").preemption.in_flight
@@ -567,7 +448,7 @@ def test_with_the_planning_state_the_selection_reads_its_view_and_acts_the_same(
         return real(*a, **kw)
 
     monkeypatch.setattr(preempting_mod, "select_victims", spy)
-    w = full_node_world(nodes=(("n1", "4"), ("n2", "1")))
+    w = full_node_world(nodes=(ready_node("n1", "4"), ready_node("n2", "1")))
     w.rec.preempting.planning, w.rec.preempting.planning_lock = w.rec.planning, w.rec._planning_lock
     w.run()
     assert seen and all(v is not None for v in seen)  # the planning state's view, not the pod list

@@ -1,9 +1,10 @@
 """The Provisioning room (issue 16): a reconciler with the real planner against a fake API.
 
 Each test runs passes of :class:`~cogate.controller.reconciler.Reconciler`
-(``--provisioning-class``) on :class:`tests.builders.FakeCluster` pods, extended with PodTemplates
-and ProvisioningRequests (create, delete, list) and with the nodes as a list a test can grow; the
-informers are relisted from the fake between passes (as the watch would deliver). The test plays
+(``--provisioning-class``) in the kit's real-planner :class:`tests.builders.World` over its
+:class:`tests.builders.StatusCluster` (pods, PodGroups, the nodes a test can grow), extended with
+PodTemplates and ProvisioningRequests (create, delete, list); the informers are relisted from the
+fake between passes (as the watch would deliver). The test plays
 cluster-autoscaler: it sets a request's conditions (:meth:`ProvCluster.answer`) and adds the nodes
 it "provisioned" (:meth:`ProvCluster.add_node`), and kube-scheduler: it binds released members
 (:meth:`World.bind`). Checked: the objects created and deleted, the release patches, the PodGroup
@@ -23,19 +24,12 @@ import pytest
 from cogate import api
 from cogate.controller.planning import planner
 from cogate.controller.provisioning import provreq
-from cogate.controller.model import records
-from cogate.controller.model.config import ReconcilerConfig
-from cogate.controller.kube.events import EventRecorder
-from cogate.controller.kube.informer import Caches, Informer, name_key, namespaced_key, uid_key
-from cogate.controller.status.inputs import group_object
-from cogate.controller.kube.metrics import Metrics
-from cogate.controller.reconciler import Reconciler
+from cogate.controller.kube.informer import Informer, namespaced_key
 from cogate.controller.model.wakeups import WAKE_MARGIN
-from tests.builders import GATE, NS, ApiError, FakeCluster, raw_pg, raw_pod
+from tests import builders as kit
+from tests.builders import HOSTNAME, NS, T0, ApiError, StatusCluster, node, pinned, pod, raw_pg
 
-T0 = 1_704_067_300.0
 CLASS = provreq.ATOMIC_CLASS
-HOSTNAME = "kubernetes.io/hostname"
 NOT_FOUND_MESSAGE = "the server could not find the requested resource"
 
 
@@ -51,30 +45,23 @@ class BodyError(ApiError):
         self.body = json.dumps({"kind": "Status", "status": "Failure", "message": message, "code": status})
 
 
-def node(name: str, cpu: str, hostname: str | None = "") -> dict[str, Any]:
-    labels = {"zone": "a"}
-    if hostname is not None:
-        labels[HOSTNAME] = hostname or name
-    return {"metadata": {"name": name, "labels": labels}, "spec": {},
-            "status": {"allocatable": {"cpu": cpu, "pods": "110"}, "conditions": [{"type": "Ready", "status": "True"}]}}
+class ProvCluster(StatusCluster):
+    """The kit's StatusCluster plus PodTemplates and ProvisioningRequests (create/delete/list, uid
+    preconditions on delete, scripted errors). ``calls``: the writes in order, ``(verb, name)``
+    (pod status writes, preemption's nominations and marks, not among them)."""
 
-
-class ProvCluster(FakeCluster):
-    """FakeCluster plus nodes, PodTemplates and ProvisioningRequests (create/delete/list, uid
-    preconditions on delete, scripted errors) and the pod status subresource (nominations,
-    ``--preemption``). ``calls``: the writes in order, ``(verb, name)``."""
+    delete_call = "delete Pod"
+    grace = 0
+    log_status = False
 
     def __init__(self, pods, pgs, nodes, clock) -> None:
-        super().__init__(pods, pgs)
-        self.nodes = {n["metadata"]["name"]: n for n in nodes}
+        super().__init__(pods, pgs, nodes, clock)
         self.templates: dict[str, dict] = {}
         self.provreqs: dict[str, dict] = {}
-        self.calls: list[tuple[str, str]] = []
         #: Scripted answers to creates, by kind, in order: an exception to raise, or None to succeed.
         self.create_errors: dict[str, list[Exception | None]] = {"PodTemplate": [], provreq.KIND: []}
         #: Scripted errors of deletes of ProvisioningRequests, in order.
         self.delete_errors: list[Exception] = []
-        self.clock = clock
         self.uids = 0
 
     def _new(self, body: dict) -> dict:
@@ -138,26 +125,6 @@ class ProvCluster(FakeCluster):
         self.calls.append(("delete ProvisioningRequest", name))
         del self.provreqs[name]
 
-    # CoreV1Api: the pod status subresource (preemption's nominations and DisruptionTarget marks)
-    def patch_namespaced_pod_status(self, name, namespace, body, **_):
-        pod = self.pods[name]
-        status = pod.setdefault("status", {})
-        for k, v in body["status"].items():
-            if v is None:
-                status.pop(k, None)
-            elif k != "conditions":
-                status[k] = v
-        self._bump(pod)
-        return copy.deepcopy(pod)
-
-    def delete_namespaced_pod(self, name, namespace, body=None, **_):
-        if name not in self.pods:
-            raise ApiError(404)
-        self.calls.append(("delete Pod", name))
-        self.deleted.append(name)
-        del self.pods[name]
-        return {"metadata": {"name": name, "deletionGracePeriodSeconds": 0}}
-
     # cluster-autoscaler, played by the test
     def answer(self, name: str, type_: str, status: str = "True", reason: str = "", message: str = "",
                at: float | None = None) -> None:
@@ -171,7 +138,7 @@ class ProvCluster(FakeCluster):
 
     def add_node(self, name: str, cpu: str = "8") -> None:
         """A node cluster-autoscaler added (a new name and hostname)."""
-        self.nodes[name] = node(name, cpu)
+        self.nodes[name] = node(name).labels(zone="a").cpu(cpu).raw()
 
     @property
     def request(self) -> dict:
@@ -180,101 +147,29 @@ class ProvCluster(FakeCluster):
         return only
 
 
-def pod(name, *, cpu="2", group=None, node="", priority=None, gates=(GATE,)) -> dict[str, Any]:
-    raw = raw_pod(name, group=group, gates=gates if group else (), node=node, phase="Running" if node else "Pending",
-                  cpu=cpu)
-    if priority is not None:
-        raw["spec"]["priority"] = priority
-    return raw
+class World(kit.World):
+    """The kit's real-planner World with provisioning on (``CLASS``) over a :class:`ProvCluster`,
+    the ProvisioningRequests' informer (``provreqs_cache``; its invalid objects in ``invalid``)."""
 
+    cluster_class = ProvCluster
+    condition_type = "Provisioning"
 
-class World:
-    """A reconciler with the real planner and provisioning on (``CLASS``) over a
-    :class:`ProvCluster`; :meth:`run` relists the informers from the fake first, then runs one pass."""
+    def __init__(self, pods, pgs, *, nodes=(node("n1").labels(zone="a").cpu("4").raw(),),
+                 provisioning_class=CLASS, provreqs_cache=True, **kw) -> None:
+        super().__init__(pods, pgs, nodes=nodes, provisioning_class=provisioning_class, provreqs_cache=provreqs_cache,
+                         **kw)
 
-    def __init__(self, pods, pgs, *, nodes=(node("n1", "4"),), provisioning_class=CLASS, preemption=True,
-                 provreqs_cache=True, decide=None, nominated=False) -> None:
-        self.now = T0
-        self.cluster = c = ProvCluster(pods, pgs, list(nodes), lambda: self.now)
-        self.events: list[tuple[str, str, str, str]] = []
+    def more_caches(self, provreqs_cache: bool = True) -> None:
         self.invalid: list[tuple[str, str]] = []
-
-        def make(name, items, key, convert) -> Informer:
-            return Informer(name, lambda: (items(), "1"), lambda rv: iter(()), key, convert)
-
-        self.caches = Caches(
-            podgroups=make("pg", lambda: list(c.pgs.values()), namespaced_key, group_object),
-            members=make("members", lambda: [p for p in c.pods.values() if p["metadata"]["labels"]], uid_key,
-                         records.pod_info),
-            bound=make("bound", lambda: [p for p in c.pods.values() if p["spec"].get("nodeName")], uid_key,
-                       records.pod_info),
-            nodes=make("nodes", lambda: list(c.nodes.values()), name_key, records.node_info),
-        )
-        if nominated:  # as controller/main.py has it: unbound pods with a nomination promise room
-            # controller/main.py's selector: unbound pods outside every group (a gang's own members'
-            # nominations are cogate's preemption plan, held as its room, not promised to others)
-            self.caches.nominated = make("nominated", lambda: [p for p in c.pods.values()
-                                                               if not p["spec"].get("nodeName")
-                                                               and api.POD_GROUP_LABEL not in p["metadata"]["labels"]],
-                                         uid_key, records.nominated_pod_info)
         if provreqs_cache:
-            self.caches.provreqs = make("provisioningrequests", lambda: list(c.provreqs.values()), namespaced_key,
-                                        provreq.request_info)
+            c = self.cluster
+            self.caches.provreqs = Informer("provisioningrequests", lambda: (list(c.provreqs.values()), "1"),
+                                            lambda rv: iter(()), namespaced_key, provreq.request_info)
             self.caches.provreqs.on_invalid = lambda raw, exc: self.invalid.append(
                 (raw.get("metadata", {}).get("name", "?"), str(exc)))
-        self.relist()
-        self.recorder = EventRecorder(
-            lambda ns, b: self.events.append((b["type"], b["reason"], b["involvedObject"]["name"], b["message"])),
-            lambda *a: None, clock=lambda: self.now)
-        self.metrics = Metrics()
-        self.rec = Reconciler(c, c, self.caches,
-                              ReconcilerConfig(provisioning_class=provisioning_class, preemption=preemption,
-                                               max_patch_attempts=2),
-                              recorder=self.recorder, metrics=self.metrics, clock=lambda: self.now,
-                              monotonic=lambda: self.now, sleep=lambda s: None, decide=decide)
-        self.caches.members.add_handler(self.rec.on_member_event)  # as controller/main.py does
-
-    def relist(self) -> None:
-        for inf in self.caches.all():
-            inf._relist()
-
-    def run(self, dt: float = 0.0) -> None:
-        self.now += dt
-        self.relist()
-        self.rec.reconcile_once()
-        self.recorder.flush()
-        self.relist()
-
-    def bind(self, name: str, node_name: str | None = None) -> None:
-        """kube-scheduler binds a released member to the node it is pinned to (or ``node_name``)."""
-        p = self.cluster.pods[name]
-        assert not p["spec"].get("schedulingGates"), f"{name} is still gated"
-        p["spec"]["nodeName"] = node_name or pinned(p)
-        p["status"]["phase"] = "Running"
-        self.cluster._bump(p)
-
-    def condition(self, pg="pg", type_="Provisioning"):
-        return next((c for c in self.cluster.pgs[pg]["status"].get("conditions", []) if c["type"] == type_), None)
-
-    def metric(self, name, **labels) -> float:
-        return self.metrics.registry.get_sample_value(name, labels) or 0.0
 
     def requests_made(self, result: str) -> float:
         return self.metric("cogate_controller_provisioning_requests_total", result=result)
-
-    def reasons(self, reason: str) -> list[tuple[str, str, str, str]]:
-        return [e for e in self.events if e[1] == reason]
-
-
-def pinned(p: dict) -> str:
-    """The node a released pod is pinned to (its required node affinity's ``metadata.name In``)."""
-    terms = p["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-    (value,) = {v for t in terms for f in t.get("matchFields", ()) if f["operator"] == "In" for v in f["values"]}
-    return value
-
-
-def gated(w: World, name: str) -> bool:
-    return GATE in [g["name"] for g in w.cluster.pods[name]["spec"].get("schedulingGates") or ()]
 
 
 def excluded(template: dict) -> list[dict]:
@@ -286,8 +181,9 @@ def excluded(template: dict) -> list[dict]:
 def gang_world(**kw) -> World:
     """n1 (1 cpu, nothing on it); PodGroup pg (minMember 3) of two workers w-0, w-1 (2 cpu) and
     one parameter server ps (3 cpu): none fits, so all three are asked for (two shapes)."""
-    pods = [pod("w-0", group="pg"), pod("w-1", group="pg"), pod("ps", cpu="3", group="pg")]
-    kw.setdefault("nodes", (node("n1", "1"),))
+    pods = [pod("w-0").req(cpu="2").group("pg").gated().raw(), pod("w-1").req(cpu="2").group("pg").gated().raw(),
+            pod("ps").req(cpu="3").group("pg").gated().raw()]
+    kw.setdefault("nodes", (node("n1").labels(zone="a").cpu("1").raw(),))
     return World(pods, [raw_pg("pg", 3)], **kw)
 
 
@@ -326,7 +222,7 @@ def test_a_gang_short_of_nodes_gets_one_template_per_shape_and_one_request_for_e
     assert ps_t["template"]["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "3"}
     assert w_t["template"]["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "2"}
     # the members themselves are untouched: still gated, no pin, no annotation
-    assert all(gated(w, m) and "annotations" not in c.pods[m]["metadata"] for m in ("w-0", "w-1", "ps"))
+    assert all(w.gated(m) and "annotations" not in c.pods[m]["metadata"] for m in ("w-0", "w-1", "ps"))
 
     cond = w.condition()
     assert (cond["status"], cond["reason"]) == ("True", "Requested")
@@ -357,7 +253,8 @@ def test_a_gang_short_of_nodes_gets_one_template_per_shape_and_one_request_for_e
 
 
 def test_nodes_without_a_hostname_label_are_excluded_by_name():
-    w = gang_world(nodes=(node("n1", "1"), node("bare", "1", hostname=None)))
+    w = gang_world(nodes=(node("n1").labels(zone="a").cpu("1").raw(),
+                          node("bare").hostname(None).labels(zone="a").cpu("1").raw()))
     w.run()
     for t in w.cluster.templates.values():
         assert excluded(t) == [{"matchExpressions": [{"key": HOSTNAME, "operator": "NotIn", "values": ["n1"]}],
@@ -377,7 +274,7 @@ def test_provisioned_nodes_take_the_release_with_the_consume_annotation_then_the
     c.answer(name, "Provisioned", reason="CapacityIsProvisioned", message="Capacity is found in the cluster",
              at=T0 + 30)
     w.run(30.0)  # provisioned, nodes not there yet: still waiting, announced once
-    assert all(gated(w, m) for m in ("w-0", "w-1", "ps"))
+    assert all(w.gated(m) for m in ("w-0", "w-1", "ps"))
     cond = w.condition()
     assert (cond["status"], cond["reason"]) == ("True", "Provisioned")
     assert cond["message"] == (f"ProvisioningRequest {NS}/{name} asks for 3 pods on new nodes: provisioned "
@@ -393,7 +290,7 @@ def test_provisioned_nodes_take_the_release_with_the_consume_annotation_then_the
     c.add_node("new-b", "4")
     c.log.clear()
     w.run(20.0)
-    assert all(not gated(w, m) for m in ("w-0", "w-1", "ps"))
+    assert all(not w.gated(m) for m in ("w-0", "w-1", "ps"))
     targets = {m: pinned(c.pods[m]) for m in ("w-0", "w-1", "ps")}
     assert set(targets.values()) <= {"new-a", "new-b"}
     for m in ("w-0", "w-1", "ps"):
@@ -502,7 +399,7 @@ def test_a_booking_that_expired_before_the_release_is_deleted_and_asked_again_at
                              f"(CapacityReservationTimeExpired: booking expired); asking again")
     assert w.requests_made("booking_expired") == 1 and w.requests_made("created") == 2
     assert (w.condition()["status"], w.condition()["reason"]) == ("True", "Requested")
-    assert all(gated(w, m) for m in ("w-0", "w-1", "ps"))
+    assert all(w.gated(m) for m in ("w-0", "w-1", "ps"))
 
 
 def test_capacity_not_found_leaves_the_request_standing_and_says_so():
@@ -526,7 +423,7 @@ def test_capacity_not_found_leaves_the_request_standing_and_says_so():
     c.answer(name, "Provisioned", reason="CapacityIsProvisioned", message="found")
     c.add_node("new-a", "8")
     w.run(5.0)
-    assert all(not gated(w, m) for m in ("w-0", "w-1", "ps"))
+    assert all(not w.gated(m) for m in ("w-0", "w-1", "ps"))
     assert {pinned(c.pods[m]) for m in ("w-0", "w-1", "ps")} == {"new-a"}
     assert c.pods["ps"]["metadata"]["annotations"][provreq.CONSUME_ANNOTATION] == name
 
@@ -535,9 +432,10 @@ def test_capacity_not_found_leaves_the_request_standing_and_says_so():
 
 
 def test_a_group_that_fits_the_current_nodes_never_asks():
-    w = World([pod("m-0", group="pg"), pod("m-1", group="pg")], [raw_pg("pg", 2)])
+    w = World([pod("m-0").req(cpu="2").group("pg").gated().raw(),
+               pod("m-1").req(cpu="2").group("pg").gated().raw()], [raw_pg("pg", 2)])
     w.run()
-    assert all(not gated(w, m) for m in ("m-0", "m-1"))
+    assert all(not w.gated(m) for m in ("m-0", "m-1"))
     for m in ("m-0", "m-1"):
         w.bind(m)
     w.run(1.0)
@@ -548,7 +446,7 @@ def test_a_group_that_fits_the_current_nodes_never_asks():
 
 @pytest.mark.parametrize("decide", [None, planner.decide], ids=["planning-state", "from-scratch"])
 def test_a_group_that_fits_part_asks_for_exactly_the_difference_and_is_released_across_old_and_new_nodes(decide):
-    pods = [pod(f"m-{i}", group="pg") for i in range(3)]
+    pods = [pod(f"m-{i}").req(cpu="2").group("pg").gated().raw() for i in range(3)]
     w = World(pods, [raw_pg("pg", 3)], decide=decide)  # n1: 4 cpu, room for 2 of the 3 members
     w.run()
     c = w.cluster
@@ -565,8 +463,8 @@ def test_a_group_that_fits_part_asks_for_exactly_the_difference_and_is_released_
 
 
 def test_two_groups_short_of_room_never_count_the_same_room_the_higher_priority_is_planned_first():
-    old_low = [pod(f"lo-{i}", group="lo", priority=0) for i in range(3)]
-    new_high = [pod(f"hi-{i}", group="hi", priority=1000) for i in range(3)]
+    old_low = [pod(f"lo-{i}").req(cpu="2").group("lo").gated().priority(0).raw() for i in range(3)]
+    new_high = [pod(f"hi-{i}").req(cpu="2").group("hi").gated().priority(1000).raw() for i in range(3)]
     lo, hi = raw_pg("lo", 3), raw_pg("hi", 3)
     hi["metadata"]["creationTimestamp"] = "2024-01-01T00:01:00Z"  # younger, but first by priority
     w = World(old_low + new_high, [lo, hi])  # n1: 4 cpu: room for 2 members of one group
@@ -581,12 +479,12 @@ def test_two_groups_short_of_room_never_count_the_same_room_the_higher_priority_
 
 
 def test_a_group_that_fits_only_without_another_groups_reservation_asks_for_all_its_members():
-    high = [pod(f"hi-{i}", group="hi", priority=1000) for i in range(2)]
-    low = [pod(f"lo-{i}", group="lo", priority=0) for i in range(2)]
+    high = [pod(f"hi-{i}").req(cpu="2").group("hi").gated().priority(1000).raw() for i in range(2)]
+    low = [pod(f"lo-{i}").req(cpu="2").group("lo").gated().priority(0).raw() for i in range(2)]
     w = World(high + low, [raw_pg("hi", 2), raw_pg("lo", 2)])  # n1: 4 cpu: one group's room
     w.run()
     c = w.cluster
-    assert all(not gated(w, m) for m in ("hi-0", "hi-1")) and all(gated(w, m) for m in ("lo-0", "lo-1"))
+    assert all(not w.gated(m) for m in ("hi-0", "hi-1")) and all(w.gated(m) for m in ("lo-0", "lo-1"))
     assert w.condition("lo", "Preempting")["reason"] == "NoLowerPriorityPods"  # hi's members are no victims
     req = c.request
     assert req["metadata"]["labels"][provreq.GROUP_LABEL] == "lo"
@@ -595,7 +493,7 @@ def test_a_group_that_fits_only_without_another_groups_reservation_asks_for_all_
 
 
 def test_an_empty_cluster_asks_for_every_member_and_the_templates_keep_their_node_selector():
-    pods = [pod(f"m-{i}", group="pg") for i in range(2)]
+    pods = [pod(f"m-{i}").req(cpu="2").group("pg").gated().raw() for i in range(2)]
     for p in pods:
         p["spec"]["nodeSelector"] = {"cogate.dev/node-group": "autoscaled"}
     w = World(pods, [raw_pg("pg", 2)], nodes=())  # a node group scaled to zero
@@ -613,10 +511,10 @@ def test_an_empty_cluster_asks_for_every_member_and_the_templates_keep_their_nod
 
 
 def test_members_for_a_node_group_at_zero_nodes_beside_other_nodes_ask_for_all_of_them():
-    pods = [pod(f"m-{i}", group="pg") for i in range(2)]
+    pods = [pod(f"m-{i}").req(cpu="2").group("pg").gated().raw() for i in range(2)]
     for p in pods:
         p["spec"]["nodeSelector"] = {"cogate.dev/node-group": "autoscaled"}
-    w = World(pods, [raw_pg("pg", 2)], nodes=(node("control-plane", "64"),))
+    w = World(pods, [raw_pg("pg", 2)], nodes=(node("control-plane").labels(zone="a").cpu("64").raw(),))
     w.run()
     c = w.cluster
     assert w.condition(type_="Released")["reason"] == "Unschedulable"  # by their own constraints, not capacity
@@ -639,7 +537,7 @@ def test_members_for_a_node_group_at_zero_nodes_beside_other_nodes_ask_for_all_o
 def test_an_unschedulable_group_new_nodes_cannot_help_never_asks():
     affinity = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
         {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": HOSTNAME}]}}
-    pods = [pod(f"m-{i}", group="pg") for i in range(2)]
+    pods = [pod(f"m-{i}").req(cpu="2").group("pg").gated().raw() for i in range(2)]
     for p in pods:
         p["spec"]["affinity"] = copy.deepcopy(affinity)  # no bound pod to meet: new nodes do not help
     w = World(pods, [raw_pg("pg", 2)])
@@ -652,8 +550,9 @@ def test_an_unschedulable_group_new_nodes_cannot_help_never_asks():
 
 
 def test_a_group_released_on_room_freed_meanwhile_goes_without_the_annotation_and_the_request_is_deleted():
-    pods = [pod("big", cpu="4", node="n1", priority=5000), pod("m-0", group="pg", priority=1000),
-            pod("m-1", group="pg", priority=1000)]
+    pods = [pod("big").req(cpu="4").on("n1").priority(5000).raw(),
+            pod("m-0").req(cpu="2").group("pg").gated().priority(1000).raw(),
+            pod("m-1").req(cpu="2").group("pg").gated().priority(1000).raw()]
     w = World(pods, [raw_pg("pg", 2)])
     w.run()
     c = w.cluster
@@ -724,8 +623,9 @@ def test_a_request_of_an_earlier_podgroup_of_the_same_name_is_deleted_and_the_ne
 def test_an_opted_out_group_never_asks_and_says_so():
     pg = raw_pg("pg", 3)
     pg["metadata"]["annotations"] = {provreq.OPT_OUT_ANNOTATION: "False"}
-    w = World([pod("w-0", group="pg"), pod("w-1", group="pg"), pod("ps", cpu="3", group="pg")], [pg],
-              nodes=(node("n1", "1"),))
+    w = World([pod("w-0").req(cpu="2").group("pg").gated().raw(), pod("w-1").req(cpu="2").group("pg").gated().raw(),
+               pod("ps").req(cpu="3").group("pg").gated().raw()], [pg],
+              nodes=(node("n1").labels(zone="a").cpu("1").raw(),))
     w.run()
     w.run(600.0)
     assert w.cluster.calls == [] and w.cluster.provreqs == {}
@@ -750,8 +650,10 @@ def test_with_provisioning_off_nothing_is_asked_and_no_condition_is_written(kw):
 
 
 def test_with_lower_priority_victims_preemption_acts_and_nothing_is_asked():
-    pods = [pod("low-a", node="n1", priority=100), pod("low-b", node="n1", priority=100),
-            pod("m-0", group="pg", priority=1000), pod("m-1", group="pg", priority=1000)]
+    pods = [pod("low-a").req(cpu="2").on("n1").priority(100).raw(),
+            pod("low-b").req(cpu="2").on("n1").priority(100).raw(),
+            pod("m-0").req(cpu="2").group("pg").gated().priority(1000).raw(),
+            pod("m-1").req(cpu="2").group("pg").gated().priority(1000).raw()]
     w = World(pods, [raw_pg("pg", 2)])
     w.run()
     c = w.cluster
@@ -765,8 +667,10 @@ def test_with_lower_priority_victims_preemption_acts_and_nothing_is_asked():
 
 
 def test_without_a_lower_priority_pod_nodes_are_asked_for_in_the_same_pass():
-    pods = [pod("eq-a", node="n1", priority=1000), pod("eq-b", node="n1", priority=1000),
-            pod("m-0", group="pg", priority=1000), pod("m-1", group="pg", priority=1000)]
+    pods = [pod("eq-a").req(cpu="2").on("n1").priority(1000).raw(),
+            pod("eq-b").req(cpu="2").on("n1").priority(1000).raw(),
+            pod("m-0").req(cpu="2").group("pg").gated().priority(1000).raw(),
+            pod("m-1").req(cpu="2").group("pg").gated().priority(1000).raw()]
     w = World(pods, [raw_pg("pg", 2)])
     w.run()
     c = w.cluster
@@ -776,8 +680,10 @@ def test_without_a_lower_priority_pod_nodes_are_asked_for_in_the_same_pass():
 
 
 def test_with_preemption_off_an_insufficient_capacity_group_asks_at_once():
-    pods = [pod("low-a", node="n1", priority=100), pod("low-b", node="n1", priority=100),
-            pod("m-0", group="pg", priority=1000), pod("m-1", group="pg", priority=1000)]
+    pods = [pod("low-a").req(cpu="2").on("n1").priority(100).raw(),
+            pod("low-b").req(cpu="2").on("n1").priority(100).raw(),
+            pod("m-0").req(cpu="2").group("pg").gated().priority(1000).raw(),
+            pod("m-1").req(cpu="2").group("pg").gated().priority(1000).raw()]
     w = World(pods, [raw_pg("pg", 2)], preemption=False)
     w.run()
     assert w.cluster.deleted == [] and w.condition(type_="Preempting") is None
@@ -925,7 +831,7 @@ def test_a_group_whose_new_member_names_another_scheduler_has_its_request_delete
     c = w.cluster
     name = c.request["metadata"]["name"]
     del c.pods["ps"]
-    c.pods["ps-2"] = pod("ps-2", cpu="3", group="pg")  # its Job made a new one, for another scheduler
+    c.pods["ps-2"] = pod("ps-2").req(cpu="3").group("pg").gated().raw()  # its Job made a new one, for another scheduler
     c.pods["ps-2"]["spec"]["schedulerName"] = "volcano"
     c.calls.clear()
     w.run(1.0)
@@ -973,10 +879,11 @@ def test_of_two_requests_of_one_group_the_newer_stands_and_the_older_is_deleted(
 
 
 def test_room_held_for_a_preemption_started_in_the_same_pass_is_not_counted_for_another_group():
-    pods = ([pod("low-a", node="n1", priority=100), pod("low-b", node="n1", priority=100)]
-            + [pod(f"hi-{i}", group="hi", priority=1000) for i in range(4)]
-            + [pod(f"lo-{i}", group="lo", priority=0) for i in range(5)])
-    w = World(pods, [raw_pg("hi", 4), raw_pg("lo", 5)], nodes=(node("n1", "8"),))
+    pods = ([pod("low-a").req(cpu="2").on("n1").priority(100).raw(),
+             pod("low-b").req(cpu="2").on("n1").priority(100).raw()]
+            + [pod(f"hi-{i}").req(cpu="2").group("hi").gated().priority(1000).raw() for i in range(4)]
+            + [pod(f"lo-{i}").req(cpu="2").group("lo").gated().priority(0).raw() for i in range(5)])
+    w = World(pods, [raw_pg("hi", 4), raw_pg("lo", 5)], nodes=(node("n1").labels(zone="a").cpu("8").raw(),))
     w.run()
     c = w.cluster
     assert sorted(c.deleted) == ["low-a", "low-b"]  # hi preempts: all of n1 is held for it
@@ -989,9 +896,10 @@ def test_room_held_for_a_preemption_started_in_the_same_pass_is_not_counted_for_
 
 @pytest.mark.parametrize("decide", [None, planner.decide], ids=["planning-state", "from-scratch"])
 def test_room_nominated_to_another_pod_is_not_counted_as_free_nor_twice(decide):
-    other = pod("other", cpu="2", priority=5000)  # kube-scheduler nominated n1 for it (it preempted there)
+    other = pod("other").req(cpu="2").priority(5000).raw()  # kube-scheduler nominated n1 for it (it preempted there)
     other["status"]["nominatedNodeName"] = "n1"
-    pods = [other, pod("m-0", group="pg", priority=1000), pod("m-1", group="pg", priority=1000)]
+    pods = [other, pod("m-0").req(cpu="2").group("pg").gated().priority(1000).raw(),
+    pod("m-1").req(cpu="2").group("pg").gated().priority(1000).raw()]
     w = World(pods, [raw_pg("pg", 2)], decide=decide, nominated=True)  # n1: 4 cpu, 2 promised to other
     w.run()
     assert w.condition(type_="Released")["reason"] == "InsufficientCapacity"
@@ -1002,10 +910,10 @@ def test_room_nominated_to_another_pod_is_not_counted_as_free_nor_twice(decide):
 
 
 def test_a_gang_of_an_indexed_job_beyond_32_pods_asks_with_one_pod_set():
-    pods = [pod(f"m-{i}", group="pg") for i in range(40)]
+    pods = [pod(f"m-{i}").req(cpu="2").group("pg").gated().raw() for i in range(40)]
     for i, p in enumerate(pods):
         p["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"] = str(i)  # one per pod
-    w = World(pods, [raw_pg("pg", 40)], nodes=(node("n1", "1"),))
+    w = World(pods, [raw_pg("pg", 40)], nodes=(node("n1").labels(zone="a").cpu("1").raw(),))
     w.run()
     c = w.cluster
     assert [ps["count"] for ps in c.request["spec"]["podSets"]] == [40]
@@ -1014,8 +922,9 @@ def test_a_gang_of_an_indexed_job_beyond_32_pods_asks_with_one_pod_set():
 
 
 def test_more_shapes_than_one_request_takes_are_refused_before_any_template():
-    pods = [pod(f"m-{i}", group="pg", cpu=f"{2000 + i}m") for i in range(provreq.MAX_POD_SETS + 1)]
-    w = World(pods, [raw_pg("pg", provreq.MAX_POD_SETS + 1)], nodes=(node("n1", "1"),))
+    pods = [pod(f"m-{i}").req(cpu=f"{2000 + i}m").group("pg").gated().raw() for i in range(provreq.MAX_POD_SETS + 1)]
+    w = World(pods, [raw_pg("pg", provreq.MAX_POD_SETS + 1)],
+              nodes=(node("n1").labels(zone="a").cpu("1").raw(),))
     w.run()
     c = w.cluster
     assert c.calls == [] and c.templates == {}
@@ -1033,11 +942,12 @@ def test_a_group_waiting_only_for_min_resources_preempts_nothing_asks_nothing_an
     # n1 8 cpu, a low-priority pod takes 6: the driver (1 cpu) fits, 1 cpu free, minResources asks 5
     pg = raw_pg("pg", 1)
     pg["spec"]["minResources"] = {"cpu": "5"}
-    w = World([pod("driver", cpu="1", group="pg", priority=10), pod("busy", cpu="6", node="n1", priority=0)], [pg],
-              nodes=(node("n1", "8"),), decide=decide)
+    w = World([pod("driver").req(cpu="1").group("pg").gated().priority(10).raw(),
+               pod("busy").req(cpu="6").on("n1").priority(0).raw()], [pg],
+              nodes=(node("n1").labels(zone="a").cpu("8").raw(),), decide=decide)
     w.run()
     w.run(600.0)
-    assert gated(w, "driver") and "busy" in w.cluster.pods  # no victim, no release
+    assert w.gated("driver") and "busy" in w.cluster.pods  # no victim, no release
     assert w.cluster.provreqs == {} and w.requests_made("created") == 0
     released = w.condition(type_="Released")
     assert (released["status"], released["reason"]) == ("False", "InsufficientCapacity")
@@ -1050,9 +960,9 @@ def test_a_group_waiting_only_for_min_resources_preempts_nothing_asks_nothing_an
     assert (prov["status"], prov["reason"]) == ("False", "MinResourcesOnly")
     assert prov["message"].startswith("asks no nodes for spec.minResources (cpu short by 3)")
     # a node with room comes: released
-    w.cluster.nodes["n2"] = node("n2", "4")
+    w.cluster.nodes["n2"] = node("n2").labels(zone="a").cpu("4").raw()
     w.run(1.0)
-    assert not gated(w, "driver")
+    assert not w.gated("driver")
     assert w.condition()["reason"] == "NotNeeded" and w.condition(type_="Preempting")["message"].startswith(
         "released without preemption")
 
@@ -1060,7 +970,8 @@ def test_a_group_waiting_only_for_min_resources_preempts_nothing_asks_nothing_an
 def test_a_group_whose_min_resources_exceeds_the_cluster_asks_no_nodes_for_it():
     pg = raw_pg("pg", 1)
     pg["spec"]["minResources"] = {"cpu": "64"}
-    w = World([pod("driver", cpu="1", group="pg")], [pg], nodes=(node("n1", "4"),))
+    w = World([pod("driver").req(cpu="1").group("pg").gated().raw()], [pg],
+              nodes=(node("n1").labels(zone="a").cpu("4").raw(),))
     w.run()
     fits = w.condition(type_="FitsCluster")
     assert (fits["status"], fits["reason"]) == ("False", "ExceedsClusterCapacity")

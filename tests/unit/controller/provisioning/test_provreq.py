@@ -23,33 +23,25 @@ from cogate.controller.provisioning import provreq
 from cogate.controller.provisioning.provreq import State
 from cogate.controller.model.records import (InvalidObject, LabelSelector, LabelSelectorRequirement, NodeInfo,
                                       PodAffinityTerm, PodInfo, Reservation, TopologySpreadConstraint, pod_info)
-from cogate.controller.model.verdicts import GroupRequest, Outcome, PlannerConfig
-from tests.builders import raw_pod
+from cogate.controller.model.verdicts import Outcome, PlannerConfig
+from tests.builders import group_request, node, pod as pod_, raw_pod
 
 NOW = 1_000.0
 CFG = PlannerConfig()
 
 
-def node(name: str, cpu: int = 4, hostname: str | None = "", **labels: str) -> NodeInfo:
-    lab = dict(labels)
-    if hostname is not None:
-        lab["kubernetes.io/hostname"] = hostname or name
-    return NodeInfo(name, labels=lab, allocatable={"cpu": cpu * 1000, "pods": 110})
-
-
 def bound(name: str, on: str, cpu: float) -> PodInfo:
-    return PodInfo("batch", name, "u-" + name, node_name=on, phase="Running", requests={"cpu": int(cpu * 1000)})
+    return pod_(name, "batch").uid("u-" + name).on(on).req(cpu=cpu).created(0).info()
 
 
-def member(i: int, cpu: float = 1, group: str = "g", prio: int = 0, **kw) -> PodInfo:
-    kw.setdefault("gates", (GATE,))
-    return PodInfo("team", f"{group}-{i}", f"u-{group}-{i}", labels={POD_GROUP_LABEL: group},
-                   requests={"cpu": int(cpu * 1000)}, priority=prio, created=float(i), **kw)
-
-
-def group(members, min_member: int | None = None, name: str = "g", created: float = 0.0) -> GroupRequest:
-    members = tuple(members)
-    return GroupRequest("team", name, len(members) if min_member is None else min_member, created, False, members)
+def member(i: int, cpu: float = 1, group: str = "g", prio: int = 0, gates=(GATE,), node_name: str = "",
+           phase: str = "Pending", **kw) -> PodInfo:
+    b = pod_(f"{group}-{i}").uid(f"u-{group}-{i}").group(group).req(cpu=cpu).priority(prio).created(i)
+    if gates:
+        b.gated(*gates)
+    if node_name:
+        b.on(node_name)
+    return b.phase(phase).info(**kw)
 
 
 def short_names(groups, nodes, pods, promised=()) -> dict[str, list[str]]:
@@ -61,72 +53,72 @@ def short_names(groups, nodes, pods, promised=()) -> dict[str, list[str]]:
 
 
 def test_a_group_that_fits_part_asks_for_the_rest_only():
-    nodes = [node("n1", cpu=4)]
-    g = group([member(i, cpu=2) for i in range(5)])
+    nodes = [node("n1").cpu(4).info()]
+    g = group_request([member(i, cpu=2) for i in range(5)])
     assert short_names([(g, True)], nodes, []) == {"g": ["g-2", "g-3", "g-4"]}
 
 
 def test_a_group_that_fits_asks_for_nothing():
-    g = group([member(i) for i in range(3)])
-    assert short_names([(g, True)], [node("n1", cpu=4)], []) == {"g": []}
+    g = group_request([member(i) for i in range(3)])
+    assert short_names([(g, True)], [node("n1").cpu(4).info()], []) == {"g": []}
 
 
 def test_a_group_with_too_few_members_asks_for_nothing():
     # minMember 4, three members: new nodes would not start it
-    g = group([member(i) for i in range(3)], min_member=4)
+    g = group_request([member(i) for i in range(3)], 4)
     assert short_names([(g, True)], [], []) == {"g": []}
 
 
 def test_bound_members_count_toward_min_member():
     members = [member(0, node_name="n1", phase="Running", gates=()), *[member(i, cpu=4) for i in (1, 2)]]
-    g = group(members, min_member=3)
+    g = group_request(members, 3)
     # the bound member is among the bound pods, as the planner's input has it
-    assert short_names([(g, True)], [node("n1", cpu=4)], [members[0]]) == {"g": ["g-1", "g-2"]}
+    assert short_names([(g, True)], [node("n1").cpu(4).info()], [members[0]]) == {"g": ["g-1", "g-2"]}
 
 
 def test_only_min_member_is_asked_for():
     # 6 members, minMember 3: nodes for 3 (kube-scheduler places the rest where they fit)
-    g = group([member(i, cpu=4) for i in range(6)], min_member=3)
+    g = group_request([member(i, cpu=4) for i in range(6)], 3)
     assert short_names([(g, True)], [], []) == {"g": ["g-0", "g-1", "g-2"]}
 
 
 def test_two_groups_never_count_the_same_free_room():
-    nodes = [node("n1", cpu=4)]
-    a = group([member(i, cpu=2, group="a", prio=10) for i in range(3)], name="a")
-    b = group([member(i, cpu=2, group="b") for i in range(3)], name="b")
+    nodes = [node("n1").cpu(4).info()]
+    a = group_request([member(i, cpu=2, group="a", prio=10) for i in range(3)], name="a")
+    b = group_request([member(i, cpu=2, group="b") for i in range(3)], name="b")
     # a is planned first (priority): it takes the free room; b asks for all three
     assert short_names([(a, True), (b, True)], nodes, []) == {"a": ["a-2"], "b": ["b-0", "b-1", "b-2"]}
 
 
 def test_a_standing_request_counts_its_room_but_asks_nothing_more():
-    nodes = [node("n1", cpu=4)]
-    a = group([member(i, cpu=2, group="a") for i in range(3)], name="a")
-    b = group([member(i, cpu=2, group="b") for i in range(3)], name="b", created=1.0)
+    nodes = [node("n1").cpu(4).info()]
+    a = group_request([member(i, cpu=2, group="a") for i in range(3)], name="a")
+    b = group_request([member(i, cpu=2, group="b") for i in range(3)], name="b", created=1.0)
     assert short_names([(a, False), (b, True)], nodes, []) == {"b": ["b-0", "b-1", "b-2"]}
 
 
 def test_reservations_of_released_members_are_honoured():
-    nodes = [node("n1", cpu=4)]
+    nodes = [node("n1").cpu(4).info()]
     other = member(0, cpu=2, group="other")
     res = Reservation(other.uid, "team", other.name, "n1", dict(other.requests), expires=NOW + 60)
     promised = capacity.promised_room([(res, other)], [])
-    g = group([member(i, cpu=2) for i in range(2)])
+    g = group_request([member(i, cpu=2) for i in range(2)])
     assert short_names([(g, True)], nodes, [], promised) == {"g": ["g-1"]}
 
 
 def test_bound_pods_take_their_room():
-    nodes = [node("n1", cpu=4), node("n2", cpu=4)]
-    g = group([member(i, cpu=3) for i in range(3)])
+    nodes = [node("n1").cpu(4).info(), node("n2").cpu(4).info()]
+    g = group_request([member(i, cpu=3) for i in range(3)])
     assert short_names([(g, True)], nodes, [bound("x", "n1", 2)]) == {"g": ["g-1", "g-2"]}
 
 
 def test_the_view_gives_the_same_answer_as_the_pods():
     from cogate.controller.planning.planstate import PlanningState
 
-    nodes = [node(f"n{i}", cpu=4) for i in range(3)]
+    nodes = [node(f"n{i}").cpu(4).info() for i in range(3)]
     pods = [bound("x", "n0", 3), bound("y", "n1", 1)]
-    gs = [(group([member(i, cpu=2, group="a") for i in range(5)], name="a"), True),
-          (group([member(i, cpu=3, group="b") for i in range(2)], name="b", created=1.0), True)]
+    gs = [(group_request([member(i, cpu=2, group="a") for i in range(5)], name="a"), True),
+          (group_request([member(i, cpu=3, group="b") for i in range(2)], name="b", created=1.0), True)]
     state = PlanningState()
     for n in nodes:
         state.upsert_node(n)
@@ -142,15 +134,15 @@ def test_the_view_gives_the_same_answer_as_the_pods():
 def test_the_shortfall_is_exactly_what_new_nodes_must_hold(free, size, count, extra):
     """Rule 2 against the planner: one new node (room for one member) per asked member releases
     the group; one node fewer does not."""
-    nodes = [node(f"n{i}", cpu=8) for i in range(len(free))]
+    nodes = [node(f"n{i}").cpu(8).info() for i in range(len(free))]
     pods = [bound(f"x{i}", f"n{i}", 8 - f) for i, f in enumerate(free) if f < 8]
-    g = group([member(i, cpu=size) for i in range(count + extra)], min_member=count)
+    g = group_request([member(i, cpu=size) for i in range(count + extra)], count)
     short = provreq.shortfalls([(g, True)], nodes, pods, [], GATE)[("team", "g")]
     fits_now = sum(f // size for f in free)
     assert len(short) == max(0, count - fits_now)
 
     def released(k: int) -> bool:
-        new = [node(f"new{j}", cpu=size) for j in range(k)]
+        new = [node(f"new{j}").cpu(size).info() for j in range(k)]
         d = planner.decide(nodes + new, pods, [g], [], NOW, CFG)
         return Outcome(d.verdicts[0].outcome).releases
 
@@ -211,13 +203,14 @@ def _matches(affinity, n: NodeInfo) -> bool:
     return not p.required_node_affinity or any(t.matches(n) for t in p.required_node_affinity)
 
 
-EXISTING = [node("n1"), node("n2", hostname="ip-10-0-0-2"), node("bare", hostname=None)]
+EXISTING = [node("n1").cpu(4).info(), node("n2").hostname("ip-10-0-0-2").cpu(4).info(),
+            node("bare").hostname(None).cpu(4).info()]
 
 
 def test_without_node_affinity_only_new_nodes_match():
     aff = provreq.exclude_nodes(None, EXISTING)
     assert not any(_matches(aff, n) for n in EXISTING)
-    assert _matches(aff, node("template-node-for-autoscaled-1234"))
+    assert _matches(aff, node("template-node-for-autoscaled-1234").cpu(4).info())
     terms = aff["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert terms == [{"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "NotIn",
                                             "values": ["ip-10-0-0-2", "n1"]}],
@@ -230,18 +223,19 @@ def test_each_term_keeps_its_own_requirements():
         {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["b"]}]}]}},
         "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": []}}
     before = copy.deepcopy(aff)
-    out = provreq.exclude_nodes(aff, [node("n1", pool="a")])
+    out = provreq.exclude_nodes(aff, [node("n1").cpu(4).labels(pool="a").info()])
     assert aff == before  # not changed in place
     assert out["podAntiAffinity"] == aff["podAntiAffinity"]
-    assert not _matches(out, node("n1", pool="a"))
-    assert _matches(out, node("new", pool="b")) and _matches(out, node("new", pool="a"))
-    assert not _matches(out, node("new", pool="c"))
+    assert not _matches(out, node("n1").cpu(4).labels(pool="a").info())
+    assert _matches(out, node("new").cpu(4).labels(pool="b").info()) and _matches(out,
+    node("new").cpu(4).labels(pool="a").info())
+    assert not _matches(out, node("new").cpu(4).labels(pool="c").info())
 
 
 def test_an_empty_term_among_others_stays_empty():
     aff = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
         {}, {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["a"]}]}]}}}
-    out = provreq.exclude_nodes(aff, [node("n1")])
+    out = provreq.exclude_nodes(aff, [node("n1").cpu(4).info()])
     assert out["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0] == {}
 
 
@@ -258,14 +252,14 @@ def test_no_nodes_no_change():
 ])
 def test_an_odd_affinity_is_refused_naming_the_field(aff, field):
     with pytest.raises(ValueError, match=field.replace("[", r"\[").replace("]", r"\]")):
-        provreq.exclude_nodes(aff, [node("n1")])
+        provreq.exclude_nodes(aff, [node("n1").cpu(4).info()])
 
 
 def test_the_template_stands_for_the_member():
     raw = raw_pod("m-0", node="", cpu="8")
     raw["metadata"]["labels"]["app"] = "train"
     raw["spec"]["ephemeralContainers"] = [{"name": "debugger", "image": "busybox"}]  # kubectl debug
-    body = provreq.template_body(raw, "g-abc-0", "g", "pg-uid", [node("n1")])
+    body = provreq.template_body(raw, "g-abc-0", "g", "pg-uid", [node("n1").cpu(4).info()])
     assert body["kind"] == "PodTemplate" and body["metadata"]["name"] == "g-abc-0"
     assert body["metadata"]["labels"] == {provreq.GROUP_LABEL: "g", "app.kubernetes.io/managed-by": "cogate"}
     assert body["metadata"]["ownerReferences"][0]["uid"] == "pg-uid"
@@ -370,8 +364,8 @@ def test_opting_out(annotations, out):
 def test_who_wants_nodes(outcome, min_member, pod_affinity, wants):
     term = pod_affinity_term() if pod_affinity else None
     ms = [member(i, required_pod_affinity=(term,) if term else ()) for i in range(2)]
-    assert provreq.wants_nodes(outcome, group(ms, min_member)) is wants
-    assert provreq.wants_nodes(str(outcome), group(ms, min_member)) is wants
+    assert provreq.wants_nodes(outcome, group_request(ms, min_member)) is wants
+    assert provreq.wants_nodes(str(outcome), group_request(ms, min_member)) is wants
 
 
 def pod_affinity_term():

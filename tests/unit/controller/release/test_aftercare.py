@@ -1,7 +1,7 @@
 """The after-release duties acted on by the shell: the opt-in PodDisruptionBudget and the opt-in
 quorum eviction (rules: controller/status/lifecycle.py; stuck pins and departures: test_lifecycle.py).
 
-Each runs a reconciler pass against the fakes of ``tests/builders.py`` with a fake ``PolicyV1Api``
+Each runs a reconciler pass against the fakes of ``tests/builders/`` with a fake ``PolicyV1Api``
 and checks which budget calls are made, and that each is made only when the state changes.
 """
 

@@ -9,9 +9,9 @@ from cogate.controller.status import lifecycle
 from cogate.controller.model import records
 from cogate.controller.planning.planner import GroupRequest, GroupVerdict
 from cogate.controller.model.records import NodeInfo, NodeSelectorRequirement, NodeSelectorTerm, PodInfo, Taint
-from cogate.models import PodGroup, PodGroupStatus
+from cogate.models import PodGroupStatus
 
-from tests.builders import NS, ApiError, Harness, raw_pg, raw_pod, ready_node, verdict
+from tests.builders import NS, ApiError, Harness, podgroup, raw_pg, raw_pod, ready_node, verdict
 
 GATE = api.DEFAULT_GATE_NAME
 NOW = 1_704_067_300.0
@@ -33,9 +33,7 @@ def request(members, released=True, min_member=2):
 
 
 def pg(min_member=2, **status):
-    return PodGroup.from_api({"apiVersion": api.API_VERSION, "kind": api.KIND,
-                              "metadata": {"name": "g", "namespace": NS, "uid": "u1"},
-                              "spec": {"minMember": min_member}, "status": status})
+    return podgroup("g").uid("u1").created(None).rv(None).min_member(min_member).status(**status).obj()
 
 
 # -- stuck members -------------------------------------------------------------------------------------

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, strategies as st
 
-from cogate.api import POD_GROUP_LABEL
 from cogate.controller.model.records import PodInfo
 from cogate.controller.planning.planner import GroupVerdict
 from cogate.controller.status.status import (
@@ -22,6 +21,7 @@ from cogate.controller.status.status import (
 from cogate.controller.status.writes import progress_only, status_patch
 from cogate.controller.status.notices import situation_key
 from cogate.models import PHASES, PodGroup, format_time, parse_time
+from tests.builders import pod
 
 NS, NAME = "ml", "train"
 T0 = parse_time("2024-05-01T10:00:00Z")
@@ -46,9 +46,15 @@ def member(state: str, i: int = 0, *, ns: str = NS, group: str = NAME, deleting:
     node, phase = STATES[state]
     # a gated member is one created after the release (RELEASED's scheduleStartTime, T0): a new
     # member, a replacement, a recreated pod; the others were there before it
-    return PodInfo(namespace=ns, name=f"{group}-{i}", uid=f"uid-{group}-{i}", labels={POD_GROUP_LABEL: group},
-                   node_name=node, phase=phase, gates=("scheduling.x-k8s.io/pod-group",) if state == "G" else (),
-                   deleting=deleting, created=T0 + 1 if state == "G" else T0 - 60)
+    b = pod(f"{group}-{i}", ns).uid(f"uid-{group}-{i}").group(group).phase(phase)
+    b.created(T0 + 1 if state == "G" else T0 - 60)
+    if state == "G":
+        b.gated("scheduling.x-k8s.io/pod-group")
+    if node:
+        b.on(node, phase)
+    if deleting:
+        b.deleting(0)
+    return b.info()
 
 
 def members(spec: str) -> list[PodInfo]:
