@@ -27,12 +27,20 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from cogate.controller.model.readers import integer, mapping, mappings, string_map, text, texts
 
-if TYPE_CHECKING:
-    from cogate.controller.model.records import NodeInfo
+
+
+class LabelledNode(Protocol):
+    """What a node selector reads of a node (``records.NodeInfo`` is one): its name and labels."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def labels(self) -> Mapping[str, str]: ...
 
 __all__ = [
     "Taint",
@@ -148,7 +156,7 @@ class NodeSelectorTerm:
     match_expressions: tuple[NodeSelectorRequirement, ...] = ()
     match_fields: tuple[NodeSelectorRequirement, ...] = ()
 
-    def matches(self, node: "NodeInfo") -> bool:
+    def matches(self, node: LabelledNode) -> bool:
         if not self.match_expressions and not self.match_fields:
             return False  # an empty term matches no objects
         for r in self.match_expressions:

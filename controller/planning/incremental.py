@@ -50,19 +50,42 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from cogate.controller.model.minresources import Short
-from cogate.controller.model.records import Promise, Reservation
+from cogate.controller.model.records import HostPort, Promise, Reservation
 from cogate.controller.model.verdicts import GroupRequest, GroupVerdict, PlannerConfig
 from cogate.controller.planning.filters import static_key
 from cogate.controller.planning.basis import fits_empty_key
 from cogate.controller.planning.planner import Pass
-from cogate.controller.planning.room import copies
+from cogate.controller.planning.room import NodeTable, copies
 from cogate.controller.planning.starvation import starving
 
-if TYPE_CHECKING:
-    from cogate.controller.planning.planstate import LiveSnapshot, PlanningState
+
+
+class KeptState(Protocol):
+    """What an incremental pass reads and keeps in its :class:`~cogate.controller.planning.planstate.PlanningState`
+    (a Protocol, so this module needs no import of the state that imports it): the free room and host
+    ports per node slot, the slots whose free room or terminating pods changed since the last pass,
+    the kept verdicts and "fits the empty cluster" answers, and the counters of kept and judged groups."""
+
+    _free: list[dict[str, int]]
+    _ports: list[list[HostPort]]
+    _changed: dict[int, dict[str, int]]
+    _deleting_changed: set[int]
+    _kept: dict[tuple[str, str], Kept]
+    _fits_empty: dict[Any, tuple[bool, str, tuple[Short, ...]]]
+    last_kept: int
+    last_judged: int
+
+
+class LiveView(Protocol):
+    """What an incremental pass reads of the state's snapshot
+    (:class:`~cogate.controller.planning.planstate.LiveSnapshot`) besides what :class:`Pass` reads."""
+
+    table: NodeTable
+    anti_active: bool
+    spread_active: bool
 
 __all__ = ["IncrementalPass", "Kept", "FITS_EMPTY_LIMIT", "positive"]
 
@@ -105,7 +128,7 @@ def positive(v: int) -> int:
 class IncrementalPass(Pass):
     """A pass that keeps verdicts whose inputs did not change (module doc)."""
 
-    def __init__(self, state: PlanningState, live: LiveSnapshot, groups: Sequence[GroupRequest],
+    def __init__(self, state: KeptState, live: LiveView, groups: Sequence[GroupRequest],
                  reservations: Sequence[Reservation], now: float, config: PlannerConfig,
                  promised: Sequence[Promise] = ()) -> None:
         super().__init__(live, groups, reservations, now, config, promised)  # type: ignore[arg-type]

@@ -1,5 +1,6 @@
-"""controller/'s walls (issue 28): a folder imports only folders below it, no module imports
-another module's private name, and modules and functions stay short enough to read.
+"""controller/'s walls (issue 28): a folder imports only folders below it, no module reaches itself
+through imports (no loop), none imports another module's private name, and modules and functions
+stay short enough to read.
 
 The order, bottom up, is :data:`LAYERS` (docs/internals.md "Folders"): the pure records and
 vocabularies, planning, what is said about a group, the API server, then the features (devices,
@@ -118,3 +119,30 @@ def test_functions_are_short():
     assert [f for f in spans if f[1] > MAX_FUNCTION_LINES] == []
     long = sorted((f for f in spans if f[1] > FUNCTION_LINES), key=lambda f: -f[1])
     assert len(long) <= LONG_FUNCTIONS, long
+
+
+def test_no_import_loop_between_modules():
+    """No module reaches itself through imports (TYPE_CHECKING ones included: a type-only loop
+    still ties two modules into one; a Protocol of what is read breaks it)."""
+    names = {_module_name(p): p for p in MODULES}
+    graph = {m: set() for m in names}
+    for m, path in names.items():
+        for module, imported, _ in _imports(path):
+            for target in [f"{module}.{n}" for n in imported] + [module]:
+                if target in names and target != m:
+                    graph[m].add(target)
+                    break
+    state: dict[str, int] = {}  # 1 on the path, 2 done
+
+    def visit(m: str, path: tuple[str, ...]) -> tuple[str, ...] | None:
+        state[m] = 1
+        for d in sorted(graph[m]):
+            if state.get(d) == 1:
+                return path + (m, d)
+            if d not in state and (loop := visit(d, path + (m,))):
+                return loop
+        state[m] = 2
+        return None
+
+    loops = [loop for m in sorted(graph) if m not in state and (loop := visit(m, ()))]
+    assert loops == []
