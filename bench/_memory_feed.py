@@ -4,7 +4,7 @@ through the watch-event path and print the process's RSS at checkpoints (one JSO
     python bench/_memory_feed.py --nodes 5000 --pods 100000 --members 10000
 
 The informers are the controller's own (:class:`cogate.controller.kube.informer.Informer`,
-keyed and converted exactly as ``cogate.controller.main`` builds them: nodes by name with
+keyed and converted exactly as the core feature (``cogate.controller.core``) declares them: nodes by name with
 ``records.node_info``, bound pods and members by uid with ``records.pod_info``, PodGroups by
 namespace/name with ``inputs.group_object``). Each is run with a watch source that
 yields ``ADDED`` events decoded from JSON lines, as ``informer.WatchStream`` does, so every

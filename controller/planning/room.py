@@ -304,7 +304,7 @@ class Room:
         its requests with the ``pods`` slot (NodeResourcesFit), its host ports (NodePorts), its
         place for required anti-affinity (InterPodAffinity, both directions) and topology spread
         counts (PodTopologySpread); it no longer satisfies required pod affinity. Used by
-        :mod:`cogate.controller.preemption.victims` to take a victim off the room: the room is then the
+        :mod:`cogate.controller.preemption.selection` to take a victim off the room: the room is then the
         one :meth:`~cogate.controller.planning.capacity.Snapshot.room` builds without that pod (property test
         ``tests/unit/controller/preemption/test_preemption_props.py``). Cached specs whose answer the pod could change
         (every spec while anti-affinity is tracked, specs with pod affinity) are dropped and

@@ -2,7 +2,7 @@
 
 The controller's per-group memory (``cogate.controller.memory``) composes it; the reconciler keeps it
 with :func:`cogate.controller.status.status.compute_all` and
-:func:`cogate.controller.status.status.write_due`.
+:func:`cogate.controller.status.writes.write_due`.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ __all__ = ["StatusMemory"]
 class StatusMemory:
     """One PodGroup's status-write state: ``progress_written``, monotonic seconds of the last status
     write, and ``progress_pending``, when a change of numbers only was first held back since
-    (``None``: none is); such a change waits :data:`~cogate.controller.status.status.PROGRESS_WRITE_SECONDS`
-    after the later of the two (:func:`~cogate.controller.status.status.write_due`); ``ended``, the
+    (``None``: none is); such a change waits :data:`~cogate.controller.status.writes.PROGRESS_WRITE_SECONDS`
+    after the later of the two (:func:`~cogate.controller.status.writes.write_due`); ``ended``, the
     members seen ended during the release (:class:`~cogate.controller.status.status.EndedMembers`);
     ``binding``, how far the standing release got binding its members and when a member last bound
     (:class:`~cogate.controller.status.status.BindProgress`: the timeout clock runs from then).

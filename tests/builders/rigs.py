@@ -97,7 +97,7 @@ class World:
         self.caches = caches_from(lambda: list(c.pods.values()), lambda: list(c.pgs.values()),
                                   lambda: list(c.nodes.values()))
         if nominated:  # as controller/main.py has it: unbound pods with a nomination promise room
-            # controller/main.py's selector: unbound pods outside every group (a gang's own members'
+            # controller/core.py's selector: unbound pods outside every group (a gang's own members'
             # nominations are cogate's preemption plan, held as its room, not promised to others)
             self.caches.nominated = Informer(
                 "nominated", lambda: ([p for p in c.pods.values() if not p["spec"].get("nodeName")
