@@ -21,6 +21,11 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
+# Test workers (pytest-xdist): each test file runs whole on one worker, with its own local control
+# plane per worker; the files that use the host's one real node or image build share one worker
+# (tests/conftest.py HOST_EXCLUSIVE). PYTEST_WORKERS=0 runs in this process, one file after another.
+PYTEST_WORKERS ?= 2
+PYTEST := $(VENV)/bin/pytest $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadgroup)
 # Releases besides the default (localcluster/versions.py DEFAULT_RELEASE) that `make test` covers with
 # RELEASE_SUBSET (the README example, release, lifecycle, native gang scheduling), and those of them
 # run again with Kubernetes' own gang scheduling on (GenericWorkload, 1.37 beta) for NATIVE_SUBSET.
@@ -30,7 +35,7 @@ RELEASE_SUBSET ?= tests/e2e/test_example.py tests/e2e/test_lifecycle_release.py 
 	tests/e2e/test_native.py
 NATIVE_SUBSET ?= tests/e2e/test_example.py tests/e2e/test_native.py
 
-.PHONY: demo test test-releases unit e2e binaries image bench dev-up dev-down clean
+.PHONY: demo test test-releases unit e2e binaries binaries-default binaries-releases image bench dev-up dev-down clean
 
 $(VENV)/.installed: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -39,10 +44,16 @@ $(VENV)/.installed: pyproject.toml setup.py
 		|| { cat $(VENV)/install.log; exit 1; }
 	touch $@
 
-binaries: $(VENV)/.installed
+binaries: binaries-default binaries-releases
+
+# What the full suite needs: every Go tool of the default release and the real node's pause image.
+binaries-default: $(VENV)/.installed
 	$(PY) -m cogate.localcluster.build
-	@for r in $(OTHER_RELEASES); do $(PY) -m cogate.localcluster.build --kubernetes-version $$r etcd kubernetes kwok || exit 1; done
 	$(PHASE) "build pause image" -- $(PY) -m cogate.localcluster.host.pauseimage
+
+# The control plane of each of OTHER_RELEASES (only the release subsets need them).
+binaries-releases: $(VENV)/.installed
+	@for r in $(OTHER_RELEASES); do $(PY) -m cogate.localcluster.build --kubernetes-version $$r etcd kubernetes kwok || exit 1; done
 
 # The container image from the Dockerfile with buildah (installed with apt-get when missing
 # and run as root), a local Debian 12 stand-in for the python:3.11-slim base; prints the
@@ -57,28 +68,39 @@ demo: $(VENV)/.installed
 # localcluster/phases.py), as does each Go build (cogate.localcluster.build).
 PHASE := $(PYTHON) localcluster/phases.py run
 
-test: binaries
-	$(PHASE) "tests: full suite on the default release" -- $(VENV)/bin/pytest $(PYTEST_ARGS)
-	$(MAKE) --no-print-directory test-releases
+# `make test` builds the other releases' control planes in the background (nice 19: the tests come
+# first) while the full suite runs on the default release, whose end-to-end files leave most of the
+# 2 cores idle waiting on the API server; then it waits for that build and runs the release subsets.
+# The build's log: $(RELEASES_BUILD).log; a failed build prints it and fails `make test`.
+RELEASES_BUILD := $(VENV)/releases-build
+test: binaries-default
+	@rm -f $(RELEASES_BUILD).rc; setsid sh -c 'COGATE_PHASES_PREFIX="(background) " nice -n 19 \
+		$(MAKE) --no-print-directory binaries-releases > $(RELEASES_BUILD).log 2>&1; echo $$? > $(RELEASES_BUILD).rc' \
+		& echo $$! > $(RELEASES_BUILD).pid
+	@$(PHASE) "tests: full suite on the default release" -- $(PYTEST) $(PYTEST_ARGS) \
+		|| { kill -- -$$(cat $(RELEASES_BUILD).pid) 2>/dev/null; exit 1; }
+	@$(PHASE) "waiting for the other releases' build" -- sh -c 'while [ ! -f $(RELEASES_BUILD).rc ]; do sleep 2; done; \
+		rc=$$(cat $(RELEASES_BUILD).rc); [ "$$rc" = 0 ] || cat $(RELEASES_BUILD).log; exit $$rc'
+	@$(MAKE) --no-print-directory test-releases
 
 # RELEASE_SUBSET on each of OTHER_RELEASES, then NATIVE_SUBSET with GenericWorkload on for NATIVE_RELEASES.
 test-releases: binaries
 	@for r in $(OTHER_RELEASES); do \
 		echo "== Kubernetes $$r: $(RELEASE_SUBSET)"; \
 		COGATE_KUBERNETES_VERSION=$$r $(PHASE) "tests: release subset on $$r" -- \
-			$(VENV)/bin/pytest -m e2e $(PYTEST_ARGS) $(RELEASE_SUBSET) || exit 1; \
+			$(PYTEST) -m e2e $(PYTEST_ARGS) $(RELEASE_SUBSET) || exit 1; \
 	done
 	@for r in $(NATIVE_RELEASES); do \
 		echo "== Kubernetes $$r with GenericWorkload=true: $(NATIVE_SUBSET)"; \
 		COGATE_KUBERNETES_VERSION=$$r COGATE_FEATURE_GATES=GenericWorkload=true \
-			$(PHASE) "tests: native subset on $$r" -- $(VENV)/bin/pytest -m e2e $(PYTEST_ARGS) $(NATIVE_SUBSET) || exit 1; \
+			$(PHASE) "tests: native subset on $$r" -- $(PYTEST) -m e2e $(PYTEST_ARGS) $(NATIVE_SUBSET) || exit 1; \
 	done
 
 unit: $(VENV)/.installed
-	$(VENV)/bin/pytest -m 'not e2e' $(PYTEST_ARGS)
+	$(PYTEST) -m 'not e2e' $(PYTEST_ARGS)
 
-e2e: binaries
-	$(VENV)/bin/pytest -m e2e $(PYTEST_ARGS)
+e2e: binaries-default
+	$(PYTEST) -m e2e $(PYTEST_ARGS)
 
 $(VENV)/.bench-installed: $(VENV)/.installed pyproject.toml
 	$(PY) -m pip install -q -e '.[test,bench]'

@@ -24,6 +24,11 @@ from pathlib import Path
 
 PHASES_ENV = "COGATE_PHASES_FILE"
 START_ENV = "COGATE_PHASES_START"
+#: Put before every phase recorded (``make test`` sets ``(background) `` for the builds it overlaps
+#: with the tests: their time is not added to the wall time, it runs beside it).
+PREFIX_ENV = "COGATE_PHASES_PREFIX"
+#: The prefix of a phase that ran beside others (left out of the sum).
+BACKGROUND = "(background)"
 #: CI's time for one run of `.ci/run`, seconds.
 CI_LIMIT_SECONDS = 90 * 60
 #: A run within this many seconds of :data:`CI_LIMIT_SECONDS` is warned about.
@@ -31,12 +36,12 @@ MARGIN_SECONDS = 20 * 60
 
 
 def record(phase: str, seconds: float, path: str | os.PathLike[str] | None = None) -> None:
-    """Append ``seconds`` (elapsed) of ``phase`` to ``path`` (default ``$COGATE_PHASES_FILE``;
-    nothing when neither is set). Tabs and newlines in ``phase`` become spaces."""
+    """Append ``seconds`` (elapsed) of ``phase`` (after ``$COGATE_PHASES_PREFIX``) to ``path`` (default
+    ``$COGATE_PHASES_FILE``; nothing when neither is set). Tabs and newlines in ``phase`` become spaces."""
     target = path if path is not None else os.environ.get(PHASES_ENV)
     if not target:
         return
-    name = " ".join(phase.split())
+    name = " ".join((os.environ.get(PREFIX_ENV, "") + phase).split())
     with open(target, "a", encoding="utf-8") as f:
         f.write(f"{seconds:.1f}\t{name}\n")
 
@@ -63,13 +68,14 @@ def _clock(seconds: float) -> str:
 
 def report(phases: list[tuple[str, float]], total: float | None = None,
            limit: float = CI_LIMIT_SECONDS, margin: float = MARGIN_SECONDS) -> str:
-    """The phase table (seconds and m:ss per phase, the sum, and ``total`` when given: the whole
+    """The phase table (seconds and m:ss per phase, the sum of those not run in the background
+    (:data:`BACKGROUND`: beside other phases, not after them), and ``total`` when given: the whole
     run's wall time, which also holds what no phase records, such as the Python install), then a
     warning line when the run (``total``, else the sum) is at or past ``limit - margin``."""
     width = max([len(p) for p, _ in phases] + [len("phases (sum)")])
     lines = [f"{'phase'.ljust(width)}  {'seconds':>8}  {'m:ss':>6}"]
     lines += [f"{p.ljust(width)}  {s:8.0f}  {_clock(s):>6}" for p, s in phases]
-    summed = sum(s for _, s in phases)
+    summed = sum(s for p, s in phases if not p.startswith(BACKGROUND))
     lines.append(f"{'phases (sum)'.ljust(width)}  {summed:8.0f}  {_clock(summed):>6}")
     if total is not None:
         lines.append(f"{'whole run'.ljust(width)}  {total:8.0f}  {_clock(total):>6}")

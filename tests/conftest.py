@@ -32,12 +32,27 @@ from typing import Iterator
 import pytest
 
 E2E_DIR = Path(__file__).parent / "e2e"
+#: Test files that use what this host has only one of (the real kubelet node, the container image
+#: build): one xdist group, so they never run at the same time on two workers.
+HOST_EXCLUSIVE = frozenset({"test_real_node.py", "test_helm_install.py", "test_image.py"})
+HOST_GROUP = "host"
+
+
+def xdist_group(path: Path) -> str:
+    """The pytest-xdist group of a test file (``make test`` runs ``-n 2 --dist loadgroup``): a group is
+    run whole on one worker, in order. Each file is a group of its own (its session and module fixtures
+    start once, its tests keep their order), except :data:`HOST_EXCLUSIVE`, one group together."""
+    return HOST_GROUP if path.name in HOST_EXCLUSIVE else path.relative_to(E2E_DIR.parent).as_posix()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        if E2E_DIR in Path(str(item.fspath)).parents:
+        path = Path(str(item.fspath))
+        if E2E_DIR in path.parents:
             item.add_marker(pytest.mark.e2e)
+        item.add_marker(pytest.mark.xdist_group(xdist_group(path)))
+    # The longest group first, so that a worker does not start it when the others are nearly done.
+    items.sort(key=lambda item: xdist_group(Path(str(item.fspath))) != HOST_GROUP)
 
 
 @pytest.fixture(scope="session")

@@ -52,3 +52,16 @@ def test_run_records_the_command_and_keeps_its_exit_code(tmp_path):
     assert shown.returncode == 0 and "pass" in shown.stdout and "fail" in shown.stdout
     usage = subprocess.run([sys.executable, str(SCRIPT), "run", "x"], env=env, capture_output=True, text=True)
     assert usage.returncode == 2 and "usage" in usage.stderr
+
+
+def test_background_phases_are_listed_but_not_summed(monkeypatch, tmp_path):
+    f = tmp_path / "phases"
+    monkeypatch.setenv(phases.PREFIX_ENV, phases.BACKGROUND + " ")
+    phases.record("build kubernetes v1.37.2", 500.0, f)
+    monkeypatch.delenv(phases.PREFIX_ENV)
+    phases.record("tests", 600.0, f)
+    rows = phases.parse(f.read_text())
+    assert rows == [("(background) build kubernetes v1.37.2", 500.0), ("tests", 600.0)]
+    table = phases.report(rows).splitlines()
+    assert table[1].startswith("(background) build kubernetes v1.37.2")
+    assert table[3].split()[-2:] == ["600", "10:00"]  # the sum: the foreground phase only
