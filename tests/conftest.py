@@ -45,6 +45,7 @@ def xdist_group(path: Path) -> str:
     return HOST_GROUP if path.name in HOST_EXCLUSIVE else path.relative_to(E2E_DIR.parent).as_posix()
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups on a worker
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         path = Path(str(item.fspath))
