@@ -23,6 +23,7 @@ skip with ``-m 'not e2e'``).
 
 from __future__ import annotations
 
+import os
 import re
 import secrets
 import sys
@@ -32,6 +33,10 @@ from typing import Iterator
 import pytest
 
 E2E_DIR = Path(__file__).parent / "e2e"
+# `make test` records each phase's time in $COGATE_PHASES_FILE (localcluster/phases.py); the tests
+# time as one phase from outside, and the builds they run (real or faked by the unit tests) are not
+# phases of the run: nothing in a test session writes to that file.
+os.environ.pop("COGATE_PHASES_FILE", None)
 #: Test files that use what this host has only one of (the real kubelet node, the container image
 #: build): one xdist group, so they never run at the same time on two workers.
 HOST_EXCLUSIVE = frozenset({"test_real_node.py", "test_helm_install.py", "test_image.py"})
