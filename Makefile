@@ -84,7 +84,7 @@ test: binaries-default
 	@$(MAKE) --no-print-directory test-releases
 
 # RELEASE_SUBSET on each of OTHER_RELEASES, then NATIVE_SUBSET with GenericWorkload on for NATIVE_RELEASES.
-test-releases: binaries
+test-releases: binaries-releases
 	@for r in $(OTHER_RELEASES); do \
 		echo "== Kubernetes $$r: $(RELEASE_SUBSET)"; \
 		COGATE_KUBERNETES_VERSION=$$r $(PHASE) "tests: release subset on $$r" -- \
