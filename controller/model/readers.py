@@ -7,6 +7,12 @@ absent or null) reads as the default; a value of another JSON type raises :class
 ``"<path>: expected <what>, got <what came>"``. The informers drop an object whose reader raised
 (:mod:`cogate.controller.kube.informer`); callers prefix the object's name
 (``"pod ns/name: spec.priority: ..."``).
+
+Not here, on purpose: quantities (:mod:`cogate.controller.model.resources` raises ``QuantityError``,
+which ``effective_request`` promises its callers), AdmissionReviews (the webhook raises
+``InvalidReview``: a 400, not a dropped object), and the readers that never raise because a bad
+field there means "not ours" rather than "invalid" (scheduler-plugins leftovers, strays, the
+admission configurations the guard reads, Lease records).
 """
 
 from __future__ import annotations
