@@ -66,6 +66,12 @@ PURE = [
     "cogate.controller.devices.cel",
     "cogate.controller.devices.records",
     "cogate.controller.devices.dra",
+    "cogate.controller.model.readers",
+    "cogate.controller.model.constraints",
+    "cogate.controller.devices.accountant",
+    "cogate.controller.preemption.budgets",
+    "cogate.controller.preemption.candidates",
+    "cogate.controller.preemption.selection",
     "cogate.webhook.admission",
     "cogate.gates",
 ]
