@@ -30,7 +30,10 @@ class ProvisioningMemory:
     not counted again.
 
     The record lives in the process only. The request itself is an object in the cluster (found
-    again after a restart, through the informer); only the back-off is lost with the process."""
+    again after a restart, through the informer). Lost with the process: the back-off (a failed
+    request's group may ask again sooner), ``seen`` (a request already provisioned is announced
+    once more: one more ``Provisioned`` event and metric observation) and ``ended`` (a request whose
+    delete had failed is counted once more when it is deleted)."""
 
     note: tuple[str, str] | None = None
     failures: int = 0
