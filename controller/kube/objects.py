@@ -54,11 +54,15 @@ class Objects:
         self.custom = custom
 
     # -- pods and PodTemplates (issue 16) ------------------------------------------
+    def fetch_pod(self, namespace: str, name: str) -> dict[str, Any]:
+        """The pod as stored (API JSON); API errors raised (the caller classifies them)."""
+        return json_body(self.core.read_namespaced_pod(name, namespace, _preload_content=False,
+                                                       _request_timeout=REQUEST_TIMEOUT))
+
     def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         """The pod as stored (API JSON), or ``None`` when it is gone or cannot be read (logged)."""
         try:
-            return json_body(self.core.read_namespaced_pod(name, namespace, _preload_content=False,
-                                                           _request_timeout=REQUEST_TIMEOUT))
+            return self.fetch_pod(namespace, name)
         except Exception as exc:  # noqa: BLE001
             if api_status(exc) != 404:
                 log.warning("reading pod %s/%s failed: %s", namespace, name, exc)

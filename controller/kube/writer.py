@@ -335,7 +335,7 @@ class Writer:
         ``skipped`` when ``only_if`` says no, ``absent`` without the gate), build the release patch
         from it and send it; raises :class:`Refused` when the API server refuses the patch itself,
         the API error otherwise (the retry loop re-reads on 409/422)."""
-        pod = self._read_pod(namespace, name)
+        pod = self.objects.fetch_pod(namespace, name)
         if (pod.get("metadata") or {}).get("uid") != uid:
             return WriteResult.NOT_FOUND  # deleted and recreated under the same name
         if only_if is not None and not only_if(pod):
@@ -346,7 +346,7 @@ class Writer:
         try:
             resp = self._json_patch(namespace, name, ops, dry_run=dry_run)
         except Exception as exc:  # noqa: BLE001
-            self._raise_refusal(exc, pod, lambda: self._read_pod(namespace, name))
+            self._raise_refusal(exc, pod, lambda: self.objects.fetch_pod(namespace, name))
             raise
         if dry_run:
             rv = (pod.get("metadata") or {}).get("resourceVersion")
@@ -355,11 +355,6 @@ class Writer:
             return WriteResult.OK
         self._remember(self.members, resp, keep=_still_member)
         return WriteResult.REMOVED
-
-    def _read_pod(self, namespace: str, name: str) -> dict[str, Any]:
-        """The pod as stored (API JSON); API errors raised."""
-        return json_body(self.core.read_namespaced_pod(name, namespace, _preload_content=False,
-                                                       _request_timeout=REQUEST_TIMEOUT))
 
     def _json_patch(self, namespace: str, name: str, ops: list[dict[str, Any]], *, dry_run: bool) -> Any:
         """Send JSON Patch ``ops`` to pod ``namespace/name`` (``dryRun=All`` when ``dry_run``)."""
