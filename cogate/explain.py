@@ -32,7 +32,7 @@ from cogate.controller.model import verdicts
 from cogate.controller.model.config import ReconcilerConfig
 from cogate.controller.model.records import NodeInfo, node_info, pod_info
 from cogate.controller.status.inputs import group_object, resolve_volumes
-from cogate.explain_manifests import ManifestError, expand
+from cogate.explain_manifests import ManifestError, PriorityClass, expand
 
 #: Exit statuses (module doc).
 STARTS, WAITS, USAGE, UNREACHABLE = 0, 1, 2, 3
@@ -254,19 +254,35 @@ def template_nodes(template: str, count: int, nodes: OneShot) -> list[NodeInfo]:
     return out
 
 
-def _manifest(path: str, namespace: str, now: float, config: ReconcilerConfig) -> tuple[list, list, list[str]]:
+def priority_classes(api_client: Any, notes: list[str]) -> dict[str, PriorityClass] | None:
+    """The cluster's PriorityClasses by name (one list call); None, with a note, when they cannot be read."""
+    from kubernetes import client
+
+    try:
+        items = client.SchedulingV1Api(api_client).list_priority_class().items
+    except Exception as exc:  # noqa: BLE001
+        notes.append(f"priorityclasses not read ({_one_line(exc)}): the manifest's pods keep the priority they state")
+        return None
+    return {pc.metadata.name: PriorityClass(pc.metadata.name, int(pc.value or 0),
+                                            pc.preemption_policy or "PreemptLowerPriority", bool(pc.global_default))
+            for pc in items}
+
+
+def _manifest(path: str, namespace: str, now: float, config: ReconcilerConfig, api_client: Any,
+              notes: list[str]) -> tuple[list, list]:
     try:
         text = sys.stdin.read() if path == "-" else open(path).read()
         docs = list(yaml.safe_load_all(text))
-        got = expand(docs, namespace, now, config.gate_name, config.scheduler_names)
+        got = expand(docs, namespace, now, config.gate_name, config.scheduler_names,
+                     priority_classes(api_client, notes))
     except OSError as exc:
         raise UsageError(f"-f {path}: {exc.strerror}") from exc
     except (yaml.YAMLError, ManifestError) as exc:
         raise UsageError(f"-f {path}: {' '.join(str(exc).split())}") from exc
     if not got.podgroups:
         raise UsageError(f"-f {path}: no PodGroup ({api.GROUP}/{api.VERSION}) in the manifest")
-    notes = [f"skipped {s}: not a workload kind" for s in got.skipped] + [f"webhook: {w}" for w in got.warnings]
-    return list(got.podgroups), list(got.pods), notes
+    notes += [f"skipped {s}: not a workload kind" for s in got.skipped] + [f"webhook: {w}" for w in got.warnings]
+    return list(got.podgroups), list(got.pods)
 
 
 def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
@@ -277,7 +293,8 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
                               scheduler_names=frozenset({verdicts.DEFAULT_SCHEDULER, *args.scheduler_names}))
     api_client, context_ns = client_for(args.kubeconfig, args.context)
     namespace = args.namespace or context_ns
-    groups, pods, notes = _manifest(args.filename, namespace, now, config) if args.filename else ([], [], [])
+    notes: list[str] = []
+    groups, pods = _manifest(args.filename, namespace, now, config, api_client, notes) if args.filename else ([], [])
     if groups and name is None:
         if len(groups) > 1:
             raise UsageError(f"-f {args.filename}: {len(groups)} PodGroups; name the one to explain")

@@ -12,7 +12,10 @@ the webhook's words). Pods per kind, as the built-in controllers make them:
 - ``StatefulSet``: ``spec.replicas`` pods ``<name>-<ordinal>`` (as the StatefulSet controller names them);
 - ``Job``: ``spec.parallelism`` (default 1), at most ``spec.completions``, pods ``<name>-<i>``.
 
-Other kinds are skipped (named in :attr:`Expanded.skipped`). Each object gets a uid
+Each pod's ``spec.priority`` and ``spec.preemptionPolicy`` come from its ``priorityClassName`` (else
+the class marked ``globalDefault``, else 0), as the API server's Priority admission plugin sets them
+(``plugin/pkg/admission/priority``); a class that does not exist raises :class:`ManifestError`, as
+the API server refuses the pod. Other kinds are skipped (named in :attr:`Expanded.skipped`). Each object gets a uid
 ``explain-<namespace>-<name>`` and ``creationTimestamp`` = ``now``; the namespace is the object's,
 else ``namespace``.
 """
@@ -28,7 +31,7 @@ from cogate import api
 from cogate.models import format_time
 from cogate.webhook import admission
 
-__all__ = ["ManifestError", "Expanded", "expand", "WORKLOAD_KINDS"]
+__all__ = ["ManifestError", "Expanded", "PriorityClass", "expand", "WORKLOAD_KINDS"]
 
 #: Kinds whose pod template becomes would-be pods.
 WORKLOAD_KINDS = ("ReplicaSet", "Deployment", "StatefulSet", "Job")
@@ -90,6 +93,36 @@ def _apply(pod: dict[str, Any], patch: Iterable[Mapping[str, Any]]) -> None:
             target[last] = op["value"]
 
 
+@dataclass(frozen=True)
+class PriorityClass:
+    """A PriorityClass as the Priority admission plugin reads it: ``value``, ``preemption_policy``
+    (``PreemptLowerPriority`` when unset), ``global_default``."""
+
+    name: str
+    value: int
+    preemption_policy: str = "PreemptLowerPriority"
+    global_default: bool = False
+
+
+def _prioritise(pod: dict[str, Any], classes: Mapping[str, PriorityClass] | None) -> None:
+    """``spec.priority``/``preemptionPolicy`` as the Priority admission plugin sets them (module doc);
+    nothing when ``classes`` is None (not known: the pod keeps what it says)."""
+    if classes is None:
+        return
+    spec = pod.setdefault("spec", {})
+    name = spec.get("priorityClassName")
+    if name:
+        pc = classes.get(name)
+        if pc is None:
+            raise ManifestError(f"Pod {pod['metadata']['namespace']}/{pod['metadata'].get('name', '')}: no PriorityClass "
+                                f"with name {name} was found (the API server refuses the pod)")
+    else:
+        pc = next((c for c in classes.values() if c.global_default), None)
+    spec["priority"] = pc.value if pc is not None else 0
+    if pc is not None and "preemptionPolicy" not in spec:
+        spec["preemptionPolicy"] = pc.preemption_policy
+
+
 def _admit(pod: dict[str, Any], gate: str, scheduler_names: frozenset[str], warnings: list[str]) -> dict[str, Any]:
     meta = pod["metadata"]
     review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
@@ -127,10 +160,12 @@ def _pods_of(doc: Mapping[str, Any], kind: str, name: str, namespace: str, now: 
 
 
 def expand(docs: Iterable[Any], namespace: str, now: float, gate: str = api.DEFAULT_GATE_NAME,
-           scheduler_names: frozenset[str] = frozenset({"default-scheduler"})) -> Expanded:
+           scheduler_names: frozenset[str] = frozenset({"default-scheduler"}),
+           classes: Mapping[str, PriorityClass] | None = None) -> Expanded:
     """The PodGroups and would-be pods of the manifest ``docs`` (parsed YAML documents; ``None``
     documents and ``List`` items are taken as kubectl does), in ``namespace`` unless a document
-    names one; ``now``: epoch seconds. Raises :class:`ManifestError` (module doc)."""
+    names one; ``now``: epoch seconds; ``classes``: the cluster's PriorityClasses by name (None:
+    unknown, priorities left as the pods say). Raises :class:`ManifestError` (module doc)."""
     podgroups, pods, skipped, warnings = [], [], [], []
     flat: list[Any] = []
     for doc in docs:
@@ -147,7 +182,9 @@ def expand(docs: Iterable[Any], namespace: str, now: float, gate: str = api.DEFA
         if kind == api.KIND and str(doc.get("apiVersion", "")).startswith(api.GROUP + "/"):
             podgroups.append(_stamp(copy.deepcopy(dict(doc)), namespace, now))
         elif kind == "Pod" or kind in WORKLOAD_KINDS:
-            pods += [_admit(p, gate, scheduler_names, warnings) for p in _pods_of(doc, kind, name, namespace, now)]
+            for p in _pods_of(doc, kind, name, namespace, now):
+                _prioritise(p, classes)
+                pods.append(_admit(p, gate, scheduler_names, warnings))
         else:
             skipped.append(f"{kind}/{name}")
     return Expanded(tuple(podgroups), tuple(pods), tuple(skipped), tuple(warnings))

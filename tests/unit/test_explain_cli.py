@@ -120,3 +120,17 @@ def test_dispatcher_and_kubectl_plugin_name_the_command():
     assert 'kubectl-cogate = "cogate.cli:main"' in scripts
     out = subprocess.run([sys.executable, "-m", "cogate.cli", "explain", "--help"], capture_output=True, text=True)
     assert out.returncode == 0 and "--add-nodes" in out.stdout and "--node-template" in out.stdout
+
+
+def test_priority_comes_from_the_class_as_the_admission_plugin_sets_it():
+    from cogate.explain_manifests import PriorityClass
+    classes = {"high": PriorityClass("high", 1000, "Never"), "base": PriorityClass("base", 7, global_default=True)}
+    named = {"kind": "Pod", "metadata": {"name": "a"}, "spec": {"priorityClassName": "high", "containers": []}}
+    plain = {"kind": "Pod", "metadata": {"name": "b"}, "spec": {"containers": []}}
+    a, b = expand([named, plain], "ns1", NOW, classes=classes).pods
+    assert (a["spec"]["priority"], a["spec"]["preemptionPolicy"]) == (1000, "Never")
+    assert (b["spec"]["priority"], b["spec"]["preemptionPolicy"]) == (7, "PreemptLowerPriority")
+    missing = {"kind": "Pod", "metadata": {"name": "c"}, "spec": {"priorityClassName": "nope"}}
+    with pytest.raises(ManifestError, match="no PriorityClass with name nope"):
+        expand([missing], "ns1", NOW, classes=classes)
+    assert "priority" not in expand([plain], "ns1", NOW).pods[0]["spec"]  # classes unknown: left as stated
