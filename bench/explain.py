@@ -14,12 +14,18 @@ several runs, same process, same input, interleaved):
 
 The answer is checked first: explain's condition equals the one ``status.compute_all`` writes from
 ``decide``'s verdict, it names victims, and 5 more nodes would start the gang.
-What is not timed here: the list calls and their conversion (the shell's ``read_world``), which
-depend on the API server; ``tests/e2e/test_explain.py`` runs the command against a real one.
+What :func:`run` does not time: the list calls and their conversion (the shell's ``read_world``),
+which depend on the API server. ``python bench/explain.py --cluster`` (alone, not part of
+``bench/run.py``: it starts its own control plane, about 2 min) times them once on a real one: a
+local control plane with cogate and 1,000 kwok nodes (10 CPU), the README example (minMember 4,
+a ReplicaSet of 6 x 3 CPU) and one more gang of 8 x 11 CPU that fits no node; timed: the whole
+command (``cogate explain`` as a process: interpreter, imports, lists, answer) and, in process,
+the lists and the answer (:func:`cogate.explain.run`), median of 5.
 """
 
 from __future__ import annotations
 
+import json
 import statistics
 import time
 from pathlib import Path
@@ -182,8 +188,52 @@ def run(quick: bool, out_dir: Path) -> dict[str, Any]:
     }
 
 
-if __name__ == "__main__":
-    import json
+def on_cluster(nodes: int = TARGET_NODES, runs: int = 5) -> dict[str, Any]:
+    """The real-cluster timing of the module doc: {"nodes", "command_s", "in_process_s", "exit", "condition"}."""
+    import argparse
+    import os
+    import subprocess
     import sys
 
-    print(json.dumps(run("--quick" in sys.argv, Path(".")), indent=1))
+    from kubernetes import client
+
+    import clusterbench as cb
+    from cogate import explain as explain_cli
+    from cogate.localcluster import example
+
+    with cb.control_plane() as cluster, cb.cogate_stack(cluster):
+        cb.set_nodes(cluster, nodes, cpu="10", memory="32Gi")
+        api = cb.api_client(cluster)
+        ns = cb.new_namespace(api, "explain")
+        cb.create_pod_group(api, ns, example.pod_group("nginx", 4, namespace=ns))
+        client.AppsV1Api(api).create_namespaced_replica_set(ns, example.replica_set("nginx", 6, namespace=ns,
+                                                                                    group="nginx"))
+        cb.create_pod_group(api, ns, example.pod_group("big", 8, namespace=ns))
+        client.AppsV1Api(api).create_namespaced_replica_set(ns, example.replica_set("big", 8, namespace=ns,
+                                                                                    group="big", cpu="11"))
+        argv = ["nginx", "-n", ns, "--kubeconfig", str(cluster.kubeconfig), "-o", "json"]
+        command, in_process, code, out = [], [], 0, ""
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            done = subprocess.run([sys.executable, "-m", "cogate.cli", "explain", *argv], capture_output=True,
+                                  text=True, env=os.environ.copy())
+            command.append(time.perf_counter() - t0)
+            code, out = done.returncode, done.stdout
+            args = explain_cli.build_parser().parse_args(argv)
+            t0 = time.perf_counter()
+            explain_cli.run(args, lambda _text: None)
+            in_process.append(time.perf_counter() - t0)
+        api.close()
+        condition = json.loads(out)["condition"] if out else {}
+        return {"nodes": nodes, "command_s": round(statistics.median(command), 2),
+                "in_process_s": round(statistics.median(in_process), 2), "exit": code, "condition": condition,
+                "command": "python bench/explain.py --cluster"}
+
+
+if __name__ == "__main__":
+    import sys
+
+    if "--cluster" in sys.argv:
+        print(json.dumps(on_cluster(), indent=1))
+    else:
+        print(json.dumps(run("--quick" in sys.argv, Path(".")), indent=1))

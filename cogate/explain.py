@@ -15,17 +15,20 @@ cluster cannot be reached or read (no configuration, connection refused, unautho
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
+import dataclasses
 import json
+import logging
 import sys
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
-from cogate import api, cliargs
+from cogate import api, cliargs, kube
 from cogate.controller.explain import report
 from cogate.controller.explain.explanation import World, explain
 from cogate.controller.model import verdicts
@@ -36,8 +39,8 @@ from cogate.explain_manifests import ManifestError, PriorityClass, expand
 
 #: Exit statuses (module doc).
 STARTS, WAITS, USAGE, UNREACHABLE = 0, 1, 2, 3
-#: The caches a pass cannot do without: failing to list one is exit 3.
-REQUIRED = ("podgroups", "members", "bound", "nodes")
+#: The informers (by name) a pass cannot do without: failing to list one is exit 3.
+REQUIRED = ("podgroups", "members", "bound-pods", "nodes")
 
 
 class Unreachable(Exception):
@@ -141,7 +144,7 @@ def lister(notes: list[str]) -> Callable[..., OneShot]:
         try:
             items, _ = source[0]()
         except Exception as exc:  # noqa: BLE001 - any failure to read is said in one line
-            if name in ("podgroups", "members", "bound-pods", "nodes"):
+            if name in REQUIRED:
                 raise Unreachable(f"cannot list {name}: {_one_line(exc)}") from exc
             notes.append(f"{name} not read ({_one_line(exc)}): left out")
             return shot
@@ -156,6 +159,30 @@ def lister(notes: list[str]) -> Callable[..., OneShot]:
     return make
 
 
+class _Notes(logging.Handler):
+    def __init__(self, notes: list[str]) -> None:
+        super().__init__(logging.WARNING)
+        self.notes = notes
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.notes.append(record.getMessage())
+
+
+@contextlib.contextmanager
+def warnings_as_notes(notes: list[str]) -> Iterator[None]:
+    """Inside the block, what cogate's modules log at WARNING or above goes into ``notes`` (printed
+    with the answer) instead of stderr."""
+    logger = logging.getLogger("cogate")
+    handler, propagate = _Notes(notes), logger.propagate
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = propagate
+
+
 def client_for(kubeconfig: str | None, context: str | None) -> tuple[Any, str]:
     """(``ApiClient``, the context's namespace or 'default'); raises :class:`Unreachable`."""
     from kubernetes import client, config
@@ -165,14 +192,14 @@ def client_for(kubeconfig: str | None, context: str | None) -> tuple[Any, str]:
     try:
         try:
             config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)
-            _, active = config.list_kube_config_contexts(config_file=kubeconfig)
-            chosen = next((c for c in config.list_kube_config_contexts(config_file=kubeconfig)[0]
-                           if c["name"] == context), active) if context else active
+            contexts, active = config.list_kube_config_contexts(config_file=kubeconfig)
+            chosen = next((c for c in contexts if c["name"] == context), active) if context else active
             namespace = (chosen or {}).get("context", {}).get("namespace") or "default"
         except config.ConfigException:
             if kubeconfig or context:
                 raise
             config.load_incluster_config(client_configuration=cfg)
+            namespace = kube.own_namespace("default")
     except Exception as exc:  # noqa: BLE001
         raise Unreachable(f"no usable Kubernetes configuration: {_one_line(exc)}") from exc
     cfg.retries = 1  # one retry (a dropped keep-alive connection), as a command line should: not urllib3's 3 with back-off
@@ -192,8 +219,9 @@ def read_world(api_client: Any, config: ReconcilerConfig, notes: list[str],
     from cogate.controller.preemption import feature as preemption_feature
 
     try:
-        caches = build_caches((core.FEATURE, preemption_feature.FEATURE, devices_feature.FEATURE),
-                              typed_apis(api_client), config, None, lister(notes))
+        with warnings_as_notes(notes):  # e.g. the devices feature's "DRA devices are not modelled (...)"
+            caches = build_caches((core.FEATURE, preemption_feature.FEATURE, devices_feature.FEATURE),
+                                  typed_apis(api_client), config, None, lister(notes))
     except Unreachable:
         raise
     except Exception as exc:  # noqa: BLE001 - discovery failing
@@ -308,7 +336,7 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     except LookupError as exc:
         raise UsageError(str(exc).strip("'\"")) from exc
     if notes:
-        e = type(e)(**{**e.__dict__, "notes": tuple(notes)})
+        e = dataclasses.replace(e, notes=tuple(notes))
     if args.output == "json":
         out(json.dumps(e.to_dict(), indent=2) + "\n")
     elif args.output == "yaml":

@@ -134,3 +134,12 @@ def test_priority_comes_from_the_class_as_the_admission_plugin_sets_it():
     with pytest.raises(ManifestError, match="no PriorityClass with name nope"):
         expand([missing], "ns1", NOW, classes=classes)
     assert "priority" not in expand([plain], "ns1", NOW).pods[0]["spec"]  # classes unknown: left as stated
+
+
+def test_warnings_of_cogate_modules_become_notes():
+    import logging
+    notes: list[str] = []
+    with explain_cli.warnings_as_notes(notes):
+        logging.getLogger("cogate.controller.devices.feature").warning("DRA devices are not modelled (%s)", "why")
+        logging.getLogger("cogate.controller.devices.feature").info("not a note")
+    assert notes == ["DRA devices are not modelled (why)"]
