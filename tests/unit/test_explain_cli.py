@@ -71,6 +71,12 @@ def test_bad_manifests_are_named(doc, match):
         expand([doc], "ns1", NOW)
 
 
+def _process(*argv: str) -> subprocess.CompletedProcess:
+    """``cogate explain ARGV`` as a process: stderr as a user sees it (no test's logging handlers)."""
+    return subprocess.run([sys.executable, "-m", "cogate.cli", "explain", *argv], capture_output=True, text=True,
+                          timeout=120)
+
+
 def _run(*argv: str, capsys) -> tuple[int, str, str]:
     code = explain_cli.main(list(argv))
     out = capsys.readouterr()
@@ -83,16 +89,16 @@ def test_usage_errors_exit_2_in_one_line(argv, capsys):
     assert code == 2 and err.count("\n") == 1 and err.startswith("cogate explain: ")
 
 
-def test_unreadable_manifest_is_a_usage_error(tmp_path, capsys):
+def test_unreadable_manifest_is_a_usage_error(tmp_path):
     kc = _kubeconfig(tmp_path)
     bad = tmp_path / "m.yaml"
     bad.write_text("kind: [unclosed")
-    code, _, err = _run("-f", str(bad), "--kubeconfig", str(kc), capsys=capsys)
-    assert code == 2 and err.startswith(f"cogate explain: -f {bad}: ") and err.count("\n") == 1
+    out = _process("-f", str(bad), "--kubeconfig", str(kc))
+    assert out.returncode == 2 and out.stderr.startswith(f"cogate explain: -f {bad}: ") and out.stderr.count("\n") == 1
     empty = tmp_path / "e.yaml"
     empty.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n")
-    code, _, err = _run("-f", str(empty), "--kubeconfig", str(kc), capsys=capsys)
-    assert code == 2 and "no PodGroup" in err
+    out = _process("-f", str(empty), "--kubeconfig", str(kc))
+    assert out.returncode == 2 and "no PodGroup" in out.stderr and out.stderr.count("\n") == 1, out.stderr
 
 
 def _kubeconfig(tmp_path: Path) -> Path:
@@ -105,13 +111,14 @@ def _kubeconfig(tmp_path: Path) -> Path:
     return kc
 
 
-def test_unreachable_cluster_exits_3_in_one_line(tmp_path, capsys):
-    code, out, err = _run("nginx", "--kubeconfig", str(_kubeconfig(tmp_path)), capsys=capsys)
-    assert code == 3 and out == "" and err.count("\n") == 1 and "cannot list" in err
-    code, _, err = _run("nginx", "--kubeconfig", str(tmp_path / "missing"), capsys=capsys)
-    assert code == 3 and "no usable Kubernetes configuration" in err
-    code, _, err = _run("nginx", "--kubeconfig", str(_kubeconfig(tmp_path)), "--context", "nope", capsys=capsys)
-    assert code == 3 and err.count("\n") == 1
+def test_unreachable_cluster_exits_3_in_one_line(tmp_path):
+    out = _process("nginx", "--kubeconfig", str(_kubeconfig(tmp_path)))
+    assert out.returncode == 3 and out.stdout == "" and out.stderr.count("\n") == 1, out.stderr
+    assert out.stderr.startswith("cogate explain: cannot list podgroups: ")
+    out = _process("nginx", "--kubeconfig", str(tmp_path / "missing"))
+    assert out.returncode == 3 and out.stderr.startswith("cogate explain: no usable Kubernetes configuration")
+    out = _process("nginx", "--kubeconfig", str(_kubeconfig(tmp_path)), "--context", "nope")
+    assert out.returncode == 3 and out.stderr.count("\n") == 1, out.stderr
 
 
 def test_dispatcher_and_kubectl_plugin_name_the_command():
