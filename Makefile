@@ -35,7 +35,7 @@ RELEASE_SUBSET ?= tests/e2e/test_example.py tests/e2e/test_lifecycle_release.py 
 	tests/e2e/test_native.py
 NATIVE_SUBSET ?= tests/e2e/test_example.py tests/e2e/test_native.py
 
-.PHONY: demo test test-releases unit e2e binaries binaries-default binaries-releases image bench dev-up dev-down clean
+.PHONY: demo test test-releases unit e2e binaries binaries-default binaries-releases image bench dev-up dev-down clean docs
 
 $(VENV)/.installed: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -63,6 +63,11 @@ image: $(VENV)/.installed
 
 demo: $(VENV)/.installed
 	$(VENV)/bin/cogate demo
+
+# The reference pages docs/reference/*.md, generated from the code (metrics, events, conditions,
+# chart values); tests/unit/test_docsgen.py fails when a committed page differs.
+docs: $(VENV)/.installed
+	$(PY) -m cogate.docsgen
 
 # Each test phase's elapsed time goes to $$COGATE_PHASES_FILE when set (.ci/run prints the table;
 # localcluster/phases.py), as does each Go build (cogate.localcluster.build).

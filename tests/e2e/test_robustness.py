@@ -195,6 +195,35 @@ def test_replacement_member_of_released_group_is_ungated_alone(stack, kube, name
     assert "Released" in reasons
 
 
+def test_waiting_gang_shows_under_its_reason_and_its_wait_grows(stack, kube, namespace, only_nodes):
+    """The README example with minMember 4 (3 of 4 fit on one node): the waiting metrics count it under
+    the Released=False reason it shows, and the oldest wait grows between scrapes without a pass.
+    Both servers export the build info and process metrics."""
+    only_nodes(1, **NODE)
+    create_pod_group(kube, example.pod_group("nginx", 4, namespace=namespace))
+    client.AppsV1Api(kube).create_namespaced_replica_set(
+        namespace, example.replica_set("nginx", 6, namespace=namespace, group="nginx"))
+    released = wait_for(lambda: condition(status(kube, namespace, "nginx"), "Released"), 20, what="Released")
+    wait_for(lambda: condition(status(kube, namespace, "nginx"), "Released")["reason"] == "InsufficientCapacity", 20,
+             what="Released=False InsufficientCapacity")
+    reason = 'reason="InsufficientCapacity"'
+
+    def counted() -> str | None:
+        text = stack.metrics()
+        return text if metric(text, "cogate_controller_groups_waiting", reason) >= 1 else None
+
+    first = wait_for(counted, 10, what="the group counted as waiting")
+    since = dt.datetime.fromisoformat(released["lastTransitionTime"].replace("Z", "+00:00")).timestamp()
+    age = metric(first, "cogate_controller_group_oldest_wait_seconds", reason)
+    assert age >= time.time() - since - 1.5  # at least this group's wait (an older one may wait too)
+    time.sleep(2.0)
+    later = metric(stack.metrics(), "cogate_controller_group_oldest_wait_seconds", reason)
+    assert later >= age + 1.5, (age, later)
+    for text in (first, stack.metrics("webhook")):
+        assert 'cogate_build_info{python_version="' in text
+        assert metric(text, "process_resident_memory_bytes") > 0 and metric(text, "process_open_fds") > 0
+
+
 def test_job_group_reaches_finished(stack, kube, namespace, only_nodes):
     """kwok completes Job pods (kwok-stages.yaml pod-complete): the group goes Running -> Finished."""
     only_nodes(1, **NODE)

@@ -50,6 +50,7 @@ PURE = [
     "cogate.controller.memory",
     "cogate.controller.kube.results",
     "cogate.controller.status.memory",
+    "cogate.controller.status.waiting",
     "cogate.controller.release.memory",
     "cogate.controller.preemption.memory",
     "cogate.controller.provisioning.memory",

@@ -720,3 +720,30 @@ def test_reload_writes_nothing_to_disk(cert_files, monkeypatch):
     write_atomic(key_path, key_b)
     write_atomic(cert_path, cert_b)
     assert reloader.check() is True and reloader.reloads == 1
+
+
+def _expiry(app: web.Application) -> list[float]:
+    text = webhook_server.generate_latest(app[webhook_server.METRICS].registry).decode()
+    return [s.value for fam in text_string_to_metric_families(text) for s in fam.samples
+            if s.name == "cogate_webhook_certificate_expiry_timestamp_seconds"]
+
+
+def test_certificate_expiry_gauge_follows_the_certificate_in_use(cert_files):
+    cert_path, key_path, cert_a, _ = cert_files
+    app = make_app()
+    assert _expiry(app) == []  # no TLS (yet): no sample, so no expiry alert
+    reloader = CertReloader(str(cert_path), str(key_path), interval=3600)
+    reload_certificates(app, reloader)
+    want_a = x509.load_pem_x509_certificate(cert_a).not_valid_after_utc.timestamp()
+    assert _expiry(app) == [want_a]
+    cert_b, key_b = make_cert("cogate-webhook-b")
+    write_atomic(key_path, key_b)
+    write_atomic(cert_path, cert_b)
+    assert reloader.check() is True
+    want_b = x509.load_pem_x509_certificate(cert_b).not_valid_after_utc.timestamp()
+    assert _expiry(app) == [want_b] and want_b >= want_a
+
+
+def test_webhook_exports_build_info_and_process_metrics():
+    text = webhook_server.generate_latest(make_app()[webhook_server.METRICS].registry).decode()
+    assert "cogate_build_info{" in text and "process_open_fds" in text and "process_cpu_seconds_total" in text
