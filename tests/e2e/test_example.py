@@ -114,13 +114,14 @@ def test_min_member_3_runs_three_and_holds_three_gated(stack, kube, namespace, o
         c = conds.get("MembersWaiting")
         return c and c["status"] == "True" and c["reason"] == "WaitingForCapacity" \
             and "wait gated for capacity: cpu short by" in c["message"] \
-            and all(p.metadata.name in c["message"] or "more" in c["message"] for p in pending) and c
+            and all(p.metadata.name in c["message"] for p in pending) and c
 
     cond = wait_for(members_waiting, 10, what="MembersWaiting=True WaitingForCapacity naming the 3 pending pods")
     assert cond["reason"] == "WaitingForCapacity"
     assert "wait gated for capacity: cpu short by" in cond["message"], cond
-    for p in pending:
-        assert p.metadata.name in cond["message"] or "more" in cond["message"], cond
+    # the message names exactly the 3 waiting members (no "and N more": 3 names fit in a message)
+    listed = cond["message"].split("3 members (", 1)[1].split(") wait gated for capacity", 1)[0]
+    assert sorted(listed.split(", ")) == sorted(p.metadata.name for p in pending), cond
 
     def pg_running():
         pg = get_pod_group(kube, namespace, "nginx")
