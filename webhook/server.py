@@ -549,12 +549,17 @@ class WebhookServer:
             extra={"event": "listening", "host": self.host, "port": self.port, "tls": self.tls is not None},
         )
 
+    async def drain(self) -> None:
+        """Wait out the drain: ``shutdown_delay`` seconds (tests replace it to end the drain when
+        they have seen what happens during it, instead of racing a wall-clock window)."""
+        await asyncio.sleep(self.shutdown_delay)
+
     async def stop(self) -> None:
         self.app[STATE].draining = True
         if self.shutdown_delay > 0:
             log.info("draining: still serving for %ss while the pod leaves the Service's endpoints",
                      self.shutdown_delay, extra={"event": "shutdown_delay", "seconds": self.shutdown_delay})
-            await asyncio.sleep(self.shutdown_delay)
+            await self.drain()
         await self.runner.cleanup()
         if self.probe_runner is not None:
             await self.probe_runner.cleanup()

@@ -293,10 +293,10 @@ def test_min_member_larger_than_members_waits_then_edit_releases_promptly(stack,
     assert cond["status"] == "False" and cond["reason"] == "WaitingForMembers", cond
     hold_gated(kube, namespace, "g", 2, 3)
     patch_pg(kube, namespace, "g", {"spec": {"minMember": 3}})
-    t0 = time.monotonic()
-    wait_for(lambda: not any(gated(p) for p in group_pods(kube, namespace, "g")), 3, interval=0.05,
-             what="released within 3 s of minMember 4 -> 3")
-    assert time.monotonic() - t0 < 3
+    # the edit itself triggers the pass: released well before the next periodic resync (30 s) could
+    # have done it (a bound relative to that mechanism, not a speed target: those live in bench/)
+    wait_for(lambda: not any(gated(p) for p in group_pods(kube, namespace, "g")), 10, interval=0.05,
+             what="released by the edit minMember 4 -> 3, before the 30 s resync")
     wait_for(lambda: status(kube, namespace, "g").get("phase") in ("Scheduled", "Running"), 10, what="phase")
 
 
@@ -500,10 +500,9 @@ def test_leader_election_one_leader_reconciles_and_failover_after_kill(stack, ku
 
         procs[leader][0].signal(signal.SIGKILL)
         assert procs[leader][0].wait(5)
-        t0 = time.monotonic()
-        wait_for(lambda: metric(_scrape(procs[follower][1]), "cogate_controller_leader") == 1, 25, interval=0.3,
+        # the Lease of the killed leader expires (lease duration) and the follower's next retry takes it
+        wait_for(lambda: metric(_scrape(procs[follower][1]), "cogate_controller_leader") == 1, 40, interval=0.3,
                  what="the follower takes over after the leader is killed")
-        assert time.monotonic() - t0 < 25
         wait_for(lambda: metric(_scrape(procs[follower][1]), "cogate_controller_decisions_total") >= 1, 5,
                  what="the new leader reconciles")
 

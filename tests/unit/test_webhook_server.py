@@ -684,19 +684,29 @@ def test_process_serves_https_and_exits_0_on_sigterm(cert_files):
 
 async def test_shutdown_delay_keeps_serving_with_connection_close_then_closes(cert_files):
     """On stop, a replica keeps answering for shutdown_delay seconds (readyz 503, every response
-    closing its connection) while it leaves the Service's endpoints; then the listener closes."""
+    closing its connection) while it leaves the Service's endpoints; then the listener closes.
+    The drain ends when the test says so (``drain`` replaced), so no wall-clock window decides."""
     cert_path, key_path, cert_a, _ = cert_files
     server = WebhookServer(make_app(), "127.0.0.1", 0, tls=CertReloader(str(cert_path), str(key_path)),
                            shutdown_delay=1.0)
+    draining, drained = asyncio.Event(), asyncio.Event()
+
+    async def drain():
+        draining.set()
+        await drained.wait()
+
+    server.drain = drain
     await server.start()
     base = f"https://127.0.0.1:{server.port}"
     stopping = asyncio.create_task(server.stop())
-    await asyncio.sleep(0.2)
+    await draining.wait()
     async with aiohttp.ClientSession() as session:
         async with session.post(f"{base}/mutate", json=review(pod()), ssl=client_context(cert_a)) as resp:
             assert resp.status == 200 and resp.headers.get("Connection", "").lower() == "close"
         async with session.get(f"{base}/readyz", ssl=client_context(cert_a)) as resp:
             assert resp.status == 503
+        assert not stopping.done()  # still serving: the drain has not ended
+        drained.set()
         await stopping
         with pytest.raises(aiohttp.ClientConnectorError):
             await session.get(f"{base}/healthz", ssl=client_context(cert_a))
