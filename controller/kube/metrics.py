@@ -147,6 +147,9 @@ class Metrics:
             "From a ProvisioningRequest's creation to its Provisioned=True condition (seconds).",
             buckets=(1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600), registry=r)
         self.is_leader = Gauge(_P + "leader", "1 while this process holds the leader Lease.", registry=r)
+        self.cluster_features = Gauge(_P + "cluster_feature_supported", "1 when the API server's Kubernetes release "
+                                      "supports the feature, 0 when it is too old (read once at start; "
+                                      "docs/reference/releases.md).", ["feature"], registry=r)
 
     def observe_waiting(self, summary: dict[str, ReasonSummary]) -> None:
         """The waiting groups of a pass (:func:`cogate.controller.status.waiting.summarize`)."""

@@ -59,6 +59,7 @@ PURE = [
     "cogate.controller.model.config",
     "cogate.controller.model.replicas",
     "cogate.controller.model.minresources",
+    "cogate.controller.model.releases",
     "cogate.localcluster.demojudge",
     "cogate.controller.release.owners",
     "cogate.controller.release.stages",
