@@ -3,7 +3,7 @@
 #   make test   -> every test (unit, webhook, end-to-end on the local control plane)
 # Both work on a fresh machine with Python 3.11+ and Go 1.26 (Go only builds the
 # test control plane: kube-apiserver, etcd, kube-scheduler, kube-controller-manager,
-# kubectl, kwok, helm, cluster-autoscaler (from ../shared/third_party beside the repository),
+# kubectl, kwok, helm, cluster-autoscaler (from the repository's third_party/, see third_party/README.md),
 # the MPI operator, KubeRay's operator and the training-operator (with their CRDs) for the
 # operator tests,
 # and containerd, kubelet, kube-proxy for the real node, pinned in
