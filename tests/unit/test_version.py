@@ -130,3 +130,25 @@ def test_a_malformed_fingerprints_file_is_refused():
     with pytest.raises(version.VersionError, match="twice"):
         version.read_fingerprints(f"0.2.0 {'a' * 64}\n0.2.0 {'b' * 64}\n")
     assert version.read_fingerprints(f"# c\n\n0.2.0 {'a' * 64}  # note\n") == {"0.2.0": "a" * 64}
+
+
+def test_make_chart_packages_the_version_everyone_shares(tmp_path):
+    """What ``make chart`` runs: ``helm package`` names the archive after the one version, and the
+    archive holds the fingerprinted files as they are here."""
+    import subprocess
+    import tarfile
+
+    from cogate.localcluster.build import binary, ensure_binaries
+
+    helm = binary("helm")
+    if not helm.is_file():
+        ensure_binaries(["helm"], log=sys.stderr)
+    subprocess.run([str(helm), "package", str(REPO / version.CHART), "--destination", str(tmp_path)],
+                   check=True, capture_output=True)
+    (archive,) = tmp_path.glob("*.tgz")
+    assert archive.name == f"cogate-{cogate.__version__}.tgz"
+    with tarfile.open(archive) as tar:
+        values = tar.extractfile("cogate/values.yaml").read()
+        chart = yaml.safe_load(tar.extractfile("cogate/Chart.yaml"))
+    assert values == (REPO / version.CHART / "values.yaml").read_bytes()
+    assert chart["version"] == chart["appVersion"] == cogate.__version__
