@@ -24,7 +24,7 @@ HELM = "v3.22.0"
 #: needs containerd 2.0 or later; Debian 12 ships 1.6, so it is built here like the rest.
 CONTAINERD = "v2.4.2"
 #: cluster-autoscaler (kubernetes/autoscaler, tag ``cluster-autoscaler-1.36.1``), built with its kwok
-#: cloud provider from the source snapshot in ``shared/third_party`` (see :data:`SOURCES`): the
+#: cloud provider from the source snapshot in the repository's ``third_party/`` (see :data:`SOURCES`): the
 #: optional autoscaler of the local control plane (``LocalCluster(autoscaler=...)``).
 CLUSTER_AUTOSCALER = "1.36.1"
 #: Kubeflow MPI operator (github.com/kubeflow/mpi-operator), run by the e2e tests against cogate
@@ -99,7 +99,7 @@ BUILD_TAGS: dict[str, tuple[str, ...]] = {
 }
 
 #: Tools built in place from a read-only source snapshot instead of the module proxy: name ->
-#: the snapshot's directory name in ``shared/third_party`` beside the repository (or in
+#: the snapshot's directory name in the repository's ``third_party/`` (or in
 #: ``$COGATE_THIRD_PARTY_DIR``; see ``build.third_party_dir``), built with ``GOFLAGS=-mod=readonly``
 #: (its go.mod and go.sum as they are; the modules still come from the module proxy).
 SOURCES: dict[str, str] = {"cluster-autoscaler": f"cluster-autoscaler-{CLUSTER_AUTOSCALER}"}
