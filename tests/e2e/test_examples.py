@@ -213,9 +213,15 @@ def test_every_example_is_applied_by_a_test():
     files = {p.name for p in EXAMPLES.iterdir() if p.is_file()}
     assert files == set(COVERED), f"files without a test: {sorted(files - set(COVERED))}; " \
                                   f"gone: {sorted(set(COVERED) - files)}"
-    tree = ast.parse(Path(__file__).read_text())
-    tests = {n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")}
-    assert set(COVERED.values()) <= tests, sorted(set(COVERED.values()) - tests)
+    source = Path(__file__).read_text()
+    functions = {n.name: n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef)}
+    assert set(COVERED.values()) <= set(functions), sorted(set(COVERED.values()) - set(functions))
+    for name, test in COVERED.items():
+        # the file is named in the test or in a function of this module that the test calls
+        called = {c.func.id for c in ast.walk(functions[test]) if isinstance(c, ast.Call)
+                  and isinstance(c.func, ast.Name) and c.func.id in functions}
+        assert any(f'"{name}"' in ast.get_source_segment(source, functions[f]) for f in {test, *called}), \
+            f"{test} does not use examples/{name}"
     for name in files - {"README.md"}:
         for doc in documents(name):
             assert "namespace" not in doc.get("metadata", {}), f"{name}: {doc['kind']} names a namespace"
