@@ -4,8 +4,8 @@
 # Both work on a fresh machine with Python 3.11+ and Go 1.26 (Go only builds the
 # test control plane: kube-apiserver, etcd, kube-scheduler, kube-controller-manager,
 # kubectl, kwok, helm, cluster-autoscaler (from the repository's third_party/, see third_party/README.md),
-# the MPI operator, KubeRay's operator and the training-operator (with their CRDs) for the
-# operator tests,
+# the MPI operator, KubeRay's operator, the training-operator and JobSet's controller (with
+# their CRDs) for the operator and examples tests,
 # and containerd, kubelet, kube-proxy for the real node, pinned in
 # localcluster/versions.py, cached under ~/.cache/cogate or $COGATE_CACHE_DIR). The real
 # node's tests run as root and install Debian's runc, containernetworking-plugins and

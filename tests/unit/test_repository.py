@@ -79,12 +79,18 @@ def test_run_time_and_relative_paths_are_not_machine_paths(line):
     assert machine_paths(line) == []
 
 
+#: Paths inside a container image, not of a machine: file -> the only such lines' prefix (the MPI
+#: operator's mpi-pi image runs as user mpiuser, home /home/mpiuser: its ssh keys, sshd config, program).
+IMAGE_PATHS = {"examples/mpijob.yaml": "/home/mpiuser/"}
+
+
 def test_no_tracked_text_file_names_a_machine_path():
     texts = tracked_text_files()
     assert "pyproject.toml" in texts
     this = Path(__file__).resolve().relative_to(REPO).as_posix()  # its examples above are machine paths
-    found = {name: hits for name, text in texts.items()
-             if name != this and not name.startswith("third_party/") and (hits := machine_paths(text))}
+    found = {name: hits for name, text in texts.items() if name != this and not name.startswith("third_party/")
+             and (hits := [(n, line) for n, line in machine_paths(text)
+                           if name not in IMAGE_PATHS or machine_paths(line.replace(IMAGE_PATHS[name], ""))])}
     assert not found, "machine paths in tracked files (say them relative to the repository):\n" + "\n".join(
         f"{name}:{n}: {line}" for name, hits in sorted(found.items()) for n, line in hits)
 
