@@ -3,9 +3,9 @@
 #   make test   -> every test (unit, webhook, end-to-end on the local control plane)
 # Both work on a fresh machine with Python 3.11+ and Go 1.26 (Go only builds the
 # test control plane: kube-apiserver, etcd, kube-scheduler, kube-controller-manager,
-# kubectl, kwok, helm, cluster-autoscaler (from ../shared/third_party beside the repository),
-# the MPI operator, KubeRay's operator and the training-operator (with their CRDs) for the
-# operator tests,
+# kubectl, kwok, helm, cluster-autoscaler (from the repository's third_party/, see third_party/README.md),
+# the MPI operator, KubeRay's operator, the training-operator and JobSet's controller (with
+# their CRDs) for the operator and examples tests,
 # and containerd, kubelet, kube-proxy for the real node, pinned in
 # localcluster/versions.py, cached under ~/.cache/cogate or $COGATE_CACHE_DIR). The real
 # node's tests run as root and install Debian's runc, containernetworking-plugins and
@@ -35,7 +35,7 @@ RELEASE_SUBSET ?= tests/e2e/test_example.py tests/e2e/test_lifecycle_release.py 
 	tests/e2e/test_native.py
 NATIVE_SUBSET ?= tests/e2e/test_example.py tests/e2e/test_native.py
 
-.PHONY: demo test test-releases unit e2e binaries binaries-default binaries-releases image bench dev-up dev-down clean
+.PHONY: demo test test-releases unit e2e binaries binaries-default binaries-releases image chart bench dev-up dev-down clean docs
 
 $(VENV)/.installed: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -56,13 +56,27 @@ binaries-releases: $(VENV)/.installed
 	@for r in $(OTHER_RELEASES); do $(PY) -m cogate.localcluster.build --kubernetes-version $$r etcd kubernetes kwok || exit 1; done
 
 # The container image from the Dockerfile with buildah (installed with apt-get when missing
-# and run as root), a local Debian 12 stand-in for the python:3.11-slim base; prints the
+# and run as root), a local Debian 12 stand-in for the python:3.11.x-slim-bookworm base; prints the
 # OCI archive for containerd (localcluster/host/image.py).
 image: $(VENV)/.installed
 	$(PY) -m cogate.localcluster.host.image
 
+# The chart as a versioned archive, dist/cogate-<version>.tgz (version: charts/cogate/Chart.yaml, the
+# one version of package, chart and image; CONTRIBUTING.md "Releasing"), with the pinned helm (built
+# on first use into the cache, localcluster/versions.py HELM). Install from it: charts/cogate/README.md.
+chart: $(VENV)/.installed
+	@$(PY) -m cogate.localcluster.build helm
+	@mkdir -p dist
+	@"$$($(PY) -c 'from cogate.localcluster.build import binary; print(binary("helm"))')" package charts/cogate --destination dist
+	@sha256sum dist/cogate-$$($(PY) -c 'import cogate; print(cogate.__version__)').tgz
+
 demo: $(VENV)/.installed
 	$(VENV)/bin/cogate demo
+
+# The reference pages docs/reference/*.md, generated from the code (metrics, events, conditions,
+# chart values); tests/unit/test_docsgen.py fails when a committed page differs.
+docs: $(VENV)/.installed
+	$(PY) -m cogate.docsgen
 
 # Each test phase's elapsed time goes to $$COGATE_PHASES_FILE when set (.ci/run prints the table;
 # localcluster/phases.py), as does each Go build (cogate.localcluster.build).

@@ -1,8 +1,8 @@
 """Benchmark 7 (issue 10): side by side with scheduler-plugins' Coscheduling.
 
 Coscheduling is built from a source snapshot (argument ``--src``, default
-``$COGATE_COSCHEDULING_SRC``, else ``../shared/third_party/scheduler-plugins-v0.34.7``
-beside the repository; see the README there for its origin) by :mod:`schedplugins` into
+``$COGATE_COSCHEDULING_SRC``, else the repository's ``third_party/scheduler-plugins-v0.34.7``;
+see ``third_party/README.md`` for its origin) by :mod:`schedplugins` into
 cogate's cache, and run as a second scheduler (profile ``scheduler-plugins-scheduler``
 enabling Coscheduling at queueSort, preFilter, postFilter, permit and reserve, as in its
 ``manifests/coscheduling/scheduler-config.yaml``; client rate limits at kube-scheduler's

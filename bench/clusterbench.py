@@ -841,9 +841,11 @@ def table(caption: str, columns: list[str], rows: list[list[Any]]) -> dict[str, 
     return {"caption": caption, "columns": columns, "rows": rows}
 
 
-def target(what: str, target_: str, measured: str, met: bool, explanation: str = "") -> dict[str, Any]:
-    return {"what": what, "target": target_, "measured": measured, "met": bool(met),
-            "explanation": "" if met else explanation}
+def target(what: str, target_: str, measured: str, met: bool | None, explanation: str = "") -> dict[str, Any]:
+    """One row of the report's targets: ``met`` True/False against ``target_``; None when there is
+    no target and the figure is only reported (the report then says "reported", never "met")."""
+    return {"what": what, "target": target_, "measured": measured, "met": None if met is None else bool(met),
+            "explanation": "" if met or met is None else explanation}
 
 
 def main(run: Callable[[bool, Path], dict[str, Any]], argv: list[str] | None = None) -> None:

@@ -169,8 +169,12 @@ def validate(result: Any, out_dir: Path) -> list[str]:
         if not (out_dir / p.get("file", "")).is_file():
             errs.append(f"plot {p.get('file')!r} was not written")
     for t in result.get("targets", []):
-        if not isinstance(t.get("met"), bool):
-            errs.append(f"target {t.get('what')!r}: 'met' is not a boolean")
+        if t.get("met") is None:
+            if not str(t.get("target", "")).startswith("none"):
+                errs.append(f"target {t.get('what')!r}: 'met' is None (reported only) but the target is "
+                            f"{t.get('target')!r}, not 'none ...'")
+        elif not isinstance(t.get("met"), bool):
+            errs.append(f"target {t.get('what')!r}: 'met' is not a boolean or None")
         elif not t["met"] and not t.get("explanation"):
             errs.append(f"target {t.get('what')!r}: missed without an explanation")
     try:
@@ -274,7 +278,8 @@ def render(results: list[dict[str, Any]], facts: dict[str, str], plots_rel: str,
     rows = []
     for r in results:
         for t in r.get("targets", []):
-            rows.append([f"[{r['title']}](#{_anchor(r['title'])})", t["what"], t["target"], t["measured"], t["met"]])
+            rows.append([f"[{r['title']}](#{_anchor(r['title'])})", t["what"], t["target"], t["measured"],
+                         "reported (no target)" if t["met"] is None else t["met"]])
         if r.get("status") != "ok":
             rows.append([f"[{r['title']}](#{_anchor(r['title'])})", r["status"], "", r["notes"][0], ""])
     lines += _table(["benchmark", "what", "target", "measured", "met"], rows)
@@ -293,7 +298,7 @@ def render(results: list[dict[str, Any]], facts: dict[str, str], plots_rel: str,
             if p.get("caption"):
                 lines += [f"*{p['caption']}*", ""]
         for t in r.get("targets", []):
-            verdict = "met" if t["met"] else "**missed**"
+            verdict = "reported (no target)" if t["met"] is None else "met" if t["met"] else "**missed**"
             lines.append(f"- Target: {t['what']}: {t['target']}; measured {t['measured']} — {verdict}.")
             if t.get("explanation"):
                 lines.append(f"  {t['explanation']}")
@@ -347,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr, flush=True)
         for t in r.get("targets", []):
             print(f"[bench]   {t['what']}: {t['target']}; measured {t['measured']}: "
-                  + ("met" if t["met"] else "MISSED"), file=sys.stderr, flush=True)
+                  + ("reported" if t["met"] is None else "met" if t["met"] else "MISSED"), file=sys.stderr, flush=True)
         if r["status"] == "failed":
             print("\n".join(r["notes"]), file=sys.stderr)
         results.append(r)

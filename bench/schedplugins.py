@@ -1,9 +1,8 @@
 """Build scheduler-plugins (Coscheduling) from a source snapshot, once, into cogate's cache.
 
-The snapshot (default ``$COGATE_COSCHEDULING_SRC``, else
-``../shared/third_party/scheduler-plugins-v0.34.7`` beside the repository; see the README
-there for where it comes from) is read-only and never copied into this
-repository: it is copied into a throw-away build directory under the cache (``go build
+The snapshot (default ``$COGATE_COSCHEDULING_SRC``, else the repository's
+``third_party/scheduler-plugins-v0.34.7``; see ``third_party/README.md`` for where it comes
+from) is never built in place: it is copied into a throw-away build directory under the cache (``go build
 -mod=mod`` may rewrite go.sum) and built with ``CGO_ENABLED=0 GOTOOLCHAIN=local``.
 Binaries land in ``<cache>/bin/scheduler-plugins-<version>-<hash>/`` where ``<hash>`` is
 a digest of the snapshot's go.mod and version; present binaries are not rebuilt.
@@ -28,10 +27,11 @@ except ImportError:  # pragma: no cover - run from a checkout without install
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from localcluster.build import build_lock, cache_dir  # type: ignore
 
-#: The source snapshot: ``$COGATE_COSCHEDULING_SRC``, else ``shared/third_party/scheduler-plugins-v0.34.7``
-#: beside the repository (kubernetes-sigs/scheduler-plugins at tag v0.34.7; see its README there).
+#: The source snapshot: ``$COGATE_COSCHEDULING_SRC``, else the repository's
+#: ``third_party/scheduler-plugins-v0.34.7`` (kubernetes-sigs/scheduler-plugins at tag v0.34.7;
+#: see ``third_party/README.md``).
 DEFAULT_SRC = Path(os.environ.get("COGATE_COSCHEDULING_SRC")
-                   or Path(__file__).resolve().parents[2] / "shared" / "third_party" / "scheduler-plugins-v0.34.7")
+                   or Path(__file__).resolve().parents[1] / "third_party" / "scheduler-plugins-v0.34.7")
 # binary name -> Go package inside the snapshot
 BINARIES = {"kube-scheduler": "./cmd/scheduler", "controller": "./cmd/controller"}
 

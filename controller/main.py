@@ -39,6 +39,7 @@ from cogate.controller.kube.features import Apis, FeatureUnavailable, build_cach
 from cogate.controller.kube.informer import Caches, Informer, wait_all_synced
 from cogate.controller.kube.leader import LEASE_NAME, LeaderElector
 from cogate.controller.kube.metrics import Metrics, serve
+from cogate.controller.kube import serverversion
 from cogate.controller.planning.patches import PLACEMENTS
 from cogate.controller.reconciler import Reconciler
 
@@ -164,6 +165,11 @@ def main(argv: list[str] | None = None) -> int:
         log.error("cannot load Kubernetes client configuration: %s", exc)
         return 2
     apis, metrics, config, stop = typed_apis(api_client), Metrics(), configure(args), threading.Event()
+    try:
+        serverversion.check(api_client, metrics.cluster_features)
+    except serverversion.TooOld as exc:
+        log.error("%s", exc)
+        return 2
     try:
         caches = build_caches(FEATURES, apis, config, args.namespace, informer_factory(metrics))
     except FeatureUnavailable as exc:

@@ -61,6 +61,7 @@ from cogate.controller.model import verdicts
 from cogate.controller.model import quota as quota_mod
 from cogate.controller.status import status as status_mod
 from cogate.controller.status import writes as status_writes
+from cogate.controller.status import waiting
 from cogate.controller.model import replicas
 from cogate.controller.release.ownership import Ownership, api_reader, custom_reader
 from cogate.controller.release.relaying import Relaying
@@ -113,13 +114,14 @@ class PassResult:
 
 @dataclass(frozen=True)
 class Applied:
-    """What applying one verdict did: the group's phase, status writes, members ungated, and
-    ``wake_at`` (monotonic seconds of the pass it wants; ``None``: none)."""
+    """What applying one verdict did: the group's phase, status writes, members ungated,
+    ``wake_at`` (monotonic seconds of the pass it wants; ``None``: none) and its wait (metrics)."""
 
     phase: str
     writes: int = 0
     ungated: int = 0
     wake_at: float | None = None
+    wait: waiting.Wait | None = None
 
 
 def _check(config: ReconcilerConfig) -> None:
@@ -414,6 +416,7 @@ class Reconciler:
                                                                 ctx)))
         phases: Counter[str] = Counter()
         wake_at: float | None = None
+        waits = []
         for key, f in futures:
             try:
                 applied = f.result()
@@ -421,11 +424,13 @@ class Reconciler:
                 log.exception("applying the verdict of PodGroup %s/%s failed", *key, extra=log_extra(*key))
                 continue
             phases[applied.phase] += 1
+            waits.append(applied.wait)
             result.status_writes += applied.writes
             result.ungated += applied.ungated
             wake_at = earliest(wake_at, applied.wake_at)
         for phase in PHASES:
             self.metrics.groups.labels(phase).set(phases.get(phase, 0))
+        self.metrics.observe_waiting(waiting.summarize(waits))
         return result, wake_at
 
     def _after_pass(self, groups: Mapping[tuple[str, str], GroupObject], now: float) -> float | None:
@@ -463,11 +468,11 @@ class Reconciler:
         checked = self.guard.check(g, verdict, memory.release, now)  # planned nodes again, back-off, dry run
         findings = self.aftercare.find(g, request, verdict, ctx, memory.release, checked.refused)
         new_status = self._new_status(g, request, verdict, checked.release, findings, memory, now)
-        phase = new_status.phase or "Pending"
+        phase, wait = new_status.phase or "Pending", waiting.wait_of(new_status, now)
         body, later = self._status_body(g, new_status, checked.release, memory.status)
         if body is not None and not self.writer.write_status(*g.key, body):
             self._drop(checked.release)
-            return Applied(phase, wake_at=checked.wake_at)  # never ungate before the decision is recorded
+            return Applied(phase, wake_at=checked.wake_at, wait=wait)  # never ungate before the decision is recorded
         if body is not None:
             memory.status.progress_written = self._monotonic()
         ungated, refused_at = self._ungate_and_announce(g, request, verdict, checked.release, memory.release, now)
@@ -477,7 +482,7 @@ class Reconciler:
         self._warn_mixed_priorities(g, request, now)
         self._warn_shared_replicas(g, request, now)
         self.aftercare.time_out(g, request.members, new_status, memory.release, now)
-        return Applied(phase, int(body is not None), ungated, earliest(checked.wake_at, later, refused_at))
+        return Applied(phase, int(body is not None), ungated, earliest(checked.wake_at, later, refused_at), wait)
 
     def _new_status(self, g: GroupObject, request: GroupRequest, verdict: GroupVerdict, release: Mapping[str, str],
                     findings: lifecycle.Findings, memory: GroupMemory, now: float) -> PodGroupStatus:

@@ -1,7 +1,7 @@
 """The real cluster-autoscaler (v1.36.1, kwok cloud provider) beside the local control plane.
 
 ``LocalCluster(autoscaler=...)`` runs it; ``cogate dev up --autoscaler`` turns it on with
-:data:`AUTOSCALED`. The binary is built from the source snapshot in ``shared/third_party``
+:data:`AUTOSCALED`. The binary is built from the source snapshot in the repository's ``third_party/``
 (:data:`versions.SOURCES`, :func:`cogate.localcluster.build.source_dir`) only when asked for.
 
 How the kwok provider works (its source, ``cloudprovider/kwok/``): node groups come from template

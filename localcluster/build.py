@@ -8,7 +8,7 @@ hard-coded list). Modules come only from the Go module proxy that ``go``
 reaches by default. Builds use ``CGO_ENABLED=0 GOTOOLCHAIN=local``.
 
 Tools of :data:`versions.SOURCES` (cluster-autoscaler) are built instead in place from a read-only
-source snapshot in ``shared/third_party`` beside the repository (:func:`third_party_dir`), with
+source snapshot in the repository's ``third_party/`` (:func:`third_party_dir`), with
 ``GOFLAGS=-mod=readonly`` (the snapshot's go.sum as it is) and the tool's build tags.
 
 The Kubernetes release (control plane, kubelet, kubectl, and the etcd and kwok that fit it:
@@ -63,20 +63,14 @@ class MissingSource(BuildError):
 
 
 def third_party_dir() -> Path:
-    """Directory of the third-party source snapshots: ``$COGATE_THIRD_PARTY_DIR``, else
-    ``shared/third_party`` beside the repository (``<repo>/../shared/third_party``, as CI clones
-    it), else the first such directory in a further parent (a git worktree one level deeper).
-    When none exists, the one beside the repository (which then does not exist; the build
-    fails naming it, see :func:`source_dir`)."""
+    """Directory of the third-party source snapshots: ``$COGATE_THIRD_PARTY_DIR``, else the
+    repository's own ``third_party/`` (``<repo>/third_party``; where each snapshot comes from:
+    ``third_party/README.md``). The directory may not exist (an installed package without its
+    checkout); the build then fails naming it, see :func:`source_dir`."""
     env = os.environ.get(THIRD_PARTY_ENV)
     if env:
         return Path(env).expanduser()
-    repo = Path(__file__).resolve().parents[1]
-    for parent in repo.parents:
-        candidate = parent / "shared" / "third_party"
-        if candidate.is_dir():
-            return candidate
-    return repo.parent / "shared" / "third_party"
+    return Path(__file__).resolve().parents[1] / "third_party"
 
 
 def source_dir(tool: str) -> Path:
@@ -86,8 +80,8 @@ def source_dir(tool: str) -> Path:
     path = third_party_dir() / versions.SOURCES[tool]
     if not (path / "go.mod").is_file():
         raise MissingSource(
-            f"{tool}: no source snapshot at {path} (no go.mod there). It is looked for in "
-            f"shared/third_party beside the repository; set ${THIRD_PARTY_ENV} to the directory "
+            f"{tool}: no source snapshot at {path} (no go.mod there). It is looked for in the "
+            f"repository's third_party/ (a source checkout); set ${THIRD_PARTY_ENV} to the directory "
             f"that holds {versions.SOURCES[tool]}/")
     return path
 

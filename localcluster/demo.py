@@ -4,7 +4,8 @@ Starts the Go-built control plane (building it once if needed), one kwok node wi
 allocatable cpu 10 / memory 8Gi / pods 110, the webhook and the controller as real
 processes; applies PodGroup ``nginx`` (minMember 3) and a ReplicaSet of 6 pods of
 3 CPU; prints ``kubectl get pods`` and ``kubectl get pg``; then does the same with
-minMember 4. Everything is torn down on exit or Ctrl-C.
+minMember 4. After each case it prints what it saw and compares it with the README's promise
+(:mod:`.demojudge`); it exits 1 when either case differs. Everything is torn down on exit or Ctrl-C.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from . import build, example, versions
+from . import build, demojudge, example, versions
 from . import nodes as fake_nodes
 from .cluster import LocalCluster
 from .stack import CogateStack
@@ -41,18 +42,6 @@ def _pods(cluster: LocalCluster) -> list[dict]:
 
     out = cluster.kubectl("get", "pods", "-n", NAMESPACE, "-l", "app=nginx", "-o", "json").stdout
     return json.loads(out)["items"]
-
-
-def _status(cluster: LocalCluster) -> dict:
-    """The PodGroup ``nginx``'s status (``{}`` until the controller writes one)."""
-    import json
-
-    out = cluster.kubectl("get", "pg", "nginx", "-n", NAMESPACE, "-o", "json").stdout
-    return json.loads(out).get("status") or {}
-
-
-def _condition(status: dict, kind: str) -> dict:
-    return next((c for c in status.get("conditions") or [] if c.get("type") == kind), {})
 
 
 def _wait(predicate, timeout: float) -> bool:
@@ -86,23 +75,37 @@ def _show(cluster: LocalCluster) -> None:
     _run_shown(cluster, "get", "pg", "nginx", "-n", NAMESPACE, "-o", _CONDITION_LINES)
 
 
-def run_case(cluster: LocalCluster, work: Path, min_member: int, settle: float) -> None:
+def _seen(cluster: LocalCluster) -> demojudge.Seen:
+    import json
+
+    out = cluster.kubectl("get", "pg", "-n", NAMESPACE, "-o", "json").stdout
+    group = next((g for g in json.loads(out)["items"] if g["metadata"]["name"] == "nginx"), None)
+    return demojudge.observe(_pods(cluster), group)
+
+
+def run_case(cluster: LocalCluster, work: Path, min_member: int, settle: float) -> demojudge.Verdict:
+    """Apply the example with ``min_member``, wait (at most about a minute) for the promised
+    outcome, show what kubectl shows and return the verdict on what was seen."""
     _banner(f"PodGroup nginx, minMember {min_member}; ReplicaSet nginx, 6 pods x 3 CPU; one node of 10 CPU")
     _apply(cluster, example.pod_group("nginx", min_member, namespace=NAMESPACE),
            example.replica_set("nginx", 6, namespace=NAMESPACE, group="nginx"), path=work / f"example-{min_member}.yaml")
-    if min_member <= 3:
-        _wait(lambda: sum(bool(p["spec"].get("nodeName")) and p["status"].get("phase") == "Running"
-                          for p in _pods(cluster)) >= 3, 30)
-        # The status follows the pods by a write or two: show it once it records the 3 running
-        # members and the 3 that wait, not the first state it passes through.
-        _wait(lambda: (s := _status(cluster)).get("phase") == "Running" and s.get("running") == 3
-              and _condition(s, "MembersWaiting").get("status") == "True", 30)
-    else:
+    if min_member > 3:
         _wait(lambda: len(_pods(cluster)) == 6, 30)
-        time.sleep(settle)
-        _wait(lambda: (c := _condition(_status(cluster), "Released")).get("reason") == "InsufficientCapacity"
-              and "of 4" in c.get("message", ""), 30)
+        time.sleep(settle)  # long enough to see that nothing is released
+    # The status follows the pods by a write or two: judge once the promise is seen, or at the deadline.
+    _wait(lambda: demojudge.judge(min_member, _seen(cluster)).ok, 45)
     _show(cluster)
+    verdict = demojudge.judge(min_member, _seen(cluster))
+    print("\n" + "\n".join(verdict.lines))
+    return verdict
+
+
+#: What the README promises for each case, printed only when the cluster showed it.
+PROMISES = {
+    3: "the group fits: the gates of the 3 members with room were removed together and they run; the 3 "
+       "without room stay Pending, gated, and the PodGroup says they wait for capacity.",
+    4: "only 3 of 4 fit: nothing was released; all 6 pods wait behind the scheduling gate, bound to no node.",
+}
 
 
 def _ensure_binaries(tools: list[str]) -> None:
@@ -156,13 +159,19 @@ def main(argv: list[str] | None = None) -> int:
         cluster.kubectl("create", "namespace", NAMESPACE)
         _run_shown(cluster, "get", "nodes", "-o", "custom-columns=NAME:.metadata.name,"
                    "CPU:.status.allocatable.cpu,MEMORY:.status.allocatable.memory,PODS:.status.allocatable.pods")
-        run_case(cluster, work, 3, args.settle)
-        print("\n=> the group fits: the gates of the 3 members with room are removed together and they run; "
-              "the 3 without room stay Pending, gated, and the PodGroup says they wait for capacity.")
-        cleanup(cluster)
-        run_case(cluster, work, 4, args.settle)
-        print("\n=> only 3 of 4 fit: nothing is released; all 6 pods wait behind the scheduling gate, "
-              "holding no resources.")
+        failed = []
+        for min_member in (3, 4):
+            if min_member != 3:
+                cleanup(cluster)
+            verdict = run_case(cluster, work, min_member, args.settle)
+            print(f"=> {PROMISES[min_member]}" if verdict.ok
+                  else f"=> minMember {min_member}: the cluster did not show what the README promises (above)")
+            if not verdict.ok:
+                failed.append(min_member)
+        if failed:
+            print(f"error: the demo did not show the promised outcome for minMember "
+                  f"{' and '.join(map(str, failed))}; keep the logs with --keep", file=sys.stderr)
+            return 1
         return 0
     except KeyboardInterrupt:
         print("\ninterrupted; tearing down", file=sys.stderr)

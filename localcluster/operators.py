@@ -49,9 +49,20 @@ What each needs to run out of the cluster (read from their sources, at the pinne
   scheduler. Ready: ``/readyz`` on the probe port (true once the certificates are there and the
   webhook server listens) and its webhook path answers (it is registered later, with the
   controllers).
+- **JobSet** (sigs.k8s.io/jobset ``main.go``, controller-runtime): ``--config`` names a
+  ``config.jobset.x-k8s.io/v1alpha1`` Configuration (``api/config/v1alpha1``); with
+  ``internalCertManagement.enable: false`` it skips its certificate rotator and serves its webhooks
+  from ``webhook.certDir`` (``tls.crt``, ``tls.key``) on ``webhook.host:port``. :class:`Operator`
+  writes that file (webhooks on a free port of 127.0.0.1 with a certificate from cogate's CA code,
+  probes on 127.0.0.1, no leader election; metrics off, ``--metrics-bind-address=0``: it serves them
+  over TLS only) and registers its four webhooks (``config/components/webhook`` with its patches:
+  defaulting and validation of JobSets, and of the pods labelled ``jobset.sigs.k8s.io/jobset-name``)
+  on ``https://127.0.0.1:<port>``; :meth:`Operator.stop` deletes them (failure policy Fail).
+  Ready: ``/readyz`` (true once its webhook server listens) and its JobSet defaulting path answers.
 
 Pure part: the command lines (:func:`mpi_operator_command_line`, :func:`kuberay_command_line`,
-:func:`training_operator_command_line`).
+:func:`training_operator_command_line`, :func:`jobset_command_line`), :func:`jobset_configuration`,
+:func:`jobset_webhook_configurations`.
 Process part: :class:`Operator` (CRDs, namespace, process, readiness, logs, restart with other flags).
 """
 
@@ -84,6 +95,10 @@ __all__ = [
     "TRAINING_CERT_DIR",
     "training_operator_command_line",
     "training_webhook_configuration",
+    "JOBSET",
+    "jobset_command_line",
+    "jobset_configuration",
+    "jobset_webhook_configurations",
     "CRD_NAMES",
     "mpi_operator_command_line",
     "kuberay_command_line",
@@ -112,11 +127,17 @@ TRAINING_WEBHOOK_CONFIGURATION = "validator.training-operator.kubeflow.org"
 TRAINING_WEBHOOK_PATH = "/validate-kubeflow-org-v1-pytorchjob"
 #: The rotator's certificate directory: a constant of its source (``certDir``), not a flag.
 TRAINING_CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")
+JOBSET = "jobset"
+#: JobSet's webhook configurations (upstream's names with the ``jobset-`` prefix of its kustomization).
+JOBSET_WEBHOOK_CONFIGURATIONS = ("jobset-mutating-webhook-configuration", "jobset-validating-webhook-configuration")
+#: Its JobSet defaulting path (``pkg/webhooks/jobset_webhook.go``).
+JOBSET_WEBHOOK_PATH = "/mutate-jobset-x-k8s-io-v1alpha2-jobset"
 #: CRDs each operator needs Established before it starts (names of :data:`versions.CRDS`' files).
 CRD_NAMES: dict[str, tuple[str, ...]] = {
     MPI_OPERATOR: ("mpijobs.kubeflow.org",),
     KUBERAY: ("rayclusters.ray.io", "rayjobs.ray.io", "rayservices.ray.io"),
     TRAINING_OPERATOR: ("pytorchjobs.kubeflow.org",),
+    JOBSET: ("jobsets.jobset.x-k8s.io",),
 }
 
 
@@ -187,13 +208,63 @@ def training_webhook_configuration(port: int, ca_pem: bytes) -> dict[str, Any]:
                            "resources": ["pytorchjobs"]}]}]}
 
 
+def jobset_command_line(binary: str | os.PathLike[str], config: str | os.PathLike[str]) -> list[str]:
+    """argv of JobSet's controller (the kubeconfig comes from ``KUBECONFIG``): its Configuration file
+    ``config`` (:func:`jobset_configuration`), metrics off (served over TLS only), no leader election."""
+    return [str(binary), f"--config={config}", "--metrics-bind-address=0", "--leader-elect=false"]
+
+
+def jobset_configuration(webhook_port: int, probe_port: int, cert_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    """JobSet's ``config.jobset.x-k8s.io/v1alpha1`` Configuration for a process outside the cluster:
+    webhooks on ``127.0.0.1:<webhook_port>`` from ``cert_dir``, probes on ``127.0.0.1:<probe_port>``,
+    its own certificate rotator off (it would keep a Secret for an in-cluster Service)."""
+    _check_ports(webhook_port=webhook_port, probe_port=probe_port)
+    return {"apiVersion": "config.jobset.x-k8s.io/v1alpha1", "kind": "Configuration",
+            "leaderElection": {"leaderElect": False}, "internalCertManagement": {"enable": False},
+            "webhook": {"port": webhook_port, "host": "127.0.0.1", "certDir": str(cert_dir)},
+            "health": {"healthProbeBindAddress": f"127.0.0.1:{probe_port}"}}
+
+
+def jobset_webhook_configurations(port: int, ca_pem: bytes) -> list[dict[str, Any]]:
+    """JobSet's Mutating- and ValidatingWebhookConfiguration (``config/components/webhook`` with its
+    patches: the pod webhooks only for pods labelled ``jobset.sigs.k8s.io/jobset-name``) on
+    ``https://127.0.0.1:<port>`` instead of its Service, trusting ``ca_pem``."""
+    _check_ports(port=port)
+    ca = base64.b64encode(ca_pem).decode()
+
+    def hook(name: str, path: str, group: str, version: str, resource: str, operations: list[str]) -> dict[str, Any]:
+        h: dict[str, Any] = {
+            "name": name, "admissionReviewVersions": ["v1"], "sideEffects": "None", "failurePolicy": "Fail",
+            "clientConfig": {"url": f"https://127.0.0.1:{port}{path}", "caBundle": ca},
+            "rules": [{"apiGroups": [group], "apiVersions": [version], "operations": operations,
+                       "resources": [resource]}]}
+        if resource == "pods":
+            h["objectSelector"] = {"matchExpressions": [{"key": "jobset.sigs.k8s.io/jobset-name",
+                                                         "operator": "Exists"}]}
+        return h
+
+    mutating, validating = JOBSET_WEBHOOK_CONFIGURATIONS
+    return [
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+         "metadata": {"name": mutating},
+         "webhooks": [hook("mjobset.kb.io", JOBSET_WEBHOOK_PATH, "jobset.x-k8s.io", "v1alpha2", "jobsets", ["CREATE"]),
+                      hook("mpod.kb.io", "/mutate--v1-pod", "", "v1", "pods", ["CREATE"])]},
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+         "metadata": {"name": validating},
+         "webhooks": [hook("vjobset.kb.io", "/validate-jobset-x-k8s-io-v1alpha2-jobset", "jobset.x-k8s.io",
+                           "v1alpha2", "jobsets", ["CREATE", "UPDATE"]),
+                      hook("vpod.kb.io", "/validate--v1-pod", "", "v1", "pods", ["CREATE"])]},
+    ]
+
+
 class Operator:
-    """One operator (``tool``: :data:`MPI_OPERATOR`, :data:`KUBERAY` or :data:`TRAINING_OPERATOR`)
+    """One operator (``tool``: :data:`MPI_OPERATOR`, :data:`KUBERAY`, :data:`TRAINING_OPERATOR` or
+    :data:`JOBSET`)
     running against ``cluster`` (needs ``kubeconfig`` and ``kubectl(*args)``), logging to
     ``<workdir>/<tool>.log``.
 
     ``scheduler``: the MPI operator's ``--gang-scheduling``, KubeRay's ``--batch-scheduler`` or the
-    training-operator's ``--gang-scheduler-name`` (None: off). :meth:`start` applies the CRDs
+    training-operator's ``--gang-scheduler-name`` (None: off; JobSet has none). :meth:`start` applies the CRDs
     (server-side: KubeRay's are larger than client-side apply's annotation limit) and waits until
     Established, creates what the operator needs (namespaces; the training-operator's certificates
     and webhook configuration), starts it and waits until ready (``timeout`` s); raises
@@ -212,7 +283,7 @@ class Operator:
         self.proc: Proc | None = None
         self._lock = contextlib.ExitStack()
         self._ca_pem = b""  # the training-operator's CA (PEM) and its certificate files' directory
-        self._certs = self.workdir / f"{TRAINING_OPERATOR}-certs"
+        self._certs = self.workdir / f"{tool}-certs"
 
     @property
     def log(self) -> Path:
@@ -234,6 +305,8 @@ class Operator:
             self._apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": MPI_LOCK_NAMESPACE}}])
         if self.tool == TRAINING_OPERATOR:
             self._ca_pem = self._training_certificates()
+        if self.tool == JOBSET:
+            self._ca_pem = self._local_certificates()
         self._spawn()
         return self
 
@@ -255,6 +328,11 @@ class Operator:
                                          "--ignore-not-found", check=False)
                     for name in ("ca.crt", "tls.crt", "tls.key"):
                         (TRAINING_CERT_DIR / name).unlink(missing_ok=True)
+                if self.tool == JOBSET:
+                    mutating, validating = JOBSET_WEBHOOK_CONFIGURATIONS
+                    self.cluster.kubectl("delete", f"mutatingwebhookconfiguration/{mutating}",
+                                         f"validatingwebhookconfiguration/{validating}", "--ignore-not-found",
+                                         check=False)
         finally:
             self._lock.close()
 
@@ -316,12 +394,23 @@ class Operator:
             webhook, metrics, probe = free_ports(3)
             self._apply([training_webhook_configuration(webhook, self._ca_pem)])
             argv = training_operator_command_line(binary, self.scheduler, webhook, metrics, probe)
+        elif self.tool == JOBSET:
+            webhook, probe = free_ports(2)
+            config = self.workdir / "jobset-config.yaml"
+            config.write_text(yaml.safe_dump(jobset_configuration(webhook, probe, self._certs), sort_keys=False))
+            self._apply(jobset_webhook_configurations(webhook, self._ca_pem))
+            argv = jobset_command_line(binary, config)
         else:
             metrics, probe = free_ports(2)
             argv = kuberay_command_line(binary, self.scheduler, metrics, probe)
         self.proc = spawn(self.tool, argv, self.log, env=dict(os.environ, KUBECONFIG=str(self.cluster.kubeconfig)))
         try:
             wait_http(self.proc, f"http://127.0.0.1:{probe}/readyz", timeout=self.timeout, error=OperatorError)
+            if self.tool == JOBSET:
+                wait_http(self.proc, f"https://127.0.0.1:{webhook}{JOBSET_WEBHOOK_PATH}", timeout=self.timeout,
+                          context=ssl.create_default_context(cafile=str(self._certs / "ca.crt")),
+                          data=b"{}", headers={"Content-Type": "application/json"}, statuses=(200, 400),
+                          what=f"its webhook path {JOBSET_WEBHOOK_PATH}", error=OperatorError)
             if self.tool == TRAINING_OPERATOR:
                 # /readyz turns ready once its webhook server listens, but the paths come later,
                 # with the controllers (setupControllers): until then it answers 404 and the API
@@ -352,6 +441,17 @@ class Operator:
                   "metadata": {"name": TRAINING_SECRET, "namespace": TRAINING_NAMESPACE},
                   "data": {name: base64.b64encode(pem).decode() for name, pem in files.items()}}
         self._apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": TRAINING_NAMESPACE}}, secret])
+        return files["ca.crt"]
+
+    def _local_certificates(self) -> bytes:
+        """A CA and a serving certificate for 127.0.0.1 in ``<workdir>/<tool>-certs`` (``ca.crt``,
+        ``tls.crt``, ``tls.key``: controller-runtime's file names); returns the CA (PEM)."""
+        ca_cert, ca_key = pki.new_ca(f"{self.tool}-ca", days=3650)
+        cert, key = pki.issue(ca_cert, ca_key, self.tool, days=3650, ip_addresses=("127.0.0.1",), server=True)
+        files = {"ca.crt": pki.cert_to_pem(ca_cert), "tls.crt": pki.cert_to_pem(cert), "tls.key": pki.key_to_pem(key)}
+        self._certs.mkdir(parents=True, exist_ok=True)
+        for name, pem in files.items():
+            (self._certs / name).write_bytes(pem)
         return files["ca.crt"]
 
     def _write_cert_dir(self) -> None:

@@ -24,7 +24,7 @@ HELM = "v3.22.0"
 #: needs containerd 2.0 or later; Debian 12 ships 1.6, so it is built here like the rest.
 CONTAINERD = "v2.4.2"
 #: cluster-autoscaler (kubernetes/autoscaler, tag ``cluster-autoscaler-1.36.1``), built with its kwok
-#: cloud provider from the source snapshot in ``shared/third_party`` (see :data:`SOURCES`): the
+#: cloud provider from the source snapshot in the repository's ``third_party/`` (see :data:`SOURCES`): the
 #: optional autoscaler of the local control plane (``LocalCluster(autoscaler=...)``).
 CLUSTER_AUTOSCALER = "1.36.1"
 #: Kubeflow MPI operator (github.com/kubeflow/mpi-operator), run by the e2e tests against cogate
@@ -43,6 +43,11 @@ KUBERAY = "v1.6.2"
 #: Kubeflow training-operator v1 (github.com/kubeflow/training-operator), run with
 #: ``--gang-scheduler-name`` for PyTorchJobs (its webhook certificates from cogate's CA code).
 TRAINING_OPERATOR = "v1.9.4"
+#: JobSet's controller (sigs.k8s.io/jobset; its main package is the module root), run by the examples'
+#: e2e test (issue 31) with its webhooks served on 127.0.0.1. v0.12.0 is the newest version the module
+#: proxy serves (its version list and v0.12.1, v0.12.2, v0.13.0 answer "403 This module version is not
+#: available").
+JOBSET = "v0.12.0"
 
 #: name -> (wrapper module requirement, version, go package paths to build)
 TOOLS: dict[str, tuple[str, str, tuple[str, ...]]] = {
@@ -76,6 +81,8 @@ TOOLS: dict[str, tuple[str, str, tuple[str, ...]]] = {
                 ("github.com/ray-project/kuberay/ray-operator",)),
     "training-operator": ("github.com/kubeflow/training-operator", TRAINING_OPERATOR,
                           ("github.com/kubeflow/training-operator/cmd/training-operator.v1",)),
+    # The module root is JobSet's main package (main.go).
+    "jobset": ("sigs.k8s.io/jobset", JOBSET, ("sigs.k8s.io/jobset",)),
     "containerd": (
         "github.com/containerd/containerd/v2",
         CONTAINERD,
@@ -99,7 +106,7 @@ BUILD_TAGS: dict[str, tuple[str, ...]] = {
 }
 
 #: Tools built in place from a read-only source snapshot instead of the module proxy: name ->
-#: the snapshot's directory name in ``shared/third_party`` beside the repository (or in
+#: the snapshot's directory name in the repository's ``third_party/`` (or in
 #: ``$COGATE_THIRD_PARTY_DIR``; see ``build.third_party_dir``), built with ``GOFLAGS=-mod=readonly``
 #: (its go.mod and go.sum as they are; the modules still come from the module proxy).
 SOURCES: dict[str, str] = {"cluster-autoscaler": f"cluster-autoscaler-{CLUSTER_AUTOSCALER}"}
@@ -249,7 +256,7 @@ NODE_TOOLS = ("kubernetes-node", "containerd")
 AUTOSCALER_TOOLS = ("cluster-autoscaler",)
 #: Operators the e2e tests run against cogate (:mod:`operators`); ``make binaries`` builds them,
 #: ``cogate demo`` and ``cogate dev up`` do not.
-OPERATOR_TOOLS = ("mpi-operator", "kuberay", "training-operator")
+OPERATOR_TOOLS = ("mpi-operator", "kuberay", "training-operator", "jobset")
 
 #: CRD manifests a tool's build copies from its module's source (paths inside the module) into
 #: its binary directory, beside the binaries (same base names); the operators need them applied
@@ -260,6 +267,7 @@ CRDS: dict[str, tuple[str, ...]] = {
                 "config/crd/bases/ray.io_rayservices.yaml"),  # its three controllers' kinds (RayCronJob: gated off)
     # PyTorchJob only: its kubeflow.org_mpijobs.yaml (v1) has the MPI operator's CRD name.
     "training-operator": ("manifests/base/crds/kubeflow.org_pytorchjobs.yaml",),
+    "jobset": ("config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml",),
 }
 
 #: Debian packages the real node runs from the host (installed with apt-get when missing,
@@ -281,4 +289,5 @@ BINARIES: dict[str, tuple[str, ...]] = {
     "mpi-operator": ("mpi-operator",),
     "kuberay": ("ray-operator",),
     "training-operator": ("training-operator.v1",),
+    "jobset": ("jobset",),
 }

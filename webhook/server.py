@@ -18,7 +18,9 @@ Routes:
   ``cogate_webhook_scheduler_names_adopted_total{scheduler_name}`` (members whose adopted
   scheduler name the patch rewrote, by the name they had; a separate counter because adoption
   goes with the ``gated`` or ``already_gated`` outcome), ``cogate_webhook_request_duration_seconds``
-  histogram, process metrics).
+  histogram, ``cogate_webhook_certificate_expiry_timestamp_seconds`` (the serving certificate's
+  notAfter, epoch seconds; no sample without TLS), ``cogate_build_info`` and process metrics
+  (:func:`cogate.metrics.register_common`); the list is docs/reference/metrics.md).
 
 TLS: :class:`CertReloader` owns one ``ssl.SSLContext`` and re-runs
 ``load_cert_chain`` when the certificate or key file changes (mtime, size or inode,
@@ -48,10 +50,13 @@ from typing import Any
 
 import orjson
 from aiohttp import web
+from cryptography import x509
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client import GCCollector, PlatformCollector, ProcessCollector
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from cogate.api import DEFAULT_GATE_NAME, DEFAULT_SCHEDULER_NAME
+from cogate.metrics import register_common
 
 from .admission import InvalidReview, Outcome, evaluate, internal_error_response, validate_adoption
 
@@ -63,6 +68,7 @@ __all__ = [
     "METRICS",
     "STATE",
     "CertReloader",
+    "CertificateExpiry",
     "ServingState",
     "WebhookServer",
     "make_app",
@@ -82,22 +88,43 @@ DEFAULT_MAX_BODY_BYTES = 6 * 1024 * 1024
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
 
+class CertificateExpiry(Collector):
+    """``cogate_webhook_certificate_expiry_timestamp_seconds``: ``not_after`` of the
+    :class:`CertReloader` in use (:func:`reload_certificates` sets :attr:`reloader`); no sample
+    without one (TLS off), so an alert on it never fires for a plain-HTTP webhook."""
+
+    NAME = "cogate_webhook_certificate_expiry_timestamp_seconds"
+    labelnames = ()
+
+    def __init__(self) -> None:
+        self.reloader: CertReloader | None = None
+
+    def describe(self):
+        return [GaugeMetricFamily(self.NAME, "notAfter of the serving certificate in use (epoch seconds); "
+                                  "follows reloads.")]
+
+    def collect(self):
+        (fam,) = self.describe()
+        if self.reloader is not None and self.reloader.not_after is not None:
+            fam.add_metric([], self.reloader.not_after)
+        return [fam]
+
+
 @dataclass
 class _Metrics:
     registry: CollectorRegistry
     requests: Counter
     latency: Histogram
     adopted: Counter
+    certificate: CertificateExpiry
 
 
 def _make_metrics(registry: CollectorRegistry | None, adopted: frozenset[str] = frozenset()) -> _Metrics:
-    """Metrics in ``registry`` (a fresh one, with process metrics, when ``None``); ``adopted``:
-    the adopted scheduler names, exported at zero from the start."""
+    """Metrics in ``registry`` (a fresh one, with the build info and process metrics, when ``None``);
+    ``adopted``: the adopted scheduler names, exported at zero from the start."""
     if registry is None:
         registry = CollectorRegistry()
-        ProcessCollector(registry=registry)
-        PlatformCollector(registry=registry)
-        GCCollector(registry=registry)
+        register_common(registry)
     requests = Counter(
         "cogate_webhook_requests",
         "Admission requests handled by the cogate webhook, by outcome "
@@ -122,7 +149,9 @@ def _make_metrics(registry: CollectorRegistry | None, adopted: frozenset[str] = 
     )
     for name in sorted(adopted):
         adoptions.labels(name)
-    return _Metrics(registry, requests, latency, adoptions)
+    certificate = CertificateExpiry()
+    registry.register(certificate)
+    return _Metrics(registry, requests, latency, adoptions, certificate)
 
 
 @contextlib.contextmanager
@@ -152,6 +181,15 @@ def _in_memory_files(*contents: bytes) -> Iterator[list[str]]:
         yield paths
 
 
+def _not_after(pem: bytes) -> float | None:
+    """notAfter (epoch seconds) of the first certificate in ``pem`` (the serving one: a chain
+    starts with the leaf), None when it does not parse."""
+    try:
+        return x509.load_pem_x509_certificate(pem).not_valid_after_utc.timestamp()
+    except ValueError:
+        return None
+
+
 class CertReloader:
     """A server ``ssl.SSLContext`` that follows certificate/key files on disk.
 
@@ -174,6 +212,9 @@ class CertReloader:
         self.reloaded = asyncio.Event()
         self._stamp = self._file_stamp()
         self.context.load_cert_chain(cert_file, key_file)
+        with open(cert_file, "rb") as f:
+            #: notAfter of the certificate loaded (epoch seconds; None when it does not parse)
+            self.not_after: float | None = _not_after(f.read())
 
     def _file_stamp(self) -> tuple[tuple[int, int, int], ...]:
         stamps = []
@@ -229,6 +270,7 @@ class CertReloader:
             scratch = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             scratch.load_cert_chain(cert_copy, key_copy)
             self.context.load_cert_chain(cert_copy, key_copy)
+        self.not_after = _not_after(cert)
 
     async def run(self) -> None:
         """Check the files every ``interval`` seconds until cancelled."""
@@ -259,6 +301,7 @@ def reload_certificates(app: web.Application, reloader: CertReloader) -> None:
     started when the app starts up and cancelled when it is cleaned up (aiohttp ``cleanup_ctx``,
     the "Background tasks" pattern). Call before the app starts."""
     app[CERTS] = reloader
+    app[METRICS].certificate.reloader = reloader
     app.cleanup_ctx.append(_certificate_reload_task)
 
 
@@ -506,12 +549,17 @@ class WebhookServer:
             extra={"event": "listening", "host": self.host, "port": self.port, "tls": self.tls is not None},
         )
 
+    async def drain(self) -> None:
+        """Wait out the drain: ``shutdown_delay`` seconds (tests replace it to end the drain when
+        they have seen what happens during it, instead of racing a wall-clock window)."""
+        await asyncio.sleep(self.shutdown_delay)
+
     async def stop(self) -> None:
         self.app[STATE].draining = True
         if self.shutdown_delay > 0:
             log.info("draining: still serving for %ss while the pod leaves the Service's endpoints",
                      self.shutdown_delay, extra={"event": "shutdown_delay", "seconds": self.shutdown_delay})
-            await asyncio.sleep(self.shutdown_delay)
+            await self.drain()
         await self.runner.cleanup()
         if self.probe_runner is not None:
             await self.probe_runner.cleanup()

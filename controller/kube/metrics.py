@@ -2,17 +2,31 @@
 
 Every metric lives in the :class:`Metrics` instance's own ``CollectorRegistry`` (tests
 create several controllers in one process). Names are prefixed ``cogate_controller_``;
-durations are seconds.
+durations are seconds. A fresh registry also gets ``cogate_build_info`` and the process metrics
+(:func:`cogate.metrics.register_common`, as the webhook's). The list of every metric is
+docs/reference/metrics.md (generated: ``make docs``).
+
+Waiting gangs (:class:`WaitingCollector`): ``cogate_controller_groups_waiting{reason}`` and
+``cogate_controller_group_oldest_wait_seconds{reason}``, from the statuses each pass computes
+(:mod:`cogate.controller.status.waiting`); the age is taken at scrape time, so it grows between
+passes. Only the leader runs passes: a follower exports zeros (it exits when it loses the lease).
+No label names a group (bounded cardinality); ``kubectl get pg -A`` lists them.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from cogate.controller.status.waiting import ReasonSummary, ages, summarize
+from cogate.metrics import register_common
 
 log = logging.getLogger(__name__)
 
@@ -21,11 +35,53 @@ _P = "cogate_controller_"
 RELEASE_LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800, 3600)
 
 
-class Metrics:
-    """The controller's metrics (see each attribute's help text)."""
+class WaitingCollector(Collector):
+    """``cogate_controller_groups_waiting{reason}`` and ``cogate_controller_group_oldest_wait_seconds{reason}``
+    from the last pass's summary (:meth:`update`); every reason of
+    :data:`cogate.controller.status.waiting.REASONS` is exported (0 when none waits so). ``clock``:
+    epoch seconds, read at each scrape. Thread-safe: a pass replaces the summary as a whole."""
 
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    labelnames = ("reason",)
+    WAITING = _P + "groups_waiting"
+    OLDEST = _P + "group_oldest_wait_seconds"
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
+        self._summary: dict[str, ReasonSummary] = summarize(())
+
+    def update(self, summary: dict[str, ReasonSummary]) -> None:
+        self._summary = summary
+
+    def describe(self):
+        return [GaugeMetricFamily(self.WAITING, _WAITING_HELP, labels=self.labelnames),
+                GaugeMetricFamily(self.OLDEST, _OLDEST_HELP, labels=self.labelnames)]
+
+    def collect(self):
+        summary = self._summary
+        waiting, oldest = self.describe()
+        for reason, age in ages(summary, self._clock()).items():
+            waiting.add_metric([reason], summary[reason].count)
+            oldest.add_metric([reason], age)
+        return [waiting, oldest]
+
+
+_WAITING_HELP = ("PodGroups whose gang is held gated (Released=False), by the condition's reason "
+                 "(WaitingForMembers, InsufficientCapacity, Unschedulable, ReleaseRefused); as of the last pass.")
+_OLDEST_HELP = ("How long the longest-waiting PodGroup of each reason has waited (seconds since its "
+                "Released=False lastTransitionTime, at scrape time; 0 when none waits).")
+
+
+class Metrics:
+    """The controller's metrics (see each attribute's help text). A ``registry`` passed in gets
+    only the controller's own metrics; a fresh one also the build info and process metrics."""
+
+    def __init__(self, registry: CollectorRegistry | None = None, clock: Callable[[], float] = time.time) -> None:
+        fresh = registry is None
         r = self.registry = registry or CollectorRegistry()
+        if fresh:
+            self.build_info = register_common(r)
+        self.waiting = WaitingCollector(clock)
+        r.register(self.waiting)
         self.decisions = Counter(_P + "decisions", "Reconcile passes (planner decisions) run.", registry=r)
         self.decision_errors = Counter(_P + "decision_errors", "Reconcile passes that failed.", registry=r)
         self.decision_seconds = Histogram(_P + "decision_duration_seconds",
@@ -91,6 +147,13 @@ class Metrics:
             "From a ProvisioningRequest's creation to its Provisioned=True condition (seconds).",
             buckets=(1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600), registry=r)
         self.is_leader = Gauge(_P + "leader", "1 while this process holds the leader Lease.", registry=r)
+        self.cluster_features = Gauge(_P + "cluster_feature_supported", "1 when the API server's Kubernetes release "
+                                      "supports the feature, 0 when it is too old (read once at start; "
+                                      "docs/reference/releases.md).", ["feature"], registry=r)
+
+    def observe_waiting(self, summary: dict[str, ReasonSummary]) -> None:
+        """The waiting groups of a pass (:func:`cogate.controller.status.waiting.summarize`)."""
+        self.waiting.update(summary)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -9,9 +9,12 @@ command instead.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Mapping
 
@@ -20,6 +23,28 @@ __all__ = ["MissingPackages", "ensure_debian_packages"]
 
 class MissingPackages(RuntimeError):
     """Host packages are missing and cannot be installed here (not root, no apt-get, apt-get failed)."""
+
+
+#: Debian's hook that maintainer scripts ask before starting a service (invoke-rc.d, deb-systemd-invoke).
+POLICY_RC_D = Path("/usr/sbin/policy-rc.d")
+
+
+@contextlib.contextmanager
+def _no_service_starts(path: Path = POLICY_RC_D) -> Iterator[None]:
+    """Forbid service starts (``exit 101``) while installing, unless ``path`` already exists. One
+    installer at a time on the host (a lock beside ``path``'s use), so that one cannot remove the
+    policy while another installs."""
+    with open("/run/cogate-apt.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if path.exists():
+            yield
+            return
+        path.write_text("#!/bin/sh\n# written by cogate while it installs test packages; removed after\nexit 101\n")
+        path.chmod(0o755)
+        try:
+            yield
+        finally:
+            path.unlink(missing_ok=True)
 
 
 def _present(probe: str) -> bool:
@@ -36,6 +61,11 @@ def ensure_debian_packages(wanted: Mapping[str, str], purpose: str, *, recommend
     first attempt fails (a fresh machine has no package lists). Raises :class:`MissingPackages`
     naming the packages and ``purpose`` when not root, when there is no apt-get, or when they
     are still missing afterwards.
+
+    No service a package ships is started (a package that brings a daemon, as ``prometheus``
+    does for ``promtool``, would otherwise start it on a host with systemd): while apt-get runs,
+    :data:`POLICY_RC_D` forbids every ``invoke-rc.d``/``deb-systemd-invoke`` start (Debian
+    Policy 9.3.3, exit 101), unless the host has its own policy file, which is then left alone.
     """
     missing = [pkg for pkg, probe in wanted.items() if not _present(probe)]
     if not missing:
@@ -52,10 +82,11 @@ def ensure_debian_packages(wanted: Mapping[str, str], purpose: str, *, recommend
             print(f"+ {' '.join(argv)}", file=log, flush=True)
         return subprocess.run(argv, capture_output=True, text=True, timeout=900, env=env)
 
-    proc = apt(cmd)
-    if proc.returncode != 0:
-        apt(["apt-get", "update", "-q"])
+    with _no_service_starts():
         proc = apt(cmd)
+        if proc.returncode != 0:
+            apt(["apt-get", "update", "-q"])
+            proc = apt(cmd)
     still = [pkg for pkg, probe in wanted.items() if not _present(probe)]
     if proc.returncode != 0 or still:
         out = "\n".join(((proc.stdout or "") + (proc.stderr or "")).splitlines()[-20:])

@@ -1,7 +1,7 @@
 """Build cogate's container image from the repository's ``Dockerfile`` with buildah, offline.
 
 No container registry is reachable where the tests run (only package registries), so the
-Dockerfile's public base (``python:3.11-slim``) cannot be pulled. :func:`build_image` builds
+Dockerfile's public base (``python:3.11.x-slim-bookworm``) cannot be pulled. :func:`build_image` builds
 the unchanged Dockerfile with a locally made stand-in for that base, passed as the build
 argument ``BASE_IMAGE`` (whose default stays the public image):
 
@@ -51,12 +51,12 @@ from __future__ import annotations
 
 import argparse
 import ast
-import fnmatch
 import glob
 import gzip
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -367,13 +367,34 @@ def _dockerignore(root: Path) -> list[str]:
     return [ln.strip() for ln in path.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
 
 
+def _pattern(pat: str) -> re.Pattern:
+    """A ``.dockerignore`` pattern as a regular expression over a slash-separated relative path:
+    ``*`` and ``?`` within one path element, ``**`` any number of elements (Docker's syntax, moby
+    ``patternmatcher``; character classes are taken literally). Leading and trailing ``/`` are dropped."""
+    pat, out, i = pat.strip("/"), "", 0
+    while i < len(pat):
+        if pat.startswith("**/", i):
+            out, i = out + "(?:.*/)?", i + 3
+        elif pat.startswith("**", i):
+            out, i = out + ".*", i + 2
+        else:
+            out, i = out + {"*": "[^/]*", "?": "[^/]"}.get(pat[i], re.escape(pat[i])), i + 1
+    return re.compile(out + r"\Z")
+
+
 def _ignored(rel: str, patterns: list[str]) -> bool:
+    """Whether ``.dockerignore`` ``patterns`` leave the file ``rel`` out of the build context, as Docker
+    and buildah decide: a pattern matches a path or one of its parent directories, the last matching
+    pattern wins, and ``!pattern`` lets a path back in (so ``*`` then ``!src/`` is an allow-list)."""
     parts = rel.split("/")
+    prefixes = ["/".join(parts[:k]) for k in range(1, len(parts) + 1)]
+    ignored = False
     for pat in patterns:
-        pat = pat.removeprefix("**/")
-        if fnmatch.fnmatch(rel, pat) or any(fnmatch.fnmatch(p, pat) for p in parts):
-            return True
-    return False
+        allow = pat.startswith("!")
+        regex = _pattern(pat[1:] if allow else pat)
+        if any(regex.match(p) for p in prefixes):
+            ignored = not allow
+    return ignored
 
 
 def dockerfile_inputs(root: Path) -> list[Path]:

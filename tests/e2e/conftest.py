@@ -152,3 +152,14 @@ def autoscaled(autoscaled_cluster, request) -> Iterator[Autoscaled]:
             reset_autoscaled(autoscaled_cluster, api, name, AUTOSCALER_SPEC)
     finally:
         api.close()
+
+
+@pytest.fixture
+def gang_watch(kube, namespace):
+    """A :class:`~tests.e2e.gangwatch.GangWatch` of the test's namespace, started before the test
+    creates anything: judges all-or-nothing from gates and bindings in the API server's order."""
+    from .gangwatch import GangWatch
+
+    w = GangWatch(kube, namespace).start()
+    yield w
+    w.stop()

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import secrets
 import sys
@@ -777,9 +778,32 @@ def summarize(outcomes: Sequence[Outcome]) -> dict[str, dict[str, int]]:
     return out
 
 
-def _write(path: str, argv: Sequence[str], outcomes: Sequence[Outcome], started: float) -> None:
+def run_facts(settings: dict[str, Any]) -> dict[str, Any]:
+    """What a results file records of the run besides its outcomes: the commit (``-dirty`` when the
+    checkout had changes), the UTC date, the load average and cores, and ``settings``."""
+    import datetime
+    import subprocess
+
+    def git(*args: str) -> str:
+        try:
+            return subprocess.run(["git", *args], capture_output=True, text=True, timeout=10,
+                                  cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
+        except OSError:
+            return ""
+
+    commit = git("rev-parse", "--short", "HEAD")
+    dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
+    return {"commit": commit + ("-dirty" if dirty and commit else ""),
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "load_average": [round(x, 1) for x in os.getloadavg()], "cores": os.cpu_count(),
+            "settings": settings}
+
+
+def _write(path: str, argv: Sequence[str], outcomes: Sequence[Outcome], started: float,
+           facts: dict[str, Any] | None = None) -> None:
     doc = {
         "command": "python -m tests.e2e.differential " + " ".join(argv),
+        **({"run": facts} if facts else {}),
         "elapsed_seconds": round(time.monotonic() - started, 1),
         "summary": summarize(outcomes),
         "runs": [o.as_dict() for o in outcomes],
@@ -788,9 +812,16 @@ def _write(path: str, argv: Sequence[str], outcomes: Sequence[Outcome], started:
     }
     with open(path + ".tmp", "w") as f:
         json.dump(doc, f, indent=1, sort_keys=True)
-    import os
-
     os.replace(path + ".tmp", path)
+
+
+def _server_version(api: Any) -> str:
+    from kubernetes import client
+
+    try:
+        return client.VersionApi(api).get_code().git_version
+    except Exception:  # noqa: BLE001 - recorded as unknown
+        return "unknown"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -823,6 +854,9 @@ def main(argv: list[str] | None = None) -> int:
         api = cluster.api_client()
     started = time.monotonic()
     outcomes: list[Outcome] = []
+    facts = run_facts({"family": args.family, "seeds": f"{seeds[0]}-{seeds[-1]}" if seeds else "",
+                       "placement": args.placement, "stable": args.stable, "settle_timeout": args.settle_timeout,
+                       "kubernetes": _server_version(api)})
     try:
         runner = Runner(api, stable=args.stable, settle_timeout=args.settle_timeout)
         for seed in seeds:
@@ -833,7 +867,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"seed {seed} {args.family} {mode}: {o.verdict} fits={o.fits} "
                       f"min={o.min_member} bound={len(o.bound)}/{o.members} -> {o.classification} "
                       f"({o.seconds}s)", flush=True)
-            _write(args.out, argv, outcomes, started)
+            _write(args.out, argv, outcomes, started, dict(facts, load_average_now=[
+                round(x, 1) for x in os.getloadavg()]))
         runner.delete_fake_nodes()
     finally:
         api.close()

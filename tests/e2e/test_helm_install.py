@@ -30,6 +30,7 @@ from types import SimpleNamespace
 import pytest
 from kubernetes import client, watch
 
+from cogate import __version__
 from cogate.api import POD_GROUP_LABEL
 from cogate.certs import pki
 from cogate.controller.model.config import DEFAULT_WORKERS
@@ -152,7 +153,7 @@ def test_install_webhook_ready_lease_held_crd_and_ca_bundle(release, api):
     assert len(controllers) == 2 and all(map(ready, controllers))
     for pod in webhooks + controllers:
         assert pod.spec.node_name == realnode.NODE_NAME, pod.metadata.name
-        assert all(c.image == "cogate:0.1.0" and c.image_pull_policy == "Never" for c in pod.spec.containers)
+        assert all(c.image == f"cogate:{__version__}" and c.image_pull_policy == "Never" for c in pod.spec.containers)
     # The Lease is held by exactly one of the two controller pods.
     assert lease_holder(api) in {p.metadata.name for p in controllers}
     crd = client.ApiextensionsV1Api(api).read_custom_resource_definition(CRD)

@@ -13,7 +13,6 @@ says which of its rows these tests check.
 
 from __future__ import annotations
 
-import datetime
 import sys
 from typing import Any, Iterator
 
@@ -24,6 +23,7 @@ from cogate.localcluster import example, versions
 from cogate.localcluster.build import ensure_binaries
 from cogate.localcluster.operators import KUBERAY, MPI_OPERATOR, TRAINING_OPERATOR, Operator
 
+from .gangwatch import GangWatch
 from .kube import bound, condition, events_for, gated, get_pod_group, group_pods, hold_gated, status, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -154,16 +154,16 @@ def event_on(op: Operator, kube, namespace: str, name: str, kind: str, reason: s
                      lambda: [(e.reason, e.message) for e in events_for(kube, namespace, name, kind)])
 
 
-def scheduled_at(pod: client.V1Pod) -> datetime.datetime:
-    cond = next(c for c in pod.status.conditions or [] if c.type == "PodScheduled")
-    assert cond.status == "True", (pod.metadata.name, cond)
-    return cond.last_transition_time
-
-
-def assert_one_window(pods: list, seconds: float = 3.0) -> None:
-    """Every pod's PodScheduled turned True within ``seconds`` (the API's times have whole seconds)."""
-    times = sorted(scheduled_at(p) for p in pods)
-    assert (times[-1] - times[0]).total_seconds() <= seconds, [(p.metadata.name, scheduled_at(p)) for p in pods]
+def assert_released_as_one(watch: GangWatch, group: str, pods: list) -> None:
+    """The gang of ``pods`` was released as one, judged from the gates and bindings the watch saw
+    in the API server's order (tests/e2e/gangwatch.py): none bound before the PodGroup recorded the
+    release, every gate removed, none bound unpinned while another still held the gate, each bound
+    on the node its release pinned."""
+    names = [p.metadata.name for p in pods]
+    wait_for(lambda: all(any(s.name == n and s.bound for s in list(watch.log)) for n in names), 10,
+             what=f"the watch saw the {len(names)} bindings of {group}")
+    seen = sorted((s for s in list(watch.log) if s.group == group), key=lambda s: s.rv)
+    assert watch.faults(group, members=names) == [], "\n".join(map(str, seen))  # the log, to read a failure
 
 
 def launcher_and_workers(pods: list, name: str) -> tuple[list, list]:
@@ -174,7 +174,8 @@ def launcher_and_workers(pods: list, name: str) -> tuple[list, list]:
 
 # ------------------------------------------------------------------------------------ MPI operator
 
-def test_mpijob_of_a_launcher_and_four_workers_binds_as_one_gang(stack, kube, namespace, only_nodes, mpi):
+def test_mpijob_of_a_launcher_and_four_workers_binds_as_one_gang(stack, kube, namespace, only_nodes, mpi,
+                                                                  gang_watch):
     """``--gang-scheduling=default-scheduler``: the operator's PodGroup (minMember 5 = 4 workers +
     1 launcher, owned by the MPIJob) releases the launcher (a Job's pod) and the workers together."""
     op = mpi(DEFAULT_SCHEDULER)
@@ -189,7 +190,7 @@ def test_mpijob_of_a_launcher_and_four_workers_binds_as_one_gang(stack, kube, na
     assert (len(launchers), len(workers)) == (1, 4), [p.metadata.name for p in pods]
     assert {p.spec.scheduler_name for p in pods} == {DEFAULT_SCHEDULER}
     assert not any(gated(p) for p in pods)
-    assert_one_window(pods)
+    assert_released_as_one(gang_watch, "pi", pods)
     st = wait_for(lambda: (s := status(kube, namespace, "pi")) and condition(s, "Released")
                   and condition(s, "Released")["status"] == "True" and s, 15, what="Released=True")
     assert condition(st, "Released")["status"] == "True", st
@@ -226,7 +227,7 @@ def test_mpijob_waiting_for_workers_ready_names_staged_creation(stack, kube, nam
     assert (len(launchers), len(workers)) == (0, 4)
 
 
-def test_mpijob_for_scheduler_plugins_is_adopted_and_bound(stack, kube, namespace, only_nodes, mpi):
+def test_mpijob_for_scheduler_plugins_is_adopted_and_bound(stack, kube, namespace, only_nodes, mpi, gang_watch):
     """``--gang-scheduling=scheduler-plugins-scheduler``, as the operator's docs say for
     scheduler-plugins: the webhook rewrites each member's schedulerName to the scheduler cogate
     releases to (issue 20 item 1), so the gang binds instead of waiting for a scheduler that does
@@ -236,7 +237,7 @@ def test_mpijob_for_scheduler_plugins_is_adopted_and_bound(stack, kube, namespac
     create_mpijob(kube, namespace, mpijob("sp", 4, "2"))
     pods = bind_as_one_gang(op, kube, namespace, "sp", 5)
     assert {p.spec.scheduler_name for p in pods} == {DEFAULT_SCHEDULER}
-    assert_one_window(pods)
+    assert_released_as_one(gang_watch, "sp", pods)
     # the operator asked for scheduler-plugins-scheduler: its launcher Job (not a pod, so not
     # rewritten) still says so
     job = client.BatchV1Api(kube).read_namespaced_job("sp-launcher", namespace)
@@ -260,7 +261,7 @@ def raycluster(name: str, workers: int, cpu: str) -> dict[str, Any]:
 
 
 def test_raycluster_head_and_workers_bind_together_with_the_scheduler_name_adopted(stack, kube, namespace,
-                                                                                    only_nodes, kuberay):
+                                                                                    only_nodes, kuberay, gang_watch):
     """``--batch-scheduler=scheduler-plugins``: KubeRay's PodGroup (named after the RayCluster,
     minMember 4 = 3 workers + head) and every pod with ``schedulerName: scheduler-plugins-scheduler``;
     cogate adopts the name and releases head and workers together."""
@@ -274,7 +275,7 @@ def test_raycluster_head_and_workers_bind_together_with_the_scheduler_name_adopt
     roles = sorted((p.metadata.labels or {}).get("ray.io/node-type", "?") for p in pods)
     assert roles == ["head", "worker", "worker", "worker"], roles
     assert {p.spec.scheduler_name for p in pods} == {DEFAULT_SCHEDULER}
-    assert_one_window(pods)
+    assert_released_as_one(gang_watch, "rc", pods)
 
 
 # ------------------------------------------------------------------------------- training-operator
@@ -290,7 +291,7 @@ def pytorchjob(name: str, workers: int, cpu: str, container_name: str = "pytorch
 
 
 def test_pytorchjob_binds_as_one_gang_with_the_operators_webhook_served(stack, kube, namespace, only_nodes,
-                                                                        training_operator):
+                                                                        training_operator, gang_watch):
     """``--gang-scheduler-name=default-scheduler``: the training-operator's PodGroup (minMember 4 =
     master + 3 workers) releases them together. Its validating webhook answers the API server
     on 127.0.0.1 with the certificate made here (a job it refuses is refused by it)."""
@@ -308,4 +309,4 @@ def test_pytorchjob_binds_as_one_gang_with_the_operators_webhook_served(stack, k
     assert sorted(p.metadata.labels.get("training.kubeflow.org/replica-type") for p in pods) == \
         ["master", "worker", "worker", "worker"]
     assert {p.spec.scheduler_name for p in pods} == {DEFAULT_SCHEDULER}
-    assert_one_window(pods)
+    assert_released_as_one(gang_watch, "torch", pods)

@@ -195,6 +195,35 @@ def test_replacement_member_of_released_group_is_ungated_alone(stack, kube, name
     assert "Released" in reasons
 
 
+def test_waiting_gang_shows_under_its_reason_and_its_wait_grows(stack, kube, namespace, only_nodes):
+    """The README example with minMember 4 (3 of 4 fit on one node): the waiting metrics count it under
+    the Released=False reason it shows, and the oldest wait grows between scrapes without a pass.
+    Both servers export the build info and process metrics."""
+    only_nodes(1, **NODE)
+    create_pod_group(kube, example.pod_group("nginx", 4, namespace=namespace))
+    client.AppsV1Api(kube).create_namespaced_replica_set(
+        namespace, example.replica_set("nginx", 6, namespace=namespace, group="nginx"))
+    released = wait_for(lambda: condition(status(kube, namespace, "nginx"), "Released"), 20, what="Released")
+    wait_for(lambda: condition(status(kube, namespace, "nginx"), "Released")["reason"] == "InsufficientCapacity", 20,
+             what="Released=False InsufficientCapacity")
+    reason = 'reason="InsufficientCapacity"'
+
+    def counted() -> str | None:
+        text = stack.metrics()
+        return text if metric(text, "cogate_controller_groups_waiting", reason) >= 1 else None
+
+    first = wait_for(counted, 10, what="the group counted as waiting")
+    since = dt.datetime.fromisoformat(released["lastTransitionTime"].replace("Z", "+00:00")).timestamp()
+    age = metric(first, "cogate_controller_group_oldest_wait_seconds", reason)
+    assert age >= time.time() - since - 1.5  # at least this group's wait (an older one may wait too)
+    time.sleep(2.0)
+    later = metric(stack.metrics(), "cogate_controller_group_oldest_wait_seconds", reason)
+    assert later >= age + 1.5, (age, later)
+    for text in (first, stack.metrics("webhook")):
+        assert 'cogate_build_info{python_version="' in text
+        assert metric(text, "process_resident_memory_bytes") > 0 and metric(text, "process_open_fds") > 0
+
+
 def test_job_group_reaches_finished(stack, kube, namespace, only_nodes):
     """kwok completes Job pods (kwok-stages.yaml pod-complete): the group goes Running -> Finished."""
     only_nodes(1, **NODE)
@@ -264,10 +293,10 @@ def test_min_member_larger_than_members_waits_then_edit_releases_promptly(stack,
     assert cond["status"] == "False" and cond["reason"] == "WaitingForMembers", cond
     hold_gated(kube, namespace, "g", 2, 3)
     patch_pg(kube, namespace, "g", {"spec": {"minMember": 3}})
-    t0 = time.monotonic()
-    wait_for(lambda: not any(gated(p) for p in group_pods(kube, namespace, "g")), 3, interval=0.05,
-             what="released within 3 s of minMember 4 -> 3")
-    assert time.monotonic() - t0 < 3
+    # the edit itself triggers the pass: released well before the next periodic resync (30 s) could
+    # have done it (a bound relative to that mechanism, not a speed target: those live in bench/)
+    wait_for(lambda: not any(gated(p) for p in group_pods(kube, namespace, "g")), 10, interval=0.05,
+             what="released by the edit minMember 4 -> 3, before the 30 s resync")
     wait_for(lambda: status(kube, namespace, "g").get("phase") in ("Scheduled", "Running"), 10, what="phase")
 
 
@@ -471,10 +500,9 @@ def test_leader_election_one_leader_reconciles_and_failover_after_kill(stack, ku
 
         procs[leader][0].signal(signal.SIGKILL)
         assert procs[leader][0].wait(5)
-        t0 = time.monotonic()
-        wait_for(lambda: metric(_scrape(procs[follower][1]), "cogate_controller_leader") == 1, 25, interval=0.3,
+        # the Lease of the killed leader expires (lease duration) and the follower's next retry takes it
+        wait_for(lambda: metric(_scrape(procs[follower][1]), "cogate_controller_leader") == 1, 40, interval=0.3,
                  what="the follower takes over after the leader is killed")
-        assert time.monotonic() - t0 < 25
         wait_for(lambda: metric(_scrape(procs[follower][1]), "cogate_controller_decisions_total") >= 1, 5,
                  what="the new leader reconciles")
 

@@ -1,7 +1,7 @@
 """Migrating from scheduler-plugins: what it leaves behind (issue 21 item 8), on the real control plane.
 
 (a) scheduler-plugins v0.34.7's own PodGroup CRD (``manifests/coscheduling/crd.yaml`` of the source
-snapshot in ``shared/third_party`` beside the repository, or ``$COGATE_COSCHEDULING_SRC``; its schema has no ``status.conditions`` nor ``status.scheduled``) installed
+snapshot in the repository's ``third_party/``, or ``$COGATE_COSCHEDULING_SRC``; its schema has no ``status.conditions`` nor ``status.scheduled``) installed
 instead of cogate's: the API server prunes those fields from every status write. The controller says
 so (Warning ``StatusFieldsDropped`` naming the fields and the fix, the metric
 ``cogate_controller_status_fields_dropped_total``), keeps releasing gangs whole, and does not write the
@@ -36,26 +36,19 @@ pytestmark = pytest.mark.e2e
 
 
 def _sp_source() -> Path:
-    """The scheduler-plugins v0.34.7 snapshot: ``$COGATE_COSCHEDULING_SRC``, else
-    ``shared/third_party/scheduler-plugins-v0.34.7`` in the first parent of the repository that
-    has it, else that path beside the repository (which then does not exist: the tests reading it
-    fail naming it, see :func:`sp_file`)."""
+    """The scheduler-plugins v0.34.7 snapshot: ``$COGATE_COSCHEDULING_SRC``, else the repository's
+    ``third_party/scheduler-plugins-v0.34.7`` (where it comes from: ``third_party/README.md``)."""
     env = os.environ.get("COGATE_COSCHEDULING_SRC")
     if env:
         return Path(env)
-    here = Path(__file__).resolve()
-    for parent in here.parents:
-        candidate = parent / "shared" / "third_party" / "scheduler-plugins-v0.34.7"
-        if (candidate / "go.mod").is_file():
-            return candidate
-    return here.parents[3] / "shared" / "third_party" / "scheduler-plugins-v0.34.7"
+    return Path(__file__).resolve().parents[2] / "third_party" / "scheduler-plugins-v0.34.7"
 
 
 def sp_file(path: Path) -> Path:
     """``path`` in the snapshot; raises FileNotFoundError naming it and how to point at the snapshot."""
     if not path.is_file():
         raise FileNotFoundError(f"{path}: the scheduler-plugins v0.34.7 source snapshot is not there "
-                                "(it sits in shared/third_party beside the repository; or set $COGATE_COSCHEDULING_SRC)")
+                                "(it sits in the repository's third_party/; or set $COGATE_COSCHEDULING_SRC)")
     return path
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from cogate import __version__
 from cogate.api import DEFAULT_ADOPTED_SCHEDULER_NAMES, POD_GROUP_LABEL
 from cogate.certs import bootstrap
 from cogate.controller import main as controller_main
@@ -506,7 +507,7 @@ def test_containers_are_hardened(objs):
             sc = c["securityContext"]
             assert sc["allowPrivilegeEscalation"] is False and sc["readOnlyRootFilesystem"] is True
             assert sc["capabilities"]["drop"] == ["ALL"]
-            assert c["image"] == "cogate:0.1.0"
+            assert c["image"] == f"cogate:{__version__}"
             assert "requests" in c["resources"]
 
 

@@ -3,7 +3,10 @@ and the files whose hash decides whether the image is rebuilt."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+
+import pytest
 
 from cogate.localcluster.host import image
 
@@ -63,6 +66,45 @@ def test_inputs_hash_changes_with_a_copied_file_or_the_base_only(tmp_path):
 
 def test_the_repository_dockerfile_keeps_the_public_base_as_default():
     text = (image.repo_root() / "Dockerfile").read_text()
-    assert "ARG BASE_IMAGE=python:3.11-slim" in text
+    # the official image at one Python patch release on one Debian release (a digest may follow)
+    assert re.search(r"^ARG BASE_IMAGE=python:3\.11\.\d+-slim-bookworm(@sha256:[0-9a-f]{64})?$", text, re.M)
     froms = [ln.split()[1] for ln in text.splitlines() if ln.startswith("FROM ")]
     assert froms == ["${BASE_IMAGE}", "${BASE_IMAGE}"]
+
+
+@pytest.mark.parametrize("patterns, path, ignored", [
+    (["*", "!src/"], "src/a/b.py", False),
+    (["*", "!src/"], "srcs/a.py", True),
+    (["*", "!src/"], "other/src/a.py", True),
+    (["*", "!src/", "**/__pycache__"], "src/a/__pycache__/b.pyc", True),
+    (["*", "!src/", "**/*.pyc"], "src/b.pyc", True),
+    (["*", "!src/", "**/*.pyc", "!src/keep.pyc"], "src/keep.pyc", False),
+    (["*.txt"], "a.txt", True),
+    (["*.txt"], "dir/a.txt", False),  # Docker: `*` stays within one path element, from the root
+    (["dir/*/x"], "dir/a/x", True),
+    (["dir/*/x"], "dir/a/b/x", False),
+    (["/dir/"], "dir/a", True),  # leading and trailing slashes do not matter
+    (["d?r"], "dir/a", True),
+    (["**/x"], "x", True),
+    (["a.b"], "axb", False),  # a dot is a dot
+])
+def test_dockerignore_patterns_are_matched_as_docker_does(patterns, path, ignored):
+    assert image._ignored(path, patterns) is ignored
+
+
+def test_the_dockerignore_lets_in_exactly_what_the_dockerfile_copies():
+    root = image.repo_root()
+    copied = set()
+    for line in (root / "Dockerfile").read_text().splitlines():
+        words = line.split()
+        if words and words[0] == "COPY" and not any(w.startswith("--from") for w in words):
+            copied |= {w.rstrip("/") for w in words[1:-1]}
+    allowed = {ln[1:].rstrip("/") for ln in image._dockerignore(root) if ln.startswith("!")}
+    assert allowed == copied, "every COPY source allowed in .dockerignore, and nothing else"
+    patterns = image._dockerignore(root)
+    for outside in (".git/HEAD", ".venv/bin/python", "tests/conftest.py", "localcluster/build.py",
+                    "third_party/README.md", "charts/cogate/values.yaml", "docs/semantics.md"):
+        assert image._ignored(outside, patterns), outside
+    inputs = {p.relative_to(root).parts[0] for p in image.dockerfile_inputs(root)}
+    assert inputs == copied | {"Dockerfile", ".dockerignore"}
+    assert not [p for p in image.dockerfile_inputs(root) if "__pycache__" in p.parts or p.suffix == ".pyc"]

@@ -193,12 +193,12 @@ def test_the_autoscaler_is_built_from_its_snapshot_with_the_kwok_tag():
     assert build.binary("cluster-autoscaler") == build.bin_dir("cluster-autoscaler") / "cluster-autoscaler"
 
 
-def test_third_party_dir_is_beside_the_repository_or_the_env_override(monkeypatch, tmp_path):
+def test_third_party_dir_is_the_repositorys_own_or_the_env_override(monkeypatch, tmp_path):
     monkeypatch.delenv(build.THIRD_PARTY_ENV, raising=False)
     repo = Path(build.__file__).resolve().parents[1]
-    found = build.third_party_dir()
-    assert found.parts[-2:] == ("shared", "third_party")
-    assert repo.is_relative_to(found.parents[1])  # in a parent of the repository (beside it, as CI clones it)
+    assert build.third_party_dir() == repo / "third_party"  # inside the checkout, never beside it
+    assert build.source_dir("cluster-autoscaler") == repo / "third_party" / "cluster-autoscaler-1.36.1"
+    assert autoscaler.crd_path().is_file()  # the ProvisioningRequest CRD the local autoscaler installs
     monkeypatch.setenv(build.THIRD_PARTY_ENV, str(tmp_path))
     assert build.third_party_dir() == tmp_path
 

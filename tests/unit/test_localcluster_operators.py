@@ -159,3 +159,22 @@ def test_wait_http_accepts_the_statuses_asked_for_and_posts_data():
         sleeper.kill()
         sleeper.wait()
         server.shutdown()
+
+
+def test_jobset_runs_from_its_configuration_with_webhooks_on_loopback():
+    assert operators.jobset_command_line("/bin/jobset", "/w/c.yaml") == \
+        ["/bin/jobset", "--config=/w/c.yaml", "--metrics-bind-address=0", "--leader-elect=false"]
+    cfg = operators.jobset_configuration(4200, 4201, "/w/certs")
+    assert cfg["internalCertManagement"] == {"enable": False}
+    assert cfg["webhook"] == {"port": 4200, "host": "127.0.0.1", "certDir": "/w/certs"}
+    assert cfg["health"] == {"healthProbeBindAddress": "127.0.0.1:4201"}
+    with pytest.raises(ValueError, match="probe_port"):
+        operators.jobset_configuration(4200, 0, "/w/certs")
+    mutating, validating = operators.jobset_webhook_configurations(4200, b"CA")
+    hooks = {h["name"]: h for c in (mutating, validating) for h in c["webhooks"]}
+    assert sorted(hooks) == ["mjobset.kb.io", "mpod.kb.io", "vjobset.kb.io", "vpod.kb.io"]
+    assert all(h["clientConfig"]["url"].startswith("https://127.0.0.1:4200/") for h in hooks.values())
+    # upstream's patches: the pod webhooks only for JobSet's pods (failure policy Fail)
+    assert "objectSelector" not in hooks["mjobset.kb.io"]
+    for name in ("mpod.kb.io", "vpod.kb.io"):
+        assert hooks[name]["objectSelector"]["matchExpressions"][0]["key"] == "jobset.sigs.k8s.io/jobset-name"

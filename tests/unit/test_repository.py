@@ -3,10 +3,11 @@ and docs/README.md indexes every file under docs/.
 
 A path under a developer's home or work directory (``/work``, ``/root``, ``/home/<user>``,
 ``/Users/<user>``) means nothing on another machine; say it relative to the repository
-(``.venv/bin/python bench/run.py``, ``../shared/...`` beside it) or through an environment
+(``.venv/bin/python bench/run.py``, ``third_party/...``) or through an environment
 variable (``$COGATE_CACHE_DIR``, ``~/.cache/cogate``). Paths the code uses at run time, in a
 container or on a node (``/usr/lib/cni``, ``/etc/...``, ``/var/lib/...``, ``/proc``, ``/sys``,
-``/dev``, ``/tmp``), are not machine paths and are not looked at.
+``/dev``, ``/tmp``), are not machine paths and are not looked at. Nor is ``third_party/``: other
+projects' sources, kept as their authors wrote them (``third_party/README.md``).
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ def test_machine_paths_are_found(line):
     "hostPath: /usr/lib/cni and /etc/cni/net.d, /var/lib/kubelet, /proc/self/status, /sys/fs/cgroup, /dev/null",
     "--cert-dir /tmp/k8s-webhook-server/serving-certs",
     ".venv/bin/python bench/run.py --out /tmp/b/benchmarks.md",
-    "../shared/third_party/scheduler-plugins-v0.34.7 and ~/.cache/cogate/bin/",
+    "third_party/scheduler-plugins-v0.34.7, ../sibling/x and ~/.cache/cogate/bin/",
     "https://example.com/work/x and https://github.com/root/repo",
     "$HOME/work/cogate, ~/work/cogate, /home and /homework/x",
 ])
@@ -78,11 +79,18 @@ def test_run_time_and_relative_paths_are_not_machine_paths(line):
     assert machine_paths(line) == []
 
 
+#: Paths inside a container image, not of a machine: file -> the only such lines' prefix (the MPI
+#: operator's mpi-pi image runs as user mpiuser, home /home/mpiuser: its ssh keys, sshd config, program).
+IMAGE_PATHS = {"examples/mpijob.yaml": "/home/mpiuser/"}
+
+
 def test_no_tracked_text_file_names_a_machine_path():
     texts = tracked_text_files()
     assert "pyproject.toml" in texts
     this = Path(__file__).resolve().relative_to(REPO).as_posix()  # its examples above are machine paths
-    found = {name: hits for name, text in texts.items() if name != this and (hits := machine_paths(text))}
+    found = {name: hits for name, text in texts.items() if name != this and not name.startswith("third_party/")
+             and (hits := [(n, line) for n, line in machine_paths(text)
+                           if name not in IMAGE_PATHS or machine_paths(line.replace(IMAGE_PATHS[name], ""))])}
     assert not found, "machine paths in tracked files (say them relative to the repository):\n" + "\n".join(
         f"{name}:{n}: {line}" for name, hits in sorted(found.items()) for n, line in hits)
 

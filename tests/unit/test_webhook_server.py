@@ -684,19 +684,29 @@ def test_process_serves_https_and_exits_0_on_sigterm(cert_files):
 
 async def test_shutdown_delay_keeps_serving_with_connection_close_then_closes(cert_files):
     """On stop, a replica keeps answering for shutdown_delay seconds (readyz 503, every response
-    closing its connection) while it leaves the Service's endpoints; then the listener closes."""
+    closing its connection) while it leaves the Service's endpoints; then the listener closes.
+    The drain ends when the test says so (``drain`` replaced), so no wall-clock window decides."""
     cert_path, key_path, cert_a, _ = cert_files
     server = WebhookServer(make_app(), "127.0.0.1", 0, tls=CertReloader(str(cert_path), str(key_path)),
                            shutdown_delay=1.0)
+    draining, drained = asyncio.Event(), asyncio.Event()
+
+    async def drain():
+        draining.set()
+        await drained.wait()
+
+    server.drain = drain
     await server.start()
     base = f"https://127.0.0.1:{server.port}"
     stopping = asyncio.create_task(server.stop())
-    await asyncio.sleep(0.2)
+    await draining.wait()
     async with aiohttp.ClientSession() as session:
         async with session.post(f"{base}/mutate", json=review(pod()), ssl=client_context(cert_a)) as resp:
             assert resp.status == 200 and resp.headers.get("Connection", "").lower() == "close"
         async with session.get(f"{base}/readyz", ssl=client_context(cert_a)) as resp:
             assert resp.status == 503
+        assert not stopping.done()  # still serving: the drain has not ended
+        drained.set()
         await stopping
         with pytest.raises(aiohttp.ClientConnectorError):
             await session.get(f"{base}/healthz", ssl=client_context(cert_a))
@@ -720,3 +730,30 @@ def test_reload_writes_nothing_to_disk(cert_files, monkeypatch):
     write_atomic(key_path, key_b)
     write_atomic(cert_path, cert_b)
     assert reloader.check() is True and reloader.reloads == 1
+
+
+def _expiry(app: web.Application) -> list[float]:
+    text = webhook_server.generate_latest(app[webhook_server.METRICS].registry).decode()
+    return [s.value for fam in text_string_to_metric_families(text) for s in fam.samples
+            if s.name == "cogate_webhook_certificate_expiry_timestamp_seconds"]
+
+
+def test_certificate_expiry_gauge_follows_the_certificate_in_use(cert_files):
+    cert_path, key_path, cert_a, _ = cert_files
+    app = make_app()
+    assert _expiry(app) == []  # no TLS (yet): no sample, so no expiry alert
+    reloader = CertReloader(str(cert_path), str(key_path), interval=3600)
+    reload_certificates(app, reloader)
+    want_a = x509.load_pem_x509_certificate(cert_a).not_valid_after_utc.timestamp()
+    assert _expiry(app) == [want_a]
+    cert_b, key_b = make_cert("cogate-webhook-b")
+    write_atomic(key_path, key_b)
+    write_atomic(cert_path, cert_b)
+    assert reloader.check() is True
+    want_b = x509.load_pem_x509_certificate(cert_b).not_valid_after_utc.timestamp()
+    assert _expiry(app) == [want_b] and want_b >= want_a
+
+
+def test_webhook_exports_build_info_and_process_metrics():
+    text = webhook_server.generate_latest(make_app()[webhook_server.METRICS].registry).decode()
+    assert "cogate_build_info{" in text and "process_open_fds" in text and "process_cpu_seconds_total" in text

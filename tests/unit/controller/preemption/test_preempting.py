@@ -118,16 +118,14 @@ def wide_world(members: int, workers: int) -> World:
 
 def test_victims_are_deleted_concurrently_bounded_by_the_workers_after_every_nomination():
     w = wide_world(8, workers=4)
-    t = time.monotonic()
     w.run()
-    took = time.monotonic() - t
     assert sorted(w.cluster.deleted) == sorted(f"low-{i}-{k}" for i in range(4) for k in range(2))
     nominations = [c for c in w.cluster.calls if c[0] == "nominate"]
     assert len(nominations) == 8 and w.cluster.calls[:8] == nominations  # every nomination before any mark
     assert w.cluster.early == []  # no DELETE while a nomination was in flight
-    assert w.cluster.peak == 4  # concurrent, never more than --workers in flight
-    # serially: 8 nominations + 8 x (mark + DELETE) = 24 requests of 50 ms = 1.2 s; 4 at a time: 6 rounds
-    assert took < 24 * InFlightCluster.delay * 0.75, took
+    # concurrent (4 requests were in flight at once: each holds its slot for InFlightCluster.delay),
+    # never more than --workers in flight; stated as the events seen, not as a wall-clock bound
+    assert w.cluster.peak == 4
     assert w.metric("cogate_controller_preemption_victims_total", result="deleted") == 8
     w.run(1.0)  # every victim gone: the whole gang released on their room
     assert all(not w.cluster.pods[f"m-{i}"]["spec"].get("schedulingGates") for i in range(8))

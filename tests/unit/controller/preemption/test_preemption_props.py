@@ -41,10 +41,11 @@ PRIOS = [0, 10, 50, 100, 200]
 
 
 @st.composite
-def scenarios(draw, rich: bool = False):
+def scenarios(draw, rich: bool = False, max_nodes: int = 6, max_pods: int = 20):
     """``rich``: also host ports on some pods and members, and members with required
-    anti-affinity per zone or a hard zone spread (the room's own checks, not only resources)."""
-    n_nodes = draw(st.integers(1, 6))
+    anti-affinity per zone or a hard zone spread (the room's own checks, not only resources).
+    At most ``max_nodes`` nodes and ``max_pods`` bound pods."""
+    n_nodes = draw(st.integers(1, max_nodes))
     nodes = [NodeInfo(f"n{i}", labels={"kubernetes.io/hostname": f"n{i}", "zone": f"z{i % 2}"},
                       allocatable={"cpu": draw(st.sampled_from([2000, 4000, 4000, 8000])),
                                    "pods": draw(st.sampled_from([3, 110]))})
@@ -53,7 +54,7 @@ def scenarios(draw, rich: bool = False):
     gangs = [Gang("batch", f"job{k}", draw(st.integers(1, 3))) for k in range(draw(st.integers(0, 3)))]
     pods = []
     for j in range(draw(st.integers(0, 30))):
-        if len(pods) == 20:
+        if len(pods) == max_pods:
             break
         cpu = draw(st.sampled_from([500, 1000, 2000]))
         on = draw(st.sampled_from([n.name for n in nodes]))

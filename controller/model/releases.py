@@ -1,0 +1,125 @@
+"""What cogate can do on which Kubernetes release, and what was tested where (pure).
+
+One table for three readers: the controller's start-up check (:func:`unsupported`, logged and
+exported as ``cogate_controller_cluster_feature_supported{feature}``), the generated page
+docs/reference/releases.md (``make docs``), and the unit test that every release a feature is
+said to be tested on runs that feature's tests (tests/unit/controller/model/test_releases.py reads
+the Makefile's ``RELEASE_SUBSET``/``NATIVE_SUBSET``).
+
+Versions are ``(major, minor)``; :func:`parse` reads ``/version``'s ``gitVersion``
+(``"v1.36.3"``, ``"v1.30.14-eks-1234"``, ``"v1.31.2-gke.100"``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+__all__ = ["Feature", "FEATURES", "TESTED_RELEASES", "DEFAULT_TESTED", "MINIMUM", "parse", "unsupported",
+           "makefile_subsets", "tested_on", "status_on"]
+
+Version = tuple[int, int]
+
+#: The oldest release cogate runs on: scheduling gates (PodSchedulingReadiness, GA in 1.30) and
+#: the node affinity of a gated pod made narrower in the gate's removal (KEP-3838, GA in 1.30).
+MINIMUM: Version = (1, 30)
+
+#: The releases ``make test`` runs on (localcluster/versions.py RELEASES): the default runs the
+#: whole suite, the others the subsets the Makefile names.
+TESTED_RELEASES = ("1.30.14", "1.36.3", "1.37.2")
+DEFAULT_TESTED = "1.36.3"
+
+
+@dataclass(frozen=True)
+class Feature:
+    """One capability: ``name`` (metric label), ``title``; ``since``: the first release that has
+    what it needs (``None``: every supported release); ``below``: what happens on an older
+    release; ``source``: the upstream rule; ``tests``: the e2e files that exercise it (the
+    releases it is tested on are the default plus those whose Makefile subset holds one of them
+    — :func:`tested_on`); ``needs``: what else it needs (an add-on, a feature gate)."""
+
+    name: str
+    title: str
+    since: Version | None
+    below: str
+    source: str
+    tests: tuple[str, ...]
+    needs: str = ""
+
+
+FEATURES: tuple[Feature, ...] = (
+    Feature("gang_release", "Gated admission and the release of a whole gang (the README example)", None, "",
+            "PodSchedulingReadiness GA 1.30; KEP-3838 mutable scheduling directives GA 1.30",
+            ("tests/e2e/test_example.py", "tests/e2e/test_lifecycle_release.py", "tests/e2e/test_lifecycle.py")),
+    Feature("native_gangs", "Leaving Kubernetes' own gangs (spec.schedulingGroup) to kube-scheduler", (1, 36),
+            "no pod can name a native gang (the field does not exist): nothing to leave alone",
+            "KEP-4671 gang scheduling: spec.schedulingGroup 1.36 (alpha), 1.37 (beta, GenericWorkload off by default)",
+            ("tests/e2e/test_native.py",), "GenericWorkload feature gate for native gangs to exist"),
+    Feature("preemption_nomination", "Preemption's freed room counted by kube-scheduler (cogate's nominations)",
+            (1, 35), "cogate still holds the freed room in its own plan, but kube-scheduler does not count "
+            "cogate's status.nominatedNodeName, so it may bind lower-priority pods (a ReplicaSet's replacements "
+            "of the victims) there; the gang then ends DoesNotFitAfterPreemption and may preempt again after "
+            "its back-off", "KEP-5278 NominatedNodeNameForExpectation, beta and on in 1.35",
+            ("tests/e2e/test_preemption.py",)),
+    Feature("dra", "Planning members that ask for DRA devices (resource.k8s.io/v1)", (1, 34),
+            "resource.k8s.io/v1 is not served: a member's resource claims cannot be checked, and the gang is "
+            "held or released unchecked as --unchecked-constraints says", "KEP-4381 DRA structured parameters, GA 1.34",
+            ("tests/e2e/test_devices.py",), "a DRA driver publishing ResourceSlices"),
+    Feature("provisioning_requests", "ProvisioningRequests for gangs that need new nodes", None, "",
+            "cluster-autoscaler --enable-provisioning-requests (autoscaling.x-k8s.io/v1 ProvisioningRequest)",
+            ("tests/e2e/test_provisioning.py", "tests/e2e/test_autoscaler.py"),
+            "cluster-autoscaler with ProvisioningRequests on (tested with 1.36.1 only)"),
+    Feature("late_labels", "Pods labelled after their creation (late-label admission)", None, "",
+            "AdmissionWebhookMatchConditions (the webhook entry's matchConditions) GA 1.30", ("tests/e2e/test_admission_late_labels.py",)),
+    Feature("chart", "The Helm chart, its RBAC and a real node install", None, "", "Helm 3; Kubernetes >= 1.30",
+            ("tests/e2e/test_helm_install.py", "tests/e2e/test_rbac.py")),
+    Feature("operators", "Gangs of the MPI operator, KubeRay and the training-operator", None, "",
+            "each operator's scheduler-plugins integration", ("tests/e2e/test_operators.py",),
+            "the operator (MPI operator v0.8.0, KubeRay v1.6.2, training-operator v1.9.4 tested)"),
+)
+
+_VERSION = re.compile(r"^v?(\d+)\.(\d+)")
+
+
+def parse(git_version: str) -> Version | None:
+    """``(major, minor)`` of a ``gitVersion`` such as ``"v1.36.3"`` or ``"v1.30.14-eks-1234"``;
+    ``None`` when it does not start with ``[v]<major>.<minor>``."""
+    m = _VERSION.match(git_version.strip())
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def unsupported(version: Version, features: Sequence[Feature] = FEATURES) -> list[Feature]:
+    """The features the release ``version`` cannot support (its ``since`` is later)."""
+    return [f for f in features if f.since is not None and version < f.since]
+
+
+def makefile_subsets(makefile: str) -> dict[str, list[str]]:
+    """release -> the e2e files ``make test`` runs there, from the Makefile's text: its
+    ``RELEASE_SUBSET`` on every ``OTHER_RELEASES``, plus ``NATIVE_SUBSET`` on ``NATIVE_RELEASES``."""
+    text = makefile.replace("\\\n", " ")
+
+    def var(name: str) -> list[str]:
+        m = re.search(rf"^{name} \?=(.*)$", text, re.M)
+        return m.group(1).split() if m else []
+
+    subsets: dict[str, list[str]] = {r: var("RELEASE_SUBSET") for r in var("OTHER_RELEASES")}
+    for r in var("NATIVE_RELEASES"):
+        subsets[r] = subsets.get(r, []) + var("NATIVE_SUBSET")
+    return subsets
+
+
+def tested_on(feature: Feature, subsets: dict[str, Sequence[str]]) -> list[str]:
+    """The releases of :data:`TESTED_RELEASES` ``feature`` is tested on: the default (the whole
+    suite runs there) and each release whose subset (``subsets``: release -> the e2e files
+    ``make test`` runs there) holds one of its test files."""
+    return [r for r in TESTED_RELEASES
+            if r == DEFAULT_TESTED or any(t in subsets.get(r, ()) for t in feature.tests)]
+
+
+def status_on(feature: Feature, release: str, subsets: dict[str, Sequence[str]]) -> str:
+    """``"tested"``, ``"not available"`` (the release predates ``since``) or ``"not tested"``."""
+    version = parse(release)
+    if feature.since is not None and version is not None and version < feature.since:
+        return "not available"
+    return "tested" if release in tested_on(feature, subsets) else "not tested"

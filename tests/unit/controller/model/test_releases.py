@@ -1,0 +1,57 @@
+"""The release table (controller/model/releases.py): parsing, what each release cannot support,
+and that every release a feature is said to be tested on runs that feature's tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cogate.controller.model import releases as rel
+from cogate.localcluster import versions
+
+ROOT = Path(__file__).resolve().parents[4]
+
+
+@pytest.mark.parametrize("text, version", [
+    ("v1.36.3", (1, 36)), ("v1.30.14-eks-1234abc", (1, 30)), ("v1.31.2-gke.1000", (1, 31)), ("1.37.0", (1, 37)),
+    ("v1.34.0-alpha.1", (1, 34)), ("", None), ("unknown", None), ("v1", None),
+])
+def test_parse(text, version):
+    assert rel.parse(text) == version
+
+
+def test_unsupported_is_every_feature_newer_than_the_release():
+    for minor in range(30, 40):
+        got = {f.name for f in rel.unsupported((1, minor))}
+        assert got == {f.name for f in rel.FEATURES if f.since and (1, minor) < f.since}
+    assert {f.name for f in rel.unsupported((1, 30))} == {"native_gangs", "preemption_nomination", "dra"}
+    assert rel.unsupported((1, 36)) == [] and rel.unsupported((2, 0)) == []
+
+
+def _makefile_subsets() -> dict[str, list[str]]:
+    return rel.makefile_subsets((ROOT / "Makefile").read_text())
+
+
+def test_tested_releases_are_the_ones_make_test_runs():
+    assert set(_makefile_subsets()) | {rel.DEFAULT_TESTED} == set(rel.TESTED_RELEASES)
+    assert f"v{rel.DEFAULT_TESTED}" == versions.DEFAULT_RELEASE
+    assert {f"v{r}" for r in rel.TESTED_RELEASES} <= set(versions.RELEASES)
+
+
+def test_every_feature_names_tests_that_exist():
+    for f in rel.FEATURES:
+        assert f.tests and all((ROOT / t).is_file() for t in f.tests), f
+
+
+def test_status_per_release_follows_the_makefile():
+    subsets = _makefile_subsets()
+    table = {f.name: {r: rel.status_on(f, r, subsets) for r in rel.TESTED_RELEASES} for f in rel.FEATURES}
+    assert table["gang_release"] == {"1.30.14": "tested", "1.36.3": "tested", "1.37.2": "tested"}
+    assert table["dra"]["1.30.14"] == "not available" and table["preemption_nomination"]["1.30.14"] == "not available"
+    assert table["preemption_nomination"]["1.37.2"] == "not tested"  # only the default runs test_preemption.py
+    for f in rel.FEATURES:
+        assert table[f.name][rel.DEFAULT_TESTED] == "tested"
+        for r in rel.TESTED_RELEASES:
+            if table[f.name][r] == "tested":
+                assert r == rel.DEFAULT_TESTED or set(f.tests) & set(subsets[r]), (f.name, r)
