@@ -6,7 +6,8 @@
   minMember 3 -> the group runs, exit 0;
 - for several shapes, ``explain -f`` on the manifest BEFORE it is applied says what the running
   controller writes AFTER (reason and message of ``Released``): fits, short of cpu behind a
-  running pod, excluded by a taint, the README example; with preemption, the victims explain names
+  running pod, excluded by a taint, one member per node (pod anti-affinity and topology spread), the
+  README example; with preemption, the victims explain names
   are the pods the controller preempts, and the gang then starts as explain said it would.
 """
 
@@ -134,6 +135,19 @@ def pods_of(group: str, count: int, cpu: str = "3", priority_class: str | None =
     return out
 
 
+def spread_pods(group: str, count: int) -> list[dict[str, Any]]:
+    """``count`` members of 1 CPU, at most one per node (required pod anti-affinity on the hostname) and
+    spread over the nodes (hard topology spread, maxSkew 1)."""
+    out = pods_of(group, count, cpu="1")
+    selector = {"matchLabels": {"app": group}}
+    for p in out:
+        p["spec"]["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": selector, "topologyKey": "kubernetes.io/hostname"}]}}
+        p["spec"]["topologySpreadConstraints"] = [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+                                                   "whenUnsatisfiable": "DoNotSchedule", "labelSelector": selector}]
+    return out
+
+
 def filler(namespace: str, cpu: str, priority_class: str | None = None, name: str = "filler") -> dict[str, Any]:
     """A Running pod outside any group taking ``cpu``."""
     tpl = example.pod_template(None, cpu=cpu, app=name)
@@ -150,9 +164,17 @@ SHAPES = {
         example.pod_group("nginx", 4, namespace=ns), example.replica_set("nginx", 6, namespace=ns, group="nginx")]),
     "short-of-cpu-behind-a-running-pod": (NODE, 1, lambda ns: [filler(ns, "6")],
                                           lambda ns: [example.pod_group("g", 2, namespace=ns), *pods_of("g", 2)]),
+    "topology-one-per-node": (NODE, 2, lambda ns: [],
+                              lambda ns: [example.pod_group("g", 3, namespace=ns), *spread_pods("g", 3)]),
     "excluded-by-taint": (dict(NODE, taints=[{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]), 2,
                           lambda ns: [], lambda ns: [example.pod_group("g", 2, namespace=ns), *pods_of("g", 2)]),
 }
+
+
+#: shape -> what explain's message must say (so each shape exercises the rule it is named after)
+SAYS = {"fits": "fits 2 of 2: releasing 2", "readme-min-member-4": "fits 3 of 4",
+        "short-of-cpu-behind-a-running-pod": "fits 1 of 2", "topology-one-per-node": "fits 2 of 3",
+        "excluded-by-taint": "taint dedicated=gpu"}
 
 
 def apply(kube, namespace: str, docs: list[dict[str, Any]]) -> None:
@@ -180,6 +202,7 @@ def test_manifest_before_applying_says_what_the_controller_writes_after(stack, k
     out = explain(stack, "-f", str(path), "-n", namespace, "-o", "json")
     assert out.returncode in (0, 1), out.stderr
     before = json.loads(out.stdout)
+    assert SAYS[shape] in before["condition"]["message"], before["condition"]
     apply(kube, namespace, docs)
     name = docs[0]["metadata"]["name"]
     after = settles_to(kube, namespace, name, before["condition"])
