@@ -51,6 +51,7 @@ BENCHMARKS: list[str] = [
     "controller_memory",  # 6a
     "preemption",  # issue 15 item 6: victim selection time
     "devices_pass",  # issue 17 item 7: the pass with DRA devices
+    "explain",  # issue 31 item 1: cogate explain on 1,000 nodes (the pure part)
     "bench_release_latency",  # 2
     "bench_end_to_end",  # 3
     "bench_release_throughput",  # 4

@@ -9,7 +9,8 @@ checkout installs: the container image leaves it out (its real node and image bu
 iptables and buildah as root; the image runs as a non-root user), so there these commands say
 so (:data:`NOT_INSTALLED`, exit 1) instead of failing on an import.
 
-Exit codes: 0 success, 1 runtime failure, 2 usage error.
+Exit codes: 0 success, 1 runtime failure, 2 usage error (``explain``: docs/explain.md).
+The console script ``kubectl-cogate`` is this dispatcher too: ``kubectl cogate explain ...``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "webhook": ("cogate.webhook.main", "run the mutating admission webhook (adds the scheduling gate)"),
     "controller": ("cogate.controller.main", "run the gang controller (plans and removes gates)"),
     "certs": ("cogate.certs.bootstrap", "generate webhook certificates or manage them in-cluster"),
+    "explain": ("cogate.explain", "why a PodGroup waits: what fits where, the first shortfall, what would help"),
     "demo": ("cogate.localcluster.demo", "run the example on a local control plane and show the outcome"),
     "dev": ("cogate.localcluster.dev", "dev up|down|status|build: a local control plane left running"),
 }

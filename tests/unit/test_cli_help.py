@@ -11,6 +11,7 @@ import pytest
 
 from cogate import api
 from cogate.certs import bootstrap
+from cogate import explain as explain_cli
 from cogate.controller import main as controller_main
 from cogate.localcluster import demo, dev
 from cogate.webhook import main as webhook_main
@@ -25,6 +26,7 @@ COMMANDS = {
     ("demo",): demo.main,
     ("dev",): dev.main,
     ("dev", "up"): dev.main,
+    ("explain",): explain_cli.main,
 }
 
 

@@ -75,6 +75,9 @@ PURE = [
     "cogate.controller.preemption.budgets",
     "cogate.controller.preemption.candidates",
     "cogate.controller.preemption.selection",
+    "cogate.controller.explain.explanation",
+    "cogate.controller.explain.report",
+    "cogate.explain_manifests",
     "cogate.webhook.admission",
     "cogate.gates",
 ]
