@@ -29,7 +29,7 @@ VALUES = ROOT / "charts" / "cogate" / "values.yaml"
 
 PHASES = ("Finished", "Failed", "Running", "Scheduled", "Scheduling", "Pending")
 
-#: Words each phase's definition must hold wherever it is stated (docs/semantics.md "Phases"
+#: Words each phase's definition must hold wherever it is stated (docs/semantics.md "The PodGroup API"
 #: table, the CRD's status.phase description), beside the phase's name.
 PHASE_WORDS = {
     "Finished": ("succeeded", "minMember", "active"),
