@@ -2,7 +2,8 @@
 
 One place for each name: change a constant here and every component follows.
 The group, version, kind and label match kubernetes-sigs/scheduler-plugins'
-Coscheduling PodGroup, so existing manifests apply unchanged.
+Coscheduling PodGroup, so existing manifests apply unchanged except where the CRD departs
+from upstream's schema (docs/semantics.md "Departures from scheduler-plugins' schema").
 """
 
 from __future__ import annotations

@@ -96,8 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resync", metavar="SECONDS", type=cliargs.positive_seconds, default=30.0,
                    help="time between periodic passes; > 0 (default: %(default)s)")
     p.add_argument("--evict-on-timeout", action="store_true",
-                   help="after scheduleTimeoutSeconds, evict members that have a controller owner and are bound "
-                        "or held on their pinned node, so they come back gated (default: off)")
+                   help="when a release times out (scheduleTimeoutSeconds pass with no member binding while fewer "
+                        "than minMember are bound), evict members that have a controller owner and are bound or held "
+                        "on their pinned node, so they come back gated; once per release (default: off)")
     p.add_argument("--recreate-stuck-members", action=argparse.BooleanOptionalAction, default=True,
                    help="delete released, unbound members pinned to a node that can no longer take them (tainted, "
                         "cordoned, NotReady, deleted, room taken) when they have a controller owner, so they come "

@@ -186,7 +186,7 @@ def up(args: argparse.Namespace) -> int:
                   "for gangs' nodes")
     if not todo.cogate:
         print("  cogate is not installed (--no-cogate): no PodGroup CRD, webhook or controller; install it "
-              "with the chart (README.md, \"Using it on a real cluster\")")
+              "with the chart (docs/development.md, \"Installing the chart on the dev cluster\")")
     print(f"  export KUBECONFIG={cluster.kubeconfig}")
     print(f"  kubectl: {build.binary('kubectl', todo.kubernetes_version)} (or any kubectl >= 1.30)")
     print(f"  logs: {dev_dir()}/cluster/*.log"

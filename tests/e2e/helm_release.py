@@ -1,8 +1,8 @@
-"""cogate installed with ``helm`` on the real node of ``real_cluster``: the README's commands,
+"""cogate installed with ``helm`` on the real node of ``real_cluster``: the documented commands,
 the release's objects, and what the tests read from the node.
 
-:func:`readme_commands` reads the Helm commands of README.md's "Using it on a real cluster"
-section (the block after the marker comment), so the README says exactly what
+:func:`readme_commands` reads the Helm commands of docs/development.md's "Installing the chart on
+the dev cluster" section (the block after the marker comment), so that page says exactly what
 ``tests/e2e/test_helm_install.py`` runs.
 """
 
@@ -24,7 +24,7 @@ from cogate.localcluster import build
 from cogate.localcluster.cluster import LocalCluster
 
 ROOT = Path(__file__).resolve().parents[2]
-README = ROOT / "README.md"
+README = ROOT / "docs" / "development.md"  # the page holding the tested block
 MARKER = "<!-- tests/e2e/test_helm_install.py runs these commands -->"
 RELEASE = "cogate"
 NAMESPACE = "cogate-system"
@@ -38,10 +38,10 @@ WEBHOOK_PORT = 9443
 
 
 def readme_commands() -> dict[str, list[str]]:
-    """The Helm commands of the README's tested block, by subcommand (``install``,
+    """The Helm commands of docs/development.md's tested block, by subcommand (``install``,
     ``upgrade``, ``uninstall``), each as an argv starting with ``helm``."""
     text = README.read_text()
-    assert MARKER in text, f"README.md lacks the block marked {MARKER!r}"
+    assert MARKER in text, f"{README.relative_to(ROOT)} lacks the block marked {MARKER!r}"
     block = re.match(r"\s*```sh\n(.*?)```", text.split(MARKER, 1)[1], re.S)
     assert block, "the marker must be followed by a ```sh block"
     commands: dict[str, list[str]] = {}

@@ -3,7 +3,7 @@ kubelet node of ``real_cluster`` (containerd, runc, kubelet, kube-proxy), the im
 the Dockerfile (``make image``) and imported into the node, webhook and controller running as
 containers under the chart's ServiceAccounts. The README example runs on fake (kwok) nodes.
 
-One release for the module (fixture ``release``), installed with the README's command
+One release for the module (fixture ``release``), installed with docs/development.md's command
 (:func:`tests.e2e.helm_release.readme_commands`) and the values of
 ``charts/cogate/ci/real-node-values.yaml`` (placement on the real node, ``pullPolicy: Never``;
 the chart's defaults otherwise). Tests run in file order, the ones that disturb the release
@@ -46,7 +46,7 @@ from .kube import create_pod_group, events_for, gated, wait_for
 
 pytestmark = pytest.mark.e2e
 
-#: Values of ``charts/cogate/ci/real-node-values.yaml`` (the README's commands use the file).
+#: Values of ``charts/cogate/ci/real-node-values.yaml`` (docs/development.md's commands use the file).
 REAL_NODE_VALUES = "charts/cogate/ci/real-node-values.yaml"
 #: Lease duration of the controller's leader election (controller/kube/leader.py), seconds.
 LEASE_DURATION = 15.0
@@ -83,7 +83,7 @@ def ns(api, request):
 
 @pytest.fixture(scope="module")
 def release(real_cluster, api):
-    """The chart installed with the README's ``helm install``; ``timings`` holds the seconds from
+    """The chart installed with docs/development.md's ``helm install``; ``timings`` holds the seconds from
     ``helm install`` to the first labelled pod gated (``install_to_gated``)."""
     build.ensure_binaries(["helm"], log=sys.stderr)
     built = image.build_image()

@@ -7,8 +7,8 @@ fresh namespace (the reset), the MPI operator is restarted only when a test need
 ``--gang-scheduling`` name. Pods run on kwok fake nodes (Running and Ready once bound). What is
 asserted is what a user of the operator sees: the PodGroup the operator made, the pods' gates,
 scheduler name and nodes, and the account of why it waits on the PodGroup and on the operator's
-own object (issue 20 items 1, 3 and 4 as the operators meet them). The README's migration table
-says which of its rows these tests check.
+own object (issue 20 items 1, 3 and 4 as the operators meet them). The operators' table of
+docs/migration/scheduler-plugins.md says which of its rows these tests check.
 """
 
 from __future__ import annotations

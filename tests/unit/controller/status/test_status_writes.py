@@ -6,7 +6,7 @@ first write, a release, and any change of reason, condition status, wording or p
 at once. The table
 covers each case; the property replays any sequence of states and pass times the way the
 reconciler does (a pass at every change, at arbitrary other times, and at the time the rule
-returns) and checks the promise of docs/semantics.md "Status".
+returns) and checks the promise of docs/semantics.md "Status, conditions and events".
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ def test_the_period_is_a_parameter():
 
 
 def test_the_period_is_two_seconds():
-    """The documented figure (docs/semantics.md "Status")."""
+    """The documented figure (docs/semantics.md "Status, conditions and events")."""
     assert N == 2.0
 
 
