@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "webhook": ("cogate.webhook.main", "run the mutating admission webhook (adds the scheduling gate)"),
     "controller": ("cogate.controller.main", "run the gang controller (plans and removes gates)"),
     "certs": ("cogate.certs.bootstrap", "generate webhook certificates or manage them in-cluster"),
+    "ungate": ("cogate.ungate", "remove cogate's gate from gated pods (or delete them): before helm uninstall"),
     "demo": ("cogate.localcluster.demo", "run the example on a local control plane and show the outcome"),
     "dev": ("cogate.localcluster.dev", "dev up|down|status|build: a local control plane left running"),
 }

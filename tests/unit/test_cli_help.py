@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from cogate import api
+from cogate import api, ungate
 from cogate.certs import bootstrap
 from cogate.controller import main as controller_main
 from cogate.localcluster import demo, dev
@@ -25,6 +25,7 @@ COMMANDS = {
     ("demo",): demo.main,
     ("dev",): dev.main,
     ("dev", "up"): dev.main,
+    ("ungate",): ungate.main,
 }
 
 
