@@ -2,7 +2,9 @@
 
 One node (cpu 10, memory 8Gi, pods 110); ReplicaSet ``nginx`` of 6 pods of 3 CPU / 500Mi
 in PodGroup ``nginx``. minMember 3 -> 3 Running, 3 Pending held gated (MembersWaiting);
-minMember 4 -> all 6 gated, none ever bound, the PodGroup says "fits 3 of 4".
+minMember 4 -> all 6 gated, none ever bound, the PodGroup says "fits 3 of 4" (and `kubectl get pg`
+shows REASON InsufficientCapacity); annotated cogate.dev/force-release=true, all 6 are ungated
+unpinned and the 3 that fit run.
 """
 
 from __future__ import annotations
