@@ -95,7 +95,8 @@ def test_printer_columns_and_short_names(crd, cluster, kube, namespace):
     assert header == ["NAME", "PHASE", "MINMEMBER", "SCHEDULED", "RUNNING", "SUCCEEDED", "FAILED", "REASON", "AGE"]
     wide = cluster.kubectl("get", "pgs", "-n", namespace, "-o", "wide").stdout.splitlines()
     assert wide[0].split()[-2:] == ["TIMEOUT", "MESSAGE"]
-    assert "30" in wide[1].split()[-2:], "no status yet: Reason and Message empty"
+    timeout_at = wide[0].index("TIMEOUT")  # kubectl aligns columns: TIMEOUT's value starts under it
+    assert wide[1][timeout_at:].split()[0] == "30", wide
 
 
 def test_status_subresource_accepts_computed_status(crd, kube, namespace):
