@@ -55,6 +55,12 @@ def native_gang_field(spec: object) -> str:
     return ""
 
 
+#: Annotation on a PodGroup that releases it without the gang rule (``"true"``; any other value
+#: but ``"false"`` is reported and ignored): every gated member's gate is removed, unpinned, in
+#: the controller's next pass, and members that come later too while it stays
+#: (:mod:`cogate.controller.release.force`; docs/troubleshooting.md, "Force-release a group").
+FORCE_RELEASE_ANNOTATION = "cogate.dev/force-release"
+
 #: Field manager / event source name used for every write cogate makes.
 COMPONENT = "cogate"
 

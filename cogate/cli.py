@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "controller": ("cogate.controller.main", "run the gang controller (plans and removes gates)"),
     "certs": ("cogate.certs.bootstrap", "generate webhook certificates or manage them in-cluster"),
     "explain": ("cogate.explain", "why a PodGroup waits: what fits where, the first shortfall, what would help"),
+    "ungate": ("cogate.ungate", "remove cogate's gate from gated pods (or delete them): before helm uninstall"),
     "demo": ("cogate.localcluster.demo", "run the example on a local control plane and show the outcome"),
     "dev": ("cogate.localcluster.dev", "dev up|down|status|build: a local control plane left running"),
 }

@@ -69,6 +69,7 @@ from cogate.controller.release.aftercare import Aftercare, Context
 from cogate.controller.model.config import ReconcilerConfig
 from cogate.controller.kube.events import Emitter, EventRecorder
 from cogate.controller.release.guard import ReleaseGuard
+from cogate.controller.release.forcing import Forcing
 from cogate.controller.devices.room import Devices
 from cogate.controller.kube.informer import Caches
 from cogate.controller.status.inputs import (
@@ -199,6 +200,7 @@ class Reconciler:
                                 read_custom=custom_reader(api_client))
         # A held group's reason, told to its owner and gated members where users look.
         self.relaying = Relaying(self.events, config.gate_name)
+        self.forcing = Forcing(self.events, config.gate_name, self._drop, caches.members.get)  # cogate.dev/force-release
 
     def _follow_cluster(self, caches: Caches) -> None:
         """Keep the planning state current from the nodes, bound-pods and nominated-pods informers:
@@ -464,6 +466,7 @@ class Reconciler:
         ctx = ctx or Context()
         verdict = self.owners.explain(g, request, verdict, now)  # owners that cannot complete the group
         verdict = native.explain(verdict, self._native.get(g.key, ()))  # labelled pods native gang-schedules
+        verdict = self.forcing.apply(g, request, verdict, now)  # the annotation cogate.dev/force-release
         memory = self.memory.recall(g.uid)
         checked = self.guard.check(g, verdict, memory.release, now)  # planned nodes again, back-off, dry run
         findings = self.aftercare.find(g, request, verdict, ctx, memory.release, checked.refused)
@@ -497,6 +500,7 @@ class Reconciler:
         new_status = lifecycle.lifecycle_conditions(
             new_status, g.pg.status, g.pg, request.members, status_verdict.outcome if status_verdict else None,
             verdict.message, findings, now)
+        new_status = self.forcing.conditions(new_status, g, status_verdict, now)
         new_status = self.preempting.conditions(new_status, g, memory.preemption, now)
         return self.provisioning.conditions(new_status, g, memory.provisioning, now)
 
@@ -551,6 +555,7 @@ class Reconciler:
         placement = self.config.placement
         results = self.writer.ungate_members(release, self.provisioning.consume(g))
         removed = {u: n for u, n in release.items() if results.get(u) == WriteResult.REMOVED}
+        self.forcing.announce(g, verdict, removed, now)
         refused = {u for u, r in results.items() if r == WriteResult.REFUSED}
         wake_at = None
         if refused:

@@ -9,7 +9,8 @@ shell's findings). Each ``write_*`` function below holds the whole rule of one c
 Types, their statuses and reasons, and their writer:
 
 - ``Released``: True/``Released``; False/:func:`released_reason` of the planner's outcome
-  (:func:`write_released`), False/``ReleaseRefused`` (:func:`refuse_release`);
+  (:func:`write_released`), False/``ReleaseRefused`` (:func:`refuse_release`); True/``ForceReleased``
+  (:func:`write_force_released`, the annotation ``cogate.dev/force-release``);
 - ``FitsCluster``: False/``ExceedsClusterCapacity``, True/``FitsEmptyCluster``
   (:func:`write_fits_cluster`);
 - ``TimedOut``: True/``TimedOut``, False/``MembersBound``, False/``Released``
@@ -57,6 +58,7 @@ __all__ = [
     "REASON_RELEASED_WITHOUT_PREEMPTION",
     "REASON_RELEASED",
     "REASON_RELEASE_REFUSED",
+    "REASON_FORCE_RELEASED",
     "REASON_FITS_EMPTY_CLUSTER",
     "REASON_MEMBERS_BOUND",
     "REASON_TIMED_OUT",
@@ -75,6 +77,7 @@ __all__ = [
     "ConditionSet",
     "write_released",
     "refuse_release",
+    "write_force_released",
     "write_fits_cluster",
     "write_timed_out",
     "write_planned_nodes_usable",
@@ -114,6 +117,9 @@ CONDITION_PROVISIONING = "Provisioning"
 REASON_RELEASED = "Released"
 #: ``Released=False`` and ``ReleaseAccepted=False``: the API server refused a release patch.
 REASON_RELEASE_REFUSED = "ReleaseRefused"
+#: ``Released=True`` when the annotation ``cogate.dev/force-release`` released the group without the
+#: gang rule (:mod:`cogate.controller.release.force`); kept while that release stands.
+REASON_FORCE_RELEASED = "ForceReleased"
 #: ``FitsCluster=True`` (``FitsCluster=False`` has the outcome ``ExceedsClusterCapacity`` as reason).
 REASON_FITS_EMPTY_CLUSTER = "FitsEmptyCluster"
 #: ``TimedOut=False`` once the release had minMember members placed.
@@ -222,6 +228,16 @@ def refuse_release(conds: ConditionSet, answer: str) -> None:
     ``True`` (nothing was released: the refusal was known before any gate was removed)."""
     if not conds.has(CONDITION_RELEASED, "True"):
         conds.put(CONDITION_RELEASED, "False", REASON_RELEASE_REFUSED, answer)
+
+
+def write_force_released(conds: ConditionSet, message: str, *, was_released: bool) -> None:
+    """``Released``: ``True``/``ForceReleased`` with ``message`` (who set the annotation, how many
+    members went) when a force-release releases a group whose written status was not released
+    (``was_released``: its ``Released`` condition was ``True`` before this pass); written after
+    :func:`write_released`, whose ``True``/``Released`` of this pass it replaces. An earlier ``True``
+    (released by the gang rule, or forced before) is kept as it is, like :func:`write_released`."""
+    if not was_released:
+        conds.put(CONDITION_RELEASED, "True", REASON_FORCE_RELEASED, message)
 
 
 def write_fits_cluster(conds: ConditionSet, *, outcome: Outcome | None, message: str, min_member: int) -> None:

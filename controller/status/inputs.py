@@ -48,6 +48,9 @@ class GroupObject:
     #: ``(apiVersion, kind, name, uid)``, ``()`` when none: an operator's PodGroup names its
     #: MPIJob, RayCluster, ... (where explanations are relayed, :mod:`cogate.controller.release.relaying`).
     owner: tuple[str, ...] = field(default=(), compare=False)
+    #: Who last set the annotation ``cogate.dev/force-release`` and when: ``(manager, time)`` from
+    #: ``metadata.managedFields`` (:func:`annotation_writer`), ``()`` when unknown or not set.
+    force_release_by: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -73,7 +76,24 @@ def group_object(raw: dict[str, Any]) -> GroupObject:
     meta = raw.get("metadata") if isinstance(raw.get("metadata"), dict) else {}
     return GroupObject(pg, status if isinstance(status, dict) else None, pg.metadata.uid or "",
                        pg.metadata.resourceVersion or "", leftovers.foreign_status_writers(raw),
-                       controller_owner(meta.get("ownerReferences")))
+                       controller_owner(meta.get("ownerReferences")),
+                       annotation_writer(meta, api.FORCE_RELEASE_ANNOTATION))
+
+
+def annotation_writer(meta: Mapping[str, Any], key: str) -> tuple[str, ...]:
+    """``(manager, time)`` of the ``metadata.managedFields`` entry that owns annotation ``key``
+    (server-side field management: the last manager that set it, and the RFC 3339 time of that
+    entry's last change), ``()`` when none does or the entries are unreadable. Never raises:
+    managedFields are the API server's bookkeeping, not the object's meaning."""
+    entries = meta.get("managedFields") if isinstance(meta, Mapping) else None
+    for e in entries if isinstance(entries, list) else ():
+        fields = e.get("fieldsV1") if isinstance(e, Mapping) else None
+        m = fields.get("f:metadata") if isinstance(fields, Mapping) else None
+        a = m.get("f:annotations") if isinstance(m, Mapping) else None
+        if isinstance(a, Mapping) and f"f:{key}" in a and isinstance(e.get("manager"), str):
+            when = e.get("time")
+            return (e["manager"], when if isinstance(when, str) else "")
+    return ()
 
 
 def members_by_group(pods: Iterable[PodInfo]) -> dict[tuple[str, str], list[PodInfo]]:

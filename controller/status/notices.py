@@ -38,6 +38,11 @@ class Reason(StrEnum):
 
     #: On the PodGroup: members were released (their gates removed).
     RELEASED = "Released"
+    #: On the PodGroup: the annotation ``cogate.dev/force-release`` released members without the gang rule.
+    FORCE_RELEASED = "ForceReleased"
+    #: On the PodGroup (Warning): the annotation ``cogate.dev/force-release`` has a value other than
+    #: ``"true"``/``"false"`` and is ignored.
+    INVALID_FORCE_RELEASE = "InvalidForceRelease"
     #: On the PodGroup: fewer members exist than ``minMember``.
     WAITING_FOR_MEMBERS = "WaitingForMembers"
     #: On the PodGroup: the group does not fit now (or not even an empty cluster).
@@ -169,6 +174,16 @@ def release_message(release: Mapping[str, str], placement: str, new: bool = Fals
 def released(release: Mapping[str, str], placement: str, new: bool = False) -> Notice:
     """The Normal ``Released`` event for members ungated (uid -> pinned node, '' for none)."""
     return Notice(NORMAL, Reason.RELEASED, release_message(release, placement, new=new))
+
+
+def force_released(message: str) -> Notice:
+    """The Normal ``ForceReleased`` event (:func:`cogate.controller.release.force.event_message`)."""
+    return Notice(NORMAL, Reason.FORCE_RELEASED, message)
+
+
+def invalid_force_release(message: str) -> Notice:
+    """The Warning ``InvalidForceRelease`` event (:func:`cogate.controller.release.force.invalid_message`)."""
+    return Notice(WARNING, Reason.INVALID_FORCE_RELEASE, message)
 
 
 def priority_event(request: verdicts.GroupRequest) -> Notice | None:

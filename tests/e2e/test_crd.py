@@ -92,10 +92,11 @@ def test_printer_columns_and_short_names(crd, cluster, kube, namespace):
     client.CustomObjectsApi(kube).create_namespaced_custom_object(
         GROUP, VERSION, namespace, PLURAL, _pg(namespace, "cols", {"minMember": 2, "scheduleTimeoutSeconds": 30}))
     header = cluster.kubectl("get", "pg", "-n", namespace).stdout.splitlines()[0].split()
-    assert header == ["NAME", "PHASE", "MINMEMBER", "SCHEDULED", "RUNNING", "SUCCEEDED", "FAILED", "AGE"]
+    assert header == ["NAME", "PHASE", "MINMEMBER", "SCHEDULED", "RUNNING", "SUCCEEDED", "FAILED", "REASON", "AGE"]
     wide = cluster.kubectl("get", "pgs", "-n", namespace, "-o", "wide").stdout.splitlines()
-    assert wide[0].split()[-1] == "TIMEOUT"
-    assert wide[1].split()[-1] == "30"
+    assert wide[0].split()[-2:] == ["TIMEOUT", "MESSAGE"]
+    timeout_at = wide[0].index("TIMEOUT")  # kubectl aligns columns: TIMEOUT's value starts under it
+    assert wide[1][timeout_at:].split()[0] == "30", wide
 
 
 def test_status_subresource_accepts_computed_status(crd, kube, namespace):

@@ -2,7 +2,9 @@
 
 One node (cpu 10, memory 8Gi, pods 110); ReplicaSet ``nginx`` of 6 pods of 3 CPU / 500Mi
 in PodGroup ``nginx``. minMember 3 -> 3 Running, 3 Pending held gated (MembersWaiting);
-minMember 4 -> all 6 gated, none ever bound, the PodGroup says "fits 3 of 4".
+minMember 4 -> all 6 gated, none ever bound, the PodGroup says "fits 3 of 4" (and `kubectl get pg`
+shows REASON InsufficientCapacity); annotated cogate.dev/force-release=true, all 6 are ungated
+unpinned and the 3 that fit run.
 """
 
 from __future__ import annotations
@@ -170,6 +172,44 @@ def test_min_member_4_keeps_all_six_gated(stack, kube, namespace, only_nodes, po
     assert not st.get("scheduleStartTime")
     reasons = {e.reason for e in events_for(kube, namespace, "nginx")}
     assert "InsufficientCapacity" in reasons and "Released" not in reasons
+
+
+def test_reason_column_then_force_release_by_annotation(stack, kube, namespace, only_nodes):
+    """minMember 4: `kubectl get pg` shows why it waits (REASON, and MESSAGE with -o wide); the
+    annotation cogate.dev/force-release=true releases all 6 unpinned in the controller's next pass,
+    kube-scheduler binds the 3 that fit, the event ForceReleased names who set it."""
+    only_nodes(1, kwok_taint=False, **example.NODE_SHAPE)
+    create_pod_group(kube, example.pod_group("nginx", 4, namespace=namespace, timeout_seconds=10))
+    client.AppsV1Api(kube).create_namespaced_replica_set(
+        namespace, example.replica_set("nginx", 6, namespace=namespace, group="nginx"))
+
+    def reason_column():
+        out = stack.cluster.kubectl("get", "pg", "nginx", "-n", namespace).stdout.splitlines()
+        row = dict(zip(out[0].split(), out[1].split()))
+        return row.get("REASON") == "InsufficientCapacity" and row
+
+    wait_for(reason_column, 10, what="kubectl get pg: REASON InsufficientCapacity")
+    wide = stack.cluster.kubectl("get", "pg", "nginx", "-n", namespace, "-o", "wide").stdout
+    assert "MESSAGE" in wide.splitlines()[0] and "fits 3 of 4" in wide, wide
+    assert all(gated(p) for p in pods(kube, namespace, SELECTOR))
+
+    t0 = time.monotonic()
+    stack.cluster.kubectl("annotate", "pg", "nginx", "-n", namespace, "cogate.dev/force-release=true")
+    wait_for(lambda: (ps := pods(kube, namespace, SELECTOR)) and len(ps) == 6 and not any(gated(p) for p in ps),
+             10, what="all 6 ungated after the annotation")
+    _report("force-release annotation -> all 6 ungated", time.monotonic() - t0)
+    for p in pods(kube, namespace, SELECTOR):
+        assert not (p.spec.affinity and p.spec.affinity.node_affinity), f"{p.metadata.name} pinned"
+    wait_for(lambda: sum(running(p) for p in pods(kube, namespace, SELECTOR)) == 3, 15, what="3 Running")
+
+    def force_released():
+        row = stack.cluster.kubectl("get", "pg", "nginx", "-n", namespace).stdout.splitlines()
+        return "ForceReleased" in row[1].split() and row
+
+    wait_for(force_released, 10, what="kubectl get pg: REASON ForceReleased")
+    event = wait_for(lambda: next((e for e in events_for(kube, namespace, "nginx") if e.reason == "ForceReleased"),
+                                  None), 10, what="ForceReleased event")
+    assert "6 gated members" in event.message and "kubectl-annotate" in event.message, event.message
 
 
 def test_pods_before_their_pod_group_wait_then_its_creation_releases_them(stack, kube, namespace, only_nodes):

@@ -10,7 +10,7 @@ the chart's defaults otherwise). Tests run in file order, the ones that disturb 
 last: install; ServiceAccounts and ``can-i``; the containers' security context; the README
 example; the leader deleted mid-release; the webhook scaled to 0; certificate rotation under
 a stream of pod creations; nothing forbidden in the audit log; ``helm upgrade``; ``helm
-uninstall``.
+uninstall`` (its pre-delete hook ungates a gang left waiting).
 """
 
 from __future__ import annotations
@@ -48,6 +48,8 @@ pytestmark = pytest.mark.e2e
 
 #: Values of ``charts/cogate/ci/real-node-values.yaml`` (docs/development.md's commands use the file).
 REAL_NODE_VALUES = "charts/cogate/ci/real-node-values.yaml"
+#: The pre-delete hook's Job and ServiceAccount (charts/cogate/templates/uninstall-hook.yaml).
+UNINSTALL = "cogate-uninstall"
 #: Lease duration of the controller's leader election (controller/kube/leader.py), seconds.
 LEASE_DURATION = 15.0
 
@@ -604,10 +606,35 @@ def test_helm_upgrade_rolls_both_deployments_and_keeps_working(release, healthy,
     assert lease_holder(api) in {p.metadata.name for p in component_pods(api, "controller")}
 
 
-def test_helm_uninstall_leaves_only_what_the_chart_readme_says(release, healthy, api):
+def _gated_anywhere(api) -> list[str]:
+    """Every pod in the cluster carrying cogate's gate, as ``namespace/name``."""
+    pods = client.CoreV1Api(api).list_pod_for_all_namespaces().items
+    return sorted(f"{p.metadata.namespace}/{p.metadata.name}" for p in pods if gated(p))
+
+
+def test_helm_uninstall_leaves_only_what_the_chart_readme_says(release, healthy, api, ns):
     core = client.CoreV1Api(api)
+    # a gang left waiting at uninstall: 2 members of a PodGroup of minMember 3 (WaitingForMembers)
+    create_pod_group(api, example.pod_group("stuck", 3, namespace=ns))
+    for i in range(2):
+        core.create_namespaced_pod(ns, labelled_pod(f"stuck-{i}", group="stuck"))
+    wait_for(lambda: len(_gated_anywhere(api)) == 2, 30, what="the 2 members stored gated")
+    t0 = time.monotonic()
     helm(release.cluster, release.commands["uninstall"] + ["--wait"])
+    report("helm uninstall (pre-delete hook: cogate ungate)", time.monotonic() - t0)
     release.installed = False
+    # the pre-delete hook (charts/cogate/templates/uninstall-hook.yaml) ungated them: none is left gated
+    assert _gated_anywhere(api) == []
+    for p in core.list_namespaced_pod(ns).items:
+        assert p.metadata.name.startswith("stuck-") and not p.spec.scheduling_gates, p.metadata.name
+    # its objects went with it (hook-succeeded), and its ServiceAccount did only what its RBAC allows
+    assert not [a for a in core.list_namespaced_service_account(NAMESPACE).items
+                if a.metadata.name == UNINSTALL]
+    hook = [e for e in test_rbac.audit_events(release.cluster.audit_log)
+            if e["user"]["username"] == test_rbac.sa_user(UNINSTALL)]
+    kinds = {test_rbac.request_kind(e)[:2] for e in hook}
+    assert {("delete", "admissionregistration.k8s.io/mutatingwebhookconfigurations"), ("patch", "pods")} <= kinds, kinds
+    assert all((e.get("annotations") or {}).get("authorization.k8s.io/decision") == "allow" for e in hook)
     admission = client.AdmissionregistrationV1Api(api)
     assert WEBHOOK_CONFIG not in {c.metadata.name for c in admission.list_mutating_webhook_configuration().items}
     wait_for(lambda: not core.list_namespaced_pod(NAMESPACE).items, 90, what="the release's pods gone")

@@ -173,8 +173,9 @@ def test_replacement_member_of_released_group_is_ungated_alone(stack, kube, name
     # 8. printer columns of a Running group.
     out = stack.cluster.kubectl("get", "pg", "nginx", "-n", namespace).stdout.splitlines()
     header, row = out[0].split(), out[1].split()
-    assert header == ["NAME", "PHASE", "MINMEMBER", "SCHEDULED", "RUNNING", "SUCCEEDED", "FAILED", "AGE"], header
-    assert row[:7] == ["nginx", "Running", "3", "3", "3", "0", "0"], row
+    assert header == ["NAME", "PHASE", "MINMEMBER", "SCHEDULED", "RUNNING", "SUCCEEDED", "FAILED", "REASON", "AGE"], \
+        header
+    assert row[:8] == ["nginx", "Running", "3", "3", "3", "0", "0", "Released"], row
     wide = stack.cluster.kubectl("get", "pg", "nginx", "-n", namespace, "-o", "wide").stdout.splitlines()
     assert "TIMEOUT" in wide[0].split() and wide[1].split()[wide[0].split().index("TIMEOUT")] == "30", wide
 

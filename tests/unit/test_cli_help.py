@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from cogate import api
+from cogate import api, ungate
 from cogate.certs import bootstrap
 from cogate import explain as explain_cli
 from cogate.controller import main as controller_main
@@ -27,6 +27,7 @@ COMMANDS = {
     ("dev",): dev.main,
     ("dev", "up"): dev.main,
     ("explain",): explain_cli.main,
+    ("ungate",): ungate.main,
 }
 
 

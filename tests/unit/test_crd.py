@@ -165,8 +165,11 @@ def test_schema_is_structural(schema):
 def test_printer_columns(version):
     cols = {c["name"]: c for c in version["additionalPrinterColumns"]}
     default = [c["name"] for c in version["additionalPrinterColumns"] if c.get("priority", 0) == 0]
-    assert default == ["Phase", "MinMember", "Scheduled", "Running", "Succeeded", "Failed", "Age"]
-    assert cols["Timeout"]["priority"] == 1
+    assert default == ["Phase", "MinMember", "Scheduled", "Running", "Succeeded", "Failed", "Reason", "Age"]
+    assert cols["Timeout"]["priority"] == 1 and cols["Message"]["priority"] == 1
+    # the Released condition's (the one cogate always writes; controller/status/conditions.py)
+    assert cols["Reason"]["jsonPath"] == '.status.conditions[?(@.type=="Released")].reason'
+    assert cols["Message"]["jsonPath"] == '.status.conditions[?(@.type=="Released")].message'
     assert cols["Timeout"]["jsonPath"] == ".spec.scheduleTimeoutSeconds"
     assert cols["Age"]["type"] == "date"
     for name, path in [("Phase", ".status.phase"), ("MinMember", ".spec.minMember"),
