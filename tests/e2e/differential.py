@@ -815,6 +815,57 @@ def _write(path: str, argv: Sequence[str], outcomes: Sequence[Outcome], started:
     os.replace(path + ".tmp", path)
 
 
+#: Where the recorded runs live (one results file per family) and the page rendered from them.
+RESULTS_DIR = "docs/results/differential"
+RESULTS_PAGE = "docs/results/differential.md"
+
+
+def report(docs: Mapping[str, Mapping[str, Any]]) -> str:
+    """The Markdown page of recorded runs (``docs``: file name -> a results file as written by
+    :func:`_write`): per file and placement the TP/TN/FP/FN counts, and per file the command,
+    commit, date, machine load, Kubernetes release and settings it ran with; then every FP/FN case
+    (seed, family, placement, verdict, bound). Pure."""
+    out = ["<!-- Generated from docs/results/differential/*.json by `python -m tests.e2e.differential "
+           "--report`; do not edit. -->\n\n# Differential runs: the planner against the real kube-scheduler\n\n",
+           "How the runs work and what TP/TN/FP/FN mean: [../differential.md](../differential.md). Each row comes "
+           "from the results file named in it, which holds every run (and the API snapshot of every FP/FN "
+           "case, for `--replay`).\n\n",
+           "| results file | family | seeds | placement | scenarios | TP | TN | **FP** | FN | commit | date | "
+           "load (1/5/15 min) at start | Kubernetes | command |\n", "|" + "---|" * 14 + "\n"]
+    for name, doc in sorted(docs.items()):
+        run = doc.get("run") or {}
+        st = run.get("settings") or {}
+        load = " / ".join(str(x) for x in run.get("load_average", [])) or "?"
+        for placement, c in sorted((doc.get("summary") or {}).items()):
+            out.append(f"| [{name}](differential/{name}) | {st.get('family', '?')} | {st.get('seeds', '?')} | "
+                       f"{placement} | {c['scenarios']} | {c['TP']} | {c['TN']} | **{c['FP']}** | {c['FN']} | "
+                       f"{run.get('commit', '?')} | {run.get('date', '?')} | {load} | {st.get('kubernetes', '?')} | "
+                       f"`{doc.get('command', '')}` (stable {st.get('stable', '?')} s, "
+                       f"{doc.get('elapsed_seconds', '?')} s in all) |\n")
+    cases = [(name, c) for name, doc in sorted(docs.items()) for c in doc.get("cases") or []]
+    out.append("\n## False positives and false negatives\n\n")
+    if not cases:
+        out.append("None.\n")
+    else:
+        out.append("| results file | seed | family | placement | class | planner | minMember | bound |\n"
+                   "|---|---|---|---|---|---|---|---|\n")
+        for name, c in cases:
+            out.append(f"| {name} | {c.get('seed')} | {c.get('family')} | {c.get('placement')} | "
+                       f"{c.get('classification')} | {c.get('verdict')} | {c.get('min_member')} | "
+                       f"{len(c.get('bound') or {})}/{c.get('members')} |\n")
+    return "".join(out)
+
+
+def _report_main(root: str) -> int:
+    import glob
+
+    docs = {os.path.basename(f): json.load(open(f)) for f in sorted(glob.glob(os.path.join(root, RESULTS_DIR, "*.json")))}
+    with open(os.path.join(root, RESULTS_PAGE), "w") as fh:
+        fh.write(report(docs))
+    print(f"wrote {RESULTS_PAGE} from {len(docs)} results files")
+    return 0
+
+
 def _server_version(api: Any) -> str:
     from kubernetes import client
 
@@ -837,7 +888,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kubeconfig", help="use this cluster (else start a local control plane)")
     ap.add_argument("--stable", type=float, default=2.0, help="seconds the outcome must not change")
     ap.add_argument("--settle-timeout", type=float, default=15.0)
+    ap.add_argument("--report", action="store_true",
+                    help=f"write {RESULTS_PAGE} from the results files in {RESULTS_DIR} (runs nothing)")
     args = ap.parse_args(argv)
+    if args.report:
+        return _report_main(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
     seeds = [int(s) for s in args.seeds.split(",") if s] if args.seeds else list(range(args.seed, args.seed + args.count))
     modes = PLACEMENTS if args.placement == "both" else (args.placement,)
 
