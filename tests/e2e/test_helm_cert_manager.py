@@ -117,7 +117,11 @@ def _install_and_check(cluster, api, cm, namespace: str, *sets: str, own_issuer:
     ``own_issuer``; returns ``(serving certificate, CA in caBundle)``. The release is uninstalled and
     the namespace deleted afterwards, also on failure."""
     core = client.CoreV1Api(api)
-    core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    probe_ns = f"{namespace}-probe"  # the release namespace is never gated
+    for name in (namespace, probe_ns):
+        core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    wait_for(lambda: core.list_namespaced_service_account(probe_ns, field_selector="metadata.name=default").items,
+             30, what=f"the default ServiceAccount of {probe_ns}")
     args = ["helm", "install", RELEASE, "charts/cogate", "--namespace", namespace, "--values", REAL_NODE_VALUES,
             "--set", "webhook.certs.mode=cert-manager", *(a for s in sets for a in ("--set", s))]
     installed = []
@@ -163,7 +167,7 @@ def _install_and_check(cluster, api, cm, namespace: str, *sets: str, own_issuer:
         # TLS with the cert-manager certificate (failurePolicy Fail: no answer, no pod).
         def created_gated():
             try:
-                pod = core.create_namespaced_pod(namespace, labelled_pod(f"probe-{int(time.monotonic() * 1000)}"))
+                pod = core.create_namespaced_pod(probe_ns, labelled_pod(f"probe-{int(time.monotonic() * 1000)}"))
             except client.ApiException:  # the webhook's pods not ready yet (Secret mounted late)
                 return None
             return pod
@@ -188,7 +192,8 @@ def _install_and_check(cluster, api, cm, namespace: str, *sets: str, own_issuer:
         return leaf, bundle[0]
     finally:
         uninstall()
-        core.delete_namespace(namespace, propagation_policy="Background")
+        for name in (namespace, probe_ns):
+            core.delete_namespace(name, propagation_policy="Background")
 
 
 def test_self_signed_issuer_of_the_chart(real_cluster, api, cert_manager):
