@@ -5,7 +5,8 @@
 # test control plane: kube-apiserver, etcd, kube-scheduler, kube-controller-manager,
 # kubectl, kwok, helm, cluster-autoscaler (from the repository's third_party/, see third_party/README.md),
 # the MPI operator, KubeRay's operator, the training-operator and JobSet's controller (with
-# their CRDs) for the operator and examples tests,
+# their CRDs) for the operator and examples tests, cert-manager's controller and cainjector (with
+# its CRDs) for the chart's cert-manager mode test,
 # and containerd, kubelet, kube-proxy for the real node, pinned in
 # localcluster/versions.py, cached under ~/.cache/cogate or $COGATE_CACHE_DIR). The real
 # node's tests run as root and install Debian's runc, containernetworking-plugins and

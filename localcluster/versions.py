@@ -48,6 +48,13 @@ TRAINING_OPERATOR = "v1.9.4"
 #: proxy serves (its version list and v0.12.1, v0.12.2, v0.13.0 answer "403 This module version is not
 #: available").
 JOBSET = "v0.12.0"
+#: cert-manager (github.com/cert-manager/cert-manager): its controller and cainjector, run as host
+#: processes by the e2e test of the chart's cert-manager mode (:mod:`certmanager`). v1.11.5 is the
+#: newest release whose binaries the module proxy serves: from v1.12 on, ``cmd/controller`` and
+#: ``cmd/cainjector`` are separate modules (``.../controller-binary``, ``.../cainjector-binary``, whose
+#: path is not their directory) that the proxy does not serve; the root module (v1.21.2 is served)
+#: holds no main package. The ``cert-manager.io/v1`` API the chart uses is the same in both.
+CERT_MANAGER = "v1.11.5"
 
 #: name -> (wrapper module requirement, version, go package paths to build)
 TOOLS: dict[str, tuple[str, str, tuple[str, ...]]] = {
@@ -83,6 +90,10 @@ TOOLS: dict[str, tuple[str, str, tuple[str, ...]]] = {
                           ("github.com/kubeflow/training-operator/cmd/training-operator.v1",)),
     # The module root is JobSet's main package (main.go).
     "jobset": ("sigs.k8s.io/jobset", JOBSET, ("sigs.k8s.io/jobset",)),
+    # Controller and CA injector only: the test installs no cert-manager webhook configuration.
+    "cert-manager": ("github.com/cert-manager/cert-manager", CERT_MANAGER,
+                     ("github.com/cert-manager/cert-manager/cmd/controller",
+                      "github.com/cert-manager/cert-manager/cmd/cainjector")),
     "containerd": (
         "github.com/containerd/containerd/v2",
         CONTAINERD,
@@ -257,6 +268,9 @@ AUTOSCALER_TOOLS = ("cluster-autoscaler",)
 #: Operators the e2e tests run against cogate (:mod:`operators`); ``make binaries`` builds them,
 #: ``cogate demo`` and ``cogate dev up`` do not.
 OPERATOR_TOOLS = ("mpi-operator", "kuberay", "training-operator", "jobset")
+#: cert-manager, for the chart's cert-manager mode test (:mod:`certmanager`); ``make binaries`` builds
+#: it, ``cogate demo`` and ``cogate dev up`` do not.
+CERT_MANAGER_TOOLS = ("cert-manager",)
 
 #: CRD manifests a tool's build copies from its module's source (paths inside the module) into
 #: its binary directory, beside the binaries (same base names); the operators need them applied
@@ -268,6 +282,11 @@ CRDS: dict[str, tuple[str, ...]] = {
     # PyTorchJob only: its kubeflow.org_mpijobs.yaml (v1) has the MPI operator's CRD name.
     "training-operator": ("manifests/base/crds/kubeflow.org_pytorchjobs.yaml",),
     "jobset": ("config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml",),
+    # All six: the controller's default controllers include ACME's (Order, Challenge), whose
+    # informers never sync without their CRDs. Their labels are Helm template text
+    # (``'{{ template "cert-manager.name" . }}'``): :mod:`certmanager` drops them.
+    "cert-manager": tuple(f"deploy/crds/crd-{k}.yaml" for k in ("certificates", "certificaterequests", "issuers",
+                                                                 "clusterissuers", "orders", "challenges")),
 }
 
 #: Debian packages the real node runs from the host (installed with apt-get when missing,
@@ -290,4 +309,5 @@ BINARIES: dict[str, tuple[str, ...]] = {
     "kuberay": ("ray-operator",),
     "training-operator": ("training-operator.v1",),
     "jobset": ("jobset",),
+    "cert-manager": ("controller", "cainjector"),
 }

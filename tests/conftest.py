@@ -39,7 +39,7 @@ E2E_DIR = Path(__file__).parent / "e2e"
 os.environ.pop("COGATE_PHASES_FILE", None)
 #: Test files that use what this host has only one of (the real kubelet node, the container image
 #: build): one xdist group, so they never run at the same time on two workers.
-HOST_EXCLUSIVE = frozenset({"test_real_node.py", "test_helm_install.py", "test_image.py"})
+HOST_EXCLUSIVE = frozenset({"test_real_node.py", "test_helm_install.py", "test_helm_cert_manager.py", "test_image.py"})
 HOST_GROUP = "host"
 
 

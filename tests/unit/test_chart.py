@@ -256,6 +256,36 @@ def test_cert_manager_mode(helm):
     assert not [r for r in all_of(objs, "Role") + all_of(objs, "ClusterRole") if r["metadata"]["name"] == "cogate-webhook"]
 
 
+@pytest.mark.parametrize("kind", ["ClusterIssuer", "Issuer"])
+def test_cert_manager_mode_with_issuer_ref(helm, kind):
+    objs = render(helm, "--set", "webhook.certs.mode=cert-manager", "--set", "webhook.certs.issuerRef.name=corp-ca",
+                  "--set", f"webhook.certs.issuerRef.kind={kind}")
+    assert not all_of(objs, "Issuer"), "no self-signed Issuer of the chart's own with issuerRef"
+    cert = find(objs, "Certificate")
+    assert cert["spec"]["issuerRef"] == {"name": "corp-ca", "kind": kind, "group": "cert-manager.io"}
+    mwc = find(objs, "MutatingWebhookConfiguration")
+    assert mwc["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == f"{NAMESPACE}/cogate-webhook"
+
+
+@pytest.mark.parametrize("sets, message", [
+    (["webhook.certs.issuerRef.name=corp-ca"], "applies to webhook.certs.mode=cert-manager only"),
+    (["webhook.certs.mode=cert-manager", "webhook.certs.issuerRef.kind=ClusterIssuer"],
+     "webhook.certs.issuerRef.name is required"),
+    (["webhook.certs.mode=cert-manager", "webhook.certs.issuerRef.name=a", "webhook.certs.issuerRef.kind=CA"],
+     'must be Issuer or ClusterIssuer for group cert-manager.io, got "CA"'),
+], ids=str)
+def test_issuer_ref_errors(helm, sets, message):
+    proc = _template(helm, *[a for s in sets for a in ("--set", s)], check=False)
+    assert proc.returncode != 0 and message in proc.stderr, proc.stderr
+
+
+def test_issuer_ref_of_an_external_issuer_keeps_its_kind(helm):
+    objs = render(helm, "--set", "webhook.certs.mode=cert-manager", "--set", "webhook.certs.issuerRef.name=vault",
+                  "--set", "webhook.certs.issuerRef.kind=VaultIssuer", "--set", "webhook.certs.issuerRef.group=example.com")
+    assert find(objs, "Certificate")["spec"]["issuerRef"] == {"name": "vault", "kind": "VaultIssuer",
+                                                             "group": "example.com"}
+
+
 def test_controller_deployment(controller_deploy):
     spec = controller_deploy["spec"]
     assert spec["replicas"] == 2
