@@ -26,7 +26,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from cogate import api, cliargs, kube, logs
+from cogate import api, cliargs, kube, listen, logs
 from cogate.controller import core
 from cogate.controller.devices import feature as devices
 from cogate.controller.preemption import feature as preemption
@@ -73,8 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="scheduling gate to remove; must match the webhook's --gate-name (default: %(default)s)")
     p.add_argument("--metrics-port", metavar="PORT", type=cliargs.port, default=8080,
                    help="port of /metrics, /healthz, /readyz; 0 picks a free port (default: %(default)s)")
-    p.add_argument("--metrics-host", metavar="ADDRESS", default="0.0.0.0",
-                   help="address of the metrics server (default: %(default)s)")
+    p.add_argument("--metrics-host", metavar="ADDRESS", default=listen.ANY,
+                   help=listen.HOST_HELP + " (the metrics and health server)")
     p.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=True,
                    help=f"elect a leader through the Lease {LEASE_NAME!r}; only the leader acts (default: on)")
     p.add_argument("--leader-election-namespace", metavar="NAMESPACE", default=None,
