@@ -228,7 +228,7 @@ def test_bootstrap_init_container_and_rotator(webhook_deploy):
         assert args.secret_name == "cogate-webhook-cert"
         assert args.service_name == "cogate-webhook"
         assert args.webhook_config_name == "cogate"
-        assert args.webhook_name == [webhook_config.WEBHOOK_NAME, webhook_config.LATE_WEBHOOK_NAME]
+        assert args.webhook_name == [webhook_config.WEBHOOK_NAME]  # the late entry is opt-in
         assert args.cert_dir == "/certs"
         assert {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}} in c["env"]
     assert bootstrap.build_parser().parse_args(init["args"][1:]).loop == 0
