@@ -16,13 +16,19 @@ from __future__ import annotations
 import errno
 import socket
 
-__all__ = ["ANY", "HOST_HELP", "listening_socket"]
+__all__ = ["ANY", "host_help", "listening_socket"]
 
 #: Every address, both families (module doc).
 ANY = ""
-#: The ``--host``/``--metrics-host`` help text, one wording for every server.
-HOST_HELP = ("address to listen on; default: every address of both IP families (IPv4 through IPv4-mapped "
-             "IPv6 addresses; IPv4 only where the host has no IPv6); 0.0.0.0: IPv4 only")
+
+
+def host_help(what: str) -> str:
+    """The ``--host``/``--metrics-host`` help text of the server ``what``, one wording for all."""
+    return (f"address of {what}; 0.0.0.0: IPv4 only; '' or '::': every address of both IP families "
+            "(IPv4 through IPv4-mapped IPv6 addresses; IPv4 only where the host has no IPv6) "
+            "(default: every address of both IP families)")
+
+
 #: Errors binding ``::`` that mean "no IPv6 here" (then :data:`ANY` falls back to IPv4).
 _NO_IPV6 = (errno.EAFNOSUPPORT, errno.EADDRNOTAVAIL, errno.EPROTONOSUPPORT)
 

@@ -74,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--metrics-port", metavar="PORT", type=cliargs.port, default=8080,
                    help="port of /metrics, /healthz, /readyz; 0 picks a free port (default: %(default)s)")
     p.add_argument("--metrics-host", metavar="ADDRESS", default=listen.ANY,
-                   help=listen.HOST_HELP + " (the metrics and health server)")
+                   help=listen.host_help("the metrics and health server"))
     p.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=True,
                    help=f"elect a leader through the Lease {LEASE_NAME!r}; only the leader acts (default: on)")
     p.add_argument("--leader-election-namespace", metavar="NAMESPACE", default=None,

@@ -49,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "scheduling.x-k8s.io/pod-group, so the pod waits until the controller releases its PodGroup.",
     )
     p.add_argument("--host", metavar="ADDRESS", default=listen.ANY,
-                   help=listen.HOST_HELP + " (the HTTPS port and the metrics port)")
+                   help=listen.host_help("the HTTPS and metrics ports"))
     p.add_argument("--port", metavar="PORT", type=cliargs.port, default=9443,
                    help="HTTPS port for /mutate and probes (default: %(default)s)")
     p.add_argument("--tls-cert-file", metavar="PATH",
