@@ -359,11 +359,18 @@ def bootstrap_once(args: argparse.Namespace, core, admission) -> None:
 
 def _cmd_bootstrap(args: argparse.Namespace) -> int:
     from kubernetes import client
+    from kubernetes.config import ConfigException
 
     if not args.namespace:
         print("error: --namespace not given and POD_NAMESPACE/service account namespace unavailable", file=sys.stderr)
         return 2
-    api = api_client(args.kubeconfig)
+    try:
+        api = api_client(args.kubeconfig)
+    except (ConfigException, OSError) as exc:  # no kubeconfig, none in-cluster, an unreadable file
+        where = args.kubeconfig or os.environ.get("KUBECONFIG") or "the in-cluster service account"
+        print(f"error: no Kubernetes client configuration from {where}: {str(exc).strip().splitlines()[0]}"
+              " (pass --kubeconfig, or run in a pod)", file=sys.stderr)
+        return 1
     core, admission = client.CoreV1Api(api), client.AdmissionregistrationV1Api(api)
     while True:
         try:
@@ -391,6 +398,14 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         return 2
     print(f"wrote {', '.join(SECRET_KEYS)} to {out}")
     return 0
+
+
+def _dns_name(text: str) -> str:
+    """``--dns``: a DNS name :func:`cogate.certs.pki.check_dns_name` accepts (a usage error naming it)."""
+    try:
+        return pki.check_dns_name(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("dns_names: ")) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -442,8 +457,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "for running the webhook outside a cluster.",
     )
     g.add_argument("--out", metavar="DIR", required=True, help="output directory (required)")
-    g.add_argument("--dns", metavar="NAME", action="append", required=True,
-                   help="DNS name for the certificate, repeatable; the first is the subject (required)")
+    g.add_argument("--dns", metavar="NAME", action="append", required=True, type=_dns_name,
+                   help="DNS name for the certificate (RFC 1123; a leading '*.' allowed), repeatable; the first "
+                        "is the subject (required)")
     g.add_argument("--ip", metavar="ADDRESS", action="append", default=[],
                    help="IP address for the certificate, repeatable (default: none)")
     return parser

@@ -26,6 +26,9 @@ and kubeadm, except that ECDSA is the default key type because it is fast):
   ``organizations`` entry a group (e.g. ``system:masters``), as kube-apiserver's x509
   authenticator reads them.
 
+DNS names in subjectAltName are checked (:func:`check_dns_name`: RFC 1123, an optional
+leading ``*.``).
+
 Errors: bad arguments raise ``ValueError`` naming the argument; unparsable PEM raises
 ``ValueError`` from ``cryptography`` wrapped with the kind of object expected.
 """
@@ -35,6 +38,7 @@ from __future__ import annotations
 import datetime as _dt
 import ipaddress
 import os
+import re
 import secrets
 import tempfile
 from pathlib import Path
@@ -187,6 +191,34 @@ def _ip(value: object) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
         raise ValueError(f"ip_addresses: {value!r} is not an IPv4 or IPv6 address") from None
 
 
+#: One DNS label (RFC 1123 section 2.1: letters, digits and hyphens, not starting or ending
+#: with a hyphen, 1-63 characters; host names compare case-insensitively).
+_DNS_LABEL = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?")
+
+
+def check_dns_name(name: object) -> str:
+    """``name`` if it is a DNS name a certificate's subjectAltName may carry: labels of RFC 1123
+    (letters, digits, inner hyphens, 1-63 characters each) joined by dots, at most 253
+    characters, no trailing dot, optionally one leading ``*.`` wildcard label (RFC 6125 6.4.3;
+    Go's ``crypto/x509`` matches only that form). Raises ``ValueError`` naming the name and what
+    is wrong with it (e.g. ``cogate_webhook``: an underscore)."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"dns_names: expected a non-empty string, got {name!r}")
+    if len(name) > 253:
+        raise ValueError(f"dns_names: {name[:40]!r}... is {len(name)} characters, more than 253 (RFC 1123)")
+    labels = name.split(".")
+    if labels[0] == "*" and len(labels) > 1:
+        labels = labels[1:]
+    for label in labels:
+        if not _DNS_LABEL.fullmatch(label):
+            why = ("an empty label (two dots, or a leading or trailing dot)" if not label else
+                   "a label longer than 63 characters" if len(label) > 63 else
+                   "a label starting or ending with a hyphen" if label[0] == "-" or label[-1] == "-" else
+                   f"the character {next(c for c in label if not (c.isascii() and (c.isalnum() or c == '-')))!r}")
+            raise ValueError(f"dns_names: {name!r} is not a valid DNS name (RFC 1123): {why}")
+    return name
+
+
 def _strings(values: Iterable[str], what: str) -> list[str]:
     if isinstance(values, str):
         raise ValueError(f"{what}: expected a sequence of strings, got the single string {values!r}")
@@ -234,7 +266,7 @@ def issue(
     key = _check_key(key, "key") if key is not None else new_ec_key()
     if not key_matches(ca_cert, ca_key):
         raise ValueError("ca_key: does not match the public key of ca_cert")
-    dns = _strings(dns_names, "dns_names")
+    dns = [check_dns_name(d) for d in _strings(dns_names, "dns_names")]
     if isinstance(ip_addresses, str):
         raise ValueError(f"ip_addresses: expected a sequence of addresses, got the single string {ip_addresses!r}")
     ips = [_ip(v) for v in ip_addresses]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 
 from cogate import api, logs
 
@@ -77,6 +78,19 @@ def gate_name(text: str) -> str:
         return api.validate_gate_name(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+#: A namespace name: an RFC 1123 label (Kubernetes ``ValidateNamespaceName``: lower-case
+#: letters, digits and inner hyphens, at most 63 characters).
+_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+def namespace_name(text: str) -> str:
+    """A namespace name (RFC 1123 label, as Kubernetes validates it)."""
+    if not _NAMESPACE.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"not a namespace name (RFC 1123 label: lower-case letters, digits and "
+                                         f"inner hyphens, at most 63 characters): {text!r}")
+    return text
 
 
 LOG_LEVELS = logs.LEVELS

@@ -26,7 +26,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from cogate import api, cliargs, kube, logs
+from cogate import api, cliargs, kube, listen, logs
 from cogate.controller import core
 from cogate.controller.devices import feature as devices
 from cogate.controller.preemption import feature as preemption
@@ -74,8 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="scheduling gate to remove; must match the webhook's --gate-name (default: %(default)s)")
     p.add_argument("--metrics-port", metavar="PORT", type=cliargs.port, default=8080,
                    help="port of /metrics, /healthz, /readyz; 0 picks a free port (default: %(default)s)")
-    p.add_argument("--metrics-host", metavar="ADDRESS", default="0.0.0.0",
-                   help="address of the metrics server (default: %(default)s)")
+    p.add_argument("--metrics-host", metavar="ADDRESS", default=listen.ANY,
+                   help=listen.host_help("the metrics and health server"))
     p.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=True,
                    help=f"elect a leader through the Lease {LEASE_NAME!r}; only the leader acts (default: on)")
     p.add_argument("--leader-election-namespace", metavar="NAMESPACE", default=None,
@@ -122,6 +122,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "marking them DisruptionTarget) when that lets minMember fit, one preemption at a time, and "
                         "holds the freed room until its members are released (default: on, as kube-scheduler's preemption; "
                         "--no-preemption turns it off)")
+    p.add_argument("--protected-namespace", metavar="NAMESPACE", action="append", default=[],
+                   dest="protected_namespaces", type=cliargs.namespace_name,
+                   help="preemption never selects a pod in this namespace as a victim, whatever its priority "
+                        "(repeatable; the chart passes its release namespace and controller.protectedNamespaces); "
+                        "a group that could only make room by taking such pods says so (Preempting False, reason "
+                        "OnlyProtectedPods) (default: none)")
     p.add_argument("--provisioning-class", metavar="CLASS", default="",
                    help="ask cluster-autoscaler for the nodes a waiting group lacks with ProvisioningRequests of this "
                         "class (autoscaling.x-k8s.io/v1; e.g. " + provreq.ATOMIC_CLASS + ": all of the group's "
@@ -219,7 +225,8 @@ def configure(args: argparse.Namespace) -> ReconcilerConfig:
         evict_on_timeout=args.evict_on_timeout, workers=args.workers,
         recreate_stuck_members=args.recreate_stuck_members, validate_releases=args.validate_releases,
         pod_disruption_budgets=args.pod_disruption_budgets, evict_below_quorum=args.evict_below_quorum,
-        preemption=args.preemption, provisioning_class=args.provisioning_class,
+        preemption=args.preemption, protected_namespaces=frozenset(args.protected_namespaces),
+        provisioning_class=args.provisioning_class,
         starvation_seconds=args.starvation_seconds, reservation_ttl_seconds=args.reservation_ttl,
         scheduler_names=frozenset({verdicts.DEFAULT_SCHEDULER, *args.scheduler_names}),
         unchecked=args.unchecked_constraints)

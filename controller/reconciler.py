@@ -156,7 +156,8 @@ class Reconciler:
                              workers=config.workers, sleep=sleep, monotonic=monotonic)
         self._decide = decide
         #: The incremental planner's state (None when ``decide`` is scripted); guarded by its lock.
-        self.planning: PlanningState | None = PlanningState() if decide is None else None
+        self.planning: PlanningState | None = (PlanningState(config.protected_namespaces) if decide is None
+                                               else None)
         self._planning_lock = threading.Lock()
         #: DRA devices in the planning state (:mod:`cogate.controller.devices.room`).
         self.devices = Devices(caches.resource_slices, caches.device_classes, caches.resource_claims,

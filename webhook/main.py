@@ -31,7 +31,7 @@ import ssl
 import sys
 import time
 
-from cogate import cliargs, logs
+from cogate import cliargs, listen, logs
 from cogate.api import DEFAULT_GATE_NAME, DEFAULT_SCHEDULER_NAME
 from cogate.logs import JsonFormatter
 
@@ -48,7 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run the mutating admission webhook: it adds the scheduling gate to every new pod labelled "
                     "scheduling.x-k8s.io/pod-group, so the pod waits until the controller releases its PodGroup.",
     )
-    p.add_argument("--host", metavar="ADDRESS", default="0.0.0.0", help="address to listen on (default: %(default)s)")
+    p.add_argument("--host", metavar="ADDRESS", default=listen.ANY,
+                   help=listen.host_help("the HTTPS and metrics ports"))
     p.add_argument("--port", metavar="PORT", type=cliargs.port, default=9443,
                    help="HTTPS port for /mutate and probes (default: %(default)s)")
     p.add_argument("--tls-cert-file", metavar="PATH",

@@ -55,6 +55,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, H
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from cogate import listen
 from cogate.api import DEFAULT_GATE_NAME, DEFAULT_SCHEDULER_NAME
 from cogate.metrics import register_common
 
@@ -482,7 +483,8 @@ async def _close_while_draining(request: web.Request, response: web.StreamRespon
 
 
 class WebhookServer:
-    """The webhook app bound to a host/port, over TLS unless ``tls`` is ``None``.
+    """The webhook app bound to a host/port, over TLS unless ``tls`` is ``None``; ``host``
+    :data:`cogate.listen.ANY` (default): every address of both IP families.
 
     With ``tls``, the app owns its certificate reload loop (:func:`reload_certificates`).
     ``start()`` binds (``port=0`` picks a free port; see :attr:`port`); with ``metrics_port``
@@ -497,7 +499,7 @@ class WebhookServer:
     def __init__(
         self,
         app: web.Application,
-        host: str = "0.0.0.0",
+        host: str = listen.ANY,
         port: int = 9443,
         tls: CertReloader | None = None,
         shutdown_timeout: float = 10.0,
@@ -534,16 +536,16 @@ class WebhookServer:
 
     async def start(self) -> None:
         await self.runner.setup()
-        site = web.TCPSite(
+        # one socket per port, both IP families by default (cogate.listen)
+        site = web.SockSite(
             self.runner,
-            self.host,
-            self.requested_port,
+            listen.listening_socket(self.host, self.requested_port),
             ssl_context=self.tls.context if self.tls else None,
         )
         await site.start()
         if self.probe_runner is not None:
             await self.probe_runner.setup()
-            await web.TCPSite(self.probe_runner, self.host, self.metrics_port).start()
+            await web.SockSite(self.probe_runner, listen.listening_socket(self.host, self.metrics_port or 0)).start()
         log.info(
             "webhook listening",
             extra={"event": "listening", "host": self.host, "port": self.port, "tls": self.tls is not None},

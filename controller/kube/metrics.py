@@ -28,6 +28,8 @@ from prometheus_client.registry import Collector
 from cogate.controller.status.waiting import ReasonSummary, ages, summarize
 from cogate.metrics import register_common
 
+from cogate import listen
+
 log = logging.getLogger(__name__)
 
 _P = "cogate_controller_"
@@ -159,10 +161,12 @@ class Metrics:
         return generate_latest(self.registry)
 
 
-def serve(port: int, metrics: Metrics, ready: Callable[[], bool], host: str = "0.0.0.0") -> ThreadingHTTPServer:
+def serve(port: int, metrics: Metrics, ready: Callable[[], bool], host: str = listen.ANY) -> ThreadingHTTPServer:
     """Serve ``/metrics``, ``/healthz`` (200 while the process serves) and ``/readyz``
     (200 when ``ready()``, else 503) on ``host:port`` in a daemon thread; returns the server
-    (``shutdown()`` it to stop). ``port`` 0 picks a free port (``server.server_port``).
+    (``shutdown()`` it to stop). ``port`` 0 picks a free port (``server.server_port``). ``host``
+    :data:`cogate.listen.ANY` (default): every address of both IP families. Raises ``OSError``
+    when the port cannot be bound.
     """
 
     class Handler(BaseHTTPRequestHandler):
@@ -192,7 +196,12 @@ def serve(port: int, metrics: Metrics, ready: Callable[[], bool], host: str = "0
         def log_message(self, format: str, *args: object) -> None:  # noqa: A002
             log.debug("http: " + format, *args)
 
-    server = ThreadingHTTPServer((host, port), Handler)
+    sock = listen.listening_socket(host, port)
+    server = ThreadingHTTPServer(sock.getsockname()[:2], Handler, bind_and_activate=False)
+    server.socket.close()
+    server.socket, server.address_family = sock, sock.family  # bound and listening (cogate.listen)
+    server.server_address = sock.getsockname()
+    server.server_name, server.server_port = server.server_address[0], server.server_address[1]
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, name="metrics-http", daemon=True).start()
     return server

@@ -53,6 +53,10 @@ class ReconcilerConfig:
     #: Gang-aware preemption (``--preemption``, issue 15): a waiting group short of room deletes
     #: lower-priority pods to make it (controller/preemption/room.py). On by default, as kube-scheduler's preemption is.
     preemption: bool = True
+    #: Namespaces whose pods preemption never selects as victims, whatever their priority
+    #: (``--protected-namespace``; the chart: its release namespace and ``controller.protectedNamespaces``):
+    #: :func:`cogate.controller.preemption.candidates.candidate_rule`.
+    protected_namespaces: frozenset[str] = frozenset()
     #: ProvisioningRequest class cogate asks cluster-autoscaler for a waiting group's missing nodes
     #: with (``--provisioning-class``, issue 16: e.g. ``best-effort-atomic-scale-up.autoscaling.x-k8s.io``);
     #: '' (the default): never asks (controller/provisioning/room.py).

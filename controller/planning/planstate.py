@@ -55,7 +55,7 @@ class PlanningState:
     and pods given so far. Units as in :mod:`cogate.controller.model.resources`; times epoch seconds.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, indexed_namespaces: Iterable[str] = ()) -> None:
         self._nodes: list[NodeInfo] = []
         self._index: dict[str, int] = {}
         self._free: list[dict[str, int]] = []
@@ -69,6 +69,9 @@ class PlanningState:
         self._on_node: dict[str, dict[str, PodInfo]] = {}
         #: (namespace, pod-group label) -> bound non-terminal pods carrying it, by uid (any node).
         self._by_group: dict[tuple[str, str], dict[str, PodInfo]] = {}
+        #: Namespace -> its bound non-terminal pods by uid, for the namespaces given (preemption's
+        #: protected namespaces: :meth:`BoundView.in_namespace`); other namespaces are not indexed.
+        self._in_namespace: dict[str, dict[str, PodInfo]] = {ns: {} for ns in indexed_namespaces}
         #: Pods charged to a known node that carry required pod anti-affinity.
         self._anti_pods = 0
         #: Unbound pods with a nomination (``status.nominatedNodeName``), by uid: room promised.
@@ -91,9 +94,10 @@ class PlanningState:
         self.last_judged = 0
 
     @classmethod
-    def build(cls, nodes: Iterable[NodeInfo], pods: Iterable[PodInfo]) -> PlanningState:
+    def build(cls, nodes: Iterable[NodeInfo], pods: Iterable[PodInfo],
+              indexed_namespaces: Iterable[str] = ()) -> PlanningState:
         """A state holding ``nodes`` and ``pods`` (as ``planner.decide`` takes them)."""
-        state = cls()
+        state = cls(indexed_namespaces)
         for n in nodes:
             state.upsert_node(n)
         for p in pods:
@@ -203,6 +207,9 @@ class PlanningState:
                     g = pod.labels.get(POD_GROUP_LABEL)
                     if g is not None:
                         self._by_group[(pod.namespace, g)][pod.uid] = pod
+                    ns = self._in_namespace.get(pod.namespace)
+                    if ns is not None:
+                        ns[pod.uid] = pod
                 return
             self._drop(old)
         if not pod.bound:
@@ -213,6 +220,9 @@ class PlanningState:
             g = pod.labels.get(POD_GROUP_LABEL)
             if g is not None:
                 self._by_group.setdefault((pod.namespace, g), {})[pod.uid] = pod
+            ns = self._in_namespace.get(pod.namespace)
+            if ns is not None:
+                ns[pod.uid] = pod
             if pod.deleting:
                 self._deleting[pod.uid] = pod
             i = self._index.get(pod.node_name)
@@ -256,6 +266,9 @@ class PlanningState:
             del members[old.uid]
             if not members:
                 del self._by_group[(old.namespace, g)]
+        ns = self._in_namespace.get(old.namespace)
+        if ns is not None:
+            ns.pop(old.uid, None)
         i = self._index.get(old.node_name)
         if i is not None:
             self._charge(i, old, -1)
@@ -400,6 +413,12 @@ class BoundView:
         """The bound non-terminal pod ``uid`` (on any node), or None."""
         p = self._state._pods.get(uid)
         return None if p is None or p.terminal else p
+
+    def in_namespace(self, namespace: str) -> Iterable[PodInfo] | None:
+        """Bound non-terminal pods of ``namespace`` (any node; being deleted included), or None
+        when the state does not index that namespace (``PlanningState(indexed_namespaces=)``)."""
+        ns = self._state._in_namespace.get(namespace)
+        return None if ns is None else ns.values()
 
     def by_group(self, namespace: str, group: str) -> Iterable[PodInfo]:
         """Bound non-terminal pods of ``namespace`` whose pod-group label is ``group`` (any node,

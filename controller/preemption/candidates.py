@@ -56,16 +56,19 @@ class Candidates:
 
 
 def candidate_rule(priority: int, own: set[str], group: tuple[str, str],
-                   untouchable: set[tuple[str, str]]) -> Callable[[PodInfo], bool]:
-    """Rules 1 and 6 as a test of one bound pod: its priority strictly below ``priority``
+                   untouchable: set[tuple[str, str]],
+                   protected: frozenset[str] = frozenset()) -> Callable[[PodInfo], bool]:
+    """Rules 1, 6 and 8 as a test of one bound pod: its priority strictly below ``priority``
     (kube-scheduler ``SelectVictimsOnNode``), not being deleted, never a member of the group
     (``group``: its namespace and name; ``own``: its members' uids), even one the members' cache
     does not show yet (the pod-group label is read only in the group's namespace), nor of a gang in
-    ``untouchable`` (one with a member of the group's priority or higher)."""
+    ``untouchable`` (one with a member of the group's priority or higher), and never a pod of a
+    ``protected`` namespace, whatever its priority (rule 8, ``--protected-namespace``: cogate's own
+    pods). The one place of the rule: every candidate of every path passes this test."""
     ns, name = group
 
     def is_candidate(p: PodInfo) -> bool:
-        if p.priority >= priority or p.deleting or p.uid in own:
+        if p.priority >= priority or p.deleting or p.uid in own or p.namespace in protected:
             return False
         g = p.labels.get(POD_GROUP_LABEL)
         return g is None or ((p.namespace != ns or g != name) and (p.namespace, g) not in untouchable)
@@ -131,13 +134,15 @@ def fast_path(view: BoundView | None, group: GroupRequest, snapshot: Snapshot | 
 
 def gone_from_view(view: BoundView, is_candidate: Callable[[PodInfo], bool], priority: int, own: set[str],
                    key: tuple[str, str], untouchable: set[tuple[str, str]], promised: Sequence[Promise],
-                   group: GroupRequest) -> tuple[Candidates, Callable[[], Room]]:
+                   group: GroupRequest, protected: frozenset[str] = frozenset()
+                   ) -> tuple[Candidates, Callable[[], Room]]:
     """The candidates read from ``view`` node by node (counted from the per-priority sums), and a
     function building the room with every one of them gone (the fast path of
     :func:`~cogate.controller.preemption.victims.select_victims`): per node, the requests of the pods
     below ``priority`` not being deleted (``BoundView.by_priority``) added back, the pods among them that
-    are not candidates (the group's own, members of untouchable gangs: found by uid and pod-group
-    label) charged again, host ports read again on the nodes that have some; then the room
+    are not candidates (the group's own, members of untouchable gangs, pods of ``protected``
+    namespaces: found by uid, pod-group label and :meth:`BoundView.in_namespace
+    <cogate.controller.planning.planstate.BoundView.in_namespace>`, else by a pass over the pods) charged again, host ports read again on the nodes that have some; then the room
     promised, lent as ``planner.Pass`` lends it. The room ``Snapshot.room`` builds without them."""
     table = view.table
     index = table.index
@@ -152,6 +157,10 @@ def gone_from_view(view: BoundView, is_candidate: Callable[[PodInfo], bool], pri
     for gk in untouchable:
         exclude(view.by_group(*gk))
     exclude(p for p in (view.pod(uid) for uid in own) if p is not None)
+    for ns in protected:
+        in_ns = view.in_namespace(ns)
+        exclude(in_ns if in_ns is not None else (p for p in view.pods if p.namespace == ns and p.bound
+                                                  and not p.terminal))
     by_priority = view.by_priority_all()
     count = 0
     slots: list[int] = []

@@ -371,7 +371,7 @@ class Preempting:
             for _, _, key, g, r, memory in waiting[:SELECTIONS_PER_PASS]:
                 gangs = [Gang(o.namespace, o.name, o.min_member) for k, o in requests.items() if k != key]
                 result = select_victims(r, nodes, pods, promised, budgets, gangs, self.config.planner_config,
-                                        view=view)
+                                        view=view, protected=self.config.protected_namespaces)
                 results.append((g, r, memory, result))
                 if isinstance(result, Preemption):
                     break

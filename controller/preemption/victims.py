@@ -51,9 +51,17 @@ Rules, each with its source (docs/semantics.md, "Preemption (victim selection)")
    priority when nodes are compared. A gang with a member of the group's priority or higher is
    never touched.
 7. **Deterministic**: victims sorted by (node, namespace, name, uid); ties by node order.
+8. **Protected namespaces.** A pod in a namespace of ``protected`` (``--protected-namespace``;
+   the chart: its release namespace, where cogate's own webhook and controller run, and
+   ``controller.protectedNamespaces``) is never a victim, whatever its priority, nor is a gang of
+   such a namespace (``candidate_rule``, the one place of the rule). A group that would place
+   minMember only if such pods went says so (``OnlyProtectedPods``) instead of
+   ``NoLowerPriorityPods`` or ``DoesNotFitEvenWithPreemption``: its waiting is cogate's own
+   safety rule, not the cluster's size (docs/operations/pod-safety.md).
 
 Guarantees (tests/unit/controller/preemption/test_preemption_props.py): the victims suffice (the planner's ``pack``
-places minMember on the room without them); no victim has the group's priority or more; no gang
+places minMember on the room without them); no victim has the group's priority or more, nor sits
+in a protected namespace (tests/unit/controller/preemption/test_protected.py); no gang
 is left partly preempted below its minMember; ``DoesNotFitEvenWithPreemption`` exactly when the
 group does not fit with every candidate gone. Minimality is *with respect to the plan*: putting
 back any single victim unit (one pod, or a gang taken whole), the returned ``plan`` no longer
@@ -142,6 +150,8 @@ class Reason(StrEnum):
     #: minMember fits; the group waits only for the rest of ``spec.minResources``
     #: (:func:`for_min_resources`): no member to place, so nothing is preempted.
     MIN_RESOURCES_ONLY = "MinResourcesOnly"
+    #: Only taking pods of protected namespaces (rule 8) would place minMember: nothing is preempted.
+    ONLY_PROTECTED_PODS = "OnlyProtectedPods"
 
 
 @dataclass(frozen=True)
@@ -205,9 +215,10 @@ def for_min_resources(group: GroupRequest, shorts: Sequence[minres.Short]) -> No
 def select_victims(group: GroupRequest, nodes: Sequence[NodeInfo], pods: Sequence[PodInfo],
                    promised: Sequence[Promise], budgets: Sequence[Budget], gangs: Sequence[Gang],
                    config: PlannerConfig = PlannerConfig(), *,
-                   snapshot: Snapshot | None = None, view: BoundView | None = None) -> Preemption | NoPreemption:
+                   snapshot: Snapshot | None = None, view: BoundView | None = None,
+                   protected: frozenset[str] = frozenset()) -> Preemption | NoPreemption:
     """The pods to preempt so that ``group`` places minMember, or why none (module docstring,
-    rules 1 to 7).
+    rules 1 to 8).
 
     ``nodes``: every node; ``pods``: as ``planner.decide`` takes them (bound non-terminal pods,
     members included; unbound pods with a nomination become room promised only through
@@ -233,6 +244,10 @@ def select_victims(group: GroupRequest, nodes: Sequence[NodeInfo], pods: Sequenc
     ``tests/unit/controller/preemption/test_preemption_props.py``). With budgets, the candidates of every node are read
     once (which nodes a budget covers); the exhaustive fallback reads them all too.
 
+    ``protected``: namespaces whose pods are never victims (rule 8). On the fast path their pods
+    are read from :meth:`BoundView.in_namespace <cogate.controller.planning.planstate.BoundView.in_namespace>`
+    (the controller's state indexes them), else found by a pass over the view's pods.
+
     Never raises on well-typed records; deterministic for a given input.
     """
     pre = _eligible(group, config)
@@ -242,17 +257,18 @@ def select_victims(group: GroupRequest, nodes: Sequence[NodeInfo], pods: Sequenc
     no = _fits_without_preemption(pre, rooms) or _policy_never(pre)
     if no is not None:
         return no
-    found = _find_candidates(pre, rooms, gangs)
+    found = _find_candidates(pre, rooms, gangs, protected)
     if isinstance(found, NoPreemption):
-        return found
+        return _only_protected(pre, rooms, gangs, protected, found)
     all_gone: Room | None = None
     if not _all_gone_check_waits(pre, rooms):
         all_gone, no = _with_every_candidate_gone(pre, found)
         if no is not None:
-            return no
+            return _only_protected(pre, rooms, gangs, protected, no)
     sel, plan = _select(pre, rooms, found, budgets)
     if plan is None:
-        return _fallback(pre, rooms, found, budgets, all_gone)
+        answer = _fallback(pre, rooms, found, budgets, all_gone)
+        return _only_protected(pre, rooms, gangs, protected, answer) if isinstance(answer, NoPreemption) else answer
     return _answer(sel, plan, pre.priority, rooms.table, budgets, pre.me)
 
 
@@ -359,21 +375,24 @@ def _policy_never(pre: _Preemptor) -> NoPreemption | None:
                         f"{pre.me} preempts nothing: preemptionPolicy Never on {name_list(sorted(never))}")
 
 
-def _find_candidates(pre: _Preemptor, rooms: _Rooms, gangs: Sequence[Gang]) -> _Found | NoPreemption:
-    """Step 4 (rules 1 and 6): the bound pods of strictly lower priority that may be taken, the
-    other gangs' bound members (a gang with a member of the group's priority or higher is never
-    touched) and their slack; NoLowerPriorityPods when there is none."""
+def _find_candidates(pre: _Preemptor, rooms: _Rooms, gangs: Sequence[Gang],
+                     protected: frozenset[str]) -> _Found | NoPreemption:
+    """Step 4 (rules 1, 6 and 8): the bound pods of strictly lower priority outside ``protected``
+    namespaces that may be taken, the other gangs' bound members (a gang with a member of the
+    group's priority or higher, or of a protected namespace, is never touched) and their slack;
+    NoLowerPriorityPods when there is none."""
     group, priority = pre.group, pre.priority
     own = {m.uid for m in group.members}
     key = (group.namespace, group.name)
     gang_min = {(g.namespace, g.name): g.min_member for g in gangs if (g.namespace, g.name) != key}
     gang_pods = gang_members(gang_min, rooms.table.index, view=rooms.view, snapshot=rooms.snapshot)
-    untouchable = {gk for gk, ps in gang_pods.items() if max(p.priority for p, _ in ps) >= priority}
-    is_candidate = candidate_rule(priority, own, key, untouchable)
+    untouchable = {gk for gk, ps in gang_pods.items()
+                   if gk[0] in protected or max(p.priority for p, _ in ps) >= priority}
+    is_candidate = candidate_rule(priority, own, key, untouchable, protected)
     gone_room: Callable[[], Room]
     if rooms.view is not None:
         candidates, gone_room = gone_from_view(rooms.view, is_candidate, priority, own, key, untouchable,
-                                               rooms.promised, group)
+                                               rooms.promised, group, protected)
     else:
         snapshot = rooms.snapshot
         assert snapshot is not None
@@ -388,6 +407,28 @@ def _find_candidates(pre: _Preemptor, rooms: _Rooms, gangs: Sequence[Gang]) -> _
     gang_pods = {gk: ps for gk, ps in gang_pods.items() if gk not in untouchable}
     slack = {gk: len(ps) - gang_min[gk] for gk, ps in gang_pods.items()}
     return _Found(candidates, gone_room, gang_pods, slack)
+
+
+def _only_protected(pre: _Preemptor, rooms: _Rooms, gangs: Sequence[Gang], protected: frozenset[str],
+                    no: NoPreemption) -> NoPreemption:
+    """Rule 8's report: when nothing outside the ``protected`` namespaces makes room
+    (``no``: NoLowerPriorityPods or DoesNotFitEvenWithPreemption), whether every lower-priority
+    pod gone, protected ones included, would place minMember; then ``OnlyProtectedPods`` names
+    the namespaces, else ``no`` stands. Costs one more ``pack`` on the room with every candidate
+    gone, only for a group that preempts nothing while protected namespaces are set."""
+    if not protected or no.reason not in (Reason.NO_LOWER_PRIORITY_PODS, Reason.DOES_NOT_FIT_EVEN_WITH_PREEMPTION):
+        return no
+    found = _find_candidates(pre, rooms, gangs, frozenset())
+    if isinstance(found, NoPreemption):
+        return no
+    _, still = _with_every_candidate_gone(pre, found)
+    if still is not None:
+        return no
+    return NoPreemption(Reason.ONLY_PROTECTED_PODS,
+                        f"{pre.me} (priority {pre.priority}) fits {len(pre.members.bound) + len(rooms.placed)} of "
+                        f"{pre.group.min_member}; only preempting pods in the protected namespaces "
+                        f"{name_list(sorted(protected))} would make room, and cogate never preempts those: "
+                        "preempting nothing")
 
 
 def _with_every_candidate_gone(pre: _Preemptor, found: _Found) -> tuple[Room, NoPreemption | None]:

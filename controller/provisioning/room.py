@@ -70,6 +70,7 @@ PROVISIONING_REQUESTS = CustomResource(provreq.GROUP, provreq.VERSION, provreq.P
 #: Notes of the preemption room that say no victim can make room (then new nodes may).
 NO_VICTIM_HELPS = frozenset({PreemptionReason.NO_LOWER_PRIORITY_PODS.value,
                              PreemptionReason.DOES_NOT_FIT_EVEN_WITH_PREEMPTION.value,
+                             PreemptionReason.ONLY_PROTECTED_PODS.value,
                              PreemptionReason.PREEMPTION_POLICY_NEVER.value})
 
 # ``Provisioning`` reasons (the condition's; True while a request stands).

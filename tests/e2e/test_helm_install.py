@@ -84,9 +84,10 @@ def ns(api, request):
 
 
 @pytest.fixture(scope="module")
-def release(real_cluster, api):
-    """The chart installed with docs/development.md's ``helm install``; ``timings`` holds the seconds from
-    ``helm install`` to the first labelled pod gated (``install_to_gated``)."""
+def release(real_cluster, api, tmp_path_factory):
+    """The chart packaged (``helm package``, as it is published) and the archive installed with
+    docs/development.md's ``helm install`` (the chart directory replaced by the archive); ``timings`` holds
+    the seconds from ``helm install`` to the first labelled pod gated (``install_to_gated``)."""
     build.ensure_binaries(["helm"], log=sys.stderr)
     built = image.build_image()
     t0 = time.monotonic()
@@ -102,8 +103,13 @@ def release(real_cluster, api):
     commands = readme_commands()
     assert set(commands) == {"install", "upgrade", "uninstall"}, commands
 
+    package_dir = tmp_path_factory.mktemp("chart")
+    helm(real_cluster, ["helm", "package", "charts/cogate", "--destination", str(package_dir)])
+    (archive,) = package_dir.glob("cogate-*.tgz")
+    assert "charts/cogate" in commands["install"]
+    install = [str(archive) if a == "charts/cogate" else a for a in commands["install"]]
     t0 = time.monotonic()
-    helm(real_cluster, commands["install"])
+    helm(real_cluster, install)
     helm_seconds = time.monotonic() - t0
 
     def webhook_gates():
@@ -116,7 +122,7 @@ def release(real_cluster, api):
     timings = {"helm_install": helm_seconds, "install_to_gated": time.monotonic() - t0}
     report("helm install -> labelled pod gated", timings["install_to_gated"])
     state = SimpleNamespace(cluster=real_cluster, api=api, commands=commands, probe_ns=probe_ns, built=built,
-                            timings=timings, installed=True)
+                            timings=timings, installed=True, archive=archive)
     try:
         yield state
     finally:
@@ -299,6 +305,173 @@ def test_readme_example_through_the_installed_chart(release, healthy, api):
         finally:
             watcher.stop()
             client.CoreV1Api(api).delete_namespace(namespace, propagation_policy="Background")
+
+
+# ------------------------------------- issue 30: namespace users, cogate's own pods, webhook calls
+
+#: kubernetes pkg/apis/scheduling: no user-defined PriorityClass may exceed it.
+HIGHEST_USER_PRIORITY = 1_000_000_000
+
+
+def _impersonating(cluster, user: str) -> client.ApiClient:
+    """An API client of the admin kubeconfig acting as ``user`` (``Impersonate-User``), with no group
+    beyond ``system:authenticated``: only what RBAC grants that user name."""
+    a = cluster.api_client()
+    a.set_default_header("Impersonate-User", user)
+    return a
+
+
+def _bind(api, namespace: str, user: str, cluster_role: str) -> None:
+    client.RbacAuthorizationV1Api(api).create_namespaced_role_binding(namespace, {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": f"{user}-{cluster_role}"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": cluster_role},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]})
+
+
+def _can(user_api, namespace: str, verb: str, subresource: str = "") -> bool:
+    review = client.AuthorizationV1Api(user_api).create_self_subject_access_review({
+        "apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+        "spec": {"resourceAttributes": {"namespace": namespace, "verb": verb, "group": "scheduling.x-k8s.io",
+                                        "resource": "podgroups", "subresource": subresource}}})
+    return bool(review.status.allowed)
+
+
+def test_a_namespace_user_with_edit_runs_the_readme_example(release, healthy, api, ns):
+    """A user bound only to Kubernetes' standard ``edit`` ClusterRole in one namespace creates the
+    README example there (PodGroup + ReplicaSet of 6 x 3 CPU, minMember 3) and sees it gated and
+    released as the README says; ``view`` reads PodGroups only; neither writes status."""
+    t0 = time.monotonic()
+    _bind(api, ns, "alice", "edit")
+    _bind(api, ns, "bob", "view")
+    alice, bob = _impersonating(release.cluster, "alice"), _impersonating(release.cluster, "bob")
+    try:
+        # the aggregation controller (kube-controller-manager) fills edit/view from the chart's roles
+        wait_for(lambda: _can(alice, ns, "create") and _can(bob, ns, "list"), 30, interval=0.25,
+                 what="PodGroup rights aggregated into edit and view")
+        assert all(_can(alice, ns, v) for v in ("get", "list", "watch", "update", "patch", "delete",
+                                                "deletecollection"))
+        assert not _can(alice, ns, "patch", "status") and not _can(alice, ns, "update", "status")
+        assert not _can(alice, release.probe_ns, "create"), "edit is bound in one namespace only"
+        assert all(_can(bob, ns, v) for v in ("get", "list", "watch")) and _can(bob, ns, "get", "status")
+        assert not any(_can(bob, ns, v) for v in ("create", "update", "patch", "delete"))
+        watcher = test_example.PodWatch(api, ns)
+        watcher.start()
+        watcher.ready.wait(5)
+        try:
+            test_example.test_min_member_3_runs_three_and_holds_three_gated(
+                stack=SimpleNamespace(cluster=release.cluster), kube=alice, namespace=ns,
+                only_nodes=lambda count=1, **shape: replace_fake_nodes(api, count, **shape), pod_watch=watcher)
+        finally:
+            watcher.stop()
+        with pytest.raises(client.ApiException) as denied:  # status stays the controller's
+            client.CustomObjectsApi(alice).patch_namespaced_custom_object_status(
+                "scheduling.x-k8s.io", "v1alpha1", ns, "podgroups", "nginx", {"status": {"phase": "Failed"}})
+        assert denied.value.status == 403
+    finally:
+        alice.close()
+        bob.close()
+    report("namespace user (edit) runs the README example", time.monotonic() - t0)
+
+
+def _cpu_millis(q) -> int:
+    from kubernetes.utils import parse_quantity
+
+    return int(parse_quantity(q or "0") * 1000)
+
+
+def _request_cpu(c: client.V1Container) -> int:
+    return _cpu_millis(((c.resources and c.resources.requests) or {}).get("cpu"))
+
+
+def _free_cpu_millis(api, node: str) -> int:
+    """Allocatable CPU of ``node`` minus the effective requests (kube-scheduler's: the larger of
+    the containers' sum and each init container) of the pods bound there."""
+    core = client.CoreV1Api(api)
+    free = _cpu_millis(core.read_node(node).status.allocatable["cpu"])
+    for p in core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}").items:
+        if p.status.phase in ("Succeeded", "Failed"):
+            continue
+        inits = [_request_cpu(c) for c in p.spec.init_containers or []]
+        free -= max([sum(_request_cpu(c) for c in p.spec.containers), *inits])
+    return free
+
+
+def test_cogates_own_pods_outrank_every_gang_and_are_never_victims(release, healthy, api, ns):
+    """cogate's pods run at a priority no user PriorityClass reaches (kube-scheduler and cogate
+    preempt only strictly lower priorities), and the controller never selects them even for a
+    gang above them: a gang of system-cluster-critical priority that would fit the real node only
+    without cogate's pods preempts nothing and says so (Preempting False, OnlyProtectedPods)."""
+    t0 = time.monotonic()
+    mine = component_pods(api, "webhook") + component_pods(api, "controller")
+    assert len(mine) == 4
+    for p in mine:
+        assert p.spec.priority >= HIGHEST_USER_PRIORITY and p.spec.priority_class_name == "cogate-critical", \
+            (p.metadata.name, p.spec.priority)
+    (ctl,) = [c for c in component_pods(api, "controller")[0].spec.containers if c.name == "controller"]
+    assert f"--protected-namespace={NAMESPACE}" in ctl.args
+    node = realnode.NODE_NAME
+    free = _free_cpu_millis(api, node)
+    assert free >= 0
+    uids = {p.metadata.uid for p in mine}
+    create_pod_group(api, {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+                           "metadata": {"name": "above", "namespace": ns}, "spec": {"minMember": 1}})
+    # 50m more than the node has free: it fits only once some of cogate's 310m of requests go
+    member = labelled_pod("above-0", group="above", priorityClassName="system-cluster-critical",
+                          nodeSelector={"cogate.dev/real-node": "true"},
+                          tolerations=[{"key": "cogate.dev/real-node", "operator": "Equal", "value": "true",
+                                        "effect": "NoSchedule"}])
+    member["spec"]["containers"][0]["resources"]["requests"]["cpu"] = f"{free + 50}m"
+    created = client.CoreV1Api(api).create_namespaced_pod(ns, member)
+    assert created.spec.priority == 2_000_000_000 and created.spec.scheduling_gates
+
+    def says_protected():
+        pg = client.CustomObjectsApi(api).get_namespaced_custom_object("scheduling.x-k8s.io", "v1alpha1", ns,
+                                                                       "podgroups", "above")
+        conds = {c["type"]: c for c in pg.get("status", {}).get("conditions", [])}
+        c = conds.get("Preempting")
+        return c and c["status"] == "False" and c["reason"] == "OnlyProtectedPods" and c
+
+    cond = wait_for(says_protected, 60, interval=0.5, what="Preempting=False OnlyProtectedPods")
+    assert NAMESPACE in cond["message"], cond
+    assert gated(client.CoreV1Api(api).read_namespaced_pod("above-0", ns))
+    time.sleep(2)
+    assert {p.metadata.uid for p in component_pods(api, "webhook") + component_pods(api, "controller")} == uids
+    report("gang above cogate's priority -> OnlyProtectedPods", time.monotonic() - t0)
+
+
+def _webhook_calls(api) -> float:
+    """``cogate_webhook_requests_total`` summed over the webhook pods (their /metrics, by pod IP)."""
+    import urllib.request
+
+    total = 0.0
+    for p in component_pods(api, "webhook"):
+        with urllib.request.urlopen(f"http://{p.status.pod_ip}:8080/metrics", timeout=5) as resp:
+            for line in resp.read().decode().splitlines():
+                if line.startswith("cogate_webhook_requests_total{"):
+                    total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def test_unlabelled_pods_cost_no_webhook_call(release, healthy, api):
+    """With the chart's defaults (late-label entry off) the API server calls the webhook only for
+    pods carrying the pod-group label: 50 unlabelled pod creates (server-side dry runs: admission
+    runs, nothing is stored) add no call; one labelled create adds one."""
+    core = client.CoreV1Api(api)
+    config = client.AdmissionregistrationV1Api(api).read_mutating_webhook_configuration(WEBHOOK_CONFIG)
+    assert [h.name for h in config.webhooks] == [WEBHOOK_ENTRY]
+    before = _webhook_calls(api)
+    for i in range(50):
+        body = labelled_pod(f"plain-{i}")
+        del body["metadata"]["labels"][POD_GROUP_LABEL]
+        assert not core.create_namespaced_pod(release.probe_ns, body, dry_run="All").spec.scheduling_gates
+    after_plain = _webhook_calls(api)
+    assert gated_by_webhook(api, release.probe_ns)
+    after_labelled = wait_for(lambda: (v := _webhook_calls(api)) > after_plain and v, 10, interval=0.2,
+                              what="the labelled create counted")
+    print(f"webhook calls: {after_plain - before:g} for 50 unlabelled pods, {after_labelled - after_plain:g} for 1 "
+          "labelled")
+    assert after_plain == before and after_labelled == after_plain + 1
 
 
 # ------------------------------------------------ 6 leader deleted mid-release

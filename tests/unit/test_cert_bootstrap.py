@@ -317,3 +317,43 @@ def test_removing_ca_key_rolls_the_ca_over_keeping_the_old_one():
     cas = pki.load_certs_pem(rolled["ca.crt"])
     assert len(cas) == 2 and pki.cert_to_pem(cas[1]) == pki.cert_to_pem(pki.load_certs_pem(data["ca.crt"])[0])
     assert b.rotation_reason(rolled, NAMES, now) is None
+
+
+@pytest.mark.parametrize("name, why", [
+    ("cogate_webhook.ns.svc", "the character '_'"),
+    ("cogate-.ns.svc", "starting or ending with a hyphen"),
+    ("cogate..svc", "an empty label"),
+    ("cogate.svc.", "an empty label"),
+    ("a" * 64 + ".svc", "longer than 63"),
+    ("*.*.svc", "the character '*'"),
+    ("web hook.svc", "the character ' '"),
+])
+def test_generate_refuses_an_invalid_dns_name_naming_it(tmp_path, capsys, name, why):
+    with pytest.raises(SystemExit) as exc:
+        b.main(["generate", "--out", str(tmp_path), "--dns", "localhost", "--dns", name])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert f"{name!r} is not a valid DNS name (RFC 1123)" in err and why in err, err
+    assert not any(tmp_path.iterdir())  # nothing written
+
+
+@pytest.mark.parametrize("name", ["localhost", "cogate-webhook.cogate-system.svc", "*.example.com", "A1.b-2.C3",
+                                  "x" * 63 + ".y"])
+def test_valid_dns_names_pass(name):
+    from cogate.certs import pki
+
+    assert pki.check_dns_name(name) == name
+
+
+@pytest.mark.parametrize("env", [{}, {"KUBECONFIG": "/nonexistent/kubeconfig"}], ids=["nothing", "missing-file"])
+def test_bootstrap_without_a_client_configuration_is_one_line_and_exit_1(monkeypatch, capsys, env, tmp_path):
+    for var in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"):
+        monkeypatch.delenv(var, raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    assert b.main(["bootstrap", "--namespace", "ns", "--cert-dir", str(tmp_path)]) == 1
+    out = capsys.readouterr()
+    lines = out.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: no Kubernetes client configuration from "), out.err
+    assert "Traceback" not in out.err and "--kubeconfig" in lines[0]
+    assert (env.get("KUBECONFIG") or "the in-cluster service account") in lines[0]

@@ -136,7 +136,7 @@ def test_rendered_kinds(objs):
     for o in objs:
         if o["metadata"]["name"] == "cogate-controller-scheduler-lease":  # kube-scheduler's Lease, read by name
             assert o["metadata"]["namespace"] == "kube-system"
-        elif o["kind"] not in ("ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration"):
+        elif o["kind"] not in ("ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration", "PriorityClass"):
             assert o["metadata"]["namespace"] == NAMESPACE, o["metadata"]["name"]
 
 
@@ -146,8 +146,8 @@ def test_crd_is_installed_from_crds_dir(helm):
     assert crd == yaml.safe_load((CHART / "crds" / "scheduling.x-k8s.io_podgroups.yaml").read_text())
 
 
-def test_webhook_registration_matches_the_builder(objs):
-    mwc = find(objs, "MutatingWebhookConfiguration")
+def test_webhook_registration_matches_the_builder(helm):
+    mwc = find(render(helm, "--set", "webhook.lateLabels.enabled=true"), "MutatingWebhookConfiguration")
     hook, late = mwc["webhooks"]
     ref, ref_late = webhook_config.webhook_configuration({"service": {}},
                                                          excluded_namespaces=("kube-system", NAMESPACE))["webhooks"]
@@ -176,9 +176,9 @@ def test_excluded_namespaces_extend_the_selector(helm):
 
 
 @pytest.mark.parametrize("values,policies", [
-    ((), ["Fail", "Ignore"]),
-    (("--set", "webhook.lateLabels.failurePolicy=Fail"), ["Fail", "Fail"]),
-    (("--set", "webhook.lateLabels.enabled=false"), ["Fail"]),
+    ((), ["Fail"]),  # opt-in (docs/operations/pod-safety.md)
+    (("--set", "webhook.lateLabels.enabled=true"), ["Fail", "Ignore"]),
+    (("--set", "webhook.lateLabels.enabled=true", "--set", "webhook.lateLabels.failurePolicy=Fail"), ["Fail", "Fail"]),
 ])
 def test_late_label_entry_values(helm, values, policies):
     objs = render(helm, *values)
@@ -229,7 +229,7 @@ def test_bootstrap_init_container_and_rotator(webhook_deploy):
         assert args.secret_name == "cogate-webhook-cert"
         assert args.service_name == "cogate-webhook"
         assert args.webhook_config_name == "cogate"
-        assert args.webhook_name == [webhook_config.WEBHOOK_NAME, webhook_config.LATE_WEBHOOK_NAME]
+        assert args.webhook_name == [webhook_config.WEBHOOK_NAME]  # the late entry is opt-in
         assert args.cert_dir == "/certs"
         assert {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}} in c["env"]
     assert bootstrap.build_parser().parse_args(init["args"][1:]).loop == 0

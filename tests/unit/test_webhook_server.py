@@ -605,7 +605,7 @@ def test_main_rejects_bad_flags(argv, message, capsys):
 
 def test_flag_defaults():
     args = webhook_main.build_parser().parse_args(["--insecure-http"])
-    assert (args.host, args.port, args.gate_name, args.metrics_port) == ("0.0.0.0", 9443, DEFAULT_GATE_NAME, None)
+    assert (args.host, args.port, args.gate_name, args.metrics_port) == ("", 9443, DEFAULT_GATE_NAME, None)
     assert args.adopt_scheduler_names == [] and args.scheduler_names == []
 
 

@@ -49,7 +49,38 @@ app.kubernetes.io/component: {{ .component }}
 {{- if eq $v "true" -}}always{{- else if eq $v "false" -}}never{{- else -}}{{ $v }}{{- end -}}
 {{- end -}}
 
+{{/* PriorityClass of a component's pods: its priorityClassName value, else the chart's (priorityClass.create), else none. Call with (dict "ctx" $ "name" .Values.webhook.priorityClassName). */}}
+{{- define "cogate.podPriorityClass" -}}
+{{- if .name -}}{{ .name }}{{- else if .ctx.Values.priorityClass.create -}}{{ include "cogate.priorityClassName" .ctx }}{{- end -}}
+{{- end -}}
+{{- define "cogate.priorityClassName" -}}{{ include "cogate.fullname" . | trunc 54 | trimSuffix "-" }}-critical{{- end -}}
+
+{{/* topologySpreadConstraints: an entry without labelSelector selects the component's pods.
+Call with (dict "ctx" $ "component" "webhook" "constraints" .Values.webhook.topologySpreadConstraints). */}}
+{{- define "cogate.spread" -}}
+{{- $out := list -}}
+{{- range .constraints -}}
+{{- $c := deepCopy . -}}
+{{- if not (hasKey $c "labelSelector") -}}
+{{- $_ := set $c "labelSelector" (dict "matchLabels" (include "cogate.selectorLabels" (dict "ctx" $.ctx "component" $.component) | fromYaml)) -}}
+{{- end -}}
+{{- $out = append $out $c -}}
+{{- end -}}
+{{- toYaml $out -}}
+{{- end -}}
+
 {{- define "cogate.validate" -}}
+{{- if and (eq .Release.Namespace "default") (not .Values.allowDefaultNamespace) -}}
+{{- fail "cogate must not be installed into the namespace \"default\": cogate never gates (nor preempts) pods in its own namespace, so pods created in \"default\" (the README example's too) would never be gated. Install into a namespace of its own (--namespace cogate-system --create-namespace), or set allowDefaultNamespace=true to accept that \"default\" is exempt" -}}
+{{- end -}}
+{{- if gt (int64 .Values.priorityClass.value) 1000000000 -}}
+{{- fail (printf "priorityClass.value must be at most 1000000000 (the highest user-defined priority; the API server refuses more), got %v" .Values.priorityClass.value) -}}
+{{- end -}}
+{{- range .Values.controller.protectedNamespaces -}}
+{{- if not (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$" (toString .)) -}}
+{{- fail (printf "controller.protectedNamespaces: %q is not a namespace name (RFC 1123 label)" (toString .)) -}}
+{{- end -}}
+{{- end -}}
 {{- if not (has (include "cogate.validateReleases" .) (list "auto" "always" "never")) -}}
 {{- fail (printf "controller.validateReleases must be auto, always or never, got %q" (toString .Values.controller.validateReleases)) -}}
 {{- end -}}
