@@ -365,7 +365,7 @@ def prepare(cluster: Any, spec: AutoscalerSpec, workdir: Path) -> None:
     cache to sync"), the namespace, the two ConfigMaps of the kwok provider (files in ``workdir``).
     ``cluster`` needs ``kubectl(*args)``. Raises the cluster's error when kubectl fails."""
     cluster.kubectl("apply", "--server-side", "-f", str(crd_path()))
-    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{PROVISIONING_REQUEST_CRD}")
+    cluster.wait_crds_established([PROVISIONING_REQUEST_CRD])
     namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": spec.namespace}}
     path = workdir / "cluster-autoscaler-config.yaml"
     path.write_text(yaml.safe_dump_all([namespace, provider_config_map(spec.namespace),

@@ -35,7 +35,6 @@ Process part: :class:`CertManager` (CRDs, namespace, processes, readiness, logs)
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import time
 from pathlib import Path
@@ -44,6 +43,7 @@ from typing import Any, Iterable
 import yaml
 
 from . import build, versions
+from .cluster import ClusterError
 from .procs import Proc, free_ports, spawn, tail, terminate, wait_http
 
 __all__ = [
@@ -198,18 +198,10 @@ class CertManager:
                              "-f", str(path))
 
     def _wait_established(self, names: list[str]) -> None:
-        deadline = time.monotonic() + self.timeout
-        while True:
-            got = json.loads(self.cluster.kubectl("get", "-o", "json", *(f"crd/{n}" for n in names)).stdout)
-            items = got.get("items", [got]) if got.get("kind") == "List" else [got]
-            missing = [(i.get("metadata") or {}).get("name") for i in items
-                       if not any(c.get("type") == "Established" and c.get("status") == "True"
-                                  for c in (i.get("status") or {}).get("conditions") or [])]
-            if not missing:
-                return
-            if time.monotonic() >= deadline:
-                raise CertManagerError(f"cert-manager CRDs {missing} not Established after {self.timeout:.0f}s")
-            time.sleep(0.2)
+        try:
+            self.cluster.wait_crds_established(names, self.timeout)
+        except ClusterError as exc:
+            raise CertManagerError(f"cert-manager: {exc}") from exc
 
     def _wait_log(self, proc: Proc, text: str, offset: int) -> None:
         deadline = time.monotonic() + self.timeout

@@ -75,7 +75,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import yaml
 
@@ -440,6 +440,24 @@ class LocalCluster:
                 Path(path).expanduser().unlink(missing_ok=True)
 
     # -- using it ---------------------------------------------------------------
+    def wait_crds_established(self, names: Sequence[str], timeout: float = 60.0) -> None:
+        """Poll until every CRD of ``names`` has ``Established=True``. (``kubectl wait
+        --for=condition=Established`` right after the apply fails with ".status.conditions accessor
+        error" while the API server has not written any condition yet.) Raises :class:`ClusterError`
+        naming the CRDs not Established after ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            got = json.loads(self.kubectl("get", "-o", "json", *(f"crd/{n}" for n in names)).stdout)
+            items = got.get("items", [got]) if got.get("kind") == "List" else [got]
+            missing = [(i.get("metadata") or {}).get("name") for i in items
+                       if not any(c.get("type") == "Established" and c.get("status") == "True"
+                                  for c in (i.get("status") or {}).get("conditions") or [])]
+            if not missing:
+                return
+            if time.monotonic() >= deadline:
+                raise ClusterError(f"CRDs {missing} not Established after {timeout:.0f}s")
+            time.sleep(0.2)
+
     def kubectl(self, *args: str, check: bool = True, input: str | None = None,
                 timeout: float = 120.0) -> subprocess.CompletedProcess:
         """Run the pinned kubectl with the admin kubeconfig; text stdout/stderr captured.

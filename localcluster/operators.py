@@ -70,7 +70,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import json
 import os
 import shutil
 import ssl
@@ -83,6 +82,7 @@ import yaml
 from cogate.certs import pki
 
 from . import build, versions
+from .cluster import ClusterError
 from .procs import Proc, free_ports, spawn, tail, terminate, wait_http
 
 __all__ = [
@@ -352,21 +352,10 @@ class Operator:
 
     # -- internals ------------------------------------------------------------
     def _wait_established(self, names: Sequence[str]) -> None:
-        """Poll until every CRD of ``names`` has ``Established=True`` (``kubectl wait
-        --for=condition=Established`` right after the apply fails with ".status.conditions accessor
-        error" while the apiserver has not written any condition yet)."""
-        deadline = time.monotonic() + self.timeout
-        while True:
-            got = json.loads(self.cluster.kubectl("get", "-o", "json", *(f"crd/{n}" for n in names)).stdout)
-            items = got.get("items", [got]) if got.get("kind") == "List" else [got]
-            missing = [(i.get("metadata") or {}).get("name") for i in items
-                       if not any(c.get("type") == "Established" and c.get("status") == "True"
-                                  for c in (i.get("status") or {}).get("conditions") or [])]
-            if not missing:
-                return
-            if time.monotonic() >= deadline:
-                raise OperatorError(f"{self.tool}: CRDs {missing} not Established after {self.timeout:.0f}s")
-            time.sleep(0.2)
+        try:
+            self.cluster.wait_crds_established(names, self.timeout)
+        except ClusterError as exc:
+            raise OperatorError(f"{self.tool}: {exc}") from exc
 
     def _apply(self, objects: Sequence[Mapping[str, Any]]) -> None:
         path = self.workdir / f"{self.tool}-objects.yaml"

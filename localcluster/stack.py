@@ -94,7 +94,7 @@ class CogateStack:
     # -- pieces ------------------------------------------------------------
     def apply_crd(self) -> None:
         self.cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(crd_path()))
-        self.cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{CRD_NAME}")
+        self.cluster.wait_crds_established([CRD_NAME])
 
     def _write_certs(self) -> bytes:
         ca_cert, ca_key = pki.new_ca("cogate-local-webhook-ca")

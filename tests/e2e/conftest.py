@@ -163,3 +163,25 @@ def gang_watch(kube, namespace):
     w = GangWatch(kube, namespace).start()
     yield w
     w.stop()
+
+
+@pytest.fixture(scope="module")
+def built() -> None:
+    """The operators of ``versions.OPERATOR_TOOLS`` built (cached after the first time)."""
+    from cogate.localcluster import versions
+    from cogate.localcluster.build import ensure_binaries
+
+    ensure_binaries(list(versions.OPERATOR_TOOLS), log=sys.stderr)
+
+
+def running(tool: str, cluster, tmp_path_factory, scheduler: str | None) -> Iterator[Any]:
+    """A module fixture's body: operator ``tool`` (:class:`cogate.localcluster.operators.Operator`)
+    started against ``cluster`` with gang scheduler ``scheduler``, stopped after the module."""
+    from cogate.localcluster.operators import Operator
+
+    op = Operator(tool, cluster, tmp_path_factory.mktemp(tool), scheduler)
+    op.start()
+    try:
+        yield op
+    finally:
+        op.stop()

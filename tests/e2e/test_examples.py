@@ -28,11 +28,10 @@ import pytest
 import yaml
 from kubernetes import client
 
-from cogate.localcluster import versions
-from cogate.localcluster.build import ensure_binaries
 from cogate.localcluster.host import debian
 from cogate.localcluster.operators import JOBSET, KUBERAY, MPI_OPERATOR, TRAINING_OPERATOR, Operator
 
+from .conftest import running
 from .kube import bound, condition, gated, get_pod_group, group_pods, hold_gated, status, wait_for
 from .kube import pods as pods_of
 
@@ -63,32 +62,18 @@ JAVA = {"openjdk-17-jre-headless": "java"}
 # ------------------------------------------------------------------------------------------ fixtures
 
 @pytest.fixture(scope="module")
-def built() -> None:
-    ensure_binaries(list(versions.OPERATOR_TOOLS), log=sys.stderr)
-
-
-def operator(tool: str, cluster, tmp_path_factory, scheduler: str | None) -> Iterator[Operator]:
-    op = Operator(tool, cluster, tmp_path_factory.mktemp(tool), scheduler)
-    op.start()
-    try:
-        yield op
-    finally:
-        op.stop()
-
-
-@pytest.fixture(scope="module")
 def mpi_operator(stack, cluster, built, tmp_path_factory) -> Iterator[Operator]:
-    yield from operator(MPI_OPERATOR, cluster, tmp_path_factory, DEFAULT_SCHEDULER)
+    yield from running(MPI_OPERATOR, cluster, tmp_path_factory, DEFAULT_SCHEDULER)
 
 
 @pytest.fixture(scope="module")
 def kuberay(stack, cluster, built, tmp_path_factory) -> Iterator[Operator]:
-    yield from operator(KUBERAY, cluster, tmp_path_factory, "scheduler-plugins")
+    yield from running(KUBERAY, cluster, tmp_path_factory, "scheduler-plugins")
 
 
 @pytest.fixture(scope="module")
 def training_operator(stack, cluster, built, tmp_path_factory) -> Iterator[Operator]:
-    yield from operator(TRAINING_OPERATOR, cluster, tmp_path_factory, DEFAULT_SCHEDULER)
+    yield from running(TRAINING_OPERATOR, cluster, tmp_path_factory, DEFAULT_SCHEDULER)
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +90,7 @@ def spark_submit() -> Path:
 
 @pytest.fixture(scope="module")
 def jobset(stack, cluster, built, tmp_path_factory) -> Iterator[Operator]:
-    yield from operator(JOBSET, cluster, tmp_path_factory, None)
+    yield from running(JOBSET, cluster, tmp_path_factory, None)
 
 
 # ------------------------------------------------------------------------------------------- helpers

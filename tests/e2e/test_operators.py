@@ -13,16 +13,15 @@ docs/migration/scheduler-plugins.md says which of its rows these tests check.
 
 from __future__ import annotations
 
-import sys
 from typing import Any, Iterator
 
 import pytest
 from kubernetes import client
 
-from cogate.localcluster import example, versions
-from cogate.localcluster.build import ensure_binaries
+from cogate.localcluster import example
 from cogate.localcluster.operators import KUBERAY, MPI_OPERATOR, TRAINING_OPERATOR, Operator
 
+from .conftest import running
 from .gangwatch import GangWatch
 from .kube import bound, condition, events_for, gated, get_pod_group, group_pods, hold_gated, status, wait_for
 
@@ -32,21 +31,6 @@ NODE = dict(kwok_taint=False, **example.NODE_SHAPE)  # cpu 10, memory 8Gi
 #: What cogate releases to; the scheduler-plugins name the operators' docs (and KubeRay's code) use.
 DEFAULT_SCHEDULER = "default-scheduler"
 SCHEDULER_PLUGINS = "scheduler-plugins-scheduler"
-
-
-@pytest.fixture(scope="module")
-def built() -> None:
-    ensure_binaries(list(versions.OPERATOR_TOOLS), log=sys.stderr)
-
-
-def running(tool: str, cluster, tmp_path_factory, scheduler: str) -> Iterator[Operator]:
-    """The module fixtures' body: operator ``tool`` started against ``cluster``, stopped after."""
-    op = Operator(tool, cluster, tmp_path_factory.mktemp(tool), scheduler)
-    op.start()
-    try:
-        yield op
-    finally:
-        op.stop()
 
 
 @pytest.fixture(scope="module")
