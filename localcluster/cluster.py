@@ -136,6 +136,25 @@ def _real_node_errors(prefix: str = "real node: "):
 
 # ------------------------------------------------------------------ the cluster
 
+def wait_crds_established(kubectl: Any, names: Sequence[str], timeout: float = 60.0) -> None:
+    """Poll, with ``kubectl`` (``LocalCluster.kubectl``'s signature), until every CRD of ``names`` has
+    ``Established=True``. (``kubectl wait --for=condition=Established`` right after the apply fails
+    with ".status.conditions accessor error" while the API server has not written any condition
+    yet.) Raises :class:`ClusterError` naming the CRDs not Established after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = json.loads(kubectl("get", "-o", "json", *(f"crd/{n}" for n in names)).stdout)
+        items = got.get("items", [got]) if got.get("kind") == "List" else [got]
+        missing = [(i.get("metadata") or {}).get("name") for i in items
+                   if not any(c.get("type") == "Established" and c.get("status") == "True"
+                              for c in (i.get("status") or {}).get("conditions") or [])]
+        if not missing:
+            return
+        if time.monotonic() >= deadline:
+            raise ClusterError(f"CRDs {missing} not Established after {timeout:.0f}s")
+        time.sleep(0.2)
+
+
 class LocalCluster:
     """kube-apiserver + etcd + kube-scheduler + kube-controller-manager + kwok on 127.0.0.1.
 
@@ -441,22 +460,8 @@ class LocalCluster:
 
     # -- using it ---------------------------------------------------------------
     def wait_crds_established(self, names: Sequence[str], timeout: float = 60.0) -> None:
-        """Poll until every CRD of ``names`` has ``Established=True``. (``kubectl wait
-        --for=condition=Established`` right after the apply fails with ".status.conditions accessor
-        error" while the API server has not written any condition yet.) Raises :class:`ClusterError`
-        naming the CRDs not Established after ``timeout`` seconds."""
-        deadline = time.monotonic() + timeout
-        while True:
-            got = json.loads(self.kubectl("get", "-o", "json", *(f"crd/{n}" for n in names)).stdout)
-            items = got.get("items", [got]) if got.get("kind") == "List" else [got]
-            missing = [(i.get("metadata") or {}).get("name") for i in items
-                       if not any(c.get("type") == "Established" and c.get("status") == "True"
-                                  for c in (i.get("status") or {}).get("conditions") or [])]
-            if not missing:
-                return
-            if time.monotonic() >= deadline:
-                raise ClusterError(f"CRDs {missing} not Established after {timeout:.0f}s")
-            time.sleep(0.2)
+        """:func:`wait_crds_established` with this cluster's kubectl. Raises :class:`ClusterError`."""
+        wait_crds_established(self.kubectl, names, timeout)
 
     def kubectl(self, *args: str, check: bool = True, input: str | None = None,
                 timeout: float = 120.0) -> subprocess.CompletedProcess:

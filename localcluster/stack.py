@@ -28,6 +28,7 @@ from cogate.api import DEFAULT_ADOPTED_SCHEDULER_NAMES, DEFAULT_GATE_NAME
 from cogate.certs import pki
 from cogate.webhook.config import webhook_configuration
 
+from .cluster import wait_crds_established
 from .procs import Proc, free_port, spawn, wait_http
 
 #: The one CRD file (the chart's); the installed package carries a copy.
@@ -94,7 +95,7 @@ class CogateStack:
     # -- pieces ------------------------------------------------------------
     def apply_crd(self) -> None:
         self.cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(crd_path()))
-        self.cluster.wait_crds_established([CRD_NAME])
+        wait_crds_established(self.cluster.kubectl, [CRD_NAME])
 
     def _write_certs(self) -> bytes:
         ca_cert, ca_key = pki.new_ca("cogate-local-webhook-ca")
