@@ -168,8 +168,8 @@ class Reconciler:
         self.restore_reservations = True
         self._cond = threading.Condition()
         self.debouncer = Debouncer(config.debounce, config.resync, monotonic())
-        #: Gated members per group, from the members informer: which event completes a group.
-        self.arrivals = Arrivals()
+        #: Gated members per group (which event completes a group); fed by the informer and our writes.
+        self.arrivals, self._arrivals_lock = Arrivals(), threading.Lock()
         #: Whether this process leads (set by :meth:`run`); tests drive passes directly.
         self._leading: Callable[[], bool] = lambda: True
         self._groups_pool = concurrent.futures.ThreadPoolExecutor(max(1, config.workers // 2), "cogate-status")
@@ -224,15 +224,15 @@ class Reconciler:
             self._cond.notify()
 
     def on_member_event(self, kind: str, old: PodInfo | None, new: PodInfo | None) -> None:
-        """Members informer handler: requests a pass; a gang member the watch reported deleted goes
-        to the after-release duties (its last state says why it went), a gated member that left
-        its group to :meth:`Strays.left <cogate.controller.release.strays.Strays.left>` (ungated before the next pass).
-        An event that completes its group makes the pass due at once (``wakeups.Arrivals``; only this
-        informer's thread feeds it, so no lock: ``_min_member`` takes the PodGroups cache's)."""
+        """Members informer handler: requests a pass, at once for an event that completes its group (``Arrivals``);
+        a member the watch reported deleted goes to the after-release duties (its last state says why it went),
+        a gated member that left its group to ``Strays.left`` (ungated before the next pass)."""
         if kind == "DELETED" and old is not None:
             self.aftercare.departed(old)
         self.strays.left(kind, old, new)
-        self.enqueue(at_once=self.arrivals.completed(old, new, self.config.gate_name, self._min_member))
+        with self._arrivals_lock:  # the watch thread and the writer's apply_local (never under _cond)
+            at_once = self.arrivals.completed(old, new, self.config.gate_name, self._min_member)
+        self.enqueue(at_once=at_once)
 
     def _min_member(self, key: tuple[str, str]) -> int | None:
         g = self.caches.podgroups.get(key)
