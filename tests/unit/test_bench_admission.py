@@ -55,6 +55,12 @@ def test_the_target_is_the_webhook_rate_against_no_webhook_at_100_creators(mod, 
     rows = out["tables"][0]["rows"]
     assert len(rows) == len(mod.SETUPS) * len(mod.CONCURRENCY)
     assert out["tables"][1]["rows"] == [["TLS handshake", 1.0]]
+    sys.path.insert(0, str(BENCH))
+    try:
+        run = importlib.import_module("run")
+    finally:
+        sys.path.remove(str(BENCH))
+    assert run.validate(out, tmp_path) == [], "the result follows bench/run.py's contract"
 
 
 def test_the_candidate_policy_gates_only_what_the_webhook_would_gate(mod):
