@@ -238,11 +238,16 @@ def _explain(res: dict[str, dict[int, list[dict[str, Any]]]], profile_rows: list
     call = cpu("webhook, unlabelled, late entry on", "kube-apiserver")
     policy = cpu("policy in kube-apiserver (candidate), labelled", "kube-apiserver")
     idle = next((share for where, share in profile_rows if where.startswith("event loop")), None)
+    shake = next((share for where, share in profile_rows if where == "TLS handshake"), None)
     return (f"The cost is kube-apiserver's more than the webhook's: per create it spent {plain} ms of CPU without "
             f"the webhook, {hooked} ms calling it for a labelled pod (a call answered without a patch, the late "
             f"entry's for an unlabelled pod: {call} ms), while the webhook process spent "
             f"{cpu('webhook, labelled', 'cogate-webhook')} ms"
             + (f" and was idle in {idle} % of py-spy's samples" if idle is not None else "")
+            + (f", in TLS handshakes in {shake} % (kube-apiserver calls webhooks over HTTP/1.1 only, "
+               "k8s.io/apiserver pkg/util/webhook/client.go, and keeps at most 25 idle connections per host, "
+               "client-go transport/cache.go idleConnsPerHost: beyond 25 calls at once each extra call opens a new "
+               "TLS connection)" if shake else "")
             + f". Adding the gate inside kube-apiserver with a MutatingAdmissionPolicy instead cost it {policy} ms: "
             "no cheaper. On two cores shared by the whole control plane (and by other work: see the load average) "
             "creation is CPU-bound, so any admission mutation per pod lowers the rate by about its share of "
