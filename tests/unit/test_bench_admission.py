@@ -1,4 +1,4 @@
-"""The admission-rate benchmark's pure parts (bench/bench_admission_cluster.py): where a py-spy sample's
+"""The admission-rate benchmark's pure parts (bench/bench_admission_rate.py): where a py-spy sample's
 time goes, the report from made-up runs (ratios to the no-webhook baseline, the 100-creator target),
 the candidate policy's match condition. No cluster, no timing."""
 
@@ -19,7 +19,7 @@ BENCH = Path(__file__).resolve().parents[2] / "bench"
 def mod():
     sys.path.insert(0, str(BENCH))
     try:
-        return importlib.import_module("bench_admission_cluster")
+        return importlib.import_module("bench_admission_rate")
     finally:
         sys.path.remove(str(BENCH))
 

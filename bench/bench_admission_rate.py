@@ -24,7 +24,7 @@ alternate the set-ups (3 rounds, median); the pods are deleted between runs (unb
 once). The webhook's CPU time per create comes from ``/proc``; while the labelled set-up runs at
 100 creators once more, py-spy samples the webhook (where its time goes).
 
-    python bench/bench_admission_cluster.py [--quick]       # prints RESULT <json>
+    python bench/bench_admission_rate.py [--quick]       # prints RESULT <json>
 """
 
 from __future__ import annotations
