@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING, Any
 
 from cogate.controller.status import lifecycle, notices
 from cogate.controller.release import native, refusers
+from cogate.controller import topologies
 from cogate.controller.model import verdicts
 from cogate.controller.model import quota as quota_mod
 from cogate.controller.status import status as status_mod
@@ -299,7 +300,8 @@ class Reconciler:
             self.strays.native(natives)  # stored with a native gang field: cogate's gate comes off
             if self.strays.pending:  # those, and gated pods that left their group
                 self.strays.release()
-            requests = build_group_requests(groups.values(), members, self.config.gate_name)
+            requests = build_group_requests(groups.values(), members, self.config.gate_name,
+                                            self.config.topology_levels, topologies.kueue_levels(self.caches))
             if self.restore_reservations:
                 self.preempting.resume(groups, requests, self.memory, now)  # preemptions left in flight
                 self._restore_reservations(requests, now)
