@@ -68,7 +68,12 @@ def least_demand(members: Sequence[PodInfo], count: int) -> dict[str, int]:
 
 def domain_text(c: Constraint, d: Domain) -> str:
     """``"rack r3"``: the domain's level label (last path segment) and name."""
-    return "the cluster" if d.level < 0 else f"{c.levels[d.level].rpartition('/')[2]} {d.name}"
+    return "the cluster" if d.level < 0 else f"{_word(c.levels[d.level])} {d.name}"
+
+
+def _word(label: str) -> str:
+    """A level's name in messages: its label's name part (``example.com/rack`` -> ``rack``)."""
+    return label.rpartition("/")[2]
 
 
 class Fenced:
@@ -154,7 +159,7 @@ class Fenced:
         where = f"in {domain_text(c, d)}"
         start = c.start()
         if start is not None and d.level < start:
-            where += f" (wider than the preferred {c.label(start)}: none holds {g.min_member} now)"
+            where += f" (wider than the preferred {_word(c.levels[start])}: none holds {g.min_member} now)"
         return replace(verdict, message=f"{verdict.message}; {where}")
 
     def _nowhere(self, g: GroupRequest, c: Constraint, ms: Members, tree: Tree, choice: Choice, need: int,
@@ -203,7 +208,7 @@ class Fenced:
                      lambda d: home <= frozenset(d.nodes))
         if got.domain is None or got.level != level:
             return ""
-        return f"{domain_text(c, got.domain)} would fit (not allowed: required={c.label(c.required)})"
+        return f"{domain_text(c, got.domain)} would fit (not allowed: required={_word(c.levels[c.required])})"
 
 
 #: The node counts :func:`shortfall` appends: over every node, so the domain's own are counted apart.
@@ -229,7 +234,7 @@ def _unsupported(c: Constraint) -> str:
 def _level_text(c: Constraint, tree: Tree, level: int | None, trials: Sequence[tuple[Domain, Trial]],
                 needed: int) -> str:
     """``"rack: no rack holds 8; rack r3 fits 7 (cpu short ...); rack r1 fits 6 (...)"``."""
-    word = "cluster" if level is None else c.levels[level].rpartition("/")[2]
+    word = "cluster" if level is None else _word(c.levels[level])
     if level is not None and not trials:
         text = f"{word}: no node carries the label {c.levels[level]}"
     else:
