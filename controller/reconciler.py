@@ -58,6 +58,7 @@ from typing import TYPE_CHECKING, Any
 from cogate.controller.status import lifecycle, notices
 from cogate.controller.release import native, refusers
 from cogate.controller import topologies
+from cogate.controller.topology.constraints import domain_annotations
 from cogate.controller.model import verdicts
 from cogate.controller.model import quota as quota_mod
 from cogate.controller.status import status as status_mod
@@ -556,7 +557,7 @@ class Reconciler:
         A patch the API server refuses now (after the dry run) is reported and backed off like a
         dry-run refusal."""
         placement = self.config.placement
-        results = self.writer.ungate_members(release, self.provisioning.consume(g))
+        results = self.writer.ungate_members(release, {**self.provisioning.consume(g), **domain_annotations(verdict.domain)})
         removed = {u: n for u, n in release.items() if results.get(u) == WriteResult.REMOVED}
         self.forcing.announce(g, verdict, removed, now)
         refused = {u for u, r in results.items() if r == WriteResult.REFUSED}

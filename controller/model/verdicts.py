@@ -168,6 +168,9 @@ class GroupVerdict:
     message: str
     waiting: tuple[str, ...] = ()
     min_resources_short: tuple[MinResourcesShort, ...] = ()
+    #: The topology domain the members released go to, ``(node label, value)`` coarse to fine
+    #: (:mod:`cogate.controller.planning.fenced`); () without a topology constraint.
+    domain: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

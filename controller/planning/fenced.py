@@ -35,6 +35,7 @@ from cogate.controller.planning.basis import Basis
 from cogate.controller.planning.capacity import pack
 from cogate.controller.planning.explanations import plural, shortfall
 from cogate.controller.planning.members import Members, classify
+from cogate.controller.planning.patches import awaiting_bind
 from cogate.controller.planning.room import Room
 from cogate.controller.topology.constraints import Constraint
 from cogate.controller.model.resources import format_quantity
@@ -160,7 +161,40 @@ class Fenced:
         start = c.start()
         if start is not None and d.level < start:
             where += f" (wider than the preferred {_word(c.levels[start])}: none holds {g.min_member} now)"
-        return replace(verdict, message=f"{verdict.message}; {where}")
+        domain = tuple(d.selector(c.levels).items()) if verdict.outcome.releases else ()
+        return replace(verdict, message=f"{verdict.message}; {where}", domain=domain)
+
+    # -- members after the release
+
+    def ungate_new_members(self, g: GroupRequest) -> GroupVerdict:
+        """A released group's new members (replacements, late members) planned only inside the
+        domain its placed members share (the tightest level tried whose one domain holds every member
+        bound or pinned; :meth:`ReleasedGroups.ungate_new_members` otherwise unchanged: one without room
+        there waits gated, named). A group placed in the whole cluster, or with nothing placed, is not
+        fenced."""
+        c = g.topology
+        home = frozenset(n for m in g.members
+                         if not m.terminal and (n := m.node_name or awaiting_bind(m, self.gate)))
+        d = self._home(c, home) if c is not None and home else None
+        if c is None or d is None:
+            return super().ungate_new_members(g)  # type: ignore[misc]
+        fenced = replace(g, members=tuple(restricted(m, c.levels, d) for m in g.members))
+        verdict: GroupVerdict = super().ungate_new_members(fenced)  # type: ignore[misc]
+        message = verdict.message
+        if not any(m.required_node_affinity for m in g.members):  # every node-affinity exclusion is the fence's
+            message = _FENCE.sub("", message)
+        return replace(verdict, message=f"{message}; new members kept in {domain_text(c, d)}",
+                       domain=tuple(d.selector(c.levels).items()))
+
+    def _home(self, c: Constraint, home: frozenset[str]) -> Domain | None:
+        tree = self._tree(c.levels)
+        for level in c.tried():
+            if level is None:
+                return None
+            for d in tree.domains.get(level, ()):
+                if home <= frozenset(d.nodes):
+                    return d
+        return None
 
     def _nowhere(self, g: GroupRequest, c: Constraint, ms: Members, tree: Tree, choice: Choice, need: int,
                  demand: Mapping[str, int], home: frozenset[str]) -> GroupVerdict:
@@ -213,6 +247,8 @@ class Fenced:
 
 #: The node counts :func:`shortfall` appends: over every node, so the domain's own are counted apart.
 _EXCLUSIONS = re.compile(r"; \d+ nodes? excluded by [^;]*")
+#: The nodes outside the domain, which :func:`shortfall` counts as excluded by node affinity.
+_FENCE = re.compile(r"; \d+ nodes? excluded by node affinity")
 
 
 def _in_domain_words(text: str, nodes: Sequence[NodeInfo], member: PodInfo) -> str:

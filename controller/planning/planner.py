@@ -188,7 +188,7 @@ def _order_key(g: GroupRequest) -> tuple[int, float, str, str]:
 order_key = _order_key
 
 
-class Pass(ReleasedGroups, Starvation, MinResources, Fenced):
+class Pass(Fenced, ReleasedGroups, Starvation, MinResources):
     """One call of :func:`decide`: the room left as groups are taken in order, the
     reservations kept and made, and the starving group that blocks later ones.
 

@@ -41,7 +41,7 @@ from typing import Any
 __all__ = ["HOSTNAME_LABEL", "PREFIX", "LEVELS", "REQUIRED", "PREFERRED", "SLICE_SIZE", "SLICE_LEVEL", "BALANCED",
            "EXCLUSIVE", "ANNOTATIONS", "KUEUE_REQUIRED", "KUEUE_PREFERRED", "KUEUE_SLICE_REQUIRED", "KUEUE_SLICE_SIZE",
            "KUEUE_ANNOTATIONS", "RANK_LABELS", "DOMAIN_ANNOTATION", "TopologyError", "Constraint", "parse_levels",
-           "resolve_levels", "parse", "kueue_topology_levels", "rank_of"]
+           "resolve_levels", "parse", "kueue_topology_levels", "domain_annotations", "rank_of"]
 
 #: The node label kube-scheduler and the kubelet set to the node's name: the finest level, implied.
 HOSTNAME_LABEL = "kubernetes.io/hostname"
@@ -296,6 +296,12 @@ def kueue_topology_levels(raw: Mapping[str, Any]) -> tuple[str, ...]:
     if not all(isinstance(label, str) and label for label in labels):
         raise TopologyError(f"Topology {name}: every spec.levels entry needs a nodeLabel")
     return parse_levels(",".join(labels), f"Topology {name} spec.levels")  # type: ignore[arg-type]
+
+
+def domain_annotations(domain: Sequence[tuple[str, str]]) -> dict[str, str]:
+    """``{DOMAIN_ANNOTATION: "label=value,..."}`` for a chosen domain (``(node label, value)`` coarse to
+    fine), set on each member released into it; ``{}`` for none."""
+    return {DOMAIN_ANNOTATION: ",".join(f"{k}={v}" for k, v in domain)} if domain else {}
 
 
 def rank_of(labels: Mapping[str, str]) -> int | None:

@@ -170,3 +170,30 @@ def test_controller_levels_and_invalid_annotations(stack, kube, namespace):
                           if e.type == "Warning" and t.PREFERRED in (e.message or "")], 20,
                  what="a Warning event naming the annotation")
         hold_gated(kube, namespace, "bad", 2.0, 2)
+
+
+def late_member(kube, ns: str, group: str, name: str, cpu: str = "2") -> None:
+    tpl = example.pod_template(group, cpu=cpu, memory="100Mi", app=group)
+    tpl["metadata"]["name"] = name
+    client.CoreV1Api(kube).create_namespaced_pod(ns, {"apiVersion": "v1", "kind": "Pod", **tpl})
+
+
+def test_domain_recorded_and_late_members_kept_in_it(stack, kube, namespace):
+    """Only r1 holds 3 x 2 cores: each member is annotated with its domain; a late member goes to r1
+    although r2 is empty; the next one waits gated (r1 full) and the status says where it must go."""
+    where = labelled_nodes(kube, {"b1": {"r1": 2, "r2": 1}})
+    gang(kube, namespace, "home", 3, {t.LEVELS: LEVELS, t.REQUIRED: RACK})
+    assert placed(kube, namespace, "home", 3, where) == {("b1", "r1")}
+    domain = f"{BLOCK}=b1,{RACK}=r1"
+    assert {p.metadata.annotations.get(t.DOMAIN_ANNOTATION) for p in group_pods(kube, namespace, "home")} == {domain}
+    late_member(kube, namespace, "home", "home-late")
+    assert placed(kube, namespace, "home", 4, where) == {("b1", "r1")}
+    late = client.CoreV1Api(kube).read_namespaced_pod("home-late", namespace)
+    assert late.metadata.annotations.get(t.DOMAIN_ANNOTATION) == domain
+    late_member(kube, namespace, "home", "home-later")
+    wait_for(lambda: "new members kept in rack r1" in (condition(status(kube, namespace, "home"), "MembersWaiting")
+                                                       or {}).get("message", ""), 20,
+             what="MembersWaiting naming the rack")
+    time.sleep(2.0)
+    later = client.CoreV1Api(kube).read_namespaced_pod("home-later", namespace)
+    assert later.spec.scheduling_gates and not later.spec.node_name, "the late member left its rack's fence"

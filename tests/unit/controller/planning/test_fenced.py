@@ -62,6 +62,7 @@ def test_required_rack_where_one_rack_fits(layout, fill, expect):
     assert v.outcome == Outcome.RELEASED, v.message
     assert racks_of(v, nodes) == {expect}
     assert f"in rack {expect[1]}" in v.message
+    assert v.domain == (("block", expect[0]), ("rack", expect[1]))
 
 
 def test_required_rack_where_none_fits_names_the_best_rack_and_its_shortfall():
@@ -179,3 +180,32 @@ def test_against_brute_force(spec, size, level):
     if holds:
         assert len({key[n] for n in v.release.values()}) == 1
         assert free[key[next(iter(v.release.values()))]] >= size
+
+
+def test_new_members_of_a_released_group_stay_in_its_rack():
+    """Three members run in r2; a replacement is planned in r2 only, though r1 is empty; when r2 is
+    full it waits gated and the message says where it must go."""
+    nodes = cluster({"b1": {"r1": 2, "r2": 1}})
+    running = [pod(f"g-{i}").group("g").req(cpu=1).on("r2-0").info() for i in range(3)]
+    new = pod("g-new").group("g").req(cpu=1).gated().info()
+    g = dataclasses.replace(group_request([*running, new], 3, released=True), topology=RACK)
+    v = decide(nodes, running, [g], [], 0.0).verdicts[0]
+    assert v.outcome == Outcome.ALREADY_RELEASED and v.release == {new.uid: "r2-0"}
+    assert v.message.endswith("new members kept in rack r2") and v.domain == (("block", "b1"), ("rack", "r2"))
+    full = [*running, pod("x").req(cpu=1).on("r2-0").info()]
+    v = decide(nodes, full, [g], [], 0.0).verdicts[0]
+    assert v.release == {} and v.waiting == ("g-new",)
+    assert v.message == ("released; 1 member (g-new) waits gated for capacity: cpu short by 1 on eligible nodes "
+                         "(at most 0 free on one node, a member requests 1); new members kept in rack r2")
+
+
+def test_released_group_without_a_fence_is_unchanged():
+    nodes = cluster({"b1": {"r1": 1, "r2": 1}})
+    running = [pod("g-0").group("g").req(cpu=4).on("r2-0").info()]
+    new = pod("g-new").group("g").req(cpu=1).gated().info()
+    g = dataclasses.replace(group_request([*running, new], 1, released=True), topology=Constraint(LEVELS, preferred=1))
+    v = decide(nodes, running, [g], [], 0.0).verdicts[0]
+    # r2 is full; preferred (rack, then block) found r2's rack as home: the new member waits there
+    assert v.release == {} and "new members kept in rack r2" in v.message
+    plain = decide(nodes, running, [group_request([*running, new], 1, released=True)], [], 0.0).verdicts[0]
+    assert plain.release == {new.uid: "r1-0"} and plain.domain == ()
