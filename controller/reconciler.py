@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING, Any
 from cogate.controller.status import lifecycle, notices
 from cogate.controller.release import native, refusers
 from cogate.controller import topologies
-from cogate.controller.topology.constraints import domain_annotations
+from cogate.controller.planning.fenced import domain_annotations, fence_requests
 from cogate.controller.model import verdicts
 from cogate.controller.model import quota as quota_mod
 from cogate.controller.status import status as status_mod
@@ -320,9 +320,10 @@ class Reconciler:
             present = self.preempting.present(self.memory)  # read before planning: a victim gone now is gone for it
             decision = self._plan([r for r in requests if groups[(r.namespace, r.name)].uid not in held], now,
                                   promised)
-            wakes.append(self.preempting.step(decision, groups, by_key, self.memory, present, self.reservations, now))
+            fenced = fence_requests(decision.verdicts, by_key)  # topology: victims and new nodes in one domain
+            wakes.append(self.preempting.step(decision, groups, fenced, self.memory, present, self.reservations, now))
             held_now = self.preempting.promises(groups, by_key, self.memory)  # with a preemption started just now
-            wakes.append(self.provisioning.step(decision, groups, by_key, self.memory, self.reservations, held_now,
+            wakes.append(self.provisioning.step(decision, groups, fenced, self.memory, self.reservations, held_now,
                                                 now))
             result, wake_at = self._apply_verdicts(decision, groups, {(r.namespace, r.name): r for r in requests},
                                                    now, survey.contexts)
@@ -569,7 +570,7 @@ class Reconciler:
         elif memory.refusal is not None and removed:
             self.guard.clear(memory)
         if outcome is Outcome.RELEASED:
-            notice = notices.released(release, placement)
+            notice = notices.released(release, placement, placed_in=verdict.placed_in)
             log.info("PodGroup %s/%s: %s (%s)", *g.key, notice.message, verdict.message, extra=log_extra(*g.key))
             self.events.emit(g.ref, "", notice, now)
         elif removed:

@@ -171,6 +171,9 @@ class GroupVerdict:
     #: The topology domain the members released go to, ``(node label, value)`` coarse to fine
     #: (:mod:`cogate.controller.planning.fenced`); () without a topology constraint.
     domain: tuple[tuple[str, str], ...] = ()
+    #: That domain in words for the ``Released`` event ("rack r3"; "block b1 (wider than the preferred
+    #: rack: none holds 8 now)"); '' without one.
+    placed_in: str = ""
 
 
 @dataclass(frozen=True)

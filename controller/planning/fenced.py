@@ -37,11 +37,12 @@ from cogate.controller.planning.explanations import plural, shortfall
 from cogate.controller.planning.members import Members, classify
 from cogate.controller.planning.patches import awaiting_bind
 from cogate.controller.planning.room import Room
-from cogate.controller.topology.constraints import Constraint
+from cogate.controller.topology.constraints import Constraint, domain_annotations
 from cogate.controller.model.resources import format_quantity
 from cogate.controller.topology.domains import Choice, Domain, Tree, Trial, Tried, build, choose, dominant, may_hold
 
-__all__ = ["DOMAINS_SHOWN", "Fenced", "restricted", "least_demand", "domain_text"]
+__all__ = ["DOMAINS_SHOWN", "Fenced", "restricted", "restricted_to", "fence_requests", "least_demand", "domain_text",
+           "domain_annotations"]
 
 #: How many domains a level's explanation names (the best first).
 DOMAINS_SHOWN = 3
@@ -52,7 +53,14 @@ def restricted(m: PodInfo, levels: Sequence[str], d: Domain) -> PodInfo:
     every required node-affinity term (one term of them alone when it has none)."""
     if d.level < 0:
         return m
-    reqs = tuple(NodeSelectorRequirement(k, "In", (v,)) for k, v in d.selector(levels).items())
+    return restricted_to(m, tuple(d.selector(levels).items()))
+
+
+def restricted_to(m: PodInfo, domain: Sequence[tuple[str, str]]) -> PodInfo:
+    """``m`` allowed only on nodes labelled ``domain`` (``(label, value)`` pairs), as :func:`restricted`."""
+    if not domain:
+        return m
+    reqs = tuple(NodeSelectorRequirement(k, "In", (v,)) for k, v in domain)
     terms = m.required_node_affinity or (NodeSelectorTerm(),)
     return replace(m, required_node_affinity=tuple(replace(t, match_expressions=t.match_expressions + reqs)
                                                    for t in terms))
@@ -157,12 +165,14 @@ class Fenced:
         attempt = self._try_release(fenced, ms)  # type: ignore[attr-defined]
         verdict = attempt if isinstance(attempt, GroupVerdict) else self._explain(fenced, ms, attempt)  # type: ignore[attr-defined]
         self.basis = Basis("pass", ms)
-        where = f"in {domain_text(c, d)}"
+        where = domain_text(c, d)
         start = c.start()
         if start is not None and d.level < start:
             where += f" (wider than the preferred {_word(c.levels[start])}: none holds {g.min_member} now)"
-        domain = tuple(d.selector(c.levels).items()) if verdict.outcome.releases else ()
-        return replace(verdict, message=f"{verdict.message}; {where}", domain=domain)
+        if not verdict.outcome.releases:
+            return replace(verdict, message=f"{verdict.message}; in {where}")
+        return replace(verdict, message=f"{verdict.message}; in {where}", domain=tuple(d.selector(c.levels).items()),
+                       placed_in=where)
 
     # -- members after the release
 
@@ -215,11 +225,12 @@ class Fenced:
             parts.append(wider)
         if home and not any(tried.trials for tried in choice.tried):
             parts.append(f"its {plural(len(home), 'running member')} span more than one domain")
+        closest = _closest(c, tried, ever.tried, g.min_member)
         if ever.domain is None:
             text = f"fits {best} of {g.min_member} in no allowed domain even with every node empty: " + "; ".join(parts)
-            return GroupVerdict(g.namespace, g.name, Outcome.EXCEEDS_CLUSTER_CAPACITY, {}, best, text)
+            return GroupVerdict(g.namespace, g.name, Outcome.EXCEEDS_CLUSTER_CAPACITY, {}, best, text, domain=closest)
         text = f"fits {best} of {g.min_member}: " + "; ".join(parts)
-        return GroupVerdict(g.namespace, g.name, Outcome.INSUFFICIENT_CAPACITY, {}, best, text)
+        return GroupVerdict(g.namespace, g.name, Outcome.INSUFFICIENT_CAPACITY, {}, best, text, domain=closest)
 
     def _explained(self, c: Constraint, tried: Tried, ms: Members, need: int, demand: Mapping[str, int],
                    main: str) -> Tried:
@@ -259,6 +270,37 @@ def _in_domain_words(text: str, nodes: Sequence[NodeInfo], member: PodInfo) -> s
     base = "no node of it takes them" if "by their own constraints" in text else _EXCLUSIONS.sub("", text)
     counted = [f"{plural(k, 'node')} excluded by {r}" for r, k in sorted(reasons.items(), key=lambda rk: (-rk[1], rk[0]))]
     return "; ".join([base, *counted])
+
+
+def _closest(c: Constraint, tried: Sequence[Tried], empty: Sequence[Tried], needed: int
+             ) -> tuple[tuple[str, str], ...]:
+    """Under a required level, the domain of that level closest to holding the gang now (most members
+    placed, then the trial order) among those that hold it with their nodes empty (``empty``; all of
+    them when none does: new nodes may): where preemption and ProvisioningRequests look
+    (:func:`fence_requests`)."""
+    if c.required is None:
+        return ()
+    trials = next((t.trials for t in tried if t.level == c.required), ())
+    could = {d.values for level in empty if level.level == c.required for d, t in level.trials
+             if t.fits >= needed and not t.pruned}
+    pool = [dt for dt in trials if dt[0].values in could] or list(trials)
+    if not pool:
+        return ()
+    d = max(pool, key=lambda dt: (dt[1].fits, not dt[1].pruned, dt[1].leftover))[0]
+    return tuple(d.selector(c.levels).items())
+
+
+def fence_requests(verdicts: Sequence[GroupVerdict], requests: Mapping[tuple[str, str], GroupRequest]
+                   ) -> dict[tuple[str, str], GroupRequest]:
+    """``requests`` with each waiting group that has a domain (``GroupVerdict.domain``: the required
+    level's closest one) restricted to it (:func:`restricted_to`): what gang preemption selects victims
+    for and ProvisioningRequests ask nodes for, so neither looks outside the domain the gang may use."""
+    out = dict(requests)
+    for v in verdicts:
+        r = out.get((v.namespace, v.name))
+        if r is not None and v.domain and v.outcome.waiting and r.topology is not None:
+            out[(v.namespace, v.name)] = replace(r, members=tuple(restricted_to(m, v.domain) for m in r.members))
+    return out
 
 
 def _unsupported(c: Constraint) -> str:

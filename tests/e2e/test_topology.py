@@ -56,7 +56,8 @@ def labelled_nodes(kube, layout: dict[str, dict[str, int]], cpu: str = "4",
 
 
 def gang(kube, ns: str, name: str, size: int, annotations: dict[str, str], cpu: str = "2",
-         member_annotations: dict[str, str] | None = None, first: dict[str, Any] | None = None) -> None:
+         member_annotations: dict[str, str] | None = None, first: dict[str, Any] | None = None,
+         priority_class: str = "") -> None:
     """A PodGroup of minMember ``size`` annotated ``annotations`` and ``size`` members of ``cpu``
     (``first``: spec fields of member 0; ``member_annotations`` on every member)."""
     pg = example.pod_group(name, size, namespace=ns, timeout_seconds=None)
@@ -68,6 +69,8 @@ def gang(kube, ns: str, name: str, size: int, annotations: dict[str, str], cpu: 
         tpl["metadata"]["name"] = f"{name}-{i}"
         if member_annotations:
             tpl["metadata"]["annotations"] = member_annotations
+        if priority_class:
+            tpl["spec"]["priorityClassName"] = priority_class
         if i == 0 and first:
             for k, v in first.items():
                 if k == "resources":
@@ -131,6 +134,9 @@ def test_preferred_rack_widens_to_the_fewest_racks_of_one_block(stack, kube, nam
     assert {b for b, _ in placed(kube, namespace, "wide", 4, where)} == {"b1"}
     cond = condition(status(kube, namespace, "wide"), "Released")
     assert "in block b1 (wider than the preferred rack" in cond["message"], cond
+    wait_for(lambda: [e for e in events_for(kube, namespace, "wide") if e.reason == "Released"
+                      and "; in block b1 (wider than the preferred rack" in e.message], 20,
+             what="the Released event saying the placement is wider than preferred")
     # a gang that one rack holds stays in one rack
     gang(kube, namespace, "narrow", 2, {t.LEVELS: LEVELS, t.REQUIRED: BLOCK, t.PREFERRED: RACK})
     assert len(placed(kube, namespace, "narrow", 2, where)) == 1
@@ -197,3 +203,26 @@ def test_domain_recorded_and_late_members_kept_in_it(stack, kube, namespace):
     time.sleep(2.0)
     later = client.CoreV1Api(kube).read_namespaced_pod("home-later", namespace)
     assert later.spec.scheduling_gates and not later.spec.node_name, "the late member left its rack's fence"
+
+
+def test_preemption_confined_to_the_rack_that_could_hold_the_gang(stack, kube, namespace):
+    """r1's two nodes run low-priority pods; r2's one node is empty but can never hold 2 x 4 cores.
+    Preemption for the high-priority gang (required rack) takes both victims in r1, where the gang then
+    runs; r2 is not used (one victim in r1 plus r2 would be cheaper, and would split the gang)."""
+    from .kube import priority_classes
+
+    where = labelled_nodes(kube, {"b1": {"r1": 2, "r2": 1}})
+    core = client.CoreV1Api(kube)
+    with priority_classes(kube, low=100, high=1000) as names:
+        for n in ("r1-0", "r1-1"):
+            tpl = example.pod_template(None, cpu="4", memory="100Mi", app="low")
+            tpl["metadata"]["name"] = f"low-{n}"
+            tpl["spec"].update(priorityClassName=names["low"], nodeName=n)
+            core.create_namespaced_pod(namespace, {"apiVersion": "v1", "kind": "Pod", **tpl})
+        wait_for(lambda: all(running(core.read_namespaced_pod(f"low-{n}", namespace)) for n in ("r1-0", "r1-1")),
+                 30, what="low-priority pods Running")
+        gang(kube, namespace, "vip", 2, {t.LEVELS: LEVELS, t.REQUIRED: RACK}, cpu="4", priority_class=names["high"])
+        assert placed(kube, namespace, "vip", 2, where) == {("b1", "r1")}
+        gone = [p.metadata.name for p in core.list_namespaced_pod(namespace, label_selector="app=low").items
+                if not p.metadata.deletion_timestamp]
+        assert gone == []

@@ -14,7 +14,7 @@ from cogate.controller.planning.planner import Outcome, decide
 from cogate.controller.planning.planstate import PlanningState
 from cogate.controller.topology.constraints import HOSTNAME_LABEL as HOST
 from cogate.controller.topology.constraints import Constraint
-from tests.builders import group_request, node, pod
+from tests.builders import GATE, group_request, node, pod
 
 LEVELS = ("block", "rack", HOST)
 RACK = Constraint(LEVELS, required=1)
@@ -93,6 +93,7 @@ def test_preferred_rack_widens_to_the_fewest_racks_of_one_block():
     # b1 holds 8 exactly (least leftover); b2 would leave 4
     assert {b for b, _ in racks_of(v, nodes)} == {"b1"}
     assert "in block b1 (wider than the preferred rack" in v.message
+    assert v.placed_in == "block b1 (wider than the preferred rack: none holds 8 now)"
     # and a gang that one rack holds stays in one rack
     v = decide(nodes, [], [fenced(members(3), c)], [], 0.0).verdicts[0]
     assert len(racks_of(v, nodes)) == 1 and "wider" not in v.message
@@ -209,3 +210,39 @@ def test_released_group_without_a_fence_is_unchanged():
     assert v.release == {} and "new members kept in rack r2" in v.message
     plain = decide(nodes, running, [group_request([*running, new], 1, released=True)], [], 0.0).verdicts[0]
     assert plain.release == {new.uid: "r1-0"} and plain.domain == ()
+
+
+def test_preemption_and_provisioning_look_inside_the_closest_rack_only():
+    """Racks r1 (2 nodes) and r2 (1 node), all full of low-priority pods; a gang of 2 x 4 cores, required
+    rack: r1 is the closest rack (the only one that can hold 2); victims are chosen there only, and the
+    members provisioning would ask nodes for carry r1's labels."""
+    from cogate.controller.planning.fenced import fence_requests
+    from cogate.controller.preemption.victims import Preemption, select_victims
+    from cogate.controller.provisioning.provreq import shortfalls
+
+    nodes = cluster({"b1": {"r1": 2, "r2": 1}})
+    low = [pod(f"low-{n.name}").req(cpu=4).priority(0).on(n.name).info() for n in nodes]
+    gang = [pod(f"g-{i}").group("g").req(cpu=4).priority(100).gated().info() for i in range(2)]
+    g = fenced(gang, RACK)
+    v = decide(nodes, low, [g], [], 0.0).verdicts[0]
+    assert v.outcome == Outcome.INSUFFICIENT_CAPACITY and v.domain == (("block", "b1"), ("rack", "r1"))
+    fenced_g = fence_requests([v], {("team", "g"): g})[("team", "g")]
+    result = select_victims(fenced_g, nodes, low, [], [], [])
+    assert isinstance(result, Preemption)
+    assert {x.node for x in result.victims} == {"r1-0", "r1-1"}
+    asked = shortfalls([(fenced_g, True)], nodes, low, [], GATE)[("team", "g")]
+    assert len(asked) == 2 and all(
+        {(r.key, r.values) for r in m.required_node_affinity[0].match_expressions} == {("block", ("b1",)),
+                                                                                       ("rack", ("r1",))}
+        for m in asked)
+    # a released verdict or a group without topology is left alone
+    assert fence_requests([v], {("team", "g"): dataclasses.replace(g, topology=None)})[("team", "g")].members == g.members
+
+
+def test_the_closest_rack_is_one_that_could_hold_the_gang():
+    """r2 has room for 1 member now but can never hold 2: r1 (full of others now) is the closest."""
+    nodes = cluster({"b1": {"r1": 2, "r2": 1}})
+    low = [pod(f"low-{n}").req(cpu=4).priority(0).on(n).info() for n in ("r1-0", "r1-1")]
+    gang = [pod(f"g-{i}").group("g").req(cpu=4).priority(100).gated().info() for i in range(2)]
+    v = decide(nodes, low, [fenced(gang, RACK)], [], 0.0).verdicts[0]
+    assert v.outcome == Outcome.INSUFFICIENT_CAPACITY and v.domain == (("block", "b1"), ("rack", "r1")), v

@@ -83,3 +83,12 @@ def test_kueue_levels_in_name_order():
     inf = SimpleNamespace(snapshot_map=lambda: {"b": ("y", t.HOSTNAME_LABEL), "a": ("x", t.HOSTNAME_LABEL)})
     assert topologies.kueue_levels(SimpleNamespace(kueue_topologies=inf)) == [("x", t.HOSTNAME_LABEL),
                                                                               ("y", t.HOSTNAME_LABEL)]
+
+
+def test_released_event_names_the_domain():
+    from cogate.controller.status import notices
+
+    n = notices.released({"u1": "r3-0"}, "pinned", placed_in="block b1 (wider than the preferred rack: none holds 8 now)")
+    assert n.message == ("released 1 member pinned to planned nodes: r3-0 x1; "
+                         "in block b1 (wider than the preferred rack: none holds 8 now)")
+    assert notices.released({"u1": "r3-0"}, "pinned").message == "released 1 member pinned to planned nodes: r3-0 x1"
