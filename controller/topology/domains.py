@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from cogate.controller.topology.constraints import Constraint
 
@@ -140,13 +141,25 @@ def _candidates(tree: Tree, level: int | None, within: Callable[[Domain], bool])
 
 
 def choose(c: Constraint, tree: Tree, needed: int, try_domain: Callable[[Domain], Trial],
-           within: Callable[[Domain], bool] = lambda d: True) -> Choice:
+           within: Callable[[Domain], bool] = lambda d: True,
+           order: Callable[[Domain], tuple[Any, ...]] | None = None) -> Choice:
     """The domain the gang of ``needed`` members goes to (module doc). ``try_domain`` answers for one
     domain (the planner restricted to it, leaving the room as it found it); ``within``: the domains
     allowed at all (e.g. those holding the gang's running members). Deterministic for a given tree
-    and answers."""
+    and answers.
+
+    ``order``: when the caller knows a key that sorts a level's domains as the best-fit rule would
+    sort those holding the gang (``(free units of the dominant resource, children, values)`` when every
+    member is placed wherever the gang fits: the plan then uses the same room everywhere), the domains
+    are tried in that order and the first holding the gang is taken, without trying the rest."""
     tried: list[Tried] = []
     for level in c.tried():
+        if order is not None:
+            found = _first_holding(level, sorted(_candidates(tree, level, within), key=order), needed, try_domain)
+            tried.append(found[1])
+            if found[0] is not None:
+                return Choice(found[0], level, tuple(tried))
+            continue
         trials = tuple((d, try_domain(d)) for d in _candidates(tree, level, within))
         tried.append(Tried(level, trials))
         holding = [(t.leftover, d.sort_key(), d) for d, t in trials if t.fits >= needed and not t.pruned]
@@ -154,3 +167,14 @@ def choose(c: Constraint, tree: Tree, needed: int, try_domain: Callable[[Domain]
             best = min(holding, key=lambda h: (h[0], h[1]))[2]
             return Choice(best, level, tuple(tried))
     return Choice(None, None, tuple(tried))
+
+
+def _first_holding(level: int | None, domains: Sequence[Domain], needed: int,
+                   try_domain: Callable[[Domain], Trial]) -> tuple[Domain | None, Tried]:
+    trials = []
+    for d in domains:
+        t = try_domain(d)
+        trials.append((d, t))
+        if t.fits >= needed and not t.pruned:
+            return d, Tried(level, tuple(trials))
+    return None, Tried(level, tuple(trials))

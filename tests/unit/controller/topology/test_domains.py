@@ -71,6 +71,8 @@ def test_choice_against_brute_force(spec, slots, needed, c):
         return Trial(min(total, needed), max(total - needed, 0))
 
     choice = choose(c, tree, needed, trial)
+    if choice.domain is None:
+        assert choose(c, tree, needed, trial, order=lambda d: (holds(d), d.children, d.values)).domain is None
     allowed = [(lv, [tree.cluster] if lv is None else list(tree.domains[lv])) for lv in c.tried()]
     first = next(((lv, ds) for lv, ds in allowed if any(holds(d) >= needed for d in ds)), None)
     if first is None:
@@ -84,6 +86,9 @@ def test_choice_against_brute_force(spec, slots, needed, c):
         assert all(all(nodes[n].get(k) == v for k, v in want.items()) for n in choice.domain.nodes)
     best = min((holds(d) - needed, d.children, d.values) for d in domains if holds(d) >= needed)
     assert (holds(choice.domain) - needed, choice.domain.children, choice.domain.values) == best
+    # tried in best-fit order, the first holding domain is the same one
+    ordered = choose(c, tree, needed, trial, order=lambda d: (holds(d), d.children, d.values))
+    assert (ordered.domain, ordered.level) == (choice.domain, choice.level)
 
 
 def test_pruned_domains_are_never_chosen():
