@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from cogate.api import DEFAULT_GATE_NAME, DEFAULT_SCHEDULER_NAME
 from cogate.controller.model.minresources import Short as MinResourcesShort
 from cogate.controller.model.records import RESOURCE_CLAIMS, PodInfo, Reservation
+from cogate.controller.model.roles import Roles
 
 if TYPE_CHECKING:
     from cogate.models import PodGroup
@@ -75,7 +76,9 @@ class GroupRequest:
     ``created``: PodGroup creationTimestamp (epoch seconds). ``min_resources``: ``spec.minResources``
     as sorted ``(resource, units)`` pairs (:func:`cogate.controller.model.minresources.parse`: CPU
     millicores, bytes, counts), None when the PodGroup has none; ``min_resources_error``: why it
-    could not be read (the field named), which holds the group ``Unschedulable``.
+    could not be read (the field named), which holds the group ``Unschedulable``. ``roles``: the
+    role minimums of its annotations (:mod:`cogate.controller.model.roles`), None without;
+    ``roles_error``: why they could not be read (holds the group ``Unschedulable``).
     """
 
     namespace: str
@@ -86,6 +89,8 @@ class GroupRequest:
     members: tuple[PodInfo, ...]
     min_resources: tuple[tuple[str, int], ...] | None = None
     min_resources_error: str = ""
+    roles: Roles | None = None
+    roles_error: str = ""
 
 
 def min_member_of(pg: PodGroup) -> int:

@@ -108,7 +108,6 @@ from cogate.controller.model import minresources as minres
 from cogate.controller.model import replicas as replicas_mod
 from cogate.controller.planning.capacity import (
     Snapshot,
-    pack,
     pinned_node_problems,
     promised_room,
     reservation_promise,
@@ -139,6 +138,7 @@ from cogate.controller.planning.members import (
 )
 from cogate.controller.planning.basis import Basis, Miss
 from cogate.controller.planning.released import ReleasedGroups
+from cogate.controller.planning.roles import RoleMinimums, role_short
 from cogate.controller.planning.room import Room
 from cogate.controller.planning.starvation import Scope, Starvation
 from cogate.controller.planning.patches import awaiting_bind
@@ -187,7 +187,7 @@ def _order_key(g: GroupRequest) -> tuple[int, float, str, str]:
 order_key = _order_key
 
 
-class Pass(ReleasedGroups, Starvation, MinResources):
+class Pass(ReleasedGroups, Starvation, MinResources, RoleMinimums):
     """One call of :func:`decide`: the room left as groups are taken in order, the
     reservations kept and made, and the starving group that blocks later ones.
 
@@ -331,11 +331,15 @@ class Pass(ReleasedGroups, Starvation, MinResources):
             return verdict
         if (verdict := self._invalid_min_resources(g, ms)) is not None:
             return verdict
+        if (verdict := self._invalid_roles(g, ms)) is not None:
+            return verdict
         if (verdict := self._too_few_present(g, ms)) is not None:
             return verdict
         if (verdict := self._held(g, ms)) is not None:
             return verdict
         if (verdict := self._waiting_for_members(g, ms)) is not None:
+            return verdict
+        if (verdict := self._roles_waiting(g, ms)) is not None:
             return verdict
         self.basis = Basis("blocker", ms)
         if not self._holds_room(g) and (verdict := self._behind_starving_group(g, ms)) is not None:
@@ -409,8 +413,9 @@ class Pass(ReleasedGroups, Starvation, MinResources):
         mark = self.room.mark()
         held_back = self._incomplete_replicas(ms)
         while held_back or replicas_mod.by_replica(ms.plannable):
-            plan = pack(self.room, [m for m in ms.plannable if m.uid not in held_back], max(needed, 0))
-            if len(ms.bound) + len(plan) < g.min_member:
+            planned = self._pack_group(self.room, g, ms, [m for m in ms.plannable if m.uid not in held_back], needed)
+            plan = planned.plan
+            if len(ms.bound) + len(plan) < g.min_member or planned.short:
                 self.room.rollback(mark)
                 break
             partial = self._partial_replicas(ms, plan, held_back)
@@ -420,14 +425,18 @@ class Pass(ReleasedGroups, Starvation, MinResources):
                 return self._released(g, ms, plan, [m for m in ms.plannable if m.uid in held_back])
             self.room.rollback(mark)
             held_back |= partial
-        plan = pack(self.room, ms.plannable, max(needed, 0))
+        planned = self._pack_group(self.room, g, ms, ms.plannable, needed)
+        plan = planned.plan
         fits = len(ms.bound) + len(plan)
-        if fits >= g.min_member:
+        if fits >= g.min_member and not planned.short:
             if (short := self._min_resources_wait(g, ms, plan, mark)) is not None:
                 return short
             return self._released(g, ms, plan, [])
         unplaced = [m for m in ms.plannable if m.uid not in plan]
-        short = shortfall(self.room, unplaced, needed - len(plan))
+        if planned.short and g.roles is not None:
+            short = role_short(self.room, planned.short, ms.plannable, plan, g.roles)
+        else:
+            short = shortfall(self.room, unplaced, needed - len(plan))
         self.room.rollback(mark)
         return Miss(fits, unplaced, short, self.promised_for(g, unplaced))
 
@@ -479,7 +488,9 @@ class Pass(ReleasedGroups, Starvation, MinResources):
                 "satisfied by any bound pod (cogate only plans pod affinity against pods already running)",
             )
         note = self._starving_note(g, ms)
-        msg = f"fits {miss.fits} of {g.min_member}: {miss.short.text}" + note
+        # a Miss with minMember placed is a role below its minimum (controller/planning/roles.py)
+        sep = ", but " if miss.fits >= g.min_member else ": "
+        msg = f"fits {miss.fits} of {g.min_member}{sep}{miss.short.text}" + note
         self.basis = Basis("pass", ms, miss) if note else Basis("room", ms, miss, complete_since(g))
         return _verdict(g, Outcome.INSUFFICIENT_CAPACITY, miss.fits, msg)
 
@@ -520,14 +531,18 @@ class Pass(ReleasedGroups, Starvation, MinResources):
         mark = room.mark()
         self._charge_bound_members(room, ms)
         needed = g.min_member - len(ms.bound)
-        plan = pack(room, ms.plannable, needed)
-        ok = len(plan) >= needed
+        planned = self._pack_group(room, g, ms, ms.plannable, needed)
+        plan = planned.plan
+        ok = len(plan) >= needed and not planned.short
         msg = ""
         shorts: tuple[minres.Short, ...] = ()
         if not ok:
             unplaced = [m for m in ms.plannable if m.uid not in plan]
-            msg = (f"fits {len(ms.bound) + len(plan)} of {g.min_member} even with every eligible node empty: "
-                   + shortfall(room, unplaced, needed - len(plan)).text)
+            why = (role_short(room, planned.short, ms.plannable, plan, g.roles) if planned.short and g.roles
+                   else shortfall(room, unplaced, needed - len(plan)))
+            fits = len(ms.bound) + len(plan)
+            sep = ", but " if fits >= g.min_member else ": "
+            msg = f"fits {fits} of {g.min_member} even with every eligible node empty{sep}" + why.text
         elif shorts := self._min_resources_short(room, g, ms, plan):
             ok, msg = False, minres.exceeds_text(shorts, len(ms.bound) + len(plan))
         room.rollback(mark)

@@ -25,6 +25,7 @@ from typing import Any
 from cogate import api
 from cogate.controller.model import leftovers
 from cogate.controller.model import minresources as minres
+from cogate.controller.model import roles as roles_mod
 from cogate.controller.status import status as status_mod
 from cogate.controller.model import volumes as volumes_mod
 from cogate.controller.status.notices import ObjectRef
@@ -119,8 +120,18 @@ def build_group_requests(groups: Iterable[GroupObject], members: Mapping[tuple[s
         m = min_member_of(pg)
         out.append(GroupRequest(namespace=pg.metadata.namespace, name=pg.metadata.name, min_member=m,
                                 created=created, released=status_mod.release_stands(pg.status, ms, gate, min_member=m),
-                                members=ms, **_min_resources(pg.spec.minResources)))
+                                members=ms, **_min_resources(pg.spec.minResources),
+                                **_roles(pg.metadata.annotations)))
     return out
+
+
+def _roles(annotations: Mapping[str, str] | None) -> dict[str, Any]:
+    """``GroupRequest``'s ``roles`` (:func:`cogate.controller.model.roles.parse`) or ``roles_error``
+    naming the annotation."""
+    try:
+        return {"roles": roles_mod.parse(annotations)}
+    except roles_mod.RolesError as e:
+        return {"roles_error": str(e)}
 
 
 def _min_resources(raw: Mapping[str, str | int] | None) -> dict[str, Any]:
