@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from cogate.api import DEFAULT_GATE_NAME, DEFAULT_SCHEDULER_NAME
 from cogate.controller.model.minresources import Short as MinResourcesShort
 from cogate.controller.model.records import RESOURCE_CLAIMS, PodInfo, Reservation
+from cogate.controller.model.groupsets import SetSpec
 from cogate.controller.model.roles import Roles
 
 if TYPE_CHECKING:
@@ -78,7 +79,9 @@ class GroupRequest:
     millicores, bytes, counts), None when the PodGroup has none; ``min_resources_error``: why it
     could not be read (the field named), which holds the group ``Unschedulable``. ``roles``: the
     role minimums of its annotations (:mod:`cogate.controller.model.roles`), None without;
-    ``roles_error``: why they could not be read (holds the group ``Unschedulable``).
+    ``roles_error``: why they could not be read (holds the group ``Unschedulable``). ``group_set``:
+    the set of PodGroups it is admitted with (:mod:`cogate.controller.model.groupsets`), None without;
+    ``group_set_error``: why its set annotations could not be read (holds it ``Unschedulable``).
     """
 
     namespace: str
@@ -91,6 +94,8 @@ class GroupRequest:
     min_resources_error: str = ""
     roles: Roles | None = None
     roles_error: str = ""
+    group_set: SetSpec | None = None
+    group_set_error: str = ""
 
 
 def min_member_of(pg: PodGroup) -> int:

@@ -138,6 +138,7 @@ from cogate.controller.planning.members import (
 )
 from cogate.controller.planning.basis import Basis, Miss
 from cogate.controller.planning.released import ReleasedGroups
+from cogate.controller.planning.groupsets import SetPlanning, judge_unreleased
 from cogate.controller.planning.roles import RoleMinimums, role_short
 from cogate.controller.planning.room import Room
 from cogate.controller.planning.starvation import Scope, Starvation
@@ -187,7 +188,7 @@ def _order_key(g: GroupRequest) -> tuple[int, float, str, str]:
 order_key = _order_key
 
 
-class Pass(ReleasedGroups, Starvation, MinResources, RoleMinimums):
+class Pass(ReleasedGroups, Starvation, MinResources, RoleMinimums, SetPlanning):
     """One call of :func:`decide`: the room left as groups are taken in order, the
     reservations kept and made, and the starving group that blocks later ones.
 
@@ -320,7 +321,8 @@ class Pass(ReleasedGroups, Starvation, MinResources, RoleMinimums):
         finally:
             if lent:
                 self.room.repay(lent)
-        if lent and self.basis.reads in ("room", "aggregate"):
+        if (lent or self.set_depth) and self.basis.reads in ("room", "aggregate"):
+            # lent room, or judged within a set (controller/planning/groupsets.py): this pass only
             self.basis = Basis("pass", self.basis.members, self.basis.miss, self.basis.since)
         return verdict
 
@@ -448,7 +450,7 @@ class Pass(ReleasedGroups, Starvation, MinResources, RoleMinimums):
         skipped = {m.uid for m in incomplete}
         unplaced = [m for m in ms.plannable if m.uid not in plan and m.uid not in skipped]
         short = shortfall(self.room, unplaced, len(unplaced)) if unplaced else Short("")
-        self.room.commit()
+        self._commit()
         held = {m.uid for m in unplaced} | skipped
         release = self._reserve([m for m in ms.gated if m.uid not in held], plan)
         message = (f"fits {fits} of {g.min_member}: releasing {plural(len(release), 'gated member')}"
@@ -584,9 +586,7 @@ def run_pass(run: Pass, groups: Sequence[GroupRequest]) -> Decision:
     for i, g in ordered:
         if g.released:
             verdicts[i] = run.ungate_new_members(g)
-    for i, g in ordered:
-        if not g.released:
-            verdicts[i] = run.judge(g)
+    verdicts.update(judge_unreleased(run, ordered))  # sets of groups: all or nothing (groupsets.py)
     return Decision(verdicts=tuple(verdicts[i] for i in range(len(groups))), reservations=run.reservations())
 
 

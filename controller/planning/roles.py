@@ -64,7 +64,7 @@ def role_text(short: Sequence[RoleShort]) -> str:
 
 
 def pack_roles(room: Room, members: Sequence[PodInfo], bound: Sequence[PodInfo], needed: int,
-               roles: roles_mod.Roles) -> RolePlan:
+               roles: roles_mod.Roles, greedy: bool = True) -> RolePlan:
     """Plan ``members`` (gated, plannable, oldest first) on ``room`` (left applied), role minimums
     first (module doc). ``bound``: the group's bound members (they count for their role);
     ``needed``: members to plan for minMember (bound ones already counted).
@@ -72,7 +72,7 @@ def pack_roles(room: Room, members: Sequence[PodInfo], bound: Sequence[PodInfo],
     Step 1 packs, for every role, its missing minimum (``minimum - bound of the role``, the oldest
     members of the role) as one batch; a role with too few of them, or whose batch does not all
     fit, is short (the best attempt stays applied). Step 2 packs the remaining members on the room
-    left, as many as fit. The plan returned is every member placed; ``short`` the roles below
+    left, as many as fit (``greedy=False``: only the oldest that minMember still needs). The plan returned is every member placed; ``short`` the roles below
     their minimum."""
     have = roles_mod.count_by_role(bound, roles)
     first: list[PodInfo] = []
@@ -86,6 +86,8 @@ def pack_roles(room: Room, members: Sequence[PodInfo], bound: Sequence[PodInfo],
     plan = pack(room, first, len(first)) if first else {}
     chosen = {m.uid for m in first}
     rest = [m for m in members if m.uid not in chosen]
+    if not greedy:
+        rest = rest[:max(0, needed - len(plan))]
     if rest:
         plan.update(pack(room, rest, max(0, needed - len(plan))))
     placed = roles_mod.count_by_role([m for m in members if m.uid in plan], roles)
@@ -97,13 +99,26 @@ def pack_roles(room: Room, members: Sequence[PodInfo], bound: Sequence[PodInfo],
 class RoleMinimums:
     """The role-minimums rule of a :class:`~cogate.controller.planning.planner.Pass` (module doc)."""
 
+    #: > 0 while a set of PodGroups is planned (:mod:`cogate.controller.planning.groupsets`).
+    set_depth: int = 0
+
     def _pack_group(self, room: Room, g: GroupRequest, ms: Members, members: Sequence[PodInfo],
                     needed: int) -> RolePlan:
         """Plan ``members`` of ``g`` on ``room``: :func:`pack` without role minimums, else
-        :func:`pack_roles` (minimums first)."""
-        if g.roles is None:
-            return RolePlan(pack(room, members, max(needed, 0)))
-        return pack_roles(room, members, ms.bound, max(needed, 0), g.roles)
+        :func:`pack_roles` (minimums first). Within a set of PodGroups (``set_depth``) only what the
+        group's minimums need is planned (the oldest members first; the whole list only when they do
+        not fit), so one group of a set never takes the room a sibling's minimum needs: its other
+        members wait gated and join later as new members (docs/semantics.md, "Gangs of gangs")."""
+        needed = max(needed, 0)
+        if g.roles is not None:
+            return pack_roles(room, members, ms.bound, needed, g.roles, greedy=not self.set_depth)
+        if self.set_depth and len(members) > needed:
+            mark = room.mark()
+            plan = pack(room, members[:needed], needed)
+            if len(plan) >= needed:
+                return RolePlan(plan)
+            room.rollback(mark)
+        return RolePlan(pack(room, members, needed))
 
     def _invalid_roles(self, g: GroupRequest, ms: Members) -> GroupVerdict | None:
         """Role annotations that could not be read (:func:`cogate.controller.model.roles.parse`):

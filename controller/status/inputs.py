@@ -25,6 +25,7 @@ from typing import Any
 from cogate import api
 from cogate.controller.model import leftovers
 from cogate.controller.model import minresources as minres
+from cogate.controller.model import groupsets
 from cogate.controller.model import roles as roles_mod
 from cogate.controller.status import status as status_mod
 from cogate.controller.model import volumes as volumes_mod
@@ -121,8 +122,18 @@ def build_group_requests(groups: Iterable[GroupObject], members: Mapping[tuple[s
         out.append(GroupRequest(namespace=pg.metadata.namespace, name=pg.metadata.name, min_member=m,
                                 created=created, released=status_mod.release_stands(pg.status, ms, gate, min_member=m),
                                 members=ms, **_min_resources(pg.spec.minResources),
-                                **_roles(pg.metadata.annotations)))
+                                **_roles(pg.metadata.annotations),
+                                **_group_set(pg.metadata.namespace, pg.metadata.name, pg.metadata.annotations)))
     return out
+
+
+def _group_set(namespace: str, name: str, annotations: Mapping[str, str] | None) -> dict[str, Any]:
+    """``GroupRequest``'s ``group_set`` (:func:`cogate.controller.model.groupsets.parse`) or
+    ``group_set_error`` naming the annotation."""
+    try:
+        return {"group_set": groupsets.parse(namespace, name, annotations)}
+    except groupsets.SetError as e:
+        return {"group_set_error": str(e)}
 
 
 def _roles(annotations: Mapping[str, str] | None) -> dict[str, Any]:
