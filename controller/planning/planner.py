@@ -103,6 +103,7 @@ not change.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from cogate.controller.model import minresources as minres
 from cogate.controller.model import replicas as replicas_mod
@@ -408,9 +409,9 @@ class Pass(ReleasedGroups, Starvation, MinResources, RoleMinimums, SetPlanning):
 
         Replicas (:mod:`cogate.controller.model.replicas`): members of a replica that is not complete
         yet (a LeaderWorkerSet leader whose workers do not exist yet), or that the plan would
-        place only in part, are left out when the others reach minMember without them: they
-        wait gated and their replica is released whole later (:meth:`ungate_new_members`); when
-        minMember needs them, minMember decides (the group is planned as before)."""
+        place only in part, are left out: they wait gated and their replica is released whole
+        later (:meth:`ungate_new_members`); when minMember is not reached without them the group
+        waits (:meth:`_whole_replicas_short`): no replica is ever released in part."""
         needed = g.min_member - len(ms.bound)
         mark = self.room.mark()
         held_back = self._incomplete_replicas(ms)
@@ -427,6 +428,11 @@ class Pass(ReleasedGroups, Starvation, MinResources, RoleMinimums, SetPlanning):
                 return self._released(g, ms, plan, [m for m in ms.plannable if m.uid in held_back])
             self.room.rollback(mark)
             held_back |= partial
+        if held_back or replicas_mod.by_replica(ms.plannable):
+            whole = self._whole_replicas_short(g, ms, held_back)
+            if isinstance(whole, GroupVerdict):
+                return whole
+            return replace(whole, promised=self.promised_for(g, whole.unplaced))
         planned = self._pack_group(self.room, g, ms, ms.plannable, needed)
         plan = planned.plan
         fits = len(ms.bound) + len(plan)

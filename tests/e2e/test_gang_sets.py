@@ -95,3 +95,21 @@ def test_kep_6012_stealing_shape_places_two_and_two(stack, kube, namespace, only
     wait_for(lambda: placed(kube, namespace, "big") == 2 and placed(kube, namespace, "small") == 2, 40,
              what="2 + 2 bound")
     assert sum(1 for p in group_pods(kube, namespace, "big") if gated(p)) == 2
+
+
+def test_replicas_sharing_a_pod_group_are_each_whole_at_the_first_release(stack, kube, namespace, only_nodes):
+    """Item 3: two LeaderWorkerSet replicas of 2 pods (3 CPU) share PodGroup llm with minMember 3;
+    one node of 10 CPU holds 3 pods. minMember alone would release a replica and a half; cogate
+    holds all 4 (each replica whole or nothing) and a second node releases both replicas."""
+    from .test_promised_room import lws_pod
+    only_nodes(1, **NODE)
+    pg = example.pod_group("llm", 3, namespace=namespace, timeout_seconds=None)
+    create_pod_group(kube, pg)
+    core = client.CoreV1Api(kube)
+    for r in range(2):
+        for w in range(2):
+            core.create_namespaced_pod(namespace, lws_pod(r, w, 2, "3"))
+    says(kube, namespace, "llm", "fits 2 of 3: counting whole replicas only")
+    hold_gated(kube, namespace, "llm", 2, 4)
+    only_nodes(2, **NODE)
+    wait_for(lambda: placed(kube, namespace, "llm") == 4, 40, what="both replicas bound once they fit whole")
