@@ -25,7 +25,7 @@ in order that fits takes it, the other waits (docs/semantics.md, "Gangs of gangs
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from cogate.controller.model import groupsets
@@ -109,11 +109,10 @@ def _waiting(g: GroupRequest, gate: str, outcome: Outcome, message: str) -> Grou
     return GroupVerdict(g.namespace, g.name, outcome, {}, len(classify(g, gate).bound), message)
 
 
-def judge_unreleased(run: SetPlanning, ordered: Sequence[tuple[int, GroupRequest]],
-                     judge: Callable[[GroupRequest], GroupVerdict] | None = None) -> dict[int, GroupVerdict]:
+def judge_unreleased(run: SetPlanning, ordered: Sequence[tuple[int, GroupRequest]]) -> dict[int, GroupVerdict]:
     """The verdicts of the unreleased groups of ``ordered`` (``(index, group)`` in the planner's
     order, released groups included: they count for their set), by index (module doc)."""
-    judge = judge or run.judge
+    judge = run.judge
     groups = [g for _, g in ordered]
     if not any(g.group_set or g.group_set_error for g in groups):
         return {i: judge(g) for i, g in ordered if not g.released}

@@ -67,8 +67,9 @@ Room held for a preempting group (``Promise`` kind ``"preempting"``, passed as `
 ``promised``: the plan of a preemption in flight, :mod:`cogate.controller.preemption.inflight`) counts
 against every other group and is lent to its holder the same way.
 
-Replicas sharing a PodGroup (:mod:`cogate.controller.model.replicas`: LeaderWorkerSet
-groups, JobSet Jobs) are released whole or not at all (:mod:`cogate.controller.planning.released`).
+Replicas sharing a PodGroup (:mod:`cogate.controller.model.replicas`) are released whole or not at
+all (:mod:`cogate.controller.planning.released`); role minimums: :mod:`cogate.controller.planning.roles`;
+sets of PodGroups, all or nothing: :mod:`cogate.controller.planning.groupsets` (from :func:`run_pass`).
 
 Membership accounting for a group (present, bound, gated, plannable:
 :mod:`cogate.controller.planning.members`):
@@ -103,7 +104,6 @@ not change.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 
 from cogate.controller.model import minresources as minres
 from cogate.controller.model import replicas as replicas_mod
@@ -429,10 +429,7 @@ class Pass(ReleasedGroups, Starvation, MinResources, RoleMinimums, SetPlanning):
             self.room.rollback(mark)
             held_back |= partial
         if held_back or replicas_mod.by_replica(ms.plannable):
-            whole = self._whole_replicas_short(g, ms, held_back)
-            if isinstance(whole, GroupVerdict):
-                return whole
-            return replace(whole, promised=self.promised_for(g, whole.unplaced))
+            return self._whole_replicas_short(g, ms, held_back)
         planned = self._pack_group(self.room, g, ms, ms.plannable, needed)
         plan = planned.plan
         fits = len(ms.bound) + len(plan)

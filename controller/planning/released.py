@@ -60,6 +60,8 @@ class ReleasedGroups:
 
         def _reserve(self, members: Sequence[PodInfo], plan: Mapping[str, int]) -> dict[str, str]: ...
 
+        def promised_for(self, g: GroupRequest, members: Sequence[PodInfo]) -> tuple[Promise, ...]: ...
+
     def ungate_new_members(self, g: GroupRequest) -> GroupVerdict:
         """A released group: a new gated member is ungated towards its reservation, else towards
         the node the planner finds it (reserved); one without room (or held by another gate as
@@ -187,7 +189,8 @@ class ReleasedGroups:
         text = "counting whole replicas only (each replica released whole or not at all)"
         if parts:
             text += "; " + "; ".join(parts)
-        return Miss(len(ms.bound) + len(placed), unplaced, replace(short, text=f"{text}: {short.text}"))
+        return Miss(len(ms.bound) + len(placed), unplaced, replace(short, text=f"{text}: {short.text}"),
+                    self.promised_for(g, unplaced))
 
     def _partial_replicas(self, ms: Members, plan: Mapping[str, int], held_back: set[str]) -> set[str]:
         """uids of the plannable members of replicas that ``plan`` places only in part."""

@@ -99,8 +99,8 @@ def pack_roles(room: Room, members: Sequence[PodInfo], bound: Sequence[PodInfo],
 class RoleMinimums:
     """The role-minimums rule of a :class:`~cogate.controller.planning.planner.Pass` (module doc)."""
 
-    #: > 0 while a set of PodGroups is planned (:mod:`cogate.controller.planning.groupsets`).
-    set_depth: int = 0
+    #: > 0 while a set of PodGroups is planned (:class:`cogate.controller.planning.groupsets.SetPlanning`).
+    set_depth: int
 
     def _pack_group(self, room: Room, g: GroupRequest, ms: Members, members: Sequence[PodInfo],
                     needed: int) -> RolePlan:
