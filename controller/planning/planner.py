@@ -536,7 +536,7 @@ class Pass(ReleasedGroups, Starvation, MinResources, RoleMinimums, SetPlanning):
         mark = room.mark()
         self._charge_bound_members(room, ms)
         needed = g.min_member - len(ms.bound)
-        planned = self._pack_group(room, g, ms, ms.plannable, needed)
+        planned = self._pack_group(room, g, ms, ms.plannable, needed, greedy=True)
         plan = planned.plan
         ok = len(plan) >= needed and not planned.short
         msg = ""

@@ -103,16 +103,19 @@ class RoleMinimums:
     set_depth: int
 
     def _pack_group(self, room: Room, g: GroupRequest, ms: Members, members: Sequence[PodInfo],
-                    needed: int) -> RolePlan:
+                    needed: int, greedy: bool | None = None) -> RolePlan:
         """Plan ``members`` of ``g`` on ``room``: :func:`pack` without role minimums, else
         :func:`pack_roles` (minimums first). Within a set of PodGroups (``set_depth``) only what the
         group's minimums need is planned (the oldest members first; the whole list only when they do
         not fit), so one group of a set never takes the room a sibling's minimum needs: its other
-        members wait gated and join later as new members (docs/semantics.md, "Gangs of gangs")."""
+        members wait gated and join later as new members (docs/semantics.md, "Gangs of gangs").
+        ``greedy``: True plans as many as fit whatever ``set_depth`` (the empty-cluster check, whose
+        answer the incremental planner keeps by the group alone)."""
         needed = max(needed, 0)
+        greedy = not self.set_depth if greedy is None else greedy
         if g.roles is not None:
-            return pack_roles(room, members, ms.bound, needed, g.roles, greedy=not self.set_depth)
-        if self.set_depth and len(members) > needed:
+            return pack_roles(room, members, ms.bound, needed, g.roles, greedy=greedy)
+        if not greedy and len(members) > needed:
             mark = room.mark()
             plan = pack(room, members[:needed], needed)
             if len(plan) >= needed:
