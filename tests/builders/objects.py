@@ -64,8 +64,8 @@ class _Builder:
         return self
 
     def annotations(self, annotations: dict[str, str] | None = None, **more: str) -> Any:
-        """Add annotations (``annotations`` for keys that are not identifiers)."""
-        self._meta.setdefault("annotations", {}).update(annotations or {}, **more)
+        """Add ``metadata.annotations``."""
+        self._meta.setdefault("annotations", {}).update({**(annotations or {}), **more})
         return self
 
     def created(self, t: float | str | None) -> Any:
