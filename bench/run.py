@@ -116,6 +116,41 @@ def machine_facts() -> dict[str, str]:
     }
 
 
+def git_commit() -> str:
+    """The checkout's short commit, with ``-dirty`` when tracked files differ from it (a section
+    run on uncommitted code names no commit that reproduces it)."""
+    commit = _cmd("git", "-C", str(REPO), "rev-parse", "--short", "HEAD")
+    dirty = _cmd("git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no")
+    return commit + ("-dirty" if dirty and commit else "")
+
+
+def section_facts(mod: Any, quick: bool) -> dict[str, Any]:
+    """What one benchmark's result records of its run, taken at its start: ``commit``
+    (:func:`git_commit`), ``date`` (UTC, minutes), ``load_average`` (1/5/15 min), ``cores`` and
+    ``settings``: ``quick``, the local control plane's Kubernetes release (a module's
+    ``RELEASE`` when it pins its own), the controller's default ``--workers``, every
+    ``COGATE_*`` environment variable, and the module's own ``SETTINGS`` dict (its sizes) if any."""
+    settings: dict[str, Any] = {"quick": quick}
+    try:
+        from cogate.localcluster import versions
+
+        settings["kubernetes"] = getattr(mod, "RELEASE", None) or versions.KUBERNETES
+    except ImportError:
+        settings["kubernetes"] = "unknown"
+    try:
+        from cogate.controller.model.config import DEFAULT_WORKERS
+
+        settings["controller --workers (default)"] = DEFAULT_WORKERS
+    except ImportError:
+        pass
+    settings["env"] = {k: v for k, v in sorted(os.environ.items()) if k.startswith("COGATE_")}
+    settings.update(getattr(mod, "SETTINGS", {}) or {})
+    load = os.getloadavg() if hasattr(os, "getloadavg") else (0.0, 0.0, 0.0)
+    return {"commit": git_commit(),
+            "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "load_average": [round(x, 1) for x in load], "cores": os.cpu_count(), "settings": settings}
+
+
 # -- running ------------------------------------------------------------------------------
 
 
@@ -201,7 +236,7 @@ def run_one(name: str, quick: bool, out_dir: Path, no_cluster: bool) -> dict[str
     reason = unavailable() if callable(unavailable) else None
     if reason:
         return _skipped(name, title, reason)
-    load1 = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    facts = section_facts(mod, quick)
     t0 = time.monotonic()
     try:
         result = mod.run(quick, out_dir)
@@ -215,8 +250,9 @@ def run_one(name: str, quick: bool, out_dir: Path, no_cluster: bool) -> dict[str
     result.setdefault("status", "ok")
     result["module"] = name
     result["seconds"] = round(time.monotonic() - t0, 1)
-    result["load_average"] = round(load1, 1)
-    result["ran_at"] = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    result["load_average"] = facts["load_average"][0]
+    result["ran_at"] = facts["date"]
+    result["run"] = facts
     return result
 
 
