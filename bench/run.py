@@ -109,15 +109,18 @@ def machine_facts() -> dict[str, str]:
     }
 
 
-def git_commit() -> str:
-    """The checkout's short commit, with ``-dirty`` when tracked files differ from it (a section
-    run on uncommitted code names no commit that reproduces it)."""
+def git_commit(outputs: tuple[str, ...] = ("docs/benchmarks", "docs/benchmarks.md")) -> str:
+    """The checkout's short commit, with ``-dirty`` when tracked files other than the report's own
+    outputs (``outputs``, paths relative to the repository: a run rewrites its plots and results
+    files as it goes) differ from it: a section run on uncommitted code names no commit that
+    reproduces it."""
     commit = _cmd("git", "-C", str(REPO), "rev-parse", "--short", "HEAD")
-    dirty = _cmd("git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no")
+    dirty = _cmd("git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no", "--", ".",
+                 *(f":(exclude){p}" for p in outputs))
     return commit + ("-dirty" if dirty and commit else "")
 
 
-def section_facts(mod: Any, quick: bool) -> dict[str, Any]:
+def section_facts(mod: Any, quick: bool, outputs: tuple[str, ...] = ()) -> dict[str, Any]:
     """What one benchmark's result records of its run, taken at its start: ``commit``
     (:func:`git_commit`), ``date`` (UTC, minutes), ``load_average`` (1/5/15 min), ``cores`` and
     ``machine`` (:func:`machine_facts`) and ``settings``: ``quick``, the local control plane's Kubernetes release (a module's
@@ -139,7 +142,7 @@ def section_facts(mod: Any, quick: bool) -> dict[str, Any]:
     settings["env"] = {k: v for k, v in sorted(os.environ.items()) if k.startswith("COGATE_")}
     settings.update(getattr(mod, "SETTINGS", {}) or {})
     load = os.getloadavg() if hasattr(os, "getloadavg") else (0.0, 0.0, 0.0)
-    return {"commit": git_commit(),
+    return {"commit": git_commit(outputs) if outputs else git_commit(),
             "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "load_average": [round(x, 1) for x in load], "cores": os.cpu_count(), "settings": settings,
             "machine": machine_facts()}
@@ -204,6 +207,16 @@ def validate(result: Any, out_dir: Path) -> list[str]:
     return errs
 
 
+def _outputs(out_dir: Path) -> tuple[str, ...]:
+    """The report's outputs inside the repository (plots and results directory, the report),
+    relative to it; none when the report is written elsewhere."""
+    try:
+        rel = out_dir.resolve().relative_to(REPO)
+    except ValueError:
+        return ()
+    return (str(rel), f"{rel}.md")
+
+
 def run_one(name: str, quick: bool, out_dir: Path, no_cluster: bool) -> dict[str, Any]:
     try:
         mod = importlib.import_module(name)
@@ -221,7 +234,7 @@ def run_one(name: str, quick: bool, out_dir: Path, no_cluster: bool) -> dict[str
     reason = unavailable() if callable(unavailable) else None
     if reason:
         return _skipped(name, title, reason)
-    facts = section_facts(mod, quick)
+    facts = section_facts(mod, quick, _outputs(out_dir))
     t0 = time.monotonic()
     try:
         result = mod.run(quick, out_dir)
