@@ -1,7 +1,7 @@
-"""Every figure in README.md and docs/ has a source (issue 29 item 2): a reviewer who picks a
+"""Every figure in README.md, the chart README and docs/ has a source (issue 29 item 2): a reviewer who picks a
 number finds the results file that holds it, at a commit named there.
 
-What a *figure* is, precisely. In the prose of README.md and of every docs/**/*.md page (fenced code
+What a *figure* is, precisely. In the prose of README.md, charts/cogate/README.md and every docs/**/*.md page (fenced code
 blocks and `inline code` are commands and settings, not prose), a figure is a number (``1.24``,
 ``1,021``, ``0.30``) directly followed by the unit of a measured quantity:
 
@@ -69,7 +69,7 @@ BENCH_RESULTS = ROOT / "docs" / "benchmarks" / "results"
 
 
 def pages() -> list[Path]:
-    found = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    found = [ROOT / "README.md", ROOT / "charts" / "cogate" / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
     return [p for p in found if not str(p.relative_to(ROOT)).startswith(SKIP)]
 
 
