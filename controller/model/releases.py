@@ -16,8 +16,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["Feature", "FEATURES", "TESTED_RELEASES", "DEFAULT_TESTED", "MINIMUM", "parse", "unsupported",
-           "makefile_subsets", "tested_on", "status_on"]
+__all__ = ["Feature", "FEATURES", "TESTED_RELEASES", "DEFAULT_TESTED", "MINIMUM", "Run", "RUNS", "parse",
+           "unsupported", "makefile_subsets", "tested_on", "run_on", "status_on"]
 
 Version = tuple[int, int]
 
@@ -117,9 +117,56 @@ def tested_on(feature: Feature, subsets: dict[str, Sequence[str]]) -> list[str]:
             if r == DEFAULT_TESTED or any(t in subsets.get(r, ()) for t in feature.tests)]
 
 
-def status_on(feature: Feature, release: str, subsets: dict[str, Sequence[str]]) -> str:
-    """``"tested"``, ``"not available"`` (the release predates ``since``) or ``"not tested"``."""
+@dataclass(frozen=True)
+class Run:
+    """One recorded run of e2e files on a release outside ``make test``'s subsets (issue 29 item
+    5): ``COGATE_KUBERNETES_VERSION=<release> .venv/bin/pytest -m e2e <tests>`` at ``commit``
+    (short hash) on ``date`` (UTC), ``seconds`` of wall time at ``load`` (1-minute load average at
+    its end, 2 cores); ``passed`` / ``total`` tests; ``note``: why it failed, if it did."""
+
+    release: str
+    tests: tuple[str, ...]
+    commit: str
+    date: str
+    seconds: int
+    load: float
+    passed: int
+    total: int
+    note: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.total > 0 and self.passed == self.total
+
+    @property
+    def command(self) -> str:
+        return f"COGATE_KUBERNETES_VERSION={self.release} .venv/bin/pytest -m e2e " + " ".join(self.tests)
+
+
+#: Runs recorded by hand, one per (release, test file); a release passes a feature's run when
+#: every one of its test files that ran there passed (:func:`run_on`).
+RUNS: tuple[Run, ...] = ()
+
+
+def run_on(feature: Feature, release: str, runs: Sequence[Run] = RUNS) -> list[Run]:
+    """The recorded runs on ``release`` of ``feature``'s test files."""
+    return [r for r in runs if r.release == release and set(r.tests) & set(feature.tests)]
+
+
+def status_on(feature: Feature, release: str, subsets: dict[str, Sequence[str]],
+              runs: Sequence[Run] = RUNS) -> str:
+    """``"tested"`` (``make test`` runs its tests there), ``"not available"`` (the release predates
+    ``since``), ``"tested once (<commit>: <files>)"`` (a recorded run of some of its test files
+    passed there, none failed: :data:`RUNS`), ``"failed once (<commit>)"`` or ``"not tested"``."""
     version = parse(release)
     if feature.since is not None and version is not None and version < feature.since:
         return "not available"
-    return "tested" if release in tested_on(feature, subsets) else "not tested"
+    if release in tested_on(feature, subsets):
+        return "tested"
+    recorded = run_on(feature, release, runs)
+    if recorded:
+        files = ", ".join(t.rsplit("/", 1)[-1] for r in recorded for t in r.tests if t in feature.tests)
+        commits = "/".join(sorted({r.commit for r in recorded}))
+        return (f"tested once ({commits}: {files})" if all(r.ok for r in recorded)
+                else f"failed once ({commits}: {files})")
+    return "not tested"

@@ -3,6 +3,7 @@ and that every release a feature is said to be tested on runs that feature's tes
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -55,3 +56,28 @@ def test_status_per_release_follows_the_makefile():
         for r in rel.TESTED_RELEASES:
             if table[f.name][r] == "tested":
                 assert r == rel.DEFAULT_TESTED or set(f.tests) & set(subsets[r]), (f.name, r)
+
+
+def test_recorded_runs_name_real_files_releases_and_commits():
+    for r in rel.RUNS:
+        assert r.release in rel.TESTED_RELEASES and r.release != rel.DEFAULT_TESTED, r
+        assert r.tests and all((ROOT / t).is_file() for t in r.tests), r
+        assert len(r.commit) >= 7 and int(r.commit, 16) >= 0 and r.date.endswith("UTC"), r
+        assert 0 <= r.passed <= r.total and r.seconds > 0, r
+        assert r.ok or r.note, f"a failed run says why: {r}"
+        assert r.command.startswith(f"COGATE_KUBERNETES_VERSION={r.release} .venv/bin/pytest -m e2e tests/e2e/")
+
+
+def test_status_from_recorded_runs():
+    f = next(f for f in rel.FEATURES if f.name == "late_labels")
+    ok = rel.Run("1.37.2", f.tests, "abc1234", "2026-12-06 16:00 UTC", 90, 3.0, 9, 9)
+    bad = rel.Run("1.37.2", f.tests, "def5678", "2026-12-06 17:00 UTC", 90, 3.0, 8, 9, "a bug")
+    other = rel.Run("1.37.2", ("tests/e2e/test_rbac.py",), "abc1234", "2026-12-06 16:00 UTC", 90, 3.0, 7, 7)
+    assert rel.status_on(f, "1.37.2", {}, [ok, other]) == "tested once (abc1234: test_admission_late_labels.py)"
+    assert rel.status_on(f, "1.37.2", {}, [ok, bad]).startswith("failed once (abc1234/def5678:")
+    assert rel.status_on(f, "1.37.2", {}, [other]) == "not tested"
+    assert rel.status_on(f, "1.37.2", {"1.37.2": list(f.tests)}, [bad]) == "tested"  # make test runs it
+    pre = next(f for f in rel.FEATURES if f.name == "preemption_nomination")
+    assert rel.status_on(pre, "1.30.14", {}, [dataclasses.replace(ok, release="1.30.14", tests=pre.tests)]) \
+        == "not available"
+    assert ok.ok and not bad.ok and not dataclasses.replace(ok, total=0).ok
