@@ -250,7 +250,7 @@ def run_one(name: str, quick: bool, out_dir: Path, no_cluster: bool) -> dict[str
     result["seconds"] = round(time.monotonic() - t0, 1)
     result["load_average"] = facts["load_average"][0]
     result["ran_at"] = facts["date"]
-    result["run"] = facts
+    result["run"] = {**facts, "load_average_end": [round(x, 1) for x in os.getloadavg()]}
     return result
 
 
@@ -316,8 +316,10 @@ def ran_line(r: dict[str, Any]) -> str:
                 f"a historical figure); machine load average (1 min) at its start: {r.get('load_average', '?')}.")
     load = " / ".join(str(x) for x in run["load_average"])
     took = f" in {r['seconds']} s" if r.get("seconds") is not None else ""
+    end = (f", at its end: {' / '.join(str(x) for x in run['load_average_end'])}"
+           if run.get("load_average_end") else "")
     return (f"- Ran {run['date']} at commit {run['commit']}{took}; machine load average (1/5/15 min) at its "
-            f"start: {load} on {run['cores']} cores; settings: {_settings_text(run['settings'])}.")
+            f"start: {load}{end}, on {run['cores']} cores; settings: {_settings_text(run['settings'])}.")
 
 
 def _runs_table(results: list[dict[str, Any]]) -> list[str]:

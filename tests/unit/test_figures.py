@@ -22,16 +22,17 @@ holding raw results) and pages generated from the code (docs/reference/) are not
 docs/benchmarks.md is held to its results files by tests/unit/test_bench_quick.py.
 
 A figure has a source when its *block* (the paragraph, or for a table row: the row, then the
-paragraph just before the table) either
+paragraph just before the table) links a source that holds it (1), or when its *sentence* (for a
+table row: the row) marks it (2):
 
-1. links a results source and the figure's value is a number in it: a results file
+1. the block links a results source and the figure's value is a number in it: a results file
    (``docs/benchmarks/results/<module>.json``, ``docs/results/...``) or a section of
    docs/benchmarks.md (``benchmarks.md#<anchor>``: the results file of the benchmark with that
-   title; ``benchmarks.md`` alone: all of them). The value matches a number of the file rounded
+   title; the page without a section names no source: every small number is in some section). The value matches a number of the file rounded
    to the figure's decimals, also after a change of unit (ms and s, s and min, bytes and MB/MiB);
    or
-2. marks it: the word ``estimate``, or ``historical`` followed in the block by a commit
-   (7 to 12 hex digits) it was measured at; or starts with ``<!-- settings -->`` (a paragraph
+2. the sentence says ``estimate``, or ``historical`` followed by a commit (7 to 12 hex digits)
+   it was measured at; or the block starts with ``<!-- settings -->`` (a paragraph
    that lists a generator's parameters, e.g. docs/differential.md's families).
 """
 
@@ -89,7 +90,7 @@ def blocks(text: str) -> list[tuple[int, str, str]]:
     """``(line number, line, block)`` for every prose line: the block is the line's paragraph, or
     for a table row the row and the paragraph before the table."""
     lines = _prose(text)
-    raw = text.splitlines()
+    raw = lines  # links and marks are prose: the block is read with code taken out
     out = []
     para_start = 0
     before_table = ""
@@ -162,7 +163,7 @@ def sources(page: Path, block: str, bench: dict[str, Path]) -> list[Path]:
             continue
         resolved = (page.parent / path).resolve()
         if resolved == ROOT / "docs" / "benchmarks.md":
-            out += [bench[anchor]] if anchor in bench else [] if anchor else list(bench.values())
+            out += [bench[anchor]] if anchor in bench else []  # the page as a whole is no source
         elif resolved.is_relative_to(ROOT / "docs" / "results") or resolved.is_relative_to(BENCH_RESULTS):
             out += [resolved] if resolved.is_file() else sorted(p for p in resolved.rglob("*") if p.is_file())
     return out
@@ -192,6 +193,20 @@ def marked(block: str) -> bool:
     return "estimate" in low or ("historical" in low and bool(_COMMIT.search(block[low.index("historical"):])))
 
 
+def sentence(line: str, start: int, block: str) -> str:
+    """Where a mark must be for the figure at ``line[start:]``: a table row is its own; in a
+    paragraph, the figure's sentence (between ". " boundaries, across the paragraph's lines)."""
+    if line.lstrip().startswith("|"):
+        return block.split("\n", 1)[0]
+    lines = block.split("\n")
+    flat = " ".join(lines)
+    at = next((sum(len(x) + 1 for x in lines[:i]) for i, x in enumerate(lines) if x == line), 0)
+    pos = at + start
+    begin = max((m.end() for m in re.finditer(r"\.\s", flat[:pos])), default=0)
+    end = next((m.start() for m in re.finditer(r"\.(\s|$)", flat[pos:])), len(flat) - pos) + pos
+    return flat[begin:end + 1]
+
+
 def unsourced() -> list[str]:
     bench = _bench_files()
     problems = []
@@ -199,10 +214,12 @@ def unsourced() -> list[str]:
         rel = page.relative_to(ROOT)
         for lineno, line, block in blocks(page.read_text()):
             figs = figures(line)
-            if not figs or marked(block):
+            if not figs or block.lstrip().startswith(SETTINGS_BLOCK):
                 continue
             files = sources(page, block, bench)
             for text, value, decimals in figs:
+                if marked(sentence(line, line.find(text), block)):
+                    continue
                 if not files:
                     problems.append(f"{rel}:{lineno}: {text!r} has no source (no results file linked, not marked)")
                 elif not found_in(value, decimals, files):
