@@ -47,7 +47,7 @@ def test_every_feature_names_tests_that_exist():
 
 def test_status_per_release_follows_the_makefile():
     subsets = _makefile_subsets()
-    table = {f.name: {r: rel.status_on(f, r, subsets) for r in rel.TESTED_RELEASES} for f in rel.FEATURES}
+    table = {f.name: {r: rel.status_on(f, r, subsets, runs=()) for r in rel.TESTED_RELEASES} for f in rel.FEATURES}
     assert table["gang_release"] == {"1.30.14": "tested", "1.36.3": "tested", "1.37.2": "tested"}
     assert table["dra"]["1.30.14"] == "not available" and table["preemption_nomination"]["1.30.14"] == "not available"
     assert table["preemption_nomination"]["1.37.2"] == "not tested"  # only the default runs test_preemption.py
