@@ -77,6 +77,11 @@ FEATURES: tuple[Feature, ...] = (
             "resource.k8s.io/v1 DeviceClasses, ResourceClaims and ResourceSlices that 1.30 does not serve)"),
     Feature("late_labels", "Pods labelled after their creation (late-label admission)", None, "",
             "AdmissionWebhookMatchConditions (the webhook entry's matchConditions) GA 1.30", ("tests/e2e/test_admission_late_labels.py",)),
+    Feature("never_gated_report", "Members that were never gated named on their PodGroup (UngatedWithoutRelease)",
+            (1, 33), "pods carry no metadata.generation: a member labelled after cogate's webhook ran (or that "
+            "skipped it) is scheduled ungated and not recognised, so the PodGroup does not name it",
+            "KEP-5067 metadata.generation on pods, 1.33 (cogate's never_gated reads generation 1)",
+            ("tests/e2e/test_admission_late_labels.py",)),
     Feature("chart", "The Helm chart, its RBAC and a real node install", None, "", "Helm 3; Kubernetes >= 1.30",
             ("tests/e2e/test_helm_install.py", "tests/e2e/test_rbac.py")),
     Feature("operators", "Gangs of the MPI operator, KubeRay and the training-operator", None, "",

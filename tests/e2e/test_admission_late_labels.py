@@ -215,9 +215,25 @@ def test_member_labelled_by_a_later_mutator_is_gated_and_released_with_its_gang(
     assert st["phase"] in ("Scheduled", "Running"), st
     released = condition(st, "Released")
     assert released["status"] == "True", released
-    assert all(p.metadata.generation >= 2 for p in _members(kube, namespace, "g"))  # released by cogate
+    # released by cogate: the gate's removal made each generation at least 2 (API servers before
+    # 1.33 set no pod generation: None there)
+    assert all(g is None or g >= 2 for g in (p.metadata.generation for p in _members(kube, namespace, "g")))
     disrupted = condition(st, "Disrupted")
     assert disrupted is None or disrupted["reason"] != "UngatedWithoutRelease", disrupted
+
+
+def _without_pod_generation(kube, core, namespace: str, late: list[str]) -> bool:
+    """On a release whose pods carry no ``metadata.generation`` (before 1.33; releases.py
+    ``never_gated_report``: not available) a never-gated member cannot be recognised: check it is not
+    (no false alarm, nothing said) and return True; else False."""
+    if core.read_namespaced_pod(late[0], namespace).metadata.generation is not None:
+        return False
+    version = releases.parse(client.VersionApi(kube).get_code().git_version)
+    assert version is not None and version < (1, 33), f"{version} should set pod generations"
+    time.sleep(3)
+    disrupted = condition(status(kube, namespace, "g"), "Disrupted")
+    assert disrupted is None or disrupted["reason"] != "UngatedWithoutRelease", disrupted
+    return True
 
 
 @pytest.mark.parametrize("released_first", [False, True], ids=["never-released", "released-group"])
@@ -245,6 +261,8 @@ def test_never_gated_member_is_reported_with_the_fix(stack, kube, namespace, onl
             assert created.metadata.labels[POD_GROUP_LABEL] == "g" and not gated(created), created.spec
         wait_for(lambda: all(bound(core.read_namespaced_pod(n, namespace)) for n in late), 30,
                  what="late members bound without a release")
+        if _without_pod_generation(kube, core, namespace, late):
+            return
         # the condition may first name the member the controller saw first; it names every one
         # once it has seen them all
         cond = wait_for(lambda: (c := condition(status(kube, namespace, "g"), "Disrupted")) and c["status"] == "True"
