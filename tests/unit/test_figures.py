@@ -22,8 +22,9 @@ holding raw results) and pages generated from the code (docs/reference/) are not
 docs/benchmarks.md is held to its results files by tests/unit/test_bench_quick.py.
 
 A figure has a source when its *block* (the paragraph, or for a table row: the row, then the
-paragraph just before the table) links a source that holds it (1), or when its *sentence* (for a
-table row: the row) marks it (2):
+paragraph just before the table) links a source that holds it (1; the links of the figure's own
+sentence when it has any, else the block's), or when its *sentence* (for a table row: the row)
+marks it (2):
 
 1. the block links a results source and the figure's value is a number in it: a results file
    (``docs/benchmarks/results/<module>.json``, ``docs/results/...``) or a section of
@@ -125,17 +126,25 @@ def _is_setting(line: str, start: int, end: int) -> bool:
     return any(w in clause for w in SETTING_WORDS)
 
 
-def figures(line: str) -> list[tuple[str, float, int]]:
-    """``(text, value, decimals)`` of every figure in a prose line (module docstring)."""
+def figures(line: str, limit: int | None = None) -> list[tuple[str, float, int]]:
+    """``(text, value, decimals)`` of every figure in a prose line (module docstring) that starts
+    before ``limit`` (the line joined with the next one: a unit on the next line counts)."""
+    return [f[1:] for f in figure_spans(line, limit)]
+
+
+def figure_spans(line: str, limit: int | None = None) -> list[tuple[int, str, float, int]]:
+    """:func:`figures` with each one's start in ``line``."""
     out = []
     for m in FIGURE.finditer(line):
+        if limit is not None and m.start() >= limit:
+            break
         after = line[m.end():m.end() + 1]
         if after in "–-" and after:  # the start of a range
             continue
         if _is_setting(line, m.start(), m.end()):
             continue
         value = float(m.group(1).replace(",", "") + (m.group(2) or ""))
-        out.append((m.group(0), value, len(m.group(2) or ".") - 1))
+        out.append((m.start(), m.group(0), value, len(m.group(2) or ".") - 1))
     return out
 
 
@@ -213,13 +222,16 @@ def unsourced() -> list[str]:
     for page in pages():
         rel = page.relative_to(ROOT)
         for lineno, line, block in blocks(page.read_text()):
-            figs = figures(line)
+            rest = block.split("\n")
+            nxt = rest[rest.index(line) + 1] if line in rest and rest.index(line) + 1 < len(rest) else ""
+            figs = figure_spans(f"{line} {nxt.strip()}" if not line.lstrip().startswith("|") else line, len(line))
             if not figs or block.lstrip().startswith(SETTINGS_BLOCK):
                 continue
-            files = sources(page, block, bench)
-            for text, value, decimals in figs:
-                if marked(sentence(line, line.find(text), block)):
+            for start, text, value, decimals in figs:
+                own = sentence(line, start, block)
+                if marked(own):
                     continue
+                files = sources(page, own, bench) or sources(page, block, bench)
                 if not files:
                     problems.append(f"{rel}:{lineno}: {text!r} has no source (no results file linked, not marked)")
                 elif not found_in(value, decimals, files):
@@ -244,7 +256,9 @@ def test_what_is_a_figure():
     assert figures("`--tls-reload-interval` 5 s and `--port` (9443 s)") == []
     assert figures("held for 3 s, after 60 s, within 2 s, 5 s later, 2 s late") == []
     assert [t for t, _, _ in figures("a shorter path for small groups (0.09 s)")] == ["0.09 s"]
-    assert figures("a 10 ms target") == [] and [t for t, _, _ in figures("measured 12 ms")] == ["12 ms"]
+    assert figures("a 10 ms target") == []
+    assert [t for t, _, _ in figures("ran at 85 per second", 13)] == ["85 per second"]
+    assert figures("ran at 85 per second", 5) == [] and [t for t, _, _ in figures("measured 12 ms")] == ["12 ms"]
     assert figures("1.24x")[0][1:] == (1.24, 2) and figures("1,021 bytes")[0][1:] == (1021.0, 0)
 
 
