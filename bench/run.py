@@ -312,8 +312,10 @@ def ran_line(r: dict[str, Any]) -> str:
     recorded)."""
     run = r.get("run")
     if not run:
+        since = f"; its figures entered the repository in commit {r['recorded_in']}" if r.get("recorded_in") else ""
         return (f"- Ran {r.get('ran_at', '?')} in {r.get('seconds', '?')} s (its commit was not recorded: "
-                f"a historical figure); machine load average (1 min) at its start: {r.get('load_average', '?')}.")
+                f"historical figures{since}); machine load average (1 min) at its start: "
+                f"{r.get('load_average', '?')}.")
     load = " / ".join(str(x) for x in run["load_average"])
     took = f" in {r['seconds']} s" if r.get("seconds") is not None else ""
     end = (f", at its end: {' / '.join(str(x) for x in run['load_average_end'])}"
@@ -326,7 +328,8 @@ def _runs_table(results: list[dict[str, Any]]) -> list[str]:
     rows = []
     for r in results:
         run = r.get("run") or {}
-        rows.append([f"[{r['title']}](#{_anchor(r['title'])})", run.get("commit", "not recorded"),
+        unknown = f"not recorded (in the repository since {r['recorded_in']})" if r.get("recorded_in") else "not recorded"
+        rows.append([f"[{r['title']}](#{_anchor(r['title'])})", run.get("commit", unknown),
                      run.get("date", r.get("ran_at", "")),
                      " / ".join(str(x) for x in run["load_average"]) if run else f"{r.get('load_average', '')} (1 min)",
                      run.get("cores", ""), "" if r.get("seconds") is None else r["seconds"],
@@ -360,7 +363,8 @@ def render(results: list[dict[str, Any]], plots_rel: str, readme_rel: str, quick
     if quick:
         lines += ["", "**Quick run (`--quick`): tiny sizes, for the smoke test only. Not results.**"]
     lines += ["", "## Runs", ""] + _runs_table(results)
-    lines += ["", "## Machine", ""] + _machine_table(results)
+    lines += ["", "## Machine", "", "As the sections that record their run say it (a section whose commit was not "
+              "recorded did not record its machine either):", ""] + _machine_table(results)
     lines += ["", "## Targets", ""]
     rows = []
     for r in results:
