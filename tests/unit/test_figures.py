@@ -23,8 +23,7 @@ docs/benchmarks.md is held to its results files by tests/unit/test_bench_quick.p
 
 A figure has a source when its *block* (the paragraph, or for a table row: the row, then the
 paragraph just before the table) links a source that holds it (1; the links of the figure's own
-sentence when it has any, else the block's), or when its *sentence* (for a table row: the row)
-marks it (2):
+sentence when it has any, else the block's), or when its *sentence* marks it (2):
 
 1. the block links a results source and the figure's value is a number in it: a results file
    (``docs/benchmarks/results/<module>.json``, ``docs/results/...``) or a section of
@@ -32,7 +31,8 @@ marks it (2):
    title; the page without a section names no source: every small number is in some section). The value matches a number of the file rounded
    to the figure's decimals, also after a change of unit (ms and s, s and min, bytes and MB/MiB);
    or
-2. the sentence says ``estimate``, or ``historical`` followed by a commit (7 to 12 hex digits)
+2. the sentence (for a table row: the row or the paragraph before the table) says ``estimate``,
+   or ``historical`` followed by a commit (7 to 12 hex digits)
    it was measured at; or the block starts with ``<!-- settings -->`` (a paragraph
    that lists a generator's parameters, e.g. docs/differential.md's families).
 """
@@ -203,10 +203,10 @@ def marked(block: str) -> bool:
 
 
 def sentence(line: str, start: int, block: str) -> str:
-    """Where a mark must be for the figure at ``line[start:]``: a table row is its own; in a
+    """Where a mark must be for the figure at ``line[start:]``: a table row and its caption; in a
     paragraph, the figure's sentence (between ". " boundaries, across the paragraph's lines)."""
-    if line.lstrip().startswith("|"):
-        return block.split("\n", 1)[0]
+    if line.lstrip().startswith("|"):  # the row, and the table's caption (the paragraph before it)
+        return block
     lines = block.split("\n")
     flat = " ".join(lines)
     at = next((sum(len(x) + 1 for x in lines[:i]) for i, x in enumerate(lines) if x == line), 0)
