@@ -232,8 +232,7 @@ class Reconciler:
             self.aftercare.departed(old)
         self.strays.left(kind, old, new)
         with self._arrivals_lock:  # the watch thread and the writer's apply_local (never under _cond)
-            at_once = self.arrivals.completed(old, new, self.config.gate_name,
-                                              lambda key: (g := self.caches.podgroups.get(key)) and g.pg.spec.minMember)
+            at_once = self.arrivals.completed(old, new, self.config.gate_name, self.caches.podgroups.get)
         self.enqueue(at_once=at_once)
 
     def _wake(self, when: float | None) -> None:
@@ -419,6 +418,7 @@ class Reconciler:
             g = groups.get((verdict.namespace, verdict.name))
             if g is not None:
                 verdict = quota_mod.explain_waiting(verdict, requests[g.key], quotas)
+                verdict = self.devices.explain(verdict, requests[g.key])  # device pools mid-update named
                 ctx = (contexts or {}).get(g.key) or Context()
                 futures.append((g.key, self._groups_pool.submit(self._apply_verdict, g, requests[g.key], verdict, now,
                                                                 ctx)))

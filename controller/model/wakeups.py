@@ -15,6 +15,7 @@ Every time is in seconds; the debouncer's on the monotonic clock its caller read
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from cogate.controller.model.records import PodInfo, member_key
 
@@ -98,13 +99,13 @@ class Arrivals:
         return len(self._gated.get(group, ()))
 
     def completed(self, old: PodInfo | None, new: PodInfo | None, gate: str,
-                  min_member: Callable[[tuple[str, str]], int | None]) -> bool:
+                  podgroup: Callable[[tuple[str, str]], Any]) -> bool:
         """Apply one members-informer event; True when it completes its group: the group's gated
-        count rose to its minMember (``min_member(key)``, ``None`` when the PodGroup is unknown;
-        :func:`completes`)."""
+        count rose to its minMember (``podgroup(key)``: the cached PodGroup, anything with
+        ``.pg.spec.minMember``, ``None`` when unknown; :func:`completes`)."""
         group = self.seen(old, new, gate)
-        need = min_member(group) if group is not None else None
-        return group is not None and need is not None and completes(self.count(group), need)
+        pg = podgroup(group) if group is not None else None
+        return group is not None and pg is not None and completes(self.count(group), pg.pg.spec.minMember)
 
     def seen(self, old: PodInfo | None, new: PodInfo | None, gate: str) -> tuple[str, str] | None:
         """Apply one members-informer event (``old``/``new``: the record before and after it, ``None``

@@ -83,7 +83,8 @@ def member(uid: str, group: str | None = "g", gated: bool = True, ns: str = "ns"
 
 class TestArrivals:
     def need(self, table):
-        return lambda key: table.get(key)
+        from types import SimpleNamespace as NS
+        return lambda key: NS(pg=NS(spec=NS(minMember=table[key]))) if key in table else None
 
     def test_the_member_that_reaches_min_member_completes_the_group(self):
         a = Arrivals()
