@@ -163,8 +163,7 @@ class Reconciler:
                                caches.claim_templates, caches.nodes, caches.bound)
         if self.planning is not None:
             self._follow_cluster(caches)
-        self._clock = clock
-        self._monotonic = monotonic
+        self._clock, self._monotonic = clock, monotonic
         self.reservations: tuple[Reservation, ...] = ()
         #: Rebuild reservations from the cluster on the next pass (first pass, leadership gained).
         self.restore_reservations = True
