@@ -65,6 +65,8 @@ BENCHMARKS: list[str] = [
     "bench_preemption_cluster",  # issue 15 item 6: cogate, kube-scheduler alone, Coscheduling preempting
     "bench_autoscaler_cluster",  # issue 16 item 6: cogate's ProvisioningRequests against cluster-autoscaler alone
     "bench_native",  # issue 18 item 4: against kube-scheduler 1.37's own gang scheduling (builds v1.37.2)
+    "bench_admission_rate",  # issue 40 item 1: pod creation through the API server with and without the webhook
+    "bench_small_gangs",  # issue 40 item 3: sub-second groups and 100 x 8 against kube-scheduler alone and native
 ]
 
 #: Binaries the local control plane runs (what a NEEDS_CLUSTER benchmark needs).

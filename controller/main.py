@@ -94,7 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how long a complete group may be passed over by smaller groups; 0 never lets a later "
                         "group pass (default: %(default)s)")
     p.add_argument("--debounce", metavar="SECONDS", type=cliargs.non_negative_seconds, default=0.05,
-                   help="how long to coalesce events before a decision pass; 0 does not wait (default: %(default)s)")
+                   help="how long to coalesce events before a decision pass; 0 does not wait, nor does the member "
+                        "event that completes a group (default: %(default)s)")
     p.add_argument("--resync", metavar="SECONDS", type=cliargs.positive_seconds, default=30.0,
                    help="time between periodic passes; > 0 (default: %(default)s)")
     p.add_argument("--evict-on-timeout", action="store_true",

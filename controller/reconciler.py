@@ -16,10 +16,8 @@ each handed what it uses (docs/internals.md, "The reconciler and its rooms"):
   gang's nodes (``--provisioning-class``): ProvisioningRequests made, judged, consumed, deleted;
 - :class:`~cogate.controller.release.strays.Strays`: gated pods that left their group or are stored with a
   native gang field (ungated), pods whose PodGroup does not exist, invalid objects;
-- :class:`~cogate.controller.memory.Memories`: what is remembered about each PodGroup between
-  passes, one record per group;
-- :class:`~cogate.controller.release.relaying.Relaying`: a held group's reason told to its owner and
-  gated members (``kubectl describe job``/``pod``);
+- :class:`~cogate.controller.memory.Memories`: what is remembered about each PodGroup between passes;
+- :class:`~cogate.controller.release.relaying.Relaying`: a held group's reason told to its owner and members;
 - :class:`~cogate.controller.kube.events.Emitter`: the Events, de-duplicated.
 
 :class:`Reconciler` runs one decision pass at a time (decisions are serialised,
@@ -40,8 +38,8 @@ docs/semantics.md) on its own thread:
    are the gates removed, concurrently, one minimal JSON Patch per member
    (``AlreadyReleased`` verdicts ungate their new members the same way);
 4. events on change (:class:`cogate.controller.kube.events.EventDeduplicator`), metrics;
-5. wake up for the earliest time a room asked for (each returns a ``wake_at``), a
-   reservation expiry or a schedule timeout: ``debouncer.wake_at`` is called in one place.
+5. wake up for the earliest ``wake_at`` of a room, a reservation expiry or a schedule timeout (``debouncer.wake_at``,
+   one place); at once when a member event completes its group (``on_member_event``), else after the debounce.
 """
 
 from __future__ import annotations
@@ -94,7 +92,7 @@ from cogate.controller.preemption.room import Preempting
 from cogate.controller.provisioning.room import Provisioning
 from cogate.controller.model.records import NodeInfo, PodInfo, Promise, Reservation
 from cogate.controller.release.strays import Strays
-from cogate.controller.model.wakeups import WAKE_MARGIN, Debouncer, earliest
+from cogate.controller.model.wakeups import WAKE_MARGIN, Arrivals, Debouncer, earliest
 from cogate.controller.kube.writer import Writer, WriteResult
 from cogate.models import PHASES, PodGroupStatus
 
@@ -104,7 +102,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 #: ``decide(nodes, bound_pods, groups, reservations, now, config[, promised]) -> Decision``
-#: (``planner.decide``; ``promised`` is passed only while a preemption holds room).
+#: (``planner.decide``; ``promised`` only while a preemption holds room).
 DecideFn = Callable[..., Decision]
 
 
@@ -117,8 +115,7 @@ class PassResult:
 
 @dataclass(frozen=True)
 class Applied:
-    """What applying one verdict did: the group's phase, status writes, members ungated,
-    ``wake_at`` (monotonic seconds of the pass it wants; ``None``: none) and its wait (metrics)."""
+    """What one verdict did: phase, writes, members ungated, ``wake_at`` (monotonic s; None) and its wait."""
 
     phase: str
     writes: int = 0
@@ -166,13 +163,13 @@ class Reconciler:
                                caches.claim_templates, caches.nodes, caches.bound)
         if self.planning is not None:
             self._follow_cluster(caches)
-        self._clock = clock
-        self._monotonic = monotonic
+        self._clock, self._monotonic = clock, monotonic
         self.reservations: tuple[Reservation, ...] = ()
         #: Rebuild reservations from the cluster on the next pass (first pass, leadership gained).
         self.restore_reservations = True
         self._cond = threading.Condition()
         self.debouncer = Debouncer(config.debounce, config.resync, monotonic())
+        self.arrivals, self._arrivals_lock = Arrivals(), threading.Lock()  # which event completes a group
         #: Whether this process leads (set by :meth:`run`); tests drive passes directly.
         self._leading: Callable[[], bool] = lambda: True
         self._groups_pool = concurrent.futures.ThreadPoolExecutor(max(1, config.workers // 2), "cogate-status")
@@ -220,20 +217,22 @@ class Reconciler:
                 self.on_nominated_pod_event("ADDED", None, p)
 
     # -- triggering ----------------------------------------------------------
-    def enqueue(self, *_: object) -> None:
-        """Informer handler: request a (debounced) pass."""
+    def enqueue(self, *_: object, at_once: bool = False) -> None:
+        """Informer handler: request a (debounced) pass; ``at_once``: due now (a group completed)."""
         with self._cond:
-            self.debouncer.trigger(self._monotonic())
+            self.debouncer.trigger(self._monotonic(), at_once)
             self._cond.notify()
 
     def on_member_event(self, kind: str, old: PodInfo | None, new: PodInfo | None) -> None:
-        """Members informer handler: requests a pass; a gang member the watch reported deleted goes
-        to the after-release duties (its last state says why it went), a gated member that left
-        its group to :meth:`Strays.left <cogate.controller.release.strays.Strays.left>` (ungated before the next pass)."""
+        """Members informer handler: requests a pass, at once for an event that completes its group (``Arrivals``);
+        a member the watch reported deleted goes to the after-release duties (its last state says why it went),
+        a gated member that left its group to ``Strays.left`` (ungated before the next pass)."""
         if kind == "DELETED" and old is not None:
             self.aftercare.departed(old)
         self.strays.left(kind, old, new)
-        self.enqueue()
+        with self._arrivals_lock:  # the watch thread and the writer's apply_local (never under _cond)
+            at_once = self.arrivals.completed(old, new, self.config.gate_name, self.caches.podgroups.get)
+        self.enqueue(at_once=at_once)
 
     def _wake(self, when: float | None) -> None:
         """The one place the next pass is set for a deadline: ``when`` (monotonic seconds; None: no change)."""

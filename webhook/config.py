@@ -29,6 +29,12 @@ One place for the registration rules of docs/semantics.md (the chart template
   (:func:`not_gated_expression`) skip a pod that already carries cogate's gate, which the first
   entry gave every pod labelled at creation (entries of one configuration are called in order,
   each on the object as the earlier ones left it), so such a pod costs one webhook call, not two.
+  ``matchConditions`` is GA in Kubernetes 1.30 (beta and on by default from 1.28), the oldest
+  release the chart (``kubeVersion: >=1.30.0-0``) and the local cluster (v1.30.14) support. No
+  match condition can spare the late entry an unlabelled pod: the API server evaluates the
+  conditions before it records the webhook as called, and reinvokes only recorded webhooks
+  (``dispatcher.go`` ``Dispatch``, k8s.io/apiserver v0.37.2); the first entry's ``objectSelector``
+  already keeps unlabelled pods from it (what each costs: docs/benchmarks.md, admission_rate).
 """
 
 from __future__ import annotations

@@ -1,6 +1,9 @@
 """When the controller runs again (pure): the schedule of passes and the back-off of refused releases.
 
-- :class:`Debouncer`: when the next reconcile pass is due (debounce, periodic resync, wake-ups);
+- :class:`Debouncer`: when the next reconcile pass is due (debounce, periodic resync, wake-ups,
+  a pass due at once);
+- :class:`Arrivals`: which member event completes a group (its gated members reach minMember),
+  the event that makes a pass due at once instead of after the debounce (issue 40);
 - :func:`earliest`: the earliest of the wake-ups the reconciler's rooms ask for (each says
   when it wants to run again, or ``None``; as controller-runtime's ``Result{RequeueAfter}``,
   of which the loop takes the minimum);
@@ -10,6 +13,11 @@ Every time is in seconds; the debouncer's on the monotonic clock its caller read
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from cogate.controller.model.records import PodInfo, member_key
 
 #: A pass that wakes up for a deadline runs this many seconds after it, so the deadline has passed.
 WAKE_MARGIN = 0.01
@@ -27,7 +35,12 @@ class Debouncer:
       FIRST trigger since the last pass (events inside the window coalesce; a steady
       stream of events cannot postpone the pass forever);
     - a periodic resync is due ``resync`` seconds after the last pass started;
-    - :meth:`wake_at`: an extra deadline (a schedule timeout, a reservation TTL).
+    - :meth:`wake_at`: an extra deadline (a schedule timeout, a reservation TTL);
+    - :meth:`trigger` with ``at_once``: the pass is due now, whatever the window (an event that
+      completes a group, :class:`Arrivals`): a group whose members all fit is decided in the
+      next pass to start, not ``delay`` seconds later. A pass already running is not cut short
+      (passes are serialised); the next one starts as soon as it ends, and covers every event
+      that came meanwhile.
     """
 
     def __init__(self, delay: float, resync: float, now: float) -> None:
@@ -39,9 +52,11 @@ class Debouncer:
         self.last_pass = now
         self.wakeup: float | None = None
 
-    def trigger(self, now: float) -> None:
+    def trigger(self, now: float, at_once: bool = False) -> None:
         if self.pending_since is None:
             self.pending_since = now
+        if at_once:
+            self.wake_at(now)
 
     def wake_at(self, when: float) -> None:
         if self.wakeup is None or when < self.wakeup:
@@ -64,6 +79,58 @@ class Debouncer:
         self.pending_since = None
         self.wakeup = None
         self.last_pass = now
+
+
+class Arrivals:
+    """Counts each group's gated members from the members informer's events, to say which event
+    completes a group: the one after which its gated members number at least minMember for the
+    first time since they last fell short (the count rises through minMember).
+
+    Only the count is kept (``(namespace, podgroup)`` -> uids, the membership rule
+    ``records.member_key``), updated per event in O(1); the planner still judges the group from
+    the caches. Not thread-safe: one informer thread feeds it (or the caller holds a lock).
+    """
+
+    def __init__(self) -> None:
+        self._gated: dict[tuple[str, str], set[str]] = {}
+
+    def count(self, group: tuple[str, str]) -> int:
+        """Gated members of ``group`` seen so far (0 for an unknown group)."""
+        return len(self._gated.get(group, ()))
+
+    def completed(self, old: PodInfo | None, new: PodInfo | None, gate: str,
+                  podgroup: Callable[[tuple[str, str]], Any]) -> bool:
+        """Apply one members-informer event; True when it completes its group: the group's gated
+        count rose to its minMember (``podgroup(key)``: the cached PodGroup, anything with
+        ``.pg.spec.minMember``, ``None`` when unknown; :func:`completes`)."""
+        group = self.seen(old, new, gate)
+        pg = podgroup(group) if group is not None else None
+        return group is not None and pg is not None and completes(self.count(group), pg.pg.spec.minMember)
+
+    def seen(self, old: PodInfo | None, new: PodInfo | None, gate: str) -> tuple[str, str] | None:
+        """Apply one members-informer event (``old``/``new``: the record before and after it, ``None``
+        when the pod did not exist / was deleted; ``gate``: cogate's gate name). Returns the group
+        whose gated count rose with this event, else ``None``."""
+        before = member_key(old) if old is not None and gate in old.gates else None
+        after = member_key(new) if new is not None and gate in new.gates else None
+        pod = (new or old).uid if (new or old) is not None else ""
+        if before is not None and before != after:
+            members = self._gated.get(before)
+            if members is not None:
+                members.discard(pod)
+                if not members:
+                    del self._gated[before]
+        if after is None or pod in self._gated.setdefault(after, set()):
+            return None
+        self._gated[after].add(pod)
+        return after
+
+
+def completes(count: int, min_member: int) -> bool:
+    """Whether a group whose gated count just rose to ``count`` became complete with that event
+    (``count == minMember``): the pass that may release it is due at once. Later members of a
+    group already complete (``count > minMember``) wait for the debounce as any other event."""
+    return min_member > 0 and count == min_member
 
 
 def earliest(*times: float | None) -> float | None:

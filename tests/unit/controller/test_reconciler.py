@@ -299,3 +299,18 @@ def test_a_pass_wakes_up_for_the_earliest_duty_that_waits():
     h.rec.debouncer.started(h.now)
     h.run()  # a pass inside the back-off wakes up for its end again
     assert h.rec.debouncer.deadline() == pytest.approx(h.now + 4.0 + 0.01)
+
+
+def test_the_member_that_completes_its_group_makes_the_pass_due_at_once():
+    """Issue 40: no debounce wait for a group whose last member just arrived; other events still wait."""
+    h = Harness([], [raw_pg(min_member=2)], [verdict("WaitingForMembers")])
+    h.rec.debouncer = Debouncer(0.05, 3600.0, h.now)
+    h.rec.debouncer.started(h.now)
+    a, b, c = (records.pod_info(raw_pod(n)) for n in ("a", "b", "c"))
+    h.rec.on_member_event("ADDED", None, a)
+    assert h.rec.debouncer.deadline() == pytest.approx(h.now + 0.05)  # incomplete: debounced
+    h.rec.on_member_event("ADDED", None, b)
+    assert h.rec.debouncer.due(h.now), "the second of minMember 2: the pass is due now"
+    h.rec.debouncer.started(h.now)
+    h.rec.on_member_event("ADDED", None, c)  # a third member of a complete group: debounced
+    assert not h.rec.debouncer.due(h.now)

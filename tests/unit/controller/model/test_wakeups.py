@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from cogate.controller.model.wakeups import Debouncer, earliest, refusal_backoff
+from cogate.controller.model.records import PodInfo
+from cogate.controller.model.wakeups import Arrivals, Debouncer, completes, earliest, refusal_backoff
 
 
 class TestDebouncer:
@@ -42,6 +43,21 @@ class TestDebouncer:
         d.started(12.0)
         assert d.deadline() == pytest.approx(42.0)
 
+    def test_a_trigger_at_once_is_due_now_and_covers_the_window(self):
+        d = Debouncer(delay=0.05, resync=30.0, now=0.0)
+        d.trigger(10.0)
+        d.trigger(10.02, at_once=True)  # the event that completes a group
+        assert d.due(10.02) and d.deadline() == pytest.approx(10.02)
+        d.started(10.02)  # one pass covers both events
+        assert d.pending_since is None and d.deadline() == pytest.approx(40.02)
+        d.trigger(10.03)  # the next ordinary event waits for the debounce again
+        assert d.deadline() == pytest.approx(10.08)
+
+    def test_at_once_while_idle_has_no_wait(self):
+        d = Debouncer(delay=1.0, resync=30.0, now=0.0)
+        d.trigger(5.0, at_once=True)
+        assert d.due(5.0)
+
     @pytest.mark.parametrize("delay,resync", [(-1.0, 30.0), (0.05, 0.0)])
     def test_bad_settings_raise(self, delay, resync):
         with pytest.raises(ValueError):
@@ -55,3 +71,74 @@ def test_refusal_backoff_doubles_to_five_minutes():
 def test_earliest_ignores_what_does_not_wait():
     assert earliest() is None and earliest(None, None) is None
     assert earliest(None, 12.0, 3.5, None) == 3.5
+
+
+GATE = "scheduling.x-k8s.io/pod-group"
+
+
+def member(uid: str, group: str | None = "g", gated: bool = True, ns: str = "ns", deleting: bool = False) -> PodInfo:
+    labels = {"scheduling.x-k8s.io/pod-group": group} if group else {}
+    return PodInfo(ns, uid, uid, labels=labels, gates=(GATE,) if gated else (), deleting=deleting)
+
+
+class TestArrivals:
+    def need(self, table):
+        from types import SimpleNamespace as NS
+        return lambda key: NS(pg=NS(spec=NS(minMember=table[key]))) if key in table else None
+
+    def test_the_member_that_reaches_min_member_completes_the_group(self):
+        a = Arrivals()
+        need = self.need({("ns", "g"): 3})
+        got = [a.completed(None, member(u), GATE, need) for u in ("a", "b", "c", "d")]
+        assert got == [False, False, True, False]  # the 4th member of a complete group waits for the debounce
+        assert a.count(("ns", "g")) == 4
+
+    def test_repeated_events_of_one_pod_count_once(self):
+        a = Arrivals()
+        need = self.need({("ns", "g"): 2})
+        assert not a.completed(None, member("a"), GATE, need)
+        assert not a.completed(member("a"), member("a"), GATE, need)  # MODIFIED, still gated
+        assert a.count(("ns", "g")) == 1
+        assert a.completed(None, member("b"), GATE, need)
+
+    @pytest.mark.parametrize("leaves", [
+        lambda p: (p, None),                                    # deleted
+        lambda p: (p, member(p.uid, gated=False)),              # ungated (released, or by someone else)
+        lambda p: (p, member(p.uid, group="other")),            # relabelled to another group
+        lambda p: (p, member(p.uid, group=None)),               # label removed
+        lambda p: (p, member(p.uid, deleting=True)),            # being deleted: no member (records.member_key)
+    ])
+    def test_a_member_that_leaves_is_no_longer_counted(self, leaves):
+        a = Arrivals()
+        need = self.need({("ns", "g"): 2})
+        assert not a.completed(None, member("a"), GATE, need)
+        a.completed(*leaves(member("a")), GATE, need)
+        assert a.count(("ns", "g")) == 0
+        assert not a.completed(None, member("b"), GATE, need)  # one gated member again: not complete
+        assert a.completed(None, member("c"), GATE, need)
+
+    def test_falling_short_and_rising_again_completes_again(self):
+        a = Arrivals()
+        need = self.need({("ns", "g"): 2})
+        a.completed(None, member("a"), GATE, need)
+        assert a.completed(None, member("b"), GATE, need)
+        a.completed(member("b"), None, GATE, need)  # a member is deleted before the release
+        assert a.completed(None, member("b2"), GATE, need)  # its replacement completes the group again
+
+    def test_unknown_group_ungated_pods_and_other_namespaces_never_complete(self):
+        a = Arrivals()
+        need = self.need({("ns", "g"): 1})
+        assert not a.completed(None, member("x", group="nogroup"), GATE, need)  # no such PodGroup (yet)
+        assert not a.completed(None, member("y", gated=False), GATE, need)      # not gated: nothing to release
+        assert not a.completed(None, member("z", ns="other"), GATE, need)       # same name, other namespace
+        assert a.completed(None, member("w"), GATE, need)
+
+    def test_other_gates_do_not_count(self):
+        a = Arrivals()
+        need = self.need({("ns", "g"): 1})
+        assert not a.completed(None, member("a"), "example.com/other-gate", need)
+
+
+@pytest.mark.parametrize("count,need,expected", [(2, 2, True), (1, 2, False), (3, 2, False), (1, 1, True), (0, 0, False)])
+def test_completes_when_the_count_reaches_min_member(count, need, expected):
+    assert completes(count, need) is expected

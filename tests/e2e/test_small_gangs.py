@@ -1,0 +1,118 @@
+"""Many small gangs (issue 40), on the real control plane.
+
+- **What the API server sends to the webhook.** With the chart's registration (no late-label
+  entry) a pod without the pod-group label never reaches the webhook (the label
+  ``objectSelector``): its request counter does not move while such pods are created, and moves by
+  one per labelled pod. With the late-label entry (``webhook.lateLabels.enabled``) every pod of
+  the covered namespaces not gated yet still reaches it: the API server reinvokes only webhooks it
+  called in the first round, so the entry must see unlabelled pods for a later mutator's label to
+  be gated (docs/semantics.md, Admission).
+- **Sub-second groups.** The member event that completes a group makes the controller's pass due
+  at once. Run with a debounce of 30 s (and no resync before it), groups of 2, 3 (the README
+  example: 3 of 6 pods of 3 CPU fit one 10-CPU node), 4 and 8 members are still bound within a
+  few seconds of their last member, and each is released whole (judged from gates and bindings in
+  the API server's order: tests/e2e/gangwatch.py).
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+
+from cogate.api import POD_GROUP_LABEL
+from cogate.webhook.config import webhook_configuration
+
+from .kube import bound, controller_flags, create_pod_group, group_pods, wait_for, webhook_requests
+
+pytestmark = pytest.mark.e2e
+
+#: The debounce the sub-second test runs the controller with: far longer than the release it expects.
+LONG_DEBOUNCE = 30.0
+
+
+def _pod(name: str, group: str | None, cpu: str = "100m") -> dict[str, Any]:
+    labels = {POD_GROUP_LABEL: group} if group else {}
+    res = {"cpu": cpu, "memory": "64Mi"}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels},
+            "spec": {"containers": [{"name": "c", "image": "registry.invalid/e2e:1",
+                                     "resources": {"requests": res, "limits": res}}],
+                     "terminationGracePeriodSeconds": 0}}
+
+
+def _register(stack, late_labels: str | None) -> None:
+    config = webhook_configuration({"url": f"https://127.0.0.1:{stack.webhook_port}/mutate",
+                                    "caBundle": base64.b64encode((stack.workdir / "ca.crt").read_bytes()).decode()},
+                                   gate_name=stack.gate_name, late_labels=late_labels)
+    path = stack.workdir / f"webhook-configuration-{late_labels}.yaml"
+    path.write_text(yaml.safe_dump(config))
+    stack.cluster.kubectl("apply", "-f", str(path))
+    time.sleep(2)  # the API server loads webhook configurations asynchronously
+
+
+def _calls(stack) -> float:
+    return sum(webhook_requests(stack).values())
+
+
+def test_unlabelled_pods_reach_the_webhook_only_through_the_late_label_entry(stack, kube, namespace):
+    core = client.CoreV1Api(kube)
+    create_pod_group(kube, {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+                            "metadata": {"name": "g", "namespace": namespace}, "spec": {"minMember": 100}})
+    try:
+        _register(stack, None)  # the chart's default: no late-label entry
+        before = _calls(stack)
+        for i in range(10):
+            core.create_namespaced_pod(namespace, _pod(f"plain-{i}", None))
+        assert _calls(stack) == before, "an unlabelled pod was sent to the webhook"
+        for i in range(3):
+            core.create_namespaced_pod(namespace, _pod(f"member-{i}", "g"))
+        assert _calls(stack) == before + 3, "each labelled pod: one webhook call"
+        assert all(p.spec.scheduling_gates for p in group_pods(kube, namespace, "g"))
+        _register(stack, "Ignore")  # the late-label entry: every pod not gated yet reaches the webhook
+        before = _calls(stack)
+        for i in range(5):
+            core.create_namespaced_pod(namespace, _pod(f"late-{i}", None))
+        assert _calls(stack) == before + 5
+        core.create_namespaced_pod(namespace, _pod("member-late", "g"))
+        assert _calls(stack) == before + 6, "a pod the first entry gated is not sent again (matchConditions)"
+    finally:
+        stack.register_webhook((stack.workdir / "ca.crt").read_bytes())
+
+
+@pytest.mark.parametrize("groups", [
+    # (name, members, minMember, cpu): the README example, then 2, 4 and 8 members created at once
+    [("readme", 6, 3, "3")],
+    [("two", 2, 2, "100m"), ("four", 4, 4, "100m"), ("eight", 8, 8, "100m")],
+], ids=["readme-example", "2-4-8"])
+def test_a_complete_group_is_released_without_waiting_for_the_debounce(stack, kube, namespace, only_nodes,
+                                                                       gang_watch, groups):
+    only_nodes(1, kwok_taint=False, cpu="10", memory="8Gi", pods=110)
+    core = client.CoreV1Api(kube)
+    with controller_flags(stack, "--debounce", str(LONG_DEBOUNCE), "--resync", "300"):
+        time.sleep(LONG_DEBOUNCE / 10)  # past the restarted controller's first passes
+        for name, _, min_member, _ in groups:
+            create_pod_group(kube, {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+                                    "metadata": {"name": name, "namespace": namespace},
+                                    "spec": {"minMember": min_member}})
+        time.sleep(1)  # the controller's PodGroup cache has them (a group created after its members waits)
+        for name, size, _, cpu in groups:
+            for i in range(size):
+                core.create_namespaced_pod(namespace, _pod(f"{name}-{i}", name, cpu))
+        last = time.monotonic()
+
+        def all_bound() -> bool:
+            return all(sum(bound(p) for p in group_pods(kube, namespace, name)) >= min_member
+                       for name, _, min_member, _ in groups)
+        wait_for(all_bound, LONG_DEBOUNCE / 3, what="every group bound well within the debounce")
+        took = time.monotonic() - last
+    for name, size, min_member, _ in groups:
+        pods = group_pods(kube, namespace, name)
+        members = [p.metadata.name for p in pods if bound(p)]
+        assert len(members) == (min_member if name == "readme" else size), (name, took)
+        wait_for(lambda: all(any(s.name == n and s.bound for s in list(gang_watch.log)) for n in members), 10,
+                 what=f"the watch saw the bindings of {name}")
+        assert gang_watch.faults(name, members=members) == [], name
