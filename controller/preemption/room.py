@@ -433,7 +433,10 @@ class Preempting:
             memory = memories.recall_preemption(groups[key].uid)
             memory.checked = now
             if no.reason is not Reason.FITS_WITHOUT_PREEMPTION:
+                earlier = memory.note
                 memory.note = _note(no)
+                if earlier is not None and earlier[0] == inflight.Step.SUPERSEDED:  # who took its room stays said
+                    memory.note = (no.reason.value, f"{no.message} (earlier: {earlier[1]})")
         for key, clash in choice.clashed.items():
             log.info("PodGroup %s/%s: its selection chose victims another preemption has (%s); choosing again",
                      *key, ", ".join(clash), extra=log_extra(*key))

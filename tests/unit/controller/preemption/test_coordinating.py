@@ -94,6 +94,9 @@ def test_a_higher_priority_gang_takes_over_a_lower_preemptions_room():
     assert all("nominatedNodeName" not in w.cluster.pods[m]["status"] for m in ("mid-0", "mid-1"))
     assert all(w.cluster.pods[m]["status"]["nominatedNodeName"] == "n1" for m in ("top-0", "top-1"))
     assert not [c for c in w.cluster.calls if c[0] in ("mark", "delete")]  # no new victim: they terminate already
+    w.run(1.0)  # mid selects again (top's room is held): the condition still names who took it
+    c = w.condition("mid")
+    assert c["reason"] == "NoLowerPriorityPods" and "(earlier: PodGroup team/top" in c["message"], c
     for v in ("low-a", "low-b"):
         del w.cluster.pods[v]
     w.run(1.0)
