@@ -69,11 +69,12 @@ def clashes(p: Preemption, taken: Mapping[str, str]) -> list[str]:
                   if v.pod.uid in taken)
 
 
-def held_room(records: Iterable[tuple[inflight.InFlight, Sequence[PodInfo]]], gate: str) -> list[Promise]:
-    """The room every record holds (:func:`inflight.holds` over ``(record, its group's live members)``),
-    charged for every other group's selection (never lent: a ``preempting`` Promise is lent only to
-    its holder)."""
-    return [q for rec, members in records for q in inflight.holds(rec, members, gate)]
+def held_room(records: Iterable[tuple[inflight.InFlight, Sequence[PodInfo]]], gate: str,
+              present: Mapping[str, PodInfo] | None = None) -> list[Promise]:
+    """The room every record holds (:func:`inflight.holds` over ``(record, its group's live members)``,
+    less what its victims still there take: ``present``, uid -> pod), charged for every other
+    group's selection (never lent: a ``preempting`` Promise is lent only to its holder)."""
+    return [q for rec, members in records for q in inflight.holds(rec, members, gate, present)]
 
 
 def joining_request(group: GroupRequest, waiting: Sequence[str], gate: str, target: int | None = None
@@ -266,13 +267,14 @@ Take = Callable[[GroupRequest, Sequence[inflight.InFlight], Sequence[Promise]], 
 
 def choose(waiting: Sequence[Waiting], flying: Mapping[tuple[str, str], tuple[inflight.InFlight, Sequence[PodInfo]]],
            promised: Sequence[Promise], select: Select, take: Take | None, gate: str, now: float,
-           limit: int) -> Choice:
+           limit: int, present: Mapping[str, PodInfo] | None = None) -> Choice:
     """The preemptions to start this pass (module doc), for ``waiting`` in the order given
     (highest priority first), at most ``limit`` groups selected for.
 
     ``flying``: the preemptions in flight, key -> (record, the group's live members); ``promised``:
     room promised to others (reservations, nominations), to which the room every preemption in
-    flight or chosen here holds is added before each selection; ``take``: None disables takeovers.
+    flight or chosen here holds is added before each selection (less what their victims still
+    there and terminating take: ``present``, uid -> pod); ``take``: None disables takeovers.
     A selection whose victims another preemption has is not started (:func:`clashes`); one that
     finds no victims enough may take over lower-priority preemptions (:func:`takeover`), which
     then leave ``flying`` for the rest of the pass."""
@@ -281,7 +283,7 @@ def choose(waiting: Sequence[Waiting], flying: Mapping[tuple[str, str], tuple[in
     held = list(promised)
     for w in waiting[:limit]:
         others = [live[k] for k in live if k != w.key]
-        room = held + held_room(others, gate)
+        room = held + held_room(others, gate, present)
         taken = claimed(rec for rec, _ in others)
         found: Preemption | NoPreemption | None = None
         for r in w.requests:

@@ -177,17 +177,42 @@ def start(namespace: str, name: str, victims: Sequence[tuple[PodInfo, str, float
     return InFlight(namespace, name, refs, dict(plan), requests, priority, now, deadline(now, refs), message)
 
 
-def holds(record: InFlight, members: Sequence[PodInfo], gate: str) -> list[Promise]:
+def holds(record: InFlight, members: Sequence[PodInfo], gate: str,
+          present: Mapping[str, PodInfo] | None = None) -> list[Promise]:
     """The room ``record`` holds: per planned member still gated by ``gate`` (by uid in
     ``members``), a ``"preempting"`` Promise of its requests on its planned node, holder the group
-    (its host ports are not held: the member's own would collide with them)."""
+    (its host ports are not held: the member's own would collide with them).
+
+    ``present``: uid -> record of the pods still bound (None: not known, the whole plan is held).
+    A victim still there and terminating is charged as a bound pod wherever room is counted (and
+    is no candidate for another selection), so on its node the Promises hold only what such victims
+    do not already take (each resource reduced by their requests, never below 0, members in plan
+    order): what is charged there is the larger of the plan and those victims, never both (issue
+    37: two preemptions on one node would otherwise each count the other's room twice, and one
+    whose own victims are gone would not fit until the other's went). A victim not yet seen
+    terminating is still a candidate for others, so the whole plan stays held against it. The
+    ``pods`` slot is held whole."""
     who = holder(record.namespace, record.name)
+    left: dict[str, dict[str, int]] = {}
+    for v in record.victims:
+        p = present.get(v.uid) if present is not None else None
+        if p is not None and p.deleting:
+            acc = left.setdefault(v.node, {})
+            for k, q in p.requests.items():
+                acc[k] = acc.get(k, 0) + q
     out = []
     for m in members:
         node = record.plan.get(m.uid)
         if node and m.gated_by(gate) and not m.bound:
-            out.append(Promise(m, node, dict(record.requests.get(m.uid, m.requests)), (), "preempting",
-                               record.priority, who))
+            req = dict(record.requests.get(m.uid, m.requests))
+            acc = left.get(node)
+            if acc:
+                for k in req:
+                    take = min(req[k], acc.get(k, 0))
+                    if take > 0:
+                        req[k] -= take
+                        acc[k] -= take
+            out.append(Promise(m, node, req, (), "preempting", record.priority, who))
     return out
 
 

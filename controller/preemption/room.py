@@ -214,7 +214,8 @@ class Preempting:
     # -- before planning -------------------------------------------------------------------------
     def promises(self, groups: Mapping[tuple[str, str], GroupObject], requests: Mapping[tuple[str, str], GroupRequest],
                  memories: PreemptionMemories) -> list[Promise]:
-        """The room held for the preemption in flight (:func:`inflight.holds`), for the planner."""
+        """The room held for the preemptions in flight (:func:`inflight.holds`, less what their victims
+        still there take), for the planner."""
         out: list[Promise] = []
         if not self.config.preemption:
             return out
@@ -222,7 +223,17 @@ class Preempting:
             rec = memories.recall_preemption(g.uid).in_flight
             r = requests.get(g.key)
             if rec is not None and r is not None:
-                out.extend(inflight.holds(rec, r.members, self.config.gate_name))
+                out.extend(inflight.holds(rec, r.members, self.config.gate_name, self._victims_there([rec])))
+        return out
+
+    def _victims_there(self, records: Sequence[inflight.InFlight]) -> dict[str, PodInfo]:
+        """The victims of ``records`` still bound and not terminal, by uid (the bound pods' cache)."""
+        out = {}
+        for rec in records:
+            for v in rec.victims:
+                p = self.caches.bound.get(v.uid)
+                if p is not None and p.bound and not p.terminal:
+                    out[v.uid] = p
         return out
 
     def present(self, memories: PreemptionMemories) -> dict[str, PodInfo]:
@@ -421,7 +432,7 @@ class Preempting:
                                              config, protected=protected)
 
             choice = coordination.choose(waiting, flying, promised, select, take, self.config.gate_name, now,
-                                         SELECTIONS_PER_PASS)
+                                         SELECTIONS_PER_PASS, self._victims_there([rec for rec, _ in flying.values()]))
         return self._act_on(choice, groups, requests, memories, now)
 
     def _act_on(self, choice: coordination.Choice, groups: Mapping[tuple[str, str], GroupObject],

@@ -31,7 +31,6 @@ from cogate.localcluster import example
 
 from .kube import (bound, condition, controller_paused, create_pod_group, events_for, gated, group_pods, pods, priority_classes, running,
                    status, wait_for)
-from .test_preemption import preempting  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.e2e
 
@@ -39,6 +38,19 @@ NODE = dict(kwok_taint=False, **example.NODE_SHAPE)
 FINALIZER = "example.com/slow-stop"
 #: Seconds a victim stays terminating before its finalizer goes (slow, but far below any deadline).
 STOP_SECONDS = 4.0
+
+
+@pytest.fixture(scope="module")
+def preempting(stack) -> Iterator[Any]:
+    """The controller restarted once for this module with ``--preemption`` (the default, said
+    explicitly); the session's flags again after it (a restart per test would cost about 20 s each)."""
+    saved = stack.controller_args
+    stack.restart_controller(*saved, "--preemption")
+    try:
+        yield stack
+    finally:
+        stack.controller_args = saved
+        stack.restart_controller()
 
 
 @pytest.fixture

@@ -206,3 +206,29 @@ def test_a_taint_on_the_target_node_ends_the_preemption_too():
     assert rec is not None and {v.node for v in rec.victims} != {node}
     assert any("taint maintenance=x" in e[3] for e in w.events if e[1] == "PreemptionEnded")
     assert T0 < w.now and GATE
+
+
+def test_two_preemptions_on_one_node_each_place_their_gang_as_its_own_victims_go():
+    """Each holds only what its terminating victims do not take: the first whose victims are gone
+    fits at once, never DoesNotFitAfterPreemption while the other's victims still terminate."""
+    pods = [pod(f"low-{k}").req(cpu="1").on("n1").priority(100).raw() for k in range(8)]
+    pods += [pod(f"{g}-0").req(cpu="2").group(g).gated().priority(1000).raw() for g in ("a", "b")]
+    w = World(pods, [raw_pg(g, 1) for g in ("a", "b")], nodes=[ready_node("n1", "8")])
+    w.cluster.keep_deleted = True
+    for _ in range(3):
+        w.run(0.5)
+    ra, rb = record(w, "a"), record(w, "b")
+    assert ra is not None and rb is not None
+    assert len(ra.victims) == 2 and len(rb.victims) == 2 and not ({v.uid for v in ra.victims} & {v.uid for v in rb.victims})
+    for v in ra.victims:
+        del w.cluster.pods[v.name]
+    w.run(1.0)
+    w.run(1.0)
+    assert not w.gated("a-0") and w.condition("a")["reason"] == "Placed"
+    assert w.gated("b-0") and w.condition("b")["status"] == "True"
+    for v in rb.victims:
+        del w.cluster.pods[v.name]
+    w.run(1.0)
+    w.run(1.0)
+    assert not w.gated("b-0") and w.condition("b")["reason"] == "Placed"
+    assert w.metric("cogate_controller_preemptions_total", result="DoesNotFitAfterPreemption") == 0

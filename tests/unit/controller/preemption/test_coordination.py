@@ -196,3 +196,16 @@ def test_room_lost_heeds_the_members_tolerations_and_ends_the_preemption_at_once
     j = inflight.judge(rec, g.members, False, {"u-x": bound("x", "n1")}, NOW, GATE, cordoned)
     assert j.step is inflight.Step.PLAN_CHANGED and j.again and j.record is None
     assert "unschedulable (cordoned)" in j.message
+
+
+def test_a_hold_counts_only_what_its_terminating_victims_do_not_take_already():
+    a = gang("a", size=2, cpu=2000)
+    x, y = bound("x", "n1", cpu=1500), bound("y", "n1", cpu=1500)
+    rec = in_flight(a, [x, y], "n1", 1000)
+    full = [q.requests["cpu"] for q in inflight.holds(rec, a.members, GATE)]
+    assert full == [2000, 2000]
+    there = {"u-x": x.__class__(**{**x.__dict__, "deleting": True}), "u-y": y}  # y not yet seen terminating
+    assert [q.requests["cpu"] for q in inflight.holds(rec, a.members, GATE, there)] == [500, 2000]
+    there["u-y"] = y.__class__(**{**y.__dict__, "deleting": True})
+    assert [q.requests["cpu"] for q in inflight.holds(rec, a.members, GATE, there)] == [0, 1000]
+    assert [q.requests["cpu"] for q in inflight.holds(rec, a.members, GATE, {})] == [2000, 2000]  # both gone

@@ -71,7 +71,8 @@ def run_choose(nodes, pods, groups, flying):
 
     order = sorted(groups, key=lambda g: (-min(m.priority for m in g.members), g.created))
     waiting = [coordination.Waiting((g.namespace, g.name), (g,)) for g in order if (g.namespace, g.name) not in flying]
-    return coordination.choose(waiting, flying, [], select, take, GATE, NOW, 10)
+    present = {p.uid: p for p in pods}  # the victims terminating hold less room (inflight.holds)
+    return coordination.choose(waiting, flying, [], select, take, GATE, NOW, 10, present)
 
 
 def plans_hold_together(nodes, pods, records, groups) -> bool:
