@@ -170,6 +170,14 @@ SLOW_FINALIZER = "bench.cogate.dev/slow-stop"
 
 #: Figures of earlier runs this report is compared with (each: when, what changed since, the figures).
 EARLIER = (
+    "Many gangs with slow victims (issue 37; --many-only, 20 gangs of 2 on 20 nodes, victims stop in 3 s; "
+    "2026-12-06, load average 19-27 from other sessions): with preemptions side by side but each holding its "
+    "whole plan beside its terminating victims (room counted twice on a shared node), cogate 81.86 s and 96.6 s "
+    "against kube-scheduler alone 35.95 s and 22.34 s, 107 and 102 victims (80 needed): 10 preemptions ended "
+    "DoesNotFitAfterPreemption and preempted again. With the hold reduced by the terminating victims (the "
+    "larger of the two counted, never both): cogate 33.53 s and 35.83 s against 25.45 s and 22.01 s (1.32x, "
+    "1.63x), 81 and 80 victims, every preemption Placed. The issue's figure before any of it (one preemption "
+    "in flight cluster-wide): the last of 20 gangs started about 110 s after the first.",
     "Earlier, gang of 100 on 50 nodes (issue 15 item 6): cogate 31.6 s against kube-scheduler alone 15.21 s "
     "(2.078x, 2026-12-01); re-measured 2026-12-02 before the change below with this benchmark's timeline: cogate "
     "25.47 s against 19.82 s (1.285x): members created 0.11 - 2.01 s, nominated 2.19 - 5.01 s, victims deleting "
