@@ -25,6 +25,9 @@ from typing import Any
 from cogate import api
 from cogate.controller.model import leftovers
 from cogate.controller.model import minresources as minres
+from cogate.controller.model import groupsets
+from cogate.controller.model import roles as roles_mod
+from cogate.controller.topology import constraints as topology
 from cogate.controller.status import status as status_mod
 from cogate.controller.model import volumes as volumes_mod
 from cogate.controller.status.notices import ObjectRef
@@ -109,8 +112,11 @@ def members_by_group(pods: Iterable[PodInfo]) -> dict[tuple[str, str], list[PodI
 
 
 def build_group_requests(groups: Iterable[GroupObject], members: Mapping[tuple[str, str], Sequence[PodInfo]],
-                         gate: str = api.DEFAULT_GATE_NAME) -> list[GroupRequest]:
-    """``verdicts.GroupRequest`` per cached PodGroup."""
+                         gate: str = api.DEFAULT_GATE_NAME, levels: tuple[str, ...] = (),
+                         kueue_levels: Sequence[tuple[str, ...]] = ()) -> list[GroupRequest]:
+    """``verdicts.GroupRequest`` per cached PodGroup. ``levels``: the controller's topology levels
+    (node labels coarse to fine, ``--topology-levels``); ``kueue_levels``: each Kueue ``Topology``'s
+    levels, in name order (:func:`cogate.controller.topology.constraints.parse`)."""
     out = []
     for g in groups:
         pg = g.pg
@@ -119,8 +125,40 @@ def build_group_requests(groups: Iterable[GroupObject], members: Mapping[tuple[s
         m = min_member_of(pg)
         out.append(GroupRequest(namespace=pg.metadata.namespace, name=pg.metadata.name, min_member=m,
                                 created=created, released=status_mod.release_stands(pg.status, ms, gate, min_member=m),
-                                members=ms, **_min_resources(pg.spec.minResources)))
+                                members=ms, **_min_resources(pg.spec.minResources),
+                                **_topology(pg.metadata.annotations or {}, ms, levels, kueue_levels),
+                                **_roles(pg.metadata.annotations),
+                                **_group_set(pg.metadata.namespace, pg.metadata.name, pg.metadata.annotations)))
     return out
+
+
+def _group_set(namespace: str, name: str, annotations: Mapping[str, str] | None) -> dict[str, Any]:
+    """``GroupRequest``'s ``group_set`` (:func:`cogate.controller.model.groupsets.parse`) or
+    ``group_set_error`` naming the annotation."""
+    try:
+        return {"group_set": groupsets.parse(namespace, name, annotations)}
+    except groupsets.SetError as e:
+        return {"group_set_error": str(e)}
+
+
+def _roles(annotations: Mapping[str, str] | None) -> dict[str, Any]:
+    """``GroupRequest``'s ``roles`` (:func:`cogate.controller.model.roles.parse`) or ``roles_error``
+    naming the annotation."""
+    try:
+        return {"roles": roles_mod.parse(annotations)}
+    except roles_mod.RolesError as e:
+        return {"roles_error": str(e)}
+
+
+def _topology(annotations: Mapping[str, str], members: Sequence[PodInfo], levels: tuple[str, ...],
+              kueue_levels: Sequence[tuple[str, ...]]) -> dict[str, Any]:
+    """``GroupRequest``'s ``topology`` or ``topology_error`` naming the annotation."""
+    try:
+        parsed = topology.parse(annotations, (dict(m.topology_asked) for m in members if m.topology_asked),
+                                levels, kueue_levels)
+    except topology.TopologyError as e:
+        return {"topology_error": str(e)}
+    return {"topology": parsed}
 
 
 def _min_resources(raw: Mapping[str, str | int] | None) -> dict[str, Any]:
