@@ -39,7 +39,11 @@ A fitting gang's run ends 3 s after it is bound (late victims still count); the 
 start is watched for :attr:`Shape.hold_s`. Targets (issue 15): cogate evicts no more than
 kube-scheduler alone, never in vain, and its time is within 1.25x of kube-scheduler alone's.
 
-    python bench/bench_preemption_cluster.py [--quick] [--src DIR]    # prints RESULT <json>
+Issue 37 adds :class:`ManyShape`: many gangs at once on nodes full of low-priority pods whose
+deletion takes seconds (a finalizer removed that long after), cogate against kube-scheduler alone:
+the time until every gang is bound (target: within 1.25x of kube-scheduler alone's).
+
+    python bench/bench_preemption_cluster.py [--quick] [--src DIR] [--many-only]    # prints RESULT <json>
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ import json
 import os
 import re
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -127,8 +132,52 @@ SHAPES = (*(Shape(10, "4", 8, run=k) for k in (1, 2, 3)), *(Shape(50, "4", 100, 
 QUICK_SHAPES = (Shape(4, "4", 8, run=1), Shape(4, "4", 8, run=2), Shape(4, "3", 14, hold_s=10.0))
 
 
+@dataclass(frozen=True)
+class ManyShape:
+    """Issue 37 kind 1: ``gangs`` gangs of ``size`` members of :data:`MEMBER_CPU` created at once on
+    ``nodes`` kwok nodes of ``node_cpu`` CPU full of low-priority pods whose deletion takes
+    ``stop_s`` seconds (a finalizer :class:`SlowStop` removes that long after the pod is first seen
+    terminating, as a container that takes that long to stop: kwok alone deletes at once)."""
+
+    nodes: int
+    node_cpu: str
+    gangs: int
+    size: int
+    stop_s: float
+    run: int = 0
+
+    @property
+    def low_per_node(self) -> int:
+        return parse_cpu_millis(self.node_cpu) // parse_cpu_millis(LOW_CPU)
+
+    @property
+    def needed(self) -> int:
+        """The fewest victims that let every gang start."""
+        return self.gangs * self.size * parse_cpu_millis(MEMBER_CPU) // parse_cpu_millis(LOW_CPU)
+
+    @property
+    def label(self) -> str:
+        return (f"{self.gangs} gangs of {self.size} on {self.nodes} nodes, victims stop in {self.stop_s:g} s"
+                + (f" (run {self.run})" if self.run else ""))
+
+
+#: Many gangs at once with slow victims (issue 37): all fit once their victims go.
+MANY_SHAPES = (ManyShape(20, "4", 20, 2, 3.0, run=1), ManyShape(20, "4", 20, 2, 3.0, run=2))
+QUICK_MANY_SHAPES = (ManyShape(4, "4", 4, 2, 3.0),)
+#: The finalizer :class:`SlowStop` removes.
+SLOW_FINALIZER = "bench.cogate.dev/slow-stop"
+
+
 #: Figures of earlier runs this report is compared with (each: when, what changed since, the figures).
 EARLIER = (
+    "Many gangs with slow victims (issue 37; --many-only, 20 gangs of 2 on 20 nodes, victims stop in 3 s; "
+    "2026-12-06, load average 19-27 from other sessions): with preemptions side by side but each holding its "
+    "whole plan beside its terminating victims (room counted twice on a shared node), cogate 81.86 s and 96.6 s "
+    "against kube-scheduler alone 35.95 s and 22.34 s, 107 and 102 victims (80 needed): 10 preemptions ended "
+    "DoesNotFitAfterPreemption and preempted again. With the hold reduced by the terminating victims (the "
+    "larger of the two counted, never both): cogate 33.53 s and 35.83 s against 25.45 s and 22.01 s (1.32x, "
+    "1.63x), 81 and 80 victims, every preemption Placed. The issue's figure before any of it (one preemption "
+    "in flight cluster-wide): the last of 20 gangs started about 110 s after the first.",
     "Earlier, gang of 100 on 50 nodes (issue 15 item 6): cogate 31.6 s against kube-scheduler alone 15.21 s "
     "(2.078x, 2026-12-01); re-measured 2026-12-02 before the change below with this benchmark's timeline: cogate "
     "25.47 s against 19.82 s (1.285x): members created 0.11 - 2.01 s, nominated 2.19 - 5.01 s, victims deleting "
@@ -328,9 +377,94 @@ def run_once(api: client.ApiClient, watch: TimelineWatch, shape: Shape, system: 
         cb.delete_namespace(api, ns_low)
 
 
+class SlowStop:
+    """A thread that removes :data:`SLOW_FINALIZER` from the pods of ``namespace`` ``delay`` seconds
+    after it first sees them terminating (``delay`` may be set to 0 to let every one go)."""
+
+    def __init__(self, api: client.ApiClient, namespace: str, delay: float) -> None:
+        self.core, self.namespace, self.delay = client.CoreV1Api(api), namespace, delay
+        self.seen: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> "SlowStop":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.25):
+            try:
+                items = self.core.list_namespaced_pod(self.namespace).items
+            except client.ApiException:
+                continue
+            now = time.monotonic()
+            for p in items:
+                if SLOW_FINALIZER not in (p.metadata.finalizers or []) or not p.metadata.deletion_timestamp:
+                    continue
+                if now - self.seen.setdefault(p.metadata.uid, now) >= self.delay:
+                    try:
+                        self.core.patch_namespaced_pod(p.metadata.name, self.namespace, {"metadata": {"finalizers": None}})
+                    except client.ApiException:
+                        pass
+
+
+def run_many(api: client.ApiClient, watch: TimelineWatch, shape: ManyShape, system: str,
+             timeout: float) -> dict[str, Any]:
+    """Many gangs at once with slow victims (:class:`ManyShape`) through one system: the time from the
+    first gang's creation until every member of every gang is bound, the victims, and when each gang
+    was bound (sorted)."""
+    gang = system != "alone"
+    ns_low = cb.new_namespace(api, "many-low")
+    ns = cb.new_namespace(api, f"many-{system[:5]}")
+    low = shape.nodes * shape.low_per_node
+    stopper = SlowStop(api, ns_low, shape.stop_s)
+    try:
+        with stopper:
+            body = cb.replica_set("low", low, group=None, cpu=LOW_CPU, priority_class=LOW[0])
+            body["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = LOW_GRACE_S
+            body["spec"]["template"]["metadata"]["finalizers"] = [SLOW_FINALIZER]
+            cb.create_replica_set(api, ns_low, body)
+            cb.log(f"{NAME}: {system}: {shape.label}: {low} low-priority pods")
+            watch.wait_bound(ns_low, low, timeout)
+            time.sleep(2)  # the controller's informers see the nodes full
+            t0 = time.monotonic()
+            names = [f"g{k}" for k in range(shape.gangs)]
+            if gang:
+                cb.parallel(lambda n: cb.create_pod_group(api, ns, cb.pod_group(n, shape.size)), names)
+            cb.parallel(lambda n: cb.create_replica_set(api, ns, cb.replica_set(
+                n, shape.size, group=n if gang else None, cpu=MEMBER_CPU, priority_class=HIGH[0])), names)
+            reached = None
+            try:
+                reached = watch.wait_bound(ns, shape.gangs * shape.size, timeout) - t0
+            except TimeoutError:
+                pass
+            end = time.monotonic()
+            recs = _records(watch, ns)
+            by_gang: dict[str, list[float]] = {}
+            for r in recs:
+                if r.bound is not None:
+                    by_gang.setdefault(r.name.rsplit("-", 1)[0], []).append(r.bound)
+            done = sorted(round(max(ts) - t0, 2) for ts in by_gang.values() if len(ts) >= shape.size)
+            victims = [r for r in _records(watch, ns_low) if r.deleted is not None and t0 <= r.deleted <= end]
+            stopper.delay = 0.0  # the rest go at once (the namespace's deletion waits for them)
+            return {"time s": round(reached, 2) if reached is not None else None,
+                    "gangs bound": len(done), "victims": len(victims),
+                    "gang bound s (first, median, last)": [done[0], done[len(done) // 2], done[-1]] if done else None,
+                    "status": _group_status(api, ns) if gang and not done else ""}
+    finally:
+        with SlowStop(api, ns_low, 0.0):
+            cb.delete_namespace(api, ns)
+            cb.delete_namespace(api, ns_low)
+
+
 def _plane(system_set: tuple[str, ...], shapes: tuple[Shape, ...], timeout: float, quick: bool,
-           src: Path) -> dict[str, dict[str, dict[str, Any]]]:
-    """Every shape through the systems of one control plane: ("cogate", "alone") or ("coscheduling",)."""
+           src: Path, many: tuple[ManyShape, ...] = ()) -> dict[str, dict[str, dict[str, Any]]]:
+    """Every shape through the systems of one control plane: ("cogate", "alone") or ("coscheduling",);
+    then every :class:`ManyShape` of ``many`` through those systems."""
     out: dict[str, dict[str, dict[str, Any]]] = {s: {} for s in system_set}
     with cb.control_plane() as c:
         api = cb.api_client(c)
@@ -349,6 +483,13 @@ def _plane(system_set: tuple[str, ...], shapes: tuple[Shape, ...], timeout: floa
                     out[system][shape.label] = run_once(api, watch, shape, system, timeout, quick,
                                                         controller_log)
                     cb.log(f"{NAME}: {system}: {shape.label}: {out[system][shape.label]}")
+            for m in many:
+                if nodes != (m.nodes, m.node_cpu):
+                    cb.set_nodes(c, m.nodes, cpu=m.node_cpu, memory="16Gi", pods=110)
+                    nodes = (m.nodes, m.node_cpu)
+                for system in system_set:
+                    out[system][m.label] = run_many(api, watch, m, system, timeout)
+                    cb.log(f"{NAME}: {system}: {m.label}: {out[system][m.label]}")
         api.close()
     return out
 
@@ -418,9 +559,48 @@ def _extra(x: dict[str, Any]) -> str:
                "elsewhere while the room it leaves goes to the replacements."))
 
 
+def _many_report(many: tuple[ManyShape, ...], res: dict[str, dict[str, dict[str, Any]]]
+                 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The table and the targets of the many-gangs shapes (issue 37): cogate's time until every gang
+    is bound against kube-scheduler alone's."""
+    rows, targets = [], []
+    for m in many:
+        a, b = res["cogate"][m.label], res["alone"][m.label]
+        r = cb.ratio(a["time s"], b["time s"]) if a["time s"] and b["time s"] else None
+        for system, x in (("cogate", a), ("alone", b)):
+            rows.append([m.label, SYSTEM_TITLE[system], m.needed, x["time s"],
+                         r if system == "cogate" else None, f"{x['gangs bound']}/{m.gangs}", x["victims"],
+                         ", ".join(str(t) for t in x["gang bound s (first, median, last)"] or [])])
+        targets.append(cb.target(f"{m.label}: time until every gang is bound, cogate / kube-scheduler alone",
+                                 f"<= {TARGET}x", f"{r}x ({a['time s']} s against {b['time s']} s)",
+                                 r is not None and r <= TARGET,
+                                 f"gangs bound at (first, median, last) {a['gang bound s (first, median, last)']} s "
+                                 f"with cogate, {b['gang bound s (first, median, last)']} s with kube-scheduler alone; "
+                                 f"victims {a['victims']} against {b['victims']} (fewest {m.needed}). cogate runs the "
+                                 "gangs' preemptions side by side (their victims and room do not overlap); each "
+                                 f"victim takes {m.stop_s:g} s to stop. {a['status']}"))
+    table = cb.table("Many gangs at once on nodes full of low-priority pods whose deletion takes seconds (issue 37)",
+                     ["shape", "system", "fewest victims needed", "time s (all gangs bound)", "ratio to alone",
+                      "gangs bound", "victims", "gang bound s (first, median, last)"], rows)
+    return table, targets
+
+
+def run_many_only(quick: bool, out_dir: Path) -> dict[str, Any]:
+    """Only the many-gangs shapes (``--many-only``): cogate and kube-scheduler alone."""
+    many = QUICK_MANY_SHAPES if quick else MANY_SHAPES
+    res = _plane(("cogate", "alone"), (), 90 if quick else 150, quick, schedplugins.DEFAULT_SRC, many)
+    table, targets = _many_report(many, res)
+    return cb.result(NAME, TITLE + " (many gangs, slow victims only)",
+                     "kwok nodes full of low-priority pods that take seconds to stop, then many high-priority "
+                     "gangs at once; cogate against kube-scheduler alone.",
+                     "kube-scheduler alone, same shapes, same control plane.", tables=[table], targets=targets,
+                     notes=["raw figures: " + json.dumps(res)])
+
+
 def run(quick: bool, out_dir: Path, src: str | Path | None = None) -> dict[str, Any]:
     src = Path(src) if src else schedplugins.DEFAULT_SRC
     shapes = QUICK_SHAPES if quick else SHAPES
+    many = QUICK_MANY_SHAPES if quick else MANY_SHAPES
     timeout = 90 if quick else 150  # a gang not bound by then counts as not bound (time None)
     notes: list[str] = []
     with_cos = (src / "go.mod").is_file()
@@ -428,7 +608,7 @@ def run(quick: bool, out_dir: Path, src: str | Path | None = None) -> dict[str, 
         schedplugins.ensure_built(src)  # before any control plane: a build takes minutes
     else:
         notes.append("(c) Coscheduling left out: no scheduler-plugins source (set COGATE_COSCHEDULING_SRC).")
-    res = _plane(("cogate", "alone"), shapes, timeout, quick, src)
+    res = _plane(("cogate", "alone"), shapes, timeout, quick, src, many)
     if with_cos:
         res.update(_plane(("coscheduling",), shapes, timeout, quick, src))
     systems = [s for s in SYSTEMS if s in res]
@@ -473,11 +653,13 @@ def run(quick: bool, out_dir: Path, src: str | Path | None = None) -> dict[str, 
                                      + [_fmt_span(tl.get(k)) for k in TIMELINE_PHASES]
                                      + ["" if tl.get(k) is None else tl[k] for k in ("preempting logged",
                                                                                       "release logged")])
+    many_table, many_targets = _many_report(many, res)
+    targets += many_targets
     plot = "preemption_cluster.png"
     _plot(shapes, res, out_dir / plot)
     for s in systems:
         for sh in shapes:
-            if res[s][sh.label]["status"]:
+            if res[s][sh.label].get("status"):
                 notes.append(f"{SYSTEM_TITLE[s]}, {sh.label}: PodGroup at the end: {res[s][sh.label]['status']}")
     notes += [
         "kwok deletes a pod being deleted at once (its pod-delete stage, grace 0), whatever its grace period "
@@ -527,7 +709,7 @@ def run(quick: bool, out_dir: Path, src: str | Path | None = None) -> dict[str, 
                 cb.table("Timeline of each fitting gang: first - last, seconds after the gang's ReplicaSet was "
                          "created, as the pod watch saw it (cogate's two log lines: its controller's clock)",
                          ["shape", "system", "time s", *TIMELINE_PHASES, "cogate: 'preempting' logged s",
-                          "cogate: 'released' logged s"], timeline_rows)],
+                          "cogate: 'released' logged s"], timeline_rows), many_table],
         plots=[{"file": plot, "caption": "Time until the gang is bound and victims per system and shape (the "
                                          "number above a bar: evicted in vain; black mark: the fewest victims "
                                          "needed)"}],
@@ -538,6 +720,8 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--src", type=Path, default=schedplugins.DEFAULT_SRC,
                     help="scheduler-plugins source snapshot (default %(default)s)")
+    ap.add_argument("--many-only", action="store_true",
+                    help="only the many-gangs shapes with slow victims (issue 37), cogate and kube-scheduler alone")
     ns_, rest = ap.parse_known_args()
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
-    cb.main(lambda quick, out: run(quick, out, ns_.src), rest)
+    cb.main(lambda quick, out: run_many_only(quick, out) if ns_.many_only else run(quick, out, ns_.src), rest)

@@ -122,7 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "a controller owner so the gang frees its room and re-forms whole (default: off)")
     p.add_argument("--preemption", action=argparse.BooleanOptionalAction, default=True,
                    help="gang-aware preemption: a waiting group short of room deletes lower-priority pods (after "
-                        "marking them DisruptionTarget) when that lets minMember fit, one preemption at a time, and "
+                        "marking them DisruptionTarget) when that lets minMember fit, groups side by side when their "
+                        "victims and room do not overlap, and "
                         "holds the freed room until its members are released (default: on, as kube-scheduler's preemption; "
                         "--no-preemption turns it off)")
     p.add_argument("--protected-namespace", metavar="NAMESPACE", action="append", default=[],

@@ -132,7 +132,7 @@ class Metrics:
                                    ["kind", "result"], registry=r)
         self.preemptions = Counter(_P + "preemptions", "Gang preemptions by result (started; then how each "
                                    "ended: Placed, VictimsStuck, NominationLost, PlanChanged, "
-                                   "DoesNotFitAfterPreemption, PodGroupDeleted; Resumed: rebuilt by a new "
+                                   "DoesNotFitAfterPreemption, Superseded, PodGroupDeleted; Resumed: rebuilt by a new "
                                    "process).", ["result"], registry=r)
         self.nomination_refreshes = Counter(_P + "preemption_nomination_refreshes", "Writes refreshing the "
                                             "nomination of a member cogate preempts for, so that a kube-scheduler "

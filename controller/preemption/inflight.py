@@ -39,17 +39,18 @@ Times are epoch seconds; requests in the units of :mod:`cogate.controller.model.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from cogate.controller.planning.explanations import name_list, plural
+from cogate.controller.planning.filters import static_reason
 from cogate.controller.status.notices import disruption_group
-from cogate.controller.model.records import PodInfo, Promise
+from cogate.controller.model.records import NodeInfo, PodInfo, Promise
 
 __all__ = ["STUCK_SLACK_SECONDS", "GONE_RECHECK_SECONDS", "BACKOFF_INITIAL_SECONDS", "BACKOFF_MAX_SECONDS",
            "DEFAULT_GRACE_SECONDS", "VictimRef", "InFlight", "Step", "Judgement", "start", "deadline", "holds",
-           "judge", "backoff_seconds", "waiting_message", "holder", "Ignored", "Rebuilt", "rebuild", "regraced",
+           "judge", "room_lost", "backoff_seconds", "waiting_message", "holder", "Ignored", "Rebuilt", "rebuild", "regraced",
            "RESUMED", "SCHEDULER_LEASE", "REFRESH_AGAIN_SECONDS", "ROOM_HELD_CONDITION", "SchedulerLease",
            "scheduler_lease", "new_scheduler_leader", "refresh_condition"]
 
@@ -103,6 +104,9 @@ class InFlight:
     message: str
     nominated: frozenset[str] = frozenset()
     gone_at: float | None = None
+    #: The preemption is for new members of a standing release (issue 37 kind 3): it is placed once
+    #: every planned member is ungated, and a planned member the planner ungated is not a change of plan.
+    joining: bool = False
 
 
 class Step(StrEnum):
@@ -124,6 +128,8 @@ class Step(StrEnum):
     VICTIMS_STUCK = "VictimsStuck"
     #: Victims gone, but the group still does not fit (room taken by another pod meanwhile).
     DOES_NOT_FIT_AFTER_PREEMPTION = "DoesNotFitAfterPreemption"
+    #: A higher-priority group took over the room this preemption was freeing (issue 37 kind 2).
+    SUPERSEDED = "Superseded"
 
     @property
     def ends(self) -> bool:
@@ -142,6 +148,9 @@ class Judgement:
     message: str = ""
     #: Planned members whose nomination is cogate's and must be cleared (on ends).
     nominated: tuple[str, ...] = field(default=())
+    #: The end is no failure of the group's (its room became unusable, a higher priority took it):
+    #: it may be chosen again at once, without :func:`backoff_seconds`.
+    again: bool = False
 
 
 def holder(namespace: str, name: str) -> str:
@@ -168,30 +177,62 @@ def start(namespace: str, name: str, victims: Sequence[tuple[PodInfo, str, float
     return InFlight(namespace, name, refs, dict(plan), requests, priority, now, deadline(now, refs), message)
 
 
-def holds(record: InFlight, members: Sequence[PodInfo], gate: str) -> list[Promise]:
+def holds(record: InFlight, members: Sequence[PodInfo], gate: str,
+          present: Mapping[str, PodInfo] | None = None) -> list[Promise]:
     """The room ``record`` holds: per planned member still gated by ``gate`` (by uid in
     ``members``), a ``"preempting"`` Promise of its requests on its planned node, holder the group
-    (its host ports are not held: the member's own would collide with them)."""
+    (its host ports are not held: the member's own would collide with them).
+
+    ``present``: uid -> record of the pods still bound (None: not known, the whole plan is held).
+    A victim still there and terminating is charged as a bound pod wherever room is counted (and
+    is no candidate for another selection), so on its node the Promises hold only what such victims
+    do not already take (each resource reduced by their requests, never below 0, members in plan
+    order): what is charged there is the larger of the plan and those victims, never both (issue
+    37: two preemptions on one node would otherwise each count the other's room twice, and one
+    whose own victims are gone would not fit until the other's went). A victim not yet seen
+    terminating is still a candidate for others, so the whole plan stays held against it. The
+    ``pods`` slot is held whole."""
     who = holder(record.namespace, record.name)
+    left: dict[str, dict[str, int]] = {}
+    for v in record.victims:
+        p = present.get(v.uid) if present is not None else None
+        if p is not None and p.deleting:
+            acc = left.setdefault(v.node, {})
+            for k, q in p.requests.items():
+                acc[k] = acc.get(k, 0) + q
     out = []
     for m in members:
         node = record.plan.get(m.uid)
         if node and m.gated_by(gate) and not m.bound:
-            out.append(Promise(m, node, dict(record.requests.get(m.uid, m.requests)), (), "preempting",
-                               record.priority, who))
+            req = dict(record.requests.get(m.uid, m.requests))
+            acc = left.get(node)
+            if acc:
+                for k in req:
+                    take = min(req[k], acc.get(k, 0))
+                    if take > 0:
+                        req[k] -= take
+                        acc[k] -= take
+            out.append(Promise(m, node, req, (), "preempting", record.priority, who))
     return out
 
 
 def judge(record: InFlight, members: Sequence[PodInfo] | None, released: bool, present: Mapping[str, PodInfo],
-          now: float, gate: str) -> Judgement:
+          now: float, gate: str, nodes: Mapping[str, NodeInfo] | None = None,
+          ungated: Collection[str] = frozenset()) -> Judgement:
     """What became of ``record`` this pass (rules in the module doc, in this order).
 
     ``members``: the group's live members (None: the PodGroup is gone); ``released``: the planner
-    released the group in this pass or its release stands; ``present``: uid -> record of pods still
-    bound and not terminal (a victim among them is still there, terminating or not)."""
+    released the group in this pass or its release stands (ignored for a ``joining`` record, which
+    is placed once each planned member is ungated: no longer gated, or in ``ungated``, the uids the
+    planner ungates in this pass); ``present``: uid -> record of pods still bound and not terminal
+    (a victim among them is still there, terminating or not); ``nodes``: node name -> record (None:
+    not checked), for :func:`room_lost`."""
     if members is None:
         return Judgement(Step.GROUP_DELETED, None, message="the PodGroup was deleted")
     ours = tuple(sorted(u for u in record.plan if u in record.nominated))
+    if record.joining:
+        by_uid = {m.uid: m for m in members}
+        released = all(u in ungated or (u in by_uid and not by_uid[u].gated_by(gate)) for u in record.plan)
     if released:
         return Judgement(Step.PLACED, None,
                          message=f"placed on the room freed by {record.message}")
@@ -199,6 +240,8 @@ def judge(record: InFlight, members: Sequence[PodInfo] | None, released: bool, p
     seen = set(record.nominated)
     for uid, node in sorted(record.plan.items(), key=lambda kv: kv[1]):
         m = by_uid.get(uid)
+        if record.joining and m is not None and (uid in ungated or not m.gated_by(gate)):
+            continue  # ungated by the planner on the freed room: that member is placed
         if m is None or not m.gated_by(gate) or m.bound:
             what = "is gone" if m is None else "is no longer gated (released by someone else)"
             return Judgement(Step.PLAN_CHANGED, None, message=f"planned member {m.name if m else uid} {what}; "
@@ -211,6 +254,10 @@ def judge(record: InFlight, members: Sequence[PodInfo] | None, released: bool, p
                              message=f"member {m.name}'s nominatedNodeName {node} was {now_at} by someone else "
                                      "(a higher-priority preemptor on that node); planning again",
                              nominated=tuple(u for u in ours if u != uid))
+    lost = room_lost(record, members, nodes, gate) if nodes is not None else None
+    if lost:
+        return Judgement(Step.PLAN_CHANGED, None, message=f"{lost}; planning again at once", nominated=ours,
+                         again=True)
     record = replace(record, nominated=frozenset(seen)) if seen != record.nominated else record
     remaining = tuple(v for v in record.victims if v.uid in present)
     if remaining:
@@ -229,6 +276,28 @@ def judge(record: InFlight, members: Sequence[PodInfo] | None, released: bool, p
                                  "longer fits its planned nodes (room taken meanwhile); planning again",
                          nominated=tuple(sorted(seen)))
     return Judgement(Step.VICTIMS_GONE, record, (), f"{record.message}; every victim is gone")
+
+
+def room_lost(record: InFlight, members: Sequence[PodInfo], nodes: Mapping[str, NodeInfo], gate: str) -> str | None:
+    """Why the room ``record`` frees can no longer take its group (issue 37 kind 4), or None: a
+    planned node gone from ``nodes``, or one that no longer takes its planned member still gated
+    whatever its load (kube-scheduler's load-independent filters, :func:`~cogate.controller.planning.filters.static_reason`:
+    cordoned, a taint the member does not tolerate, NotReady, node affinity). Waiting for the
+    victims would then be in vain: the preemption ends at once (``PlanChanged``) and the group is
+    chosen again, as kube-scheduler's preemptor whose nominated node fails its filters is
+    scheduled afresh."""
+    by_uid = {m.uid: m for m in members}
+    for uid, name in sorted(record.plan.items(), key=lambda kv: (kv[1], kv[0])):
+        m = by_uid.get(uid)
+        if m is None or not m.gated_by(gate):
+            continue
+        node = nodes.get(name)
+        if node is None:
+            return f"planned node {name} is gone"
+        why = static_reason(node, m)
+        if why is not None:
+            return f"planned node {name} no longer takes member {m.name} ({why})"
+    return None
 
 
 def waiting_message(record: InFlight, remaining: Sequence[VictimRef]) -> str:

@@ -10,10 +10,12 @@ applied then):
   to its holder;
 - :meth:`Preempting.present` (before planning): the bound, non-terminal pods now, by uid (a victim
   among them is still there);
-- :meth:`Preempting.step` (after planning, before verdicts are applied): judge the preemption in
-  flight (:func:`inflight.judge`) and act on how it ended; if none is in flight, start at most one:
-  waiting groups whose verdict is ``InsufficientCapacity`` (never ``ExceedsClusterCapacity`` or
-  ``Unschedulable``: no victim can help), highest priority first, not backing off;
+- :meth:`Preempting.step` (after planning, before verdicts are applied): judge each preemption in
+  flight (:func:`inflight.judge`; its planned nodes checked, :func:`inflight.room_lost`) and act on
+  how it ended; then start what :func:`coordination.choose` picks: waiting groups whose verdict is
+  ``InsufficientCapacity`` (never ``ExceedsClusterCapacity`` or ``Unschedulable``: no victim can
+  help) and standing releases whose new members wait (``AlreadyReleased`` with ``waiting``),
+  highest priority first, not backing off, none with a preemption in flight;
 - :meth:`Preempting.conditions` (per group, while its status is computed): ``Preempting``;
 - :meth:`Preempting.resume` (a process's first pass, or on gaining leadership): rebuild the
   preemptions left in flight (below);
@@ -28,9 +30,12 @@ nominations on gated members, victims marked ``PreemptionByCogate`` naming the g
 them on. A gated member still carrying cogate's ``nominatedNodeName`` while its group has no
 preemption in flight has it cleared.
 
-One preemption at a time, cluster-wide: serialised like kube-scheduler's one preemption per
-scheduling cycle (``PostFilter`` runs for one pod at a time), so two groups never plan on the same
-victims' room. Starting one (docs/semantics.md "Preemption": hold, nominate, mark, delete):
+Preemptions side by side (issue 37): groups preempt at once whenever their victims and room do
+not overlap (:mod:`cogate.controller.preemption.coordination`: each selection is made with the room
+the others hold charged, and is not acted on while one of its victims is another's), as
+kube-scheduler's asynchronous preemption (KEP-4832) runs independent pods' preemptions
+concurrently; a higher priority takes over a lower one's room (the lower one ends ``Superseded``).
+Starting one (docs/semantics.md "Preemption": hold, nominate, mark, delete):
 
 1. the record goes into the group's memory (:class:`~cogate.controller.preemption.memory.PreemptionMemory`):
    its plan is held room from the next pass on;
@@ -61,13 +66,14 @@ selects from scratch over the caches' nodes and the bound pods read before plann
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from cogate.controller.status import conditions as cond_mod
-from cogate.controller.preemption import inflight
+from cogate.controller.preemption import coordination, inflight
 from cogate.controller.preemption.memory import PreemptionMemories, PreemptionMemory
 from cogate.controller.status import notices
 from cogate.controller.planning.capacity import nominated_pods, promised_room
@@ -79,7 +85,8 @@ from cogate.controller.model.leftovers import FIELD_MANAGER
 from cogate.controller.kube.metrics import Metrics
 from cogate.controller.status.notices import ObjectRef, log_extra
 from cogate.controller.planning.planstate import PlanningState
-from cogate.controller.preemption.victims import Gang, NoPreemption, Preemption, Reason, for_min_resources, select_victims
+from cogate.controller.preemption.victims import (Gang, NoPreemption, Preemption, Reason, Victim, for_min_resources,
+                                                  select_victims)
 from cogate.controller.model.records import PodInfo, Promise, Reservation
 from cogate.controller.model.verdicts import Decision, GroupRequest, Outcome
 from cogate.controller.model.wakeups import WAKE_MARGIN, earliest
@@ -207,7 +214,8 @@ class Preempting:
     # -- before planning -------------------------------------------------------------------------
     def promises(self, groups: Mapping[tuple[str, str], GroupObject], requests: Mapping[tuple[str, str], GroupRequest],
                  memories: PreemptionMemories) -> list[Promise]:
-        """The room held for the preemption in flight (:func:`inflight.holds`), for the planner."""
+        """The room held for the preemptions in flight (:func:`inflight.holds`, less what their victims
+        still there take), for the planner."""
         out: list[Promise] = []
         if not self.config.preemption:
             return out
@@ -215,7 +223,17 @@ class Preempting:
             rec = memories.recall_preemption(g.uid).in_flight
             r = requests.get(g.key)
             if rec is not None and r is not None:
-                out.extend(inflight.holds(rec, r.members, self.config.gate_name))
+                out.extend(inflight.holds(rec, r.members, self.config.gate_name, self._victims_there([rec])))
+        return out
+
+    def _victims_there(self, records: Sequence[inflight.InFlight]) -> dict[str, PodInfo]:
+        """The victims of ``records`` still bound and not terminal, by uid (the bound pods' cache)."""
+        out = {}
+        for rec in records:
+            for v in rec.victims:
+                p = self.caches.bound.get(v.uid)
+                if p is not None and p.bound and not p.terminal:
+                    out[v.uid] = p
         return out
 
     def present(self, memories: PreemptionMemories) -> dict[str, PodInfo]:
@@ -243,6 +261,7 @@ class Preempting:
         in_flight = False
         had = set()  # groups with a record at the start of this step (their nominations are handled)
         refresh, next_refresh = self._refresh_due(self._monotonic())
+        nodes = self.caches.nodes.snapshot_map()
         for uid, memory in memories.iter_preemption():
             rec = memory.in_flight
             if rec is None:
@@ -252,8 +271,9 @@ class Preempting:
             request = requests.get(g.key) if g is not None else None
             v = verdicts.get(g.key) if g is not None else None
             released = request is not None and (request.released or (v is not None and Outcome(v.outcome).releases))
+            ungated = frozenset(u for u, node in v.release.items() if node) if v is not None else frozenset()
             j = inflight.judge(rec, request.members if request is not None else None, released, present, now,
-                               self.config.gate_name)
+                               self.config.gate_name, nodes, ungated)
             if j.step.ends:
                 self._ended(g, memory, rec, j, now)
                 continue
@@ -267,8 +287,7 @@ class Preempting:
             wakes.append(next_refresh)
         self._released_anyway(decision, groups, memories)
         self._stale_nominations(groups, requests, memories, had)
-        if not in_flight:
-            wakes.append(self._start_one(decision, groups, requests, memories, present, reservations, now))
+        wakes.append(self._start(decision, groups, requests, memories, present, reservations, now))
         return earliest(*wakes)
 
     def _stale_nominations(self, groups: Mapping[tuple[str, str], GroupObject],
@@ -323,8 +342,11 @@ class Preempting:
             memory.attempts = 0
             memory.until = now
             return
-        memory.attempts += 1
-        memory.until = now + inflight.backoff_seconds(memory.attempts)
+        if j.again:  # no failure of the group's: it is chosen again at once (this very step, if it waits)
+            memory.until = memory.checked = -math.inf
+        else:
+            memory.attempts += 1
+            memory.until = now + inflight.backoff_seconds(memory.attempts)
         self.events.record(g.ref, notices.preemption_ended(j.step.value, j.message))
 
     def _clear_nominations(self, rec: inflight.InFlight) -> None:
@@ -335,54 +357,110 @@ class Preempting:
             if m is not None and not m.bound and m.nominated_node == node:
                 self.writer.nominate(m, "")
 
-    # -- starting one ----------------------------------------------------------------------------
-    def _start_one(self, decision: Decision, groups: Mapping[tuple[str, str], GroupObject],
-                   requests: Mapping[tuple[str, str], GroupRequest], memories: PreemptionMemories,
-                   present: Mapping[str, PodInfo], reservations: Sequence[Reservation], now: float) -> float | None:
-        """Select for waiting groups short of room, highest priority first; act on the first
-        :class:`Preemption`. Returns the ``wake_at`` of its deadline."""
-        waiting = []
+    # -- starting ----------------------------------------------------------------------------------
+    def _waiting(self, decision: Decision, groups: Mapping[tuple[str, str], GroupObject],
+                 requests: Mapping[tuple[str, str], GroupRequest], memories: PreemptionMemories,
+                 now: float) -> list[coordination.Waiting]:
+        """The groups that may start a preemption, highest priority first (their lowest gated
+        member's), then the oldest: a waiting group whose verdict is ``InsufficientCapacity``, and a
+        standing release whose new members the planner found no room for (``AlreadyReleased`` with
+        ``waiting``: kind 3), neither with a preemption in flight nor backing off."""
+        out = []
+        gate = self.config.gate_name
         for v in decision.verdicts:
             key = (v.namespace, v.name)
             g, r = groups.get(key), requests.get(key)
-            if g is None or r is None or r.released or Outcome(v.outcome) is not Outcome.INSUFFICIENT_CAPACITY:
+            outcome = Outcome(v.outcome)
+            joining = outcome is Outcome.ALREADY_RELEASED and bool(v.waiting)
+            if g is None or r is None or not (joining or (not r.released and outcome is Outcome.INSUFFICIENT_CAPACITY)):
                 continue
             memory = memories.recall_preemption(g.uid)
+            if memory.in_flight is not None:
+                continue
             if v.min_resources_short:  # minMember fits: no member to preempt for (said in Preempting)
                 memory.note = _note(for_min_resources(r, v.min_resources_short))
                 continue
             if memory.until > now or now - memory.checked < RECHECK_SECONDS:
                 continue
-            gated = [m.priority for m in r.members if m.gated_by(self.config.gate_name)]
+            if joining:
+                asked = tuple(q for t in coordination.joining_targets(r, v.waiting, gate)
+                              if (q := coordination.joining_request(r, v.waiting, gate, t)) is not None)
+            else:
+                asked = (r,)
+            gated = [m.priority for q in asked[:1] for m in q.members if m.gated_by(gate)]
             if gated:
-                waiting.append((-min(gated), g.pg.metadata.creationTimestamp or "", key, g, r, memory))
+                out.append((-min(gated), g.pg.metadata.creationTimestamp or "", key,
+                            coordination.Waiting(key, asked, joining)))
+        out.sort(key=lambda t: t[:3])
+        return [w for *_, w in out]
+
+    def _start(self, decision: Decision, groups: Mapping[tuple[str, str], GroupObject],
+               requests: Mapping[tuple[str, str], GroupRequest], memories: PreemptionMemories,
+               present: Mapping[str, PodInfo], reservations: Sequence[Reservation], now: float) -> float | None:
+        """Start every preemption :func:`coordination.choose` picks this pass (concurrent ones
+        never share victims or room; a takeover ends the lower ones first). Returns the earliest
+        ``wake_at`` of their deadlines."""
+        waiting = self._waiting(decision, groups, requests, memories, now)
         if not waiting:
             return None
-        waiting.sort(key=lambda t: t[:3])
+        flying = {}
+        for g in groups.values():
+            rec, r = memories.recall_preemption(g.uid).in_flight, requests.get(g.key)
+            if rec is not None and r is not None:
+                flying[g.key] = (rec, r.members)
         promised = self._promised(requests, reservations)
         budgets = self.caches.budgets.snapshot() if self.caches.budgets is not None else []
-        results = []
+        config, protected = self.config.planner_config, self.config.protected_namespaces
         with self.planning_lock if self.planning is not None and self.planning_lock is not None else nullcontext():
             if self.planning is not None:  # the planner's free room and pods by node (under its lock)
                 view = self.planning.bound_view()
                 nodes, pods = view.nodes, []
             else:
                 view, nodes, pods = None, self.caches.nodes.snapshot(), list(present.values())
-            for _, _, key, g, r, memory in waiting[:SELECTIONS_PER_PASS]:
-                gangs = [Gang(o.namespace, o.name, o.min_member) for k, o in requests.items() if k != key]
-                result = select_victims(r, nodes, pods, promised, budgets, gangs, self.config.planner_config,
-                                        view=view, protected=self.config.protected_namespaces)
-                results.append((g, r, memory, result))
-                if isinstance(result, Preemption):
-                    break
-        for g, r, memory, result in results:  # acted on outside the lock: API calls
-            if isinstance(result, NoPreemption):
-                memory.checked = now
-                if result.reason is not Reason.FITS_WITHOUT_PREEMPTION:
-                    memory.note = _note(result)
-                continue
-            return self._act(g, r, memory, result, now)
-        return None
+
+            def gangs(key: tuple[str, str]) -> list[Gang]:
+                return [Gang(o.namespace, o.name, o.min_member) for k, o in requests.items() if k != key]
+
+            def select(r: GroupRequest, room: Sequence[Promise]) -> Preemption | NoPreemption:
+                return select_victims(r, nodes, pods, room, budgets, gangs((r.namespace, r.name)), config, view=view,
+                                      protected=protected)
+
+            def take(r: GroupRequest, lower: Sequence[inflight.InFlight],
+                     room: Sequence[Promise]) -> coordination.Takeover | None:
+                everyone = view.pods if view is not None else pods  # from scratch: rare (a takeover's try)
+                return coordination.takeover(r, lower, nodes, everyone, room, budgets, gangs((r.namespace, r.name)),
+                                             config, protected=protected)
+
+            choice = coordination.choose(waiting, flying, promised, select, take, self.config.gate_name, now,
+                                         SELECTIONS_PER_PASS, self._victims_there([rec for rec, _ in flying.values()]))
+        return self._act_on(choice, groups, requests, memories, now)
+
+    def _act_on(self, choice: coordination.Choice, groups: Mapping[tuple[str, str], GroupObject],
+                requests: Mapping[tuple[str, str], GroupRequest], memories: PreemptionMemories,
+                now: float) -> float | None:
+        """Outside the planner's lock (API calls): notes of selections that preempted nothing,
+        the records taken over ended (``Superseded``), then each chosen preemption started."""
+        for key, no in choice.notes.items():
+            memory = memories.recall_preemption(groups[key].uid)
+            memory.checked = now
+            if no.reason is not Reason.FITS_WITHOUT_PREEMPTION:
+                earlier = memory.note
+                memory.note = _note(no)
+                if earlier is not None and earlier[0] == inflight.Step.SUPERSEDED:  # who took its room stays said
+                    memory.note = (no.reason.value, f"{no.message} (earlier: {earlier[1]})")
+        for key, clash in choice.clashed.items():
+            log.info("PodGroup %s/%s: its selection chose victims another preemption has (%s); choosing again",
+                     *key, ", ".join(clash), extra=log_extra(*key))
+        wakes: list[float | None] = []
+        for c in choice.start:
+            for rec, why in c.taken:
+                old = groups.get((rec.namespace, rec.name))
+                if old is not None:
+                    j = inflight.Judgement(inflight.Step.SUPERSEDED, None, message=why, again=True)
+                    self._ended(old, memories.recall_preemption(old.uid), rec, j, now)
+            g = groups[c.key]
+            wakes.append(self._act(g, requests[c.key], memories.recall_preemption(g.uid), c.record, c.victims, now))
+        return earliest(*wakes)
 
     def _promised(self, requests: Mapping[tuple[str, str], GroupRequest],
                   reservations: Sequence[Reservation]) -> list[Promise]:
@@ -397,17 +475,17 @@ class Preempting:
             nominated = nominated_pods([p for p in self.caches.nominated.snapshot() if p is not None])
         return promised_room(kept, nominated, holders)
 
-    def _act(self, g: GroupObject, r: GroupRequest, memory: PreemptionMemory, p: Preemption,
-             now: float) -> float | None:
-        """Hold, nominate, mark and delete (module doc); ``wake_at`` of the deadline."""
+    def _act(self, g: GroupObject, r: GroupRequest, memory: PreemptionMemory, rec: inflight.InFlight,
+             victims: Sequence[Victim], now: float) -> float | None:
+        """Hold, nominate, mark and delete (module doc) for ``rec``, ``victims`` its own victims (a
+        takeover's inherited ones are terminating already); ``wake_at`` of the deadline."""
         ns, name = g.key
         group = f"{ns}/{name}"
-        rec = inflight.start(ns, name, [(v.pod, v.node, None) for v in p.victims], p.plan, r.members, p.priority,
-                             p.message, now)
         memory.in_flight = rec  # 1. held from the next pass on
         memory.note = None
         by_uid = {m.uid: m for m in r.members}
-        planned = [(by_uid[uid], node) for uid, node in sorted(p.plan.items(), key=lambda kv: kv[1]) if uid in by_uid]
+        planned = [(by_uid[uid], node) for uid, node in sorted(rec.plan.items(), key=lambda kv: kv[1])
+                   if uid in by_uid]
         t0 = self._monotonic()
         # 2. nominate every planned member (concurrently); all are answered before any victim goes
         for (m, node), result in zip(planned, self.writer.nominate_all(planned)):
@@ -416,26 +494,22 @@ class Preempting:
                 self._ended(g, memory, rec, inflight.Judgement(inflight.Step.PLAN_CHANGED, None, message=message), now)
                 return None
         self.metrics.preemptions.labels("Started").inc()
-        log.info("PodGroup %s: %s", group, p.message, extra=log_extra(ns, name))
-        self.events.record(g.ref, notices.preempting(p.message))
-        mark = notices.disruption_message(group, p.priority)
+        log.info("PodGroup %s: %s", group, rec.message, extra=log_extra(ns, name))
+        self.events.record(g.ref, notices.preempting(rec.message))
+        mark = notices.disruption_message(group, rec.priority)
         stamp = format_time(now)
         graces: dict[str, float] = {}
         t1 = self._monotonic()
         # 3. mark, then delete, each victim (victims concurrently)
-        for v, (result, grace) in zip(p.victims, self.writer.preempt_all([v.pod for v in p.victims], mark, stamp)):
+        for v, (result, grace) in zip(victims, self.writer.preempt_all([v.pod for v in victims], mark, stamp)):
             if grace is not None:
                 graces[v.pod.uid] = grace
             if result == WriteResult.DELETED:
-                self.events.record(_pod_ref(v.pod), notices.preempted(group, p.priority, v.node))
+                self.events.record(_pod_ref(v.pod), notices.preempted(group, rec.priority, v.node))
         log.info("PodGroup %s: nominated %d members in %.2f s, marked and deleted %d victims in %.2f s", group,
-                 len(planned), t1 - t0, len(p.victims), self._monotonic() - t1, extra=log_extra(ns, name))
+                 len(planned), t1 - t0, len(victims), self._monotonic() - t1, extra=log_extra(ns, name))
         if graces:  # the deadline follows the grace periods the API server answered
-            refs = tuple(v if v.uid not in graces else inflight.VictimRef(v.uid, v.namespace, v.name, v.node,
-                                                                          graces[v.uid]) for v in rec.victims)
-            rec = memory.in_flight = inflight.InFlight(
-                rec.namespace, rec.name, refs, rec.plan, rec.requests, rec.priority, rec.started,
-                inflight.deadline(rec.started, refs), rec.message)
+            rec = memory.in_flight = inflight.regraced(rec, graces, now)
         return self._monotonic() + (rec.deadline - now) + WAKE_MARGIN
 
     # -- per group, while its status is computed ---------------------------------------------------

@@ -25,7 +25,7 @@ Types, their statuses and reasons, and their writer:
   (:func:`write_members_waiting`);
 - ``Preempting`` (only with ``--preemption``): True/``Preempting``; False/how it ended
   (``inflight.Step``: ``Placed``, ``VictimsStuck``, ``NominationLost``, ``PlanChanged``,
-  ``DoesNotFitAfterPreemption``), why nothing is preempted (``preemption.Reason``:
+  ``DoesNotFitAfterPreemption``, ``Superseded``), why nothing is preempted (``preemption.Reason``:
   ``DoesNotFitEvenWithPreemption``, ``PreemptionPolicyNever``, ``NoLowerPriorityPods``, ...),
   ``ReleasedWithoutPreemption``, ``Interrupted`` (a restart lost the record)
   (:func:`write_preempting`, called by ``preempting.Preempting.conditions``).
