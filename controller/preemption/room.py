@@ -361,6 +361,7 @@ class Preempting:
         waiting.sort(key=lambda t: t[:3])
         promised = self._promised(requests, reservations)
         budgets = self.caches.budgets.snapshot() if self.caches.budgets is not None else []
+        natives = self.caches.native_groups.snapshot() if self.caches.native_groups is not None else []
         results = []
         with self.planning_lock if self.planning is not None and self.planning_lock is not None else nullcontext():
             if self.planning is not None:  # the planner's free room and pods by node (under its lock)
@@ -371,7 +372,7 @@ class Preempting:
             for _, _, key, g, r, memory in waiting[:SELECTIONS_PER_PASS]:
                 gangs = [Gang(o.namespace, o.name, o.min_member) for k, o in requests.items() if k != key]
                 result = select_victims(r, nodes, pods, promised, budgets, gangs, self.config.planner_config,
-                                        view=view, protected=self.config.protected_namespaces)
+                                        view=view, protected=self.config.protected_namespaces, natives=natives)
                 results.append((g, r, memory, result))
                 if isinstance(result, Preemption):
                     break
