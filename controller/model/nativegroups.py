@@ -7,26 +7,27 @@ workload-aware preemption) says how its pods may be preempted:
 
 - ``v1beta1``: ``spec.disruptionMode`` is ``{single: {}}`` or ``{all: {}}``;
 - ``v1alpha2``: ``spec.disruptionMode`` is the string ``Pod`` or ``PodGroup``;
-- absent: ``single`` (k8s.io/api ``scheduling/v1beta1`` ``DisruptionMode``: "defaults to Single").
+- absent: ``single`` (k8s.io/api ``scheduling/v1beta1`` ``PodGroupSpec.DisruptionMode``: "Defaults
+  to Single if unset").
 
 A group in mode ``all`` is preempted whole or not at all, as one unit at its PodGroup's priority
 (``spec.priority``, which the Priority admission plugin fills from ``spec.priorityClassName``); in
 mode ``single`` each pod is an ordinary victim at its own priority. cogate discovers which version
-is served (:func:`served_version`, never assumed) and reads the objects with :func:`native_group`;
+is served (:func:`cogate.controller.preemption.feature.native_version`, never assumed) and reads the
+objects with :func:`native_group`;
 :mod:`cogate.controller.preemption.units` turns them into victim units.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 from cogate.controller.model.readers import InvalidObject, integer, mapping, sections, text
 
-__all__ = ["GROUP", "PLURAL", "VERSIONS", "Mode", "NativeGroup", "native_group", "served_version", "pod_group_name",
-           "native_key"]
+__all__ = ["GROUP", "PLURAL", "VERSIONS", "Mode", "NativeGroup", "native_group", "pod_group_name", "native_key"]
 
 #: The API group and resource of Kubernetes' own PodGroups.
 GROUP = "scheduling.k8s.io"
@@ -101,19 +102,6 @@ def native_group(raw: Mapping[str, Any]) -> NativeGroup:
         priority=integer(spec.get("priority"), "spec.priority", None),
         min_count=integer(gang.get("minCount"), "spec.schedulingPolicy.gang.minCount", 0, minimum=0),
     )
-
-
-def served_version(group_versions: Iterable[str], resources: Mapping[str, Iterable[str]]) -> str:
-    """The version of :data:`GROUP` to read PodGroups from, '' when none is served.
-    ``group_versions``: the API server's ``scheduling.k8s.io`` versions (discovery: ``/apis``);
-    ``resources``: version -> the resource names it serves (``/apis/scheduling.k8s.io/<v>``). The
-    first of :data:`VERSIONS` served that lists ``podgroups`` (1.36 with ``GenericWorkload`` off
-    serves ``v1`` PriorityClasses only)."""
-    served = set(group_versions)
-    for v in VERSIONS:
-        if v in served and PLURAL in set(resources.get(v, ())):
-            return v
-    return ""
 
 
 def pod_group_name(spec: Mapping[str, Any]) -> str:

@@ -279,17 +279,17 @@ def select_victims(group: GroupRequest, nodes: Sequence[NodeInfo], pods: Sequenc
         return no
     found = _find_candidates(pre, rooms, gangs, protected, natives)
     if isinstance(found, NoPreemption):
-        return _only_protected(pre, rooms, gangs, protected, found)
+        return _only_protected(pre, rooms, gangs, protected, found, natives)
     all_gone: Room | None = None
     if not _all_gone_check_waits(pre, rooms):
         all_gone, no = _with_every_candidate_gone(pre, found)
         if no is not None:
-            return _only_protected(pre, rooms, gangs, protected, no)
+            return _only_protected(pre, rooms, gangs, protected, no, natives)
     sel, plan = _select(pre, rooms, found, budgets)
     if plan is None:
         answer = _fallback(pre, rooms, found, budgets, all_gone)
         if isinstance(answer, NoPreemption):
-            return _only_protected(pre, rooms, gangs, protected, answer)
+            return _only_protected(pre, rooms, gangs, protected, answer, natives)
         sel, plan = answer
     sel, plan = _cheapest(pre, rooms, found, sel, plan)
     return _answer(sel, plan, pre.priority, rooms.table, budgets, pre.me, found.natives)
@@ -451,7 +451,7 @@ def _native_units(natives: Sequence[NativeGroup], rooms: _Rooms, priority: int,
 
 
 def _only_protected(pre: _Preemptor, rooms: _Rooms, gangs: Sequence[Gang], protected: frozenset[str],
-                    no: NoPreemption) -> NoPreemption:
+                    no: NoPreemption, natives: Sequence[NativeGroup] = ()) -> NoPreemption:
     """Rule 8's report: when nothing outside the ``protected`` namespaces makes room
     (``no``: NoLowerPriorityPods or DoesNotFitEvenWithPreemption), whether every lower-priority
     pod gone, protected ones included, would place minMember; then ``OnlyProtectedPods`` names
@@ -459,7 +459,7 @@ def _only_protected(pre: _Preemptor, rooms: _Rooms, gangs: Sequence[Gang], prote
     gone, only for a group that preempts nothing while protected namespaces are set."""
     if not protected or no.reason not in (Reason.NO_LOWER_PRIORITY_PODS, Reason.DOES_NOT_FIT_EVEN_WITH_PREEMPTION):
         return no
-    found = _find_candidates(pre, rooms, gangs, frozenset())
+    found = _find_candidates(pre, rooms, gangs, frozenset(), natives)
     if isinstance(found, NoPreemption):
         return no
     _, still = _with_every_candidate_gone(pre, found)

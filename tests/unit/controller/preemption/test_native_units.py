@@ -13,8 +13,7 @@ import pytest
 
 from cogate.api import DEFAULT_GATE_NAME as GATE
 from cogate.api import POD_GROUP_LABEL
-from cogate.controller.model.nativegroups import (Mode, NativeGroup, native_group, native_key, pod_group_name,
-                                                  served_version)
+from cogate.controller.model.nativegroups import Mode, NativeGroup, native_group, native_key, pod_group_name
 from cogate.controller.model.readers import InvalidObject
 from cogate.controller.model.records import NodeInfo, PodInfo, pod_info
 from cogate.controller.model.verdicts import GroupRequest, PlannerConfig
@@ -61,17 +60,6 @@ def test_a_bad_native_pod_group_names_the_field(raw, field):
 def test_a_basic_policy_has_no_min_count_and_no_priority():
     g = native_group({"metadata": {"name": "b", "namespace": "x"}, "spec": {"schedulingPolicy": {"basic": {}}}})
     assert (g.min_count, g.priority, g.mode) == (0, None, Mode.SINGLE)
-
-
-@pytest.mark.parametrize("versions, resources, want", [
-    (["v1", "v1beta1", "v1alpha2"], {"v1beta1": ["podgroups", "workloads"], "v1alpha2": ["podgroups"]}, "v1beta1"),
-    (["v1", "v1alpha2"], {"v1alpha2": ["podgroups", "podgroups/status"]}, "v1alpha2"),
-    (["v1"], {"v1": ["priorityclasses"]}, ""),  # 1.30, or 1.36 without the gate
-    (["v1", "v1beta1"], {"v1beta1": ["workloads"]}, ""),  # a version that does not serve podgroups
-    ([], {}, ""),
-])
-def test_the_served_version_is_discovered(versions, resources, want):
-    assert served_version(versions, resources) == want
 
 
 def test_a_pod_names_its_native_pod_group():
