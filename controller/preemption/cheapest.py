@@ -66,6 +66,8 @@ def cost_of(sel: Selection, alone: Iterable[PodInfo], whole: Iterable[Key]) -> C
     pods = alone + [p for gk in whole for p, _ in sel.gang_pods[gk]]
     prios = [p.priority for p in alone] + [sel.unit_priority.get(gk, max(p.priority for p, _ in sel.gang_pods[gk]))
                                            for gk in whole] or [0]
+    if not sel.budgets:
+        return (0, max(prios), len(pods), sum(prios))
     violating, _ = sel.split_by_budget(sorted(pods, key=more_important), [b.disruptions_allowed for b in sel.budgets])
     return (len(violating), max(prios), len(pods), sum(prios))
 

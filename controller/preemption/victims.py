@@ -137,7 +137,7 @@ from cogate.controller.model.verdicts import GroupRequest, PlannerConfig
 from cogate.controller.preemption.budgets import Budget
 from cogate.controller.preemption.candidates import (Candidates, base_room, candidate_rule, fast_path, gang_members,
                                                      gone_from_view, lent_room)
-from cogate.controller.preemption.cheapest import as_selection, cheaper, cost_of
+from cogate.controller.preemption.cheapest import MAX_CANDIDATES, as_selection, cheaper, cost_of
 from cogate.controller.preemption.selection import Selection, Stale, exhaustive, more_important
 from cogate.controller.preemption.units import NO_SLACK, NativeUnits, bound_of_namespaces, native_units, skipped_text, unit_name
 from cogate.controller.model.nativegroups import Mode, NativeGroup
@@ -547,6 +547,8 @@ def _cheapest(pre: _Preemptor, rooms: _Rooms, found: _Found, sel: Selection, pla
     """Step 5, rule 9: a combination of victim units strictly cheaper than the answer so far, when
     the candidates are few (:func:`~cogate.controller.preemption.cheapest.cheaper`); else the answer
     stands."""
+    if found.candidates.count > MAX_CANDIDATES:
+        return sel, plan  # the search's bound, checked before any cost is computed
     bound = cost_of(sel, (p for p, _ in sel.alone.values()), sel.whole)
     better = cheaper(sel, bound, found.gone_room, pre.members.plannable, pre.needed)
     if better is None:
