@@ -35,7 +35,6 @@ from cogate.controller.model import verdicts
 from cogate.controller.model.config import ReconcilerConfig
 from cogate.controller.model.records import NodeInfo, node_info, pod_info
 from cogate.controller.status.inputs import group_object, resolve_volumes
-from cogate.controller.preemption.feature import natives_of
 from cogate.explain_manifests import ManifestError, PriorityClass, expand
 
 #: Exit statuses (module doc).
@@ -249,7 +248,7 @@ def read_world(api_client: Any, config: ReconcilerConfig, notes: list[str],
     world = World(tuple(devices.nodes(caches.nodes.snapshot())), tuple(pods), tuple(groups.values()), tuple(labelled),
                   tuple(caches.quotas.snapshot() if caches.quotas else ()),
                   tuple(caches.budgets.snapshot() if caches.budgets else ()),
-                  tuple(natives_of(caches)))
+                  tuple(caches.native_groups.snapshot() if caches.native_groups else ()))
     return world, caches.nodes  # type: ignore[return-value]
 
 

@@ -561,9 +561,6 @@ class Caches:
     #: ``nativegroups.NativeGroup`` by (namespace, name)), with ``--preemption`` where the API server
     #: serves them (:mod:`cogate.controller.preemption.feature`): victim units; None elsewhere.
     native_groups: Informer | None = None
-    #: Their Workloads where the served version is ``v1alpha2`` (records: ``nativegroups.Templates``
-    #: by (namespace, name)): a v1alpha2 PodGroup's disruption mode and priority are its template's.
-    native_workloads: Informer | None = None
     #: DRA (``resource.k8s.io/v1``, :mod:`cogate.controller.devices.room`): ResourceSlices (records:
     #: tuples of ``devices.Device`` by name), DeviceClasses (``devices.DeviceClassInfo`` by name),
     #: ResourceClaims (``devices.DeviceClaimInfo`` by (namespace, name)), ResourceClaimTemplates
@@ -577,6 +574,5 @@ class Caches:
     def all(self) -> list[Informer]:
         return [i for i in (self.podgroups, self.members, self.bound, self.nodes, self.claims, self.volumes,
                             self.quotas, self.nominated, self.budgets, self.provreqs, self.resource_slices,
-                            self.device_classes, self.resource_claims, self.claim_templates, self.native_groups,
-                            self.native_workloads)
+                            self.device_classes, self.resource_claims, self.claim_templates, self.native_groups)
                 if i is not None]

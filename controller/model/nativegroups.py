@@ -5,13 +5,8 @@ default) serve a namespaced ``scheduling.k8s.io`` PodGroup that kube-scheduler g
 it in ``spec.schedulingGroup.podGroupName`` (KEP-4671). Its disruption mode (KEP-5710,
 workload-aware preemption) says how its pods may be preempted:
 
-- ``v1beta1``: the PodGroup's ``spec.disruptionMode`` is ``{single: {}}`` or ``{all: {}}``, its
-  ``spec.priority`` the priority;
-- ``v1alpha2``: the PodGroup has neither; they sit on the PodGroupTemplate of a Workload it names
-  (``spec.podGroupTemplateRef.workload``: ``workloadName``, ``podGroupTemplateName``), whose
-  ``disruptionMode`` is the string ``Pod`` or ``PodGroup`` and ``priority`` the priority (both
-  behind the ``WorkloadAwarePreemption`` gate): :func:`workload_templates` reads the Workloads and
-  :func:`resolve` gives each PodGroup its template's;
+- ``v1beta1``: ``spec.disruptionMode`` is ``{single: {}}`` or ``{all: {}}``;
+- ``v1alpha2``: ``spec.disruptionMode`` is the string ``Pod`` or ``PodGroup``;
 - absent: ``single`` (k8s.io/api ``scheduling/v1beta1`` ``PodGroupSpec.DisruptionMode``: "Defaults
   to Single if unset").
 
@@ -25,21 +20,18 @@ objects with :func:`native_group`;
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from cogate.controller.model.readers import InvalidObject, integer, mapping, mappings, sections, text
+from cogate.controller.model.readers import InvalidObject, integer, mapping, sections, text
 
-__all__ = ["GROUP", "PLURAL", "WORKLOADS", "VERSIONS", "Mode", "NativeGroup", "native_group", "Templates",
-           "workload_templates", "resolve", "pod_group_name", "native_key"]
+__all__ = ["GROUP", "PLURAL", "VERSIONS", "Mode", "NativeGroup", "native_group", "pod_group_name", "native_key"]
 
 #: The API group and resource of Kubernetes' own PodGroups.
 GROUP = "scheduling.k8s.io"
 PLURAL = "podgroups"
-#: The Workloads holding ``v1alpha2`` PodGroups' templates.
-WORKLOADS = "workloads"
 #: The versions cogate reads, preferred first (1.37 beta, 1.36 alpha).
 VERSIONS = ("v1beta1", "v1alpha2")
 
@@ -57,16 +49,14 @@ class Mode(StrEnum):
 class NativeGroup:
     """A ``scheduling.k8s.io`` PodGroup as victim selection reads it: ``namespace``, ``name``,
     ``mode``, ``priority`` (``spec.priority``; None when not set: the unit then counts at its pods'
-    highest priority), ``min_count`` (``spec.schedulingPolicy.gang.minCount``, 0 for a basic
-    policy; shown in messages) and ``template`` (``v1alpha2``: ``(workloadName,
-    podGroupTemplateName)`` whose mode and priority :func:`resolve` gives it; ``()`` else)."""
+    highest priority) and ``min_count`` (``spec.schedulingPolicy.gang.minCount``, 0 for a basic
+    policy; shown in messages)."""
 
     namespace: str
     name: str
     mode: Mode = Mode.SINGLE
     priority: int | None = None
     min_count: int = 0
-    template: tuple[str, ...] = ()
 
     @property
     def key(self) -> tuple[str, str]:
@@ -105,54 +95,13 @@ def native_group(raw: Mapping[str, Any]) -> NativeGroup:
     meta, spec, _ = sections(raw, "PodGroup")
     gang = mapping(mapping(spec.get("schedulingPolicy"), "spec.schedulingPolicy").get("gang"),
                    "spec.schedulingPolicy.gang")
-    ref = mapping(mapping(spec.get("podGroupTemplateRef"), "spec.podGroupTemplateRef").get("workload"),
-                  "spec.podGroupTemplateRef.workload")
-    path = "spec.podGroupTemplateRef.workload"
-    template = ((text(ref.get("workloadName"), f"{path}.workloadName"),
-                 text(ref.get("podGroupTemplateName"), f"{path}.podGroupTemplateName")) if ref else ())
     return NativeGroup(
         namespace=text(meta.get("namespace"), "metadata.namespace"),
         name=text(meta.get("name"), "metadata.name"),
         mode=_mode(spec.get("disruptionMode"), "spec.disruptionMode"),
         priority=integer(spec.get("priority"), "spec.priority", None),
         min_count=integer(gang.get("minCount"), "spec.schedulingPolicy.gang.minCount", 0, minimum=0),
-        template=template,
     )
-
-
-@dataclass(frozen=True)
-class Templates:
-    """A ``v1alpha2`` Workload's PodGroupTemplates: ``namespace``, ``name``, ``templates``
-    (template name -> (mode, priority or None))."""
-
-    namespace: str
-    name: str
-    templates: Mapping[str, tuple[Mode, int | None]]
-
-
-def workload_templates(raw: Mapping[str, Any]) -> Templates:
-    """:class:`Templates` of a ``scheduling.k8s.io/v1alpha2`` Workload (API JSON). Raises
-    :class:`~cogate.controller.model.readers.InvalidObject` naming the field."""
-    meta, spec, _ = sections(raw, "Workload")
-    out: dict[str, tuple[Mode, int | None]] = {}
-    for path, t in mappings(spec.get("podGroupTemplates"), "spec.podGroupTemplates"):
-        out[text(t.get("name"), f"{path}.name")] = (_mode(t.get("disruptionMode"), f"{path}.disruptionMode"),
-                                                    integer(t.get("priority"), f"{path}.priority", None))
-    return Templates(text(meta.get("namespace"), "metadata.namespace"), text(meta.get("name"), "metadata.name"), out)
-
-
-def resolve(groups: Iterable[NativeGroup], workloads: Iterable[Templates]) -> list[NativeGroup]:
-    """``groups`` with each ``v1alpha2`` one (a ``template``) given its Workload template's mode and
-    priority; one whose Workload or template is not known stays ``single`` (kube-scheduler cannot
-    read it either)."""
-    known = {(w.namespace, w.name): w.templates for w in workloads}
-    out = []
-    for g in groups:
-        if g.template:
-            mode, priority = known.get((g.namespace, g.template[0]), {}).get(g.template[1], (Mode.SINGLE, None))
-            g = replace(g, mode=mode, priority=g.priority if g.priority is not None else priority)
-        out.append(g)
-    return out
 
 
 def pod_group_name(spec: Mapping[str, Any]) -> str:

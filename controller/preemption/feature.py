@@ -44,8 +44,7 @@ def native_version(custom: Any) -> tuple[str, str]:
 
 def native_watch(apis: Apis, namespace: str | None) -> tuple[InformerSpec, ...]:
     """The informer of Kubernetes' own PodGroups (in ``namespace`` if given) where
-    :func:`native_version` finds them served, and of their Workloads for ``v1alpha2`` (the
-    disruption mode is the template's there); none otherwise (said in the log: victim selection
+    :func:`native_version` finds them served; none otherwise (said in the log: victim selection
     then sees their pods as ordinary pods, as before issue 39)."""
     version, problem = native_version(apis.custom)
     if problem:
@@ -59,12 +58,7 @@ def native_watch(apis: Apis, namespace: str | None) -> tuple[InformerSpec, ...]:
     log.info("reading %s/%s PodGroups: a PodGroup in disruption mode all is one victim unit", nativegroups.GROUP,
              version)
     source = podgroup_source(apis.custom, nativegroups.GROUP, version, nativegroups.PLURAL, namespace)
-    specs = (InformerSpec("native_groups", "native-podgroups", source, namespaced_key, nativegroups.native_group),)
-    if version == "v1alpha2":  # the disruption mode sits on the Workload's PodGroupTemplate
-        source = podgroup_source(apis.custom, nativegroups.GROUP, version, nativegroups.WORKLOADS, namespace)
-        specs += (InformerSpec("native_workloads", "native-workloads", source, namespaced_key,
-                               nativegroups.workload_templates),)
-    return specs
+    return (InformerSpec("native_groups", "native-podgroups", source, namespaced_key, nativegroups.native_group),)
 
 
 def informers(apis: Apis, config: ReconcilerConfig, namespace: str | None) -> Watches:
@@ -82,12 +76,3 @@ def informers(apis: Apis, config: ReconcilerConfig, namespace: str | None) -> Wa
 
 
 FEATURE = Feature("preemption", informers, enabled=lambda config: config.preemption)
-
-
-def natives_of(caches: Any) -> list[nativegroups.NativeGroup]:
-    """Kubernetes' own PodGroups as the caches hold them, each ``v1alpha2`` one given its Workload
-    template's mode and priority (:func:`nativegroups.resolve`); [] where they are not read."""
-    if caches.native_groups is None:
-        return []
-    workloads = caches.native_workloads.snapshot() if caches.native_workloads is not None else []
-    return nativegroups.resolve(caches.native_groups.snapshot(), workloads)

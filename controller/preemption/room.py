@@ -68,7 +68,6 @@ from typing import Any
 
 from cogate.controller.status import conditions as cond_mod
 from cogate.controller.preemption import inflight
-from cogate.controller.preemption.feature import natives_of
 from cogate.controller.preemption.memory import PreemptionMemories, PreemptionMemory
 from cogate.controller.status import notices
 from cogate.controller.planning.capacity import nominated_pods, promised_room
@@ -362,7 +361,7 @@ class Preempting:
         waiting.sort(key=lambda t: t[:3])
         promised = self._promised(requests, reservations)
         budgets = self.caches.budgets.snapshot() if self.caches.budgets is not None else []
-        natives = natives_of(self.caches)
+        natives = self.caches.native_groups.snapshot() if self.caches.native_groups is not None else []
         results = []
         with self.planning_lock if self.planning is not None and self.planning_lock is not None else nullcontext():
             if self.planning is not None:  # the planner's free room and pods by node (under its lock)

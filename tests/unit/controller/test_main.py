@@ -316,15 +316,6 @@ def test_native_pod_groups_are_read_where_served(world, caplog, version):
         informer.namespaced_key, nativegroups.native_group)
     assert f"reading scheduling.k8s.io/{version} PodGroups" in caplog.text
     assert "native-podgroups" in world.started
-    if version == "v1alpha2":  # the disruption mode sits on the Workload's template
-        inf = caches.native_workloads
-        assert (inf.name, listed(world, inf), inf._key, inf._convert) == (
-            "native-workloads", ("CustomObjectsApi", "list_namespaced_custom_object",
-                                 {"group": "scheduling.k8s.io", "version": version, "namespace": "ns",
-                                  "plural": "workloads"}),
-            informer.namespaced_key, nativegroups.workload_templates)
-    else:
-        assert caches.native_workloads is None
 
 
 def test_native_pod_groups_not_served_or_refused_leave_them_unwatched(world, caplog):

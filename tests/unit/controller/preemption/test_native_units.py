@@ -13,8 +13,7 @@ import pytest
 
 from cogate.api import DEFAULT_GATE_NAME as GATE
 from cogate.api import POD_GROUP_LABEL
-from cogate.controller.model.nativegroups import (Mode, NativeGroup, native_group, native_key, pod_group_name, resolve,
-                                                  workload_templates)
+from cogate.controller.model.nativegroups import Mode, NativeGroup, native_group, native_key, pod_group_name
 from cogate.controller.model.readers import InvalidObject
 from cogate.controller.model.records import NodeInfo, PodInfo, pod_info
 from cogate.controller.model.verdicts import GroupRequest, PlannerConfig
@@ -180,46 +179,3 @@ def test_a_native_pod_being_deleted_is_no_part_of_its_unit():
     pods = [dataclasses.replace(pods[0], deleting=True), pods[1]]
     r = select(gang(), nodes, pods, [NativeGroup("ml", "n", Mode.ALL, LOW, 2)])
     assert isinstance(r, Preemption) and [v.pod.name for v in r.victims] == ["n-1"], r
-
-
-# -- v1alpha2 (1.36): the disruption mode is the Workload template's ---------------------------------
-def raw_v1alpha2_pg(template="workers"):
-    return {"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup", "metadata": {"name": "n", "namespace": "ml"},
-            "spec": {"podGroupTemplateRef": {"workload": {"workloadName": "job", "podGroupTemplateName": template}},
-                     "schedulingPolicy": {"gang": {"minCount": 2}}}}
-
-
-def raw_workload(mode="PodGroup", priority=100):
-    t = {"name": "workers", "schedulingPolicy": {"gang": {"minCount": 2}}}
-    if mode:
-        t["disruptionMode"] = mode
-    if priority is not None:
-        t["priority"] = priority
-    return {"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "Workload", "metadata": {"name": "job", "namespace": "ml"},
-            "spec": {"podGroupTemplates": [t, {"name": "other", "schedulingPolicy": {"basic": {}}}]}}
-
-
-@pytest.mark.parametrize("mode, priority, want", [
-    ("PodGroup", 100, (Mode.ALL, 100)), ("Pod", 100, (Mode.SINGLE, 100)), (None, None, (Mode.SINGLE, None))])
-def test_a_v1alpha2_pod_group_takes_its_workload_templates_mode_and_priority(mode, priority, want):
-    g = native_group(raw_v1alpha2_pg())
-    assert g.template == ("job", "workers") and g.mode is Mode.SINGLE
-    w = workload_templates(raw_workload(mode, priority))
-    assert w.templates["other"] == (Mode.SINGLE, None)
-    [got] = resolve([g], [w])
-    assert (got.mode, got.priority) == want
-
-
-def test_a_v1alpha2_pod_group_whose_workload_or_template_is_unknown_stays_single():
-    g = native_group(raw_v1alpha2_pg("missing"))
-    assert resolve([g], [workload_templates(raw_workload())])[0].mode is Mode.SINGLE
-    assert resolve([native_group(raw_v1alpha2_pg())], [])[0].mode is Mode.SINGLE
-    v1beta1 = native_group(raw_pg({"all": {}}, priority=5))
-    assert resolve([v1beta1], []) == [v1beta1]
-
-
-def test_a_bad_workload_names_the_field():
-    with pytest.raises(InvalidObject, match=r"spec\.podGroupTemplates\[0\]\.disruptionMode"):
-        workload_templates(raw_workload("Gang"))
-    with pytest.raises(InvalidObject, match=r"spec\.podGroupTemplateRef\.workload\.workloadName"):
-        native_group({"metadata": {"name": "n"}, "spec": {"podGroupTemplateRef": {"workload": {"workloadName": 1}}}})
