@@ -6,12 +6,17 @@ it in ``spec.schedulingGroup.podGroupName`` (KEP-4671). Its disruption mode (KEP
 workload-aware preemption) says how its pods may be preempted:
 
 - ``v1beta1``: ``spec.disruptionMode`` is ``{single: {}}`` or ``{all: {}}``;
-- ``v1alpha2``: ``spec.disruptionMode`` is the string ``Pod`` or ``PodGroup``;
+- ``v1alpha2``: ``spec.disruptionMode`` is the string ``Pod`` or ``PodGroup`` (with
+  ``priorityClassName``/``priority``, behind the ``WorkloadAwarePreemption`` gate; kube-scheduler
+  1.36 reads the PodGroup's own fields: ``pkg/scheduler/framework/preemption/types.go``
+  ``isPodGroupPreemptiblePod``);
 - absent: ``single`` (k8s.io/api ``scheduling/v1beta1`` ``PodGroupSpec.DisruptionMode``: "Defaults
   to Single if unset").
 
 A group in mode ``all`` is preempted whole or not at all, as one unit at its PodGroup's priority
-(``spec.priority``, which the Priority admission plugin fills from ``spec.priorityClassName``); in
+(``spec.priority``, which the Priority admission plugin fills from ``spec.priorityClassName``; when
+it is unset kube-scheduler's ``util.PodGroupPriority`` counts 0, cogate its pods' highest, so a unit
+never looks cheaper than its pods); in
 mode ``single`` each pod is an ordinary victim at its own priority. cogate discovers which version
 is served (:func:`cogate.controller.preemption.feature.native_version`, never assumed) and reads the
 objects with :func:`native_group`;

@@ -1,8 +1,9 @@
 """Preemption beside Kubernetes' own gangs (issue 39) on the real local control plane.
 
 Runs where the API server serves ``scheduling.k8s.io`` PodGroups: ``COGATE_KUBERNETES_VERSION=1.37.2
-COGATE_FEATURE_GATES=GenericWorkload=true`` (``make test-releases``' NATIVE_SUBSET). Elsewhere each
-test skips, saying so. kube-scheduler's own gang scheduling binds the native gangs (a
+COGATE_FEATURE_GATES=GenericWorkload=true`` (``make test-releases``' NATIVE_SUBSET; ``v1beta1``), or
+1.36.3 with ``GenericWorkload=true,GangScheduling=true,WorkloadAwarePreemption=true`` (``v1alpha2``,
+whose PodGroup fields need the last gate). Elsewhere each test skips, saying so. kube-scheduler's own gang scheduling binds the native gangs (a
 ``scheduling.k8s.io/v1beta1`` PodGroup, ``gang.minCount`` 2, its pods naming it in
 ``spec.schedulingGroup``); fake nodes of 10 CPU, pods of 6 CPU, so each pod holds a node alone. A
 cogate gang of priority 1000 then needs one node's room:
