@@ -57,6 +57,8 @@ from typing import TYPE_CHECKING, Any
 
 from cogate.controller.status import lifecycle, notices
 from cogate.controller.release import native, refusers
+from cogate.controller import topologies
+from cogate.controller.planning.fenced import domain_annotations, fence_requests
 from cogate.controller.model import verdicts
 from cogate.controller.model import quota as quota_mod
 from cogate.controller.status import status as status_mod
@@ -299,7 +301,8 @@ class Reconciler:
             self.strays.native(natives)  # stored with a native gang field: cogate's gate comes off
             if self.strays.pending:  # those, and gated pods that left their group
                 self.strays.release()
-            requests = build_group_requests(groups.values(), members, self.config.gate_name)
+            requests = build_group_requests(groups.values(), members, self.config.gate_name,
+                                            self.config.topology_levels, topologies.kueue_levels(self.caches))
             if self.restore_reservations:
                 self.preempting.resume(groups, requests, self.memory, now)  # preemptions left in flight
                 self._restore_reservations(requests, now)
@@ -317,9 +320,10 @@ class Reconciler:
             present = self.preempting.present(self.memory)  # read before planning: a victim gone now is gone for it
             decision = self._plan([r for r in requests if groups[(r.namespace, r.name)].uid not in held], now,
                                   promised)
-            wakes.append(self.preempting.step(decision, groups, by_key, self.memory, present, self.reservations, now))
+            fenced = fence_requests(decision.verdicts, by_key)  # topology: victims and new nodes in one domain
+            wakes.append(self.preempting.step(decision, groups, fenced, self.memory, present, self.reservations, now))
             held_now = self.preempting.promises(groups, by_key, self.memory)  # with a preemption started just now
-            wakes.append(self.provisioning.step(decision, groups, by_key, self.memory, self.reservations, held_now,
+            wakes.append(self.provisioning.step(decision, groups, fenced, self.memory, self.reservations, held_now,
                                                 now))
             result, wake_at = self._apply_verdicts(decision, groups, {(r.namespace, r.name): r for r in requests},
                                                    now, survey.contexts)
@@ -554,7 +558,7 @@ class Reconciler:
         A patch the API server refuses now (after the dry run) is reported and backed off like a
         dry-run refusal."""
         placement = self.config.placement
-        results = self.writer.ungate_members(release, self.provisioning.consume(g))
+        results = self.writer.ungate_members(release, {**self.provisioning.consume(g), **domain_annotations(verdict.domain)})
         removed = {u: n for u, n in release.items() if results.get(u) == WriteResult.REMOVED}
         self.forcing.announce(g, verdict, removed, now)
         refused = {u for u, r in results.items() if r == WriteResult.REFUSED}
@@ -566,7 +570,7 @@ class Reconciler:
         elif memory.refusal is not None and removed:
             self.guard.clear(memory)
         if outcome is Outcome.RELEASED:
-            notice = notices.released(release, placement)
+            notice = notices.released(release, placement, placed_in=verdict.placed_in)
             log.info("PodGroup %s/%s: %s (%s)", *g.key, notice.message, verdict.message, extra=log_extra(*g.key))
             self.events.emit(g.ref, "", notice, now)
         elif removed:

@@ -298,7 +298,7 @@ def test_checks_and_discovery_run_in_order_before_any_informer_lists(world):
     run(world, "--provisioning-class", provreq.ATOMIC_CLASS)
     checks = [(kw.get("version"), kw.get("plural")) for kind, method, kw in world.calls if kw.get("limit") == 1]
     assert checks == [("v1beta1", "podgroups"), ("v1alpha2", "podgroups"), (provreq.VERSION, provreq.PLURAL),
-                      ("v1", "resourceslices")]
+                      ("v1", "resourceslices"), ("v1beta2", "topologies"), ("v1beta1", "topologies")]  # Kueue
 
 
 @pytest.mark.parametrize("version", ["v1beta1", "v1alpha2"])
