@@ -418,6 +418,7 @@ class Reconciler:
             g = groups.get((verdict.namespace, verdict.name))
             if g is not None:
                 verdict = quota_mod.explain_waiting(verdict, requests[g.key], quotas)
+                verdict = self.devices.explain(verdict, requests[g.key])  # device pools mid-update named
                 ctx = (contexts or {}).get(g.key) or Context()
                 futures.append((g.key, self._groups_pool.submit(self._apply_verdict, g, requests[g.key], verdict, now,
                                                                 ctx)))
