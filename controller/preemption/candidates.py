@@ -141,14 +141,11 @@ def gone_from_view(view: BoundView, is_candidate: Callable[[PodInfo], bool], pri
                    group: GroupRequest, protected: frozenset[str] = frozenset(), held: Iterable[PodInfo] = ()
                    ) -> tuple[Candidates, Callable[[], Room]]:
     """The candidates read from ``view`` node by node (counted from the per-priority sums), and a
-    function building the room with every one of them gone (the fast path of
-    :func:`~cogate.controller.preemption.victims.select_victims`): per node, the requests of the pods
-    below ``priority`` not being deleted (``BoundView.by_priority``) added back, the pods among them that
-    are not candidates (the group's own, members of untouchable gangs, ``held``: pods of native
-    ``all`` groups never touched, pods of ``protected``
-    namespaces: found by uid, pod-group label and :meth:`BoundView.in_namespace
-    <cogate.controller.planning.planstate.BoundView.in_namespace>`, else by a pass over the pods) charged again, host ports read again on the nodes that have some; then the room
-    promised, lent as ``planner.Pass`` lends it. The room ``Snapshot.room`` builds without them."""
+    function building the room with every one of them gone (the fast path of ``select_victims``): per
+    node the requests of the pods below ``priority`` not being deleted (``BoundView.by_priority``) added
+    back, the non-candidates among them (the group's own, untouchable gangs' members, ``held``: native
+    ``all`` groups never touched, pods of ``protected`` namespaces, via ``BoundView.in_namespace``)
+    charged again, host ports read again; the room promised, lent as ``planner.Pass`` does."""
     table = view.table
     index = table.index
     excluded: dict[str, tuple[PodInfo, int]] = {}
@@ -161,8 +158,7 @@ def gone_from_view(view: BoundView, is_candidate: Callable[[PodInfo], bool], pri
     exclude(view.by_group(*key))
     for gk in untouchable:
         exclude(view.by_group(*gk))
-    exclude(p for p in (view.pod(uid) for uid in own) if p is not None)
-    exclude(held)  # the pods of native all groups never touched (units.native_units)
+    exclude([*(p for p in (view.pod(uid) for uid in own) if p is not None), *held])  # held: units.native_units
     for ns in protected:
         in_ns = view.in_namespace(ns)
         exclude(in_ns if in_ns is not None else (p for p in view.pods if p.namespace == ns and p.bound
