@@ -34,7 +34,7 @@ OTHER_RELEASES ?= 1.30.14 1.37.2
 NATIVE_RELEASES ?= 1.37.2
 RELEASE_SUBSET ?= tests/e2e/test_example.py tests/e2e/test_lifecycle_release.py tests/e2e/test_lifecycle.py \
 	tests/e2e/test_native.py
-NATIVE_SUBSET ?= tests/e2e/test_example.py tests/e2e/test_native.py
+NATIVE_SUBSET ?= tests/e2e/test_example.py tests/e2e/test_native.py tests/e2e/test_native_preemption.py
 
 .PHONY: demo test test-releases unit e2e binaries binaries-default binaries-releases image chart bench dev-up dev-down clean docs
 

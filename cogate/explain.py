@@ -247,7 +247,8 @@ def read_world(api_client: Any, config: ReconcilerConfig, notes: list[str],
         pods += [p for p in caches.nominated.snapshot() if p is not None]
     world = World(tuple(devices.nodes(caches.nodes.snapshot())), tuple(pods), tuple(groups.values()), tuple(labelled),
                   tuple(caches.quotas.snapshot() if caches.quotas else ()),
-                  tuple(caches.budgets.snapshot() if caches.budgets else ()))
+                  tuple(caches.budgets.snapshot() if caches.budgets else ()),
+                  tuple(caches.native_groups.snapshot() if caches.native_groups else ()))
     return world, caches.nodes  # type: ignore[return-value]
 
 

@@ -67,7 +67,8 @@ class World:
     DRA device resources), ``pods`` (bound non-terminal pods and unbound ones kube-scheduler
     nominated a node for: ``planner.decide``'s ``pods``), ``groups`` (``inputs.group_object``),
     ``members`` (``records.pod_info`` of every labelled pod, volumes and device requests resolved),
-    ``quotas`` (``quota.quota_info``), ``budgets`` (``budgets.budget_info``)."""
+    ``quotas`` (``quota.quota_info``), ``budgets`` (``budgets.budget_info``), ``natives``
+    (Kubernetes' own PodGroups, ``nativegroups.native_group``: victim units)."""
 
     nodes: tuple[NodeInfo, ...]
     pods: tuple[PodInfo, ...]
@@ -75,6 +76,7 @@ class World:
     members: tuple[PodInfo, ...]
     quotas: tuple[Any, ...] = ()
     budgets: tuple[Any, ...] = ()
+    natives: tuple[Any, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -316,7 +318,7 @@ def _preempt(world: World, planned: _Planned, request: GroupRequest, verdict: Gr
     gangs = [Gang(r.namespace, r.name, r.min_member) for r in planned.requests
              if (r.namespace, r.name) != (request.namespace, request.name)]
     result = select_victims(request, world.nodes, world.pods, promised, list(world.budgets), gangs,
-                            config.planner_config)
+                            config.planner_config, natives=list(world.natives))
     if isinstance(result, NoPreemption):
         return WhatIf("preemption", False, str(result.reason), result.message)
     assert isinstance(result, Preemption)

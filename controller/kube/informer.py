@@ -557,6 +557,10 @@ class Caches:
     #: a new leader is told the nominations again (``Preempting.on_scheduler_lease``). Not part of
     #: readiness (RBAC may not allow it; cogate works without it).
     scheduler_lease: Informer | None = None
+    #: Kubernetes' own PodGroups (``scheduling.k8s.io``, records:
+    #: ``nativegroups.NativeGroup`` by (namespace, name)), with ``--preemption`` where the API server
+    #: serves them (:mod:`cogate.controller.preemption.feature`): victim units; None elsewhere.
+    native_groups: Informer | None = None
     #: DRA (``resource.k8s.io/v1``, :mod:`cogate.controller.devices.room`): ResourceSlices (records:
     #: tuples of ``devices.Device`` by name), DeviceClasses (``devices.DeviceClassInfo`` by name),
     #: ResourceClaims (``devices.DeviceClaimInfo`` by (namespace, name)), ResourceClaimTemplates
@@ -573,5 +577,6 @@ class Caches:
     def all(self) -> list[Informer]:
         return [i for i in (self.podgroups, self.members, self.bound, self.nodes, self.claims, self.volumes,
                             self.quotas, self.nominated, self.budgets, self.provreqs, self.resource_slices,
-                            self.device_classes, self.resource_claims, self.claim_templates, self.kueue_topologies)
+                            self.device_classes, self.resource_claims, self.claim_templates, self.native_groups,
+                            self.kueue_topologies)
                 if i is not None]

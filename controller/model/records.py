@@ -30,6 +30,7 @@ from cogate.controller.model.constraints import (HostPort, LabelSelector, LabelS
                                                   Toleration, TopologySpreadConstraint, host_ports, label_selector,
                                                   node_selector_terms, pod_affinity_terms, spread_constraints, taints,
                                                   tolerations)
+from cogate.controller.model.nativegroups import pod_group_name
 from cogate.controller.model.readers import (InvalidObject, array, integer, mapping, mappings, parse_time, sections,
                                               string_map, text)
 from cogate.controller.model.resources import QuantityError, ResourceList, effective_request, parse_quantity, to_units
@@ -206,6 +207,8 @@ class PodInfo:
     #: scheduling (:func:`cogate.api.native_gang_field`), else ''. Such a pod is no member, whatever
     #: its label (:func:`member_key`; :mod:`cogate.controller.release.native` names it in the status).
     native: str = ""
+    #: ``spec.schedulingGroup.podGroupName`` ('' when none): :mod:`cogate.controller.model.nativegroups`.
+    native_group: str = ""
 
     @property
     def group(self) -> str | None:
@@ -421,6 +424,7 @@ def _pod_info(
         nominated_by=(_status_field_manager(meta, "nominatedNodeName")
                       if gate_names and status.get("nominatedNodeName") else ""),
         native=native_gang_field(spec),
+        native_group=pod_group_name(spec),
     )
 
 

@@ -37,7 +37,9 @@ class Feature:
     what it needs (``None``: every supported release); ``below``: what happens on an older
     release; ``source``: the upstream rule; ``tests``: the e2e files that exercise it (the
     releases it is tested on are the default plus those whose Makefile subset holds one of them
-    — :func:`tested_on`); ``needs``: what else it needs (an add-on, a feature gate)."""
+    — :func:`tested_on`); ``needs``: what else it needs (an add-on, a feature gate);
+    ``gated``: its e2e tests need the feature gate ``NATIVE_SUBSET`` runs with and skip elsewhere,
+    so the default release counts only when its subset holds them."""
 
     name: str
     title: str
@@ -46,6 +48,7 @@ class Feature:
     source: str
     tests: tuple[str, ...]
     needs: str = ""
+    gated: bool = False
 
 
 FEATURES: tuple[Feature, ...] = (
@@ -56,6 +59,12 @@ FEATURES: tuple[Feature, ...] = (
             "no pod can name a native gang (the field does not exist): nothing to leave alone",
             "KEP-4671 gang scheduling: spec.schedulingGroup 1.36 (alpha), 1.37 (beta, GenericWorkload off by default)",
             ("tests/e2e/test_native.py",), "GenericWorkload feature gate for native gangs to exist"),
+    Feature("native_preemption", "Preemption that takes a native gang in disruption mode all whole or not at all",
+            (1, 36), "no scheduling.k8s.io PodGroups are served: no pod can name one, and nothing changes",
+            "KEP-5710 workload-aware preemption: PodGroup spec.disruptionMode, scheduling.k8s.io/v1beta1 in 1.37 "
+            "(v1alpha2 in 1.36 behind WorkloadAwarePreemption)", ("tests/e2e/test_native_preemption.py",),
+            "GenericWorkload feature gate (on 1.36 also WorkloadAwarePreemption for disruptionMode); the "
+            "tests skip where the API is not served", gated=True),
     Feature("preemption", "Preemption for a gang that fits only if lower-priority pods go (victims chosen and evicted)",
             None, "", "the Eviction API (policy/v1) and kube-scheduler's DefaultPreemption rules (MoreImportantPod)",
             ("tests/e2e/test_preemption.py",)),
@@ -124,7 +133,7 @@ def tested_on(feature: Feature, subsets: dict[str, Sequence[str]]) -> list[str]:
     suite runs there) and each release whose subset (``subsets``: release -> the e2e files
     ``make test`` runs there) holds one of its test files."""
     return [r for r in TESTED_RELEASES
-            if r == DEFAULT_TESTED or any(t in subsets.get(r, ()) for t in feature.tests)]
+            if (r == DEFAULT_TESTED and not feature.gated) or any(t in subsets.get(r, ()) for t in feature.tests)]
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from cogate.controller.planning.capacity import Snapshot, reserve_room
 from cogate.controller.planning.room import NodeTable, Room, req_with_pod
 from cogate.controller.planning.planner import members_anti, members_spread
 from cogate.controller.planning.planstate import BoundView
+from cogate.controller.model.nativegroups import native_key
 from cogate.controller.model.records import HostPort, PodInfo, Promise, member_key
 from cogate.controller.model.verdicts import GroupRequest
 
@@ -62,7 +63,8 @@ def candidate_rule(priority: int, own: set[str], group: tuple[str, str],
     (kube-scheduler ``SelectVictimsOnNode``), not being deleted, never a member of the group
     (``group``: its namespace and name; ``own``: its members' uids), even one the members' cache
     does not show yet (the pod-group label is read only in the group's namespace), nor of a gang in
-    ``untouchable`` (one with a member of the group's priority or higher), and never a pod of a
+    ``untouchable`` (one with a member of the group's priority or higher; a native ``all`` group by
+    its :func:`~cogate.controller.model.nativegroups.native_key`), and never a pod of a
     ``protected`` namespace, whatever its priority (rule 8, ``--protected-namespace``: cogate's own
     pods). The one place of the rule: every candidate of every path passes this test."""
     ns, name = group
@@ -70,6 +72,8 @@ def candidate_rule(priority: int, own: set[str], group: tuple[str, str],
     def is_candidate(p: PodInfo) -> bool:
         if p.priority >= priority or p.deleting or p.uid in own or p.namespace in protected:
             return False
+        if p.native_group and native_key(p.namespace, p.native_group) in untouchable:
+            return False  # a native all group never touched (units.native_units)
         g = p.labels.get(POD_GROUP_LABEL)
         return g is None or ((p.namespace != ns or g != name) and (p.namespace, g) not in untouchable)
 
@@ -134,16 +138,14 @@ def fast_path(view: BoundView | None, group: GroupRequest, snapshot: Snapshot | 
 
 def gone_from_view(view: BoundView, is_candidate: Callable[[PodInfo], bool], priority: int, own: set[str],
                    key: tuple[str, str], untouchable: set[tuple[str, str]], promised: Sequence[Promise],
-                   group: GroupRequest, protected: frozenset[str] = frozenset()
+                   group: GroupRequest, protected: frozenset[str] = frozenset(), held: Iterable[PodInfo] = ()
                    ) -> tuple[Candidates, Callable[[], Room]]:
     """The candidates read from ``view`` node by node (counted from the per-priority sums), and a
-    function building the room with every one of them gone (the fast path of
-    :func:`~cogate.controller.preemption.victims.select_victims`): per node, the requests of the pods
-    below ``priority`` not being deleted (``BoundView.by_priority``) added back, the pods among them that
-    are not candidates (the group's own, members of untouchable gangs, pods of ``protected``
-    namespaces: found by uid, pod-group label and :meth:`BoundView.in_namespace
-    <cogate.controller.planning.planstate.BoundView.in_namespace>`, else by a pass over the pods) charged again, host ports read again on the nodes that have some; then the room
-    promised, lent as ``planner.Pass`` lends it. The room ``Snapshot.room`` builds without them."""
+    function building the room with every one of them gone (the fast path of ``select_victims``): per
+    node the requests of the pods below ``priority`` not being deleted (``BoundView.by_priority``) added
+    back, the non-candidates among them (the group's own, untouchable gangs' members, ``held``: native
+    ``all`` groups never touched, pods of ``protected`` namespaces, via ``BoundView.in_namespace``)
+    charged again, host ports read again; the room promised, lent as ``planner.Pass`` does."""
     table = view.table
     index = table.index
     excluded: dict[str, tuple[PodInfo, int]] = {}
@@ -156,7 +158,7 @@ def gone_from_view(view: BoundView, is_candidate: Callable[[PodInfo], bool], pri
     exclude(view.by_group(*key))
     for gk in untouchable:
         exclude(view.by_group(*gk))
-    exclude(p for p in (view.pod(uid) for uid in own) if p is not None)
+    exclude([*(p for p in (view.pod(uid) for uid in own) if p is not None), *held])  # held: units.native_units
     for ns in protected:
         in_ns = view.in_namespace(ns)
         exclude(in_ns if in_ns is not None else (p for p in view.pods if p.namespace == ns and p.bound

@@ -39,6 +39,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from cogate.controller.model.nativegroups import NativeGroup
 from cogate.controller.model.records import NodeInfo, PodInfo, Promise
 from cogate.controller.model.verdicts import GroupRequest, PlannerConfig
 from cogate.controller.planning.capacity import Snapshot, pack
@@ -126,12 +127,14 @@ class Takeover:
 
 def takeover(group: GroupRequest, lower: Sequence[inflight.InFlight], nodes: Sequence[NodeInfo],
              pods: Sequence[PodInfo], promised: Sequence[Promise], budgets: Sequence[Budget], gangs: Sequence[Gang],
-             config: PlannerConfig = PlannerConfig(), *, protected: frozenset[str] = frozenset()) -> Takeover | None:
+             config: PlannerConfig = PlannerConfig(), *, protected: frozenset[str] = frozenset(),
+             natives: Sequence[NativeGroup] = ()) -> Takeover | None:
     """The takeover that places ``group``, or None (module doc, kind 2).
 
     ``lower``: preemptions in flight of priorities strictly below the group's (others are ignored);
     ``nodes``, ``pods`` (bound non-terminal pods), ``promised`` (room promised to others, the room
-    the preemptions in flight hold included), ``budgets``, ``gangs``, ``config``, ``protected`` as
+    the preemptions in flight hold included), ``budgets``, ``gangs``, ``config``, ``protected``,
+    ``natives`` (Kubernetes' own PodGroups) as
     :func:`~cogate.controller.preemption.victims.select_victims` takes them. The records are tried
     lowest priority first, then the latest started, growing one at a time (at most
     :data:`TAKEOVER_RECORDS`): with theirs victims gone and their held room free, a selection
@@ -149,7 +152,7 @@ def takeover(group: GroupRequest, lower: Sequence[inflight.InFlight], nodes: Seq
         holders = {inflight.holder(r.namespace, r.name) for r in tried}
         rest = [p for p in pods if p.uid not in gone]
         free = [q for q in promised if not (q.preempting and q.holder in holders)]
-        found = select_victims(group, nodes, rest, free, budgets, gangs, config, protected=protected)
+        found = select_victims(group, nodes, rest, free, budgets, gangs, config, protected=protected, natives=natives)
         if isinstance(found, Preemption):
             return _taken(group, tried, found.plan, found.victims, priority, found.message)
         if found.reason is Reason.FITS_WITHOUT_PREEMPTION:

@@ -411,6 +411,7 @@ class Preempting:
         promised = self._promised(requests, reservations)
         budgets = self.caches.budgets.snapshot() if self.caches.budgets is not None else []
         config, protected = self.config.planner_config, self.config.protected_namespaces
+        natives = self.caches.native_groups.snapshot() if self.caches.native_groups is not None else []
         with self.planning_lock if self.planning is not None and self.planning_lock is not None else nullcontext():
             if self.planning is not None:  # the planner's free room and pods by node (under its lock)
                 view = self.planning.bound_view()
@@ -423,13 +424,13 @@ class Preempting:
 
             def select(r: GroupRequest, room: Sequence[Promise]) -> Preemption | NoPreemption:
                 return select_victims(r, nodes, pods, room, budgets, gangs((r.namespace, r.name)), config, view=view,
-                                      protected=protected)
+                                      protected=protected, natives=natives)
 
             def take(r: GroupRequest, lower: Sequence[inflight.InFlight],
                      room: Sequence[Promise]) -> coordination.Takeover | None:
                 everyone = view.pods if view is not None else pods  # from scratch: rare (a takeover's try)
                 return coordination.takeover(r, lower, nodes, everyone, room, budgets, gangs((r.namespace, r.name)),
-                                             config, protected=protected)
+                                             config, protected=protected, natives=natives)
 
             choice = coordination.choose(waiting, flying, promised, select, take, self.config.gate_name, now,
                                          SELECTIONS_PER_PASS, self._victims_there([rec for rec, _ in flying.values()]))

@@ -112,8 +112,14 @@ class Selection:
     def __init__(self, group: GroupRequest, table: NodeTable, room: Room, plannable: list[PodInfo], needed: int,
                  candidates: Candidates, budgets: Sequence[Budget],
                  gang_pods: Mapping[tuple[str, str], list[tuple[PodInfo, int]]],
-                 slack: Mapping[tuple[str, str], int]) -> None:
+                 slack: Mapping[tuple[str, str], int],
+                 unit_priority: Mapping[tuple[str, str], int] | None = None) -> None:
         self.group = group
+        #: gang key -> the unit's priority where it is not its pods' highest (a native ``all`` group:
+        #: its PodGroup's, :mod:`cogate.controller.preemption.units`)
+        self.unit_priority = unit_priority or {}
+        #: native ``all`` groups of which a node needed only part: key -> the fewest pods needed
+        self.half: dict[tuple[str, str], int] = {}
         self.table = table
         self.room = room
         self.plannable = plannable
@@ -224,13 +230,16 @@ class Selection:
             if gk is not None:
                 per_gang[gk] = per_gang.get(gk, 0) + 1
         gangs = sorted(gk for gk, n in per_gang.items() if self.alone_per_gang.get(gk, 0) + n > self.slack[gk])
+        for gk in gangs:
+            if gk in self.unit_priority and per_gang[gk] < len(self.gang_pods[gk]):
+                self.half[gk] = min(self.half.get(gk, per_gang[gk]), per_gang[gk])
         alone = [p for p in victims if self.gang_of.get(p.uid) not in gangs]
         units: list[tuple[int, float, bool]] = [(p.priority, p.started or math.inf, p.uid in bad) for p in alone]
         pods = len(alone)
         for gk in gangs:
             ps = [p for p, _ in self.gang_pods[gk]]
             pods += sum(1 for p in ps if p.uid not in self.alone)
-            units.append((max(p.priority for p in ps), min(p.started or math.inf for p in ps),
+            units.append((self.unit_priority.get(gk, max(p.priority for p in ps)), min(p.started or math.inf for p in ps),
                           any(p.uid in bad for p in victims if self.gang_of.get(p.uid) == gk)))
         top = max(u[0] for u in units)
         key = (sum(1 for u in units if u[2]), top, sum(u[0] + _PRIORITY_OFFSET for u in units), len(units), pods,
@@ -497,11 +506,12 @@ def _reprieve_order(sel: Selection, units: list[_Unit]) -> list[_Unit]:
 def exhaustive(group: GroupRequest, table: NodeTable, plannable: list[PodInfo],
                needed: int, candidates: Candidates, budgets: Sequence[Budget],
                gang_pods: Mapping[tuple[str, str], list[tuple[PodInfo, int]]], slack: Mapping[tuple[str, str], int],
-               room: Room) -> tuple[Selection, dict[str, str]]:
+               room: Room, unit_priority: Mapping[tuple[str, str], int] | None = None
+               ) -> tuple[Selection, dict[str, str]]:
     """The fallback (:mod:`cogate.controller.preemption.victims` docstring): every candidate
     removed (``room``), then each unit reprieved in order while ``pack`` still places minMember;
     the plan is ``pack``'s."""
-    sel = Selection(group, table, room, plannable, needed, candidates, budgets, gang_pods, slack)
+    sel = Selection(group, table, room, plannable, needed, candidates, budgets, gang_pods, slack, unit_priority)
     for p, i in candidates.pairs():
         if sel.gang_of.get(p.uid) is None:
             sel.alone[p.uid] = (p, i)

@@ -58,6 +58,16 @@ Rules, each with its source (docs/semantics.md, "Preemption (victim selection)")
    minMember only if such pods went says so (``OnlyProtectedPods``) instead of
    ``NoLowerPriorityPods`` or ``DoesNotFitEvenWithPreemption``: its waiting is cogate's own
    safety rule, not the cluster's size (docs/operations/pod-safety.md).
+9. **Kubernetes' own gangs, and the cheapest units** (issue 39; KEP-5710 workload-aware preemption).
+   A ``scheduling.k8s.io`` PodGroup in disruption mode ``all`` (``natives``) is one victim unit: all
+   its bound pods go or none does, at its PodGroup's priority (:mod:`cogate.controller.preemption.units`);
+   it is never touched when that priority, or one of its pods', is the group's or more. Mode
+   ``single``, and a PodGroup not known, leaves its pods ordinary victims. A unit of which a node
+   needed only part is named in the message (``skipped`` or ``taken whole``). When the candidates
+   are few, the answer of rule 5 is replaced by the cheapest admissible combination of units
+   (:mod:`cogate.controller.preemption.cheapest`: fewest PodDisruptionBudget violations, lowest
+   highest unit priority, fewest pods, lowest sum of unit priorities) on which ``pack`` places
+   minMember; none of its units is in vain.
 
 Guarantees (tests/unit/controller/preemption/test_preemption_props.py): the victims suffice (the planner's ``pack``
 places minMember on the room without them); no victim has the group's priority or more, nor sits
@@ -66,9 +76,11 @@ is left partly preempted below its minMember; ``DoesNotFitEvenWithPreemption`` e
 group does not fit with every candidate gone. Minimality is *with respect to the plan*: putting
 back any single victim unit (one pod, or a gang taken whole), the returned ``plan`` no longer
 holds on that room, or the planner's ``pack`` no longer places minMember there (when the plan
-came from the exhaustive fallback below). A different placement of the members might need fewer
-victims: finding the fewest is a bin-packing problem, and kube-scheduler too minimises per node
-for one pod, not over placements.
+came from the exhaustive fallback below or rule 9's search). Where the candidates are few (rule 9)
+the victims are the cheapest admissible set on which ``pack`` places minMember
+(tests/unit/controller/preemption/test_preemption_oracle.py compares with every subset); beyond,
+a different placement of the members might need fewer victims: finding the fewest is a
+bin-packing problem, and kube-scheduler too minimises per node for one pod, not over placements.
 
 Fallback: when the greedy placement above finds no node for enough members, or ``pack`` does not
 confirm its answer, the victims are chosen as ``SelectVictimsOnNode`` does at cluster scale:
@@ -92,7 +104,7 @@ the answer is :mod:`cogate.controller.preemption.room`'s):
    :func:`_all_gone_check_waits`);
 5. :func:`_select` [4) select]: per member the node whose victims are best, the reprieve and
    ``pack``'s confirmation (rules 5, 6 and 4; :mod:`cogate.controller.preemption.selection`), else
-   :func:`_fallback` (the exhaustive fallback below);
+   :func:`_fallback` (the exhaustive fallback below); then :func:`_cheapest` (rule 9);
 6. :func:`_answer` (rule 7): the :class:`Preemption`.
 
 PodDisruptionBudgets are read by :mod:`cogate.controller.preemption.budgets`.
@@ -125,7 +137,10 @@ from cogate.controller.model.verdicts import GroupRequest, PlannerConfig
 from cogate.controller.preemption.budgets import Budget
 from cogate.controller.preemption.candidates import (Candidates, base_room, candidate_rule, fast_path, gang_members,
                                                      gone_from_view, lent_room)
+from cogate.controller.preemption.cheapest import MAX_CANDIDATES, as_selection, cheaper, cost_of
 from cogate.controller.preemption.selection import Selection, Stale, exhaustive, more_important
+from cogate.controller.preemption.units import NO_SLACK, NativeUnits, bound_of_namespaces, native_units, skipped_text, unit_name
+from cogate.controller.model.nativegroups import Mode, NativeGroup
 
 __all__ = ["Reason", "Gang", "Victim", "Preemption", "NoPreemption", "select_victims", "for_min_resources"]
 
@@ -216,7 +231,8 @@ def select_victims(group: GroupRequest, nodes: Sequence[NodeInfo], pods: Sequenc
                    promised: Sequence[Promise], budgets: Sequence[Budget], gangs: Sequence[Gang],
                    config: PlannerConfig = PlannerConfig(), *,
                    snapshot: Snapshot | None = None, view: BoundView | None = None,
-                   protected: frozenset[str] = frozenset()) -> Preemption | NoPreemption:
+                   protected: frozenset[str] = frozenset(),
+                   natives: Sequence[NativeGroup] = ()) -> Preemption | NoPreemption:
     """The pods to preempt so that ``group`` places minMember, or why none (module docstring,
     rules 1 to 8).
 
@@ -244,6 +260,10 @@ def select_victims(group: GroupRequest, nodes: Sequence[NodeInfo], pods: Sequenc
     ``tests/unit/controller/preemption/test_preemption_props.py``). With budgets, the candidates of every node are read
     once (which nodes a budget covers); the exhaustive fallback reads them all too.
 
+    ``natives``: Kubernetes' own PodGroups
+    (:class:`~cogate.controller.model.nativegroups.NativeGroup`, read where the API is served;
+    empty where it is not): those in mode ``all`` are victim units (rule 9).
+
     ``protected``: namespaces whose pods are never victims (rule 8). On the fast path their pods
     are read from :meth:`BoundView.in_namespace <cogate.controller.planning.planstate.BoundView.in_namespace>`
     (the controller's state indexes them), else found by a pass over the view's pods.
@@ -257,19 +277,22 @@ def select_victims(group: GroupRequest, nodes: Sequence[NodeInfo], pods: Sequenc
     no = _fits_without_preemption(pre, rooms) or _policy_never(pre)
     if no is not None:
         return no
-    found = _find_candidates(pre, rooms, gangs, protected)
+    found = _find_candidates(pre, rooms, gangs, protected, natives)
     if isinstance(found, NoPreemption):
-        return _only_protected(pre, rooms, gangs, protected, found)
+        return _only_protected(pre, rooms, gangs, protected, found, natives)
     all_gone: Room | None = None
     if not _all_gone_check_waits(pre, rooms):
         all_gone, no = _with_every_candidate_gone(pre, found)
         if no is not None:
-            return _only_protected(pre, rooms, gangs, protected, no)
+            return _only_protected(pre, rooms, gangs, protected, no, natives)
     sel, plan = _select(pre, rooms, found, budgets)
     if plan is None:
         answer = _fallback(pre, rooms, found, budgets, all_gone)
-        return _only_protected(pre, rooms, gangs, protected, answer) if isinstance(answer, NoPreemption) else answer
-    return _answer(sel, plan, pre.priority, rooms.table, budgets, pre.me)
+        if isinstance(answer, NoPreemption):
+            return _only_protected(pre, rooms, gangs, protected, answer, natives)
+        sel, plan = answer
+    sel, plan = _cheapest(pre, rooms, found, sel, plan)
+    return _answer(sel, plan, pre.priority, rooms.table, budgets, pre.me, found.natives)
 
 
 # -- the steps of select_victims ---------------------------------------------------------------
@@ -310,12 +333,14 @@ class _Found:
     """The candidates (rules 1 and 6; step 4, :func:`_find_candidates`): ``candidates`` by node,
     ``gone_room`` builds the room with every one of them gone; ``gang_pods``: the bound members of
     the gangs that may be touched, ``slack``: how many of each may go alone (its bound members
-    minus its minMember)."""
+    minus its minMember; a native ``all`` group's is ``units.NO_SLACK``); ``natives``: the native
+    ``all`` groups (rule 9), whose unit priorities the selection reads."""
 
     candidates: Candidates
     gone_room: Callable[[], Room]
     gang_pods: dict[tuple[str, str], list[tuple[PodInfo, int]]]
     slack: dict[tuple[str, str], int]
+    natives: NativeUnits = NativeUnits()
 
 
 def _eligible(group: GroupRequest, config: PlannerConfig) -> _Preemptor | NoPreemption:
@@ -376,10 +401,11 @@ def _policy_never(pre: _Preemptor) -> NoPreemption | None:
 
 
 def _find_candidates(pre: _Preemptor, rooms: _Rooms, gangs: Sequence[Gang],
-                     protected: frozenset[str]) -> _Found | NoPreemption:
-    """Step 4 (rules 1, 6 and 8): the bound pods of strictly lower priority outside ``protected``
+                     protected: frozenset[str], natives: Sequence[NativeGroup] = ()) -> _Found | NoPreemption:
+    """Step 4 (rules 1, 6, 8 and 9): the bound pods of strictly lower priority outside ``protected``
     namespaces that may be taken, the other gangs' bound members (a gang with a member of the
-    group's priority or higher, or of a protected namespace, is never touched) and their slack;
+    group's priority or higher, or of a protected namespace, is never touched) and their slack, the
+    native ``all`` groups' units (:func:`~cogate.controller.preemption.units.native_units`);
     NoLowerPriorityPods when there is none."""
     group, priority = pre.group, pre.priority
     own = {m.uid for m in group.members}
@@ -388,11 +414,13 @@ def _find_candidates(pre: _Preemptor, rooms: _Rooms, gangs: Sequence[Gang],
     gang_pods = gang_members(gang_min, rooms.table.index, view=rooms.view, snapshot=rooms.snapshot)
     untouchable = {gk for gk, ps in gang_pods.items()
                    if gk[0] in protected or max(p.priority for p, _ in ps) >= priority}
+    units = _native_units(natives, rooms, priority, protected)
+    untouchable |= units.untouchable
     is_candidate = candidate_rule(priority, own, key, untouchable, protected)
     gone_room: Callable[[], Room]
     if rooms.view is not None:
         candidates, gone_room = gone_from_view(rooms.view, is_candidate, priority, own, key, untouchable,
-                                               rooms.promised, group, protected)
+                                               rooms.promised, group, protected, units.held)
     else:
         snapshot = rooms.snapshot
         assert snapshot is not None
@@ -406,11 +434,24 @@ def _find_candidates(pre: _Preemptor, rooms: _Rooms, gangs: Sequence[Gang],
                             f"{group.min_member} and no bound pod has a lower priority")
     gang_pods = {gk: ps for gk, ps in gang_pods.items() if gk not in untouchable}
     slack = {gk: len(ps) - gang_min[gk] for gk, ps in gang_pods.items()}
-    return _Found(candidates, gone_room, gang_pods, slack)
+    gang_pods.update(units.pods)
+    slack.update({gk: NO_SLACK for gk in units.pods})
+    return _Found(candidates, gone_room, gang_pods, slack, units)
+
+
+def _native_units(natives: Sequence[NativeGroup], rooms: _Rooms, priority: int,
+                  protected: frozenset[str]) -> NativeUnits:
+    """Rule 9: the native ``all`` groups' units, their pods read in their namespaces only."""
+    if not any(g.mode is Mode.ALL for g in natives):
+        return NativeUnits()
+    spaces = {g.namespace for g in natives if g.mode is Mode.ALL}
+    bound = bound_of_namespaces(spaces, rooms.table.index, view=rooms.view,
+                                bound=rooms.snapshot.bound if rooms.snapshot is not None else ())
+    return native_units(natives, bound, priority, protected)
 
 
 def _only_protected(pre: _Preemptor, rooms: _Rooms, gangs: Sequence[Gang], protected: frozenset[str],
-                    no: NoPreemption) -> NoPreemption:
+                    no: NoPreemption, natives: Sequence[NativeGroup] = ()) -> NoPreemption:
     """Rule 8's report: when nothing outside the ``protected`` namespaces makes room
     (``no``: NoLowerPriorityPods or DoesNotFitEvenWithPreemption), whether every lower-priority
     pod gone, protected ones included, would place minMember; then ``OnlyProtectedPods`` names
@@ -418,7 +459,7 @@ def _only_protected(pre: _Preemptor, rooms: _Rooms, gangs: Sequence[Gang], prote
     gone, only for a group that preempts nothing while protected namespaces are set."""
     if not protected or no.reason not in (Reason.NO_LOWER_PRIORITY_PODS, Reason.DOES_NOT_FIT_EVEN_WITH_PREEMPTION):
         return no
-    found = _find_candidates(pre, rooms, gangs, frozenset())
+    found = _find_candidates(pre, rooms, gangs, frozenset(), natives)
     if isinstance(found, NoPreemption):
         return no
     _, still = _with_every_candidate_gone(pre, found)
@@ -466,7 +507,7 @@ def _select(pre: _Preemptor, rooms: _Rooms, found: _Found, budgets: Sequence[Bud
     choice went stale, or ``pack`` does not confirm it: then :func:`_fallback`."""
     needed = pre.needed
     sel = Selection(pre.group, rooms.table, rooms.room, pre.members.plannable, needed, found.candidates, budgets,
-                    found.gang_pods, found.slack)
+                    found.gang_pods, found.slack, found.natives.priority)
     sel.plan = dict(rooms.placed)  # pack left its best attempt applied: members in free room
     try:
         for m in pre.members.plannable:
@@ -488,7 +529,7 @@ def _select(pre: _Preemptor, rooms: _Rooms, found: _Found, budgets: Sequence[Bud
 
 
 def _fallback(pre: _Preemptor, rooms: _Rooms, found: _Found, budgets: Sequence[Budget],
-              all_gone: Room | None) -> Preemption | NoPreemption:
+              all_gone: Room | None) -> tuple[Selection, dict[str, str]] | NoPreemption:
     """Step 5 when :func:`_select` confirms no plan: rule 3's check if it waited
     (:func:`_all_gone_check_waits`; ``all_gone`` is None then), then the exhaustive fallback
     (:func:`~cogate.controller.preemption.selection.exhaustive`) on the room with every candidate
@@ -497,13 +538,28 @@ def _fallback(pre: _Preemptor, rooms: _Rooms, found: _Found, budgets: Sequence[B
         all_gone, no = _with_every_candidate_gone(pre, found)
         if no is not None:
             return no
-    sel, plan = exhaustive(pre.group, rooms.table, pre.members.plannable, pre.needed, found.candidates, budgets,
-                           found.gang_pods, found.slack, all_gone)
-    return _answer(sel, plan, pre.priority, rooms.table, budgets, pre.me)
+    return exhaustive(pre.group, rooms.table, pre.members.plannable, pre.needed, found.candidates, budgets,
+                      found.gang_pods, found.slack, all_gone, found.natives.priority)
+
+
+def _cheapest(pre: _Preemptor, rooms: _Rooms, found: _Found, sel: Selection, plan: dict[str, str]
+              ) -> tuple[Selection, dict[str, str]]:
+    """Step 5, rule 9: a combination of victim units strictly cheaper than the answer so far, when
+    the candidates are few (:func:`~cogate.controller.preemption.cheapest.cheaper`); else the answer
+    stands."""
+    if found.candidates.count > MAX_CANDIDATES:
+        return sel, plan  # the search's bound, checked before any cost is computed
+    bound = cost_of(sel, (p for p, _ in sel.alone.values()), sel.whole)
+    better = cheaper(sel, bound, found.gone_room, pre.members.plannable, pre.needed)
+    if better is None:
+        return sel, plan
+    choice, slots = better
+    nodes = rooms.table.nodes
+    return as_selection(sel, choice, slots), {uid: nodes[i].name for uid, i in slots.items()}
 
 
 def _answer(sel: Selection, plan: dict[str, str], priority: int, table: NodeTable, budgets: Sequence[Budget],
-            me: str) -> Preemption:
+            me: str, natives: NativeUnits = NativeUnits()) -> Preemption:
     """Step 6 (rule 7): the :class:`Preemption`: the victims sorted by (node, namespace, name,
     uid), each marked when it is beyond a PodDisruptionBudget (counted over all victims, most
     important first), the gangs taken whole, and its one-line message."""
@@ -521,7 +577,10 @@ def _answer(sel: Selection, plan: dict[str, str], priority: int, table: NodeTabl
     message = (f"preempting {plural(len(victims), 'pod')} ({name_list(names)}) of priority <= {top} on "
                f"{plural(len(on), 'node')} {name_list(on)} to place {me}, priority {priority}")
     if gangs:
-        message += f"; whole gangs: {name_list([f'{ns}/{n}' for ns, n in gangs])}"
+        message += f"; whole gangs: {name_list([unit_name(gk) for gk in gangs])}"
+    skipped = skipped_text(sel.half, natives, sel.whole)
+    if skipped:
+        message += f"; {skipped}"
     if bad:
         message += f"; {plural(len(bad), 'victim')} beyond a PodDisruptionBudget"
     return Preemption(tuple(victims), dict(plan), priority, gangs, message)

@@ -354,7 +354,9 @@ def test_no_request_forbidden_and_every_granted_kind_used(installed):
                          ("create", "coordination.k8s.io/leases"), ("update", "coordination.k8s.io/leases"),
                          ("watch", "coordination.k8s.io/leases"),  # kube-scheduler's, by name (preemption)
                          ("get", "apps/replicasets"), ("get", "batch/jobs"),
-                         ("get", "kubeflow.org/mpijobs"), ("get", "jobset.x-k8s.io/jobsets")}
+                         ("get", "kubeflow.org/mpijobs"), ("get", "jobset.x-k8s.io/jobsets"),
+                         # Kubernetes' own PodGroups discovered (issue 39): not served here, the list answers 404
+                         ("list", "scheduling.k8s.io/podgroups")}
     devices_room = {(verb, f"resource.k8s.io/{res}") for verb in ("list", "watch")
                     for res in ("resourceslices", "deviceclasses", "resourceclaims", "resourceclaimtemplates")}
     version = releases.parse(versions.release().kubernetes)

@@ -488,6 +488,7 @@ def test_controller_rbac_is_least_privilege(objs):
         (("",), ("pods",), ("delete",), ()),
         (("",), ("pods/status",), ("patch",), ()),
         (("policy",), ("poddisruptionbudgets",), ("list", "watch"), ()),
+        (("scheduling.k8s.io",), ("podgroups",), ("get", "list", "watch"), ()),
         (("apps",), ("replicasets", "statefulsets"), ("get",), ()),
         (("batch",), ("jobs",), ("get",), ()),
         (("kubeflow.org",), ("mpijobs",), ("get",), ()),

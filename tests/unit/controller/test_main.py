@@ -17,6 +17,7 @@ from cogate.controller.devices import records as devices
 from cogate.controller.kube import informer
 from cogate.controller.model import quota, records, volumes
 from cogate.controller.preemption import budgets, inflight
+from cogate.controller.model import nativegroups
 from cogate.controller.provisioning import provreq
 from cogate.controller.status.inputs import group_object
 
@@ -38,6 +39,8 @@ class World:
     def __init__(self, served_crds=("resourceslices",)):
         self.calls: list[tuple[str, str, dict]] = []
         self.served = set(served_crds)
+        #: ``group/version/plural`` whose availability check RBAC refuses (403)
+        self.refused = ""
         self.started: list[str] = []
         self.caches = None
         self.reconciler = None
@@ -57,7 +60,11 @@ class World:
                     if args:  # the availability checks: (group, version, plural)
                         kwargs = {**dict(zip(("group", "version", "plural"), args)), **kwargs}
                     world.calls.append((kind, name, kwargs))
-                    if kwargs.get("limit") == 1 and kwargs.get("plural") not in world.served:
+                    full = f"{kwargs.get('group')}/{kwargs.get('version')}/{kwargs.get('plural')}"
+                    if kwargs.get("limit") == 1 and world.refused == full:
+                        raise ApiError(403)
+                    if (kwargs.get("limit") == 1 and kwargs.get("plural") not in world.served
+                            and full not in world.served):
                         raise ApiError(404)
                     return Obj(data=EMPTY_LIST)
                 return call
@@ -289,5 +296,40 @@ def test_provisioning_class_without_its_crd_stops_the_controller(world, caplog):
 def test_checks_and_discovery_run_in_order_before_any_informer_lists(world):
     world.served.add(provreq.PLURAL)
     run(world, "--provisioning-class", provreq.ATOMIC_CLASS)
-    checks = [kw.get("plural") for kind, method, kw in world.calls if kw.get("limit") == 1]
-    assert checks == [provreq.PLURAL, "resourceslices", "topologies", "topologies"]  # Kueue v1beta2, v1beta1
+    checks = [(kw.get("version"), kw.get("plural")) for kind, method, kw in world.calls if kw.get("limit") == 1]
+    assert checks == [("v1beta1", "podgroups"), ("v1alpha2", "podgroups"), (provreq.VERSION, provreq.PLURAL),
+                      ("v1", "resourceslices"), ("v1beta2", "topologies"), ("v1beta1", "topologies")]  # Kueue
+
+
+@pytest.mark.parametrize("version", ["v1beta1", "v1alpha2"])
+def test_native_pod_groups_are_read_where_served(world, caplog, version):
+    """Issue 39: the served ``scheduling.k8s.io`` version is discovered (v1beta1 first), and its
+    PodGroups watched with ``--preemption``."""
+    world.served.add(f"scheduling.k8s.io/{version}/podgroups")
+    with caplog.at_level(logging.INFO, "cogate.controller"):
+        caches = run(world, "--namespace", "ns")
+    inf = caches.native_groups
+    assert (inf.name, listed(world, inf), inf._key, inf._convert) == (
+        "native-podgroups", ("CustomObjectsApi", "list_namespaced_custom_object",
+                             {"group": "scheduling.k8s.io", "version": version, "namespace": "ns",
+                              "plural": "podgroups"}),
+        informer.namespaced_key, nativegroups.native_group)
+    assert f"reading scheduling.k8s.io/{version} PodGroups" in caplog.text
+    assert "native-podgroups" in world.started
+
+
+def test_native_pod_groups_not_served_or_refused_leave_them_unwatched(world, caplog):
+    with caplog.at_level(logging.INFO, "cogate.controller"):
+        caches = run(world)
+    assert caches.native_groups is None and "native-podgroups" not in world.started
+    assert "the API server serves no scheduling.k8s.io PodGroups" in caplog.text
+    world.served.add("scheduling.k8s.io/v1beta1/podgroups")
+    world.refused = "scheduling.k8s.io/v1beta1/podgroups"
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, "cogate.controller"):
+        caches = run(world)
+    assert caches.native_groups is None
+    assert "Kubernetes' own PodGroups are not read (RBAC does not let cogate list scheduling.k8s.io/v1beta1 " \
+           "podgroups" in caplog.text
+    caches = run(world, "--no-preemption")
+    assert caches.native_groups is None

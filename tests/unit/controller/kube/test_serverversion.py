@@ -22,7 +22,7 @@ def test_an_old_release_names_each_feature_it_loses(caplog):
     with caplog.at_level(logging.WARNING, logger="cogate.controller"):
         assert serverversion.report("v1.33.5-eks-1", m.cluster_features) == (1, 33)
     values = gauge_values(m)
-    assert {k for k, v in values.items() if v == 0} == {"native_gangs", "preemption_nomination", "dra"}
+    assert {k for k, v in values.items() if v == 0} == {"native_gangs", "native_preemption", "preemption_nomination", "dra"}
     assert set(values) == {f.name for f in FEATURES}
     text = caplog.text
     assert "older than 1.35, which preemption_nomination needs (KEP-5278" in text and "DoesNotFitAfterPreemption" in text

@@ -26,8 +26,8 @@ def test_unsupported_is_every_feature_newer_than_the_release():
     for minor in range(30, 40):
         got = {f.name for f in rel.unsupported((1, minor))}
         assert got == {f.name for f in rel.FEATURES if f.since and (1, minor) < f.since}
-    assert {f.name for f in rel.unsupported((1, 30))} == {"native_gangs", "preemption_nomination", "dra",
-                                                         "never_gated_report"}
+    assert {f.name for f in rel.unsupported((1, 30))} == {"native_gangs", "native_preemption", "preemption_nomination",
+                                                         "dra", "never_gated_report"}
     assert rel.unsupported((1, 36)) == [] and rel.unsupported((2, 0)) == []
 
 
@@ -52,11 +52,13 @@ def test_status_per_release_follows_the_makefile():
     assert table["gang_release"] == {"1.30.14": "tested", "1.36.3": "tested", "1.37.2": "tested"}
     assert table["dra"]["1.30.14"] == "not available" and table["preemption_nomination"]["1.30.14"] == "not available"
     assert table["preemption_nomination"]["1.37.2"] == "not tested"  # only the default runs test_preemption.py
+    # its tests need GenericWorkload on (NATIVE_SUBSET) and skip on the default release
+    assert table["native_preemption"] == {"1.30.14": "not available", "1.36.3": "not tested", "1.37.2": "tested"}
     for f in rel.FEATURES:
-        assert table[f.name][rel.DEFAULT_TESTED] == "tested"
+        assert table[f.name][rel.DEFAULT_TESTED] == ("not tested" if f.gated else "tested")
         for r in rel.TESTED_RELEASES:
             if table[f.name][r] == "tested":
-                assert r == rel.DEFAULT_TESTED or set(f.tests) & set(subsets[r]), (f.name, r)
+                assert (r == rel.DEFAULT_TESTED and not f.gated) or set(f.tests) & set(subsets[r]), (f.name, r)
 
 
 def test_recorded_runs_name_real_files_releases_and_commits():

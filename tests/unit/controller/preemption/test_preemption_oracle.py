@@ -27,13 +27,19 @@ only those that leave no gang partly preempted below its minMember. Checked:
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from cogate.api import POD_GROUP_LABEL
+from cogate.controller.model.nativegroups import Mode, NativeGroup
 from cogate.controller.model.records import member_key
+from cogate.controller.planning.capacity import Snapshot, pack
+from cogate.controller.planning.planner import classify, members_anti, members_spread
+from cogate.controller.preemption.candidates import lent_room
 from cogate.controller.preemption.victims import NoPreemption, Preemption, Reason, select_victims
 
 from .test_preemption_props import CFG, scenarios
@@ -159,3 +165,122 @@ def test_victim_selection_against_brute_force(scenario):
     units += [{v.pod.uid for v in result.victims if v.whole_gang == k} for k in result.gangs_taken]
     event("a victim could be put back with another placement" if any(fits(nodes, pods, group, gone - u) for u in units)
           else "inclusion-minimal over every placement")
+
+
+# -- Kubernetes' own gangs as victim units (issue 39) -----------------------------------------------
+@st.composite
+def native_scenarios(draw):
+    """The small scenarios above, with some pods outside cogate's gangs moved into up to two
+    ``scheduling.k8s.io`` PodGroups (one at least; ``spec.schedulingGroup``), each in mode ``all`` or ``single``,
+    with a PodGroup priority or none."""
+    nodes, pods, budgets, gangs, group = draw(scenarios(max_nodes=3, max_pods=8))
+    natives = [NativeGroup("batch", f"nat{k}", draw(st.sampled_from([Mode.ALL, Mode.ALL, Mode.SINGLE])),
+                           draw(st.sampled_from([None, 0, 10, 50, 100, 200])), 2)
+               for k in range(draw(st.integers(1, 2)))]
+    if natives:
+        pods = [dataclasses.replace(p, labels={"app": p.labels.get("app", "a")}, native="spec.schedulingGroup",
+                                    native_group=draw(st.sampled_from(natives)).name)
+                if POD_GROUP_LABEL not in p.labels and draw(st.booleans()) else p for p in pods]
+    return nodes, pods, budgets, gangs, group, natives
+
+
+def native_unit_of(natives, pods, priority):
+    """Native ``all`` groups read off the pods: key -> (bound pods not being deleted, unit priority),
+    and the keys never touched (unit or pod priority at ``priority`` or more)."""
+    modes = {g.name: g for g in natives if g.mode is Mode.ALL}
+    units: dict = {}
+    for p in pods:
+        if p.native_group in modes and p.bound and not p.terminal and not p.deleting:
+            units.setdefault(p.native_group, []).append(p)
+    out, never = {}, set()
+    for name, ps in units.items():
+        top = max(p.priority for p in ps)
+        prio = modes[name].priority if modes[name].priority is not None else top
+        if prio >= priority or top >= priority:
+            never.add(name)
+        else:
+            out[name] = (ps, prio)
+    return out, never
+
+
+def cost(victims, pods, gangs, units, budgets):
+    """The documented cost (controller/preemption/cheapest.py), computed here from the pods: PDB
+    violations (most important first), the highest unit priority, the victims, the sum of unit
+    priorities (a cogate gang taken whole, or an all group, counts once)."""
+    gone = {p.uid for p in victims}
+    prios = []
+    whole_gangs = set()
+    for g in gangs:
+        bound_members = [p for p in pods if member_key(p) == (g.namespace, g.name) and p.bound and not p.terminal]
+        taken = [p for p in bound_members if p.uid in gone]
+        if taken and len(taken) == len(bound_members) and len(taken) > len(bound_members) - g.min_member:
+            whole_gangs.update(p.uid for p in taken)
+            prios.append(max(p.priority for p in taken))
+    for ps, prio in units.values():
+        if any(p.uid in gone for p in ps):
+            whole_gangs.update(p.uid for p in ps)
+            prios.append(prio)
+    prios += [p.priority for p in victims if p.uid not in whole_gangs]
+    left = [b.disruptions_allowed for b in budgets]
+    violations = 0
+    for p in sorted(victims, key=lambda p: (-p.priority, p.started or float("inf"), p.namespace, p.name, p.uid)):
+        ks = [k for k, b in enumerate(budgets) if b.matches(p) and p.name not in b.disrupted]
+        if any(left[k] <= 0 for k in ks):
+            violations += 1
+        else:
+            for k in ks:
+                left[k] -= 1
+    return (violations, max(prios, default=0), len(victims), sum(prios))
+
+
+def planner_places(nodes, pods, group, gone) -> bool:
+    """The planner's own packing places minMember on the room without ``gone`` (what cogate judges by)."""
+    snap = Snapshot(nodes, pods, members_anti([group]), members_spread([group]))
+    plannable = classify(group, CFG.gate_name).plannable
+    return len(pack(lent_room(snap, [], group, gone), plannable, group.min_member)) >= group.min_member
+
+
+@settings(max_examples=int(os.environ.get("ORACLE_EXAMPLES", 400)), deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(scenario=native_scenarios())
+def test_native_units_against_brute_force(scenario):
+    """Issue 39: the chosen victims never hold a strict subset of an ``all`` group, and never cost
+    more than the cheapest admissible set on which the planner places minMember (the oracle tries
+    every subset of the candidates; its exhaustive placement finding a cheaper set the planner's
+    packing cannot use is counted, not failed, as above)."""
+    nodes, pods, budgets, gangs, group, natives = scenario
+    result = select_victims(group, nodes, pods, [], budgets, gangs, CFG, natives=natives)
+    priority = min(m.priority for m in group.members)
+    units, never = native_unit_of(natives, pods, priority)
+    cands = [p for p in candidates(pods, gangs, priority) if not (p.native and p.native_group in never)]
+    if not isinstance(result, Preemption):
+        return
+    gone = {v.pod.uid for v in result.victims}
+    for name, (ps, _) in units.items():
+        taken = sum(p.uid in gone for p in ps)
+        assert taken in (0, len(ps)), f"a strict subset of all group {name} taken"
+    assert not any(v.pod.native and v.pod.native_group in never for v in result.victims)
+    assert gone <= {p.uid for p in cands}
+    assert planner_places(nodes, pods, group, gone)
+    mine = cost([v.pod for v in result.victims], pods, gangs, units, budgets)
+    best = None
+    exhaustive_best = None
+    for k in range(1, len(cands) + 1):
+        for combo in itertools.combinations(cands, k):
+            ids = {p.uid for p in combo}
+            if not leaves_no_gang_below_min(pods, gangs, ids):
+                continue
+            if any(0 < sum(p.uid in ids for p in ps) < len(ps) for ps, _ in units.values()):
+                continue
+            c = cost(list(combo), pods, gangs, units, budgets)
+            if (exhaustive_best is None or c < exhaustive_best) and fits(nodes, pods, group, ids):
+                exhaustive_best = c
+            if (best is None or c < best) and planner_places(nodes, pods, group, ids):
+                best = c
+    assert best is not None and mine <= best, (mine, best, result.message)
+    if exhaustive_best is not None and exhaustive_best < mine:
+        event("the exhaustive placement finds a cheaper set the planner's packing cannot use")
+    else:
+        event("the cheapest admissible set")
+    if units:
+        event("with native all groups")
