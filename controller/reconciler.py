@@ -65,6 +65,7 @@ from cogate.controller.status import waiting
 from cogate.controller.model import replicas
 from cogate.controller.release.ownership import Ownership, api_reader, custom_reader
 from cogate.controller.release.relaying import Relaying
+from cogate.controller.release.sizing import OwnerSizes, operator_reader
 from cogate.controller.release.aftercare import Aftercare, Context
 from cogate.controller.model.config import ReconcilerConfig
 from cogate.controller.kube.events import Emitter, EventRecorder
@@ -201,6 +202,7 @@ class Reconciler:
                                 read_custom=custom_reader(api_client))
         # A held group's reason, told to its owner and gated members where users look.
         self.relaying = Relaying(self.events, config.gate_name)
+        self.sizes = OwnerSizes(operator_reader(api_client), self.events, self.metrics, monotonic)  # operators' size
         self.forcing = Forcing(self.events, config.gate_name, self._drop, caches.members.get)  # cogate.dev/force-release
 
     def _follow_cluster(self, caches: Caches) -> None:
@@ -294,6 +296,7 @@ class Reconciler:
             with self._planning_lock:  # members' device requests; nodes' and bound pods' devices
                 labelled = self.devices.resolve(labelled, self.planning)
             members = members_by_group(labelled)
+            groups = self.sizes.adjust(groups, members, now)  # operators' size; cogate.dev/follow-owner-size
             natives = [p for p in labelled if p.native]  # one scan: usually none
             self._native = native.ignored_by_group(natives)  # no members: said so in their group's status
             self.strays.native(natives)  # stored with a native gang field: cogate's gate comes off
@@ -470,7 +473,7 @@ class Reconciler:
         verdict = self.forcing.apply(g, request, verdict, now)  # the annotation cogate.dev/force-release
         memory = self.memory.recall(g.uid)
         checked = self.guard.check(g, verdict, memory.release, now)  # planned nodes again, back-off, dry run
-        findings = self.aftercare.find(g, request, verdict, ctx, memory.release, checked.refused)
+        findings = self.aftercare.find(g, request, verdict, ctx, memory.release, checked.refused, now)
         new_status = self._new_status(g, request, verdict, checked.release, findings, memory, now)
         phase, wait = new_status.phase or "Pending", waiting.wait_of(new_status, now)
         body, later = self._status_body(g, new_status, checked.release, memory.status)
@@ -486,7 +489,8 @@ class Reconciler:
         self._warn_mixed_priorities(g, request, now)
         self._warn_shared_replicas(g, request, now)
         self.aftercare.time_out(g, request.members, new_status, memory.release, now)
-        return Applied(phase, int(body is not None), ungated, earliest(checked.wake_at, later, refused_at), wait)
+        wake_at = earliest(checked.wake_at, later, refused_at, self.aftercare.wake_at(findings, now))
+        return Applied(phase, int(body is not None), ungated, wake_at, wait)
 
     def _new_status(self, g: GroupObject, request: GroupRequest, verdict: GroupVerdict, release: Mapping[str, str],
                     findings: lifecycle.Findings, memory: GroupMemory, now: float) -> PodGroupStatus:
@@ -503,7 +507,8 @@ class Reconciler:
             verdict.message, findings, now)
         new_status = self.forcing.conditions(new_status, g, status_verdict, now)
         new_status = self.preempting.conditions(new_status, g, memory.preemption, now)
-        return self.provisioning.conditions(new_status, g, memory.provisioning, now)
+        new_status = self.provisioning.conditions(new_status, g, memory.provisioning, now)
+        return self.sizes.conditions(new_status, g, now)
 
     def _status_body(self, g: GroupObject, new_status: PodGroupStatus, release: Mapping[str, str],
                      memory: StatusMemory) -> tuple[dict[str, Any] | None, float | None]:
