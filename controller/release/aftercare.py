@@ -136,7 +136,7 @@ class Aftercare:
 
     # -- per group ---------------------------------------------------------------------------------
     def find(self, g: GroupObject, request: GroupRequest, verdict: GroupVerdict, ctx: Context, memory: ReleaseMemory,
-             refused: str, now: float = 0.0) -> lifecycle.Findings:
+             refused: str, now: float) -> lifecycle.Findings:
         """The after-release findings of one group for its conditions (``refused``: the release
         guard's text; ``now``: epoch seconds); acts on the opt-in quorum policy (once per release)."""
         delete, report = lifecycle.split_stuck(ctx.stuck, self.config.recreate_stuck_members)

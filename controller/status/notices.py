@@ -220,9 +220,9 @@ def timed_out(message: str) -> Notice:
 
 def recovery_evicted(count: int, rounds: int, limit: int, state: str) -> Notice:
     """The Warning ``RecoveryEvicted`` event of one round of the recovery deadline."""
-    return Notice(WARNING, Reason.RECOVERY_EVICTED,
-                  f"eviction round {rounds} of {limit}: evicted {count} remaining members with a controller owner "
-                  f"so the gang frees its room and re-forms whole; {state}")
+    did = (f"evicted {count} remaining members with a controller owner so the gang frees its room and re-forms "
+           "whole" if count else "nothing placed to evict (the members came back and wait gated)")
+    return Notice(WARNING, Reason.RECOVERY_EVICTED, f"eviction round {rounds} of {limit}: {did}; {state}")
 
 
 def recovery_failed(state: str) -> Notice:

@@ -123,6 +123,7 @@ def test_with_no_node_the_rounds_follow_the_back_off_and_stop_at_the_limit_with_
     assert "eviction rounds done: two of two" in failed, failed
     rounds = _reasons(kube, namespace, "RecoveryEvicted")
     assert len(rounds) == 2, rounds
+    assert any("eviction round 2 of 2: nothing placed to evict" in r for r in rounds), rounds
     st = status(kube, namespace, "g")
     assert st["phase"] == "Failed"
     assert condition(st, "Satisfied")["reason"] == "RecoveryFailed"
