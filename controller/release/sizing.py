@@ -48,6 +48,8 @@ __all__ = ["OwnerSizes", "Found", "FOLLOW_ANNOTATION", "operator_reader", "opera
 ReadFn = Callable[[tuple[str, str], str, str], "Mapping[str, Any] | None"]
 #: How long an owner read is used while the group's members are unchanged (seconds).
 CACHE_SECONDS = 10.0
+#: :meth:`OwnerSizes._judge`'s answer for an operator that could not be read or judged.
+_UNKNOWN = object()
 #: The opt-in annotation: the gang follows its operator's size (minMember lowered to it).
 FOLLOW_ANNOTATION = "cogate.dev/follow-owner-size"
 
@@ -119,6 +121,9 @@ class OwnerSizes:
         self._cache: dict[tuple[tuple[str, str], str, str], tuple[float, tuple[Any, ...], Any]] = {}
         #: PodGroup uid -> what the last pass found.
         self._found: dict[str, Found] = {}
+        #: PodGroup uids whose operator could not be read or judged in the last pass (404, error,
+        #: malformed): their condition is left as it is.
+        self._unknown: set[str] = set()
         self._forbidden: set[str] = set()
 
     def adjust(self, groups: Mapping[tuple[str, str], GroupObject],
@@ -127,13 +132,16 @@ class OwnerSizes:
         this pass's findings. Never raises for an odd owner (logged, left unjudged)."""
         out = dict(groups)
         found: dict[str, Found] = {}
+        unknown: set[str] = set()
         for key, g in groups.items():
             try:
                 f = self._judge(g, members.get(key, ()))
             except Exception:  # noqa: BLE001 - an odd owner must not cost the pass
                 log.exception("judging the operator owner of PodGroup %s/%s failed", *key, extra=log_extra(*key))
                 f = None
-            if f is None:
+            if f is _UNKNOWN:
+                unknown.add(g.uid)
+            if not isinstance(f, Found):
                 self._events.clear(g.uid, "operator")
                 self._events.clear(g.uid, "operator-owner")
                 continue
@@ -145,13 +153,15 @@ class OwnerSizes:
                 spec = g.pg.spec.model_copy(update={"minMember": f.size.pods, "minResources": None})
                 out[key] = replace(g, pg=g.pg.model_copy(update={"spec": spec}))
         with self._lock:
-            self._found = found
+            self._found, self._unknown = found, unknown
             t = self._monotonic()
             for k in [k for k, v in self._cache.items() if t - v[0] >= self._cache_seconds]:
                 del self._cache[k]
         return out
 
-    def _judge(self, g: GroupObject, members: Sequence[PodInfo]) -> Found | None:
+    def _judge(self, g: GroupObject, members: Sequence[PodInfo]) -> Found | object | None:
+        """What the group's operator says (:class:`Found`), ``None`` when nothing is to be judged
+        (no operator, or not short and not following), :data:`_UNKNOWN` when it could not be read."""
         following = follows(g.pg.metadata.annotations)
         spec_min = min_member_of(g.pg)
         present = sum(1 for m in members if m.phase != "Failed" and not m.deleting)
@@ -163,15 +173,15 @@ class OwnerSizes:
         kind, name, uid = who
         raw = self._object(kind, g.key[0], name, members)
         if not isinstance(raw, Mapping):
-            return None
+            return _UNKNOWN
         meta = raw.get("metadata") if isinstance(raw.get("metadata"), Mapping) else {}
         if uid and meta.get("uid") and meta.get("uid") != uid:
-            return None  # another object under that name
+            return _UNKNOWN  # another object under that name
         try:
             size = ops.size(kind, raw)
         except ValueError as exc:
             log.warning("%s %s/%s: %s; not judged", kind[1], g.key[0], name, exc, extra=log_extra(*g.key))
-            return None
+            return _UNKNOWN
         if size is None:
             return None
         owner = ObjectRef(g.key[0], name, str(meta.get("uid") or uid), kind=kind[1],
@@ -223,6 +233,8 @@ class OwnerSizes:
         """``status`` with ``OwnerCanComplete`` written from the last pass's finding for ``g``."""
         with self._lock:
             f = self._found.get(g.uid)
+            if g.uid in self._unknown:
+                return status  # not read or not readable: left as it is
         conds = cond_mod.ConditionSet(status.conditions, now, g.pg.metadata.generation)
         if f is None:
             cond_mod.write_owner_can_complete(conds, verdict="", following="", suspended=False, fine="")

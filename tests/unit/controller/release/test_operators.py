@@ -170,3 +170,6 @@ def test_room_says_nothing_without_an_operator_a_full_group_or_an_unreadable_own
     r2, rec2, _ = sizes_room(bad)
     r2.adjust({g3.key: g3}, {g3.key: ms3}, 100.0)
     assert rec.events == [] and rec2.events == [] and reads == [(ops.RAYCLUSTER, "rc")]
+    told = PodGroupStatus(conditions=[{"type": "OwnerCanComplete", "status": "False", "reason": "OwnerTooSmall",
+                                       "message": "x", "lastTransitionTime": "2024-01-01T00:00:00Z"}])
+    assert r2.conditions(told, g3, 100.0) is told, "an owner that cannot be read leaves the condition as it is"
