@@ -13,7 +13,7 @@ from pathlib import Path
 from setuptools import setup
 
 #: The controller's subject folders (controller/*/; docs/internals.md).
-CONTROLLER_FOLDERS = ["model", "planning", "status", "kube", "devices", "preemption", "provisioning", "release", "explain"]
+CONTROLLER_FOLDERS = ["topology", "model", "planning", "status", "kube", "devices", "preemption", "provisioning", "release", "explain"]
 #: What the image runs; always in the wheel.
 PACKAGES = [
     "cogate",

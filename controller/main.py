@@ -27,7 +27,8 @@ from collections.abc import Callable
 from typing import Any
 
 from cogate import api, cliargs, kube, listen, logs
-from cogate.controller import core
+from cogate.controller import core, topologies
+from cogate.controller.topology import constraints
 from cogate.controller.devices import feature as devices
 from cogate.controller.preemption import feature as preemption
 from cogate.controller.provisioning import feature as provisioning, provreq
@@ -59,7 +60,8 @@ def connection_pool_size(workers: int) -> int:
 
 #: The features the controller runs, in the order their informers are built (and the API server
 #: checked for them): each declares what it watches (:mod:`cogate.controller.kube.features`).
-FEATURES = (core.FEATURE, preemption.FEATURE, provisioning.FEATURE, devices.FEATURE, release.FEATURE)
+FEATURES = (core.FEATURE, preemption.FEATURE, provisioning.FEATURE, devices.FEATURE, release.FEATURE,
+            topologies.FEATURE)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -128,6 +130,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "(repeatable; the chart passes its release namespace and controller.protectedNamespaces); "
                         "a group that could only make room by taking such pods says so (Preempting False, reason "
                         "OnlyProtectedPods) (default: none)")
+    p.add_argument("--topology-levels", metavar="LABEL,...", default=(), type=_topology_levels,
+                   help="topology levels: node labels, coarse to fine (e.g. topology.kubernetes.io/zone,"
+                        "example.com/block,example.com/rack; kubernetes.io/hostname implied last), that PodGroups "
+                        "annotated topology.cogate.dev/required or /preferred name (docs/topology.md) (default: none: "
+                        "a constraint's own labels, a PodGroup's topology.cogate.dev/levels, or a Kueue Topology's)")
     p.add_argument("--provisioning-class", metavar="CLASS", default="",
                    help="ask cluster-autoscaler for the nodes a waiting group lacks with ProvisioningRequests of this "
                         "class (autoscaling.x-k8s.io/v1; e.g. " + provreq.ATOMIC_CLASS + ": all of the group's "
@@ -218,6 +225,14 @@ def typed_apis(api_client: Any) -> Apis:
                 api_client=api_client)
 
 
+def _topology_levels(text: str) -> tuple[str, ...]:
+    """``--topology-levels``: :func:`cogate.controller.topology.constraints.parse_levels`."""
+    try:
+        return constraints.parse_levels(text, "--topology-levels")
+    except constraints.TopologyError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def configure(args: argparse.Namespace) -> ReconcilerConfig:
     """The reconciler's configuration from the parsed flags."""
     return ReconcilerConfig(
@@ -226,7 +241,7 @@ def configure(args: argparse.Namespace) -> ReconcilerConfig:
         recreate_stuck_members=args.recreate_stuck_members, validate_releases=args.validate_releases,
         pod_disruption_budgets=args.pod_disruption_budgets, evict_below_quorum=args.evict_below_quorum,
         preemption=args.preemption, protected_namespaces=frozenset(args.protected_namespaces),
-        provisioning_class=args.provisioning_class,
+        provisioning_class=args.provisioning_class, topology_levels=args.topology_levels,
         starvation_seconds=args.starvation_seconds, reservation_ttl_seconds=args.reservation_ttl,
         scheduler_names=frozenset({verdicts.DEFAULT_SCHEDULER, *args.scheduler_names}),
         unchecked=args.unchecked_constraints)

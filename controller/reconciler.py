@@ -57,6 +57,8 @@ from typing import TYPE_CHECKING, Any
 
 from cogate.controller.status import lifecycle, notices
 from cogate.controller.release import native, refusers
+from cogate.controller import topologies
+from cogate.controller.planning.fenced import domain_annotations, fence_requests
 from cogate.controller.model import verdicts
 from cogate.controller.model import quota as quota_mod
 from cogate.controller.status import status as status_mod
@@ -65,7 +67,6 @@ from cogate.controller.status import waiting
 from cogate.controller.model import replicas
 from cogate.controller.release.ownership import Ownership, api_reader, custom_reader
 from cogate.controller.release.relaying import Relaying
-from cogate.controller.release.sizing import OwnerSizes, operator_reader
 from cogate.controller.release.aftercare import Aftercare, Context
 from cogate.controller.model.config import ReconcilerConfig
 from cogate.controller.kube.events import Emitter, EventRecorder
@@ -202,7 +203,6 @@ class Reconciler:
                                 read_custom=custom_reader(api_client))
         # A held group's reason, told to its owner and gated members where users look.
         self.relaying = Relaying(self.events, config.gate_name)
-        self.sizes = OwnerSizes(operator_reader(api_client), self.events, self.metrics, monotonic)  # operators' size
         self.forcing = Forcing(self.events, config.gate_name, self._drop, caches.members.get)  # cogate.dev/force-release
 
     def _follow_cluster(self, caches: Caches) -> None:
@@ -296,13 +296,14 @@ class Reconciler:
             with self._planning_lock:  # members' device requests; nodes' and bound pods' devices
                 labelled = self.devices.resolve(labelled, self.planning)
             members = members_by_group(labelled)
-            groups = self.sizes.adjust(groups, members, now)  # operators' size; cogate.dev/follow-owner-size
+            groups = self.aftercare.sizes.adjust(groups, members, now)  # operators' size; cogate.dev/follow-owner-size
             natives = [p for p in labelled if p.native]  # one scan: usually none
             self._native = native.ignored_by_group(natives)  # no members: said so in their group's status
             self.strays.native(natives)  # stored with a native gang field: cogate's gate comes off
             if self.strays.pending:  # those, and gated pods that left their group
                 self.strays.release()
-            requests = build_group_requests(groups.values(), members, self.config.gate_name)
+            requests = build_group_requests(groups.values(), members, self.config.gate_name,
+                                            self.config.topology_levels, topologies.kueue_levels(self.caches))
             if self.restore_reservations:
                 self.preempting.resume(groups, requests, self.memory, now)  # preemptions left in flight
                 self._restore_reservations(requests, now)
@@ -320,9 +321,10 @@ class Reconciler:
             present = self.preempting.present(self.memory)  # read before planning: a victim gone now is gone for it
             decision = self._plan([r for r in requests if groups[(r.namespace, r.name)].uid not in held], now,
                                   promised)
-            wakes.append(self.preempting.step(decision, groups, by_key, self.memory, present, self.reservations, now))
+            fenced = fence_requests(decision.verdicts, by_key)  # topology: victims and new nodes in one domain
+            wakes.append(self.preempting.step(decision, groups, fenced, self.memory, present, self.reservations, now))
             held_now = self.preempting.promises(groups, by_key, self.memory)  # with a preemption started just now
-            wakes.append(self.provisioning.step(decision, groups, by_key, self.memory, self.reservations, held_now,
+            wakes.append(self.provisioning.step(decision, groups, fenced, self.memory, self.reservations, held_now,
                                                 now))
             result, wake_at = self._apply_verdicts(decision, groups, {(r.namespace, r.name): r for r in requests},
                                                    now, survey.contexts)
@@ -489,8 +491,7 @@ class Reconciler:
         self._warn_mixed_priorities(g, request, now)
         self._warn_shared_replicas(g, request, now)
         self.aftercare.time_out(g, request.members, new_status, memory.release, now)
-        wake_at = earliest(checked.wake_at, later, refused_at, self.aftercare.wake_at(findings, now))
-        return Applied(phase, int(body is not None), ungated, wake_at, wait)
+        return Applied(phase, int(body is not None), ungated, earliest(checked.wake_at, later, refused_at, findings.wake_at), wait)
 
     def _new_status(self, g: GroupObject, request: GroupRequest, verdict: GroupVerdict, release: Mapping[str, str],
                     findings: lifecycle.Findings, memory: GroupMemory, now: float) -> PodGroupStatus:
@@ -507,8 +508,7 @@ class Reconciler:
             verdict.message, findings, now)
         new_status = self.forcing.conditions(new_status, g, status_verdict, now)
         new_status = self.preempting.conditions(new_status, g, memory.preemption, now)
-        new_status = self.provisioning.conditions(new_status, g, memory.provisioning, now)
-        return self.sizes.conditions(new_status, g, now)
+        return self.aftercare.sizes.conditions(self.provisioning.conditions(new_status, g, memory.provisioning, now), g, now)
 
     def _status_body(self, g: GroupObject, new_status: PodGroupStatus, release: Mapping[str, str],
                      memory: StatusMemory) -> tuple[dict[str, Any] | None, float | None]:
@@ -559,7 +559,7 @@ class Reconciler:
         A patch the API server refuses now (after the dry run) is reported and backed off like a
         dry-run refusal."""
         placement = self.config.placement
-        results = self.writer.ungate_members(release, self.provisioning.consume(g))
+        results = self.writer.ungate_members(release, {**self.provisioning.consume(g), **domain_annotations(verdict.domain)})
         removed = {u: n for u, n in release.items() if results.get(u) == WriteResult.REMOVED}
         self.forcing.announce(g, verdict, removed, now)
         refused = {u for u, r in results.items() if r == WriteResult.REFUSED}
@@ -571,7 +571,7 @@ class Reconciler:
         elif memory.refusal is not None and removed:
             self.guard.clear(memory)
         if outcome is Outcome.RELEASED:
-            notice = notices.released(release, placement)
+            notice = notices.released(release, placement, placed_in=verdict.placed_in)
             log.info("PodGroup %s/%s: %s (%s)", *g.key, notice.message, verdict.message, extra=log_extra(*g.key))
             self.events.emit(g.ref, "", notice, now)
         elif removed:

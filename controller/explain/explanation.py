@@ -154,7 +154,7 @@ class _Planned:
 def _plan(world: World, nodes: Sequence[NodeInfo], now: float, config: ReconcilerConfig) -> _Planned:
     """The controller's pass over ``world`` (on ``nodes``), dry: ``planner.decide`` in its two steps."""
     members = members_by_group(world.members)
-    requests = build_group_requests(world.groups, members, config.gate_name)
+    requests = build_group_requests(world.groups, members, config.gate_name, config.topology_levels)
     reservations = restored_reservations(requests, now, config.reservation_ttl_seconds)
     snapshot = Snapshot(nodes, world.pods, members_anti(requests), members_spread(requests))
     run = Pass(snapshot, requests, reservations, now, config.planner_config)

@@ -566,8 +566,12 @@ class Caches:
     device_classes: Informer | None = None
     resource_claims: Informer | None = None
     claim_templates: Informer | None = None
+    #: Kueue ``Topology`` objects (records: their levels, ``constraints.kueue_topology_levels``, by
+    #: name), when the API server serves them and cogate may list them (controller/topologies.py).
+    kueue_topologies: Informer | None = None
 
     def all(self) -> list[Informer]:
         return [i for i in (self.podgroups, self.members, self.bound, self.nodes, self.claims, self.volumes,
                             self.quotas, self.nominated, self.budgets, self.provreqs, self.resource_slices,
-                            self.device_classes, self.resource_claims, self.claim_templates) if i is not None]
+                            self.device_classes, self.resource_claims, self.claim_templates, self.kueue_topologies)
+                if i is not None]

@@ -61,6 +61,11 @@ class ReconcilerConfig:
     #: with (``--provisioning-class``, issue 16: e.g. ``best-effort-atomic-scale-up.autoscaling.x-k8s.io``);
     #: '' (the default): never asks (controller/provisioning/room.py).
     provisioning_class: str = ""
+    #: Topology levels, node labels coarse to fine, the hostname label implied last
+    #: (``--topology-levels``, the chart's ``topology.levels``; issue 32): what a PodGroup's
+    #: ``topology.cogate.dev/required`` and ``/preferred`` name (docs/topology.md). Empty: a constraint
+    #: names its labels alone, or a PodGroup its own levels.
+    topology_levels: tuple[str, ...] = ()
 
     @property
     def planner_config(self) -> verdicts.PlannerConfig:

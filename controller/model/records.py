@@ -24,6 +24,7 @@ from typing import Any
 
 from cogate import gates
 from cogate.api import DEFAULT_SCHEDULER_NAME, POD_GROUP_LABEL, native_gang_field
+from cogate.controller.topology.constraints import KUEUE_ANNOTATIONS
 from cogate.controller.model.constraints import (HostPort, LabelSelector, LabelSelectorRequirement,
                                                   NodeSelectorRequirement, NodeSelectorTerm, PodAffinityTerm, Taint,
                                                   Toleration, TopologySpreadConstraint, host_ports, label_selector,
@@ -171,6 +172,9 @@ class PodInfo:
     #: (``leaderworkerset.sigs.k8s.io/size``, leader included); 0 when absent or not a positive
     #: integer (:mod:`cogate.controller.model.replicas`).
     replica_size: int = 0
+    #: Kueue's topology annotations the pod carries (``kueue.x-k8s.io/podset-*-topology``,
+    #: ``podset-slice-size``), sorted pairs: :func:`cogate.controller.topology.constraints.parse`.
+    topology_asked: tuple[tuple[str, str], ...] = ()
     #: ``metadata.generation`` (0 when absent: API servers before 1.33). The API server sets 1 at
     #: creation and adds 1 on every change of ``spec`` (binding and status writes do not), so a
     #: release (the gate's removal) always makes it at least 2 (:func:`cogate.controller.status.lifecycle.never_gated`).
@@ -407,6 +411,7 @@ def _pod_info(
         affinity=(affinity or None) if gate_names else None,
         nominated_node=sys.intern(text(status.get("nominatedNodeName"), "status.nominatedNodeName")),
         replica_size=_replica_size(meta.get("annotations")),
+        topology_asked=_topology_asked(meta.get("annotations")),
         generation=_generation(meta.get("generation")),
         owner=controller_owner(owners) if POD_GROUP_LABEL in (meta.get("labels") or {}) else (),
         preemption_policy=_preemption_policy(spec.get("preemptionPolicy")),
@@ -464,6 +469,13 @@ def nominated_pod_info(obj: Mapping[str, Any]) -> PodInfo | None:
         return None
     p = pod_info(obj)
     return None if p.bound else p
+
+
+def _topology_asked(annotations: Any) -> tuple[tuple[str, str], ...]:
+    """Kueue's topology annotations among ``annotations`` (strings only), sorted."""
+    if not isinstance(annotations, Mapping):
+        return ()
+    return tuple(sorted((k, v) for k in KUEUE_ANNOTATIONS if isinstance(v := annotations.get(k), str)))
 
 
 def _replica_size(annotations: Any) -> int:

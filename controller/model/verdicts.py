@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from cogate.api import DEFAULT_GATE_NAME, DEFAULT_SCHEDULER_NAME
 from cogate.controller.model.minresources import Short as MinResourcesShort
 from cogate.controller.model.records import RESOURCE_CLAIMS, PodInfo, Reservation
+from cogate.controller.topology.constraints import Constraint
 
 if TYPE_CHECKING:
     from cogate.models import PodGroup
@@ -75,7 +76,10 @@ class GroupRequest:
     ``created``: PodGroup creationTimestamp (epoch seconds). ``min_resources``: ``spec.minResources``
     as sorted ``(resource, units)`` pairs (:func:`cogate.controller.model.minresources.parse`: CPU
     millicores, bytes, counts), None when the PodGroup has none; ``min_resources_error``: why it
-    could not be read (the field named), which holds the group ``Unschedulable``.
+    could not be read (the field named), which holds the group ``Unschedulable``. ``topology``: the
+    domain constraint its annotations ask (:func:`cogate.controller.topology.constraints.parse`), None
+    when none; ``topology_error``: why they could not be read (the annotation named), which holds the
+    group ``Unschedulable``.
     """
 
     namespace: str
@@ -86,6 +90,8 @@ class GroupRequest:
     members: tuple[PodInfo, ...]
     min_resources: tuple[tuple[str, int], ...] | None = None
     min_resources_error: str = ""
+    topology: Constraint | None = None
+    topology_error: str = ""
 
 
 def min_member_of(pg: PodGroup) -> int:
@@ -162,6 +168,12 @@ class GroupVerdict:
     message: str
     waiting: tuple[str, ...] = ()
     min_resources_short: tuple[MinResourcesShort, ...] = ()
+    #: The topology domain the members released go to, ``(node label, value)`` coarse to fine
+    #: (:mod:`cogate.controller.planning.fenced`); () without a topology constraint.
+    domain: tuple[tuple[str, str], ...] = ()
+    #: That domain in words for the ``Released`` event ("rack r3"; "block b1 (wider than the preferred
+    #: rack: none holds 8 now)"); '' without one.
+    placed_in: str = ""
 
 
 @dataclass(frozen=True)

@@ -128,6 +128,7 @@ from cogate.controller.planning.explanations import (
     waiting_text,
 )
 from cogate.controller.planning.minimum import MinResources
+from cogate.controller.planning.fenced import Fenced
 from cogate.controller.planning.members import (
     Members,
     classify,
@@ -187,7 +188,7 @@ def _order_key(g: GroupRequest) -> tuple[int, float, str, str]:
 order_key = _order_key
 
 
-class Pass(ReleasedGroups, Starvation, MinResources):
+class Pass(Fenced, ReleasedGroups, Starvation, MinResources):
     """One call of :func:`decide`: the room left as groups are taken in order, the
     reservations kept and made, and the starving group that blocks later ones.
 
@@ -331,6 +332,8 @@ class Pass(ReleasedGroups, Starvation, MinResources):
             return verdict
         if (verdict := self._invalid_min_resources(g, ms)) is not None:
             return verdict
+        if g.topology_error:
+            return _verdict(g, Outcome.UNSCHEDULABLE, len(ms.bound), f"invalid topology annotation: {g.topology_error}")
         if (verdict := self._too_few_present(g, ms)) is not None:
             return verdict
         if (verdict := self._held(g, ms)) is not None:
@@ -341,6 +344,8 @@ class Pass(ReleasedGroups, Starvation, MinResources):
         if not self._holds_room(g) and (verdict := self._behind_starving_group(g, ms)) is not None:
             return verdict
         self.basis = Basis("pass", ms)
+        if g.topology is not None:
+            return self.judge_in_domains(g, ms)
         attempt = self._try_release(g, ms)
         if isinstance(attempt, GroupVerdict):
             return attempt

@@ -41,6 +41,7 @@ from cogate.controller.kube.events import Emitter
 from cogate.controller.kube.informer import Caches
 from cogate.controller.status.inputs import GroupObject, timeout_victims
 from cogate.controller.kube.metrics import Metrics
+from cogate.controller.release.sizing import OwnerSizes, operator_reader
 from cogate.controller.release.memory import BUDGET_DELETED, BUDGET_FOREIGN, Budget, BudgetState, ReleaseMemory
 from cogate.controller.model.verdicts import GroupRequest, GroupVerdict, min_member_of
 from cogate.controller.model.records import PodInfo
@@ -97,6 +98,10 @@ class Aftercare:
         self._departed_lock = threading.Lock()  # the informer thread adds, the pass takes
         #: uids of members cogate deleted or evicted itself (not reported as lost).
         self._removed_by_us: set[str] = set()
+        #: Operators' size against their gang (RayCluster, MPIJob, PyTorchJob: ``sizing.OwnerSizes``,
+        #: the reconciler calls its ``adjust`` before planning and its ``conditions`` with the others).
+        self.sizes = OwnerSizes(operator_reader(getattr(writer.core, "api_client", None)), events, metrics,
+                                monotonic)
 
     def departed(self, pod: PodInfo) -> None:
         """The watch reported ``pod`` deleted: keep its last state if it was in a gang."""
@@ -158,8 +163,9 @@ class Aftercare:
                 quorum = (f"fell below minMember {request.min_member} ({placed} placed) after reaching it: evicted "
                           f"{len(victims)} remaining members with a controller owner so the gang frees its room "
                           "and re-forms whole (--evict-below-quorum)")
+        step = self._recovery(g, request, memory, now)
         return lifecycle.Findings(
-            recovery=self._recovery(g, request, memory, now),
+            recovery=step, wake_at=self._wake_at(step, now),
             stuck=lifecycle.stuck_message(delete, report) if ctx.stuck else "",
             refused=refused,
             lost=tuple(ctx.lost),
@@ -179,9 +185,9 @@ class Aftercare:
             return None
         return recovery.step(policy, record, below=lifecycle.below_quorum(g.pg, request.members), now=now)
 
-    def wake_at(self, findings: lifecycle.Findings, now: float) -> float | None:
+    def _wake_at(self, step: recovery.Step | None, now: float) -> float | None:
         """Monotonic seconds of the pass the recovery wants (its next round or failure), ``None``: none."""
-        due = findings.recovery.due if findings.recovery is not None else None
+        due = step.due if step is not None else None
         return None if due is None else self._monotonic() + max(0.0, due - now) + WAKE_MARGIN
 
     def act(self, g: GroupObject, request: GroupRequest, findings: lifecycle.Findings, ctx: Context,

@@ -26,6 +26,7 @@ from cogate import api
 from cogate.controller.model import leftovers
 from cogate.controller.model import minresources as minres
 from cogate.controller.model import recovery
+from cogate.controller.topology import constraints as topology
 from cogate.controller.status import status as status_mod
 from cogate.controller.model import volumes as volumes_mod
 from cogate.controller.status.notices import ObjectRef
@@ -110,8 +111,11 @@ def members_by_group(pods: Iterable[PodInfo]) -> dict[tuple[str, str], list[PodI
 
 
 def build_group_requests(groups: Iterable[GroupObject], members: Mapping[tuple[str, str], Sequence[PodInfo]],
-                         gate: str = api.DEFAULT_GATE_NAME) -> list[GroupRequest]:
-    """``verdicts.GroupRequest`` per cached PodGroup."""
+                         gate: str = api.DEFAULT_GATE_NAME, levels: tuple[str, ...] = (),
+                         kueue_levels: Sequence[tuple[str, ...]] = ()) -> list[GroupRequest]:
+    """``verdicts.GroupRequest`` per cached PodGroup. ``levels``: the controller's topology levels
+    (node labels coarse to fine, ``--topology-levels``); ``kueue_levels``: each Kueue ``Topology``'s
+    levels, in name order (:func:`cogate.controller.topology.constraints.parse`)."""
     out = []
     for g in groups:
         pg = g.pg
@@ -121,13 +125,25 @@ def build_group_requests(groups: Iterable[GroupObject], members: Mapping[tuple[s
         out.append(GroupRequest(namespace=pg.metadata.namespace, name=pg.metadata.name, min_member=m,
                                 created=created, released=status_mod.release_stands(pg.status, ms, gate, min_member=m,
                                                                                    whole=_whole(pg)),
-                                members=ms, **_min_resources(pg.spec.minResources)))
+                                members=ms, **_min_resources(pg.spec.minResources),
+                                **_topology(pg.metadata.annotations or {}, ms, levels, kueue_levels)))
     return out
 
 
 def _whole(pg: PodGroup) -> bool:
     """The group's recovery rule is ``whole`` (:func:`cogate.controller.model.recovery.policy_of`)."""
     return recovery.policy_of(pg.metadata.annotations).whole
+
+
+def _topology(annotations: Mapping[str, str], members: Sequence[PodInfo], levels: tuple[str, ...],
+              kueue_levels: Sequence[tuple[str, ...]]) -> dict[str, Any]:
+    """``GroupRequest``'s ``topology`` or ``topology_error`` naming the annotation."""
+    try:
+        parsed = topology.parse(annotations, (dict(m.topology_asked) for m in members if m.topology_asked),
+                                levels, kueue_levels)
+    except topology.TopologyError as e:
+        return {"topology_error": str(e)}
+    return {"topology": parsed}
 
 
 def _min_resources(raw: Mapping[str, str | int] | None) -> dict[str, Any]:

@@ -312,6 +312,8 @@ class Findings:
     waiting: tuple[str, ...] = field(default=())
     #: The recovery deadline's step of this pass (``None``: no deadline; :func:`recovery.step`).
     recovery: recovery.Step | None = None
+    #: Monotonic seconds of the pass the recovery wants (its next round or failure), ``None``: none.
+    wake_at: float | None = None
 
 
 def lost_message(lost: Sequence[Departure], pg: PodGroup, members: Sequence[PodInfo]) -> str:

@@ -183,9 +183,12 @@ def release_message(release: Mapping[str, str], placement: str, new: bool = Fals
     return f"released {n} {noun} pinned to planned nodes: {parts}{extra}"
 
 
-def released(release: Mapping[str, str], placement: str, new: bool = False) -> Notice:
-    """The Normal ``Released`` event for members ungated (uid -> pinned node, '' for none)."""
-    return Notice(NORMAL, Reason.RELEASED, release_message(release, placement, new=new))
+def released(release: Mapping[str, str], placement: str, new: bool = False, placed_in: str = "") -> Notice:
+    """The Normal ``Released`` event for members ungated (uid -> pinned node, '' for none); ``placed_in``:
+    the topology domain they go to (``GroupVerdict.placed_in``: "rack r3", and when wider than the
+    PodGroup's preferred level, "block b1 (wider than the preferred rack: ...)")."""
+    message = release_message(release, placement, new=new)
+    return Notice(NORMAL, Reason.RELEASED, f"{message}; in {placed_in}" if placed_in else message)
 
 
 def force_released(message: str) -> Notice:

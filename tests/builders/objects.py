@@ -63,6 +63,11 @@ class _Builder:
         self._meta.setdefault("labels", {}).update(labels or {}, **more)
         return self
 
+    def annotations(self, annotations: dict[str, str] | None = None, **more: str) -> Any:
+        """Add ``metadata.annotations``."""
+        self._meta.setdefault("annotations", {}).update({**(annotations or {}), **more})
+        return self
+
     def created(self, t: float | str | None) -> Any:
         """``metadata.creationTimestamp``: epoch seconds or RFC 3339 text; None: none."""
         if t is None:

@@ -482,6 +482,7 @@ def test_controller_rbac_is_least_privilege(objs):
         (("",), ("pods",), ("get", "list", "patch", "watch"), ()),
         (("",), ("nodes", "persistentvolumeclaims", "persistentvolumes"), ("get", "list", "watch"), ()),
         (("",), ("resourcequotas",), ("get", "list", "watch"), ()),
+        (("kueue.x-k8s.io",), ("topologies",), ("list", "watch"), ()),
         (("resource.k8s.io",), ("resourceslices", "deviceclasses", "resourceclaims", "resourceclaimtemplates"),
          ("get", "list", "watch"), ()),
         (("",), ("pods",), ("delete",), ()),
@@ -550,3 +551,13 @@ def test_validate_releases_modes(helm, value, mode):
     assert controller_main.build_parser().parse_args(args[1:]).validate_releases == mode
     has_rule = any(g == ("admissionregistration.k8s.io",) for g, *_ in _rules(objs, "ClusterRole", "cogate-controller"))
     assert has_rule == (mode == "auto")
+
+
+def test_topology_levels_reach_the_controller(helm):
+    """controller.topologyLevels -> --topology-levels, read back by the controller's own parser (issue 32)."""
+    sets = ["--set", "controller.topologyLevels={topology.kubernetes.io/zone,example.com/rack}"]
+    c = next(c for c in _cogate_containers(render(helm, *sets)) if c["name"] == "controller")
+    assert controller_main.build_parser().parse_args(c["args"][1:]).topology_levels == (
+        "topology.kubernetes.io/zone", "example.com/rack", "kubernetes.io/hostname")
+    default = next(c for c in _cogate_containers(render(helm)) if c["name"] == "controller")
+    assert not any(a.startswith("--topology-levels") for a in default["args"])

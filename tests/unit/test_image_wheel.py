@@ -19,7 +19,7 @@ from tests.image_contents import host_tool_modules, package_path
 
 ROOT = image.repo_root()
 #: controller/'s subject folders (docs/internals.md); setup.py must list each as a package.
-CONTROLLER_FOLDERS = {"model", "planning", "status", "kube", "devices", "preemption", "provisioning", "release", "explain"}
+CONTROLLER_FOLDERS = {"topology", "model", "planning", "status", "kube", "devices", "preemption", "provisioning", "release", "explain"}
 
 
 @pytest.fixture(scope="module")

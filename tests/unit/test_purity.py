@@ -19,6 +19,9 @@ from pathlib import Path
 import pytest
 
 PURE = [
+    "cogate.controller.topology.constraints",
+    "cogate.controller.topology.domains",
+    "cogate.controller.planning.fenced",
     "cogate.controller.planning.planner",
     "cogate.controller.planning.members",
     "cogate.controller.planning.basis",

@@ -20,7 +20,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[3]
 CONTROLLER = ROOT / "controller"
 #: Bottom up; "" is the loop at the top of controller/.
-LAYERS = ("model", "planning", "status", "kube", "devices", "preemption", "provisioning", "release", "explain", "")
+LAYERS = ("topology", "model", "planning", "status", "kube", "devices", "preemption", "provisioning", "release", "explain", "")
 
 
 def _folder(module: str) -> str | None:

@@ -290,4 +290,4 @@ def test_checks_and_discovery_run_in_order_before_any_informer_lists(world):
     world.served.add(provreq.PLURAL)
     run(world, "--provisioning-class", provreq.ATOMIC_CLASS)
     checks = [kw.get("plural") for kind, method, kw in world.calls if kw.get("limit") == 1]
-    assert checks == [provreq.PLURAL, "resourceslices"]
+    assert checks == [provreq.PLURAL, "resourceslices", "topologies", "topologies"]  # Kueue v1beta2, v1beta1

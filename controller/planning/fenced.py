@@ -1,0 +1,348 @@
+"""Gangs fenced into one topology domain (pure, issue 32 item 2): the planner's step for a group
+whose annotations ask a topology (``GroupRequest.topology``).
+
+The domain tree is built from the nodes' labels (:func:`cogate.controller.topology.domains.build`);
+for each level the constraint allows, tightest first, each domain that holds the group's running
+members and passes the cheap bound (:func:`~cogate.controller.topology.domains.may_hold`: its summed
+free room against the least the missing members request together) is tried with the planner itself:
+the members restricted to the domain (its labels added to every required node-affinity term, so a
+member's own nodeSelector and affinity still apply, ANDed) and packed on this pass's room
+(:func:`cogate.controller.planning.capacity.pack`), which is then rolled back. The choice is
+:func:`cogate.controller.topology.domains.choose`'s. The chosen domain's restricted group then goes
+through the ordinary rules (:meth:`Pass._try_release`, :meth:`Pass._explain`): every filter,
+reservation and message as for any group. A group no allowed domain holds waits:
+``InsufficientCapacity`` when some allowed domain holds it with its nodes empty, else
+``ExceedsClusterCapacity``; the message names, per level, the best few domains and what each lacks
+(:func:`cogate.controller.planning.explanations.shortfall`), and when a required level holds nothing,
+a domain of the next coarser level that would.
+
+Not planned yet (the group waits ``Unschedulable``, saying so): slices, ``balanced`` and
+``exclusive``; members of a released group are not fenced yet (docs/topology.md).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+from cogate.controller.model.constraints import NodeSelectorRequirement, NodeSelectorTerm
+from cogate.controller.model.records import NodeInfo, PodInfo
+from cogate.controller.planning.filters import static_reason
+from cogate.controller.model.verdicts import GroupRequest, GroupVerdict, Outcome
+from cogate.controller.planning.basis import Basis
+from cogate.controller.planning.capacity import pack
+from cogate.controller.planning.explanations import plural, shortfall
+from cogate.controller.planning.members import Members, classify
+from cogate.controller.planning.patches import awaiting_bind
+from cogate.controller.planning.room import Room
+from cogate.controller.topology.constraints import Constraint, domain_annotations
+from cogate.controller.model.resources import format_quantity
+from cogate.controller.topology.domains import Choice, Domain, Tree, Trial, Tried, build, choose, dominant, may_hold
+
+__all__ = ["DOMAINS_SHOWN", "Fenced", "restricted", "restricted_to", "fence_requests", "least_demand", "domain_text",
+           "domain_annotations"]
+
+#: How many domains a level's explanation names (the best first).
+DOMAINS_SHOWN = 3
+
+
+def restricted(m: PodInfo, levels: Sequence[str], d: Domain) -> PodInfo:
+    """``m`` allowed only on ``d``'s nodes: ``label In [value]`` for each of ``d``'s labels ANDed into
+    every required node-affinity term (one term of them alone when it has none)."""
+    if d.level < 0:
+        return m
+    return restricted_to(m, tuple(d.selector(levels).items()))
+
+
+def restricted_to(m: PodInfo, domain: Sequence[tuple[str, str]]) -> PodInfo:
+    """``m`` allowed only on nodes labelled ``domain`` (``(label, value)`` pairs), as :func:`restricted`.
+
+    A copy of the record with that one field changed (``dataclasses.replace`` re-runs ``__init__``
+    over some forty fields: it was two thirds of a pass over 1,024 nodes)."""
+    if not domain:
+        return m
+    out = object.__new__(PodInfo)
+    out.__dict__.update(m.__dict__)
+    out.__dict__["required_node_affinity"] = _fenced_terms(m.required_node_affinity, tuple(domain))
+    return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _fenced_terms(terms: tuple[NodeSelectorTerm, ...], domain: tuple[tuple[str, str], ...]
+                  ) -> tuple[NodeSelectorTerm, ...]:
+    reqs = tuple(NodeSelectorRequirement(k, "In", (v,)) for k, v in domain)
+    return tuple(replace(t, match_expressions=t.match_expressions + reqs) for t in terms or (NodeSelectorTerm(),))
+
+
+def least_demand(members: Sequence[PodInfo], count: int) -> dict[str, int]:
+    """Per resource, the least ``count`` of ``members`` request together (the ``count`` smallest
+    requests of that resource summed): no placement of ``count`` of them needs less."""
+    if count <= 0:
+        return {}
+    names = {r for m in members for r in m.requests}
+    return {r: sum(sorted(m.requests.get(r, 0) for m in members)[:count]) for r in names}
+
+
+def domain_text(c: Constraint, d: Domain) -> str:
+    """``"rack r3"``: the domain's level label (last path segment) and name."""
+    return "the cluster" if d.level < 0 else f"{_word(c.levels[d.level])} {d.name}"
+
+
+def _word(label: str) -> str:
+    """A level's name in messages: its label's name part (``example.com/rack`` -> ``rack``)."""
+    return label.rpartition("/")[2]
+
+
+class Fenced:
+    """The :class:`~cogate.controller.planning.planner.Pass` step for a group with a topology
+    constraint (module doc). Reads the pass's ``room``, ``snapshot``, ``gate`` and sets ``basis``."""
+
+    room: Room
+    gate: str
+    basis: Basis
+    _empty: Room | None
+
+    def judge_in_domains(self, g: GroupRequest, ms: Members) -> GroupVerdict:
+        """The verdict of ``g`` (classified ``ms``) placed in one domain its constraint allows."""
+        c = g.topology
+        assert c is not None
+        self.basis = Basis("pass", ms)
+        if unsupported := _unsupported(c):
+            return GroupVerdict(g.namespace, g.name, Outcome.UNSCHEDULABLE, {}, len(ms.bound),
+                                f"topology: {unsupported} not planned by this version of cogate (docs/topology.md)")
+        tree = self._tree(c.levels)
+        need = g.min_member - len(ms.bound)
+        demand = least_demand(ms.plannable, need)
+        main = dominant(demand, self._allocatable())
+        home = frozenset(m.node_name for m in ms.bound if m.node_name)
+        # every plannable member needed: each domain holding the gang keeps the same room, so the
+        # best fit is the first holding one in order of free room (domains.choose, ``order``)
+        order = (lambda d: (self._free(d, main), d.children, d.values)) if len(ms.plannable) == need else None
+        choice = choose(c, tree, g.min_member, lambda d: self._trial(self.room, c, d, ms, need, demand, main),
+                        lambda d: home <= frozenset(d.nodes), order)
+        if choice.domain is not None:
+            return self._in_domain(g, c, choice)
+        return self._nowhere(g, c, ms, tree, choice, need, demand, home)
+
+    # -- a domain tried
+
+    def _tree(self, levels: tuple[str, ...]) -> Tree:
+        trees = self.__dict__.setdefault("_trees", {})
+        if levels not in trees:
+            trees[levels] = build(levels, {n.name: n.labels for n in self.room.nodes})
+        return trees[levels]
+
+    def _free(self, d: Domain, resource: str) -> int:
+        """Free units of ``resource`` summed over ``d``'s nodes on this pass's room."""
+        index, free = self.room.table.index, self.room.free
+        return sum(max(free[index[n]].get(resource, 0), 0) for n in d.nodes if n in index)
+
+    def _allocatable(self) -> dict[str, int]:
+        total: dict[str, int] = {}
+        for n in self.room.nodes:
+            for r, v in n.allocatable.items():
+                total[r] = total.get(r, 0) + v
+        return total
+
+    def _trial(self, room: Room, c: Constraint, d: Domain, ms: Members, need: int, demand: Mapping[str, int],
+               main: str, prune: bool = True) -> Trial:
+        """The planner restricted to ``d`` on ``room``, rolled back (:class:`Trial`); a domain the bound
+        rules out is not planned (``prune``), its ``leftover`` then the free units of ``main``."""
+        index = room.table.index
+        slots = [index[n] for n in d.nodes if n in index]
+        free: dict[str, int] = {}
+        for i in slots:
+            for r, v in room.free[i].items():
+                free[r] = free.get(r, 0) + max(v, 0)
+        if prune and not may_hold(free, demand):
+            r = sorted(r for r, v in demand.items() if free.get(r, 0) < v)[0]
+            return Trial(len(ms.bound), free.get(main, 0), note=f"{r} {format_quantity(r, free.get(r, 0))} free of "
+                         f"at least {format_quantity(r, demand[r])} needed", pruned=True)
+        members = [restricted(m, c.levels, d) for m in ms.plannable]
+        mark = room.mark()
+        plan = pack(room, members, need)
+        left = sum(max(room.free[i].get(main, 0), 0) for i in slots)
+        note = ""
+        if len(plan) < need:
+            unplaced = [m for m in ms.plannable if m.uid not in plan]
+            note = shortfall(room, [restricted(m, c.levels, d) for m in unplaced], need - len(plan)).text
+            note = _in_domain_words(note, [room.nodes[i] for i in slots], unplaced[0])
+        room.rollback(mark)
+        return Trial(len(ms.bound) + len(plan), left, note)
+
+    # -- the verdicts
+
+    def _in_domain(self, g: GroupRequest, c: Constraint, choice: Choice) -> GroupVerdict:
+        """The ordinary rules on ``g`` restricted to the chosen domain; the domain named."""
+        d = choice.domain
+        assert d is not None
+        fenced = replace(g, members=tuple(restricted(m, c.levels, d) for m in g.members))
+        ms = classify(fenced, self.gate)
+        attempt = self._try_release(fenced, ms)  # type: ignore[attr-defined]
+        verdict = attempt if isinstance(attempt, GroupVerdict) else self._explain(fenced, ms, attempt)  # type: ignore[attr-defined]
+        self.basis = Basis("pass", ms)
+        where = domain_text(c, d)
+        start = c.start()
+        if start is not None and d.level < start:
+            where += f" (wider than the preferred {_word(c.levels[start])}: none holds {g.min_member} now)"
+        if not verdict.outcome.releases:
+            return replace(verdict, message=f"{verdict.message}; in {where}")
+        return replace(verdict, message=f"{verdict.message}; in {where}", domain=tuple(d.selector(c.levels).items()),
+                       placed_in=where)
+
+    # -- members after the release
+
+    def ungate_new_members(self, g: GroupRequest) -> GroupVerdict:
+        """A released group's new members (replacements, late members) planned only inside the
+        domain its placed members share (the tightest level tried whose one domain holds every member
+        bound or pinned; :meth:`ReleasedGroups.ungate_new_members` otherwise unchanged: one without room
+        there waits gated, named). A group placed in the whole cluster, or with nothing placed, is not
+        fenced."""
+        c = g.topology
+        home = frozenset(n for m in g.members
+                         if not m.terminal and (n := m.node_name or awaiting_bind(m, self.gate)))
+        d = self._home(c, home) if c is not None and home else None
+        if c is None or d is None:
+            return super().ungate_new_members(g)  # type: ignore[misc]
+        fenced = replace(g, members=tuple(restricted(m, c.levels, d) for m in g.members))
+        verdict: GroupVerdict = super().ungate_new_members(fenced)  # type: ignore[misc]
+        message = verdict.message
+        if not any(m.required_node_affinity for m in g.members):  # every node-affinity exclusion is the fence's
+            message = _FENCE.sub("", message)
+        return replace(verdict, message=f"{message}; new members kept in {domain_text(c, d)}",
+                       domain=tuple(d.selector(c.levels).items()))
+
+    def _home(self, c: Constraint, home: frozenset[str]) -> Domain | None:
+        tree = self._tree(c.levels)
+        for level in c.tried():
+            if level is None:
+                return None
+            for d in tree.domains.get(level, ()):
+                if home <= frozenset(d.nodes):
+                    return d
+        return None
+
+    def _nowhere(self, g: GroupRequest, c: Constraint, ms: Members, tree: Tree, choice: Choice, need: int,
+                 demand: Mapping[str, int], home: frozenset[str]) -> GroupVerdict:
+        """No allowed domain holds the group now: per level, the best few domains and what each lacks."""
+        if self._empty is None:  # type: ignore[has-type]
+            self._empty = self.snapshot.empty_room()  # type: ignore[attr-defined]
+        empty = self._empty
+        mark = empty.mark()
+        self._charge_bound_members(empty, ms)  # type: ignore[attr-defined]
+        ever = choose(c, tree, g.min_member, lambda d: self._trial(empty, c, d, ms, need, demand, "pods"),
+                      lambda d: home <= frozenset(d.nodes))
+        empty.rollback(mark)
+        main = dominant(demand, self._allocatable())
+        tried = [self._explained(c, t, ms, need, demand, main) for t in choice.tried]
+        best = max((t.fits for level in tried for _, t in level.trials), default=len(ms.bound))
+        parts = [_level_text(c, tree, level.level, level.trials, g.min_member) for level in tried]
+        if c.required is not None and (wider := self._wider(c, tree, ms, need, demand, home)):
+            parts.append(wider)
+        if home and not any(tried.trials for tried in choice.tried):
+            parts.append(f"its {plural(len(home), 'running member')} span more than one domain")
+        closest = _closest(c, tried, ever.tried, g.min_member)
+        if ever.domain is None:
+            text = f"fits {best} of {g.min_member} in no allowed domain even with every node empty: " + "; ".join(parts)
+            return GroupVerdict(g.namespace, g.name, Outcome.EXCEEDS_CLUSTER_CAPACITY, {}, best, text, domain=closest)
+        text = f"fits {best} of {g.min_member}: " + "; ".join(parts)
+        return GroupVerdict(g.namespace, g.name, Outcome.INSUFFICIENT_CAPACITY, {}, best, text, domain=closest)
+
+    def _explained(self, c: Constraint, tried: Tried, ms: Members, need: int, demand: Mapping[str, int],
+                   main: str) -> Tried:
+        """``tried`` with the domains an explanation names planned for real: pruned ones (ranked by the
+        free room of the dominant resource) are planned until :data:`DOMAINS_SHOWN` are."""
+        planned = [dt for dt in tried.trials if not dt[1].pruned]
+        pruned = sorted((dt for dt in tried.trials if dt[1].pruned), key=lambda dt: (-dt[1].leftover, dt[0].values))
+        wanted = pruned[: max(DOMAINS_SHOWN - len(planned), 0)]
+        again = [(d, self._trial(self.room, c, d, ms, need, demand, main, prune=False)) for d, _ in wanted]
+        return Tried(tried.level, tuple(planned + again + pruned[len(wanted):]))
+
+    def _wider(self, c: Constraint, tree: Tree, ms: Members, need: int, demand: Mapping[str, int],
+               home: frozenset[str]) -> str:
+        """A domain of the next coarser level than the required one that would hold the group now."""
+        assert c.required is not None
+        level = c.required - 1 if c.required > 0 else None
+        wide = Constraint(c.levels, required=level) if level is not None else Constraint(c.levels)
+        got = choose(wide, tree, len(ms.bound) + need, lambda d: self._trial(self.room, c, d, ms, need, demand,
+                                                                                   "pods"),
+                     lambda d: home <= frozenset(d.nodes))
+        if got.domain is None or got.level != level:
+            return ""
+        return f"{domain_text(c, got.domain)} would fit (not allowed: required={_word(c.levels[c.required])})"
+
+
+#: The node counts :func:`shortfall` appends: over every node, so the domain's own are counted apart.
+_EXCLUSIONS = re.compile(r"; \d+ nodes? excluded by [^;]*")
+#: The nodes outside the domain, which :func:`shortfall` counts as excluded by node affinity.
+_FENCE = re.compile(r"; \d+ nodes? excluded by node affinity")
+
+
+def _in_domain_words(text: str, nodes: Sequence[NodeInfo], member: PodInfo) -> str:
+    """:func:`shortfall`'s ``text`` for one domain: the nodes each static filter excludes counted over
+    the domain's ``nodes`` only (for ``member``, the first unplaced), not over the cluster, where the
+    fence itself would count."""
+    reasons = Counter(r for n in nodes if (r := static_reason(n, member)) is not None)
+    base = "no node of it takes them" if "by their own constraints" in text else _EXCLUSIONS.sub("", text)
+    counted = [f"{plural(k, 'node')} excluded by {r}" for r, k in sorted(reasons.items(), key=lambda rk: (-rk[1], rk[0]))]
+    return "; ".join([base, *counted])
+
+
+def _closest(c: Constraint, tried: Sequence[Tried], empty: Sequence[Tried], needed: int
+             ) -> tuple[tuple[str, str], ...]:
+    """Under a required level, the domain of that level closest to holding the gang now (most members
+    placed, then the trial order) among those that hold it with their nodes empty (``empty``; all of
+    them when none does: new nodes may): where preemption and ProvisioningRequests look
+    (:func:`fence_requests`)."""
+    if c.required is None:
+        return ()
+    trials = next((t.trials for t in tried if t.level == c.required), ())
+    could = {d.values for level in empty if level.level == c.required for d, t in level.trials
+             if t.fits >= needed and not t.pruned}
+    pool = [dt for dt in trials if dt[0].values in could] or list(trials)
+    if not pool:
+        return ()
+    d = max(pool, key=lambda dt: (dt[1].fits, not dt[1].pruned, dt[1].leftover))[0]
+    return tuple(d.selector(c.levels).items())
+
+
+def fence_requests(verdicts: Sequence[GroupVerdict], requests: Mapping[tuple[str, str], GroupRequest]
+                   ) -> dict[tuple[str, str], GroupRequest]:
+    """``requests`` with each waiting group that has a domain (``GroupVerdict.domain``: the required
+    level's closest one) restricted to it (:func:`restricted_to`): what gang preemption selects victims
+    for and ProvisioningRequests ask nodes for, so neither looks outside the domain the gang may use."""
+    out = dict(requests)
+    for v in verdicts:
+        r = out.get((v.namespace, v.name))
+        if r is not None and v.domain and v.outcome.waiting and r.topology is not None:
+            out[(v.namespace, v.name)] = replace(r, members=tuple(restricted_to(m, v.domain) for m in r.members))
+    return out
+
+
+def _unsupported(c: Constraint) -> str:
+    asked = [name for name, on in (("slices", c.slice_size > 0), ("balanced", c.balanced),
+                                   ("exclusive", c.exclusive)) if on]
+    return " and ".join(asked) + (" is" if len(asked) == 1 else " are") if asked else ""
+
+
+def _level_text(c: Constraint, tree: Tree, level: int | None, trials: Sequence[tuple[Domain, Trial]],
+                needed: int) -> str:
+    """``"rack: no rack holds 8; rack r3 fits 7 (cpu short ...); rack r1 fits 6 (...)"``."""
+    word = "cluster" if level is None else _word(c.levels[level])
+    if level is not None and not trials:
+        text = f"{word}: no node carries the label {c.levels[level]}"
+    else:
+        text = f"{word}: no {word} holds {needed}" if level is not None else f"the cluster holds {needed} only"
+        ranked = sorted(trials, key=lambda dt: (-dt[1].fits, dt[1].pruned, dt[0].values))[:DOMAINS_SHOWN]
+        for d, t in ranked:
+            text += f"; {d.name} too small ({t.note})" if t.pruned else (
+                f"; {d.name} fits {t.fits}" + (f" ({t.note})" if t.note else ""))
+        if len(trials) > DOMAINS_SHOWN:
+            text += f" and {len(trials) - DOMAINS_SHOWN} more"
+    if level is not None and (lacking := tree.excluded.get(level, 0)):
+        text += f" ({plural(lacking, 'node')} {'lacks' if lacking == 1 else 'lack'} a label of this level)"
+    return text
+

@@ -1,0 +1,228 @@
+"""Topology-aware gangs (issue 32 items 1-2), end to end: kwok nodes labelled with blocks and racks, the
+session's webhook and controller, the real kube-scheduler. Each rule with several inputs: a required
+rack where only one rack fits (all members there, none elsewhere), a required rack nothing holds (all
+gated, the message names the best rack and its shortfall), preferred widening to one block, a
+heterogeneous gang whose leader needs a node only one rack has, Kueue's pod annotation with no
+configuration at all, ``--topology-levels``, and an invalid annotation (a Warning event naming it).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from cogate.controller.topology import constraints as t
+from cogate.localcluster import example
+from cogate.localcluster import nodes as fake_nodes
+
+from .kube import condition, controller_flags, create_pod_group, events_for, group_pods, hold_gated, running, \
+    status, wait_for
+
+pytestmark = pytest.mark.e2e
+
+BLOCK, RACK = "example.com/block", "example.com/rack"
+LEVELS = f"{BLOCK},{RACK}"
+
+
+def labelled_nodes(kube, layout: dict[str, dict[str, int]], cpu: str = "4",
+                   extended: dict[str, dict[str, int]] | None = None) -> dict[str, tuple[str, str]]:
+    """Replace every fake node by ``{block: {rack: count}}`` nodes ``<rack>-<i>`` of ``cpu`` cores,
+    labelled with their block and rack (``extended[name]``: extra allocatable); name -> (block, rack)."""
+    core = client.CoreV1Api(kube)
+    for n in core.list_node(label_selector="type=kwok").items:
+        core.delete_node(n.metadata.name)
+    wait_for(lambda: not core.list_node(label_selector="type=kwok").items, 60, what="old fake nodes deleted")
+    where = {}
+    for block, racks in layout.items():
+        for rack, count in racks.items():
+            for i in range(count):
+                name = f"{rack}-{i}"
+                where[name] = (block, rack)
+                core.create_node(fake_nodes.node_manifest(name, cpu=cpu, memory="16Gi", kwok_taint=False,
+                                                          labels={BLOCK: block, RACK: rack},
+                                                          extended=(extended or {}).get(name)))
+
+    def ready() -> bool:
+        got = {n.metadata.name: kube.sanitize_for_serialization(n) for n in core.list_node(label_selector="type=kwok").items}
+        return all(n in got and fake_nodes.node_ready(got[n]) for n in where)
+
+    wait_for(ready, 60, what="labelled nodes Ready")
+    time.sleep(0.5)
+    wait_for(ready, 30, what="labelled nodes still Ready")
+    return where
+
+
+def gang(kube, ns: str, name: str, size: int, annotations: dict[str, str], cpu: str = "2",
+         member_annotations: dict[str, str] | None = None, first: dict[str, Any] | None = None,
+         priority_class: str = "") -> None:
+    """A PodGroup of minMember ``size`` annotated ``annotations`` and ``size`` members of ``cpu``
+    (``first``: spec fields of member 0; ``member_annotations`` on every member)."""
+    pg = example.pod_group(name, size, namespace=ns, timeout_seconds=None)
+    pg["metadata"]["annotations"] = annotations
+    create_pod_group(kube, pg)
+    core = client.CoreV1Api(kube)
+    for i in range(size):
+        tpl = example.pod_template(name, cpu=cpu, memory="100Mi", app=name)
+        tpl["metadata"]["name"] = f"{name}-{i}"
+        if member_annotations:
+            tpl["metadata"]["annotations"] = member_annotations
+        if priority_class:
+            tpl["spec"]["priorityClassName"] = priority_class
+        if i == 0 and first:
+            for k, v in first.items():
+                if k == "resources":
+                    tpl["spec"]["containers"][0]["resources"]["requests"].update(v)
+                    tpl["spec"]["containers"][0]["resources"]["limits"].update(v)
+                else:
+                    tpl["spec"][k] = v
+        core.create_namespaced_pod(ns, {"apiVersion": "v1", "kind": "Pod", **tpl})
+
+
+def placed(kube, ns: str, name: str, size: int, where: dict[str, tuple[str, str]]) -> set[tuple[str, str]]:
+    """Once all ``size`` members run: the (block, rack) of each member's node."""
+    wait_for(lambda: sum(running(p) for p in group_pods(kube, ns, name)) == size, 60, what=f"{name}: {size} Running")
+    return {where[p.spec.node_name] for p in group_pods(kube, ns, name)}
+
+
+def waiting(kube, ns: str, name: str, *texts: str, reason: str | None = None) -> dict[str, Any]:
+    def check():
+        c = condition(status(kube, ns, name), "Released")
+        return c if c and c["status"] == "False" and all(x in c["message"] for x in texts) \
+            and reason in (None, c["reason"]) else None
+
+    try:
+        return wait_for(check, 20, what=f"Released=False naming {texts}")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; status of {name}: {status(kube, ns, name)}") from None
+
+
+def test_required_rack_where_only_one_rack_fits(stack, kube, namespace):
+    """r2 is the only rack of 8 free cores: the 4 members of 2 cores all run there, none elsewhere;
+    a second gang of 4 then fits no rack: all gated, the message names the best rack and what it lacks."""
+    where = labelled_nodes(kube, {"b1": {"r1": 1, "r2": 2}, "b2": {"r3": 1}})
+    gang(kube, namespace, "one", 4, {t.LEVELS: LEVELS, t.REQUIRED: RACK})
+    assert placed(kube, namespace, "one", 4, where) == {("b1", "r2")}
+    cond = condition(status(kube, namespace, "one"), "Released")
+    assert cond["status"] == "True" and "in rack r2" in cond["message"], cond
+    # r2 is full now; r1 and r3 hold 2 members each, and block b1 would not either (r1 + r2 = 2)
+    gang(kube, namespace, "two", 3, {t.LEVELS: LEVELS, t.REQUIRED: RACK})
+    cond = waiting(kube, namespace, "two", "rack: no rack holds 3", "r1 fits 2 (cpu short by 2",
+                   "r3 fits 2", reason="InsufficientCapacity")
+    assert "fits 2 of 3" in cond["message"]
+    hold_gated(kube, namespace, "two", 3.0, 3)
+
+
+def test_required_rack_nothing_holds_even_empty(stack, kube, namespace):
+    """Racks of 2 nodes (8 cores each): a gang of 5 x 2 cores never fits one; block b1 would."""
+    labelled_nodes(kube, {"b1": {"r1": 2, "r2": 2}})
+    gang(kube, namespace, "big", 5, {t.LEVELS: LEVELS, t.REQUIRED: RACK})
+    cond = waiting(kube, namespace, "big", "rack: no rack holds 5", "r1 fits 4 (cpu short by 2",
+                   "block b1 would fit (not allowed: required=rack)", reason="InsufficientCapacity")
+    assert cond["message"].startswith("fits 4 of 5 in no allowed domain even with every node empty")
+    assert condition(status(kube, namespace, "big"), "FitsCluster")["reason"] == "ExceedsClusterCapacity"
+    hold_gated(kube, namespace, "big", 3.0, 5)
+
+
+def test_preferred_rack_widens_to_the_fewest_racks_of_one_block(stack, kube, namespace):
+    """Single-node racks: no rack holds 4 x 2 cores; required block, preferred rack: block b1 (best fit:
+    b2's three racks would leave 4 cores) takes all 4, and the message says it is wider than preferred."""
+    where = labelled_nodes(kube, {"b1": {"r1": 1, "r2": 1}, "b2": {"r3": 1, "r4": 1, "r5": 1}})
+    gang(kube, namespace, "wide", 4, {t.LEVELS: LEVELS, t.REQUIRED: BLOCK, t.PREFERRED: RACK})
+    assert {b for b, _ in placed(kube, namespace, "wide", 4, where)} == {"b1"}
+    cond = condition(status(kube, namespace, "wide"), "Released")
+    assert "in block b1 (wider than the preferred rack" in cond["message"], cond
+    wait_for(lambda: [e for e in events_for(kube, namespace, "wide") if e.reason == "Released"
+                      and "; in block b1 (wider than the preferred rack" in e.message], 20,
+             what="the Released event saying the placement is wider than preferred")
+    # a gang that one rack holds stays in one rack
+    gang(kube, namespace, "narrow", 2, {t.LEVELS: LEVELS, t.REQUIRED: BLOCK, t.PREFERRED: RACK})
+    assert len(placed(kube, namespace, "narrow", 2, where)) == 1
+
+
+def test_leader_needing_a_node_only_one_rack_has(stack, kube, namespace):
+    """The leader asks 1 example.com/gpu, which only r3-0 has; the workers fit r1 or r2 as well: all
+    go to r3."""
+    where = labelled_nodes(kube, {"b1": {"r1": 2, "r2": 2, "r3": 2}}, extended={"r3-0": {"example.com/gpu": 1}})
+    gang(kube, namespace, "led", 4, {t.LEVELS: LEVELS, t.REQUIRED: RACK},
+         first={"resources": {"example.com/gpu": "1"}})
+    assert placed(kube, namespace, "led", 4, where) == {("b1", "r3")}
+    leader = next(p for p in group_pods(kube, namespace, "led") if p.metadata.name == "led-0")
+    assert leader.spec.node_name == "r3-0"
+
+
+def test_kueue_annotation_with_no_levels_configured(stack, kube, namespace):
+    """Members carrying kueue.x-k8s.io/podset-required-topology and a PodGroup with no topology annotation:
+    a domain is the nodes sharing the label's value, no Topology object, no controller levels."""
+    where = labelled_nodes(kube, {"b1": {"r1": 1, "r2": 2}})
+    gang(kube, namespace, "kq", 3, {}, member_annotations={t.KUEUE_REQUIRED: RACK})
+    assert placed(kube, namespace, "kq", 3, where) == {("b1", "r2")}
+
+
+def test_controller_levels_and_invalid_annotations(stack, kube, namespace):
+    """With --topology-levels a PodGroup names a level alone; a level outside them, or a preferred level
+    coarser than the required one, holds the group Unschedulable with a Warning event naming the annotation."""
+    where = labelled_nodes(kube, {"b1": {"r1": 1, "r2": 2}})
+    with controller_flags(stack, f"--topology-levels={LEVELS}"):
+        gang(kube, namespace, "lv", 3, {t.REQUIRED: RACK})
+        assert placed(kube, namespace, "lv", 3, where) == {("b1", "r2")}
+        gang(kube, namespace, "bad", 2, {t.REQUIRED: RACK, t.PREFERRED: BLOCK})
+        cond = waiting(kube, namespace, "bad", "invalid topology annotation: topology.cogate.dev/preferred",
+                       reason="Unschedulable")
+        assert "coarser than the required" in cond["message"]
+        wait_for(lambda: [e for e in events_for(kube, namespace, "bad")
+                          if e.type == "Warning" and t.PREFERRED in (e.message or "")], 20,
+                 what="a Warning event naming the annotation")
+        hold_gated(kube, namespace, "bad", 2.0, 2)
+
+
+def late_member(kube, ns: str, group: str, name: str, cpu: str = "2") -> None:
+    tpl = example.pod_template(group, cpu=cpu, memory="100Mi", app=group)
+    tpl["metadata"]["name"] = name
+    client.CoreV1Api(kube).create_namespaced_pod(ns, {"apiVersion": "v1", "kind": "Pod", **tpl})
+
+
+def test_domain_recorded_and_late_members_kept_in_it(stack, kube, namespace):
+    """Only r1 holds 3 x 2 cores: each member is annotated with its domain; a late member goes to r1
+    although r2 is empty; the next one waits gated (r1 full) and the status says where it must go."""
+    where = labelled_nodes(kube, {"b1": {"r1": 2, "r2": 1}})
+    gang(kube, namespace, "home", 3, {t.LEVELS: LEVELS, t.REQUIRED: RACK})
+    assert placed(kube, namespace, "home", 3, where) == {("b1", "r1")}
+    domain = f"{BLOCK}=b1,{RACK}=r1"
+    assert {p.metadata.annotations.get(t.DOMAIN_ANNOTATION) for p in group_pods(kube, namespace, "home")} == {domain}
+    late_member(kube, namespace, "home", "home-late")
+    assert placed(kube, namespace, "home", 4, where) == {("b1", "r1")}
+    late = client.CoreV1Api(kube).read_namespaced_pod("home-late", namespace)
+    assert late.metadata.annotations.get(t.DOMAIN_ANNOTATION) == domain
+    late_member(kube, namespace, "home", "home-later")
+    wait_for(lambda: "new members kept in rack r1" in (condition(status(kube, namespace, "home"), "MembersWaiting")
+                                                       or {}).get("message", ""), 20,
+             what="MembersWaiting naming the rack")
+    time.sleep(2.0)
+    later = client.CoreV1Api(kube).read_namespaced_pod("home-later", namespace)
+    assert later.spec.scheduling_gates and not later.spec.node_name, "the late member left its rack's fence"
+
+
+def test_preemption_confined_to_the_rack_that_could_hold_the_gang(stack, kube, namespace):
+    """r1's two nodes run low-priority pods; r2's one node is empty but can never hold 2 x 4 cores.
+    Preemption for the high-priority gang (required rack) takes both victims in r1, where the gang then
+    runs; r2 is not used (one victim in r1 plus r2 would be cheaper, and would split the gang)."""
+    from .kube import priority_classes
+
+    where = labelled_nodes(kube, {"b1": {"r1": 2, "r2": 1}})
+    core = client.CoreV1Api(kube)
+    with priority_classes(kube, low=100, high=1000) as names:
+        for n in ("r1-0", "r1-1"):
+            tpl = example.pod_template(None, cpu="4", memory="100Mi", app="low")
+            tpl["metadata"]["name"] = f"low-{n}"
+            tpl["spec"].update(priorityClassName=names["low"], nodeName=n)
+            core.create_namespaced_pod(namespace, {"apiVersion": "v1", "kind": "Pod", **tpl})
+        wait_for(lambda: all(running(core.read_namespaced_pod(f"low-{n}", namespace)) for n in ("r1-0", "r1-1")),
+                 30, what="low-priority pods Running")
+        gang(kube, namespace, "vip", 2, {t.LEVELS: LEVELS, t.REQUIRED: RACK}, cpu="4", priority_class=names["high"])
+        assert placed(kube, namespace, "vip", 2, where) == {("b1", "r1")}
+        gone = [p.metadata.name for p in core.list_namespaced_pod(namespace, label_selector="app=low").items
+                if not p.metadata.deletion_timestamp]
+        assert gone == []
