@@ -8,7 +8,7 @@ the rate is the controller's release capacity, not the creation rate. Rate = (re
 
 Baseline, same run: 1,600 unlabelled pods created with the same gate by hand (cogate never
 sees them) and released by a minimal client in a separate process, with as many threads
-as the controller has workers (8): one JSON Patch per pod, the very patch the controller
+as the controller has workers (its default ``--workers``, 32 since issue 19): one JSON Patch per pod, the very patch the controller
 sends (``reconciler.release_patch``: pin to a node with a required node affinity, ``test``
 the gate, ``remove`` it), nodes round-robin, no read before the patch, no status write, no
 planning. Both runs are timed by the same pod watch; kube-scheduler binds the pods of both.
@@ -31,13 +31,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import clusterbench as cb  # noqa: E402
 
 from cogate.api import DEFAULT_GATE_NAME  # noqa: E402
+from cogate.controller.model.config import DEFAULT_WORKERS  # noqa: E402
 
 NAME = "release_throughput"
 TITLE = "Release throughput"
 NEEDS_CLUSTER = True
 NODE_SHAPE = {"cpu": "32", "memory": "128Gi", "pods": 110}
 TARGET = 0.7
-WORKERS = 8
+#: The raw client's threads: as many as the controller's default workers (it runs with its defaults).
+WORKERS = DEFAULT_WORKERS
 
 
 def raw_patcher(args_file: str) -> None:

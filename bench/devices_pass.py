@@ -131,7 +131,7 @@ class Scenario:
                   "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]}}
         self.claims = _informer("claims", claims, namespaced_key, devices.device_claim_info)
         if dra:
-            self.devices = Devices(_informer("slices", slices, name_key, devices.slice_devices),
+            self.devices = Devices(_informer("slices", slices, name_key, devices.slice_info),
                                    _informer("classes", [dclass], name_key, devices.device_class_info),
                                    self.claims,
                                    _informer("templates", [], namespaced_key, devices.claim_template_info),

@@ -310,7 +310,16 @@ def run(quick: bool, out_dir: Path) -> dict[str, Any]:
     measured = (f"{target_cell.cand_change:.1f} ms ({target_cell.cand_change / target_cell.base_change:.2f}x "
                 f"of the from-scratch pass, {target_cell.base_change:.1f} ms)")
     explanation = ""
-    if not met:
+    if not met and not same:
+        explanation = (
+            f"Missed: the candidate ({cand_label}) took {target_cell.cand_change / target_cell.base_change:.3f}x "
+            "of the from-scratch pass in the same run; absolute times grow with the machine's load (at the "
+            "section's start and end in its last line), the ratio is the figure that compares across runs. "
+            "Where its time goes at this size:"
+        )
+        if not quick and built.get(TARGET_NODES):
+            explanation += " " + profile_target(*built[TARGET_NODES])
+    elif not met:
         explanation = (
             "Missed: the planner is not incremental yet, so the pass after one change is a full "
             "planner.decide, whose cost grows with nodes x bound pods and with waiting groups x nodes "

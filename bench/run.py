@@ -4,6 +4,7 @@
     python bench/run.py --quick --out /tmp/b/benchmarks.md   # tiny sizes (the smoke test)
     python bench/run.py --only planning_pass webhook   # re-run two; keep the others' last results
     python bench/run.py --no-cluster          # skip the benchmarks that need the local control plane
+    python bench/run.py --report              # run nothing: docs/benchmarks.md from the results files
 
 Each benchmark is a module in bench/ (listed in :data:`BENCHMARKS`) with
 ``run(quick: bool, out_dir: pathlib.Path) -> dict`` returning one result dict (the
@@ -14,12 +15,16 @@ report, under ``--no-cluster`` or when the Go-built binaries are not in the cach
 module may also define ``unavailable() -> str | None`` giving a reason to skip it
 (e.g. a missing source directory).
 
-Output: the Markdown report (``--out``, default docs/benchmarks.md); next to it a
-directory of the same stem (docs/benchmarks/) holding the plots and ``results.json``
-(every result dict, plus the machine's facts). A benchmark that raises is reported as
-failed (its traceback in the notes) and the run goes on; the exit code is then 1. Neither
-file names this machine's directories (:func:`portable`): the repository's path is written
-relative to it, the home directory as ``~``.
+Output: next to the Markdown report (``--out``, default docs/benchmarks.md) a directory of
+the same stem (docs/benchmarks/) holding the plots and, in ``results/``, one results file per
+benchmark (``<module>.json``: its result dict with ``run``, the commit, date, load average,
+cores, machine and settings of that run; :func:`section_facts`), written as soon as it
+finishes. The report is rendered from those files only (:func:`render`, also ``--report``),
+so a section re-run with ``--only`` replaces its file and the others keep theirs, each naming
+its own commit. A benchmark that raises is reported as failed (its traceback in the notes)
+and the run goes on; the exit code is then 1; a skipped one keeps its previous results file.
+No file names this machine's directories (:func:`portable`): the repository's path is
+written relative to it, the home directory as ``~``.
 """
 
 from __future__ import annotations
@@ -87,21 +92,13 @@ def _cmd(*args: str) -> str:
 
 
 def machine_facts() -> dict[str, str]:
-    """CPU model, cores, memory, kernel, Python, Go, Kubernetes (pinned), date, commit, load."""
+    """The machine's lasting facts: CPU model, cores, memory, kernel, Python, Go. What changes from
+    one section to the next (commit, date, load, Kubernetes release) is in :func:`section_facts`."""
     cpu = next((line.split(":", 1)[1].strip() for line in _read("/proc/cpuinfo").splitlines()
                 if line.startswith("model name")), platform.processor() or "unknown")
     mem_kb = next((int(line.split()[1]) for line in _read("/proc/meminfo").splitlines()
                    if line.startswith("MemTotal:")), 0)
-    try:
-        from cogate.localcluster import versions
-
-        k8s = versions.KUBERNETES
-    except ImportError:
-        k8s = "unknown"
     go = _cmd("go", "version") if shutil.which("go") else "not installed"
-    commit = _cmd("git", "-C", str(REPO), "rev-parse", "--short", "HEAD")
-    dirty = _cmd("git", "-C", str(REPO), "status", "--porcelain")
-    load = os.getloadavg() if hasattr(os, "getloadavg") else (0.0, 0.0, 0.0)
     return {
         "CPU": cpu,
         "cores": str(os.cpu_count()),
@@ -109,11 +106,46 @@ def machine_facts() -> dict[str, str]:
         "kernel": f"{platform.system()} {platform.release()}",
         "Python": platform.python_version(),
         "Go": go,
-        "Kubernetes (local control plane)": k8s,
-        "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "commit": commit + (" (with uncommitted changes)" if dirty else ""),
-        "load average at start (1/5/15 min)": " / ".join(f"{x:.1f}" for x in load),
     }
+
+
+def git_commit(outputs: tuple[str, ...] = ("docs/benchmarks", "docs/benchmarks.md")) -> str:
+    """The checkout's short commit, with ``-dirty`` when tracked files other than the report's own
+    outputs (``outputs``, paths relative to the repository: a run rewrites its plots and results
+    files as it goes) differ from it: a section run on uncommitted code names no commit that
+    reproduces it."""
+    commit = _cmd("git", "-C", str(REPO), "rev-parse", "--short", "HEAD")
+    dirty = _cmd("git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no", "--", ".",
+                 *(f":(exclude){p}" for p in outputs))
+    return commit + ("-dirty" if dirty and commit else "")
+
+
+def section_facts(mod: Any, quick: bool, outputs: tuple[str, ...] = ()) -> dict[str, Any]:
+    """What one benchmark's result records of its run, taken at its start: ``commit``
+    (:func:`git_commit`), ``date`` (UTC, minutes), ``load_average`` (1/5/15 min), ``cores`` and
+    ``machine`` (:func:`machine_facts`) and ``settings``: ``quick``, the local control plane's Kubernetes release (a module's
+    ``RELEASE`` when it pins its own), the controller's default ``--workers``, every
+    ``COGATE_*`` environment variable, and the module's own ``SETTINGS`` dict (its sizes) if any."""
+    settings: dict[str, Any] = {"quick": quick}
+    try:
+        from cogate.localcluster import versions
+
+        settings["kubernetes"] = getattr(mod, "RELEASE", None) or versions.KUBERNETES
+    except ImportError:
+        settings["kubernetes"] = "unknown"
+    try:
+        from cogate.controller.model.config import DEFAULT_WORKERS
+
+        settings["controller --workers (default)"] = DEFAULT_WORKERS
+    except ImportError:
+        pass
+    settings["env"] = {k: v for k, v in sorted(os.environ.items()) if k.startswith("COGATE_")}
+    settings.update(getattr(mod, "SETTINGS", {}) or {})
+    load = os.getloadavg() if hasattr(os, "getloadavg") else (0.0, 0.0, 0.0)
+    return {"commit": git_commit(outputs) if outputs else git_commit(),
+            "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "load_average": [round(x, 1) for x in load], "cores": os.cpu_count(), "settings": settings,
+            "machine": machine_facts()}
 
 
 # -- running ------------------------------------------------------------------------------
@@ -139,15 +171,6 @@ def module_of(result: dict[str, Any]) -> str:
         return result["module"]
     name = result["name"]
     return name if name in BENCHMARKS else f"bench_{name}"
-
-
-def merge_results(fresh: list[dict[str, Any]], previous: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The report's results after ``--only``: every fresh result, and the previous result of each
-    benchmark not re-run, in :data:`BENCHMARKS` order, matched by :func:`module_of` (matching by
-    result name lost every result whose name differs from its module's)."""
-    new = {module_of(r): r for r in fresh}
-    old = {module_of(r): r for r in previous}
-    return [new.get(m) or old[m] for m in BENCHMARKS if m in new or m in old]
 
 
 def _skipped(name: str, title: str, reason: str) -> dict[str, Any]:
@@ -184,6 +207,16 @@ def validate(result: Any, out_dir: Path) -> list[str]:
     return errs
 
 
+def _outputs(out_dir: Path) -> tuple[str, ...]:
+    """The report's outputs inside the repository (plots and results directory, the report),
+    relative to it; none when the report is written elsewhere."""
+    try:
+        rel = out_dir.resolve().relative_to(REPO)
+    except ValueError:
+        return ()
+    return (str(rel), f"{rel}.md")
+
+
 def run_one(name: str, quick: bool, out_dir: Path, no_cluster: bool) -> dict[str, Any]:
     try:
         mod = importlib.import_module(name)
@@ -201,22 +234,23 @@ def run_one(name: str, quick: bool, out_dir: Path, no_cluster: bool) -> dict[str
     reason = unavailable() if callable(unavailable) else None
     if reason:
         return _skipped(name, title, reason)
-    load1 = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    facts = section_facts(mod, quick, _outputs(out_dir))
     t0 = time.monotonic()
     try:
         result = mod.run(quick, out_dir)
     except Exception:  # noqa: BLE001
-        return {**_skipped(name, title, "failed"), "status": "failed",
+        return {**_skipped(name, title, "failed"), "status": "failed", "run": facts,
                 "notes": ["The benchmark raised:", traceback.format_exc()]}
     errs = validate(result, out_dir)
     if errs:
         return {**_skipped(name, title, "its result does not follow the contract"), "status": "failed",
-                "notes": ["Malformed result: " + "; ".join(errs)]}
+                "run": facts, "notes": ["Malformed result: " + "; ".join(errs)]}
     result.setdefault("status", "ok")
     result["module"] = name
     result["seconds"] = round(time.monotonic() - t0, 1)
-    result["load_average"] = round(load1, 1)
-    result["ran_at"] = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    result["load_average"] = facts["load_average"][0]
+    result["ran_at"] = facts["date"]
+    result["run"] = {**facts, "load_average_end": [round(x, 1) for x in os.getloadavg()]}
     return result
 
 
@@ -262,18 +296,75 @@ def _table(columns: list[str], rows: list[list[Any]]) -> list[str]:
     return out
 
 
-def render(results: list[dict[str, Any]], facts: dict[str, str], plots_rel: str, readme_rel: str,
-           quick: bool) -> str:
-    """The Markdown report; ``plots_rel``/``readme_rel``: paths of the plots directory and of
-    bench/README.md relative to the report."""
-    lines = ["# Benchmarks", ""]
+def _settings_text(settings: dict[str, Any]) -> str:
+    parts = []
+    for k, v in settings.items():
+        if k == "env":
+            parts += [f"{e}={x}" for e, x in v.items()]
+        else:
+            parts.append(f"{k} {v}")
+    return ", ".join(parts)
+
+
+def ran_line(r: dict[str, Any]) -> str:
+    """The line that ends a section: when, at which commit, how long, at what load, with what
+    settings (a result written before the per-section facts existed says its commit was not
+    recorded)."""
+    run = r.get("run")
+    if not run:
+        since = f"; its figures entered the repository in commit {r['recorded_in']}" if r.get("recorded_in") else ""
+        return (f"- Ran {r.get('ran_at', '?')} in {r.get('seconds', '?')} s (its commit was not recorded: "
+                f"historical figures{since}); machine load average (1 min) at its start: "
+                f"{r.get('load_average', '?')}.")
+    load = " / ".join(str(x) for x in run["load_average"])
+    took = f" in {r['seconds']} s" if r.get("seconds") is not None else ""
+    end = (f", at its end: {' / '.join(str(x) for x in run['load_average_end'])}"
+           if run.get("load_average_end") else "")
+    return (f"- Ran {run['date']} at commit {run['commit']}{took}; machine load average (1/5/15 min) at its "
+            f"start: {load}{end}, on {run['cores']} cores; settings: {_settings_text(run['settings'])}.")
+
+
+def _runs_table(results: list[dict[str, Any]]) -> list[str]:
+    rows = []
+    for r in results:
+        run = r.get("run") or {}
+        unknown = f"not recorded (in the repository since {r['recorded_in']})" if r.get("recorded_in") else "not recorded"
+        rows.append([f"[{r['title']}](#{_anchor(r['title'])})", run.get("commit", unknown),
+                     run.get("date", r.get("ran_at", "")),
+                     " / ".join(str(x) for x in run["load_average"]) if run else f"{r.get('load_average', '')} (1 min)",
+                     run.get("cores", ""), "" if r.get("seconds") is None else r["seconds"],
+                     (run.get("settings") or {}).get("kubernetes", ""), r.get("status", "")])
+    return _table(["section", "commit", "date", "load average at its start (1/5/15 min)", "cores", "seconds",
+                   "Kubernetes", "status"], rows)
+
+
+def _machine_table(results: list[dict[str, Any]]) -> list[str]:
+    values: dict[str, list[str]] = {}
+    for r in results:
+        for k, v in ((r.get("run") or {}).get("machine") or {}).items():
+            if v not in values.setdefault(k, []):
+                values[k].append(v)
+    return _table(["fact", "value"], [[k, "; ".join(v)] for k, v in values.items()])
+
+
+def render(results: list[dict[str, Any]], plots_rel: str, readme_rel: str, quick: bool) -> str:
+    """The Markdown report from the sections' results (as :func:`load_results` gives them; every
+    figure in it comes from them); ``plots_rel``/``readme_rel``: paths of the plots directory and
+    of bench/README.md relative to the report. Pure."""
+    lines = ["# Benchmarks", "",
+             f"<!-- Generated from {plots_rel}/{RESULTS_SUBDIR}/*.json by `python bench/run.py --report` (or a "
+             "run of `make bench`); do not edit. -->", ""]
     lines.append(f"Generated by `make bench` (`python bench/run.py`); see [bench/README.md]({readme_rel}) for "
                  "how to run them. Absolute times on a shared 2-core machine are noise: every figure that "
-                 "matters is a ratio against a baseline measured in the same run.")
+                 "matters is a ratio against a baseline measured in the same run. Each section is one run of "
+                 f"its benchmark, whose raw result is `{plots_rel}/{RESULTS_SUBDIR}/<module>.json`: when, at which "
+                 "commit, at what machine load and with what settings it ran is in the table below and at the end "
+                 "of the section.")
     if quick:
         lines += ["", "**Quick run (`--quick`): tiny sizes, for the smoke test only. Not results.**"]
-    lines += ["", "## Machine", ""]
-    lines += _table(["fact", "value"], [[k, v] for k, v in facts.items()])
+    lines += ["", "## Runs", ""] + _runs_table(results)
+    lines += ["", "## Machine", "", "As the sections that record their run say it (a section whose commit was not "
+              "recorded did not record its machine either):", ""] + _machine_table(results)
     lines += ["", "## Targets", ""]
     rows = []
     for r in results:
@@ -284,35 +375,39 @@ def render(results: list[dict[str, Any]], facts: dict[str, str], plots_rel: str,
             rows.append([f"[{r['title']}](#{_anchor(r['title'])})", r["status"], "", r["notes"][0], ""])
     lines += _table(["benchmark", "what", "target", "measured", "met"], rows)
     for r in results:
-        lines += ["", f"## {r['title']}", ""]
-        if r.get("what"):
-            lines += [r["what"], ""]
-        if r.get("baseline"):
-            lines += [f"**Baseline:** {r['baseline']}", ""]
-        for t in r.get("tables", []):
-            if t.get("caption"):
-                lines += [f"*{t['caption']}*", ""]
-            lines += _table(t["columns"], t["rows"]) + [""]
-        for p in r.get("plots", []):
-            lines += [f"![{p.get('caption', '')}]({plots_rel}/{p['file']})", ""]
-            if p.get("caption"):
-                lines += [f"*{p['caption']}*", ""]
-        for t in r.get("targets", []):
-            verdict = "reported (no target)" if t["met"] is None else "met" if t["met"] else "**missed**"
-            lines.append(f"- Target: {t['what']}: {t['target']}; measured {t['measured']} — {verdict}.")
-            if t.get("explanation"):
-                lines.append(f"  {t['explanation']}")
-        if r.get("targets"):
-            lines.append("")
-        for n in r.get("notes", []):
-            if "\n" in n.strip():
-                lines += ["```", n.rstrip(), "```"]
-            else:
-                lines.append(f"- {n}")
-        if r.get("seconds") is not None:
-            lines.append(f"- Ran {r.get('ran_at', '')} in {r['seconds']} s; machine load average (1 min) at its "
-                         f"start: {r['load_average']} on {os.cpu_count()} cores.")
+        lines += _section(r, plots_rel)
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _section(r: dict[str, Any], plots_rel: str) -> list[str]:
+    lines = ["", f"## {r['title']}", ""]
+    if r.get("what"):
+        lines += [r["what"], ""]
+    if r.get("baseline"):
+        lines += [f"**Baseline:** {r['baseline']}", ""]
+    for t in r.get("tables", []):
+        if t.get("caption"):
+            lines += [f"*{t['caption']}*", ""]
+        lines += _table(t["columns"], t["rows"]) + [""]
+    for p in r.get("plots", []):
+        lines += [f"![{p.get('caption', '')}]({plots_rel}/{p['file']})", ""]
+        if p.get("caption"):
+            lines += [f"*{p['caption']}*", ""]
+    for t in r.get("targets", []):
+        verdict = "reported (no target)" if t["met"] is None else "met" if t["met"] else "**missed**"
+        lines.append(f"- Target: {t['what']}: {t['target']}; measured {t['measured']} — {verdict}.")
+        if t.get("explanation"):
+            lines.append(f"  {t['explanation']}")
+    if r.get("targets"):
+        lines.append("")
+    for n in r.get("notes", []):
+        if "\n" in n.strip():
+            lines += ["```", n.rstrip(), "```"]
+        else:
+            lines.append(f"- {n}")
+    if r.get("status") != "skipped":
+        lines.append(ran_line(r))
+    return lines
 
 
 def _anchor(title: str) -> str:
@@ -320,31 +415,74 @@ def _anchor(title: str) -> str:
     return keep.replace(" ", "-")
 
 
+#: Where each section's raw result lives, below the report's directory (docs/benchmarks/results/).
+RESULTS_SUBDIR = "results"
+
+
+def results_dir(out: Path) -> Path:
+    """The directory of the sections' results files for the report ``out`` (docs/benchmarks.md ->
+    docs/benchmarks/results/)."""
+    return out.with_suffix("") / RESULTS_SUBDIR
+
+
+def write_result(rdir: Path, result: dict[str, Any], quick: bool) -> Path:
+    """Write one section's result to ``rdir/<module>.json`` (``{"quick": ..., "result": ...}``,
+    machine directories taken out by :func:`portable`), replacing its previous result."""
+    rdir.mkdir(parents=True, exist_ok=True)
+    path = rdir / f"{module_of(result)}.json"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"quick": quick, "result": portable(result)}, indent=1) + "\n")
+    tmp.replace(path)
+    return path
+
+
+def load_results(rdir: Path, quick: bool) -> list[dict[str, Any]]:
+    """The sections' results in ``rdir`` of the same kind (``quick`` or not), in :data:`BENCHMARKS`
+    order; a file that is not a results file is skipped with a message on stderr."""
+    results = []
+    for name in BENCHMARKS:
+        path = rdir / f"{name}.json"
+        if not path.exists():
+            continue
+        try:
+            doc = json.loads(path.read_text())
+            if doc["quick"] == quick:
+                results.append(doc["result"])
+        except (ValueError, KeyError, TypeError):
+            print(f"[bench] ignoring unreadable {path}", file=sys.stderr)
+    return results
+
+
+def write_report(out: Path, quick: bool) -> list[dict[str, Any]]:
+    """Render ``out`` from the results files beside it; returns the results it holds."""
+    results = load_results(results_dir(out), quick)
+    out.write_text(render(results, os.path.relpath(out.with_suffix(""), out.parent),
+                          os.path.relpath(BENCH_DIR / "README.md", out.parent), quick))
+    return results
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="tiny sizes (the smoke test); not results")
     ap.add_argument("--only", nargs="+", metavar="NAME", choices=BENCHMARKS,
-                    help="run only these benchmarks; the report keeps the other benchmarks' results from the "
-                         "previous run at --out (if any, of the same --quick kind)")
+                    help="run only these benchmarks; the report keeps the other benchmarks' results files "
+                         "(of the same --quick kind)")
     ap.add_argument("--no-cluster", action="store_true", help="skip benchmarks that need the local control plane")
+    ap.add_argument("--report", action="store_true",
+                    help="run nothing: write the report from the results files (docs/benchmarks/results/*.json)")
     ap.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks.md",
-                    help="Markdown report (default: %(default)s); plots and results.json go to a directory "
+                    help="Markdown report (default: %(default)s); plots and the results files go to a directory "
                          "of the same stem beside it")
     args = ap.parse_args(argv)
     out: Path = args.out.resolve()
     plots_dir = out.with_suffix("")
+    rdir = results_dir(out)
+    if args.report:
+        results = write_report(out, args.quick)
+        print(f"[bench] wrote {out} from {len(results)} results files in {rdir}/", file=sys.stderr)
+        return 0
     plots_dir.mkdir(parents=True, exist_ok=True)
-    facts = machine_facts()
-    previous: dict[str, dict[str, Any]] = {}
-    results_file = plots_dir / "results.json"
-    if args.only and results_file.exists():
-        try:
-            old = json.loads(results_file.read_text())
-            if old.get("quick") == args.quick:
-                previous = {module_of(r): r for r in old.get("results", [])}
-        except (ValueError, KeyError, TypeError):
-            print(f"[bench] ignoring unreadable {results_file}", file=sys.stderr)
-    results = []
+    failed = False
     for name in args.only or BENCHMARKS:
         print(f"[bench] {name} ...", file=sys.stderr, flush=True)
         r = run_one(name, args.quick, plots_dir, args.no_cluster)
@@ -354,17 +492,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[bench]   {t['what']}: {t['target']}; measured {t['measured']}: "
                   + ("reported" if t["met"] is None else "met" if t["met"] else "MISSED"), file=sys.stderr, flush=True)
         if r["status"] == "failed":
+            failed = True
             print("\n".join(r["notes"]), file=sys.stderr)
-        results.append(r)
-    if args.only:  # keep the others' previous results, in BENCHMARKS order
-        results = merge_results(results, list(previous.values()))
-    results, facts = portable(results), portable(facts)
-    out.write_text(render(results, facts, os.path.relpath(plots_dir, out.parent),
-                              os.path.relpath(BENCH_DIR / "README.md", out.parent), args.quick))
-    (plots_dir / "results.json").write_text(
-        json.dumps({"quick": args.quick, "machine": facts, "results": results}, indent=1) + "\n")
+        if r["status"] != "skipped" or not (rdir / f"{name}.json").exists():
+            write_result(rdir, r, args.quick)  # a skipped section keeps its last run (which names its commit)
+    write_report(out, args.quick)
     print(f"[bench] wrote {out} and {plots_dir}/", file=sys.stderr)
-    return 1 if any(r["status"] == "failed" for r in results) else 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -289,8 +289,9 @@ def _releases_page() -> str:
            f"{rel.DEFAULT_TESTED} and the subsets the Makefile names on the other releases below; *tested* means "
            "a release runs the feature's end-to-end tests, *not available* that the release lacks what the "
            "feature needs (the controller says so at start: a WARNING line and "
-           "`cogate_controller_cluster_feature_supported{feature}` 0), *not tested* that it should work "
-           "there but no test runs it there.\n\n",
+           "`cogate_controller_cluster_feature_supported{feature}` 0), *tested once* that its test files "
+           "named there passed in a run recorded below (not repeated by `make test`), *not tested* that it "
+           "should work there but no test runs it there.\n\n",
            "| feature | " + " | ".join(rel.TESTED_RELEASES) + " | needs | on older releases |\n",
            "|---|" + "---|" * len(rel.TESTED_RELEASES) + "---|---|\n"]
     for f in rel.FEATURES:
@@ -300,6 +301,14 @@ def _releases_page() -> str:
         out.append(f"| {f.title} (`{f.name}`) | " + " | ".join(cells) + f" | {_cell(needs)} | {_cell(f.below or '—')} |\n")
     out.append("\nTests per feature: " + "; ".join(f"`{f.name}`: " + ", ".join(f"`{t}`" for t in f.tests)
                                                 for f in rel.FEATURES) + ".\n")
+    if rel.RUNS:
+        out.append("\n## Runs recorded by hand\n\nOutside `make test`'s subsets (`RUNS` in "
+                   "controller/model/releases.py), on the shared 2-core machine:\n\n"
+                   "| release | command | commit | date | passed | seconds | load (1 min) | note |\n"
+                   "|---|---|---|---|---|---|---|---|\n")
+        for r in rel.RUNS:
+            out.append(f"| {r.release} | `{r.command}` | {r.commit} | {r.date} | {r.passed} of {r.total} | "
+                       f"{r.seconds} | {r.load} | {_cell(r.note or '—')} |\n")
     return "".join(out)
 
 

@@ -295,8 +295,7 @@ class Reconciler:
                 self.caches.volumes.snapshot_map() if self.caches.volumes is not None else None)
             with self._planning_lock:  # members' device requests; nodes' and bound pods' devices
                 labelled = self.devices.resolve(labelled, self.planning)
-            members = members_by_group(labelled)
-            groups = self.aftercare.sizes.adjust(groups, members, now)  # operators' size; cogate.dev/follow-owner-size
+            groups = self.aftercare.sizes.adjust(groups, members := members_by_group(labelled), now)  # operators' size
             natives = [p for p in labelled if p.native]  # one scan: usually none
             self._native = native.ignored_by_group(natives)  # no members: said so in their group's status
             self.strays.native(natives)  # stored with a native gang field: cogate's gate comes off
@@ -419,6 +418,7 @@ class Reconciler:
             g = groups.get((verdict.namespace, verdict.name))
             if g is not None:
                 verdict = quota_mod.explain_waiting(verdict, requests[g.key], quotas)
+                verdict = self.devices.explain(verdict, requests[g.key])  # device pools mid-update named
                 ctx = (contexts or {}).get(g.key) or Context()
                 futures.append((g.key, self._groups_pool.submit(self._apply_verdict, g, requests[g.key], verdict, now,
                                                                 ctx)))

@@ -50,7 +50,7 @@ def informers(apis: Apis, config: ReconcilerConfig, namespace: str | None) -> Wa
         return InformerSpec(cache, plural, podgroup_source(apis.custom, API_GROUP, API_VERSION, plural, scoped),
                             key, convert)
 
-    return Watches((dra("resource_slices", "resourceslices", name_key, devices.slice_devices),
+    return Watches((dra("resource_slices", "resourceslices", name_key, devices.slice_info),
                     dra("device_classes", "deviceclasses", name_key, devices.device_class_info),
                     dra("resource_claims", "resourceclaims", namespaced_key, devices.device_claim_info),
                     dra("claim_templates", "resourceclaimtemplates", namespaced_key, devices.claim_template_info)))

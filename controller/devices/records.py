@@ -44,7 +44,8 @@ from cogate.controller.model.records import (
     NodeSelectorTerm,
 )
 
-__all__ = ["Device", "DeviceClassInfo", "DeviceRequest", "ClaimSpec", "DeviceClaimInfo", "slice_devices",
+__all__ = ["Device", "SliceInfo", "slice_info", "DeviceClassInfo", "DeviceRequest", "ClaimSpec", "DeviceClaimInfo",
+           "slice_devices",
            "device_class_info", "device_claim_info", "claim_template_info", "Signature", "Matcher", "assign", "ALL",
            "EXACT_COUNT", "EXTENDED_RESOURCE_CLAIM", "IMPLICIT_EXTENDED_PREFIX"]
 
@@ -198,6 +199,38 @@ def slice_devices(obj: Mapping[str, Any]) -> tuple[Device, ...]:
         out.append(Device(driver, pool, name, view, node=node, node_terms=terms, all_nodes=all_nodes,
                           unmodelled=tuple(unmodelled)))
     return tuple(out)
+
+
+@dataclass(frozen=True)
+class SliceInfo:
+    """One ResourceSlice as its pool is judged (:mod:`cogate.controller.devices.pools`): ``name``,
+    ``driver``, ``pool`` (``spec.pool.name``), ``generation`` (``spec.pool.generation``: a driver
+    that republishes a pool raises it), ``slice_count`` (``spec.pool.resourceSliceCount``: how
+    many slices the pool has in that generation) and its ``devices`` (:func:`slice_devices`)."""
+
+    name: str
+    driver: str
+    pool: str
+    generation: int
+    slice_count: int
+    devices: tuple[Device, ...] = ()
+
+
+def slice_info(obj: Mapping[str, Any]) -> SliceInfo:
+    """A v1 ResourceSlice (API JSON) -> :class:`SliceInfo` (the informer's record); raises
+    InvalidObject naming the field (``spec.pool.resourceSliceCount`` must be at least 1, as the
+    API validates it)."""
+    devices = slice_devices(obj)
+    meta, spec, _ = sections(obj, "resourceslice")
+    pool = mapping(spec.get("pool"), "spec.pool")
+    return SliceInfo(
+        name=text(meta.get("name"), "metadata.name"),
+        driver=text(spec.get("driver"), "spec.driver"),
+        pool=text(pool.get("name"), "spec.pool.name"),
+        generation=integer(pool.get("generation"), "spec.pool.generation", 0, minimum=0),
+        slice_count=integer(pool.get("resourceSliceCount"), "spec.pool.resourceSliceCount", 1, minimum=1),
+        devices=devices,
+    )
 
 
 def device_class_info(obj: Mapping[str, Any]) -> DeviceClassInfo:

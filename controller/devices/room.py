@@ -23,11 +23,12 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from cogate.controller.devices import dra
+from cogate.controller.devices import dra, pools
 from cogate.controller.devices.accountant import Accountant
-from cogate.controller.devices.records import Device
+from cogate.controller.devices.records import Device, Signature
 from cogate.controller.kube.informer import Informer
 from cogate.controller.model.records import NodeInfo, PodInfo
+from cogate.controller.model.verdicts import GroupRequest, GroupVerdict, with_note
 from cogate.controller.planning.planstate import PlanningState
 
 __all__ = ["Devices", "API_GROUP", "API_VERSION", "RESOURCES"]
@@ -53,8 +54,9 @@ class _Bound:
 
 
 class Devices:
-    """DRA devices for the planner (module doc). ``slices`` (records: tuples of
-    :class:`~cogate.controller.devices.records.Device`), ``classes`` (DeviceClassInfo by name), ``claims``
+    """DRA devices for the planner (module doc). ``slices`` (records:
+    :class:`~cogate.controller.devices.records.SliceInfo`; only complete pools' newest slices are
+    counted, :func:`cogate.controller.devices.pools.usable`), ``classes`` (DeviceClassInfo by name), ``claims``
     (DeviceClaimInfo by (namespace, name)), ``templates`` ((namespace, name, ClaimSpec) by
     (namespace, name)); ``nodes`` and ``bound``: the reconciler's informers (NodeInfo by name,
     PodInfo by uid). All four DRA informers or none."""
@@ -78,6 +80,8 @@ class Devices:
         self._holders_changed: set[str] = set()
         self._skipped = False
         self._devices: tuple[Device, ...] = ()
+        #: Pools kube-scheduler allocates nothing from now (mid-update), as of the last read.
+        self.updating: tuple[pools.PoolUpdate, ...] = ()
         self._devices_version = -1
         self._class_map: dict = {}
         self._claim_map: dict = {}
@@ -116,7 +120,11 @@ class Devices:
         assert self._claims is not None and self._templates is not None
         version, claims_version = self._version, self._claims_version
         if self._devices_version != version:
-            self._devices = tuple(d for devices in self._slices.snapshot() for d in devices)
+            found = pools.usable(self._slices.snapshot())
+            if found.updating != self.updating:
+                log.info("device pools being updated (not counted): %s",
+                         ", ".join(u.text for u in found.updating) or "none")
+            self._devices, self.updating = found.devices, found.updating
             self._class_map = self._classes.snapshot_map()
             self._devices_version = version
             keys = {d.key for d in self._devices}
@@ -162,6 +170,26 @@ class Devices:
                 if p is not None and p.bound and not p.terminal:
                     planning.upsert_pod(self.bound_pod(p))
         return resolved
+
+    def explain(self, verdict: GroupVerdict, request: GroupRequest) -> GroupVerdict:
+        """``verdict`` with the pools being updated named (:func:`~cogate.controller.devices.pools.updating_note`)
+        when the group waits (held, or new members of a standing release left gated) and its
+        members ask for devices such a pool publishes; ``verdict`` itself otherwise."""
+        if not self.updating or (verdict.outcome.releases and not verdict.waiting):
+            return verdict
+        asked: set[Signature] = set()
+        for m in request.members:
+            if not m.bound:
+                asked.update(sig for k, sig in self.account.resources.items() if k in m.requests)
+        if not asked:
+            return verdict
+        classes = self._class_map
+        matcher = self.selection.matcher
+
+        def selects(sig: Signature, d: Device) -> bool:
+            return not matcher.unchecked(sig, classes) and matcher.matches(sig, classes, d)
+
+        return with_note(verdict, pools.updating_note(self.updating, sorted(asked, key=repr), selects))
 
     def node(self, n: NodeInfo) -> NodeInfo:
         """``n`` with its device resources of the last account (unchanged when it has none), for

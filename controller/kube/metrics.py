@@ -146,7 +146,7 @@ class Metrics:
                                           "result of the delete (deleted, gone, failed).", ["result"], registry=r)
         self.provisioning_requests = Counter(
             _P + "provisioning_requests", "ProvisioningRequests cogate made for waiting gangs, by what happened "
-            "(created, create_failed, provisioned, failed, booking_expired, consumed, not_needed).", ["result"],
+            "(created, create_failed, provisioned, failed, booking_expired, capacity_taken, consumed, not_needed).", ["result"],
             registry=r)
         self.provisioning_seconds = Histogram(
             _P + "provisioning_request_provisioned_seconds",

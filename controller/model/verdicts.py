@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING
 from cogate.api import DEFAULT_GATE_NAME, DEFAULT_SCHEDULER_NAME
 from cogate.controller.model.minresources import Short as MinResourcesShort
 from cogate.controller.model.records import RESOURCE_CLAIMS, PodInfo, Reservation
+from cogate.controller.model.groupsets import SetSpec
+from cogate.controller.model.roles import Roles
 from cogate.controller.topology.constraints import Constraint
 
 if TYPE_CHECKING:
@@ -79,7 +81,11 @@ class GroupRequest:
     could not be read (the field named), which holds the group ``Unschedulable``. ``topology``: the
     domain constraint its annotations ask (:func:`cogate.controller.topology.constraints.parse`), None
     when none; ``topology_error``: why they could not be read (the annotation named), which holds the
-    group ``Unschedulable``.
+    group ``Unschedulable``. ``roles``: the role minimums of its annotations
+    (:mod:`cogate.controller.model.roles`), None without; ``roles_error``: why they could not be read
+    (holds the group ``Unschedulable``). ``group_set``: the set of PodGroups it is admitted with
+    (:mod:`cogate.controller.model.groupsets`), None without; ``group_set_error``: why its set
+    annotations could not be read (holds it ``Unschedulable``).
     """
 
     namespace: str
@@ -92,6 +98,10 @@ class GroupRequest:
     min_resources_error: str = ""
     topology: Constraint | None = None
     topology_error: str = ""
+    roles: Roles | None = None
+    roles_error: str = ""
+    group_set: SetSpec | None = None
+    group_set_error: str = ""
 
 
 def min_member_of(pg: PodGroup) -> int:

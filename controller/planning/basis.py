@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from cogate.controller.model.records import PodInfo, Promise
+from cogate.controller.model.roles import role_of
 from cogate.controller.model.verdicts import GroupRequest
 from cogate.controller.planning.explanations import Short
 from cogate.controller.planning.filters import spec_key
@@ -62,12 +63,16 @@ class Basis:
 
 def fits_empty_key(group: GroupRequest, ms: Members, anti_active: bool, spread_active: bool) -> tuple[Any, ...]:
     """Everything :meth:`Pass.fits_empty <cogate.controller.planning.planner.Pass.fits_empty>` reads of a group besides the nodes (the plannable
-    members, and the bound ones whose room it charges: ``Pass._charge_bound_members``; with
+    members, and the bound ones whose room it charges: ``Pass._charge_bound_members``; with role
+    minimums, each member's role; with
     ``spec.minResources``, the constraints of every present member, whose nodes it sums):
     equal keys, equal answers for one node generation (the incremental planner keeps them)."""
-    return (group.min_member, group.min_resources,
+    label = group.roles.label if group.roles is not None else None
+    return (group.min_member, group.min_resources, group.roles,
             tuple((spec_key(m, anti_active, spread_active), m.uid, m.node_name, m.terminal) for m in ms.bound),
             tuple((spec_key(m, anti_active, spread_active), m.name, m.uid) for m in ms.plannable),
+            # with role minimums, the role of each member decides what is packed first
+            tuple(role_of(m, label) for m in ms.bound + ms.plannable) if label is not None else (),
             # minResources counts room on every node a present member is eligible for
             tuple(spec_key(m, anti_active, spread_active)[0] for m in ms.present if not m.terminal)
             if group.min_resources is not None else ())

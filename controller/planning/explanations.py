@@ -18,7 +18,8 @@ bytes as ``512Mi``).
   When resources are short, the room reserved on those nodes for other gangs' released
   members that are not bound yet (restored after a restart or failover too) is named: which
   PodGroup, how many members, on which nodes, how much of the short resources
-  (:func:`held_for_others`). Members that no node can ever take because of their **own**
+  (:func:`held_for_others`), and so is the room kube-scheduler promised there to pods it
+  nominated that count against the group (:func:`promised_to_nominated`). Members that no node can ever take because of their **own**
   constraints (:func:`unplaceable`) are named apart, as theirs and not a want of capacity
   (:func:`own_constraints`), and their exclusions are not counted among the capacity text.
 * :func:`held_reason`: why a group stays gated whatever the room.
@@ -39,7 +40,8 @@ from cogate.controller.model.resources import format_quantity, format_resources
 from cogate.controller.model.verdicts import DEFAULT_SCHEDULER, PlannerConfig, held_constraints
 
 __all__ = ["NAMES_SHOWN", "name_list", "plural", "held_by_other_gates", "held_reason", "unchecked_note", "waiting_text",
-           "Short", "shortfall", "own_reason", "unplaceable", "own_constraints", "unplaceable_message", "held_for_others"]
+           "Short", "shortfall", "own_reason", "unplaceable", "own_constraints", "unplaceable_message", "held_for_others",
+           "promised_to_nominated"]
 
 
 #: How many pod names a message lists before "and N more".
@@ -165,6 +167,9 @@ def shortfall(room: Room, unplaced: Sequence[PodInfo], missing: int) -> Short:
     parts = [lack.text]
     if lack.short and lack.eligible and (held := held_for_others(room, lack.eligible, lack.short, pairs[0][1])):
         parts.append(held)
+    if lack.short and lack.eligible and (promised := promised_to_nominated(
+            room, lack.eligible, lack.short, min(m.priority for _, m in pairs))):
+        parts.append(promised)
     eligible = {i for s in smallest for i in s.eligible}
     if eligible and (terminating := _terminating(room, eligible)):
         parts.append(terminating)
@@ -211,6 +216,34 @@ def held_for_others(room: Room, eligible: frozenset[int] | set[int], short: Mapp
         texts.append(f"{who} ({plural(len(pods), 'member')} on {name_list(sorted(nodes))}"
                      + (f": {held}" if held else "") + ")")
     return "room reserved for released members not bound yet: " + name_list(texts)
+
+
+def promised_to_nominated(room: Room, eligible: frozenset[int] | set[int], short: Mapping[str, int],
+                          priority: int) -> str:
+    """Message part naming the room kube-scheduler promised on ``eligible`` nodes to pods it
+    nominated there (``status.nominatedNodeName``: a preemptor whose victims are gone or going and
+    that is not bound yet) and that count against a member of ``priority`` (the nominated pod's
+    priority is equal or higher; kube-scheduler's ``addGENominatedPods``, the same rule that
+    charged them: :meth:`~cogate.controller.planning.room.Room.lend`), with the amount of each
+    ``short`` resource each holds: ``"room promised to pods kube-scheduler nominated, not bound
+    yet: pod team/hp (priority 1000, on n1: cpu 2)"``; ``""`` when there is none. Why: the node
+    shows that room free (the victim is gone) while the planner counts it taken (issue 37
+    kind 10). Pods listed by the room they hold, most first (at most ``NAMES_SHOWN``)."""
+    held: list[tuple[int, str]] = []
+    for p, i in room.promised:
+        if not p.nominated or i not in eligible or p.priority < priority:
+            continue
+        req = req_with_pod(p.requests)
+        amount = {k: req[k] for k in short if req.get(k, 0) > 0}
+        if not amount:
+            continue
+        text = ", ".join(f"{k} {format_quantity(k, v)}" for k, v in sorted(amount.items()))
+        pod = p.pod
+        held.append((-sum(amount.values()), f"pod {pod.namespace}/{pod.name} (priority {p.priority}, "
+                                            f"on {p.node_name}: {text})"))
+    if not held:
+        return ""
+    return "room promised to pods kube-scheduler nominated, not bound yet: " + name_list([t for _, t in sorted(held)])
 
 
 # -- a member's own constraints ------------------------------------------------------------

@@ -67,8 +67,9 @@ Room held for a preempting group (``Promise`` kind ``"preempting"``, passed as `
 ``promised``: the plan of a preemption in flight, :mod:`cogate.controller.preemption.inflight`) counts
 against every other group and is lent to its holder the same way.
 
-Replicas sharing a PodGroup (:mod:`cogate.controller.model.replicas`: LeaderWorkerSet
-groups, JobSet Jobs) are released whole or not at all (:mod:`cogate.controller.planning.released`).
+Replicas sharing a PodGroup (:mod:`cogate.controller.model.replicas`) are released whole or not at
+all (:mod:`cogate.controller.planning.released`); role minimums: :mod:`cogate.controller.planning.roles`;
+sets of PodGroups, all or nothing: :mod:`cogate.controller.planning.groupsets` (from :func:`run_pass`).
 
 Membership accounting for a group (present, bound, gated, plannable:
 :mod:`cogate.controller.planning.members`):
@@ -108,7 +109,6 @@ from cogate.controller.model import minresources as minres
 from cogate.controller.model import replicas as replicas_mod
 from cogate.controller.planning.capacity import (
     Snapshot,
-    pack,
     pinned_node_problems,
     promised_room,
     reservation_promise,
@@ -140,6 +140,8 @@ from cogate.controller.planning.members import (
 )
 from cogate.controller.planning.basis import Basis, Miss
 from cogate.controller.planning.released import ReleasedGroups
+from cogate.controller.planning.groupsets import SetPlanning, judge_unreleased
+from cogate.controller.planning.roles import RoleMinimums, role_short
 from cogate.controller.planning.room import Room
 from cogate.controller.planning.starvation import Scope, Starvation
 from cogate.controller.planning.patches import awaiting_bind
@@ -188,7 +190,7 @@ def _order_key(g: GroupRequest) -> tuple[int, float, str, str]:
 order_key = _order_key
 
 
-class Pass(Fenced, ReleasedGroups, Starvation, MinResources):
+class Pass(Fenced, ReleasedGroups, Starvation, MinResources, RoleMinimums, SetPlanning):
     """One call of :func:`decide`: the room left as groups are taken in order, the
     reservations kept and made, and the starving group that blocks later ones.
 
@@ -321,7 +323,8 @@ class Pass(Fenced, ReleasedGroups, Starvation, MinResources):
         finally:
             if lent:
                 self.room.repay(lent)
-        if lent and self.basis.reads in ("room", "aggregate"):
+        if (lent or self.set_depth) and self.basis.reads in ("room", "aggregate"):
+            # lent room, or judged within a set (controller/planning/groupsets.py): this pass only
             self.basis = Basis("pass", self.basis.members, self.basis.miss, self.basis.since)
         return verdict
 
@@ -334,11 +337,15 @@ class Pass(Fenced, ReleasedGroups, Starvation, MinResources):
             return verdict
         if g.topology_error:
             return _verdict(g, Outcome.UNSCHEDULABLE, len(ms.bound), f"invalid topology annotation: {g.topology_error}")
+        if (verdict := self._invalid_roles(g, ms)) is not None:
+            return verdict
         if (verdict := self._too_few_present(g, ms)) is not None:
             return verdict
         if (verdict := self._held(g, ms)) is not None:
             return verdict
         if (verdict := self._waiting_for_members(g, ms)) is not None:
+            return verdict
+        if (verdict := self._roles_waiting(g, ms)) is not None:
             return verdict
         self.basis = Basis("blocker", ms)
         if not self._holds_room(g) and (verdict := self._behind_starving_group(g, ms)) is not None:
@@ -407,15 +414,16 @@ class Pass(Fenced, ReleasedGroups, Starvation, MinResources):
 
         Replicas (:mod:`cogate.controller.model.replicas`): members of a replica that is not complete
         yet (a LeaderWorkerSet leader whose workers do not exist yet), or that the plan would
-        place only in part, are left out when the others reach minMember without them: they
-        wait gated and their replica is released whole later (:meth:`ungate_new_members`); when
-        minMember needs them, minMember decides (the group is planned as before)."""
+        place only in part, are left out: they wait gated and their replica is released whole
+        later (:meth:`ungate_new_members`); when minMember is not reached without them the group
+        waits (:meth:`_whole_replicas_short`): no replica is ever released in part."""
         needed = g.min_member - len(ms.bound)
         mark = self.room.mark()
         held_back = self._incomplete_replicas(ms)
         while held_back or replicas_mod.by_replica(ms.plannable):
-            plan = pack(self.room, [m for m in ms.plannable if m.uid not in held_back], max(needed, 0))
-            if len(ms.bound) + len(plan) < g.min_member:
+            planned = self._pack_group(self.room, g, ms, [m for m in ms.plannable if m.uid not in held_back], needed)
+            plan = planned.plan
+            if len(ms.bound) + len(plan) < g.min_member or planned.short:
                 self.room.rollback(mark)
                 break
             partial = self._partial_replicas(ms, plan, held_back)
@@ -425,14 +433,20 @@ class Pass(Fenced, ReleasedGroups, Starvation, MinResources):
                 return self._released(g, ms, plan, [m for m in ms.plannable if m.uid in held_back])
             self.room.rollback(mark)
             held_back |= partial
-        plan = pack(self.room, ms.plannable, max(needed, 0))
+        if held_back or replicas_mod.by_replica(ms.plannable):
+            return self._whole_replicas_short(g, ms, held_back)
+        planned = self._pack_group(self.room, g, ms, ms.plannable, needed)
+        plan = planned.plan
         fits = len(ms.bound) + len(plan)
-        if fits >= g.min_member:
+        if fits >= g.min_member and not planned.short:
             if (short := self._min_resources_wait(g, ms, plan, mark)) is not None:
                 return short
             return self._released(g, ms, plan, [])
         unplaced = [m for m in ms.plannable if m.uid not in plan]
-        short = shortfall(self.room, unplaced, needed - len(plan))
+        if planned.short and g.roles is not None:
+            short = role_short(self.room, planned.short, ms.plannable, plan, g.roles)
+        else:
+            short = shortfall(self.room, unplaced, needed - len(plan))
         self.room.rollback(mark)
         return Miss(fits, unplaced, short, self.promised_for(g, unplaced))
 
@@ -444,7 +458,7 @@ class Pass(Fenced, ReleasedGroups, Starvation, MinResources):
         skipped = {m.uid for m in incomplete}
         unplaced = [m for m in ms.plannable if m.uid not in plan and m.uid not in skipped]
         short = shortfall(self.room, unplaced, len(unplaced)) if unplaced else Short("")
-        self.room.commit()
+        self._commit()
         held = {m.uid for m in unplaced} | skipped
         release = self._reserve([m for m in ms.gated if m.uid not in held], plan)
         message = (f"fits {fits} of {g.min_member}: releasing {plural(len(release), 'gated member')}"
@@ -484,7 +498,9 @@ class Pass(Fenced, ReleasedGroups, Starvation, MinResources):
                 "satisfied by any bound pod (cogate only plans pod affinity against pods already running)",
             )
         note = self._starving_note(g, ms)
-        msg = f"fits {miss.fits} of {g.min_member}: {miss.short.text}" + note
+        # a Miss with minMember placed is a role below its minimum (controller/planning/roles.py)
+        sep = ", but " if miss.fits >= g.min_member else ": "
+        msg = f"fits {miss.fits} of {g.min_member}{sep}{miss.short.text}" + note
         self.basis = Basis("pass", ms, miss) if note else Basis("room", ms, miss, complete_since(g))
         return _verdict(g, Outcome.INSUFFICIENT_CAPACITY, miss.fits, msg)
 
@@ -525,14 +541,18 @@ class Pass(Fenced, ReleasedGroups, Starvation, MinResources):
         mark = room.mark()
         self._charge_bound_members(room, ms)
         needed = g.min_member - len(ms.bound)
-        plan = pack(room, ms.plannable, needed)
-        ok = len(plan) >= needed
+        planned = self._pack_group(room, g, ms, ms.plannable, needed, greedy=True)
+        plan = planned.plan
+        ok = len(plan) >= needed and not planned.short
         msg = ""
         shorts: tuple[minres.Short, ...] = ()
         if not ok:
             unplaced = [m for m in ms.plannable if m.uid not in plan]
-            msg = (f"fits {len(ms.bound) + len(plan)} of {g.min_member} even with every eligible node empty: "
-                   + shortfall(room, unplaced, needed - len(plan)).text)
+            why = (role_short(room, planned.short, ms.plannable, plan, g.roles) if planned.short and g.roles
+                   else shortfall(room, unplaced, needed - len(plan)))
+            fits = len(ms.bound) + len(plan)
+            sep = ", but " if fits >= g.min_member else ": "
+            msg = f"fits {fits} of {g.min_member} even with every eligible node empty{sep}" + why.text
         elif shorts := self._min_resources_short(room, g, ms, plan):
             ok, msg = False, minres.exceeds_text(shorts, len(ms.bound) + len(plan))
         room.rollback(mark)
@@ -574,9 +594,7 @@ def run_pass(run: Pass, groups: Sequence[GroupRequest]) -> Decision:
     for i, g in ordered:
         if g.released:
             verdicts[i] = run.ungate_new_members(g)
-    for i, g in ordered:
-        if not g.released:
-            verdicts[i] = run.judge(g)
+    verdicts.update(judge_unreleased(run, ordered))  # sets of groups: all or nothing (groupsets.py)
     return Decision(verdicts=tuple(verdicts[i] for i in range(len(groups))), reservations=run.reservations())
 
 

@@ -13,9 +13,11 @@ Replicas sharing a PodGroup (:mod:`cogate.controller.model.replicas`: LeaderWork
 groups, JobSet Jobs): new members of a released group that belong to a replica are
 released together or not at all: the replica waits gated until it has its expected
 number of members (``expected_size``) and all its gated members fit at once. A gang decision
-leaves out the members of replicas it would release in part when minMember is reached without
-them (:meth:`ReleasedGroups._incomplete_replicas`, :meth:`ReleasedGroups._partial_replicas`, used by
-``Pass._try_release``).
+counts whole replicas only (issue 33 item 3): members of replicas it would release in part, or of
+replicas not complete yet, are left out (:meth:`ReleasedGroups._incomplete_replicas`,
+:meth:`ReleasedGroups._partial_replicas`, used by ``Pass._try_release``); when minMember is not
+reached without them the group waits (:meth:`ReleasedGroups._whole_replicas_short`), so no replica
+ever runs half-placed, at the first release as later.
 
 :class:`ReleasedGroups` holds these rules as methods of the planner's
 :class:`~cogate.controller.planning.planner.Pass`.
@@ -24,11 +26,13 @@ them (:meth:`ReleasedGroups._incomplete_replicas`, :meth:`ReleasedGroups._partia
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from cogate.controller.model import replicas as replicas_mod
 from cogate.controller.model.records import PodInfo, Promise, Reservation
 from cogate.controller.model.verdicts import GroupRequest, GroupVerdict, Outcome
+from cogate.controller.planning.basis import Miss
 from cogate.controller.planning.capacity import pack
 from cogate.controller.planning.explanations import Short, name_list, plural, shortfall, waiting_text
 from cogate.controller.planning.members import Members, classify
@@ -55,6 +59,8 @@ class ReleasedGroups:
         def _lend(self, g: GroupRequest) -> list[tuple[Promise, int]]: ...
 
         def _reserve(self, members: Sequence[PodInfo], plan: Mapping[str, int]) -> dict[str, str]: ...
+
+        def promised_for(self, g: GroupRequest, members: Sequence[PodInfo]) -> tuple[Promise, ...]: ...
 
     def ungate_new_members(self, g: GroupRequest) -> GroupVerdict:
         """A released group: a new gated member is ungated towards its reservation, else towards
@@ -156,6 +162,35 @@ class ReleasedGroups:
             if size and len(present.get(replica, ())) < size:
                 out.update(m.uid for m in new)
         return out
+
+    def _whole_replicas_short(self, g: GroupRequest, ms: Members, held_back: set[str]) -> GroupVerdict | Miss:
+        """A group of replicas whose whole replicas do not reach minMember (module doc): waiting for
+        members (``WaitingForMembers``) when the members of complete replicas are too few even if all
+        fit, else a :class:`Miss` counting the members of whole replicas placed, naming the replicas
+        left out. ``held_back``: uids of the members of incomplete or partly placed replicas."""
+        incomplete = self._incomplete_replicas(ms)
+        present = replicas_mod.by_replica(ms.present)
+        waiting = sorted({str(r) for m in ms.plannable if m.uid in incomplete and (r := replicas_mod.replica_of(m))})
+        parts = [f"{name_list(waiting)}: not all members present, each replica released whole once all exist"] \
+            if waiting else []
+        whole = [m for m in ms.plannable if m.uid not in incomplete]
+        if len(ms.bound) + len(whole) < g.min_member:
+            return GroupVerdict(g.namespace, g.name, Outcome.WAITING_FOR_MEMBERS, {}, len(ms.bound),
+                                f"{len(ms.bound) + len(whole)} of {g.min_member} members in complete replicas "
+                                f"(replicas of {len(present)} share this PodGroup, each released whole); "
+                                + "; ".join(parts))
+        mark = self.room.mark()
+        plan = pack(self.room, whole, g.min_member - len(ms.bound))
+        partial = self._partial_replicas(ms, plan, incomplete)
+        placed = [u for u in plan if u not in partial]
+        unplaced = [m for m in whole if m.uid not in placed]
+        short = shortfall(self.room, unplaced, g.min_member - len(ms.bound) - len(placed))
+        self.room.rollback(mark)
+        text = "counting whole replicas only (each replica released whole or not at all)"
+        if parts:
+            text += "; " + "; ".join(parts)
+        return Miss(len(ms.bound) + len(placed), unplaced, replace(short, text=f"{text}: {short.text}"),
+                    self.promised_for(g, unplaced))
 
     def _partial_replicas(self, ms: Members, plan: Mapping[str, int], held_back: set[str]) -> set[str]:
         """uids of the plannable members of replicas that ``plan`` places only in part."""

@@ -72,7 +72,8 @@ __all__ = ["GROUP", "VERSION", "PLURAL", "KIND", "API_VERSION", "CONSUME_ANNOTAT
            "ATOMIC_CLASS", "CHECK_CAPACITY_CLASS", "KNOWN_CLASSES", "OPT_OUT_ANNOTATION", "GROUP_LABEL", "MANAGED_BY", "State", "RequestInfo", "Answer",
            "request_info", "state", "opted_out", "wants_nodes", "min_resources_text", "shortfalls", "shapes", "MAX_POD_SETS",
            "exclude_nodes", "template_body",
-           "request_body", "request_name", "BACKOFF_SECONDS", "MAX_BACKOFF_SECONDS", "backoff_seconds"]
+           "request_body", "request_name", "BACKOFF_SECONDS", "MAX_BACKOFF_SECONDS", "backoff_seconds",
+           "booking_taken", "retake_seconds"]
 
 GROUP = "autoscaling.x-k8s.io"
 VERSION = "v1"
@@ -105,6 +106,54 @@ MAX_BACKOFF_SECONDS = 600.0
 def backoff_seconds(failures: int) -> float:
     """Seconds to wait after ``failures`` (>= 1) failed requests in a row: 60, 120, 240, ... at most 600."""
     return min(MAX_BACKOFF_SECONDS, BACKOFF_SECONDS * 2 ** max(0, failures - 1))
+
+
+def retake_seconds(taken: int) -> float:
+    """Seconds to wait before asking again after the capacity of ``taken`` (>= 1) requests in a row
+    was taken by others: none the first time (ask again at once), then :func:`backoff_seconds` of
+    one fewer (60, 120, ... at most 600): a cluster whose new nodes are always taken first does not
+    make cogate ask without end."""
+    return 0.0 if taken <= 1 else backoff_seconds(taken - 1)
+
+
+def _per_node(p: PodInfo) -> bool:
+    """``p`` is pinned to its own node by ``metadata.name`` (a DaemonSet's pod: one per node, on the
+    new nodes too; cluster-autoscaler counts them in its node template) and no gang member."""
+    if p.group:
+        return False
+    for term in p.required_node_affinity:
+        for req in term.match_fields:
+            if req.key == "metadata.name" and req.operator == "In" and tuple(req.values) == (p.node_name,):
+                return True
+    return False
+
+
+def booking_taken(answer: Answer, asked_nodes: frozenset[str] | None, nodes: Sequence[NodeInfo],
+                  pods: Sequence[PodInfo], group: tuple[str, str]) -> str:
+    """Why the capacity a ``Provisioned`` request brought is gone ('' when it is not, or cannot be
+    told): nodes that did not exist when the group asked (``asked_nodes``: the node names then;
+    ``None`` when unknown, after a restart) run pods that are not the group's members (ordinary
+    pods, another gang's members; not DaemonSet-style pods pinned to their node by
+    ``metadata.name``, which every new node gets). Call it for a group that is not released and
+    still wants nodes: the new nodes were taken before cogate could release it, and the request
+    stays ``Provisioned`` until its 10-minute booking expires (issue 37 kind 6). Units: none;
+    ``group``: ``(namespace, name)`` of the PodGroup. Limit: with the class
+    ``check-capacity.autoscaling.x-k8s.io`` no node is added, so capacity taken on the existing
+    nodes is not told apart (the booking's expiry ends it)."""
+    if answer.state is not State.PROVISIONED or asked_nodes is None:
+        return ""
+    new = {n.name for n in nodes if n.name not in asked_nodes}
+    if not new:
+        return ""
+    takers = sorted(f"{p.namespace}/{p.name}" for p in pods
+                    if p.node_name in new and p.bound and not p.terminal and not p.deleting
+                    and (p.namespace, p.group) != group and not _per_node(p))
+    if not takers:
+        return ""
+    shown = ", ".join(takers[:5]) + (f" and {len(takers) - 5} more" if len(takers) > 5 else "")
+    where = ", ".join(sorted(new)[:5]) + (f" and {len(new) - 5} more" if len(new) > 5 else "")
+    return (f"{len(takers)} pod{'s' if len(takers) != 1 else ''} of others took the new node"
+            f"{'s' if len(new) != 1 else ''} ({where}) before the group was released: {shown}")
 
 
 class State(StrEnum):

@@ -11,7 +11,8 @@ make room (preemption comes first, as kube-scheduler's does before cluster-autos
   (``provreq.state``) and act on it: delete it once the group's minMember are bound (its
   capacity used, or not needed after all), when it failed (the group asks again after a
   back-off, :func:`provreq.backoff_seconds`), when its booking expired before the release (the
-  group asks again now), when the group no longer waits for room, or when its PodGroup is gone;
+  group asks again now), when the new nodes it brought were taken by others before the release
+  (:func:`provreq.booking_taken`; asks again at once, then with back-off), when the group no longer waits for room, or when its PodGroup is gone;
   then ask for the groups that need new nodes and have no request: a PodTemplate per member
   shape (the shape's first member, read from the API server, its node affinity narrowed to
   nodes that do not exist yet) and one ProvisioningRequest with the counts
@@ -79,6 +80,7 @@ REASON_NOT_PROVISIONED = "NotProvisioned"
 REASON_PROVISIONED = "Provisioned"
 REASON_FAILED = "Failed"
 REASON_BOOKING_EXPIRED = "BookingExpired"
+REASON_CAPACITY_TAKEN = "CapacityTaken"
 REASON_CONSUMED = "Consumed"
 REASON_NOT_NEEDED = "NotNeeded"
 REASON_CREATE_FAILED = "CreateFailed"
@@ -170,7 +172,7 @@ class Provisioning:
             used = a.state is provreq.State.PROVISIONED
             self._end(info, memory)
             self.metrics.provisioning_requests.labels("consumed" if used else "not_needed").inc()
-            memory.failures = 0
+            memory.failures = memory.taken = 0
             memory.note = (
                 (REASON_CONSUMED, f"released on the capacity of {ref}; the request is deleted now that "
                                   f"{len(ms.bound)} of {r.min_member} members are bound") if used else
@@ -206,6 +208,8 @@ class Provisioning:
             self._end(info, memory)  # opted out after asking: withdrawn (:meth:`_may_ask` says so)
             self.metrics.provisioning_requests.labels("not_needed").inc()
             return False
+        if a.state is provreq.State.PROVISIONED and not released and self._taken(g, memory, info, a, now):
+            return False
         if a.state is provreq.State.PROVISIONED and memory.seen != info.name:
             memory.seen = info.name
             self.metrics.provisioning_requests.labels("provisioned").inc()
@@ -213,6 +217,27 @@ class Provisioning:
                 self.metrics.provisioning_seconds.observe(a.since - info.created)
             self.events.record(g.ref, notices.provisioned(f"{ref} is provisioned ({_answer_text(a)}); the group "
                                                           f"is released once the new nodes are Ready"))
+        return True
+
+    def _taken(self, g: GroupObject, memory: ProvisioningMemory, info: provreq.RequestInfo, a: provreq.Answer,
+               now: float) -> bool:
+        """Withdraw a ``Provisioned`` request whose new nodes others took before the group was
+        released (:func:`provreq.booking_taken`), so that the group asks again at once (then with
+        back-off, :func:`provreq.retake_seconds`) instead of waiting for the booking to expire."""
+        why = provreq.booking_taken(a, memory.asked_nodes, self.caches.nodes.snapshot(),
+                                    self.caches.bound.snapshot(), g.key)
+        if not why:
+            return False
+        self._end(info, memory)
+        memory.taken += 1
+        wait = provreq.retake_seconds(memory.taken)
+        memory.until = now + wait
+        memory.note = (REASON_CAPACITY_TAKEN, f"ProvisioningRequest {info.namespace}/{info.name} was provisioned, "
+                                              f"but {why}; withdrawn, asking again "
+                                              + (f"in {wait:.0f} s" if wait else "now"))
+        self.metrics.provisioning_requests.labels("capacity_taken").inc()
+        log.info("PodGroup %s/%s: %s", *g.key, memory.note[1], extra=log_extra(*g.key))
+        self.events.record(g.ref, notices.provisioning_failed(memory.note[1]))
         return True
 
     def _may_ask(self, g: GroupObject, r: GroupRequest, v: GroupVerdict | None, memory: ProvisioningMemory,
@@ -324,6 +349,7 @@ class Provisioning:
             self.caches.provreqs.apply_local(raw)  # the next pass sees it even before the watch does
         memory.note = None
         memory.seen = ""
+        memory.asked_nodes = frozenset(getattr(n, "name", "") for n in nodes)
         self.metrics.provisioning_requests.labels("created").inc()
         message = (f"asked cluster-autoscaler for {plural(len(members), 'pod')} on new nodes "
                    f"(ProvisioningRequest {ns}/{name}, class {self.config.provisioning_class}): "

@@ -419,7 +419,7 @@ def write_provisioning(conds: ConditionSet, *, active: bool, reason: str, messag
     """``Provisioning``: ``True`` while a ProvisioningRequest asks for the group's nodes (``reason``
     ``Requested``, ``NotProvisioned`` or ``Provisioned``: the autoscaler's answer so far), else
     ``False`` with how the last one ended (``Consumed``, ``NotNeeded``, ``Failed``,
-    ``BookingExpired``, ``CreateFailed``, ``OptedOut``); ``message`` names the request and the
+    ``BookingExpired``, ``CapacityTaken``, ``CreateFailed``, ``OptedOut``); ``message`` names the request and the
     autoscaler's reason (controller/provisioning/room.py)."""
     conds.put(CONDITION_PROVISIONING, "True" if active else "False", reason, message or reason)
 

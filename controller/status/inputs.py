@@ -26,6 +26,8 @@ from cogate import api
 from cogate.controller.model import leftovers
 from cogate.controller.model import minresources as minres
 from cogate.controller.model import recovery
+from cogate.controller.model import groupsets
+from cogate.controller.model import roles as roles_mod
 from cogate.controller.topology import constraints as topology
 from cogate.controller.status import status as status_mod
 from cogate.controller.model import volumes as volumes_mod
@@ -126,13 +128,33 @@ def build_group_requests(groups: Iterable[GroupObject], members: Mapping[tuple[s
                                 created=created, released=status_mod.release_stands(pg.status, ms, gate, min_member=m,
                                                                                    whole=_whole(pg)),
                                 members=ms, **_min_resources(pg.spec.minResources),
-                                **_topology(pg.metadata.annotations or {}, ms, levels, kueue_levels)))
+                                **_topology(pg.metadata.annotations or {}, ms, levels, kueue_levels),
+                                **_roles(pg.metadata.annotations),
+                                **_group_set(pg.metadata.namespace, pg.metadata.name, pg.metadata.annotations)))
     return out
 
 
 def _whole(pg: PodGroup) -> bool:
     """The group's recovery rule is ``whole`` (:func:`cogate.controller.model.recovery.policy_of`)."""
     return recovery.policy_of(pg.metadata.annotations).whole
+
+
+def _group_set(namespace: str, name: str, annotations: Mapping[str, str] | None) -> dict[str, Any]:
+    """``GroupRequest``'s ``group_set`` (:func:`cogate.controller.model.groupsets.parse`) or
+    ``group_set_error`` naming the annotation."""
+    try:
+        return {"group_set": groupsets.parse(namespace, name, annotations)}
+    except groupsets.SetError as e:
+        return {"group_set_error": str(e)}
+
+
+def _roles(annotations: Mapping[str, str] | None) -> dict[str, Any]:
+    """``GroupRequest``'s ``roles`` (:func:`cogate.controller.model.roles.parse`) or ``roles_error``
+    naming the annotation."""
+    try:
+        return {"roles": roles_mod.parse(annotations)}
+    except roles_mod.RolesError as e:
+        return {"roles_error": str(e)}
 
 
 def _topology(annotations: Mapping[str, str], members: Sequence[PodInfo], levels: tuple[str, ...],

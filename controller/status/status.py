@@ -113,6 +113,8 @@ __all__ = [
     "release_end",
     "holds_place",
     "generation_quorum",
+    "stand_ins",
+    "run_goes_on",
     "condition",
 ]
 
@@ -283,14 +285,56 @@ def generation_quorum(members: Sequence[PodInfo], gate: str = DEFAULT_GATE_NAME,
                or (t0 is not None and m.gated_by(gate) and not m.bound and not m.terminal and m.created <= t0))
 
 
+def stand_ins(members: Sequence[PodInfo], gate: str = DEFAULT_GATE_NAME, start: str | None = None) -> int:
+    """How many of a standing release's new gated members stand in for its failed ones: the
+    gated, unbound members created after the release (``start``, its ``scheduleStartTime``),
+    at most as many as the members that ended ``Failed`` and still exist. A Job's replacement of
+    a failed pod (Indexed Jobs, ``backoffLimitPerIndex``, a ``podFailurePolicy`` rule of action
+    ``Ignore`` or ``Count``) is created after the failure and is part of the same run; a pod
+    that failed and was deleted since (or was deleted without failing: a suspended Job's
+    pods) leaves no stand-in (docs/semantics.md "Generations")."""
+    if not start:
+        return 0
+    failed = sum(1 for m in members if m.phase == "Failed" and not m.deleting)
+    return min(failed, _new_gated(members, gate, start))
+
+
+def _new_gated(members: Sequence[PodInfo], gate: str, start: str) -> int:
+    """Gated, unbound, live members created after the release that starts at ``start``."""
+    t0 = parse_time(start)
+    return sum(1 for m in members if m.gated_by(gate) and not m.bound and not m.terminal and not m.deleting
+               and m.created > t0)
+
+
+def run_goes_on(members: Sequence[PodInfo], min_member: int, gate: str = DEFAULT_GATE_NAME,
+                start: str | None = None) -> bool:
+    """A standing release whose work is partly done goes on through its failures: at least one
+    Succeeded member still exists, a failed member has a replacement (:func:`stand_ins`), and the
+    release's quorum (:func:`generation_quorum`) with those replacements makes ``min_member``
+    (a Job's next pods beside the replacement join as its waves do). Limit: a Job suspended after
+    one of its pods failed, and resumed, joins the run as well (docs/semantics.md). Why: a release
+    decided again never counts Succeeded members (an MPI gang's finished member must not stand
+    in for a missing one), so a Job that lost a pod after others finished (index 2 failed, index
+    3 succeeded) could never be decided again and its replacement would wait for ever; the Job
+    keeps its completions and the replacement is part of the same run, as kube-scheduler would
+    place it (issue 37 kind 7). Without a Succeeded member the rule of a lost member stands
+    (decided again as a whole with the members still placed: no member is left out)."""
+    if not start or not any(m.phase == "Succeeded" and not m.deleting for m in members):
+        return False
+    n = stand_ins(members, gate, start)
+    return n > 0 and generation_quorum(members, gate, start) + n >= min_member
+
+
 def release_end(status: PodGroupStatus, members: Sequence[PodInfo], min_member: int,
                 gate: str = DEFAULT_GATE_NAME, lost: bool = False, whole: bool = False) -> str:
     """Why the release recorded in ``status`` has ended, in words ('' while it holds, or when no
     release is recorded). The first that holds (docs/semantics.md "Generations"):
 
     - timed out (condition ``TimedOut=True``);
-    - its quorum was lost through failures (phase ``Failed``);
     - ``--evict-below-quorum`` evicted what was left of it (``Disrupted=True`` reason ``QuorumLost``);
+    - none of the three below while its work is partly done and the replacements of its failed
+      members make it whole again (:func:`run_goes_on`: the replacements join it);
+    - its quorum was lost through failures (phase ``Failed``);
     - members left it without finishing (``Disrupted=True`` reason ``MemberLost``: deleted,
       evicted, preempted, failed) and fewer than ``min_member`` hold a place (:func:`holds_place`),
       or, with ``whole`` (``cogate.dev/recovery: whole``, :mod:`cogate.controller.model.recovery`), at all;
@@ -308,11 +352,13 @@ def release_end(status: PodGroupStatus, members: Sequence[PodInfo], min_member: 
     disrupted = status.condition(CONDITION_DISRUPTED)
     if timed_out is not None and timed_out.status == "True":
         return "it timed out"
-    if status.phase == "Failed":
-        return "its quorum was lost through failures"
     broken = disrupted is not None and disrupted.status == "True"
     if broken and disrupted.reason == REASON_QUORUM_LOST:
         return "it fell below minMember and its remaining members were evicted"
+    if run_goes_on(members, min_member, gate, status.scheduleStartTime):
+        return ""
+    if status.phase == "Failed":
+        return "its quorum was lost through failures"
     placed = sum(1 for m in members if holds_place(m, gate))
     if (lost or (broken and disrupted.reason == REASON_MEMBER_LOST)) and (placed < min_member or whole):
         return f"members left it and {placed} of minMember {min_member} hold a place" + \

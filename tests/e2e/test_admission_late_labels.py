@@ -30,6 +30,7 @@ from kubernetes import client
 
 from cogate.api import POD_GROUP_LABEL
 from cogate.certs import pki
+from cogate.controller.model import releases
 from cogate.localcluster import example
 from cogate.webhook.config import webhook_configuration
 
@@ -77,10 +78,18 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
+def serves_policies(stack) -> bool:
+    """Whether the API server serves MutatingAdmissionPolicy in admissionregistration.k8s.io/v1
+    (KEP-3962, v1 in Kubernetes 1.36; 1.30 has none)."""
+    doc = json.loads(stack.cluster.kubectl("get", "--raw", "/apis/admissionregistration.k8s.io/v1").stdout)
+    return any(r["name"] == "mutatingadmissionpolicies" for r in doc.get("resources", []))
+
+
 @pytest.fixture
-def labeller(stack, namespace) -> Iterator[None]:
-    """A real second mutating webhook (HTTPS, this process) and a real MutatingAdmissionPolicy, both
-    scoped to the test's namespace; removed after the test."""
+def labeller(stack, namespace) -> Iterator[bool]:
+    """A real second mutating webhook (HTTPS, this process) and, where the release serves it, a real
+    MutatingAdmissionPolicy, both scoped to the test's namespace; removed after the test. Yields
+    whether the policy is there."""
     work = Path(tempfile.mkdtemp(prefix="late-labeller-"))
     ca, ca_key = pki.new_ca("e2e-late-labeller-ca")
     cert, key = pki.issue(ca, ca_key, "late-labeller", dns_names=("localhost",), ip_addresses=("127.0.0.1",))
@@ -115,12 +124,15 @@ def labeller(stack, namespace) -> Iterator[None]:
          "metadata": {"name": f"e2e-gang-label-{namespace}"},
          "spec": {"policyName": f"e2e-gang-label-{namespace}"}},
     ]
+    policies = serves_policies(stack)
+    if not policies:  # a release before MutatingAdmissionPolicy v1 (1.36): the second webhook only
+        objs = objs[:1]
     path = work / "labeller.yaml"
     path.write_text(yaml.safe_dump_all(objs))
     stack.cluster.kubectl("apply", "-f", str(path))
     time.sleep(2)  # the API server loads webhook configurations and policies asynchronously
     try:
-        yield
+        yield policies
     finally:
         stack.cluster.kubectl("delete", "--ignore-not-found", "--wait=false", "-f", str(path))
         server.shutdown()
@@ -174,7 +186,12 @@ def test_member_labelled_by_a_later_mutator_is_gated_and_released_with_its_gang(
                                                                                 labeller, via, owner):
     """minMember 3; 2 members first, labelled late (by the second webhook, or by the policy on
     reinvocation): both gated at creation and kept gated while the group waits; the third arrives:
-    the gang is released whole."""
+    the gang is released whole. On a release without MutatingAdmissionPolicy v1 the policy case
+    checks only that the release is older than 1.36 (docs/reference/releases.md: not available)."""
+    if via == "policy" and not labeller:
+        version = releases.parse(client.VersionApi(kube).get_code().git_version)
+        assert version is not None and version < (1, 36), f"{version} should serve MutatingAdmissionPolicy v1"
+        return
     only_nodes(1, **NODE8)
     create_pod_group(kube, example.pod_group("g", 3, namespace=namespace, timeout_seconds=None))
     _create(kube, namespace, owner, via, "g", 2)
@@ -198,9 +215,25 @@ def test_member_labelled_by_a_later_mutator_is_gated_and_released_with_its_gang(
     assert st["phase"] in ("Scheduled", "Running"), st
     released = condition(st, "Released")
     assert released["status"] == "True", released
-    assert all(p.metadata.generation >= 2 for p in _members(kube, namespace, "g"))  # released by cogate
+    # released by cogate: the gate's removal made each generation at least 2 (API servers before
+    # 1.33 set no pod generation: None there)
+    assert all(g is None or g >= 2 for g in (p.metadata.generation for p in _members(kube, namespace, "g")))
     disrupted = condition(st, "Disrupted")
     assert disrupted is None or disrupted["reason"] != "UngatedWithoutRelease", disrupted
+
+
+def _without_pod_generation(kube, core, namespace: str, late: list[str]) -> bool:
+    """On a release whose pods carry no ``metadata.generation`` (before 1.33; releases.py
+    ``never_gated_report``: not available) a never-gated member cannot be recognised: check it is not
+    (no false alarm, nothing said) and return True; else False."""
+    if core.read_namespaced_pod(late[0], namespace).metadata.generation is not None:
+        return False
+    version = releases.parse(client.VersionApi(kube).get_code().git_version)
+    assert version is not None and version < (1, 33), f"{version} should set pod generations"
+    time.sleep(3)
+    disrupted = condition(status(kube, namespace, "g"), "Disrupted")
+    assert disrupted is None or disrupted["reason"] != "UngatedWithoutRelease", disrupted
+    return True
 
 
 @pytest.mark.parametrize("released_first", [False, True], ids=["never-released", "released-group"])
@@ -228,6 +261,8 @@ def test_never_gated_member_is_reported_with_the_fix(stack, kube, namespace, onl
             assert created.metadata.labels[POD_GROUP_LABEL] == "g" and not gated(created), created.spec
         wait_for(lambda: all(bound(core.read_namespaced_pod(n, namespace)) for n in late), 30,
                  what="late members bound without a release")
+        if _without_pod_generation(kube, core, namespace, late):
+            return
         # the condition may first name the member the controller saw first; it names every one
         # once it has seen them all
         cond = wait_for(lambda: (c := condition(status(kube, namespace, "g"), "Disrupted")) and c["status"] == "True"

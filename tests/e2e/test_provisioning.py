@@ -16,7 +16,10 @@ millicores (tests/e2e/test_autoscaler.py's docstring): a new node holds two memb
   autoscaler would otherwise "find" it in room cogate planned for the gang's other members);
 - a gang that needs more than the group's maximum gets no node at all and says why;
 - two gangs competing for the group's remaining room: one starts whole, the other stays gated
-  whole, never both half.
+  whole, never both half;
+- the new nodes a request brought taken by ordinary pods before the gang was released (cogate
+  paused meanwhile): the request is withdrawn and the gang asks again at once, and starts on the
+  next new nodes instead of waiting for the 10-minute booking to expire (issue 37 kind 6).
 """
 
 from __future__ import annotations
@@ -38,7 +41,8 @@ from cogate.localcluster import example
 from cogate.localcluster import nodes as fake_nodes
 from cogate.localcluster.stack import CogateStack
 
-from .kube import bound, condition, create_pod_group, events_for, gated, group_pods, status, wait_for
+from .kube import (bound, condition, controller_paused, create_pod_group, events_for, gated, group_pods, status,
+                   wait_for)
 
 pytestmark = pytest.mark.e2e
 
@@ -274,3 +278,49 @@ def test_a_standing_request_survives_a_controller_restart(grow, provisioning_sta
     c = provisioning(a, "huge")
     assert c["status"] == "True" and c["reason"] == "NotProvisioned", c
     assert not group_node_names(a)
+
+
+@pytest.mark.parametrize("taken", [2, 1])
+def test_new_nodes_taken_by_others_before_the_release_are_asked_for_again_at_once(grow, provisioning_stack, taken):
+    """A gang of 2 x 12 CPU needs 2 new nodes. cogate is paused once it asked; cluster-autoscaler
+    provisions the 2 nodes and ``taken`` ordinary pods of 12 CPU bind there first. Resumed, cogate
+    sees the booked room gone: it withdraws the request, asks again at once for what the gang still
+    lacks (2 nodes, or 1 when one new node is still free), and the gang starts whole well before
+    the booking would have expired."""
+    a = grow
+    core = client.CoreV1Api(a.api)
+    with fixed_node(a):
+        _taken_and_asked_again(a, core, provisioning_stack, taken)
+
+
+def _taken_and_asked_again(a, core, provisioning_stack, taken: int) -> None:
+    create_gang(a, "train", 2, "12")
+    (first,) = wait_for(lambda: requests_of(a, "train") or None, 30, what="the first request")
+    name = first["metadata"]["name"]
+    with controller_paused(provisioning_stack):
+        def provisioned():
+            rs = requests_of(a, "train")
+            return rs and any(c["type"] == "Provisioned" and c["status"] == "True"
+                              for c in (rs[0].get("status") or {}).get("conditions") or ())
+        wait_for(provisioned, 60, what="the first request Provisioned")
+        new = wait_for(lambda: (n := group_node_names(a)) and len(n) == 2 and n, 60, what="2 new nodes")
+        fake_nodes.wait_nodes_ready(a.api, sorted(new), timeout=60)
+        for i in range(taken):
+            core.create_namespaced_pod(a.namespace, {"apiVersion": "v1", "kind": "Pod",
+                                                     "metadata": {"name": f"burst-{i}", "labels": {"app": "burst"}},
+                                                     "spec": member_spec("12")})
+        wait_for(lambda: all(bound(core.read_namespaced_pod(f"burst-{i}", a.namespace)) for i in range(taken)), 30,
+                 what="the burst bound on the new nodes")
+        started = time.monotonic()
+    c = wait_for(lambda: (c := provisioning(a, "train")) and (c["reason"] == "CapacityTaken"
+                                                              or name not in c["message"]) and c, 30,
+                 what="the first request withdrawn")
+    events = [e.message for e in events_for(a.api, a.namespace, "train") if e.reason == "ProvisioningFailed"]
+    assert any(name in m and "of others took the new node" in m and "asking again now" in m for m in events), events
+    ps = wait_for(lambda: (ps := group_pods(a.api, a.namespace, "train")) and all(bound(p) for p in ps) and ps, 120,
+                  what="the gang bound on the next new nodes")
+    assert time.monotonic() - started < 300, "not asked again at once"
+    assert not {p.spec.node_name for p in ps} & {core.read_namespaced_pod(f"burst-{i}", a.namespace).spec.node_name
+                                                  for i in range(taken)}
+    assert len(group_node_names(a)) == 2 + taken, group_node_names(a)  # exactly what was still lacking
+    assert name not in {r["metadata"]["name"] for r in requests_of(a, "train")}

@@ -34,8 +34,10 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     proc = subprocess.run([sys.executable, str(REPO / "bench" / "run.py"), "--quick", "--no-cluster", "--out", str(out)],
                           capture_output=True, text=True, timeout=300, cwd=REPO)
     assert proc.returncode == 0, proc.stderr[-4000:]
-    results = json.loads((out.with_suffix("") / "results.json").read_text())
-    return out, results
+    files = sorted((out.with_suffix("") / "results").glob("*.json"))
+    docs = [json.loads(f.read_text()) for f in files]
+    assert [f.stem for f in files] == sorted(d["result"]["module"] for d in docs)
+    return out, {"quick": all(d["quick"] for d in docs), "results": [d["result"] for d in docs]}
 
 
 def test_every_no_cluster_benchmark_ran(report: tuple[Path, dict]) -> None:
@@ -51,8 +53,12 @@ def test_every_no_cluster_benchmark_ran(report: tuple[Path, dict]) -> None:
         if r["name"] not in expected:  # cluster benchmarks: skipped with a note under --no-cluster
             assert r["status"] == "skipped" and "control plane" in r["notes"][0]
     assert doc["quick"] is True
-    for fact in ("CPU", "cores", "memory", "kernel", "Python", "Kubernetes (local control plane)", "date"):
-        assert doc["machine"].get(fact), fact
+    for r in (r for r in doc["results"] if r["status"] == "ok"):
+        run = r["run"]  # each section says when, where, at which commit and with what it ran
+        assert run["commit"] and run["date"].endswith("UTC") and len(run["load_average"]) == 3 and run["cores"]
+        assert run["settings"]["quick"] is True and run["settings"]["kubernetes"]
+        for fact in ("CPU", "cores", "memory", "kernel", "Python"):
+            assert run["machine"].get(fact), fact
 
 
 def test_results_follow_the_contract(report: tuple[Path, dict]) -> None:
@@ -146,26 +152,56 @@ def test_report_names_no_machine_directory(monkeypatch: pytest.MonkeyPatch) -> N
     assert run.portable("at /x/y", Path("/"), Path("/")) == "at /x/y"  # a root directory is never cut
 
 
-def test_only_keeps_every_other_result_and_replaces_the_rerun_one(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``--only`` (``run.merge_results``): for every benchmark, whatever its result's name (the
-    module's, or another such as ``end_to_end`` for ``bench_end_to_end``) and whether the previous
-    results.json has the ``module`` field, the re-run one's fresh result replaces its old one and
-    every other keeps its old one, in BENCHMARKS order (the name match had dropped every cluster
-    benchmark from the report, the re-run one included)."""
+def test_only_replaces_the_rerun_sections_file_and_the_report_keeps_the_others(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--only``: the re-run benchmark's results file is replaced, every other one stays, and the
+    report is rendered from all of them in BENCHMARKS order, each section with its own commit; a
+    skipped section keeps its previous file; a file of the other kind (``--quick``) is not shown."""
     monkeypatch.syspath_prepend(str(REPO / "bench"))
     import run
 
-    def named(module: str) -> str:  # the result name each module writes (NAME)
-        return getattr(importlib.import_module(module), "NAME", module)
+    out = tmp_path / "benchmarks.md"
+    rdir = run.results_dir(out)
 
-    for with_module_field in (True, False):
-        previous = [{"name": named(m), "old": True, **({"module": m} if with_module_field else {})}
-                    for m in run.BENCHMARKS]
-        for rerun in run.BENCHMARKS:
-            fresh = [{"name": named(rerun), "module": rerun, "old": False}]
-            merged = run.merge_results(fresh, previous)
-            assert [run.module_of(r) for r in merged] == run.BENCHMARKS
-            assert [r["old"] for r in merged] == [m != rerun for m in run.BENCHMARKS]
-    # a benchmark never run before appears only when re-run
-    only = run.merge_results([{"name": "end_to_end", "module": "bench_end_to_end"}], [])
-    assert [run.module_of(r) for r in only] == ["bench_end_to_end"]
+    def result(module: str, commit: str, status: str = "ok") -> dict:
+        return {"name": module, "module": module, "title": f"T {module}", "what": "", "baseline": "", "tables": [],
+                "plots": [], "targets": [], "notes": [], "status": status, "seconds": 1.0,
+                "run": {"commit": commit, "date": "2026-12-06 16:00 UTC", "load_average": [1.0, 2.0, 3.0],
+                        "cores": 2, "settings": {"quick": False}, "machine": {"CPU": "x"}}}
+
+    for m in run.BENCHMARKS:
+        run.write_result(rdir, result(m, "old1234"), quick=False)
+    run.write_result(rdir, result("webhook", "quick99"), quick=True)  # another kind: replaces, is not shown
+    monkeypatch.setattr(run, "run_one", lambda name, *a: result(name, "new5678"))
+    assert run.main(["--only", "planning_pass", "--out", str(out)]) == 0
+    shown = run.load_results(rdir, quick=False)
+    assert [r["module"] for r in shown] == [m for m in run.BENCHMARKS if m != "webhook"]
+    assert [r["run"]["commit"] for r in shown] == ["new5678" if m == "planning_pass" else "old1234"
+                                                   for m in run.BENCHMARKS if m != "webhook"]
+    md = out.read_text()
+    assert "| [T planning_pass](#t-planning_pass) | new5678 |" in md
+    assert "at commit old1234 in 1.0 s; machine load average (1/5/15 min) at its start: 1.0 / 2.0 / 3.0" in md
+    monkeypatch.setattr(run, "run_one", lambda name, *a: {**result(name, "skip000", "skipped"), "run": None})
+    assert run.main(["--only", "explain", "--out", str(out)]) == 0
+    assert json.loads((rdir / "explain.json").read_text())["result"]["run"]["commit"] == "old1234"
+
+
+def test_the_report_is_rendered_from_the_results_files() -> None:
+    """docs/benchmarks.md is what docs/benchmarks/results/*.json say (issue 29 item 2): every section
+    in BENCHMARKS order, each naming the commit, date, load and settings of its own run."""
+    import sys as _sys
+
+    _sys.path.insert(0, str(REPO / "bench"))
+    try:
+        run = importlib.import_module("run")
+        out = REPO / "docs" / "benchmarks.md"
+        results = run.load_results(run.results_dir(out), quick=False)
+        assert [r["module"] for r in results] == run.BENCHMARKS, "a benchmark has no results file"
+        expected = run.render(results, "benchmarks", "../bench/README.md", quick=False)
+    finally:
+        _sys.path.remove(str(REPO / "bench"))
+    assert out.read_text() == expected, "docs/benchmarks.md differs: run `.venv/bin/python bench/run.py --report`"
+    for r in results:
+        assert r["status"] == "ok", (r["module"], r["notes"][:1])
+        if r.get("run"):  # else a historical result, written before sections recorded their commit
+            assert r["run"]["commit"] and not r["run"]["commit"].endswith("-dirty"), r["module"]

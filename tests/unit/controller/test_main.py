@@ -156,7 +156,7 @@ def expected(namespace=None):
                     informer.namespaced_key, budgets.budget_info),
         "resource_slices": ("resourceslices", ("CustomObjectsApi", "list_cluster_custom_object",
                                                {**DRA, "plural": "resourceslices"}),
-                            informer.name_key, devices.slice_devices),
+                            informer.name_key, devices.slice_info),
         "device_classes": ("deviceclasses", ("CustomObjectsApi", "list_cluster_custom_object",
                                              {**DRA, "plural": "deviceclasses"}),
                            informer.name_key, devices.device_class_info),

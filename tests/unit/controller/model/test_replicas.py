@@ -161,12 +161,30 @@ def test_first_release_leaves_an_incomplete_replica_waiting_when_min_member_is_m
     assert f"LeaderWorkerSet llm group {complete}" in v.message and "wait gated, each replica released whole" in v.message
 
 
-def test_first_release_needing_an_incomplete_replica_plans_the_group_whole():
-    """minMember counts the incomplete replica's members: the PodGroup's own rule decides."""
+def test_first_release_needing_an_incomplete_replica_waits_for_it_whole():
+    """minMember 5 with replicas of 4 needs two whole replicas (issue 33 item 3): the second's leader
+    alone is never released; the group waits for its workers, then both replicas go together."""
     nodes = [node("n1").cpu(8).info()]
     ms = [lws_pod(0, w, 4) for w in range(4)] + [lws_pod(1, 0, 4)]
     v = decide(nodes, [], [GroupRequest("team", "llm", 5, 0.0, False, tuple(ms))], [], NOW, CFG).verdicts[0]
+    assert v.outcome == Outcome.WAITING_FOR_MEMBERS and v.release == {}, v
+    assert v.message == ("4 of 5 members in complete replicas (replicas of 2 share this PodGroup, each released "
+                         "whole); LeaderWorkerSet llm group 1: not all members present, each replica released "
+                         "whole once all exist")
+    ms += [lws_pod(1, w, 4) for w in range(1, 4)]
+    v = decide(nodes, [], [GroupRequest("team", "llm", 5, 0.0, False, tuple(ms))], [], NOW, CFG).verdicts[0]
     assert v.outcome == Outcome.RELEASED and set(v.release) == {m.uid for m in ms}
+
+
+@pytest.mark.parametrize("size", [2, 3, 4])
+def test_first_release_needing_a_replica_that_fits_only_in_part_waits(size):
+    """minMember needs two replicas; room for one and a half: no member is released (before issue 33
+    item 3, minMember decided and the second replica ran half-placed)."""
+    nodes = [node("n1").cpu(size + size // 2).info()]
+    ms = [lws_pod(r, w, size) for r in range(2) for w in range(size)]
+    v = decide(nodes, [], [GroupRequest("team", "llm", size + 1, 0.0, False, tuple(ms))], [], NOW, CFG).verdicts[0]
+    assert v.outcome == Outcome.INSUFFICIENT_CAPACITY and v.release == {}, v
+    assert v.message.startswith(f"fits {size} of {size + 1}: counting whole replicas only"), v.message
 
 
 @pytest.mark.parametrize("size", [2, 3])

@@ -39,6 +39,7 @@ from cogate.controller.model.records import (
     Toleration,
     TopologySpreadConstraint,
 )
+from cogate.controller.model.roles import Roles
 from cogate.controller.planning.planner import GroupRequest, PlannerConfig, decide, room_by_node
 from cogate.controller.planning.planstate import PlanningState
 
@@ -189,14 +190,20 @@ class PlanStateMachine(RuleBasedStateMachine):
 
     @rule(name=st.sampled_from(GROUP_NAMES), size=st.integers(1, 4), extra=st.integers(0, 1), c=cpu, m=mem,
           prio=st.integers(0, 1), tol=st.booleans(), special=st.integers(0, 15),
-          min_cpu=st.sampled_from([None, None, 0, 2000, 4000, 7000, 12000]))
-    def add_group(self, name, size, extra, c, m, prio, tol, special, min_cpu):
+          min_cpu=st.sampled_from([None, None, 0, 2000, 4000, 7000, 12000]), roles=st.integers(0, 3))
+    def add_group(self, name, size, extra, c, m, prio, tol, special, min_cpu, roles=0):
         if name in self.groups:
             self._delete_group(name)
         members = tuple(self._member(name, c, m, prio, tol, special) for _ in range(size + extra))
         # spec.minResources: none, nothing beyond pods, or cpu for members still to come
         mr = None if min_cpu is None else ((("cpu", min_cpu),) if min_cpu else ())
-        self.groups[name] = GroupRequest("default", name, size, self.now, False, members, min_resources=mr)
+        # role minimums (roles 1 to 3): members alternate roles r0 and r1 (label "role"); r0 needs 1,
+        # r1 needs ``roles - 1`` (0: none)
+        rs = None
+        if roles:
+            members = tuple(replace(p, labels={**p.labels, "role": f"r{i % 2}"}) for i, p in enumerate(members))
+            rs = Roles((("r0", 1),) + ((("r1", roles - 1),) if roles > 1 else ()), "role")
+        self.groups[name] = GroupRequest("default", name, size, self.now, False, members, min_resources=mr, roles=rs)
 
     def _delete_group(self, name: str) -> None:
         g = self.groups.pop(name)
@@ -217,7 +224,10 @@ class PlanStateMachine(RuleBasedStateMachine):
     def add_member(self, data, c, m, special):
         name = data.draw(st.sampled_from(sorted(self.groups)))
         g = self.groups[name]
-        self._set_members(name, g.members + (self._member(name, c, m, 0, False, special),))
+        new = self._member(name, c, m, 0, False, special)
+        if g.roles is not None:
+            new = replace(new, labels={**new.labels, "role": f"r{len(g.members) % 2}"})
+        self._set_members(name, g.members + (new,))
 
     @precondition(lambda self: any(g.members for g in self.groups.values()))
     @rule(data=st.data(), what=st.sampled_from(["bind", "ungate", "fail", "delete", "other-gate", "succeed", "pin"]),

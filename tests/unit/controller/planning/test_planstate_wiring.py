@@ -148,7 +148,7 @@ def test_devices_reach_the_planning_state_and_follow_deltas():
     cluster = FakeCluster(pods, [raw_pg()])
     caches = _caches(
         cluster, [p for p in pods if p["metadata"]["labels"]], [p for p in pods if p["spec"].get("nodeName")],
-        resource_slices=informer("resourceslices", [rslice], name_key, devices.slice_devices),
+        resource_slices=informer("resourceslices", [rslice], name_key, devices.slice_info),
         device_classes=informer("deviceclasses", [dclass], name_key, devices.device_class_info),
         resource_claims=informer("resourceclaims", claims, namespaced_key, devices.device_claim_info),
         claim_templates=informer("resourceclaimtemplates", [], namespaced_key, devices.claim_template_info),

@@ -343,3 +343,48 @@ def test_planning_state_follows_nomination_deltas():
     state.upsert_pod(bound)
     state.upsert_nominated(nom)  # the nominated-pods watch lags: the bound record wins
     assert state.pods == [bound]
+
+
+# -- issue 37 kind 10: the room promised to a nominated pod is named ---------------------------------
+
+
+@pytest.mark.parametrize("noms,gang_prio,named", [
+    ([("hp", "n1", 2, 1000)], 0, ["pod other/hp (priority 1000, on n1: cpu 2)"]),
+    ([("hp", "n1", 2, 0)], 0, ["pod other/hp (priority 0, on n1: cpu 2)"]),            # equal: counted, named
+    ([("a", "n1", 1, 5), ("b", "n1", 3, 5)], 0, ["pod other/b (priority 5, on n1: cpu 3)",
+                                                  "pod other/a (priority 5, on n1: cpu 1)"]),  # most room first
+    ([("low", "n1", 2, -1), ("hp", "n1", 2, 9)], 0, ["pod other/hp (priority 9, on n1: cpu 2)"]),  # lower: lent
+])
+def test_a_waiting_gang_names_the_pods_nominated_on_its_nodes(noms, gang_prio, named):
+    """Issue 37 kind 10: a gang kept gated because kube-scheduler nominated the room for a pending
+    pod of equal or higher priority says which pod and how much room, not only what is short; a
+    nomination of lower priority is lent to the gang and not named."""
+    nodes = [node("n1").cpu(4).info()]
+    g = request("g", [member("g", i, 2, priority=gang_prio) for i in range(2)], created=NOW)
+    pods = [nominated(n, where, cpu, prio) for n, where, cpu, prio in noms]
+    d = decide(nodes, pods, [g], [], NOW, CFG)
+    inc = PlanningState.build(nodes, pods).decide([g], [], NOW, CFG)
+    assert d.verdicts == inc.verdicts
+    v = verdict(d, "g")
+    assert v.outcome == Outcome.INSUFFICIENT_CAPACITY, v.message
+    assert v.message.endswith("room promised to pods kube-scheduler nominated, not bound yet: " + ", ".join(named))
+
+
+def test_a_nomination_on_nodes_the_gang_cannot_use_or_with_room_to_spare_is_not_named():
+    nodes = [node("n1").cpu(4).info(), node("n2").cpu(4).labels({"pool": "x"}).info()]
+    g = request("g", [member("g", i, 2) for i in range(3)], created=NOW)
+    d = decide(nodes, [nominated("far", "n2", 4, 100), nominated("near", "n1", 2, 100)], [g], [], NOW, CFG)
+    assert verdict(d, "g").message.endswith(
+        "nominated, not bound yet: pod other/far (priority 100, on n2: cpu 4), pod other/near (priority 100, on n1: cpu 2)")
+    picky = pod("p-0").group("p").req(cpu=2).gated().created(0).spec(nodeSelector={"pool": "x"}).info()
+    p = request("p", [picky, member("p", 1, 2)], created=NOW)
+    d2 = decide(nodes, [nominated("near", "n1", 4, 100), nominated("far", "n2", 2, 100)], [p], [], NOW, CFG)
+    msg = verdict(d2, "p").message
+    assert "pod other/far" in msg and "pod other/near" in msg, msg
+    fits = decide(nodes, [nominated("small", "n1", 1, 100)], [g], [], NOW, CFG)
+    assert verdict(fits, "g").outcome == Outcome.RELEASED
+    other = request("o", [pod("o-0").group("o").req(cpu=4).gated().created(0).spec(nodeSelector={"pool": "x"})
+                          .info()], created=NOW)
+    d3 = decide(nodes, [nominated("near", "n1", 4, 100), nominated("far", "n2", 1, 100)], [other], [], NOW, CFG)
+    msg = verdict(d3, "o").message
+    assert "pod other/far" in msg and "pod other/near" not in msg, msg  # n1 is not eligible for o-0

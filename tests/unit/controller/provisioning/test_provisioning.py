@@ -978,3 +978,58 @@ def test_a_group_whose_min_resources_exceeds_the_cluster_asks_no_nodes_for_it():
     assert fits["message"] == ("spec.minResources does not fit even with every eligible node empty: minResources cpu "
                                "short by 60: 3 allocatable beyond the 1 member placed, minResources asks 64")
     assert w.cluster.provreqs == {} and w.condition()["reason"] == "MinResourcesOnly"
+
+
+# -- issue 37 kind 6: the capacity a request brought taken by others --------------------------------
+
+
+def test_capacity_taken_by_others_before_the_release_is_withdrawn_and_asked_again_at_once_then_with_backoff():
+    w = gang_world()
+    w.run()
+    c = w.cluster
+    first = c.request["metadata"]["name"]
+    c.answer(first, "Provisioned", reason="CapacityIsProvisioned", message="ok")
+    w.run(1.0)
+    assert first in c.provreqs  # provisioned, the nodes not there yet: it stands
+    c.add_node("new-1", cpu="8")
+    c.pods["burst"] = pod("burst").req(cpu="7").on("new-1").raw()  # an ordinary pod takes the new node
+    c.calls.clear()
+    w.run(1.0)
+    (second,) = c.provreqs
+    assert second != first
+    assert c.calls[0] == ("delete ProvisioningRequest", first)
+    assert ("create ProvisioningRequest", second) in c.calls
+    # the new request asks for new nodes other than the taken one
+    assert all("new-1" in excluded(t)[0]["matchExpressions"][0]["values"] for t in c.templates.values())
+    (ev,) = w.reasons("ProvisioningFailed")
+    assert ev[3] == (f"ProvisioningRequest {NS}/{first} was provisioned, but 1 pod of others took the new node "
+                     f"(new-1) before the group was released: {NS}/burst; withdrawn, asking again now")
+    assert w.requests_made("capacity_taken") == 1 and w.requests_made("created") == 2
+    assert all(w.gated(m) for m in ("w-0", "w-1", "ps"))
+    # taken again: withdrawn, asked again after 60 s only
+    c.answer(second, "Provisioned", reason="CapacityIsProvisioned", message="ok")
+    c.add_node("new-2", cpu="8")
+    c.pods["gang-b"] = pod("b-0").group("other").req(cpu="7").on("new-2").raw()  # another gang's member
+    c.calls.clear()
+    w.run(1.0)
+    assert not c.provreqs and w.requests_made("capacity_taken") == 2
+    assert w.condition()["message"].endswith("withdrawn, asking again in 60 s")
+    assert w.rec.memory.recall("pg-uid-pg").provisioning.until == w.now + 60
+    w.run(61.0)
+    (third,) = c.provreqs
+    assert third not in (first, second)
+
+
+def test_new_nodes_with_only_per_node_pods_or_nothing_are_not_taken():
+    w = gang_world()
+    w.run()
+    c = w.cluster
+    first = c.request["metadata"]["name"]
+    c.answer(first, "Provisioned", reason="CapacityIsProvisioned", message="ok")
+    c.add_node("new-1", cpu="2")  # one of the nodes, too small alone: the rest is coming
+    ds = pod("ds-new-1").req(cpu="1").on("new-1").affinity({"nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["new-1"]}]}]}}}).raw()
+    c.pods["ds-new-1"] = ds
+    w.run(1.0)
+    assert list(c.provreqs) == [first] and w.requests_made("capacity_taken") == 0

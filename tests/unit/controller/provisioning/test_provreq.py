@@ -396,3 +396,47 @@ def test_the_release_patch_sets_the_consume_annotation(existing):
             assert out["metadata"]["annotations"][k] == v
     assert not out["spec"].get("schedulingGates")
     assert patches.annotation_ops(out, want) == []  # set already: nothing more to do
+
+
+# -- issue 37 kind 6: capacity taken ---------------------------------------------------------------
+
+
+def _node_info(name):
+    from cogate.controller.model.records import NodeInfo
+    return NodeInfo(name, allocatable={"cpu": 8000, "pods": 110})
+
+
+def test_retake_seconds_asks_again_at_once_then_backs_off():
+    assert [provreq.retake_seconds(n) for n in (1, 2, 3, 4, 8)] == [0.0, 60.0, 120.0, 240.0, 600.0]
+
+
+@pytest.mark.parametrize("pods,taken", [
+    ([], False),                                                          # new node, nothing on it yet
+    ([("a", "new-1", None, False)], True),                                # an ordinary pod
+    ([("b-0", "new-1", "other", False)], True),                           # another gang's member
+    ([("g-0", "new-1", "g", False)], False),                              # the group's own (not released: rare)
+    ([("ds", "new-1", None, True)], False),                               # a DaemonSet-style pod pinned by name
+    ([("old", "n1", None, False)], False),                                # on a node that existed at the ask
+])
+def test_booking_taken_names_pods_of_others_on_the_new_nodes(pods, taken):
+    from tests.builders import pod as make
+    infos = []
+    for name, node_name, group, per_node in pods:
+        b = make(name).req(cpu="1").on(node_name)
+        if group:
+            b = b.group(group)
+        if per_node:
+            b = b.affinity({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node_name]}]}]}}})
+        infos.append(b.info())
+    ns = infos[0].namespace if infos else "default"
+    provisioned = provreq.Answer(provreq.State.PROVISIONED, "CapacityIsProvisioned", "", 1.0)
+    nodes = [_node_info("n1"), _node_info("new-1")]
+    why = provreq.booking_taken(provisioned, frozenset({"n1"}), nodes, infos, (ns, "g"))
+    assert bool(why) is taken, why
+    if taken:
+        assert why.startswith("1 pod of others took the new node (new-1) before the group was released: ")
+    # not provisioned, or the nodes at the ask unknown (a restart): never told
+    assert provreq.booking_taken(provreq.Answer(provreq.State.PENDING), frozenset({"n1"}), nodes, infos,
+                                 (ns, "g")) == ""
+    assert provreq.booking_taken(provisioned, None, nodes, infos, (ns, "g")) == ""

@@ -111,6 +111,19 @@ def released(phase: str = "Running", *conds: dict) -> dict:
     ("timed out", 3, released("Scheduling", TIMED_OUT), "BGG", False, "it timed out"),
     ("failed", 2, released("Failed"), "RFG", False, "lost through failures"),
     ("quorum evicted", 3, released("Running", QUORUM_LOST), "RRRG", False, "remaining members were evicted"),
+    # issue 37 kind 7: a failed member of a run partly done is replaced within the run
+    ("Indexed: 2 failed, 3 done, replaced", 4, released("Failed"), "RRFSG", True, ""),
+    ("Indexed: loss recorded", 4, released("Running", LOST), "RRFSG", True, ""),
+    ("last wave: 3 done, 1 failed, replaced", 4, released("Failed"), "SSSFG", True, ""),
+    ("two failed, one replaced so far", 4, released("Failed"), "RSFFG", False, "lost through failures"),
+    ("two failed, both replaced", 4, released("Failed"), "RSFFGG", True, ""),
+    ("failed, replaced, none done: decided again", 3, released("Failed"), "RRFG", False, "lost through failures"),
+    ("done, but deleted not failed: decided again", 4, released("Running", LOST), "RRSG", False,
+     "members left it and 2 of minMember 4"),
+    ("Job waves: one failed, replaced, next pod", 3, released("Running", LOST), "RSFGG", True, ""),
+    ("limit: suspended after a failure joins", 3, released("Finished", LOST), "SSSFGGG", True, ""),
+    ("done and failed, a timeout still ends", 4, released("Running", TIMED_OUT), "RRFSG", False, "it timed out"),
+    ("done and failed, evicted below quorum", 4, released("Running", QUORUM_LOST), "RRFSG", False, "evicted"),
 ])
 def test_when_a_release_stands(what, m, status, spec, stands, why):
     pg = podgroup(m, status)
@@ -124,13 +137,16 @@ def test_when_a_release_stands(what, m, status, spec, stands, why):
 def test_a_release_stands_exactly_while_its_quorum_holds_or_nothing_waits_gated(m, spec, lost):
     """Property: with no timeout/failure/eviction recorded, the release stands iff
     ``holding + Succeeded + gated ones it planned >= m`` (and, after a recorded loss,
-    ``holding >= m``) or no member waits gated."""
+    ``holding >= m``), or a Succeeded member exists and the replacements of Failed members make
+    it ``m`` again (issue 37 kind 7), or no member waits gated."""
     ms = members(spec)
     status = released("Running", LOST) if lost else released("Running")
     holding = sum(s in "UBR" for s in spec)
     quorum = holding + spec.count("S") + spec.count("W")
     assert generation_quorum(ms, GATE, START) == quorum
-    ok = quorum >= m and (holding >= m or not lost)
+    stand_ins = min(spec.count("F"), spec.count("G"))
+    goes_on = "S" in spec and stand_ins > 0 and quorum + stand_ins >= m  # issue 37 kind 7
+    ok = goes_on or (quorum >= m and (holding >= m or not lost))
     waits = "G" in spec or "W" in spec
     assert release_stands(podgroup(m, status).status, ms, GATE, min_member=m) is (ok or not waits)
 
@@ -208,6 +224,32 @@ def test_a_jobs_next_pods_join_its_standing_release(finished, running, m):
     done = compute_all(pg, ms, v, T0 + 5)
     assert done.status.scheduleStartTime == START  # the same release
     assert done.status.succeeded == finished
+
+
+@pytest.mark.parametrize("spec,m,written,room,joins", [
+    ("RRFSG", 4, "Failed", 1, 1),        # Indexed Job: index 2 failed and replaced, index 3 done
+    ("RRFSG", 4, "Running", 1, 1),       # the failure seen before the phase was written
+    ("SSSFG", 4, "Failed", 1, 1),        # the last pod of a run failed, 3 done
+    ("RSFFGG", 4, "Failed", 2, 2),       # backoffLimitPerIndex: two indexes retried at once
+    ("RRFSG", 4, "Failed", 0, 0),        # no room: it waits as a new member of the standing run
+    ("RSFFGG", 4, "Failed", 1, 1),       # room for one replacement: it joins, the other waits
+])
+def test_a_replacement_of_a_failed_member_joins_a_run_partly_done(spec, m, written, room, joins):
+    """Issue 37 kind 7: running + Succeeded + the replacements of failed members make minMember, so
+    the release stands (the same ``scheduleStartTime``) and each replacement is released on its own
+    as room appears, never held for a gang decision that could not count the Succeeded member."""
+    ms = members(spec)
+    pg = podgroup(m, released(written))
+    assert release_stands(pg.status, ms, GATE, min_member=m)
+    request = GroupRequest(NS, NAME, m, 0.0, True, tuple(ms))
+    live = [p for p in ms if p.bound and not p.terminal]
+    (v,) = decide([_node("n1", len(live) + room)], live, [request], [], T0, PlannerConfig()).verdicts
+    gated_uids = [p.uid for p in ms if p.gated_by(GATE)]
+    assert v.outcome == "AlreadyReleased"
+    assert len(v.release) == joins and set(v.release) <= set(gated_uids)
+    done = compute_all(pg, ms, v, T0 + 5)
+    assert done.status.scheduleStartTime == START  # the same run
+    assert done.status.phase != "Failed"  # the replacements bring the group back
 
 
 # ------------------------------------------------------------------ the status says it is deciding again
