@@ -61,6 +61,17 @@ def native_gang_field(spec: object) -> str:
 #: (:mod:`cogate.controller.release.force`; docs/troubleshooting.md, "Force-release a group").
 FORCE_RELEASE_ANNOTATION = "cogate.dev/force-release"
 
+#: Annotations on a PodGroup that choose what happens after it lost members
+#: (:mod:`cogate.controller.model.recovery`; docs/semantics.md, "Health after the start"):
+#: ``free`` (the default: a replacement is released when it fits while the quorum holds) or
+#: ``whole`` (a release that lost a member ends: the gang is decided again as a whole).
+RECOVERY_ANNOTATION = "cogate.dev/recovery"
+#: Seconds a group may stay below minMember after reaching it before its remaining members are
+#: evicted (then again after 2x, 4x ... that, up to the limit); absent: never.
+RECOVERY_DEADLINE_ANNOTATION = "cogate.dev/recovery-deadline"
+#: Eviction rounds of the recovery deadline before the group is ``Failed`` (default 3).
+RECOVERY_LIMIT_ANNOTATION = "cogate.dev/recovery-limit"
+
 #: Field manager / event source name used for every write cogate makes.
 COMPONENT = "cogate"
 

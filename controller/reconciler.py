@@ -294,7 +294,7 @@ class Reconciler:
                 self.caches.volumes.snapshot_map() if self.caches.volumes is not None else None)
             with self._planning_lock:  # members' device requests; nodes' and bound pods' devices
                 labelled = self.devices.resolve(labelled, self.planning)
-            members = members_by_group(labelled)
+            groups = self.aftercare.sizes.adjust(groups, members := members_by_group(labelled), now)  # operators' size
             natives = [p for p in labelled if p.native]  # one scan: usually none
             self._native = native.ignored_by_group(natives)  # no members: said so in their group's status
             self.strays.native(natives)  # stored with a native gang field: cogate's gate comes off
@@ -474,7 +474,7 @@ class Reconciler:
         verdict = self.forcing.apply(g, request, verdict, now)  # the annotation cogate.dev/force-release
         memory = self.memory.recall(g.uid)
         checked = self.guard.check(g, verdict, memory.release, now)  # planned nodes again, back-off, dry run
-        findings = self.aftercare.find(g, request, verdict, ctx, memory.release, checked.refused)
+        findings = self.aftercare.find(g, request, verdict, ctx, memory.release, checked.refused, now)
         new_status = self._new_status(g, request, verdict, checked.release, findings, memory, now)
         phase, wait = new_status.phase or "Pending", waiting.wait_of(new_status, now)
         body, later = self._status_body(g, new_status, checked.release, memory.status)
@@ -490,7 +490,7 @@ class Reconciler:
         self._warn_mixed_priorities(g, request, now)
         self._warn_shared_replicas(g, request, now)
         self.aftercare.time_out(g, request.members, new_status, memory.release, now)
-        return Applied(phase, int(body is not None), ungated, earliest(checked.wake_at, later, refused_at), wait)
+        return Applied(phase, int(body is not None), ungated, earliest(checked.wake_at, later, refused_at, findings.wake_at), wait)
 
     def _new_status(self, g: GroupObject, request: GroupRequest, verdict: GroupVerdict, release: Mapping[str, str],
                     findings: lifecycle.Findings, memory: GroupMemory, now: float) -> PodGroupStatus:
@@ -507,7 +507,7 @@ class Reconciler:
             verdict.message, findings, now)
         new_status = self.forcing.conditions(new_status, g, status_verdict, now)
         new_status = self.preempting.conditions(new_status, g, memory.preemption, now)
-        return self.provisioning.conditions(new_status, g, memory.provisioning, now)
+        return self.aftercare.sizes.conditions(self.provisioning.conditions(new_status, g, memory.provisioning, now), g, now)
 
     def _status_body(self, g: GroupObject, new_status: PodGroupStatus, release: Mapping[str, str],
                      memory: StatusMemory) -> tuple[dict[str, Any] | None, float | None]:

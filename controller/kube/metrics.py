@@ -116,6 +116,10 @@ class Metrics:
                                        "pinned node can no longer take them, by result.", ["result"], registry=r)
         self.release_refusals = Counter(_P + "release_refusals", "Release patches the API server refused, by "
                                         "stage (dry_run, patch).", ["stage"], registry=r)
+        self.recovery_evictions = Counter(_P + "recovery_evictions", "Members evicted by a round of a PodGroup's "
+                                          "recovery deadline (annotation cogate.dev/recovery-deadline).", registry=r)
+        self.recovery_rounds = Counter(_P + "recovery_rounds", "Rounds of PodGroups' recovery deadlines, by what "
+                                       "they did (evicted; failed: the limit was reached).", ["action"], registry=r)
         self.members_lost = Counter(_P + "members_lost", "Members that left a released group (deleted, evicted, "
                                     "preempted, failed).", registry=r)
         self.status_fields_dropped = Counter(

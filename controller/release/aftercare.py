@@ -10,9 +10,11 @@ release"); this room finds what they apply to and acts on it. Verbs:
   standing releases that left since the last pass, as a :class:`Context` per group;
 - :meth:`Aftercare.find` (per group, before its status is computed): the
   ``lifecycle.Findings`` its conditions say; carries out the opt-in ``--evict-below-quorum``
-  eviction, which the ``Disrupted`` condition reports;
+  eviction, which the ``Disrupted`` condition reports; the recovery deadline's step
+  (:func:`cogate.controller.model.recovery.step`), recorded in the ``Recovery`` condition;
 - :meth:`Aftercare.act` (per group, after its status is written and its gates removed): delete
-  stuck owned members (once each), the events of the findings, the opt-in PodDisruptionBudget;
+  stuck owned members (once each), the events of the findings, the opt-in PodDisruptionBudget,
+  a recovery round's evictions (once the status that records the round is written);
 - :meth:`Aftercare.time_out` (per group, last): a ``Timeout`` event while ``TimedOut=True``
   and, with ``--evict-on-timeout``, the eviction, once per release.
 
@@ -30,6 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from cogate.controller.model import recovery
 from cogate.controller.status import lifecycle, notices
 from cogate.controller.status import status as status_mod
 from cogate.controller.model.config import ReconcilerConfig
@@ -38,6 +41,7 @@ from cogate.controller.kube.events import Emitter
 from cogate.controller.kube.informer import Caches
 from cogate.controller.status.inputs import GroupObject, timeout_victims
 from cogate.controller.kube.metrics import Metrics
+from cogate.controller.release.sizing import OwnerSizes, operator_reader
 from cogate.controller.release.memory import BUDGET_DELETED, BUDGET_FOREIGN, Budget, BudgetState, ReleaseMemory
 from cogate.controller.model.verdicts import GroupRequest, GroupVerdict, min_member_of
 from cogate.controller.model.records import PodInfo
@@ -94,6 +98,10 @@ class Aftercare:
         self._departed_lock = threading.Lock()  # the informer thread adds, the pass takes
         #: uids of members cogate deleted or evicted itself (not reported as lost).
         self._removed_by_us: set[str] = set()
+        #: Operators' size against their gang (RayCluster, MPIJob, PyTorchJob: ``sizing.OwnerSizes``,
+        #: the reconciler calls its ``adjust`` before planning and its ``conditions`` with the others).
+        self.sizes = OwnerSizes(operator_reader(getattr(writer.core, "api_client", None)), events, metrics,
+                                monotonic)
 
     def departed(self, pod: PodInfo) -> None:
         """The watch reported ``pod`` deleted: keep its last state if it was in a gang."""
@@ -133,9 +141,9 @@ class Aftercare:
 
     # -- per group ---------------------------------------------------------------------------------
     def find(self, g: GroupObject, request: GroupRequest, verdict: GroupVerdict, ctx: Context, memory: ReleaseMemory,
-             refused: str) -> lifecycle.Findings:
+             refused: str, now: float) -> lifecycle.Findings:
         """The after-release findings of one group for its conditions (``refused``: the release
-        guard's text); acts on the opt-in quorum policy (once per release)."""
+        guard's text; ``now``: epoch seconds); acts on the opt-in quorum policy (once per release)."""
         delete, report = lifecycle.split_stuck(ctx.stuck, self.config.recreate_stuck_members)
         quorum = ""
         if self.config.evict_below_quorum and lifecycle.fell_below_quorum(g.pg, request.members):
@@ -155,7 +163,9 @@ class Aftercare:
                 quorum = (f"fell below minMember {request.min_member} ({placed} placed) after reaching it: evicted "
                           f"{len(victims)} remaining members with a controller owner so the gang frees its room "
                           "and re-forms whole (--evict-below-quorum)")
+        step = self._recovery(g, request, memory, now)
         return lifecycle.Findings(
+            recovery=step, wake_at=self._wake_at(step, now),
             stuck=lifecycle.stuck_message(delete, report) if ctx.stuck else "",
             refused=refused,
             lost=tuple(ctx.lost),
@@ -163,6 +173,22 @@ class Aftercare:
             quorum_evicted=quorum,
             waiting=verdict.waiting,
         )
+
+    def _recovery(self, g: GroupObject, request: GroupRequest, memory: ReleaseMemory,
+                  now: float) -> recovery.Step | None:
+        """The recovery deadline's step of this pass (``None`` without a deadline and no record):
+        from the record in the written ``Recovery`` condition, or this process's newer one."""
+        policy = recovery.policy_of(g.pg.metadata.annotations)
+        written = recovery.record_of(g.pg.status.condition(lifecycle.cond_mod.CONDITION_RECOVERY))
+        record = _newer(written, memory.recovery)
+        if policy.deadline is None and record is None:
+            return None
+        return recovery.step(policy, record, below=lifecycle.below_quorum(g.pg, request.members), now=now)
+
+    def _wake_at(self, step: recovery.Step | None, now: float) -> float | None:
+        """Monotonic seconds of the pass the recovery wants (its next round or failure), ``None``: none."""
+        due = step.due if step is not None else None
+        return None if due is None else self._monotonic() + max(0.0, due - now) + WAKE_MARGIN
 
     def act(self, g: GroupObject, request: GroupRequest, findings: lifecycle.Findings, ctx: Context,
             memory: ReleaseMemory, phase: str, now: float) -> None:
@@ -191,6 +217,39 @@ class Aftercare:
             self.events.record(g.ref, notices.quorum_lost(findings.quorum_evicted))
         if self.config.pod_disruption_budgets and self.policy is not None:
             self._keep_budget(g, memory, phase, now)
+        self._recover(g, request, findings.recovery, memory, now)
+
+    def _recover(self, g: GroupObject, request: GroupRequest, step: recovery.Step | None, memory: ReleaseMemory,
+                 now: float) -> None:
+        """After the status that records ``step`` is written: a round's evictions (once: the record
+        says the round is done), the events, the policy's problems reported."""
+        policy = recovery.policy_of(g.pg.metadata.annotations)
+        if policy.problems:
+            self.events.emit(g.ref, "recovery-policy", notices.invalid_recovery_policy(policy.problems), now,
+                             key=";".join(policy.problems))
+        else:
+            self.events.clear(g.uid, "recovery-policy")
+        if step is None:
+            memory.recovery = None
+            return
+        memory.recovery = step.record
+        if step.action is recovery.Action.EVICT and step.record is not None:
+            if self.config.pod_disruption_budgets and self.policy is not None and memory.budget != BUDGET_FOREIGN:
+                # cogate's own budget (minAvailable = minMember) would refuse every eviction of a
+                # gang below minMember; it is made again once the group reaches minMember.
+                self.writer.objects.delete_pdb(self.policy, *g.key)
+                memory.budget = BUDGET_DELETED
+            victims = timeout_victims(request.members, self.config.gate_name)
+            for p in victims:
+                self._removed_by_us.add(p.uid)  # reported by the round's event, not as lost members
+                self.writer.evict(p)
+            self.metrics.recovery_evictions.inc(len(victims))
+            self.metrics.recovery_rounds.labels("evicted").inc()
+            self.events.record(g.ref, notices.recovery_evicted(len(victims), step.record.rounds, policy.limit,
+                                                               step.message))
+        elif step.action is recovery.Action.FAIL:
+            self.metrics.recovery_rounds.labels("failed").inc()
+            self.events.record(g.ref, notices.recovery_failed(step.message))
 
     def _keep_budget(self, g: GroupObject, memory: ReleaseMemory, phase: str, now: float) -> None:
         """The opt-in PodDisruptionBudget (``lifecycle.pdb_action``), written only when it changes."""
@@ -231,3 +290,14 @@ class Aftercare:
             self.writer.evict(p)
         if victims:
             self.events.emit(g.ref, "evict", notices.evicted_after_timeout(len(victims)), now)
+
+
+def _newer(written: recovery.Record | None, kept: recovery.Record | None) -> recovery.Record | None:
+    """The later of the record in the cached status and the one this process last acted on: more
+    rounds, or failed, or (same rounds) the one the cache has. A record kept while the cache has none
+    is one whose status write the cache has not seen yet."""
+    if kept is None:
+        return written
+    if written is None:
+        return kept
+    return kept if (kept.rounds, kept.failed) > (written.rounds, written.failed) else written

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
 
+from cogate.controller.model.recovery import Record
+
 __all__ = ["Refusal", "BudgetState", "Budget", "BUDGET_DELETED", "BUDGET_FOREIGN", "ReleaseMemory",
            "ReleaseMemories"]
 
@@ -67,19 +69,24 @@ class ReleaseMemory:
     :class:`cogate.controller.release.guard.ReleaseGuard`); ``budget``, the opt-in
     PodDisruptionBudget as last written (:class:`Budget`); ``timeout_evicted``/``quorum_evicted``,
     the releases (``scheduleStartTime``) whose members ``--evict-on-timeout``/``--evict-below-quorum``
-    already evicted, once per release (the last three kept by
-    :class:`cogate.controller.release.aftercare.Aftercare`).
+    already evicted, once per release; ``recovery``, the recovery deadline's record as this process
+    last acted on it (:mod:`cogate.controller.model.recovery`: a status written but not yet in the
+    informer's cache never reads as an older record); the last four kept by
+    :class:`cogate.controller.release.aftercare.Aftercare`.
 
     The record lives in the process only: after a restart (or a new leader) a refused release is
     tried again at once (and, refused again, backs off from 5 s; ``ReleaseAccepted=False`` stays
     written until a release goes through); the budget is written once more (create or update, same
     object) or deleted once more, and a foreign one is reported again; the eviction policies act once
-    more on what is then a victim (the members evicted before came back gated and are not)."""
+    more on what is then a victim (the members evicted before came back gated and are not). The
+    recovery's record is in the PodGroup's status (the ``Recovery`` condition), so a restart goes on
+    from it."""
 
     refusal: Refusal | None = None
     budget: Budget | None = None
     timeout_evicted: set[str] = field(default_factory=set)
     quorum_evicted: set[str] = field(default_factory=set)
+    recovery: Record | None = None
 
 
 class ReleaseMemories(Protocol):

@@ -23,6 +23,14 @@ Types, their statuses and reasons, and their writer:
   False/``Released``, ``MembersPlaced``, ``NoneUngatedWithoutRelease`` (:func:`write_disrupted`);
 - ``MembersWaiting``: True/``WaitingForCapacity``, False/``MembersReleased``
   (:func:`write_members_waiting`);
+- ``Satisfied`` (the gang's health after its release, both ways): True/``QuorumPlaced``;
+  False/``WaitingForQuorum``, ``QuorumLost``, ``RecoveryFailed``, ``Finished`` (:func:`write_satisfied`);
+- ``Recovery`` (only with the annotation ``cogate.dev/recovery-deadline``): True/``WaitingForQuorum``,
+  ``MembersEvicted``; False/``RecoveryFailed``, ``Recovered`` (:func:`write_recovery`; its message
+  holds the recovery's record, :func:`cogate.controller.model.recovery.record_of`);
+- ``OwnerCanComplete`` (a RayCluster, MPIJob or PyTorchJob owner): False/``OwnerTooSmall``,
+  ``OwnerSuspended``; True/``FollowingOwnerSize``, ``OwnerCanComplete`` (:func:`write_owner_can_complete`,
+  called by ``sizing.OwnerSizes.conditions``);
 - ``Preempting`` (only with ``--preemption``): True/``Preempting``; False/how it ended
   (``inflight.Step``: ``Placed``, ``VictimsStuck``, ``NominationLost``, ``PlanChanged``,
   ``DoesNotFitAfterPreemption``, ``Superseded``), why nothing is preempted (``preemption.Reason``:
@@ -40,6 +48,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from cogate.controller.model.recovery import REASON_RECOVERY_FAILED
 from cogate.controller.model.verdicts import Outcome
 from cogate.models import Condition, format_time, parse_time
 
@@ -53,6 +62,19 @@ __all__ = [
     "CONDITION_MEMBERS_WAITING",
     "CONDITION_PREEMPTING",
     "CONDITION_PROVISIONING",
+    "CONDITION_SATISFIED",
+    "CONDITION_RECOVERY",
+    "REASON_QUORUM_PLACED",
+    "REASON_WAITING_FOR_QUORUM",
+    "REASON_RECOVERY_FAILED",
+    "REASON_FINISHED",
+    "REASON_MEMBERS_EVICTED",
+    "REASON_RECOVERED",
+    "CONDITION_OWNER_CAN_COMPLETE",
+    "REASON_OWNER_TOO_SMALL",
+    "REASON_OWNER_SUSPENDED",
+    "REASON_FOLLOWING_OWNER_SIZE",
+    "REASON_OWNER_CAN_COMPLETE",
     "REASON_PREEMPTING",
     "REASON_PREEMPTION_INTERRUPTED",
     "REASON_RELEASED_WITHOUT_PREEMPTION",
@@ -86,6 +108,9 @@ __all__ = [
     "write_members_waiting",
     "write_preempting",
     "write_provisioning",
+    "write_satisfied",
+    "write_recovery",
+    "write_owner_can_complete",
 ]
 
 # -- types ---------------------------------------------------------------------------------------
@@ -110,6 +135,17 @@ CONDITION_PREEMPTING = "Preempting"
 #: True while a ProvisioningRequest asks cluster-autoscaler for the group's missing nodes
 #: (``--provisioning-class``); False with how the last one ended.
 CONDITION_PROVISIONING = "Provisioning"
+
+#: Whether the released gang holds its quorum: True while minMember members are placed (bound, not
+#: Failed), False with the reason when it never had or lost it. Named after the two-way condition
+#: proposed for Kubernetes' own gang scheduling (KEP-4671 ``PodGroupSatisfied``), without the kind
+#: prefix as cogate's other types (it sits on the PodGroup itself).
+CONDITION_SATISFIED = "Satisfied"
+#: True while a group below minMember waits for its ``cogate.dev/recovery-deadline`` eviction rounds;
+#: False once they are used up (``RecoveryFailed``) or the gang is back (``Recovered``).
+CONDITION_RECOVERY = "Recovery"
+#: Whether the group's operator (RayCluster, MPIJob, PyTorchJob) keeps enough pods for minMember.
+CONDITION_OWNER_CAN_COMPLETE = "OwnerCanComplete"
 
 # -- reasons (Released=False also takes the planner's outcome: released_reason) -----------------
 
@@ -138,6 +174,25 @@ REASON_MEMBERS_PLACED = "MembersPlaced"
 REASON_NONE_UNGATED_WITHOUT_RELEASE = "NoneUngatedWithoutRelease"
 REASON_WAITING_FOR_CAPACITY = "WaitingForCapacity"
 REASON_MEMBERS_RELEASED = "MembersReleased"
+#: ``Satisfied=True``: minMember members placed.
+REASON_QUORUM_PLACED = "QuorumPlaced"
+#: ``Satisfied=False`` after a release until minMember are placed the first time; ``Recovery=True``
+#: below minMember before the first eviction round.
+REASON_WAITING_FOR_QUORUM = "WaitingForQuorum"
+#: ``Satisfied=False`` once minMember members are done (phase ``Finished``).
+REASON_FINISHED = "Finished"
+#: ``Recovery=True`` after an eviction round, still below minMember.
+REASON_MEMBERS_EVICTED = "MembersEvicted"
+#: ``Recovery=False`` once minMember are placed again after a recovery.
+REASON_RECOVERED = "Recovered"
+#: ``OwnerCanComplete=False``: the operator keeps fewer pods than minMember (a scale-down, an edit).
+REASON_OWNER_TOO_SMALL = "OwnerTooSmall"
+#: ``OwnerCanComplete=False``: the operator is suspended and keeps no pods until resumed.
+REASON_OWNER_SUSPENDED = "OwnerSuspended"
+#: ``OwnerCanComplete=True``: the gang follows its operator's size (``cogate.dev/follow-owner-size``).
+REASON_FOLLOWING_OWNER_SIZE = "FollowingOwnerSize"
+#: ``OwnerCanComplete=True`` again after a ``False``.
+REASON_OWNER_CAN_COMPLETE = "OwnerCanComplete"
 #: ``Preempting=True``.
 REASON_PREEMPTING = "Preempting"
 #: ``Preempting=False`` after a restart lost the record of the preemption in flight.
@@ -319,13 +374,15 @@ def write_release_accepted(conds: ConditionSet, *, refused: str, releases: bool)
 
 
 def write_disrupted(conds: ConditionSet, *, quorum_evicted: str, lost: str, runners: str, fresh: bool,
-                    placed: int, min_member: int) -> None:
+                    placed: int, min_member: int, whole: bool = False) -> None:
     """``Disrupted``, the first that holds: ``True``/``QuorumLost`` (``quorum_evicted``: the text
     of an ``--evict-below-quorum`` eviction), ``True``/``MemberLost`` (``lost``: the departures'
     message), ``True``/``UngatedWithoutRelease`` (``runners``: members running without a release).
     A ``True`` condition turns ``False``/``Released`` on a ``fresh`` release,
     ``False``/``MembersPlaced`` (MemberLost) once minMember members are ``placed`` again, and
-    ``False``/``NoneUngatedWithoutRelease`` (UngatedWithoutRelease) when none runs so any more."""
+    ``False``/``NoneUngatedWithoutRelease`` (UngatedWithoutRelease) when none runs so any more.
+    With ``whole`` (``cogate.dev/recovery: whole``) a ``MemberLost`` stays until the fresh release:
+    it is what ends the release (:func:`cogate.controller.status.status.release_end`)."""
     prev = conds.get(CONDITION_DISRUPTED)
     if quorum_evicted:
         conds.put(CONDITION_DISRUPTED, "True", REASON_QUORUM_LOST, quorum_evicted)
@@ -336,7 +393,7 @@ def write_disrupted(conds: ConditionSet, *, quorum_evicted: str, lost: str, runn
     elif prev is not None and prev.status == "True":
         if fresh:
             conds.put(CONDITION_DISRUPTED, "False", REASON_RELEASED, "released again as a gang")
-        elif prev.reason == REASON_MEMBER_LOST and placed >= min_member:
+        elif prev.reason == REASON_MEMBER_LOST and placed >= min_member and not whole:
             conds.put(CONDITION_DISRUPTED, "False", REASON_MEMBERS_PLACED,
                       f"{placed} of minMember {min_member} placed again; last loss: {prev.message}"[:1000])
         elif prev.reason == REASON_UNGATED_WITHOUT_RELEASE:
@@ -381,3 +438,76 @@ def write_preempting(conds: ConditionSet, *, active: str, reason: str, message: 
         conds.flip_back(CONDITION_PREEMPTING, "True", "False", REASON_PREEMPTION_INTERRUPTED,
                         "the controller restarted while preempting (its record is lost); the group is planned "
                         "again and may preempt again")
+
+
+# -- written by lifecycle.lifecycle_conditions: the gang's health after the start ---------------------
+
+
+def write_satisfied(conds: ConditionSet, *, released: bool, reached: bool, placed: int, min_member: int,
+                    finished: bool, lost: str = "", failed: str = "") -> None:
+    """``Satisfied``, both ways (docs/semantics.md "Health after the start"), the first that holds:
+
+    - ``False``/``Finished`` when the group is ``finished`` (only once the condition exists);
+    - ``False``/``RecoveryFailed`` with ``failed`` (the recovery's rounds are used up);
+    - ``True``/``QuorumPlaced`` while ``placed`` (bound, not Failed; Succeeded ones of the release
+      count) reaches ``min_member`` in a ``released`` group, or one that ``reached`` it before;
+    - ``False``/``QuorumLost`` when it ``reached`` minMember before (the condition was True, or
+      ``QuorumLost``/``RecoveryFailed``) and fewer are placed now (``lost``: who left, this pass);
+    - ``False``/``WaitingForQuorum`` in a ``released`` group that has not had minMember placed yet.
+
+    Nothing is written before the first release (``Released`` says why the group waits)."""
+    prev = conds.get(CONDITION_SATISFIED)
+    if finished:
+        if prev is not None:
+            conds.put(CONDITION_SATISFIED, "False", REASON_FINISHED, f"minMember {min_member} members are done")
+    elif failed:
+        conds.put(CONDITION_SATISFIED, "False", REASON_RECOVERY_FAILED, failed)
+    elif placed >= min_member and (released or reached):
+        conds.put(CONDITION_SATISFIED, "True", REASON_QUORUM_PLACED,
+                  f"{placed} of minMember {min_member} members placed")
+    elif reached:
+        text = f"{placed} of minMember {min_member} members placed"
+        if lost:
+            text = f"{text}; {lost}"
+        elif prev is not None and prev.reason == REASON_QUORUM_LOST and prev.message.startswith(text):
+            text = prev.message  # keeps who left, while the numbers stand
+        conds.put(CONDITION_SATISFIED, "False", REASON_QUORUM_LOST, text[:1000])
+    elif released:
+        conds.put(CONDITION_SATISFIED, "False", REASON_WAITING_FOR_QUORUM,
+                  f"{placed} of minMember {min_member} members placed since the release")
+
+
+def write_recovery(conds: ConditionSet, *, active: bool, evicted: bool, failed: bool, message: str) -> None:
+    """``Recovery`` (only with ``cogate.dev/recovery-deadline``): ``True`` while ``active`` (below
+    minMember after reaching it), reason ``MembersEvicted`` once a round evicted (``evicted``), else
+    ``WaitingForQuorum``; ``False``/``RecoveryFailed`` once ``failed``; back to ``False``/``Recovered``
+    when no recovery is under way (only after one). ``message``: :func:`cogate.controller.model.recovery.message`,
+    the record a restart goes on from."""
+    if failed:
+        conds.put(CONDITION_RECOVERY, "False", REASON_RECOVERY_FAILED, message)
+    elif active:
+        conds.put(CONDITION_RECOVERY, "True", REASON_MEMBERS_EVICTED if evicted else REASON_WAITING_FOR_QUORUM,
+                  message)
+    else:
+        prev = conds.get(CONDITION_RECOVERY)
+        if prev is not None and (prev.status == "True" or prev.reason == REASON_RECOVERY_FAILED):
+            conds.put(CONDITION_RECOVERY, "False", REASON_RECOVERED, "minMember members are placed again")
+
+
+def write_owner_can_complete(conds: ConditionSet, *, verdict: str, following: str, suspended: bool,
+                             fine: str) -> None:
+    """``OwnerCanComplete`` (:mod:`cogate.controller.release.operators`): ``False``/``OwnerTooSmall``
+    (or ``OwnerSuspended`` when ``suspended``) with ``verdict``, the operator's finding;
+    ``True``/``FollowingOwnerSize`` with ``following`` (minMember lowered to the owner's size);
+    else back to ``True``/``OwnerCanComplete`` (``fine``: what the owner keeps, or a generic text)
+    only after one of those (never created as "fine")."""
+    if verdict:
+        conds.put(CONDITION_OWNER_CAN_COMPLETE, "False", REASON_OWNER_SUSPENDED if suspended
+                  else REASON_OWNER_TOO_SMALL, verdict)
+    elif following:
+        conds.put(CONDITION_OWNER_CAN_COMPLETE, "True", REASON_FOLLOWING_OWNER_SIZE, following)
+    else:
+        prev = conds.get(CONDITION_OWNER_CAN_COMPLETE)
+        if prev is not None and (prev.status == "False" or prev.reason == REASON_FOLLOWING_OWNER_SIZE):
+            conds.put(CONDITION_OWNER_CAN_COMPLETE, "True", REASON_OWNER_CAN_COMPLETE,
+                      fine or "the owner keeps at least minMember pods")

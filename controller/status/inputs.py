@@ -25,6 +25,7 @@ from typing import Any
 from cogate import api
 from cogate.controller.model import leftovers
 from cogate.controller.model import minresources as minres
+from cogate.controller.model import recovery
 from cogate.controller.model import groupsets
 from cogate.controller.model import roles as roles_mod
 from cogate.controller.topology import constraints as topology
@@ -124,12 +125,18 @@ def build_group_requests(groups: Iterable[GroupObject], members: Mapping[tuple[s
         created = parse_time(pg.metadata.creationTimestamp) if pg.metadata.creationTimestamp else 0.0
         m = min_member_of(pg)
         out.append(GroupRequest(namespace=pg.metadata.namespace, name=pg.metadata.name, min_member=m,
-                                created=created, released=status_mod.release_stands(pg.status, ms, gate, min_member=m),
+                                created=created, released=status_mod.release_stands(pg.status, ms, gate, min_member=m,
+                                                                                   whole=_whole(pg)),
                                 members=ms, **_min_resources(pg.spec.minResources),
                                 **_topology(pg.metadata.annotations or {}, ms, levels, kueue_levels),
                                 **_roles(pg.metadata.annotations),
                                 **_group_set(pg.metadata.namespace, pg.metadata.name, pg.metadata.annotations)))
     return out
+
+
+def _whole(pg: PodGroup) -> bool:
+    """The group's recovery rule is ``whole`` (:func:`cogate.controller.model.recovery.policy_of`)."""
+    return recovery.policy_of(pg.metadata.annotations).whole
 
 
 def _group_set(namespace: str, name: str, annotations: Mapping[str, str] | None) -> dict[str, Any]:
@@ -181,7 +188,7 @@ def after_departures(requests: Iterable[GroupRequest], groups: Mapping[tuple[str
         key = (r.namespace, r.name)
         if r.released and key in lost and key in groups:
             stands = status_mod.release_stands(groups[key].pg.status, r.members, gate, min_member=r.min_member,
-                                               lost=True)
+                                               lost=True, whole=_whole(groups[key].pg))
             r = replace(r, released=stands) if not stands else r
         out.append(r)
     return out

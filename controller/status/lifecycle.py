@@ -15,9 +15,11 @@ judgement (deletes, evictions, PodDisruptionBudgets, events). Rules (docs/semant
 - :func:`fell_below_quorum`: a group that reached minMember and lost it (the opt-in
   ``--evict-below-quorum`` policy);
 - :func:`pdb_manifest`, :func:`pdb_action`: the opt-in PodDisruptionBudget per running group;
+- :func:`reached_quorum`, :func:`quorum_count`, :func:`below_quorum`: the gang's health after the
+  start (the ``Satisfied`` condition and the recovery deadline, :mod:`cogate.controller.model.recovery`);
 - :func:`lifecycle_conditions`: the conditions ``PlannedNodesUsable``, ``ReleaseAccepted``,
-  ``Disrupted`` and ``MembersWaiting`` from these findings (their rules and their one writer:
-  :mod:`cogate.controller.status.conditions`).
+  ``Disrupted``, ``MembersWaiting``, ``Satisfied`` and ``Recovery`` from these findings (their
+  rules and their one writer: :mod:`cogate.controller.status.conditions`).
 
 Times are float epoch seconds (UTC).
 """
@@ -37,6 +39,7 @@ from cogate.controller.status.conditions import (  # noqa: F401 - public here to
     CONDITION_RELEASE_ACCEPTED,
     REASON_QUORUM_LOST,
 )
+from cogate.controller.model import recovery
 from cogate.controller.planning.patches import awaiting_bind
 from cogate.controller.planning.capacity import pinned_node_problems
 from cogate.controller.model.verdicts import GroupRequest, Outcome, min_member_of
@@ -61,6 +64,9 @@ __all__ = [
     "ungated_without_release",
     "adopted",
     "fell_below_quorum",
+    "reached_quorum",
+    "quorum_count",
+    "below_quorum",
     "Findings",
     "lifecycle_conditions",
     "pdb_manifest",
@@ -258,6 +264,33 @@ def fell_below_quorum(pg: PodGroup, members: Sequence[PodInfo]) -> bool:
     return count_members(pg, members).placed < min_member_of(pg)
 
 
+def reached_quorum(pg: PodGroup) -> bool:
+    """The group had minMember members placed in its current episode, as its written status says:
+    ``Satisfied`` is True, or False with ``QuorumLost``/``RecoveryFailed`` (lost since, not back);
+    without that condition (written by a cogate before it), the phase ``Scheduled`` or ``Running``."""
+    cond = pg.status.condition(cond_mod.CONDITION_SATISFIED)
+    if cond is None:
+        return pg.status.phase in ("Scheduled", "Running")
+    return cond.status == "True" or cond.reason in (cond_mod.REASON_QUORUM_LOST, cond_mod.REASON_RECOVERY_FAILED)
+
+
+def quorum_count(pg: PodGroup, members: Sequence[PodInfo], succeeded_total: int | None = None) -> int:
+    """Members that keep a running gang's quorum: placed (bound, not Failed; a Succeeded one did its
+    share) and, with ``succeeded_total`` (``status.succeeded``: the release's Succeeded members, deleted
+    ones included), the Succeeded ones deleted since. A Job whose finished pods make way for the next
+    ones never reads as a lost quorum."""
+    c = count_members(pg, members)
+    return c.placed + max(0, (succeeded_total or 0) - c.succeeded)
+
+
+def below_quorum(pg: PodGroup, members: Sequence[PodInfo]) -> bool:
+    """The gang lost its quorum and has not got it back: it :func:`reached_quorum`, is not Finished,
+    and fewer than minMember members keep the quorum now (:func:`quorum_count`)."""
+    if pg.status.phase == "Finished" or not reached_quorum(pg):
+        return False
+    return quorum_count(pg, members, pg.status.succeeded) < min_member_of(pg)
+
+
 # -- conditions --------------------------------------------------------------------------------------
 
 
@@ -277,6 +310,10 @@ class Findings:
     runners: tuple[PodInfo, ...] = ()
     quorum_evicted: str = ""
     waiting: tuple[str, ...] = field(default=())
+    #: The recovery deadline's step of this pass (``None``: no deadline; :func:`recovery.step`).
+    recovery: recovery.Step | None = None
+    #: Monotonic seconds of the pass the recovery wants (its next round or failure), ``None``: none.
+    wake_at: float | None = None
 
 
 def lost_message(lost: Sequence[Departure], pg: PodGroup, members: Sequence[PodInfo]) -> str:
@@ -329,7 +366,11 @@ def lifecycle_conditions(status: PodGroupStatus, old: PodGroupStatus, pg: PodGro
       ``findings.quorum_evicted``, the departures (:func:`lost_message`), the runners
       (:func:`runners_message`) and the members placed;
     - ``MembersWaiting`` (:func:`~cogate.controller.status.conditions.write_members_waiting`) from
-      ``findings.waiting`` (message: the planner's ``verdict_message``).
+      ``findings.waiting`` (message: the planner's ``verdict_message``);
+    - ``Satisfied`` (:func:`~cogate.controller.status.conditions.write_satisfied`) from the members that
+      keep the quorum (:func:`quorum_count`) and ``findings.recovery``; ``Recovery``
+      (:func:`~cogate.controller.status.conditions.write_recovery`) from ``findings.recovery``, whose
+      failed record makes the phase ``Failed``.
     """
     conds = cond_mod.ConditionSet(status.conditions, now, pg.metadata.generation)
     outcome = Outcome(verdict_outcome) if verdict_outcome else None
@@ -340,9 +381,23 @@ def lifecycle_conditions(status: PodGroupStatus, old: PodGroupStatus, pg: PodGro
     cond_mod.write_disrupted(conds, quorum_evicted=findings.quorum_evicted,
                              lost=lost_message(findings.lost, pg, members) if findings.lost else "",
                              runners=runners_message(findings.runners) if findings.runners else "",
-                             fresh=outcome is Outcome.RELEASED, placed=placed, min_member=m)
+                             fresh=outcome is Outcome.RELEASED, placed=placed, min_member=m,
+                             whole=recovery.policy_of(pg.metadata.annotations).whole)
     cond_mod.write_members_waiting(conds, waiting=bool(findings.waiting), message=verdict_message, outcome=outcome)
-    return status.model_copy(update={"conditions": conds.to_list()})
+    step = findings.recovery
+    failed = step is not None and step.record is not None and step.record.failed
+    cond_mod.write_satisfied(conds, released=bool(status.scheduleStartTime) and status.phase not in (None, "Pending"),
+                             reached=reached_quorum(pg), placed=quorum_count(pg, members, status.succeeded),
+                             min_member=m, finished=status.phase == "Finished",
+                             lost=lost_message(findings.lost, pg, members) if findings.lost else "",
+                             failed=step.message if failed and step is not None else "")
+    if step is not None:
+        cond_mod.write_recovery(conds, active=step.record is not None, evicted=step.record is not None
+                                and step.record.rounds > 0, failed=failed, message=step.message)
+    update: dict[str, Any] = {"conditions": conds.to_list()}
+    if failed and status.phase != "Finished":
+        update["phase"] = "Failed"  # the recovery's rounds are used up (docs/semantics.md)
+    return status.model_copy(update=update)
 
 
 # -- opt-in PodDisruptionBudget per running group ------------------------------------------------

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -76,7 +76,8 @@ class Reason(StrEnum):
     #: On the PodGroup: another field manager also writes its status (scheduler-plugins' controller).
     FOREIGN_STATUS_WRITER = "ForeignStatusWriter"
     #: On the PodGroup: its members' owners can never make minMember members (failed, suspended,
-    #: deleted, too few replicas, a StatefulSet creating pods one at a time).
+    #: deleted, too few replicas, a StatefulSet creating pods one at a time); also on the operator
+    #: (RayCluster, MPIJob, PyTorchJob) that keeps fewer pods than minMember.
     OWNER_CANNOT_COMPLETE = "OwnerCannotComplete"
     #: On the PodGroup and the owner (Warning): the owner creates members in stages (an MPIJob's
     #: launcher after its workers are Ready, a JobSet's ``dependsOn``) and the first stage is
@@ -96,6 +97,17 @@ class Reason(StrEnum):
     #: On the PodGroup (Warning): the request failed, its booking expired before the release, or it could
     #: not be made; cogate asks again (after a back-off when it failed).
     PROVISIONING_FAILED = "ProvisioningFailed"
+    #: On the PodGroup (Warning): it stayed below minMember past ``cogate.dev/recovery-deadline`` (or
+    #: the back-off after the last round) and its remaining members were evicted once.
+    RECOVERY_EVICTED = "RecoveryEvicted"
+    #: On the PodGroup (Warning): the recovery's eviction rounds are used up; the group is Failed.
+    RECOVERY_FAILED = "RecoveryFailed"
+    #: On the PodGroup (Warning): a ``cogate.dev/recovery*`` annotation is not understood (its
+    #: default applies).
+    INVALID_RECOVERY_POLICY = "InvalidRecoveryPolicy"
+    #: On the PodGroup and its operator (Normal): the gang follows the operator's size
+    #: (``cogate.dev/follow-owner-size``): minMember is lowered to what the operator keeps.
+    FOLLOWING_OWNER_SIZE = "FollowingOwnerSize"
     #: On a gated pod: its label names a PodGroup that does not exist.
     POD_GROUP_NOT_FOUND = "PodGroupNotFound"
     #: On a pod: it left its group while gated, so its gate was removed.
@@ -209,6 +221,24 @@ def timed_out(message: str) -> Notice:
     return Notice(WARNING, Reason.TIMEOUT, message)
 
 
+def recovery_evicted(count: int, rounds: int, limit: int, state: str) -> Notice:
+    """The Warning ``RecoveryEvicted`` event of one round of the recovery deadline."""
+    did = (f"evicted {count} remaining members with a controller owner so the gang frees its room and re-forms "
+           "whole" if count else "nothing placed to evict (the members came back and wait gated)")
+    return Notice(WARNING, Reason.RECOVERY_EVICTED, f"eviction round {rounds} of {limit}: {did}; {state}")
+
+
+def recovery_failed(state: str) -> Notice:
+    """The Warning ``RecoveryFailed`` event: the rounds are used up, the group is Failed."""
+    return Notice(WARNING, Reason.RECOVERY_FAILED, state)
+
+
+def invalid_recovery_policy(problems: Sequence[str]) -> Notice:
+    """The Warning ``InvalidRecoveryPolicy`` event naming the annotations not understood."""
+    return Notice(WARNING, Reason.INVALID_RECOVERY_POLICY,
+                  "; ".join(problems) + " (each read as its default: recovery free, no deadline, limit 3)")
+
+
 def evicted_after_timeout(count: int) -> Notice:
     """The Warning ``Timeout`` event saying how many members ``--evict-on-timeout`` evicted."""
     return Notice(WARNING, Reason.TIMEOUT,
@@ -298,6 +328,11 @@ def owner_cannot_complete(message: str, warning: bool = True) -> Notice:
     """The ``OwnerCannotComplete`` event (:func:`cogate.controller.release.owners.judge`'s message): a
     Warning, or Normal when the owners only wait (a suspended Job) or are done (a complete one)."""
     return Notice(WARNING if warning else NORMAL, Reason.OWNER_CANNOT_COMPLETE, message)
+
+
+def following_owner_size(message: str) -> Notice:
+    """The Normal ``FollowingOwnerSize`` event (:func:`cogate.controller.release.operators.judge`)."""
+    return Notice(NORMAL, Reason.FOLLOWING_OWNER_SIZE, message)
 
 
 def staged_creation(message: str) -> Notice:

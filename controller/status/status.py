@@ -84,6 +84,7 @@ from cogate.controller.status.conditions import (  # noqa: F401 - public here to
     condition,
     released_reason,
 )
+from cogate.controller.model import recovery
 from cogate.controller.model.verdicts import Outcome, min_member_of
 from cogate.controller.model.records import PodInfo, is_member
 from cogate.models import PodGroup, PodGroupStatus, format_time, parse_time
@@ -325,7 +326,7 @@ def run_goes_on(members: Sequence[PodInfo], min_member: int, gate: str = DEFAULT
 
 
 def release_end(status: PodGroupStatus, members: Sequence[PodInfo], min_member: int,
-                gate: str = DEFAULT_GATE_NAME, lost: bool = False) -> str:
+                gate: str = DEFAULT_GATE_NAME, lost: bool = False, whole: bool = False) -> str:
     """Why the release recorded in ``status`` has ended, in words ('' while it holds, or when no
     release is recorded). The first that holds (docs/semantics.md "Generations"):
 
@@ -335,7 +336,8 @@ def release_end(status: PodGroupStatus, members: Sequence[PodInfo], min_member: 
       members make it whole again (:func:`run_goes_on`: the replacements join it);
     - its quorum was lost through failures (phase ``Failed``);
     - members left it without finishing (``Disrupted=True`` reason ``MemberLost``: deleted,
-      evicted, preempted, failed) and fewer than ``min_member`` hold a place (:func:`holds_place`);
+      evicted, preempted, failed) and fewer than ``min_member`` hold a place (:func:`holds_place`),
+      or, with ``whole`` (``cogate.dev/recovery: whole``, :mod:`cogate.controller.model.recovery`), at all;
     - fewer than ``min_member`` keep its quorum (:func:`generation_quorum`: members that hold a
       place, Succeeded members that still exist, gated members the release has not reached yet):
       all or most of the gang is gone (scale to 0, Job suspend, pods recreated by an operator, a
@@ -358,8 +360,9 @@ def release_end(status: PodGroupStatus, members: Sequence[PodInfo], min_member: 
     if status.phase == "Failed":
         return "its quorum was lost through failures"
     placed = sum(1 for m in members if holds_place(m, gate))
-    if (lost or (broken and disrupted.reason == REASON_MEMBER_LOST)) and placed < min_member:
-        return f"members left it and {placed} of minMember {min_member} hold a place"
+    if (lost or (broken and disrupted.reason == REASON_MEMBER_LOST)) and (placed < min_member or whole):
+        return f"members left it and {placed} of minMember {min_member} hold a place" + \
+            ("; recovery: whole" if whole and placed >= min_member else "")
     quorum = generation_quorum(members, gate, status.scheduleStartTime)
     if quorum < min_member:
         return f"{quorum} of minMember {min_member} members are left of it"
@@ -367,7 +370,7 @@ def release_end(status: PodGroupStatus, members: Sequence[PodInfo], min_member: 
 
 
 def release_stands(status: PodGroupStatus, members: Sequence[PodInfo] = (), gate: str = DEFAULT_GATE_NAME, *,
-                   min_member: int, lost: bool = False) -> bool:
+                   min_member: int, lost: bool = False, whole: bool = False) -> bool:
     """The status records a release that still stands (the planner's ``GroupRequest.released``).
 
     A release is recorded by ``scheduleStartTime`` with a phase other than Pending. It stops
@@ -382,11 +385,11 @@ def release_stands(status: PodGroupStatus, members: Sequence[PodInfo] = (), gate
     A Finished release stands while its finished members exist (a Job's next wave joins it).
 
     ``members``: the group's live members; ``min_member``: ``spec.minMember``; ``lost``: members
-    left the release in this pass (:func:`release_end`).
+    left the release in this pass; ``whole``: the group's recovery rule is ``whole`` (:func:`release_end`).
     """
     if not status.scheduleStartTime or status.phase in (None, "Pending"):
         return False
-    if not release_end(status, members, min_member, gate, lost):
+    if not release_end(status, members, min_member, gate, lost, whole):
         return True
     return not any(m.gated_by(gate) and not m.bound for m in members)
 
@@ -469,22 +472,24 @@ class Computed(NamedTuple):
 
 
 def again_text(status: PodGroupStatus, members: Sequence[PodInfo], min_member: int,
-               gate: str = DEFAULT_GATE_NAME, lost: bool = False) -> str:
+               gate: str = DEFAULT_GATE_NAME, lost: bool = False, whole: bool = False) -> str:
     """What the ``Released`` condition of a group whose recorded release no longer stands says
     before the planner's message: "the release of <scheduleStartTime> ended (<why>): the gang is
     decided again as a whole, all or nothing"; '' when no release is recorded or it stands."""
-    if not status.scheduleStartTime or release_stands(status, members, gate, min_member=min_member, lost=lost):
+    if not status.scheduleStartTime or release_stands(status, members, gate, min_member=min_member, lost=lost,
+                                                      whole=whole):
         return ""
-    why = (release_end(status, members, min_member, gate, lost)
-           or _end_after_pending(status, members, min_member, gate))
+    why = (release_end(status, members, min_member, gate, lost, whole)
+           or _end_after_pending(status, members, min_member, gate, whole))
     return f"the release of {status.scheduleStartTime} ended ({why}): the gang is decided again as a whole, " \
            "all or nothing"
 
 
-def _end_after_pending(status: PodGroupStatus, members: Sequence[PodInfo], min_member: int, gate: str) -> str:
+def _end_after_pending(status: PodGroupStatus, members: Sequence[PodInfo], min_member: int, gate: str,
+                       whole: bool = False) -> str:
     """Why, once the phase was written Pending (the release ended in an earlier pass)."""
     recorded = status.model_copy(update={"phase": "Scheduling"})
-    return release_end(recorded, members, min_member, gate) or "it no longer stands"
+    return release_end(recorded, members, min_member, gate, whole=whole) or "it no longer stands"
 
 
 def succeeded_note(members: Sequence[PodInfo], released: bool) -> str:
@@ -533,7 +538,8 @@ def compute_all(pg: PodGroup, members: Sequence[PodInfo], verdict: _Verdict | No
     m = min_member_of(pg)
     outcome = Outcome(verdict.outcome) if verdict is not None else None
     message = (verdict.message or "") if verdict is not None else ""
-    stands = release_stands(old, members, gate, min_member=m, lost=lost)
+    whole = recovery.policy_of(pg.metadata.annotations).whole
+    stands = release_stands(old, members, gate, min_member=m, lost=lost, whole=whole)
     released = stands or (outcome is not None and outcome.releases)
     start = old.scheduleStartTime
     # A fresh release decision (also a re-release after a timeout or lost quorum) restarts the clock.
@@ -549,7 +555,7 @@ def compute_all(pg: PodGroup, members: Sequence[PodInfo], verdict: _Verdict | No
 
     conds = cond_mod.ConditionSet(old.conditions, now, pg.metadata.generation)
     cond_mod.write_released(conds, released=released, outcome=outcome, message=message, members=c.members,
-                            min_member=m, again=again_text(old, members, m, gate, lost),
+                            min_member=m, again=again_text(old, members, m, gate, lost, whole),
                             note=succeeded_note(members, released))
     cond_mod.write_fits_cluster(conds, outcome=outcome, message=message, min_member=m)
     # A recorded release that ended while never reaching minMember is still judged while members

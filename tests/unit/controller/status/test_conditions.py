@@ -16,7 +16,7 @@ T0 = 1_714_557_600.0
 def test_every_condition_type_is_named_here():
     types = {v for k, v in vars(conditions).items() if k.startswith("CONDITION_")}
     assert types == {"Released", "FitsCluster", "TimedOut", "PlannedNodesUsable", "ReleaseAccepted", "Disrupted",
-                     "MembersWaiting", "Preempting", "Provisioning"}
+                     "MembersWaiting", "Preempting", "Provisioning", "Satisfied", "Recovery", "OwnerCanComplete"}
 
 
 def test_the_old_names_are_the_same_objects():

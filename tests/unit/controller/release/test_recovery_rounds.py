@@ -1,0 +1,152 @@
+"""The recovery deadline through passes of the reconciler with the real planner: a gang of 4, one
+member per node, loses a node. Evictions are counted: never more than the policy allows, also
+across a restarted controller (the record is in the PodGroup's status)."""
+
+from __future__ import annotations
+
+from cogate import api
+from tests.builders import World, pod, raw_pg, ready_node
+from tests.builders.fakes import StatusCluster
+
+
+class EvictingCluster(StatusCluster):
+    """An Eviction deletes the pod (no budget in the way), as the API server does."""
+
+    def create_namespaced_pod_eviction(self, name, namespace, body, **_):
+        self.evicted.append(name)
+        self.pods.pop(name, None)
+
+
+class Gang(World):
+    cluster_class = EvictingCluster
+    condition_type = "Satisfied"
+
+
+def _gang(annotations, nodes=4):
+    """``nodes`` nodes of 4 CPU; four 3-CPU owned members of ``pg`` (minMember 4): one per node."""
+    pods = [pod(f"k-{i}").req(cpu="3").group("pg").owner("ReplicaSet", "k", "rs1", "apps/v1").gated().raw()
+            for i in range(4)]
+    pg = raw_pg("pg", 4)
+    pg["metadata"]["annotations"] = annotations
+    return Gang(pods, [pg], nodes=tuple(ready_node(f"n{i}", "4") for i in range(nodes)), preemption=False)
+
+
+def _run_and_bind(w: Gang, dt: float = 1.0) -> None:
+    w.run(dt)
+    for name, p in list(w.cluster.pods.items()):
+        if not p["spec"].get("schedulingGates") and not p["spec"].get("nodeName"):
+            w.bind(name)
+
+
+def _recreate(w: Gang, names) -> None:
+    """The owner recreates what went (gated again by the webhook)."""
+    for name in names:
+        w.cluster.pods[name + "r"] = pod(name + "r").req(cpu="3").group("pg").created(w.now) \
+            .owner("ReplicaSet", "k", "rs1", "apps/v1").gated().raw()
+
+
+def _lose_node(w: Gang, node: str) -> list[str]:
+    """The node goes, and the pod garbage collector deletes its pods."""
+    del w.cluster.nodes[node]
+    gone = [n for n, p in w.cluster.pods.items() if p["spec"].get("nodeName") == node]
+    for n in gone:
+        del w.cluster.pods[n]
+    return gone
+
+
+def test_a_lost_node_is_said_in_one_pass_and_the_deadline_evicts_once_per_round_up_to_failed():
+    w = _gang({api.RECOVERY_DEADLINE_ANNOTATION: "10", api.RECOVERY_LIMIT_ANNOTATION: "2"})
+    _run_and_bind(w)
+    w.run(1)
+    assert w.condition()["status"] == "True"
+    gone = _lose_node(w, "n3")
+    w.run(1)  # the one pass that sees it
+    sat = w.condition()
+    assert (sat["status"], sat["reason"]) == ("False", "QuorumLost") and "3 of minMember 4" in sat["message"]
+    assert w.condition(type_="Recovery")["reason"] == "WaitingForQuorum"
+    _recreate(w, gone)  # the replacement waits gated: no node for it
+    for _ in range(9):
+        w.run(1)
+    assert w.cluster.evicted == [], "not before the deadline"
+    w.run(1)
+    assert sorted(w.cluster.evicted) == ["k-0", "k-1", "k-2"], "the survivors, once"
+    assert w.condition(type_="Recovery")["reason"] == "MembersEvicted"
+    (first,) = w.reasons("RecoveryEvicted")
+    assert "eviction round 1 of 2: evicted 3 remaining members" in first[3]
+    _recreate(w, ["k-0", "k-1", "k-2"])
+    restarted_at = None
+    for i in range(120):  # two minutes of passes; a new process before the second round
+        if i == 10:
+            w = w.restarted()
+            restarted_at = w.now
+        _run_and_bind(w)
+    assert restarted_at is not None
+    assert sorted(w.cluster.evicted) == ["k-0", "k-1", "k-2"], "nothing more placed to evict"
+    (second,) = w.reasons("RecoveryEvicted")  # the restarted process's own events: round 2 only
+    assert "eviction round 2 of 2: nothing placed to evict" in second[3]
+    status = w.cluster.pgs["pg"]["status"]
+    assert status["phase"] == "Failed"
+    rec = w.condition(type_="Recovery")
+    assert (rec["status"], rec["reason"]) == ("False", "RecoveryFailed") and "two of two" in rec["message"]
+    assert w.condition()["reason"] == "RecoveryFailed"
+    assert w.metric("cogate_controller_recovery_rounds_total", action="failed") == 1
+    # the node comes back: the gang re-forms whole and the recovery is over
+    w.cluster.nodes["n3"] = ready_node("n3", "4")
+    for _ in range(3):
+        _run_and_bind(w)
+    assert w.cluster.pgs["pg"]["status"]["phase"] in ("Scheduled", "Running")
+    assert w.condition()["status"] == "True"
+    assert w.condition(type_="Recovery")["reason"] == "Recovered"
+
+
+def test_without_a_deadline_a_lost_node_evicts_nothing():
+    w = _gang({})
+    _run_and_bind(w)
+    w.run(1)
+    _lose_node(w, "n0")
+    for _ in range(60):
+        w.run(5)
+    assert w.cluster.evicted == []
+    assert w.condition()["reason"] == "QuorumLost" and w.condition(type_="Recovery") is None
+
+
+def test_a_bad_annotation_is_reported_and_its_default_applies():
+    w = _gang({api.RECOVERY_DEADLINE_ANNOTATION: "soon"})
+    _run_and_bind(w)
+    w.run(1)
+    (event,) = w.reasons("InvalidRecoveryPolicy")
+    assert event[0] == "Warning" and "'soon'" in event[3]
+    _lose_node(w, "n0")
+    for _ in range(30):
+        w.run(5)
+    assert w.cluster.evicted == []
+
+
+def _three_of_min_two(annotations):
+    pods = [pod(f"w-{i}").req(cpu="1").group("pg").owner("ReplicaSet", "w", "rs1", "apps/v1").gated().raw()
+            for i in range(3)]
+    pg = raw_pg("pg", 2)
+    pg["metadata"]["annotations"] = annotations
+    return Gang(pods, [pg], nodes=(ready_node("n0", "8"),), preemption=False)
+
+
+def test_free_releases_a_replacement_into_the_standing_release_and_whole_forms_the_gang_again():
+    starts = {}
+    for rule in ("free", "whole"):
+        w = _three_of_min_two({api.RECOVERY_ANNOTATION: rule})
+        _run_and_bind(w)
+        w.run(1)
+        first = w.cluster.pgs["pg"]["status"]["scheduleStartTime"]
+        del w.cluster.pods["w-2"]  # 2 of minMember 2 still placed: the quorum holds
+        w.run(1)
+        assert w.condition()["status"] == "True"
+        w.now += 5
+        _recreate(w, ["w-2"])
+        for _ in range(3):
+            _run_and_bind(w)
+        assert not w.gated("w-2r"), rule
+        starts[rule] = (first, w.cluster.pgs["pg"]["status"]["scheduleStartTime"])
+        released = w.condition(type_="Released")
+        assert released["status"] == "True"
+    assert starts["free"][0] == starts["free"][1], "free: the replacement joined the standing release"
+    assert starts["whole"][0] != starts["whole"][1], "whole: a fresh release of the gang as a whole"
