@@ -86,6 +86,13 @@ def reservation_promise(r: Reservation, pod: PodInfo, holder: str = "") -> Promi
                    holder or f"pod {r.namespace}/{r.name}")
 
 
+#: :func:`pack` searches exhaustively (:func:`_search`) when the greedy strategies miss and the group has
+#: at most this many members (no topology spread: that has its own order, ``Room._place_spread``).
+SEARCH_MEMBERS = 8
+#: The most placements :func:`_search` tries before the greedy answer stands.
+SEARCH_STEPS = 2000
+
+
 def pack(room: Room, members: Sequence[PodInfo], needed: int) -> dict[str, int]:
     """Plan ``members`` on ``room`` (left applied). Returns uid -> node index: at least ``needed``
     entries when that many fit, else the best attempt (applied, so the caller can explain the
@@ -119,8 +126,60 @@ def pack(room: Room, members: Sequence[PodInfo], needed: int) -> dict[str, int]:
         if best is None or len(out) > len(best):
             best = out
         room.rollback(mark)
+    if len(members) <= SEARCH_MEMBERS and not any(spec.pod.topology_spread for spec, _ in groups):
+        found = _search(room, groups, needed, nominated)
+        if found is not None:
+            return found
+        room.rollback(mark)
     # leave the best attempt applied so the caller can explain the shortfall
     return _replay(room, groups, best or {})
+
+
+def _search(room: Room, groups: list[tuple[Spec, list[PodInfo]]], needed: int, nominated: bool) -> dict[str, int] | None:
+    """Exhaustive search for a plan of ``needed`` members once the greedy strategies of :func:`pack`
+    missed one (bin packing: placing the largest member on the tightest node first can leave two
+    smaller ones without room, e.g. members of 3, 2 and 2 devices on nodes of 4 and 3). Members
+    largest first, each on every eligible node where it fits (nodes alike in free room, host
+    ports and which members may go there tried once; every node when anti-affinity is in play) or left out, at most :data:`SEARCH_STEPS` placements tried; nominated members are
+    placed first as :func:`pack` does. Returns the plan (left applied) or None (nothing applied
+    beyond what the caller rolls back)."""
+    out: dict[str, int] = {}
+    if nominated:
+        _place_nominated(room, groups, out)
+    todo = sorted(((spec, m) for spec, ms in groups for m in ms if m.uid not in out),
+                  key=lambda sm: (-sm[0].size, len(sm[0].eligible), sm[1].name))
+    steps = 0
+    specs = list({id(spec): spec for spec, _ in todo}.values())
+    eligible = [frozenset(spec.eligible) for spec in specs]
+
+    def go(k: int) -> bool:
+        nonlocal steps
+        if len(out) >= needed:
+            return True
+        if len(out) + len(todo) - k < needed or steps >= SEARCH_STEPS:
+            return False
+        spec, m = todo[k]
+        seen: set[tuple] = set()
+        for i in spec.eligible:
+            if not room.fits(spec, i):
+                continue
+            # nodes alike for what is left (free room, ports, which members may go there) are tried once
+            same = ((tuple(sorted(room.free[i].items())), tuple(sorted(map(str, room.ports[i]))), tuple(i in e for e in eligible))
+                    if not room.anti_active else (i,))
+            if same in seen:
+                continue
+            seen.add(same)
+            steps += 1
+            mark = room.mark()
+            room.occupy(m, spec.req, spec.ports, i)
+            out[m.uid] = i
+            if go(k + 1):
+                return True
+            del out[m.uid]
+            room.rollback(mark)
+        return go(k + 1)
+
+    return out if go(0) else None
 
 
 def _place_nominated(room: Room, groups: list[tuple[Spec, list[PodInfo]]], out: dict[str, int]) -> None:
