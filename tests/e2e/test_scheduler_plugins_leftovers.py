@@ -146,9 +146,13 @@ def test_status_pruned_by_scheduler_plugins_crd_is_reported_without_a_write_loop
         assert st.get("scheduleStartTime"), st
     custom = client.CustomObjectsApi(kube)
     # the write counter is the controller's, for every PodGroup: wait until earlier tests' groups are gone
-    wait_for(lambda: [(o["metadata"]["namespace"], o["metadata"]["name"])
-                      for o in custom.list_cluster_custom_object(GROUP, VERSION, PLURAL)["items"]] == [(namespace, "g")],
-             120, interval=1, what="no other PodGroup in the cluster")
+    others = lambda: [(o["metadata"]["namespace"], o["metadata"]["name"])  # noqa: E731
+                      for o in custom.list_cluster_custom_object(GROUP, VERSION, PLURAL)["items"]
+                      if o["metadata"]["namespace"] != namespace]
+    try:
+        wait_for(lambda: not others(), 120, interval=1, what="no other PodGroup in the cluster")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; left: {others()}") from None
     time.sleep(2)  # settled
     # PodGroup events make passes: with the conditions dropped, none of them writes the status again
     writes = _metric(stack, "status_writes_total", 'result="ok"')
