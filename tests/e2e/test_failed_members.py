@@ -13,6 +13,7 @@ a kubelet would, so which index succeeds or fails is chosen by the test.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any
 
@@ -36,6 +37,25 @@ def job(name: str, completions: int, parallelism: int, **spec: Any) -> dict[str,
     tpl["spec"]["restartPolicy"] = "Never"
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
             "spec": {"completions": completions, "parallelism": parallelism, "template": tpl, **spec}}
+
+
+@pytest.fixture(autouse=True)
+def jobs_gone(kube, namespace):
+    """After each test: its Jobs deleted and their pods removed at once (grace 0, finalizers
+    cleared). Pods whose end the test wrote into their status stay Terminating otherwise (kwok
+    does not finish them), which holds the namespace, its PodGroups and later tests' quiet
+    cluster (test_scheduler_plugins_leftovers waits for every other PodGroup to be gone)."""
+    yield
+    batch, core = client.BatchV1Api(kube), client.CoreV1Api(kube)
+    for j in batch.list_namespaced_job(namespace).items:
+        with contextlib.suppress(client.ApiException):
+            batch.delete_namespaced_job(j.metadata.name, namespace, propagation_policy="Orphan")
+    for p in core.list_namespaced_pod(namespace).items:
+        with contextlib.suppress(client.ApiException):
+            if p.metadata.finalizers:
+                core.patch_namespaced_pod(p.metadata.name, namespace, {"metadata": {"finalizers": None}})
+            core.delete_namespaced_pod(p.metadata.name, namespace, grace_period_seconds=0)
+    wait_for(lambda: not core.list_namespaced_pod(namespace).items, 30, what="the test's pods gone")
 
 
 def live(kube, namespace: str, group: str) -> list[client.V1Pod]:
