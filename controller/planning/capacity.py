@@ -90,7 +90,7 @@ def reservation_promise(r: Reservation, pod: PodInfo, holder: str = "") -> Promi
 #: at most this many members (no topology spread: that has its own order, ``Room._place_spread``).
 SEARCH_MEMBERS = 8
 #: The most placements :func:`_search` tries before the greedy answer stands.
-SEARCH_STEPS = 2000
+SEARCH_STEPS = 500
 
 
 def pack(room: Room, members: Sequence[PodInfo], needed: int) -> dict[str, int]:
@@ -126,13 +126,30 @@ def pack(room: Room, members: Sequence[PodInfo], needed: int) -> dict[str, int]:
         if best is None or len(out) > len(best):
             best = out
         room.rollback(mark)
-    if len(members) <= SEARCH_MEMBERS and not any(spec.pod.topology_spread for spec, _ in groups):
+    if (len(members) <= SEARCH_MEMBERS and not any(spec.pod.topology_spread for spec, _ in groups)
+            and _may_fit(room, groups, needed)):
         found = _search(room, groups, needed, nominated)
         if found is not None:
             return found
         room.rollback(mark)
     # leave the best attempt applied so the caller can explain the shortfall
     return _replay(room, groups, best or {})
+
+
+def _may_fit(room: Room, groups: list[tuple[Spec, list[PodInfo]]], needed: int) -> bool:
+    """A cheap bound before :func:`_search`: per resource, the free room of every node some member
+    may go on holds the ``needed`` smallest requests of it (False: no placement can exist, the
+    search is skipped; the usual case of a group waiting on a full cluster)."""
+    nodes = set().union(*(spec.eligible for spec, _ in groups))
+    asks: dict[str, list[int]] = {}
+    for spec, ms in groups:
+        for k, v in spec.req_items:
+            asks.setdefault(k, []).extend([v] * len(ms))
+    for k, vs in asks.items():
+        free = sum(max(room.free[i].get(k, 0), 0) for i in nodes)
+        if free < sum(sorted(vs)[:needed]):
+            return False
+    return True
 
 
 def _search(room: Room, groups: list[tuple[Spec, list[PodInfo]]], needed: int, nominated: bool) -> dict[str, int] | None:
