@@ -141,13 +141,14 @@ def _may_fit(room: Room, groups: list[tuple[Spec, list[PodInfo]]], needed: int) 
     may go on holds the ``needed`` smallest requests of it (False: no placement can exist, the
     search is skipped; the usual case of a group waiting on a full cluster)."""
     nodes = set().union(*(spec.eligible for spec, _ in groups))
+    count = sum(len(ms) for _, ms in groups)
     asks: dict[str, list[int]] = {}
     for spec, ms in groups:
         for k, v in spec.req_items:
             asks.setdefault(k, []).extend([v] * len(ms))
     for k, vs in asks.items():
         free = sum(max(room.free[i].get(k, 0), 0) for i in nodes)
-        if free < sum(sorted(vs)[:needed]):
+        if free < sum(sorted(vs + [0] * (count - len(vs)))[:needed]):  # members that ask none of it: 0
             return False
     return True
 
@@ -157,8 +158,9 @@ def _search(room: Room, groups: list[tuple[Spec, list[PodInfo]]], needed: int, n
     missed one (bin packing: placing the largest member on the tightest node first can leave two
     smaller ones without room, e.g. members of 3, 2 and 2 devices on nodes of 4 and 3). Members
     largest first, each on every eligible node where it fits (nodes alike in free room, host
-    ports and which members may go there tried once; every node when anti-affinity is in play) or left out, at most :data:`SEARCH_STEPS` placements tried; nominated members are
-    placed first as :func:`pack` does. Returns the plan (left applied) or None (nothing applied
+    ports and which members may go there tried once; every node when anti-affinity is in play)
+    or left out, at most :data:`SEARCH_STEPS` placements tried; nominated members are placed
+    first as :func:`pack` does. Returns the plan (left applied) or None (nothing applied
     beyond what the caller rolls back)."""
     out: dict[str, int] = {}
     if nominated:
@@ -181,8 +183,8 @@ def _search(room: Room, groups: list[tuple[Spec, list[PodInfo]]], needed: int, n
             if not room.fits(spec, i):
                 continue
             # nodes alike for what is left (free room, ports, which members may go there) are tried once
-            same = ((tuple(sorted(room.free[i].items())), tuple(sorted(map(str, room.ports[i]))), tuple(i in e for e in eligible))
-                    if not room.anti_active else (i,))
+            same = ((tuple(sorted(room.free[i].items())), tuple(sorted(map(str, room.ports[i]))),
+                     tuple(i in e for e in eligible)) if not room.anti_active else (i,))
             if same in seen:
                 continue
             seen.add(same)
