@@ -34,28 +34,8 @@ def rslice(name: str, driver: str, node: str, devices: list[str], generation: in
                      "devices": [{"name": d, "attributes": {"model": {"string": "a100"}}} for d in devices]}}
 
 
-@pytest.fixture
-def dra(kube, namespace):
-    """``(driver, create)``: this test's driver and DeviceClass; cluster-scoped objects deleted after."""
-    custom = client.CustomObjectsApi(kube)
-    driver = f"{namespace}.example.com"
-    made: list[tuple[str, str]] = []
-
-    def create(plural: str, body: dict[str, Any]) -> dict[str, Any]:
-        made.append((plural, body["metadata"]["name"]))
-        return custom.create_cluster_custom_object(GROUP, VERSION, plural, body)
-
-    create("deviceclasses", {"apiVersion": f"{GROUP}/{VERSION}", "kind": "DeviceClass", "metadata": {"name": driver},
-                             "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]}})
-    try:
-        yield driver, create
-    finally:
-        for plural, name in reversed(made):
-            try:
-                custom.delete_cluster_custom_object(GROUP, VERSION, plural, name)
-            except client.ApiException as exc:
-                if exc.status != 404:
-                    raise
+# ``dra``: this test's driver and DeviceClass, the fixture of test_devices.py
+from .test_devices import dra  # noqa: E402, F401
 
 
 def gang(kube, namespace: str, driver: str, size: int) -> None:
