@@ -154,6 +154,18 @@ def autoscaled(autoscaled_cluster, request) -> Iterator[Autoscaled]:
         api.close()
 
 
+def restarted_with(stack, *flags: str) -> Iterator[Any]:
+    """A fixture's body: the controller restarted (fresh metrics) with the session's flags and
+    ``flags``; restarted with the session's flags again after it."""
+    saved = stack.controller_args
+    stack.restart_controller(*saved, *flags)
+    try:
+        yield stack
+    finally:
+        stack.controller_args = saved
+        stack.restart_controller()
+
+
 @pytest.fixture
 def gang_watch(kube, namespace):
     """A :class:`~tests.e2e.gangwatch.GangWatch` of the test's namespace, started before the test

@@ -35,6 +35,7 @@ from kubernetes import client
 
 from cogate.localcluster import example
 
+from .conftest import restarted_with
 from .kube import (bound, controller_paused, condition, create_pod_group, events_for, gated, group_pods, hold_gated, pods,
                    priority_classes, running, status, wait_for)
 
@@ -47,13 +48,7 @@ NODE = dict(kwok_taint=False, **example.NODE_SHAPE)
 def preempting(stack) -> Iterator[Any]:
     """The controller restarted (fresh metrics) with ``--preemption`` (the default, said explicitly);
     the session's flags again after the test."""
-    saved = stack.controller_args
-    stack.restart_controller(*saved, "--preemption")
-    try:
-        yield stack
-    finally:
-        stack.controller_args = saved
-        stack.restart_controller()
+    yield from restarted_with(stack, "--preemption")
 
 
 @pytest.fixture

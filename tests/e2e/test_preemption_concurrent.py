@@ -30,6 +30,7 @@ from kubernetes import client
 from cogate.api import POD_GROUP_LABEL
 from cogate.localcluster import example
 
+from .conftest import restarted_with
 from .kube import (bound, condition, controller_paused, create_pod_group, events_for, gated, group_pods, pods, priority_classes, running,
                    status, wait_for)
 
@@ -45,13 +46,7 @@ STOP_SECONDS = 4.0
 def preempting(stack) -> Iterator[Any]:
     """The controller restarted once for this module with ``--preemption`` (the default, said
     explicitly); the session's flags again after it (a restart per test would cost about 20 s each)."""
-    saved = stack.controller_args
-    stack.restart_controller(*saved, "--preemption")
-    try:
-        yield stack
-    finally:
-        stack.controller_args = saved
-        stack.restart_controller()
+    yield from restarted_with(stack, "--preemption")
 
 
 @pytest.fixture(autouse=True)
