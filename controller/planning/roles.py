@@ -35,7 +35,7 @@ from cogate.controller.planning.explanations import Short, plural, shortfall
 from cogate.controller.planning.members import Members
 from cogate.controller.planning.room import Room
 
-__all__ = ["RoleShort", "RolePlan", "pack_roles", "role_text", "role_short", "RoleMinimums"]
+__all__ = ["RoleShort", "RolePlan", "pack_roles", "role_text", "role_short", "scaled_down_hint", "RoleMinimums"]
 
 
 @dataclass(frozen=True)
@@ -148,7 +148,19 @@ class RoleMinimums:
             parts.append(text)
         label = g.roles.label or "the operators' role labels"
         return GroupVerdict(g.namespace, g.name, Outcome.WAITING_FOR_MEMBERS, {}, len(ms.bound),
-                            "; ".join(parts) + f" (role read from {label})")
+                            "; ".join(parts) + f" (role read from {label})" + scaled_down_hint(g, len(ms.present)))
+
+
+def scaled_down_hint(g: GroupRequest, present: int) -> str:
+    """The words for a group whose members present meet minMember while its role minimums ask for
+    more (a job scaled down: its operator lowered minMember and deleted members, the annotation
+    still states the old minimums): what to change, and that cogate never lowers them itself
+    (docs/semantics.md, "Roles": "Scaled down"). '' otherwise."""
+    if g.roles is None or present < g.min_member or g.roles.total <= g.min_member:
+        return ""
+    return (f"; the {plural(present, 'member')} present meet minMember {g.min_member} but the role minimums ask "
+            f"for {g.roles.total}: if the job was scaled down, lower annotation {roles_mod.ROLE_MINIMUMS_ANNOTATION} "
+            "(cogate never lowers it)")
 
 
 def role_short(room: Room, short: Sequence[RoleShort], members: Sequence[PodInfo], plan: dict[str, int],
