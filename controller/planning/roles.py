@@ -35,7 +35,8 @@ from cogate.controller.planning.explanations import Short, plural, shortfall
 from cogate.controller.planning.members import Members
 from cogate.controller.planning.room import Room
 
-__all__ = ["RoleShort", "RolePlan", "pack_roles", "role_text", "role_short", "scaled_down_hint", "RoleMinimums"]
+__all__ = ["RoleShort", "RolePlan", "pack_roles", "role_text", "role_short", "scaled_down_hint", "RoleMinimums",
+           "for_role_minimums", "roles_short_of"]
 
 
 @dataclass(frozen=True)
@@ -171,3 +172,23 @@ def role_short(room: Room, short: Sequence[RoleShort], members: Sequence[PodInfo
     unplaced = [m for m in members if m.uid not in plan and roles_mod.role_of(m, roles.label) == first.role]
     why = shortfall(room, unplaced, first.minimum - first.fits)
     return replace(why, text=role_text(short) + (f": {why.text}" if why.text else ""))
+
+
+def for_role_minimums(g: GroupRequest) -> GroupRequest:
+    """``g`` as victim selection and ProvisioningRequests should count it: minMember raised to the
+    sum of its role minimums when that is larger (a release needs both, module doc), so room is
+    asked for every role's minimum, not only for minMember members. ``g`` itself without roles."""
+    if g.roles is None or g.roles.total <= g.min_member:
+        return g
+    return replace(g, min_member=g.roles.total)
+
+
+def roles_short_of(g: GroupRequest, placed: Sequence[str], bound: Sequence[PodInfo]) -> tuple[RoleShort, ...]:
+    """The roles of ``g`` below their minimum when the members of uids ``placed`` (a plan made
+    without role minimums, e.g. victim selection's) and ``bound`` are placed: a plan that leaves one
+    would free room in vain, since the group is not released. ``()`` without roles."""
+    if g.roles is None:
+        return ()
+    chosen = set(placed)
+    have = roles_mod.count_by_role(list(bound) + [m for m in g.members if m.uid in chosen], g.roles)
+    return tuple(RoleShort(r, have[r], n) for r, n in g.roles.minimums if have[r] < n)
