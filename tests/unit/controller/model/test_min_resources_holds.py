@@ -219,3 +219,18 @@ def test_a_pinned_driver_holds_room_on_every_node_its_executors_may_use():
                             match_fields=pin.match_fields)
     other = dataclasses.replace(driver, required_node_affinity=(kept,))
     assert unpinned(other).required_node_affinity == (dataclasses.replace(kept, match_fields=()),)
+
+
+def test_the_incremental_planner_sees_a_hold_end_by_the_clock():
+    """A verdict refused by a hold is never kept between passes: the hold ends with time alone (no
+    node or pod changes), and the incremental planner then releases as ``decide`` does."""
+    from cogate.controller.planning.planstate import PlanningState
+
+    driver = bound_driver("a")
+    a = released(spark({"cpu": "14"}, name="a", members=[driver]), NOW - 10)
+    b = spark({"cpu": "14"}, name="b", created=2.0)
+    state = PlanningState.build(nodes16(), [driver])
+    for now, outcome in [(NOW, Outcome.INSUFFICIENT_CAPACITY), (NOW + 1, Outcome.INSUFFICIENT_CAPACITY),
+                         (NOW + HOLD - 10, Outcome.RELEASED)]:
+        assert state.decide([a, b], [], now).verdicts[1].outcome == outcome, now
+        assert run(nodes16(), [a, b], pods=[driver], now=now).verdicts[1].outcome == outcome, now
