@@ -17,11 +17,13 @@ the incremental pass) reads them instead of planning again, with these rules:
   held there, or a pod being deleted came or went (the state's changes since the last pass:
   exactly what the incremental pass reads, :mod:`cogate.controller.planning.incremental`); a
   domain's version is the highest of its slots';
-- a trial on the live room is kept, with the domain's version, only when no node of the domain was
-  written by this pass before it (``Room.own``: room promised, a release earlier in the pass, a
-  lent nomination), and is reused only while that still holds and the domain's version is the same:
-  the domain's room is then the room the kept trial read (free room and host ports of its nodes,
-  pods being deleted there; room promised is always charged, so always "written");
+- a trial on the live room is kept with a stamp: the domain's version and what this pass had
+  written on its nodes before it (:meth:`DomainCache.written`: each node whose free room or host
+  ports differ from the state's, with both, and every promise charged there, as messages name
+  them: room promised, releases earlier in the pass, lent nominations); it is reused only under an
+  equal stamp, when the domain's room is the room the kept trial read (free room and host ports of
+  its nodes, pods being deleted there, the promises a message names). A domain of more than
+  :data:`WRITTEN_LIMIT` nodes that the pass wrote is planned again rather than fingerprinted;
 - a trial on the empty room (the "fits with every node empty" answer) depends on the nodes and the
   group alone: kept for the generation;
 - trials are kept per group (namespace, name) and reused only while the
@@ -44,8 +46,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cogate.controller.model.verdicts import GroupRequest, GroupVerdict
-from cogate.controller.planning.members import Members
 from cogate.controller.model.records import HostPort
+from cogate.controller.planning.members import Members
 from cogate.controller.planning.room import NodeTable, Room
 from cogate.controller.topology.constraints import Constraint
 from cogate.controller.topology.domains import Domain, Tree, Trial, build
@@ -55,18 +57,22 @@ __all__ = ["DomainCache", "CachedDomains"]
 #: The base room a pass starts from: free room and host ports per node slot.
 _Base = tuple[list[dict[str, int]], list[list[HostPort]]]
 
+#: A domain of more nodes than this that the pass wrote is planned again, not fingerprinted.
+WRITTEN_LIMIT = 64
+
 #: Groups whose trials are kept at most (the oldest entries dropped past it).
 GROUPS_LIMIT = 4096
 
 
 @dataclass
 class _Entry:
-    """Trials kept for one group: the request and gate they were made for; key -> (version, trial)
-    (version None: on the empty room)."""
+    """Trials kept for one group: the request and gate they were made for; key -> (stamp, trial):
+    the stamp is the domain's version and what the pass had written on its nodes (None: on the empty
+    room)."""
 
     request: GroupRequest
     gate: str
-    trials: dict[tuple[Any, ...], tuple[int | None, Trial]] = field(default_factory=dict)
+    trials: dict[tuple[Any, ...], tuple[Any, Trial]] = field(default_factory=dict)
 
 
 class DomainCache:
@@ -87,9 +93,12 @@ class DomainCache:
         self._groups: dict[tuple[str, str], _Entry] = {}
         self._used: set[tuple[str, str]] = set()
         self._base: _Base = ([], [])
-        #: this pass: domain id -> version; this turn: domain id -> written
+        #: this pass: domain id -> version; room promised per slot (of the pass's room, indexed so far)
         self._domain_versions: dict[int, int] = {}
-        self._written: dict[int, bool] = {}
+        self._promised: dict[int, list[tuple[Any, ...]]] = {}
+        self._promised_seen = 0
+        #: this turn: domain id -> what the pass wrote on its nodes (:meth:`written`)
+        self._written: dict[int, tuple[Any, ...]] = {}
         self.hits = 0
         self.misses = 0
 
@@ -97,9 +106,10 @@ class DomainCache:
         """A pass starts on ``table`` with pass key ``key`` (anything comparable); ``changed``: node
         slots whose room changed since the last pass (the state's changed and deleting slots);
         ``base``: the state's free room and host ports per slot (what the pass's room starts from)."""
-        self.hits = self.misses = 0
         self._base = base
+        self.hits = self.misses = 0
         self._domain_versions = {}
+        self._promised, self._promised_seen = {}, 0
         self._written = {}
         if table is not self._table or key != self._key:
             self._table, self._key = table, key
@@ -159,19 +169,59 @@ class DomainCache:
             v = self._domain_versions[id(d)] = max((versions[x] for x in self.slots(d)), default=0)
         return v
 
-    def written(self, room: Room, d: Domain) -> bool:
-        """Whether ``room`` differs on one of ``d``'s nodes from the base room the pass started
-        from (free room, ignoring zero entries, or host ports): room promised, a release earlier in
-        the pass, a lent nomination. A plan rolled back leaves its nodes equal. Kept for the turn."""
+    def written(self, room: Room, d: Domain) -> tuple[Any, ...]:
+        """What ``room`` holds on ``d``'s nodes beyond the base room the pass started from: each node
+        whose free room (zero entries aside) or host ports differ from the base (room promised, a
+        release earlier in the pass, a lent nomination; a plan rolled back leaves its nodes equal)
+        with both; and every promise charged on them (its kind, holder, pod, priority, requests and
+        ports: what messages name). ``()``: nothing. Equal fingerprints and equal versions: equal
+        room on ``d``'s nodes. Kept for the turn."""
         w = self._written.get(id(d))
         if w is None:
-            w = self._written[id(d)] = _differs(room, self.slots(d), self._base)
+            w = self._written[id(d)] = self._differs(room, self.slots(d))
         return w
+
+    def _differs(self, room: Room, slots: Iterable[int]) -> tuple[Any, ...]:
+        own = room.own
+        if own is None:
+            return (("not a live room",),)
+        promised = self._index_promised(room)
+        if not own and not promised:
+            return ()
+        free, ports = room.free, room.ports
+        bfree, bports = self._base
+        out: list[tuple[Any, ...]] = []
+        for x in slots:
+            if x in own and (ports[x] != bports[x] or (free[x] != bfree[x] and _nonzero(free[x]) != _nonzero(bfree[x]))):
+                out.append((x, tuple(sorted(_nonzero(free[x]).items())), tuple(ports[x])))
+            if x in promised:
+                out.append((x, tuple(promised[x])))
+        return tuple(out)
+
+    def _index_promised(self, room: Room) -> dict[int, list[tuple[Any, ...]]]:
+        """Room promised on the pass's room per slot (``Room.promised`` only grows in a pass)."""
+        index = self._promised
+        for p, i in room.promised[self._promised_seen:]:
+            pod = p.pod
+            index.setdefault(i, []).append((p.kind, p.holder, pod.namespace, pod.name, pod.uid, pod.group,
+                                            p.priority, p.node_name, tuple(sorted(p.requests.items())),
+                                            tuple(map(str, p.host_ports))))
+        self._promised_seen = len(room.promised)
+        return index
+
+    def written_any(self, room: Room, d: Domain) -> bool:
+        """Whether the pass wrote one of ``d``'s nodes (``Room.own``) or promised room there."""
+        own = room.own
+        if own is None:
+            return True
+        promised = self._index_promised(room)
+        return any(x in own or x in promised for x in self.slots(d))
 
     def sums(self, room: Room, d: Domain) -> dict[str, int] | None:
         """Free room summed over ``d``'s nodes (``max(free, 0)`` per resource) on the live ``room``,
         kept per domain version; None when this pass wrote one of its nodes (the caller sums)."""
-        if self.written(room, d):
+        own = room.own
+        if own is None or (own and any(x in own for x in self.slots(d))):
             return None
         version = self.version(d)
         kept = self._sums.get(id(d))
@@ -200,19 +250,8 @@ class DomainCache:
         return e
 
 
-def _differs(room: Room, slots: Iterable[int], base: _Base) -> bool:
-    own = room.own
-    if own is None:
-        return True
-    if not own:
-        return False
-    free, ports = room.free, room.ports
-    bfree, bports = base
-    for x in slots:
-        if x in own and (ports[x] != bports[x]
-                         or {k: v for k, v in free[x].items() if v} != {k: v for k, v in bfree[x].items() if v}):
-            return True
-    return False
+def _nonzero(free: Mapping[str, int]) -> dict[str, int]:
+    return {k: v for k, v in free.items() if v}
 
 
 def cacheable(g: GroupRequest, room: Room) -> bool:
@@ -262,14 +301,14 @@ class CachedDomains:
             return super()._trial(room, c, d, ms, need, demand, main, prune)  # type: ignore[misc,no-any-return]
         cache = self.domain_cache
         key = (c, d.level, d.values, need, main, prune, room.empty)
-        version: int | None = None
+        version: tuple[int, tuple[Any, ...]] | None = None
         if not room.empty:
             if room is not self.room:
                 return super()._trial(room, c, d, ms, need, demand, main, prune)  # type: ignore[misc,no-any-return]
-            if cache.written(room, d):
+            if len(cache.slots(d)) > WRITTEN_LIMIT and cache.written_any(room, d):
                 cache.misses += 1
                 return super()._trial(room, c, d, ms, need, demand, main, prune)  # type: ignore[misc,no-any-return]
-            version = cache.version(d)
+            version = (cache.version(d), cache.written(room, d))
         kept = e.trials.get(key)
         if kept is not None and kept[0] == version:
             cache.hits += 1

@@ -113,8 +113,8 @@ def test_a_change_in_one_rack_plans_that_rack_again_only():
     assert 0 < state._domains.misses < planned
 
 
-def test_a_trial_on_a_rack_written_earlier_in_the_pass_is_not_kept():
-    """Group a is released into rack r0 in the pass, so b's trial there reads a's room: not kept, so
+def test_a_trial_on_a_rack_written_earlier_in_the_pass_follows_those_writes():
+    """Group a is released into rack r0 in the pass, so b's trial there reads a's room: kept with it, so
     once a is gone b fits r0 (the base room of r0 never changed)."""
     from tests.unit.controller.planning.test_planstate_props import GATE, POD_GROUP_LABEL, PodInfo
     nodes = [NodeInfo("n0", {HOST: "n0", BLOCK: "b", RACK: "r0"}, {"cpu": 3000, "pods": 10}),
