@@ -22,8 +22,8 @@ the incremental pass) reads them instead of planning again, with these rules:
   ports differ from the state's, with both, and every promise charged there, as messages name
   them: room promised, releases earlier in the pass, lent nominations); it is reused only under an
   equal stamp, when the domain's room is the room the kept trial read (free room and host ports of
-  its nodes, pods being deleted there, the promises a message names). A domain of more than
-  :data:`WRITTEN_LIMIT` nodes that the pass wrote is planned again rather than fingerprinted;
+  its nodes, pods being deleted there, the promises a message names). A trial the cheap bound rules
+  out on a domain the pass wrote is not kept (it costs no more than the fingerprint);
 - a trial on the empty room (the "fits with every node empty" answer) depends on the nodes and the
   group alone: kept for the generation;
 - trials are kept per group (namespace, name) and reused only while the
@@ -50,15 +50,12 @@ from cogate.controller.model.records import HostPort
 from cogate.controller.planning.members import Members
 from cogate.controller.planning.room import NodeTable, Room
 from cogate.controller.topology.constraints import Constraint
-from cogate.controller.topology.domains import Domain, Tree, Trial, build
+from cogate.controller.topology.domains import Domain, Tree, Trial, build, may_hold
 
 __all__ = ["DomainCache", "CachedDomains"]
 
 #: The base room a pass starts from: free room and host ports per node slot.
 _Base = tuple[list[dict[str, int]], list[list[HostPort]]]
-
-#: A domain of more nodes than this that the pass wrote is planned again, not fingerprinted.
-WRITTEN_LIMIT = 64
 
 #: Groups whose trials are kept at most (the oldest entries dropped past it).
 GROUPS_LIMIT = 4096
@@ -217,6 +214,19 @@ class DomainCache:
         promised = self._index_promised(room)
         return any(x in own or x in promised for x in self.slots(d))
 
+    def free_sums(self, room: Room, d: Domain) -> dict[str, int]:
+        """Free room summed over ``d``'s nodes on the live ``room`` (kept, or summed now)."""
+        sums = self.sums(room, d)
+        if sums is not None:
+            return sums
+        free = room.free
+        total: dict[str, int] = {}
+        for x in self.slots(d):
+            for r, v in free[x].items():
+                if v > 0:
+                    total[r] = total.get(r, 0) + v
+        return total
+
     def sums(self, room: Room, d: Domain) -> dict[str, int] | None:
         """Free room summed over ``d``'s nodes (``max(free, 0)`` per resource) on the live ``room``,
         kept per domain version; None when this pass wrote one of its nodes (the caller sums)."""
@@ -305,10 +315,12 @@ class CachedDomains:
         if not room.empty:
             if room is not self.room:
                 return super()._trial(room, c, d, ms, need, demand, main, prune)  # type: ignore[misc,no-any-return]
-            if len(cache.slots(d)) > WRITTEN_LIMIT and cache.written_any(room, d):
-                cache.misses += 1
+            if not cache.written_any(room, d):
+                version = (cache.version(d), ())
+            elif prune and not may_hold(cache.free_sums(room, d), demand):  # the bound alone: cheap, not kept
                 return super()._trial(room, c, d, ms, need, demand, main, prune)  # type: ignore[misc,no-any-return]
-            version = (cache.version(d), cache.written(room, d))
+            else:
+                version = (cache.version(d), cache.written(room, d))
         kept = e.trials.get(key)
         if kept is not None and kept[0] == version:
             cache.hits += 1
