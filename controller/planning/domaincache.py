@@ -96,6 +96,7 @@ class DomainCache:
         self._promised_seen = 0
         #: this turn: domain id -> what the pass wrote on its nodes (:meth:`written`)
         self._written: dict[int, tuple[Any, ...]] = {}
+        self._turn_sums: dict[int, dict[str, int]] = {}
         self.hits = 0
         self.misses = 0
 
@@ -107,7 +108,7 @@ class DomainCache:
         self.hits = self.misses = 0
         self._domain_versions = {}
         self._promised, self._promised_seen = {}, 0
-        self._written = {}
+        self._written, self._turn_sums = {}, {}
         if table is not self._table or key != self._key:
             self._table, self._key = table, key
             self._versions = [0] * len(table.nodes)
@@ -125,6 +126,7 @@ class DomainCache:
     def turn(self) -> None:
         """A group's turn starts: the room may differ from the last turn's (a release)."""
         self._written = {}
+        self._turn_sums = {}
 
     # -- kept per node generation
 
@@ -215,16 +217,18 @@ class DomainCache:
         return any(x in own or x in promised for x in self.slots(d))
 
     def free_sums(self, room: Room, d: Domain) -> dict[str, int]:
-        """Free room summed over ``d``'s nodes on the live ``room`` (kept, or summed now)."""
+        """Free room summed over ``d``'s nodes on the live ``room`` (kept, or summed once a turn)."""
         sums = self.sums(room, d)
         if sums is not None:
             return sums
-        free = room.free
-        total: dict[str, int] = {}
-        for x in self.slots(d):
-            for r, v in free[x].items():
-                if v > 0:
-                    total[r] = total.get(r, 0) + v
+        total = self._turn_sums.get(id(d))
+        if total is None:
+            free = room.free
+            total = self._turn_sums[id(d)] = {}
+            for x in self.slots(d):
+                for r, v in free[x].items():
+                    if v > 0:
+                        total[r] = total.get(r, 0) + v
         return total
 
     def sums(self, room: Room, d: Domain) -> dict[str, int] | None:
@@ -299,10 +303,9 @@ class CachedDomains:
         return self.domain_cache.allocatable()
 
     def _free(self, d: Domain, resource: str) -> int:
-        sums = self.domain_cache.sums(self.room, d)
-        if sums is None:
+        if self.room.own is None:
             return super()._free(d, resource)  # type: ignore[misc,no-any-return]
-        return sums.get(resource, 0)
+        return self.domain_cache.free_sums(self.room, d).get(resource, 0)
 
     def _trial(self, room: Room, c: Constraint, d: Domain, ms: Members, need: int, demand: Mapping[str, int],
                main: str, prune: bool = True) -> Trial:
