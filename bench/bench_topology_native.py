@@ -13,12 +13,15 @@ on its own v1.37.2 control plane with both gates on (one after the other, the sa
 - **native**: no cogate; each gang a native PodGroup whose topology key is ``example.com/rack``.
 
 Topology (kwok nodes, 1 CPU members): 2 blocks x 4 racks x 4 nodes; a rack's nodes have 2, 4 or 8
-CPU (racks of 8, 16 or 32 member slots, 136 in all, :data:`RACK_CPU`). The stream: :data:`GANGS`
-gangs of 3 to 16 members (seeded; about 1.2x the slots in all, so some must wait), created one
-after another (PodGroup, then a ReplicaSet of its members) every :data:`INTERVAL` s.
+CPU (racks of 8, 16 or 32 member slots, 136 in all, :data:`RACK_CPU`). Three streams
+(:data:`STREAMS`), each on fresh nodes, gangs created one after another (PodGroup, then a
+ReplicaSet of its members) every :data:`INTERVAL` s: :data:`GANGS` gangs of 3 to 16 members
+(seeded; more members than slots, so some must wait), rack required; small gangs first, then large
+ones (:data:`SMALL_FIRST`), rack required; gangs that fit one rack (:data:`PREFERRED`), block
+required and rack preferred (native: block required, it has no preferred level).
 
-Per system, read from one pod watch once no pod was bound for :data:`SETTLE` s: **gangs placed**
-(every member bound), **racks each placed gang spans** (1 is right), **half-placed** gangs
+Per system and stream, read from one pod watch once no pod was bound for :data:`SETTLE` s: **gangs
+placed** (every member bound), **racks each placed gang spans** (1 is right under a required rack), **half-placed** gangs
 (0 < bound < members), gangs **left waiting although a rack could hold them** (none bound, and
 some rack's free room at the end holds all its members, 1 CPU each), and **time until bound**
 (from the gang's creation to its last member bound: median and max over placed gangs) and until
