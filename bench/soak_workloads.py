@@ -10,10 +10,10 @@ recreated"). Kinds (:data:`KINDS`, with their weights):
   pods kwok completes after 20-60 s (``pod-complete.stage.kwok.x-k8s.io/delay``);
 - ``statefulset``: a StatefulSet of 2-3 (``podManagementPolicy: Parallel``: OrderedReady never
   creates the second pod of a gated first one);
-- ``high-priority``: a ReplicaSet gang of 3-4 x 2-3 CPU at priority ``soak-high`` (1000), which
+- ``high-priority``: a ReplicaSet gang of 3-4 x 3-4 CPU at priority ``soak-high`` (1000), which
   preempts ``soak-low`` fillers and ``soak-mid`` gangs when the cluster is full;
 - ``never-fits``: a gang of 2 x 64 CPU (no node has that many): it must wait, never start;
-- ``filler``: 3-8 single-CPU pods of a ReplicaSet without a PodGroup at priority ``soak-low`` (100).
+- ``filler``: 6-12 single-CPU pods of a ReplicaSet without a PodGroup at priority ``soak-low`` (100).
 
 Every object is labelled ``soak=<workload>``; pods request memory 64Mi and never run anything
 (kwok nodes).
@@ -92,11 +92,11 @@ def manifests(kind: str, name: str, n: int, cpu: str, rng: random.Random) -> lis
 def shape(kind: str, rng: random.Random) -> tuple[int, str, float]:
     """(members, CPU per member, lifetime seconds) of a new workload of ``kind``."""
     if kind == "high-priority":
-        return rng.randint(3, 4), f"{rng.choice((2000, 2500, 3000))}m", rng.uniform(60, 150)
+        return rng.randint(3, 4), f"{rng.choice((3000, 3500, 4000))}m", rng.uniform(60, 150)
     if kind == "never-fits":
         return 2, "64", rng.uniform(120, 300)
     if kind == "filler":
-        return rng.randint(3, 8), "1", rng.uniform(60, 240)
+        return rng.randint(6, 12), "1", rng.uniform(120, 300)
     if kind == "statefulset":
         return rng.randint(2, 3), f"{rng.choice((500, 1000, 1500))}m", rng.uniform(60, 180)
     return rng.randint(2, 4), f"{rng.choice((500, 1000, 1500, 2000))}m", rng.uniform(60, 180)
@@ -140,7 +140,7 @@ class Workloads:
     """The stream (module doc) into namespaces ``namespaces`` through ``api``; ``clock()``: soak time."""
 
     def __init__(self, api: client.ApiClient, namespaces: list[str], seed: int, clock: Callable[[], float],
-                 cap: int = 14, step: float = 4.0) -> None:
+                 cap: int = 16, step: float = 4.0) -> None:
         self.api, self.namespaces, self.clock = api, namespaces, clock
         self.rng = random.Random(f"workloads-{seed}")
         self.cap, self.step = cap, step
