@@ -69,6 +69,7 @@ BENCHMARKS: list[str] = [
     "bench_topology_native",  # issue 32 item 6: topology-aware gangs against kube-scheduler 1.37's own (v1.37.2)
     "bench_admission_rate",  # issue 40 item 1: pod creation through the API server with and without the webhook
     "bench_small_gangs",  # issue 40 item 3: sub-second groups and 100 x 8 against kube-scheduler alone and native
+    "soak",  # issue 35: the chaos soak (make soak SOAK_MINUTES=30 SOAK_SEED="1 2 3"); 10 min of seed 1 without them
 ]
 
 #: Binaries the local control plane runs (what a NEEDS_CLUSTER benchmark needs).
