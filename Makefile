@@ -36,7 +36,7 @@ RELEASE_SUBSET ?= tests/e2e/test_example.py tests/e2e/test_lifecycle_release.py 
 	tests/e2e/test_native.py
 NATIVE_SUBSET ?= tests/e2e/test_example.py tests/e2e/test_native.py tests/e2e/test_native_preemption.py
 
-.PHONY: demo test test-releases unit e2e binaries binaries-default binaries-releases image chart bench dev-up dev-down clean docs
+.PHONY: demo test test-releases unit e2e binaries binaries-default binaries-releases image chart bench dev-up dev-down clean docs soak
 
 $(VENV)/.installed: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -126,6 +126,13 @@ $(VENV)/.bench-installed: $(VENV)/.installed pyproject.toml
 BENCH_ARGS ?=
 bench: $(VENV)/.bench-installed
 	$(PY) bench/run.py $(BENCH_ARGS)
+
+# The chaos soak (issue 35, bench/soak.py): SOAK_MINUTES per seed, SOAK_SEED one seed or several
+# ("1 2 3", run one after the other) -> docs/benchmarks/results/soak.json and docs/benchmarks.md.
+SOAK_MINUTES ?= 30
+SOAK_SEED ?= 1
+soak: $(VENV)/.bench-installed
+	SOAK_MINUTES=$(SOAK_MINUTES) SOAK_SEED="$(SOAK_SEED)" $(PY) bench/run.py --only soak
 
 dev-up: $(VENV)/.installed
 	$(VENV)/bin/cogate dev up

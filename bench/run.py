@@ -56,6 +56,7 @@ BENCHMARKS: list[str] = [
     "controller_memory",  # 6a
     "preemption",  # issue 15 item 6: victim selection time
     "devices_pass",  # issue 17 item 7: the pass with DRA devices
+    "topology_pass",  # issue 32 item 5: the pass with topology constraints on 1,024 nodes
     "explain",  # issue 31 item 1: cogate explain on 1,000 nodes (the pure part)
     "bench_release_latency",  # 2
     "bench_end_to_end",  # 3
@@ -65,8 +66,10 @@ BENCHMARKS: list[str] = [
     "bench_preemption_cluster",  # issue 15 item 6: cogate, kube-scheduler alone, Coscheduling preempting
     "bench_autoscaler_cluster",  # issue 16 item 6: cogate's ProvisioningRequests against cluster-autoscaler alone
     "bench_native",  # issue 18 item 4: against kube-scheduler 1.37's own gang scheduling (builds v1.37.2)
+    "bench_topology_native",  # issue 32 item 6: topology-aware gangs against kube-scheduler 1.37's own (v1.37.2)
     "bench_admission_rate",  # issue 40 item 1: pod creation through the API server with and without the webhook
     "bench_small_gangs",  # issue 40 item 3: sub-second groups and 100 x 8 against kube-scheduler alone and native
+    "soak",  # issue 35: the chaos soak (make soak SOAK_MINUTES=30 SOAK_SEED="1 2 3"); 10 min of seed 1 without them
     "bench_composite",  # issue 33: roles and sets of gangs beside kube-scheduler 1.37's CompositePodGroup
 ]
 

@@ -639,6 +639,27 @@ class LocalCluster:
         self._wait_http("kube-scheduler", f"https://127.0.0.1:{self.ports['kube-scheduler']}/healthz", None)
         self._write_state()
 
+    def restart_component(self, name: str, grace: float = 10.0) -> None:
+        """Stop ``name`` (``kube-apiserver``, ``kube-scheduler`` or ``kube-controller-manager``; SIGTERM,
+        SIGKILL after ``grace`` s) and start it again with its usual flags on the same port, waiting
+        until it is healthy: a restart as the chaos soak (bench/soak.py) injects it. Raises
+        :class:`ClusterError` for another name or when it does not come back."""
+        starts = {"kube-apiserver": (self._start_apiserver, f"{self.server}/readyz"),
+                  "kube-scheduler": (self._start_scheduler,
+                                     f"https://127.0.0.1:{self.ports.get('kube-scheduler')}/healthz"),
+                  "kube-controller-manager": (self._start_controller_manager,
+                                              f"https://127.0.0.1:{self.ports.get('kube-controller-manager')}/healthz")}
+        if not self._started or name not in starts:
+            raise ClusterError(f"restart_component: cannot restart {name!r} (expected one of {sorted(starts)})")
+        proc = self.procs.pop(name, None)
+        problems = terminate([proc], grace) if proc is not None else []
+        if problems:
+            raise ClusterError("; ".join(problems))
+        start, url = starts[name]
+        start()
+        self._wait_http(name, url, None)
+        self._write_state()
+
     def _start_controller_manager(self) -> None:
         pk = self._path("pki")
         self._spawn("kube-controller-manager", [

@@ -57,6 +57,7 @@ from cogate.controller.model.records import HostPort, Promise, Reservation
 from cogate.controller.model.verdicts import GroupRequest, GroupVerdict, PlannerConfig
 from cogate.controller.planning.filters import static_key
 from cogate.controller.planning.basis import fits_empty_key
+from cogate.controller.planning.domaincache import CachedDomains, DomainCache
 from cogate.controller.planning.planner import Pass
 from cogate.controller.planning.room import NodeTable, copies
 from cogate.controller.planning.starvation import starving
@@ -75,6 +76,8 @@ class KeptState(Protocol):
     _deleting_changed: set[int]
     _kept: dict[tuple[str, str], Kept]
     _fits_empty: dict[Any, tuple[bool, str, tuple[Short, ...]]]
+    _domains: DomainCache
+    _pass_key: Any
     last_kept: int
     last_judged: int
 
@@ -125,8 +128,9 @@ def positive(v: int) -> int:
     return v if v > 0 else 0
 
 
-class IncrementalPass(Pass):
-    """A pass that keeps verdicts whose inputs did not change (module doc)."""
+class IncrementalPass(CachedDomains, Pass):
+    """A pass that keeps verdicts whose inputs did not change (module doc), and per-domain results
+    of topology-constrained groups (:mod:`cogate.controller.planning.domaincache`)."""
 
     def __init__(self, state: KeptState, live: LiveView, groups: Sequence[GroupRequest],
                  reservations: Sequence[Reservation], now: float, config: PlannerConfig,
@@ -134,6 +138,9 @@ class IncrementalPass(Pass):
         super().__init__(live, groups, reservations, now, config, promised)  # type: ignore[arg-type]
         self.state = state
         self.live = live
+        self.domain_cache = state._domains
+        self.domain_cache.begin(live.table, state._pass_key, [*state._changed, *state._deleting_changed],
+                                 (state._free, state._ports))
 
     def fits_empty(self, g: GroupRequest, ms: Any) -> tuple[bool, str, tuple[Short, ...]]:
         cache = self.state._fits_empty

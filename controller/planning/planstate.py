@@ -37,6 +37,7 @@ from cogate.api import POD_GROUP_LABEL
 from cogate.controller.planning.capacity import nominated_pods, reserve_room
 from cogate.controller.planning.room import NodeTable, Room, req_with_pod
 from cogate.controller.model.minresources import Short
+from cogate.controller.planning.domaincache import DomainCache
 from cogate.controller.planning.incremental import IncrementalPass, Kept, positive
 from cogate.controller.planning.planner import members_anti, members_spread, run_pass
 from cogate.controller.model.records import HostPort, NodeInfo, PodInfo, Promise, Reservation
@@ -89,6 +90,8 @@ class PlanningState:
         self._fits_empty: dict[Any, tuple[bool, str, tuple[Short, ...]]] = {}
         self._empty: Room | None = None
         self._pass_key: tuple[PlannerConfig, bool, bool] | None = None
+        #: Per-domain results of topology-constrained groups kept between passes.
+        self._domains = DomainCache()
         #: Groups of the last pass whose verdict was kept / judged again (for metrics and tests).
         self.last_kept = 0
         self.last_judged = 0

@@ -1,0 +1,474 @@
+"""The chaos soak's invariants (issue 35): pure functions over the recorded event log.
+
+The soak (:mod:`soak`) watches every pod, PodGroup and node of the cluster and appends one
+record per state it sees (:class:`PodState`, :class:`GroupState`, :class:`NodeState`), with the
+time it arrived (``t``, seconds on the soak's monotonic clock) and the object's
+``resourceVersion``; the fault injector appends a :class:`Fault` per fault and the sampler a
+:class:`Sample` of each controller replica's RSS. Each check below reads that log and returns
+:class:`Violation` values (empty: the invariant held). None does I/O; the soak calls them every
+few seconds over the log so far (continuously, not only at the end) and once more at the end.
+
+The rules and their bounds (seconds, the soak's settings; :data:`BOUNDS`):
+
+- :func:`partly_bound`: a gang never has ``0 < bound < minMember`` members bound for longer than
+  ``partly_bound`` (60 s: kube-scheduler binding a released group, plus a controller failover
+  mid-release: the Lease's 15 s, a new process's start and its first pass). A group that lost a
+  member meanwhile (deleted, deleting or Failed: the soak's churn, a deleted node) is re-forming
+  and not judged until it is whole again or empty.
+- :func:`gate_without_release`: a pod seen with cogate's gate is seen without it only while its
+  PodGroup records a release (``Released=True``) within ``release_record`` (60 s) of it, or while
+  its PodGroup does not exist (strays are cogate's to ungate, docs/semantics.md).
+- :func:`released_twice`: no group has two releases (distinct ``lastTransitionTime`` of a True
+  ``Released``) for one ``metadata.generation`` unless a member was lost between them.
+- :func:`overcommitted`: per node, the CPU requests of the live pods bound there and of the
+  unbound pods pinned there never exceed allocatable for longer than ``overcommit`` (5 s: the
+  watch streams of different pods arrive in their own order).
+- :func:`victims_in_vain`: a group that cogate preempted pods for (their ``DisruptionTarget``
+  names it) has ``minMember`` bound within ``victims`` (180 s) of the first mark, unless it lost a
+  member, was deleted, or a node was deleted or cordoned meanwhile (the preemption then ends as
+  ``PlanChanged``, docs/semantics.md).
+- :func:`nominated_left`: a ``status.nominatedNodeName`` that cogate's field manager owns stays
+  only on a pod that waits: unbound, not ended, and (while gated) its group ``Preempting=True``;
+  else for at most ``nominated`` (30 s).
+- :func:`status_mismatches` (the end): every PodGroup's ``status.scheduled`` and
+  ``status.running`` equal the live members bound and Running (the controller's counting rule,
+  :func:`cogate.controller.status.status.count_members`); the soak asks this every 2 s after the
+  faults stop, up to ``converge`` (120 s).
+- :func:`memory_unbounded`: each controller process's RSS stays under ``rss_limit`` (400 MiB) and,
+  past its first ``rss_warmup`` (300 s: informers filling, the first passes), its last quarter's
+  median is at most 1.5 x its first quarter's + 32 MiB.
+
+Role minimums (docs/semantics.md, "Roles") and ProvisioningRequests are not judged: the soak runs
+no roles and no autoscaler yet.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+#: The bounds of the rules above (seconds; ``rss_limit`` bytes).
+BOUNDS: dict[str, float] = {"partly_bound": 60.0, "release_record": 60.0, "overcommit": 5.0, "victims": 180.0,
+                            "nominated": 30.0, "converge": 120.0, "rss_limit": 400 * 2**20, "rss_warmup": 300.0}
+
+TERMINAL = ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True)
+class PodState:
+    """One state of a pod. ``group``: its PodGroup label ('' none); ``node``: spec.nodeName ('' unbound);
+    ``pin``: the one node its required node affinity names ('' none); ``nominated``: status.nominatedNodeName,
+    ``nominated_by_cogate``: owned by cogate's field manager; ``disruption``: ``ns/group`` its
+    cogate ``DisruptionTarget`` names ('' none); ``cpu``: requests in millicores; ``gone``: deleting or deleted."""
+
+    t: float
+    rv: int
+    ns: str
+    name: str
+    uid: str
+    group: str = ""
+    gated: bool = False
+    node: str = ""
+    pin: str = ""
+    phase: str = "Pending"
+    cpu: int = 0
+    nominated: str = ""
+    nominated_by_cogate: bool = False
+    disruption: str = ""
+    gone: bool = False
+
+    @property
+    def ref(self) -> str:
+        return f"{self.ns}/{self.name}"
+
+
+@dataclass(frozen=True)
+class GroupState:
+    """One state of a PodGroup: ``released_at``: lastTransitionTime of a True Released ('' not released);
+    ``preempting``: Preempting=True; ``scheduled``/``running``: its status counts; ``gone``: deleted."""
+
+    t: float
+    rv: int
+    ns: str
+    name: str
+    uid: str
+    generation: int = 1
+    min_member: int = 1
+    released_at: str = ""
+    preempting: bool = False
+    scheduled: int = 0
+    running: int = 0
+    gone: bool = False
+
+    @property
+    def ref(self) -> str:
+        return f"{self.ns}/{self.name}"
+
+
+@dataclass(frozen=True)
+class NodeState:
+    """One state of a node: allocatable CPU (millicores), cordoned, deleted."""
+
+    t: float
+    name: str
+    cpu: int = 0
+    cordoned: bool = False
+    gone: bool = False
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A fault injected at ``t`` for ``seconds`` (0: instant): ``kind`` (e.g. ``sigkill-controller``), ``detail``."""
+
+    t: float
+    kind: str
+    detail: str = ""
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class Sample:
+    """RSS (bytes) of the process ``who`` at ``t``."""
+
+    t: float
+    who: str
+    rss: int
+
+
+@dataclass(frozen=True)
+class Violation:
+    """A broken invariant: which, when (log time), about what (``ns/name``), and why."""
+
+    invariant: str
+    t: float
+    ref: str
+    message: str
+
+
+Record = PodState | GroupState | NodeState | Fault | Sample
+
+
+def _bounds(bounds: Mapping[str, float] | None) -> dict[str, float]:
+    return {**BOUNDS, **(bounds or {})}
+
+
+def _ordered(log: Iterable[Record], kind: type) -> list[Any]:
+    return sorted((r for r in log if isinstance(r, kind)), key=lambda r: (r.t, getattr(r, "rv", 0)))
+
+
+def _end(log: Sequence[Record]) -> float:
+    return max((r.t for r in log), default=0.0)
+
+
+def _groups_at(log: Sequence[Record]) -> dict[tuple[str, str], list[GroupState]]:
+    out: dict[tuple[str, str], list[GroupState]] = defaultdict(list)
+    for g in _ordered(log, GroupState):
+        out[(g.ns, g.name)].append(g)
+    return out
+
+
+def _group_before(states: Sequence[GroupState], t: float) -> GroupState | None:
+    last = None
+    for g in states:
+        if g.t > t:
+            break
+        last = g
+    return last
+
+
+# ----------------------------------------------------------------------- gang timelines
+
+@dataclass
+class _Timeline:
+    """A group's bound count over time: (t, bound, lost) per member change; ``lost``: a member was lost then."""
+
+    points: list[tuple[float, int, bool]] = field(default_factory=list)
+
+
+def timelines(log: Sequence[Record]) -> dict[tuple[str, str], _Timeline]:
+    """Per group (``ns``, ``name``): the number of live members with a node after each member change."""
+    live: dict[tuple[str, str], dict[str, bool]] = defaultdict(dict)
+    out: dict[tuple[str, str], _Timeline] = defaultdict(_Timeline)
+    for p in _ordered(log, PodState):
+        if not p.group:
+            continue
+        key = (p.ns, p.group)
+        members = live[key]
+        lost = p.gone or p.phase == "Failed"
+        if lost:
+            members.pop(p.uid, None)
+        else:
+            members[p.uid] = bool(p.node)
+        out[key].points.append((p.t, sum(members.values()), lost))
+    return out
+
+
+def partly_bound(log: Sequence[Record], bounds: Mapping[str, float] | None = None) -> list[Violation]:
+    """Gangs partly bound (``0 < bound < minMember``) longer than ``partly_bound`` s without losing a member."""
+    limit = _bounds(bounds)["partly_bound"]
+    groups = _groups_at(log)
+    end = _end(log)
+    out = []
+    for key, tl in timelines(log).items():
+        states = groups.get(key)
+        if not states:
+            continue
+        since: float | None = None
+        excused = False
+        reported = False
+        for t, bound, lost in [*tl.points, (end, None, False)]:
+            g = _group_before(states, t) or states[0]
+            if since is not None and not excused and not reported and t - since > limit:
+                out.append(Violation("partly_bound", since + limit, f"{key[0]}/{key[1]}",
+                                     f"{last_bound} of minMember {g.min_member} bound for more than {limit:.0f} s "
+                                     f"(since t={since:.1f})"))
+                reported = True
+            if bound is None:
+                break
+            partial = 0 < bound < g.min_member
+            if not partial:
+                since, excused, reported = None, False, False
+            elif since is None:
+                since, excused, reported = t, lost, False
+            excused = excused or lost
+            last_bound = bound
+    return out
+
+
+def gate_without_release(log: Sequence[Record], bounds: Mapping[str, float] | None = None) -> list[Violation]:
+    """Pods seen gated, then ungated, with no recorded release of their existing group nearby."""
+    window = _bounds(bounds)["release_record"]
+    groups = _groups_at(log)
+    gated: set[str] = set()
+    done: set[str] = set()
+    out = []
+    for p in _ordered(log, PodState):
+        if p.gone or p.uid in done:
+            continue
+        if p.gated:
+            gated.add(p.uid)
+            continue
+        if p.uid not in gated:
+            continue
+        done.add(p.uid)
+        states = groups.get((p.ns, p.group), [])
+        now = _group_before(states, p.t)
+        if not states or now is None or now.gone:
+            continue  # no PodGroup (yet, or any more): a stray
+        if any(g.released_at and abs(g.t - p.t) <= window for g in states):
+            continue
+        out.append(Violation("gate_without_release", p.t, p.ref,
+                             f"gate removed (rv {p.rv}) while PodGroup {p.ns}/{p.group} recorded no release "
+                             f"within {window:.0f} s"))
+    return out
+
+
+def released_twice(log: Sequence[Record]) -> list[Violation]:
+    """Two releases of one generation of a group with no member lost between them."""
+    lost_at: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for key, tl in timelines(log).items():
+        lost_at[key] = [t for t, _, lost in tl.points if lost]
+    out = []
+    for key, states in _groups_at(log).items():
+        seen: dict[tuple[str, int], tuple[str, float]] = {}
+        for g in states:
+            if not g.released_at:
+                continue
+            k = (g.uid, g.generation)
+            prev = seen.get(k)
+            if prev is None:
+                seen[k] = (g.released_at, g.t)
+                continue
+            if prev[0] == g.released_at:
+                continue
+            if not any(prev[1] <= t <= g.t for t in lost_at[key]):
+                out.append(Violation("released_twice", g.t, g.ref,
+                                     f"released again for generation {g.generation} (Released at {prev[0]}, then "
+                                     f"{g.released_at}) with no member lost between"))
+            seen[k] = (g.released_at, g.t)
+    return out
+
+
+def overcommitted(log: Sequence[Record], bounds: Mapping[str, float] | None = None) -> list[Violation]:
+    """Nodes whose bound and pinned live pods request more CPU than allocatable for longer than ``overcommit`` s."""
+    grace = _bounds(bounds)["overcommit"]
+    events = sorted((r for r in log if isinstance(r, (PodState, NodeState))), key=lambda r: (r.t, getattr(r, "rv", 0)))
+    nodes: dict[str, int] = {}
+    where: dict[str, tuple[str, int]] = {}
+    since: dict[str, float] = {}
+    reported: set[tuple[str, float]] = set()
+    out = []
+
+    def check(t: float) -> None:
+        load: dict[str, int] = defaultdict(int)
+        for node, cpu in where.values():
+            load[node] += cpu
+        for node, cap in nodes.items():
+            over = load.get(node, 0) > cap
+            if over and node not in since:
+                since[node] = t
+            elif not over:
+                since.pop(node, None)
+            start = since.get(node)
+            if start is not None and t - start > grace and (node, start) not in reported:
+                reported.add((node, start))
+                out.append(Violation("overcommitted", t, node, f"{load[node]}m CPU bound or pinned on a node of "
+                                     f"{cap}m allocatable for more than {grace:.0f} s (since t={start:.1f})"))
+
+    for r in events:
+        if isinstance(r, NodeState):
+            if r.gone:
+                nodes.pop(r.name, None)
+                since.pop(r.name, None)
+            else:
+                nodes[r.name] = r.cpu
+        else:
+            target = r.node or r.pin
+            if r.gone or r.phase in TERMINAL or not target:
+                where.pop(r.uid, None)
+            else:
+                where[r.uid] = (target, r.cpu)
+        check(r.t)
+    check(_end(log))
+    return out
+
+
+def victims_in_vain(log: Sequence[Record], bounds: Mapping[str, float] | None = None) -> list[Violation]:
+    """Groups cogate preempted for that did not reach minMember bound within ``victims`` s of the first mark."""
+    limit = _bounds(bounds)["victims"]
+    end = _end(log)
+    marks: dict[tuple[str, str], float] = {}
+    for p in _ordered(log, PodState):
+        if p.disruption and "/" in p.disruption:
+            ns, name = p.disruption.split("/", 1)
+            marks.setdefault((ns, name), p.t)
+    groups = _groups_at(log)
+    tls = timelines(log)
+    node_faults = [r.t for r in _ordered(log, NodeState) if r.gone or r.cordoned]
+    out = []
+    for key, t0 in marks.items():
+        deadline = t0 + limit
+        if deadline > end:
+            continue  # not judged yet
+        states = groups.get(key, [])
+        if not states or any(g.gone and g.t <= deadline for g in states):
+            continue
+        min_member = (_group_before(states, deadline) or states[-1]).min_member
+        points = [pt for pt in tls.get(key, _Timeline()).points if t0 <= pt[0] <= deadline]
+        if any(b >= min_member for _, b, _ in points):
+            continue
+        if any(lost for _, _, lost in points) or any(t0 <= t <= deadline for t in node_faults):
+            continue
+        out.append(Violation("victims_in_vain", deadline, f"{key[0]}/{key[1]}",
+                             f"pods were preempted for it at t={t0:.1f} but it had not minMember {min_member} bound "
+                             f"{limit:.0f} s later"))
+    return out
+
+
+def nominated_left(log: Sequence[Record], bounds: Mapping[str, float] | None = None) -> list[Violation]:
+    """cogate's nominatedNodeName on a pod that does not wait (bound, ended, or gated while its group is not
+    preempting) for longer than ``nominated`` s."""
+    grace = _bounds(bounds)["nominated"]
+    groups = _groups_at(log)
+    since: dict[str, float] = {}
+    reported: set[str] = set()
+    out = []
+    last: dict[str, PodState] = {}
+    for p in _ordered(log, PodState):
+        last[p.uid] = p
+        g = _group_before(groups.get((p.ns, p.group), []), p.t)
+        idle = p.gated and not (g is not None and not g.gone and g.preempting)
+        bad = p.nominated_by_cogate and bool(p.nominated) and not p.gone and (
+            bool(p.node) or p.phase in TERMINAL or idle)
+        if bad:
+            since.setdefault(p.uid, p.t)
+        else:
+            since.pop(p.uid, None)
+    end = _end(log)
+    for uid, t0 in since.items():
+        if end - t0 > grace and uid not in reported:
+            p = last[uid]
+            reported.add(uid)
+            out.append(Violation("nominated_left", t0 + grace, p.ref,
+                                 f"cogate's nominatedNodeName {p.nominated} left since t={t0:.1f} on a pod that does "
+                                 f"not wait (node {p.node or '-'}, phase {p.phase}, gated {p.gated})"))
+    return out
+
+
+def status_mismatches(groups: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]],
+                      label: str) -> list[str]:
+    """PodGroups (API objects) whose ``status.scheduled``/``status.running`` differ from their live members
+    (pods labelled ``label`` = the group's name, same namespace, not deleting): bound ones and Running ones."""
+    truth: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
+    for p in pods:
+        meta = p.get("metadata") or {}
+        group = (meta.get("labels") or {}).get(label)
+        if not group or meta.get("deletionTimestamp"):
+            continue
+        c = truth[(meta.get("namespace", ""), group)]
+        c[0] += bool((p.get("spec") or {}).get("nodeName"))
+        c[1] += (p.get("status") or {}).get("phase") == "Running"
+    out = []
+    for g in groups:
+        meta = g.get("metadata") or {}
+        key = (meta.get("namespace", ""), meta.get("name", ""))
+        st = g.get("status") or {}
+        want = truth.get(key, [0, 0])
+        have = [int(st.get("scheduled") or 0), int(st.get("running") or 0)]
+        if have != want:
+            out.append(f"{key[0]}/{key[1]}: status scheduled/running {have[0]}/{have[1]}, members bound/Running "
+                       f"{want[0]}/{want[1]}")
+    return out
+
+
+def memory_unbounded(log: Sequence[Record], bounds: Mapping[str, float] | None = None) -> list[Violation]:
+    """Controller processes whose RSS passed ``rss_limit`` or grew past their warm-up (last quarter's median >
+    1.5 x first's + 32 MiB)."""
+    limit, warmup = _bounds(bounds)["rss_limit"], _bounds(bounds)["rss_warmup"]
+    per: dict[str, list[Sample]] = defaultdict(list)
+    for s in _ordered(log, Sample):
+        per[s.who].append(s)
+    out = []
+    for who, samples in per.items():
+        peak = max(samples, key=lambda s: s.rss)
+        if peak.rss > limit:
+            out.append(Violation("memory_unbounded", peak.t, who,
+                                 f"RSS {peak.rss / 2**20:.0f} MiB above {limit / 2**20:.0f} MiB"))
+        steady = [s for s in samples if s.t - samples[0].t >= warmup]
+        if len(steady) >= 8:
+            q = len(steady) // 4
+            first = statistics.median(s.rss for s in steady[:q])
+            last = statistics.median(s.rss for s in steady[-q:])
+            if last > 1.5 * first + 32 * 2**20:
+                out.append(Violation("memory_unbounded", steady[q - 1].t, who,
+                                     f"RSS grew from {first / 2**20:.0f} MiB (first quarter's median after "
+                                     f"{warmup:.0f} s) to {last / 2**20:.0f} MiB (last quarter's)"))
+    return out
+
+
+def check(log: Sequence[Record], bounds: Mapping[str, float] | None = None) -> list[Violation]:
+    """Every invariant over the log (all but :func:`status_mismatches`, which reads the API at the end)."""
+    return sorted([*partly_bound(log, bounds), *gate_without_release(log, bounds), *released_twice(log),
+                   *overcommitted(log, bounds), *victims_in_vain(log, bounds), *nominated_left(log, bounds),
+                   *memory_unbounded(log, bounds)], key=lambda v: (v.t, v.invariant, v.ref))
+
+
+def around(log: Sequence[Record], v: Violation, seconds: float = 10.0, limit: int = 40) -> list[Record]:
+    """The records within ``seconds`` of violation ``v`` that concern its object (or any fault), at most ``limit``."""
+    name = v.ref.split("/", 1)[-1]
+
+    def concerns(r: Record) -> bool:
+        if isinstance(r, Fault):
+            return True
+        if isinstance(r, PodState):
+            return name in (r.group, r.name, r.node, r.pin)
+        if isinstance(r, GroupState):
+            return r.name == name
+        if isinstance(r, NodeState):
+            return r.name == name
+        return False
+    near = [r for r in log if abs(r.t - v.t) <= seconds and concerns(r)]
+    return sorted(near, key=lambda r: r.t)[-limit:]

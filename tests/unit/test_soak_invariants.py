@@ -1,0 +1,228 @@
+"""The chaos soak's invariants (bench/soak_invariants.py, issue 35) on synthetic event logs: for each
+rule a log that breaks it and one that keeps it (or is excused by the rule's stated exemption)."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+def _module(name: str):
+    sys.path.insert(0, str(BENCH))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(BENCH))
+
+
+inv = _module("soak_invariants")
+rec = _module("soak_record")
+P, G, N, S = inv.PodState, inv.GroupState, inv.NodeState, inv.Sample
+
+_rv = iter(range(1, 10**6))
+
+
+def pod(t, name, group="g", *, uid=None, **kw):
+    return P(t, next(_rv), "ns", name, uid or name, group=group, **kw)
+
+
+def grp(t, name="g", *, min_member=2, **kw):
+    return G(t, next(_rv), "ns", name, f"uid-{name}", min_member=min_member, **kw)
+
+
+def names(vs):
+    return [(v.invariant, v.ref) for v in vs]
+
+
+# ----------------------------------------------------------------------- partly bound
+
+def test_partly_bound_beyond_the_bound_is_a_violation():
+    log = [grp(0), pod(1, "a", node="n1"), pod(1, "b", gated=True), pod(100, "x", group="other")]
+    vs = inv.partly_bound(log, {"partly_bound": 60})
+    assert names(vs) == [("partly_bound", "ns/g")]
+    assert "1 of minMember 2" in vs[0].message
+
+
+def test_partly_bound_within_the_bound_or_whole_is_kept():
+    log = [grp(0), pod(1, "a", node="n1"), pod(30, "b", node="n2"), pod(200, "x", group="other")]
+    assert inv.partly_bound(log, {"partly_bound": 60}) == []
+
+
+def test_partly_bound_after_a_lost_member_is_excused_until_whole_again():
+    log = [grp(0), pod(1, "a", node="n1"), pod(1, "b", node="n2"), pod(5, "b", node="n2", gone=True),
+           pod(200, "x", group="other")]
+    assert inv.partly_bound(log, {"partly_bound": 60}) == []
+    # whole again, then partly bound again without a loss: judged
+    log += [pod(210, "c", node="n2"), pod(211, "a", node="n1", phase="Failed"), pod(212, "d", node="n3"),
+            pod(213, "d2", node="n3"), pod(214, "a2", node="n1", gone=True)]
+    assert inv.partly_bound(log, {"partly_bound": 60}) == []
+
+
+# ----------------------------------------------------------------------- gates
+
+def test_gate_removed_without_a_recorded_release():
+    log = [grp(0), pod(1, "a", gated=True), pod(2, "a"), grp(200, released_at="T1")]
+    assert names(inv.gate_without_release(log, {"release_record": 60})) == [("gate_without_release", "ns/a")]
+
+
+def test_gate_removed_with_a_release_recorded_nearby_or_for_a_stray():
+    kept = [grp(0), pod(1, "a", gated=True), pod(2, "a"), grp(3, released_at="T1")]
+    assert inv.gate_without_release(kept) == []
+    stray = [grp(0), pod(1, "a", gated=True), grp(2, gone=True), pod(3, "a")]
+    assert inv.gate_without_release(stray) == []
+    deleted = [grp(0), pod(1, "a", gated=True), pod(3, "a", gone=True)]
+    assert inv.gate_without_release(deleted) == []
+
+
+# ----------------------------------------------------------------------- released twice
+
+def test_released_twice_for_one_generation():
+    log = [grp(0), grp(1, released_at="T1"), grp(2), grp(3, released_at="T2")]
+    assert names(inv.released_twice(log)) == [("released_twice", "ns/g")]
+
+
+def test_released_again_after_a_lost_member_or_a_new_generation():
+    lost = [grp(0), pod(0.5, "a", node="n"), grp(1, released_at="T1"), pod(2, "a", node="n", gone=True),
+            grp(3, released_at="T2")]
+    assert inv.released_twice(lost) == []
+    newgen = [grp(0), grp(1, released_at="T1"), grp(3, released_at="T2", generation=2)]
+    assert inv.released_twice(newgen) == []
+    same = [grp(1, released_at="T1"), grp(2, released_at="T1")]
+    assert inv.released_twice(same) == []
+
+
+# ----------------------------------------------------------------------- overcommit
+
+def test_two_gangs_pinned_into_one_room():
+    log = [N(0, "n1", cpu=4000), pod(1, "a", group="g1", pin="n1", cpu=3000),
+           pod(1, "b", group="g2", pin="n1", cpu=3000), pod(20, "x", group="x")]
+    vs = inv.overcommitted(log, {"overcommit": 5})
+    assert names(vs) == [("overcommitted", "n1")]
+    assert "6000m" in vs[0].message
+
+
+def test_overcommit_short_or_by_terminating_pods_is_kept():
+    short = [N(0, "n1", cpu=4000), pod(1, "a", node="n1", cpu=3000), pod(1, "b", pin="n1", cpu=3000),
+             pod(2, "a", node="n1", cpu=3000, gone=True), pod(20, "x", group="x")]
+    assert inv.overcommitted(short, {"overcommit": 5}) == []
+    done = [N(0, "n1", cpu=4000), pod(1, "a", node="n1", cpu=3000, phase="Succeeded"),
+            pod(1, "b", pin="n1", cpu=3000), pod(20, "x", group="x")]
+    assert inv.overcommitted(done, {"overcommit": 5}) == []
+    node_gone = [N(0, "n1", cpu=4000), pod(1, "a", node="n1", cpu=3000), pod(1, "b", node="n1", cpu=3000),
+                 N(1.5, "n1", gone=True), pod(20, "x", group="x")]
+    assert inv.overcommitted(node_gone, {"overcommit": 5}) == []
+
+
+# ----------------------------------------------------------------------- victims
+
+def test_victims_preempted_for_a_gang_that_does_not_start():
+    log = [grp(0), pod(1, "v", group="", node="n1", disruption="ns/g"), pod(1, "a", gated=True),
+           pod(1, "b", gated=True), pod(300, "x", group="x")]
+    assert names(inv.victims_in_vain(log, {"victims": 180})) == [("victims_in_vain", "ns/g")]
+
+
+def test_victims_for_a_gang_that_starts_or_was_deleted_or_not_judged_yet():
+    started = [grp(0), pod(1, "v", group="", node="n1", disruption="ns/g"), pod(10, "a", node="n1"),
+               pod(10, "b", node="n1"), pod(300, "x", group="x")]
+    assert inv.victims_in_vain(started, {"victims": 180}) == []
+    deleted = [grp(0), pod(1, "v", group="", node="n1", disruption="ns/g"), grp(50, gone=True),
+               pod(300, "x", group="x")]
+    assert inv.victims_in_vain(deleted, {"victims": 180}) == []
+    early = [grp(0), pod(1, "v", group="", node="n1", disruption="ns/g"), pod(100, "x", group="x")]
+    assert inv.victims_in_vain(early, {"victims": 180}) == []
+    node_deleted = [grp(0), pod(1, "v", group="", node="n1", disruption="ns/g"), N(5, "n1", gone=True),
+                    pod(300, "x", group="x")]
+    assert inv.victims_in_vain(node_deleted, {"victims": 180}) == []
+
+
+# ----------------------------------------------------------------------- nominations
+
+def test_cogate_nomination_left_on_a_bound_pod_or_an_idle_gated_one():
+    bound = [grp(0), pod(1, "a", node="n1", nominated="n1", nominated_by_cogate=True), pod(60, "x", group="x")]
+    assert names(inv.nominated_left(bound, {"nominated": 30})) == [("nominated_left", "ns/a")]
+    idle = [grp(0), pod(1, "a", gated=True, nominated="n1", nominated_by_cogate=True), pod(60, "x", group="x")]
+    assert names(inv.nominated_left(idle, {"nominated": 30})) == [("nominated_left", "ns/a")]
+
+
+def test_nomination_on_a_pod_that_waits_or_not_cogates_is_kept():
+    preempting = [grp(0, preempting=True), pod(1, "a", gated=True, nominated="n1", nominated_by_cogate=True),
+                  pod(60, "x", group="x")]
+    assert inv.nominated_left(preempting, {"nominated": 30}) == []
+    scheduler = [grp(0), pod(1, "a", node="n1", nominated="n1"), pod(60, "x", group="x")]
+    assert inv.nominated_left(scheduler, {"nominated": 30}) == []
+    cleared = [grp(0), pod(1, "a", node="n1", nominated="n1", nominated_by_cogate=True), pod(5, "a", node="n1"),
+               pod(60, "x", group="x")]
+    assert inv.nominated_left(cleared, {"nominated": 30}) == []
+
+
+# ----------------------------------------------------------------------- status, memory
+
+def _api_pod(name, group, node="", phase="Pending", deleting=False):
+    meta = {"name": name, "namespace": "ns", "labels": {"L": group}}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    return {"metadata": meta, "spec": {"nodeName": node}, "status": {"phase": phase}}
+
+
+def test_status_mismatches_against_live_members():
+    pods = [_api_pod("a", "g", "n1", "Running"), _api_pod("b", "g", "n1"), _api_pod("c", "g", "n2", "Running", True)]
+    good = {"metadata": {"namespace": "ns", "name": "g"}, "status": {"scheduled": 2, "running": 1}}
+    assert inv.status_mismatches([good], pods, "L") == []
+    stale = {"metadata": {"namespace": "ns", "name": "g"}, "status": {"scheduled": 3, "running": 2}}
+    assert inv.status_mismatches([stale], pods, "L") == ["ns/g: status scheduled/running 3/2, members bound/Running 2/1"]
+
+
+def test_memory_limit_and_growth_past_the_warm_up():
+    flat = [S(t, "c#1", 80 * 2**20) for t in range(0, 1000, 10)]
+    assert inv.memory_unbounded(flat) == []
+    warm = [S(t, "c#1", (40 if t < 200 else 100) * 2**20) for t in range(0, 1000, 10)]
+    assert inv.memory_unbounded(warm, {"rss_warmup": 300}) == []
+    leak = [S(t, "c#1", (50 + t // 5) * 2**20) for t in range(0, 1000, 10)]
+    assert [v.invariant for v in inv.memory_unbounded(leak, {"rss_warmup": 300})] == ["memory_unbounded"]
+    big = [S(0, "c#2", 500 * 2**20)]
+    assert "above" in inv.memory_unbounded(big)[0].message
+
+
+def test_check_runs_every_rule_and_around_shows_the_context():
+    log = [grp(0), pod(1, "a", node="n1"), pod(1, "b", gated=True), inv.Fault(1.5, "sigkill-controller"),
+           pod(100, "x", group="other")]
+    vs = inv.check(log)
+    assert [v.invariant for v in vs] == ["partly_bound"]
+    near = inv.around(log, vs[0], seconds=100)
+    assert any(isinstance(r, inv.Fault) for r in near) and any(isinstance(r, P) and r.name == "a" for r in near)
+
+
+# ----------------------------------------------------------------------- reading API objects
+
+def test_pod_state_reads_gate_pin_nomination_and_disruption():
+    obj = {"metadata": {"name": "a", "namespace": "ns", "uid": "u", "resourceVersion": "7",
+                        "labels": {"scheduling.x-k8s.io/pod-group": "g"},
+                        "managedFields": [{"manager": "cogate-controller",
+                                           "fieldsV1": {"f:status": {"f:nominatedNodeName": {}}}}]},
+           "spec": {"schedulingGates": [{"name": "gate"}],
+                    "containers": [{"resources": {"requests": {"cpu": "1500m"}}}, {"resources": {}}],
+                    "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}}}},
+           "status": {"nominatedNodeName": "n1", "conditions": [
+               {"type": "DisruptionTarget", "status": "True",
+                "message": "cogate: preempting to place PodGroup ns/h (priority 1000)"}]}}
+    s = rec.pod_state(obj, 3.0, "gate")
+    assert (s.group, s.gated, s.pin, s.cpu, s.nominated, s.nominated_by_cogate, s.disruption, s.rv) == (
+        "g", True, "n1", 1500, "n1", True, "ns/h", 7)
+    assert rec.pod_state(obj, 3.0, "other-gate").gated is False
+
+
+@pytest.mark.parametrize("status,released", [("True", "2026-01-01T00:00:00Z"), ("False", "")])
+def test_group_state_reads_the_released_condition(status, released):
+    obj = {"metadata": {"name": "g", "namespace": "ns", "uid": "u", "resourceVersion": "9", "generation": 2},
+           "spec": {"minMember": 3},
+           "status": {"scheduled": 1, "conditions": [{"type": "Released", "status": status,
+                                                      "lastTransitionTime": "2026-01-01T00:00:00Z"},
+                                                     {"type": "Preempting", "status": "True"}]}}
+    g = rec.group_state(obj, 1.0)
+    assert (g.released_at, g.min_member, g.generation, g.preempting, g.scheduled) == (released, 3, 2, True, 1)
