@@ -70,6 +70,7 @@ BENCHMARKS: list[str] = [
     "bench_admission_rate",  # issue 40 item 1: pod creation through the API server with and without the webhook
     "bench_small_gangs",  # issue 40 item 3: sub-second groups and 100 x 8 against kube-scheduler alone and native
     "soak",  # issue 35: the chaos soak (make soak SOAK_MINUTES=30 SOAK_SEED="1 2 3"); 10 min of seed 1 without them
+    "bench_composite",  # issue 33: roles and sets of gangs beside kube-scheduler 1.37's CompositePodGroup
 ]
 
 #: Binaries the local control plane runs (what a NEEDS_CLUSTER benchmark needs).

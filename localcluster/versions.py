@@ -174,7 +174,11 @@ RELEASES: dict[str, Release] = {
     # 1.36 only warned): without a real node it runs with none, so the `kubernetes` Service has no
     # endpoints (nothing uses them there: kwok's pods run nothing).
     "v1.37.2": Release("v1.37.2", etcd="v3.7.3", kwok=KWOK,
-                       runtime_config={"GenericWorkload": ("scheduling.k8s.io/v1beta1=true",)},
+                       # CompositePodGroup (KEP-6012, alpha in 1.37; kube_features.go makes it need
+                       # GenericWorkload and TopologyAwareWorkloadScheduling): scheduling.k8s.io/v1alpha3
+                       # compositepodgroups (and v1alpha3 podgroups with parentCompositePodGroupName)
+                       runtime_config={"GenericWorkload": ("scheduling.k8s.io/v1beta1=true",),
+                                       "CompositePodGroup": ("scheduling.k8s.io/v1alpha3=true",)},
                        loopback_flags=("--endpoint-reconciler-type=none",),
                        # kube-controller-manager 1.37 no longer has the cloud controllers ("... is not in
                        # the list of known controllers")

@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 __all__ = ["SET_ANNOTATION", "SET_MINIMUM_ANNOTATION", "KOORDINATOR_GROUPS_ANNOTATION", "MAX_GROUPS", "SetSpec",
-           "SetError", "GroupSet", "Formed", "parse", "form", "set_name", "group_label"]
+           "SetError", "GroupSet", "Formed", "parse", "form", "set_name", "group_label", "not_alone"]
 
 #: PodGroup annotation: JSON list of the PodGroups (``name`` or ``namespace/name``) admitted with this one.
 SET_ANNOTATION = "cogate.dev/gang-set"
@@ -118,6 +118,19 @@ def group_label(key: Key, namespace: str) -> str:
 def set_name(members: Iterable[Key], namespace: str) -> str:
     """How a set is named in messages: its PodGroups (:func:`group_label`) in brackets."""
     return "[" + ", ".join(group_label(k, namespace) for k in members) + "]"
+
+
+def not_alone(spec: SetSpec | None, namespace: str, what: str) -> str:
+    """Why a group of a set is not acted for alone by ``what`` (``"preempts nothing"``, ``"asks
+    for no nodes"``), '' for a group of no set. Preemption and ProvisioningRequests judge one group
+    at a time; for one group of a set they would take victims or add nodes while its siblings may
+    never fit, so the set is not admitted and the room goes in vain (docs/semantics.md, "Gangs of
+    gangs"): they act for a whole set or, as now, for none of it."""
+    if spec is None:
+        return ""
+    return (f"{what}: it is one PodGroup of set {set_name(spec.members, namespace)}, admitted whole or not at "
+            "all, and victims or nodes for one of its groups would be in vain while the others do not fit (cogate "
+            "does not yet preempt or ask for nodes for a whole set)")
 
 
 @dataclass(frozen=True)

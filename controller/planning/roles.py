@@ -35,7 +35,8 @@ from cogate.controller.planning.explanations import Short, plural, shortfall
 from cogate.controller.planning.members import Members
 from cogate.controller.planning.room import Room
 
-__all__ = ["RoleShort", "RolePlan", "pack_roles", "role_text", "role_short", "RoleMinimums"]
+__all__ = ["RoleShort", "RolePlan", "pack_roles", "role_text", "role_short", "scaled_down_hint", "RoleMinimums",
+           "for_role_minimums", "roles_short_of"]
 
 
 @dataclass(frozen=True)
@@ -148,7 +149,19 @@ class RoleMinimums:
             parts.append(text)
         label = g.roles.label or "the operators' role labels"
         return GroupVerdict(g.namespace, g.name, Outcome.WAITING_FOR_MEMBERS, {}, len(ms.bound),
-                            "; ".join(parts) + f" (role read from {label})")
+                            "; ".join(parts) + f" (role read from {label})" + scaled_down_hint(g, len(ms.present)))
+
+
+def scaled_down_hint(g: GroupRequest, present: int) -> str:
+    """The words for a group whose members present meet minMember while its role minimums ask for
+    more (a job scaled down: its operator lowered minMember and deleted members, the annotation
+    still states the old minimums): what to change, and that cogate never lowers them itself
+    (docs/semantics.md, "Roles": "Scaled down"). '' otherwise."""
+    if g.roles is None or present < g.min_member or g.roles.total <= g.min_member:
+        return ""
+    return (f"; the {plural(present, 'member')} present meet minMember {g.min_member} but the role minimums ask "
+            f"for {g.roles.total}: if the job was scaled down, lower annotation {roles_mod.ROLE_MINIMUMS_ANNOTATION} "
+            "(cogate never lowers it)")
 
 
 def role_short(room: Room, short: Sequence[RoleShort], members: Sequence[PodInfo], plan: dict[str, int],
@@ -159,3 +172,23 @@ def role_short(room: Room, short: Sequence[RoleShort], members: Sequence[PodInfo
     unplaced = [m for m in members if m.uid not in plan and roles_mod.role_of(m, roles.label) == first.role]
     why = shortfall(room, unplaced, first.minimum - first.fits)
     return replace(why, text=role_text(short) + (f": {why.text}" if why.text else ""))
+
+
+def for_role_minimums(g: GroupRequest) -> GroupRequest:
+    """``g`` as victim selection and ProvisioningRequests should count it: minMember raised to the
+    sum of its role minimums when that is larger (a release needs both, module doc), so room is
+    asked for every role's minimum, not only for minMember members. ``g`` itself without roles."""
+    if g.roles is None or g.roles.total <= g.min_member:
+        return g
+    return replace(g, min_member=g.roles.total)
+
+
+def roles_short_of(g: GroupRequest, placed: Sequence[str], bound: Sequence[PodInfo]) -> tuple[RoleShort, ...]:
+    """The roles of ``g`` below their minimum when the members of uids ``placed`` (a plan made
+    without role minimums, e.g. victim selection's) and ``bound`` are placed: a plan that leaves one
+    would free room in vain, since the group is not released. ``()`` without roles."""
+    if g.roles is None:
+        return ()
+    chosen = set(placed)
+    have = roles_mod.count_by_role(list(bound) + [m for m in g.members if m.uid in chosen], g.roles)
+    return tuple(RoleShort(r, have[r], n) for r, n in g.roles.minimums if have[r] < n)

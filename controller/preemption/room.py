@@ -73,7 +73,7 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from cogate.controller.status import conditions as cond_mod
-from cogate.controller.preemption import coordination, inflight
+from cogate.controller.preemption import coordination, inflight, sets
 from cogate.controller.preemption.memory import PreemptionMemories, PreemptionMemory
 from cogate.controller.status import notices
 from cogate.controller.planning.capacity import nominated_pods, promised_room
@@ -379,6 +379,9 @@ class Preempting:
                 continue
             if memory.until > now or now - memory.checked < RECHECK_SECONDS:
                 continue
+            if (in_set := sets.alone(r)) is not None:  # issue 33: a set is admitted whole
+                memory.note = _note(in_set)
+                continue
             if joining:
                 asked = tuple(q for t in coordination.joining_targets(r, v.waiting, gate)
                               if (q := coordination.joining_request(r, v.waiting, gate, t)) is not None)
@@ -420,8 +423,9 @@ class Preempting:
                 return [Gang(o.namespace, o.name, o.min_member) for k, o in requests.items() if k != key]
 
             def select(r: GroupRequest, room: Sequence[Promise]) -> Preemption | NoPreemption:
-                return select_victims(r, nodes, pods, room, budgets, gangs((r.namespace, r.name)), config, view=view,
-                                      protected=protected, natives=natives)
+                return sets.with_roles(r, lambda q: select_victims(
+                    q, nodes, pods, room, budgets, gangs((r.namespace, r.name)), config, view=view,
+                    protected=protected, natives=natives))
 
             def take(r: GroupRequest, lower: Sequence[inflight.InFlight],
                      room: Sequence[Promise]) -> coordination.Takeover | None:

@@ -165,6 +165,11 @@ class Reason(StrEnum):
     DOES_NOT_FIT_EVEN_WITH_PREEMPTION = "DoesNotFitEvenWithPreemption"
     #: Only taking pods of protected namespaces (rule 8) would place minMember: nothing is preempted.
     ONLY_PROTECTED_PODS = "OnlyProtectedPods"
+    #: A group of a set of PodGroups, not released: preempting for it alone could be in vain
+    #: (:func:`cogate.controller.preemption.sets.alone`).
+    IN_SET = "InSet"
+    #: The victims found would leave a role below its minimum (:func:`cogate.controller.preemption.sets.with_roles`).
+    ROLE_MINIMUMS = "RoleMinimums"
 
 
 @dataclass(frozen=True)

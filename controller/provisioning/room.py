@@ -48,6 +48,8 @@ from cogate.controller.planning.capacity import nominated_pods, promised_room
 from cogate.controller.model.config import ReconcilerConfig
 from cogate.controller.kube.events import Emitter
 from cogate.controller.planning.explanations import held_reason, plural
+from cogate.controller.model.groupsets import not_alone
+from cogate.controller.planning.roles import for_role_minimums
 from cogate.controller.kube.informer import Caches
 from cogate.controller.status.inputs import GroupObject
 from cogate.controller.kube.metrics import Metrics
@@ -72,7 +74,8 @@ PROVISIONING_REQUESTS = CustomResource(provreq.GROUP, provreq.VERSION, provreq.P
 NO_VICTIM_HELPS = frozenset({PreemptionReason.NO_LOWER_PRIORITY_PODS.value,
                              PreemptionReason.DOES_NOT_FIT_EVEN_WITH_PREEMPTION.value,
                              PreemptionReason.ONLY_PROTECTED_PODS.value,
-                             PreemptionReason.PREEMPTION_POLICY_NEVER.value})
+                             PreemptionReason.PREEMPTION_POLICY_NEVER.value,
+                             PreemptionReason.ROLE_MINIMUMS.value})
 
 # ``Provisioning`` reasons (the condition's; True while a request stands).
 REASON_REQUESTED = "Requested"
@@ -86,6 +89,7 @@ REASON_NOT_NEEDED = "NotNeeded"
 REASON_CREATE_FAILED = "CreateFailed"
 REASON_OPTED_OUT = "OptedOut"
 REASON_MIN_RESOURCES_ONLY = "MinResourcesOnly"
+REASON_IN_SET = "InSet"
 #: Added to ``FitsCluster=False`` while a request stands: that verdict is about the current nodes.
 NOTE = " (the current nodes; ProvisioningRequest "
 
@@ -256,6 +260,9 @@ class Provisioning:
             memory.note = (REASON_OPTED_OUT, f"the PodGroup says {provreq.OPT_OUT_ANNOTATION}: "
                                              f"\"false\": cogate asks no nodes for it")
             return False
+        if (in_set := not_alone(r.group_set, r.namespace, "cogate asks for no nodes")) and not r.released:
+            memory.note = (REASON_IN_SET, in_set)  # issue 33: a set is admitted whole
+            return False
         if only_min_resources:  # minMember fits the current nodes: no member to ask for
             memory.note = (REASON_MIN_RESOURCES_ONLY, provreq.min_resources_text(v.min_resources_short))
             return False
@@ -284,14 +291,14 @@ class Provisioning:
         with lock:
             if self.planning is not None:
                 view = self.planning.bound_view()
-                short = provreq.shortfalls([(requests[k], k in wants) for k in planned], [], [], promised,
-                                           self.config.gate_name, view=view)
+                short = provreq.shortfalls([(for_role_minimums(requests[k]), k in wants) for k in planned], [], [],
+                                           promised, self.config.gate_name, view=view)
                 nodes = list(view.nodes)
             else:
                 nodes = self.caches.nodes.snapshot()
                 pods = [p for p in self.caches.bound.snapshot() if p.bound and not p.terminal]
-                short = provreq.shortfalls([(requests[k], k in wants) for k in planned], nodes, pods, promised,
-                                           self.config.gate_name)
+                short = provreq.shortfalls([(for_role_minimums(requests[k]), k in wants) for k in planned], nodes,
+                                           pods, promised, self.config.gate_name)
         for key in planned:
             members = short.get(key)
             if key in wants and members:

@@ -13,6 +13,7 @@ docs/migration/scheduler-plugins.md says which of its rows these tests check.
 
 from __future__ import annotations
 
+import json
 from typing import Any, Iterator
 
 import pytest
@@ -23,7 +24,8 @@ from cogate.localcluster.operators import KUBERAY, MPI_OPERATOR, TRAINING_OPERAT
 
 from .conftest import running
 from .gangwatch import GangWatch
-from .kube import bound, condition, events_for, gated, get_pod_group, group_pods, hold_gated, status, wait_for
+from .kube import (bound, condition, create_pod_group, events_for, gated, get_pod_group, group_pods, hold_gated,
+                   status, wait_for)
 
 pytestmark = pytest.mark.e2e
 
@@ -294,3 +296,98 @@ def test_pytorchjob_binds_as_one_gang_with_the_operators_webhook_served(stack, k
         ["master", "worker", "worker", "worker"]
     assert {p.spec.scheduler_name for p in pods} == {DEFAULT_SCHEDULER}
     assert_released_as_one(gang_watch, "torch", pods)
+
+
+# ------------------------------------------- training-operator scaled down, with role minimums (issue 33)
+
+ROLES = "cogate.dev/role-minimums"
+
+
+def roles_pod_group(kube, namespace: str, name: str, min_member: int, minimums: dict[str, int]) -> None:
+    """The PodGroup the training-operator will use (it takes one that exists under the job's name
+    and rewrites only its spec), made first with role minimums."""
+    pg = example.pod_group(name, min_member, namespace=namespace, timeout_seconds=None)
+    pg["metadata"]["annotations"] = {ROLES: json.dumps(minimums)}
+    create_pod_group(kube, pg)
+
+
+def scale_workers(kube, namespace: str, name: str, workers: int) -> None:
+    client.CustomObjectsApi(kube).patch_namespaced_custom_object(
+        "kubeflow.org", "v1", namespace, "pytorchjobs", name,
+        {"spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": workers}}}})
+
+
+def test_pytorchjob_scaled_down_while_it_waits_is_held_until_its_role_minimums_are_lowered(
+        stack, kube, namespace, only_nodes, training_operator, gang_watch):
+    """Master + 4 workers of 3 CPU with role minimums ``{"master": 1, "worker": 4}`` on one node of
+    10 CPU (3 fit): held whole. Scaled to 2 workers, the operator lowers minMember to 3 and deletes
+    the two gated workers; the annotation still asks for 4 workers, so cogate keeps the 3 left
+    gated and says what to change (it never lowers a role minimum itself). Lowered to 2 workers,
+    the three are released as one gang."""
+    op = training_operator
+    only_nodes(1, **NODE)
+    roles_pod_group(kube, namespace, "shrink", 5, {"master": 1, "worker": 4})
+    client.CustomObjectsApi(kube).create_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs",
+                                                                  pytorchjob("shrink", 4, "3"))
+    released_says(op, kube, namespace, "shrink", "InsufficientCapacity", "fits 3 of 5", "role ")
+    hold_gated(kube, namespace, "shrink", 2, 5)
+    scale_workers(kube, namespace, "shrink", 2)
+    explained(op, lambda: get_pod_group(kube, namespace, "shrink")["spec"]["minMember"] == 3, 30,
+              "the operator's minMember 3")
+    cond = released_says(op, kube, namespace, "shrink", "WaitingForMembers", "role worker: 2 of 4 members present",
+                         "meet minMember 3 but the role minimums ask for 5", f"lower annotation {ROLES}")
+    assert "if the job was scaled down" in cond["message"], cond
+    explained(op, lambda: len(group_pods(kube, namespace, "shrink", deleting=False)) == 3, 30,
+              "the operator's 3 pods left")
+    hold_gated(kube, namespace, "shrink", 3, 3)  # none half-placed: the 3 left wait whole
+    client.CustomObjectsApi(kube).patch_namespaced_custom_object(
+        "scheduling.x-k8s.io", "v1alpha1", namespace, "podgroups", "shrink",
+        {"metadata": {"annotations": {ROLES: json.dumps({"master": 1, "worker": 2})}}})
+    pods = bind_as_one_gang(op, kube, namespace, "shrink", 3)
+    assert sorted(p.metadata.labels["training.kubeflow.org/replica-type"] for p in pods) == \
+        ["master", "worker", "worker"]
+    assert_released_as_one(gang_watch, "shrink", pods)
+    st = wait_for(lambda: (s := status(kube, namespace, "shrink")) and (c := condition(s, "Released"))
+                  and c["status"] == "True" and s.get("phase") == "Running" and s.get("running") == 3 and s, 15,
+                  what="Released=True, phase Running with 3 running")
+    assert condition(st, "Satisfied")["status"] == "True", st
+
+
+def test_running_pytorchjob_scaled_down_keeps_its_gang_with_the_operators_new_minimum(
+        stack, kube, namespace, only_nodes, training_operator):
+    """Master + 3 workers with role minimums ``{"master": 1, "worker": 3}``, released and bound.
+    Scaled to 1 worker: the operator lowers minMember to 2 and deletes 2 workers; the 2 left keep
+    running (nothing evicted, nothing gated again), the status tells the gang holds its new
+    minimum (``Satisfied=True``, 2 of minMember 2, not ``Disrupted``) and names the two deleted
+    (``MemberLost`` events); role minimums apply to a release only."""
+    op = training_operator
+    only_nodes(2, **NODE)
+    roles_pod_group(kube, namespace, "run", 4, {"master": 1, "worker": 3})
+    client.CustomObjectsApi(kube).create_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs",
+                                                                  pytorchjob("run", 3, "2"))
+    before = bind_as_one_gang(op, kube, namespace, "run", 4)
+    scale_workers(kube, namespace, "run", 1)
+
+    def shrunk():
+        pg = get_pod_group(kube, namespace, "run")
+        ps = group_pods(kube, namespace, "run")
+        st = pg.get("status") or {}
+        sat = condition(st, "Satisfied")
+        lost = " ".join(e.message for e in events_for(kube, namespace, "run") if e.reason == "MemberLost")
+        return (pg, ps, st, lost) if pg["spec"]["minMember"] == 2 and len(ps) == 2 and sat \
+            and sat["status"] == "True" and "2 of minMember 2" in sat["message"] \
+            and all(f"member run-worker-{i} left the released group: deleted" in lost for i in (1, 2)) else None
+
+    pg, ps, st, lost = explained(op, shrunk, 60, "2 members left, minMember 2, Satisfied=True, both named MemberLost",
+                                 lambda: (status(kube, namespace, "run"), events_for(kube, namespace, "run")))
+    assert sorted(p.metadata.labels["training.kubeflow.org/replica-type"] for p in ps) == ["master", "worker"]
+    assert all(bound(p) and not gated(p) for p in ps), [(p.metadata.name, p.spec.node_name) for p in ps]
+    # the same pods as before the scale-down, on the same nodes (nothing evicted or recreated)
+    was = {p.metadata.uid: p.spec.node_name for p in before}
+    assert all(was.get(p.metadata.uid) == p.spec.node_name for p in ps), (was, ps)
+    assert condition(st, "Released")["status"] == "True", st
+    # the deletions are told as they are (cogate cannot tell a scale-down from any other deletion),
+    # and the gang is not called disrupted: its minMember (2) is placed
+    disrupted = condition(st, "Disrupted")
+    assert disrupted is None or disrupted["status"] == "False", st
+    assert "run-worker-0" not in lost and "run-master-0" not in lost, lost

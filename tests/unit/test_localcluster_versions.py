@@ -25,10 +25,13 @@ def test_the_table():
         # the etcd line kube-apiserver's go.mod requires: 3.5 up to 1.33, 3.6 up to 1.36, 3.7 from 1.37
         assert r.etcd.startswith("v3.7." if minor >= 37 else "v3.6." if minor >= 34 else "v3.5.")
         # GenericWorkload (native gang scheduling) exists from 1.35 on
-        assert set(r.runtime_config) == ({"GenericWorkload"} if minor >= 35 else set())
+        # CompositePodGroup (KEP-6012, sets of gangs) is alpha from 1.37 on
+        assert set(r.runtime_config) == ({"GenericWorkload"} if minor >= 35 else set()) | \
+            ({"CompositePodGroup"} if minor >= 37 else set())
     default = versions.RELEASES[versions.DEFAULT_RELEASE]
     assert (default.etcd, default.kwok) == (versions.ETCD, versions.KWOK)
     assert versions.RELEASES["v1.37.2"].runtime_config["GenericWorkload"] == ("scheduling.k8s.io/v1beta1=true",)
+    assert versions.RELEASES["v1.37.2"].runtime_config["CompositePodGroup"] == ("scheduling.k8s.io/v1alpha3=true",)
     assert versions.RELEASES["v1.36.3"].runtime_config["GenericWorkload"] == ("scheduling.k8s.io/v1alpha2=true",)
     assert set(versions.RELEASE_TOOLS) <= set(versions.TOOLS)
 

@@ -104,10 +104,21 @@ def test_bound_members_count_for_their_role():
 
 
 def test_a_role_with_too_few_members_waits_for_members_and_is_named():
+    ms = [member("l0", "launcher", 1), member("w0", "worker", 1, created=1)]
+    ms += [member(f"x{i}", "", 1, created=2 + i) for i in range(2)]
+    v = verdict([node("n0", 10)], group(ms, 4, {"launcher": 1, "worker": 2}))
+    assert v.outcome == "WaitingForMembers", v
+    assert v.message == "role worker: 1 of 2 members present (role read from tier)", v.message
+
+
+def test_a_job_scaled_down_below_its_role_minimums_is_told_what_to_change():
+    """The operator lowered minMember to the 3 members it keeps; the annotation still asks 1 + 4."""
     ms = [member("l0", "launcher", 1)] + [member(f"w{i}", "worker", 1, created=1 + i) for i in range(2)]
     v = verdict([node("n0", 10)], group(ms, 3, {"launcher": 1, "worker": 4}))
     assert v.outcome == "WaitingForMembers", v
-    assert v.message == "role worker: 2 of 4 members present (role read from tier)", v.message
+    assert v.message == ("role worker: 2 of 4 members present (role read from tier); the 3 members present meet "
+                         "minMember 3 but the role minimums ask for 5: if the job was scaled down, lower annotation "
+                         "cogate.dev/role-minimums (cogate never lowers it)"), v.message
 
 
 def test_role_minimums_above_min_member_still_hold():
