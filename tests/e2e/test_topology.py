@@ -5,7 +5,7 @@ gated, the message names the best rack and its shortfall), preferred widening to
 heterogeneous gang whose leader needs a node only one rack has, Kueue's pod annotation with no
 configuration at all, ``--topology-levels``, an invalid annotation (a Warning event naming it),
 slices by completion index of an Indexed Job inside one block, and a balanced split. The file takes
-about 160 s on a loaded 2-core machine (10 tests; estimate).
+about 190 s on a loaded 2-core machine (11 tests; estimate).
 """
 
 from __future__ import annotations
@@ -282,3 +282,53 @@ def test_balanced_split_evenly_across_the_fewest_racks(stack, kube, namespace):
     cond = condition(status(kube, namespace, "even"), "Released")
     assert "split 3+3 across racks" in cond["message"] and "in block b1" in cond["message"], cond
 
+
+#: Kueue's Topology API as far as cogate reads it (``kueue.x-k8s.io/v1beta2``, cluster-scoped,
+#: ``spec.levels[].nodeLabel``): the CRD is registered here, not by a Kueue install (Kueue is not
+#: built for the e2e suite); the controller reads the objects, whatever serves them.
+TOPOLOGY_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": "topologies.kueue.x-k8s.io"},
+    "spec": {"group": "kueue.x-k8s.io", "scope": "Cluster",
+             "names": {"kind": "Topology", "listKind": "TopologyList", "plural": "topologies", "singular": "topology"},
+             "versions": [{"name": "v1beta2", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                 "type": "object", "properties": {"spec": {"type": "object", "properties": {"levels": {
+                     "type": "array", "items": {"type": "object", "required": ["nodeLabel"],
+                                                "properties": {"nodeLabel": {"type": "string"}}}}}}}}}}]}}
+
+
+def _gone_restarts(stack) -> float:
+    """``cogate_controller_watch_restarts_total`` of the Kueue Topology informer for reason ``gone``."""
+    for line in stack.metrics("controller").splitlines():
+        if line.startswith("cogate_controller_watch_restarts_total{") and 'informer="kueue-topologies"' in line \
+                and 'reason="gone"' in line:
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def test_kueue_topology_created_after_the_controller_started(stack, kube, namespace):
+    """The controller starts without the Topology CRD; the CRD and a Topology (block, rack) are created
+    later: within the poll the controller lists it, and a gang whose members carry Kueue's preferred
+    rack widens to one block (the Topology's coarser level), not to the whole cluster."""
+    from kubernetes.client import ApiextensionsV1Api, CustomObjectsApi
+
+    where = labelled_nodes(kube, {"b1": {"r1": 1, "r2": 1}, "b2": {"r3": 1, "r4": 1, "r5": 1}})
+    ext, custom = ApiextensionsV1Api(kube), CustomObjectsApi(kube)
+    with controller_flags(stack):  # a controller started while the CRD is not served
+        before = _gone_restarts(stack)
+        ext.create_custom_resource_definition(TOPOLOGY_CRD)
+        try:
+            wait_for(lambda: any(c.type == "Established" and c.status == "True" for c in
+                                 (ext.read_custom_resource_definition(TOPOLOGY_CRD["metadata"]["name"]).status.conditions
+                                  or [])), 30, what="Topology CRD established")
+            custom.create_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "topologies", {
+                "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology", "metadata": {"name": "racks"},
+                "spec": {"levels": [{"nodeLabel": BLOCK}, {"nodeLabel": RACK}]}})
+            wait_for(lambda: _gone_restarts(stack) > before, 40, what="the controller listing Topologies again")
+            time.sleep(1.0)
+            gang(kube, namespace, "kt", 4, {}, member_annotations={t.KUEUE_PREFERRED: RACK})
+            assert {b for b, _ in placed(kube, namespace, "kt", 4, where)} == {"b1"}
+            cond = condition(status(kube, namespace, "kt"), "Released")
+            assert "in block b1 (wider than the preferred rack" in cond["message"], cond
+        finally:
+            ext.delete_custom_resource_definition(TOPOLOGY_CRD["metadata"]["name"])
