@@ -249,7 +249,9 @@ def test_slices_by_completion_index_inside_one_block(stack, kube, namespace):
     2 cores) would be the best fit without slices, but holds one slice of 4 only; b2 (two racks of 3
     nodes) holds one slice in each rack. A second Job then fits no block in slices: all gated, the
     message names the slice that fits no rack."""
-    where = labelled_nodes(kube, {"b1": {"r1": 3, "r2": 1, "r3": 1}, "b2": {"r4": 3, "r5": 3}})
+    # rack names of their own: pods of earlier tests' namespaces, deleted in the background, may still
+    # be bound to nodes named r1-0 ... and would take room on new nodes of those names
+    where = labelled_nodes(kube, {"b1": {"s1": 3, "s2": 1, "s3": 1}, "b2": {"s4": 3, "s5": 3}})
     asked = {t.LEVELS: LEVELS, t.REQUIRED: BLOCK, t.SLICE_SIZE: "4", t.SLICE_LEVEL: RACK}
     indexed_job(kube, namespace, "sl", 8, asked)
     assert {b for b, _ in placed(kube, namespace, "sl", 8, where)} == {"b2"}
@@ -272,7 +274,7 @@ def test_slices_by_completion_index_inside_one_block(stack, kube, namespace):
 def test_balanced_split_evenly_across_the_fewest_racks(stack, kube, namespace):
     """Racks of 2 nodes (4 members of 2 cores each); a gang of 6, required block, preferred rack: packed
     it would be 4+2; balanced it runs 3+3 in two racks, and the condition says so."""
-    where = labelled_nodes(kube, {"b1": {"r1": 2, "r2": 2, "r3": 2}})
+    where = labelled_nodes(kube, {"b1": {"e1": 2, "e2": 2, "e3": 2}})  # names of their own (see above)
     gang(kube, namespace, "even", 6, {t.LEVELS: LEVELS, t.REQUIRED: BLOCK, t.PREFERRED: RACK, t.BALANCED: "true"})
     placed(kube, namespace, "even", 6, where)
     per_rack: dict[str, int] = {}
