@@ -16,29 +16,34 @@ reservation and message as for any group. A group no allowed domain holds waits:
 (:func:`cogate.controller.planning.explanations.shortfall`), and when a required level holds nothing,
 a domain of the next coarser level that would.
 
-Not planned yet (the group waits ``Unschedulable``, saying so): slices, ``balanced`` and
-``exclusive``; members of a released group are not fenced yet (docs/topology.md).
+Slices (``Constraint.slice_size``): a domain coarser than the slice level is tried slice by slice
+(:mod:`cogate.controller.planning.sliced`), and the chosen one is released with that plan, each
+member fenced into its slice's domain; members whose ranks cannot be read hold the group
+``Unschedulable``. Not planned yet (the group waits ``Unschedulable``, saying so): ``balanced`` and
+``exclusive`` (docs/topology.md).
 """
 
 from __future__ import annotations
 
-import functools
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from cogate.controller.model.constraints import NodeSelectorRequirement, NodeSelectorTerm
 from cogate.controller.model.records import NodeInfo, PodInfo
 from cogate.controller.planning.filters import static_reason
 from cogate.controller.model.verdicts import GroupRequest, GroupVerdict, Outcome
 from cogate.controller.planning.basis import Basis
 from cogate.controller.planning.capacity import pack
 from cogate.controller.planning.explanations import plural, shortfall
+from cogate.controller.planning.fences import least_demand, restricted, restricted_to
 from cogate.controller.planning.members import Members, classify
 from cogate.controller.planning.patches import awaiting_bind
 from cogate.controller.planning.room import Room
-from cogate.controller.topology.constraints import Constraint, domain_annotations
+from cogate.controller.planning.balanced import applies as balanced_applies
+from cogate.controller.planning.balanced import plan_balanced
+from cogate.controller.planning.sliced import SlicePlan, applies, member_ranks, plan_slices
+from cogate.controller.topology.constraints import Constraint, TopologyError, domain_annotations
 from cogate.controller.model.resources import format_quantity
 from cogate.controller.topology.domains import Choice, Domain, Tree, Trial, Tried, build, choose, dominant, may_hold
 
@@ -47,43 +52,6 @@ __all__ = ["DOMAINS_SHOWN", "Fenced", "restricted", "restricted_to", "fence_requ
 
 #: How many domains a level's explanation names (the best first).
 DOMAINS_SHOWN = 3
-
-
-def restricted(m: PodInfo, levels: Sequence[str], d: Domain) -> PodInfo:
-    """``m`` allowed only on ``d``'s nodes: ``label In [value]`` for each of ``d``'s labels ANDed into
-    every required node-affinity term (one term of them alone when it has none)."""
-    if d.level < 0:
-        return m
-    return restricted_to(m, tuple(d.selector(levels).items()))
-
-
-def restricted_to(m: PodInfo, domain: Sequence[tuple[str, str]]) -> PodInfo:
-    """``m`` allowed only on nodes labelled ``domain`` (``(label, value)`` pairs), as :func:`restricted`.
-
-    A copy of the record with that one field changed (``dataclasses.replace`` re-runs ``__init__``
-    over some forty fields: it was two thirds of a pass over 1,024 nodes)."""
-    if not domain:
-        return m
-    out = object.__new__(PodInfo)
-    out.__dict__.update(m.__dict__)
-    out.__dict__["required_node_affinity"] = _fenced_terms(m.required_node_affinity, tuple(domain))
-    return out
-
-
-@functools.lru_cache(maxsize=4096)
-def _fenced_terms(terms: tuple[NodeSelectorTerm, ...], domain: tuple[tuple[str, str], ...]
-                  ) -> tuple[NodeSelectorTerm, ...]:
-    reqs = tuple(NodeSelectorRequirement(k, "In", (v,)) for k, v in domain)
-    return tuple(replace(t, match_expressions=t.match_expressions + reqs) for t in terms or (NodeSelectorTerm(),))
-
-
-def least_demand(members: Sequence[PodInfo], count: int) -> dict[str, int]:
-    """Per resource, the least ``count`` of ``members`` request together (the ``count`` smallest
-    requests of that resource summed): no placement of ``count`` of them needs less."""
-    if count <= 0:
-        return {}
-    names = {r for m in members for r in m.requests}
-    return {r: sum(sorted(m.requests.get(r, 0) for m in members)[:count]) for r in names}
 
 
 def domain_text(c: Constraint, d: Domain) -> str:
@@ -113,6 +81,11 @@ class Fenced:
         if unsupported := _unsupported(c):
             return GroupVerdict(g.namespace, g.name, Outcome.UNSCHEDULABLE, {}, len(ms.bound),
                                 f"topology: {unsupported} not planned by this version of cogate (docs/topology.md)")
+        if c.slice_size:
+            try:
+                member_ranks(ms)
+            except TopologyError as e:
+                return GroupVerdict(g.namespace, g.name, Outcome.UNSCHEDULABLE, {}, len(ms.bound), f"topology: {e}")
         tree = self._tree(c.levels)
         need = g.min_member - len(ms.bound)
         demand = least_demand(ms.plannable, need)
@@ -161,8 +134,13 @@ class Fenced:
             r = sorted(r for r, v in demand.items() if free.get(r, 0) < v)[0]
             return Trial(len(ms.bound), free.get(main, 0), note=f"{r} {format_quantity(r, free.get(r, 0))} free of "
                          f"at least {format_quantity(r, demand[r])} needed", pruned=True)
-        members = [restricted(m, c.levels, d) for m in ms.plannable]
         mark = room.mark()
+        if (sp := self._split(room, c, d, ms, need, main)) is not None:
+            left = sum(max(room.free[i].get(main, 0), 0) for i in slots)
+            room.rollback(mark)
+            fits = len(ms.bound) + sp.assignment.fits
+            return Trial(min(fits, len(ms.bound) + need - 1) if sp.whole else fits, left, sp.note)
+        members = [restricted(m, c.levels, d) for m in ms.plannable]
         plan = pack(room, members, need)
         left = sum(max(room.free[i].get(main, 0), 0) for i in slots)
         note = ""
@@ -173,17 +151,34 @@ class Fenced:
         room.rollback(mark)
         return Trial(len(ms.bound) + len(plan), left, note)
 
+    def _split(self, room: Room, c: Constraint, d: Domain, ms: Members, need: int, main: str) -> SlicePlan | None:
+        """The plan of a gang split inside ``d`` (left applied on ``room``): balanced
+        (:func:`~cogate.controller.planning.balanced.plan_balanced`) or in slices
+        (:func:`~cogate.controller.planning.sliced.plan_slices`); None when ``d`` needs neither."""
+        if balanced_applies(c, d):
+            try:
+                by_rank: dict[str, int] | None = member_ranks(ms)
+            except TopologyError:  # ranks only order a balanced split (slices were checked before)
+                by_rank = None
+            return plan_balanced(room, c, self._tree(c.levels), d, ms, main, by_rank)
+        if applies(c, d):
+            return plan_slices(room, c, self._tree(c.levels), d, ms, need, member_ranks(ms), main)
+        return None
+
     # -- the verdicts
 
     def _in_domain(self, g: GroupRequest, c: Constraint, choice: Choice) -> GroupVerdict:
         """The ordinary rules on ``g`` restricted to the chosen domain; the domain named."""
         d = choice.domain
         assert d is not None
-        fenced = replace(g, members=tuple(restricted(m, c.levels, d) for m in g.members))
-        ms = classify(fenced, self.gate)
-        attempt = self._try_release(fenced, ms)  # type: ignore[attr-defined]
-        verdict = attempt if isinstance(attempt, GroupVerdict) else self._explain(fenced, ms, attempt)  # type: ignore[attr-defined]
-        self.basis = Basis("pass", ms)
+        if applies(c, d) or balanced_applies(c, d):
+            verdict = self._in_split(g, c, d)
+        else:
+            fenced = replace(g, members=tuple(restricted(m, c.levels, d) for m in g.members))
+            ms = classify(fenced, self.gate)
+            attempt = self._try_release(fenced, ms)  # type: ignore[attr-defined]
+            verdict = attempt if isinstance(attempt, GroupVerdict) else self._explain(fenced, ms, attempt)  # type: ignore[attr-defined]
+            self.basis = Basis("pass", ms)
         where = domain_text(c, d)
         start = c.start()
         if start is not None and d.level < start:
@@ -192,6 +187,32 @@ class Fenced:
             return replace(verdict, message=f"{verdict.message}; in {where}")
         return replace(verdict, message=f"{verdict.message}; in {where}", domain=tuple(d.selector(c.levels).items()),
                        placed_in=where)
+
+    def _in_split(self, g: GroupRequest, c: Constraint, d: Domain) -> GroupVerdict:
+        """``g`` released split inside ``d`` (:meth:`_split` on this pass's room, kept when it
+        reaches minMember): each member fenced into its slice's or part's domain, then the ordinary
+        release of that plan (``spec.minResources``, reservations, members left out waiting gated
+        and named)."""
+        ms = classify(g, self.gate)
+        need = g.min_member - len(ms.bound)
+        main = dominant(least_demand(ms.plannable, need), self._allocatable())
+        mark = self.room.mark()
+        sp = self._split(self.room, c, d, ms, need, main)
+        assert sp is not None
+        fenced = replace(g, members=tuple(restricted(m, c.levels, sp.home.get(m.uid, d)) for m in g.members))
+        fms = classify(fenced, self.gate)
+        self.basis = Basis("pass", fms)
+        fits = len(ms.bound) + sp.assignment.fits
+        if fits < g.min_member:  # the trial on this room said it holds: not expected
+            self.room.rollback(mark)
+            return GroupVerdict(g.namespace, g.name, Outcome.INSUFFICIENT_CAPACITY, {}, fits,
+                                f"fits {fits} of {g.min_member}: {sp.note}")
+        short = self._min_resources_wait(fenced, fms, sp.plan, mark)  # type: ignore[attr-defined]
+        if short is not None:
+            return short
+        verdict: GroupVerdict = self._released(fenced, fms, sp.plan, [])  # type: ignore[attr-defined]
+        told = "; ".join(x for x in (sp.told, sp.note) if x)
+        return replace(verdict, message=f"{verdict.message}; {told}") if told else verdict
 
     # -- members after the release
 
@@ -207,7 +228,18 @@ class Fenced:
         d = self._home(c, home) if c is not None and home else None
         if c is None or d is None:
             return super().ungate_new_members(g)  # type: ignore[misc]
-        fenced = replace(g, members=tuple(restricted(m, c.levels, d) for m in g.members))
+        homes: Mapping[str, Domain] = {}
+        if applies(c, d) and (ms := classify(g, self.gate)).plannable:
+            try:
+                by_rank = member_ranks(ms)
+            except TopologyError:
+                by_rank = {}
+            if by_rank:  # each new member in its slice's domain (the one its running members are in)
+                mark = self.room.mark()
+                main = dominant(least_demand(ms.plannable, len(ms.plannable)), self._allocatable())
+                homes = plan_slices(self.room, c, self._tree(c.levels), d, ms, 0, by_rank, main).home
+                self.room.rollback(mark)
+        fenced = replace(g, members=tuple(restricted(m, c.levels, homes.get(m.uid, d)) for m in g.members))
         verdict: GroupVerdict = super().ungate_new_members(fenced)  # type: ignore[misc]
         message = verdict.message
         if not any(m.required_node_affinity for m in g.members):  # every node-affinity exclusion is the fence's
@@ -323,8 +355,7 @@ def fence_requests(verdicts: Sequence[GroupVerdict], requests: Mapping[tuple[str
 
 
 def _unsupported(c: Constraint) -> str:
-    asked = [name for name, on in (("slices", c.slice_size > 0), ("balanced", c.balanced),
-                                   ("exclusive", c.exclusive)) if on]
+    asked = [name for name, on in (("exclusive", c.exclusive),) if on]
     return " and ".join(asked) + (" is" if len(asked) == 1 else " are") if asked else ""
 
 

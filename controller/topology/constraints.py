@@ -23,7 +23,8 @@ label that must be one of the levels):
   the whole cluster without one);
 * :data:`SLICE_SIZE` and :data:`SLICE_LEVEL`: members in slices of that size by rank, each slice in
   one domain of the slice level (ranks: :data:`RANK_LABELS`);
-* :data:`BALANCED` (``"true"``): split evenly across the chosen domains;
+* :data:`BALANCED` (``"true"``): split evenly across the fewest domains of the preferred level (else
+  of the level just finer than the required one) that hold it (:meth:`Constraint.balance_level`);
 * :data:`EXCLUSIVE` (``"true"``): no other cogate gang planned into the chosen required-level domain.
 
 Without any of these on the PodGroup, members' Kueue annotations (:data:`KUEUE_ANNOTATIONS`:
@@ -109,6 +110,17 @@ class Constraint:
     def start(self) -> int | None:
         """The finest level to try first: preferred, else required."""
         return self.preferred if self.preferred is not None else self.required
+
+    def balance_level(self) -> int | None:
+        """The level a ``balanced`` gang is split evenly across: the preferred level, else the level
+        just finer than the required one; None when not balanced (or neither is asked)."""
+        if not self.balanced:
+            return None
+        if self.preferred is not None:
+            return self.preferred
+        if self.required is not None and self.required + 1 < len(self.levels):
+            return self.required + 1
+        return None
 
     def tried(self) -> list[int | None]:
         """The levels tried, tightest first: from :meth:`start` widening one level at a time up to
@@ -254,6 +266,9 @@ def _checked(c: Constraint, required: str, preferred: str, slice_level: str) -> 
     if c.required is not None and c.slice_level is not None and c.slice_level < c.required:
         raise TopologyError(f"{slice_level}: {c.label(c.slice_level)} is coarser than the required "
                             f"{c.label(c.required)}: a slice must fit inside the gang's domain")
+    if c.balanced and c.balance_level() is None:
+        raise TopologyError(f"{BALANCED}: a balanced split needs {REQUIRED} coarser than {HOSTNAME_LABEL} or "
+                            f"{PREFERRED} (the level whose domains share the members evenly)")
     return c
 
 

@@ -3,7 +3,9 @@ session's webhook and controller, the real kube-scheduler. Each rule with severa
 rack where only one rack fits (all members there, none elsewhere), a required rack nothing holds (all
 gated, the message names the best rack and its shortfall), preferred widening to one block, a
 heterogeneous gang whose leader needs a node only one rack has, Kueue's pod annotation with no
-configuration at all, ``--topology-levels``, and an invalid annotation (a Warning event naming it).
+configuration at all, ``--topology-levels``, an invalid annotation (a Warning event naming it),
+slices by completion index of an Indexed Job inside one block, and a balanced split. The file takes
+about 190 s on a loaded 2-core machine (11 tests; estimate).
 """
 
 from __future__ import annotations
@@ -226,3 +228,109 @@ def test_preemption_confined_to_the_rack_that_could_hold_the_gang(stack, kube, n
         gone = [p.metadata.name for p in core.list_namespaced_pod(namespace, label_selector="app=low").items
                 if not p.metadata.deletion_timestamp]
         assert gone == []
+
+
+def indexed_job(kube, ns: str, name: str, size: int, annotations: dict[str, str], cpu: str = "2") -> None:
+    """A PodGroup of minMember ``size`` annotated ``annotations`` and an Indexed Job of ``size`` pods of
+    ``cpu`` labelled for it (the Job controller sets each pod's completion index label)."""
+    pg = example.pod_group(name, size, namespace=ns, timeout_seconds=None)
+    pg["metadata"]["annotations"] = annotations
+    create_pod_group(kube, pg)
+    tpl = example.pod_template(name, cpu=cpu, memory="100Mi", app=name)
+    tpl["spec"]["restartPolicy"] = "Never"
+    client.BatchV1Api(kube).create_namespaced_job(ns, {
+        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
+        "spec": {"completions": size, "parallelism": size, "completionMode": "Indexed", "template": tpl}})
+    wait_for(lambda: len(group_pods(kube, ns, name)) == size, 30, what=f"{size} pods of Job {name}")
+
+
+def test_slices_by_completion_index_inside_one_block(stack, kube, namespace):
+    """Slices of 4 ranks per rack, required block. Block b1 (r1 of 3 nodes, r2 and r3 of 1: 10 members of
+    2 cores) would be the best fit without slices, but holds one slice of 4 only; b2 (two racks of 3
+    nodes) holds one slice in each rack. A second Job then fits no block in slices: all gated, the
+    message names the slice that fits no rack."""
+    # rack names of their own: pods of earlier tests' namespaces, deleted in the background, may still
+    # be bound to nodes named r1-0 ... and would take room on new nodes of those names
+    where = labelled_nodes(kube, {"b1": {"s1": 3, "s2": 1, "s3": 1}, "b2": {"s4": 3, "s5": 3}})
+    asked = {t.LEVELS: LEVELS, t.REQUIRED: BLOCK, t.SLICE_SIZE: "4", t.SLICE_LEVEL: RACK}
+    indexed_job(kube, namespace, "sl", 8, asked)
+    assert {b for b, _ in placed(kube, namespace, "sl", 8, where)} == {"b2"}
+    pods = group_pods(kube, namespace, "sl")
+    racks: dict[int, set[str]] = {}
+    for p in pods:
+        racks.setdefault(int(p.metadata.labels["batch.kubernetes.io/job-completion-index"]) // 4, set()).add(
+            where[p.spec.node_name][1])
+    assert sorted(racks) == [0, 1] and all(len(r) == 1 for r in racks.values()), racks
+    assert racks[0] != racks[1], "two slices of 8 cores cannot share a rack of 12"
+    assert {p.metadata.annotations.get(t.DOMAIN_ANNOTATION) for p in pods} == {f"{BLOCK}=b2"}
+    # b2 has 4 cores left in each rack, b1 holds one slice: a second gang of 8 waits, all gated
+    indexed_job(kube, namespace, "sl2", 8, asked)
+    waiting(kube, namespace, "sl2", "block: no block holds 8",
+            "b1 fits 4 (1 of 2 slices of 4 placed, each in one rack; slice 1 (ranks 4-7) fits no rack of it)",
+            reason="InsufficientCapacity")
+    hold_gated(kube, namespace, "sl2", 2.0, 8)
+
+
+def test_balanced_split_evenly_across_the_fewest_racks(stack, kube, namespace):
+    """Racks of 2 nodes (4 members of 2 cores each); a gang of 6, required block, preferred rack: packed
+    it would be 4+2; balanced it runs 3+3 in two racks, and the condition says so."""
+    where = labelled_nodes(kube, {"b1": {"e1": 2, "e2": 2, "e3": 2}})  # names of their own (see above)
+    gang(kube, namespace, "even", 6, {t.LEVELS: LEVELS, t.REQUIRED: BLOCK, t.PREFERRED: RACK, t.BALANCED: "true"})
+    placed(kube, namespace, "even", 6, where)
+    per_rack: dict[str, int] = {}
+    for p in group_pods(kube, namespace, "even"):
+        per_rack[where[p.spec.node_name][1]] = per_rack.get(where[p.spec.node_name][1], 0) + 1
+    assert sorted(per_rack.values()) == [3, 3], per_rack
+    cond = condition(status(kube, namespace, "even"), "Released")
+    assert "split 3+3 across racks" in cond["message"] and "in block b1" in cond["message"], cond
+
+
+#: Kueue's Topology API as far as cogate reads it (``kueue.x-k8s.io/v1beta2``, cluster-scoped,
+#: ``spec.levels[].nodeLabel``): the CRD is registered here, not by a Kueue install (Kueue is not
+#: built for the e2e suite); the controller reads the objects, whatever serves them.
+TOPOLOGY_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": "topologies.kueue.x-k8s.io"},
+    "spec": {"group": "kueue.x-k8s.io", "scope": "Cluster",
+             "names": {"kind": "Topology", "listKind": "TopologyList", "plural": "topologies", "singular": "topology"},
+             "versions": [{"name": "v1beta2", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                 "type": "object", "properties": {"spec": {"type": "object", "properties": {"levels": {
+                     "type": "array", "items": {"type": "object", "required": ["nodeLabel"],
+                                                "properties": {"nodeLabel": {"type": "string"}}}}}}}}}}]}}
+
+
+def _gone_restarts(stack) -> float:
+    """``cogate_controller_watch_restarts_total`` of the Kueue Topology informer for reason ``gone``."""
+    for line in stack.metrics("controller").splitlines():
+        if line.startswith("cogate_controller_watch_restarts_total{") and 'informer="kueue-topologies"' in line \
+                and 'reason="gone"' in line:
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def test_kueue_topology_created_after_the_controller_started(stack, kube, namespace):
+    """The controller starts without the Topology CRD; the CRD and a Topology (block, rack) are created
+    later: within the poll the controller lists it, and a gang whose members carry Kueue's preferred
+    rack widens to one block (the Topology's coarser level), not to the whole cluster."""
+    from kubernetes.client import ApiextensionsV1Api, CustomObjectsApi
+
+    where = labelled_nodes(kube, {"b1": {"r1": 1, "r2": 1}, "b2": {"r3": 1, "r4": 1, "r5": 1}})
+    ext, custom = ApiextensionsV1Api(kube), CustomObjectsApi(kube)
+    with controller_flags(stack):  # a controller started while the CRD is not served
+        before = _gone_restarts(stack)
+        ext.create_custom_resource_definition(TOPOLOGY_CRD)
+        try:
+            wait_for(lambda: any(c.type == "Established" and c.status == "True" for c in
+                                 (ext.read_custom_resource_definition(TOPOLOGY_CRD["metadata"]["name"]).status.conditions
+                                  or [])), 30, what="Topology CRD established")
+            custom.create_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "topologies", {
+                "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology", "metadata": {"name": "racks"},
+                "spec": {"levels": [{"nodeLabel": BLOCK}, {"nodeLabel": RACK}]}})
+            wait_for(lambda: _gone_restarts(stack) > before, 40, what="the controller listing Topologies again")
+            time.sleep(1.0)
+            gang(kube, namespace, "kt", 4, {}, member_annotations={t.KUEUE_PREFERRED: RACK})
+            assert {b for b, _ in placed(kube, namespace, "kt", 4, where)} == {"b1"}
+            cond = condition(status(kube, namespace, "kt"), "Released")
+            assert "in block b1 (wider than the preferred rack" in cond["message"], cond
+        finally:
+            ext.delete_custom_resource_definition(TOPOLOGY_CRD["metadata"]["name"])

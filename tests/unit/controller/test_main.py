@@ -20,6 +20,7 @@ from cogate.controller.preemption import budgets, inflight
 from cogate.controller.model import nativegroups
 from cogate.controller.provisioning import provreq
 from cogate.controller.status.inputs import group_object
+from cogate.controller.topology import constraints as t
 
 ALL_V1 = ["validatingwebhookconfigurations", "mutatingwebhookconfigurations", "validatingadmissionpolicies",
           "validatingadmissionpolicybindings", "mutatingadmissionpolicies", "mutatingadmissionpolicybindings"]
@@ -178,6 +179,7 @@ def expected(namespace=None):
 ORDER = ["podgroups", "members", "bound-pods", "nodes", "persistentvolumeclaims", "persistentvolumes",
          "resourcequotas", "nominated-pods", "poddisruptionbudgets", "resourceslices", "deviceclasses",
          "resourceclaims", "resourceclaimtemplates"]
+KUEUE = "kueue-topologies"
 ADMISSION = ["validatingwebhookconfigurations", "mutatingwebhookconfigurations", "validatingadmissionpolicies",
              "mutatingadmissionpolicies"]
 
@@ -189,7 +191,10 @@ def check(world, caches, want):
         assert inf is not None, field
         assert (inf.name, listed(world, inf), inf._key, inf._convert) == (name, call, key, convert), field
         assert inf.on_invalid is not None, field
-    assert [i.name for i in caches.all()] == [want[f][0] for f in want]
+    # Kueue's Topologies, not served by the fake API server: watched until they are (controller/topologies.py)
+    assert [i.name for i in caches.all()] == [want[f][0] for f in want] + [KUEUE]
+    assert (caches.kueue_topologies._key, caches.kueue_topologies._convert) == (informer.name_key,
+                                                                                 t.kueue_topology_levels)
 
 
 @pytest.mark.parametrize("namespace", [None, "team-a"])
@@ -205,7 +210,7 @@ def test_default_run_watches_the_core_preemption_devices_and_admission(world, na
         informer.namespaced_key, inflight.scheduler_lease)
     assert sorted(i.name for i in caches.admission) == sorted(ADMISSION) and caches.admission_known is True
     # started: the readiness informers in Caches.all()'s order, then admission, then the lease
-    assert world.started == [*ORDER, *[i.name for i in caches.admission], "kube-scheduler-lease"]
+    assert world.started == [*ORDER, KUEUE, *[i.name for i in caches.admission], "kube-scheduler-lease"]
     # connected: members to on_member_event, every other one to enqueue (after the planning state's own)
     handlers = {i.name: [h.__qualname__ for h in i._handlers] for i in (*caches.all(), *caches.admission)}
     assert handlers == {
@@ -219,7 +224,7 @@ def test_default_run_watches_the_core_preemption_devices_and_admission(world, na
         "resourceslices": ["Devices._bump", "Reconciler.enqueue"],
         "deviceclasses": ["Devices._bump", "Reconciler.enqueue"],
         "resourceclaims": ["Devices._claim_changed", "Reconciler.enqueue"],
-        "resourceclaimtemplates": ["Devices._template_changed", "Reconciler.enqueue"],
+        "resourceclaimtemplates": ["Devices._template_changed", "Reconciler.enqueue"], KUEUE: ["Reconciler.enqueue"],
         **{name: ["Reconciler.enqueue"] for name in ADMISSION}}
     assert all(i.on_invalid is None for i in caches.admission) and lease.on_invalid is None
     # a new kube-scheduler leader: the preemption room hears of it, and a pass follows when it says so
@@ -259,7 +264,7 @@ def test_flags_turn_features_off(world):
     del want["budgets"]
     check(world, caches, want)
     assert caches.scheduler_lease is None and caches.admission == () and caches.admission_known is False
-    assert world.started == [n for n in ORDER if n != "poddisruptionbudgets"]
+    assert world.started == [n for n in ORDER if n != "poddisruptionbudgets"] + [KUEUE]
 
 
 def test_devices_not_served_leaves_them_unwatched(world, caplog):

@@ -135,9 +135,9 @@ def test_taints_and_nodes_without_labels_are_explained():
 
 
 def test_unsupported_asks_wait_unschedulable():
-    c = Constraint(LEVELS, required=1, slice_size=2, slice_level=1)
+    c = Constraint(LEVELS, required=1, exclusive=True)
     v = decide(cluster({"b1": {"r1": 4}}), [], [fenced(members(4), c)], [], 0.0).verdicts[0]
-    assert v.outcome == Outcome.UNSCHEDULABLE and "slices is not planned" in v.message
+    assert v.outcome == Outcome.UNSCHEDULABLE and "exclusive is not planned" in v.message
 
 
 def test_invalid_annotation_holds_the_group():
