@@ -286,7 +286,7 @@ def _result(res: dict[str, dict[int, list[dict[str, Any]]]], profile_rows: list[
     pol = cb.ratio(_median(res[POLICY_SETUP][100], "rate"), base[100])
     targets.append(cb.target("pods created per second with the admission policies (admission.mode policy, labelled "
                              "pods, 100 creators)", f">= {TARGET}x without cogate", f"{pol}x",
-                             pol is not None and pol >= TARGET, ""))
+                             pol is not None and pol >= TARGET, _explain(res, profile_rows)))
     unl = cb.ratio(_median(res["webhook, unlabelled, late entry off"][100], "rate"), base[100])
     targets.append(cb.target("unlabelled pods, late-label entry off (chart default), 100 creators",
                              "none (reported: the objectSelector keeps them from the webhook)", f"{unl}x", None))
