@@ -86,18 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--placement", choices=PLACEMENTS, default="pinned",
                    help="pinned: narrow each member's required node affinity to its planned node before "
                         "removing the gate; free: only remove the gate (default: %(default)s)")
-    p.add_argument("--reservation-ttl", metavar="SECONDS", type=cliargs.positive_seconds, default=60.0,
-                   help="how long a released, unbound member's planned room stays reserved when the member "
-                        "is not pinned to that node (release patch not applied yet, --placement free); a "
-                        "pinned member keeps it until it binds, is deleted or ends; > 0 (default: %(default)s)")
-    p.add_argument("--starvation-seconds", metavar="SECONDS", type=cliargs.non_negative_seconds, default=300.0,
-                   help="how long a complete group may be passed over by smaller groups; 0 never lets a later "
-                        "group pass (default: %(default)s)")
-    p.add_argument("--debounce", metavar="SECONDS", type=cliargs.non_negative_seconds, default=0.05,
-                   help="how long to coalesce events before a decision pass; 0 does not wait, nor does the member "
-                        "event that completes a group (default: %(default)s)")
-    p.add_argument("--resync", metavar="SECONDS", type=cliargs.positive_seconds, default=30.0,
-                   help="time between periodic passes; > 0 (default: %(default)s)")
+    _add_timing_flags(p)
     p.add_argument("--evict-on-timeout", action="store_true",
                    help="when a release times out (scheduleTimeoutSeconds pass with no member binding while fewer "
                         "than minMember are bound), evict members that have a controller owner and are bound or held "
@@ -163,6 +152,26 @@ def build_parser() -> argparse.ArgumentParser:
                    help="only PodGroups and members in this namespace, for testing (default: all namespaces)")
     cliargs.add_log_flags(p)
     return p
+
+
+def _add_timing_flags(p: argparse.ArgumentParser) -> None:
+    """The planner's and the loop's durations (seconds)."""
+    p.add_argument("--reservation-ttl", metavar="SECONDS", type=cliargs.positive_seconds, default=60.0,
+                   help="how long a released, unbound member's planned room stays reserved when the member "
+                        "is not pinned to that node (release patch not applied yet, --placement free); a "
+                        "pinned member keeps it until it binds, is deleted or ends; > 0 (default: %(default)s)")
+    p.add_argument("--starvation-seconds", metavar="SECONDS", type=cliargs.non_negative_seconds, default=300.0,
+                   help="how long a complete group may be passed over by smaller groups; 0 never lets a later "
+                        "group pass (default: %(default)s)")
+    p.add_argument("--min-resources-hold-seconds", metavar="SECONDS", type=cliargs.non_negative_seconds,
+                   default=300.0,
+                   help="how long after its release the rest of a group's spec.minResources stays held for its "
+                        "later members (a Spark application's executors); 0 holds nothing (default: %(default)s)")
+    p.add_argument("--debounce", metavar="SECONDS", type=cliargs.non_negative_seconds, default=0.05,
+                   help="how long to coalesce events before a decision pass; 0 does not wait, nor does the member "
+                        "event that completes a group (default: %(default)s)")
+    p.add_argument("--resync", metavar="SECONDS", type=cliargs.positive_seconds, default=30.0,
+                   help="time between periodic passes; > 0 (default: %(default)s)")
 
 
 def _lease_namespace(flag: str | None) -> str:
@@ -245,6 +254,7 @@ def configure(args: argparse.Namespace) -> ReconcilerConfig:
         preemption=args.preemption, protected_namespaces=frozenset(args.protected_namespaces),
         provisioning_class=args.provisioning_class, topology_levels=args.topology_levels,
         starvation_seconds=args.starvation_seconds, reservation_ttl_seconds=args.reservation_ttl,
+        min_resources_hold_seconds=args.min_resources_hold_seconds,
         scheduler_names=frozenset({verdicts.DEFAULT_SCHEDULER, *args.scheduler_names}),
         unchecked=args.unchecked_constraints)
 

@@ -24,8 +24,8 @@ records) and answers for one PodGroup with the controller's own rules, never a c
 6. with ``extra_nodes``: the same decision with those nodes added (``--add-nodes``);
 7. with ``preemption``: the controller's victim selection
    (:func:`~cogate.controller.preemption.victims.select_victims`), dry, for a group the controller
-   would preempt for (``InsufficientCapacity``, not released, not waiting only for
-   ``spec.minResources``: :meth:`Preempting._start_one <cogate.controller.preemption.room.Preempting>`).
+   would preempt for (``InsufficientCapacity``, not released; a group waiting for the rest of
+   ``spec.minResources`` too: :meth:`Preempting._start_one <cogate.controller.preemption.room.Preempting>`).
 
 Left out (said in docs/explain.md): what an owner that can never complete the group adds to a
 ``WaitingForMembers`` message (it reads the owner through the API), a preemption or ProvisioningRequest
@@ -306,7 +306,7 @@ def _with_nodes(world: World, key: tuple[str, str], now: float, config: Reconcil
 def _preempt(world: World, planned: _Planned, request: GroupRequest, verdict: GroupVerdict,
              config: ReconcilerConfig) -> WhatIf | None:
     """The controller's victim selection, dry (module doc, step 7); None when it would not run one."""
-    if request.released or Outcome(verdict.outcome) is not Outcome.INSUFFICIENT_CAPACITY or verdict.min_resources_short:
+    if request.released or Outcome(verdict.outcome) is not Outcome.INSUFFICIENT_CAPACITY:
         return None
     if not any(m.gated_by(config.gate_name) for m in request.members):
         return None

@@ -37,6 +37,9 @@ class ReconcilerConfig:
     max_patch_attempts: int = 6
     starvation_seconds: float = 300.0
     reservation_ttl_seconds: float = 60.0
+    #: ``--min-resources-hold-seconds``: how long after its release the rest of a group's
+    #: ``spec.minResources`` stays held for its later members (controller/planning/minimum.py); 0: not held.
+    min_resources_hold_seconds: float = 300.0
     scheduler_names: frozenset[str] = frozenset({verdicts.DEFAULT_SCHEDULER})
     unchecked: str = verdicts.DEFAULT_UNCHECKED
     #: Delete released members stuck on a pinned node that can no longer take them when they
@@ -72,4 +75,5 @@ class ReconcilerConfig:
         """The planner's knobs, derived: one source for the gate name and the TTL."""
         return verdicts.PlannerConfig(gate_name=self.gate_name, starvation_seconds=self.starvation_seconds,
                                      reservation_ttl_seconds=self.reservation_ttl_seconds,
-                                     scheduler_names=self.scheduler_names, unchecked=self.unchecked)
+                                     scheduler_names=self.scheduler_names, unchecked=self.unchecked,
+                                     min_resources_hold_seconds=self.min_resources_hold_seconds)

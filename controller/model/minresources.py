@@ -27,6 +27,15 @@ cogate's rule, applied by :mod:`cogate.controller.planning.planner` once minMemb
   (fewer nodes, room promised charged, nothing negative), so a group cogate releases passes
   scheduler-plugins' too.
 * **Short** (:func:`shortfall`): every resource whose rest exceeds that free room, by how much.
+* **Held** (:class:`Hold`, :func:`clash`; issue 37 kind 9): once released, the rest of a group's
+  minResources stays held for its later members until they are placed or the hold's deadline
+  passes (``PlannerConfig.min_resources_hold_seconds`` after the release). Holds are aggregates
+  too, so "the room holds them all" is a transportation problem per resource: each hold's rest
+  must be found on its own nodes, a node's free room shared. By Hall's theorem (the supply/demand
+  form: Gale 1957) it is feasible exactly when every set of holds wants no more than the free room
+  of the union of their nodes; :func:`clash` checks every set (holds on the same nodes merged) up
+  to :data:`HALL_SETS` distinct node sets, beyond that a sufficient bound. A plan is refused when
+  it leaves some set of holds wanting more than its nodes' free room and took room on those nodes.
 
 Invalid input (:func:`parse`): a quantity that does not parse, or a negative one, raises
 :class:`MinResourcesError` naming the field (``spec.minResources.cpu``); the shell turns it into an
@@ -37,11 +46,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timezone
 
 from cogate.controller.model.resources import QuantityError, ResourceList, format_quantity, parse_quantity, to_units
 
 __all__ = ["MinResourcesError", "parse", "asked", "rest", "free_beyond", "Short", "shortfall", "short_text",
-           "short_list", "exceeds_text"]
+           "short_list", "exceeds_text", "Hold", "Clash", "clash", "HALL_SETS", "held_text", "name_list_short"]
 
 
 class MinResourcesError(ValueError):
@@ -159,3 +169,123 @@ def exceeds_text(shorts: Sequence[Short], members: int) -> str:
     every node it may use empty."""
     return ("spec.minResources does not fit even with every eligible node empty: "
             + short_text(shorts, members, "allocatable"))
+
+
+# -- room held for released groups (issue 37 kind 9) ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class Hold:
+    """The rest of a released group's ``spec.minResources`` held for its later members:
+    ``holder`` (``"PodGroup ns/name"``), ``rest`` (:func:`rest`: ResourceList, CPU millicores,
+    bytes, counts; zero entries dropped), ``nodes`` (node slots some present member is eligible
+    for: where its later members may go), ``until`` (epoch seconds: the hold's deadline)."""
+
+    holder: str
+    rest: Mapping[str, int]
+    nodes: frozenset[int]
+    until: float
+
+
+@dataclass(frozen=True)
+class Clash:
+    """A set of holds the free room cannot hold together: ``resource``, ``holders`` (sorted),
+    ``wanted`` (their rests summed), ``free`` (the free room of the union of their nodes,
+    :func:`free_beyond`); ``by``: how much more is needed."""
+
+    resource: str
+    holders: tuple[str, ...]
+    wanted: int
+    free: int
+
+    @property
+    def by(self) -> int:
+        return self.wanted - self.free
+
+
+#: :func:`clash` checks every set of holds exactly up to this many distinct node sets per resource
+#: (2**10 sums); beyond, the sufficient bound "all rests fit the smallest room of any one of them".
+HALL_SETS = 10
+
+
+def _room_of(free: Sequence[Mapping[str, int]], nodes: Iterable[int], name: str) -> int:
+    return free_beyond(free, nodes, (name,))[name]
+
+
+def clash(holds: Sequence[Hold], free: Sequence[Mapping[str, int]],
+          taken: frozenset[int] | None = None) -> Clash | None:
+    """The first set of ``holds`` (fewest holds first, then resource name) whose rests summed exceed
+    the free room of the union of their nodes (``free``: a room's free room per node slot, each
+    node clamped at 0, nodes without a ``pods`` slot left out), or None when the room holds them
+    all (Hall's condition, module doc). ``taken``: when given, only sets whose nodes meet it count
+    (the nodes a plan placed members on: a plan is refused only for the holds whose room it took).
+    Beyond :data:`HALL_SETS` distinct node sets the bound is sufficient, not necessary: a Clash
+    naming every hold of that resource may then be one a finer check would not find."""
+    names = sorted({k for h in holds for k, v in h.rest.items() if v > 0})
+    found: list[tuple[int, str, Clash]] = []
+    for name in names:
+        wanting = [h for h in holds if h.rest.get(name, 0) > 0]
+        by_nodes: dict[frozenset[int], list[Hold]] = {}
+        for h in wanting:
+            by_nodes.setdefault(h.nodes, []).append(h)
+        sets = sorted(by_nodes.items(), key=lambda kv: sorted(h.holder for h in kv[1]))
+        c = _hall(sets, free, name, taken) if len(sets) <= HALL_SETS else _bound(sets, free, name, taken)
+        if c is not None:
+            found.append((len(c.holders), name, c))
+    return min(found, key=lambda t: (t[0], t[1]))[2] if found else None
+
+
+def _hall(sets: Sequence[tuple[frozenset[int], list[Hold]]], free: Sequence[Mapping[str, int]], name: str,
+          taken: frozenset[int] | None) -> Clash | None:
+    """Every non-empty subset of ``sets``, fewest first: the first whose demand exceeds its room."""
+    k = len(sets)
+    for mask in sorted(range(1, 1 << k), key=lambda m: (bin(m).count("1"), m)):
+        chosen = [sets[j] for j in range(k) if mask >> j & 1]
+        nodes = frozenset().union(*(ns for ns, _ in chosen))
+        if taken is not None and not nodes & taken:
+            continue
+        wanted = sum(h.rest[name] for _, hs in chosen for h in hs)
+        room = _room_of(free, sorted(nodes), name)
+        if wanted > room:
+            return Clash(name, tuple(sorted(h.holder for _, hs in chosen for h in hs)), wanted, room)
+    return None
+
+
+def _bound(sets: Sequence[tuple[frozenset[int], list[Hold]]], free: Sequence[Mapping[str, int]], name: str,
+           taken: frozenset[int] | None) -> Clash | None:
+    """Beyond :data:`HALL_SETS`: every rest summed must fit the smallest room of one node set (then
+    every subset fits its union, which is no smaller)."""
+    everyone = [h for _, hs in sets for h in hs]
+    nodes = frozenset().union(*(ns for ns, _ in sets))
+    if taken is not None and not nodes & taken:
+        return None
+    wanted = sum(h.rest[name] for h in everyone)
+    room = min(_room_of(free, sorted(ns), name) for ns, _ in sets)
+    if wanted <= room:
+        return None
+    return Clash(name, tuple(sorted(h.holder for h in everyone)), wanted, room)
+
+
+def held_text(c: Clash, me: str, until: float | None) -> str:
+    """``"the room left is held for the rest of spec.minResources of PodGroup ns/a (cpu 26 wanted
+    by PodGroup ns/a and this group, 15 free on their nodes), held until 2026-12-06T19:40:00Z"``;
+    ``me``: the group judged (named "this group"); ``until``: the earliest deadline of the others'
+    holds (epoch seconds), None when only this group's own minResources is in the set."""
+    others = [h for h in c.holders if h != me]
+    who = name_list_short(others + (["this group"] if me in c.holders else []))
+    f = lambda v: format_quantity(c.resource, v)  # noqa: E731
+    text = (f"the room left is held for the rest of spec.minResources of {name_list_short(others)} "
+            f"({c.resource} {f(c.wanted)} wanted by {who}, {f(c.free)} free on their nodes)")
+    if until is not None:
+        text += ", held until " + datetime.fromtimestamp(until, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return text
+
+
+def name_list_short(names: Sequence[str], shown: int = 3) -> str:
+    """``"a, b and c"``; more than ``shown``: ``"a, b, c and 2 more"``."""
+    names = list(names)
+    if len(names) <= 1:
+        return "".join(names)
+    if len(names) > shown:
+        return ", ".join(names[:shown]) + f" and {len(names) - shown} more"
+    return ", ".join(names[:-1]) + " and " + names[-1]

@@ -102,6 +102,10 @@ class GroupRequest:
     roles_error: str = ""
     group_set: SetSpec | None = None
     group_set_error: str = ""
+    #: The standing release's ``status.scheduleStartTime`` (epoch seconds), 0.0 when not released
+    #: or unknown: when the room held for the rest of ``spec.minResources`` ends
+    #: (``PlannerConfig.min_resources_hold_seconds`` after it; :mod:`cogate.controller.planning.minimum`).
+    released_at: float = 0.0
 
 
 def min_member_of(pg: PodGroup) -> int:
@@ -148,7 +152,9 @@ class PlannerConfig:
     device model does not cover): ``release`` plans them like others and releases them unpinned
     and unreserved, naming them in the verdict message; ``hold`` keeps the group gated;
     ``hold-devices`` (default) holds for resource claims and releases for the rest
-    (:func:`held_constraints`).
+    (:func:`held_constraints`). ``min_resources_hold_seconds``: how long after its release the
+    rest of a group's ``spec.minResources`` stays held for its later members (0: not held;
+    :mod:`cogate.controller.planning.minimum`).
     """
 
     gate_name: str = DEFAULT_GATE_NAME
@@ -156,6 +162,7 @@ class PlannerConfig:
     reservation_ttl_seconds: float = 60.0
     scheduler_names: frozenset[str] = frozenset({DEFAULT_SCHEDULER})
     unchecked: str = DEFAULT_UNCHECKED
+    min_resources_hold_seconds: float = 300.0
 
 
 @dataclass(frozen=True)

@@ -85,7 +85,7 @@ from cogate.controller.model.leftovers import FIELD_MANAGER
 from cogate.controller.kube.metrics import Metrics
 from cogate.controller.status.notices import ObjectRef, log_extra
 from cogate.controller.planning.planstate import PlanningState
-from cogate.controller.preemption.victims import (Gang, NoPreemption, Preemption, Reason, Victim, for_min_resources,
+from cogate.controller.preemption.victims import (Gang, NoPreemption, Preemption, Reason, Victim,
                                                   select_victims)
 from cogate.controller.model.records import PodInfo, Promise, Reservation
 from cogate.controller.model.verdicts import Decision, GroupRequest, Outcome
@@ -376,9 +376,6 @@ class Preempting:
                 continue
             memory = memories.recall_preemption(g.uid)
             if memory.in_flight is not None:
-                continue
-            if v.min_resources_short:  # minMember fits: no member to preempt for (said in Preempting)
-                memory.note = _note(for_min_resources(r, v.min_resources_short))
                 continue
             if memory.until > now or now - memory.checked < RECHECK_SECONDS:
                 continue

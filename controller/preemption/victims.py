@@ -21,8 +21,8 @@ Rules, each with its source (docs/semantics.md, "Preemption (victim selection)")
    as the planner counts them) even with every candidate gone, nothing is preempted
    (kube-scheduler: a node where the pod does not fit with all lower-priority pods removed is not
    a candidate; Kueue: a workload is only preempted for if the preemptor then fits). A group that
-   fits the free room is never given victims, nor is one whose minMember fits and that waits only
-   for the rest of ``spec.minResources`` (:func:`for_min_resources`).
+   fits the free room is never given victims; a group with ``spec.minResources`` is given victims
+   for all of it (its members and the rest) or none (:mod:`cogate.controller.preemption.aggregate`).
 4. **One rule set.** Every fit is the planner's capacity model (:mod:`cogate.controller.planning.capacity`:
    ``Room``/``pack``/``Snapshot``; NodeResourcesFit, taints, node affinity, NodePorts,
    InterPodAffinity, PodTopologySpread), victims taken off with :meth:`~cogate.controller.planning.room.Room.vacate`;
@@ -134,6 +134,7 @@ from cogate.controller.planning.planner import Members, classify, members_anti, 
 from cogate.controller.planning.planstate import BoundView
 from cogate.controller.model.records import NodeInfo, PodInfo, Promise
 from cogate.controller.model.verdicts import GroupRequest, PlannerConfig
+from cogate.controller.preemption.aggregate import Widened, nothing_text, rest_short, widen
 from cogate.controller.preemption.budgets import Budget
 from cogate.controller.preemption.candidates import (Candidates, base_room, candidate_rule, fast_path, gang_members,
                                                      gone_from_view, lent_room)
@@ -142,7 +143,7 @@ from cogate.controller.preemption.selection import Selection, Stale, exhaustive,
 from cogate.controller.preemption.units import NO_SLACK, NativeUnits, bound_of_namespaces, native_units, skipped_text, unit_name
 from cogate.controller.model.nativegroups import Mode, NativeGroup
 
-__all__ = ["Reason", "Gang", "Victim", "Preemption", "NoPreemption", "select_victims", "for_min_resources"]
+__all__ = ["Reason", "Gang", "Victim", "Preemption", "NoPreemption", "select_victims"]
 
 
 class Reason(StrEnum):
@@ -162,9 +163,6 @@ class Reason(StrEnum):
     NO_LOWER_PRIORITY_PODS = "NoLowerPriorityPods"
     #: Even with every candidate gone the group does not place minMember.
     DOES_NOT_FIT_EVEN_WITH_PREEMPTION = "DoesNotFitEvenWithPreemption"
-    #: minMember fits; the group waits only for the rest of ``spec.minResources``
-    #: (:func:`for_min_resources`): no member to place, so nothing is preempted.
-    MIN_RESOURCES_ONLY = "MinResourcesOnly"
     #: Only taking pods of protected namespaces (rule 8) would place minMember: nothing is preempted.
     ONLY_PROTECTED_PODS = "OnlyProtectedPods"
 
@@ -212,19 +210,6 @@ class NoPreemption:
 
     reason: Reason
     message: str
-
-
-def for_min_resources(group: GroupRequest, shorts: Sequence[minres.Short]) -> NoPreemption:
-    """Rule 3 for a group that places minMember and waits only for the rest of
-    ``spec.minResources`` (``GroupVerdict.min_resources_short``): nothing is preempted. The rest
-    has no pods yet (the Spark executors are created once the driver runs), so no victim is
-    chosen for a member, and victims chosen for an aggregate would free room on nodes no member
-    may ever use; scheduler-plugins does not preempt for it either (its PreFilter refuses the pod
-    ``UnschedulableAndUnresolvable``, which kube-scheduler's PostFilter preemption skips)."""
-    return NoPreemption(Reason.MIN_RESOURCES_ONLY,
-                        f"PodGroup {group.namespace}/{group.name} preempts nothing for spec.minResources "
-                        f"({minres.short_list(shorts)}): its minMember members fit, and cogate preempts only "
-                        "to place members")
 
 
 def select_victims(group: GroupRequest, nodes: Sequence[NodeInfo], pods: Sequence[PodInfo],
@@ -292,7 +277,8 @@ def select_victims(group: GroupRequest, nodes: Sequence[NodeInfo], pods: Sequenc
             return _only_protected(pre, rooms, gangs, protected, answer, natives)
         sel, plan = answer
     sel, plan = _cheapest(pre, rooms, found, sel, plan)
-    return _answer(sel, plan, pre.priority, rooms.table, budgets, pre.me, found.natives)
+    answer = _answer(sel, plan, pre.priority, rooms.table, budgets, pre.me, found.natives)
+    return _whole_min_resources(pre, rooms, found, budgets, answer)
 
 
 # -- the steps of select_victims ---------------------------------------------------------------
@@ -385,6 +371,8 @@ def _fits_without_preemption(pre: _Preemptor, rooms: _Rooms) -> NoPreemption | N
     """Step 3, rule 3: the group places minMember on the free room: nothing to preempt."""
     if len(rooms.placed) < pre.needed:
         return None
+    if rest_short(rooms.room, pre.group, pre.members, [m for m in pre.members.plannable if m.uid in rooms.placed]):
+        return None  # the rest of spec.minResources does not fit: preempted for by aggregate.widen
     return NoPreemption(Reason.FITS_WITHOUT_PREEMPTION,
                         f"{pre.me} fits {len(pre.members.bound) + len(rooms.placed)} of {pre.group.min_member} "
                         "without preemption")
@@ -556,6 +544,22 @@ def _cheapest(pre: _Preemptor, rooms: _Rooms, found: _Found, sel: Selection, pla
     choice, slots = better
     nodes = rooms.table.nodes
     return as_selection(sel, choice, slots), {uid: nodes[i].name for uid, i in slots.items()}
+
+
+def _whole_min_resources(pre: _Preemptor, rooms: _Rooms, found: _Found, budgets: Sequence[Budget],
+                         answer: Preemption) -> Preemption | NoPreemption:
+    """Step 6, ``spec.minResources``: the answer widened to the rest of it, or nothing at all
+    (:func:`~cogate.controller.preemption.aggregate.widen`)."""
+    more = widen(pre.group, pre.members, [v.pod for v in answer.victims], answer.plan, found.candidates,
+                 found.gone_room, found.gang_pods, rooms.table, budgets)
+    if more is None:
+        return answer
+    if not isinstance(more, Widened):
+        return NoPreemption(Reason.DOES_NOT_FIT_EVEN_WITH_PREEMPTION, nothing_text(pre.me, more))
+    victims = sorted(list(answer.victims) + [Victim(*v) for v in more.victims],
+                     key=lambda v: (v.node, v.pod.namespace, v.pod.name, v.pod.uid))
+    return Preemption(tuple(victims), answer.plan, answer.priority, tuple(sorted(set(answer.gangs_taken) | more.gangs)),
+                      f"{answer.message}; {more.text}")
 
 
 def _answer(sel: Selection, plan: dict[str, str], priority: int, table: NodeTable, budgets: Sequence[Budget],

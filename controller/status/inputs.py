@@ -127,11 +127,23 @@ def build_group_requests(groups: Iterable[GroupObject], members: Mapping[tuple[s
         out.append(GroupRequest(namespace=pg.metadata.namespace, name=pg.metadata.name, min_member=m,
                                 created=created, released=status_mod.release_stands(pg.status, ms, gate, min_member=m,
                                                                                    whole=_whole(pg)),
-                                members=ms, **_min_resources(pg.spec.minResources),
+                                members=ms, **_min_resources(pg.spec.minResources), released_at=_released_at(pg),
                                 **_topology(pg.metadata.annotations or {}, ms, levels, kueue_levels),
                                 **_roles(pg.metadata.annotations),
                                 **_group_set(pg.metadata.namespace, pg.metadata.name, pg.metadata.annotations)))
     return out
+
+
+def _released_at(pg: PodGroup) -> float:
+    """``GroupRequest.released_at``: ``status.scheduleStartTime`` in epoch seconds, 0.0 without one
+    or when it does not parse."""
+    start = pg.status.scheduleStartTime if pg.status is not None else None
+    if not start:
+        return 0.0
+    try:
+        return parse_time(start)
+    except (TypeError, ValueError):
+        return 0.0
 
 
 def _whole(pg: PodGroup) -> bool:

@@ -335,6 +335,7 @@ def test_retired_wordings_are_gone(wording):
 @pytest.mark.parametrize("flag,value_key,unit", [
     ("--starvation-seconds", "starvationSeconds", "s"),
     ("--reservation-ttl", "reservationTTL", "s"),
+    ("--min-resources-hold-seconds", "minResourcesHoldSeconds", "s"),
 ])
 def test_documented_defaults_are_the_code_s(flag, value_key, unit):
     parser = controller_main.build_parser()

@@ -12,7 +12,6 @@ import pytest
 
 from cogate.controller.model import minresources as minres
 from cogate.controller.planning.planstate import PlanningState
-from cogate.controller.preemption.victims import Reason, for_min_resources
 from cogate.controller.provisioning.provreq import min_resources_text
 from cogate.controller.model.records import NodeInfo, Reservation, Taint
 from cogate.controller.model.verdicts import GroupRequest, Outcome, PlannerConfig
@@ -219,11 +218,8 @@ def test_released_group_is_not_held_back_by_min_resources():
 # -- preemption and provisioning do not act on it ------------------------------------------------
 
 
-def test_preemption_and_provisioning_say_they_do_not_act_on_min_resources():
+def test_provisioning_says_it_does_not_act_on_min_resources():
     shorts = (minres.Short("cpu", 5000, 1000, 2000),)
-    no = for_min_resources(spark({"cpu": "5"}), shorts)
-    assert no.reason is Reason.MIN_RESOURCES_ONLY
-    assert "PodGroup default/spark preempts nothing for spec.minResources (cpu short by 2)" in no.message
     assert min_resources_text(shorts).startswith("asks no nodes for spec.minResources (cpu short by 2)")
 
 

@@ -939,11 +939,11 @@ def test_more_shapes_than_one_request_takes_are_refused_before_any_template():
 
 @pytest.mark.parametrize("decide", [None, planner.decide], ids=["planning-state", "from-scratch"])
 def test_a_group_waiting_only_for_min_resources_preempts_nothing_asks_nothing_and_says_so(decide):
-    # n1 8 cpu, a low-priority pod takes 6: the driver (1 cpu) fits, 1 cpu free, minResources asks 5
+    # n1 8 cpu, a pod of the same priority takes 6: the driver (1 cpu) fits, 1 cpu free, minResources asks 5
     pg = raw_pg("pg", 1)
     pg["spec"]["minResources"] = {"cpu": "5"}
     w = World([pod("driver").req(cpu="1").group("pg").gated().priority(10).raw(),
-               pod("busy").req(cpu="6").on("n1").priority(0).raw()], [pg],
+               pod("busy").req(cpu="6").on("n1").priority(10).raw()], [pg],
               nodes=(node("n1").labels(zone="a").cpu("8").raw(),), decide=decide)
     w.run()
     w.run(600.0)
@@ -954,8 +954,7 @@ def test_a_group_waiting_only_for_min_resources_preempts_nothing_asks_nothing_an
     assert released["message"].startswith("fits 1 of 1, but minResources cpu short by 3: 1 free beyond the 1 member "
                                           "placed, minResources asks 5")
     pre = w.condition(type_="Preempting")
-    assert (pre["status"], pre["reason"]) == ("False", "MinResourcesOnly")
-    assert "preempts nothing for spec.minResources (cpu short by 3)" in pre["message"]
+    assert (pre["status"], pre["reason"]) == ("False", "NoLowerPriorityPods")
     prov = w.condition()
     assert (prov["status"], prov["reason"]) == ("False", "MinResourcesOnly")
     assert prov["message"].startswith("asks no nodes for spec.minResources (cpu short by 3)")
@@ -965,6 +964,22 @@ def test_a_group_waiting_only_for_min_resources_preempts_nothing_asks_nothing_an
     assert not w.gated("driver")
     assert w.condition()["reason"] == "NotNeeded" and w.condition(type_="Preempting")["message"].startswith(
         "released without preemption")
+
+
+@pytest.mark.parametrize("decide", [None, planner.decide], ids=["planning-state", "from-scratch"])
+def test_a_group_waiting_only_for_min_resources_preempts_for_the_rest_and_is_released(decide):
+    # issue 37 kind 9: the driver fits, the rest of minResources needs a lower-priority pod gone
+    pg = raw_pg("pg", 1)
+    pg["spec"]["minResources"] = {"cpu": "5"}
+    w = World([pod("driver").req(cpu="1").group("pg").gated().priority(10).raw(),
+               pod("busy").req(cpu="6").on("n1").priority(0).raw(),
+               pod("small").req(cpu="1").on("n1").priority(0).raw()], [pg],
+              nodes=(node("n1").labels(zone="a").cpu("8").raw(),), decide=decide)
+    for t in (0.0, 1.0, 2.0, 3.0):
+        w.run(t)
+    assert "busy" not in w.cluster.pods and "small" in w.cluster.pods  # the one victim that makes room
+    assert not w.gated("driver")
+    assert w.cluster.provreqs == {}
 
 
 def test_a_group_whose_min_resources_exceeds_the_cluster_asks_no_nodes_for_it():
