@@ -7,7 +7,9 @@ the members of a release (pinned, with the provisioning and topology annotations
 patch: :func:`~cogate.controller.planning.fenced.domain_annotations`), backs off a patch the API
 server refuses (:class:`~cogate.controller.release.guard.ReleaseGuard`), counts releases
 (``cogate_releases_total``, ``cogate_complete_to_release_seconds``) and emits the verdict's Event
-(``Released``, or the held group's reason, de-duplicated by situation), the waiting-for-capacity
+(``Released``, or the held group's reason, de-duplicated by situation), records the chosen topology
+domain on the PodGroup (annotation ``topology.cogate.dev/domain``, before the gates go; cleared when
+the release no longer stands: docs/topology.md), the waiting-for-capacity
 Event and the warnings about shared replicas and mixed priorities (docs/reference/events.md).
 """
 
@@ -30,6 +32,7 @@ from cogate.controller.release.memory import ReleaseMemory
 from cogate.controller.status import notices
 from cogate.controller.status.inputs import GroupObject
 from cogate.controller.status.notices import log_extra
+from cogate.controller.topology.constraints import DOMAIN_ANNOTATION, recorded_domain
 
 __all__ = ["Releasing"]
 
@@ -54,6 +57,7 @@ class Releasing:
         """After the status is written: the gates of ``release`` go, and the verdict's events;
         (members ungated, ``wake_at`` of a refusal)."""
         outcome = Outcome(verdict.outcome)
+        self._record_domain(g, request, verdict, release)
         ungated, wake_at = 0, None
         if outcome is Outcome.RELEASED and release:
             self._count_release(g, request, now)
@@ -66,6 +70,20 @@ class Releasing:
         else:
             self.events.clear(g.uid, "waiting")
         return ungated, wake_at
+
+    def _record_domain(self, g: GroupObject, request: GroupRequest, verdict: GroupVerdict,
+                       release: Mapping[str, str]) -> None:
+        """The chosen domain on the PodGroup (annotation ``topology.cogate.dev/domain``, the members'
+        format; :func:`~cogate.controller.topology.constraints.recorded_domain`): written before the gates
+        go, cleared once the release no longer stands; patched only when it differs from the cached
+        PodGroup (a failed write is retried by the next pass)."""
+        outcome = Outcome(verdict.outcome)
+        fresh = outcome is Outcome.RELEASED and bool(release)
+        current = (g.pg.metadata.annotations or {}).get(DOMAIN_ANNOTATION)
+        wanted = recorded_domain(current, verdict.domain, stands=fresh or outcome is Outcome.ALREADY_RELEASED,
+                                 fresh=fresh, constrained=request.topology is not None)
+        if wanted != current:
+            self.writer.annotate_group(*g.key, {DOMAIN_ANNOTATION: wanted})
 
     def _count_release(self, g: GroupObject, request: GroupRequest, now: float) -> None:
         self.metrics.releases.inc()
