@@ -6,7 +6,7 @@ webhook as it does in a cluster (over TLS, its own webhook client, the registrat
 :func:`cogate.webhook.config.webhook_configuration`, as ``cogate dev`` registers it).
 
 Creators (``_creators.py``, a process of its own: aiohttp, one keep-alive connection each) POST
-pods as fast as the API server answers, ``1``, ``16`` and ``100`` at once, in four set-ups:
+pods as fast as the API server answers, ``1``, ``16`` and ``100`` at once, in five set-ups:
 
 - **no webhook** (the baseline): the MutatingWebhookConfiguration deleted, pods labelled;
 - **webhook, labelled**: the registration of ``cogate dev`` (the gating entry and the late-label
@@ -15,7 +15,9 @@ pods as fast as the API server answers, ``1``, ``16`` and ``100`` at once, in fo
   late-label entry (no label ``objectSelector``, by design) is called for each;
 - **webhook, unlabelled (late entry off)**: the registration without the late-label entry (the
   chart's default, ``webhook.lateLabels.enabled: false``): the ``objectSelector`` keeps every
-  unlabelled pod from the webhook.
+  unlabelled pod from the webhook;
+- **policies, labelled**: no webhook; what chart ``admission.mode: policy`` installs
+  (:func:`cogate.webhook.policies.admission_policies`): kube-apiserver adds the gate itself (CEL).
 
 Every pod carries a scheduling gate of the benchmark's own (``bench.cogate.dev/hold``), so no
 scheduler works on any of them in any set-up and the figure is the create path alone; the
@@ -46,7 +48,10 @@ from kubernetes import client
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import clusterbench as cb  # noqa: E402
 
+from cogate.api import DEFAULT_ADOPTED_SCHEDULER_NAMES  # noqa: E402
 from cogate.webhook.config import CONFIGURATION_NAME, webhook_configuration  # noqa: E402
+from cogate.webhook.policies import admission_policies  # noqa: E402
+from cogate.webhook.policies import names as policy_names  # noqa: E402
 
 NAME = "admission_rate"
 TITLE = "Pod creation through the API server with and without the webhook"
@@ -57,7 +62,8 @@ CONCURRENCY = (1, 16, 100)
 SETUPS = (("no webhook", "none", True), ("webhook, labelled", "late-on", True),
           ("webhook, unlabelled, late entry on", "late-on", False),
           ("webhook, unlabelled, late entry off", "late-off", False),
-          ("policy in kube-apiserver (candidate), labelled", "policy", True))
+          ("policies in kube-apiserver (admission.mode policy), labelled", "policy", True))
+POLICY_SETUP = SETUPS[-1][0]
 TARGET = 0.9  # issue 40: creation with the webhook >= 0.9x of without, at 100 creators
 HERE = Path(__file__).resolve().parent
 
@@ -68,11 +74,13 @@ def _webhook_calls(stack: Any) -> float:
         return cb.metric_value(resp.read().decode(), "cogate_webhook_requests_total")
 
 
-def _register(cluster: Any, stack: Any, mode: str) -> None:
+def register(cluster: Any, stack: Any, mode: str) -> None:
     """Apply the registration of ``mode`` (module doc); ``none`` deletes it. Waits 2 s: the API server
     reads webhook configurations from an informer."""
     cluster.kubectl("delete", "mutatingwebhookconfiguration", CONFIGURATION_NAME, "--ignore-not-found")
-    cluster.kubectl("delete", "mutatingadmissionpolicybinding,mutatingadmissionpolicy", POLICY, "--ignore-not-found")
+    for kind, names in (("mutatingadmissionpolicybinding,mutatingadmissionpolicy", ("gate",)),
+                        ("validatingadmissionpolicybinding,validatingadmissionpolicy", ("refuse", "warn"))):
+        cluster.kubectl("delete", kind, *(policy_names(POLICY_RELEASE)[n] for n in names), "--ignore-not-found")
     if mode == "policy":
         path = stack.workdir / "map.json"
         path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": gate_policy(stack.gate_name)}))
@@ -88,34 +96,14 @@ def _register(cluster: Any, stack: Any, mode: str) -> None:
     time.sleep(2.0)
 
 
-POLICY = "bench-cogate-gate"
+POLICY_RELEASE = "bench-cogate"
 
 
 def gate_policy(gate: str) -> list[dict[str, Any]]:
-    """A candidate measured here, not what cogate installs: the webhook's common case (rule 8 of
-    :mod:`cogate.webhook.admission`: a labelled pod whose label can name a PodGroup, no ``nodeName``,
-    not gated yet gets the gate) as a MutatingAdmissionPolicy (admissionregistration.k8s.io/v1,
-    served from 1.36), evaluated inside kube-apiserver: no HTTP call, TLS or JSON round trip."""
-    label = "object.metadata.labels['scheduling.x-k8s.io/pod-group']"
-    cond = (f"{label}.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$') && "
-            f"size({label}) <= 63 && (!has(object.spec.nodeName) || object.spec.nodeName == '') && "
-            f"(!has(object.spec.schedulingGates) || !object.spec.schedulingGates.exists(g, g.name == '{gate}'))")
-    return [
-        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicy",
-         "metadata": {"name": POLICY},
-         "spec": {"matchConstraints": {
-                      "resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
-                                         "resources": ["pods"]}],
-                      "objectSelector": {"matchExpressions": [{"key": "scheduling.x-k8s.io/pod-group",
-                                                               "operator": "Exists"}]}},
-                  "matchConditions": [{"name": "gateable", "expression": cond}],
-                  "failurePolicy": "Fail", "reinvocationPolicy": "IfNeeded",
-                  "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": (
-                      f"Object{{spec: Object.spec{{schedulingGates: [Object.spec.schedulingGates{{name: '{gate}'}}]}}}}"
-                  )}}]}},
-        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicyBinding",
-         "metadata": {"name": POLICY}, "spec": {"policyName": POLICY}},
-    ]
+    """What chart ``admission.mode: policy`` installs (:func:`cogate.webhook.policies.admission_policies`,
+    late-label policy off as the chart's default): the gate added inside kube-apiserver by a
+    MutatingAdmissionPolicy, refusal and warnings by ValidatingAdmissionPolicies; no HTTP call."""
+    return admission_policies(POLICY_RELEASE, gate_name=gate, adopted=DEFAULT_ADOPTED_SCHEDULER_NAMES)
 
 
 def _create(cluster: Any, ns: str, body: Path, concurrency: int, count: int, prefix: str) -> dict[str, Any]:
@@ -192,7 +180,7 @@ def run(quick: bool, out_dir: Path) -> dict[str, Any]:
         for r in range(rounds):
             order = SETUPS if r % 2 == 0 else SETUPS[::-1]
             for label, mode, labelled in order:
-                _register(cluster, stack, mode)
+                register(cluster, stack, mode)
                 for c in CONCURRENCY:
                     cpu0, calls0 = cb.cpu_seconds(cluster, stack), _webhook_calls(stack)
                     out = _create(cluster, ns, bodies[labelled], c, counts[c], f"r{r}c{c}")
@@ -203,7 +191,7 @@ def run(quick: bool, out_dir: Path) -> dict[str, Any]:
                     res[label][c].append(out)
                     cb.log(f"{NAME}: round {r} {label} c={c}: {out}")
                     _clear(api, ns)
-        _register(cluster, stack, "late-on")
+        register(cluster, stack, "late-on")
         raw = tmp / "webhook.pyspy.txt"
         spy = _profile(webhook_pid, 6 if quick else 10, raw)
         if spy is not None:
@@ -236,7 +224,7 @@ def _explain(res: dict[str, dict[int, list[dict[str, Any]]]], profile_rows: list
         return _cpu(res[label][100], process) if label in res else 0.0
     plain, hooked = cpu("no webhook", "kube-apiserver"), cpu("webhook, labelled", "kube-apiserver")
     call = cpu("webhook, unlabelled, late entry on", "kube-apiserver")
-    policy = cpu("policy in kube-apiserver (candidate), labelled", "kube-apiserver")
+    policy = cpu(POLICY_SETUP, "kube-apiserver")
     idle = next((share for where, share in profile_rows if where.startswith("event loop")), None)
     shake = next((share for where, share in profile_rows if where == "TLS handshake"), None)
     return (f"The cost is kube-apiserver's more than the webhook's: per create it spent {plain} ms of CPU without "
@@ -248,10 +236,12 @@ def _explain(res: dict[str, dict[int, list[dict[str, Any]]]], profile_rows: list
                "k8s.io/apiserver pkg/util/webhook/client.go, and keeps at most 25 idle connections per host, "
                "client-go transport/cache.go idleConnsPerHost: beyond 25 calls at once each extra call opens a new "
                "TLS connection)" if shake else "")
-            + f". Adding the gate inside kube-apiserver with a MutatingAdmissionPolicy instead cost it {policy} ms: "
-            "no cheaper. On two cores shared by the whole control plane (and by other work: see the load average) "
-            "creation is CPU-bound, so any admission mutation per pod lowers the rate by about its share of "
-            "kube-apiserver's CPU; no change to the webhook can reach 0.9x here.")
+            + f". With the admission policies instead (chart admission.mode policy: no webhook call) kube-apiserver "
+            f"spent {policy} ms per labelled create. On two cores shared by the whole control plane (and by other "
+            "work: see the load average) creation is CPU-bound, so any admission mutation per pod lowers the rate by "
+            "about its share of kube-apiserver's CPU: a MutatingAdmissionPolicy's JSON Patch re-encodes and decodes "
+            "the pod (k8s.io/apiserver pkg/admission/plugin/policy/mutating/patch/json_patch.go) and marks it "
+            "changed, which makes the admission chain run its mutating plugins once more.")
 
 
 def _plot(res: dict[str, dict[int, list[dict[str, Any]]]], out_dir: Path) -> str:
@@ -293,6 +283,10 @@ def _result(res: dict[str, dict[int, list[dict[str, Any]]]], profile_rows: list[
     targets = [cb.target("pods created per second through the webhook (labelled pods, 100 creators)",
                          f">= {TARGET}x without the webhook", f"{at100}x", at100 is not None and at100 >= TARGET,
                          _explain(res, profile_rows))]
+    pol = cb.ratio(_median(res[POLICY_SETUP][100], "rate"), base[100])
+    targets.append(cb.target("pods created per second with the admission policies (admission.mode policy, labelled "
+                             "pods, 100 creators)", f">= {TARGET}x without cogate", f"{pol}x",
+                             pol is not None and pol >= TARGET, _explain(res, profile_rows)))
     unl = cb.ratio(_median(res["webhook, unlabelled, late entry off"][100], "rate"), base[100])
     targets.append(cb.target("unlabelled pods, late-label entry off (chart default), 100 creators",
                              "none (reported: the objectSelector keeps them from the webhook)", f"{unl}x", None))

@@ -13,17 +13,18 @@ create call until a pod watch sees the expected pods bound (``clusterbench.PodWa
   unlabelled), with ``bench_end_to_end.run_once`` (creation, decision and release timeline).
 
 Every control plane is v1.37.2 with ``GenericWorkload`` on (the release whose native gang
-scheduling is compared: ``bench_native``). cogate is registered as the chart registers it by
+scheduling is compared: ``bench_native``). cogate runs in both admission modes of the chart
+(``admission.mode``), switched between runs: ``webhook`` registered as the chart registers it by
 default (no late-label entry, :func:`cogate.webhook.config.webhook_configuration` with
-``late_labels=None``), so unlabelled pods never reach its webhook: "kube-scheduler alone" pays
-nothing for cogate being installed.
+``late_labels=None``) and ``policy`` (:func:`cogate.webhook.policies.admission_policies`, no
+webhook call). Every object selects the label, so "kube-scheduler alone" pays nothing for cogate
+being installed.
 
     python bench/bench_small_gangs.py [--quick]       # prints RESULT <json>
 """
 
 from __future__ import annotations
 
-import base64
 import json
 import statistics
 import sys
@@ -34,11 +35,10 @@ from typing import Any
 from kubernetes import client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_admission_rate as adm  # noqa: E402
 import bench_end_to_end as e2e  # noqa: E402
 import bench_native as nat  # noqa: E402
 import clusterbench as cb  # noqa: E402
-
-from cogate.webhook.config import webhook_configuration  # noqa: E402
 
 NAME = "small_gangs"
 TITLE = "Many small gangs: sub-second groups and 100 groups of 8 against kube-scheduler alone and native"
@@ -54,16 +54,16 @@ TARGET_ALONE = 1.10  # issue 40: 100 groups of 8 <= 1.10x of kube-scheduler alon
 TARGET_NATIVE = 1.5  # issue 40: the README example <= 1.5x of native
 
 
-def _chart_registration(cluster: Any, stack: Any) -> None:
-    """Register cogate as the chart does by default: no late-label entry (module doc)."""
-    ca = (stack.workdir / "ca.crt").read_bytes()
-    cfg = webhook_configuration({"url": f"https://127.0.0.1:{stack.webhook_port}/mutate",
-                                 "caBundle": base64.b64encode(ca).decode()}, gate_name=stack.gate_name,
-                                late_labels=None)
-    path = stack.workdir / "mwc-chart-default.json"
-    path.write_text(json.dumps(cfg))
-    cluster.kubectl("apply", "-f", str(path))
-    time.sleep(2.0)
+#: cogate's two admission modes (chart ``admission.mode``): system name -> registration of
+#: ``bench_admission_rate.register`` ("late-off": the chart's default webhook registration).
+MODES = {"cogate": "late-off", "policy": "policy"}
+
+
+def _register(cluster: Any, stack: Any, system: str) -> None:
+    """Register cogate as the chart does for ``system`` (:data:`MODES`); ``alone`` keeps the last one
+    (unlabelled pods reach neither the webhook nor the policies: every object selects the label)."""
+    if system in MODES:
+        adm.register(cluster, stack, MODES[system])
 
 
 def _small_once(api: client.ApiClient, watch: cb.PodWatch, system: str, w: tuple, rep: int,
@@ -73,7 +73,7 @@ def _small_once(api: client.ApiClient, watch: cb.PodWatch, system: str, w: tuple
     name = f"g{rep}"
     try:
         group = nat.Group(name, min_member, (nat.Part(name, size, cpu, memory),))
-        if system == "cogate":
+        if system in MODES:
             cb.create_pod_group(api, ns, cb.pod_group(name, min_member))
         elif system == "native":
             client.CustomObjectsApi(api).create_namespaced_custom_object(
@@ -82,7 +82,7 @@ def _small_once(api: client.ApiClient, watch: cb.PodWatch, system: str, w: tuple
         if system == "alone":
             body = cb.replica_set(name, size, group=None, cpu=cpu, memory=memory)
         else:
-            body = nat.replica_set(system, group, group.parts[0], None)
+            body = nat.replica_set("cogate" if system in MODES else system, group, group.parts[0], None)
         t0 = time.monotonic()
         cb.create_replica_set(api, ns, body)
         try:
@@ -93,8 +93,11 @@ def _small_once(api: client.ApiClient, watch: cb.PodWatch, system: str, w: tuple
         cb.delete_namespace(api, ns)
 
 
-def _small(api: client.ApiClient, cluster: Any, system: str, quick: bool) -> dict[str, list[float | None]]:
+def _small(api: client.ApiClient, cluster: Any, system: str, quick: bool,
+           stack: Any = None) -> dict[str, list[float | None]]:
     out: dict[str, list[float | None]] = {}
+    if stack is not None:
+        _register(cluster, stack, system)
     with cb.PodWatch(api) as watch:
         for w in SMALL[:2] if quick else SMALL:
             cb.set_nodes(cluster, w[1], **w[2])
@@ -110,18 +113,19 @@ def _cogate_plane(quick: bool) -> tuple[dict[str, dict[str, list]], dict[str, An
     with cb.control_plane(kubernetes_version=nat.RELEASE, feature_gates=nat.GATES) as c:
         api = cb.api_client(c)
         with cb.cogate_stack(c) as stack:
-            _chart_registration(c, stack)
-            for system in ("alone", "cogate"):
-                small[system] = _small(api, c, system, quick)
+            for system in ("alone", "cogate", "policy"):
+                small[system] = _small(api, c, system, quick, stack)
             with cb.PodWatch(api) as watch, cb.PodGroupWatch(api) as pg_watch:
                 for nodes, groups, size in ((10, 4, 8),) if quick else MANY:
                     cb.set_nodes(c, nodes, **e2e.NODE_SHAPE)
                     label = f"{groups} groups of {size} on {nodes} nodes"
                     runs = []
-                    for gang in (False, True, False, True):  # alone, cogate, alone, cogate
+                    for system in ("alone", "cogate", "policy") * 2:  # each twice, alternating
+                        gang = system != "alone"
+                        _register(c, stack, system)
                         runs.append(e2e.run_once(api, watch, stack, groups, size, gang, 600, c,
                                                  pg_watch if gang else None))
-                        cb.log(f"{NAME}: {label}: {'cogate' if gang else 'alone'}: {runs[-1]['all bound s']:.2f} s")
+                        cb.log(f"{NAME}: {label}: {system}: {runs[-1]['all bound s']:.2f} s")
                     many[label] = runs
         api.close()
     return small, many
@@ -146,59 +150,68 @@ def run(quick: bool, out_dir: Path) -> dict[str, Any]:
     return _result(small, many, quick)
 
 
+def _runs(xs: list[float | None]) -> str:
+    return ", ".join(f"{x:.2f}" if x is not None else "-" for x in xs)
+
+
 def _result(small: dict[str, dict[str, list]], many: dict[str, Any], quick: bool) -> dict[str, Any]:
     """The report from the runs' figures (``small``: system -> workload -> seconds per run; ``many``:
-    label -> ``bench_end_to_end.run_once`` results, alone and cogate alternating)."""
+    label -> ``bench_end_to_end.run_once`` results, alone, webhook and policies alternating)."""
     rows, targets = [], []
     for w in SMALL[:2] if quick else SMALL:
-        a, c, n = (_med(small[s][w[0]]) for s in ("alone", "cogate", "native"))
-        rows.append([w[0], w[7], a, c, n, cb.ratio(c, a) if c and a else None, cb.ratio(c, n) if c and n else None])
-        if w is SMALL[0]:
-            r = cb.ratio(c, n) if c and n else None
-            runs = {sys_: ", ".join(f"{x:.2f}" if x is not None else "-" for x in small[sys_][w[0]])
-                    for sys_ in ("cogate", "native", "alone")}
+        a, c, p, n = (_med(small[s][w[0]]) for s in ("alone", "cogate", "policy", "native"))
+        rows.append([w[0], w[7], a, c, p, n, cb.ratio(c, a) if c and a else None, cb.ratio(p, a) if p and a else None,
+                     cb.ratio(c, n) if c and n else None, cb.ratio(p, n) if p and n else None])
+        if w is not SMALL[0]:
+            continue
+        for system, t in (("cogate", c), ("policy", p)):
+            r = cb.ratio(t, n) if t and n else None
             targets.append(cb.target(
-                f"creation to bound, {w[0]}", f"cogate <= {TARGET_NATIVE}x native",
-                f"{r}x ({c} s against {n} s)", r is not None and r <= TARGET_NATIVE,
-                f"Runs (s): cogate {runs['cogate']}; native {runs['native']}; kube-scheduler alone {runs['alone']}. "
-                "cogate's release needs, after its members are created through the webhook, a decision pass (now "
-                "due at once when the last member arrives), the PodGroup status write and the gate removals: two "
-                "API round trips that native gang scheduling does not make; on a machine this loaded each round "
-                "trip and each process wake-up takes tens of milliseconds, and the spread between runs of one "
-                "system is as large as the difference between systems."))
+                f"creation to bound, {w[0]}, {'webhook' if system == 'cogate' else 'admission policies'}",
+                f"cogate <= {TARGET_NATIVE}x native", f"{r}x ({t} s against {n} s)", r is not None and r <= TARGET_NATIVE,
+                f"Runs (s): webhook {_runs(small['cogate'][w[0]])}; policies {_runs(small['policy'][w[0]])}; "
+                f"native {_runs(small['native'][w[0]])}; kube-scheduler alone {_runs(small['alone'][w[0]])}. "
+                "cogate's release needs, after its members are created, a decision pass (due at once when the last "
+                "member arrives), the PodGroup status write and the gate removals: API round trips native gang "
+                "scheduling does not make; on a machine this loaded each round trip and each process wake-up takes "
+                "tens of milliseconds, and the spread between runs of one system is as large as the difference "
+                "between systems."))
     many_rows = []
     for label, runs in many.items():
-        alone = statistics.median(r["all bound s"] for r in runs[0::2])
-        gang = statistics.median(r["all bound s"] for r in runs[1::2])
-        created_a = statistics.median(r["all created s"] for r in runs[0::2])
-        created_g = statistics.median(r["all created s"] for r in runs[1::2])
+        med = {s: statistics.median(r["all bound s"] for r in runs[k::3]) for k, s in enumerate(("alone", "cogate", "policy"))}
+        made = {s: statistics.median(r["all created s"] for r in runs[k::3]) for k, s in enumerate(("alone", "cogate", "policy"))}
         tl = runs[-1].get("timeline", {})
-        r = cb.ratio(gang, alone)
-        many_rows.append([label, round(alone, 2), round(gang, 2), r, round(created_a, 2), round(created_g, 2),
+        many_rows.append([label, round(med["alone"], 2), round(med["cogate"], 2), round(med["policy"], 2),
+                          cb.ratio(med["cogate"], med["alone"]), cb.ratio(med["policy"], med["alone"]),
+                          round(made["alone"], 2), round(made["cogate"], 2), round(made["policy"], 2),
                           _round(tl.get("decision recorded")), _round(tl.get("last bound"))])
-        targets.append(cb.target(
-            f"time until all bound, {label}", f"cogate <= {TARGET_ALONE}x kube-scheduler alone",
-            f"{r}x", r is not None and r <= TARGET_ALONE,
-            f"Creating the 800 members took {round(created_g, 1)} s through the webhook against {round(created_a, 1)} s "
-            f"alone (medians), and the decision was recorded {_round(tl.get('decision recorded'))} s after the last "
-            "member: the time goes in creating the members (each create calls the webhook; its cost in "
-            "kube-apiserver: the admission_rate benchmark)."))
+        for system in ("cogate", "policy"):
+            r = cb.ratio(med[system], med["alone"])
+            targets.append(cb.target(
+                f"time until all bound, {label}, {'webhook' if system == 'cogate' else 'admission policies'}",
+                f"cogate <= {TARGET_ALONE}x kube-scheduler alone", f"{r}x", r is not None and r <= TARGET_ALONE,
+                f"Creating the 800 members took {round(made[system], 1)} s against {round(made['alone'], 1)} s alone "
+                f"(medians), and the decision was recorded {_round(tl.get('decision recorded'))} s after the last "
+                "member (last policies run): the time goes in creating the members (each labelled create is "
+                "mutated in kube-apiserver: the admission_rate benchmark)."))
     return cb.result(
         NAME, TITLE,
         "Creation to bound (first create call until a pod watch sees the expected pods bound) of the README "
-        f"example and of one group of 2, 4 and 8 members ({REPEATS} runs each, median) through cogate, "
-        "kube-scheduler alone and kube-scheduler 1.37.2's own gang scheduling; and 100 groups of 8 created at once "
-        "on 100 and 29 nodes through cogate and kube-scheduler alone (two runs each, alternating, median). cogate "
+        f"example and of one group of 2, 4 and 8 members ({REPEATS} runs each, median) through cogate with its "
+        "webhook, cogate with its admission policies (chart admission.mode policy), kube-scheduler alone and "
+        "kube-scheduler 1.37.2's own gang scheduling; and 100 groups of 8 created at once on 100 and 29 nodes "
+        "through both cogate modes and kube-scheduler alone (two runs each, alternating, median). The webhook "
         "registered as the chart does by default (no late-label entry).",
         "kube-scheduler alone (the same ReplicaSets unlabelled, same control plane, same run) and native gang "
         "scheduling (same release and node shapes, its own control plane, same run).",
         tables=[cb.table("Sub-second groups: creation to bound, median seconds",
-                         ["workload", "expected bound", "alone s", "cogate s", "native s", "cogate / alone",
-                          "cogate / native"], rows),
+                         ["workload", "expected bound", "alone s", "webhook s", "policies s", "native s",
+                          "webhook / alone", "policies / alone", "webhook / native", "policies / native"], rows),
                 cb.table("100 groups of 8: median seconds",
-                         ["workload", "alone: all bound s", "cogate: all bound s", "ratio", "alone: all created s",
-                          "cogate: all created s", "cogate: last created -> decision recorded s",
-                          "cogate: last created -> all bound s"], many_rows)],
+                         ["workload", "alone: all bound s", "webhook: all bound s", "policies: all bound s",
+                          "webhook / alone", "policies / alone", "alone: all created s", "webhook: all created s",
+                          "policies: all created s", "policies: last created -> decision recorded s",
+                          "policies: last created -> all bound s"], many_rows)],
         targets=targets,
         notes=["raw figures: " + json.dumps({"small": small, "many": {k: [{kk: vv for kk, vv in r.items()
                                                                            if kk != "cpu s"} for r in v]

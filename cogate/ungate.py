@@ -11,14 +11,17 @@ What it does, in order:
 
 1. With ``--webhook-configuration NAME``: read the MutatingWebhookConfiguration's largest
    ``timeoutSeconds`` and delete it, so no pod created from then on is gated (absent: nothing to do).
+   With ``--admission-policy-binding NAME`` (repeatable; chart ``admission.mode: policy``): delete
+   that MutatingAdmissionPolicyBinding, so kube-apiserver stops gating (absent: nothing to do).
 2. List the pods carrying the gate (``--gate-name``; only that gate: others' gates stay) in the
    namespace(s) asked, and remove the gate from each with a JSON Patch (``test`` the gate's name at
    its index, then ``remove`` it: :func:`cogate.gates.remove`; a pod changed meanwhile is read and
    patched again), or delete it (``--delete``; its owner, if any, makes it again, ungated now).
 3. After step 1, a pod whose admission was in flight when the configuration went may still be
    stored gated (the API server called the webhook before the deletion, and stores the pod up to
-   ``timeoutSeconds`` later): wait ``--settle`` seconds (default: that ``timeoutSeconds``) and sweep
-   once more. Without step 1, one sweep.
+   ``timeoutSeconds`` later): wait ``--settle`` seconds (default: that ``timeoutSeconds``; after a
+   policy binding only, :data:`POLICY_SETTLE`: kube-apiserver applies policy changes from a watch,
+   typically well under a second later) and sweep once more. Without step 1, one sweep.
 
 ``--dry-run`` sends every write with ``dryRun=All`` (nothing changes, the API server still
 validates it) and leaves the webhook configuration in place; the summary says what would happen.
@@ -51,6 +54,9 @@ SHOWN = 20
 #: The longest ``--settle`` wait taken from a webhook configuration (the API's own limit on
 #: ``timeoutSeconds`` is 30).
 MAX_SETTLE = 30.0
+#: Seconds to wait before the last sweep after deleting a MutatingAdmissionPolicyBinding (no webhook
+#: timeout bounds an admission in flight then: kube-apiserver sees the deletion through its informer).
+POLICY_SETTLE = 5.0
 
 
 @dataclass
@@ -157,6 +163,20 @@ def disable_webhook(admission: Any, name: str, *, dry_run: bool = False) -> floa
     return timeout
 
 
+def disable_policy_binding(admission: Any, name: str, *, dry_run: bool = False) -> bool:
+    """Delete MutatingAdmissionPolicyBinding ``name`` (``admissionregistration.k8s.io/v1``); False when it
+    does not exist (or the API server serves no such kind). ``dry_run``: read only."""
+    try:
+        admission.read_mutating_admission_policy_binding(name, _preload_content=False)
+        if not dry_run:
+            admission.delete_mutating_admission_policy_binding(name)
+    except Exception as exc:
+        if kube.api_status(exc) == 404:
+            return False
+        raise
+    return True
+
+
 def _summary(result: Sweep, delete: bool, dry_run: bool) -> list[str]:
     verb = ("would delete" if dry_run else "deleted") if delete else ("would ungate" if dry_run else "ungated")
     lines = [f"{verb} {p}" for p in result.done[:SHOWN]]
@@ -194,6 +214,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--webhook-configuration", metavar="NAME", default="",
                    help="delete this MutatingWebhookConfiguration first, so no pod created later is gated "
                         "(default: none)")
+    p.add_argument("--admission-policy-binding", metavar="NAME", action="append", default=[],
+                   help="delete this MutatingAdmissionPolicyBinding first (chart admission.mode policy), so no "
+                        "pod created later is gated; repeatable (default: none)")
     p.add_argument("--settle", type=cliargs.seconds, default=None, metavar="SECONDS",
                    help="wait before the last sweep after deleting the webhook configuration, for admissions in "
                         f"flight (default: its largest timeoutSeconds, at most {MAX_SETTLE:.0f})")
@@ -231,6 +254,12 @@ def main(argv: list[str] | None = None, *, apis: tuple[Any, Any] | None = None,
             print(f"MutatingWebhookConfiguration {args.webhook_configuration}: {state}")
             if timeout is not None and not args.dry_run:
                 settle = min(timeout, MAX_SETTLE) if args.settle is None else args.settle
+        for name in args.admission_policy_binding:
+            found = disable_policy_binding(admission, name, dry_run=args.dry_run)
+            state = "absent" if not found else ("would be deleted" if args.dry_run else "deleted")
+            print(f"MutatingAdmissionPolicyBinding {name}: {state}")
+            if found and not args.dry_run:
+                settle = max(settle or 0.0, POLICY_SETTLE if args.settle is None else args.settle)
         namespaces = [args.namespace or None]
         if args.group:
             result = _sweep_group(core, args)

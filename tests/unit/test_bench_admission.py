@@ -1,6 +1,6 @@
 """The admission-rate benchmark's pure parts (bench/bench_admission_rate.py): where a py-spy sample's
 time goes, the report from made-up runs (ratios to the no-webhook baseline, the 100-creator target),
-the candidate policy's match condition. No cluster, no timing."""
+the policy set-up's objects. No cluster, no timing."""
 
 from __future__ import annotations
 
@@ -63,8 +63,10 @@ def test_the_target_is_the_webhook_rate_against_no_webhook_at_100_creators(mod, 
     assert run.validate(out, tmp_path) == [], "the result follows bench/run.py's contract"
 
 
-def test_the_candidate_policy_gates_only_what_the_webhook_would_gate(mod):
-    policy, binding = mod.gate_policy("example.com/gate")
-    cond = policy["spec"]["matchConditions"][0]["expression"]
-    assert "nodeName" in cond and "example.com/gate" in cond and "<= 63" in cond
-    assert binding["spec"]["policyName"] == policy["metadata"]["name"]
+def test_the_policy_set_up_installs_what_the_chart_installs(mod):
+    """The policy set-up is admission_policies (no late-label policy, as the chart's default)."""
+    objs = mod.gate_policy("example.com/gate")
+    kinds = sorted((o["kind"], o["metadata"]["name"]) for o in objs if not o["kind"].endswith("Binding"))
+    assert kinds == [("MutatingAdmissionPolicy", "bench-cogate-gate"), ("ValidatingAdmissionPolicy", "bench-cogate-refuse"),
+                     ("ValidatingAdmissionPolicy", "bench-cogate-warn")]
+    assert "example.com/gate" in objs[0]["spec"]["mutations"][0]["jsonPatch"]["expression"]

@@ -68,3 +68,17 @@ def test_off_renders_no_hook(helm):
 def test_a_bad_action_fails_naming_it(helm):
     out = _template(helm, "--set", "uninstall.action=purge", check=False)
     assert out.returncode != 0 and "uninstall.action must be ungate or delete" in out.stderr
+
+
+def test_policy_mode_deletes_the_gate_policies_bindings_first(helm):
+    """admission.mode policy: no webhook configuration; the hook deletes the gate policies' bindings
+    (the objects the chart renders) and may touch nothing else of admissionregistration."""
+    objs = render(helm, "--set", "admission.mode=policy", "--set", "webhook.lateLabels.enabled=true")
+    job, role = find(objs, "Job", NAME), find(objs, "ClusterRole", NAME)
+    args = ungate.parse_args(container(job, "ungate")["args"][1:])
+    bindings = sorted(o["metadata"]["name"] for o in objs if o["kind"] == "MutatingAdmissionPolicyBinding")
+    assert sorted(args.admission_policy_binding) == bindings == [f"{RELEASE}-gate", f"{RELEASE}-late-labels"]
+    assert not args.webhook_configuration
+    (rule,) = [r for r in role["rules"] if r["apiGroups"] == ["admissionregistration.k8s.io"]]
+    assert rule["resources"] == ["mutatingadmissionpolicybindings"] and sorted(rule["resourceNames"]) == bindings
+    assert rule["verbs"] == ["get", "delete"]

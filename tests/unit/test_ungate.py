@@ -73,6 +73,15 @@ class Fake:
         self.log.append(("delete-webhook", name))
         self.webhook = None
 
+    def read_mutating_admission_policy_binding(self, name, **_):
+        if name not in getattr(self, "bindings", set()):
+            raise ApiError(404)
+        return {}
+
+    def delete_mutating_admission_policy_binding(self, name, **_):
+        self.log.append(("delete-binding", name))
+        self.bindings.discard(name)
+
     def gated(self):
         return sorted(f"{ns}/{n}" for (ns, n), p in self.pods.items()
                       if GATE in [g["name"] for g in p["spec"].get("schedulingGates") or ()])
@@ -177,3 +186,25 @@ def test_usage_errors(argv):
     with pytest.raises(SystemExit) as exc:
         ungate.parse_args(argv)
     assert exc.value.code == 2
+
+
+def test_policy_bindings_go_first_then_a_sweep_after_the_policy_settle(capsys):
+    """Chart admission.mode policy: the gate policy's binding is deleted before the sweep; pods admitted
+    while kube-apiserver had not yet seen the deletion are caught by a second sweep."""
+    fake = Fake(_pods())
+    fake.bindings = {"cogate-gate"}
+    slept = []
+    lists = []
+
+    def in_flight(f):
+        lists.append(1)
+        if len(lists) == 2:
+            f.pods[("ns1", "late")] = pod("late", "ns1").group("g").gated().raw()
+
+    fake.on_list = in_flight
+    assert _run(fake, "--all", "--admission-policy-binding", "cogate-gate", "--admission-policy-binding",
+                "cogate-late-labels", sleep=slept.append) == 0
+    assert fake.log[0] == ("delete-binding", "cogate-gate") and fake.bindings == set()
+    assert slept == [ungate.POLICY_SETTLE] and fake.gated() == []
+    out = capsys.readouterr().out
+    assert "cogate-gate: deleted" in out and "cogate-late-labels: absent" in out

@@ -137,3 +137,25 @@ Call with (dict "ctx" $ "component" "webhook" "constraints" .Values.webhook.topo
 - --cert-validity-days={{ .Values.webhook.certs.certValidityDays }}
 - --ca-validity-days={{ .Values.webhook.certs.caValidityDays }}
 {{- end -}}
+
+{{- /*
+The admission mode in effect: "webhook" or "policy" (admission.mode; "auto" is "policy" when the API
+server serves admissionregistration.k8s.io/v1 MutatingAdmissionPolicy, Kubernetes 1.36+; `helm template`
+without a cluster decides from --api-versions). docs/semantics.md, "Admission".
+*/ -}}
+{{- define "cogate.admissionMode" -}}
+{{- $mode := .Values.admission.mode | default "webhook" -}}
+{{- if not (has $mode (list "webhook" "policy" "auto")) -}}
+{{- fail (printf "admission.mode must be webhook, policy or auto, got %q" (toString $mode)) -}}
+{{- end -}}
+{{- if eq $mode "auto" -}}
+{{- ternary "policy" "webhook" (.Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy") -}}
+{{- else -}}
+{{- $mode -}}
+{{- end -}}
+{{- end -}}
+
+{{- /* A list of strings as a CEL list literal of single-quoted strings (names: no quote in them). */ -}}
+{{- define "cogate.celStrings" -}}
+[{{ range $i, $s := . }}{{ if $i }}, {{ end }}'{{ $s }}'{{ end }}]
+{{- end -}}
