@@ -32,7 +32,8 @@ autoscaler"):
    count the same free room. A group's shortfall is minMember minus its bound members minus those
    placed: the members still to place (the first in the planner's order that ``pack`` did not
    place). A group with a request already standing is planned too (its room counts) but asks
-   nothing more.
+   nothing more. With preemption on, the pods preemption may evict for the group count as gone
+   (``gone``; :mod:`cogate.controller.provisioning.mixed`): the shortfall after preemption.
 3. **New nodes only.** cluster-autoscaler first places the request's pods on the existing nodes
    (``filterOutSchedulable``), and it does not see cogate's reservations or the room of gated
    members: asked as they are, the missing members could be "found" in room cogate has planned
@@ -323,7 +324,8 @@ def _fast(view: BoundView | None, groups: Sequence[GroupRequest]) -> bool:
 
 
 def shortfalls(groups: Sequence[tuple[GroupRequest, bool]], nodes: Sequence[NodeInfo], pods: Sequence[PodInfo],
-               promised: Sequence[Promise], gate: str, *, view: BoundView | None = None
+               promised: Sequence[Promise], gate: str, *, view: BoundView | None = None,
+               gone: Mapping[tuple[str, str], Sequence[PodInfo]] | None = None
                ) -> dict[tuple[str, str], tuple[PodInfo, ...]]:
     """The members each asking group cannot place on the current nodes (module doc, rule 2).
 
@@ -336,6 +338,11 @@ def shortfalls(groups: Sequence[tuple[GroupRequest, bool]], nodes: Sequence[Node
     ``view``: the incremental planner's kept free room
     (:meth:`~cogate.controller.planning.planstate.PlanningState.bound_view`); ``nodes``/``pods`` are then
     ignored, and without pod (anti-)affinity or topology spread no pass over the pods is made.
+    ``gone``: per asking group, the bound pods preemption may evict for it
+    (:func:`cogate.controller.provisioning.mixed.evictable`): its members that do not fit the
+    free room are then planned on the room without them, and only those still unplaced are asked
+    for (the shortfall after preemption, issue 37 kind 5); that room is given back before the next
+    group is planned (the pods are not evicted yet), the members placed on free room stay charged.
     Deterministic; never raises on well-typed records."""
     gs = [g for g, _ in groups]
     room: Room
@@ -358,9 +365,25 @@ def shortfalls(groups: Sequence[tuple[GroupRequest, bool]], nodes: Sequence[Node
         plan = pack(room, ms.plannable, needed)
         room.commit()  # placed members hold their room for the groups after this one
         if asks:
-            short = [m for m in ms.plannable if m.uid not in plan][: max(0, needed - len(plan))]
-            out[(g.namespace, g.name)] = tuple(short)
+            rest = [m for m in ms.plannable if m.uid not in plan]
+            victims = (gone or {}).get((g.namespace, g.name), ())
+            if victims and len(plan) < needed:
+                rest = _after_preemption(room, rest, needed - len(plan), victims)
+            out[(g.namespace, g.name)] = tuple(rest[: max(0, needed - len(plan))])
     return out
+
+
+def _after_preemption(room: Room, rest: Sequence[PodInfo], needed: int, victims: Sequence[PodInfo]) -> list[PodInfo]:
+    """``rest`` less those ``pack`` places on ``room`` with ``victims`` taken off (``Room.vacate``,
+    as victim selection does); ``room`` is left as it was."""
+    mark = room.mark()
+    index = room.table.index
+    for p in victims:
+        if p.node_name in index:
+            room.vacate(p, index[p.node_name])
+    plan = pack(room, rest, needed)
+    room.rollback(mark)
+    return [m for m in rest if m.uid not in plan]
 
 
 #: The most podSets one ProvisioningRequest takes (its CRD: ``spec.podSets`` ``maxItems: 32``).

@@ -16,7 +16,9 @@ make room (preemption comes first, as kube-scheduler's does before cluster-autos
   then ask for the groups that need new nodes and have no request: a PodTemplate per member
   shape (the shape's first member, read from the API server, its node affinity narrowed to
   nodes that do not exist yet) and one ProvisioningRequest with the counts
-  (:func:`provreq.shortfalls`: exactly the difference, in the planner's order, on one room);
+  (:func:`provreq.shortfalls`: exactly the difference, in the planner's order, on one room; with
+  ``--preemption``, after the pods preemption may evict are counted as gone,
+  :func:`mixed.evictable`: no victim is evicted before the nodes came);
 - :meth:`Provisioning.consume`: the annotations the release patch of a group adds to each
   member while its request says ``Provisioned=True`` (``autoscaling.x-k8s.io/consume-provisioning-request``);
 - :meth:`Provisioning.conditions`: ``Provisioning`` on the group's status.
@@ -42,7 +44,7 @@ from typing import Any
 
 from cogate.controller.status import conditions as cond_mod
 from cogate.controller.status import notices
-from cogate.controller.provisioning import provreq
+from cogate.controller.provisioning import mixed, provreq
 from cogate.controller.provisioning.memory import ProvisioningMemories, ProvisioningMemory
 from cogate.controller.planning.capacity import nominated_pods, promised_room
 from cogate.controller.model.config import ReconcilerConfig
@@ -288,22 +290,35 @@ class Provisioning:
         wants = set(asking)
         promised = [*self._promised(requests, reservations), *held]
         lock = self.planning_lock if self.planning is not None and self.planning_lock is not None else nullcontext()
+        asked = [(for_role_minimums(requests[k]), k in wants) for k in planned]
         with lock:
             if self.planning is not None:
                 view = self.planning.bound_view()
-                short = provreq.shortfalls([(for_role_minimums(requests[k]), k in wants) for k in planned], [], [],
-                                           promised, self.config.gate_name, view=view)
+                gone = self._gone(asked, requests, view.pods)
+                short = provreq.shortfalls(asked, [], [], promised, self.config.gate_name, view=view, gone=gone)
                 nodes = list(view.nodes)
             else:
                 nodes = self.caches.nodes.snapshot()
                 pods = [p for p in self.caches.bound.snapshot() if p.bound and not p.terminal]
-                short = provreq.shortfalls([(for_role_minimums(requests[k]), k in wants) for k in planned], nodes,
-                                           pods, promised, self.config.gate_name)
+                short = provreq.shortfalls(asked, nodes, pods, promised, self.config.gate_name,
+                                           gone=self._gone(asked, requests, pods))
         for key in planned:
             members = short.get(key)
             if key in wants and members:
                 g = groups[key]
                 self._ask(g, requests[key], verdicts[key], members, nodes, memories.recall_provisioning(g.uid), now)
+
+    def _gone(self, asked: Sequence[tuple[GroupRequest, bool]], requests: Mapping[tuple[str, str], GroupRequest],
+              pods: Sequence[PodInfo]) -> dict[tuple[str, str], tuple[PodInfo, ...]]:
+        """With ``--preemption``, the pods each asking group may count as gone
+        (:func:`mixed.evictable`: the shortfall after preemption, issue 37 kind 5); else none."""
+        if not self.config.preemption:
+            return {}
+        gangs = {k: r.min_member for k, r in requests.items()}
+        natives = self.caches.native_groups.snapshot() if self.caches.native_groups is not None else []
+        return {(r.namespace, r.name): mixed.evictable(r, pods, gangs, self.config.gate_name,
+                                                       protected=self.config.protected_namespaces, natives=natives)
+                for r, asks in asked if asks}
 
     def _promised(self, requests: Mapping[tuple[str, str], GroupRequest],
                   reservations: Sequence[Reservation]) -> list[Promise]:

@@ -19,7 +19,10 @@ millicores (tests/e2e/test_autoscaler.py's docstring): a new node holds two memb
   whole, never both half;
 - the new nodes a request brought taken by ordinary pods before the gang was released (cogate
   paused meanwhile): the request is withdrawn and the gang asks again at once, and starts on the
-  next new nodes instead of waiting for the 10-minute booking to expire (issue 37 kind 6).
+  next new nodes instead of waiting for the 10-minute booking to expire (issue 37 kind 6);
+- a gang that needs both preemption and new nodes (low-priority balloons hold two spare nodes, a
+  node group maximum below the whole gang but above the rest) asks only for the shortfall after
+  preemption, and the balloons are evicted only once the new nodes came (issue 37 kind 5).
 """
 
 from __future__ import annotations
@@ -41,8 +44,8 @@ from cogate.localcluster import example
 from cogate.localcluster import nodes as fake_nodes
 from cogate.localcluster.stack import CogateStack
 
-from .kube import (bound, condition, controller_paused, create_pod_group, events_for, gated, group_pods, status,
-                   wait_for)
+from .kube import (bound, condition, controller_paused, create_pod_group, events_for, gated, group_pods,
+                   priority_classes, status, wait_for)
 
 pytestmark = pytest.mark.e2e
 
@@ -324,3 +327,59 @@ def _taken_and_asked_again(a, core, provisioning_stack, taken: int) -> None:
                                                   for i in range(taken)}
     assert len(group_node_names(a)) == 2 + taken, group_node_names(a)  # exactly what was still lacking
     assert name not in {r["metadata"]["name"] for r in requests_of(a, "train")}
+
+
+def test_a_gang_that_needs_preemption_and_new_nodes_asks_for_the_shortfall_and_evicts_after_they_came(grow):
+    """Two spare nodes of 14 CPU (outside the group) are held by balloons of 13 CPU of low
+    priority; a high-priority gang of 5 x 12 CPU. The whole gang would need 5 new nodes (one
+    member each), more than the group's maximum of 4 (``CapacityIsNotFound``, never started);
+    with the balloons counted gone it lacks 3. cogate asks for 3, no balloon goes before they
+    exist, then the two balloons are preempted and the gang binds whole."""
+    a = grow
+    core = client.CoreV1Api(a.api)
+    spare = [f"spare{i}-{a.namespace}"[:63] for i in range(2)]
+    for n in spare:
+        core.create_node(fake_nodes.node_manifest(n, cpu="14", memory="8Gi", pods=110, kwok_taint=False))
+    try:
+        fake_nodes.wait_nodes_ready(a.api, spare, timeout=60)
+        with priority_classes(a.api, low=100, high=1000) as classes:
+            _preempt_and_grow(a, core, spare, classes)
+    finally:
+        for n in spare:
+            with contextlib.suppress(client.ApiException):
+                core.delete_node(n)
+
+
+def _preempt_and_grow(a, core, spare: Sequence[str], classes: dict[str, str]) -> None:
+    balloons = [f"balloon-{i}" for i in range(len(spare))]
+    for b, n in zip(balloons, spare):
+        spec = member_spec("13", on_group=False)
+        spec.update(priorityClassName=classes["low"], nodeSelector={"kubernetes.io/hostname": n})
+        core.create_namespaced_pod(a.namespace, {"apiVersion": "v1", "kind": "Pod",
+                                                 "metadata": {"name": b, "labels": {"app": "balloon"}}, "spec": spec})
+    wait_for(lambda: all(bound(core.read_namespaced_pod(b, a.namespace)) for b in balloons), 60, what="balloons bound")
+    started = time.monotonic()
+    create_gang(a, "both", 5, "12", on_group=False, priority_class=classes["high"])
+    (r,) = wait_for(lambda: requests_of(a, "both") or None, 60, what="the request")
+    assert [ps["count"] for ps in r["spec"]["podSets"]] == [3], r["spec"]  # not 5: beyond the maximum of 4
+    evicted_with: list[int] = []  # group nodes Ready when a balloon was first seen going
+    while True:
+        left = [p for p in core.list_namespaced_pod(a.namespace, label_selector="app=balloon").items
+                if not p.metadata.deletion_timestamp]
+        if len(left) < len(balloons) and not evicted_with:
+            evicted_with.append(sum(1 for n in a.group_nodes() if _ready(n)))
+        ps = group_pods(a.api, a.namespace, "both")
+        if len(ps) == 5 and all(bound(p) for p in ps):
+            break
+        assert time.monotonic() - started < 180, "the gang did not start"
+        time.sleep(0.2)
+    assert evicted_with and evicted_with[0] == 3, evicted_with  # no balloon went before the new nodes
+    assert len(group_node_names(a)) == 3
+    assert sorted(p.spec.node_name in spare for p in ps) == [False, False, False, True, True]
+    preempting = condition(status(a.api, a.namespace, "both"), "Preempting")
+    assert preempting is not None, status(a.api, a.namespace, "both")
+
+
+def _ready(n: dict[str, Any]) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (n.get("status") or {}).get("conditions") or ())

@@ -679,6 +679,32 @@ def test_without_a_lower_priority_pod_nodes_are_asked_for_in_the_same_pass():
     assert w.condition()["reason"] == "Requested"
 
 
+@pytest.mark.parametrize("decide", [None, planner.decide], ids=["planning-state", "from-scratch"])
+def test_a_gang_that_needs_victims_and_a_node_asks_for_the_shortfall_after_preemption_and_evicts_after_it_came(decide):
+    # issue 37 kind 5: n1 (4 cpu) held by two low-priority balloons, n2 by a pod of the gang's
+    # priority; a gang of three 2-cpu members
+    pods = [pod("low-a").req(cpu="2").on("n1").priority(100).raw(),
+            pod("low-b").req(cpu="2").on("n1").priority(100).raw(),
+            pod("eq").req(cpu="4").on("n2").priority(1000).raw(),
+            *(pod(f"m-{i}").req(cpu="2").group("pg").gated().priority(1000).raw() for i in range(3))]
+    w = World(pods, [raw_pg("pg", 3)], decide=decide, nodes=(node("n1").cpu("4").raw(), node("n2").cpu("4").raw()))
+    w.run()
+    c = w.cluster
+    assert c.deleted == [] and w.condition(type_="Preempting")["reason"] == "DoesNotFitEvenWithPreemption"
+    assert [ps["count"] for ps in c.request["spec"]["podSets"]] == [1]  # not 3: the balloons' room counts
+    name = c.request["metadata"]["name"]
+    w.run(5.0)
+    assert c.deleted == [] and list(c.provreqs) == [name]  # no victim before the node exists
+    c.answer(name, "Provisioned", reason="CapacityIsProvisioned", message="Capacity is found in the cluster",
+             at=T0 + 10)
+    c.add_node("new-a", "2")
+    w.run(10.0)
+    assert sorted(c.deleted) == ["low-a", "low-b"]  # now the gang fits with preemption: evicted
+    w.run(1.0)
+    assert sorted(pinned(c.pods[m]) for m in ("m-0", "m-1", "m-2")) == ["n1", "n1", "new-a"]
+    assert list(c.provreqs) == [name]  # stands until the members are bound
+
+
 def test_with_preemption_off_an_insufficient_capacity_group_asks_at_once():
     pods = [pod("low-a").req(cpu="2").on("n1").priority(100).raw(),
             pod("low-b").req(cpu="2").on("n1").priority(100).raw(),
