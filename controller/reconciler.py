@@ -19,6 +19,7 @@ each handed what it uses (docs/internals.md, "The reconciler and its rooms"):
 - :class:`~cogate.controller.memory.Memories`: what is remembered about each PodGroup between passes;
 - :class:`~cogate.controller.release.relaying.Relaying`: a held group's reason told to its owner and members;
 - :class:`~cogate.controller.kube.events.Emitter`: the Events, de-duplicated.
+- :class:`~cogate.controller.releasing.Releasing` (a mixin): the gates of a release and the verdict's events.
 
 :class:`Reconciler` runs one decision pass at a time (decisions are serialised,
 docs/semantics.md) on its own thread:
@@ -53,16 +54,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from cogate.controller.status import lifecycle, notices
+from cogate.controller.status import lifecycle
 from cogate.controller.release import native, refusers
 from cogate.controller import topologies
-from cogate.controller.planning.fenced import domain_annotations, fence_requests
-from cogate.controller.model import verdicts
+from cogate.controller.planning.fenced import fence_requests
 from cogate.controller.model import quota as quota_mod
 from cogate.controller.status import status as status_mod
 from cogate.controller.status import writes as status_writes
 from cogate.controller.status import waiting
-from cogate.controller.model import replicas
 from cogate.controller.release.ownership import Ownership, api_reader, custom_reader
 from cogate.controller.release.relaying import Relaying
 from cogate.controller.release.aftercare import Aftercare, Context
@@ -81,7 +80,6 @@ from cogate.controller.status.inputs import (
     restored_reservations,
 )
 from cogate.controller.memory import GroupMemory, Memories
-from cogate.controller.release.memory import ReleaseMemory
 from cogate.controller.status.memory import StatusMemory
 from cogate.controller.kube.metrics import Metrics
 from cogate.controller.status.notices import log_extra
@@ -93,7 +91,8 @@ from cogate.controller.provisioning.room import Provisioning
 from cogate.controller.model.records import NodeInfo, PodInfo, Promise, Reservation
 from cogate.controller.release.strays import Strays
 from cogate.controller.model.wakeups import WAKE_MARGIN, Arrivals, Debouncer, earliest
-from cogate.controller.kube.writer import Writer, WriteResult
+from cogate.controller.kube.writer import Writer
+from cogate.controller.releasing import Releasing
 from cogate.models import PHASES, PodGroupStatus
 
 if TYPE_CHECKING:
@@ -132,7 +131,7 @@ def _check(config: ReconcilerConfig) -> None:
         raise ValueError(f"validate_releases: {config.validate_releases!r} not in {refusers.VALIDATION_MODES}")
 
 
-class Reconciler:
+class Reconciler(Releasing):
     """Runs decision passes; see the module doc. ``core``/``custom`` are the client APIs
     (``CoreV1Api``, ``CustomObjectsApi``) or fakes with the same methods. Without ``decide``
     passes plan on a :class:`PlanningState` kept current by handlers on the bound-pods and
@@ -525,75 +524,3 @@ class Reconciler:
             return None, due + WAKE_MARGIN
         memory.progress_pending = None  # written now, or nothing to write
         return body, None
-
-    def _ungate_and_announce(self, g: GroupObject, request: GroupRequest, verdict: GroupVerdict,
-                             release: Mapping[str, str], memory: ReleaseMemory,
-                             now: float) -> tuple[int, float | None]:
-        """After the status is written: the gates of ``release`` go, and the verdict's events;
-        (members ungated, ``wake_at`` of a refusal)."""
-        outcome = Outcome(verdict.outcome)
-        ungated, wake_at = 0, None
-        if outcome is Outcome.RELEASED and release:
-            self._count_release(g, request, now)
-        if release:
-            ungated, wake_at = self._release(g, outcome, verdict, release, memory, now)
-        elif not outcome.releases:
-            self._announce(g, outcome, verdict.message, now)
-        if verdict.waiting:
-            self.events.emit(g.ref, "waiting", notices.waiting_for_capacity(verdict.message), now)
-        else:
-            self.events.clear(g.uid, "waiting")
-        return ungated, wake_at
-
-    def _count_release(self, g: GroupObject, request: GroupRequest, now: float) -> None:
-        self.metrics.releases.inc()
-        self.events.clear(g.uid, "verdict")
-        since = verdicts.complete_since(request)
-        if since is not None:
-            self.metrics.complete_to_release.observe(max(0.0, now - since))
-
-    def _release(self, g: GroupObject, outcome: Outcome, verdict: GroupVerdict, release: Mapping[str, str],
-                 memory: ReleaseMemory, now: float) -> tuple[int, float | None]:
-        """Ungate ``release`` (uid -> pin target); a ``Released`` event; (members ungated, ``wake_at``).
-        A patch the API server refuses now (after the dry run) is reported and backed off like a
-        dry-run refusal."""
-        placement = self.config.placement
-        results = self.writer.ungate_members(release, {**self.provisioning.consume(g), **domain_annotations(verdict.domain)})
-        removed = {u: n for u, n in release.items() if results.get(u) == WriteResult.REMOVED}
-        self.forcing.announce(g, verdict, removed, now)
-        refused = {u for u, r in results.items() if r == WriteResult.REFUSED}
-        wake_at = None
-        if refused:
-            self.metrics.release_refusals.labels("patch").inc(len(refused))
-            self._drop({u: "" for u in refused})
-            _, wake_at = self.guard.refused(g, refused, memory, released=len(removed), whole_group=False, now=now)
-        elif memory.refusal is not None and removed:
-            self.guard.clear(memory)
-        if outcome is Outcome.RELEASED:
-            notice = notices.released(release, placement, placed_in=verdict.placed_in)
-            log.info("PodGroup %s/%s: %s (%s)", *g.key, notice.message, verdict.message, extra=log_extra(*g.key))
-            self.events.emit(g.ref, "", notice, now)
-        elif removed:
-            self.events.emit(g.ref, "", notices.released(removed, placement, new=True), now)
-        return len(removed), wake_at
-
-    def _announce(self, g: GroupObject, outcome: Outcome, message: str, now: float) -> None:
-        """The event of a held group's verdict (waiting, short of capacity, unschedulable)."""
-        notice = notices.verdict_event(outcome, message)
-        if notice is not None:
-            self.events.emit(g.ref, "verdict", notice, now, key=notices.situation_key(notice.message))
-
-    def _warn_shared_replicas(self, g: GroupObject, request: GroupRequest, now: float) -> None:
-        """Warning ``ReplicasSharePodGroup`` while members of several replicas share the PodGroup."""
-        message = replicas.shared_message(request.members)
-        if message:
-            self.events.emit(g.ref, "replicas", notices.replicas_share(message), now, key=notices.situation_key(message))
-        else:
-            self.events.clear(g.uid, "replicas")
-
-    def _warn_mixed_priorities(self, g: GroupObject, request: GroupRequest, now: float) -> None:
-        notice = notices.priority_event(request)
-        if notice is not None:
-            self.events.emit(g.ref, "priorities", notice, now)
-        else:
-            self.events.clear(g.uid, "priorities")

@@ -183,6 +183,34 @@ class Writer:
             self.podgroups.apply_local(stored)
         return True
 
+    def annotate_group(self, namespace: str, name: str, annotations: Mapping[str, str | None]) -> bool:
+        """Merge-patch PodGroup ``namespace/name``'s ``metadata.annotations`` with ``annotations``
+        (``None`` removes one); True when written. A PodGroup gone (404) or a failure after the retries
+        is False (logged; the next pass tries again: the caller compares with the cached object)."""
+        body = {"metadata": {"annotations": dict(annotations)}}
+
+        def patch() -> Any:
+            return self.custom.patch_namespaced_custom_object(
+                api.GROUP, api.VERSION, namespace, api.PLURAL, name, body,
+                _content_type="application/merge-patch+json", _preload_content=False,
+                _request_timeout=REQUEST_TIMEOUT, field_manager=leftovers.FIELD_MANAGER)
+
+        try:
+            resp = retrying(patch, attempts=self.attempts, backoff=Backoff(initial=0.2, maximum=2.0),
+                            sleep=self._sleep)
+        except Exception as exc:  # noqa: BLE001
+            if api_status(exc) != 404:
+                log.warning("annotating PodGroup %s/%s failed: %s", namespace, name, exc,
+                            extra=log_extra(namespace, name))
+            return False
+        try:
+            stored = json_body(resp)
+        except ValueError:
+            stored = {}
+        if stored:
+            self.podgroups.apply_local(stored)
+        return True
+
     def _check_stored(self, key: tuple[str, str], body: Mapping[str, Any], stored: Mapping[str, Any], now: float,
                       *, full: bool) -> None:
         """Compare what a status write sent with what the API server stored (``stored``: the object the

@@ -349,7 +349,7 @@ def fence_requests(verdicts: Sequence[GroupVerdict], requests: Mapping[tuple[str
     out = dict(requests)
     for v in verdicts:
         r = out.get((v.namespace, v.name))
-        if r is not None and v.domain and v.outcome.waiting and r.topology is not None:
+        if r is not None and v.domain and Outcome(v.outcome).waiting and r.topology is not None:
             out[(v.namespace, v.name)] = replace(r, members=tuple(restricted_to(m, v.domain) for m in r.members))
     return out
 

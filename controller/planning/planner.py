@@ -105,7 +105,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from cogate.controller.model import minresources as minres
 from cogate.controller.model import replicas as replicas_mod
 from cogate.controller.planning.capacity import (
     Snapshot,
@@ -123,12 +122,11 @@ from cogate.controller.planning.explanations import (
     plural,
     shortfall,
     unchecked_note,
-    unplaceable,
-    unplaceable_message,
     waiting_text,
 )
 from cogate.controller.planning.minimum import MinResources
 from cogate.controller.planning.fenced import Fenced
+from cogate.controller.planning.emptyfit import EmptyCluster
 from cogate.controller.planning.members import (
     Members,
     classify,
@@ -190,7 +188,7 @@ def _order_key(g: GroupRequest) -> tuple[int, float, str, str]:
 order_key = _order_key
 
 
-class Pass(Fenced, ReleasedGroups, Starvation, MinResources, RoleMinimums, SetPlanning):
+class Pass(Fenced, ReleasedGroups, Starvation, MinResources, RoleMinimums, SetPlanning, EmptyCluster):
     """One call of :func:`decide`: the room left as groups are taken in order, the
     reservations kept and made, and the starving group that blocks later ones.
 
@@ -202,7 +200,8 @@ class Pass(Fenced, ReleasedGroups, Starvation, MinResources, RoleMinimums, SetPl
     released groups and replicas, of starvation and of ``spec.minResources`` are its methods too,
     each group in its own module (:class:`~cogate.controller.planning.released.ReleasedGroups`,
     :class:`~cogate.controller.planning.starvation.Starvation`,
-    :class:`~cogate.controller.planning.minimum.MinResources`).
+    :class:`~cogate.controller.planning.minimum.MinResources`; whether it fits the empty cluster:
+    :class:`~cogate.controller.planning.emptyfit.EmptyCluster`).
     """
 
     def __init__(
@@ -504,59 +503,6 @@ class Pass(Fenced, ReleasedGroups, Starvation, MinResources, RoleMinimums, SetPl
         self.basis = Basis("pass", ms, miss) if note else Basis("room", ms, miss, complete_since(g))
         return _verdict(g, Outcome.INSUFFICIENT_CAPACITY, miss.fits, msg)
 
-    def _never_fits(self, g: GroupRequest, ms: Members, fits: int, empty_msg: str,
-                    min_resources_short: tuple[minres.Short, ...] = ()) -> GroupVerdict:
-        """A group that does not fit even every eligible node empty: ``Unschedulable`` when
-        members that no node takes by their own constraints (nodeSelector, required node
-        affinity, tolerations, bound volumes: :func:`~cogate.controller.planning.explanations.unplaceable`)
-        leave fewer than minMember others, named as their constraint and not capacity (issue 21
-        item 9); else ``ExceedsClusterCapacity`` (with ``min_resources_short`` when it is the rest of
-        ``spec.minResources`` that never fits: provisioning and preemption then know no member shape helps)."""
-        own = unplaceable(self.room, ms.plannable)
-        others = len(ms.bound) + len(ms.plannable) - len(own)
-        if own and others < g.min_member:
-            return _verdict(g, Outcome.UNSCHEDULABLE, fits, unplaceable_message(self.room, own, others, g.min_member))
-        return GroupVerdict(g.namespace, g.name, Outcome.EXCEEDS_CLUSTER_CAPACITY, {}, fits, empty_msg,
-                            min_resources_short=min_resources_short)
-
-    def _charge_bound_members(self, room: Room, ms: Members) -> None:
-        """On the empty room, the group's own bound, non-terminal members keep their room: a member
-        that runs (released or ungated by hand) takes room the others cannot have, so a group that
-        can never fit is never judged to fit because one of its members already runs."""
-        index = self.snapshot.table.index
-        for m in ms.bound:
-            i = index.get(m.node_name)
-            if i is not None and not m.terminal:
-                room.charge(m, i)
-
-    def fits_empty(self, g: GroupRequest, ms: Members) -> tuple[bool, str, tuple[minres.Short, ...]]:
-        """Whether the group fits every eligible node empty, and if not, why, and the resources the
-        rest of its ``spec.minResources`` lacks there when that is why (members that fit, a rest that
-        does not: :meth:`_min_resources_short` on the empty room). Bound members count as placed and
-        keep their room on their nodes (:meth:`_charge_bound_members`); the empty room is built on
-        first use and left unchanged."""
-        if self._empty is None:
-            self._empty = self.snapshot.empty_room()
-        room = self._empty
-        mark = room.mark()
-        self._charge_bound_members(room, ms)
-        needed = g.min_member - len(ms.bound)
-        planned = self._pack_group(room, g, ms, ms.plannable, needed, greedy=True)
-        plan = planned.plan
-        ok = len(plan) >= needed and not planned.short
-        msg = ""
-        shorts: tuple[minres.Short, ...] = ()
-        if not ok:
-            unplaced = [m for m in ms.plannable if m.uid not in plan]
-            why = (role_short(room, planned.short, ms.plannable, plan, g.roles) if planned.short and g.roles
-                   else shortfall(room, unplaced, needed - len(plan)))
-            fits = len(ms.bound) + len(plan)
-            sep = ", but " if fits >= g.min_member else ": "
-            msg = f"fits {fits} of {g.min_member} even with every eligible node empty{sep}" + why.text
-        elif shorts := self._min_resources_short(room, g, ms, plan):
-            ok, msg = False, minres.exceeds_text(shorts, len(ms.bound) + len(plan))
-        room.rollback(mark)
-        return ok, msg, shorts
 
 
 def decide(

@@ -41,7 +41,7 @@ from typing import Any
 
 __all__ = ["HOSTNAME_LABEL", "PREFIX", "LEVELS", "REQUIRED", "PREFERRED", "SLICE_SIZE", "SLICE_LEVEL", "BALANCED",
            "EXCLUSIVE", "ANNOTATIONS", "KUEUE_REQUIRED", "KUEUE_PREFERRED", "KUEUE_SLICE_REQUIRED", "KUEUE_SLICE_SIZE",
-           "KUEUE_ANNOTATIONS", "RANK_LABELS", "DOMAIN_ANNOTATION", "TopologyError", "Constraint", "parse_levels",
+           "KUEUE_ANNOTATIONS", "RANK_LABELS", "DOMAIN_ANNOTATION", "recorded_domain", "TopologyError", "Constraint", "parse_levels",
            "resolve_levels", "parse", "kueue_topology_levels", "domain_annotations", "rank_of"]
 
 #: The node label kube-scheduler and the kubelet set to the node's name: the finest level, implied.
@@ -317,6 +317,25 @@ def domain_annotations(domain: Sequence[tuple[str, str]]) -> dict[str, str]:
     """``{DOMAIN_ANNOTATION: "label=value,..."}`` for a chosen domain (``(node label, value)`` coarse to
     fine), set on each member released into it; ``{}`` for none."""
     return {DOMAIN_ANNOTATION: ",".join(f"{k}={v}" for k, v in domain)} if domain else {}
+
+
+def recorded_domain(current: str | None, domain: Sequence[tuple[str, str]], *, stands: bool, fresh: bool,
+                    constrained: bool) -> str | None:
+    """The value of :data:`DOMAIN_ANNOTATION` a PodGroup should carry (``None``: none), given the value
+    it carries now (``current``), the verdict's domain (``(node label, value)`` coarse to fine: the one
+    a release goes to, or the home of a released group's members), whether the group's release stands
+    after this verdict (``stands``: released now, or already released), whether it is released now
+    (``fresh``) and whether the group asks a topology constraint (``constrained``). Issue 32 item 3: the chosen domain is recorded on the
+    PodGroup at the release, in the members' format (:func:`domain_annotations`); it is cleared when
+    the release no longer stands (the group is re-placed as a whole, in any domain) or the group asks
+    no constraint (or is released now into no one domain: placed in the whole cluster); a group
+    released earlier whose home is not known in this pass (no member placed, or they span more than
+    its levels) keeps what it carries."""
+    if not stands or not constrained:
+        return None
+    if domain:
+        return domain_annotations(domain)[DOMAIN_ANNOTATION]
+    return None if fresh else current
 
 
 def rank_of(labels: Mapping[str, str]) -> int | None:

@@ -72,6 +72,23 @@ class FakeCluster:
         del self.pods[name]
 
     # CustomObjectsApi
+    def patch_namespaced_custom_object(self, group, version, namespace, plural, name, body, **kw):
+        """A merge patch of the PodGroup's ``metadata.annotations`` (``None`` removes one)."""
+        assert (group, version, plural) == (api.GROUP, api.VERSION, api.PLURAL)
+        assert kw["_content_type"] == "application/merge-patch+json"
+        assert set(body) == {"metadata"} and set(body["metadata"]) == {"annotations"}
+        pg = self.pgs[name]
+        annotations = dict(pg["metadata"].get("annotations") or {})
+        for k, v in body["metadata"]["annotations"].items():
+            if v is None:
+                annotations.pop(k, None)
+            else:
+                annotations[k] = v
+        pg["metadata"]["annotations"] = annotations
+        self._bump(pg)
+        self.log.append(("annotate", name))
+        return jsonpatch.apply_patch(pg, [])
+
     def patch_namespaced_custom_object_status(self, group, version, namespace, plural, name, body, **kw):
         assert (group, version, plural) == (api.GROUP, api.VERSION, api.PLURAL)
         assert kw["_content_type"] == "application/merge-patch+json"

@@ -20,8 +20,8 @@ from cogate.controller.topology import constraints as t
 from cogate.localcluster import example
 from cogate.localcluster import nodes as fake_nodes
 
-from .kube import condition, controller_flags, create_pod_group, events_for, group_pods, hold_gated, running, \
-    status, wait_for
+from .kube import condition, controller_flags, create_pod_group, events_for, get_pod_group, group_pods, hold_gated, \
+    running, status, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -187,13 +187,15 @@ def late_member(kube, ns: str, group: str, name: str, cpu: str = "2") -> None:
 
 
 def test_domain_recorded_and_late_members_kept_in_it(stack, kube, namespace):
-    """Only r1 holds 3 x 2 cores: each member is annotated with its domain; a late member goes to r1
+    """Only r1 holds 3 x 2 cores: each member and the PodGroup are annotated with its domain; a late member goes to r1
     although r2 is empty; the next one waits gated (r1 full) and the status says where it must go."""
     where = labelled_nodes(kube, {"b1": {"r1": 2, "r2": 1}})
     gang(kube, namespace, "home", 3, {t.LEVELS: LEVELS, t.REQUIRED: RACK})
     assert placed(kube, namespace, "home", 3, where) == {("b1", "r1")}
     domain = f"{BLOCK}=b1,{RACK}=r1"
     assert {p.metadata.annotations.get(t.DOMAIN_ANNOTATION) for p in group_pods(kube, namespace, "home")} == {domain}
+    pg = get_pod_group(kube, namespace, "home")
+    assert pg["metadata"]["annotations"].get(t.DOMAIN_ANNOTATION) == domain, "the chosen domain on the PodGroup"
     late_member(kube, namespace, "home", "home-late")
     assert placed(kube, namespace, "home", 4, where) == {("b1", "r1")}
     late = client.CoreV1Api(kube).read_namespaced_pod("home-late", namespace)

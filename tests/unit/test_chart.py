@@ -494,7 +494,7 @@ def test_controller_rbac_is_least_privilege(objs):
         (("kubeflow.org",), ("mpijobs", "pytorchjobs"), ("get",), ()),
         (("ray.io",), ("rayclusters",), ("get",), ()),
         (("jobset.x-k8s.io",), ("jobsets",), ("get",), ()),
-        (("scheduling.x-k8s.io",), ("podgroups",), ("get", "list", "watch"), ()),
+        (("scheduling.x-k8s.io",), ("podgroups",), ("get", "list", "patch", "watch"), ()),
         (("scheduling.x-k8s.io",), ("podgroups/status",), ("get", "patch", "update"), ()),
         (("", "events.k8s.io"), ("events",), ("create", "patch"), ()),
         (("admissionregistration.k8s.io",), ("validatingwebhookconfigurations", "mutatingwebhookconfigurations",
