@@ -155,15 +155,8 @@ class Writer:
         takes_back = any(f in now_body.get("status", {}) for f in contested)
         body = now_body
 
-        def patch() -> Any:
-            return self.custom.patch_namespaced_custom_object_status(
-                api.GROUP, api.VERSION, namespace, api.PLURAL, name, body,
-                _content_type="application/merge-patch+json", _preload_content=False,
-                _request_timeout=REQUEST_TIMEOUT, field_manager=leftovers.FIELD_MANAGER)
-
         try:
-            resp = retrying(patch, attempts=self.attempts, backoff=Backoff(initial=0.2, maximum=2.0),
-                            sleep=self._sleep)
+            resp = self._merge_patch_group(self.custom.patch_namespaced_custom_object_status, namespace, name, body)
         except Exception as exc:  # noqa: BLE001
             if api_status(exc) == 404:
                 return False
@@ -183,21 +176,22 @@ class Writer:
             self.podgroups.apply_local(stored)
         return True
 
+    def _merge_patch_group(self, method: Callable[..., Any], namespace: str, name: str, body: dict[str, Any]) -> Any:
+        """One JSON merge patch of PodGroup ``namespace/name`` by ``method`` (the object or its status
+        subresource), as cogate's field manager, retried (:func:`cogate.kube.retrying`); the raw response."""
+        return retrying(lambda: method(api.GROUP, api.VERSION, namespace, api.PLURAL, name, body,
+                                       _content_type="application/merge-patch+json", _preload_content=False,
+                                       _request_timeout=REQUEST_TIMEOUT, field_manager=leftovers.FIELD_MANAGER),
+                        attempts=self.attempts, backoff=Backoff(initial=0.2, maximum=2.0), sleep=self._sleep)
+
     def annotate_group(self, namespace: str, name: str, annotations: Mapping[str, str | None]) -> bool:
         """Merge-patch PodGroup ``namespace/name``'s ``metadata.annotations`` with ``annotations``
         (``None`` removes one); True when written. A PodGroup gone (404) or a failure after the retries
         is False (logged; the next pass tries again: the caller compares with the cached object)."""
         body = {"metadata": {"annotations": dict(annotations)}}
 
-        def patch() -> Any:
-            return self.custom.patch_namespaced_custom_object(
-                api.GROUP, api.VERSION, namespace, api.PLURAL, name, body,
-                _content_type="application/merge-patch+json", _preload_content=False,
-                _request_timeout=REQUEST_TIMEOUT, field_manager=leftovers.FIELD_MANAGER)
-
         try:
-            resp = retrying(patch, attempts=self.attempts, backoff=Backoff(initial=0.2, maximum=2.0),
-                            sleep=self._sleep)
+            resp = self._merge_patch_group(self.custom.patch_namespaced_custom_object, namespace, name, body)
         except Exception as exc:  # noqa: BLE001
             if api_status(exc) != 404:
                 log.warning("annotating PodGroup %s/%s failed: %s", namespace, name, exc,
