@@ -377,15 +377,21 @@ def write_disrupted(conds: ConditionSet, *, quorum_evicted: str, lost: str, runn
                     placed: int, min_member: int, whole: bool = False) -> None:
     """``Disrupted``, the first that holds: ``True``/``QuorumLost`` (``quorum_evicted``: the text
     of an ``--evict-below-quorum`` eviction), ``True``/``MemberLost`` (``lost``: the departures'
-    message), ``True``/``UngatedWithoutRelease`` (``runners``: members running without a release).
+    message) when fewer than ``min_member`` are ``placed`` after them, ``True``/``UngatedWithoutRelease``
+    (``runners``: members running without a release). Departures that leave minMember members
+    ``placed`` (an operator's scale-down, a member beyond minMember deleted) do not disrupt the
+    gang: they are told as ``False``/``MembersPlaced`` with the departures' message.
     A ``True`` condition turns ``False``/``Released`` on a ``fresh`` release,
     ``False``/``MembersPlaced`` (MemberLost) once minMember members are ``placed`` again, and
     ``False``/``NoneUngatedWithoutRelease`` (UngatedWithoutRelease) when none runs so any more.
-    With ``whole`` (``cogate.dev/recovery: whole``) a ``MemberLost`` stays until the fresh release:
-    it is what ends the release (:func:`cogate.controller.status.status.release_end`)."""
+    With ``whole`` (``cogate.dev/recovery: whole``) every departure is ``True``/``MemberLost`` and
+    stays until the fresh release: it is what ends the release
+    (:func:`cogate.controller.status.status.release_end`)."""
     prev = conds.get(CONDITION_DISRUPTED)
     if quorum_evicted:
         conds.put(CONDITION_DISRUPTED, "True", REASON_QUORUM_LOST, quorum_evicted)
+    elif lost and placed >= min_member and not whole:
+        conds.put(CONDITION_DISRUPTED, "False", REASON_MEMBERS_PLACED, lost)
     elif lost:
         conds.put(CONDITION_DISRUPTED, "True", REASON_MEMBER_LOST, lost)
     elif runners:

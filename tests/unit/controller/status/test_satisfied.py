@@ -148,3 +148,37 @@ def test_whole_keeps_member_lost_until_the_fresh_release():
         cond_mod.write_disrupted(conds, quorum_evicted="", lost="", runners="", fresh=False, placed=3, min_member=2,
                                  whole=whole)
         assert conds.get("Disrupted").status == want
+
+
+PRIOR_DISRUPTED = (None, ("True", "MemberLost"), ("True", "UngatedWithoutRelease"), ("False", "MembersPlaced"),
+                   ("False", "Released"))
+
+
+@pytest.mark.parametrize("prior", PRIOR_DISRUPTED)
+@pytest.mark.parametrize("whole", [False, True])
+def test_a_departure_disrupts_the_gang_only_below_min_member_or_with_recovery_whole(prior, whole):
+    """The kind of the PyTorchJob scale-down failure: an operator lowers minMember and deletes members
+    in one pass, or a member beyond minMember is deleted. Every departure is told (the message names
+    it and the members placed); ``Disrupted`` is True only when fewer than minMember are placed after
+    it, or with ``cogate.dev/recovery: whole``; otherwise False/MembersPlaced, whatever was written before."""
+    for min_member in range(1, 5):
+        for left in range(0, 5):
+            conds = [] if prior is None else [Condition(type="Disrupted", status=prior[0], reason=prior[1],
+                                                        message="before", lastTransitionTime=START)]
+            g = pg(min_member, annotations={"cogate.dev/recovery": "whole"} if whole else None,
+                   phase="Running", scheduleStartTime=START, conditions=conds)
+            ms = [member(f"k-{i}", node=f"n{i}") for i in range(left)]
+            gone = (lifecycle.Departure(member("k-9", node="n9"), "deleted"),)
+            st = conditions_after(g, ms, lifecycle.Findings(lost=gone))
+            d = st.condition("Disrupted")
+            want = ("True", "MemberLost") if left < min_member or whole else ("False", "MembersPlaced")
+            assert (d.status, d.reason) == want, (min_member, left, whole, prior, d)
+            assert d.message == f"member k-9 left the released group: deleted; {left} of minMember {min_member} placed"
+            # the next pass without a departure: a loss that left minMember placed stays told, not disrupted
+            again = conditions_after(pg(min_member, annotations=g.metadata.annotations, phase="Running",
+                                        scheduleStartTime=START, conditions=st.conditions), ms)
+            d2 = again.condition("Disrupted")
+            if want[0] == "False":
+                assert (d2.status, d2.reason, d2.message) == ("False", "MembersPlaced", d.message)
+            else:
+                assert (d2.status, d2.reason) == ("True", "MemberLost"), (min_member, left, whole, d2)
