@@ -9,8 +9,9 @@ ago (see :mod:`cogate.controller.kube.leader`). A replica that loses the lease e
 with status 1 (``os._exit`` after one log line and a best-effort flush): no in-flight
 reconcile pass may keep patching pods while another replica leads, so nothing is joined
 or cleaned up; Kubernetes restarts the pod as a follower. SIGTERM/SIGINT stop cleanly:
-the reconcile loop ends after its current pass (up to 10 s) while the lease is still
-renewed, then the lease is released and the process exits 0.
+no gate patch is sent any more (a release is recorded before its gates go, so the next
+leader finishes it), the reconcile loop ends after its current pass (up to 10 s) while the
+lease is still renewed, then the lease is released and the process exits 0.
 """
 
 from __future__ import annotations
@@ -324,13 +325,15 @@ def elect(args: argparse.Namespace, apis: Apis, identity: str, metrics: Metrics,
 
 def run(reconciler: Reconciler, caches: Caches, stop: threading.Event, elector: LeaderElector | None,
         stop_elector: threading.Event, metrics: Metrics) -> None:
-    """Reconcile (once every informer synced, while leading) until ``stop``; then wait up to 10 s for
-    the pass in flight, stop the elector and give the lease up if that pass ended (else let it expire)."""
+    """Reconcile (once every informer synced, while leading) until ``stop``; then stop sending gate
+    patches (a release is recorded before its gates go: the next leader finishes it), wait up to 10 s
+    for the pass in flight, stop the elector and give the lease up if that pass ended (else let it expire)."""
     loop = threading.Thread(target=_reconcile_when_synced, name="reconciler", daemon=True,
                             args=(reconciler, caches, stop, elector.is_leader if elector else lambda: True))
     loop.start()
     while not stop.is_set():
         stop.wait(1.0)
+    reconciler.stop_releasing()
     loop.join(10.0)
     pass_done = not loop.is_alive()
     reconciler.close()

@@ -272,6 +272,11 @@ class Reconciler(Releasing):
             self.debouncer.started(self._monotonic())
             return True
 
+    def stop_releasing(self) -> None:
+        """On SIGTERM: send no more gate patches (:meth:`cogate.controller.kube.writer.Writer.stop_releasing`);
+        the pass in flight ends soon, its recorded releases are finished by the next leader."""
+        self.writer.stop_releasing()
+
     def close(self) -> None:
         self._groups_pool.shutdown(wait=False, cancel_futures=True)
         self.writer.close()

@@ -102,6 +102,10 @@ class Releasing:
         removed = {u: n for u, n in release.items() if results.get(u) == WriteResult.REMOVED}
         self.forcing.announce(g, verdict, removed, now)
         refused = {u for u, r in results.items() if r == WriteResult.REFUSED}
+        stopped = sum(1 for r in results.values() if r == WriteResult.STOPPED)
+        if stopped:
+            log.info("PodGroup %s/%s: %d members left gated: the controller is stopping (the next leader "
+                     "finishes the recorded release)", *g.key, stopped, extra=log_extra(*g.key))
         wake_at = None
         if refused:
             self.metrics.release_refusals.labels("patch").inc(len(refused))

@@ -92,7 +92,8 @@ class Metrics:
                                       "Time of a whole reconcile pass incl. writes (seconds).", registry=r)
         self.releases = Counter(_P + "releases", "PodGroups released.", registry=r)
         self.gate_removals = Counter(_P + "gate_removals", "Scheduling gate removals by result "
-                                     "(removed, absent, not_found, failed).", ["result"], registry=r)
+                                     "(removed, absent, not_found, skipped, refused, failed, stopped: not sent on "
+                                     "shutdown; native: a pod native gang scheduling takes).", ["result"], registry=r)
         self.complete_to_release = Histogram(
             _P + "group_complete_to_release_seconds",
             "From the moment minMember members were present (as seen by this process) to the release (seconds).",

@@ -21,7 +21,9 @@ class WriteResult(StrEnum):
       :meth:`Writer.check_release <cogate.controller.kube.writer.Writer.check_release>`: ``removed``
       (gate removed), ``ok`` (dry run accepted), ``absent`` (the pod carries no such gate),
       ``not_found`` (pod gone, or recreated under its name), ``skipped`` (``only_if`` said no),
-      ``refused`` (the API server refused the patch), ``failed``;
+      ``refused`` (the API server refused the patch), ``failed``, ``stopped`` (not sent: the
+      controller is shutting down, :meth:`Writer.stop_releasing
+      <cogate.controller.kube.writer.Writer.stop_releasing>`; the next leader finishes the release);
     - :meth:`Writer.evict <cogate.controller.kube.writer.Writer.evict>`: ``evicted``, ``gone``, ``failed``;
       :meth:`Writer.delete <cogate.controller.kube.writer.Writer.delete>`: ``deleted``, ``gone``, ``failed``;
     - :meth:`Objects.ensure_pdb <cogate.controller.kube.objects.Objects.ensure_pdb>`: ``created``,
@@ -40,6 +42,7 @@ class WriteResult(StrEnum):
     SKIPPED = "skipped"
     REFUSED = "refused"
     FAILED = "failed"
+    STOPPED = "stopped"
     EVICTED = "evicted"
     GONE = "gone"
     DELETED = "deleted"

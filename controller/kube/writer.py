@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -70,7 +71,7 @@ PREEMPTION_REASON = "PreemptionByCogate"
 
 #: Results of :meth:`Writer.ungate` (also the ``result`` label of ``cogate_gate_removals_total``).
 UNGATE_RESULTS = (WriteResult.REMOVED, WriteResult.ABSENT, WriteResult.NOT_FOUND, WriteResult.SKIPPED,
-                  WriteResult.REFUSED, WriteResult.FAILED)
+                  WriteResult.REFUSED, WriteResult.FAILED, WriteResult.STOPPED)
 #: Seconds a dry-run-validated release patch may be sent without reading the pod again.
 VALIDATED_FOR = 30.0
 #: Statuses of a release patch that mean the API server refuses it (not a changed pod, not transient).
@@ -107,6 +108,8 @@ class Writer:
         self.metrics = metrics
         self._sleep = sleep
         self._pool = concurrent.futures.ThreadPoolExecutor(workers, "cogate-ungate")
+        #: Set by :meth:`stop_releasing`: no gate patch is sent any more.
+        self._stopping = threading.Event()
         #: uid -> the API server's answer to the last refused release patch of that member.
         self.answers: dict[str, str] = {}
         #: uid -> (node, resourceVersion, ops, monotonic time) of a release patch a dry run accepted;
@@ -121,6 +124,13 @@ class Writer:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def stop_releasing(self) -> None:
+        """From now on :meth:`ungate` sends no patch and answers ``stopped`` (the patches already sent
+        finish). Called on SIGTERM, before the last pass is waited for: a release is recorded in the
+        PodGroup's status before its gates go, so the next leader finishes it; the pass in flight ends
+        within one patch per worker and the Lease is given up at once instead of expiring."""
+        self._stopping.set()
 
     # -- status ------------------------------------------------------------------
     @property
@@ -289,8 +299,11 @@ class Writer:
         ``annotations``: set in the same patch (:func:`cogate.controller.planning.patches.annotation_ops`); the
         pod is then always read first (the informer's record does not keep annotations).
         ``refused``: the API server refused the patch (:data:`REFUSAL_STATUSES` on an unchanged
-        pod); its answer is in :attr:`answers` under ``uid``.
+        pod); its answer is in :attr:`answers` under ``uid``. ``stopped``: not sent, after
+        :meth:`stop_releasing`.
         """
+        if self._stopping.is_set() and not dry_run:
+            return WriteResult.STOPPED
         extra = log_extra(namespace, group) if group else None
         known = self._known_ops(uid, node, only_if, dry_run=dry_run, cached=cached, annotations=annotations)
         if known is not None:

@@ -165,10 +165,26 @@ def test_dry_run_refusal_from_the_record_is_confirmed_by_the_read_path():
     assert h.cluster.pods["a"]["spec"]["schedulingGates"] == [{"name": GATE}]
 
 
+def test_after_stop_releasing_no_gate_patch_is_sent_and_dry_runs_still_answer():
+    """SIGTERM (controller/main.py ``run``): the pass in flight sends no more gate patches, so it ends
+    within one patch per worker and the Lease is given up; the members stay gated for the next leader."""
+    pods = [raw_pod(n) for n in ("a", "b", "c")]
+    h = Harness(pods, [raw_pg(min_member=3)], [])
+    w = h.rec.writer
+    assert w.ungate_members({"uid-a": "n1"}) == {"uid-a": "removed"}
+    h.rec.stop_releasing()
+    assert w.ungate_members({"uid-b": "n1", "uid-c": "n1"}) == {"uid-b": "stopped", "uid-c": "stopped"}
+    assert w.ungate(NS, "b", "uid-b", "n1") == "stopped"
+    assert [h.cluster.pods[n]["spec"].get("schedulingGates") for n in ("b", "c")] == [[{"name": GATE}]] * 2
+    assert h.cluster.log == [("pod", "a")]
+    assert w.check_release({"uid-b": "n1"}) == {"uid-b": "ok"}  # a dry run changes nothing: still sent
+    assert h.rec.metrics.gate_removals.labels("stopped")._value.get() == 2
+
+
 def test_write_results_equal_their_old_strings():
     from cogate.controller.kube.writer import UNGATE_RESULTS, WriteResult
 
-    assert UNGATE_RESULTS == ("removed", "absent", "not_found", "skipped", "refused", "failed")
+    assert UNGATE_RESULTS == ("removed", "absent", "not_found", "skipped", "refused", "failed", "stopped")
     assert {r: str(r) for r in WriteResult} == {r: r.value for r in WriteResult}
     assert f"{WriteResult.NOT_FOUND}" == "not_found" and {WriteResult.GONE: 1}["gone"] == 1
 
