@@ -176,6 +176,9 @@ RUNS: tuple[Run, ...] = (
         "pods carry no generation before 1.33 (never_gated_report: not available)"),
     Run("1.30.14", ("tests/e2e/test_rbac.py",), "c667368", "2026-12-06 17:17 UTC", 146, 23.0, 7, 7,
         "after a test fix: without resource.k8s.io/v1 the controller only checks for it (one list, 404)"),
+    Run("1.37.2", ("tests/e2e/test_devices.py",), "6494494", "2026-12-06 22:44 UTC", 39, 10.3, 4, 4),
+    Run("1.37.2", ("tests/e2e/test_operators.py",), "6494494", "2026-12-06 22:46 UTC", 89, 10.4, 8, 8),
+    Run("1.30.14", ("tests/e2e/test_operators.py",), "6494494", "2026-12-06 22:47 UTC", 87, 10.4, 8, 8),
 )
 
 
