@@ -179,6 +179,9 @@ RUNS: tuple[Run, ...] = (
     Run("1.37.2", ("tests/e2e/test_devices.py",), "6494494", "2026-12-06 22:44 UTC", 39, 10.3, 4, 4),
     Run("1.37.2", ("tests/e2e/test_operators.py",), "6494494", "2026-12-06 22:46 UTC", 89, 10.4, 8, 8),
     Run("1.30.14", ("tests/e2e/test_operators.py",), "6494494", "2026-12-06 22:47 UTC", 87, 10.4, 8, 8),
+    Run("1.36.3", ("tests/e2e/test_native_preemption.py",), "6494494", "2026-12-06 22:48 UTC", 33, 8.2, 3, 3,
+        "with COGATE_FEATURE_GATES=GenericWorkload=true,GangScheduling=true,WorkloadAwarePreemption=true "
+        "(1.36 serves scheduling.k8s.io/v1alpha2 PodGroups; WorkloadAwarePreemption needs GangScheduling)"),
 )
 
 
