@@ -243,5 +243,39 @@ def _round(x: Any) -> Any:
     return round(x, 2) if isinstance(x, (int, float)) else x
 
 
+#: The controller's requests per group that :func:`requests` reports (``clusterbench.STATS`` keys).
+REQUEST_KEYS = ("status writes", "owner reads", "events", "events WaitingForMembers", "events Released",
+                "events InsufficientCapacity", "gates removed")
+
+
+def requests(runs: int = 2, nodes: int = 100, groups: int = 100, size: int = 8) -> dict[str, Any]:
+    """cogate's own API requests per group while ``groups`` groups of ``size`` are created at once on
+    ``nodes`` nodes (issue 40): the controller's counters (status patches, owner GETs, Events by
+    reason, gate patches) divided by ``groups``, per run through cogate (webhook), with the same
+    run's creation and bind times and kube-scheduler alone's (alternating, ``runs`` each)."""
+    out: dict[str, Any] = {"shape": f"{groups} groups of {size} on {nodes} nodes", "runs": []}
+    with cb.control_plane(kubernetes_version=nat.RELEASE, feature_gates=nat.GATES) as c:
+        api = cb.api_client(c)
+        with cb.cogate_stack(c) as stack, cb.PodWatch(api) as watch, cb.PodGroupWatch(api) as pg_watch:
+            cb.set_nodes(c, nodes, **e2e.NODE_SHAPE)
+            for system in ("alone", "cogate") * runs:
+                gang = system != "alone"
+                _register(c, stack, system)
+                r = e2e.run_once(api, watch, stack, groups, size, gang, 600, c, pg_watch if gang else None)
+                ctl = r.get("controller") or {}
+                row = {"system": system, "all created s": round(r["all created s"], 2),
+                       "all bound s": round(r["all bound s"], 2),
+                       "cpu s": r.get("cpu s")}
+                if gang:
+                    row["per group"] = {k: round(ctl.get(k, 0) / groups, 2) for k in REQUEST_KEYS}
+                out["runs"].append(row)
+                cb.log(f"{NAME}: requests: {row}")
+        api.close()
+    return out
+
+
 if __name__ == "__main__":
-    cb.main(run)
+    if sys.argv[1:2] == ["--requests"]:  # cogate's own requests per group (issue 40): prints REQUESTS <json>
+        print("REQUESTS " + json.dumps(requests(int(sys.argv[2]) if len(sys.argv) > 2 else 2)))
+    else:
+        cb.main(run)
