@@ -25,10 +25,12 @@ How the controller learns about owners, and why so:
   another member arrived cost 2.65 ReplicaSet GETs per group of 8 (100 groups created at once).
   Owners are read once no member has arrived for :data:`SETTLE_SECONDS` (:func:`settled`), and
   at once when a member left or failed (a failed Job deletes its pods, an owner scaled down);
-  the first sight of a group's members counts as an arrival. Until then the last state read of
-  each owner is judged, if any (stale by at most the settle time), and the reconciler is woken
+  the first sight of a group counts as an arrival. Until then the last state read of each
+  owner is judged, if any (stale by at most the settle time), and the reconciler is woken
   when the settle time ends (:meth:`Ownership.wake_at`). So a finding comes at most
-  :data:`SETTLE_SECONDS` after the owner's last member appeared, plus one pass.
+  :data:`SETTLE_SECONDS` after the owner's last member appeared, plus one pass. The reconciler
+  holds the ``WaitingForMembers`` Event of a group whose members are still arriving the same
+  way (:meth:`Ownership.arriving`): that wait is every gang's first moment and the status says it.
 * **Remembered owners.** A failed or suspended Job deletes its pods, so the owners of a group's
   members are remembered per PodGroup uid from every pass in which members exist (at most
   :data:`REMEMBERED`: beyond, the oldest that own no member now go), and forgotten with the
@@ -108,14 +110,14 @@ def settled(before: frozenset[str] | None, present: frozenset[str], last_arrival
     this process); ``present``: those present now (not ``Failed``); ``last_arrival``: when a
     member last arrived (None: never). A member that left or failed (``before - present``
     non-empty) settles the group at once: its owner may have given up. A new uid, or the first
-    sight of a group with members, is an arrival at ``t``. Settled when the last arrival is at
-    least ``settle`` seconds old (and always when there never was one: a group without members
-    has nothing to read). Raises ``ValueError`` if ``settle < 0``."""
+    sight of a group (its owner is about to create its members, or a restarted controller sees
+    them), is an arrival at ``t``. Settled when the last arrival is at least ``settle`` seconds
+    old (and always when there never was one). Raises ``ValueError`` if ``settle < 0``."""
     if settle < 0:
         raise ValueError(f"settle must be >= 0 seconds, got {settle}")
     if before is not None and before - present:
         return True, last_arrival if last_arrival is not None else t
-    if (before is None and present) or (before is not None and present - before):
+    if before is None or present - before:
         last_arrival = t
     if last_arrival is None:
         return True, t
@@ -223,6 +225,14 @@ class Ownership:
         The reconciler runs a pass then (module doc, "Settling")."""
         with self._lock:
             return self._settles_at.get(group_uid)
+
+    def arriving(self, group_uid: str) -> bool:
+        """Whether the group's last verdict waited for members that are still arriving (no
+        :data:`SETTLE_SECONDS` without an arrival yet, no member left): its ``WaitingForMembers``
+        Event is held until then (issue 40: one Event per gang for a wait of a few seconds that
+        the ``Released`` condition already says)."""
+        with self._lock:
+            return group_uid in self._settles_at
 
     def staged_owner(self, group_uid: str) -> str:
         """The uid of the staged owner the group's last verdict named ('' if none): it heard the

@@ -403,7 +403,7 @@ A, B, C = "a", "b", "c"
 
 
 @pytest.mark.parametrize("before,present,last,t,expect", [
-    (None, frozenset(), None, 0.0, (True, 0.0)),  # nothing seen, no members: nothing to wait for
+    (None, frozenset(), None, 0.0, (False, 0.0)),  # first sight, no members yet: an arrival
     (None, frozenset({A}), None, 3.0, (False, 3.0)),  # first sight with members: an arrival
     (frozenset({A}), frozenset({A, B}), 1.0, 3.0, (False, 3.0)),  # a new member: arrival now
     (frozenset({A, B}), frozenset({A, B}), 3.0, 7.9, (False, 3.0)),  # unchanged, 4.9 s: not yet
@@ -437,7 +437,7 @@ def test_settled_properties(steps):
         present = frozenset(members)
         ok, new_last = settled(before, present, last, t, 5.0)
         left = before is not None and bool(before - present)
-        arrived = bool(present - before) if before is not None else bool(present)
+        arrived = bool(present - before) if before is not None else True
         if left:
             assert ok
         elif arrived:
@@ -539,3 +539,41 @@ def test_reconciler_pass_wakes_when_a_waiting_groups_members_have_settled():
     h.now += SETTLE_SECONDS + 0.01
     h.run()
     assert reads.calls == ["j"] and [e[1] for e in h.events if e[1] == "OwnerCannotComplete"] == ["OwnerCannotComplete"]
+
+
+@pytest.mark.parametrize("outcome,message,plain", [
+    ("WaitingForMembers", "3 of 8 members present", True),
+    ("WaitingForMembers", "0 of 8 members present", True),
+    ("WaitingForMembers", "3 of 8 members present; ResourceQuota compute: requests.cpu 4 of 4 used", False),
+    ("WaitingForMembers", "role worker: 1 of 2 members present", False),
+    ("WaitingForMembers", "set [ps, workers]: PodGroup workers names no set", False),
+    ("WaitingForMembers", "8 of 8 members present, 2 bound; 6 held by other scheduling gates", False),
+    ("InsufficientCapacity", "3 of 8 members present", False),
+    ("WaitingForMembers", "", False),
+])
+def test_plain_wait(outcome, message, plain):
+    from cogate.controller.status.notices import plain_wait
+    assert plain_wait(outcome, message) is plain
+
+
+def test_reconciler_holds_a_plain_wait_event_while_members_arrive():
+    """Issue 40: the WaitingForMembers Event of a gang whose members are being created is held
+    until none arrived for the settle time; a gang that completes sooner never gets one."""
+    from cogate.controller.release.ownership import SETTLE_SECONDS
+    script = iter([verdict("WaitingForMembers", message="2 of 3 members present"),
+                   verdict("WaitingForMembers", message="2 of 3 members present"),
+                   verdict("Released", {"uid-a": "n1", "uid-b": "n2"}, 2, "fits 2 of 2")])
+    h = Harness([raw_pod("a"), raw_pod("b")], [raw_pg(min_member=3)], lambda groups: [next(script)])
+    h.run()
+    h.now += SETTLE_SECONDS - 1
+    h.run()
+    h.now += 0.5
+    h.run()
+    assert [e[1] for e in h.events] == ["Released"]
+    # a gang still short once members stop arriving: its event comes at the settle time
+    h2 = Harness([raw_pod("a")], [raw_pg(min_member=2)], [verdict("WaitingForMembers", message="1 of 2 members present")])
+    h2.run()
+    assert h2.events == []
+    h2.now += SETTLE_SECONDS + 0.01
+    h2.run()
+    assert [e[1] for e in h2.events] == ["WaitingForMembers"]
