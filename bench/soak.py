@@ -250,7 +250,7 @@ def _lease_transitions(api: client.ApiClient) -> int:
 
 def _summary(seed, minutes, log, violations, injectors, work, sup, sampler, converged, transitions, proxy_counts,
              relists, out_dir: Path, live) -> dict[str, Any]:
-    faults = [r for r in log if isinstance(r, inv.Fault)]
+    faults = [r for r in log if isinstance(r, inv.Fault) and r.seconds >= 0]  # ended ones (not the "begun" records)
     recoveries = [s for i in injectors for _, s in i.recoveries if s is not None]
     unrecovered = sum(1 for i in injectors for _, s in i.recoveries if s is None)
     rss = [r.rss for r in log if isinstance(r, inv.Sample)]
