@@ -375,7 +375,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out-dir", type=Path, default=None)
     ap.add_argument("--gap", type=float, default=20.0, help="mean seconds between faults of each injector")
+    ap.add_argument("--recheck", type=Path, metavar="EVENTS_JSONL",
+                    help="run no soak: judge a recorded run's event log with this checkout's invariants")
     args = ap.parse_args(argv)
+    if args.recheck:
+        log = inv.read_log(args.recheck.read_text().splitlines())
+        violations = inv.check(log)
+        for v in violations:
+            print(f"VIOLATION {v.invariant} {v.ref} t={v.t:.1f}: {v.message}")
+        print(f"{len(violations)} violations in {len(log)} records of {args.recheck}")
+        return 1 if violations else 0
     out = args.out_dir or Path(tempfile.mkdtemp(prefix="cogate-soak-"))
     summary = run_soak(args.seed, args.minutes, out, gap=args.gap)
     print(json.dumps({k: v for k, v in summary.items() if k != "violations"}, indent=1))

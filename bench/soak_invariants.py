@@ -47,10 +47,11 @@ no roles and no autoscaler yet.
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 #: The bounds of the rules above (seconds; ``rss_limit`` bytes).
@@ -485,6 +486,21 @@ def memory_unbounded(log: Sequence[Record], bounds: Mapping[str, float] | None =
                 out.append(Violation("memory_unbounded", steady[q - 1].t, who,
                                      f"RSS grew from {first / 2**20:.0f} MiB (first quarter's median after "
                                      f"{warmup:.0f} s) to {last / 2**20:.0f} MiB (last quarter's)"))
+    return out
+
+
+def read_log(lines: Iterable[str]) -> list[Record]:
+    """The records of an event log as the soak writes it (one JSON object a line, ``type``: the record's
+    class name, the rest its fields); unknown types are skipped."""
+    kinds = {c.__name__: c for c in (PodState, GroupState, NodeState, Fault, Sample)}
+    out: list[Record] = []
+    for line in lines:
+        if line.strip():
+            d = json.loads(line)
+            cls = kinds.get(d.pop("type", ""))
+            if cls is not None:
+                known = {f.name for f in fields(cls)}
+                out.append(cls(**{k: v for k, v in d.items() if k in known}))
     return out
 
 

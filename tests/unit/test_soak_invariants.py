@@ -290,3 +290,15 @@ def test_group_state_reads_the_released_condition(status, released):
     # seen 4.5 s after the transition (epoch 1767225604.5): on the records' clock 4.5 s + 1 s (whole seconds) earlier
     g = rec.group_state(obj, 10.0, wall=1_767_225_604.5)
     assert g.released_t == (pytest.approx(10.0 - 4.5 - 1.0) if released else None)
+
+
+def test_an_event_log_reads_back_as_the_records_it_was_written_from():
+    """``bench/soak.py --recheck``: a recorded run judged again with today's invariants."""
+    import json
+    from dataclasses import asdict
+
+    log = [*IDLE, inv.Fault(2.0, "proxy-errors", "", -1.0), inv.Fault(2.0, "proxy-errors", "30% for 50 s", 50.0),
+           N(0, "n1", cpu=4000), inv.Sample(3.0, "controller-a", 100), pod(80, "a", gated=True)]
+    lines = [json.dumps({"type": type(r).__name__, **asdict(r)}) for r in log] + ["", '{"type": "Other", "t": 1}']
+    assert inv.read_log(lines) == log
+    assert inv.nominated_left(inv.read_log(lines), {"nominated": 30}) == []  # cleared at 80: fault's end 52 + 30
