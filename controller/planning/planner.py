@@ -126,6 +126,7 @@ from cogate.controller.planning.explanations import (
 )
 from cogate.controller.planning.minimum import MinResources
 from cogate.controller.planning.fenced import Fenced
+from cogate.controller.planning.exclusion import Exclusion
 from cogate.controller.planning.emptyfit import EmptyCluster
 from cogate.controller.planning.members import (
     Members,
@@ -188,7 +189,7 @@ def _order_key(g: GroupRequest) -> tuple[int, float, str, str]:
 order_key = _order_key
 
 
-class Pass(Fenced, ReleasedGroups, Starvation, MinResources, RoleMinimums, SetPlanning, EmptyCluster):
+class Pass(Fenced, Exclusion, ReleasedGroups, Starvation, MinResources, RoleMinimums, SetPlanning, EmptyCluster):
     """One call of :func:`decide`: the room left as groups are taken in order, the
     reservations kept and made, and the starving group that blocks later ones.
 
@@ -350,12 +351,15 @@ class Pass(Fenced, ReleasedGroups, Starvation, MinResources, RoleMinimums, SetPl
         if not self._holds_room(g) and (verdict := self._behind_starving_group(g, ms)) is not None:
             return verdict
         self.basis = Basis("pass", ms)
+        kept, held = self.kept_out(g)  # off the domains exclusive gangs hold (controller/planning/exclusion.py)
+        kms = classify(kept, self.gate) if held else ms
         if g.topology is not None:
-            return self.judge_in_domains(g, ms)
-        attempt = self._try_release(g, ms)
+            self.unheld = ms  # "with every node empty" reads the members without the hold (fenced.py)
+            return self.held_note(self.judge_in_domains(kept, kms), held)
+        attempt = self._try_release(kept, kms)
         if isinstance(attempt, GroupVerdict):
             return attempt
-        return self._explain(g, ms, attempt)
+        return self.held_note(self._explain(g, ms, attempt), held)
 
     def _invalid_min_member(self, g: GroupRequest, ms: Members) -> GroupVerdict | None:
         if g.min_member >= 1:
@@ -541,6 +545,7 @@ def run_pass(run: Pass, groups: Sequence[GroupRequest]) -> Decision:
         if g.released:
             verdicts[i] = run.ungate_new_members(g)
     verdicts.update(judge_unreleased(run, ordered))  # sets of groups: all or nothing (groupsets.py)
-    return Decision(verdicts=tuple(verdicts[i] for i in range(len(groups))), reservations=run.reservations())
+    return Decision(verdicts=tuple(verdicts[i] for i in range(len(groups))), reservations=run.reservations(),
+                    excluded=run.excluded_nodes())
 
 
