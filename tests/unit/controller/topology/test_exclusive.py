@@ -275,3 +275,33 @@ def test_choice_matches_brute_force(scene):
     (chosen,) = racks(v, nodes)
     assert chosen in fitting
     assert fitting[chosen] == min(fitting.values())  # best fit among the free racks
+
+
+def test_victims_are_chosen_only_in_a_rack_free_of_other_gangs():
+    """Racks r1 and r2 (2 nodes of 4 cores), full: r1 of a gang o (priority 0), r2 of plain pods
+    (priority 50), so by priority alone victims would be o's. A high-priority exclusive gang of 2 x 4 cores preempts the plain pods of r2, never o's members
+    (it would still hold r1 afterwards); a high-priority plain gang may not preempt inside the rack of a
+    running exclusive gang x (it could not be placed there while x runs)."""
+    from cogate.controller.preemption.victims import Gang, Preemption, select_victims
+
+    nodes = cluster({"b1": {"r1": 2, "r2": 2}})
+    o = gang(running("o", "r1-0", "r1-1", cpu=4))
+    plain = [pod(f"low-{n}").req(cpu=4).priority(50).on(n).info() for n in ("r2-0", "r2-1")]
+    e = gang(gated(2, "e", cpu=4, priority=100), EXCL)
+    d = decide(nodes, [*o.members, *plain], [o, e], [], 0.0)
+    v = d.verdicts[1]
+    assert v.outcome == Outcome.INSUFFICIENT_CAPACITY and v.domain == (("block", "b1"), ("rack", "r2")), v.message
+    fenced = fence_requests(d.verdicts, {(NS, "e"): e}, d.excluded)[(NS, "e")]
+    got = select_victims(fenced, nodes, [*o.members, *plain], [], [], [Gang(NS, "o", 2)])
+    assert isinstance(got, Preemption) and {x.pod.name for x in got.victims} == {"low-r2-0", "low-r2-1"}
+    # the exclusive gang x runs in r1 (low priority): a high-priority gang of 2 x 4 cores may use r2 only
+    x = gang(running("x", "r1-0", "r1-1", cpu=4), EXCL, released=True)
+    g = gang(gated(2, "g", cpu=4, priority=100))
+    d = decide(nodes, [*x.members, *plain], [x, g], [], 0.0)
+    assert d.verdicts[1].outcome == Outcome.INSUFFICIENT_CAPACITY
+    fenced = fence_requests(d.verdicts, {(NS, "g"): g}, d.excluded)[(NS, "g")]
+    got = select_victims(fenced, nodes, [*x.members, *plain], [], [], [Gang(NS, "x", 2)])
+    assert isinstance(got, Preemption) and {x.node for x in got.victims} == {"r2-0", "r2-1"}
+    # unfenced, it would take x (lower priority) whole in r1: the fence is what keeps it out
+    got = select_victims(g, nodes, [*x.members, *plain], [], [], [Gang(NS, "x", 2)])
+    assert isinstance(got, Preemption) and {x.node for x in got.victims} == {"r1-0", "r1-1"}
