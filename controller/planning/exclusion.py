@@ -94,33 +94,50 @@ class Exclusion:
         return cache[key]  # type: ignore[no-any-return]
 
     def claims(self) -> Claims:
-        """Who claims each node now (:func:`cogate.controller.topology.exclusive.claims`); read again
-        after each release of the pass (its reservations)."""
-        stamp = len(self.new_reservations)
-        cached = self.__dict__.get("_claims")
-        if cached is not None and cached[0] == stamp:
-            return cached[1]  # type: ignore[no-any-return]
-        placed: dict[Key, set[str]] = {}
-        for m, g in self.member_of.values():
-            if (n := placed_node(m, self.gate)) is not None:
-                placed.setdefault((g.namespace, g.name), set()).add(n)
-        for r in (*self.kept, *self.new_reservations):
-            if (known := self.member_of.get(r.pod_uid)) is not None and not known[0].terminal:
-                placed.setdefault((known[1].namespace, known[1].name), set()).add(r.node_name)
-        exclusive = {k: self._required_domains(c) for k, c in self._exclusive().items()}
-        got = claims(placed, exclusive)
-        self.__dict__["_claims"] = (stamp, got)
-        return got
+        """Who claims each node now (:class:`cogate.controller.topology.exclusive.Claims`): built once
+        from the members and the reservations kept, then grown by each reservation this pass makes
+        (a release earlier in the pass claims its nodes for the groups after it)."""
+        state = self.__dict__.get("_claims")
+        if state is None:
+            exclusive = {k: self._required_domains(c) for k, c in self._exclusive().items()}
+            placed: dict[Key, set[str]] = {}
+            for m, g in self.member_of.values():
+                if (n := placed_node(m, self.gate)) is not None:
+                    placed.setdefault((g.namespace, g.name), set()).add(n)
+            for r in self.kept:
+                if (known := self.member_of.get(r.pod_uid)) is not None and not known[0].terminal:
+                    placed.setdefault((known[1].namespace, known[1].name), set()).add(r.node_name)
+            state = self.__dict__["_claims"] = [0, claims(placed, exclusive), exclusive, {}]
+        seen, cl, exclusive, others = state
+        if seen < len(self.new_reservations):
+            for r in self.new_reservations[seen:]:
+                if (known := self.member_of.get(r.pod_uid)) is not None:
+                    key = (known[1].namespace, known[1].name)
+                    cl.place(key, r.node_name, exclusive.get(key))
+            state[0] = len(self.new_reservations)
+            others.clear()
+        return cl  # type: ignore[no-any-return]
+
+    def _held_by_others(self, key: Key) -> tuple[dict[str, Key], tuple[str, ...]]:
+        """``claims().held_by_others(key)`` and its nodes sorted, kept until the claims grow: every
+        gang that is not exclusive is kept off the same nodes, so they share one answer."""
+        cl = self.claims()
+        state = self.__dict__["_claims"]
+        slot = key if key in state[2] else None
+        cache: dict[Key | None, tuple[dict[str, Key], tuple[str, ...]]] = state[3]
+        if slot not in cache:
+            held = cl.held_by_others(key if slot is not None else ("", ""))
+            cache[slot] = (held, tuple(sorted(held)))
+        return cache[slot]
 
     def kept_out(self, g: GroupRequest) -> tuple[GroupRequest, dict[str, Key]]:
         """``g`` with its members restricted off the nodes other exclusive gangs hold, and those nodes
         (node -> holder); ``g`` itself and ``{}`` when none."""
         if not self._exclusive():
             return g, {}
-        held = self.claims().held_by_others((g.namespace, g.name))
+        held, nodes = self._held_by_others((g.namespace, g.name))
         if not held:
             return g, {}
-        nodes = tuple(sorted(held))
         return replace(g, members=tuple(kept_off(m, nodes) for m in g.members)), held
 
     def refused(self, g: GroupRequest, c: Constraint, d: Domain) -> str:
@@ -135,7 +152,7 @@ class Exclusion:
             if why and whole is not d:
                 return f"its {_level_word(c, whole)} {whole.name} {why}"
             return why
-        held = cl.held_by_others(key)
+        held = self._held_by_others(key)[0]
         if d.nodes and all(n in held for n in d.nodes):
             return f"held by exclusive {group_text(held[d.nodes[0]])}"
         return ""
@@ -157,11 +174,8 @@ class Exclusion:
         cl = self.claims()
         everyone = {n.name for n in self.room.nodes}
         out: dict[Key, frozenset[str]] = {}
-        for _, g in self.member_of.values():
-            key = (g.namespace, g.name)
-            if key in out:
-                continue
-            nodes = set(cl.held_by_others(key))
+        for key in dict.fromkeys((g.namespace, g.name) for _, g in self.member_of.values()):
+            nodes = set(self._held_by_others(key)[0])
             c = exclusive.get(key)
             if c is not None and c.required is not None:
                 free = [d.nodes for d in self._tree(c.levels).domains.get(c.required, ())

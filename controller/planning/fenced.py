@@ -74,13 +74,22 @@ class Fenced:
     gate: str
     basis: Basis
     _empty: Room | None
-    #: The group's members before :meth:`Exclusion.kept_out` restricted them (set by ``Pass._judge``).
-    unheld: Members | None = None
+    #: For the group judged: the nodes other exclusive gangs hold and its members kept off them
+    #: (``Exclusion.kept_out``); None when no node is held.
+    _held_for: tuple[frozenset[str], GroupRequest, Members] | None = None
 
     def judge_in_domains(self, g: GroupRequest, ms: Members) -> GroupVerdict:
         """The verdict of ``g`` (classified ``ms``) placed in one domain its constraint allows."""
         c = g.topology
         assert c is not None
+        kept, held = self.kept_out(g)  # type: ignore[attr-defined]
+        self._held_for = (frozenset(held), kept, classify(kept, self.gate)) if held else None
+        try:
+            return self.held_note(self._judge_in_domains(g, c, ms), held)  # type: ignore[attr-defined,no-any-return]
+        finally:
+            self._held_for = None
+
+    def _judge_in_domains(self, g: GroupRequest, c: Constraint, ms: Members) -> GroupVerdict:
         self.basis = Basis("pass", ms)
         if c.slice_size:
             try:
@@ -96,13 +105,28 @@ class Fenced:
         # best fit is the first holding one in order of free room (domains.choose, ``order``)
         order = (lambda d: (self._free(d, main), d.children, d.values)) if len(ms.plannable) == need else None
         choice = choose(c, tree, g.min_member, lambda d: self._refused(g, c, d, ms)
-                        or self._trial(self.room, c, d, ms, need, demand, main),
+                        or self._try(self.room, c, d, ms, need, demand, main),
                         lambda d: home <= frozenset(d.nodes), order)
         if choice.domain is not None:
             return self._in_domain(g, c, choice)
         return self._nowhere(g, c, ms, tree, choice, need, demand, home)
 
     # -- a domain tried
+
+    def _try(self, room: Room, c: Constraint, d: Domain, ms: Members, need: int, demand: Mapping[str, int],
+             main: str, prune: bool = True) -> Trial:
+        """:meth:`_trial`, with the members kept off the nodes of ``d`` other exclusive gangs hold
+        (``_held_for``); such a trial is planned every pass (the per-domain cache keeps trials of the
+        request as given: a domain no held node touches plans the same either way)."""
+        if self._held_for is not None and not self._held_for[0].isdisjoint(d.nodes):
+            return Fenced._trial(self, room, c, d, self._held_for[2], need, demand, main, prune)
+        return self._trial(room, c, d, ms, need, demand, main, prune)
+
+    def _kept(self, g: GroupRequest, d: Domain) -> GroupRequest:
+        """``g`` kept off the held nodes when ``d`` has some (as :meth:`_try` planned it)."""
+        if self._held_for is not None and not self._held_for[0].isdisjoint(d.nodes):
+            return self._held_for[1]
+        return g
 
     def _refused(self, g: GroupRequest, c: Constraint, d: Domain, ms: Members) -> Trial | None:
         """A refused trial when the exclusive-gang rule refuses ``d`` to ``g`` (``Exclusion.refused``)."""
@@ -178,6 +202,7 @@ class Fenced:
         """The ordinary rules on ``g`` restricted to the chosen domain; the domain named."""
         d = choice.domain
         assert d is not None
+        g = self._kept(g, d)
         if applies(c, d) or balanced_applies(c, d):
             verdict = self._in_split(g, c, d)
         else:
@@ -278,8 +303,7 @@ class Fenced:
         mark = empty.mark()
         self._charge_bound_members(empty, ms)  # type: ignore[attr-defined]
         # with every node empty, the nodes exclusive gangs hold are empty too (their gangs end)
-        unheld = self.unheld if self.unheld is not None and self.unheld.bound == ms.bound else ms
-        ever = choose(c, tree, g.min_member, lambda d: self._trial(empty, c, d, unheld, need, demand, "pods"),
+        ever = choose(c, tree, g.min_member, lambda d: self._trial(empty, c, d, ms, need, demand, "pods"),
                       lambda d: home <= frozenset(d.nodes))
         empty.rollback(mark)
         main = dominant(demand, self._allocatable())
@@ -306,7 +330,7 @@ class Fenced:
         pruned = sorted((dt for dt in tried.trials if dt[1].pruned and not dt[1].refused),
                         key=lambda dt: (-dt[1].leftover, dt[0].values))
         wanted = pruned[: max(DOMAINS_SHOWN - len(planned), 0)]
-        again = [(d, self._trial(self.room, c, d, ms, need, demand, main, prune=False)) for d, _ in wanted]
+        again = [(d, self._try(self.room, c, d, ms, need, demand, main, prune=False)) for d, _ in wanted]
         return Tried(tried.level, tuple(planned + again + pruned[len(wanted):] + refused))
 
     def _wider(self, c: Constraint, tree: Tree, ms: Members, need: int, demand: Mapping[str, int],
@@ -315,7 +339,7 @@ class Fenced:
         assert c.required is not None
         level = c.required - 1 if c.required > 0 else None
         wide = Constraint(c.levels, required=level) if level is not None else Constraint(c.levels)
-        got = choose(wide, tree, len(ms.bound) + need, lambda d: self._trial(self.room, c, d, ms, need, demand,
+        got = choose(wide, tree, len(ms.bound) + need, lambda d: self._try(self.room, c, d, ms, need, demand,
                                                                                    "pods"),
                      lambda d: home <= frozenset(d.nodes))
         if got.domain is None or got.level != level:

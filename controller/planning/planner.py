@@ -351,11 +351,10 @@ class Pass(Fenced, Exclusion, ReleasedGroups, Starvation, MinResources, RoleMini
         if not self._holds_room(g) and (verdict := self._behind_starving_group(g, ms)) is not None:
             return verdict
         self.basis = Basis("pass", ms)
+        if g.topology is not None:
+            return self.judge_in_domains(g, ms)  # held domains per domain tried (fenced.py)
         kept, held = self.kept_out(g)  # off the domains exclusive gangs hold (controller/planning/exclusion.py)
         kms = classify(kept, self.gate) if held else ms
-        if g.topology is not None:
-            self.unheld = ms  # "with every node empty" reads the members without the hold (fenced.py)
-            return self.held_note(self.judge_in_domains(kept, kms), held)
         attempt = self._try_release(kept, kms)
         if isinstance(attempt, GroupVerdict):
             return attempt

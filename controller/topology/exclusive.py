@@ -32,19 +32,29 @@ def group_text(key: Key) -> str:
     return f"PodGroup {key[0]}/{key[1]}"
 
 
-@dataclass(frozen=True)
+@dataclass
 class Claims:
-    """Who claims each node: ``placed`` node -> the gangs with a member placed there (sorted);
-    ``held`` node -> the exclusive gangs whose domain holds it (sorted)."""
+    """Who claims each node: ``placed`` node -> the gangs with a member placed there; ``held`` node ->
+    the exclusive gangs whose domain holds it. Grown in place by :meth:`place` (a pass adds the
+    gangs it releases)."""
 
-    placed: Mapping[str, tuple[Key, ...]] = field(default_factory=dict)
-    held: Mapping[str, tuple[Key, ...]] = field(default_factory=dict)
+    placed: dict[str, set[Key]] = field(default_factory=dict)
+    held: dict[str, set[Key]] = field(default_factory=dict)
+
+    def place(self, key: Key, node: str, domain: Mapping[str, Sequence[str]] | None) -> None:
+        """Gang ``key`` placed on ``node``; ``domain`` (exclusive gangs only): node -> the nodes of its
+        required-level domain (a node absent from it holds only itself)."""
+        self.placed.setdefault(node, set()).add(key)
+        if domain is not None:
+            for n in domain.get(node, (node,)):
+                self.held.setdefault(n, set()).add(key)
 
     def held_by_others(self, own: Key) -> dict[str, Key]:
-        """node -> the first exclusive gang other than ``own`` holding it: where ``own`` may not go."""
+        """node -> the first (by namespace, name) exclusive gang other than ``own`` holding it: where
+        ``own`` may not go."""
         out: dict[str, Key] = {}
         for node, keys in self.held.items():
-            other = next((k for k in keys if k != own), None)
+            other = min((k for k in keys if k != own), default=None)
             if other is not None:
                 out[node] = other
         return out
@@ -54,16 +64,11 @@ def claims(placed: Mapping[Key, Iterable[str]], exclusive: Mapping[Key, Mapping[
     """The claims of ``placed`` (gang -> the nodes its members are placed on). ``exclusive``: for each
     exclusive gang, node -> the nodes of the required-level domain that node is in (a node absent
     from it is in no domain of that level and holds only itself)."""
-    on: dict[str, set[Key]] = {}
-    held: dict[str, set[Key]] = {}
+    out = Claims()
     for key, nodes in placed.items():
-        domains = exclusive.get(key)
         for node in nodes:
-            on.setdefault(node, set()).add(key)
-            if domains is not None:
-                for n in domains.get(node, (node,)):
-                    held.setdefault(n, set()).add(key)
-    return Claims({n: tuple(sorted(ks)) for n, ks in on.items()}, {n: tuple(sorted(ks)) for n, ks in held.items()})
+            out.place(key, node, exclusive.get(key))
+    return out
 
 
 def refusal(own: Key, nodes: Sequence[str], c: Claims) -> str:
@@ -71,11 +76,11 @@ def refusal(own: Key, nodes: Sequence[str], c: Claims) -> str:
     ``"holds members of PodGroup ns/x"`` (the first node, in order, with another gang's member),
     else ``"held by exclusive PodGroup ns/x"``; ``""`` when the domain is free for it."""
     for n in nodes:
-        other = next((k for k in c.placed.get(n, ()) if k != own), None)
+        other = min((k for k in c.placed.get(n, ()) if k != own), default=None)
         if other is not None:
             return f"holds members of {group_text(other)}"
     for n in nodes:
-        other = next((k for k in c.held.get(n, ()) if k != own), None)
+        other = min((k for k in c.held.get(n, ()) if k != own), default=None)
         if other is not None:
             return f"held by exclusive {group_text(other)}"
     return ""

@@ -57,12 +57,12 @@ def racks(verdict, nodes):
 def test_claims_hold_the_whole_required_domain_of_an_exclusive_gang_only():
     domains = {"a1": ("a1", "a2"), "a2": ("a1", "a2")}
     c = claims({("ns", "e"): ["a1"], ("ns", "o"): ["b1"]}, {("ns", "e"): domains})
-    assert c.placed == {"a1": (("ns", "e"),), "b1": (("ns", "o"),)}
-    assert c.held == {"a1": (("ns", "e"),), "a2": (("ns", "e"),)}
+    assert c.placed == {"a1": {("ns", "e")}, "b1": {("ns", "o")}}
+    assert c.held == {"a1": {("ns", "e")}, "a2": {("ns", "e")}}
     assert c.held_by_others(("ns", "e")) == {}
     assert c.held_by_others(("ns", "o")) == {"a1": ("ns", "e"), "a2": ("ns", "e")}
     # a node in no domain of the level holds only itself
-    assert claims({("ns", "e"): ["x"]}, {("ns", "e"): domains}).held == {"x": (("ns", "e"),)}
+    assert claims({("ns", "e"): ["x"]}, {("ns", "e"): domains}).held == {"x": {("ns", "e")}}
 
 
 @pytest.mark.parametrize("nodes, expect", [
@@ -72,8 +72,8 @@ def test_claims_hold_the_whole_required_domain_of_an_exclusive_gang_only():
     (("e1",), ""),                                         # only its own member
 ])
 def test_refusal_names_the_gang_that_claims_the_domain(nodes, expect):
-    c = Claims(placed={"a2": (("ns", "o"),), "c0": (("ns", "x"),), "e1": (("ns", "e"),)},
-               held={"c0": (("ns", "x"),), "c1": (("ns", "x"),), "e1": (("ns", "e"),)})
+    c = Claims(placed={"a2": {("ns", "o"), ("ns", "p")}, "c0": {("ns", "x")}, "e1": {("ns", "e")}},
+               held={"c0": {("ns", "x")}, "c1": {("ns", "x")}, "e1": {("ns", "e")}})
     assert refusal(("ns", "e"), nodes, c) == expect
 
 
