@@ -6,8 +6,9 @@ heterogeneous gang whose leader needs a node only one rack has, Kueue's pod anno
 configuration at all, ``--topology-levels``, an invalid annotation (a Warning event naming it),
 slices by completion index of an Indexed Job inside one block, a balanced split, and exclusive gangs
 (a rack holding another gang's member refused, later gangs kept out of the exclusive gang's rack
-until its pods are deleted, every rack claimed, two exclusive gangs at once). The file took 95 s on a
-shared 2-core machine (14 tests, ``--durations``: the three exclusive ones 9.6 s of calls together).
+until its pods are deleted, every rack claimed, two exclusive gangs at once, preemption kept out of an
+exclusive gang's rack). The file took 95 s on a shared 2-core machine (15 tests, ``--durations``: the
+four exclusive ones 11 s of calls together).
 """
 
 from __future__ import annotations
@@ -395,3 +396,28 @@ def test_two_exclusive_gangs_created_together_take_two_racks(stack, kube, namesp
     gang(kube, namespace, "e2", 2, asked)
     first, second = placed(kube, namespace, "e1", 2, where), placed(kube, namespace, "e2", 2, where)
     assert len(first) == len(second) == 1 and first != second, (first, second)
+
+
+def test_preemption_never_enters_an_exclusive_gangs_rack(stack, kube, namespace):
+    """Racks p1 and p2 of 2 nodes (4 cores). The exclusive gang ``ex`` (priority 100, 2 x 4 cores) runs
+    in p1; plain pods of priority 500 fill p2. A gang of priority 1000 (2 x 4 cores, no topology) needs
+    victims: by priority alone they would be ex's members, but it could not be placed in ex's rack
+    while ex runs, so its victims are the plain pods of p2; it runs there and ex runs on."""
+    from .kube import priority_classes
+
+    where = labelled_nodes(kube, {"b1": {"p1": 2, "p2": 2}})
+    core = client.CoreV1Api(kube)
+    with priority_classes(kube, low=100, mid=500, high=1000) as names:
+        gang(kube, namespace, "ex", 2, {t.LEVELS: LEVELS, t.REQUIRED: RACK, t.EXCLUSIVE: "true"}, cpu="4",
+             priority_class=names["low"])
+        assert placed(kube, namespace, "ex", 2, where) == {("b1", "p1")}
+        for n in ("p2-0", "p2-1"):
+            tpl = example.pod_template(None, cpu="4", memory="100Mi", app="mid")
+            tpl["metadata"]["name"] = f"mid-{n}"
+            tpl["spec"].update(priorityClassName=names["mid"], nodeName=n)
+            core.create_namespaced_pod(namespace, {"apiVersion": "v1", "kind": "Pod", **tpl})
+        wait_for(lambda: all(running(core.read_namespaced_pod(f"mid-{n}", namespace)) for n in ("p2-0", "p2-1")),
+                 30, what="priority-500 pods Running")
+        gang(kube, namespace, "vip", 2, {}, cpu="4", priority_class=names["high"])
+        assert placed(kube, namespace, "vip", 2, where) == {("b1", "p2")}
+        assert sum(running(p) and not p.metadata.deletion_timestamp for p in group_pods(kube, namespace, "ex")) == 2
