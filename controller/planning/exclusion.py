@@ -96,8 +96,12 @@ class Exclusion:
     def claims(self) -> Claims:
         """Who claims each node now (:class:`cogate.controller.topology.exclusive.Claims`): built once
         from the members and the reservations kept, then grown by each reservation this pass makes
-        (a release earlier in the pass claims its nodes for the groups after it)."""
+        (a release earlier in the pass claims its nodes for the groups after it); built again when a
+        set of groups rolled its releases back (the reservations seen are no longer all there)."""
         state = self.__dict__.get("_claims")
+        made = self.new_reservations
+        if state is not None and state[0] and (state[0] > len(made) or made[state[0] - 1] is not state[4]):
+            state = None  # a set of groups rolled back its releases (planning/groupsets.py): read again
         if state is None:
             exclusive = {k: self._required_domains(c) for k, c in self._exclusive().items()}
             placed: dict[Key, set[str]] = {}
@@ -107,14 +111,14 @@ class Exclusion:
             for r in self.kept:
                 if (known := self.member_of.get(r.pod_uid)) is not None and not known[0].terminal:
                     placed.setdefault((known[1].namespace, known[1].name), set()).add(r.node_name)
-            state = self.__dict__["_claims"] = [0, claims(placed, exclusive), exclusive, {}]
-        seen, cl, exclusive, others = state
-        if seen < len(self.new_reservations):
-            for r in self.new_reservations[seen:]:
+            state = self.__dict__["_claims"] = [0, claims(placed, exclusive), exclusive, {}, None]
+        seen, cl, exclusive, others, _ = state
+        if seen < len(made):
+            for r in made[seen:]:
                 if (known := self.member_of.get(r.pod_uid)) is not None:
                     key = (known[1].namespace, known[1].name)
                     cl.place(key, r.node_name, exclusive.get(key))
-            state[0] = len(self.new_reservations)
+            state[0], state[4] = len(made), made[-1]
             others.clear()
         return cl  # type: ignore[no-any-return]
 

@@ -310,3 +310,18 @@ def test_victims_are_chosen_only_in_a_rack_free_of_other_gangs():
     # unfenced, it would take x (lower priority) whole in r1: the fence is what keeps it out
     got = select_victims(g, nodes, [*x.members, *plain], [], [], [Gang(NS, "x", 2)])
     assert isinstance(got, Preemption) and {x.node for x in got.victims} == {"r1-0", "r1-1"}
+
+
+def test_a_set_rolled_back_leaves_no_claim_behind():
+    """A set [a, b]: exclusive a is planned into r2 (best fit), then b never fits and the set is rolled
+    back; exclusive c, planned after, takes r2 (best fit), not kept off it by a release that never was."""
+    from cogate.controller.model import groupsets as gs
+
+    nodes = cluster({"b1": {"r1": 2, "r2": 1}})
+    spec = gs.SetSpec(((NS, "a"), (NS, "b")), 2, gs.SET_ANNOTATION)
+    a = dataclasses.replace(gang(gated(4, "a"), EXCL, created=0.0), group_set=spec)
+    b = dataclasses.replace(gang(gated(1, "b", cpu=64), created=1.0), group_set=spec)
+    c = gang(gated(4, "c"), EXCL, created=2.0)
+    va, vb, vc = decide(nodes, [], [a, b, c], [], 0.0).verdicts
+    assert va.release == vb.release == {}, va.message
+    assert vc.outcome == Outcome.RELEASED and racks(vc, nodes) == {"r2"}, vc.message
