@@ -16,7 +16,7 @@ on node b0-r0-n0, then deleted, alternately), the passes with and without topolo
 so that both see the same load. Prints one line per case and the ratios; ``run``
 gives the result dict of ``bench/run.py``.
 
-    .venv/bin/python -m bench.topology_pass [--runs 5] [--groups 100]
+    .venv/bin/python -m bench.topology_pass [--runs 5] [--groups 100] [--exclusive N]
     .venv/bin/python bench/run.py --only topology_pass
 """
 
@@ -70,15 +70,19 @@ def _pod(name: str, cpu: int, node: str = "", group: str = "") -> PodInfo:
                    gates=() if node else (DEFAULT_GATE_NAME,), created=NOW - 60)
 
 
-def groups(n: int, topology: bool, seed: int = 2) -> list[GroupRequest]:
+def groups(n: int, topology: bool, seed: int = 2, exclusive_every: int = 0) -> list[GroupRequest]:
+    """``n`` gated gangs (module doc); ``exclusive_every``: every such gang (the first included) asks an
+    exclusive rack instead (``--exclusive``)."""
     rng = random.Random(seed)
     kinds = (Constraint(LEVELS, required=1), Constraint(LEVELS, required=0, preferred=1), Constraint(LEVELS, preferred=1))
+    exclusive = Constraint(LEVELS, required=1, exclusive=True)
     out = []
     for g in range(n):
         size = rng.choice((4, 8, 16, 32, 64))
         members = tuple(_pod(f"g{g}-{i}", 4_000, group=f"g{g}") for i in range(size))
         r = GroupRequest("bench", f"g{g}", size, NOW - 60 + g, False, members)
-        out.append(dataclasses.replace(r, topology=kinds[g % 3]) if topology else r)
+        kind = exclusive if exclusive_every and g % exclusive_every == 0 else kinds[g % 3]
+        out.append(dataclasses.replace(r, topology=kind) if topology else r)
     return out
 
 
@@ -91,13 +95,14 @@ def _median_ms(fn, runs: int) -> float:
     return statistics.median(times)
 
 
-def measure(n_groups: int, runs: int, busy: tuple[int, ...] = SCENARIOS["room for all"]) -> dict[str, dict[str, float]]:
+def measure(n_groups: int, runs: int, busy: tuple[int, ...] = SCENARIOS["room for all"],
+            exclusive_every: int = 0) -> dict[str, dict[str, float]]:
     """Without (``"base"``) and with (``"topo"``) topology on the cluster of ``busy``: first pass and
     pass after one change (ms, medians of ``runs``), gangs released, and the per-domain trials reused /
     planned again in the last pass after a change. The two are measured alternately, pass by pass,
     so that both see the same load of a shared machine."""
     nodes, pods = cluster(busy=busy)
-    cases = {"base": groups(n_groups, False), "topo": groups(n_groups, True)}
+    cases = {"base": groups(n_groups, False), "topo": groups(n_groups, True, exclusive_every=exclusive_every)}
     first: dict[str, list[float]] = {k: [] for k in cases}
     for _ in range(runs):
         for k, gs in cases.items():
@@ -123,11 +128,11 @@ def measure(n_groups: int, runs: int, busy: tuple[int, ...] = SCENARIOS["room fo
                 "reused": states[k]._domains.hits, "planned": states[k]._domains.misses} for k in cases}
 
 
-def cells(n_groups: int, runs: int) -> list[dict[str, Any]]:
+def cells(n_groups: int, runs: int, exclusive_every: int = 0) -> list[dict[str, Any]]:
     """One cell per scenario: the baseline and the topology measurement, same run."""
     out = []
     for name, busy in SCENARIOS.items():
-        m = measure(n_groups, runs, busy)
+        m = measure(n_groups, runs, busy, exclusive_every)
         base, topo = m["base"], m["topo"]
         out.append({"scenario": name, "groups": n_groups, "base": base, "topo": topo,
                     "first_ratio": topo["first_ms"] / base["first_ms"],
@@ -212,8 +217,10 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.topology_pass", description=__doc__.split("\n")[0])
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--groups", type=int, default=100)
+    p.add_argument("--exclusive", type=int, default=0, metavar="N",
+                   help="every Nth gang asks an exclusive rack (topology.cogate.dev/exclusive) instead")
     args = p.parse_args(argv)
-    for c in cells(args.groups, args.runs):
+    for c in cells(args.groups, args.runs, args.exclusive):
         for name, m in (("without topology", c["base"]), ("with topology", c["topo"])):
             print(f"{c['scenario']:>12}, {name:>16}: first pass {m['first_ms']:8.1f} ms, after one change "
                   f"{m['after_change_ms']:8.1f} ms, released {m['released']} of {args.groups}")

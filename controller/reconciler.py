@@ -331,7 +331,7 @@ class Reconciler(Releasing):
             present = self.preempting.present(self.memory)  # read before planning: a victim gone now is gone for it
             decision = self._plan([r for r in requests if groups[(r.namespace, r.name)].uid not in held], now,
                                   promised)
-            fenced = fence_requests(decision.verdicts, by_key)  # topology: victims and new nodes in one domain
+            fenced = fence_requests(decision.verdicts, by_key, decision.excluded)  # topology: one domain, exclusive ones
             wakes.append(self.preempting.step(decision, groups, fenced, self.memory, present, self.reservations, now))
             held_now = self.preempting.promises(groups, by_key, self.memory)  # with a preemption started just now
             wakes.append(self.provisioning.step(decision, groups, fenced, self.memory, self.reservations, held_now,

@@ -25,7 +25,9 @@ records) and answers for one PodGroup with the controller's own rules, never a c
 7. with ``preemption``: the controller's victim selection
    (:func:`~cogate.controller.preemption.victims.select_victims`), dry, for a group the controller
    would preempt for (``InsufficientCapacity``, not released; a group waiting for the rest of
-   ``spec.minResources`` too: :meth:`Preempting._start_one <cogate.controller.preemption.room.Preempting>`).
+   ``spec.minResources`` too: :meth:`Preempting._start_one <cogate.controller.preemption.room.Preempting>`),
+   on the request the reconciler hands it (:func:`~cogate.controller.planning.fenced.fence_requests`:
+   the gang's topology domain, kept off the domains exclusive gangs hold).
 
 Left out (said in docs/explain.md): what an owner that can never complete the group adds to a
 ``WaitingForMembers`` message (it reads the owner through the API), a preemption or ProvisioningRequest
@@ -44,6 +46,7 @@ from cogate.controller.model.records import NodeInfo, PodInfo
 from cogate.controller.model.resources import format_quantity
 from cogate.controller.model.verdicts import GroupRequest, GroupVerdict, Outcome
 from cogate.controller.planning.capacity import Snapshot, nominated_pods, pack, promised_room
+from cogate.controller.planning.fenced import fence_requests
 from cogate.controller.planning.filters import static_reason
 from cogate.controller.planning.members import classify, members_anti, members_spread
 from cogate.controller.planning.planner import Pass, run_pass
@@ -151,6 +154,8 @@ class _Planned:
     run: Pass
     verdicts: dict[tuple[str, str], GroupVerdict]
     reservations: tuple[Any, ...]
+    #: ``Decision.excluded``: nodes preemption may not use per group (exclusive gangs' domains).
+    excluded: Mapping[tuple[str, str], frozenset[str]] = field(default_factory=dict)
 
 
 def _plan(world: World, nodes: Sequence[NodeInfo], now: float, config: ReconcilerConfig) -> _Planned:
@@ -161,7 +166,8 @@ def _plan(world: World, nodes: Sequence[NodeInfo], now: float, config: Reconcile
     snapshot = Snapshot(nodes, world.pods, members_anti(requests), members_spread(requests))
     run = Pass(snapshot, requests, reservations, now, config.planner_config)
     decision = run_pass(run, requests)
-    return _Planned(requests, run, {(v.namespace, v.name): v for v in decision.verdicts}, decision.reservations)
+    return _Planned(requests, run, {(v.namespace, v.name): v for v in decision.verdicts}, decision.reservations,
+                    decision.excluded)
 
 
 def _noted(world: World, verdict: GroupVerdict, request: GroupRequest) -> GroupVerdict:
@@ -317,6 +323,8 @@ def _preempt(world: World, planned: _Planned, request: GroupRequest, verdict: Gr
     promised = promised_room(kept, nominated_pods(world.pods), holders)
     gangs = [Gang(r.namespace, r.name, r.min_member) for r in planned.requests
              if (r.namespace, r.name) != (request.namespace, request.name)]
+    key = (request.namespace, request.name)  # the domain and the exclusive gangs' holds, as the reconciler does
+    request = fence_requests([verdict], {key: request}, planned.excluded)[key]
     result = select_victims(request, world.nodes, world.pods, promised, list(world.budgets), gangs,
                             config.planner_config, natives=list(world.natives))
     if isinstance(result, NoPreemption):

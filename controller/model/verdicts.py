@@ -15,7 +15,7 @@ Times are epoch seconds; pod and node records are :mod:`cogate.controller.model.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
@@ -197,10 +197,14 @@ class GroupVerdict:
 class Decision:
     """One pass's answer: ``verdicts`` in the order the groups were given, and the
     ``reservations`` to keep (the previous ones that still hold, plus one per member the pass
-    pinned to a node; :class:`cogate.controller.model.records.Reservation`)."""
+    pinned to a node; :class:`cogate.controller.model.records.Reservation`). ``excluded``: per group
+    (namespace, name), the nodes preemption and ProvisioningRequests must not seek room on for it
+    (domains exclusive gangs hold, :mod:`cogate.controller.planning.exclusion`); empty without
+    exclusive gangs."""
 
     verdicts: tuple[GroupVerdict, ...]
     reservations: tuple[Reservation, ...]
+    excluded: Mapping[tuple[str, str], frozenset[str]] = field(default_factory=dict)
 
 
 # -- small public helpers ---------------------------------------------------------

@@ -19,8 +19,10 @@ a domain of the next coarser level that would.
 Slices (``Constraint.slice_size``): a domain coarser than the slice level is tried slice by slice
 (:mod:`cogate.controller.planning.sliced`), and the chosen one is released with that plan, each
 member fenced into its slice's domain; members whose ranks cannot be read hold the group
-``Unschedulable``. Not planned yet (the group waits ``Unschedulable``, saying so): ``balanced`` and
-``exclusive`` (docs/topology.md).
+``Unschedulable``. Exclusive gangs (:mod:`cogate.controller.planning.exclusion`): a domain the rule
+refuses is a :class:`~cogate.controller.topology.domains.Trial` with ``refused`` (named with why in the
+explanation, never planned, never the closest domain for preemption and new nodes); after a release
+of an exclusive gang the pass's claims are read again (its reservations).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from cogate.controller.model.verdicts import GroupRequest, GroupVerdict, Outcome
 from cogate.controller.planning.basis import Basis
 from cogate.controller.planning.capacity import pack
 from cogate.controller.planning.explanations import plural, shortfall
-from cogate.controller.planning.fences import least_demand, restricted, restricted_to
+from cogate.controller.planning.fences import kept_off, least_demand, restricted, restricted_to
 from cogate.controller.planning.members import Members, classify
 from cogate.controller.planning.patches import awaiting_bind
 from cogate.controller.planning.room import Room
@@ -72,15 +74,23 @@ class Fenced:
     gate: str
     basis: Basis
     _empty: Room | None
+    #: For the group judged: the nodes other exclusive gangs hold and its members kept off them
+    #: (``Exclusion.kept_out``); None when no node is held.
+    _held_for: tuple[frozenset[str], GroupRequest, Members] | None = None
 
     def judge_in_domains(self, g: GroupRequest, ms: Members) -> GroupVerdict:
         """The verdict of ``g`` (classified ``ms``) placed in one domain its constraint allows."""
         c = g.topology
         assert c is not None
+        kept, held = self.kept_out(g)  # type: ignore[attr-defined]
+        self._held_for = (frozenset(held), kept, classify(kept, self.gate)) if held else None
+        try:
+            return self.held_note(self._judge_in_domains(g, c, ms), held)  # type: ignore[attr-defined,no-any-return]
+        finally:
+            self._held_for = None
+
+    def _judge_in_domains(self, g: GroupRequest, c: Constraint, ms: Members) -> GroupVerdict:
         self.basis = Basis("pass", ms)
-        if unsupported := _unsupported(c):
-            return GroupVerdict(g.namespace, g.name, Outcome.UNSCHEDULABLE, {}, len(ms.bound),
-                                f"topology: {unsupported} not planned by this version of cogate (docs/topology.md)")
         if c.slice_size:
             try:
                 member_ranks(ms)
@@ -94,13 +104,34 @@ class Fenced:
         # every plannable member needed: each domain holding the gang keeps the same room, so the
         # best fit is the first holding one in order of free room (domains.choose, ``order``)
         order = (lambda d: (self._free(d, main), d.children, d.values)) if len(ms.plannable) == need else None
-        choice = choose(c, tree, g.min_member, lambda d: self._trial(self.room, c, d, ms, need, demand, main),
+        choice = choose(c, tree, g.min_member, lambda d: self._refused(g, c, d, ms)
+                        or self._try(self.room, c, d, ms, need, demand, main),
                         lambda d: home <= frozenset(d.nodes), order)
         if choice.domain is not None:
             return self._in_domain(g, c, choice)
         return self._nowhere(g, c, ms, tree, choice, need, demand, home)
 
     # -- a domain tried
+
+    def _try(self, room: Room, c: Constraint, d: Domain, ms: Members, need: int, demand: Mapping[str, int],
+             main: str, prune: bool = True) -> Trial:
+        """:meth:`_trial`, with the members kept off the nodes of ``d`` other exclusive gangs hold
+        (``_held_for``); such a trial is planned every pass (the per-domain cache keeps trials of the
+        request as given: a domain no held node touches plans the same either way)."""
+        if self._held_for is not None and not self._held_for[0].isdisjoint(d.nodes):
+            return Fenced._trial(self, room, c, d, self._held_for[2], need, demand, main, prune)
+        return self._trial(room, c, d, ms, need, demand, main, prune)
+
+    def _kept(self, g: GroupRequest, d: Domain) -> GroupRequest:
+        """``g`` kept off the held nodes when ``d`` has some (as :meth:`_try` planned it)."""
+        if self._held_for is not None and not self._held_for[0].isdisjoint(d.nodes):
+            return self._held_for[1]
+        return g
+
+    def _refused(self, g: GroupRequest, c: Constraint, d: Domain, ms: Members) -> Trial | None:
+        """A refused trial when the exclusive-gang rule refuses ``d`` to ``g`` (``Exclusion.refused``)."""
+        why = self.refused(g, c, d)  # type: ignore[attr-defined]
+        return Trial(len(ms.bound), 0, note=why, pruned=True, refused=True) if why else None
 
     def _tree(self, levels: tuple[str, ...]) -> Tree:
         trees = self.__dict__.setdefault("_trees", {})
@@ -171,6 +202,7 @@ class Fenced:
         """The ordinary rules on ``g`` restricted to the chosen domain; the domain named."""
         d = choice.domain
         assert d is not None
+        g = self._kept(g, d)
         if applies(c, d) or balanced_applies(c, d):
             verdict = self._in_split(g, c, d)
         else:
@@ -222,6 +254,11 @@ class Fenced:
         bound or pinned; :meth:`ReleasedGroups.ungate_new_members` otherwise unchanged: one without room
         there waits gated, named). A group placed in the whole cluster, or with nothing placed, is not
         fenced."""
+        g, held = self.kept_out(g)  # type: ignore[attr-defined]
+        verdict = self._ungate_at_home(g)
+        return self.held_note(verdict, held)  # type: ignore[attr-defined,no-any-return]
+
+    def _ungate_at_home(self, g: GroupRequest) -> GroupVerdict:
         c = g.topology
         home = frozenset(n for m in g.members
                          if not m.terminal and (n := m.node_name or awaiting_bind(m, self.gate)))
@@ -265,6 +302,7 @@ class Fenced:
         empty = self._empty
         mark = empty.mark()
         self._charge_bound_members(empty, ms)  # type: ignore[attr-defined]
+        # with every node empty, the nodes exclusive gangs hold are empty too (their gangs end)
         ever = choose(c, tree, g.min_member, lambda d: self._trial(empty, c, d, ms, need, demand, "pods"),
                       lambda d: home <= frozenset(d.nodes))
         empty.rollback(mark)
@@ -288,10 +326,12 @@ class Fenced:
         """``tried`` with the domains an explanation names planned for real: pruned ones (ranked by the
         free room of the dominant resource) are planned until :data:`DOMAINS_SHOWN` are."""
         planned = [dt for dt in tried.trials if not dt[1].pruned]
-        pruned = sorted((dt for dt in tried.trials if dt[1].pruned), key=lambda dt: (-dt[1].leftover, dt[0].values))
+        refused = [dt for dt in tried.trials if dt[1].refused]
+        pruned = sorted((dt for dt in tried.trials if dt[1].pruned and not dt[1].refused),
+                        key=lambda dt: (-dt[1].leftover, dt[0].values))
         wanted = pruned[: max(DOMAINS_SHOWN - len(planned), 0)]
-        again = [(d, self._trial(self.room, c, d, ms, need, demand, main, prune=False)) for d, _ in wanted]
-        return Tried(tried.level, tuple(planned + again + pruned[len(wanted):]))
+        again = [(d, self._try(self.room, c, d, ms, need, demand, main, prune=False)) for d, _ in wanted]
+        return Tried(tried.level, tuple(planned + again + pruned[len(wanted):] + refused))
 
     def _wider(self, c: Constraint, tree: Tree, ms: Members, need: int, demand: Mapping[str, int],
                home: frozenset[str]) -> str:
@@ -299,7 +339,7 @@ class Fenced:
         assert c.required is not None
         level = c.required - 1 if c.required > 0 else None
         wide = Constraint(c.levels, required=level) if level is not None else Constraint(c.levels)
-        got = choose(wide, tree, len(ms.bound) + need, lambda d: self._trial(self.room, c, d, ms, need, demand,
+        got = choose(wide, tree, len(ms.bound) + need, lambda d: self._try(self.room, c, d, ms, need, demand,
                                                                                    "pods"),
                      lambda d: home <= frozenset(d.nodes))
         if got.domain is None or got.level != level:
@@ -334,29 +374,32 @@ def _closest(c: Constraint, tried: Sequence[Tried], empty: Sequence[Tried], need
     trials = next((t.trials for t in tried if t.level == c.required), ())
     could = {d.values for level in empty if level.level == c.required for d, t in level.trials
              if t.fits >= needed and not t.pruned}
-    pool = [dt for dt in trials if dt[0].values in could] or list(trials)
+    free = [dt for dt in trials if not dt[1].refused]
+    pool = [dt for dt in free if dt[0].values in could] or free
     if not pool:
         return ()
     d = max(pool, key=lambda dt: (dt[1].fits, not dt[1].pruned, dt[1].leftover))[0]
     return tuple(d.selector(c.levels).items())
 
 
-def fence_requests(verdicts: Sequence[GroupVerdict], requests: Mapping[tuple[str, str], GroupRequest]
+def fence_requests(verdicts: Sequence[GroupVerdict], requests: Mapping[tuple[str, str], GroupRequest],
+                   excluded: Mapping[tuple[str, str], frozenset[str]] | None = None
                    ) -> dict[tuple[str, str], GroupRequest]:
     """``requests`` with each waiting group that has a domain (``GroupVerdict.domain``: the required
-    level's closest one) restricted to it (:func:`restricted_to`): what gang preemption selects victims
+    level's closest one) restricted to it (:func:`restricted_to`), and each group kept off the nodes
+    ``excluded`` names for it (``Decision.excluded``: domains exclusive gangs hold, and for an
+    exclusive gang the domains refused to it; :func:`kept_off`): what gang preemption selects victims
     for and ProvisioningRequests ask nodes for, so neither looks outside the domain the gang may use."""
     out = dict(requests)
     for v in verdicts:
         r = out.get((v.namespace, v.name))
         if r is not None and v.domain and Outcome(v.outcome).waiting and r.topology is not None:
             out[(v.namespace, v.name)] = replace(r, members=tuple(restricted_to(m, v.domain) for m in r.members))
+    for key, nodes in (excluded or {}).items():
+        if (r := out.get(key)) is not None and nodes:
+            off = tuple(sorted(nodes))
+            out[key] = replace(r, members=tuple(kept_off(m, off) for m in r.members))
     return out
-
-
-def _unsupported(c: Constraint) -> str:
-    asked = [name for name, on in (("exclusive", c.exclusive),) if on]
-    return " and ".join(asked) + (" is" if len(asked) == 1 else " are") if asked else ""
 
 
 def _level_text(c: Constraint, tree: Tree, level: int | None, trials: Sequence[tuple[Domain, Trial]],
@@ -367,10 +410,10 @@ def _level_text(c: Constraint, tree: Tree, level: int | None, trials: Sequence[t
         text = f"{word}: no node carries the label {c.levels[level]}"
     else:
         text = f"{word}: no {word} holds {needed}" if level is not None else f"the cluster holds {needed} only"
-        ranked = sorted(trials, key=lambda dt: (-dt[1].fits, dt[1].pruned, dt[0].values))[:DOMAINS_SHOWN]
+        ranked = sorted(trials, key=lambda dt: (dt[1].refused, -dt[1].fits, dt[1].pruned, dt[0].values))[:DOMAINS_SHOWN]
         for d, t in ranked:
-            text += f"; {d.name} too small ({t.note})" if t.pruned else (
-                f"; {d.name} fits {t.fits}" + (f" ({t.note})" if t.note else ""))
+            text += f"; {d.name} refused ({t.note})" if t.refused else f"; {d.name} too small ({t.note})" if t.pruned \
+                else (f"; {d.name} fits {t.fits}" + (f" ({t.note})" if t.note else ""))
         if len(trials) > DOMAINS_SHOWN:
             text += f" and {len(trials) - DOMAINS_SHOWN} more"
     if level is not None and (lacking := tree.excluded.get(level, 0)):

@@ -15,7 +15,7 @@ from cogate.controller.model.constraints import NodeSelectorRequirement, NodeSel
 from cogate.controller.model.records import PodInfo
 from cogate.controller.topology.domains import Domain
 
-__all__ = ["restricted", "restricted_to", "least_demand"]
+__all__ = ["restricted", "restricted_to", "kept_off", "least_demand"]
 
 
 def restricted(m: PodInfo, levels: Sequence[str], d: Domain) -> PodInfo:
@@ -44,6 +44,25 @@ def _fenced_terms(terms: tuple[NodeSelectorTerm, ...], domain: tuple[tuple[str, 
                   ) -> tuple[NodeSelectorTerm, ...]:
     reqs = tuple(NodeSelectorRequirement(k, "In", (v,)) for k, v in domain)
     return tuple(replace(t, match_expressions=t.match_expressions + reqs) for t in terms or (NodeSelectorTerm(),))
+
+
+def kept_off(m: PodInfo, nodes: Sequence[str]) -> PodInfo:
+    """``m`` allowed only on nodes other than ``nodes`` (names): ``metadata.name NotIn nodes`` ANDed
+    into every required node-affinity term (one term of it alone when it has none); ``m`` itself for
+    none. Used to keep gangs off the domains exclusive gangs hold
+    (:mod:`cogate.controller.planning.exclusion`)."""
+    if not nodes:
+        return m
+    out = object.__new__(PodInfo)
+    out.__dict__.update(m.__dict__)
+    out.__dict__["required_node_affinity"] = _kept_off_terms(m.required_node_affinity, tuple(nodes))
+    return out
+
+
+@functools.lru_cache(maxsize=1024)
+def _kept_off_terms(terms: tuple[NodeSelectorTerm, ...], nodes: tuple[str, ...]) -> tuple[NodeSelectorTerm, ...]:
+    req = NodeSelectorRequirement("metadata.name", "NotIn", nodes)
+    return tuple(replace(t, match_fields=t.match_fields + (req,)) for t in terms or (NodeSelectorTerm(),))
 
 
 def least_demand(members: Sequence[PodInfo], count: int) -> dict[str, int]:

@@ -126,6 +126,7 @@ from cogate.controller.planning.explanations import (
 )
 from cogate.controller.planning.minimum import MinResources
 from cogate.controller.planning.fenced import Fenced
+from cogate.controller.planning.exclusion import Exclusion
 from cogate.controller.planning.emptyfit import EmptyCluster
 from cogate.controller.planning.members import (
     Members,
@@ -188,7 +189,7 @@ def _order_key(g: GroupRequest) -> tuple[int, float, str, str]:
 order_key = _order_key
 
 
-class Pass(Fenced, ReleasedGroups, Starvation, MinResources, RoleMinimums, SetPlanning, EmptyCluster):
+class Pass(Fenced, Exclusion, ReleasedGroups, Starvation, MinResources, RoleMinimums, SetPlanning, EmptyCluster):
     """One call of :func:`decide`: the room left as groups are taken in order, the
     reservations kept and made, and the starving group that blocks later ones.
 
@@ -351,11 +352,13 @@ class Pass(Fenced, ReleasedGroups, Starvation, MinResources, RoleMinimums, SetPl
             return verdict
         self.basis = Basis("pass", ms)
         if g.topology is not None:
-            return self.judge_in_domains(g, ms)
-        attempt = self._try_release(g, ms)
+            return self.judge_in_domains(g, ms)  # held domains per domain tried (fenced.py)
+        kept, held = self.kept_out(g)  # off the domains exclusive gangs hold (controller/planning/exclusion.py)
+        kms = classify(kept, self.gate) if held else ms
+        attempt = self._try_release(kept, kms)
         if isinstance(attempt, GroupVerdict):
             return attempt
-        return self._explain(g, ms, attempt)
+        return self.held_note(self._explain(g, ms, attempt), held)
 
     def _invalid_min_member(self, g: GroupRequest, ms: Members) -> GroupVerdict | None:
         if g.min_member >= 1:
@@ -541,6 +544,7 @@ def run_pass(run: Pass, groups: Sequence[GroupRequest]) -> Decision:
         if g.released:
             verdicts[i] = run.ungate_new_members(g)
     verdicts.update(judge_unreleased(run, ordered))  # sets of groups: all or nothing (groupsets.py)
-    return Decision(verdicts=tuple(verdicts[i] for i in range(len(groups))), reservations=run.reservations())
+    return Decision(verdicts=tuple(verdicts[i] for i in range(len(groups))), reservations=run.reservations(),
+                    excluded=run.excluded_nodes())
 
 

@@ -38,6 +38,7 @@ from cogate.controller.planning.capacity import nominated_pods, reserve_room
 from cogate.controller.planning.room import NodeTable, Room, req_with_pod
 from cogate.controller.model.minresources import Short
 from cogate.controller.planning.domaincache import DomainCache
+from cogate.controller.planning.exclusion import holds_key
 from cogate.controller.planning.incremental import IncrementalPass, Kept, positive
 from cogate.controller.planning.planner import members_anti, members_spread, run_pass
 from cogate.controller.model.records import HostPort, NodeInfo, PodInfo, Promise, Reservation
@@ -89,7 +90,7 @@ class PlanningState:
         self._kept: dict[tuple[str, str], Kept] = {}
         self._fits_empty: dict[Any, tuple[bool, str, tuple[Short, ...]]] = {}
         self._empty: Room | None = None
-        self._pass_key: tuple[PlannerConfig, bool, bool] | None = None
+        self._pass_key: tuple[PlannerConfig, bool, bool, tuple[Any, ...]] | None = None
         #: Per-domain results of topology-constrained groups kept between passes.
         self._domains = DomainCache()
         #: Groups of the last pass whose verdict was kept / judged again (for metrics and tests).
@@ -350,8 +351,9 @@ class PlanningState:
             self._pass_key = None
             self._changed.clear()
             self._deleting_changed.clear()
-        if self._pass_key != (config, anti, spread):
-            self._pass_key = (config, anti, spread)
+        holds = holds_key(groups, reservations, config.gate_name)  # exclusive gangs (planning/exclusion.py)
+        if self._pass_key != (config, anti, spread, holds):
+            self._pass_key = (config, anti, spread, holds)
             self._kept.clear()
             self._fits_empty.clear()
             self._empty = None

@@ -266,6 +266,8 @@ def _checked(c: Constraint, required: str, preferred: str, slice_level: str) -> 
     if c.required is not None and c.slice_level is not None and c.slice_level < c.required:
         raise TopologyError(f"{slice_level}: {c.label(c.slice_level)} is coarser than the required "
                             f"{c.label(c.required)}: a slice must fit inside the gang's domain")
+    if c.exclusive and c.required is None:
+        raise TopologyError(f"{EXCLUSIVE}: an exclusive gang needs {REQUIRED} (the level whose domain is its own)")
     if c.balanced and c.balance_level() is None:
         raise TopologyError(f"{BALANCED}: a balanced split needs {REQUIRED} coarser than {HOSTNAME_LABEL} or "
                             f"{PREFERRED} (the level whose domains share the members evenly)")

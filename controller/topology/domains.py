@@ -109,12 +109,15 @@ def dominant(demand: Mapping[str, int], allocatable: Mapping[str, int]) -> str:
 class Trial:
     """The planner restricted to one domain: ``fits`` (members placed, bound ones included),
     ``leftover`` (free units of the dominant resource left in the domain by the plan), ``note`` (what
-    it lacks, when it does not hold the gang), ``pruned`` (the bound ruled it out: not planned)."""
+    it lacks, when it does not hold the gang), ``pruned`` (the bound ruled it out: not planned),
+    ``refused`` (an exclusive gang's rule refused the domain, ``note`` says why: not planned, and
+    ``pruned`` too, so no choice takes it: :mod:`cogate.controller.topology.exclusive`)."""
 
     fits: int
     leftover: int = 0
     note: str = ""
     pruned: bool = False
+    refused: bool = False
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,11 @@ rack where only one rack fits (all members there, none elsewhere), a required ra
 gated, the message names the best rack and its shortfall), preferred widening to one block, a
 heterogeneous gang whose leader needs a node only one rack has, Kueue's pod annotation with no
 configuration at all, ``--topology-levels``, an invalid annotation (a Warning event naming it),
-slices by completion index of an Indexed Job inside one block, and a balanced split. The file takes
-about 190 s on a loaded 2-core machine (11 tests; estimate).
+slices by completion index of an Indexed Job inside one block, a balanced split, and exclusive gangs
+(a rack holding another gang's member refused, later gangs kept out of the exclusive gang's rack
+until its pods are deleted, every rack claimed, two exclusive gangs at once, preemption kept out of an
+exclusive gang's rack). The file took 95 s on a shared 2-core machine (15 tests, ``--durations``: the
+four exclusive ones 11 s of calls together).
 """
 
 from __future__ import annotations
@@ -336,3 +339,85 @@ def test_kueue_topology_created_after_the_controller_started(stack, kube, namesp
             assert "in block b1 (wider than the preferred rack" in cond["message"], cond
         finally:
             ext.delete_custom_resource_definition(TOPOLOGY_CRD["metadata"]["name"])
+
+
+def test_exclusive_gang_alone_in_its_rack_until_its_pods_go(stack, kube, namespace):
+    """Racks x1 and x2 of 2 nodes (8 cores each; names of their own, see above). Gang ``other`` (1 x 2
+    cores, required rack) goes to x1 (a tie: by name). The exclusive gang (3 x 2 cores) would fit x1
+    best (6 cores free, none left over) but x1 holds a member of ``other``: it runs in x2. A later gang
+    (1 x 2 cores, required rack) would fit x2 best (2 cores left) but x2 is held: it runs in x1. A gang
+    without topology (3 x 2 cores) fits the cluster (4 cores in x1, 2 in x2) only using x2: it waits,
+    saying the nodes are held, and runs once the exclusive gang's pods are deleted."""
+    where = labelled_nodes(kube, {"b1": {"x1": 2, "x2": 2}})
+    rack = {t.LEVELS: LEVELS, t.REQUIRED: RACK}
+    gang(kube, namespace, "other", 1, rack)
+    assert placed(kube, namespace, "other", 1, where) == {("b1", "x1")}
+    gang(kube, namespace, "excl", 3, {**rack, t.EXCLUSIVE: "true"})
+    assert placed(kube, namespace, "excl", 3, where) == {("b1", "x2")}
+    gang(kube, namespace, "later", 1, rack)
+    assert placed(kube, namespace, "later", 1, where) == {("b1", "x1")}
+    gang(kube, namespace, "plain", 3, {})
+    cond = waiting(kube, namespace, "plain", f"2 nodes held by exclusive PodGroup {namespace}/excl",
+                   reason="InsufficientCapacity")
+    assert cond["message"].startswith("fits 2 of 3"), cond
+    hold_gated(kube, namespace, "plain", 2.0, 3)
+    core = client.CoreV1Api(kube)
+    for p in group_pods(kube, namespace, "excl"):
+        core.delete_namespaced_pod(p.metadata.name, namespace, grace_period_seconds=0)
+    assert ("b1", "x2") in placed(kube, namespace, "plain", 3, where)
+
+
+def test_exclusive_gang_waits_while_every_rack_holds_another_gang(stack, kube, namespace):
+    """Racks y1 and y2 of 1 node (4 cores), each running one member (3 cores) of another gang: the
+    exclusive gang (1 x 1 core) would fit either, yet waits InsufficientCapacity naming each rack and its gang; it
+    runs once one of those gangs' pods is deleted."""
+    where = labelled_nodes(kube, {"b1": {"y1": 1, "y2": 1}})
+    rack = {t.LEVELS: LEVELS, t.REQUIRED: RACK}
+    for name in ("o1", "o2"):
+        gang(kube, namespace, name, 1, rack, cpu="3")
+        placed(kube, namespace, name, 1, where)
+    homes = {name: where[group_pods(kube, namespace, name)[0].spec.node_name][1] for name in ("o1", "o2")}
+    assert sorted(homes.values()) == ["y1", "y2"], homes
+    gang(kube, namespace, "alone", 1, {**rack, t.EXCLUSIVE: "true"}, cpu="1")
+    waiting(kube, namespace, "alone", *(f"{r} refused (holds members of PodGroup {namespace}/{n})"
+                                        for n, r in homes.items()), reason="InsufficientCapacity")
+    hold_gated(kube, namespace, "alone", 2.0, 1)
+    core = client.CoreV1Api(kube)
+    core.delete_namespaced_pod(group_pods(kube, namespace, "o2")[0].metadata.name, namespace, grace_period_seconds=0)
+    assert placed(kube, namespace, "alone", 1, where) == {("b1", homes["o2"])}
+
+
+def test_two_exclusive_gangs_created_together_take_two_racks(stack, kube, namespace):
+    """Racks z1 and z2 of 2 nodes (8 cores): two exclusive gangs of 2 x 2 cores, created back to back
+    (planned in one pass or two), would both fit z1; they run in different racks."""
+    where = labelled_nodes(kube, {"b1": {"z1": 2, "z2": 2}})
+    asked = {t.LEVELS: LEVELS, t.REQUIRED: RACK, t.EXCLUSIVE: "true"}
+    gang(kube, namespace, "e1", 2, asked)
+    gang(kube, namespace, "e2", 2, asked)
+    first, second = placed(kube, namespace, "e1", 2, where), placed(kube, namespace, "e2", 2, where)
+    assert len(first) == len(second) == 1 and first != second, (first, second)
+
+
+def test_preemption_never_enters_an_exclusive_gangs_rack(stack, kube, namespace):
+    """Racks p1 and p2 of 2 nodes (4 cores). The exclusive gang ``ex`` (priority 100, 2 x 4 cores) runs
+    in p1; plain pods of priority 500 fill p2. A gang of priority 1000 (2 x 4 cores, no topology) needs
+    victims: by priority alone they would be ex's members, but it could not be placed in ex's rack
+    while ex runs, so its victims are the plain pods of p2; it runs there and ex runs on."""
+    from .kube import priority_classes
+
+    where = labelled_nodes(kube, {"b1": {"p1": 2, "p2": 2}})
+    core = client.CoreV1Api(kube)
+    with priority_classes(kube, low=100, mid=500, high=1000) as names:
+        gang(kube, namespace, "ex", 2, {t.LEVELS: LEVELS, t.REQUIRED: RACK, t.EXCLUSIVE: "true"}, cpu="4",
+             priority_class=names["low"])
+        assert placed(kube, namespace, "ex", 2, where) == {("b1", "p1")}
+        for n in ("p2-0", "p2-1"):
+            tpl = example.pod_template(None, cpu="4", memory="100Mi", app="mid")
+            tpl["metadata"]["name"] = f"mid-{n}"
+            tpl["spec"].update(priorityClassName=names["mid"], nodeName=n)
+            core.create_namespaced_pod(namespace, {"apiVersion": "v1", "kind": "Pod", **tpl})
+        wait_for(lambda: all(running(core.read_namespaced_pod(f"mid-{n}", namespace)) for n in ("p2-0", "p2-1")),
+                 30, what="priority-500 pods Running")
+        gang(kube, namespace, "vip", 2, {}, cpu="4", priority_class=names["high"])
+        assert placed(kube, namespace, "vip", 2, where) == {("b1", "p2")}
+        assert sum(running(p) and not p.metadata.deletion_timestamp for p in group_pods(kube, namespace, "ex")) == 2

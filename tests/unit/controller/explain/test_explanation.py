@@ -170,3 +170,21 @@ def test_dict_is_json_and_other_groups_count():
     assert d["podGroup"] == "team/g" and d["minMember"] == 2
     assert d["starts"] is False and "fits 1 of 2" in d["condition"]["message"]
     assert d["nodeGroups"][0]["shortfall"] == "cpu: needs 3, 1 free"
+
+
+def test_preemption_keeps_out_of_an_exclusive_gangs_rack_as_the_controller_does():
+    """Rack p1 runs the exclusive gang ex (priority 0), rack p2 pods of priority 50; a gang of priority
+    100 would take ex's members by priority alone, but the controller keeps it out of ex's rack
+    (docs/topology.md, "Exclusive"): explain names p2's pods."""
+    from cogate.controller.topology import constraints as t
+
+    nodes = [node(n).labels(rack=r).alloc(cpu=4, memory="8Gi").info()
+             for n, r in (("p1-0", "p1"), ("p1-1", "p1"), ("p2-0", "p2"), ("p2-1", "p2"))]
+    ex = tuple(pod(f"ex-{i}").group("ex").req(cpu=4).on(f"p1-{i}").info() for i in range(2))
+    mid = [pod(f"mid-{i}").req(cpu=4).priority(50).on(f"p2-{i}").info() for i in range(2)]
+    ms = tuple(pod(f"g-{i}").group("g").req(cpu=4).priority(100).gated().info() for i in range(2))
+    exg = podgroup("ex").min_member(2).annotations({t.REQUIRED: "rack", t.EXCLUSIVE: "true"}).info()
+    w = World(tuple(nodes), (*ex, *mid), (podgroup("g").min_member(2).info(), exg), (*ms, *ex), (), ())
+    e = explain(w, NS, "g", NOW)
+    assert e.preemption is not None and e.preemption.starts, e.preemption
+    assert set(e.preemption.victims) == {"team/mid-0 on p2-0", "team/mid-1 on p2-1"}

@@ -3,7 +3,8 @@
 The state machine of ``test_planstate_props.py`` (nodes, bound pods, pods being deleted, groups,
 members, reservations fed back, nominations, room held for preemption, the clock, configs) with
 nodes labelled with a block and a rack (some without a rack label) and groups asking a topology:
-required rack, required block with preferred rack, preferred rack, required hostname, or none. At
+required rack, required block with preferred rack, preferred rack, required hostname, exclusive rack
+or block (the exclusive gangs' holds: the incremental pass key), or none. At
 every pass, ``PlanningState.decide`` (incremental, with the domain cache) equals
 ``planner.decide`` (from scratch, no cache): every verdict and reservation; and over the run the
 cache was used (trials reused and planned).
@@ -36,7 +37,8 @@ BLOCK, RACK = "example.com/block", "example.com/rack"
 LEVELS = (BLOCK, RACK, HOST)
 #: topology index -> constraint (0: none)
 CONSTRAINTS = [None, Constraint(LEVELS, required=1), Constraint(LEVELS, required=0, preferred=1),
-               Constraint(LEVELS, preferred=1), Constraint(LEVELS, required=2)]
+               Constraint(LEVELS, preferred=1), Constraint(LEVELS, required=2),
+               Constraint(LEVELS, required=1, exclusive=True), Constraint(LEVELS, required=0, preferred=1, exclusive=True)]
 CACHE = {"hits": 0, "misses": 0}
 
 

@@ -134,12 +134,6 @@ def test_taints_and_nodes_without_labels_are_explained():
     assert "taint gpu=maint" in v.message and "(1 node lacks a label of this level)" in v.message
 
 
-def test_unsupported_asks_wait_unschedulable():
-    c = Constraint(LEVELS, required=1, exclusive=True)
-    v = decide(cluster({"b1": {"r1": 4}}), [], [fenced(members(4), c)], [], 0.0).verdicts[0]
-    assert v.outcome == Outcome.UNSCHEDULABLE and "exclusive is not planned" in v.message
-
-
 def test_invalid_annotation_holds_the_group():
     g = dataclasses.replace(group_request(members(2)), topology_error="topology.cogate.dev/required: 'x!' ...")
     v = decide(cluster({"b1": {"r1": 4}}), [], [g], [], 0.0).verdicts[0]
