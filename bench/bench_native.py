@@ -42,7 +42,7 @@ the **timeline** of each (:func:`timeline`: pods created, gates removed, binding
 and made again) and the load average at the start and end of each workload.
 
 A missed target is explained from this run's figures (the report's explanations): a time ratio by
-the two timelines (:func:`explain_time`); a cogate group counted as partly bound only when it was
+the two timelines, the difference split into the pods' creation and what follows it (:func:`explain_time`); a cogate group counted as partly bound only when it was
 slow to minMember with every member released and none deleted or made again, by its release's
 span and kube-scheduler's binding pace (:func:`explain_partly`). A group stranded below minMember,
 or a member deleted and made again (issue 29: a node briefly NotReady under load made cogate
@@ -286,22 +286,26 @@ def _rate(n: int, seconds: float | None) -> str:
 
 def explain_time(w: Workload, a: dict[str, Any], b: dict[str, Any]) -> str:
     """Why cogate's time missed the target (``a``: cogate's result, ``b``: native's), from this run's
-    timelines: when the pods existed, the release (cogate's gate removals) and the bindings of each,
-    which of release and binding took longer, the load, and any member deleted and made again."""
+    timelines: the difference split into the pods' creation (until the last pod existed) and what
+    came after it (cogate: the rest of the release, then kube-scheduler's binding; native: its
+    binding), the load, and any member deleted and made again."""
     ta, tb = a["timeline"], b["timeline"]
     n = w.expect_bound
-    gates = ((ta["last gate removed s"] or 0.0) - (ta["first gate removed s"] or 0.0))
-    binding = (ta["last bound s"] or 0.0) - (ta["last gate removed s"] or 0.0)
-    after = (f"the last member was bound {binding:.1f} s after the last gate, so kube-scheduler's binding of the "
-             "released members one at a time is the larger part" if binding >= gates else
-             "the release's gate removals (one PATCH per member, after the decision) are the larger part")
-    text = (f"cogate: all {ta['pods created']:,} pods existed at {ta['last created s']} s (native: "
-            f"{tb['last created s']} s); the gates went from {ta['first gate removed s']} s to "
-            f"{ta['last gate removed s']} s ({gates:.1f} s, {_rate(n, gates)}); bound from {ta['first bound s']} s to "
-            f"{ta['last bound s']} s; native bound from {tb['first bound s']} s to {tb['last bound s']} s "
-            f"({_rate(n, (tb['last bound s'] or 0) - (tb['first bound s'] or 0))}, one scheduling cycle per group). "
-            f"After the release {after}. Load average (1 min) at the start of the workload: cogate {a['load'][0]}, "
-            f"native {b['load'][0]} on 2 cores.")
+    created_a, created_b = ta["last created s"] or 0.0, tb["last created s"] or 0.0
+    after_a, after_b = (ta["last bound s"] or 0.0) - created_a, (tb["last bound s"] or 0.0) - created_b
+    release_tail = (ta["last gate removed s"] or 0.0) - created_a
+    gates = (ta["last gate removed s"] or 0.0) - (ta["first gate removed s"] or 0.0)
+    creation, after = created_a - created_b, after_a - after_b
+    larger = ("the pods' creation (the ReplicaSet controller's creates, each through cogate's admission webhook)"
+              if creation >= after else "what follows the last creation")
+    text = (f"Of the {(ta['last bound s'] or 0.0) - (tb['last bound s'] or 0.0):.1f} s more, {creation:.1f} s is the "
+            f"pods' creation (all {ta['pods created']:,} existed at {created_a:.2f} s with cogate, at {created_b:.2f} s "
+            f"native) and {after:.1f} s what follows it (cogate: the last gate removed {release_tail:.2f} s and the "
+            f"last member bound {after_a:.2f} s after the last creation; native: the last pod bound {after_b:.2f} s "
+            f"after it, one scheduling cycle per group): the larger part is {larger}. cogate's gates went from "
+            f"{ta['first gate removed s']} s to {ta['last gate removed s']} s ({_rate(n, gates)})"
+            f"{', each group released once complete' if len(w.groups) > 1 else ''}. Load average (1 min) at the start of the workload: cogate {a['load'][0]}, native "
+            f"{b['load'][0]} on 2 cores.")
     if ta["deleted"]:
         text += (f" {ta['deleted']} members were deleted during the run ({ta['deleted after binding']} of them "
                  "after binding) and made again by their ReplicaSet.")
