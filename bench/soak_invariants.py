@@ -19,7 +19,9 @@ The rules and their bounds (seconds, the soak's settings; :data:`BOUNDS`):
   PodGroup records a release (``Released=True``) within ``release_record`` (60 s) of it, or while
   its PodGroup does not exist (strays are cogate's to ungate, docs/semantics.md).
 - :func:`released_twice`: no group has two releases (distinct ``lastTransitionTime`` of a True
-  ``Released``) for one ``metadata.generation`` unless a member was lost between them.
+  ``Released``) for one ``metadata.generation`` unless a member was lost between them: from the
+  first release's own time (its ``lastTransitionTime``, when the controller decided it; the record
+  of it may come seconds later) to the second's record.
 - :func:`overcommitted`: per node, the CPU requests of the live pods bound there and of the
   unbound pods pinned there never exceed allocatable for longer than ``overcommit`` (5 s: the
   watch streams of different pods arrive in their own order).
@@ -79,6 +81,7 @@ class PodState:
     nominated_by_cogate: bool = False
     disruption: str = ""
     gone: bool = False
+    released_t: float | None = None
 
     @property
     def ref(self) -> str:
@@ -88,7 +91,9 @@ class PodState:
 @dataclass(frozen=True)
 class GroupState:
     """One state of a PodGroup: ``released_at``: lastTransitionTime of a True Released ('' not released);
-    ``preempting``: Preempting=True; ``scheduled``/``running``: its status counts; ``gone``: deleted."""
+    ``released_t``: that time on the records' clock (``None``: not known), which comes before ``t``
+    by as long as the pass took to write it; ``preempting``: Preempting=True;
+    ``scheduled``/``running``: its status counts; ``gone``: deleted."""
 
     t: float
     rv: int
@@ -102,6 +107,7 @@ class GroupState:
     scheduled: int = 0
     running: int = 0
     gone: bool = False
+    released_t: float | None = None
 
     @property
     def ref(self) -> str:
@@ -279,8 +285,9 @@ def released_twice(log: Sequence[Record]) -> list[Violation]:
                 continue
             k = (g.uid, g.generation)
             prev = seen.get(k)
+            since = g.t if g.released_t is None else min(g.t, g.released_t)
             if prev is None:
-                seen[k] = (g.released_at, g.t)
+                seen[k] = (g.released_at, since)
                 continue
             if prev[0] == g.released_at:
                 continue
@@ -288,7 +295,7 @@ def released_twice(log: Sequence[Record]) -> list[Violation]:
                 out.append(Violation("released_twice", g.t, g.ref,
                                      f"released again for generation {g.generation} (Released at {prev[0]}, then "
                                      f"{g.released_at}) with no member lost between"))
-            seen[k] = (g.released_at, g.t)
+            seen[k] = (g.released_at, since)
     return out
 
 

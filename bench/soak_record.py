@@ -14,6 +14,7 @@ import json
 import re
 import threading
 import time
+from datetime import datetime
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -77,15 +78,24 @@ def pod_state(obj: Mapping[str, Any], t: float, gate: str, gone: bool = False) -
                     disruption=disruption, gone=gone or bool(meta.get("deletionTimestamp")))
 
 
-def group_state(obj: Mapping[str, Any], t: float, gone: bool = False) -> GroupState:
-    """The record of PodGroup ``obj`` seen at ``t``."""
+def group_state(obj: Mapping[str, Any], t: float, gone: bool = False, wall: float | None = None) -> GroupState:
+    """The record of PodGroup ``obj`` seen at ``t``; ``wall``: the epoch seconds of ``t``, to place a True
+    ``Released``'s lastTransitionTime on the records' clock (``released_t``, 1 s earlier for the
+    timestamp's whole seconds)."""
     meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
     conds = {c.get("type"): c for c in status.get("conditions") or [] if isinstance(c, dict)}
     rel = conds.get("Released") or {}
     released_at = str(rel.get("lastTransitionTime") or "t") if rel.get("status") == "True" else ""
+    released_t = None
+    if released_at and wall is not None:
+        try:
+            age = wall - datetime.fromisoformat(released_at.replace("Z", "+00:00")).timestamp()
+            released_t = t - max(0.0, age) - 1.0
+        except ValueError:
+            pass
     return GroupState(t, int(meta.get("resourceVersion") or 0), meta.get("namespace", ""), meta.get("name", ""),
                       meta.get("uid", ""), generation=int(meta.get("generation") or 1),
-                      min_member=int(spec.get("minMember") or 1), released_at=released_at,
+                      min_member=int(spec.get("minMember") or 1), released_at=released_at, released_t=released_t,
                       preempting=(conds.get("Preempting") or {}).get("status") == "True",
                       scheduled=int(status.get("scheduled") or 0), running=int(status.get("running") or 0),
                       gone=gone or bool(meta.get("deletionTimestamp")))
@@ -115,7 +125,8 @@ class Recorder:
                                                      lambda o, t, g=False: pod_state(o, t, gate, g)),
                              name="soak-watch-pods", daemon=True),
             threading.Thread(target=self._run, args=(custom.list_cluster_custom_object, (GROUP, VERSION, PLURAL),
-                                                     group_state), name="soak-watch-podgroups", daemon=True),
+                                                     lambda o, t, g=False: group_state(o, t, g, time.time())),
+                             name="soak-watch-podgroups", daemon=True),
             threading.Thread(target=self._run, args=(core.list_node, (), node_state), name="soak-watch-nodes",
                              daemon=True),
         ]

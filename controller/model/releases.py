@@ -141,7 +141,9 @@ class Run:
     """One recorded run of e2e files on a release outside ``make test``'s subsets (issue 29 item
     5): ``COGATE_KUBERNETES_VERSION=<release> .venv/bin/pytest -m e2e <tests>`` at ``commit``
     (short hash) on ``date`` (UTC), ``seconds`` of wall time at ``load`` (1-minute load average at
-    its end, 2 cores); ``passed`` / ``total`` tests; ``note``: why it failed, if it did."""
+    its end, 2 cores); ``passed`` / ``total`` tests; ``note``: why it failed, if it did;
+    ``gates``: the API server's feature gates of the run (``COGATE_FEATURE_GATES``), the only
+    reason to record a run on the default release (whose full suite runs without them)."""
 
     release: str
     tests: tuple[str, ...]
@@ -152,6 +154,7 @@ class Run:
     passed: int
     total: int
     note: str = ""
+    gates: str = ""
 
     @property
     def ok(self) -> bool:
@@ -159,7 +162,8 @@ class Run:
 
     @property
     def command(self) -> str:
-        return f"COGATE_KUBERNETES_VERSION={self.release} .venv/bin/pytest -m e2e " + " ".join(self.tests)
+        gates = f" COGATE_FEATURE_GATES={self.gates}" if self.gates else ""
+        return f"COGATE_KUBERNETES_VERSION={self.release}{gates} .venv/bin/pytest -m e2e " + " ".join(self.tests)
 
 
 #: Runs recorded by hand, one per (release, test file); a release passes a feature's run when
@@ -176,6 +180,12 @@ RUNS: tuple[Run, ...] = (
         "pods carry no generation before 1.33 (never_gated_report: not available)"),
     Run("1.30.14", ("tests/e2e/test_rbac.py",), "c667368", "2026-12-06 17:17 UTC", 146, 23.0, 7, 7,
         "after a test fix: without resource.k8s.io/v1 the controller only checks for it (one list, 404)"),
+    Run("1.37.2", ("tests/e2e/test_devices.py",), "6494494", "2026-12-06 22:44 UTC", 39, 10.3, 4, 4),
+    Run("1.37.2", ("tests/e2e/test_operators.py",), "6494494", "2026-12-06 22:46 UTC", 89, 10.4, 8, 8),
+    Run("1.30.14", ("tests/e2e/test_operators.py",), "6494494", "2026-12-06 22:47 UTC", 87, 10.4, 8, 8),
+    Run("1.36.3", ("tests/e2e/test_native_preemption.py",), "6494494", "2026-12-06 22:48 UTC", 33, 8.2, 3, 3,
+        "1.36 serves the PodGroups as scheduling.k8s.io/v1alpha2; WorkloadAwarePreemption needs GangScheduling",
+        gates="GenericWorkload=true,GangScheduling=true,WorkloadAwarePreemption=true"),
 )
 
 

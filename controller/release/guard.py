@@ -79,6 +79,9 @@ class ReleaseGuard:
     def check(self, g: GroupObject, verdict: GroupVerdict, memory: ReleaseMemory, now: float) -> Checked:
         """The members of ``verdict`` to ungate now (``now``: epoch seconds), and the refusal to report.
 
+        0. A member of the release that left since the pass's snapshot (deleted, being deleted,
+           ended: the members informer) makes a fresh release release nothing (planned again at
+           once); a new member of a released group that left is simply not released.
         1. Each planned node is checked again just before the patch (``capacity.pinned_node_problems``
            on the current node and pod caches): a fresh release with a planned node that went bad
            meanwhile releases nothing (planned again at once); a new member of a released group
@@ -109,7 +112,18 @@ class ReleaseGuard:
                          now: float) -> tuple[dict[str, str], str, float | None]:
         """:meth:`check`'s three steps: (release, refusal text, wake_at)."""
         placement = self.config.placement
-        release = {u: pin_target(self.caches.members.get(u), n, placement) for u, n in verdict.release.items()}
+        gone = self._gone(verdict.release)
+        if gone:
+            log.info("PodGroup %s/%s: %d of the members to release left since the pass began (%s); %s", *g.key,
+                     len(gone), ", ".join(sorted(gone.values())[:5]),
+                     "planning the gang again" if outcome is Outcome.RELEASED else "releasing the others",
+                     extra=log_extra(*g.key))
+            if outcome is Outcome.RELEASED:
+                self._drop(verdict.release)
+                return {}, "", self._monotonic() + self.config.debounce
+            self._drop(gone)
+        release = {u: pin_target(self.caches.members.get(u), n, placement) for u, n in verdict.release.items()
+                   if u not in gone}
         problems = self._recheck_nodes(release)
         if problems:
             log.info("PodGroup %s/%s: planned nodes changed before the release (%s); planning again", *g.key,
@@ -138,6 +152,18 @@ class ReleaseGuard:
             return {}, message, wake_at
         self._drop({u: "" for u in refused})
         return {u: n for u, n in release.items() if u not in refused}, message, wake_at
+
+    def _gone(self, release: Mapping[str, str]) -> dict[str, str]:
+        """``{uid: name}`` of the members of ``release`` that the members informer no longer holds as live
+        (deleted, being deleted, or ended) since the pass's snapshot: a pass that also preempts or
+        provisions can take seconds, and a gang must not be recorded as released with a member it no
+        longer has (the soak's ``released_twice``: the release then ends at the next pass)."""
+        out = {}
+        for u in release:
+            m = self.caches.members.get(u)
+            if m is None or m.deleting or m.terminal:
+                out[u] = m.name if m is not None else u
+        return out
 
     def _recheck_nodes(self, release: Mapping[str, str]) -> dict[str, str]:
         """``{uid: reason}`` for members whose pin target fails ``capacity.pinned_node_problems`` now."""

@@ -96,6 +96,21 @@ def test_released_again_after_a_lost_member_or_a_new_generation():
     assert inv.released_twice(same) == []
 
 
+@pytest.mark.parametrize("lost_at,released_t,flagged", [
+    (2.0, 1.0, False),   # lost after the first release was decided, before its record: a member lost between
+    (2.0, None, True),   # its decision time unknown: judged from its record (t=4) as before
+    (0.5, 1.0, True),    # lost before the first release was decided: nothing lost between the two
+    (5.0, 1.0, False),   # lost between the two records
+])
+def test_released_twice_counts_losses_from_the_first_releases_own_time(lost_at, released_t, flagged):
+    """The soak's seed-1 false alarm: a pass preempting for other gangs took 4 s, a member of the
+    gang was deleted in it (t=2), the release decided at t=1 was recorded at t=4 and ended at the
+    next pass, which released the gang again (t=6). A member was lost between the two releases."""
+    log = [grp(0), pod(0.2, "a", node="n"), pod(lost_at, "a", node="n", gone=True),
+           grp(4, released_at="T1", released_t=released_t), grp(6, released_at="T2", released_t=5.5)]
+    assert names(inv.released_twice(log)) == ([("released_twice", "ns/g")] if flagged else [])
+
+
 # ----------------------------------------------------------------------- overcommit
 
 def test_two_gangs_pinned_into_one_room():
@@ -226,3 +241,7 @@ def test_group_state_reads_the_released_condition(status, released):
                                                      {"type": "Preempting", "status": "True"}]}}
     g = rec.group_state(obj, 1.0)
     assert (g.released_at, g.min_member, g.generation, g.preempting, g.scheduled) == (released, 3, 2, True, 1)
+    assert g.released_t is None
+    # seen 4.5 s after the transition (epoch 1767225604.5): on the records' clock 4.5 s + 1 s (whole seconds) earlier
+    g = rec.group_state(obj, 10.0, wall=1_767_225_604.5)
+    assert g.released_t == (pytest.approx(10.0 - 4.5 - 1.0) if released else None)
