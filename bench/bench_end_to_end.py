@@ -129,6 +129,7 @@ def run_once(api, watch: cb.PodWatch, stack, groups: int, size: int, gang: bool,
                 "last gate removed": max(ung) - last_created,
                 "last bound": end - last_created,
             }
+            out["per group"] = per_group(ps, pg_watch, ns, names)
         out["controller"] = cb.stats_delta(before, cb.controller_stats(stack))
         if cluster is not None:
             cpu = cb.stats_delta(cpu_before, cb.cpu_seconds(cluster, stack))
@@ -142,6 +143,32 @@ def run_once(api, watch: cb.PodWatch, stack, groups: int, size: int, gang: bool,
         if spy is not None and spy.poll() is None:
             spy.kill()
         cb.delete_namespace(api, ns)
+
+
+def per_group(ps: list[cb.PodRecord], pg_watch: cb.PodGroupWatch | None, namespace: str,
+              names: list[str]) -> dict[str, dict[str, float]]:
+    """Each group's own path, from its last member's creation (as the pod watch saw it) to its decision
+    recorded (``PodGroupWatch``), its last gate removed and its last member bound: the median, 90th
+    percentile and maximum over the groups, in seconds (groups a step was not seen for left out)."""
+    by: dict[str | None, list[cb.PodRecord]] = {}
+    for p in ps:
+        by.setdefault(p.group, []).append(p)
+    steps: dict[str, list[float]] = {"decision recorded": [], "last gate removed": [], "last bound": []}
+    for name in names:
+        members = by.get(name) or []
+        if not members:
+            continue
+        last = max(p.created for p in members)
+        decided = pg_watch.decided_at(namespace, [name]) if pg_watch is not None else []
+        ungated = [p.ungated for p in members if p.ungated is not None]
+        bound = [p.bound for p in members if p.bound is not None]
+        for step, t in (("decision recorded", decided[0] if decided else None),
+                        ("last gate removed", max(ungated) if len(ungated) == len(members) else None),
+                        ("last bound", max(bound) if len(bound) == len(members) else None)):
+            if t is not None:
+                steps[step].append(t - last)
+    return {step: {"p50": round(cb.percentile(xs, 50), 3), "p90": round(cb.percentile(xs, 90), 3),
+                   "max": round(max(xs), 3)} for step, xs in steps.items() if xs}
 
 
 def _writes(r: dict[str, Any]) -> float:

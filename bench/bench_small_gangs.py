@@ -10,7 +10,9 @@ create call until a pod watch sees the expected pods bound (``clusterbench.PodWa
   scheduling (a ``scheduling.k8s.io/v1beta1`` PodGroup, the members naming it; its own control plane);
 - **100 groups of 8** (100 ReplicaSets of 8 x 100m, created at once, each with its PodGroup) on
   100 and on 29 nodes of 4 CPU, through cogate and kube-scheduler alone (the same ReplicaSets
-  unlabelled), with ``bench_end_to_end.run_once`` (creation, decision and release timeline).
+  unlabelled), with ``bench_end_to_end.run_once`` (creation, decision and release timeline; each
+  group's own path from its last member's creation to its decision, last gate and last bind:
+  ``bench_end_to_end.per_group``).
 
 Every control plane is v1.37.2 with ``GenericWorkload`` on (the release whose native gang
 scheduling is compared: ``bench_native``). cogate runs in both admission modes of the chart
@@ -57,6 +59,11 @@ TARGET_NATIVE = 1.5  # issue 40: the README example <= 1.5x of native
 #: cogate's two admission modes (chart ``admission.mode``): system name -> registration of
 #: ``bench_admission_rate.register`` ("late-off": the chart's default webhook registration).
 MODES = {"cogate": "late-off", "policy": "policy"}
+#: The steps of each group's path in ``bench_end_to_end.per_group``, from its last member's creation.
+PATH_STEPS = ("decision recorded", "last gate removed", "last bound")
+#: ... and inside the controller, from the member event that completed the group
+#: (``cogate_controller_arrival_to_release_seconds`` by step, its mean over the run).
+CONTROLLER_STEPS = ("pass started", "planned", "released")
 
 
 def _register(cluster: Any, stack: Any, system: str) -> None:
@@ -176,8 +183,17 @@ def _result(small: dict[str, dict[str, list]], many: dict[str, Any], quick: bool
                 "scheduling does not make; on a machine this loaded each round trip and each process wake-up takes "
                 "tens of milliseconds, and the spread between runs of one system is as large as the difference "
                 "between systems."))
-    many_rows = []
+    many_rows, path_rows = [], []
     for label, runs in many.items():
+        for k, r in enumerate(runs):
+            system = ("alone", "webhook", "policies")[k % 3]
+            pg = r.get("per group") or {}
+            if system != "alone" and pg:
+                ctl, n = r.get("controller") or {}, (r.get("controller") or {}).get("arrivals released") or 0
+                path_rows.append([label, system, k // 3 + 1] + [pg.get(step, {}).get(q) for step in PATH_STEPS
+                                                                for q in ("p50", "p90", "max")]
+                                 + [round(ctl.get(f"arrival -> {step} s", 0) / n, 3) if n else None
+                                    for step in CONTROLLER_STEPS])
         med = {s: statistics.median(r["all bound s"] for r in runs[k::3]) for k, s in enumerate(("alone", "cogate", "policy"))}
         made = {s: statistics.median(r["all created s"] for r in runs[k::3]) for k, s in enumerate(("alone", "cogate", "policy"))}
         tl = runs[-1].get("timeline", {})
@@ -211,7 +227,12 @@ def _result(small: dict[str, dict[str, list]], many: dict[str, Any], quick: bool
                          ["workload", "alone: all bound s", "webhook: all bound s", "policies: all bound s",
                           "webhook / alone", "policies / alone", "alone: all created s", "webhook: all created s",
                           "policies: all created s", "policies: last created -> decision recorded s",
-                          "policies: last created -> all bound s"], many_rows)],
+                          "policies: last created -> all bound s"], many_rows),
+                cb.table("100 groups of 8: each group's path from its last member's creation (seconds over the "
+                         "100 groups: median, 90th percentile, maximum)",
+                         ["workload", "cogate", "run"] + [f"{step} {q}" for step in PATH_STEPS
+                                                          for q in ("p50", "p90", "max")]
+                         + [f"controller: arrival -> {step}, mean s" for step in CONTROLLER_STEPS], path_rows)],
         targets=targets,
         notes=["raw figures: " + json.dumps({"small": small, "many": {k: [{kk: vv for kk, vv in r.items()
                                                                            if kk != "cpu s"} for r in v]

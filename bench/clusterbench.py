@@ -694,6 +694,11 @@ STATS = {
     "gates removed": ("cogate_controller_gate_removals_total", 'result="removed"'),
     "status writes": ("cogate_controller_status_writes_total", None),
     "watch events": ("cogate_controller_informer_events_total", None),
+    # the path from a group's last member to its release inside the controller (issue 40): sums and count
+    "arrivals released": ("cogate_controller_arrival_to_release_seconds_count", 'step="released"'),
+    "arrival -> pass started s": ("cogate_controller_arrival_to_release_seconds_sum", 'step="pass_started"'),
+    "arrival -> planned s": ("cogate_controller_arrival_to_release_seconds_sum", 'step="planned"'),
+    "arrival -> released s": ("cogate_controller_arrival_to_release_seconds_sum", 'step="released"'),
 }
 
 

@@ -250,7 +250,7 @@ def _lease_transitions(api: client.ApiClient) -> int:
 
 def _summary(seed, minutes, log, violations, injectors, work, sup, sampler, converged, transitions, proxy_counts,
              relists, out_dir: Path, live) -> dict[str, Any]:
-    faults = [r for r in log if isinstance(r, inv.Fault)]
+    faults = [r for r in log if isinstance(r, inv.Fault) and r.seconds >= 0]  # ended ones (not the "begun" records)
     recoveries = [s for i in injectors for _, s in i.recoveries if s is not None]
     unrecovered = sum(1 for i in injectors for _, s in i.recoveries if s is None)
     rss = [r.rss for r in log if isinstance(r, inv.Sample)]
@@ -375,7 +375,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out-dir", type=Path, default=None)
     ap.add_argument("--gap", type=float, default=20.0, help="mean seconds between faults of each injector")
+    ap.add_argument("--recheck", type=Path, metavar="EVENTS_JSONL",
+                    help="run no soak: judge a recorded run's event log with this checkout's invariants")
     args = ap.parse_args(argv)
+    if args.recheck:
+        log = inv.read_log(args.recheck.read_text().splitlines())
+        violations = inv.check(log)
+        for v in violations:
+            print(f"VIOLATION {v.invariant} {v.ref} t={v.t:.1f}: {v.message}")
+        print(f"{len(violations)} violations in {len(log)} records of {args.recheck}")
+        return 1 if violations else 0
     out = args.out_dir or Path(tempfile.mkdtemp(prefix="cogate-soak-"))
     summary = run_soak(args.seed, args.minutes, out, gap=args.gap)
     print(json.dumps({k: v for k, v in summary.items() if k != "violations"}, indent=1))

@@ -215,6 +215,8 @@ class Injector:
         while not self._stop.wait(self.rng.expovariate(1.0 / self.gap)):
             kind = self.rng.choice(self.kinds)
             t0 = self.clock()
+            with self.lock:  # begun: a check while it lasts knows (soak_invariants.Fault, seconds -1)
+                self.log.append(Fault(t0, kind, "", -1.0))
             try:
                 detail, _ = self.apply(kind, self.rng)
             except Exception as exc:  # noqa: BLE001 - a fault that could not be applied is logged, not fatal

@@ -31,7 +31,8 @@ The rules and their bounds (seconds, the soak's settings; :data:`BOUNDS`):
   ``PlanChanged``, docs/semantics.md).
 - :func:`nominated_left`: a ``status.nominatedNodeName`` that cogate's field manager owns stays
   only on a pod that waits: unbound, not ended, and (while gated) its group ``Preempting=True``;
-  else for at most ``nominated`` (30 s).
+  else for at most ``nominated`` (30 s), counted again from the end of any fault that cut or
+  stopped the controllers' access to kube-apiserver meanwhile (:data:`CONTROL_FAULTS`).
 - :func:`status_mismatches` (the end): every PodGroup's ``status.scheduled`` and
   ``status.running`` equal the live members bound and Running (the controller's counting rule,
   :func:`cogate.controller.status.status.count_members`); the soak asks this every 2 s after the
@@ -46,10 +47,11 @@ no roles and no autoscaler yet.
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 #: The bounds of the rules above (seconds; ``rss_limit`` bytes).
@@ -127,7 +129,9 @@ class NodeState:
 
 @dataclass(frozen=True)
 class Fault:
-    """A fault injected at ``t`` for ``seconds`` (0: instant): ``kind`` (e.g. ``sigkill-controller``), ``detail``."""
+    """A fault injected at ``t`` for ``seconds`` (0: instant): ``kind`` (e.g. ``sigkill-controller``), ``detail``.
+    ``seconds`` -1: the fault began and has not ended yet (the injector logs one such record when it
+    starts a fault; the record with its duration follows when it ends)."""
 
     t: float
     kind: str
@@ -375,16 +379,50 @@ def victims_in_vain(log: Sequence[Record], bounds: Mapping[str, float] | None = 
     return out
 
 
+#: Faults that cut, slow or stop the controllers' access to kube-apiserver: while one lasts cogate cannot
+#: clear what it wrote (a killed leader's successor also waits out the Lease).
+CONTROL_FAULTS = ("sigkill-controller", "sigstop-controller", "proxy-", "restart-kube-apiserver")
+
+
+def control_faults(log: Sequence[Record]) -> list[tuple[float, float]]:
+    """``(start, end)`` of the :data:`CONTROL_FAULTS` in ``log``, oldest first; a fault begun and not
+    ended yet (only its ``seconds`` -1 record) ends at infinity."""
+    faults = [f for f in _ordered(log, Fault) if f.kind.startswith(CONTROL_FAULTS)]
+    ended = {(f.t, f.kind) for f in faults if f.seconds >= 0}
+    return sorted((f.t, f.t + f.seconds) if f.seconds >= 0 else (f.t, float("inf"))
+                  for f in faults if f.seconds >= 0 or (f.t, f.kind) not in ended)
+
+
+def allowed_until(t0: float, grace: float, faults: Sequence[tuple[float, float]]) -> float:
+    """The end of a ``grace``-second allowance begun at ``t0``, counted again from the end of every control
+    fault (:func:`control_faults`) that began before the allowance ran out and ended after ``t0``."""
+    until = t0 + grace
+    for start, end in faults:
+        if start <= until and end >= t0:
+            until = max(until, end + grace)
+    return until
+
+
 def nominated_left(log: Sequence[Record], bounds: Mapping[str, float] | None = None) -> list[Violation]:
     """cogate's nominatedNodeName on a pod that does not wait (bound, ended, or gated while its group is not
-    preempting) for longer than ``nominated`` s."""
+    preempting) for longer than ``nominated`` s, counted again from the end of each control fault that
+    overlaps (:func:`allowed_until`); judged over every such stretch, whether it ended or still lasts."""
     grace = _bounds(bounds)["nominated"]
     groups = _groups_at(log)
+    faults = control_faults(log)
     since: dict[str, float] = {}
-    reported: set[str] = set()
     out = []
     last: dict[str, PodState] = {}
+
+    def judge(p: PodState, t0: float, t1: float) -> None:
+        until = allowed_until(t0, grace, faults)
+        if t1 > until:
+            out.append(Violation("nominated_left", until, p.ref,
+                                 f"cogate's nominatedNodeName {p.nominated} left since t={t0:.1f} on a pod that does "
+                                 f"not wait (node {p.node or '-'}, phase {p.phase}, gated {p.gated})"))
+
     for p in _ordered(log, PodState):
+        before = last.get(p.uid)
         last[p.uid] = p
         g = _group_before(groups.get((p.ns, p.group), []), p.t)
         idle = p.gated and not (g is not None and not g.gone and g.preempting)
@@ -392,16 +430,11 @@ def nominated_left(log: Sequence[Record], bounds: Mapping[str, float] | None = N
             bool(p.node) or p.phase in TERMINAL or idle)
         if bad:
             since.setdefault(p.uid, p.t)
-        else:
-            since.pop(p.uid, None)
+        elif p.uid in since and before is not None:
+            judge(before, since.pop(p.uid), p.t)
     end = _end(log)
     for uid, t0 in since.items():
-        if end - t0 > grace and uid not in reported:
-            p = last[uid]
-            reported.add(uid)
-            out.append(Violation("nominated_left", t0 + grace, p.ref,
-                                 f"cogate's nominatedNodeName {p.nominated} left since t={t0:.1f} on a pod that does "
-                                 f"not wait (node {p.node or '-'}, phase {p.phase}, gated {p.gated})"))
+        judge(last[uid], t0, end)
     return out
 
 
@@ -453,6 +486,21 @@ def memory_unbounded(log: Sequence[Record], bounds: Mapping[str, float] | None =
                 out.append(Violation("memory_unbounded", steady[q - 1].t, who,
                                      f"RSS grew from {first / 2**20:.0f} MiB (first quarter's median after "
                                      f"{warmup:.0f} s) to {last / 2**20:.0f} MiB (last quarter's)"))
+    return out
+
+
+def read_log(lines: Iterable[str]) -> list[Record]:
+    """The records of an event log as the soak writes it (one JSON object a line, ``type``: the record's
+    class name, the rest its fields); unknown types are skipped."""
+    kinds = {c.__name__: c for c in (PodState, GroupState, NodeState, Fault, Sample)}
+    out: list[Record] = []
+    for line in lines:
+        if line.strip():
+            d = json.loads(line)
+            cls = kinds.get(d.pop("type", ""))
+            if cls is not None:
+                known = {f.name for f in fields(cls)}
+                out.append(cls(**{k: v for k, v in d.items() if k in known}))
     return out
 
 

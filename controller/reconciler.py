@@ -32,7 +32,7 @@ docs/semantics.md) on its own thread:
    from the informers' deltas, and only groups whose inputs changed are planned again; the
    same decision as ``planner.decide`` over the caches); keep the returned reservations for
    the next pass;
-3. per verdict, in a thread pool: ``status.compute_status`` and, when ``status_patch``
+3. per verdict, in a thread pool (verdicts with gates to remove first): ``status.compute_status`` and, when ``status_patch``
    returns a body, a merge patch of the status subresource. For ``Released`` the
    status (phase Scheduling, scheduleStartTime) is written FIRST, so that a restarted
    controller finishes the release instead of re-deciding it; only after it succeeded
@@ -110,17 +110,21 @@ class PassResult:
     verdicts: list[GroupVerdict] = field(default_factory=list)
     status_writes: int = 0
     ungated: int = 0
+    #: Monotonic time each group whose gates went this pass had sent them, by (namespace, name).
+    ungated_at: dict[tuple[str, str], float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class Applied:
-    """What one verdict did: phase, writes, members ungated, ``wake_at`` (monotonic s; None) and its wait."""
+    """What one verdict did: phase, writes, members ungated, ``wake_at`` (monotonic s; None), its wait and
+    when it was done (monotonic s)."""
 
     phase: str
     writes: int = 0
     ungated: int = 0
     wake_at: float | None = None
     wait: waiting.Wait | None = None
+    done: float = 0.0
 
 
 def _check(config: ReconcilerConfig) -> None:
@@ -139,6 +143,9 @@ class Reconciler(Releasing):
     (``planner.decide``'s signature) instead, which then gets the caches' snapshots.
     ``policy``: the ``PolicyV1Api`` of the opt-in PodDisruptionBudgets. ``clock``: epoch
     seconds; ``monotonic``: the debouncer's seconds."""
+
+    #: Monotonic seconds the last pass's planning started and ended (:meth:`_observe_path`).
+    _plan_span: tuple[float, float] = (0.0, 0.0)
 
     def __init__(self, core: CoreV1Api, custom: CustomObjectsApi, caches: Caches, config: ReconcilerConfig, *,
                  recorder: EventRecorder | None = None, metrics: Metrics | None = None,
@@ -230,7 +237,8 @@ class Reconciler(Releasing):
             self.aftercare.departed(old)
         self.strays.left(kind, old, new)
         with self._arrivals_lock:  # the watch thread and the writer's apply_local (never under _cond)
-            at_once = self.arrivals.completed(old, new, self.config.gate_name, self.caches.podgroups.get)
+            at_once = self.arrivals.completed(old, new, self.config.gate_name, self.caches.podgroups.get,
+                                              self._monotonic())
         self.enqueue(at_once=at_once)
 
     def _wake(self, when: float | None) -> None:
@@ -331,6 +339,7 @@ class Reconciler(Releasing):
             result, wake_at = self._apply_verdicts(decision, groups, {(r.namespace, r.name): r for r in requests},
                                                    now, survey.contexts)
             wakes.append(wake_at)
+            self._observe_path(decision, started, result)
             with self._drop_lock:
                 dropped, self._drop_reservations = self._drop_reservations, set()
             if dropped:
@@ -342,6 +351,25 @@ class Reconciler(Releasing):
             self._wake(earliest(*wakes))
         self.metrics.pass_seconds.observe(self._monotonic() - started)
         return result
+
+    def _observe_path(self, decision: Decision, started: float, result: PassResult) -> None:
+        """The path from a group's last member to its release (``cogate_controller_arrival_to_release_seconds``,
+        per group this pass freshly released, from ``Arrivals.settle``; ``released``: when its gates were sent)
+        and, at debug level, where this pass's time went (monotonic seconds: ``started``, caches read,
+        planned, verdicts applied now; ``_plan_span``: when planning started and ended)."""
+        (read, planned), applied = self._plan_span, self._monotonic()
+        fresh = [(v.namespace, v.name) for v in decision.verdicts
+                 if Outcome(v.outcome) is Outcome.RELEASED and v.release]
+        with self._arrivals_lock:
+            arrived = self.arrivals.settle(fresh, started)
+        for key, at in arrived.items():
+            for step, t in (("pass_started", started), ("planned", planned),
+                            ("released", result.ungated_at.get(key, applied))):
+                self.metrics.arrival_to_release.labels(step).observe(max(0.0, t - at))
+        log.debug("pass: %d groups, %d released (%d completed by an arrival): read %.0f ms, planned %.0f ms, "
+                  "applied %.0f ms (%d status writes, %d gates removed)", len(decision.verdicts), len(fresh),
+                  len(arrived), (read - started) * 1e3, (planned - read) * 1e3, (applied - planned) * 1e3,
+                  result.status_writes, result.ungated)
 
     def _restore_reservations(self, requests: Sequence[GroupRequest], now: float) -> None:
         """Seed the reservations with those of released, unbound members (``inputs.restored_reservations``)."""
@@ -386,7 +414,7 @@ class Reconciler(Releasing):
         """Plan the pass (on the planning state, or the scripted ``decide`` over the caches'
         nodes and bound pods); keeps its reservations for the next pass. ``promised``: room held
         for a preemption in flight (:meth:`Preempting.promises <cogate.controller.preemption.room.Preempting.promises>`)."""
-        t0 = self._monotonic()
+        t0 = start = self._monotonic()
         if self.planning is not None:
             with self._planning_lock:
                 decision = self.planning.decide(requests, self.reservations, now, self.config.planner_config,
@@ -401,7 +429,8 @@ class Reconciler(Releasing):
             extra = (promised,) if promised else ()
             decision = self._decide(nodes, bound, requests, self.reservations, now, self.config.planner_config,
                                     *extra)
-        self.metrics.decision_seconds.observe(self._monotonic() - t0)
+        self._plan_span = (start, self._monotonic())  # for _observe_path
+        self.metrics.decision_seconds.observe(self._plan_span[1] - t0)
         self.metrics.decisions.inc()
         self.reservations = tuple(decision.reservations)
         self.metrics.reservations.set(len(self.reservations))
@@ -417,7 +446,9 @@ class Reconciler(Releasing):
         result = PassResult(verdicts=list(decision.verdicts))
         quotas = self.caches.quotas.snapshot() if self.caches.quotas is not None else []
         futures = []
-        for verdict in decision.verdicts:
+        # Verdicts with gates to remove first (a stable sort keeps the planner's order within each part): a
+        # group released in this pass does not wait behind the status work of every other group (issue 40).
+        for verdict in sorted(decision.verdicts, key=lambda v: not v.release):
             g = groups.get((verdict.namespace, verdict.name))
             if g is not None:
                 verdict = quota_mod.explain_waiting(verdict, requests[g.key], quotas)
@@ -438,6 +469,8 @@ class Reconciler(Releasing):
             waits.append(applied.wait)
             result.status_writes += applied.writes
             result.ungated += applied.ungated
+            if applied.ungated:
+                result.ungated_at[key] = applied.done
             wake_at = earliest(wake_at, applied.wake_at)
         for phase in PHASES:
             self.metrics.groups.labels(phase).set(phases.get(phase, 0))
@@ -494,7 +527,8 @@ class Reconciler(Releasing):
         self._warn_mixed_priorities(g, request, now)
         self._warn_shared_replicas(g, request, now)
         self.aftercare.time_out(g, request.members, new_status, memory.release, now)
-        return Applied(phase, int(body is not None), ungated, earliest(checked.wake_at, later, refused_at, findings.wake_at), wait)
+        return Applied(phase, int(body is not None), ungated, earliest(checked.wake_at, later, refused_at, findings.wake_at), wait,
+                       self._monotonic())
 
     def _new_status(self, g: GroupObject, request: GroupRequest, verdict: GroupVerdict, release: Mapping[str, str],
                     findings: lifecycle.Findings, memory: GroupMemory, now: float) -> PodGroupStatus:

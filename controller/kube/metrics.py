@@ -35,6 +35,8 @@ log = logging.getLogger(__name__)
 _P = "cogate_controller_"
 #: Buckets for the group-complete -> release latency (seconds).
 RELEASE_LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800, 3600)
+#: Buckets for the path from a group's last member to its release inside the controller (seconds).
+ARRIVAL_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16)
 
 
 class WaitingCollector(Collector):
@@ -98,6 +100,12 @@ class Metrics:
             _P + "group_complete_to_release_seconds",
             "From the moment minMember members were present (as seen by this process) to the release (seconds).",
             buckets=RELEASE_LATENCY_BUCKETS, registry=r)
+        self.arrival_to_release = Histogram(
+            _P + "arrival_to_release_seconds",
+            "From the members-informer event that completed a group (its gated members reached minMember) to "
+            "each step of the pass that released it, by step: pass_started, planned (the verdict known), "
+            "released (status written and gates sent) (seconds).",
+            ["step"], buckets=ARRIVAL_BUCKETS, registry=r)
         self.informer_events = Counter(_P + "informer_events", "Watch events received, by informer and type.",
                                        ["informer", "type"], registry=r)
         self.watch_restarts = Counter(_P + "watch_restarts", "Watch reconnects, by informer and reason (gone, error).",

@@ -14,7 +14,7 @@ Every time is in seconds; the debouncer's on the monotonic clock its caller read
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from cogate.controller.model.records import PodInfo, member_key
@@ -89,23 +89,42 @@ class Arrivals:
     Only the count is kept (``(namespace, podgroup)`` -> uids, the membership rule
     ``records.member_key``), updated per event in O(1); the planner still judges the group from
     the caches. Not thread-safe: one informer thread feeds it (or the caller holds a lock).
+
+    It also remembers when each group completed (``at``, the caller's monotonic seconds), for the
+    path from a group's last member to its release (``cogate_controller_arrival_to_release_seconds``):
+    :meth:`settle` hands the pass that releases the group its completion time.
     """
 
     def __init__(self) -> None:
         self._gated: dict[tuple[str, str], set[str]] = {}
+        self._completed_at: dict[tuple[str, str], float] = {}
 
     def count(self, group: tuple[str, str]) -> int:
         """Gated members of ``group`` seen so far (0 for an unknown group)."""
         return len(self._gated.get(group, ()))
 
     def completed(self, old: PodInfo | None, new: PodInfo | None, gate: str,
-                  podgroup: Callable[[tuple[str, str]], Any]) -> bool:
+                  podgroup: Callable[[tuple[str, str]], Any], at: float | None = None) -> bool:
         """Apply one members-informer event; True when it completes its group: the group's gated
         count rose to its minMember (``podgroup(key)``: the cached PodGroup, anything with
-        ``.pg.spec.minMember``, ``None`` when unknown; :func:`completes`)."""
+        ``.pg.spec.minMember``, ``None`` when unknown; :func:`completes`). ``at``: when the event was
+        seen (monotonic seconds), remembered for :meth:`settle` when it completes the group."""
         group = self.seen(old, new, gate)
         pg = podgroup(group) if group is not None else None
-        return group is not None and pg is not None and completes(self.count(group), pg.pg.spec.minMember)
+        done = group is not None and pg is not None and completes(self.count(group), pg.pg.spec.minMember)
+        if done and at is not None:
+            self._completed_at[group] = at  # type: ignore[index]
+        return done
+
+    def settle(self, released: Iterable[tuple[str, str]], started: float) -> dict[tuple[str, str], float]:
+        """At the end of a pass that started at ``started`` (monotonic seconds) and freshly released
+        ``released``: the completion times of those groups (forgotten now). Completions seen before
+        ``started`` that the pass did not release are forgotten too (the group waits for something
+        else than its members); later ones are kept for the next pass, which may release them."""
+        out = {g: t for g in released if (t := self._completed_at.pop(g, None)) is not None}
+        for g in [g for g, t in self._completed_at.items() if t < started]:
+            del self._completed_at[g]
+        return out
 
     def seen(self, old: PodInfo | None, new: PodInfo | None, gate: str) -> tuple[str, str] | None:
         """Apply one members-informer event (``old``/``new``: the record before and after it, ``None``

@@ -54,6 +54,18 @@ def _register(stack, late_labels: str | None) -> None:
     time.sleep(2)  # the API server loads webhook configurations asynchronously
 
 
+def _arrival_to_release(stack) -> dict[str, float]:
+    """``cogate_controller_arrival_to_release_seconds``: the sum per step and the count of groups observed."""
+    out: dict[str, float] = {}
+    for line in stack.metrics("controller").splitlines():
+        if line.startswith("cogate_controller_arrival_to_release_seconds_sum{"):
+            labels, value = line.rsplit(" ", 1)
+            out[labels.split('step="', 1)[1].split('"', 1)[0]] = float(value)
+        elif line.startswith('cogate_controller_arrival_to_release_seconds_count{step="released"}'):
+            out["count"] = float(line.rsplit(" ", 1)[1])
+    return out
+
+
 def _calls(stack) -> float:
     return sum(webhook_requests(stack).values())
 
@@ -109,6 +121,11 @@ def test_a_complete_group_is_released_without_waiting_for_the_debounce(stack, ku
                        for name, _, min_member, _ in groups)
         wait_for(all_bound, LONG_DEBOUNCE / 3, what="every group bound well within the debounce")
         took = time.monotonic() - last
+        # the controller's own account of each group's path (the restarted controller's metrics: these groups only)
+        path = _arrival_to_release(stack)
+        assert path["count"] == len(groups), path
+        assert 0 < path["released"] < LONG_DEBOUNCE / 3 * len(groups), path
+        assert path["pass_started"] <= path["planned"] <= path["released"], path
     for name, size, min_member, _ in groups:
         pods = group_pods(kube, namespace, name)
         members = [p.metadata.name for p in pods if bound(p)]

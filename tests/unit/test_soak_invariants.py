@@ -175,6 +175,51 @@ def test_nomination_on_a_pod_that_waits_or_not_cogates_is_kept():
     assert inv.nominated_left(cleared, {"nominated": 30}) == []
 
 
+def test_a_nomination_left_too_long_is_found_after_it_is_cleared_too():
+    """The end check judges every stretch, not only those still open when the log ends."""
+    late = [grp(0), pod(1, "a", gated=True, nominated="n1", nominated_by_cogate=True),
+            pod(45, "a", gated=True), pod(60, "x", group="x")]
+    vs = inv.nominated_left(late, {"nominated": 30})
+    assert names(vs) == [("nominated_left", "ns/a")] and vs[0].t == 31
+    in_time = [grp(0), pod(1, "a", gated=True, nominated="n1", nominated_by_cogate=True),
+               pod(30, "a", gated=True), pod(60, "x", group="x")]
+    assert inv.nominated_left(in_time, {"nominated": 30}) == []
+
+
+IDLE = [grp(0), pod(1, "a", gated=True, nominated="n1", nominated_by_cogate=True)]
+
+
+@pytest.mark.parametrize("kind", ["proxy-errors", "proxy-stall", "sigstop-controller", "sigkill-controller",
+                                  "restart-kube-apiserver"])
+@pytest.mark.parametrize("fault_at,seconds,cleared_at,flagged", [
+    (2.0, 30.0, 55.0, False),   # the soak's seed 1: 502s for 30 s, a leader lost; cleared 23 s after the fault
+    (2.0, 30.0, 70.0, True),    # cleared more than 30 s after the fault's end
+    (40.0, 10.0, 45.0, True),   # the fault began after the 30 s had run out: no allowance
+    (-20.0, 10.0, 35.0, True),  # ended before the nomination was left
+    (2.0, -1.0, 200.0, False),  # begun and not ended yet: a check while it lasts says nothing
+])
+def test_a_control_fault_restarts_the_nominations_allowance(kind, fault_at, seconds, cleared_at, flagged):
+    """The soak's seed-1 nominated_left (issue 35): kube-apiserver answered 502 to the controllers for
+    about 30 s, the leader lost its Lease and exited, and cogate could neither write the gang's
+    Preempting=True nor clear the nominations until the next leader took over and refreshed them."""
+    log = [*IDLE, inv.Fault(fault_at, kind, "", seconds), pod(cleared_at, "a", gated=True),
+           pod(cleared_at + 1, "x", group="x")]
+    assert names(inv.nominated_left(log, {"nominated": 30})) == ([("nominated_left", "ns/a")] if flagged else [])
+
+
+def test_a_fault_that_does_not_cut_the_controllers_gives_no_allowance():
+    for kind in ("node-cordon", "node-delete", "restart-kube-scheduler", "sigkill-webhook", "cert-rotation"):
+        log = [*IDLE, inv.Fault(2.0, kind, "", 30.0), pod(55, "a", gated=True), pod(56, "x", group="x")]
+        assert names(inv.nominated_left(log, {"nominated": 30})) == [("nominated_left", "ns/a")], kind
+
+
+def test_a_begun_fault_is_replaced_by_its_end():
+    log = [inv.Fault(2.0, "proxy-errors", "", -1.0), inv.Fault(2.0, "proxy-errors", "30% for 10 s", 10.0),
+           inv.Fault(50.0, "proxy-stall", "", -1.0)]
+    assert inv.control_faults(log) == [(2.0, 12.0), (50.0, float("inf"))]
+    assert inv.allowed_until(0.0, 30.0, inv.control_faults(log)) == 42.0
+
+
 # ----------------------------------------------------------------------- status, memory
 
 def _api_pod(name, group, node="", phase="Pending", deleting=False):
@@ -245,3 +290,15 @@ def test_group_state_reads_the_released_condition(status, released):
     # seen 4.5 s after the transition (epoch 1767225604.5): on the records' clock 4.5 s + 1 s (whole seconds) earlier
     g = rec.group_state(obj, 10.0, wall=1_767_225_604.5)
     assert g.released_t == (pytest.approx(10.0 - 4.5 - 1.0) if released else None)
+
+
+def test_an_event_log_reads_back_as_the_records_it_was_written_from():
+    """``bench/soak.py --recheck``: a recorded run judged again with today's invariants."""
+    import json
+    from dataclasses import asdict
+
+    log = [*IDLE, inv.Fault(2.0, "proxy-errors", "", -1.0), inv.Fault(2.0, "proxy-errors", "30% for 50 s", 50.0),
+           N(0, "n1", cpu=4000), inv.Sample(3.0, "controller-a", 100), pod(80, "a", gated=True)]
+    lines = [json.dumps({"type": type(r).__name__, **asdict(r)}) for r in log] + ["", '{"type": "Other", "t": 1}']
+    assert inv.read_log(lines) == log
+    assert inv.nominated_left(inv.read_log(lines), {"nominated": 30}) == []  # cleared at 80: fault's end 52 + 30

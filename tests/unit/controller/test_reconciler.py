@@ -314,3 +314,34 @@ def test_the_member_that_completes_its_group_makes_the_pass_due_at_once():
     h.rec.debouncer.started(h.now)
     h.rec.on_member_event("ADDED", None, c)  # a third member of a complete group: debounced
     assert not h.rec.debouncer.due(h.now)
+
+
+def test_gates_of_a_release_go_before_the_status_work_of_the_other_groups():
+    """Issue 40: verdicts with gates to remove are applied first, whatever the planner's order, so a group
+    released in a busy pass does not wait for every other group's status write (one worker: in order)."""
+    import concurrent.futures
+    pods = [raw_pod("a", group="rel"), raw_pod("w", group="wait")]
+    h = Harness(pods, [raw_pg("wait", min_member=2), raw_pg("rel", min_member=1)],
+                [verdict("WaitingForMembers", message="1 of 2", name="wait"),
+                 verdict("Released", {"uid-a": "n1"}, 1, name="rel")])
+    h.rec._groups_pool = concurrent.futures.ThreadPoolExecutor(1)
+    h.run()
+    order = [entry for entry in h.cluster.log if entry[0] in ("status", "pod")]
+    assert order[:2] == [("status", "rel"), ("pod", "a")], order
+    assert ("status", "wait") in order[2:]
+
+
+def test_the_path_from_the_last_member_to_the_release_is_measured():
+    """``cogate_controller_arrival_to_release_seconds``: from the member event that completed the group to the
+    pass's start, its verdict and the group's gates sent (monotonic seconds of the harness)."""
+    h = Harness([raw_pod("a"), raw_pod("b")], [raw_pg()], [verdict("Released", {"uid-a": "n1", "uid-b": "n1"}, 2)])
+    t0 = h.now
+    for name in ("a", "b"):
+        h.rec.on_member_event("ADDED", None, records.pod_info(raw_pod(name)))
+    h.now = t0 + 0.3
+    h.run()
+    hist = h.rec.metrics.arrival_to_release
+    for step in ("pass_started", "planned", "released"):
+        assert hist.labels(step)._sum.get() == pytest.approx(0.3), step
+    h.run()  # the next pass (AlreadyReleased) observes nothing more
+    assert hist.labels("released")._sum.get() == pytest.approx(0.3)

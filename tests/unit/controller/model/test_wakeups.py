@@ -142,3 +142,31 @@ class TestArrivals:
 @pytest.mark.parametrize("count,need,expected", [(2, 2, True), (1, 2, False), (3, 2, False), (1, 1, True), (0, 0, False)])
 def test_completes_when_the_count_reaches_min_member(count, need, expected):
     assert completes(count, need) is expected
+
+
+class TestSettle:
+    """``Arrivals.settle``: the completion time handed to the pass that releases the group (issue 40)."""
+
+    def need(self, n=1):
+        from types import SimpleNamespace as NS
+        return lambda key: NS(pg=NS(spec=NS(minMember=n)))
+
+    def test_the_releasing_pass_gets_the_completion_time_once(self):
+        a = Arrivals()
+        assert a.completed(None, member("a"), GATE, self.need(), at=10.0)
+        assert a.settle([("ns", "g")], started=10.5) == {("ns", "g"): 10.0}
+        assert a.settle([("ns", "g")], started=11.0) == {}  # forgotten: a later pass observes nothing
+
+    def test_a_completion_the_pass_did_not_release_is_forgotten_unless_it_came_after_the_start(self):
+        a = Arrivals()
+        a.completed(None, member("a", group="early"), GATE, self.need(), at=10.0)  # seen before the pass
+        a.completed(None, member("b", group="late"), GATE, self.need(), at=12.0)   # came during the pass
+        assert a.settle([], started=11.0) == {}  # neither released in this pass
+        # "early" was in the pass's snapshot and waits for something else: forgotten;
+        # "late" may be released by the next pass: kept
+        assert a.settle([("ns", "early"), ("ns", "late")], started=13.0) == {("ns", "late"): 12.0}
+
+    def test_without_a_time_nothing_is_remembered(self):
+        a = Arrivals()
+        assert a.completed(None, member("a"), GATE, self.need())
+        assert a.settle([("ns", "g")], started=0.0) == {}
