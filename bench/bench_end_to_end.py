@@ -196,7 +196,18 @@ def _explain(base: dict[str, Any], gang: dict[str, Any], total: int) -> str:
             "The extra time is the API server's extra work per member (the release patch and the "
             "PodGroup status writes; the webhook call at creation) on a machine whose 2 cores the control plane "
             "already fills, and kube-scheduler binds a member only after its release instead of while the others "
-            "are still being created.")
+            "are still being created." + _made_again(gang, total))
+
+
+def _made_again(gang: dict[str, Any], total: int) -> str:
+    """A sentence when the cogate run created more pods than members (members deleted during the run
+    and made again by their ReplicaSet: issue 29, a pinned node briefly NotReady), else ''."""
+    extra = int(gang.get("pod writes", {}).get("POST pods", 0)) - total
+    if extra <= 0:
+        return ""
+    return (f" {extra} pods more than the {total:,} members were created ({gang.get('FailedScheduling events')} "
+            "FailedScheduling events): members were deleted during the run and made again by their ReplicaSet, "
+            "which waited gated again; the controller's PlannedNodeUnusable events and log say which and why.")
 
 
 def _timeline_text(gang: dict[str, Any]) -> str:

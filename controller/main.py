@@ -95,7 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--recreate-stuck-members", action=argparse.BooleanOptionalAction, default=True,
                    help="delete released, unbound members pinned to a node that can no longer take them (tainted, "
                         "cordoned, NotReady, deleted, room taken) when they have a controller owner, so they come "
-                        "back gated and are planned again; bare pods are only reported (default: on)")
+                        "back gated and are planned again; bare pods are only reported. A node that is only not "
+                        "Ready keeps them as long as Kubernetes keeps bound pods on it (their tolerationSeconds, "
+                        "300 s by default) (default: on)")
     p.add_argument("--validate-releases", choices=refusers.VALIDATION_MODES, nargs="?", const="always",
                    default="auto",
                    help="send every member's release patch as a server-side dry run before removing any gate of "

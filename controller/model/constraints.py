@@ -82,12 +82,16 @@ class Taint:
 
 @dataclass(frozen=True)
 class Toleration:
-    """A pod toleration (``operator`` Equal, the default, or Exists)."""
+    """A pod toleration (``operator`` Equal, the default, or Exists). ``seconds``:
+    ``tolerationSeconds``, how long a matching NoExecute taint is tolerated once added (None:
+    for ever; 0 or less: not at all); scheduling ignores it, the taint eviction controller reads it
+    (:func:`cogate.controller.status.lifecycle.eviction_grace`)."""
 
     key: str = ""
     operator: str = "Equal"
     value: str = ""
     effect: str = ""
+    seconds: int | None = None
 
     def tolerates(self, taint: Taint) -> bool:
         """``v1.Toleration.ToleratesTaint``: an empty effect matches every effect,
@@ -273,21 +277,23 @@ def taints(v: Any, path: str) -> tuple[Taint, ...]:
 
 
 def tolerations(v: Any, path: str) -> tuple[Toleration, ...]:
-    """A pod's ``spec.tolerations`` (at ``path``; ``operator`` defaults to Equal), one shared tuple
-    per distinct value (the sharing of equal values: :mod:`cogate.controller.model.records`)."""
+    """A pod's ``spec.tolerations`` (at ``path``; ``operator`` defaults to Equal; ``tolerationSeconds``
+    an integer or absent), one shared tuple per distinct value (the sharing of equal values:
+    :mod:`cogate.controller.model.records`)."""
     return _shared_tolerations(tuple(
         (
             text(t.get("key"), f"{tp}.key"),
             text(t.get("operator"), f"{tp}.operator") or "Equal",
             text(t.get("value"), f"{tp}.value"),
             text(t.get("effect"), f"{tp}.effect"),
+            integer(t.get("tolerationSeconds"), f"{tp}.tolerationSeconds", None),
         )
         for tp, t in mappings(v, path)
     ))
 
 
 @functools.lru_cache(maxsize=2048)
-def _shared_tolerations(items: tuple[tuple[str, str, str, str], ...]) -> tuple[Toleration, ...]:
+def _shared_tolerations(items: tuple[tuple[str, str, str, str, int | None], ...]) -> tuple[Toleration, ...]:
     return tuple(Toleration(*t) for t in items)
 
 

@@ -6,7 +6,9 @@ release"); this room finds what they apply to and acts on it. Verbs:
 - :meth:`Aftercare.departed` (members informer event): the last state of a gang member the
   watch reported deleted (it says why it went: ``DisruptionTarget``);
 - :meth:`Aftercare.survey` (once a pass, before planning): released members whose pinned node
-  cannot take them any more, confirmed after :data:`STUCK_GRACE_SECONDS`, and members of
+  cannot take them any more, confirmed after :data:`STUCK_GRACE_SECONDS` (after the members'
+  ``Stuck.wait`` when the node is only not Ready: as long as Kubernetes keeps bound pods on such
+  a node, 300 s by default), and members of
   standing releases that left since the last pass, as a :class:`Context` per group;
 - :meth:`Aftercare.find` (per group, before its status is computed): the
   ``lifecycle.Findings`` its conditions say; carries out the opt-in ``--evict-below-quorum``
@@ -27,6 +29,8 @@ and the ``PolicyV1Api`` (budgets); what it remembers per group is in the group's
 
 from __future__ import annotations
 
+import logging
+import math
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -50,8 +54,11 @@ from cogate.controller.kube.writer import Writer, WriteResult
 from cogate.models import PodGroupStatus
 
 #: Seconds a pinned node must stay unusable for its member before cogate acts (a member the
-#: scheduler binds this instant may still look unbound in the member cache).
+#: scheduler binds this instant may still look unbound in the member cache); a node that is only
+#: not Ready keeps its members longer (``lifecycle.Stuck.wait``).
 STUCK_GRACE_SECONDS = 3.0
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -119,10 +126,12 @@ class Aftercare:
         if self.devices is not None:
             nodes, bound = self.devices.nodes(nodes), self.devices.bound_pods(bound)
         found = lifecycle.stuck_members(nodes, bound, requests)
+        self._note_waiting([s for u, s in found.items() if u not in self._stuck_since and s.wait > STUCK_GRACE_SECONDS])
         self._stuck_since = {u: self._stuck_since.get(u, now) for u in found}
         self._stuck_acted &= set(found)
-        confirmed = {u: s for u, s in found.items() if now - self._stuck_since[u] >= STUCK_GRACE_SECONDS}
-        pending = [self._stuck_since[u] + STUCK_GRACE_SECONDS for u in found if u not in confirmed]
+        due = {u: self._stuck_since[u] + max(STUCK_GRACE_SECONDS, s.wait) for u, s in found.items()}
+        confirmed = {u: s for u, s in found.items() if now >= due[u]}
+        pending = [due[u] for u in found if u not in confirmed and due[u] != math.inf]
         wake_at = self._monotonic() + (min(pending) - now) + WAKE_MARGIN if pending else None
         for s in confirmed.values():
             contexts.setdefault((s.member.namespace, s.member.group or ""), Context()).stuck.append(s)
@@ -138,6 +147,20 @@ class Aftercare:
         self._gang = lifecycle.gang_members(requests, self.config.gate_name)
         self._removed_by_us &= set(current)
         return Survey(contexts, frozenset(confirmed), wake_at)
+
+    @staticmethod
+    def _note_waiting(waiting: Sequence[lifecycle.Stuck]) -> None:
+        """Log, once when first seen, members left waiting for a pinned node that is not Ready."""
+        by_node: dict[tuple[str, str, str], list[lifecycle.Stuck]] = {}
+        for s in waiting:
+            by_node.setdefault((s.member.namespace, s.member.group or "", s.node), []).append(s)
+        for (ns, group, node), items in sorted(by_node.items()):
+            wait = min(s.wait for s in items)
+            until = "as long as it takes" if wait == math.inf else f"up to {wait:.0f} s"
+            log.info("PodGroup %s/%s: %d released members pinned to node %s wait for it (%s), %s: Kubernetes "
+                     "keeps bound pods on a node that is not Ready that long (their tolerations of %s)",
+                     ns, group, len(items), node, items[0].reason, until, " and ".join(lifecycle.READINESS_TAINTS),
+                     extra=notices.log_extra(ns, group))
 
     # -- per group ---------------------------------------------------------------------------------
     def find(self, g: GroupObject, request: GroupRequest, verdict: GroupVerdict, ctx: Context, memory: ReleaseMemory,

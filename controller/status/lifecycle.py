@@ -7,7 +7,9 @@ judgement (deletes, evictions, PodDisruptionBudgets, events). Rules (docs/semant
 "After the release"):
 
 - :func:`stuck_members`: released, unbound members pinned to a node that can no longer take
-  them (the rule itself is the planner's, :func:`cogate.controller.planning.capacity.pinned_node_problems`);
+  them (the rule itself is the planner's, :func:`cogate.controller.planning.capacity.pinned_node_problems`),
+  each with how long it is left to wait: a node that is only not Ready keeps its members as long
+  as Kubernetes keeps bound pods on it (:func:`eviction_grace`);
 - :func:`departures`: members that left a released group since the last pass, with the cause
   (the pod's ``DisruptionTarget`` reason where present);
 - :func:`ungated_without_release`: members that run although cogate never released their group;
@@ -26,8 +28,9 @@ Times are float epoch seconds (UTC).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cogate import api
@@ -43,7 +46,7 @@ from cogate.controller.model import recovery
 from cogate.controller.planning.patches import awaiting_bind
 from cogate.controller.planning.capacity import pinned_node_problems
 from cogate.controller.model.verdicts import GroupRequest, Outcome, min_member_of
-from cogate.controller.model.records import NodeInfo, PodInfo
+from cogate.controller.model.records import NodeInfo, PodInfo, Taint
 from cogate.controller.status.status import count_members
 from cogate.models import PodGroup, PodGroupStatus, parse_time
 
@@ -55,6 +58,8 @@ __all__ = [
     "REASON_QUORUM_LOST",
     "Stuck",
     "stuck_members",
+    "READINESS_TAINTS",
+    "eviction_grace",
     "split_stuck",
     "stuck_message",
     "Departure",
@@ -91,20 +96,65 @@ _DISRUPTIONS = {
 # -- 1. stale pins -------------------------------------------------------------------------------
 
 
+#: The taints the node lifecycle controller of kube-controller-manager puts on a node whose
+#: ``Ready`` condition is False (``not-ready``) or Unknown (``unreachable``: its kubelet's lease was
+#: not renewed for ``--node-monitor-grace-period``, 50 s by default), with effects NoSchedule and
+#: NoExecute; both go once the node is Ready again.
+READINESS_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+
+
 @dataclass(frozen=True)
 class Stuck:
-    """A released, unbound member pinned to ``node``, which can no longer take it (``reason``)."""
+    """A released, unbound member pinned to ``node``, which can no longer take it (``reason``).
+
+    ``wait``: seconds the member is left waiting for the node before cogate acts on it, beyond
+    the grace of the caller (:data:`cogate.controller.release.aftercare.STUCK_GRACE_SECONDS`): 0
+    unless the node's only problem is that it is not Ready, then :func:`eviction_grace`
+    (``math.inf``: never)."""
 
     member: PodInfo
     node: str
     reason: str
+    wait: float = 0.0
+
+
+def _not_ready(node: NodeInfo) -> bool:
+    return not node.ready or any(t.key in READINESS_TAINTS for t in node.taints)
+
+
+def eviction_grace(member: PodInfo, node: NodeInfo) -> float:
+    """Seconds Kubernetes would leave ``member`` bound on ``node`` while the node is not Ready:
+    the taint eviction controller deletes a pod once a NoExecute taint of :data:`READINESS_TAINTS`
+    (those on the node; both while the node lifecycle controller has not added one yet) has been
+    on the node for the pod's ``tolerationSeconds`` (the least of its matching tolerations; 0 or
+    less, or no matching toleration: at once, 0.0; matching tolerations without seconds:
+    ``math.inf``). kube-apiserver's DefaultTolerationSeconds admission plugin (on by default) gives
+    every pod without its own 300 s for both keys. Source: k8s.io/kubernetes
+    pkg/controller/tainteviction ``getMinTolerationTime``."""
+    keys = [t.key for t in node.taints if t.key in READINESS_TAINTS] or list(READINESS_TAINTS)
+    grace = math.inf
+    for key in keys:
+        taint = Taint(key, "", "NoExecute")
+        matching = [tol.seconds for tol in member.tolerations if tol.tolerates(taint)]
+        if not matching:
+            return 0.0
+        limited = [s for s in matching if s is not None]
+        if limited:
+            grace = min(grace, float(max(0, min(limited))))
+    return grace
 
 
 def stuck_members(nodes: Sequence[NodeInfo], pods: Sequence[PodInfo],
                   requests: Iterable[GroupRequest]) -> dict[str, Stuck]:
     """``{uid: Stuck}`` over every group's members that wait, released (no scheduling gate at
     all), unbound and pinned (:func:`cogate.controller.planning.patches.awaiting_bind`), on a node that
-    fails :func:`cogate.controller.planning.capacity.pinned_node_problems`. ``pods``: bound, non-terminal pods."""
+    fails :func:`cogate.controller.planning.capacity.pinned_node_problems`. ``pods``: bound, non-terminal pods.
+
+    A member whose node would take it were the node Ready again (Ready, without
+    :data:`READINESS_TAINTS`: the same check on that node) waits for the node as long as Kubernetes
+    would keep it there had it bound (``Stuck.wait`` = :func:`eviction_grace`): a node that misses
+    its heartbeats for a while (a loaded control plane, a network blip) comes back, and kube-scheduler
+    binds the member then; deleting it would split a released gang for nothing."""
     pinned: list[tuple[PodInfo, str]] = []
     for r in requests:
         for m in r.members:
@@ -114,7 +164,19 @@ def stuck_members(nodes: Sequence[NodeInfo], pods: Sequence[PodInfo],
     if not pinned:
         return {}
     problems = pinned_node_problems(nodes, pods, pinned)
-    return {m.uid: Stuck(m, node, problems[m.uid]) for m, node in pinned if m.uid in problems}
+    if not problems:
+        return {}
+    by_name = {n.name: n for n in nodes}
+    not_ready = {m_node for m, m_node in pinned if m.uid in problems and m_node in by_name
+                 and _not_ready(by_name[m_node])}
+    ready_again = problems
+    if not_ready:
+        restored = [replace(n, ready=True, taints=tuple(t for t in n.taints if t.key not in READINESS_TAINTS))
+                    if n.name in not_ready else n for n in nodes]
+        ready_again = pinned_node_problems(restored, pods, pinned)
+    return {m.uid: Stuck(m, node, problems[m.uid],
+                         eviction_grace(m, by_name[node]) if node in not_ready and m.uid not in ready_again else 0.0)
+            for m, node in pinned if m.uid in problems}
 
 
 def split_stuck(stuck: Iterable[Stuck], recreate: bool) -> tuple[list[Stuck], list[Stuck]]:

@@ -16,7 +16,7 @@ from kubernetes import client
 from cogate.api import DEFAULT_GATE_NAME, GROUP, PLURAL, POD_GROUP_LABEL, VERSION
 from cogate.localcluster import example
 
-from .kube import (bound, condition, controller_flags, create_pod_group, events_for, gated, group_pods,
+from .kube import (bound, condition, controller_flags, create_pod_group, events_for, gated, group_pods, paused,
                    running, scheduled_reason, scheduler_paused, status, wait_for)
 
 pytestmark = pytest.mark.e2e
@@ -86,6 +86,50 @@ def test_members_pinned_to_a_node_that_became_unusable_are_recreated_and_run_els
     assert {p.spec.node_name for p in ps} == {n2}
     wait_for(lambda: (c := condition(status(kube, namespace, "k"), "PlannedNodesUsable")) and c["status"] == "True", 10,
              what="PlannedNodesUsable=True again")
+
+
+UNREACHABLE = "node.kubernetes.io/unreachable"
+
+
+def test_members_pinned_to_a_node_briefly_not_ready_wait_for_it_and_are_not_recreated(stack, kube, namespace,
+                                                                                      only_nodes):
+    """Issue 29 (bench_native's 1 x 1,000 under load): kwok renewed a node's lease late, the node
+    lifecycle controller marked the node NotReady, and cogate deleted the released members pinned
+    to it 3 s later; their owner made them again, gated, while the rest of the gang ran. Here, with
+    kube-scheduler paused (released, unbound) and kwok paused (nothing turns the node Ready), the
+    node's Ready condition is set Unknown as the node lifecycle controller sets it when a lease
+    lapses; it adds its unreachable taints. For 12 s (four times the grace of other reasons) no
+    member is deleted and nothing is reported; kwok resumed makes the node Ready and the same two
+    members bind there (their toleration of the taint, 300 s from DefaultTolerationSeconds, is the
+    time Kubernetes would have kept them bound there)."""
+    (n1,) = only_nodes(1, **NODE8)
+    core = client.CoreV1Api(kube)
+    create_pod_group(kube, example.pod_group("k", 2, namespace=namespace, timeout_seconds=None))
+    with scheduler_paused(stack):
+        client.AppsV1Api(kube).create_namespaced_replica_set(
+            namespace, example.replica_set("k", 2, namespace=namespace, group="k", cpu="4"))
+        first = wait_for(lambda: (ps := group_pods(kube, namespace, "k", deleting=False)) and len(ps) == 2
+                         and not any(gated(p) for p in ps) and ps, 15, what="both released")
+        assert {pinned_to(p) for p in first} == {n1}, [pinned_to(p) for p in first]
+        assert all(any(t.key == UNREACHABLE and t.effect == "NoExecute" and t.toleration_seconds == 300
+                       for t in p.spec.tolerations or []) for p in first), "DefaultTolerationSeconds is on"
+        with paused(stack.cluster.procs["kwok"]):
+            core.patch_node_status(n1, {"status": {"conditions": [
+                {"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown",
+                 "message": "Kubelet stopped posting node status."}]}})
+            wait_for(lambda: any(t.key == UNREACHABLE for t in core.read_node(n1).spec.taints or []), 30,
+                     what="the node lifecycle controller's unreachable taint")
+            time.sleep(12)
+            now = group_pods(kube, namespace, "k")
+            assert {p.metadata.uid for p in now} == {p.metadata.uid for p in first}, "no member deleted or recreated"
+            assert not any(p.metadata.deletion_timestamp for p in now)
+            assert not event_messages(kube, namespace, "k", "PlannedNodeUnusable")
+        wait_for(lambda: not any(t.key == UNREACHABLE for t in core.read_node(n1).spec.taints or []), 60,
+                 what="the node Ready again, its taints gone")
+    ps = wait_for(lambda: (ps := group_pods(kube, namespace, "k")) and len(ps) == 2
+                  and all(running(p) for p in ps) and ps, 30, what="both members Running")
+    assert {p.metadata.uid for p in ps} == {p.metadata.uid for p in first}
+    assert {p.spec.node_name for p in ps} == {n1}
 
 
 # ----------------------------------------------------------------- item 2: a refused release

@@ -206,7 +206,9 @@ def pod_obj():
             "schedulingGates": [{"name": "scheduling.x-k8s.io/pod-group"}, {"name": "other"}],
             "nodeSelector": {"pool": "gpu"},
             "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "train", "effect": "NoSchedule"},
-                            {"operator": "Exists"}],
+                            {"operator": "Exists"},
+                            {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute",
+                             "tolerationSeconds": 300}],
             "affinity": {
                 "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
                     {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]},
@@ -244,6 +246,8 @@ def test_pod_info():
     assert p.required_node_affinity[1].match_fields[0].values == ("n9",)
     assert p.tolerations[0] == Toleration("dedicated", "Equal", "train", "NoSchedule")
     assert p.tolerations[1] == Toleration("", "Exists", "", "")
+    assert p.tolerations[2] == Toleration("node.kubernetes.io/unreachable", "Exists", "", "NoExecute", 300)
+    assert p.tolerations[1].seconds is None, "no tolerationSeconds: for ever"
     assert set(p.host_ports) == {HostPort(9000, "UDP", "0.0.0.0"), HostPort(8080, "TCP", "10.0.0.1")}
     assert p.required_pod_anti_affinity[0].label_selector.matches({POD_GROUP_LABEL: "train"})
     assert p.required_pod_affinity[0].topology_key == "zone"
@@ -277,6 +281,7 @@ def test_pod_info_empty_required_affinity_matches_nothing():
         (lambda o: o["spec"].__setitem__("overhead", {"memory": "1GB"}), "spec.overhead.memory"),
         (lambda o: o["spec"].__setitem__("priority", "high"), "spec.priority"),
         (lambda o: o["spec"].__setitem__("tolerations", {}), "spec.tolerations"),
+        (lambda o: o["spec"]["tolerations"][2].__setitem__("tolerationSeconds", "300"), "spec.tolerations[2].tolerationSeconds"),
         (lambda o: o["spec"]["containers"][0]["ports"][1].__setitem__("hostPort", "80"),
          "spec.containers[0].ports[1].hostPort"),
         (lambda o: o["metadata"].__setitem__("creationTimestamp", "yesterday"), "metadata.creationTimestamp"),

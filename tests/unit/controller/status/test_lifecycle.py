@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from cogate import api
@@ -11,21 +13,21 @@ from cogate.controller.planning.planner import GroupRequest, GroupVerdict
 from cogate.controller.model.records import NodeInfo, NodeSelectorRequirement, NodeSelectorTerm, PodInfo, Taint
 from cogate.models import PodGroupStatus
 
-from tests.builders import NS, ApiError, Harness, podgroup, raw_pg, raw_pod, ready_node, verdict
+from tests.builders import NS, ApiError, Harness, node, podgroup, raw_pg, raw_pod, ready_node, verdict
 
 GATE = api.DEFAULT_GATE_NAME
 NOW = 1_704_067_300.0
 
 
 def member(name, *, node="", pin="", gates=(), phase=None, owner=True, disruption="", deleting=False, created=0.0,
-           group="g"):
+           group="g", tolerations=()):
     aff = ()
     if pin:
         aff = (NodeSelectorTerm(match_fields=(NodeSelectorRequirement("metadata.name", "In", (pin,)),)),)
     return PodInfo(NS, name, "uid-" + name, labels={api.POD_GROUP_LABEL: group}, node_name=node,
                    phase=phase or ("Running" if node else "Pending"), requests={"cpu": 4000}, gates=tuple(gates),
                    required_node_affinity=aff, has_controller=owner, disruption=disruption, deleting=deleting,
-                   created=created)
+                   created=created, tolerations=tuple(tolerations))
 
 
 def request(members, released=True, min_member=2):
@@ -54,6 +56,84 @@ def test_stuck_members_are_the_pinned_unbound_ones_whose_node_went_bad():
     assert "k-1 (node n1 has taint maint=now)" in text and "not deleted" in text
     delete, report = lifecycle.split_stuck(stuck.values(), recreate=False)
     assert delete == [] and len(report) == 2
+
+
+#: The tolerations kube-apiserver's DefaultTolerationSeconds admission plugin gives every pod.
+NOT_READY, UNREACHABLE = lifecycle.READINESS_TAINTS
+DEFAULT_TOLERATIONS = (records.Toleration(NOT_READY, "Exists", "", "NoExecute", 300),
+                       records.Toleration(UNREACHABLE, "Exists", "", "NoExecute", 300))
+
+
+def lifecycle_taints(*keys):
+    return tuple(Taint(k, "", e) for k in keys for e in ("NoSchedule", "NoExecute"))
+
+
+@pytest.mark.parametrize("tolerations, taints, expected", [
+    # the default tolerations: 300 s, whichever key the node carries (or both before the taint comes)
+    (DEFAULT_TOLERATIONS, (), 300.0),
+    (DEFAULT_TOLERATIONS, lifecycle_taints(UNREACHABLE), 300.0),
+    (DEFAULT_TOLERATIONS, lifecycle_taints(NOT_READY), 300.0),
+    # no toleration: the taint eviction controller deletes a bound pod at once
+    ((), lifecycle_taints(UNREACHABLE), 0.0),
+    ((), (), 0.0),
+    # one key tolerated only: the other key, once on the node, evicts at once
+    ((records.Toleration(UNREACHABLE, "Exists", "", "NoExecute", 60),), lifecycle_taints(UNREACHABLE), 60.0),
+    ((records.Toleration(UNREACHABLE, "Exists", "", "NoExecute", 60),), lifecycle_taints(NOT_READY), 0.0),
+    ((records.Toleration(UNREACHABLE, "Exists", "", "NoExecute", 60),), (), 0.0),
+    # tolerated without tolerationSeconds: for ever; an empty key with Exists tolerates every taint
+    ((records.Toleration("", "Exists"),), lifecycle_taints(UNREACHABLE), math.inf),
+    ((records.Toleration("", "Exists", "", "NoExecute", 30),), (), 30.0),
+    # the least of the matching tolerations' seconds; 0 or less: at once
+    ((records.Toleration(UNREACHABLE, "Exists", "", "NoExecute", 600),
+      records.Toleration(UNREACHABLE, "Exists", "", "", 120)), lifecycle_taints(UNREACHABLE), 120.0),
+    ((records.Toleration(UNREACHABLE, "Exists", "", "NoExecute", -5),), lifecycle_taints(UNREACHABLE), 0.0),
+    ((records.Toleration(UNREACHABLE, "Exists", "", "NoExecute", 0),), lifecycle_taints(UNREACHABLE), 0.0),
+    # a toleration of the NoSchedule taint only does not keep a pod through a NoExecute one
+    ((records.Toleration(UNREACHABLE, "Exists", "", "NoSchedule"),), lifecycle_taints(UNREACHABLE), 0.0),
+    # the least over both keys on the node
+    ((records.Toleration(NOT_READY, "Exists", "", "NoExecute", 100),
+      records.Toleration(UNREACHABLE, "Exists", "", "NoExecute", 200)), lifecycle_taints(NOT_READY, UNREACHABLE), 100.0),
+])
+def test_eviction_grace_is_kubernetes_own_clock_for_a_pod_on_a_node_that_is_not_ready(tolerations, taints, expected):
+    n = NodeInfo("n1", allocatable={"cpu": 8000, "pods": 10}, taints=taints, ready=False)
+    assert lifecycle.eviction_grace(member("k-0", pin="n1", tolerations=tolerations), n) == expected
+
+
+def test_members_pinned_to_a_node_that_is_only_not_ready_wait_as_long_as_kubernetes_keeps_bound_pods_there():
+    """Issue 29: under load, a kwok node's lease was renewed late, the node lifecycle controller
+    marked it NotReady for a few seconds, and cogate deleted the 40 released members pinned to it
+    after 3 s: the owner made them again, gated, and a released gang of 1,000 waited again for a
+    node that was back at once. Only the node's readiness is wrong here: the members wait."""
+    cpu = {"cpu": 8000, "pods": 10}
+    nodes = [NodeInfo("down", allocatable=cpu, taints=lifecycle_taints(UNREACHABLE), ready=False),
+             NodeInfo("down-cordoned", allocatable=cpu, taints=lifecycle_taints(UNREACHABLE), ready=False,
+                      unschedulable=True),
+             NodeInfo("down-full", allocatable=cpu, ready=False),
+             NodeInfo("down-tainted", allocatable=cpu, taints=(Taint("maint", "now", "NoSchedule"),), ready=False),
+             NodeInfo("tainted", allocatable=cpu, taints=lifecycle_taints(NOT_READY)),
+             NodeInfo("up", allocatable=cpu)]
+    filler = member("filler", node="down-full", owner=False, group="other")
+    ms = [member("a-0", pin="down", tolerations=DEFAULT_TOLERATIONS),
+          member("a-1", pin="down", tolerations=DEFAULT_TOLERATIONS),
+          member("b-0", pin="down-cordoned", tolerations=DEFAULT_TOLERATIONS),
+          member("c-0", pin="down-full", tolerations=DEFAULT_TOLERATIONS, created=1.0),  # fits beside the filler
+          member("c-1", pin="down-full", tolerations=DEFAULT_TOLERATIONS, created=2.0),  # no room left for it
+          member("d-0", pin="down-tainted", tolerations=DEFAULT_TOLERATIONS),
+          member("e-0", pin="tainted", tolerations=DEFAULT_TOLERATIONS),
+          member("f-0", pin="down"),  # no toleration: Kubernetes would evict it at once
+          member("g-0", pin="gone", tolerations=DEFAULT_TOLERATIONS),
+          member("h-0", pin="up", tolerations=DEFAULT_TOLERATIONS)]
+    stuck = lifecycle.stuck_members(nodes, [filler], [request(ms)])
+    assert {s.member.name: s.wait for s in stuck.values()} == {
+        "a-0": 300.0, "a-1": 300.0,  # only not Ready (and its lifecycle taints): they wait
+        "b-0": 0.0,  # cordoned as well
+        "c-0": 300.0, "c-1": 0.0,  # the node's room no longer holds c-1 whatever its readiness
+        "d-0": 0.0,  # an untolerated taint of someone else as well
+        "e-0": 300.0,  # Ready, but the lifecycle taint is still there: the same state
+        "f-0": 0.0,
+        "g-0": 0.0,  # the node is gone
+    }
+    assert stuck["uid-a-0"].reason == "node down is not Ready"
 
 
 # -- departures ------------------------------------------------------------------------------------------
@@ -215,6 +295,64 @@ def test_stuck_members_are_deleted_after_the_grace_when_owned_and_reported():
     h.now += 1
     h.run()
     assert h.cluster.deleted == ["k-0"], "deleted once"
+
+
+def not_ready_harness(tolerations):
+    pods = [pinned_raw("k-0"), pinned_raw("k-1")]
+    for p in pods:
+        p["spec"]["tolerations"] = tolerations
+    h = Harness(pods, [raw_pg(min_member=2, status=dict(RELEASED))], lambda groups: [verdict("AlreadyReleased")])
+    down = (node("n1").hostname(None).cpu("64").labels({"zone": "a"})
+            .status(conditions=[{"type": "Ready", "status": "Unknown"}])
+            .spec(taints=[{"key": UNREACHABLE, "effect": "NoSchedule"}, {"key": UNREACHABLE, "effect": "NoExecute"}])
+            .raw())
+    h.caches.nodes.apply_local(down)
+    return h
+
+
+DEFAULT_RAW = [{"key": k, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+               for k in (NOT_READY, UNREACHABLE)]
+
+
+def test_members_on_a_node_that_is_not_ready_are_deleted_only_once_kubernetes_would_evict_them(caplog):
+    h = not_ready_harness(DEFAULT_RAW)
+    with caplog.at_level("INFO", logger="cogate.controller.release.aftercare"):
+        h.run()
+    assert "2 released members pinned to node n1 wait for it (node n1 is not Ready), up to 300 s" in caplog.text
+    assert h.rec.debouncer.wakeup == pytest.approx(h.now + 300, abs=0.1), "a pass is due when their wait ends"
+    for step in (3.5, 100, 196):  # 299.5 s after the node was first seen not Ready
+        h.now += step
+        h.run()
+        assert h.cluster.deleted == [], "kube-scheduler binds them once the node is Ready again"
+        assert not [e for e in h.events if e[1] == "PlannedNodeUnusable"]
+        st = h.cluster.pgs["pg"].get("status") or {}
+        assert not [c for c in st.get("conditions") or [] if c["type"] == "PlannedNodesUsable" and c["status"] == "False"]
+    h.now += 1
+    h.run()
+    assert sorted(h.cluster.deleted) == ["k-0", "k-1"], "300 s: Kubernetes would have evicted them had they bound"
+    (ev,) = [e for e in h.events if e[1] == "PlannedNodeUnusable"]
+    assert "not Ready" in ev[2]
+
+
+def test_members_on_a_node_back_to_ready_are_never_deleted():
+    h = not_ready_harness(DEFAULT_RAW)
+    h.run()
+    h.now += 30
+    h.run()
+    h.caches.nodes.apply_local(ready_node("n1"))
+    h.now += 300
+    h.run()
+    assert h.cluster.deleted == [] and not [e for e in h.events if e[1] == "PlannedNodeUnusable"]
+
+
+def test_members_without_a_toleration_of_a_node_not_ready_go_after_the_grace():
+    """Kubernetes evicts a bound pod at once from a node that is not Ready when it does not
+    tolerate the taint: no reason to wait longer for an unbound one."""
+    h = not_ready_harness([])
+    h.run()
+    h.now += 3.5
+    h.run()
+    assert sorted(h.cluster.deleted) == ["k-0", "k-1"]
 
 
 def test_no_recreate_flag_only_reports():
