@@ -52,6 +52,8 @@ SMALL = (("README example (6 x 3 CPU, minMember 3)", 1, nat.README_NODE, 6, 3, "
          ("1 group of 4", 10, nat.NODE_4CPU, 4, 4, "100m", "64Mi", 4),
          ("1 group of 8", 10, nat.NODE_4CPU, 8, 8, "100m", "64Mi", 8))
 MANY = ((100, 100, 8), (29, 100, 8))
+GROUPS = 100  # groups per MANY run (the per-group request counts divide by it)
+QUICK_MANY = (10, 4, 8)  # --quick: nodes, groups, size
 TARGET_ALONE = 1.10  # issue 40: 100 groups of 8 <= 1.10x of kube-scheduler alone
 TARGET_NATIVE = 1.5  # issue 40: the README example <= 1.5x of native
 
@@ -59,6 +61,9 @@ TARGET_NATIVE = 1.5  # issue 40: the README example <= 1.5x of native
 #: cogate's two admission modes (chart ``admission.mode``): system name -> registration of
 #: ``bench_admission_rate.register`` ("late-off": the chart's default webhook registration).
 MODES = {"cogate": "late-off", "policy": "policy"}
+#: The controller's requests per group reported (``clusterbench.STATS`` keys; issue 40).
+REQUEST_KEYS = ("status writes", "owner reads", "events", "events WaitingForMembers", "events Released",
+                "events InsufficientCapacity", "gates removed")
 #: The steps of each group's path in ``bench_end_to_end.per_group``, from its last member's creation.
 PATH_STEPS = ("decision recorded", "last gate removed", "last bound")
 #: ... and inside the controller, from the member event that completed the group
@@ -123,7 +128,7 @@ def _cogate_plane(quick: bool) -> tuple[dict[str, dict[str, list]], dict[str, An
             for system in ("alone", "cogate", "policy"):
                 small[system] = _small(api, c, system, quick, stack)
             with cb.PodWatch(api) as watch, cb.PodGroupWatch(api) as pg_watch:
-                for nodes, groups, size in ((10, 4, 8),) if quick else MANY:
+                for nodes, groups, size in (QUICK_MANY,) if quick else MANY:
                     cb.set_nodes(c, nodes, **e2e.NODE_SHAPE)
                     label = f"{groups} groups of {size} on {nodes} nodes"
                     runs = []
@@ -183,11 +188,16 @@ def _result(small: dict[str, dict[str, list]], many: dict[str, Any], quick: bool
                 "scheduling does not make; on a machine this loaded each round trip and each process wake-up takes "
                 "tens of milliseconds, and the spread between runs of one system is as large as the difference "
                 "between systems."))
-    many_rows, path_rows = [], []
+    many_rows, path_rows, request_rows = [], [], []
     for label, runs in many.items():
         for k, r in enumerate(runs):
             system = ("alone", "webhook", "policies")[k % 3]
             pg = r.get("per group") or {}
+            if system != "alone":
+                ctl = r.get("controller") or {}
+                groups = QUICK_MANY[1] if quick else GROUPS
+                request_rows.append([label, system, k // 3 + 1] + [round(ctl.get(key, 0) / groups, 2)
+                                                                   for key in REQUEST_KEYS])
             if system != "alone" and pg:
                 ctl, n = r.get("controller") or {}, (r.get("controller") or {}).get("arrivals released") or 0
                 path_rows.append([label, system, k // 3 + 1] + [pg.get(step, {}).get(q) for step in PATH_STEPS
@@ -232,7 +242,9 @@ def _result(small: dict[str, dict[str, list]], many: dict[str, Any], quick: bool
                          "100 groups: median, 90th percentile, maximum)",
                          ["workload", "cogate", "run"] + [f"{step} {q}" for step in PATH_STEPS
                                                           for q in ("p50", "p90", "max")]
-                         + [f"controller: arrival -> {step}, mean s" for step in CONTROLLER_STEPS], path_rows)],
+                         + [f"controller: arrival -> {step}, mean s" for step in CONTROLLER_STEPS], path_rows),
+                cb.table("100 groups of 8: cogate's own API requests per group (the controller's counters over the "
+                         "run / 100; issue 40)", ["workload", "cogate", "run"] + list(REQUEST_KEYS), request_rows)],
         targets=targets,
         notes=["raw figures: " + json.dumps({"small": small, "many": {k: [{kk: vv for kk, vv in r.items()
                                                                            if kk != "cpu s"} for r in v]
@@ -243,5 +255,34 @@ def _round(x: Any) -> Any:
     return round(x, 2) if isinstance(x, (int, float)) else x
 
 
+def requests(runs: int = 2, nodes: int = 100, groups: int = 100, size: int = 8) -> dict[str, Any]:
+    """cogate's own API requests per group while ``groups`` groups of ``size`` are created at once on
+    ``nodes`` nodes (issue 40): the controller's counters (status patches, owner GETs, Events by
+    reason, gate patches) divided by ``groups``, per run through cogate (webhook), with the same
+    run's creation and bind times and kube-scheduler alone's (alternating, ``runs`` each)."""
+    out: dict[str, Any] = {"shape": f"{groups} groups of {size} on {nodes} nodes", "runs": []}
+    with cb.control_plane(kubernetes_version=nat.RELEASE, feature_gates=nat.GATES) as c:
+        api = cb.api_client(c)
+        with cb.cogate_stack(c) as stack, cb.PodWatch(api) as watch, cb.PodGroupWatch(api) as pg_watch:
+            cb.set_nodes(c, nodes, **e2e.NODE_SHAPE)
+            for system in ("alone", "cogate") * runs:
+                gang = system != "alone"
+                _register(c, stack, system)
+                r = e2e.run_once(api, watch, stack, groups, size, gang, 600, c, pg_watch if gang else None)
+                ctl = r.get("controller") or {}
+                row = {"system": system, "all created s": round(r["all created s"], 2),
+                       "all bound s": round(r["all bound s"], 2),
+                       "cpu s": r.get("cpu s")}
+                if gang:
+                    row["per group"] = {k: round(ctl.get(k, 0) / groups, 2) for k in REQUEST_KEYS}
+                out["runs"].append(row)
+                cb.log(f"{NAME}: requests: {row}")
+        api.close()
+    return out
+
+
 if __name__ == "__main__":
-    cb.main(run)
+    if sys.argv[1:2] == ["--requests"]:  # cogate's own requests per group (issue 40): prints REQUESTS <json>
+        print("REQUESTS " + json.dumps(requests(int(sys.argv[2]) if len(sys.argv) > 2 else 2)))
+    else:
+        cb.main(run)

@@ -694,6 +694,12 @@ STATS = {
     "gates removed": ("cogate_controller_gate_removals_total", 'result="removed"'),
     "status writes": ("cogate_controller_status_writes_total", None),
     "watch events": ("cogate_controller_informer_events_total", None),
+    # cogate's own requests while members arrive (issue 40): owner GETs and Events by reason
+    "owner reads": ("cogate_controller_owner_reads_total", None),
+    "events": ("cogate_controller_events_total", None),
+    "events WaitingForMembers": ("cogate_controller_events_total", 'reason="WaitingForMembers"'),
+    "events Released": ("cogate_controller_events_total", 'reason="Released"'),
+    "events InsufficientCapacity": ("cogate_controller_events_total", 'reason="InsufficientCapacity"'),
     # the path from a group's last member to its release inside the controller (issue 40): sums and count
     "arrivals released": ("cogate_controller_arrival_to_release_seconds_count", 'step="released"'),
     "arrival -> pass started s": ("cogate_controller_arrival_to_release_seconds_sum", 'step="pass_started"'),

@@ -29,6 +29,7 @@ from cogate.controller.provisioning.room import Provisioning
 from cogate.controller.release.forcing import Forcing
 from cogate.controller.release.guard import ReleaseGuard
 from cogate.controller.release.memory import ReleaseMemory
+from cogate.controller.release.ownership import Ownership
 from cogate.controller.status import notices
 from cogate.controller.status.inputs import GroupObject
 from cogate.controller.status.notices import log_extra
@@ -49,6 +50,7 @@ class Releasing:
     guard: ReleaseGuard
     forcing: Forcing
     provisioning: Provisioning
+    owners: Ownership
     _drop: Callable[[Iterable[str]], None]
 
     def _ungate_and_announce(self, g: GroupObject, request: GroupRequest, verdict: GroupVerdict,
@@ -123,6 +125,8 @@ class Releasing:
 
     def _announce(self, g: GroupObject, outcome: Outcome, message: str, now: float) -> None:
         """The event of a held group's verdict (waiting, short of capacity, unschedulable)."""
+        if notices.plain_wait(outcome, message) and self.owners.arriving(g.uid):
+            return  # members still arriving: the status says it; the Event once they settle (Ownership.arriving)
         notice = notices.verdict_event(outcome, message)
         if notice is not None:
             self.events.emit(g.ref, "verdict", notice, now, key=notices.situation_key(notice.message))

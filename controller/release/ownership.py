@@ -16,9 +16,21 @@ How the controller learns about owners, and why so:
   question that only arises for the few groups that wait for members. Instead each such
   group's owners are read by name (``get``, the only verb the chart grants on them), at most
   once per :data:`CACHE_SECONDS` per owner while its members are unchanged; a change of the
-  members it owns (a pod created, deleted, bound) reads it again on the next pass. A released
-  group, or one waiting for room, costs no request. Errors are cached as "unknown" for the
-  same time (no retry storm; a 403 is logged once per kind): an unknown owner is never judged.
+  members it owns (a pod created, deleted, bound) reads it again, once the group has settled
+  (below). A released group, or one waiting for room, costs no request. Errors are cached as
+  "unknown" for the same time (no retry storm; a 403 is logged once per kind): an unknown owner
+  is never judged.
+* **Settling** (issue 40): while a group's members are still being created, its owners are not
+  read: every owner creates its pods over some time, and reading it on every pass in which
+  another member arrived cost 2.65 ReplicaSet GETs per group of 8 (100 groups created at once).
+  Owners are read once no member has arrived for :data:`SETTLE_SECONDS` (:func:`settled`), and
+  at once when a member left or failed (a failed Job deletes its pods, an owner scaled down);
+  the first sight of a group counts as an arrival. Until then the last state read of each
+  owner is judged, if any (stale by at most the settle time), and the reconciler is woken
+  when the settle time ends (:meth:`Ownership.wake_at`). So a finding comes at most
+  :data:`SETTLE_SECONDS` after the owner's last member appeared, plus one pass. The reconciler
+  holds the ``WaitingForMembers`` Event of a group whose members are still arriving the same
+  way (:meth:`Ownership.arriving`): that wait is every gang's first moment and the status says it.
 * **Remembered owners.** A failed or suspended Job deletes its pods, so the owners of a group's
   members are remembered per PodGroup uid from every pass in which members exist (at most
   :data:`REMEMBERED`: beyond, the oldest that own no member now go), and forgotten with the
@@ -81,6 +93,35 @@ CACHE_SECONDS = 10.0
 REMEMBERED = 16
 #: Per-request timeout of an owner read (seconds): a slow API server delays one group's verdict only.
 REQUEST_TIMEOUT_SECONDS = 5.0
+#: How long no new member must have arrived before a waiting group's owners are read (seconds;
+#: :func:`settled`). Issue 40: an owner creates its pods in bursts (a ReplicaSet's slow start:
+#: 1, 2, 4, ... per sync) over seconds under load; 5 s covers one group's arrivals, not a stuck one.
+SETTLE_SECONDS = 5.0
+#: Seconds past the settle time the reconciler is woken (clock rounding never finds it unsettled).
+_WAKE_MARGIN = 0.01
+
+
+def settled(before: frozenset[str] | None, present: frozenset[str], last_arrival: float | None, t: float,
+            settle: float = SETTLE_SECONDS) -> tuple[bool, float]:
+    """Whether a waiting group's owners may be read now, and the time of its last arrival after
+    this pass (pure; times in seconds on one monotonic clock).
+
+    ``before``: the uids of the members present at the group's last pass (None: never seen by
+    this process); ``present``: those present now (not ``Failed``); ``last_arrival``: when a
+    member last arrived (None: never). A member that left or failed (``before - present``
+    non-empty) settles the group at once: its owner may have given up. A new uid, or the first
+    sight of a group (its owner is about to create its members, or a restarted controller sees
+    them), is an arrival at ``t``. Settled when the last arrival is at least ``settle`` seconds
+    old (and always when there never was one). Raises ``ValueError`` if ``settle < 0``."""
+    if settle < 0:
+        raise ValueError(f"settle must be >= 0 seconds, got {settle}")
+    if before is not None and before - present:
+        return True, last_arrival if last_arrival is not None else t
+    if before is None or present - before:
+        last_arrival = t
+    if last_arrival is None:
+        return True, t
+    return t - last_arrival >= settle, last_arrival
 
 
 def api_reader(api_client: Any) -> ReadFn | None:
@@ -136,7 +177,14 @@ class Ownership:
 
     def __init__(self, read: ReadFn | None, events: Emitter, metrics: Metrics,
                  monotonic: Callable[[], float] = time.monotonic, cache_seconds: float = CACHE_SECONDS,
-                 read_custom: CustomReadFn | None = None) -> None:
+                 read_custom: CustomReadFn | None = None, settle_seconds: float = SETTLE_SECONDS) -> None:
+        if settle_seconds < 0:
+            raise ValueError(f"settle_seconds must be >= 0, got {settle_seconds}")
+        self._settle = settle_seconds
+        #: PodGroup uid -> (uids of its members present at the last pass, time of the last arrival).
+        self._arrivals: dict[str, tuple[frozenset[str], float]] = {}
+        #: PodGroup uid -> when its owners may be read (monotonic s): a verdict held back by settling.
+        self._settles_at: dict[str, float] = {}
         self._read = read
         self._read_custom = read_custom
         #: (kind, namespace, name) -> (read at, the members then, object, or None: absent or unknown).
@@ -171,6 +219,21 @@ class Ownership:
         with self._lock:
             return group_uid in self._explained
 
+    def wake_at(self, group_uid: str) -> float | None:
+        """When the group's owners may be read (monotonic seconds), if its last verdict waited for
+        members and was judged without reading them because members were still arriving; else None.
+        The reconciler runs a pass then (module doc, "Settling")."""
+        with self._lock:
+            return self._settles_at.get(group_uid)
+
+    def arriving(self, group_uid: str) -> bool:
+        """Whether the group's last verdict waited for members that are still arriving (no
+        :data:`SETTLE_SECONDS` without an arrival yet, no member left): its ``WaitingForMembers``
+        Event is held until then (issue 40: one Event per gang for a wait of a few seconds that
+        the ``Released`` condition already says)."""
+        with self._lock:
+            return group_uid in self._settles_at
+
     def staged_owner(self, group_uid: str) -> str:
         """The uid of the staged owner the group's last verdict named ('' if none): it heard the
         finding already (``StagedCreation``), so the relayed wait skips it."""
@@ -190,9 +253,11 @@ class Ownership:
 
     def _judge(self, g: GroupObject, request: GroupRequest, verdict: GroupVerdict, now: float) -> GroupVerdict:
         known = self._remember(g.uid, request)
-        present = sum(1 for m in request.members if m.phase != "Failed")
+        uids = frozenset(m.uid for m in request.members if m.phase != "Failed")
+        present = len(uids)
         waits = Outcome(verdict.outcome) is Outcome.WAITING_FOR_MEMBERS and present < request.min_member
-        found = self._staged(g, request, now) if waits else None
+        may_read = self._settled(g.uid, uids, waits)
+        found = self._staged(g, request, now, may_read) if waits else None
         if found is not None:
             self._events.clear(g.uid, "owner")
             return with_note(verdict, found)
@@ -203,7 +268,7 @@ class Ownership:
                 or not all(owners_mod.readable(r) for r in known)):
             self._events.clear(g.uid, "owner")
             return verdict
-        states = {r.uid: self._state(r, request) for r in known}
+        states = {r.uid: self._state(r, request, may_read) for r in known}
         finding = owners_mod.judge(request.min_member, request.members, known, states)
         if finding is None:
             self._events.clear(g.uid, "owner")
@@ -212,14 +277,29 @@ class Ownership:
         self._events.emit(g.ref, "owner", notice, now, key=situation_key(finding.message))
         return with_note(verdict, finding.message)
 
+    def _settled(self, group_uid: str, present: frozenset[str], waits: bool) -> bool:
+        """Whether the group's owners may be read in this pass (:func:`settled`); remembers its
+        members and last arrival, and the settle time of a waiting group held back."""
+        t = self._monotonic()
+        with self._lock:
+            before = self._arrivals.get(group_uid)
+            ok, last = settled(before[0] if before else None, present, before[1] if before else None, t,
+                               self._settle)
+            self._arrivals[group_uid] = (present, last)
+            if waits and not ok:
+                self._settles_at[group_uid] = last + self._settle + _WAKE_MARGIN
+            else:
+                self._settles_at.pop(group_uid, None)
+        return ok
+
     # -- staged creation ---------------------------------------------------------------
-    def _staged(self, g: GroupObject, request: GroupRequest, now: float) -> str | None:
+    def _staged(self, g: GroupObject, request: GroupRequest, now: float, may_read: bool = True) -> str | None:
         """The staged-creation finding's message for a group waiting for members (events
         emitted), or None. Never raises for an odd owner: it is logged and left unjudged."""
         if self._read_custom is None:
             return None
         for kind, version, name, uid in _staged_candidates(g, request)[:STAGED_READ]:
-            raw = self._staged_object(kind, version, g.key[0], name, request)
+            raw = self._staged_object(kind, version, g.key[0], name, request, may_read)
             if not isinstance(raw, Mapping):
                 continue
             meta = raw.get("metadata") if isinstance(raw.get("metadata"), Mapping) else {}
@@ -244,15 +324,18 @@ class Ownership:
         return None
 
     def _staged_object(self, kind: tuple[str, str], version: str, namespace: str, name: str,
-                       request: GroupRequest) -> Any:
+                       request: GroupRequest, may_read: bool = True) -> Any:
         """The owner's object, cached while the group's members are unchanged and for the
-        cache time (None: absent, or unknown after an error)."""
+        cache time (None: absent, or unknown after an error); without ``may_read`` (members
+        still arriving) the last one read, whatever its age, and nothing is read."""
         assert self._read_custom is not None
         mine = tuple(sorted((m.uid, m.phase) for m in request.members))
         key = (kind, namespace, name)
         t = self._monotonic()
         with self._lock:
             hit = self._staged_cache.get(key)
+        if not may_read:
+            return hit[2] if hit is not None else None
         if hit is not None and hit[1] == mine and t - hit[0] < self._cache_seconds:
             return hit[2]
         try:
@@ -279,14 +362,17 @@ class Ownership:
                     del seen[uid]
             return list(seen.values())
 
-    def _state(self, ref: OwnerRef, request: GroupRequest) -> OwnerState | None:
+    def _state(self, ref: OwnerRef, request: GroupRequest, may_read: bool = True) -> OwnerState | None:
         """``ref``'s state: cached while its members are unchanged and for :data:`CACHE_SECONDS`,
-        else read (None: unknown, after an error or a malformed object)."""
+        else read (None: unknown, after an error or a malformed object); without ``may_read``
+        (members still arriving) the last state read, whatever its age, and nothing is read."""
         mine = tuple(sorted((m.uid, m.phase, m.node_name, m.gates) for m in request.members
                             if m.owner and m.owner[3] == ref.uid))
         t = self._monotonic()
         with self._lock:
             hit = self._cache.get(ref.uid)
+        if not may_read:
+            return hit[2] if hit is not None else None
         if hit is not None and hit[1] == mine and t - hit[0] < self._cache_seconds:
             return hit[2]
         state = self._fetch(ref)
@@ -329,6 +415,9 @@ class Ownership:
         with self._lock:
             for uid in [u for u in self._seen if u not in live_uids]:
                 del self._seen[uid]
+            for memo in (self._arrivals, self._settles_at):
+                for uid in [u for u in memo if u not in live_uids]:
+                    del memo[uid]
             kept = {o for seen in self._seen.values() for o in seen}
             for o in [o for o in self._cache if o not in kept]:
                 del self._cache[o]

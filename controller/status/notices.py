@@ -43,7 +43,7 @@ class Reason(StrEnum):
     #: On the PodGroup (Warning): the annotation ``cogate.dev/force-release`` has a value other than
     #: ``"true"``/``"false"`` and is ignored.
     INVALID_FORCE_RELEASE = "InvalidForceRelease"
-    #: On the PodGroup: fewer members exist than ``minMember``.
+    #: On the PodGroup: fewer members exist than ``minMember`` (a plain "k of N members present" only once no member arrived for 5 s: ``plain_wait``).
     WAITING_FOR_MEMBERS = "WaitingForMembers"
     #: On the PodGroup: the group does not fit now (or not even an empty cluster).
     INSUFFICIENT_CAPACITY = "InsufficientCapacity"
@@ -138,6 +138,19 @@ def verdict_event(outcome: str, message: str) -> Notice | None:
     # Same reason as the Released=False condition (conditions.released_reason): a group larger
     # than the cluster is short of capacity too; its message says so.
     return Notice(WARNING, Reason(released_reason(outcome)), message or outcome)
+
+
+#: A plain wait for members, as the planner words it ("3 of 8 members present") and nothing more.
+_PLAIN_WAIT = re.compile(r"\d+ of \d+ members present")
+
+
+def plain_wait(outcome: str, message: str) -> bool:
+    """Whether a verdict is a plain wait for members: outcome ``WaitingForMembers`` and the
+    planner's count alone, "k of N members present" (no quota refusing members, no gang set,
+    role or replica waited for, no owner's finding appended). Such a wait is every gang's first
+    moment while its owner creates the pods; its Event is held while members still arrive
+    (:meth:`cogate.controller.release.ownership.Ownership.arriving`; issue 40). Pure."""
+    return outcome == verdicts.Outcome.WAITING_FOR_MEMBERS and _PLAIN_WAIT.fullmatch(message or "") is not None
 
 
 _NUMBER = re.compile(r"\d+(?:\.\d+)?[A-Za-z]*")

@@ -241,10 +241,11 @@ def test_log_lines_about_a_group_carry_its_name(caplog):
 
 def test_progress_is_written_at_most_every_period_and_then_brought_up_to_date():
     """Members arriving change only the numbers of a message ("3 of 8 members present"): written
-    at once the first time, then PROGRESS_WRITE_SECONDS after a change first appeared and at most
-    every PROGRESS_WRITE_SECONDS (the pass in between wakes up for it); a change of words, and a
+    at once the first time, then ARRIVING_WRITE_SECONDS after a change first appeared and at most
+    every ARRIVING_WRITE_SECONDS (the pass in between wakes up for it; PROGRESS_WRITE_SECONDS for
+    other numbers: tests/unit/controller/status/test_status_writes.py); a change of words, and a
     release, are written at once."""
-    from cogate.controller.status.writes import PROGRESS_WRITE_SECONDS
+    from cogate.controller.status.writes import ARRIVING_WRITE_SECONDS as PROGRESS_WRITE_SECONDS
 
     script = iter([verdict("WaitingForMembers", message="3 of 8 members present"),
                    verdict("WaitingForMembers", message="4 of 8 members present"),

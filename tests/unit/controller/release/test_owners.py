@@ -283,12 +283,12 @@ class Recorded:
         self.events.append((notice.type, notice.reason, notice.message))
 
 
-def room(reads, clock):
+def room(reads, clock, settle=0.0):  # settle 0: the reading rules alone (settling: its own tests)
     events = Emitter(None)
     rec = Recorded()
     events.recorder = rec  # record through the de-duplicator
     events.record = rec.record  # type: ignore[method-assign]
-    return Ownership(reads, events, Metrics(), lambda: clock[0]), rec
+    return Ownership(reads, events, Metrics(), lambda: clock[0], settle_seconds=settle), rec
 
 
 def pg_object(min_member=3):
@@ -397,6 +397,109 @@ def test_room_remembers_at_most_the_latest_owners():
     assert set(r._seen["pg-uid-pg"]) == {f"k{i}" for i in range(ownership.REMEMBERED + 2)}
 
 
+# -- settling: owners are read once members stop arriving (issue 40) --------------------------------
+
+A, B, C = "a", "b", "c"
+
+
+@pytest.mark.parametrize("before,present,last,t,expect", [
+    (None, frozenset(), None, 0.0, (False, 0.0)),  # first sight, no members yet: an arrival
+    (None, frozenset({A}), None, 3.0, (False, 3.0)),  # first sight with members: an arrival
+    (frozenset({A}), frozenset({A, B}), 1.0, 3.0, (False, 3.0)),  # a new member: arrival now
+    (frozenset({A, B}), frozenset({A, B}), 3.0, 7.9, (False, 3.0)),  # unchanged, 4.9 s: not yet
+    (frozenset({A, B}), frozenset({A, B}), 3.0, 8.0, (True, 3.0)),  # unchanged for the settle time
+    (frozenset({A, B}), frozenset({A}), 3.0, 3.5, (True, 3.0)),  # a member left: at once
+    (frozenset({A, B}), frozenset({A, C}), 3.0, 3.5, (True, 3.0)),  # one left, one came: at once
+    (frozenset({A}), frozenset(), 2.0, 2.1, (True, 2.0)),  # all left (a failed Job): at once
+    (frozenset(), frozenset(), None, 9.0, (True, 9.0)),  # never a member
+])
+def test_settled(before, present, last, t, expect):
+    from cogate.controller.release.ownership import settled
+    assert settled(before, present, last, t, 5.0) == expect
+
+
+def test_settled_refuses_a_negative_settle_time():
+    from cogate.controller.release.ownership import settled
+    with pytest.raises(ValueError, match="settle must be >= 0"):
+        settled(None, frozenset(), None, 0.0, -1.0)
+    with pytest.raises(ValueError, match="settle_seconds"):
+        Ownership(None, Emitter(None), Metrics(), settle_seconds=-1)
+
+
+@given(st.lists(st.tuples(st.sets(st.sampled_from("abcd")), st.floats(0, 10)), min_size=1, max_size=12))
+@settings(max_examples=200, deadline=None)
+def test_settled_properties(steps):
+    """Over any sequence of passes: settled exactly when a member left, or no arrival for 5 s."""
+    from cogate.controller.release.ownership import settled
+    before, last, t = None, None, 0.0
+    for members, dt in steps:
+        t += dt
+        present = frozenset(members)
+        ok, new_last = settled(before, present, last, t, 5.0)
+        left = before is not None and bool(before - present)
+        arrived = bool(present - before) if before is not None else True
+        if left:
+            assert ok
+        elif arrived:
+            assert not ok and new_last == t
+        else:
+            assert ok == (last is None or t - last >= 5.0)
+        before, last = present, new_last
+
+
+def test_room_reads_owners_only_once_members_stop_arriving():
+    """A ReplicaSet short of minMember: its members arrive over 3 s; its owner is read once,
+    5 s after the last arrival (the pass woken for it), not on each pass in which one arrived."""
+    clock = [0.0]
+    reads = Reads({"web-5d9f": {"metadata": {"uid": "rs-uid"}, "spec": {"replicas": 2}}})
+    r, rec = room(reads, clock, settle=5.0)
+    g = pg_object()
+    ms = [member(f"web-{i}", RS) for i in range(2)]
+    for i, t in ((1, 0.0), (2, 3.0)):
+        clock[0] = t
+        v = waiting(i)
+        assert r.explain(g, request(ms[:i]), v, t) is v  # arriving: nothing read, nothing said
+        assert r.wake_at(g.uid) == pytest.approx(t + 5.0, abs=0.05)
+    assert reads.calls == [] and rec.events == []
+    clock[0] = 7.9
+    assert r.explain(g, request(ms), waiting(2), 7.9).message == "2 of 3 members present"
+    assert reads.calls == []
+    clock[0] = r.wake_at(g.uid)  # the pass the reconciler runs when the settle time ends
+    out = r.explain(g, request(ms), waiting(2), 8.0)
+    assert "ReplicaSet team/web-5d9f" in out.message and reads.calls == ["web-5d9f"]
+    assert r.wake_at(g.uid) is None and [e[1] for e in rec.events] == ["OwnerCannotComplete"]
+    # a third member arrives (scaled up): the last state read is judged meanwhile, nothing read
+    clock[0] = 9.0
+    ms3 = ms + [member("web-2", RS)]
+    v = GroupVerdict(NS, "pg", Outcome.INSUFFICIENT_CAPACITY, {}, 0, "fits 0 of 3")
+    assert r.explain(g, request(ms3), v, 9.0) is v and reads.calls == ["web-5d9f"] and r.wake_at(g.uid) is None
+
+
+def test_room_reads_at_once_when_a_member_leaves():
+    """A Job that failed deletes its pods: the group is read in the pass that sees them gone."""
+    clock = [0.0]
+    failed = job(conditions=[cond("Failed", "BackoffLimitExceeded", "backoff")])
+    reads = Reads({"train": job({"parallelism": 3})})
+    r, rec = room(reads, clock, settle=5.0)
+    g = pg_object()
+    ms = [member(f"t-{i}") for i in range(2)]
+    r.explain(g, request(ms), waiting(2), 0.0)
+    assert reads.calls == []
+    reads.objects["train"] = failed
+    clock[0] = 1.0
+    out = r.explain(g, request(ms[:1]), waiting(1), 1.0)
+    assert reads.calls == ["train"] and "Job team/train failed (BackoffLimitExceeded: backoff)" in out.message
+    assert r.wake_at(g.uid) is None
+
+
+def test_room_forgets_the_arrivals_of_deleted_groups():
+    r, _ = room(None, [0.0], settle=5.0)
+    r.explain(pg_object(), request([member("t-0")]), waiting(1), 0.0)
+    assert r.wake_at("pg-uid-pg") is not None
+    r.forget(set())
+    assert r.wake_at("pg-uid-pg") is None and not r._arrivals
+
+
 # -- a reconciler pass: the status and the event tell it ---------------------------------------------
 
 
@@ -406,7 +509,7 @@ def test_reconciler_pass_writes_the_owner_finding_into_the_released_condition():
     reads = Reads({"j": {"metadata": {"uid": "j1"}, "spec": {"parallelism": 1},
                          "status": {"conditions": [cond("Failed", "BackoffLimitExceeded", "Job has reached the "
                                                                                           "specified backoff limit")]}}})
-    h.rec.owners = Ownership(reads, h.rec.events, h.rec.metrics, lambda: h.now)
+    h.rec.owners = Ownership(reads, h.rec.events, h.rec.metrics, lambda: h.now, settle_seconds=0)
     h.run()
     st = h.cluster.pgs["pg"]["status"]
     rel = next(c for c in st["conditions"] if c["type"] == "Released")
@@ -419,3 +522,58 @@ def test_reconciler_pass_writes_the_owner_finding_into_the_released_condition():
     warnings = [e for e in h.events if e[1] == "OwnerCannotComplete"]
     assert warnings == [("Warning", "OwnerCannotComplete", rel["message"].split("; ", 1)[1])]
     assert h.rec.metrics.owner_reads.labels("Job", "ok")._value.get() == 1
+
+
+def test_reconciler_pass_wakes_when_a_waiting_groups_members_have_settled():
+    """Settling (issue 40) in a pass: the first pass reads nothing and asks for a pass 5 s later,
+    which reads the owner and says the finding."""
+    from cogate.controller.release.ownership import SETTLE_SECONDS
+    pods = [raw_pod("a", owner=True)]
+    h = Harness(pods, [raw_pg(min_member=3)], [verdict("WaitingForMembers", message="1 of 3 members present")] * 2)
+    reads = Reads({"j": {"metadata": {"uid": "j1"}, "spec": {"parallelism": 1},
+                         "status": {"conditions": [cond("Failed", "BackoffLimitExceeded", "backoff")]}}})
+    h.rec.owners = Ownership(reads, h.rec.events, h.rec.metrics, lambda: h.now)
+    h.run()
+    assert reads.calls == [] and not [e for e in h.events if e[1] == "OwnerCannotComplete"]
+    assert h.rec.debouncer.deadline() == pytest.approx(h.now + SETTLE_SECONDS + 0.01, abs=1e-6)
+    h.now += SETTLE_SECONDS + 0.01
+    h.run()
+    assert reads.calls == ["j"] and [e[1] for e in h.events if e[1] == "OwnerCannotComplete"] == ["OwnerCannotComplete"]
+
+
+@pytest.mark.parametrize("outcome,message,plain", [
+    ("WaitingForMembers", "3 of 8 members present", True),
+    ("WaitingForMembers", "0 of 8 members present", True),
+    ("WaitingForMembers", "3 of 8 members present; ResourceQuota compute: requests.cpu 4 of 4 used", False),
+    ("WaitingForMembers", "role worker: 1 of 2 members present", False),
+    ("WaitingForMembers", "set [ps, workers]: PodGroup workers names no set", False),
+    ("WaitingForMembers", "8 of 8 members present, 2 bound; 6 held by other scheduling gates", False),
+    ("InsufficientCapacity", "3 of 8 members present", False),
+    ("WaitingForMembers", "", False),
+])
+def test_plain_wait(outcome, message, plain):
+    from cogate.controller.status.notices import plain_wait
+    assert plain_wait(outcome, message) is plain
+
+
+def test_reconciler_holds_a_plain_wait_event_while_members_arrive():
+    """Issue 40: the WaitingForMembers Event of a gang whose members are being created is held
+    until none arrived for the settle time; a gang that completes sooner never gets one."""
+    from cogate.controller.release.ownership import SETTLE_SECONDS
+    script = iter([verdict("WaitingForMembers", message="2 of 3 members present"),
+                   verdict("WaitingForMembers", message="2 of 3 members present"),
+                   verdict("Released", {"uid-a": "n1", "uid-b": "n2"}, 2, "fits 2 of 2")])
+    h = Harness([raw_pod("a"), raw_pod("b")], [raw_pg(min_member=3)], lambda groups: [next(script)])
+    h.run()
+    h.now += SETTLE_SECONDS - 1
+    h.run()
+    h.now += 0.5
+    h.run()
+    assert [e[1] for e in h.events] == ["Released"]
+    # a gang still short once members stop arriving: its event comes at the settle time
+    h2 = Harness([raw_pod("a")], [raw_pg(min_member=2)], [verdict("WaitingForMembers", message="1 of 2 members present")])
+    h2.run()
+    assert h2.events == []
+    h2.now += SETTLE_SECONDS + 0.01
+    h2.run()
+    assert [e[1] for e in h2.events] == ["WaitingForMembers"]

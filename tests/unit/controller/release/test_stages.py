@@ -229,7 +229,7 @@ def room(reads, clock):
     rec = Recorded()
     events.recorder = rec
     events.record = rec.record  # type: ignore[method-assign]
-    return Ownership(None, events, Metrics(), lambda: clock[0], read_custom=reads), rec
+    return Ownership(None, events, Metrics(), lambda: clock[0], read_custom=reads, settle_seconds=0), rec
 
 
 def mpi_group(min_member=5):
@@ -319,7 +319,7 @@ def test_reconciler_pass_names_the_staged_owner_in_the_released_condition():
     pg = raw_pg(min_member=5)
     h = Harness(pods, [pg], [verdict("WaitingForMembers", message="4 of 5 members present")])
     reads = CustomReads({("MPIJob", "pi"): mpijob(4)})
-    h.rec.owners = Ownership(None, h.rec.events, h.rec.metrics, lambda: h.now, read_custom=reads)
+    h.rec.owners = Ownership(None, h.rec.events, h.rec.metrics, lambda: h.now, read_custom=reads, settle_seconds=0)
     h.run()
     rel = next(c for c in h.cluster.pgs["pg"]["status"]["conditions"] if c["type"] == "Released")
     assert rel["reason"] == "WaitingForMembers"

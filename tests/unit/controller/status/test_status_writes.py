@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from cogate.controller.status.writes import PROGRESS_WRITE_SECONDS as N, status_patch, write_due
+from cogate.controller.status.writes import ARRIVING_WRITE_SECONDS as A, PROGRESS_WRITE_SECONDS as N, \
+    status_patch, write_due
 from cogate.models import Condition, PodGroupStatus
 
 LTT = "2024-01-01T00:00:00Z"
@@ -94,8 +95,26 @@ WAIT5, WAIT6 = state(0, 5), state(0, 6)
                   lastTransitionTime=LTT)]}), 100.0, None, 100.5, False, None),
 ])
 def test_write_due(old, new, last, pending, now, releasing, expected):
+    """The rule with one period (the arriving one set to N: its own test below)."""
     assert write_due(api(old) if old is not None else None, body(old, new), last, now, pending_since=pending,
-                     releasing=releasing) == expected
+                     releasing=releasing, arriving_period=N) == expected
+
+
+@pytest.mark.parametrize("old,new,expected", [
+    (WAIT5, WAIT6, 100.5 + A),  # members arriving: "5 of 8" -> "6 of 8" waits A
+    (state(1, 5), state(1, 6), 100.5 + A),  # still WaitingForMembers, other words
+    (state(2, 5), state(2, 6), 100.5 + N),  # short of room: N
+    (state(3, 5), state(3, 6), 100.5 + N),  # released
+])
+def test_numbers_of_a_group_waiting_for_members_wait_longer(old, new, expected):
+    """Issue 40: while the Released condition says WaitingForMembers, numbers-only changes wait
+    ARRIVING_WRITE_SECONDS; any other numbers-only change PROGRESS_WRITE_SECONDS."""
+    assert write_due(api(old), body(old, new), 100.0, 100.5) == expected
+
+
+def test_the_arriving_period_is_ten_seconds():
+    """The documented figure (docs/semantics.md, docs/monitoring.md)."""
+    assert A == 10.0
 
 
 def test_nothing_to_write_is_never_held():
@@ -104,12 +123,17 @@ def test_nothing_to_write_is_never_held():
 
 
 def test_the_period_is_a_parameter():
+    short5 = state(2, 5)
+    c = body(short5, state(2, 6))
+    assert write_due(api(short5), c, 100.0, 100.5, period=0.0) is None
+    assert write_due(api(short5), c, 100.0, 100.5, period=10.0) == 110.5
+    assert write_due(api(short5), c, 100.0, 100.5, pending_since=100.0, period=10.0) == 110.0
     b = body(WAIT5, WAIT6)
-    assert write_due(api(WAIT5), b, 100.0, 100.5, period=0.0) is None
-    assert write_due(api(WAIT5), b, 100.0, 100.5, period=10.0) == 110.5
-    assert write_due(api(WAIT5), b, 100.0, 100.5, pending_since=100.0, period=10.0) == 110.0
     with pytest.raises(ValueError, match="period"):
         write_due(api(WAIT5), b, 100.0, 100.5, period=-1.0)
+    with pytest.raises(ValueError, match="period"):
+        write_due(api(WAIT5), b, 100.0, 100.5, arriving_period=-1.0)
+    assert write_due(api(WAIT5), b, 100.0, 100.5, arriving_period=3.0) == 103.5
 
 
 def test_the_period_is_two_seconds():
@@ -118,6 +142,11 @@ def test_the_period_is_two_seconds():
 
 
 # -- the property: any sequence of states and pass times ---------------------------------------
+
+def period(situation: int) -> float:
+    """The wait of a numbers-only change within ``situation`` (A while waiting for members)."""
+    return A if SITUATIONS[situation][2] == "WaitingForMembers" else N
+
 
 def replay(changes: list[tuple[float, tuple[int, int]]], extra_passes: list[float]):
     """Run the reconciler's loop over ``changes`` ((time, (situation, k)), times ascending): a pass
@@ -159,8 +188,8 @@ step = st.tuples(st.floats(0.0, 3 * N, allow_nan=False), st.integers(0, len(SITU
 def test_reasons_at_once_numbers_at_most_every_period_and_the_last_state_within_it(steps, extra):
     """The situation (phase, Released status, reason, words: one of :data:`SITUATIONS`) is the
     oracle: a change of it is written at once; a change within it (the numbers) is written at
-    most every N and only once it differed from what is written for N; the last state is
-    written at most N after the last change."""
+    most every period (A while waiting for members, else N) and only once it differed from what
+    is written for that long; the last state is written at most a period after the last change."""
     at: dict[float, tuple[int, int]] = {}  # changes at the same instant: a pass sees the last
     t = 0.0
     for dt, sit, k in steps:
@@ -176,11 +205,11 @@ def test_reasons_at_once_numbers_at_most_every_period_and_the_last_state_within_
             assert (ct, key) in writes, (ct, key, shown[-1:])
     for (t1, k1), (t2, k2) in zip(writes, writes[1:]):
         if k1[0] == k2[0]:  # numbers only
-            assert t2 - t1 >= N - 1e-9, (t1, t2, k1, k2)
+            assert t2 - t1 >= period(k1[0]) - 1e-9, (t1, t2, k1, k2)
     last_change = changes[-1][0]
     assert status_patch(written, state(*changes[-1][1])) is None  # the last state is what is written
-    assert writes[-1][0] <= last_change + N + 1e-9
+    assert writes[-1][0] <= last_change + period(changes[-1][1][0]) + 1e-9
     for (t1, k1), (t2, k2) in zip(writes, writes[1:]):  # numbers written alone had waited N
         if k1[0] == k2[0]:
             first_differed = min(ct for ct, key in changes if t1 < ct <= t2 and key != k1)
-            assert t2 - first_differed >= N - 1e-9, (t1, t2, k1, k2)
+            assert t2 - first_differed >= period(k1[0]) - 1e-9, (t1, t2, k1, k2)
