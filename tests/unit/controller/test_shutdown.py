@@ -14,7 +14,7 @@ from tests.builders import World, pinned, pod, raw_pg, ready_node
 def test_a_release_cut_by_shutdown_is_recorded_and_finished_by_the_next_leader(sent_before_stop):
     nodes = [ready_node(n, "4") for n in ("n1", "n2")]
     pods = [pod(f"g-{i}").req(cpu="2").group("pg").gated().raw() for i in range(4)]
-    w = World(pods, [raw_pg("pg", 4)], nodes=nodes, preemption=False)
+    w = World(pods, [raw_pg("pg", 4)], nodes=nodes, preemption=False, workers=1)  # patches one at a time: exact counts
     writer = w.rec.writer
     sent = []
     real = writer.ungate
