@@ -33,9 +33,14 @@ def restricted_to(m: PodInfo, domain: Sequence[tuple[str, str]]) -> PodInfo:
     over some forty fields: it was two thirds of a pass over 1,024 nodes)."""
     if not domain:
         return m
+    return _with_affinity(m, _fenced_terms(m.required_node_affinity, tuple(domain)))
+
+
+def _with_affinity(m: PodInfo, terms: tuple[NodeSelectorTerm, ...]) -> PodInfo:
+    """A copy of ``m`` whose ``required_node_affinity`` is ``terms`` (the other fields shared)."""
     out = object.__new__(PodInfo)
     out.__dict__.update(m.__dict__)
-    out.__dict__["required_node_affinity"] = _fenced_terms(m.required_node_affinity, tuple(domain))
+    out.__dict__["required_node_affinity"] = terms
     return out
 
 
@@ -53,10 +58,7 @@ def kept_off(m: PodInfo, nodes: Sequence[str]) -> PodInfo:
     (:mod:`cogate.controller.planning.exclusion`)."""
     if not nodes:
         return m
-    out = object.__new__(PodInfo)
-    out.__dict__.update(m.__dict__)
-    out.__dict__["required_node_affinity"] = _kept_off_terms(m.required_node_affinity, tuple(nodes))
-    return out
+    return _with_affinity(m, _kept_off_terms(m.required_node_affinity, tuple(nodes)))
 
 
 @functools.lru_cache(maxsize=1024)

@@ -47,6 +47,17 @@ def event_messages(kube, namespace: str, name: str, reason: str) -> list[str]:
 # ----------------------------------------------------------------- item 1: a planned node goes bad
 
 
+def _both_released_pinned_to(kube, namespace, node):
+    """ReplicaSet ``k`` of 2 x 4 CPU created (kube-scheduler paused by the caller); both members released,
+    pinned to ``node``; returns them."""
+    client.AppsV1Api(kube).create_namespaced_replica_set(
+        namespace, example.replica_set("k", 2, namespace=namespace, group="k", cpu="4"))
+    first = wait_for(lambda: (ps := group_pods(kube, namespace, "k", deleting=False)) and len(ps) == 2
+                     and not any(gated(p) for p in ps) and ps, 15, what="both released")
+    assert {pinned_to(p) for p in first} == {node}, [pinned_to(p) for p in first]
+    return first
+
+
 def test_members_pinned_to_a_node_that_became_unusable_are_recreated_and_run_elsewhere(stack, kube, namespace,
                                                                                        only_nodes):
     """Issue 9 item 1, as filed: n1, n2 (8 CPU); a 6-CPU pod on n2; minMember 2, ReplicaSet 2 x 4 CPU.
@@ -58,11 +69,7 @@ def test_members_pinned_to_a_node_that_became_unusable_are_recreated_and_run_els
     wait_for(lambda: running(core.read_namespaced_pod("big", namespace)), 15, what="6-CPU pod Running on n2")
     create_pod_group(kube, example.pod_group("k", 2, namespace=namespace, timeout_seconds=None))
     with scheduler_paused(stack):
-        client.AppsV1Api(kube).create_namespaced_replica_set(
-            namespace, example.replica_set("k", 2, namespace=namespace, group="k", cpu="4"))
-        first = wait_for(lambda: (ps := group_pods(kube, namespace, "k", deleting=False)) and len(ps) == 2
-                         and not any(gated(p) for p in ps) and ps, 15, what="both released")
-        assert {pinned_to(p) for p in first} == {n1}, [pinned_to(p) for p in first]
+        first = _both_released_pinned_to(kube, namespace, n1)
         core.patch_node(n1, {"spec": {"taints": [{"key": "maint", "value": "now", "effect": "NoSchedule"}]}})
         t0 = time.monotonic()
         # the condition may name one stuck member before the other: wait for all it must say
@@ -106,11 +113,7 @@ def test_members_pinned_to_a_node_briefly_not_ready_wait_for_it_and_are_not_recr
     core = client.CoreV1Api(kube)
     create_pod_group(kube, example.pod_group("k", 2, namespace=namespace, timeout_seconds=None))
     with scheduler_paused(stack):
-        client.AppsV1Api(kube).create_namespaced_replica_set(
-            namespace, example.replica_set("k", 2, namespace=namespace, group="k", cpu="4"))
-        first = wait_for(lambda: (ps := group_pods(kube, namespace, "k", deleting=False)) and len(ps) == 2
-                         and not any(gated(p) for p in ps) and ps, 15, what="both released")
-        assert {pinned_to(p) for p in first} == {n1}, [pinned_to(p) for p in first]
+        first = _both_released_pinned_to(kube, namespace, n1)
         assert all(any(t.key == UNREACHABLE and t.effect == "NoExecute" and t.toleration_seconds == 300
                        for t in p.spec.tolerations or []) for p in first), "DefaultTolerationSeconds is on"
         with paused(stack.cluster.procs["kwok"]):

@@ -212,6 +212,17 @@ def test_domain_recorded_and_late_members_kept_in_it(stack, kube, namespace):
     assert later.spec.scheduling_gates and not later.spec.node_name, "the late member left its rack's fence"
 
 
+def _run_on(core, namespace, app, priority_class, nodes):
+    """A 4-core pod ``<app>-<node>`` of ``priority_class`` bound to each of ``nodes``, Running."""
+    for n in nodes:
+        tpl = example.pod_template(None, cpu="4", memory="100Mi", app=app)
+        tpl["metadata"]["name"] = f"{app}-{n}"
+        tpl["spec"].update(priorityClassName=priority_class, nodeName=n)
+        core.create_namespaced_pod(namespace, {"apiVersion": "v1", "kind": "Pod", **tpl})
+    wait_for(lambda: all(running(core.read_namespaced_pod(f"{app}-{n}", namespace)) for n in nodes),
+             30, what=f"{app} pods Running")
+
+
 def test_preemption_confined_to_the_rack_that_could_hold_the_gang(stack, kube, namespace):
     """r1's two nodes run low-priority pods; r2's one node is empty but can never hold 2 x 4 cores.
     Preemption for the high-priority gang (required rack) takes both victims in r1, where the gang then
@@ -221,13 +232,7 @@ def test_preemption_confined_to_the_rack_that_could_hold_the_gang(stack, kube, n
     where = labelled_nodes(kube, {"b1": {"r1": 2, "r2": 1}})
     core = client.CoreV1Api(kube)
     with priority_classes(kube, low=100, high=1000) as names:
-        for n in ("r1-0", "r1-1"):
-            tpl = example.pod_template(None, cpu="4", memory="100Mi", app="low")
-            tpl["metadata"]["name"] = f"low-{n}"
-            tpl["spec"].update(priorityClassName=names["low"], nodeName=n)
-            core.create_namespaced_pod(namespace, {"apiVersion": "v1", "kind": "Pod", **tpl})
-        wait_for(lambda: all(running(core.read_namespaced_pod(f"low-{n}", namespace)) for n in ("r1-0", "r1-1")),
-                 30, what="low-priority pods Running")
+        _run_on(core, namespace, "low", names["low"], ("r1-0", "r1-1"))
         gang(kube, namespace, "vip", 2, {t.LEVELS: LEVELS, t.REQUIRED: RACK}, cpu="4", priority_class=names["high"])
         assert placed(kube, namespace, "vip", 2, where) == {("b1", "r1")}
         gone = [p.metadata.name for p in core.list_namespaced_pod(namespace, label_selector="app=low").items
@@ -411,13 +416,7 @@ def test_preemption_never_enters_an_exclusive_gangs_rack(stack, kube, namespace)
         gang(kube, namespace, "ex", 2, {t.LEVELS: LEVELS, t.REQUIRED: RACK, t.EXCLUSIVE: "true"}, cpu="4",
              priority_class=names["low"])
         assert placed(kube, namespace, "ex", 2, where) == {("b1", "p1")}
-        for n in ("p2-0", "p2-1"):
-            tpl = example.pod_template(None, cpu="4", memory="100Mi", app="mid")
-            tpl["metadata"]["name"] = f"mid-{n}"
-            tpl["spec"].update(priorityClassName=names["mid"], nodeName=n)
-            core.create_namespaced_pod(namespace, {"apiVersion": "v1", "kind": "Pod", **tpl})
-        wait_for(lambda: all(running(core.read_namespaced_pod(f"mid-{n}", namespace)) for n in ("p2-0", "p2-1")),
-                 30, what="priority-500 pods Running")
+        _run_on(core, namespace, "mid", names["mid"], ("p2-0", "p2-1"))
         gang(kube, namespace, "vip", 2, {}, cpu="4", priority_class=names["high"])
         assert placed(kube, namespace, "vip", 2, where) == {("b1", "p2")}
         assert sum(running(p) and not p.metadata.deletion_timestamp for p in group_pods(kube, namespace, "ex")) == 2

@@ -13,15 +13,20 @@ RELEASED = {"phase": "Scheduling", "scheduleStartTime": "2024-01-01T00:00:00Z"}
 TAINT = [{"key": "maint", "effect": "NoSchedule"}]
 
 
-def test_a_fresh_release_whose_planned_node_went_bad_releases_nothing_and_is_planned_again_at_once():
-    h = Harness([raw_pod("a"), raw_pod("b")], [raw_pg()], [verdict("Released", {"uid-a": "n1", "uid-b": "n2"}, 2)])
-    h.caches.nodes.apply_local(ready_node("n1", taints=TAINT))  # after planning, before the patch
+def _released_nothing_and_planned_again(h: Harness) -> None:
+    """A pass over ``h`` touches no gate, records no release, says no Released, and plans again at once."""
     h.rec.debouncer.started(h.now)
     h.run()
     assert [e for e in h.cluster.log if e[0] in ("pod", "dry-run")] == [], "no gate touched"
     assert not h.cluster.pgs["pg"].get("status", {}).get("scheduleStartTime"), "not recorded as a release"
     assert not [e for e in h.events if e[1] == "Released"]
     assert h.rec.debouncer.deadline() == pytest.approx(h.now + h.rec.config.debounce)
+
+
+def test_a_fresh_release_whose_planned_node_went_bad_releases_nothing_and_is_planned_again_at_once():
+    h = Harness([raw_pod("a"), raw_pod("b")], [raw_pg()], [verdict("Released", {"uid-a": "n1", "uid-b": "n2"}, 2)])
+    h.caches.nodes.apply_local(ready_node("n1", taints=TAINT))  # after planning, before the patch
+    _released_nothing_and_planned_again(h)
 
 
 def test_a_new_member_of_a_released_group_whose_node_went_bad_waits_and_the_others_go():
@@ -62,12 +67,7 @@ def test_a_fresh_release_whose_member_left_since_the_snapshot_is_not_recorded_an
     had (ended at the next pass and released again). No gate goes, no release is recorded."""
     h = Harness([raw_pod("a"), raw_pod("b")], [raw_pg()], [verdict("Released", {"uid-a": "n1", "uid-b": "n2"}, 2)])
     _leave(h, which, how)
-    h.rec.debouncer.started(h.now)
-    h.run()
-    assert [e for e in h.cluster.log if e[0] in ("pod", "dry-run")] == [], "no gate touched"
-    assert not h.cluster.pgs["pg"].get("status", {}).get("scheduleStartTime"), "not recorded as a release"
-    assert not [e for e in h.events if e[1] == "Released"]
-    assert h.rec.debouncer.deadline() == pytest.approx(h.now + h.rec.config.debounce)
+    _released_nothing_and_planned_again(h)
 
 
 @pytest.mark.parametrize("how", LEAVES)
