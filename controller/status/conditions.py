@@ -126,7 +126,8 @@ CONDITION_TIMED_OUT = "TimedOut"
 CONDITION_PLANNED_NODES_USABLE = "PlannedNodesUsable"
 #: False while the API server refuses a member's release patch (nothing or only part released).
 CONDITION_RELEASE_ACCEPTED = "ReleaseAccepted"
-#: True when a member left a released group, runs without a release, or the gang lost its quorum.
+#: True when a member left a released group and fewer than minMember are placed (any departure with recovery
+#: whole), a member runs without a release, or the gang lost its quorum.
 CONDITION_DISRUPTED = "Disrupted"
 #: True while members of a released group wait gated for room (at the release or added since).
 CONDITION_MEMBERS_WAITING = "MembersWaiting"
@@ -168,8 +169,10 @@ REASON_RELEASE_ACCEPTED = "ReleaseAccepted"
 #: ``Disrupted=True`` once ``--evict-below-quorum`` evicted the rest of a gang: the release no
 #: longer stands, members that come back gated are planned as a gang again.
 REASON_QUORUM_LOST = "QuorumLost"
+#: ``Disrupted=True``: members left the released group and fewer than minMember are placed.
 REASON_MEMBER_LOST = "MemberLost"
 REASON_UNGATED_WITHOUT_RELEASE = "UngatedWithoutRelease"
+#: ``Disrupted=False``: minMember members are placed (again, or still after a departure it names).
 REASON_MEMBERS_PLACED = "MembersPlaced"
 REASON_NONE_UNGATED_WITHOUT_RELEASE = "NoneUngatedWithoutRelease"
 REASON_WAITING_FOR_CAPACITY = "WaitingForCapacity"
