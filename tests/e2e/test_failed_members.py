@@ -94,8 +94,14 @@ def start_gang(kube, namespace: str, name: str, m: int, body: dict[str, Any]) ->
 
 def replacement_joins(kube, namespace: str, name: str, start: str, running_count: int, succeeded: int,
                       failed: int) -> dict[str, Any]:
-    """The replacement runs within the same release; the status counts the run as it is."""
-    wait_for(lambda: len([p for p in live(kube, namespace, name) if running(p)]) == running_count, 20,
+    """The replacement runs within the same release; the status counts the run as it is.
+
+    The Job controller makes replacements only after its pod failure back-off: 10 s doubled for each
+    failure since the last success (kube-controller-manager job controller, ``DefaultJobPodFailureBackOff``),
+    so ``failed`` failures wait up to ``10 * 2 ** (failed - 1)`` s before the gate is even set; the wait
+    allows that plus 30 s for the webhook, the release and the bind."""
+    backoff = 10 * 2 ** (failed - 1) if failed else 0
+    wait_for(lambda: len([p for p in live(kube, namespace, name) if running(p)]) == running_count, backoff + 30,
              what=f"{running_count} members running (the replacement among them)")
     st = wait_for(lambda: (s := status(kube, namespace, name)).get("phase") == "Running"
                   and (s.get("running"), s.get("succeeded"), s.get("failed")) == (running_count, succeeded, failed)
