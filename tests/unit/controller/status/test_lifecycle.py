@@ -383,6 +383,30 @@ def test_members_on_a_node_back_to_ready_are_never_deleted():
     assert len([e for e in h.events if e[1] == "NodeNotReady"]) == 1
 
 
+def test_a_bound_member_not_started_on_a_node_not_ready_is_told_and_left_to_kubernetes():
+    """A member bound to a node whose kubelet is gone never starts: the PodGroup names it with the
+    deadline at which Kubernetes' taint eviction controller deletes it; cogate deletes nothing."""
+    pods = [raw_pod("k-0", gates=(), node="n1", owner=True), raw_pod("k-1", gates=(), node="n2", phase="Running")]
+    for p in pods:
+        p["spec"]["tolerations"] = DEFAULT_RAW
+    h = Harness(pods, [raw_pg(min_member=2, status=dict(RELEASED))], lambda groups: [verdict("AlreadyReleased")])
+    added = format_time(h.now - 10)
+    h.caches.nodes.apply_local(node("n1").hostname(None).cpu("64").labels({"zone": "a"})
+                               .status(conditions=[{"type": "Ready", "status": "False"}])
+                               .spec(taints=[{"key": NOT_READY, "effect": "NoExecute", "timeAdded": added}]).raw())
+    h.caches.nodes.apply_local(ready_node("n2"))
+    h.run()
+    c = planned_condition(h)
+    assert (c["status"], c["reason"]) == ("False", "NodeNotReady"), c
+    assert "1 released member waits for 1 node" in c["message"] and "1 bound, not started (k-0)" in c["message"]
+    assert f"deadline {format_time(h.now + 290)}" in c["message"] and "Kubernetes evicts a bound one" in c["message"]
+    h.now += 400
+    h.run()
+    assert h.cluster.deleted == [], "Kubernetes' to evict"
+    assert "(passed)" in planned_condition(h)["message"]
+    assert len([e for e in h.events if e[1] == "NodeNotReady"]) == 1
+
+
 def test_members_without_a_toleration_of_a_node_not_ready_go_after_the_grace():
     """Kubernetes evicts a bound pod at once from a node that is not Ready when it does not
     tolerate the taint: no reason to wait longer for an unbound one."""
