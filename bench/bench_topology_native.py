@@ -168,11 +168,14 @@ def kueue_objects() -> list[tuple[str, dict[str, Any]]]:
 def job(name: str, size: int, stream: str = STREAMS[0]) -> dict[str, Any]:
     """The gang as a Kueue batch Job: ``size`` pods of 1 CPU (the members of :func:`replica_set`),
     parallelism = completions = ``size``, suspended, in the LocalQueue :data:`QUEUE`; its pod template
-    requires one rack, or on the third stream prefers one (Kueue takes one topology annotation)."""
+    requires one rack, or on the third stream prefers one (Kueue takes one topology annotation). Its
+    pods run for an hour: kwok's ``pod-complete`` stage (``localcluster/kwok-stages.yaml``) would
+    end a Job's pods after 5 s and free their room, which the ReplicaSets' members never do."""
     pod = cb.pod("x", group=name, cpu="1", memory="64Mi")
     key = "preferred" if stream == STREAMS[2] else "required"
     tmpl = {"metadata": {"labels": pod["metadata"]["labels"],
-                         "annotations": {f"kueue.x-k8s.io/podset-{key}-topology": RACK}},
+                         "annotations": {f"kueue.x-k8s.io/podset-{key}-topology": RACK,
+                                         "pod-complete.stage.kwok.x-k8s.io/delay": "3600s"}},
             "spec": {**pod["spec"], "restartPolicy": "Never"}}
     return {"apiVersion": "batch/v1", "kind": "Job",
             "metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": QUEUE}},
