@@ -1,16 +1,28 @@
-"""Issue 32 item 6: topology-aware gangs side by side with kube-scheduler 1.37's own.
+"""Issue 32 item 6: topology-aware gangs side by side: cogate, kube-scheduler 1.37's own and Kueue's TAS.
 
 kube-scheduler 1.37 places a gang inside one topology domain itself (KEP-5732, feature gate
 ``TopologyAwareWorkloadScheduling``, alpha since 1.36, on top of ``GenericWorkload``): a
 ``scheduling.k8s.io/v1beta1`` PodGroup with ``spec.schedulingPolicy.gang.minCount`` and
 ``spec.schedulingConstraints.topology: [{key: <node label>}]`` (one required key, no preferred
 level; the default plugins gain ``TopologyPlacementGenerator`` with the gate), pods naming it in
-``spec.schedulingGroup.podGroupName``. This benchmark runs the same gang stream through both, each
-on its own v1.37.2 control plane with both gates on (one after the other, the same kwok nodes):
+``spec.schedulingGroup.podGroupName``. Kueue 0.17 places a Job's pods inside one domain of a
+``Topology`` at admission (Topology Aware Scheduling, beta and on by default; annotations on the pod
+template: ``kueue.x-k8s.io/podset-required-topology`` or ``podset-preferred-topology``, one of them,
+its validation refuses both), counting each domain's free capacity from its nodes' allocatable,
+then ungates the pods with node selectors of their assigned nodes; it also does quota and
+queueing (ClusterQueue, LocalQueue), which cogate does not. This benchmark runs the same gang
+streams through the three, each on its own v1.37.2 control plane with both gates on (one after the
+other, the same kwok nodes):
 
 - **cogate**: its CRD, webhook and controller (``--topology-levels example.com/block,example.com/rack``);
   each gang a cogate PodGroup with ``topology.cogate.dev/required: example.com/rack``;
-- **native**: no cogate; each gang a native PodGroup whose topology key is ``example.com/rack``.
+- **native**: no cogate; each gang a native PodGroup whose topology key is ``example.com/rack``;
+- **kueue**: no cogate; Kueue's controller manager as a host process (:mod:`cogate.localcluster.kueue`,
+  built on first use), a ``Topology`` of block, rack and ``kubernetes.io/hostname``, a
+  ResourceFlavor of the benchmark's nodes with that topology, a ClusterQueue whose quota is the
+  whole cluster (136 CPU: quota never holds a gang back, capacity does) and a LocalQueue; each gang
+  a batch Job (parallelism = completions = members) in that queue whose pod template says
+  ``podset-required-topology: example.com/rack``.
 
 Topology (kwok nodes, 1 CPU members): 2 blocks x 4 racks x 4 nodes; a rack's nodes have 2, 4 or 8
 CPU (racks of 8, 16 or 32 member slots, 136 in all, :data:`RACK_CPU`). Three streams
@@ -18,7 +30,8 @@ CPU (racks of 8, 16 or 32 member slots, 136 in all, :data:`RACK_CPU`). Three str
 ReplicaSet of its members) every :data:`INTERVAL` s: :data:`GANGS` gangs of 3 to 16 members
 (seeded; more members than slots, so some must wait), rack required; small gangs first, then large
 ones (:data:`SMALL_FIRST`), rack required; gangs that fit one rack (:data:`PREFERRED`), block
-required and rack preferred (native: block required, it has no preferred level).
+required and rack preferred (native: block required, it has no preferred level; Kueue: rack
+preferred, it takes one annotation, so no block fence: its preferred level widens up to the top).
 
 Per system and stream, read from one pod watch once no pod was bound for :data:`SETTLE` s: **gangs
 placed** (every member bound), **racks each placed gang spans** (1 is right under a required rack), **half-placed** gangs
@@ -38,7 +51,9 @@ import json
 import random
 import statistics
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -49,14 +64,22 @@ import clusterbench as cb  # noqa: E402
 
 from cogate.api import API_VERSION, KIND  # noqa: E402
 from cogate.localcluster import nodes as fake_nodes  # noqa: E402
+from cogate.localcluster.build import ensure_binaries  # noqa: E402
+from cogate.localcluster.kueue import KUEUE, Kueue  # noqa: E402
+from cogate.localcluster.versions import KUEUE as KUEUE_RELEASE  # noqa: E402
 
 NAME = "topology_native"
-TITLE = "Topology-aware gangs side by side with kube-scheduler 1.37.2 (TopologyAwareWorkloadScheduling)"
+TITLE = ("Topology-aware gangs side by side: cogate, kube-scheduler 1.37.2 (TopologyAwareWorkloadScheduling) "
+         "and Kueue 0.17 (Topology Aware Scheduling)")
 NEEDS_CLUSTER = True
 RELEASE = "1.37.2"
 GATES = {"GenericWorkload": True, "TopologyAwareWorkloadScheduling": True}
 NATIVE_GROUP, NATIVE_VERSION, NATIVE_PLURAL = "scheduling.k8s.io", "v1beta1", "podgroups"
-SYSTEMS = ("cogate", "native")
+SYSTEMS = ("cogate", "native", "kueue")
+KUEUE_GROUP, KUEUE_VERSION = "kueue.x-k8s.io", "v1beta2"
+#: The Topology, ResourceFlavor, ClusterQueue and LocalQueue of the Kueue run share this name.
+QUEUE = "bench"
+HOSTNAME = "kubernetes.io/hostname"
 BLOCK, RACK = "example.com/block", "example.com/rack"
 #: CPU of each node, per rack (block b0 first): 4 nodes a rack.
 RACK_CPU = (2, 4, 8, 4, 2, 8, 4, 2)
@@ -122,6 +145,43 @@ def pod_group(system: str, name: str, size: int, stream: str = STREAMS[0]) -> di
                      "schedulingConstraints": {"topology": [{"key": required}]}}}
 
 
+def kueue_objects() -> list[tuple[str, dict[str, Any]]]:
+    """(plural, body) of the cluster-scoped Kueue objects: the Topology (block, rack, hostname), the
+    ResourceFlavor of the benchmark's nodes with it, and a ClusterQueue whose quota is every CPU of
+    :data:`RACK_CPU` (and memory to match), open to every namespace."""
+    api = f"{KUEUE_GROUP}/{KUEUE_VERSION}"
+    cpu = sum(RACK_CPU) * NODES_PER_RACK
+    return [
+        ("topologies", {"apiVersion": api, "kind": "Topology", "metadata": {"name": QUEUE},
+                        "spec": {"levels": [{"nodeLabel": BLOCK}, {"nodeLabel": RACK}, {"nodeLabel": HOSTNAME}]}}),
+        ("resourceflavors", {"apiVersion": api, "kind": "ResourceFlavor", "metadata": {"name": QUEUE},
+                             "spec": {"nodeLabels": {cb.NODE_LABEL[0]: cb.NODE_LABEL[1]}, "topologyName": QUEUE}}),
+        ("clusterqueues", {"apiVersion": api, "kind": "ClusterQueue", "metadata": {"name": QUEUE},
+                           "spec": {"namespaceSelector": {}, "resourceGroups": [{
+                               "coveredResources": ["cpu", "memory"],
+                               "flavors": [{"name": QUEUE, "resources": [
+                                   {"name": "cpu", "nominalQuota": str(cpu)},
+                                   {"name": "memory", "nominalQuota": f"{64 * len(RACK_CPU) * NODES_PER_RACK}Gi"}]}]}]}}),
+    ]
+
+
+def job(name: str, size: int, stream: str = STREAMS[0]) -> dict[str, Any]:
+    """The gang as a Kueue batch Job: ``size`` pods of 1 CPU (the members of :func:`replica_set`),
+    parallelism = completions = ``size``, suspended, in the LocalQueue :data:`QUEUE`; its pod template
+    requires one rack, or on the third stream prefers one (Kueue takes one topology annotation). Its
+    pods run for an hour: kwok's ``pod-complete`` stage (``localcluster/kwok-stages.yaml``) would
+    end a Job's pods after 5 s and free their room, which the ReplicaSets' members never do."""
+    pod = cb.pod("x", group=name, cpu="1", memory="64Mi")
+    key = "preferred" if stream == STREAMS[2] else "required"
+    tmpl = {"metadata": {"labels": pod["metadata"]["labels"],
+                         "annotations": {f"kueue.x-k8s.io/podset-{key}-topology": RACK,
+                                         "pod-complete.stage.kwok.x-k8s.io/delay": "3600s"}},
+            "spec": {**pod["spec"], "restartPolicy": "Never"}}
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": QUEUE}},
+            "spec": {"parallelism": size, "completions": size, "suspend": True, "template": tmpl}}
+
+
 def replica_set(system: str, name: str, size: int) -> dict[str, Any]:
     body = cb.replica_set(name, size, group=name, cpu="1", memory="64Mi")
     if system == "native":
@@ -129,12 +189,18 @@ def replica_set(system: str, name: str, size: int) -> dict[str, Any]:
     return body
 
 
-def _create_group(api: client.ApiClient, system: str, ns: str, body: dict[str, Any]) -> None:
+def _create_gang(api: client.ApiClient, system: str, ns: str, name: str, size: int, stream: str) -> None:
+    """cogate and native: the PodGroup, then a ReplicaSet of the members; kueue: the Job."""
+    if system == "kueue":
+        client.BatchV1Api(api).create_namespaced_job(ns, job(name, size, stream), _preload_content=False)
+        return
+    body = pod_group(system, name, size, stream)
     if system == "cogate":
         cb.create_pod_group(api, ns, body)
     else:
         client.CustomObjectsApi(api).create_namespaced_custom_object(NATIVE_GROUP, NATIVE_VERSION, ns, NATIVE_PLURAL,
                                                                      body, _preload_content=False)
+    cb.create_replica_set(api, ns, replica_set(system, name, size))
 
 
 def outcome(stream: list[tuple[str, int]], created: dict[str, float], bound: dict[str, list[tuple[float, str]]]
@@ -190,11 +256,15 @@ def run_stream(cluster: Any, api: client.ApiClient, watch: cb.PodWatch, system: 
     stream = gangs(quick, which)
     created: dict[str, float] = {}
     try:
+        if system == "kueue":
+            client.CustomObjectsApi(api).create_namespaced_custom_object(
+                KUEUE_GROUP, KUEUE_VERSION, ns, "localqueues",
+                {"apiVersion": f"{KUEUE_GROUP}/{KUEUE_VERSION}", "kind": "LocalQueue", "metadata": {"name": QUEUE},
+                 "spec": {"clusterQueue": QUEUE}}, _preload_content=False)
         t0 = time.monotonic()
         for name, size in stream:
             created[name] = time.monotonic()
-            _create_group(api, system, ns, pod_group(system, name, size, which))
-            cb.create_replica_set(api, ns, replica_set(system, name, size))
+            _create_gang(api, system, ns, name, size, which)
             time.sleep(INTERVAL)
         _settle(watch, ns, 5.0 if quick else SETTLE, 120 if quick else 600)
         bound: dict[str, list[tuple[float, str]]] = {}
@@ -214,6 +284,8 @@ def run_stream(cluster: Any, api: client.ApiClient, watch: cb.PodWatch, system: 
 
 def _said(api: client.ApiClient, system: str, ns: str, name: str) -> str:
     custom = client.CustomObjectsApi(api)
+    if system == "kueue":
+        return _kueue_said(custom, ns, name)
     try:
         if system == "cogate":
             from cogate.api import GROUP, PLURAL, VERSION
@@ -233,16 +305,54 @@ def _said(api: client.ApiClient, system: str, ns: str, name: str) -> str:
     return text or "(no conditions)"
 
 
+def _kueue_said(custom: client.CustomObjectsApi, ns: str, name: str) -> str:
+    """The conditions of the Workload Kueue made for Job ``name`` (owned by it)."""
+    try:
+        items = custom.list_namespaced_custom_object(KUEUE_GROUP, KUEUE_VERSION, ns, "workloads")["items"]
+    except client.ApiException as exc:
+        return f"(Workloads not read: HTTP {exc.status})"
+    wl = next((w for w in items if any(o.get("name") == name for o in w["metadata"].get("ownerReferences") or [])),
+              None)
+    if wl is None:
+        return "(no Workload)"
+    conds = (wl.get("status") or {}).get("conditions") or []
+    return "; ".join(f"{c.get('type')}={c.get('status')} {c.get('reason') or ''}: {(c.get('message') or '')[:240]}"
+                     for c in conds) or "(no conditions)"
+
+
+@contextlib.contextmanager
+def _stack(system: str, cluster: Any) -> Iterator[dict[str, Any]]:
+    """What ``system`` runs beside the control plane; yields facts for the notes (Kueue's build time,
+    0 when cached, and its log's directory, a temporary one kept after the run)."""
+    if system == "cogate":
+        with cb.cogate_stack(cluster, f"--topology-levels={BLOCK},{RACK}"):
+            yield {}
+        return
+    if system == "native":
+        yield {}
+        return
+    spent = ensure_binaries([KUEUE], log=sys.stderr)[KUEUE]
+    workdir = Path(tempfile.mkdtemp(prefix="cogate-bench-kueue-"))
+    cb.log(f"{NAME}: kueue: its log and configuration in {workdir}")
+    with Kueue(cluster, workdir):
+        api = cb.api_client(cluster)
+        try:
+            custom = client.CustomObjectsApi(api)
+            for plural, body in kueue_objects():
+                custom.create_cluster_custom_object(KUEUE_GROUP, KUEUE_VERSION, plural, body, _preload_content=False)
+        finally:
+            api.close()
+        yield {"kueue build s": round(spent, 1)}
+
+
 def _system(system: str, quick: bool) -> dict[str, Any]:
     with cb.control_plane(kubernetes_version=RELEASE, feature_gates=GATES) as c:
         versions = c.kubectl("api-versions").stdout.split()
         if f"{NATIVE_GROUP}/{NATIVE_VERSION}" not in versions:
             raise RuntimeError(f"{RELEASE} with {GATES} does not serve {NATIVE_GROUP}/{NATIVE_VERSION}")
-        stack = cb.cogate_stack(c, f"--topology-levels={BLOCK},{RACK}") if system == "cogate" \
-            else contextlib.nullcontext()
-        with stack:
+        with _stack(system, c) as facts:
             api = cb.api_client(c)
-            out = {}
+            out: dict[str, Any] = dict(facts)
             with cb.PodWatch(api) as watch:
                 for which in STREAMS:
                     cb.log(f"{NAME}: {system}: {which}")
@@ -267,21 +377,24 @@ def run(quick: bool, out_dir: Path) -> dict[str, Any]:
                                ("half-placed gangs", "half placed", STREAMS)):
         counts = {s: sum(len(res[s][w][key]) for w in streams) for s in SYSTEMS}
         targets.append(cb.target(f"{what}, every stream", "none (cogate)",
-                                 f"cogate {counts['cogate']}, native {counts['native']}", counts["cogate"] == 0))
+                                 ", ".join(f"{s} {counts[s]}" for s in SYSTEMS), counts["cogate"] == 0))
     left = {s: sum(len(res[s][w]["waiting though a rack holds them"]) for w in STREAMS) for s in SYSTEMS}
     targets.append(cb.target("gangs left waiting although a rack holds them, every stream", "none (cogate)",
-                             f"cogate {left['cogate']}, native {left['native']}", left["cogate"] == 0))
+                             ", ".join(f"{s} {left[s]}" for s in SYSTEMS), left["cogate"] == 0))
     sizes = "; ".join(f"{w}: " + ", ".join(str(n) for _, n in gangs(quick, w)) for w in STREAMS)
     return cb.result(
         NAME, TITLE,
-        f"Two streams of gangs of 1-CPU members on {len(RACK_CPU) * NODES_PER_RACK} kwok nodes in 2 blocks x 4 racks "
+        f"Three streams of gangs of 1-CPU members on {len(RACK_CPU) * NODES_PER_RACK} kwok nodes in 2 blocks x 4 racks "
         f"(racks of 8, 16 or 32 member slots, {sum(RACK_CPU) * NODES_PER_RACK} in all), each gang required in one "
         f"rack, created one after another every {INTERVAL} s: {len(gangs(quick))} gangs of random sizes; small "
         "gangs first, then large ones; and gangs that fit one rack, required in one block with one rack preferred "
-        "(native: block required, it has no preferred level); through cogate and through kube-scheduler's own topology-aware workload "
-        "scheduling, each on its own v1.37.2 control plane with GenericWorkload and TopologyAwareWorkloadScheduling "
-        f"on. Read once no pod was bound for {5 if quick else SETTLE:.0f} s.",
-        "kube-scheduler 1.37.2's native gang + topology scheduling, same streams, same nodes, same machine.",
+        "(native: block required, it has no preferred level; Kueue: rack preferred, it takes one topology "
+        "annotation); through cogate, through kube-scheduler's own topology-aware workload scheduling and through "
+        "Kueue 0.17's Topology Aware Scheduling (each gang a batch Job in a LocalQueue whose ClusterQueue's quota is "
+        "the whole cluster), each on its own v1.37.2 control plane with GenericWorkload and "
+        f"TopologyAwareWorkloadScheduling on. Read once no pod was bound for {5 if quick else SETTLE:.0f} s.",
+        "kube-scheduler 1.37.2's native gang + topology scheduling and Kueue 0.17's TAS, same streams, same nodes, "
+        "same machine.",
         tables=[cb.table("Gangs placed, racks spanned, half-placed, waiting though a rack holds them, time until bound "
                          "(from a gang's creation to its last member bound)",
                          ["stream", "system", "gangs", "placed", "members placed", "racks per placed gang",
@@ -291,7 +404,12 @@ def run(quick: bool, out_dir: Path) -> dict[str, Any]:
                 cb.table("What each said about a gang left waiting (the first two of each stream)",
                          ["stream", "system", "gang", "said"], said)],
         targets=targets,
-        notes=["Gang sizes in creation order: " + sizes, "raw figures: " + json.dumps(res)])
+        notes=["Gang sizes in creation order: " + sizes,
+               f"Kueue {KUEUE_RELEASE} built for this run in {res['kueue']['kueue build s']} s (0: cached in the binary "
+               "cache; `python -m cogate.localcluster.build kueue`), run as a host process with its webhooks on "
+               "127.0.0.1 (cogate.localcluster.kueue); quota and queueing are Kueue's too, cogate and kube-scheduler "
+               "have none here.",
+               "raw figures: " + json.dumps(res)])
 
 
 if __name__ == "__main__":

@@ -24,8 +24,9 @@ Binaries land in ``$COGATE_CACHE_DIR/bin/<tool>-<version>/`` (default cache dir
 second run takes well under a second.
 
 Run ``python -m cogate.localcluster.build [TOOL...]`` (``make binaries`` adds the real node's
-pause image, :mod:`cogate.localcluster.host.pauseimage`). ``cogate demo`` and ``cogate dev up``
-build only what they run (:data:`versions.CONTROL_PLANE_TOOLS`, plus :data:`versions.NODE_TOOLS`
+pause image, :mod:`cogate.localcluster.host.pauseimage`); without TOOL it builds every tool but
+:data:`versions.BENCH_TOOLS` (Kueue: the topology benchmark builds it on first use). ``cogate demo``
+and ``cogate dev up`` build only what they run (:data:`versions.CONTROL_PLANE_TOOLS`, plus :data:`versions.NODE_TOOLS`
 with ``--real-node`` and :data:`versions.AUTOSCALER_TOOLS` with ``--autoscaler``).
 """
 
@@ -322,10 +323,11 @@ def _build_from_source(tool: str, packages: tuple[str, ...], out: Path, names: t
 
 def ensure_binaries(tools: list[str] | None = None, log=sys.stderr,
                     kubernetes_version: str | None = None) -> dict[str, float]:
-    """Build every tool not yet cached, for the selected Kubernetes release (:func:`bin_dir`);
-    returns ``{tool: seconds}`` (0.0 for a cache hit)."""
+    """Build every tool of ``tools`` not yet cached (default: every tool but
+    :data:`versions.BENCH_TOOLS`), for the selected Kubernetes release (:func:`bin_dir`); returns
+    ``{tool: seconds}`` (0.0 for a cache hit)."""
     spent: dict[str, float] = {}
-    for tool in tools or list(versions.TOOLS):
+    for tool in tools or [t for t in versions.TOOLS if t not in versions.BENCH_TOOLS]:
         spent[tool] = build_tool(tool, log=log, kubernetes_version=kubernetes_version)
         if spent[tool]:
             phases.record(f"build {tool} {versions.tool(tool, kubernetes_version)[1]}", spent[tool])
@@ -337,7 +339,9 @@ def ensure_binaries(tools: list[str] | None = None, log=sys.stderr,
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("tools", nargs="*", metavar="TOOL", help=f"tools to build, of {sorted(versions.TOOLS)} (default: all)")
+    parser.add_argument("tools", nargs="*", metavar="TOOL",
+                        help=f"tools to build, of {sorted(versions.TOOLS)} (default: all but the "
+                             f"benchmark's {', '.join(versions.BENCH_TOOLS)})")
     parser.add_argument("--print-dir", action="store_true", help="print the cache directory and exit")
     parser.add_argument("--kubernetes-version", metavar="VERSION", default=None,
                         help=f"Kubernetes release to build, of {', '.join(v.lstrip('v') for v in versions.RELEASES)} "

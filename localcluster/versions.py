@@ -55,6 +55,12 @@ JOBSET = "v0.12.0"
 #: path is not their directory) that the proxy does not serve; the root module (v1.21.2 is served)
 #: holds no main package. The ``cert-manager.io/v1`` API the chart uses is the same in both.
 CERT_MANAGER = "v1.11.5"
+#: Kueue's controller manager (sigs.k8s.io/kueue, main package ``cmd/kueue``), for the topology
+#: benchmark only (``bench/bench_topology_native.py``, issue 32 item 6: its Topology Aware Scheduling,
+#: beta and on by default in 0.17, beside cogate's and kube-scheduler's own). Not built by ``make
+#: binaries``, ``make test``, ``make demo`` or the CI (:data:`BENCH_TOOLS`): the benchmark builds it on
+#: first use.
+KUEUE = "v0.17.0"
 
 #: name -> (wrapper module requirement, version, go package paths to build)
 TOOLS: dict[str, tuple[str, str, tuple[str, ...]]] = {
@@ -94,6 +100,8 @@ TOOLS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "cert-manager": ("github.com/cert-manager/cert-manager", CERT_MANAGER,
                      ("github.com/cert-manager/cert-manager/cmd/controller",
                       "github.com/cert-manager/cert-manager/cmd/cainjector")),
+    # Benchmark only (BENCH_TOOLS).
+    "kueue": ("sigs.k8s.io/kueue", KUEUE, ("sigs.k8s.io/kueue/cmd/kueue",)),
     "containerd": (
         "github.com/containerd/containerd/v2",
         CONTAINERD,
@@ -275,6 +283,10 @@ OPERATOR_TOOLS = ("mpi-operator", "kuberay", "training-operator", "jobset")
 #: cert-manager, for the chart's cert-manager mode test (:mod:`certmanager`); ``make binaries`` builds
 #: it, ``cogate demo`` and ``cogate dev up`` do not.
 CERT_MANAGER_TOOLS = ("cert-manager",)
+#: Tools only a benchmark runs (Kueue, for ``bench/bench_topology_native.py``): left out of a build
+#: that names no tools (``python -m cogate.localcluster.build``, so ``make binaries`` and ``make
+#: test``); the benchmark builds them on first use.
+BENCH_TOOLS = ("kueue",)
 
 #: CRD manifests a tool's build copies from its module's source (paths inside the module) into
 #: its binary directory, beside the binaries (same base names); the operators need them applied
@@ -291,6 +303,12 @@ CRDS: dict[str, tuple[str, ...]] = {
     # (``'{{ template "cert-manager.name" . }}'``): :mod:`certmanager` drops them.
     "cert-manager": tuple(f"deploy/crds/crd-{k}.yaml" for k in ("certificates", "certificaterequests", "issuers",
                                                                  "clusterissuers", "orders", "challenges")),
+    # All eleven (its controllers start for every kind), and its webhook manifests last
+    # (config/components/webhook/manifests.yaml: :mod:`kueue` registers some entries, never applies it).
+    "kueue": tuple(f"config/components/crd/bases/kueue.x-k8s.io_{k}.yaml" for k in (
+        "admissionchecks", "clusterqueues", "cohorts", "localqueues", "multikueueclusters", "multikueueconfigs",
+        "provisioningrequestconfigs", "resourceflavors", "topologies", "workloadpriorityclasses", "workloads"))
+    + ("config/components/webhook/manifests.yaml",),
 }
 
 #: Debian packages the real node runs from the host (installed with apt-get when missing,
@@ -314,4 +332,5 @@ BINARIES: dict[str, tuple[str, ...]] = {
     "training-operator": ("training-operator.v1",),
     "jobset": ("jobset",),
     "cert-manager": ("controller", "cainjector"),
+    "kueue": ("kueue",),
 }

@@ -21,7 +21,7 @@ def test_control_plane_tools_are_not_the_real_nodes_nor_helm():
                                                   + versions.AUTOSCALER_TOOLS)
     assert set(versions.TOOLS) - set(versions.CONTROL_PLANE_TOOLS + versions.NODE_TOOLS
                                      + versions.AUTOSCALER_TOOLS + versions.OPERATOR_TOOLS
-                                     + versions.CERT_MANAGER_TOOLS) == {"helm"}
+                                     + versions.CERT_MANAGER_TOOLS + versions.BENCH_TOOLS) == {"helm"}
 
 
 @pytest.mark.parametrize("argv, tools, real_node, cogate", [
