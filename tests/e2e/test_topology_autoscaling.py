@@ -20,6 +20,10 @@ its own existing nodes (``ra-*``, ``rb-*``: 10 or 20 CPU, no node group) and the
 - an exclusive gang whose bigger rack holds another gang's member: the request asks for the only
   rack free of other gangs (rb, though ra holds more of it now), only ``rack-b`` grows, the gang binds
   there and the other gang's rack gets nothing.
+
+Cost: the file took 65 s and 85 s in two runs alone on a shared 2-core machine (``--durations``: 25 to
+41 s setting up, the autoscaled cluster's start included; calls 17 to 21 s; 13 s restoring the
+session's autoscaler at the end).
 """
 
 from __future__ import annotations
