@@ -6,7 +6,8 @@ nodes fail at random.
     .venv/bin/python bench/soak.py --minutes 3 --seed 7 --out-dir /tmp/soak   # one run, its report printed
 
 One run (:func:`run_soak`): a local control plane (etcd, kube-apiserver, kube-scheduler,
-kube-controller-manager, kwok) with ``nodes`` kwok nodes of 8 CPU; cogate's webhook and two
+kube-controller-manager, kwok, and the real cluster-autoscaler with one tainted node group,
+:func:`autoscaler_spec`) with ``nodes`` kwok nodes of 8 CPU; cogate's webhook and two
 controller replicas with leader election on (:class:`soak_faults.Supervisor`), the replicas
 talking to kube-apiserver through a faulty proxy (:mod:`soak_proxy`); a seeded stream of
 workloads of every kind (:mod:`soak_workloads`); two seeded fault injectors
@@ -61,6 +62,21 @@ from soak_workloads import PRIORITIES, Workloads  # noqa: E402
 
 NEEDS_CLUSTER = True
 NODE_SHAPE = {"cpu": "8", "memory": "32Gi", "kwok_taint": False, "labels": {"cogate-soak": "node"}}
+#: The ProvisioningRequest class the controllers ask cluster-autoscaler with (docs/semantics.md).
+PROVISIONING_CLASS = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
+
+
+def autoscaler_spec() -> Any:
+    """The real cluster-autoscaler's one node group, the ``scale-up`` gangs' pool (:mod:`soak_workloads`): 0 to
+    4 kwok nodes of 8 CPU labelled and tainted ``cogate-soak=scaled``; nodes unneeded for 60 s are removed
+    (60 s after a scale-up at the earliest), so later gangs ask again or take what is left."""
+    from cogate.localcluster.autoscaler import AutoscalerSpec, NodeGroup
+
+    from soak_workloads import POOL_KEY, SCALED
+    group = NodeGroup("soak-scaled", cpu=8000, memory=32 * 2**30, labels={POOL_KEY: SCALED},
+                      taints=({"key": POOL_KEY, "value": SCALED, "effect": "NoSchedule"},), max=4)
+    return AutoscalerSpec(groups=(group,), scan_interval=2.0, scale_down_unneeded_time=60.0,
+                          scale_down_delay_after_add=60.0)
 NAMESPACES = ("soak-a", "soak-b", "soak-c", "soak-canary")
 
 
@@ -171,7 +187,7 @@ def run_soak(seed: int, minutes: float, out_dir: Path, *, nodes: int = 8, gap: f
     from cogate.localcluster.build import ensure_binaries
     from cogate.localcluster.cluster import LocalCluster
 
-    ensure_binaries(["etcd", "kubernetes", "kwok"], log=sys.stderr)
+    ensure_binaries(["etcd", "kubernetes", "kwok", "cluster-autoscaler"], log=sys.stderr)
     workdir = workdir or Path(tempfile.mkdtemp(prefix=f"cogate-soak-{seed}-"))
     workdir.mkdir(parents=True, exist_ok=True)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -179,13 +195,14 @@ def run_soak(seed: int, minutes: float, out_dir: Path, *, nodes: int = 8, gap: f
 
     def clock() -> float:
         return time.monotonic() - t_start
-    with LocalCluster(timeout=120) as cluster, contextlib.ExitStack() as stack:
+    with LocalCluster(timeout=120, autoscaler=autoscaler_spec()) as cluster, contextlib.ExitStack() as stack:
         api = _setup_cluster(cluster, nodes)
         CogateStack(cluster, workdir).apply_crd()
         proxy = _start_proxy(cluster, workdir, seed)
         stack.callback(proxy.stop)
         sup = Supervisor(cluster, workdir, DEFAULT_GATE_NAME,
-                         _proxy_kubeconfig(workdir, proxy.port, workdir / "proxy-ca.crt"))
+                         _proxy_kubeconfig(workdir, proxy.port, workdir / "proxy-ca.crt"),
+                         provisioning_class=PROVISIONING_CLASS)
         stack.callback(sup.stop)
         sup.start()
         rec = Recorder(cb.api_client(cluster), DEFAULT_GATE_NAME, clock).start()
@@ -312,7 +329,8 @@ def _plot(seed: int, waiting: list[tuple[float, int]], faults: list[inv.Fault], 
 
 # ---------------------------------------------------------------------- as a benchmark module
 
-SETTINGS = {"nodes": "8 kwok nodes of 8 CPU", "controller": "2 replicas, leader election on, through the faulty proxy",
+SETTINGS = {"nodes": "8 kwok nodes of 8 CPU, and 0-4 of 8 CPU from cluster-autoscaler 1.36.1 for the scale-up gangs",
+            "controller": "2 replicas, leader election on, through the faulty proxy, ProvisioningRequests on",
             "fault gap": "exponential, mean 20 s, two injectors"}
 
 
@@ -350,6 +368,7 @@ def result(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "Local control plane, 8 kwok nodes of 8 CPU, cogate's webhook and two controller replicas with leader "
         "election (through a proxy that cuts, stalls, slows and fails their API calls); a seeded stream of "
         "ReplicaSets, Jobs, Indexed Jobs, StatefulSets, high-priority gangs that preempt, gangs that never fit, "
+        "gangs with role minimums, gangs that need nodes from the real cluster-autoscaler (ProvisioningRequests), "
         "low-priority fillers and deleted members; seeded faults (SIGKILL/SIGSTOP of the replicas and the webhook, "
         "restarts of kube-apiserver, kube-scheduler, kube-controller-manager, proxy faults, node deletions and "
         "cordons, webhook certificate rotation); the invariants of bench/soak_invariants.py checked every 10 s over "

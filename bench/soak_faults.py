@@ -79,8 +79,10 @@ def _retry(call: Callable[[], Any], seconds: float = 60.0) -> Any:
 class Supervisor:
     """cogate's processes (module doc) for ``cluster``, logs and certificates in ``workdir``."""
 
-    def __init__(self, cluster: Any, workdir: Path, gate: str, proxy_kubeconfig: Path) -> None:
+    def __init__(self, cluster: Any, workdir: Path, gate: str, proxy_kubeconfig: Path,
+                 provisioning_class: str = "") -> None:
         self.cluster, self.workdir, self.gate, self.kubeconfig = cluster, workdir, gate, proxy_kubeconfig
+        self.provisioning_class = provisioning_class
         self.webhook_port = free_port()
         self.procs: dict[str, Proc] = {}
         self.metrics_ports = {name: free_port() for name in (*CONTROLLERS, "webhook")}
@@ -99,7 +101,8 @@ class Supervisor:
                     "--metrics-port", str(self.metrics_ports[name])]
         return ["controller", "--kubeconfig", str(self.kubeconfig), "--leader-elect",
                 "--leader-election-namespace", "default", "--gate-name", self.gate,
-                "--metrics-port", str(self.metrics_ports[name])]
+                "--metrics-port", str(self.metrics_ports[name]),
+                *(["--provisioning-class", self.provisioning_class] if self.provisioning_class else [])]
 
     def spawn(self, name: str) -> Proc:
         proc = spawn(name, [sys.executable, "-m", "cogate.cli", *self.argv(name)], self.workdir / f"{name}.log",

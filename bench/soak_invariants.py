@@ -41,8 +41,20 @@ The rules and their bounds (seconds, the soak's settings; :data:`BOUNDS`):
   past its first ``rss_warmup`` (300 s: informers filling, the first passes), its last quarter's
   median is at most 1.5 x its first quarter's + 32 MiB.
 
-Role minimums (docs/semantics.md, "Roles") and ProvisioningRequests are not judged: the soak runs
-no roles and no autoscaler yet.
+- :func:`partly_bound` also judges role minimums (docs/semantics.md, "Roles"): a group whose
+  PodGroup states ``cogate.dev/role-minimums`` is partly bound while some member is bound and a
+  role has fewer bound than its minimum, with the same bound and exemption.
+- :func:`provisioned_fitting`: no ProvisioningRequest for a gang that fits. A request first seen
+  at ``t`` for a group that opted out (``cogate.dev/provisioning: "false"``) is a violation at
+  once; for any other group, when the group fitted the current nodes without a break since
+  ``t_fit`` and ``t`` is past :func:`allowed_until` (``t_fit``, ``provreq_fit``: 10 s, the
+  controller's view catching up, counted again after each control fault). "Fits" is judged
+  conservatively (so a violation is certain): the members still needed for minMember (minus those
+  bound) fit, one per ``cpu`` of free room, on the nodes of the group's pool (``PodState.pool``,
+  the members' ``cogate-soak`` node selector; '' = the untainted ``node`` pool) after the live
+  pods bound or pinned there, cordoned and deleted nodes left out, and after every gated member
+  of each waiting group of that pool before it in the planner's order (priority, then age) is
+  charged first.
 """
 
 from __future__ import annotations
@@ -56,7 +68,11 @@ from typing import Any
 
 #: The bounds of the rules above (seconds; ``rss_limit`` bytes).
 BOUNDS: dict[str, float] = {"partly_bound": 60.0, "release_record": 60.0, "overcommit": 5.0, "victims": 180.0,
-                            "nominated": 30.0, "converge": 120.0, "rss_limit": 400 * 2**20, "rss_warmup": 300.0}
+                            "nominated": 30.0, "provreq_fit": 10.0, "converge": 120.0, "rss_limit": 400 * 2**20,
+                            "rss_warmup": 300.0}
+
+#: The node pool of pods that select none (``PodState.pool`` ''): the soak's own untainted nodes.
+DEFAULT_POOL = "node"
 
 TERMINAL = ("Succeeded", "Failed")
 
@@ -66,7 +82,9 @@ class PodState:
     """One state of a pod. ``group``: its PodGroup label ('' none); ``node``: spec.nodeName ('' unbound);
     ``pin``: the one node its required node affinity names ('' none); ``nominated``: status.nominatedNodeName,
     ``nominated_by_cogate``: owned by cogate's field manager; ``disruption``: ``ns/group`` its
-    cogate ``DisruptionTarget`` names ('' none); ``cpu``: requests in millicores; ``gone``: deleting or deleted."""
+    cogate ``DisruptionTarget`` names ('' none); ``cpu``: requests in millicores; ``gone``: deleting or deleted;
+    ``role``: its ``soak-role`` label ('' none); ``pool``: its ``cogate-soak`` node selector ('' none);
+    ``priority``: spec.priority."""
 
     t: float
     rv: int
@@ -84,6 +102,9 @@ class PodState:
     disruption: str = ""
     gone: bool = False
     released_t: float | None = None
+    role: str = ""
+    pool: str = ""
+    priority: int = 0
 
     @property
     def ref(self) -> str:
@@ -95,7 +116,9 @@ class GroupState:
     """One state of a PodGroup: ``released_at``: lastTransitionTime of a True Released ('' not released);
     ``released_t``: that time on the records' clock (``None``: not known), which comes before ``t``
     by as long as the pass took to write it; ``preempting``: Preempting=True;
-    ``scheduled``/``running``: its status counts; ``gone``: deleted."""
+    ``scheduled``/``running``: its status counts; ``gone``: deleted; ``role_minimums``: its
+    ``cogate.dev/role-minimums`` as ``(role, minimum)`` pairs, sorted; ``opted_out``: annotated
+    ``cogate.dev/provisioning: "false"``."""
 
     t: float
     rv: int
@@ -110,6 +133,8 @@ class GroupState:
     running: int = 0
     gone: bool = False
     released_t: float | None = None
+    role_minimums: tuple[tuple[str, int], ...] = ()
+    opted_out: bool = False
 
     @property
     def ref(self) -> str:
@@ -118,12 +143,27 @@ class GroupState:
 
 @dataclass(frozen=True)
 class NodeState:
-    """One state of a node: allocatable CPU (millicores), cordoned, deleted."""
+    """One state of a node: allocatable CPU (millicores), cordoned, deleted, ``pool``: its ``cogate-soak`` label;
+    ``blocked``: not Ready, or tainted NoSchedule/NoExecute by a key other than ``cogate-soak`` (the scaled
+    pool's own taint, which its gangs tolerate)."""
 
     t: float
     name: str
     cpu: int = 0
     cordoned: bool = False
+    gone: bool = False
+    pool: str = ""
+    blocked: bool = False
+
+
+@dataclass(frozen=True)
+class ProvReqState:
+    """One state of a ProvisioningRequest: ``group``: its ``cogate.dev/podgroup`` label; ``gone``: deleted."""
+
+    t: float
+    ns: str
+    name: str
+    group: str = ""
     gone: bool = False
 
 
@@ -158,7 +198,7 @@ class Violation:
     message: str
 
 
-Record = PodState | GroupState | NodeState | Fault | Sample
+Record = PodState | GroupState | NodeState | ProvReqState | Fault | Sample
 
 
 def _bounds(bounds: Mapping[str, float] | None) -> dict[str, float]:
@@ -193,14 +233,16 @@ def _group_before(states: Sequence[GroupState], t: float) -> GroupState | None:
 
 @dataclass
 class _Timeline:
-    """A group's bound count over time: (t, bound, lost) per member change; ``lost``: a member was lost then."""
+    """A group's bound count over time: (t, bound, lost) per member change; ``lost``: a member was lost then;
+    ``roles``: after the same change, the bound members per role (members of no role left out)."""
 
     points: list[tuple[float, int, bool]] = field(default_factory=list)
+    roles: list[dict[str, int]] = field(default_factory=list)
 
 
 def timelines(log: Sequence[Record]) -> dict[tuple[str, str], _Timeline]:
     """Per group (``ns``, ``name``): the number of live members with a node after each member change."""
-    live: dict[tuple[str, str], dict[str, bool]] = defaultdict(dict)
+    live: dict[tuple[str, str], dict[str, tuple[bool, str]]] = defaultdict(dict)
     out: dict[tuple[str, str], _Timeline] = defaultdict(_Timeline)
     for p in _ordered(log, PodState):
         if not p.group:
@@ -211,13 +253,24 @@ def timelines(log: Sequence[Record]) -> dict[tuple[str, str], _Timeline]:
         if lost:
             members.pop(p.uid, None)
         else:
-            members[p.uid] = bool(p.node)
-        out[key].points.append((p.t, sum(members.values()), lost))
+            members[p.uid] = (bool(p.node), p.role)
+        roles: dict[str, int] = defaultdict(int)
+        for bound, role in members.values():
+            if role:
+                roles[role] += bound
+        out[key].points.append((p.t, sum(b for b, _ in members.values()), lost))
+        out[key].roles.append(dict(roles))
     return out
 
 
+def _short_roles(g: GroupState, roles: Mapping[str, int]) -> list[str]:
+    """The roles of ``g`` with fewer members bound than their minimum, as ``role a of b``."""
+    return [f"role {r} {roles.get(r, 0)} of {m}" for r, m in g.role_minimums if roles.get(r, 0) < m]
+
+
 def partly_bound(log: Sequence[Record], bounds: Mapping[str, float] | None = None) -> list[Violation]:
-    """Gangs partly bound (``0 < bound < minMember``) longer than ``partly_bound`` s without losing a member."""
+    """Gangs partly bound (``0 < bound < minMember``, or some bound while a role is below its minimum) longer
+    than ``partly_bound`` s without losing a member."""
     limit = _bounds(bounds)["partly_bound"]
     groups = _groups_at(log)
     end = _end(log)
@@ -229,22 +282,23 @@ def partly_bound(log: Sequence[Record], bounds: Mapping[str, float] | None = Non
         since: float | None = None
         excused = False
         reported = False
-        for t, bound, lost in [*tl.points, (end, None, False)]:
+        for (t, bound, lost), roles in zip([*tl.points, (end, None, False)], [*tl.roles, {}]):
             g = _group_before(states, t) or states[0]
             if since is not None and not excused and not reported and t - since > limit:
                 out.append(Violation("partly_bound", since + limit, f"{key[0]}/{key[1]}",
-                                     f"{last_bound} of minMember {g.min_member} bound for more than {limit:.0f} s "
-                                     f"(since t={since:.1f})"))
+                                     f"{last_bound} of minMember {g.min_member} bound{last_short} for more than "
+                                     f"{limit:.0f} s (since t={since:.1f})"))
                 reported = True
             if bound is None:
                 break
-            partial = 0 < bound < g.min_member
+            short = _short_roles(g, roles) if bound else []
+            partial = 0 < bound < g.min_member or bool(short)
             if not partial:
                 since, excused, reported = None, False, False
             elif since is None:
                 since, excused, reported = t, lost, False
             excused = excused or lost
-            last_bound = bound
+            last_bound, last_short = bound, (f" ({', '.join(short)})" if short else "")
     return out
 
 
@@ -438,6 +492,117 @@ def nominated_left(log: Sequence[Record], bounds: Mapping[str, float] | None = N
     return out
 
 
+class _Room:
+    """The replayed state :func:`provisioned_fitting` judges: nodes, live pods, PodGroups, their age."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, NodeState] = {}
+        self.pods: dict[str, PodState] = {}
+        self.groups: dict[tuple[str, str], GroupState] = {}
+        self.first: dict[tuple[str, str], float] = {}
+
+    def add(self, r: Record) -> bool:
+        """Take record ``r``; False when it changes nothing a fit depends on (e.g. a pod's phase Pending -> Running)."""
+        if isinstance(r, NodeState):
+            if r.gone:
+                self.nodes.pop(r.name, None)
+            else:
+                self.nodes[r.name] = r
+        elif isinstance(r, PodState):
+            before = self.pods.pop(r.uid, None)
+            if not (r.gone or r.phase in TERMINAL):
+                self.pods[r.uid] = r
+                if before is not None and (before.node, before.pin, before.gated, before.cpu, before.pool) == (
+                        r.node, r.pin, r.gated, r.cpu, r.pool):
+                    return False
+        elif isinstance(r, GroupState):
+            key = (r.ns, r.name)
+            self.groups[key] = r
+            self.first.setdefault(key, r.t)
+            if r.gone:
+                self.first.pop(key, None)
+        return True
+
+    def waiting(self) -> dict[tuple[str, str], list[PodState]]:
+        """Gated live members per PodGroup that exists and records no release."""
+        out: dict[tuple[str, str], list[PodState]] = defaultdict(list)
+        for p in self.pods.values():
+            g = self.groups.get((p.ns, p.group))
+            if p.group and p.gated and not p.node and g is not None and not g.gone and not g.released_at:
+                out[(p.ns, p.group)].append(p)
+        return out
+
+    def fitting(self) -> set[tuple[str, str]]:
+        """The waiting groups (not opted out) whose members still needed for minMember fit their pool (module
+        doc: judged conservatively)."""
+        waiting = self.waiting()
+        judged = [k for k in waiting if not self.groups[k].opted_out]
+        if not judged:
+            return set()
+        load: dict[str, int] = defaultdict(int)
+        bound: dict[tuple[str, str], int] = defaultdict(int)
+        for p in self.pods.values():
+            if p.node or p.pin:
+                load[p.node or p.pin] += p.cpu
+            if p.node and p.group:
+                bound[(p.ns, p.group)] += 1
+        return {k for k in judged if self._fits(k, waiting, load, bound[k])}
+
+    def _fits(self, key: tuple[str, str], waiting: Mapping[tuple[str, str], list[PodState]],
+              load: Mapping[str, int], bound: int) -> bool:
+        gated = waiting[key]
+        need = self.groups[key].min_member - bound
+        if len(gated) < need:
+            return False
+        pool = gated[0].pool or DEFAULT_POOL
+        cpu = max(1, max(p.cpu for p in gated))
+        slots = sum(max(0, n.cpu - load.get(n.name, 0)) // cpu for n in self.nodes.values()
+                    if n.pool == pool and not n.cordoned and not n.blocked)
+        def order(k: tuple[str, str]) -> tuple[int, float]:  # the planner's: priority, then age
+            return -max(p.priority for p in waiting[k]), self.first.get(k, 0.0)
+        older = [k for k, pods in waiting.items() if k != key and (pods[0].pool or DEFAULT_POOL) == pool
+                 and order(k) < order(key)]
+        charged = sum(max(1, -(-p.cpu // cpu)) for k in older for p in waiting[k])
+        return slots - charged >= need
+
+
+def provisioned_fitting(log: Sequence[Record], bounds: Mapping[str, float] | None = None) -> list[Violation]:
+    """ProvisioningRequests for a group that opted out, or that fitted the current nodes long enough before
+    the request was first seen (module doc: ``provreq_fit`` s, counted again after each control fault)."""
+    grace = _bounds(bounds)["provreq_fit"]
+    faults = control_faults(log)
+    room = _Room()
+    fit_since: dict[tuple[str, str], float] = {}
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for r in sorted((r for r in log if isinstance(r, (PodState, GroupState, NodeState, ProvReqState))),
+                    key=lambda r: (r.t, getattr(r, "rv", 0))):
+        if isinstance(r, ProvReqState):
+            if r.gone or (r.ns, r.name) in seen:
+                continue
+            seen.add((r.ns, r.name))
+            key = (r.ns, r.group)
+            g = room.groups.get(key)
+            if g is not None and g.opted_out:
+                out.append(Violation("provisioned_fitting", r.t, f"{r.ns}/{r.group}",
+                                     f"ProvisioningRequest {r.name} for a PodGroup annotated "
+                                     "cogate.dev/provisioning: \"false\""))
+            elif key in fit_since and allowed_until(fit_since[key], grace, faults) < r.t:
+                out.append(Violation("provisioned_fitting", r.t, f"{r.ns}/{r.group}",
+                                     f"ProvisioningRequest {r.name} for a gang that fitted the current nodes "
+                                     f"since t={fit_since[key]:.1f}"))
+            continue
+        if not room.add(r):
+            continue
+        fitting = room.fitting()
+        for key in list(fit_since):
+            if key not in fitting:
+                fit_since.pop(key)
+        for key in fitting:
+            fit_since.setdefault(key, r.t)
+    return out
+
+
 def status_mismatches(groups: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]],
                       label: str) -> list[str]:
     """PodGroups (API objects) whose ``status.scheduled``/``status.running`` differ from their live members
@@ -492,7 +657,7 @@ def memory_unbounded(log: Sequence[Record], bounds: Mapping[str, float] | None =
 def read_log(lines: Iterable[str]) -> list[Record]:
     """The records of an event log as the soak writes it (one JSON object a line, ``type``: the record's
     class name, the rest its fields); unknown types are skipped."""
-    kinds = {c.__name__: c for c in (PodState, GroupState, NodeState, Fault, Sample)}
+    kinds = {c.__name__: c for c in (PodState, GroupState, NodeState, ProvReqState, Fault, Sample)}
     out: list[Record] = []
     for line in lines:
         if line.strip():
@@ -500,7 +665,10 @@ def read_log(lines: Iterable[str]) -> list[Record]:
             cls = kinds.get(d.pop("type", ""))
             if cls is not None:
                 known = {f.name for f in fields(cls)}
-                out.append(cls(**{k: v for k, v in d.items() if k in known}))
+                values = {k: v for k, v in d.items() if k in known}
+                if "role_minimums" in values:  # JSON lists back to the record's tuples
+                    values["role_minimums"] = tuple(tuple(x) for x in values["role_minimums"])
+                out.append(cls(**values))
     return out
 
 
@@ -508,7 +676,7 @@ def check(log: Sequence[Record], bounds: Mapping[str, float] | None = None) -> l
     """Every invariant over the log (all but :func:`status_mismatches`, which reads the API at the end)."""
     return sorted([*partly_bound(log, bounds), *gate_without_release(log, bounds), *released_twice(log),
                    *overcommitted(log, bounds), *victims_in_vain(log, bounds), *nominated_left(log, bounds),
-                   *memory_unbounded(log, bounds)], key=lambda v: (v.t, v.invariant, v.ref))
+                   *provisioned_fitting(log, bounds), *memory_unbounded(log, bounds)], key=lambda v: (v.t, v.invariant, v.ref))
 
 
 def around(log: Sequence[Record], v: Violation, seconds: float = 10.0, limit: int = 40) -> list[Record]:
@@ -524,6 +692,8 @@ def around(log: Sequence[Record], v: Violation, seconds: float = 10.0, limit: in
             return r.name == name
         if isinstance(r, NodeState):
             return r.name == name
+        if isinstance(r, ProvReqState):
+            return r.group == name
         return False
     near = [r for r in log if abs(r.t - v.t) <= seconds and concerns(r)]
     return sorted(near, key=lambda r: r.t)[-limit:]

@@ -1,7 +1,7 @@
-"""The chaos soak's recorder (issue 35): watches that turn every pod, PodGroup and node change
-into the records the invariants read (:mod:`soak_invariants`).
+"""The chaos soak's recorder (issue 35): watches that turn every pod, PodGroup, node and
+ProvisioningRequest change into the records the invariants read (:mod:`soak_invariants`).
 
-:func:`pod_state`, :func:`group_state` and :func:`node_state` read one API object (JSON dict) into
+:func:`pod_state`, :func:`group_state`, :func:`node_state` and :func:`provreq_state` read one API object (JSON dict) into
 a record (pure). :class:`Recorder` runs one watch thread per resource straight against
 kube-apiserver (not through the soak's faulty proxy: the record must not miss what cogate
 misses), lists again after any error (kube-apiserver restarts are among the faults) and then
@@ -23,10 +23,16 @@ from kubernetes.utils import parse_quantity
 
 from cogate.api import GROUP, PLURAL, POD_GROUP_LABEL, VERSION
 
-from soak_invariants import GroupState, NodeState, PodState, Record
+from soak_invariants import GroupState, NodeState, PodState, ProvReqState, Record
 
 #: cogate's field manager (status.nominatedNodeName it set; controller/preemption/room.py).
 MANAGER = "cogate-controller"
+#: The soak's node pool label (nodes) and node selector key (pods), and its role label (pods).
+POOL_KEY, ROLE_LABEL = "cogate-soak", "soak-role"
+ROLE_MINIMUMS, PROVISIONING = "cogate.dev/role-minimums", "cogate.dev/provisioning"
+PROVREQ_GROUP = "cogate.dev/podgroup"
+#: ProvisioningRequests: (group, version, plural).
+PROVREQ_API = ("autoscaling.x-k8s.io", "v1", "provisioningrequests")
 _DISRUPTION = re.compile(r"cogate: preempting to place PodGroup ([^/\s]+)/([^/\s]+) \(priority -?\d+\)")
 
 
@@ -75,7 +81,18 @@ def pod_state(obj: Mapping[str, Any], t: float, gate: str, gone: bool = False) -
                     node=spec.get("nodeName") or "", pin=pinned_node(spec), phase=status.get("phase") or "Pending",
                     cpu=cpu, nominated=nominated,
                     nominated_by_cogate=bool(nominated) and _nominated_by(meta) == MANAGER,
-                    disruption=disruption, gone=gone or bool(meta.get("deletionTimestamp")))
+                    disruption=disruption, gone=gone or bool(meta.get("deletionTimestamp")),
+                    role=(meta.get("labels") or {}).get(ROLE_LABEL, ""),
+                    pool=(spec.get("nodeSelector") or {}).get(POOL_KEY, ""), priority=int(spec.get("priority") or 0))
+
+
+def _role_minimums(text: Any) -> tuple[tuple[str, int], ...]:
+    """``cogate.dev/role-minimums`` as sorted ``(role, minimum)`` pairs; () when absent or unreadable."""
+    try:
+        value = json.loads(text) if text else {}
+        return tuple(sorted((str(k), int(v)) for k, v in value.items()))
+    except (ValueError, TypeError, AttributeError):
+        return ()
 
 
 def group_state(obj: Mapping[str, Any], t: float, gone: bool = False, wall: float | None = None) -> GroupState:
@@ -98,22 +115,36 @@ def group_state(obj: Mapping[str, Any], t: float, gone: bool = False, wall: floa
                       min_member=int(spec.get("minMember") or 1), released_at=released_at, released_t=released_t,
                       preempting=(conds.get("Preempting") or {}).get("status") == "True",
                       scheduled=int(status.get("scheduled") or 0), running=int(status.get("running") or 0),
-                      gone=gone or bool(meta.get("deletionTimestamp")))
+                      gone=gone or bool(meta.get("deletionTimestamp")),
+                      role_minimums=_role_minimums((meta.get("annotations") or {}).get(ROLE_MINIMUMS)),
+                      opted_out=(meta.get("annotations") or {}).get(PROVISIONING) == "false")
 
 
 def node_state(obj: Mapping[str, Any], t: float, gone: bool = False) -> NodeState:
     """The record of node ``obj`` seen at ``t``."""
     meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+    tainted = any(t.get("effect") in ("NoSchedule", "NoExecute") and t.get("key") != POOL_KEY
+                  for t in spec.get("taints") or [])
     return NodeState(t, meta.get("name", ""), cpu=_millicores((status.get("allocatable") or {}).get("cpu", 0)),
-                     cordoned=bool(spec.get("unschedulable")), gone=gone)
+                     cordoned=bool(spec.get("unschedulable")), gone=gone,
+                     pool=(meta.get("labels") or {}).get(POOL_KEY, ""), blocked=not ready or tainted)
+
+
+def provreq_state(obj: Mapping[str, Any], t: float, gone: bool = False) -> ProvReqState:
+    """The record of ProvisioningRequest ``obj`` seen at ``t``."""
+    meta = obj.get("metadata") or {}
+    return ProvReqState(t, meta.get("namespace", ""), meta.get("name", ""),
+                        group=(meta.get("labels") or {}).get(PROVREQ_GROUP, ""),
+                        gone=gone or bool(meta.get("deletionTimestamp")))
 
 
 class Recorder:
-    """Watches pods, PodGroups and nodes of the whole cluster from ``api`` (an admin ApiClient) on
-    three threads; ``clock()`` gives each record's time. :attr:`log` grows until :meth:`stop`;
-    :meth:`snapshot` copies it."""
+    """Watches pods, PodGroups, nodes and (``provreqs``) ProvisioningRequests of the whole cluster from
+    ``api`` (an admin ApiClient), one thread each; ``clock()`` gives each record's time. :attr:`log`
+    grows until :meth:`stop`; :meth:`snapshot` copies it."""
 
-    def __init__(self, api: client.ApiClient, gate: str, clock: Callable[[], float]) -> None:
+    def __init__(self, api: client.ApiClient, gate: str, clock: Callable[[], float], provreqs: bool = True) -> None:
         core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
         self.log: list[Record] = []
         self.relists = 0
@@ -130,6 +161,10 @@ class Recorder:
             threading.Thread(target=self._run, args=(core.list_node, (), node_state), name="soak-watch-nodes",
                              daemon=True),
         ]
+        if provreqs:
+            self._threads.append(threading.Thread(
+                target=self._run, args=(custom.list_cluster_custom_object, PROVREQ_API, provreq_state),
+                name="soak-watch-provisioningrequests", daemon=True))
 
     def start(self) -> "Recorder":
         for t in self._threads:

@@ -13,14 +13,23 @@ recreated"). Kinds (:data:`KINDS`, with their weights):
 - ``high-priority``: a ReplicaSet gang of 3-4 x 3-4 CPU at priority ``soak-high`` (1000), which
   preempts ``soak-low`` fillers and ``soak-mid`` gangs when the cluster is full;
 - ``never-fits``: a gang of 2 x 64 CPU (no node has that many): it must wait, never start;
-- ``filler``: 6-12 single-CPU pods of a ReplicaSet without a PodGroup at priority ``soak-low`` (100).
+- ``filler``: 6-12 single-CPU pods of a ReplicaSet without a PodGroup at priority ``soak-low`` (100);
+- ``roles``: a gang with role minimums (``cogate.dev/role-minimums``, roles read from the
+  ``soak-role`` label): a ReplicaSet of 1 ``leader`` and one of 2-4 ``worker`` (minimum: one fewer
+  than the workers when there are more than 2, else all), minMember the sum of the minimums;
+- ``scale-up``: a ReplicaSet gang of 2-3 x 4 CPU that only the autoscaled pool admits (node
+  selector ``cogate-soak: scaled`` and a toleration of that pool's taint): it waits for
+  cluster-autoscaler's nodes through a ProvisioningRequest, or takes room left on them.
 
 Every object is labelled ``soak=<workload>``; pods request memory 64Mi and never run anything
-(kwok nodes).
+(kwok nodes). Every PodGroup but the ``scale-up`` ones is annotated ``cogate.dev/provisioning:
+"false"``: only the pool's gangs ask cluster-autoscaler (the others could not use its nodes, and
+a request per waiting gang would keep it busy with answers of no).
 """
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 from collections.abc import Callable
@@ -33,7 +42,10 @@ from cogate.api import API_VERSION, GROUP, KIND, PLURAL, POD_GROUP_LABEL, VERSIO
 
 #: kind -> weight of the seeded choice.
 KINDS: dict[str, int] = {"replicaset": 4, "job": 2, "indexed-job": 2, "statefulset": 2, "high-priority": 2,
-                         "never-fits": 1, "filler": 3}
+                         "never-fits": 1, "filler": 3, "roles": 2, "scale-up": 2}
+#: The autoscaled pool: its nodes' label and taint (key ``cogate-soak``, value ``scaled``).
+POOL_KEY, SCALED = "cogate-soak", "scaled"
+ROLE_LABEL = "soak-role"
 #: PriorityClass name -> value.
 PRIORITIES = {"soak-low": 100, "soak-mid": 500, "soak-high": 1000, "soak-canary": 2000}
 COMPLETE_DELAY = "pod-complete.stage.kwok.x-k8s.io/delay"
@@ -51,16 +63,32 @@ class Workload:
 
 
 def pod_template(name: str, group: str | None, cpu: str, priority: str, restart: str = "Always",
-                 annotations: dict[str, str] | None = None) -> dict[str, Any]:
+                 annotations: dict[str, str] | None = None, role: str = "", scaled: bool = False) -> dict[str, Any]:
     labels = {"soak": name}
     if group:
         labels[POD_GROUP_LABEL] = group
+    if role:
+        labels[ROLE_LABEL] = role
     res = {"cpu": cpu, "memory": "64Mi"}
-    return {"metadata": {"labels": labels, "annotations": dict(annotations or {})},
-            "spec": {"containers": [{"name": "c", "image": "registry.invalid/soak:1",
-                                     "resources": {"requests": res, "limits": res}}],
-                     "terminationGracePeriodSeconds": 0, "priorityClassName": priority,
-                     "restartPolicy": restart}}
+    spec: dict[str, Any] = {"containers": [{"name": "c", "image": "registry.invalid/soak:1",
+                                            "resources": {"requests": res, "limits": res}}],
+                            "terminationGracePeriodSeconds": 0, "priorityClassName": priority,
+                            "restartPolicy": restart}
+    if scaled:
+        spec["nodeSelector"] = {POOL_KEY: SCALED}
+        spec["tolerations"] = [{"key": POOL_KEY, "operator": "Equal", "value": SCALED, "effect": "NoSchedule"}]
+    return {"metadata": {"labels": labels, "annotations": dict(annotations or {})}, "spec": spec}
+
+
+def _replica_set(name: str, workload: str, n: int, template: dict[str, Any], role: str = "") -> dict[str, Any]:
+    sel = {"soak": workload, **({ROLE_LABEL: role} if role else {})}
+    return {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": name, "labels": {"soak": workload}},
+            "spec": {"replicas": n, "selector": {"matchLabels": sel}, "template": template}}
+
+
+def role_minimums(workers: int) -> dict[str, int]:
+    """The ``roles`` kind's minimums: 1 leader; one worker fewer than ``workers`` when more than 2, else all."""
+    return {"leader": 1, "worker": workers - 1 if workers > 2 else workers}
 
 
 def manifests(kind: str, name: str, n: int, cpu: str, rng: random.Random) -> list[dict[str, Any]]:
@@ -69,8 +97,15 @@ def manifests(kind: str, name: str, n: int, cpu: str, rng: random.Random) -> lis
     priority = {"filler": "soak-low", "high-priority": "soak-high"}.get(kind, "soak-mid")
     out: list[dict[str, Any]] = []
     if group:
-        out.append({"apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": name, "labels": {"soak": name}},
-                    "spec": {"minMember": n}})
+        annotations = {} if kind == "scale-up" else {"cogate.dev/provisioning": "false"}
+        min_member = n
+        if kind == "roles":
+            minimums = role_minimums(n - 1)
+            annotations.update({"cogate.dev/role-label": ROLE_LABEL, "cogate.dev/role-minimums": json.dumps(minimums)})
+            min_member = sum(minimums.values())
+        out.append({"apiVersion": API_VERSION, "kind": KIND,
+                    "metadata": {"name": name, "labels": {"soak": name}, "annotations": annotations},
+                    "spec": {"minMember": min_member}})
     sel = {"matchLabels": {"soak": name}}
     if kind in ("job", "indexed-job"):
         tmpl = pod_template(name, group, cpu, priority, "Never", {COMPLETE_DELAY: f"{rng.randint(20, 60)}s"})
@@ -83,9 +118,13 @@ def manifests(kind: str, name: str, n: int, cpu: str, rng: random.Random) -> lis
         out.append({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": name, "labels": {"soak": name}},
                     "spec": {"replicas": n, "serviceName": name, "podManagementPolicy": "Parallel", "selector": sel,
                              "template": pod_template(name, group, cpu, priority)}})
+    elif kind == "roles":
+        out.append(_replica_set(f"{name}-leader", name, 1, pod_template(name, group, "1", priority, role="leader"),
+                                "leader"))
+        out.append(_replica_set(f"{name}-worker", name, n - 1,
+                                pod_template(name, group, cpu, priority, role="worker"), "worker"))
     else:
-        out.append({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": name, "labels": {"soak": name}},
-                    "spec": {"replicas": n, "selector": sel, "template": pod_template(name, group, cpu, priority)}})
+        out.append(_replica_set(name, name, n, pod_template(name, group, cpu, priority, scaled=kind == "scale-up")))
     return out
 
 
@@ -99,6 +138,10 @@ def shape(kind: str, rng: random.Random) -> tuple[int, str, float]:
         return rng.randint(6, 12), "1", rng.uniform(120, 300)
     if kind == "statefulset":
         return rng.randint(2, 3), f"{rng.choice((500, 1000, 1500))}m", rng.uniform(60, 180)
+    if kind == "roles":  # 1 leader + 2-4 workers
+        return rng.randint(3, 5), f"{rng.choice((500, 1000, 1500))}m", rng.uniform(60, 180)
+    if kind == "scale-up":
+        return rng.randint(2, 3), "4", rng.uniform(60, 150)
     return rng.randint(2, 4), f"{rng.choice((500, 1000, 1500, 2000))}m", rng.uniform(60, 180)
 
 
@@ -123,6 +166,10 @@ def delete(api: client.ApiClient, w: Workload) -> None:
         calls.append(lambda: batch.delete_namespaced_job(w.name, w.ns, propagation_policy="Background"))
     elif w.kind == "statefulset":
         calls.append(lambda: apps.delete_namespaced_stateful_set(w.name, w.ns, propagation_policy="Background"))
+    elif w.kind == "roles":
+        for part in ("leader", "worker"):
+            calls.append(lambda part=part: apps.delete_namespaced_replica_set(f"{w.name}-{part}", w.ns,
+                                                                              propagation_policy="Background"))
     else:
         calls.append(lambda: apps.delete_namespaced_replica_set(w.name, w.ns, propagation_policy="Background"))
     if w.gang:
@@ -194,7 +241,7 @@ class Workloads:
         self.created[kind] += 1
 
     def _delete_member(self) -> None:
-        gangs = [w for w in self.live if w.kind in ("replicaset", "statefulset", "high-priority")]
+        gangs = [w for w in self.live if w.kind in ("replicaset", "statefulset", "high-priority", "roles", "scale-up")]
         if not gangs:
             return
         w = self.rng.choice(gangs)

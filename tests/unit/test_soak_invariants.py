@@ -63,6 +63,103 @@ def test_partly_bound_after_a_lost_member_is_excused_until_whole_again():
     assert inv.partly_bound(log, {"partly_bound": 60}) == []
 
 
+ROLES = (("leader", 1), ("worker", 2))
+
+
+@pytest.mark.parametrize("leader_bound,workers_bound,flagged", [
+    (False, 3, True),   # minMember 3 met by workers alone: the leader's role is short
+    (True, 1, True),    # minMember 3 not met, and worker short
+    (False, 0, False),  # nothing bound: waiting, not partly bound
+    (True, 2, False),   # every role at its minimum
+    (True, 3, False),   # above
+])
+def test_partly_bound_judges_role_minimums(leader_bound, workers_bound, flagged):
+    log = [grp(0, min_member=3, role_minimums=ROLES),
+           pod(1, "l", role="leader", **({"node": "n1"} if leader_bound else {"gated": True}))]
+    log += [pod(1, f"w{i}", role="worker", **({"node": "n2"} if i < workers_bound else {"gated": True}))
+            for i in range(3)]
+    log.append(pod(100, "x", group="other"))
+    vs = inv.partly_bound(log, {"partly_bound": 60})
+    assert names(vs) == ([("partly_bound", "ns/g")] if flagged else [])
+    if flagged:
+        short = "role leader 0 of 1" if not leader_bound else "role worker 1 of 2"
+        assert short in vs[0].message
+
+
+def test_a_role_short_after_a_lost_member_is_excused():
+    log = [grp(0, min_member=2, role_minimums=(("leader", 1), ("worker", 1))), pod(1, "l", role="leader", node="n1"),
+           pod(1, "w", role="worker", node="n1"), pod(5, "l", role="leader", node="n1", gone=True),
+           pod(200, "x", group="other")]
+    assert inv.partly_bound(log, {"partly_bound": 60}) == []
+
+
+# ----------------------------------------------------------------------- ProvisioningRequests
+
+R = inv.ProvReqState
+
+
+def pool_node(t, name, cpu=8000, **kw):
+    return N(t, name, cpu=cpu, pool="scaled", **kw)
+
+
+def scaled(t, name, group="g", cpu=4000, **kw):
+    return pod(t, name, group, gated=True, cpu=cpu, pool="scaled", **kw)
+
+
+@pytest.mark.parametrize("asked_at,flagged", [(5.0, False), (10.5, False), (12.0, True), (100.0, True)])
+def test_a_provisioning_request_for_a_gang_that_fits_is_a_violation_past_the_allowance(asked_at, flagged):
+    log = [pool_node(0, "s1"), grp(1), scaled(1, "a"), scaled(1, "b"), R(asked_at, "ns", "g-1", group="g")]
+    vs = inv.provisioned_fitting(log, {"provreq_fit": 10})
+    assert names(vs) == ([("provisioned_fitting", "ns/g")] if flagged else [])
+    if flagged:
+        assert "fitted the current nodes since t=1.0" in vs[0].message
+
+
+@pytest.mark.parametrize("room", [
+    [pool_node(0, "s1", cpu=4000)],                                         # room for one of two
+    [pool_node(0, "s1"), pod(0, "o", group="", node="s1", cpu=4001)],       # taken by a bound pod
+    [pool_node(0, "s1"), pod(0, "o", group="", pin="s1", cpu=4001)],        # by a pinned one
+    [pool_node(0, "s1", cordoned=True)],
+    [pool_node(0, "s1", blocked=True)],                                     # NotReady or tainted
+    [N(0, "s1", cpu=8000, pool="node")],                                    # another pool
+    [pool_node(0, "s1"), pool_node(0.5, "s1", gone=True)],
+])
+def test_a_provisioning_request_for_a_gang_that_does_not_fit_is_kept(room):
+    log = [*room, grp(1), scaled(1, "a"), scaled(1, "b"), R(50, "ns", "g-1", group="g")]
+    assert inv.provisioned_fitting(log, {"provreq_fit": 10}) == []
+
+
+def test_groups_before_it_in_the_planners_order_are_charged_first():
+    older = [pool_node(0, "s1"), grp(1, "o"), scaled(1, "o1", "o"), scaled(1, "o2", "o"), grp(2), scaled(2, "a"),
+             scaled(2, "b")]
+    # the younger gang asks: the older one takes the node first, so it did not fit
+    assert inv.provisioned_fitting([*older, R(50, "ns", "g-1", group="g")], {"provreq_fit": 10}) == []
+    # the older one asks: it fitted
+    assert names(inv.provisioned_fitting([*older, R(50, "ns", "o-1", group="o")], {"provreq_fit": 10})) == [
+        ("provisioned_fitting", "ns/o")]
+    # a younger gang of higher priority comes first in the planner's order
+    urgent = [pool_node(0, "s1"), grp(1, "o"), scaled(1, "o1", "o"), scaled(1, "o2", "o"), grp(2),
+              scaled(2, "a", priority=1000), scaled(2, "b", priority=1000)]
+    assert inv.provisioned_fitting([*urgent, R(50, "ns", "o-1", group="o")], {"provreq_fit": 10}) == []
+
+
+def test_a_released_or_opted_out_group():
+    released = [pool_node(0, "s1"), grp(1), scaled(1, "a"), scaled(1, "b"),
+                grp(2, released_at="2026-01-01T00:00:00Z"), R(50, "ns", "g-1", group="g")]
+    assert inv.provisioned_fitting(released, {"provreq_fit": 10}) == []  # not waiting: not judged
+    opted = [grp(1, opted_out=True), pod(1, "a", gated=True), R(2, "ns", "g-1", group="g"),
+             R(3, "ns", "g-1", group="g", gone=True)]
+    vs = inv.provisioned_fitting(opted, {"provreq_fit": 10})
+    assert names(vs) == [("provisioned_fitting", "ns/g")] and "cogate.dev/provisioning" in vs[0].message
+
+
+@pytest.mark.parametrize("asked_at,flagged", [(35.0, False), (45.0, True)])
+def test_a_control_fault_restarts_the_provisioning_allowance(asked_at, flagged):
+    log = [pool_node(0, "s1"), grp(1), scaled(1, "a"), scaled(1, "b"), inv.Fault(2, "proxy-stall", "", 28.0),
+           R(asked_at, "ns", "g-1", group="g")]
+    assert bool(inv.provisioned_fitting(log, {"provreq_fit": 10})) is flagged
+
+
 # ----------------------------------------------------------------------- gates
 
 def test_gate_removed_without_a_recorded_release():
@@ -275,6 +372,44 @@ def test_pod_state_reads_gate_pin_nomination_and_disruption():
     assert (s.group, s.gated, s.pin, s.cpu, s.nominated, s.nominated_by_cogate, s.disruption, s.rv) == (
         "g", True, "n1", 1500, "n1", True, "ns/h", 7)
     assert rec.pod_state(obj, 3.0, "other-gate").gated is False
+    assert (s.role, s.pool, s.priority) == ("", "", 0)
+    obj["metadata"]["labels"]["soak-role"] = "worker"
+    obj["spec"].update(nodeSelector={"cogate-soak": "scaled"}, priority=500)
+    s = rec.pod_state(obj, 3.0, "gate")
+    assert (s.role, s.pool, s.priority) == ("worker", "scaled", 500)
+
+
+@pytest.mark.parametrize("annotations,minimums,opted_out", [
+    ({}, (), False),
+    ({"cogate.dev/role-minimums": '{"worker": 2, "leader": 1}'}, (("leader", 1), ("worker", 2)), False),
+    ({"cogate.dev/role-minimums": "not json", "cogate.dev/provisioning": "false"}, (), True),
+    ({"cogate.dev/provisioning": "true"}, (), False),
+])
+def test_group_state_reads_role_minimums_and_the_provisioning_opt_out(annotations, minimums, opted_out):
+    obj = {"metadata": {"name": "g", "namespace": "ns", "uid": "u", "annotations": annotations}, "spec": {}}
+    g = rec.group_state(obj, 1.0)
+    assert (g.role_minimums, g.opted_out) == (minimums, opted_out)
+
+
+@pytest.mark.parametrize("ready,taints,blocked", [
+    ("True", [], False),
+    ("True", [{"key": "cogate-soak", "value": "scaled", "effect": "NoSchedule"}], False),  # the pool's own
+    ("True", [{"key": "ToBeDeletedByClusterAutoscaler", "effect": "NoSchedule"}], True),
+    ("True", [{"key": "DeletionCandidateOfClusterAutoscaler", "effect": "PreferNoSchedule"}], False),
+    ("False", [], True),
+])
+def test_node_state_reads_the_pool_and_what_blocks_it(ready, taints, blocked):
+    obj = {"metadata": {"name": "s1", "labels": {"cogate-soak": "scaled"}},
+           "spec": {"taints": taints}, "status": {"allocatable": {"cpu": "8"},
+                                                  "conditions": [{"type": "Ready", "status": ready}]}}
+    n = rec.node_state(obj, 1.0)
+    assert (n.cpu, n.pool, n.blocked) == (8000, "scaled", blocked)
+
+
+def test_provreq_state_reads_its_group():
+    obj = {"metadata": {"name": "g-ab12cd", "namespace": "ns", "labels": {"cogate.dev/podgroup": "g"}}}
+    assert rec.provreq_state(obj, 2.0) == R(2.0, "ns", "g-ab12cd", group="g")
+    assert rec.provreq_state(obj, 3.0, gone=True).gone
 
 
 @pytest.mark.parametrize("status,released", [("True", "2026-01-01T00:00:00Z"), ("False", "")])
@@ -298,7 +433,9 @@ def test_an_event_log_reads_back_as_the_records_it_was_written_from():
     from dataclasses import asdict
 
     log = [*IDLE, inv.Fault(2.0, "proxy-errors", "", -1.0), inv.Fault(2.0, "proxy-errors", "30% for 50 s", 50.0),
-           N(0, "n1", cpu=4000), inv.Sample(3.0, "controller-a", 100), pod(80, "a", gated=True)]
+           N(0, "n1", cpu=4000, pool="scaled", blocked=True), inv.Sample(3.0, "controller-a", 100),
+           pod(80, "a", gated=True, role="worker", pool="scaled", priority=5),
+           grp(81, "r", role_minimums=ROLES, opted_out=True), R(82, "ns", "r-1", group="r")]
     lines = [json.dumps({"type": type(r).__name__, **asdict(r)}) for r in log] + ["", '{"type": "Other", "t": 1}']
     assert inv.read_log(lines) == log
     assert inv.nominated_left(inv.read_log(lines), {"nominated": 30}) == []  # cleared at 80: fault's end 52 + 30
