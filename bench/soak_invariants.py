@@ -22,9 +22,13 @@ The rules and their bounds (seconds, the soak's settings; :data:`BOUNDS`):
   ``Released``) for one ``metadata.generation`` unless a member was lost between them: from the
   first release's own time (its ``lastTransitionTime``, when the controller decided it; the record
   of it may come seconds later) to the second's record.
-- :func:`overcommitted`: per node, the CPU requests of the live pods bound there and of the
-  unbound pods pinned there never exceed allocatable for longer than ``overcommit`` (5 s: the
-  watch streams of different pods arrive in their own order).
+- :func:`overcommitted`: no two gangs pinned to the same room: per node, the CPU requests of the
+  live gang members (pods of a PodGroup) bound there and of those pinned there unbound never
+  exceed allocatable for longer than ``overcommit`` (5 s: the watch streams of different pods
+  arrive in their own order). Pods of no PodGroup are left out: kube-scheduler may bind one into
+  room cogate has just planned (cogate's view is a moment old, or cut off by a fault), and the
+  pinned member then waits and is placed again or preempts (docs/semantics.md, "After the
+  release"); a gang left partly bound by that is :func:`partly_bound`'s.
 - :func:`victims_in_vain`: a group that cogate preempted pods for (their ``DisruptionTarget``
   names it) has ``minMember`` bound within ``victims`` (180 s) of the first mark, unless it lost a
   member, was deleted, or a node was deleted or cordoned meanwhile (the preemption then ends as
@@ -358,7 +362,8 @@ def released_twice(log: Sequence[Record]) -> list[Violation]:
 
 
 def overcommitted(log: Sequence[Record], bounds: Mapping[str, float] | None = None) -> list[Violation]:
-    """Nodes whose bound and pinned live pods request more CPU than allocatable for longer than ``overcommit`` s."""
+    """Nodes whose bound and pinned live gang members request more CPU than allocatable for longer than
+    ``overcommit`` s (pods of no PodGroup left out: module doc)."""
     grace = _bounds(bounds)["overcommit"]
     events = sorted((r for r in log if isinstance(r, (PodState, NodeState))), key=lambda r: (r.t, getattr(r, "rv", 0)))
     nodes: dict[str, int] = {}
@@ -380,7 +385,7 @@ def overcommitted(log: Sequence[Record], bounds: Mapping[str, float] | None = No
             start = since.get(node)
             if start is not None and t - start > grace and (node, start) not in reported:
                 reported.add((node, start))
-                out.append(Violation("overcommitted", t, node, f"{load[node]}m CPU bound or pinned on a node of "
+                out.append(Violation("overcommitted", t, node, f"{load[node]}m CPU of gang members bound or pinned on a node of "
                                      f"{cap}m allocatable for more than {grace:.0f} s (since t={start:.1f})"))
 
     for r in events:
@@ -392,7 +397,7 @@ def overcommitted(log: Sequence[Record], bounds: Mapping[str, float] | None = No
                 nodes[r.name] = r.cpu
         else:
             target = r.node or r.pin
-            if r.gone or r.phase in TERMINAL or not target:
+            if r.gone or r.phase in TERMINAL or not target or not r.group:
                 where.pop(r.uid, None)
             else:
                 where[r.uid] = (target, r.cpu)

@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from cogate.controller.model.readers import integer, mapping, mappings, string_map, text, texts
+from cogate.controller.model.readers import integer, mapping, mappings, parse_time, string_map, text, texts
 
 
 
@@ -55,6 +55,8 @@ __all__ = [
     "TopologySpreadConstraint",
     "HostPort",
     "taints",
+    "READINESS_TAINTS",
+    "readiness",
     "tolerations",
     "node_selector_terms",
     "label_selector",
@@ -274,6 +276,33 @@ def taints(v: Any, path: str) -> tuple[Taint, ...]:
               effect=text(t.get("effect"), f"{tp}.effect"))
         for tp, t in mappings(v, path)
     )
+
+
+#: The taints the node lifecycle controller of kube-controller-manager puts on a node whose
+#: ``Ready`` condition is False (``not-ready``) or Unknown (``unreachable``: its kubelet's lease was
+#: not renewed for ``--node-monitor-grace-period``, 50 s by default), with effects NoSchedule and
+#: NoExecute; both go once the node is Ready again.
+READINESS_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+
+
+def readiness(conditions: Any, raw_taints: Any) -> tuple[bool, float]:
+    """``(ready, since)`` of a node from its ``status.conditions`` and ``spec.taints`` (API JSON).
+
+    ``ready``: a ``Ready`` condition of status ``True`` (NotReady, Unknown and a missing condition
+    are not ready). ``since``: the earliest ``timeAdded`` of its NoExecute :data:`READINESS_TAINTS`
+    (epoch seconds; 0.0 without one): when the node lifecycle controller saw the node not Ready and
+    the start of the clock by which the taint eviction controller counts bound pods'
+    ``tolerationSeconds`` (k8s.io/kubernetes pkg/controller/tainteviction; no such taint, no clock).
+    The ``Ready`` condition's ``lastTransitionTime`` is not used: a partial update of the condition
+    (a merge patch of its status) keeps an old one. Raises
+    :class:`~cogate.controller.model.readers.InvalidObject` naming a bad ``timeAdded``."""
+    ready = False
+    for _, c in mappings(conditions, "status.conditions"):
+        if c.get("type") == "Ready":
+            ready = c.get("status") == "True"
+    added = [parse_time(t.get("timeAdded"), f"{tp}.timeAdded") for tp, t in mappings(raw_taints, "spec.taints")
+             if t.get("key") in READINESS_TAINTS and t.get("effect") == "NoExecute"]
+    return ready, min((a for a in added if a > 0), default=0.0)
 
 
 def tolerations(v: Any, path: str) -> tuple[Toleration, ...]:

@@ -25,11 +25,11 @@ from typing import Any
 from cogate import gates
 from cogate.api import DEFAULT_SCHEDULER_NAME, POD_GROUP_LABEL, native_gang_field
 from cogate.controller.topology.constraints import KUEUE_ANNOTATIONS
-from cogate.controller.model.constraints import (HostPort, LabelSelector, LabelSelectorRequirement,
+from cogate.controller.model.constraints import (READINESS_TAINTS, HostPort, LabelSelector, LabelSelectorRequirement,
                                                   NodeSelectorRequirement, NodeSelectorTerm, PodAffinityTerm, Taint,
                                                   Toleration, TopologySpreadConstraint, host_ports, label_selector,
-                                                  node_selector_terms, pod_affinity_terms, spread_constraints, taints,
-                                                  tolerations)
+                                                  node_selector_terms, pod_affinity_terms, readiness, spread_constraints,
+                                                  taints, tolerations)
 from cogate.controller.model.nativegroups import pod_group_name
 from cogate.controller.model.readers import (InvalidObject, array, integer, mapping, mappings, parse_time, sections,
                                               string_map, text)
@@ -63,6 +63,7 @@ __all__ = [
     "PREEMPTION_POLICIES",
     "HOSTNAME_LABEL",
     "UNSCHEDULABLE_TAINT_KEY",
+    "READINESS_TAINTS",
     "VOLUME_CLAIMS",
     "RESOURCE_CLAIMS",
     "ResourceClaimRef",
@@ -108,6 +109,9 @@ class NodeInfo:
     taints: tuple[Taint, ...] = ()
     unschedulable: bool = False
     ready: bool = True
+    #: When the node stopped being Ready, epoch seconds (``constraints.readiness``: its NoExecute readiness
+    #: taint's ``timeAdded``; 0.0: none). Not compared: it changes only with ``ready`` or ``taints``.
+    not_ready_since: float = field(default=0.0, compare=False)
 
 
 @dataclass(frozen=True)
@@ -338,10 +342,7 @@ def node_info(obj: Mapping[str, Any]) -> NodeInfo:
             alloc[str(k)] = to_units(str(k), parse_quantity(raw))
         except QuantityError as e:
             raise InvalidObject(f"node {name}: status.allocatable.{k}: {e}") from None
-    ready = False
-    for _, c in mappings(status.get("conditions"), "status.conditions"):
-        if c.get("type") == "Ready":
-            ready = c.get("status") == "True"
+    ready, since = readiness(status.get("conditions"), spec.get("taints"))
     return NodeInfo(
         name=name,
         labels=_shared_strings(meta.get("labels"), "metadata.labels"),
@@ -349,6 +350,7 @@ def node_info(obj: Mapping[str, Any]) -> NodeInfo:
         taints=taints(spec.get("taints"), "spec.taints"),
         unschedulable=bool(spec.get("unschedulable")),
         ready=ready,
+        not_ready_since=since,
     )
 
 

@@ -6,16 +6,18 @@ release"); this room finds what they apply to and acts on it. Verbs:
 - :meth:`Aftercare.departed` (members informer event): the last state of a gang member the
   watch reported deleted (it says why it went: ``DisruptionTarget``);
 - :meth:`Aftercare.survey` (once a pass, before planning): released members whose pinned node
-  cannot take them any more, confirmed after :data:`STUCK_GRACE_SECONDS` (after the members'
-  ``Stuck.wait`` when the node is only not Ready: as long as Kubernetes keeps bound pods on such
-  a node, 300 s by default), and members of
+  cannot take them any more, confirmed after :data:`STUCK_GRACE_SECONDS` (at their deadline when
+  the node is only not Ready, ``notready.deadline``: as long as Kubernetes keeps bound pods on such
+  a node, 300 s by default, from when it stopped being Ready), the members that wait for a node
+  that is not Ready meanwhile (``notready.waits``), and members of
   standing releases that left since the last pass, as a :class:`Context` per group;
 - :meth:`Aftercare.find` (per group, before its status is computed): the
   ``lifecycle.Findings`` its conditions say; carries out the opt-in ``--evict-below-quorum``
   eviction, which the ``Disrupted`` condition reports; the recovery deadline's step
   (:func:`cogate.controller.model.recovery.step`), recorded in the ``Recovery`` condition;
 - :meth:`Aftercare.act` (per group, after its status is written and its gates removed): delete
-  stuck owned members (once each), the events of the findings, the opt-in PodDisruptionBudget,
+  stuck owned members (once each), the events of the findings (``NodeNotReady`` once per set of
+  nodes waited for), the opt-in PodDisruptionBudget,
   a recovery round's evictions (once the status that records the round is written);
 - :meth:`Aftercare.time_out` (per group, last): a ``Timeout`` event while ``TimedOut=True``
   and, with ``--evict-on-timeout``, the eviction, once per release.
@@ -37,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cogate.controller.model import recovery
-from cogate.controller.status import lifecycle, notices
+from cogate.controller.status import lifecycle, notices, notready
 from cogate.controller.status import status as status_mod
 from cogate.controller.model.config import ReconcilerConfig
 from cogate.controller.devices.room import Devices
@@ -48,7 +50,7 @@ from cogate.controller.kube.metrics import Metrics
 from cogate.controller.release.sizing import OwnerSizes, operator_reader
 from cogate.controller.release.memory import BUDGET_DELETED, BUDGET_FOREIGN, Budget, BudgetState, ReleaseMemory
 from cogate.controller.model.verdicts import GroupRequest, GroupVerdict, min_member_of
-from cogate.controller.model.records import PodInfo
+from cogate.controller.model.records import NodeInfo, PodInfo
 from cogate.controller.model.wakeups import WAKE_MARGIN
 from cogate.controller.kube.writer import Writer, WriteResult
 from cogate.models import PodGroupStatus
@@ -67,6 +69,8 @@ class Context:
 
     stuck: list[lifecycle.Stuck] = field(default_factory=list)
     lost: list[lifecycle.Departure] = field(default_factory=list)
+    #: Members waiting for nodes that are not Ready, by node (``notready.waits``).
+    waits: tuple[notready.NodeWait, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -98,6 +102,9 @@ class Aftercare:
         self._stuck_since: dict[str, float] = {}
         #: uids of stuck members already deleted or reported.
         self._stuck_acted: set[str] = set()
+        #: node name -> when first seen not Ready with a member waiting for it (epoch seconds; the start
+        #: of its deadline when the node gives no time of its own: ``notready.start``).
+        self._not_ready_seen: dict[str, float] = {}
         #: Members of standing releases at the last pass (lifecycle.gang_members).
         self._gang: dict[str, tuple[PodInfo, tuple[str, str]]] = {}
         #: The last record of members the watch reported deleted since the last pass.
@@ -126,15 +133,19 @@ class Aftercare:
         if self.devices is not None:
             nodes, bound = self.devices.nodes(nodes), self.devices.bound_pods(bound)
         found = lifecycle.stuck_members(nodes, bound, requests)
-        self._note_waiting([s for u, s in found.items() if u not in self._stuck_since and s.wait > STUCK_GRACE_SECONDS])
+        down = {n.name: n for n in nodes if not n.ready or n.taints and lifecycle.not_ready(n)}  # usually none
         self._stuck_since = {u: self._stuck_since.get(u, now) for u in found}
         self._stuck_acted &= set(found)
-        due = {u: self._stuck_since[u] + max(STUCK_GRACE_SECONDS, s.wait) for u, s in found.items()}
+        due = {u: self._stuck_since[u] + STUCK_GRACE_SECONDS if s.wait <= 0 or s.node not in down
+               else max(self._stuck_since[u] + STUCK_GRACE_SECONDS,
+                        notready.deadline(down[s.node], s.wait, self._not_ready_seen, now))
+               for u, s in found.items()}
         confirmed = {u: s for u, s in found.items() if now >= due[u]}
         pending = [due[u] for u in found if u not in confirmed and due[u] != math.inf]
         wake_at = self._monotonic() + (min(pending) - now) + WAKE_MARGIN if pending else None
         for s in confirmed.values():
             contexts.setdefault((s.member.namespace, s.member.group or ""), Context()).stuck.append(s)
+        self._waits(requests, down, found, contexts, now)
 
         with self._departed_lock:
             departed, self._departed = self._departed, {}
@@ -148,19 +159,24 @@ class Aftercare:
         self._removed_by_us &= set(current)
         return Survey(contexts, frozenset(confirmed), wake_at)
 
-    @staticmethod
-    def _note_waiting(waiting: Sequence[lifecycle.Stuck]) -> None:
-        """Log, once when first seen, members left waiting for a pinned node that is not Ready."""
-        by_node: dict[tuple[str, str, str], list[lifecycle.Stuck]] = {}
-        for s in waiting:
-            by_node.setdefault((s.member.namespace, s.member.group or "", s.node), []).append(s)
-        for (ns, group, node), items in sorted(by_node.items()):
-            wait = min(s.wait for s in items)
-            until = "as long as it takes" if wait == math.inf else f"up to {wait:.0f} s"
-            log.info("PodGroup %s/%s: %d released members pinned to node %s wait for it (%s), %s: Kubernetes "
-                     "keeps bound pods on a node that is not Ready that long (their tolerations of %s)",
-                     ns, group, len(items), node, items[0].reason, until, " and ".join(lifecycle.READINESS_TAINTS),
-                     extra=notices.log_extra(ns, group))
+    def _waits(self, requests: Sequence[GroupRequest], down: dict[str, NodeInfo], found: dict[str, lifecycle.Stuck],
+               contexts: dict[tuple[str, str], Context], now: float) -> None:
+        """Put the members of each standing release that wait for a node that is not Ready (``down``:
+        those nodes by name) into its :class:`Context`; log a group's wait once when it starts."""
+        seen: dict[str, float] = {}
+        for r in requests if down else ():
+            waits = notready.waits(r.members, down, found, self._not_ready_seen, now) if r.released else ()
+            if not waits:
+                continue
+            contexts.setdefault((r.namespace, r.name), Context()).waits = waits
+            if any(w.node not in self._not_ready_seen for w in waits):
+                log.info("PodGroup %s/%s: %s", r.namespace, r.name, notready.message(waits, now),
+                         extra=notices.log_extra(r.namespace, r.name))
+            seen.update((w.node, self._not_ready_seen.get(w.node, now)) for w in waits)
+        for s in found.values():  # pinned members past their deadline: their node's start holds until they go
+            if s.node in down and s.node in self._not_ready_seen:
+                seen.setdefault(s.node, self._not_ready_seen[s.node])
+        self._not_ready_seen = seen
 
     # -- per group ---------------------------------------------------------------------------------
     def find(self, g: GroupObject, request: GroupRequest, verdict: GroupVerdict, ctx: Context, memory: ReleaseMemory,
@@ -190,6 +206,7 @@ class Aftercare:
         return lifecycle.Findings(
             recovery=step, wake_at=self._wake_at(step, now),
             stuck=lifecycle.stuck_message(delete, report) if ctx.stuck else "",
+            not_ready=notready.message(ctx.waits, now),
             refused=refused,
             lost=tuple(ctx.lost),
             runners=tuple(lifecycle.ungated_without_release(g.pg, request.members, self.config.gate_name)),
@@ -227,6 +244,11 @@ class Aftercare:
             self.events.emit(g.ref, "stuck", notices.planned_node_unusable(findings.stuck), now)
         else:
             self.events.clear(g.uid, "stuck")
+        if ctx.waits:  # once when it starts (or another node is waited for), not each pass
+            self.events.emit(g.ref, "notready", notices.node_not_ready(findings.not_ready), now,
+                             key=notready.situation(ctx.waits))
+        else:
+            self.events.clear(g.uid, "notready")
         if findings.lost:
             self.events.record(g.ref, notices.member_lost(lifecycle.lost_message(findings.lost, g.pg,
                                                                                  request.members)))

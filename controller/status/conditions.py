@@ -15,7 +15,7 @@ Types, their statuses and reasons, and their writer:
   (:func:`write_fits_cluster`);
 - ``TimedOut``: True/``TimedOut``, False/``MembersBound``, False/``Released``
   (:func:`write_timed_out`);
-- ``PlannedNodesUsable``: False/``PlannedNodeUnusable``, True/``PlannedNodesUsable``
+- ``PlannedNodesUsable``: False/``PlannedNodeUnusable``, ``NodeNotReady``; True/``PlannedNodesUsable``
   (:func:`write_planned_nodes_usable`);
 - ``ReleaseAccepted``: False/``ReleaseRefused``, True/``ReleaseAccepted``
   (:func:`write_release_accepted`);
@@ -86,6 +86,7 @@ __all__ = [
     "REASON_TIMED_OUT",
     "REASON_PLANNED_NODE_UNUSABLE",
     "REASON_PLANNED_NODES_USABLE",
+    "REASON_NODE_NOT_READY",
     "REASON_RELEASE_ACCEPTED",
     "REASON_QUORUM_LOST",
     "REASON_MEMBER_LOST",
@@ -122,7 +123,8 @@ CONDITION_RELEASED = "Released"
 CONDITION_FITS_CLUSTER = "FitsCluster"
 #: Whether the release missed ``scheduleTimeoutSeconds`` (only with a timeout set).
 CONDITION_TIMED_OUT = "TimedOut"
-#: False while released, unbound members are pinned to a node that can no longer take them.
+#: False while released, unbound members are pinned to a node that can no longer take them, or released
+#: members wait for a node that is not Ready.
 CONDITION_PLANNED_NODES_USABLE = "PlannedNodesUsable"
 #: False while the API server refuses a member's release patch (nothing or only part released).
 CONDITION_RELEASE_ACCEPTED = "ReleaseAccepted"
@@ -165,6 +167,9 @@ REASON_MEMBERS_BOUND = "MembersBound"
 REASON_TIMED_OUT = "TimedOut"
 REASON_PLANNED_NODE_UNUSABLE = "PlannedNodeUnusable"
 REASON_PLANNED_NODES_USABLE = "PlannedNodesUsable"
+#: ``PlannedNodesUsable=False``: released members wait, pinned and not bound or bound and not started, for a
+#: node that is only not Ready, until their deadline (:mod:`cogate.controller.status.notready`).
+REASON_NODE_NOT_READY = "NodeNotReady"
 REASON_RELEASE_ACCEPTED = "ReleaseAccepted"
 #: ``Disrupted=True`` once ``--evict-below-quorum`` evicted the rest of a gang: the release no
 #: longer stands, members that come back gated are planned as a gang again.
@@ -350,12 +355,27 @@ def write_timed_out(conds: ConditionSet, *, timeout: int | None, start: str | No
 # -- written by lifecycle.lifecycle_conditions --------------------------------------------------------
 
 
-def write_planned_nodes_usable(conds: ConditionSet, *, stuck: str, placed: int, min_member: int) -> None:
-    """``PlannedNodesUsable``: ``False``/``PlannedNodeUnusable`` with the ``stuck`` message
-    (:func:`cogate.controller.status.lifecycle.stuck_message`); back to ``True``/``PlannedNodesUsable``
-    when nothing is stuck and minMember members are ``placed`` again."""
+def write_planned_nodes_usable(conds: ConditionSet, *, stuck: str, placed: int, min_member: int,
+                               not_ready: str = "") -> None:
+    """``PlannedNodesUsable``, the first that holds:
+
+    - ``False``/``PlannedNodeUnusable`` with the ``stuck`` message
+      (:func:`cogate.controller.status.lifecycle.stuck_message`), followed by ``not_ready`` when
+      others wait too;
+    - ``False``/``NodeNotReady`` with ``not_ready`` (:func:`cogate.controller.status.notready.message`:
+      members wait for nodes that are not Ready, and until when);
+    - back to ``True``/``PlannedNodesUsable`` from ``NodeNotReady`` at once once nothing waits (the
+      node is Ready again, or its members were given up: then ``stuck`` said so first), from
+      ``PlannedNodeUnusable`` when nothing is stuck and minMember members are ``placed`` again."""
     if stuck:
-        conds.put(CONDITION_PLANNED_NODES_USABLE, "False", REASON_PLANNED_NODE_UNUSABLE, stuck)
+        conds.put(CONDITION_PLANNED_NODES_USABLE, "False", REASON_PLANNED_NODE_UNUSABLE,
+                  "; ".join(t for t in (stuck, not_ready) if t))
+    elif not_ready:
+        conds.put(CONDITION_PLANNED_NODES_USABLE, "False", REASON_NODE_NOT_READY, not_ready)
+    elif (prev := conds.get(CONDITION_PLANNED_NODES_USABLE)) is not None and prev.status == "False" \
+            and prev.reason == REASON_NODE_NOT_READY:
+        conds.put(CONDITION_PLANNED_NODES_USABLE, "True", REASON_PLANNED_NODES_USABLE,
+                  "no released member waits for a node that is not Ready any more")
     elif placed >= min_member:
         # Not at once when the stuck members are gone: their replacements come back gated and
         # the condition says what happened until the gang is placed again (a flip back within

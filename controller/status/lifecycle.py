@@ -46,7 +46,7 @@ from cogate.controller.model import recovery
 from cogate.controller.planning.patches import awaiting_bind
 from cogate.controller.planning.capacity import pinned_node_problems
 from cogate.controller.model.verdicts import GroupRequest, Outcome, min_member_of
-from cogate.controller.model.records import NodeInfo, PodInfo, Taint
+from cogate.controller.model.records import READINESS_TAINTS, NodeInfo, PodInfo, Taint
 from cogate.controller.status.status import count_members
 from cogate.models import PodGroup, PodGroupStatus, parse_time
 
@@ -59,6 +59,7 @@ __all__ = [
     "Stuck",
     "stuck_members",
     "READINESS_TAINTS",
+    "not_ready",
     "eviction_grace",
     "split_stuck",
     "stuck_message",
@@ -96,11 +97,6 @@ _DISRUPTIONS = {
 # -- 1. stale pins -------------------------------------------------------------------------------
 
 
-#: The taints the node lifecycle controller of kube-controller-manager puts on a node whose
-#: ``Ready`` condition is False (``not-ready``) or Unknown (``unreachable``: its kubelet's lease was
-#: not renewed for ``--node-monitor-grace-period``, 50 s by default), with effects NoSchedule and
-#: NoExecute; both go once the node is Ready again.
-READINESS_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
 
 
 @dataclass(frozen=True)
@@ -118,7 +114,9 @@ class Stuck:
     wait: float = 0.0
 
 
-def _not_ready(node: NodeInfo) -> bool:
+def not_ready(node: NodeInfo) -> bool:
+    """``node`` is not Ready: its ``Ready`` condition is not True, or it carries a taint of
+    :data:`READINESS_TAINTS` (the node lifecycle controller's, any effect)."""
     return not node.ready or any(t.key in READINESS_TAINTS for t in node.taints)
 
 
@@ -167,15 +165,15 @@ def stuck_members(nodes: Sequence[NodeInfo], pods: Sequence[PodInfo],
     if not problems:
         return {}
     by_name = {n.name: n for n in nodes}
-    not_ready = {m_node for m, m_node in pinned if m.uid in problems and m_node in by_name
-                 and _not_ready(by_name[m_node])}
+    down = {m_node for m, m_node in pinned if m.uid in problems and m_node in by_name
+            and not_ready(by_name[m_node])}
     ready_again = problems
-    if not_ready:
+    if down:
         restored = [replace(n, ready=True, taints=tuple(t for t in n.taints if t.key not in READINESS_TAINTS))
-                    if n.name in not_ready else n for n in nodes]
+                    if n.name in down else n for n in nodes]
         ready_again = pinned_node_problems(restored, pods, pinned)
     return {m.uid: Stuck(m, node, problems[m.uid],
-                         eviction_grace(m, by_name[node]) if node in not_ready and m.uid not in ready_again else 0.0)
+                         eviction_grace(m, by_name[node]) if node in down and m.uid not in ready_again else 0.0)
             for m, node in pinned if m.uid in problems}
 
 
@@ -360,13 +358,16 @@ def below_quorum(pg: PodGroup, members: Sequence[PodInfo]) -> bool:
 class Findings:
     """What the shell found about one group in a pass (each empty when nothing happened).
 
-    ``stuck``: the message of :func:`stuck_message`; ``refused``: which member's release patch
+    ``stuck``: the message of :func:`stuck_message`; ``not_ready``: who waits for which node that
+    is not Ready, until when; ``refused``: which member's release patch
     the API server refused and its answer; ``lost``: the departures of this pass;
     ``runners``: members running without a release; ``quorum_evicted``: the text of an
     ``--evict-below-quorum`` eviction done in this pass.
     """
 
     stuck: str = ""
+    #: Members waiting for nodes that are not Ready (:func:`cogate.controller.status.notready.message`).
+    not_ready: str = ""
     refused: str = ""
     lost: tuple[Departure, ...] = ()
     runners: tuple[PodInfo, ...] = ()
@@ -421,7 +422,7 @@ def lifecycle_conditions(status: PodGroupStatus, old: PodGroupStatus, pg: PodGro
     Rules and writers (:mod:`cogate.controller.status.conditions`), in this order:
 
     - ``PlannedNodesUsable`` (:func:`~cogate.controller.status.conditions.write_planned_nodes_usable`)
-      from ``findings.stuck`` and the members placed;
+      from ``findings.stuck``, ``findings.not_ready`` and the members placed;
     - ``ReleaseAccepted`` (:func:`~cogate.controller.status.conditions.write_release_accepted`) from
       ``findings.refused``, with ``Released=False``/``ReleaseRefused`` when nothing was released;
     - ``Disrupted`` (:func:`~cogate.controller.status.conditions.write_disrupted`) from
@@ -438,7 +439,8 @@ def lifecycle_conditions(status: PodGroupStatus, old: PodGroupStatus, pg: PodGro
     outcome = Outcome(verdict_outcome) if verdict_outcome else None
     m = min_member_of(pg)
     placed = _placed(pg, members)
-    cond_mod.write_planned_nodes_usable(conds, stuck=findings.stuck, placed=placed, min_member=m)
+    cond_mod.write_planned_nodes_usable(conds, stuck=findings.stuck, placed=placed, min_member=m,
+                                       not_ready=findings.not_ready)
     cond_mod.write_release_accepted(conds, refused=findings.refused, releases=outcome is not None and outcome.releases)
     cond_mod.write_disrupted(conds, quorum_evicted=findings.quorum_evicted,
                              lost=lost_message(findings.lost, pg, members) if findings.lost else "",

@@ -57,6 +57,9 @@ class Reason(StrEnum):
     INVALID_OBJECT = "InvalidObject"
     #: On the PodGroup: released members are pinned to a node that can no longer take them.
     PLANNED_NODE_UNUSABLE = "PlannedNodeUnusable"
+    #: On the PodGroup (Warning): released members wait for a node that is not Ready (until their
+    #: deadline: :mod:`cogate.controller.status.notready`); once when it starts or another node is waited for.
+    NODE_NOT_READY = "NodeNotReady"
     #: On the PodGroup: the API server refused a member's release patch.
     RELEASE_REFUSED = "ReleaseRefused"
     #: On the PodGroup: a member left the released group (deleted, evicted, preempted, failed).
@@ -299,6 +302,11 @@ def invalid_podgroup(exc: Exception) -> Notice:
 def planned_node_unusable(message: str) -> Notice:
     """The Warning ``PlannedNodeUnusable`` event (:func:`cogate.controller.status.lifecycle.stuck_message`)."""
     return Notice(WARNING, Reason.PLANNED_NODE_UNUSABLE, message)
+
+
+def node_not_ready(message: str) -> Notice:
+    """The Warning ``NodeNotReady`` event (:func:`cogate.controller.status.notready.message`)."""
+    return Notice(WARNING, Reason.NODE_NOT_READY, message)
 
 
 def release_refused(answers: Mapping[str, str], released: int, retry_in: float) -> Notice:

@@ -7,6 +7,7 @@ is paused with SIGSTOP where a test needs members released but not yet bound.
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
@@ -15,6 +16,7 @@ from kubernetes import client
 
 from cogate.api import DEFAULT_GATE_NAME, GROUP, PLURAL, POD_GROUP_LABEL, VERSION
 from cogate.localcluster import example
+from cogate.models import parse_time
 
 from .kube import (bound, condition, controller_flags, create_pod_group, events_for, gated, group_pods, paused,
                    running, scheduled_reason, scheduler_paused, status, wait_for)
@@ -105,10 +107,13 @@ def test_members_pinned_to_a_node_briefly_not_ready_wait_for_it_and_are_not_recr
     to it 3 s later; their owner made them again, gated, while the rest of the gang ran. Here, with
     kube-scheduler paused (released, unbound) and kwok paused (nothing turns the node Ready), the
     node's Ready condition is set Unknown as the node lifecycle controller sets it when a lease
-    lapses; it adds its unreachable taints. For 12 s (four times the grace of other reasons) no
-    member is deleted and nothing is reported; kwok resumed makes the node Ready and the same two
-    members bind there (their toleration of the taint, 300 s from DefaultTolerationSeconds, is the
-    time Kubernetes would have kept them bound there)."""
+    lapses; it adds its unreachable taint (NoSchedule only here: with every node not Ready it evicts
+    nothing, so it adds no NoExecute one). For 12 s (four times the grace of other reasons) no
+    member is deleted; the PodGroup says why the gang waits (PlannedNodesUsable=False/NodeNotReady
+    naming the node, both members and the deadline: the unreachable NoExecute taint's timeAdded, else
+    when cogate first saw the node so, plus their toleration of it, 300 s from DefaultTolerationSeconds) and one Warning NodeNotReady event
+    is recorded, not one a pass. kwok resumed makes the node Ready: the condition turns True and the
+    same two members bind there."""
     (n1,) = only_nodes(1, **NODE8)
     core = client.CoreV1Api(kube)
     create_pod_group(kube, example.pod_group("k", 2, namespace=namespace, timeout_seconds=None))
@@ -117,22 +122,54 @@ def test_members_pinned_to_a_node_briefly_not_ready_wait_for_it_and_are_not_recr
         assert all(any(t.key == UNREACHABLE and t.effect == "NoExecute" and t.toleration_seconds == 300
                        for t in p.spec.tolerations or []) for p in first), "DefaultTolerationSeconds is on"
         with paused(stack.cluster.procs["kwok"]):
+            patched = time.time()
             core.patch_node_status(n1, {"status": {"conditions": [
                 {"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown",
                  "message": "Kubelet stopped posting node status."}]}})
             wait_for(lambda: any(t.key == UNREACHABLE for t in core.read_node(n1).spec.taints or []), 30,
                      what="the node lifecycle controller's unreachable taint")
+            # The deadline: 300 s from the unreachable NoExecute taint's timeAdded, where Kubernetes' taint
+            # eviction controller starts counting. With every node not Ready (this test's one node) the node
+            # lifecycle controller adds no NoExecute taint (full disruption: it evicts nothing), and cogate
+            # counts from when it first saw the node so, after the patch.
+            def told():
+                c = condition(status(kube, namespace, "k"), "PlannedNodesUsable")
+                if not c or c["status"] != "False" or f"taint {UNREACHABLE}" not in c["message"]:
+                    return None
+                (deadline,) = re.findall(r"deadline (\S+) \(tolerationSeconds 300\)", c["message"])
+                no_execute = [t.time_added.timestamp() for t in core.read_node(n1).spec.taints or []
+                              if t.key == UNREACHABLE and t.effect == "NoExecute" and t.time_added]
+                if no_execute:
+                    return parse_time(deadline) == min(no_execute) + 300 and c
+                return patched + 300 - 1 <= parse_time(deadline) <= time.time() + 300 and c
+
+            cond = wait_for(told, 30, what="PlannedNodesUsable=False naming the unreachable taint and the deadline")
+            assert cond["reason"] == "NodeNotReady", cond
+            assert f"node {n1} (Ready is not True; taint {UNREACHABLE}" in cond["message"], cond
+            names = ", ".join(sorted(p.metadata.name for p in first))
+            assert f"2 pinned, not bound ({names})" in cond["message"], cond
+            assert "(tolerationSeconds 300)" in cond["message"], cond
             time.sleep(12)
             now = group_pods(kube, namespace, "k")
             assert {p.metadata.uid for p in now} == {p.metadata.uid for p in first}, "no member deleted or recreated"
             assert not any(p.metadata.deletion_timestamp for p in now)
             assert not event_messages(kube, namespace, "k", "PlannedNodeUnusable")
+            warned = [e for e in events_for(kube, namespace, "k") if e.reason == "NodeNotReady"]
+            assert [(e.type, e.count or 1) for e in warned] == [("Warning", 1)], \
+                [(e.message, e.count) for e in warned]
+            assert n1 in warned[0].message and names in warned[0].message, warned[0].message
+            assert condition(status(kube, namespace, "k"), "PlannedNodesUsable")["reason"] == "NodeNotReady"
         wait_for(lambda: not any(t.key == UNREACHABLE for t in core.read_node(n1).spec.taints or []), 60,
                  what="the node Ready again, its taints gone")
+        cond = wait_for(lambda: (c := condition(status(kube, namespace, "k"), "PlannedNodesUsable"))
+                        and c["status"] == "True" and c, 15, what="PlannedNodesUsable=True once the node is Ready")
+        assert cond["reason"] == "PlannedNodesUsable", cond
+        assert all(not bound(p) for p in group_pods(kube, namespace, "k")), "said before they bind"
     ps = wait_for(lambda: (ps := group_pods(kube, namespace, "k")) and len(ps) == 2
                   and all(running(p) for p in ps) and ps, 30, what="both members Running")
     assert {p.metadata.uid for p in ps} == {p.metadata.uid for p in first}
     assert {p.spec.node_name for p in ps} == {n1}
+    assert len([e for e in events_for(kube, namespace, "k") if e.reason == "NodeNotReady"]) == 1
 
 
 # ----------------------------------------------------------------- item 2: a refused release

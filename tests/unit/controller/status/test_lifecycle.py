@@ -11,7 +11,7 @@ from cogate.controller.status import lifecycle
 from cogate.controller.model import records
 from cogate.controller.planning.planner import GroupRequest, GroupVerdict
 from cogate.controller.model.records import NodeInfo, NodeSelectorRequirement, NodeSelectorTerm, PodInfo, Taint
-from cogate.models import PodGroupStatus
+from cogate.models import PodGroupStatus, format_time
 
 from tests.builders import NS, ApiError, Harness, node, podgroup, raw_pg, raw_pod, ready_node, verdict
 
@@ -314,24 +314,56 @@ DEFAULT_RAW = [{"key": k, "operator": "Exists", "effect": "NoExecute", "tolerati
                for k in (NOT_READY, UNREACHABLE)]
 
 
+def planned_condition(h):
+    st = h.cluster.pgs["pg"].get("status") or {}
+    return next((c for c in st.get("conditions") or [] if c["type"] == "PlannedNodesUsable"), None)
+
+
 def test_members_on_a_node_that_is_not_ready_are_deleted_only_once_kubernetes_would_evict_them(caplog):
+    """Meanwhile the PodGroup says so (issue 29): PlannedNodesUsable=False/NodeNotReady naming the node,
+    the members and the deadline, and one Warning NodeNotReady event, not one a pass."""
     h = not_ready_harness(DEFAULT_RAW)
+    start = h.now
     with caplog.at_level("INFO", logger="cogate.controller.release.aftercare"):
         h.run()
-    assert "2 released members pinned to node n1 wait for it (node n1 is not Ready), up to 300 s" in caplog.text
+    deadline = format_time(start + 300)
+    assert f"2 pinned, not bound (k-0, k-1); deadline {deadline} (tolerationSeconds 300)" in caplog.text
     assert h.rec.debouncer.wakeup == pytest.approx(h.now + 300, abs=0.1), "a pass is due when their wait ends"
     for step in (3.5, 100, 196):  # 299.5 s after the node was first seen not Ready
         h.now += step
         h.run()
         assert h.cluster.deleted == [], "kube-scheduler binds them once the node is Ready again"
         assert not [e for e in h.events if e[1] == "PlannedNodeUnusable"]
-        st = h.cluster.pgs["pg"].get("status") or {}
-        assert not [c for c in st.get("conditions") or [] if c["type"] == "PlannedNodesUsable" and c["status"] == "False"]
+        c = planned_condition(h)
+        assert (c["status"], c["reason"]) == ("False", "NodeNotReady"), c
+        assert "node n1 (Ready is not True; taint node.kubernetes.io/unreachable" in c["message"]
+        assert f"deadline {deadline}" in c["message"]
+    (ev,) = [e for e in h.events if e[1] == "NodeNotReady"]
+    assert ev[0] == "Warning" and ev[2] == c["message"]
     h.now += 1
     h.run()
     assert sorted(h.cluster.deleted) == ["k-0", "k-1"], "300 s: Kubernetes would have evicted them had they bound"
     (ev,) = [e for e in h.events if e[1] == "PlannedNodeUnusable"]
     assert "not Ready" in ev[2]
+    assert planned_condition(h)["reason"] == "PlannedNodeUnusable"
+
+
+def test_the_deadline_counts_from_the_nodes_own_time_across_a_restart():
+    """The unreachable taint's timeAdded starts the clock (as Kubernetes' taint eviction controller's),
+    not when this process first saw the node: a restarted controller keeps the same deadline."""
+    h = not_ready_harness(DEFAULT_RAW)
+    added = format_time(h.now - 200)
+    raw = (node("n1").hostname(None).cpu("64").labels({"zone": "a"})
+           .status(conditions=[{"type": "Ready", "status": "Unknown"}])
+           .spec(taints=[{"key": UNREACHABLE, "effect": "NoSchedule"},
+                         {"key": UNREACHABLE, "effect": "NoExecute", "timeAdded": added}]).raw())
+    h.caches.nodes.apply_local(raw)
+    h.run()
+    c = planned_condition(h)
+    assert f"since {added}" in c["message"] and f"deadline {format_time(h.now + 100)}" in c["message"], c
+    h.now += 101
+    h.run()
+    assert sorted(h.cluster.deleted) == ["k-0", "k-1"]
 
 
 def test_members_on_a_node_back_to_ready_are_never_deleted():
@@ -339,10 +371,40 @@ def test_members_on_a_node_back_to_ready_are_never_deleted():
     h.run()
     h.now += 30
     h.run()
+    assert planned_condition(h)["reason"] == "NodeNotReady"
     h.caches.nodes.apply_local(ready_node("n1"))
+    h.now += 1
+    h.run()
+    c = planned_condition(h)
+    assert (c["status"], c["reason"]) == ("True", "PlannedNodesUsable"), "said at once, before they bind"
     h.now += 300
     h.run()
     assert h.cluster.deleted == [] and not [e for e in h.events if e[1] == "PlannedNodeUnusable"]
+    assert len([e for e in h.events if e[1] == "NodeNotReady"]) == 1
+
+
+def test_a_bound_member_not_started_on_a_node_not_ready_is_told_and_left_to_kubernetes():
+    """A member bound to a node whose kubelet is gone never starts: the PodGroup names it with the
+    deadline at which Kubernetes' taint eviction controller deletes it; cogate deletes nothing."""
+    pods = [raw_pod("k-0", gates=(), node="n1", owner=True), raw_pod("k-1", gates=(), node="n2", phase="Running")]
+    for p in pods:
+        p["spec"]["tolerations"] = DEFAULT_RAW
+    h = Harness(pods, [raw_pg(min_member=2, status=dict(RELEASED))], lambda groups: [verdict("AlreadyReleased")])
+    added = format_time(h.now - 10)
+    h.caches.nodes.apply_local(node("n1").hostname(None).cpu("64").labels({"zone": "a"})
+                               .status(conditions=[{"type": "Ready", "status": "False"}])
+                               .spec(taints=[{"key": NOT_READY, "effect": "NoExecute", "timeAdded": added}]).raw())
+    h.caches.nodes.apply_local(ready_node("n2"))
+    h.run()
+    c = planned_condition(h)
+    assert (c["status"], c["reason"]) == ("False", "NodeNotReady"), c
+    assert "1 released member waits for 1 node" in c["message"] and "1 bound, not started (k-0)" in c["message"]
+    assert f"deadline {format_time(h.now + 290)}" in c["message"] and "Kubernetes evicts a bound one" in c["message"]
+    h.now += 400
+    h.run()
+    assert h.cluster.deleted == [], "Kubernetes' to evict"
+    assert "(passed)" in planned_condition(h)["message"]
+    assert len([e for e in h.events if e[1] == "NodeNotReady"]) == 1
 
 
 def test_members_without_a_toleration_of_a_node_not_ready_go_after_the_grace():
