@@ -32,7 +32,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from cogate.controller.model.records import NodeInfo, PodInfo
+from cogate.controller.model.records import HOSTNAME_LABEL, NodeInfo, PodInfo
 from cogate.controller.planning.filters import static_reason
 from cogate.controller.model.verdicts import GroupRequest, GroupVerdict, Outcome
 from cogate.controller.planning.basis import Basis
@@ -49,8 +49,8 @@ from cogate.controller.topology.constraints import Constraint, TopologyError, do
 from cogate.controller.model.resources import format_quantity
 from cogate.controller.topology.domains import Choice, Domain, Tree, Trial, Tried, build, choose, dominant, may_hold
 
-__all__ = ["DOMAINS_SHOWN", "Fenced", "restricted", "restricted_to", "fence_requests", "least_demand", "domain_text",
-           "domain_annotations"]
+__all__ = ["DOMAINS_SHOWN", "Fenced", "restricted", "restricted_to", "fence_requests", "waiting_fence", "least_demand",
+           "domain_text", "domain_annotations"]
 
 #: How many domains a level's explanation names (the best first).
 DOMAINS_SHOWN = 3
@@ -382,19 +382,35 @@ def _closest(c: Constraint, tried: Sequence[Tried], empty: Sequence[Tried], need
     return tuple(d.selector(c.levels).items())
 
 
+def waiting_fence(v: GroupVerdict, r: GroupRequest) -> tuple[tuple[str, str | None], ...]:
+    """Where a waiting group's preemption and new nodes must be (issue 32), as ``(node label, value)``
+    pairs coarse to fine (``None``: any value): under a required level, the closest domain
+    (``v.domain``, :func:`_closest`); with none (no node carries the level's labels, or every domain
+    is refused to an exclusive gang), the labels of the required level and every coarser one with
+    any value but the hostname (a node without them is in no domain of the level and can never hold
+    a member). ``()`` without a required level (preferred only: the gang may end anywhere) or for a
+    verdict that does not wait."""
+    c = r.topology
+    if c is None or c.required is None or not Outcome(v.outcome).waiting:
+        return ()
+    if v.domain:
+        return tuple(v.domain)
+    return tuple((label, None) for label in c.levels[: c.required + 1] if label != HOSTNAME_LABEL)
+
+
 def fence_requests(verdicts: Sequence[GroupVerdict], requests: Mapping[tuple[str, str], GroupRequest],
                    excluded: Mapping[tuple[str, str], frozenset[str]] | None = None
                    ) -> dict[tuple[str, str], GroupRequest]:
-    """``requests`` with each waiting group that has a domain (``GroupVerdict.domain``: the required
-    level's closest one) restricted to it (:func:`restricted_to`), and each group kept off the nodes
+    """``requests`` with each waiting group under a required level restricted to its
+    :func:`waiting_fence` (:func:`restricted_to`), and each group kept off the nodes
     ``excluded`` names for it (``Decision.excluded``: domains exclusive gangs hold, and for an
     exclusive gang the domains refused to it; :func:`kept_off`): what gang preemption selects victims
     for and ProvisioningRequests ask nodes for, so neither looks outside the domain the gang may use."""
     out = dict(requests)
     for v in verdicts:
         r = out.get((v.namespace, v.name))
-        if r is not None and v.domain and Outcome(v.outcome).waiting and r.topology is not None:
-            out[(v.namespace, v.name)] = replace(r, members=tuple(restricted_to(m, v.domain) for m in r.members))
+        if r is not None and (fence := waiting_fence(v, r)):
+            out[(v.namespace, v.name)] = replace(r, members=tuple(restricted_to(m, fence) for m in r.members))
     for key, nodes in (excluded or {}).items():
         if (r := out.get(key)) is not None and nodes:
             off = tuple(sorted(nodes))

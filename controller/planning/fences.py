@@ -26,8 +26,9 @@ def restricted(m: PodInfo, levels: Sequence[str], d: Domain) -> PodInfo:
     return restricted_to(m, tuple(d.selector(levels).items()))
 
 
-def restricted_to(m: PodInfo, domain: Sequence[tuple[str, str]]) -> PodInfo:
-    """``m`` allowed only on nodes labelled ``domain`` (``(label, value)`` pairs), as :func:`restricted`.
+def restricted_to(m: PodInfo, domain: Sequence[tuple[str, str | None]]) -> PodInfo:
+    """``m`` allowed only on nodes labelled ``domain`` (``(label, value)`` pairs; a value of ``None``:
+    the label with any value, ``Exists``), as :func:`restricted`.
 
     A copy of the record with that one field changed (``dataclasses.replace`` re-runs ``__init__``
     over some forty fields: it was two thirds of a pass over 1,024 nodes)."""
@@ -45,9 +46,10 @@ def _with_affinity(m: PodInfo, terms: tuple[NodeSelectorTerm, ...]) -> PodInfo:
 
 
 @functools.lru_cache(maxsize=4096)
-def _fenced_terms(terms: tuple[NodeSelectorTerm, ...], domain: tuple[tuple[str, str], ...]
+def _fenced_terms(terms: tuple[NodeSelectorTerm, ...], domain: tuple[tuple[str, str | None], ...]
                   ) -> tuple[NodeSelectorTerm, ...]:
-    reqs = tuple(NodeSelectorRequirement(k, "In", (v,)) for k, v in domain)
+    reqs = tuple(NodeSelectorRequirement(k, "In", (v,)) if v is not None else NodeSelectorRequirement(k, "Exists", ())
+                 for k, v in domain)
     return tuple(replace(t, match_expressions=t.match_expressions + reqs) for t in terms or (NodeSelectorTerm(),))
 
 

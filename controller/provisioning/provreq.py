@@ -41,7 +41,9 @@ autoscaler"):
    other than the current ones (:func:`exclude_nodes`: ``kubernetes.io/hostname NotIn`` the
    current nodes' hostnames, ``metadata.name NotIn`` for a node without that label), and the
    autoscaler can only answer with nodes it adds (its template nodes get new names and hostnames,
-   ``SanitizeNodeInfo``).
+   ``SanitizeNodeInfo``). A gang under a required topology level is asked for in its closest domain:
+   the templates also require that domain's labels (:mod:`cogate.controller.provisioning.confine`),
+   so only node groups whose nodes carry them can answer.
 4. **What the answer means** (:func:`state`, cluster-autoscaler ``provisioningrequest/conditions``):
    ``Failed=True`` (invalid request, or not provisioned within 7 days) and ``BookingExpired=True``
    (provisioned more than 10 minutes ago) end it; ``Provisioned=True`` (``CapacityIsProvisioned``
@@ -61,6 +63,7 @@ from enum import StrEnum
 from typing import Any
 
 from cogate.controller.model import minresources as minres
+from cogate.controller.provisioning import confine
 from cogate.controller.planning.capacity import Snapshot, pack, reserve_room
 from cogate.controller.planning.room import Room
 from cogate.controller.planning.filters import spec_key
@@ -185,7 +188,8 @@ class RequestInfo:
     ``group``: the PodGroup's name (the label); ``owner``: uid of its PodGroup owner reference ('' if
     none); ``created``: creationTimestamp (epoch seconds, 0 if absent); ``templates``: the podSets as
     ``(podTemplateRef name, count)``; ``conditions``: type -> ``(status, reason, message,
-    lastTransitionTime epoch seconds)``."""
+    lastTransitionTime epoch seconds)``; ``carry``: the domain labels its templates require
+    (:func:`cogate.controller.provisioning.confine.parse` of its annotation)."""
 
     namespace: str
     name: str
@@ -197,6 +201,7 @@ class RequestInfo:
     templates: tuple[tuple[str, int], ...] = ()
     conditions: Mapping[str, tuple[str, str, str, float]] = field(default_factory=dict)
     deleting: bool = False
+    carry: confine.Carry = ()
 
     @property
     def count(self) -> int:
@@ -242,7 +247,8 @@ def request_info(raw: Mapping[str, Any]) -> RequestInfo:
                             _time(c.get("lastTransitionTime")))
     return RequestInfo(namespace=meta["namespace"], name=meta["name"], uid=meta["uid"], group=group, owner=owner,
                        created=_time(meta.get("creationTimestamp")), class_name=str(spec.get("provisioningClassName") or ""),
-                       templates=tuple(sets), conditions=conds, deleting=bool(meta.get("deletionTimestamp")))
+                       templates=tuple(sets), conditions=conds, deleting=bool(meta.get("deletionTimestamp")),
+                       carry=confine.parse(meta.get("annotations")))
 
 
 def _time(value: Any) -> float:
@@ -435,20 +441,24 @@ def _selected_keys(members: Sequence[PodInfo]) -> frozenset[str]:
 # -- the objects ----------------------------------------------------------------------------------
 
 
-def exclude_nodes(affinity: Mapping[str, Any] | None, nodes: Sequence[NodeInfo]) -> dict[str, Any]:
+def exclude_nodes(affinity: Mapping[str, Any] | None, nodes: Sequence[NodeInfo],
+                  carry: confine.Carry = ()) -> dict[str, Any]:
     """``affinity`` (a pod's ``spec.affinity``, API JSON; not changed) with its required node
     affinity narrowed to nodes other than ``nodes`` (module doc, rule 3): each term gains
     ``kubernetes.io/hostname NotIn`` the nodes' hostname labels and, per node without that label,
     ``metadata.name NotIn [name]`` (a field requirement takes exactly one value: API validation of
-    ``matchFields``); without required node affinity one such term is added. Terms are ORed, so every
-    term must exclude the nodes. An empty term (it matches no node) is left empty. Raises
-    ``ValueError`` naming the field when the affinity has an unexpected shape."""
+    ``matchFields``), and to nodes carrying ``carry`` (a topology domain's labels,
+    :func:`cogate.controller.provisioning.confine.requirements`: ``In [value]`` or ``Exists``); without
+    required node affinity one such term is added. Terms are ORed, so every term must exclude the
+    nodes. An empty term (it matches no node) is left empty. Raises ``ValueError`` naming the field
+    when the affinity has an unexpected shape."""
     out: dict[str, Any] = copy.deepcopy(dict(affinity)) if affinity else {}
-    if not nodes:
+    if not nodes and not carry:
         return out
     hostnames = sorted({n.labels[HOSTNAME_LABEL] for n in nodes if n.labels.get(HOSTNAME_LABEL)})
     unlabelled = sorted(n.name for n in nodes if not n.labels.get(HOSTNAME_LABEL))
-    exprs = [{"key": HOSTNAME_LABEL, "operator": "NotIn", "values": hostnames}] if hostnames else []
+    exprs = confine.requirements(carry)
+    exprs += [{"key": HOSTNAME_LABEL, "operator": "NotIn", "values": hostnames}] if hostnames else []
     fields_ = [{"key": "metadata.name", "operator": "NotIn", "values": [n]} for n in unlabelled]
     na = out.setdefault("nodeAffinity", {})
     if not isinstance(na, dict):
@@ -500,11 +510,11 @@ def _owner(group: str, uid: str) -> list[dict[str, Any]]:
 
 
 def template_body(pod: Mapping[str, Any], name: str, group: str, group_uid: str,
-                  exclude: Sequence[NodeInfo]) -> dict[str, Any]:
+                  exclude: Sequence[NodeInfo], carry: confine.Carry = ()) -> dict[str, Any]:
     """The PodTemplate (``v1``) that stands for member ``pod`` (API JSON, as read) in a request:
     the pod's spec without ``nodeName``, its scheduling gates and ephemeral containers
-    (:data:`_DROPPED_SPEC`), its required node affinity narrowed away from ``exclude``
-    (:func:`exclude_nodes`), its labels (pod affinity and spread read them); owned by the PodGroup (``group``, ``group_uid``: garbage collected with it), labelled
+    (:data:`_DROPPED_SPEC`), its required node affinity narrowed away from ``exclude`` and to nodes
+    carrying ``carry`` (:func:`exclude_nodes`), its labels (pod affinity and spread read them); owned by the PodGroup (``group``, ``group_uid``: garbage collected with it), labelled
     :data:`GROUP_LABEL`. Raises ``ValueError`` naming the field when the pod has no spec or an
     affinity of an unexpected shape."""
     spec = pod.get("spec")
@@ -512,7 +522,7 @@ def template_body(pod: Mapping[str, Any], name: str, group: str, group_uid: str,
         raise ValueError("spec.containers: missing")
     meta = pod.get("metadata") or {}
     tspec = {k: copy.deepcopy(v) for k, v in spec.items() if k not in _DROPPED_SPEC}
-    tspec["affinity"] = exclude_nodes(spec.get("affinity"), exclude)
+    tspec["affinity"] = exclude_nodes(spec.get("affinity"), exclude, carry)
     pod_labels = dict(meta.get("labels") or {}) if isinstance(meta.get("labels"), Mapping) else {}
     return {
         "apiVersion": "v1", "kind": "PodTemplate",
@@ -523,14 +533,19 @@ def template_body(pod: Mapping[str, Any], name: str, group: str, group_uid: str,
 
 
 def request_body(name: str, namespace: str, group: str, group_uid: str, class_name: str,
-                 templates: Sequence[tuple[str, int]]) -> dict[str, Any]:
+                 templates: Sequence[tuple[str, int]], carry: confine.Carry = ()) -> dict[str, Any]:
     """The ProvisioningRequest (``autoscaling.x-k8s.io/v1``) asking for ``templates``
     (``(PodTemplate name, count)``) with ``class_name``; owned by the PodGroup, labelled
-    :data:`GROUP_LABEL`. Its spec is immutable (the CRD's validation): a different ask is a new request."""
+    :data:`GROUP_LABEL`, annotated with the domain labels its templates require (``carry``,
+    :func:`cogate.controller.provisioning.confine.annotations`). Its spec is immutable (the CRD's
+    validation): a different ask is a new request."""
+    meta: dict[str, Any] = {"name": name, "namespace": namespace, "labels": _labels(group),
+                            "ownerReferences": _owner(group, group_uid)}
+    if carry:
+        meta["annotations"] = confine.annotations(carry)
     return {
         "apiVersion": API_VERSION, "kind": KIND,
-        "metadata": {"name": name, "namespace": namespace, "labels": _labels(group),
-                     "ownerReferences": _owner(group, group_uid)},
+        "metadata": meta,
         "spec": {"provisioningClassName": class_name,
                  "podSets": [{"podTemplateRef": {"name": t}, "count": c} for t, c in templates]},
     }

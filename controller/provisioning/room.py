@@ -44,7 +44,7 @@ from typing import Any
 
 from cogate.controller.status import conditions as cond_mod
 from cogate.controller.status import notices
-from cogate.controller.provisioning import mixed, provreq
+from cogate.controller.provisioning import confine, mixed, provreq
 from cogate.controller.provisioning.memory import ProvisioningMemories, ProvisioningMemory
 from cogate.controller.planning.capacity import nominated_pods, promised_room
 from cogate.controller.model.config import ReconcilerConfig
@@ -338,6 +338,7 @@ class Provisioning:
         made: list[tuple[str, int]] = []
         described: list[str] = []
         by_shape = provreq.shapes(members)
+        carry = confine.new_node_labels(v, r)  # a gang fenced into a domain asks for nodes there (issue 32)
         if len(by_shape) > provreq.MAX_POD_SETS:  # the API server would refuse it (after the templates)
             self._create_failed(g, memory, f"the {plural(len(members), 'member')} to ask for have "
                                            f"{len(by_shape)} shapes; a ProvisioningRequest takes at most "
@@ -349,7 +350,7 @@ class Provisioning:
                 self._undo(ns, made)  # the member went meanwhile: the next pass asks again
                 return
             try:
-                body = provreq.template_body(pod, f"{name}-{i}", group, g.uid, nodes)
+                body = provreq.template_body(pod, f"{name}-{i}", group, g.uid, nodes, carry)
             except ValueError as exc:
                 self._undo(ns, made)
                 self._create_failed(g, memory, f"member {rep.name} cannot stand in a PodTemplate ({exc})", now)
@@ -361,7 +362,7 @@ class Provisioning:
                 return
             made.append((f"{name}-{i}", count))
             described.append(f"{count} like {rep.name} ({format_resources(rep.requests)})")
-        body = provreq.request_body(name, ns, group, g.uid, self.config.provisioning_class, made)
+        body = provreq.request_body(name, ns, group, g.uid, self.config.provisioning_class, made, carry)
         result, answer, raw = self.writer.objects.create_custom_object(PROVISIONING_REQUESTS, body)
         if result != WriteResult.CREATED:
             self._undo(ns, made)
@@ -373,8 +374,8 @@ class Provisioning:
         memory.seen = ""
         memory.asked_nodes = frozenset(getattr(n, "name", "") for n in nodes)
         self.metrics.provisioning_requests.labels("created").inc()
-        message = (f"asked cluster-autoscaler for {plural(len(members), 'pod')} on new nodes "
-                   f"(ProvisioningRequest {ns}/{name}, class {self.config.provisioning_class}): "
+        message = (f"asked cluster-autoscaler for {plural(len(members), 'pod')} on new nodes"
+                   f"{confine.words(carry)} (ProvisioningRequest {ns}/{name}, class {self.config.provisioning_class}): "
                    f"{'; '.join(described)}; {v.message}")
         log.info("PodGroup %s/%s: %s", ns, group, message, extra=log_extra(ns, group))
         self.events.record(g.ref, notices.provisioning_requested(message))
@@ -436,7 +437,8 @@ class Provisioning:
         reason, message, active = "", "", False
         if info is not None:
             a = provreq.state(info)
-            ref = f"ProvisioningRequest {info.namespace}/{info.name} asks for {plural(info.count, 'pod')} on new nodes"
+            ref = (f"ProvisioningRequest {info.namespace}/{info.name} asks for {plural(info.count, 'pod')} "
+                   f"on new nodes{confine.words(info.carry)}")
             active = True
             if a.state is provreq.State.PROVISIONED:
                 reason, message = REASON_PROVISIONED, f"{ref}: provisioned ({_answer_text(a)}); the group is " \
