@@ -23,6 +23,8 @@ webhook call). Every object selects the label, so "kube-scheduler alone" pays no
 being installed.
 
     python bench/bench_small_gangs.py [--quick]       # prints RESULT <json>
+    python bench/bench_small_gangs.py --requests [RUNS] # prints REQUESTS <json>: cogate's own requests per
+                                                        # group, its status writes by kind (:func:`write_kind`)
 """
 
 from __future__ import annotations
@@ -69,6 +71,69 @@ PATH_STEPS = ("decision recorded", "last gate removed", "last bound")
 #: ... and inside the controller, from the member event that completed the group
 #: (``cogate_controller_arrival_to_release_seconds`` by step, its mean over the run).
 CONTROLLER_STEPS = ("pass started", "planned", "released")
+
+
+#: Counts of a PodGroup's status (the printed columns of ``kubectl get pg``).
+COUNT_FIELDS = ("scheduled", "running", "succeeded", "failed")
+
+
+def write_kind(old: dict[str, Any] | None, new: dict[str, Any]) -> str:
+    """What a PodGroup status write changed, from the status before (``old``, ``None``: none seen) to
+    the one after (API JSON): ``first``, ``release`` (``scheduleStartTime`` set), ``members gone`` (a
+    count falling: the teardown of a run deletes the pods), ``phase <Phase>``,
+    ``condition`` (a condition's type, status or reason), ``counts <fields>`` (count fields only, with
+    or without numbers in condition messages), ``message`` (condition messages only)."""
+    if not old:
+        return "first"
+    if new.get("scheduleStartTime") and not old.get("scheduleStartTime"):
+        return "release"
+    if any((new.get(k) or 0) < (old.get(k) or 0) for k in COUNT_FIELDS):
+        return "members gone"  # the run's teardown deletes the pods: not part of the workload
+    if new.get("phase") != old.get("phase"):
+        return f"phase {new.get('phase')}"
+    def said(s: dict[str, Any]) -> set[tuple]:
+        return {(c.get("type"), c.get("status"), c.get("reason")) for c in s.get("conditions") or ()}
+    if said(old) != said(new):
+        return "condition"
+    counts = [k for k in COUNT_FIELDS if old.get(k) != new.get(k)]
+    return "counts " + "+".join(counts) if counts else "message"
+
+
+class StatusLog(cb.PodGroupWatch):
+    """A :class:`clusterbench.PodGroupWatch` that also keeps every distinct status each group was
+    seen with (``seen[(namespace, name)]``: a list of ``(time.monotonic(), status)``)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.seen: dict[tuple[str, str], list[tuple[float, dict[str, Any]]]] = {}
+
+    def _observe(self, obj: dict[str, Any], t: float) -> None:
+        super()._observe(obj, t)
+        meta = obj.get("metadata") or {}
+        status = obj.get("status") or {}
+        with self.lock:
+            past = self.seen.setdefault((meta.get("namespace", ""), meta.get("name", "")), [])
+            if status and (not past or past[-1][1] != status):
+                past.append((t, status))
+
+    def kinds(self, namespace: str) -> dict[str, float]:
+        """Status writes of ``namespace``'s groups by :func:`write_kind`, per group (a kind seen after the
+        release prefixed ``after release:``), and ``total`` (but ``members gone``)."""
+        counts: dict[str, int] = {}
+        with self.lock:
+            logs = [v for (ns, _), v in self.seen.items() if ns == namespace]
+        for log in logs:
+            released, old = False, None
+            for _, status in log:
+                kind = write_kind(old, status)
+                key = f"after release: {kind}" if released and kind != "release" else kind
+                counts[key] = counts.get(key, 0) + 1
+                released = released or bool(status.get("scheduleStartTime"))
+                old = status
+        n = max(len(logs), 1)
+        out = {k: round(v / n, 2) for k, v in sorted(counts.items())}
+        out["total"] = round(sum(v for k, v in counts.items() if not k.endswith("members gone")) / n, 2)
+        return out
 
 
 def _register(cluster: Any, stack: Any, system: str) -> None:
@@ -263,11 +328,13 @@ def requests(runs: int = 2, nodes: int = 100, groups: int = 100, size: int = 8) 
     out: dict[str, Any] = {"shape": f"{groups} groups of {size} on {nodes} nodes", "runs": []}
     with cb.control_plane(kubernetes_version=nat.RELEASE, feature_gates=nat.GATES) as c:
         api = cb.api_client(c)
-        with cb.cogate_stack(c) as stack, cb.PodWatch(api) as watch, cb.PodGroupWatch(api) as pg_watch:
+        with cb.cogate_stack(c) as stack, cb.PodWatch(api) as watch, StatusLog(api) as pg_watch:
             cb.set_nodes(c, nodes, **e2e.NODE_SHAPE)
             for system in ("alone", "cogate") * runs:
                 gang = system != "alone"
                 _register(c, stack, system)
+                with pg_watch.lock:
+                    namespaces = {ns for ns, _ in pg_watch.seen}
                 r = e2e.run_once(api, watch, stack, groups, size, gang, 600, c, pg_watch if gang else None)
                 ctl = r.get("controller") or {}
                 row = {"system": system, "all created s": round(r["all created s"], 2),
@@ -275,6 +342,9 @@ def requests(runs: int = 2, nodes: int = 100, groups: int = 100, size: int = 8) 
                        "cpu s": r.get("cpu s")}
                 if gang:
                     row["per group"] = {k: round(ctl.get(k, 0) / groups, 2) for k in REQUEST_KEYS}
+                    with pg_watch.lock:
+                        new = {ns for ns, _ in pg_watch.seen} - namespaces
+                    row["status writes seen"] = {ns: pg_watch.kinds(ns) for ns in sorted(new)}
                 out["runs"].append(row)
                 cb.log(f"{NAME}: requests: {row}")
         api.close()
