@@ -17,7 +17,8 @@ The rules and their bounds (seconds, the soak's settings; :data:`BOUNDS`):
   and not judged until it is whole again or empty.
 - :func:`gate_without_release`: a pod seen with cogate's gate is seen without it only while its
   PodGroup records a release (``Released=True``) within ``release_record`` (60 s) of it, or while
-  its PodGroup does not exist (strays are cogate's to ungate, docs/semantics.md).
+  its PodGroup does not exist (strays are cogate's to ungate, docs/semantics.md); a removal is
+  judged once the log runs ``release_record`` past it (the record may follow the gate's removal).
 - :func:`released_twice`: no group has two releases (distinct ``lastTransitionTime`` of a True
   ``Released``) for one ``metadata.generation`` unless a member was lost between them: from the
   first release's own time (its ``lastTransitionTime``, when the controller decided it; the record
@@ -307,9 +308,11 @@ def partly_bound(log: Sequence[Record], bounds: Mapping[str, float] | None = Non
 
 
 def gate_without_release(log: Sequence[Record], bounds: Mapping[str, float] | None = None) -> list[Violation]:
-    """Pods seen gated, then ungated, with no recorded release of their existing group nearby."""
+    """Pods seen gated, then ungated, with no recorded release of their existing group nearby; a removal less
+    than ``release_record`` s before the log's end is not judged yet (the record of its release may follow)."""
     window = _bounds(bounds)["release_record"]
     groups = _groups_at(log)
+    end = _end(log)
     gated: set[str] = set()
     done: set[str] = set()
     out = []
@@ -326,7 +329,7 @@ def gate_without_release(log: Sequence[Record], bounds: Mapping[str, float] | No
         now = _group_before(states, p.t)
         if not states or now is None or now.gone:
             continue  # no PodGroup (yet, or any more): a stray
-        if any(g.released_at and abs(g.t - p.t) <= window for g in states):
+        if any(g.released_at and abs(g.t - p.t) <= window for g in states) or p.t + window > end:
             continue
         out.append(Violation("gate_without_release", p.t, p.ref,
                              f"gate removed (rv {p.rv}) while PodGroup {p.ns}/{p.group} recorded no release "

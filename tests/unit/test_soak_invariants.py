@@ -167,6 +167,17 @@ def test_gate_removed_without_a_recorded_release():
     assert names(inv.gate_without_release(log, {"release_record": 60})) == [("gate_without_release", "ns/a")]
 
 
+def test_a_gate_removal_is_judged_once_its_release_record_could_have_come():
+    """Seed 1 at 4956ebb: a standing release's replacement was ungated at t 1651.3 and the PodGroup's next
+    record (Released=True) came at 1653.5; the live check between the two reported it."""
+    log = [grp(0, released_at="2026-01-01T00:00:00Z"), pod(1, "a", gated=True), pod(100, "a", pin="n1")]
+    assert inv.gate_without_release(log, {"release_record": 60}) == []  # not judged yet
+    later = [*log, grp(102, released_at="2026-01-01T00:00:00Z"), pod(170, "x", group="x")]
+    assert inv.gate_without_release(later, {"release_record": 60}) == []
+    never = [*log, pod(170, "x", group="x")]
+    assert names(inv.gate_without_release(never, {"release_record": 60})) == [("gate_without_release", "ns/a")]
+
+
 def test_gate_removed_with_a_release_recorded_nearby_or_for_a_stray():
     kept = [grp(0), pod(1, "a", gated=True), pod(2, "a"), grp(3, released_at="T1")]
     assert inv.gate_without_release(kept) == []
