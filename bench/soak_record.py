@@ -24,11 +24,10 @@ from kubernetes.utils import parse_quantity
 from cogate.api import GROUP, PLURAL, POD_GROUP_LABEL, VERSION
 
 from soak_invariants import GroupState, NodeState, PodState, ProvReqState, Record
+from soak_workloads import POOL_KEY, ROLE_LABEL  # the pool's node label / node selector key, the role label
 
 #: cogate's field manager (status.nominatedNodeName it set; controller/preemption/room.py).
 MANAGER = "cogate-controller"
-#: The soak's node pool label (nodes) and node selector key (pods), and its role label (pods).
-POOL_KEY, ROLE_LABEL = "cogate-soak", "soak-role"
 ROLE_MINIMUMS, PROVISIONING = "cogate.dev/role-minimums", "cogate.dev/provisioning"
 PROVREQ_GROUP = "cogate.dev/podgroup"
 #: ProvisioningRequests: (group, version, plural).
