@@ -62,6 +62,7 @@ from soak_workloads import PRIORITIES, Workloads  # noqa: E402
 
 NEEDS_CLUSTER = True
 NODE_SHAPE = {"cpu": "8", "memory": "32Gi", "kwok_taint": False, "labels": {"cogate-soak": "node"}}
+NAMESPACES = ("soak-a", "soak-b", "soak-c", "soak-canary")
 #: The ProvisioningRequest class the controllers ask cluster-autoscaler with (docs/semantics.md).
 PROVISIONING_CLASS = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
 
@@ -77,7 +78,6 @@ def autoscaler_spec() -> Any:
                       taints=({"key": POOL_KEY, "value": SCALED, "effect": "NoSchedule"},), max=4)
     return AutoscalerSpec(groups=(group,), scan_interval=2.0, scale_down_unneeded_time=60.0,
                           scale_down_delay_after_add=60.0)
-NAMESPACES = ("soak-a", "soak-b", "soak-c", "soak-canary")
 
 
 def _proxy_kubeconfig(workdir: Path, port: int, ca: Path) -> Path:
