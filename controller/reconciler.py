@@ -528,7 +528,8 @@ class Reconciler(Releasing):
         self._warn_shared_replicas(g, request, now)
         self.aftercare.time_out(g, request.members, new_status, memory.release, now)
         return Applied(phase, int(body is not None), ungated, earliest(checked.wake_at, later, refused_at, findings.wake_at,
-                                                                  self.owners.wake_at(g.uid)), wait,
+                                                                  self.owners.wake_at(g.uid),
+                                                                  self.aftercare.retry_wake(memory.release, now)), wait,
                        self._monotonic())
 
     def _new_status(self, g: GroupObject, request: GroupRequest, verdict: GroupVerdict, release: Mapping[str, str],

@@ -59,6 +59,9 @@ from cogate.models import PodGroupStatus
 #: scheduler binds this instant may still look unbound in the member cache); a node that is only
 #: not Ready keeps its members longer (``lifecycle.Stuck.wait``).
 STUCK_GRACE_SECONDS = 3.0
+#: Seconds before a recovery round's failed evictions are tried again (a PodDisruptionBudget that
+#: refuses, API Priority and Fairness under load); ``kubectl drain`` retries a refused eviction every 5 s.
+RETRY_EVICTION_SECONDS = 5.0
 
 log = logging.getLogger(__name__)
 
@@ -230,6 +233,13 @@ class Aftercare:
         due = step.due if step is not None else None
         return None if due is None else self._monotonic() + max(0.0, due - now) + WAKE_MARGIN
 
+    def retry_wake(self, memory: ReleaseMemory, now: float) -> float | None:
+        """Monotonic seconds of the pass that tries a recovery round's failed evictions again
+        (after :meth:`act`; ``now``: epoch seconds), ``None``: none failed."""
+        if not memory.recovery_retry:
+            return None
+        return self._monotonic() + max(0.0, memory.recovery_retry_at - now) + WAKE_MARGIN
+
     def act(self, g: GroupObject, request: GroupRequest, findings: lifecycle.Findings, ctx: Context,
             memory: ReleaseMemory, phase: str, now: float) -> None:
         """Delete stuck owned members (once each), events for what the findings say, the opt-in
@@ -276,8 +286,12 @@ class Aftercare:
             self.events.clear(g.uid, "recovery-policy")
         if step is None:
             memory.recovery = None
+            memory.recovery_evicted.clear()
+            memory.recovery_retry.clear()
             return
         memory.recovery = step.record
+        live = {m.uid for m in request.members}
+        memory.recovery_evicted &= live
         if step.action is recovery.Action.EVICT and step.record is not None:
             if self.config.pod_disruption_budgets and self.policy is not None and memory.budget != BUDGET_FOREIGN:
                 # cogate's own budget (minAvailable = minMember) would refuse every eviction of a
@@ -285,16 +299,45 @@ class Aftercare:
                 self.writer.objects.delete_pdb(self.policy, *g.key)
                 memory.budget = BUDGET_DELETED
             victims = timeout_victims(request.members, self.config.gate_name)
-            for p in victims:
-                self._removed_by_us.add(p.uid)  # reported by the round's event, not as lost members
-                self.writer.evict(p)
-            self.metrics.recovery_evictions.inc(len(victims))
+            going = sum(1 for p in victims if p.uid in memory.recovery_evicted)
+            memory.recovery_retry = set()
+            evicted, failed = self._evict_round(memory, [p for p in victims if p.uid not in memory.recovery_evicted],
+                                                now)
             self.metrics.recovery_rounds.labels("evicted").inc()
-            self.events.record(g.ref, notices.recovery_evicted(len(victims), step.record.rounds, policy.limit,
-                                                               step.message))
+            self.events.record(g.ref, notices.recovery_evicted(evicted, step.record.rounds, policy.limit,
+                                                               step.message, failed=failed, going=going))
+        elif step.action is recovery.Action.NONE and memory.recovery_retry and now >= memory.recovery_retry_at:
+            # Evictions of this round that failed (the API server busy, a budget in the way): tried
+            # again every RETRY_EVICTION_SECONDS while the member is still a victim, until the round's next step.
+            again = [p for p in timeout_victims(request.members, self.config.gate_name)
+                     if p.uid in memory.recovery_retry and p.uid not in memory.recovery_evicted]
+            memory.recovery_retry = set()
+            evicted, failed = self._evict_round(memory, again, now)
+            if evicted and step.record is not None:
+                self.events.record(g.ref, notices.recovery_evicted_again(evicted, failed, step.record.rounds,
+                                                                         policy.limit))
         elif step.action is recovery.Action.FAIL:
+            memory.recovery_retry = set()
             self.metrics.recovery_rounds.labels("failed").inc()
             self.events.record(g.ref, notices.recovery_failed(step.message))
+
+    def _evict_round(self, memory: ReleaseMemory, victims: Sequence[PodInfo], now: float) -> tuple[int, int]:
+        """Evict ``victims`` for a recovery round (``now``: epoch seconds); returns (evicted, failed).
+        Evicted (or already gone) members go into ``memory.recovery_evicted`` (never evicted twice),
+        failed ones into ``memory.recovery_retry``, tried again :data:`RETRY_EVICTION_SECONDS` later."""
+        evicted = failed = 0
+        for p in victims:
+            self._removed_by_us.add(p.uid)  # reported by the round's event, not as lost members
+            result = self.writer.evict(p)
+            if result == WriteResult.FAILED:
+                memory.recovery_retry.add(p.uid)
+                failed += 1
+                continue
+            memory.recovery_evicted.add(p.uid)
+            evicted += result == WriteResult.EVICTED
+        memory.recovery_retry_at = now + RETRY_EVICTION_SECONDS
+        self.metrics.recovery_evictions.inc(evicted)
+        return evicted, failed
 
     def _keep_budget(self, g: GroupObject, memory: ReleaseMemory, phase: str, now: float) -> None:
         """The opt-in PodDisruptionBudget (``lifecycle.pdb_action``), written only when it changes."""

@@ -71,8 +71,11 @@ class ReleaseMemory:
     the releases (``scheduleStartTime``) whose members ``--evict-on-timeout``/``--evict-below-quorum``
     already evicted, once per release; ``recovery``, the recovery deadline's record as this process
     last acted on it (:mod:`cogate.controller.model.recovery`: a status written but not yet in the
-    informer's cache never reads as an older record); the last four kept by
-    :class:`cogate.controller.release.aftercare.Aftercare`.
+    informer's cache never reads as an older record); ``recovery_evicted``, the members (uids) the
+    recovery's rounds evicted and that still exist (never evicted again: a view that still shows
+    them placed is behind); ``recovery_retry``, the members whose eviction in the current round
+    failed, tried again from ``recovery_retry_at`` (epoch seconds) until it goes through or the
+    round's next step is due; the last seven kept by :class:`cogate.controller.release.aftercare.Aftercare`.
 
     The record lives in the process only: after a restart (or a new leader) a refused release is
     tried again at once (and, refused again, backs off from 5 s; ``ReleaseAccepted=False`` stays
@@ -87,6 +90,9 @@ class ReleaseMemory:
     timeout_evicted: set[str] = field(default_factory=set)
     quorum_evicted: set[str] = field(default_factory=set)
     recovery: Record | None = None
+    recovery_evicted: set[str] = field(default_factory=set)
+    recovery_retry: set[str] = field(default_factory=set)
+    recovery_retry_at: float = 0.0
 
 
 class ReleaseMemories(Protocol):

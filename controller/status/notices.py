@@ -237,11 +237,32 @@ def timed_out(message: str) -> Notice:
     return Notice(WARNING, Reason.TIMEOUT, message)
 
 
-def recovery_evicted(count: int, rounds: int, limit: int, state: str) -> Notice:
-    """The Warning ``RecoveryEvicted`` event of one round of the recovery deadline."""
-    did = (f"evicted {count} remaining members with a controller owner so the gang frees its room and re-forms "
-           "whole" if count else "nothing placed to evict (the members came back and wait gated)")
+def recovery_evicted(count: int, rounds: int, limit: int, state: str, *, failed: int = 0, going: int = 0) -> Notice:
+    """The Warning ``RecoveryEvicted`` event of one round of the recovery deadline: ``count``
+    members evicted; ``failed``: evictions the API server did not take (tried again every 5 s,
+    ``aftercare.RETRY_EVICTION_SECONDS``); ``going``: victims an earlier round evicted that the controller's view still shows
+    (not evicted twice)."""
+    if count:
+        did = (f"evicted {count} remaining members with a controller owner so the gang frees its room and "
+               "re-forms whole")
+    elif going:
+        did = f"nothing placed to evict ({going} members evicted in an earlier round are still going)"
+    elif failed:
+        did = "evicted none"
+    else:
+        did = "nothing placed to evict (the members came back and wait gated)"
+    if failed:
+        did += f"; {failed} evictions failed, tried again every 5 s (the controller's log says why)"
     return Notice(WARNING, Reason.RECOVERY_EVICTED, f"eviction round {rounds} of {limit}: {did}; {state}")
+
+
+def recovery_evicted_again(count: int, failed: int, rounds: int, limit: int) -> Notice:
+    """The Warning ``RecoveryEvicted`` event when evictions of round ``rounds`` that had failed
+    went through on a later pass (``failed``: those that failed again, tried again)."""
+    rest = f"; {failed} failed again, tried again every 5 s" if failed else ""
+    return Notice(WARNING, Reason.RECOVERY_EVICTED,
+                  f"eviction round {rounds} of {limit}: evicted {count} more remaining members whose eviction "
+                  f"had failed{rest}")
 
 
 def recovery_failed(state: str) -> Notice:

@@ -65,6 +65,20 @@ def _reasons(kube, namespace, reason: str) -> list[str]:
     return [e.message for e in events_for(kube, namespace, "g") if e.reason == reason]
 
 
+def _story(stack, kube, namespace) -> str:
+    """What a failed assertion needs to tell what happened: the PodGroup's events in order, its
+    members (node, gated, deleting, created), the controller's eviction counts and log lines."""
+    events = sorted(events_for(kube, namespace, "g"), key=lambda e: (str(e.last_timestamp or e.event_time or ""), e.reason))
+    lines = [f"event {e.last_timestamp} {e.reason} x{e.count}: {e.message}" for e in events]
+    lines += [f"pod {p.metadata.name} uid={p.metadata.uid[:8]} node={p.spec.node_name} gated={gated(p)} "
+              f"deleting={p.metadata.deletion_timestamp is not None} created={p.metadata.creation_timestamp}"
+              for p in group_pods(kube, namespace, "g")]
+    lines += [m for m in stack.metrics().splitlines() if m.startswith("cogate_controller_evictions_total")]
+    log = stack.workdir / "controller.log"
+    lines += [ln for ln in log.read_text().splitlines() if namespace in ln][-30:] if log.exists() else []
+    return "\n".join(lines)
+
+
 def test_lost_node_says_so_in_one_pass_the_deadline_evicts_once_and_the_gang_re_forms_whole(
         stack, kube, namespace, only_nodes):
     """Satisfied=False within one pass of the loss; after the deadline the 3 survivors are evicted
@@ -122,8 +136,8 @@ def test_with_no_node_the_rounds_follow_the_back_off_and_stop_at_the_limit_with_
     assert 3 + 6 + 12 - 1 <= took, f"Failed {took:.1f}s after the loss: the back-off is 3 + 6 + 12 s"
     assert "eviction rounds done: two of two" in failed, failed
     rounds = _reasons(kube, namespace, "RecoveryEvicted")
-    assert len(rounds) == 2, rounds
-    assert any("eviction round 2 of 2: nothing placed to evict" in r for r in rounds), rounds
+    assert len(rounds) == 2, _story(stack, kube, namespace)
+    assert any("eviction round 2 of 2: nothing placed to evict" in r for r in rounds), _story(stack, kube, namespace)
     st = status(kube, namespace, "g")
     assert st["phase"] == "Failed"
     assert condition(st, "Satisfied")["reason"] == "RecoveryFailed"

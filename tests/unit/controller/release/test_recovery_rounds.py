@@ -5,6 +5,7 @@ across a restarted controller (the record is in the PodGroup's status)."""
 from __future__ import annotations
 
 from cogate import api
+from cogate.controller.model.wakeups import WAKE_MARGIN
 from tests.builders import World, pod, raw_pg, ready_node
 from tests.builders.fakes import StatusCluster
 
@@ -150,3 +151,79 @@ def test_free_releases_a_replacement_into_the_standing_release_and_whole_forms_t
         assert released["status"] == "True"
     assert starts["free"][0] == starts["free"][1], "free: the replacement joined the standing release"
     assert starts["whole"][0] != starts["whole"][1], "whole: a fresh release of the gang as a whole"
+
+
+class BusyCluster(EvictingCluster):
+    """The API server answers the first ``busy`` Evictions with 429 (API Priority and Fairness
+    under load, a budget in the way): nothing is evicted by those."""
+
+    busy = 3
+
+    def create_namespaced_pod_eviction(self, name, namespace, body, **kw):
+        from kubernetes.client.exceptions import ApiException
+
+        if self.busy > 0:
+            self.busy -= 1
+            raise ApiException(status=429, reason="Too Many Requests")
+        return super().create_namespaced_pod_eviction(name, namespace, body, **kw)
+
+
+class LaggingCluster(EvictingCluster):
+    """The API server takes each Eviction, but the pods stay in the controller's view as they
+    were (its watch is behind): placed, not deleting."""
+
+    def create_namespaced_pod_eviction(self, name, namespace, body, **_):
+        self.evicted.append(name)
+
+
+def _lost_one_node(cluster_class, deadline="10", limit="2"):
+    """The gang of :func:`_gang` on ``cluster_class``, bound, with node n3 lost: the three survivors
+    wait for the deadline, the lost member's replacement waits gated."""
+    w = _gang({api.RECOVERY_DEADLINE_ANNOTATION: deadline, api.RECOVERY_LIMIT_ANNOTATION: limit})
+    w.cluster.__class__ = cluster_class
+    _run_and_bind(w)
+    w.run(1)
+    _recreate(w, _lose_node(w, "n3"))
+    return w
+
+
+def test_evictions_the_api_server_refuses_are_tried_again_each_pass_and_counted_as_they_go_through():
+    w = _lost_one_node(BusyCluster)
+    for _ in range(11):
+        w.run(1)
+    assert w.cluster.evicted == [] and w.cluster.busy == 0, "round 1 came, all three evictions refused"
+    (first,) = w.reasons("RecoveryEvicted")
+    assert "eviction round 1 of 2: evicted none; 3 evictions failed, tried again every 5 s" in first[3], first
+    assert w.metric("cogate_controller_recovery_evictions_total") == 0
+    assert w.metric("cogate_controller_evictions_total", result="failed") == 3
+    memory = w.rec.memory.recall(w.cluster.pgs["pg"]["metadata"]["uid"]).release
+    assert w.rec.aftercare.retry_wake(memory, w.now) == w.now + 5 + WAKE_MARGIN, \
+        "a pass is asked for the retry, not only for round 2 (20 s away)"
+    for _ in range(4):
+        w.run(1)
+    assert w.cluster.evicted == [], "not before 5 s"
+    w.run(1)  # 5 s after: the same round's evictions again, not a new round
+    assert sorted(w.cluster.evicted) == ["k-0", "k-1", "k-2"]
+    again = w.reasons("RecoveryEvicted")[1]
+    assert "eviction round 1 of 2: evicted 3 more remaining members whose eviction had failed" in again[3], again
+    assert w.metric("cogate_controller_recovery_evictions_total") == 3
+    assert "eviction rounds done: one of two" in w.condition(type_="Recovery")["message"]
+    for _ in range(5):
+        w.run(1)
+    assert sorted(w.cluster.evicted) == ["k-0", "k-1", "k-2"], "each member once"
+    assert len(w.reasons("RecoveryEvicted")) == 2
+
+
+def test_a_view_behind_the_evictions_never_evicts_a_member_twice_and_says_so():
+    w = _lost_one_node(LaggingCluster, deadline="5")
+    for _ in range(6):
+        w.run(1)
+    assert sorted(w.cluster.evicted) == ["k-0", "k-1", "k-2"]
+    for _ in range(12):  # round 2 is due 10 s after round 1: the view still shows the survivors placed
+        w.run(1)
+    rounds = [e[3] for e in w.reasons("RecoveryEvicted")]
+    assert len(rounds) == 2, rounds
+    assert rounds[1].startswith("eviction round 2 of 2: nothing placed to evict (3 members evicted in an "
+                                "earlier round are still going)"), rounds[1]
+    assert sorted(w.cluster.evicted) == ["k-0", "k-1", "k-2"], "never twice"
+    assert w.metric("cogate_controller_recovery_evictions_total") == 3
