@@ -25,7 +25,7 @@ The readers (:func:`taints`, :func:`tolerations`, :func:`node_selector_terms`,
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -48,6 +48,7 @@ __all__ = [
     "SET_OPERATORS",
     "set_based_match",
     "NodeSelectorRequirement",
+    "domain_requirements",
     "NodeSelectorTerm",
     "LabelSelectorRequirement",
     "LabelSelector",
@@ -153,6 +154,23 @@ class NodeSelectorRequirement:
                 return False
             return have > want if op == "Gt" else have < want
         return False  # unknown operator: the term is invalid and matches nothing
+
+    def api(self) -> dict[str, Any]:
+        """The requirement as API JSON (``values`` left out when empty, as ``Exists`` and
+        ``DoesNotExist`` require: the API server refuses values there)."""
+        out: dict[str, Any] = {"key": self.key, "operator": self.operator}
+        if self.values:
+            out["values"] = list(self.values)
+        return out
+
+
+def domain_requirements(domain: Iterable[tuple[str, str | None]]) -> tuple[NodeSelectorRequirement, ...]:
+    """The requirements that keep a pod inside a topology domain: per ``(label, value)``
+    ``label In [value]``, or ``label Exists`` when any value goes (``value`` None). One rule for the
+    planner's fences (:mod:`cogate.controller.planning.fences`) and the ProvisioningRequests
+    confined to a domain (:mod:`cogate.controller.provisioning.confine`)."""
+    return tuple(NodeSelectorRequirement(k, "In", (v,)) if v is not None else NodeSelectorRequirement(k, "Exists")
+                 for k, v in domain)
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from cogate.controller.model.records import PodInfo
+from cogate.controller.model.words import name_list
 
 __all__ = ["Replica", "replica_of", "by_replica", "expected_size", "shared_message", "LWS_NAME_LABEL", "LWS_GROUP_INDEX_LABEL",
            "JOBSET_NAME_LABEL", "JOBSET_REPLICATED_JOB_LABEL", "JOBSET_JOB_INDEX_LABEL"]
@@ -104,8 +105,7 @@ def shared_message(members: Iterable[PodInfo]) -> str:
                    key=lambda r: (r.kind, r.owner, r.role, (int(r.index), "") if r.index.isdigit() else (1 << 62, r.index)))
     if len(found) < 2:
         return ""
-    names = [str(r) for r in found[:3]]
-    shown = ", ".join(names) + (f" and {len(found) - 3} more" if len(found) > 3 else "")
+    shown = name_list([str(r) for r in found])
     return (f"members of {len(found)} replicas share this PodGroup ({shown}): minMember counts them together, and "
             "cogate releases each new replica whole or not at all; give each replica its own PodGroup (its own "
             "scheduling.x-k8s.io/pod-group label value, minMember = the replica's size) to gang-schedule each")

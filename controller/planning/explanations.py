@@ -38,25 +38,11 @@ from cogate.controller.planning.room import Room, Spec, req_with_pod
 from cogate.controller.model.records import PodInfo
 from cogate.controller.model.resources import format_quantity, format_resources
 from cogate.controller.model.verdicts import DEFAULT_SCHEDULER, PlannerConfig, held_constraints
+from cogate.controller.model.words import NAMES_SHOWN, name_list, plural
 
 __all__ = ["NAMES_SHOWN", "name_list", "plural", "held_by_other_gates", "held_reason", "unchecked_note", "waiting_text",
            "Short", "shortfall", "own_reason", "unplaceable", "own_constraints", "unplaceable_message", "held_for_others",
            "promised_to_nominated"]
-
-
-#: How many pod names a message lists before "and N more".
-NAMES_SHOWN = 3
-
-
-def name_list(names: Sequence[str], limit: int = NAMES_SHOWN) -> str:
-    """``"a, b, c and 2 more"``: the first ``limit`` names of a message."""
-    shown = ", ".join(names[:limit])
-    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
-
-
-def plural(n: int, word: str) -> str:
-    """``"1 member"``, ``"2 members"``: ``n`` and ``word``, with an ``s`` unless ``n`` is 1."""
-    return f"{n} {word}{'s' if n != 1 else ''}"
 
 
 def held_by_other_gates(members: Sequence[PodInfo], gate: str) -> str:

@@ -11,7 +11,7 @@ import functools
 from collections.abc import Sequence
 from dataclasses import replace
 
-from cogate.controller.model.constraints import NodeSelectorRequirement, NodeSelectorTerm
+from cogate.controller.model.constraints import NodeSelectorRequirement, NodeSelectorTerm, domain_requirements
 from cogate.controller.model.records import PodInfo
 from cogate.controller.topology.domains import Domain
 
@@ -48,8 +48,7 @@ def _with_affinity(m: PodInfo, terms: tuple[NodeSelectorTerm, ...]) -> PodInfo:
 @functools.lru_cache(maxsize=4096)
 def _fenced_terms(terms: tuple[NodeSelectorTerm, ...], domain: tuple[tuple[str, str | None], ...]
                   ) -> tuple[NodeSelectorTerm, ...]:
-    reqs = tuple(NodeSelectorRequirement(k, "In", (v,)) if v is not None else NodeSelectorRequirement(k, "Exists", ())
-                 for k, v in domain)
+    reqs = domain_requirements(domain)
     return tuple(replace(t, match_expressions=t.match_expressions + reqs) for t in terms or (NodeSelectorTerm(),))
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from cogate.controller.model.constraints import domain_requirements
 from cogate.controller.model.records import HOSTNAME_LABEL
 from cogate.controller.model.verdicts import GroupRequest, GroupVerdict
 from cogate.controller.planning.fenced import waiting_fence
@@ -42,8 +43,7 @@ def new_node_labels(v: GroupVerdict, r: GroupRequest) -> Carry:
 
 def requirements(carry: Carry) -> list[dict[str, Any]]:
     """The node selector requirements (API JSON) of ``carry``: ``In [value]``, or ``Exists``."""
-    return [{"key": k, "operator": "In", "values": [v]} if v is not None else {"key": k, "operator": "Exists"}
-            for k, v in carry]
+    return [r.api() for r in domain_requirements(carry)]
 
 
 def annotations(carry: Carry) -> dict[str, str]:

@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from cogate.controller.model.records import READINESS_TAINTS, NodeInfo, PodInfo
+from cogate.controller.model.words import name_list
 from cogate.controller.status.lifecycle import Stuck, eviction_grace, not_ready
 from cogate.models import format_time
 
@@ -117,11 +118,6 @@ def waits(members: Iterable[PodInfo], nodes: Mapping[str, NodeInfo], stuck: Mapp
     return tuple(out)
 
 
-def _names(names: Sequence[str]) -> str:
-    shown = ", ".join(names[:MAX_NAMES])
-    return shown + (f" and {len(names) - MAX_NAMES} more" if len(names) > MAX_NAMES else "")
-
-
 def _seconds(grace: float) -> str:
     return f"{grace:g}" if grace != int(grace) else str(int(grace))
 
@@ -129,9 +125,9 @@ def _seconds(grace: float) -> str:
 def _one(w: NodeWait, now: float) -> str:
     who = []
     if w.pinned:
-        who.append(f"{len(w.pinned)} pinned, not bound ({_names(w.pinned)})")
+        who.append(f"{len(w.pinned)} pinned, not bound ({name_list(w.pinned, MAX_NAMES)})")
     if w.bound:
-        who.append(f"{len(w.bound)} bound, not started ({_names(w.bound)})")
+        who.append(f"{len(w.bound)} bound, not started ({name_list(w.bound, MAX_NAMES)})")
     if w.deadline == math.inf:
         until = "no deadline (they tolerate the node's state without a limit)"
     else:

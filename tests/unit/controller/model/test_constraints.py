@@ -63,3 +63,20 @@ def test_selectors():
         label_selector({"matchLabels": {"a": 1}}, "sel")
     with pytest.raises(InvalidObject, match=r"^t\[0\].matchFields\[0\].values\[0\]: expected a string, got int$"):
         node_selector_terms([{"matchFields": [{"key": "k", "operator": "In", "values": [1]}]}], "t")
+
+
+def test_domain_requirements_keep_a_pod_in_its_domain_and_serialise_as_the_api_server_accepts():
+    from cogate.controller.model.constraints import NodeSelectorRequirement, domain_requirements
+
+    reqs = domain_requirements((("topology.kubernetes.io/zone", "z1"), ("example.com/rack", None)))
+    assert reqs == (NodeSelectorRequirement("topology.kubernetes.io/zone", "In", ("z1",)),
+                    NodeSelectorRequirement("example.com/rack", "Exists"))
+    assert [r.api() for r in reqs] == [
+        {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["z1"]},
+        {"key": "example.com/rack", "operator": "Exists"},  # no values: the API server refuses them for Exists
+    ]
+    inside = {"topology.kubernetes.io/zone": "z1", "example.com/rack": "r7"}
+    assert all(r.matches(inside) for r in reqs)
+    assert not all(r.matches(inside | {"topology.kubernetes.io/zone": "z2"}) for r in reqs)
+    assert not all(r.matches({"topology.kubernetes.io/zone": "z1"}) for r in reqs)
+    assert domain_requirements(()) == ()

@@ -1,0 +1,25 @@
+"""Words of the controller's messages (pure): lists of names cut short and counted nouns.
+
+One place for the rule every message that names pods, nodes or replicas follows: the first few
+names, then "and N more" (events and conditions stay readable, and within the API's limits).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = ["NAMES_SHOWN", "name_list", "plural"]
+
+#: How many names a message lists before "and N more".
+NAMES_SHOWN = 3
+
+
+def name_list(names: Sequence[str], limit: int = NAMES_SHOWN) -> str:
+    """``"a, b, c and 2 more"``: the first ``limit`` names of a message, then how many are left out."""
+    shown = ", ".join(names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def plural(n: int, word: str) -> str:
+    """``"1 member"``, ``"2 members"``: ``n`` and ``word``, with an ``s`` unless ``n`` is 1."""
+    return f"{n} {word}{'s' if n != 1 else ''}"
