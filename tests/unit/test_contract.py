@@ -277,6 +277,36 @@ def test_the_code_decides_phases_as_documented(counts, released, previous, phase
     assert status.decide_phase(3, counts, released, previous) == phase
 
 
+# -- the printer columns --------------------------------------------------------------------------
+
+#: Where ``kubectl get pg``'s columns are listed: the pattern's groups hold the default columns and,
+#: where stated, what ``-o wide`` adds.
+COLUMN_LISTS = {
+    "docs/semantics.md": ("docs/semantics.md", r"`kubectl get pg` shows (.*?); `-o wide` adds (.*?)\."),
+    "charts/cogate/README.md": ("charts/cogate/README.md",
+                                r"kubectl get pg -A +# ([^\n]*)\nkubectl get pg -A -o wide +# \+ ([^\n]*)"),
+    "docs/troubleshooting.md": ("docs/troubleshooting.md",
+                                r"kubectl get pg -n NS +# ([^\n]*)\nkubectl get pg -n NS -o wide +# \+ ([^\n]*)"),
+    "README.md": ("README.md", r"kubectl get pg +# ([^\n]*)"),
+}
+
+
+def crd_columns(wide: bool) -> list[str]:
+    return [c["name"].lower() for c in crd_version()["additionalPrinterColumns"] if bool(c.get("priority")) == wide]
+
+
+@pytest.mark.parametrize("where", list(COLUMN_LISTS))
+def test_column_lists_are_the_crd_s(where):
+    path, pattern = COLUMN_LISTS[where]
+    m = re.search(pattern, (ROOT / path).read_text(), re.S)
+    assert m, f"{where} no longer lists kubectl get pg's columns where this test looks ({pattern!r})"
+    names = set(crd_columns(False) + crd_columns(True))
+    for wide, text in enumerate(m.groups()):
+        listed = [w.lower() for w in re.findall(r"[A-Za-z]+", text) if w.lower() in names]
+        assert listed == crd_columns(bool(wide)), (f"{where} lists {listed} for kubectl get pg{' -o wide' * wide}; "
+                                                   f"the CRD prints {crd_columns(bool(wide))}")
+
+
 # -- the conditions -------------------------------------------------------------------------------
 
 CONDITION_TYPES = {value for name, value in vars(conditions).items() if name.startswith("CONDITION_")}
