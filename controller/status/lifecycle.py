@@ -382,11 +382,18 @@ class Findings:
     wake_at: float | None = None
 
 
-def lost_message(lost: Sequence[Departure], pg: PodGroup, members: Sequence[PodInfo]) -> str:
-    """"member k-1 left the released group: preempted by kube-scheduler (...); 1 of minMember 2 placed"."""
+def departures_text(lost: Sequence[Departure]) -> str:
+    """"member k-1 left the released group: preempted by kube-scheduler (...)" for each of ``lost``
+    (five at most, then "and N more"), without counts: the ``Satisfied`` message puts its own count
+    before it."""
     what = "; ".join(f"member {d.member.name} left the released group: {d.cause}" for d in lost[:5])
-    more = f"; and {len(lost) - 5} more" if len(lost) > 5 else ""
-    return f"{what}{more}; {_placed(pg, members)} of minMember {min_member_of(pg)} placed"
+    return f"{what}; and {len(lost) - 5} more" if len(lost) > 5 else what
+
+
+def lost_message(lost: Sequence[Departure], pg: PodGroup, members: Sequence[PodInfo]) -> str:
+    """"member k-1 left the released group: preempted by kube-scheduler (...); 1 of minMember 2 placed"
+    (:func:`departures_text` and the members still placed)."""
+    return f"{departures_text(lost)}; {_placed(pg, members)} of minMember {min_member_of(pg)} placed"
 
 
 def _placed(pg: PodGroup, members: Sequence[PodInfo]) -> int:
@@ -465,7 +472,7 @@ def lifecycle_conditions(status: PodGroupStatus, old: PodGroupStatus, pg: PodGro
     cond_mod.write_satisfied(conds, released=bool(status.scheduleStartTime) and status.phase not in (None, "Pending"),
                              reached=reached_quorum(pg), placed=quorum_count(pg, members, status.succeeded),
                              min_member=m, finished=status.phase == "Finished",
-                             lost=lost_message(findings.lost, pg, members) if findings.lost else "",
+                             lost=departures_text(findings.lost),
                              failed=step.message if failed and step is not None else "")
     if step is not None:
         cond_mod.write_recovery(conds, active=step.record is not None, evicted=step.record is not None
