@@ -473,10 +473,9 @@ class Pass(Fenced, Exclusion, ReleasedGroups, Starvation, MinResources, RoleMini
                         f"({name_list(names)}) wait gated, each replica released whole once complete and with room "
                         f"for all of it; members of {len(present)} replicas share this PodGroup: give each replica "
                         "its own PodGroup to gang-schedule each")
-        if unplaced:
-            message += "; " + waiting_text(unplaced, short)
-        return GroupVerdict(g.namespace, g.name, Outcome.RELEASED, release, fits, message,
-                            tuple(m.name for m in list(incomplete) + unplaced))
+        note = "; " + waiting_text(unplaced, short) if unplaced else ""
+        return GroupVerdict(g.namespace, g.name, Outcome.RELEASED, release, fits, message + note,
+                            tuple(m.name for m in list(incomplete) + unplaced), waiting_note=note)
 
     def _explain(self, g: GroupRequest, ms: Members, miss: Miss) -> GroupVerdict:
         """Why a group that does not fit now waits: it never fits the empty cluster, or its

@@ -201,3 +201,31 @@ def test_preemption_keeps_out_of_an_exclusive_gangs_rack_as_the_controller_does(
     e = explain(w, NS, "g", NOW)
     assert e.preemption is not None and e.preemption.starts, e.preemption
     assert set(e.preemption.victims) == {"team/mid-0 on p2-0", "team/mid-1 on p2-1"}
+
+
+@pytest.mark.parametrize("labelled", [False, True])
+def test_a_topology_gangs_best_attempt_stays_in_the_domain_it_may_use(labelled):
+    """``topology.cogate.dev/required: rack`` (found by a new user): with no node carrying the rack
+    label, explain said "fits 0 of 2" beside "fits where (2): g-0 -> n1, g-1 -> n1". The best attempt
+    now stays where the gang may go, as its preemption and ProvisioningRequests do: nowhere without
+    the label; with two racks that each hold one member now, inside the closest rack (ra: empty, it
+    holds the gang; rb never does)."""
+    from cogate.controller.topology import constraints as t
+
+    if labelled:
+        nodes = [node(n).labels(rack=r).alloc(cpu=c, memory="8Gi").info()
+                 for n, r, c in (("a-0", "ra", 4), ("b-0", "rb", 3))]
+    else:
+        nodes = [ten_cpu()]
+    ms = members(2, cpu=2)
+    g = podgroup("g").min_member(2).annotations({t.REQUIRED: "rack"}).info()
+    nodes_taken = (pod("other").req(cpu=2).on("a-0").info(),) if labelled else ()
+    w = World(tuple(nodes), nodes_taken, (g,), ms, (), ())
+    e = explain(w, NS, "g", NOW)
+    assert not e.starts and "fits 1 of 2" in e.condition["message"] if labelled else "fits 0 of 2" in e.condition["message"]
+    assert (e.condition["status"], e.condition["reason"], e.condition["message"]) == controller_condition(w)
+    if labelled:
+        assert e.placements == (("g-0", "a-0"),), e.placements
+    else:
+        assert e.placements == () and e.left_out == ("g-0", "g-1")
+        assert "fits where" not in report.text(e)
