@@ -145,6 +145,19 @@ def test_more_nodes_would_make_room():
     assert one.add_nodes is not None and not one.add_nodes.starts and "fits 6 of 9" in one.add_nodes.message
 
 
+def test_more_nodes_than_minmember_needs_say_all_fit_and_the_room():
+    """6 members of 3 CPU, minMember 4, one node of 10 CPU: with 2 more nodes all 6 fit, said
+    "fits all 4 (room for 6)", never "fits 6 of 4" (issue 29), in the report as the controller writes it."""
+    w = world([ten_cpu()], members(6), 4)
+    extra = [node(f"new-{i}").alloc(cpu=10, memory="8Gi").info() for i in range(2)]
+    e = explain(w, NS, "g", NOW, extra_nodes=extra)
+    assert e.add_nodes is not None and e.add_nodes.starts
+    assert e.add_nodes.message.startswith("fits all 4 (room for 6): releasing 6 gated members"), e.add_nodes.message
+    assert "fits all 4 (room for 6)" in report.text(e) and "of 4" not in report.text(e).split("with:")[1]
+    bigger = World(w.nodes + tuple(extra), w.pods, w.groups, w.members, (), ())
+    assert controller_condition(bigger)[2].startswith("fits all 4 (room for 6): releasing 6 gated members")
+
+
 def test_a_running_group_starts():
     ms = tuple(pod(f"g-{i}").group("g").req(cpu=3).on("n1").info() for i in range(3))
     g = podgroup("g").min_member(3).status(phase="Running", scheduleStartTime="2024-01-01T00:00:00Z",
