@@ -43,6 +43,10 @@ STARTS, WAITS, USAGE, UNREACHABLE = 0, 1, 2, 3
 REQUIRED = ("podgroups", "members", "bound-pods", "nodes")
 
 
+#: The kubeconfig read when neither ``--kubeconfig`` nor ``$KUBECONFIG`` names one (as kubectl).
+KUBECONFIG_DEFAULT = "~/.kube/config"
+
+
 class Unreachable(Exception):
     """The cluster cannot be reached or read; the message is one line."""
 
@@ -189,16 +193,23 @@ def client_for(kubeconfig: str | None, context: str | None) -> tuple[Any, str]:
 
     cfg = client.Configuration()
     namespace = "default"
+    missing = kube.missing_kubeconfig(kubeconfig, default=KUBECONFIG_DEFAULT)
     try:
         try:
+            if missing:
+                raise config.ConfigException(missing)
             config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)
             contexts, active = config.list_kube_config_contexts(config_file=kubeconfig)
             chosen = next((c for c in contexts if c["name"] == context), active) if context else active
             namespace = (chosen or {}).get("context", {}).get("namespace") or "default"
-        except config.ConfigException:
+        except config.ConfigException as first:
             if kubeconfig or context:
                 raise
-            config.load_incluster_config(client_configuration=cfg)
+            try:
+                config.load_incluster_config(client_configuration=cfg)
+            except config.ConfigException as exc:  # name both: the kubeconfig first, then in-cluster
+                raise config.ConfigException(f"{_one_line(first)}; not in a cluster either ({_one_line(exc)})") \
+                    from exc
             namespace = kube.own_namespace("default")
     except Exception as exc:  # noqa: BLE001
         raise Unreachable(f"no usable Kubernetes configuration: {_one_line(exc)}") from exc

@@ -25,18 +25,40 @@ SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/
 def api_client(kubeconfig: str | None, pool_size: int | None = None) -> ApiClient:
     """A ``kubernetes.client.ApiClient``; ``pool_size``: urllib3 connection pool size (None: default).
 
-    Raises the client's ``ConfigException`` when no configuration is found.
+    Raises the client's ``ConfigException`` when no configuration is found, naming a kubeconfig
+    that does not exist (:func:`missing_kubeconfig`).
     """
     from kubernetes import client, config
 
     cfg = client.Configuration()
     if kubeconfig or os.environ.get("KUBECONFIG"):
+        if missing := missing_kubeconfig(kubeconfig):
+            raise config.ConfigException(missing)
         config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
     else:
         config.load_incluster_config(client_configuration=cfg)
     if pool_size is not None:
         cfg.connection_pool_maxsize = pool_size
     return client.ApiClient(cfg)
+
+
+def missing_kubeconfig(kubeconfig: str | None, default: str = "") -> str:
+    """'' when the kubeconfig to load exists; else one line naming it and where it came from:
+    ``"kubeconfig /x ($KUBECONFIG) does not exist"``. The file is ``kubeconfig`` (``--kubeconfig``),
+    else the files of ``$KUBECONFIG`` (``:``-separated, as kubectl reads it: missing when none exists),
+    else ``default`` ('' for none: then nothing is missing). The Kubernetes client's own error for
+    these cases ("Invalid kube-config file. No configuration found.") names no file."""
+    if kubeconfig:
+        paths, source = [kubeconfig], "--kubeconfig"
+    elif os.environ.get("KUBECONFIG"):
+        paths, source = [p for p in os.environ["KUBECONFIG"].split(os.pathsep) if p], "$KUBECONFIG"
+    elif default:
+        paths, source = [default], "the default"
+    else:
+        return ""
+    if any(Path(p).expanduser().is_file() for p in paths):
+        return ""
+    return f"kubeconfig {', '.join(paths)} ({source}) does not exist"
 
 
 def own_namespace(default: str = "") -> str:

@@ -169,7 +169,8 @@ def _add_timing_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--min-resources-hold-seconds", metavar="SECONDS", type=cliargs.non_negative_seconds,
                    default=300.0,
                    help="how long after its release the rest of a group's spec.minResources stays held for its "
-                        "later members (a Spark application's executors); 0 holds nothing (default: %(default)s)")
+                        "later members (a Spark application's executors), unless they are placed sooner; 0 holds "
+                        "nothing (default: %(default)s)")
     p.add_argument("--debounce", metavar="SECONDS", type=cliargs.non_negative_seconds, default=0.05,
                    help="how long to coalesce events before a decision pass; 0 does not wait, nor does the member "
                         "event that completes a group (default: %(default)s)")

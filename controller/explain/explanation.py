@@ -209,7 +209,9 @@ def explain(world: World, namespace: str, name: str, now: float, config: Reconci
     verdict = _noted(world, planned.verdicts[key], request)
     phase, condition = _condition(g, request, verdict, now, config)
     starts = _starts(phase, verdict)
-    placements, left_out, groups_out = _where(planned.run, request, verdict, world.nodes, config)
+    # a topology gang's best attempt stays inside the domain it may use, as its preemption does
+    fenced = fence_requests([verdict], {key: request}, planned.excluded)[key]
+    placements, left_out, groups_out = _where(planned.run, fenced, verdict, world.nodes, config)
     what_nodes = _with_nodes(world, key, now, config, extra_nodes) if extra_nodes else None
     victims = (_preempt(world, planned, request, verdict, config)
                if preemption and not starts and config.preemption else None)

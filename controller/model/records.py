@@ -30,6 +30,7 @@ from cogate.controller.model.constraints import (READINESS_TAINTS, HostPort, Lab
                                                   Toleration, TopologySpreadConstraint, host_ports, label_selector,
                                                   node_selector_terms, pod_affinity_terms, readiness, spread_constraints,
                                                   taints, tolerations)
+from cogate.controller.model.managedfields import spec_field_set, status_field_manager
 from cogate.controller.model.nativegroups import pod_group_name
 from cogate.controller.model.readers import (InvalidObject, array, integer, mapping, mappings, parse_time, sections,
                                               string_map, text)
@@ -213,6 +214,11 @@ class PodInfo:
     native: str = ""
     #: ``spec.schedulingGroup.podGroupName`` ('' when none): :mod:`cogate.controller.model.nativegroups`.
     native_group: str = ""
+    #: Created with ``spec.nodeName`` (read for members only): it never passed kube-scheduler and
+    #: can never have carried a scheduling gate (the API server refuses both together), so no
+    #: release of cogate's covered it. From ``metadata.managedFields``
+    #: (:func:`cogate.controller.model.managedfields.spec_field_set`); False when unknown.
+    bound_at_creation: bool = False
 
     @property
     def group(self) -> str | None:
@@ -423,8 +429,10 @@ def _pod_info(
         started=parse_time(status.get("startTime"), "status.startTime"),
         deletion_at=parse_time(meta.get("deletionTimestamp"), "metadata.deletionTimestamp"),
         disruption_since=_disruption_since(status) if status.get("conditions") else 0.0,
-        nominated_by=(_status_field_manager(meta, "nominatedNodeName")
+        nominated_by=(status_field_manager(meta, "nominatedNodeName")
                       if gate_names and status.get("nominatedNodeName") else ""),
+        bound_at_creation=bool(spec.get("nodeName")) and POD_GROUP_LABEL in (meta.get("labels") or {})
+        and spec_field_set(meta, "nodeName"),
         native=native_gang_field(spec),
         native_group=pod_group_name(spec),
     )
@@ -565,24 +573,6 @@ def _disruption_since(status: Mapping[str, Any]) -> float:
             except InvalidObject:
                 return 0.0
     return 0.0
-
-
-def _status_field_manager(meta: Mapping[str, Any], name: str) -> str:
-    """The manager of the ``status``-subresource ``metadata.managedFields`` entry owning
-    ``status.<name>`` (server-side field management: its last writer), '' when none or unreadable
-    (never raises: managedFields are the API server's bookkeeping, not the pod's meaning)."""
-    entries = meta.get("managedFields")
-    if not isinstance(entries, list):
-        return ""
-    key = f"f:{name}"
-    for e in entries:
-        if not isinstance(e, Mapping) or e.get("subresource") != "status":
-            continue
-        fields = e.get("fieldsV1")
-        st = fields.get("f:status") if isinstance(fields, Mapping) else None
-        if isinstance(st, Mapping) and key in st and isinstance(e.get("manager"), str):
-            return sys.intern(e["manager"])
-    return ""
 
 
 def _unplanned(spec: Mapping[str, Any]) -> tuple[str, ...]:

@@ -191,6 +191,14 @@ class GroupVerdict:
     #: That domain in words for the ``Released`` event ("rack r3"; "block b1 (wider than the preferred
     #: rack: none holds 8 now)"); '' without one.
     placed_in: str = ""
+    #: A release the annotation ``cogate.dev/force-release`` asked for, not the planner
+    #: (:func:`cogate.controller.release.force.forced`): its outcome says nothing of the room.
+    forced: bool = False
+    #: The end of ``message`` that names the members a ``Released`` verdict leaves gated
+    #: (``"; 3 members (a, b, c) wait gated for capacity: ..."``): it goes to ``MembersWaiting``,
+    #: which follows them, and not to the ``Released`` condition, which records the release and
+    #: would keep naming members long gone; '' for none.
+    waiting_note: str = ""
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from cogate.controller.model import minresources as minres
+from cogate.controller.model.words import fits_of
 from cogate.controller.model.records import PodInfo
 from cogate.controller.model.verdicts import GroupRequest, GroupVerdict, Outcome
 from cogate.controller.planning.capacity import Snapshot
@@ -91,7 +92,7 @@ class EmptyCluster:
                    else shortfall(room, unplaced, needed - len(plan)))
             fits = len(ms.bound) + len(plan)
             sep = ", but " if fits >= g.min_member else ": "
-            msg = f"fits {fits} of {g.min_member} even with every eligible node empty{sep}" + why.text
+            msg = f"{fits_of(fits, g.min_member)} even with every eligible node empty{sep}" + why.text
         elif shorts := self._min_resources_short(room, g, ms, plan):
             ok, msg = False, minres.exceeds_text(shorts, len(ms.bound) + len(plan))
         room.rollback(mark)

@@ -35,6 +35,7 @@ from dataclasses import replace
 from cogate.controller.model.records import HOSTNAME_LABEL, NodeInfo, PodInfo
 from cogate.controller.planning.filters import static_reason
 from cogate.controller.model.verdicts import GroupRequest, GroupVerdict, Outcome
+from cogate.controller.model.words import fits_of
 from cogate.controller.planning.basis import Basis
 from cogate.controller.planning.capacity import pack
 from cogate.controller.planning.explanations import plural, shortfall
@@ -238,7 +239,7 @@ class Fenced:
         if fits < g.min_member:  # the trial on this room said it holds: not expected
             self.room.rollback(mark)
             return GroupVerdict(g.namespace, g.name, Outcome.INSUFFICIENT_CAPACITY, {}, fits,
-                                f"fits {fits} of {g.min_member}: {sp.note}")
+                                f"{fits_of(fits, g.min_member)}: {sp.note}")
         short = self._min_resources_wait(fenced, fms, sp.plan, mark)  # type: ignore[attr-defined]
         if short is not None:
             return short
@@ -316,9 +317,9 @@ class Fenced:
             parts.append(f"its {plural(len(home), 'running member')} span more than one domain")
         closest = _closest(c, tried, ever.tried, g.min_member)
         if ever.domain is None:
-            text = f"fits {best} of {g.min_member} in no allowed domain even with every node empty: " + "; ".join(parts)
+            text = f"{fits_of(best, g.min_member)} in no allowed domain even with every node empty: " + "; ".join(parts)
             return GroupVerdict(g.namespace, g.name, Outcome.EXCEEDS_CLUSTER_CAPACITY, {}, best, text, domain=closest)
-        text = f"fits {best} of {g.min_member}: " + "; ".join(parts)
+        text = f"{fits_of(best, g.min_member)}: " + "; ".join(parts)
         return GroupVerdict(g.namespace, g.name, Outcome.INSUFFICIENT_CAPACITY, {}, best, text, domain=closest)
 
     def _explained(self, c: Constraint, tried: Tried, ms: Members, need: int, demand: Mapping[str, int],

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from cogate.controller.model import groupsets
+from cogate.controller.model.words import fits_of
 from cogate.controller.model.verdicts import GroupRequest, GroupVerdict, Outcome
 from cogate.controller.planning.members import classify
 
@@ -95,7 +96,7 @@ def _held(todo: Sequence[GroupRequest], verdicts: dict[Key, GroupVerdict], minim
     for g in todo:
         v = verdicts[_key(g)]
         if v.outcome == Outcome.RELEASED:
-            text = (f"fits {v.fits} of {g.min_member}, but waits for set {members} ({count}): PodGroup "
+            text = (f"{fits_of(v.fits, g.min_member)}, but waits for set {members} ({count}): PodGroup "
                     f"{groupsets.group_label(_key(first_g), g.namespace)} is short: {first_v.message}")
             out[_key(g)] = GroupVerdict(g.namespace, g.name, first_v.outcome, {}, v.fits, text)
         else:

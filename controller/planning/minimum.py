@@ -33,6 +33,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from cogate.controller.model import minresources as minres
+from cogate.controller.model.words import fits_of
 from cogate.controller.model.verdicts import GroupRequest, GroupVerdict, Outcome, complete_since
 from cogate.controller.planning.basis import Basis
 from cogate.controller.model.records import PodInfo, Reservation
@@ -116,7 +117,7 @@ class MinResources:
         note = self._starving_note(g, ms)
         if note:
             self.basis = Basis("pass", ms)
-        msg = f"fits {fits} of {g.min_member}, but " + minres.short_text(shorts, fits) + note
+        msg = f"{fits_of(fits, g.min_member)}, but " + minres.short_text(shorts, fits) + note
         if self._min_holds():  # a hold ends by the clock: judged again every pass
             self.basis = Basis("pass", ms)
         return GroupVerdict(g.namespace, g.name, Outcome.INSUFFICIENT_CAPACITY, {}, fits, msg,
@@ -213,7 +214,7 @@ class MinResources:
         fits = len(ms.bound) + len(plan)
         me = holder_of(g)
         until = min((h.until for h in self._min_holds() if h.holder in c.holders and h.holder != me), default=None)
-        msg = f"fits {fits} of {g.min_member}, but " + minres.held_text(c, me, until)
+        msg = f"{fits_of(fits, g.min_member)}, but " + minres.held_text(c, me, until)
         msg += self._starving_note(g, ms)
         return GroupVerdict(g.namespace, g.name, Outcome.INSUFFICIENT_CAPACITY, {}, fits, msg,
                             min_resources_short=shorts)

@@ -106,6 +106,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from cogate.controller.model import replicas as replicas_mod
+from cogate.controller.model.words import fits_of
 from cogate.controller.planning.capacity import (
     Snapshot,
     pinned_node_problems,
@@ -463,7 +464,7 @@ class Pass(Fenced, Exclusion, ReleasedGroups, Starvation, MinResources, RoleMini
         self._commit()
         held = {m.uid for m in unplaced} | skipped
         release = self._reserve([m for m in ms.gated if m.uid not in held], plan)
-        message = (f"fits {fits} of {g.min_member}: releasing {plural(len(release), 'gated member')}"
+        message = (f"{fits_of(fits, g.min_member)}: releasing {plural(len(release), 'gated member')}"
                    + unchecked_note(ms.gated, self.config))
         if incomplete:
             present = replicas_mod.by_replica(ms.present)
@@ -472,10 +473,9 @@ class Pass(Fenced, Exclusion, ReleasedGroups, Starvation, MinResources, RoleMini
                         f"({name_list(names)}) wait gated, each replica released whole once complete and with room "
                         f"for all of it; members of {len(present)} replicas share this PodGroup: give each replica "
                         "its own PodGroup to gang-schedule each")
-        if unplaced:
-            message += "; " + waiting_text(unplaced, short)
-        return GroupVerdict(g.namespace, g.name, Outcome.RELEASED, release, fits, message,
-                            tuple(m.name for m in list(incomplete) + unplaced))
+        note = "; " + waiting_text(unplaced, short) if unplaced else ""
+        return GroupVerdict(g.namespace, g.name, Outcome.RELEASED, release, fits, message + note,
+                            tuple(m.name for m in list(incomplete) + unplaced), waiting_note=note)
 
     def _explain(self, g: GroupRequest, ms: Members, miss: Miss) -> GroupVerdict:
         """Why a group that does not fit now waits: it never fits the empty cluster, or its
@@ -496,13 +496,13 @@ class Pass(Fenced, Exclusion, ReleasedGroups, Starvation, MinResources, RoleMini
                 g,
                 Outcome.UNSCHEDULABLE,
                 miss.fits,
-                f"fits {miss.fits} of {g.min_member}: required pod affinity of {affinity_dead[0].name} is not "
+                f"{fits_of(miss.fits, g.min_member)}: required pod affinity of {affinity_dead[0].name} is not "
                 "satisfied by any bound pod (cogate only plans pod affinity against pods already running)",
             )
         note = self._starving_note(g, ms)
         # a Miss with minMember placed is a role below its minimum (controller/planning/roles.py)
         sep = ", but " if miss.fits >= g.min_member else ": "
-        msg = f"fits {miss.fits} of {g.min_member}{sep}{miss.short.text}" + note
+        msg = f"{fits_of(miss.fits, g.min_member)}{sep}{miss.short.text}" + note
         self.basis = Basis("pass", ms, miss) if note else Basis("room", ms, miss, complete_since(g))
         return _verdict(g, Outcome.INSUFFICIENT_CAPACITY, miss.fits, msg)
 

@@ -129,6 +129,7 @@ from cogate.controller.model import minresources as minres
 from cogate.controller.planning.capacity import Snapshot, pack
 from cogate.controller.planning.room import NodeTable, Room
 from cogate.controller.planning.explanations import held_reason, name_list, plural
+from cogate.controller.model.words import fits_of
 from cogate.controller.planning.filters import spec_key
 from cogate.controller.planning.planner import Members, classify, members_anti, members_spread
 from cogate.controller.planning.planstate import BoundView
@@ -379,7 +380,7 @@ def _fits_without_preemption(pre: _Preemptor, rooms: _Rooms) -> NoPreemption | N
     if rest_short(rooms.room, pre.group, pre.members, [m for m in pre.members.plannable if m.uid in rooms.placed]):
         return None  # the rest of spec.minResources does not fit: preempted for by aggregate.widen
     return NoPreemption(Reason.FITS_WITHOUT_PREEMPTION,
-                        f"{pre.me} fits {len(pre.members.bound) + len(rooms.placed)} of {pre.group.min_member} "
+                        f"{pre.me} {fits_of(len(pre.members.bound) + len(rooms.placed), pre.group.min_member)} "
                         "without preemption")
 
 
@@ -423,8 +424,8 @@ def _find_candidates(pre: _Preemptor, rooms: _Rooms, gangs: Sequence[Gang],
         gone_room = lambda: lent_room(snapshot, rooms.promised, group, without)  # noqa: E731
     if not candidates.count:
         return NoPreemption(Reason.NO_LOWER_PRIORITY_PODS,
-                            f"{pre.me} (priority {priority}) fits {len(pre.members.bound) + len(rooms.placed)} of "
-                            f"{group.min_member} and no bound pod has a lower priority")
+                            f"{pre.me} (priority {priority}) {fits_of(len(pre.members.bound) + len(rooms.placed), group.min_member)}"
+                            " and no bound pod has a lower priority")
     gang_pods = {gk: ps for gk, ps in gang_pods.items() if gk not in untouchable}
     slack = {gk: len(ps) - gang_min[gk] for gk, ps in gang_pods.items()}
     gang_pods.update(units.pods)
@@ -459,8 +460,8 @@ def _only_protected(pre: _Preemptor, rooms: _Rooms, gangs: Sequence[Gang], prote
     if still is not None:
         return no
     return NoPreemption(Reason.ONLY_PROTECTED_PODS,
-                        f"{pre.me} (priority {pre.priority}) fits {len(pre.members.bound) + len(rooms.placed)} of "
-                        f"{pre.group.min_member}; only preempting pods in the protected namespaces "
+                        f"{pre.me} (priority {pre.priority}) {fits_of(len(pre.members.bound) + len(rooms.placed), pre.group.min_member)}"
+                        f"; only preempting pods in the protected namespaces "
                         f"{name_list(sorted(protected))} would make room, and cogate never preempts those: "
                         "preempting nothing")
 
@@ -477,7 +478,7 @@ def _with_every_candidate_gone(pre: _Preemptor, found: _Found) -> tuple[Room, No
         return all_gone, None
     return all_gone, NoPreemption(
         Reason.DOES_NOT_FIT_EVEN_WITH_PREEMPTION,
-        f"{pre.me} fits {len(pre.members.bound) + len(best)} of {pre.group.min_member} even with all "
+        f"{pre.me} {fits_of(len(pre.members.bound) + len(best), pre.group.min_member)} even with all "
         f"{plural(found.candidates.count, 'pod')} of priority below {pre.priority} gone: preempting nothing")
 
 

@@ -198,13 +198,11 @@ class Aftercare:
                     self.writer.objects.delete_pdb(self.policy, *g.key)
                     memory.budget = BUDGET_DELETED
                 victims = timeout_victims(request.members, self.config.gate_name)
-                for p in victims:
-                    self._removed_by_us.add(p.uid)
-                    self.writer.evict(p)
+                evicted, failed = self._evict(victims)
                 placed = status_mod.count_members(g.pg, request.members).placed
                 quorum = (f"fell below minMember {request.min_member} ({placed} placed) after reaching it: evicted "
-                          f"{len(victims)} remaining members with a controller owner so the gang frees its room "
-                          "and re-forms whole (--evict-below-quorum)")
+                          f"{evicted} remaining members with a controller owner so the gang frees its room "
+                          f"and re-forms whole (--evict-below-quorum){notices.failed_evictions(len(failed))}")
         step = self._recovery(g, request, memory, now)
         return lifecycle.Findings(
             recovery=step, wake_at=self._wake_at(step, now),
@@ -321,23 +319,30 @@ class Aftercare:
             self.metrics.recovery_rounds.labels("failed").inc()
             self.events.record(g.ref, notices.recovery_failed(step.message))
 
+    def _evict(self, victims: Sequence[PodInfo]) -> tuple[int, list[PodInfo]]:
+        """Evict ``victims`` (Eviction API, uid precondition); returns how many went through and those
+        whose eviction failed (the API server refused it or did not answer; already gone counts as
+        neither). Evicted members are not reported as lost (the policy's own event tells)."""
+        evicted, failed = 0, []
+        for p in victims:
+            self._removed_by_us.add(p.uid)
+            result = self.writer.evict(p)
+            if result == WriteResult.FAILED:
+                failed.append(p)
+            evicted += result == WriteResult.EVICTED
+        return evicted, failed
+
     def _evict_round(self, memory: ReleaseMemory, victims: Sequence[PodInfo], now: float) -> tuple[int, int]:
         """Evict ``victims`` for a recovery round (``now``: epoch seconds); returns (evicted, failed).
         Evicted (or already gone) members go into ``memory.recovery_evicted`` (never evicted twice),
         failed ones into ``memory.recovery_retry``, tried again :data:`RETRY_EVICTION_SECONDS` later."""
-        evicted = failed = 0
-        for p in victims:
-            self._removed_by_us.add(p.uid)  # reported by the round's event, not as lost members
-            result = self.writer.evict(p)
-            if result == WriteResult.FAILED:
-                memory.recovery_retry.add(p.uid)
-                failed += 1
-                continue
-            memory.recovery_evicted.add(p.uid)
-            evicted += result == WriteResult.EVICTED
+        evicted, failed = self._evict(victims)
+        refused = {p.uid for p in failed}
+        memory.recovery_retry |= refused
+        memory.recovery_evicted |= {p.uid for p in victims if p.uid not in refused}
         memory.recovery_retry_at = now + RETRY_EVICTION_SECONDS
         self.metrics.recovery_evictions.inc(evicted)
-        return evicted, failed
+        return evicted, len(failed)
 
     def _keep_budget(self, g: GroupObject, memory: ReleaseMemory, phase: str, now: float) -> None:
         """The opt-in PodDisruptionBudget (``lifecycle.pdb_action``), written only when it changes."""
@@ -373,11 +378,9 @@ class Aftercare:
             return
         memory.timeout_evicted.add(token)
         victims = timeout_victims(members, self.config.gate_name)
-        for p in victims:
-            self._removed_by_us.add(p.uid)  # not reported as lost members
-            self.writer.evict(p)
+        evicted, failed = self._evict(victims)
         if victims:
-            self.events.emit(g.ref, "evict", notices.evicted_after_timeout(len(victims)), now)
+            self.events.emit(g.ref, "evict", notices.evicted_after_timeout(evicted, len(failed)), now)
 
 
 def _newer(written: recovery.Record | None, kept: recovery.Record | None) -> recovery.Record | None:

@@ -58,7 +58,7 @@ __all__ = [
 
 #: The annotation (``cogate.api.FORCE_RELEASE_ANNOTATION``).
 ANNOTATION = FORCE_RELEASE_ANNOTATION
-#: Start of a forced verdict's message (:func:`is_forced` recognises a forced verdict by it).
+#: Start of a forced verdict's message.
 MESSAGE_PREFIX = f"force-released by the annotation {ANNOTATION}"
 
 
@@ -123,12 +123,13 @@ def forced(verdict: GroupVerdict, request: GroupRequest, gate: str, by: Sequence
         return verdict
     outcome = Outcome.ALREADY_RELEASED if request.released else Outcome.RELEASED
     return replace(verdict, outcome=outcome, release={m.uid: "" for m in gated},
-                   message=status_message(len(gated), request.min_member, by), waiting=(), min_resources_short=())
+                   message=status_message(len(gated), request.min_member, by), waiting=(), min_resources_short=(),
+                   forced=True)
 
 
 def is_forced(verdict: GroupVerdict) -> bool:
-    """``verdict`` is one :func:`forced` made (it releases, its message starts with :data:`MESSAGE_PREFIX`)."""
-    return Outcome(verdict.outcome).releases and bool(verdict.release) and verdict.message.startswith(MESSAGE_PREFIX)
+    """``verdict`` is one :func:`forced` made (``GroupVerdict.forced``) and releases members."""
+    return verdict.forced and Outcome(verdict.outcome).releases and bool(verdict.release)
 
 
 def event_message(released: Mapping[str, str], names: Sequence[str], by: Sequence[str]) -> str:

@@ -481,7 +481,7 @@ def write_satisfied(conds: ConditionSet, *, released: bool, reached: bool, place
     - ``True``/``QuorumPlaced`` while ``placed`` (bound, not Failed; Succeeded ones of the release
       count) reaches ``min_member`` in a ``released`` group, or one that ``reached`` it before;
     - ``False``/``QuorumLost`` when it ``reached`` minMember before (the condition was True, or
-      ``QuorumLost``/``RecoveryFailed``) and fewer are placed now (``lost``: who left, this pass);
+      ``QuorumLost``/``RecoveryFailed``) and fewer are placed now (``lost``: who left, this pass, without counts: the message says its own once);
     - ``False``/``WaitingForQuorum`` in a ``released`` group that has not had minMember placed yet.
 
     Nothing is written before the first release (``Released`` says why the group waits)."""

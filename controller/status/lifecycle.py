@@ -279,8 +279,11 @@ def never_gated(m: PodInfo, gate: str) -> bool:
     gate from ``spec``: a released member is at 2 or more. So the label was added after cogate's
     webhook ran (a later mutating webhook or policy), the webhook was skipped, or the pod set
     ``spec.nodeName``. Never a false alarm; a member whose spec changed later (in-place resize,
-    ephemeral container) is not recognised, nor any on an API server that sets no generation (0)."""
-    return m.generation == 1 and not m.gated_by(gate) and not m.terminal and not m.deleting
+    ephemeral container) is not recognised, nor any on an API server that sets no generation (0),
+    except a member :attr:`~cogate.controller.model.records.PodInfo.bound_at_creation` (created with
+    ``spec.nodeName``, which the API server refuses beside a gate), whatever its generation."""
+    return ((m.generation == 1 or m.bound_at_creation) and not m.gated_by(gate) and not m.terminal
+            and not m.deleting)
 
 
 def ungated_without_release(pg: PodGroup, members: Sequence[PodInfo], gate: str) -> list[PodInfo]:
@@ -379,11 +382,18 @@ class Findings:
     wake_at: float | None = None
 
 
-def lost_message(lost: Sequence[Departure], pg: PodGroup, members: Sequence[PodInfo]) -> str:
-    """"member k-1 left the released group: preempted by kube-scheduler (...); 1 of minMember 2 placed"."""
+def departures_text(lost: Sequence[Departure]) -> str:
+    """"member k-1 left the released group: preempted by kube-scheduler (...)" for each of ``lost``
+    (five at most, then "and N more"), without counts: the ``Satisfied`` message puts its own count
+    before it."""
     what = "; ".join(f"member {d.member.name} left the released group: {d.cause}" for d in lost[:5])
-    more = f"; and {len(lost) - 5} more" if len(lost) > 5 else ""
-    return f"{what}{more}; {_placed(pg, members)} of minMember {min_member_of(pg)} placed"
+    return f"{what}; and {len(lost) - 5} more" if len(lost) > 5 else what
+
+
+def lost_message(lost: Sequence[Departure], pg: PodGroup, members: Sequence[PodInfo]) -> str:
+    """"member k-1 left the released group: preempted by kube-scheduler (...); 1 of minMember 2 placed"
+    (:func:`departures_text` and the members still placed)."""
+    return f"{departures_text(lost)}; {_placed(pg, members)} of minMember {min_member_of(pg)} placed"
 
 
 def _placed(pg: PodGroup, members: Sequence[PodInfo]) -> int:
@@ -395,21 +405,30 @@ def _placed(pg: PodGroup, members: Sequence[PodInfo]) -> int:
 
 def runners_message(runners: Sequence[PodInfo]) -> str:
     """The ``UngatedWithoutRelease`` text naming the members (``runners``, from
-    :func:`ungated_without_release`); for those never gated (generation 1) it names the cause and the fix."""
-    never = [m.name for m in runners if m.generation == 1]
-    others = [m.name for m in runners if m.generation != 1]
+    :func:`ungated_without_release`), each kind with its cause: created with ``spec.nodeName``
+    (:attr:`~cogate.controller.model.records.PodInfo.bound_at_creation`: the fix is to let the scheduler
+    place them), never gated otherwise (generation 1: a label added after the webhook ran, with the
+    webhook's fix), or released by someone else."""
+    direct = [m.name for m in runners if m.bound_at_creation]
+    never = [m.name for m in runners if m.generation == 1 and not m.bound_at_creation]
+    others = [m.name for m in runners if m.generation != 1 and not m.bound_at_creation]
     parts = []
     if others:
         parts.append(f"members {', '.join(_first(others))} run although cogate has not released the group (their "
-                     "gate was removed by someone else, or they were created with spec.nodeName or before the "
-                     "webhook ran); the rest of the group waits for its own release")
+                     "gate was removed by someone else, or they were created before the webhook ran); the rest "
+                     "of the group waits for its own release")
+    if direct:
+        parts.append(f"members {', '.join(_first(direct))} were created with spec.nodeName: they never pass "
+                     "kube-scheduler, so no scheduling gate can hold them and they run outside any all-or-nothing "
+                     "release; fix: create them without spec.nodeName (choose the node with a nodeSelector on "
+                     "kubernetes.io/hostname or node affinity), or without the pod-group label if they are not "
+                     "part of the gang")
     if never:
         parts.append(f"members {', '.join(_first(never))} were never gated: they go to kube-scheduler outside "
                      "any all-or-nothing release (their pod-group label was added after cogate's webhook ran, "
-                     "by another mutating webhook or policy, the webhook's late-label entry was off or down, "
-                     "or they set spec.nodeName); fix: keep cogate's webhook entries with reinvocationPolicy "
-                     "IfNeeded and the late-label entry (chart webhook.lateLabels.enabled=true), then recreate "
-                     "these pods")
+                     "by another mutating webhook or policy, or the webhook's late-label entry was off or down); "
+                     "fix: keep cogate's webhook entries with reinvocationPolicy IfNeeded and the late-label entry "
+                     "(chart webhook.lateLabels.enabled=true), then recreate these pods")
     return "; ".join(parts)
 
 
@@ -453,7 +472,7 @@ def lifecycle_conditions(status: PodGroupStatus, old: PodGroupStatus, pg: PodGro
     cond_mod.write_satisfied(conds, released=bool(status.scheduleStartTime) and status.phase not in (None, "Pending"),
                              reached=reached_quorum(pg), placed=quorum_count(pg, members, status.succeeded),
                              min_member=m, finished=status.phase == "Finished",
-                             lost=lost_message(findings.lost, pg, members) if findings.lost else "",
+                             lost=departures_text(findings.lost),
                              failed=step.message if failed and step is not None else "")
     if step is not None:
         cond_mod.write_recovery(conds, active=step.record is not None, evicted=step.record is not None

@@ -276,11 +276,18 @@ def invalid_recovery_policy(problems: Sequence[str]) -> Notice:
                   "; ".join(problems) + " (each read as its default: recovery free, no deadline, limit 3)")
 
 
-def evicted_after_timeout(count: int) -> Notice:
-    """The Warning ``Timeout`` event saying how many members ``--evict-on-timeout`` evicted."""
+def evicted_after_timeout(count: int, failed: int = 0) -> Notice:
+    """The Warning ``Timeout`` event saying how many members ``--evict-on-timeout`` evicted
+    (``failed``: evictions the API server refused or did not answer; not tried again)."""
     return Notice(WARNING, Reason.TIMEOUT,
                   f"evicted {count} members with a controller owner after the schedule timeout "
-                  "(bound ones, and unbound ones held on their pinned node); they return gated")
+                  f"(bound ones, and unbound ones held on their pinned node); they return gated{failed_evictions(failed)}")
+
+
+def failed_evictions(failed: int) -> str:
+    """``"; 2 evictions failed (the controller's log says why)"`` for the once-per-release eviction
+    policies' messages, ``""`` for none."""
+    return f"; {failed} evictions failed (the controller's log says why)" if failed else ""
 
 
 def pod_group_not_found(p: PodInfo) -> Notice:

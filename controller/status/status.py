@@ -517,6 +517,19 @@ def compute(pg: PodGroup, members: Sequence[PodInfo], verdict: _Verdict | None, 
     return done.status, done.ended
 
 
+def _recorded(verdict: _Verdict | None, message: str) -> str:
+    """The ``Released`` condition's text of ``message``: without the verdict's ``waiting_note`` (``GroupVerdict``; the
+    members a release leaves gated are ``MembersWaiting``'s to name: they change, the record does not)."""
+    note = getattr(verdict, "waiting_note", "")
+    return message.removesuffix(note) if note else message
+
+
+def _planners(verdict: _Verdict | None, outcome: Outcome | None) -> Outcome | None:
+    """``outcome`` when the planner gave it; ``None`` for a forced release (``GroupVerdict.forced``),
+    which says nothing of the room: ``FitsCluster`` keeps what the planner last said."""
+    return None if getattr(verdict, "forced", False) else outcome
+
+
 def compute_all(pg: PodGroup, members: Sequence[PodInfo], verdict: _Verdict | None, now: float,
                 gate: str = DEFAULT_GATE_NAME, ended: EndedMembers | None = None,
                 progress: BindProgress | None = None, lost: bool = False) -> Computed:
@@ -554,10 +567,10 @@ def compute_all(pg: PodGroup, members: Sequence[PodInfo], verdict: _Verdict | No
                           binding=any(holds_place(p, gate) and not p.bound for p in members))
 
     conds = cond_mod.ConditionSet(old.conditions, now, pg.metadata.generation)
-    cond_mod.write_released(conds, released=released, outcome=outcome, message=message, members=c.members,
+    cond_mod.write_released(conds, released=released, outcome=outcome, message=_recorded(verdict, message), members=c.members,
                             min_member=m, again=again_text(old, members, m, gate, lost, whole),
                             note=succeeded_note(members, released))
-    cond_mod.write_fits_cluster(conds, outcome=outcome, message=message, min_member=m)
+    cond_mod.write_fits_cluster(conds, outcome=_planners(verdict, outcome), message=message, min_member=m)
     # A recorded release that ended while never reaching minMember is still judged while members
     # hold room (survivors bound): the timeout is what frees it (--evict-on-timeout).
     holding = released or (bool(start) and any(holds_place(p, gate) for p in members))

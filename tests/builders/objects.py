@@ -143,6 +143,14 @@ class PodBuilder(_Builder):
         self._obj["spec"]["nodeName"] = node
         return self.phase(phase)
 
+    def created_on(self, node: str, phase: str = "Running", manager: str = "kubectl-create") -> "PodBuilder":
+        """Created with ``spec.nodeName`` = ``node`` (never passed kube-scheduler), in ``phase``: the
+        creator's ``managedFields`` entry owns ``f:spec.f:nodeName``, as the API server records it (a
+        binding by kube-scheduler records none)."""
+        self._meta.setdefault("managedFields", []).append(
+            {"manager": manager, "operation": "Update", "fieldsV1": {"f:spec": {"f:nodeName": {}, "f:containers": {}}}})
+        return self.on(node, phase)
+
     def phase(self, phase: str) -> "PodBuilder":
         return self.status(phase=phase)
 

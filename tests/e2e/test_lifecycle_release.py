@@ -306,8 +306,10 @@ def test_release_patches_are_dry_run_only_while_a_policy_could_refuse_them(stack
 def test_member_ungated_by_hand_in_a_group_that_never_fits_is_reported_and_never_fits(stack, kube, namespace,
                                                                                       only_nodes):
     """Issue 9 item 3: minMember 3, three 2-CPU pods, one 4-CPU node; the gate of one member is
-    removed by hand: it runs alone, the PodGroup says so, FitsCluster stays False."""
-    only_nodes(1, kwok_taint=False, cpu="4", memory="8Gi", pods=110)
+    removed by hand: it runs alone, the PodGroup says so, FitsCluster stays False. Issue 29: a
+    member then created with spec.nodeName is named with that cause (read from managedFields),
+    not with the late-label one."""
+    (node,) = only_nodes(1, kwok_taint=False, cpu="4", memory="8Gi", pods=110)
     create_pod_group(kube, example.pod_group("g", 3, namespace=namespace, timeout_seconds=None))
     core = client.CoreV1Api(kube)
     for i in range(3):
@@ -331,6 +333,13 @@ def test_member_ungated_by_hand_in_a_group_that_never_fits_is_reported_and_never
         assert fits["status"] == "False", fits
         assert all(gated(q) for q in group_pods(kube, namespace, "g", deleting=False) if q.metadata.name != "g-0")
         time.sleep(0.5)
+    core.create_namespaced_pod(namespace, bare_pod("g-direct", "g", "1", nodeName=node))
+    cond = wait_for(lambda: (c := condition(status(kube, namespace, "g"), "Disrupted"))
+                    and "g-direct were created with spec.nodeName" in c["message"] and c, 10,
+                    what="Disrupted naming g-direct as created with spec.nodeName")
+    assert "g-0 run although" in cond["message"], cond
+    direct = cond["message"].split("members g-direct ", 1)[1]
+    assert "create them without spec.nodeName" in direct and "lateLabels" not in direct, cond
 
 
 def test_preempted_member_is_reported_and_its_replacement_waits_gated_for_room(stack, kube, namespace, only_nodes):

@@ -84,7 +84,7 @@ def test_raycluster_whose_gpu_group_is_short_stays_gated_whole_and_names_the_rol
     wait_for(lambda: len(group_pods(kube, namespace, "rc")) == 7, 30, what="KubeRay's 7 pods")
     cond = released_says(kuberay, kube, namespace, "rc", "InsufficientCapacity", "role gpu fits 1 of 2",
                          "nvidia.com/gpu")
-    assert cond["message"].startswith("fits 6 of 5 even with every eligible node empty, but role gpu fits 1 of 2"), cond
+    assert cond["message"].startswith("fits all 5 (room for 6) even with every eligible node empty, but role gpu fits 1 of 2"), cond
     hold_gated(kube, namespace, "rc", 3, 7)
     add_node(kube, "e2e-roles-gpu", extended={GPU: 1}, **NODE)
     wait_for(lambda: all(bound(p) and not gated(p) for p in group_pods(kube, namespace, "rc")), 40,
@@ -109,6 +109,6 @@ def test_mpijob_whose_launcher_fits_but_workers_do_not_stays_gated_and_names_the
     wait_for(lambda: len(group_pods(kube, namespace, "mj")) == 5, 30, what="the MPI operator's 5 pods")
     add_node(kube, "e2e-roles-mpi", **NODE)
     cond = released_says(mpi_operator, kube, namespace, "mj", "InsufficientCapacity", "role worker fits 3 of 4")
-    assert cond["message"].startswith("fits 4 of 2 even with every eligible node empty, but role worker fits 3 of 4: "
+    assert cond["message"].startswith("fits all 2 (room for 4) even with every eligible node empty, but role worker fits 3 of 4: "
                                       "cpu short by"), cond
     hold_gated(kube, namespace, "mj", 3, 5)

@@ -17,9 +17,11 @@ import pytest
 import yaml
 
 from cogate.controller import main as controller_main
+from cogate.controller.model.verdicts import Outcome
 from cogate.controller.status import conditions, status
 from cogate.models import PodGroup, parse_time
 from tests.e2e.test_scheduler_plugins_leftovers import SP_CRD, sp_file  # the snapshot the leftovers tests read
+from tests.unit.controller.model import test_min_resources_holds as holds  # its Spark builders
 
 ROOT = Path(__file__).resolve().parents[2]
 SEMANTICS = ROOT / "docs" / "semantics.md"
@@ -49,6 +51,8 @@ RETIRED = {
     "members beyond minMember released unpinned": re.compile(r"always released unpinned", re.I),
     "gated pods hold no resources": re.compile(r"gated pods hold no resources", re.I),
     "the nonexistent condition Schedulable": re.compile(r"\bSchedulable\b(?!\))"),
+    "minResources room not held after the release": re.compile(
+        r"room is not held for members created after the release", re.I),
 }
 
 
@@ -166,6 +170,65 @@ def test_the_code_measures_lack_of_progress_as_stated():
     assert status.timeout_deadline(_pg(0, start), later) is None
 
 
+# -- the room held for the rest of minResources -------------------------------------------------
+
+#: Where the hold is stated, it ends when the later members are placed or the flag's seconds pass.
+HOLD_ENDS = {"placed": re.compile(r"\bplaced\b"),
+             "its seconds pass": re.compile(r"min-resources-hold-seconds|seconds after its release|how long after its release",
+                                      re.I)}
+
+
+def hold_statements() -> dict[str, str]:
+    """Every user-facing statement of how long the rest of minResources stays held, by where it is."""
+    spec = schema_node(crd_version()["schema"]["openAPIV3Schema"], "spec")
+    limitations = (ROOT / "docs" / "limitations.md").read_text()
+    (limit,) = [p for p in limitations.split("\n- ") if p.startswith("**`minResources` room")]
+    section = semantics_section("minResources")
+    (held,) = [p for p in section.split("\n- ") if p.startswith("**The room is held after the release")]
+    return {
+        "CRD spec.minResources (kubectl explain)": spec["properties"]["minResources"]["description"],
+        "docs/semantics.md, The PodGroup API": api_row("spec.minResources"),
+        "docs/semantics.md, minResources": held,
+        "docs/limitations.md": limit,
+        "charts/cogate/README.md controller.minResourcesHoldSeconds": chart_value_row("controller.minResourcesHoldSeconds"),
+        "charts/cogate/values.yaml controller.minResourcesHoldSeconds": values_comment("minResourcesHoldSeconds"),
+        "cogate controller --help --min-resources-hold-seconds": help_text("--min-resources-hold-seconds"),
+    }
+
+
+@pytest.mark.parametrize("where", list(hold_statements()))
+def test_every_statement_of_the_min_resources_hold_says_when_it_ends(where):
+    text = one_line(hold_statements()[where])
+    assert re.search(r"\bheld\b", text), f"{where} does not say the rest of minResources is held: {text!r}"
+    for end, pattern in HOLD_ENDS.items():
+        assert pattern.search(text), f"{where} does not say the hold ends when {end}: {text!r}"
+
+
+def test_the_code_holds_the_rest_until_placed_or_the_deadline():
+    """The flag feeds the planner's hold; another group's release is refused while the hold stands,
+    and allowed once its seconds have passed or once the later members are placed (the planner's
+    holds in full: tests/unit/controller/model/test_min_resources_holds.py)."""
+    args = controller_main.build_parser().parse_args(["--min-resources-hold-seconds", "42"])
+    cfg = controller_main.configure(args).planner_config
+    assert cfg.min_resources_hold_seconds == 42
+    driver = holds.bound_driver("a")
+    b = holds.spark({"cpu": "14"}, name="b", created=2.0)
+
+    def b_outcome(since: float) -> Outcome:
+        a = holds.released(holds.spark({"cpu": "14"}, name="a", members=[driver]), since)
+        return holds.run(holds.nodes16(), [a, b], pods=[driver], cfg=cfg).verdicts[1].outcome
+
+    assert b_outcome(holds.NOW - 41) == Outcome.INSUFFICIENT_CAPACITY
+    assert b_outcome(holds.NOW - 42) == Outcome.RELEASED
+    # the executors placed (13 of the rest 13): nothing more is held, a 2-cpu group takes the 2 left
+    executors = [holds.pod(group="a", cpu=cpu, mem=1, name=f"a-exec-{n}", node_name=n)
+                 for n, cpu in (("n1", 7), ("n2", 6))]
+    a = holds.released(holds.spark({"cpu": "14"}, name="a", members=[driver, *executors]), holds.NOW - 1)
+    small = holds.spark(None, name="s", members=[holds.pod(group="s", cpu=2, mem=1, name="s-0")], created=3.0)
+    verdict = holds.run(holds.nodes16(), [a, small], pods=[driver, *executors], cfg=cfg).verdicts[1]
+    assert verdict.outcome == Outcome.RELEASED, verdict.message
+
+
 # -- the phases -----------------------------------------------------------------------------------
 
 def phase_clauses_crd() -> dict[str, str]:
@@ -212,6 +275,36 @@ def _counts(**kw) -> status.Counts:
 ])
 def test_the_code_decides_phases_as_documented(counts, released, previous, phase):
     assert status.decide_phase(3, counts, released, previous) == phase
+
+
+# -- the printer columns --------------------------------------------------------------------------
+
+#: Where ``kubectl get pg``'s columns are listed: the pattern's groups hold the default columns and,
+#: where stated, what ``-o wide`` adds.
+COLUMN_LISTS = {
+    "docs/semantics.md": ("docs/semantics.md", r"`kubectl get pg` shows (.*?); `-o wide` adds (.*?)\."),
+    "charts/cogate/README.md": ("charts/cogate/README.md",
+                                r"kubectl get pg -A +# ([^\n]*)\nkubectl get pg -A -o wide +# \+ ([^\n]*)"),
+    "docs/troubleshooting.md": ("docs/troubleshooting.md",
+                                r"kubectl get pg -n NS +# ([^\n]*)\nkubectl get pg -n NS -o wide +# \+ ([^\n]*)"),
+    "README.md": ("README.md", r"kubectl get pg +# ([^\n]*)"),
+}
+
+
+def crd_columns(wide: bool) -> list[str]:
+    return [c["name"].lower() for c in crd_version()["additionalPrinterColumns"] if bool(c.get("priority")) == wide]
+
+
+@pytest.mark.parametrize("where", list(COLUMN_LISTS))
+def test_column_lists_are_the_crd_s(where):
+    path, pattern = COLUMN_LISTS[where]
+    m = re.search(pattern, (ROOT / path).read_text(), re.S)
+    assert m, f"{where} no longer lists kubectl get pg's columns where this test looks ({pattern!r})"
+    names = set(crd_columns(False) + crd_columns(True))
+    for wide, text in enumerate(m.groups()):
+        listed = [w.lower() for w in re.findall(r"[A-Za-z]+", text) if w.lower() in names]
+        assert listed == crd_columns(bool(wide)), (f"{where} lists {listed} for kubectl get pg{' -o wide' * wide}; "
+                                                   f"the CRD prints {crd_columns(bool(wide))}")
 
 
 # -- the conditions -------------------------------------------------------------------------------

@@ -116,9 +116,26 @@ def test_unreachable_cluster_exits_3_in_one_line(tmp_path):
     assert out.returncode == 3 and out.stdout == "" and out.stderr.count("\n") == 1, out.stderr
     assert out.stderr.startswith("cogate explain: cannot list podgroups: ")
     out = _process("nginx", "--kubeconfig", str(tmp_path / "missing"))
-    assert out.returncode == 3 and out.stderr.startswith("cogate explain: no usable Kubernetes configuration")
+    assert out.returncode == 3 and out.stderr == (f"cogate explain: no usable Kubernetes configuration: kubeconfig "
+                                                  f"{tmp_path / 'missing'} (--kubeconfig) does not exist\n"), out.stderr
     out = _process("nginx", "--kubeconfig", str(_kubeconfig(tmp_path)), "--context", "nope")
     assert out.returncode == 3 and out.stderr.count("\n") == 1, out.stderr
+
+
+@pytest.mark.parametrize("kubeconfig,source", [("missing", "$KUBECONFIG"), ("", "the default")])
+def test_a_missing_kubeconfig_is_named_before_the_in_cluster_fallback(tmp_path, monkeypatch, capsys, kubeconfig,
+                                                                     source):
+    """KUBECONFIG=/nonexistent (or no ~/.kube/config): the answer names that file, not only the
+    in-cluster fallback's "Service host/port is not set"; exit 3 (issue 29)."""
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / kubeconfig) if kubeconfig else "")
+    monkeypatch.setattr(explain_cli, "KUBECONFIG_DEFAULT", str(tmp_path / "home-kube-config"))
+    for var in ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"):
+        monkeypatch.delenv(var, raising=False)
+    code, out, err = _run("nginx", capsys=capsys)
+    path = tmp_path / (kubeconfig or "home-kube-config")
+    assert code == 3 and out == "", err
+    assert err.startswith(f"cogate explain: no usable Kubernetes configuration: kubeconfig {path} ({source}) "
+                          "does not exist; not in a cluster either ("), err
 
 
 def test_dispatcher_and_kubectl_plugin_name_the_command():

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from cogate import kube
 from cogate.kube import Backoff, api_status, is_transient, json_body, retrying
 
 
@@ -121,3 +122,21 @@ def test_retrying_without_backoff_retries_only_the_callers_rule():
 def test_retrying_needs_an_attempt():
     with pytest.raises(ValueError, match="attempts"):
         retrying(lambda: None, attempts=0)
+
+
+def test_missing_kubeconfig_names_the_file_and_where_it_came_from(tmp_path, monkeypatch):
+    real = tmp_path / "config"
+    real.write_text("apiVersion: v1\nkind: Config\n")
+    gone = tmp_path / "gone"
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    assert kube.missing_kubeconfig(None) == ""                        # in-cluster next: nothing to name
+    assert kube.missing_kubeconfig(None, default=str(gone)) == f"kubeconfig {gone} (the default) does not exist"
+    assert kube.missing_kubeconfig(str(gone)) == f"kubeconfig {gone} (--kubeconfig) does not exist"
+    assert kube.missing_kubeconfig(str(real)) == ""
+    monkeypatch.setenv("KUBECONFIG", f"{gone}:{tmp_path / 'also-gone'}")
+    assert kube.missing_kubeconfig(None) == f"kubeconfig {gone}, {tmp_path / 'also-gone'} ($KUBECONFIG) does not exist"
+    monkeypatch.setenv("KUBECONFIG", f"{gone}:{real}")               # kubectl reads the files that exist
+    assert kube.missing_kubeconfig(None) == ""
+    with pytest.raises(Exception, match=f"kubeconfig {gone},"):      # the controller's and ungate's client
+        monkeypatch.setenv("KUBECONFIG", f"{gone}:{tmp_path / 'x'}")
+        kube.api_client(None)

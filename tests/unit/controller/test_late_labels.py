@@ -1,7 +1,8 @@
-"""Members that were never gated (their pod-group label came after cogate's webhook ran): the rule
-``lifecycle.never_gated`` (metadata.generation), its use in ``ungated_without_release`` for released
-groups too, the message naming the members and the fix, and the PodGroup's status and Warning event
-through the reconciler (issue 21 item 4)."""
+"""Members that were never gated (their pod-group label came after cogate's webhook ran, or they
+were created with spec.nodeName): the rule ``lifecycle.never_gated`` (metadata.generation; for
+spec.nodeName, managedFields), its use in ``ungated_without_release`` for released groups too, the
+message naming the members, the cause and the fix, and the PodGroup's status and Warning event
+through the reconciler (issue 21 item 4; issue 29: spec.nodeName named as the cause)."""
 
 from __future__ import annotations
 
@@ -20,12 +21,14 @@ GATE = api.DEFAULT_GATE_NAME
 RELEASED = {"phase": "Scheduling", "scheduleStartTime": "2024-01-01T00:00:00Z"}
 
 
-def member(name, *, generation=1, gates=(), node="", phase=None, deleting=False):
+def member(name, *, generation=1, gates=(), node="", phase=None, deleting=False, created_on=""):
     b = pod(name).group("g").req(cpu=1).generation(generation).created(0)
     if gates:
         b.gated(*gates)
     if node:
         b.on(node)
+    if created_on:
+        b.created_on(created_on)
     if phase:
         b.phase(phase)
     if deleting:
@@ -55,6 +58,10 @@ def test_pod_info_reads_metadata_generation(value, expected):
     ({"generation": 0, "node": "n1"}, False),                # no generation (API server < 1.33): unknown
     ({"phase": "Succeeded", "node": "n1"}, False),           # ended
     ({"deleting": True}, False),                             # going
+    ({"created_on": "n1"}, True),                            # created with spec.nodeName
+    ({"created_on": "n1", "generation": 0}, True),           # ... known without a generation too
+    ({"created_on": "n1", "generation": 3}, True),           # ... and after a later change of spec
+    ({"created_on": "n1", "phase": "Succeeded"}, False),     # ended
 ])
 def test_never_gated(kw, expected):
     assert lifecycle.never_gated(member("m", **kw), GATE) is expected
@@ -84,6 +91,45 @@ def test_message_for_a_released_group_names_each_never_gated_member(names):
     text = lifecycle.runners_message([member(n, node="n1") for n in names])
     assert text.startswith(f"members {', '.join(names)} were never gated")
     assert "run although cogate has not released" not in text
+
+
+@pytest.mark.parametrize("entries,expected", [
+    ([{"manager": "kubectl-create", "operation": "Update", "fieldsV1": {"f:spec": {"f:nodeName": {}}}}], True),
+    ([{"manager": "x", "operation": "Apply", "fieldsV1": {"f:spec": {"f:nodeName": {}}}}], True),
+    ([{"manager": "kubectl-create", "operation": "Update", "fieldsV1": {"f:spec": {"f:containers": {}}}}], False),
+    # a status write naming nodeName (no such field, but a subresource entry never counts)
+    ([{"manager": "k", "operation": "Update", "subresource": "status", "fieldsV1": {"f:spec": {"f:nodeName": {}}}}],
+     False),
+    (None, False), ("junk", False), ([None, {"fieldsV1": "junk"}, {"fieldsV1": {"f:spec": []}}], False),
+])
+def test_pod_info_knows_a_member_created_with_node_name(entries, expected):
+    """From managedFields: kube-scheduler's binding records no entry, the creator's owns f:nodeName;
+    unreadable entries read as unknown (False), never an error."""
+    raw = raw_pod("p", gates=(), node="n1", phase="Running")
+    if entries is not None:
+        raw["metadata"]["managedFields"] = entries
+    assert records.pod_info(raw).bound_at_creation is expected
+    raw["metadata"]["labels"] = {}                      # read for members only
+    assert records.pod_info(raw).bound_at_creation is False
+
+
+def test_message_names_spec_node_name_as_the_cause_not_the_late_label_entry():
+    ms = [member("direct", created_on="n1"), member("late", node="n2"), member("by-hand", generation=2, node="n1"),
+          member("old-direct", generation=0, created_on="n3")]
+    got = lifecycle.ungated_without_release(pg(5), ms, GATE)
+    assert [m.name for m in got] == ["direct", "late", "by-hand", "old-direct"]
+    parts = lifecycle.runners_message(got).split("; members ")
+    (direct,) = [p for p in parts if "spec.nodeName" in p]
+    assert direct.startswith("direct, old-direct were created with spec.nodeName: they never pass kube-scheduler")
+    assert "create them without spec.nodeName" in direct and "lateLabels" not in direct
+    (late,) = [p for p in parts if "were never gated" in p]
+    assert late.startswith("late were never gated") and "nodeName" not in late and "lateLabels" in late
+    (hand,) = [p for p in parts if "run although" in p]
+    assert "by-hand run although" in hand and "nodeName" not in hand
+    # a released group: the member created bound is reported (and not adopted), whatever its generation
+    assert [m.name for m in lifecycle.ungated_without_release(pg(2, **RELEASED), ms, GATE)] == [
+        "direct", "late", "old-direct"]
+    assert lifecycle.runners_message([member("d", created_on="n1")]).startswith("members d were created with spec.nodeName")
 
 
 def _pod(name, *, generation, **kw):

@@ -145,6 +145,19 @@ def test_more_nodes_would_make_room():
     assert one.add_nodes is not None and not one.add_nodes.starts and "fits 6 of 9" in one.add_nodes.message
 
 
+def test_more_nodes_than_minmember_needs_say_all_fit_and_the_room():
+    """6 members of 3 CPU, minMember 4, one node of 10 CPU: with 2 more nodes all 6 fit, said
+    "fits all 4 (room for 6)", never "fits 6 of 4" (issue 29), in the report as the controller writes it."""
+    w = world([ten_cpu()], members(6), 4)
+    extra = [node(f"new-{i}").alloc(cpu=10, memory="8Gi").info() for i in range(2)]
+    e = explain(w, NS, "g", NOW, extra_nodes=extra)
+    assert e.add_nodes is not None and e.add_nodes.starts
+    assert e.add_nodes.message.startswith("fits all 4 (room for 6): releasing 6 gated members"), e.add_nodes.message
+    assert "fits all 4 (room for 6)" in report.text(e) and "of 4" not in report.text(e).split("with:")[1]
+    bigger = World(w.nodes + tuple(extra), w.pods, w.groups, w.members, (), ())
+    assert controller_condition(bigger)[2].startswith("fits all 4 (room for 6): releasing 6 gated members")
+
+
 def test_a_running_group_starts():
     ms = tuple(pod(f"g-{i}").group("g").req(cpu=3).on("n1").info() for i in range(3))
     g = podgroup("g").min_member(3).status(phase="Running", scheduleStartTime="2024-01-01T00:00:00Z",
@@ -188,3 +201,31 @@ def test_preemption_keeps_out_of_an_exclusive_gangs_rack_as_the_controller_does(
     e = explain(w, NS, "g", NOW)
     assert e.preemption is not None and e.preemption.starts, e.preemption
     assert set(e.preemption.victims) == {"team/mid-0 on p2-0", "team/mid-1 on p2-1"}
+
+
+@pytest.mark.parametrize("labelled", [False, True])
+def test_a_topology_gangs_best_attempt_stays_in_the_domain_it_may_use(labelled):
+    """``topology.cogate.dev/required: rack`` (found by a new user): with no node carrying the rack
+    label, explain said "fits 0 of 2" beside "fits where (2): g-0 -> n1, g-1 -> n1". The best attempt
+    now stays where the gang may go, as its preemption and ProvisioningRequests do: nowhere without
+    the label; with two racks that each hold one member now, inside the closest rack (ra: empty, it
+    holds the gang; rb never does)."""
+    from cogate.controller.topology import constraints as t
+
+    if labelled:
+        nodes = [node(n).labels(rack=r).alloc(cpu=c, memory="8Gi").info()
+                 for n, r, c in (("a-0", "ra", 4), ("b-0", "rb", 3))]
+    else:
+        nodes = [ten_cpu()]
+    ms = members(2, cpu=2)
+    g = podgroup("g").min_member(2).annotations({t.REQUIRED: "rack"}).info()
+    nodes_taken = (pod("other").req(cpu=2).on("a-0").info(),) if labelled else ()
+    w = World(tuple(nodes), nodes_taken, (g,), ms, (), ())
+    e = explain(w, NS, "g", NOW)
+    assert not e.starts and "fits 1 of 2" in e.condition["message"] if labelled else "fits 0 of 2" in e.condition["message"]
+    assert (e.condition["status"], e.condition["reason"], e.condition["message"]) == controller_condition(w)
+    if labelled:
+        assert e.placements == (("g-0", "a-0"),), e.placements
+    else:
+        assert e.placements == () and e.left_out == ("g-0", "g-1")
+        assert "fits where" not in report.text(e)

@@ -197,8 +197,9 @@ def test_incremental_planner_agrees_on_replicas(size):
         assert state.decide([g], [], NOW + k, CFG) == decide(nodes, base, [g], [], NOW + k, CFG)
 
 
-@pytest.mark.parametrize("size,replicas_present,room_replicas", [(2, 3, 2), (3, 2, 1), (4, 3, 2)])
-def test_first_release_never_places_a_replica_in_part(size, replicas_present, room_replicas):
+@pytest.mark.parametrize("size,replicas_present,room_replicas,fits", [
+    (2, 3, 2, "fits all 2 (room for 4)"), (3, 2, 1, "fits 3 of 3"), (4, 3, 2, "fits all 4 (room for 8)")])
+def test_first_release_never_places_a_replica_in_part(size, replicas_present, room_replicas, fits):
     """Room for ``room_replicas`` whole replicas and part of the next: minMember (one replica) is met
     by whole replicas, so the one that would fit only in part waits gated, all of it."""
     nodes = [node("n1").cpu(room_replicas * size + size - 1).info()]
@@ -209,7 +210,7 @@ def test_first_release_never_places_a_replica_in_part(size, replicas_present, ro
     assert released_replicas == {str(r) for r in range(room_replicas)}
     assert len(v.release) == room_replicas * size
     assert len(v.waiting) == (replicas_present - room_replicas) * size
-    assert f"fits {room_replicas * size} of {size}" in v.message
+    assert v.message.startswith(f"{fits}: releasing {room_replicas * size} gated members"), v.message
 
 
 @pytest.mark.parametrize("count,named", [(2, "LeaderWorkerSet llm group 0, LeaderWorkerSet llm group 1"),

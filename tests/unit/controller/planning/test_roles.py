@@ -70,7 +70,7 @@ def test_kuberay_surplus_cpu_workers_do_not_satisfy_a_short_gpu_group():
     # by the operators' default labels (ray.io/group), no role label named
     v = verdict(nodes, group(ms, 5, {"headgroup": 1, "cpu": 2, "gpu": 2}, label=""))
     assert v.outcome == "ExceedsClusterCapacity", v
-    assert "fits 6 of 5 even with every eligible node empty, but role gpu fits 1 of 2: nvidia.com/gpu short by 1" in v.message, \
+    assert "fits all 5 (room for 6) even with every eligible node empty, but role gpu fits 1 of 2: nvidia.com/gpu short by 1" in v.message, \
         v.message
     assert v.release == {}
 
@@ -126,7 +126,7 @@ def test_role_minimums_above_min_member_still_hold():
     ms = [member("a0", "a", 4), member("b0", "b", 4, created=1), member("b1", "b", 4, created=2)]
     v = verdict([node("n0", 8)], group(ms, 1, {"a": 1, "b": 2}))
     assert v.outcome == "ExceedsClusterCapacity", v
-    assert "fits 2 of 1 even with every eligible node empty, but role b fits 1 of 2" in v.message, v.message
+    assert "fits all 1 (room for 2) even with every eligible node empty, but role b fits 1 of 2" in v.message, v.message
 
 
 def test_min_member_above_the_role_minimums_takes_extras_after_them():

@@ -131,3 +131,26 @@ def test_a_gang_below_quorum_loses_its_budget_and_its_owned_members_once():
     assert h.cluster.evicted == ["a"], "once per release"
     assert len([e for e in h.events if e[1] == "QuorumLost"]) == 1
     assert policy.calls == calls
+
+
+def test_a_refused_quorum_eviction_is_not_counted_as_done():
+    """``--evict-below-quorum`` says how many evictions went through and how many the API server
+    refused (429: a budget of its own the member carries), once per release."""
+    from kubernetes.client.exceptions import ApiException
+
+    status = dict(RELEASED, phase="Running")
+    h = harness([running("a"), running("b")], [raw_pg(min_member=3, status=status)],
+                lambda groups: [verdict("AlreadyReleased", fits=2)], None, evict_below_quorum=True)
+    evict = h.cluster.create_namespaced_pod_eviction
+
+    def refusing(name, namespace, body, **kw):
+        if name == "b":
+            raise ApiException(status=429, reason="Too Many Requests")
+        return evict(name, namespace, body, **kw)
+
+    h.cluster.create_namespaced_pod_eviction = refusing
+    h.run()
+    assert h.cluster.evicted == ["a"]
+    (ev,) = [e for e in h.events if e[1] == "QuorumLost"]
+    assert "evicted 1 remaining members" in ev[2] and ev[2].endswith("; 1 evictions failed (the controller's log "
+                                                                       "says why)"), ev

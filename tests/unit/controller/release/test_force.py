@@ -204,3 +204,24 @@ def test_a_refused_force_release_is_reported_and_backs_off_like_any_release():
     w.run(10)  # after the back-off, the policy lets them through
     assert not any(w.gated(f"nginx-{i}") for i in range(6))
     assert w.reasons("ForceReleased")
+
+
+@pytest.mark.parametrize("min_member", [4, 5])
+def test_a_forced_release_leaves_fits_cluster_as_the_planner_said(min_member):
+    """Forcing a gang that can never fit (the README example with minMember 4 or 5: one node of
+    10 CPU holds 3 members of 3 CPU) must not turn ``FitsCluster`` True: the forced pass is no
+    planner's answer (found by a new user: it said "minMember 5 fits on the eligible nodes when they
+    have room")."""
+    w = _readme(min_member=min_member)
+    w.run()
+    before = w.condition(type_="FitsCluster")
+    assert (before["status"], before["reason"]) == ("False", "ExceedsClusterCapacity"), before
+    w.cluster.pgs["pg"]["metadata"]["annotations"] = {ANN: "true"}
+    w.run(1)
+    assert not any(w.gated(f"nginx-{i}") for i in range(6)), "forced"
+    for i in range(3):
+        w.bind(f"nginx-{i}", "n1")
+    w.run(1)
+    after = w.condition(type_="FitsCluster")
+    assert (after["status"], after["reason"], after["message"]) == ("False", "ExceedsClusterCapacity",
+                                                                    before["message"]), after

@@ -53,3 +53,30 @@ def test_timeout_victims(name, kwargs, pin, expected):
         raw = jsonpatch.apply_patch(raw, pin_ops(raw["spec"], pin))
     victims = timeout_victims([pod_info(raw)], DEFAULT_GATE_NAME)
     assert [p.name for p in victims] == ([name] if expected else [])
+
+
+def test_the_timeout_event_counts_only_the_evictions_that_went_through():
+    """An eviction the API server refuses (a budget: 429) is not counted as done: the event says
+    how many went and how many failed (the same rule as the recovery rounds and the quorum policy)."""
+    pods = [raw_pod(n, gates=(), node="n1", phase="Running", owner=True) for n in ("a", "b", "c")]
+    status = {"phase": "Scheduling", "scheduleStartTime": "2024-01-01T00:00:00Z"}
+    h = Harness(pods, [raw_pg(min_member=4, status=status, timeout=60)], [verdict("AlreadyReleased", fits=3)],
+                evict=True)
+    refuse = {"b"}
+    evict = h.cluster.create_namespaced_pod_eviction
+
+    def busy(name, namespace, body, **kw):
+        from kubernetes.client.exceptions import ApiException
+
+        if name in refuse:
+            raise ApiException(status=429, reason="Too Many Requests")
+        return evict(name, namespace, body, **kw)
+
+    h.cluster.create_namespaced_pod_eviction = busy
+    h.run()
+    h.now += 60
+    h.run()
+    assert sorted(h.cluster.evicted) == ["a", "c"]
+    (ev,) = [e for e in h.events if e[1] == "Timeout" and "evicted" in e[2]]
+    assert ev[2].startswith("evicted 2 members with a controller owner after the schedule timeout"), ev
+    assert ev[2].endswith("; 1 evictions failed (the controller's log says why)"), ev

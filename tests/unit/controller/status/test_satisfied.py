@@ -68,6 +68,7 @@ def test_satisfied_goes_both_ways_within_one_pass():
     c = st.condition("Satisfied")
     assert (c.status, c.reason) == ("False", "QuorumLost")
     assert c.message.startswith("3 of minMember 4 members placed; member k-3 left") and "node gone" in c.message
+    assert c.message.count("of minMember") == 1, c.message  # the count once (issue 29)
     # the next pass keeps who left; the gang back whole: True again
     g = pg(4, phase="Scheduling", scheduleStartTime=START, conditions=st.conditions)
     st2 = conditions_after(g, placed(3, 4), now=NOW + 6)
