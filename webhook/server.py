@@ -18,7 +18,9 @@ Routes:
   ``cogate_webhook_scheduler_names_adopted_total{scheduler_name}`` (members whose adopted
   scheduler name the patch rewrote, by the name they had; a separate counter because adoption
   goes with the ``gated`` or ``already_gated`` outcome), ``cogate_webhook_request_duration_seconds``
-  histogram, ``cogate_webhook_certificate_expiry_timestamp_seconds`` (the serving certificate's
+  histogram, ``cogate_webhook_connections_total`` (connections that carried a ``/mutate``
+  request: its rate against the requests' shows how often the API server opens a new TLS
+  connection instead of reusing one), ``cogate_webhook_certificate_expiry_timestamp_seconds`` (the serving certificate's
   notAfter, epoch seconds; no sample without TLS), ``cogate_build_info`` and process metrics
   (:func:`cogate.metrics.register_common`); the list is docs/reference/metrics.md).
 
@@ -44,8 +46,9 @@ import os
 import ssl
 import tempfile
 import time
+import weakref
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -118,6 +121,9 @@ class _Metrics:
     latency: Histogram
     adopted: Counter
     certificate: CertificateExpiry
+    connections: Counter
+    #: transports that already carried a ``/mutate`` request (gone with their connection)
+    seen: weakref.WeakSet = field(default_factory=weakref.WeakSet)
 
 
 def _make_metrics(registry: CollectorRegistry | None, adopted: frozenset[str] = frozenset()) -> _Metrics:
@@ -152,7 +158,13 @@ def _make_metrics(registry: CollectorRegistry | None, adopted: frozenset[str] = 
         adoptions.labels(name)
     certificate = CertificateExpiry()
     registry.register(certificate)
-    return _Metrics(registry, requests, latency, adoptions, certificate)
+    connections = Counter(
+        "cogate_webhook_connections",
+        "Connections (TLS when TLS is on) that carried a POST /mutate, counted at their first one; "
+        "near the requests' rate when the API server opens a connection per call.",
+        registry=registry,
+    )
+    return _Metrics(registry, requests, latency, adoptions, certificate, connections)
 
 
 @contextlib.contextmanager
@@ -339,6 +351,10 @@ async def _mutate(request: web.Request) -> web.Response:
     metrics = app[METRICS]
     started = time.perf_counter()
     outcome = Outcome.ERROR
+    transport = request.transport
+    if transport is not None and transport not in metrics.seen:  # the connection's first /mutate
+        metrics.seen.add(transport)
+        metrics.connections.inc()
     try:
         response, outcome, adopted = await _mutate_inner(request, app[GATE_NAME], app[SCHEDULER_NAMES],
                                                          app[ADOPTED])

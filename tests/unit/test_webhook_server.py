@@ -329,6 +329,33 @@ async def test_metrics_count_requests_by_outcome_and_latency(client):
     assert samples[("cogate_webhook_request_duration_seconds_bucket", (("le", "+Inf"),))] == 4
 
 
+async def test_connections_are_counted_once_each_at_their_first_mutate(aiohttp_client):
+    """Keep-alive requests on one connection count one connection; a new connection counts again;
+    probes and metrics scrapes do not count."""
+    import aiohttp
+
+    client = await aiohttp_client(make_app())
+    url = client.make_url("/mutate")
+
+    async def connections() -> float:
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as scrape:
+            async with scrape.get(client.make_url("/metrics")) as resp:
+                return _samples(await resp.text())[("cogate_webhook_connections_total", ())]
+
+    assert await connections() == 0
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1)) as kept:
+        for _ in range(3):
+            async with kept.post(url, json=review(pod())) as resp:
+                assert resp.status == 200
+        await kept.get(client.make_url("/healthz"))
+    assert await connections() == 1
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as fresh:
+        for _ in range(2):
+            async with fresh.post(url, json=review(pod())) as resp:
+                assert resp.status == 200
+    assert await connections() == 3
+
+
 async def test_adopted_scheduler_name_is_rewritten_warned_and_counted(aiohttp_client):
     client = await aiohttp_client(make_app(adopted=frozenset({"scheduler-plugins-scheduler"})))
     obj = pod()
