@@ -306,6 +306,7 @@ class Reconciler(Releasing):
                 self.caches.volumes.snapshot_map() if self.caches.volumes is not None else None)
             with self._planning_lock:  # members' device requests; nodes' and bound pods' devices
                 labelled = self.devices.resolve(labelled, self.planning)
+            labelled = self.aftercare.mark_going(labelled)  # evicted or deleted by us: going, whatever the watch says
             groups = self.aftercare.sizes.adjust(groups, members := members_by_group(labelled), now)  # operators' size
             natives = [p for p in labelled if p.native]  # one scan: usually none
             self._native = native.ignored_by_group(natives)  # no members: said so in their group's status

@@ -31,6 +31,7 @@ and the ``PolicyV1Api`` (budgets); what it remembers per group is in the group's
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import threading
@@ -115,6 +116,9 @@ class Aftercare:
         self._departed_lock = threading.Lock()  # the informer thread adds, the pass takes
         #: uids of members cogate deleted or evicted itself (not reported as lost).
         self._removed_by_us: set[str] = set()
+        #: uids of those whose deletion or eviction went through, while the watch still shows them
+        #: (:meth:`mark_going`).
+        self._going: set[str] = set()
         #: Operators' size against their gang (RayCluster, MPIJob, PyTorchJob: ``sizing.OwnerSizes``,
         #: the reconciler calls its ``adjust`` before planning and its ``conditions`` with the others).
         self.sizes = OwnerSizes(operator_reader(getattr(writer.core, "api_client", None)), events, metrics,
@@ -125,6 +129,18 @@ class Aftercare:
         if pod.uid in self._gang:
             with self._departed_lock:
                 self._departed[pod.uid] = pod
+
+    def mark_going(self, pods: Sequence[PodInfo]) -> list[PodInfo]:
+        """``pods`` (the members' watch) with those cogate evicted or deleted itself, and that the API
+        server took, marked ``deleting``: no longer members, whatever the watch says yet. Why: the
+        watch of the members and that of the bound pods are two streams; under load the room may
+        already be free of an evicted member (its node empty) while the members' watch still shows it
+        bound, and the gang would count it placed and release its replacements into the room its
+        eviction freed (seen in CI: a recovery round's survivors, evicted, counted again).
+        An eviction that failed is not marked: that member still holds its place."""
+        if not self._going:
+            return list(pods)
+        return [dataclasses.replace(p, deleting=True) if p.uid in self._going and not p.deleting else p for p in pods]
 
     # -- once a pass -----------------------------------------------------------------------------
     def survey(self, requests: Sequence[GroupRequest], labelled: Sequence[PodInfo], now: float) -> Survey:
@@ -160,6 +176,7 @@ class Aftercare:
         self.metrics.members_lost.inc(len(lost))
         self._gang = lifecycle.gang_members(requests, self.config.gate_name)
         self._removed_by_us &= set(current)
+        self._going &= set(current)
         return Survey(contexts, frozenset(confirmed), wake_at)
 
     def _waits(self, requests: Sequence[GroupRequest], down: dict[str, NodeInfo], found: dict[str, lifecycle.Stuck],
@@ -247,7 +264,8 @@ class Aftercare:
             for s in delete:
                 if s.member.uid not in self._stuck_acted:
                     self._removed_by_us.add(s.member.uid)
-                    self.writer.delete(s.member)
+                    if self.writer.delete(s.member) != WriteResult.FAILED:
+                        self._going.add(s.member.uid)
             self._stuck_acted.update(s.member.uid for s in ctx.stuck)
             self.events.emit(g.ref, "stuck", notices.planned_node_unusable(findings.stuck), now)
         else:
@@ -288,8 +306,8 @@ class Aftercare:
             memory.recovery_retry.clear()
             return
         memory.recovery = step.record
-        live = {m.uid for m in request.members}
-        memory.recovery_evicted &= live
+        # kept while the member exists or the watch still shows it (:meth:`mark_going`)
+        memory.recovery_evicted &= {m.uid for m in request.members} | self._going
         if step.action is recovery.Action.EVICT and step.record is not None:
             if self.config.pod_disruption_budgets and self.policy is not None and memory.budget != BUDGET_FOREIGN:
                 # cogate's own budget (minAvailable = minMember) would refuse every eviction of a
@@ -297,7 +315,7 @@ class Aftercare:
                 self.writer.objects.delete_pdb(self.policy, *g.key)
                 memory.budget = BUDGET_DELETED
             victims = timeout_victims(request.members, self.config.gate_name)
-            going = sum(1 for p in victims if p.uid in memory.recovery_evicted)
+            going = len(memory.recovery_evicted & self._going)  # evicted before, still shown by the watch
             memory.recovery_retry = set()
             evicted, failed = self._evict_round(memory, [p for p in victims if p.uid not in memory.recovery_evicted],
                                                 now)
@@ -329,6 +347,8 @@ class Aftercare:
             result = self.writer.evict(p)
             if result == WriteResult.FAILED:
                 failed.append(p)
+                continue
+            self._going.add(p.uid)
             evicted += result == WriteResult.EVICTED
         return evicted, failed
 

@@ -104,7 +104,7 @@ def test_lost_node_says_so_in_one_pass_the_deadline_evicts_once_and_the_gang_re_
     wait_for(lambda: (ps := group_pods(kube, namespace, "g", deleting=False)) and len(ps) == 4
              and all(gated(p) for p in ps) and not survivors & {p.metadata.uid for p in ps}, 20,
              what="4 members back, gated")
-    assert _evictions(stack) - before == 3
+    assert _evictions(stack) - before == 3, _story(stack, kube, namespace)
     rec = condition(status(kube, namespace, "g"), "Recovery")
     assert rec["reason"] == "MembersEvicted" and "eviction rounds done: one of three" in rec["message"], rec
 
@@ -116,8 +116,8 @@ def test_lost_node_says_so_in_one_pass_the_deadline_evicts_once_and_the_gang_re_
     rec = condition(status(kube, namespace, "g"), "Recovery")
     assert (rec["status"], rec["reason"]) == ("False", "Recovered"), rec
     time.sleep(3)
-    assert _evictions(stack) - before == 3, "never more than the one round"
-    assert len(_reasons(kube, namespace, "RecoveryEvicted")) == 1
+    assert _evictions(stack) - before == 3, "never more than the one round\n" + _story(stack, kube, namespace)
+    assert len(_reasons(kube, namespace, "RecoveryEvicted")) == 1, _story(stack, kube, namespace)
 
 
 def test_with_no_node_the_rounds_follow_the_back_off_and_stop_at_the_limit_with_failed(
