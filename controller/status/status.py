@@ -521,7 +521,7 @@ def _recorded(verdict: _Verdict | None, message: str) -> str:
     """The ``Released`` condition's text of ``message``: without the verdict's ``waiting_note`` (``GroupVerdict``; the
     members a release leaves gated are ``MembersWaiting``'s to name: they change, the record does not)."""
     note = getattr(verdict, "waiting_note", "")
-    return message.removesuffix(note) if note else message
+    return message.replace(note, "", 1) if note else message  # notes added after planning stay
 
 
 def _planners(verdict: _Verdict | None, outcome: Outcome | None) -> Outcome | None:
