@@ -7,7 +7,9 @@ API server speaks, with the same defaults and bounds as the CRD
 - ``spec.minMember``: int32, >= 1, default 1 (the CRD defaults it too);
 - ``spec.minResources``: ResourceList, name -> quantity (``"4"``, ``"8Gi"``, ``2``);
   values are kept as given (parse with ``cogate.controller.model.resources.parse_quantity``);
-- ``spec.scheduleTimeoutSeconds``: int32 seconds >= 0, counted from release;
+- ``spec.scheduleTimeoutSeconds``: seconds, 0 to 2147483647; the time a released group may go
+  without progress (from the release or the last member bound, whichever is later) before it times
+  out (docs/semantics.md);
 - ``status``: scheduler-plugins' fields (``phase``, ``running``, ``succeeded``,
   ``failed``, ``scheduleStartTime``, ``occupiedBy``) plus ``scheduled`` and
   ``conditions`` (metav1.Condition).
