@@ -130,7 +130,7 @@ class Aftercare:
             with self._departed_lock:
                 self._departed[pod.uid] = pod
 
-    def mark_going(self, pods: Sequence[PodInfo]) -> list[PodInfo]:
+    def mark_going(self, pods: Sequence[PodInfo]) -> Sequence[PodInfo]:
         """``pods`` (the members' watch) with those cogate evicted or deleted itself, and that the API
         server took, marked ``deleting``: no longer members, whatever the watch says yet. Why: the
         watch of the members and that of the bound pods are two streams; under load the room may
@@ -139,7 +139,7 @@ class Aftercare:
         eviction freed (seen in CI: a recovery round's survivors, evicted, counted again).
         An eviction that failed is not marked: that member still holds its place."""
         if not self._going:
-            return list(pods)
+            return pods  # usually: no copy on the pass's path
         return [dataclasses.replace(p, deleting=True) if p.uid in self._going and not p.deleting else p for p in pods]
 
     # -- once a pass -----------------------------------------------------------------------------
@@ -317,16 +317,14 @@ class Aftercare:
             victims = timeout_victims(request.members, self.config.gate_name)
             going = len(memory.recovery_evicted & self._going)  # evicted before, still shown by the watch
             memory.recovery_retry = set()
-            evicted, failed = self._evict_round(memory, [p for p in victims if p.uid not in memory.recovery_evicted],
-                                                now)
+            evicted, failed = self._evict_round(memory, victims, now)  # those evicted before are not members
             self.metrics.recovery_rounds.labels("evicted").inc()
             self.events.record(g.ref, notices.recovery_evicted(evicted, step.record.rounds, policy.limit,
                                                                step.message, failed=failed, going=going))
         elif step.action is recovery.Action.NONE and memory.recovery_retry and now >= memory.recovery_retry_at:
             # Evictions of this round that failed (the API server busy, a budget in the way): tried
             # again every RETRY_EVICTION_SECONDS while the member is still a victim, until the round's next step.
-            again = [p for p in timeout_victims(request.members, self.config.gate_name)
-                     if p.uid in memory.recovery_retry and p.uid not in memory.recovery_evicted]
+            again = [p for p in timeout_victims(request.members, self.config.gate_name) if p.uid in memory.recovery_retry]
             memory.recovery_retry = set()
             evicted, failed = self._evict_round(memory, again, now)
             if evicted and step.record is not None:
@@ -354,8 +352,9 @@ class Aftercare:
 
     def _evict_round(self, memory: ReleaseMemory, victims: Sequence[PodInfo], now: float) -> tuple[int, int]:
         """Evict ``victims`` for a recovery round (``now``: epoch seconds); returns (evicted, failed).
-        Evicted (or already gone) members go into ``memory.recovery_evicted`` (never evicted twice),
-        failed ones into ``memory.recovery_retry``, tried again :data:`RETRY_EVICTION_SECONDS` later."""
+        Evicted (or already gone) members go into ``memory.recovery_evicted`` (the next round's event
+        counts those the watch still shows; :meth:`mark_going` keeps them from being members), failed
+        ones into ``memory.recovery_retry``, tried again :data:`RETRY_EVICTION_SECONDS` later."""
         evicted, failed = self._evict(victims)
         refused = {p.uid for p in failed}
         memory.recovery_retry |= refused

@@ -72,8 +72,8 @@ class ReleaseMemory:
     already evicted, once per release; ``recovery``, the recovery deadline's record as this process
     last acted on it (:mod:`cogate.controller.model.recovery`: a status written but not yet in the
     informer's cache never reads as an older record); ``recovery_evicted``, the members (uids) the
-    recovery's rounds evicted and that still exist (never evicted again: a view that still shows
-    them placed is behind); ``recovery_retry``, the members whose eviction in the current round
+    recovery's rounds evicted and that still exist (a later round says how many the watch still
+    shows; they are no members any more: ``Aftercare.mark_going``); ``recovery_retry``, the members whose eviction in the current round
     failed, tried again from ``recovery_retry_at`` (epoch seconds) until it goes through or the
     round's next step is due; the last seven kept by :class:`cogate.controller.release.aftercare.Aftercare`.
 

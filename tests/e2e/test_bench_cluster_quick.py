@@ -7,15 +7,12 @@ plots, targets, notes), never a timing.
 
 from __future__ import annotations
 
-import importlib
 import json
 import math
-import sys
-from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+from tests.builders.bench import bench_module
 
 
 @pytest.fixture(scope="module")
@@ -26,11 +23,7 @@ def own_cluster():
 
 
 def _module(name: str):
-    sys.path.insert(0, str(BENCH))
-    try:
-        return importlib.import_module(name)
-    finally:
-        sys.path.remove(str(BENCH))
+    return bench_module(name)
 
 
 def _check_result(res: dict, name: str) -> None:

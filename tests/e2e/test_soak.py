@@ -10,25 +10,18 @@ check, teardown); see docs/operations/soak.md.
 
 from __future__ import annotations
 
-import importlib
-import sys
-from pathlib import Path
-
 import pytest
+
+from tests.builders.bench import bench_module
 
 pytestmark = pytest.mark.e2e
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
 SEED = 35
 MINUTES = 2.0
 
 
 def _soak():
-    sys.path.insert(0, str(BENCH))
-    try:
-        return importlib.import_module("soak")
-    finally:
-        sys.path.remove(str(BENCH))
+    return bench_module("soak")
 
 
 def test_short_soak_keeps_every_invariant(tmp_path, monkeypatch):

@@ -4,24 +4,16 @@ the policy set-up's objects. No cluster, no timing."""
 
 from __future__ import annotations
 
-import importlib
-import sys
-from pathlib import Path
-
 import pytest
 
-pytest.importorskip("matplotlib", reason="the test extra installs matplotlib (pip install -e '.[test]')")
+from tests.builders.bench import bench_module
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+pytest.importorskip("matplotlib", reason="the test extra installs matplotlib (pip install -e '.[test]')")
 
 
 @pytest.fixture(scope="module")
 def mod():
-    sys.path.insert(0, str(BENCH))
-    try:
-        return importlib.import_module("bench_admission_rate")
-    finally:
-        sys.path.remove(str(BENCH))
+    return bench_module("bench_admission_rate")
 
 
 def test_each_sample_goes_to_the_first_bucket_its_innermost_frames_name(mod, tmp_path):
@@ -63,11 +55,7 @@ def test_the_target_is_the_webhook_rate_against_no_webhook_at_100_creators(mod, 
     rows = out["tables"][0]["rows"]
     assert len(rows) == len(mod.SETUPS) * len(mod.CONCURRENCY)
     assert out["tables"][1]["rows"] == [["TLS handshake", 1.0]]
-    sys.path.insert(0, str(BENCH))
-    try:
-        run = importlib.import_module("run")
-    finally:
-        sys.path.remove(str(BENCH))
+    run = bench_module("run")
     assert run.validate(out, tmp_path) == [], "the result follows bench/run.py's contract"
 
 
@@ -82,11 +70,7 @@ def test_the_policy_set_up_installs_what_the_chart_installs(mod):
 
 @pytest.fixture(scope="module")
 def bare():
-    sys.path.insert(0, str(BENCH))
-    try:
-        return importlib.import_module("_bare_webhook")
-    finally:
-        sys.path.remove(str(BENCH))
+    return bench_module("_bare_webhook")
 
 
 @pytest.mark.parametrize("body", [

@@ -4,25 +4,18 @@ added no node and bound no member), rows as wide as their columns. No cluster, n
 
 from __future__ import annotations
 
-import importlib
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
-pytest.importorskip("matplotlib", reason="the test extra installs matplotlib (pip install -e '.[test]')")
+from tests.builders.bench import bench_module
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+pytest.importorskip("matplotlib", reason="the test extra installs matplotlib (pip install -e '.[test]')")
 
 
 @pytest.fixture(scope="module")
 def mod():
-    sys.path.insert(0, str(BENCH))
-    try:
-        return importlib.import_module("bench_autoscaler_cluster")
-    finally:
-        sys.path.remove(str(BENCH))
+    return bench_module("bench_autoscaler_cluster")
 
 
 def run_(mod, system, k, time_s, **kw):

@@ -3,21 +3,13 @@ rule a log that breaks it and one that keeps it (or is excused by the rule's sta
 
 from __future__ import annotations
 
-import importlib
-import sys
-from pathlib import Path
-
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+from tests.builders.bench import bench_module
 
 
 def _module(name: str):
-    sys.path.insert(0, str(BENCH))
-    try:
-        return importlib.import_module(name)
-    finally:
-        sys.path.remove(str(BENCH))
+    return bench_module(name)
 
 
 inv = _module("soak_invariants")
