@@ -348,7 +348,7 @@ def run(args: argparse.Namespace, out: Callable[[str], Any]) -> int:
     except LookupError as exc:
         raise UsageError(str(exc).strip("'\"")) from exc
     if notes:
-        e = dataclasses.replace(e, notes=tuple(notes))
+        e = dataclasses.replace(e, notes=tuple(notes) + e.notes)
     if args.output == "json":
         out(json.dumps(e.to_dict(), indent=2) + "\n")
     elif args.output == "yaml":

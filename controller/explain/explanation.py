@@ -111,7 +111,8 @@ class WhatIf:
 @dataclass(frozen=True)
 class Explanation:
     """The answer for PodGroup ``namespace/name``. ``starts``: released now or would be by this
-    pass (exit 0 of ``cogate explain``); ``phase``: the status phase the controller would write;
+    pass (exit 0 of ``cogate explain``); ``released``: the release is already recorded (the verdict
+    line says "released", not "would start"); ``phase``: the status phase the controller would write;
     ``condition``: the ``Released`` condition it would write (``type``, ``status``, ``reason``,
     ``message``); ``placements``: (member, node) the plan puts where ('' = released unpinned);
     ``left_out``: members the plan leaves gated; ``node_groups``: :class:`NodeGroup` per shape;
@@ -129,6 +130,7 @@ class Explanation:
     preemption: WhatIf | None = None
     add_nodes: WhatIf | None = None
     notes: tuple[str, ...] = field(default=())
+    released: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON/YAML data (``-o json|yaml``)."""
@@ -137,7 +139,7 @@ class Explanation:
                                            "message": w.message, "victims": list(w.victims)}
         return {
             "podGroup": f"{self.namespace}/{self.name}", "minMember": self.min_member, "starts": self.starts,
-            "phase": self.phase, "condition": dict(self.condition),
+            "released": self.released, "phase": self.phase, "condition": dict(self.condition),
             "placements": [{"member": m, "node": n} for m, n in self.placements],
             "leftOut": list(self.left_out),
             "nodeGroups": [{"nodes": list(g.nodes), "shape": g.shape, "roomFor": g.room_for,
@@ -193,6 +195,16 @@ def _starts(phase: str, verdict: GroupVerdict) -> bool:
     return Outcome(verdict.outcome).releases or phase in ("Scheduling", "Scheduled", "Running", "Finished")
 
 
+def _released(phase: str, verdict: GroupVerdict) -> bool:
+    """The release is recorded already (the planner keeps it, or the phase implies minMember placed)."""
+    return Outcome(verdict.outcome) is Outcome.ALREADY_RELEASED or phase in ("Scheduled", "Running", "Finished")
+
+
+#: The note of a released group none of whose members exists (docs/semantics.md "Generations").
+NO_MEMBER_NOTE = ("no member of the group exists: its release ended, and the members created next are decided "
+                  "again as a whole, all or nothing")
+
+
 def explain(world: World, namespace: str, name: str, now: float, config: ReconcilerConfig = ReconcilerConfig(), *,
             extra_nodes: Sequence[NodeInfo] = (), preemption: bool = True) -> Explanation:
     """The answer for PodGroup ``namespace/name`` in ``world`` at ``now`` (epoch seconds) with the
@@ -215,8 +227,10 @@ def explain(world: World, namespace: str, name: str, now: float, config: Reconci
     what_nodes = _with_nodes(world, key, now, config, extra_nodes) if extra_nodes else None
     victims = (_preempt(world, planned, request, verdict, config)
                if preemption and not starts and config.preemption else None)
+    released = _released(phase, verdict)
+    notes = (NO_MEMBER_NOTE,) if released and not request.members else ()
     return Explanation(namespace, name, request.min_member, starts, phase, condition, placements, left_out,
-                       groups_out, victims, what_nodes)
+                       groups_out, victims, what_nodes, notes, released)
 
 
 def _where(run: Pass, request: GroupRequest, verdict: GroupVerdict, nodes: Sequence[NodeInfo],
@@ -228,7 +242,7 @@ def _where(run: Pass, request: GroupRequest, verdict: GroupVerdict, nodes: Seque
     if Outcome(verdict.outcome).releases:
         placed += [(names.get(uid, uid), node) for uid, node in verdict.release.items()]
         out = [m for m in ms.plannable if m.name in set(verdict.waiting)]
-        return tuple(placed), tuple(m.name for m in out), node_groups(run.room, nodes, out[:1])
+        return tuple(placed), tuple(m.name for m in out), node_groups(run.room, nodes, out[:1]) if out else ()
     room = run.room
     mark = room.mark()
     try:
@@ -236,7 +250,7 @@ def _where(run: Pass, request: GroupRequest, verdict: GroupVerdict, nodes: Seque
         index = {i: n.name for i, n in enumerate(room.table.nodes)}
         placed += [(names[uid], index[i]) for uid, i in plan.items()]
         out = [m for m in ms.plannable if m.uid not in plan]
-        return tuple(placed), tuple(m.name for m in out), node_groups(room, nodes, out[:1])
+        return tuple(placed), tuple(m.name for m in out), node_groups(room, nodes, out[:1]) if out else ()
     finally:
         room.rollback(mark)
 

@@ -1,7 +1,7 @@
 """``cogate explain``'s text output (pure): an :class:`~cogate.controller.explain.explanation.Explanation`
 as lines for a terminal, in the words of the PodGroup's ``Released`` condition.
 
-Layout (docs/explain.md): the verdict line (``PodGroup ns/name: would start|would not start``), the
+Layout (docs/explain.md): the verdict line (``PodGroup ns/name: released|would start|would not start``), the
 condition (``Released=False InsufficientCapacity: fits 3 of 4: ...``), what fits where, the node
 groups with their first shortfall, then what preemption and ``--add-nodes`` would change.
 """
@@ -27,7 +27,8 @@ def text(e: Explanation) -> str:
     """The report as text (module doc), ending in a newline."""
     c = e.condition
     lines = [f"PodGroup {e.namespace}/{e.name} (minMember {e.min_member}): "
-             + ("would start" if e.starts else "would not start") + f" (phase {e.phase})",
+             + ("released" if e.released else "would start" if e.starts else "would not start")
+             + f" (phase {e.phase})",
              f"{c['type']}={c['status']} {c['reason']}: {c['message']}"]
     if e.placements:
         lines.append(f"fits where ({len(e.placements)}):")

@@ -110,7 +110,7 @@ def test_readme_example_min_member_3_fits_and_exits_0(stack, kube, namespace, on
     wait_for(lambda: status(kube, namespace, "nginx").get("running") == 3, 30, what="3 members running")
     out = explain(stack, "nginx", "-n", namespace)
     assert out.returncode == 0, out.stderr + out.stdout
-    assert "would start" in out.stdout and "Released=True" in out.stdout
+    assert "(minMember 3): released (phase Running)" in out.stdout and "Released=True" in out.stdout, out.stdout
     plugin = explain(stack, "pg", "nginx", "-n", namespace, kubectl=True)
     assert plugin.returncode == 0, plugin.stderr + plugin.stdout
 

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from cogate.controller.explain import report
-from cogate.controller.explain.explanation import World, explain
+from cogate.controller.explain.explanation import NO_MEMBER_NOTE, World, explain
 from cogate.controller.model.config import ReconcilerConfig
 from cogate.controller.planning import planner
 from cogate.controller.status import status as status_mod
@@ -167,6 +167,43 @@ def test_a_running_group_starts():
     e = explain(World((ten_cpu(),), ms, (g,), ms), NS, "g", NOW)
     assert e.starts and e.condition["status"] == "True"
     assert sorted(e.placements) == [(f"g-{i}", "n1") for i in range(3)]
+
+
+def released_status(phase: str):
+    return dict(phase=phase, scheduleStartTime="2024-01-01T00:00:00Z",
+                conditions=[{"type": "Released", "status": "True", "reason": "Released", "message": "fits 3 of 3",
+                             "lastTransitionTime": "2024-01-01T00:00:00Z"}])
+
+
+@pytest.mark.parametrize("phase", ["Scheduling", "Scheduled", "Running", "Finished"])
+def test_a_released_group_whose_members_are_all_gone_says_released_not_would_start(phase):
+    """A new user's finding (issue 29): the verdict line said "would start" for a released group whose
+    ReplicaSet was deleted. It says "released", notes that the next members are decided again as a
+    whole, and lists no node groups (no member is left out to measure room for)."""
+    g = podgroup("g").min_member(3).status(**released_status(phase)).info()
+    e = explain(World((ten_cpu(),), (), (g,), ()), NS, "g", NOW)
+    assert e.released and e.starts  # exit 0, as for any released group
+    assert e.notes == (NO_MEMBER_NOTE,) and e.node_groups == () and e.placements == ()
+    out = report.text(e)
+    assert out.splitlines()[0] == f"PodGroup team/g (minMember 3): released (phase {e.phase})"
+    assert "would start" not in out and "room for 0" not in out and f"note: {NO_MEMBER_NOTE}" in out
+    assert json.loads(json.dumps(e.to_dict()))["released"] is True
+
+
+def test_would_start_is_said_only_before_the_release_and_released_after_it():
+    """The README example before the release (this pass releases it: "would start") and after it (the
+    status records it and 3 members run: "released"); a group that fits whole lists no node groups."""
+    before = explain(world([ten_cpu()], members(3), 3), NS, "g", NOW)
+    assert before.starts and not before.released and before.notes == () and before.node_groups == ()
+    assert report.text(before).splitlines()[0] == "PodGroup team/g (minMember 3): would start (phase Scheduling)"
+    ms = tuple(pod(f"g-{i}").group("g").req(cpu=3).on("n1").phase("Running").info() for i in range(3))
+    g = podgroup("g").min_member(3).status(**released_status("Running")).info()
+    after = explain(World((ten_cpu(),), ms, (g,), ms), NS, "g", NOW)
+    assert after.released and after.notes == ()
+    assert report.text(after).splitlines()[0] == "PodGroup team/g (minMember 3): released (phase Running)"
+    waiting = explain(world([ten_cpu()], members(4), 4), NS, "g", NOW)
+    assert not waiting.starts and not waiting.released and waiting.node_groups
+    assert report.text(waiting).splitlines()[0] == "PodGroup team/g (minMember 4): would not start (phase Pending)"
 
 
 def test_unknown_group_raises_lookup_error():
