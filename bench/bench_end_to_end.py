@@ -84,7 +84,11 @@ def parse_shapes(text: str) -> tuple[tuple[int, int, int], ...]:
 
 def run_once(api, watch: cb.PodWatch, stack, groups: int, size: int, gang: bool, timeout: float,
              cluster: Any = None, pg_watch: cb.PodGroupWatch | None = None,
-             profile_to: Path | None = None) -> dict[str, Any]:
+             profile_to: Path | None = None, pre_gate: str | None = None) -> dict[str, Any]:
+    """One run: ``groups`` ReplicaSets of ``size`` created at once (``gang``: labelled, each with its
+    PodGroup of minMember ``size``; ``pre_gate``: their pod templates carry that scheduling gate, so the
+    webhook's match condition skips the members) until every pod is bound or ``timeout`` seconds
+    pass (``TimeoutError``). Returns the run's figures (seconds from the first create call)."""
     before = cb.controller_stats(stack)
     clock = cb.MetricClock(stack, {"members added": MEMBERS_ADDED}) if gang else None
     spy = None
@@ -106,8 +110,8 @@ def run_once(api, watch: cb.PodWatch, stack, groups: int, size: int, gang: bool,
                 spy = _profile.pyspy_record(cb.controller_pid(stack), timeout, str(profile_to), rate=100,
                                             threads=True, extra=PYSPY_EXTRA)
             t0 = time.monotonic()
-            cb.parallel(lambda n: cb.create_replica_set(api, ns, cb.replica_set(n, size, group=n if gang else None)),
-                        names)
+            cb.parallel(lambda n: cb.create_replica_set(api, ns, cb.pre_gated(
+                cb.replica_set(n, size, group=n if gang else None), pre_gate)), names)
             end = watch.wait_bound(ns, total, timeout)
             if spy is not None:
                 spy.send_signal(signal.SIGINT)  # py-spy writes what it sampled so far

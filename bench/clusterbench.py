@@ -261,6 +261,16 @@ def replica_set(name: str, replicas: int, *, group: str | None, cpu: str = "100m
                      "template": {"metadata": tmpl["metadata"], "spec": tmpl["spec"]}}}
 
 
+def pre_gated(workload: dict[str, Any], gate: str | None) -> dict[str, Any]:
+    """``workload`` (a ReplicaSet body) with scheduling gate ``gate`` added to its pod template (a
+    pre-gated member: the webhook's match condition skips it; docs/semantics.md, Admission); ``None``:
+    unchanged."""
+    if gate is not None:
+        spec = workload["spec"]["template"]["spec"]
+        spec["schedulingGates"] = [*(spec.get("schedulingGates") or []), {"name": gate}]
+    return workload
+
+
 def priority_class(api: client.ApiClient, name: str, value: int) -> None:
     """Create the PriorityClass ``name`` of ``value`` (preemptionPolicy PreemptLowerPriority), unless it
     exists (409 ignored; an existing class keeps its value)."""

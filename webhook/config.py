@@ -35,13 +35,24 @@ One place for the registration rules of docs/semantics.md (the chart template
   conditions before it records the webhook as called, and reinvokes only recorded webhooks
   (``dispatcher.go`` ``Dispatch``, k8s.io/apiserver v0.37.2); the first entry's ``objectSelector``
   already keeps unlabelled pods from it (what each costs: docs/benchmarks.md, admission_rate).
+- the first entry's ``matchConditions`` (:func:`needs_admission_expression`, issue 40) skip a
+  **pre-gated** member: a pod created already carrying cogate's gate (its workload's pod template
+  has it) whose label names a PodGroup, that asks for the default scheduler and sets no field of
+  Kubernetes' own gang scheduling. The webhook would allow such a pod unchanged, with no warning
+  (:mod:`cogate.webhook.admission` rule 7), so the API server spares the call: creating it costs
+  what creating an unlabelled pod costs. Every other labelled pod is still sent (to be gated,
+  refused, warned about, or have its scheduler name adopted). As for any match condition, a
+  webhook skipped at the first call is not called on reinvocation: a later mutator that removes
+  the gate again leaves the pod ungated (the controller reports it, reason
+  ``UngatedWithoutRelease``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from cogate.api import DEFAULT_GATE_NAME, POD_GROUP_LABEL
+from cogate.api import DEFAULT_GATE_NAME, DEFAULT_SCHEDULER_NAME, POD_GROUP_LABEL
+from cogate.webhook import policies
 
 WEBHOOK_NAME = "pod-group-gate.scheduling.x-k8s.io"
 #: The entry for labels added after cogate's webhook ran (no label objectSelector; module doc).
@@ -51,6 +62,8 @@ CONFIGURATION_NAME = "cogate"
 FAILURE_POLICIES = ("Fail", "Ignore")
 #: Name of the late entry's match condition (:func:`not_gated_expression`).
 NOT_GATED_CONDITION = "not-gated-yet"
+#: Name of the first entry's match condition (:func:`needs_admission_expression`).
+NEEDS_ADMISSION_CONDITION = "not-pre-gated"
 
 
 def not_gated_expression(gate_name: str = DEFAULT_GATE_NAME) -> str:
@@ -58,6 +71,21 @@ def not_gated_expression(gate_name: str = DEFAULT_GATE_NAME) -> str:
     ``gate_name`` (a qualified name: no quote can occur in it)."""
     return (f"!has(object.spec.schedulingGates) || "
             f"!object.spec.schedulingGates.exists(g, g.name == '{gate_name}')")
+
+
+def needs_admission_expression(gate_name: str = DEFAULT_GATE_NAME) -> str:
+    """CEL (``matchConditions[].expression`` of the first entry, :data:`NEEDS_ADMISSION_CONDITION`): the
+    labelled pod needs the webhook, i.e. it is not pre-gated (module doc): it lacks the gate ``gate_name``,
+    or its label cannot name a PodGroup (refused or warned about: :mod:`cogate.webhook.admission` rules 4
+    and 5), or it sets ``spec.nodeName`` (warned about, rule 6), or it names a scheduler other than ``default-scheduler`` (adopted or warned about), or it sets
+    ``spec.schedulingGroup`` / ``spec.workloadRef`` (warned about). ``object`` is dynamically typed in a
+    webhook's match conditions (k8s.io/apiserver ``pkg/admission/plugin/cel/compile.go``), so ``has()``
+    of a field a release does not know is false, not an error."""
+    gated = (f"has(object.spec.schedulingGates) && "
+             f"object.spec.schedulingGates.exists(g, g.name == '{gate_name}')")
+    scheduler = f"has(object.spec.schedulerName) && object.spec.schedulerName != '{DEFAULT_SCHEDULER_NAME}'"
+    return (f"!({gated}) || !{policies.inline('variables.nameable')} || {policies.inline('variables.bound')} || "
+            f"({scheduler}) || has(object.spec.schedulingGroup) || has(object.spec.workloadRef)")
 
 
 def webhook_configuration(
@@ -77,8 +105,8 @@ def webhook_configuration(
     ``late_labels``: the ``failurePolicy`` (``"Fail"`` or ``"Ignore"``) of the second entry
     :data:`LATE_WEBHOOK_NAME`, which gates pods labelled by a later mutator; ``None`` leaves
     it out (then such pods are never gated; the controller reports them). Raises
-    ``ValueError`` for another value. ``gate_name``: the gate (``--gate-name``) the late entry's
-    match condition looks for.
+    ``ValueError`` for another value. ``gate_name``: the gate (``--gate-name``) the entries' match
+    conditions look for.
     """
     if not 1 <= timeout_seconds <= 30:
         raise ValueError(f"timeoutSeconds must be between 1 and 30, got {timeout_seconds}")
@@ -113,6 +141,8 @@ def webhook_configuration(
                 "sideEffects": "None",
                 "timeoutSeconds": timeout_seconds,
                 "reinvocationPolicy": "IfNeeded",
+                "matchConditions": [{"name": NEEDS_ADMISSION_CONDITION,
+                                     "expression": needs_admission_expression(gate_name)}],
             }
         ],
     }

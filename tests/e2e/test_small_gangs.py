@@ -7,6 +7,9 @@
   the covered namespaces not gated yet still reaches it: the API server reinvokes only webhooks it
   called in the first round, so the entry must see unlabelled pods for a later mutator's label to
   be gated (docs/semantics.md, Admission).
+- **Pre-gated members.** A member created already carrying cogate's gate, with a nameable label and
+  the default scheduler, is not sent at all (the first entry's match condition) and is released
+  with its group; one the webhook still has work for (refusal, warning) is sent.
 - **Sub-second groups.** The member event that completes a group makes the controller's pass due
   at once. Run with a debounce of 30 s (and no resync before it), groups of 2, 3 (the README
   example: 3 of 6 pods of 3 CPU fit one 10-CPU node), 4 and 8 members are still bound within a
@@ -35,13 +38,15 @@ pytestmark = pytest.mark.e2e
 LONG_DEBOUNCE = 30.0
 
 
-def _pod(name: str, group: str | None, cpu: str = "100m") -> dict[str, Any]:
+def _pod(name: str, group: str | None, cpu: str = "100m", gate: str | None = None, **spec: Any) -> dict[str, Any]:
+    """A pod of ``cpu``, labelled for ``group``; ``gate``: created carrying that scheduling gate (pre-gated)."""
     labels = {POD_GROUP_LABEL: group} if group else {}
     res = {"cpu": cpu, "memory": "64Mi"}
+    gates = {"schedulingGates": [{"name": gate}]} if gate else {}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels},
             "spec": {"containers": [{"name": "c", "image": "registry.invalid/e2e:1",
                                      "resources": {"requests": res, "limits": res}}],
-                     "terminationGracePeriodSeconds": 0}}
+                     "terminationGracePeriodSeconds": 0, **gates, **spec}}
 
 
 def _register(stack, late_labels: str | None) -> None:
@@ -93,6 +98,29 @@ def test_unlabelled_pods_reach_the_webhook_only_through_the_late_label_entry(sta
         assert _calls(stack) == before + 6, "a pod the first entry gated is not sent again (matchConditions)"
     finally:
         stack.register_webhook((stack.workdir / "ca.crt").read_bytes())
+
+
+def test_a_pre_gated_member_skips_the_webhook_and_is_released_with_its_group(stack, kube, namespace, only_nodes):
+    """A member created already carrying cogate's gate (its template has it) with a nameable label and
+    the default scheduler is not sent to the webhook (the first entry's match condition, issue 40), yet
+    its group is released and bound like any other; a pre-gated pod the webhook still has work for
+    (a label no PodGroup can have: refused; another scheduler name) is still sent."""
+    only_nodes(1, kwok_taint=False, cpu="10", memory="8Gi", pods=110)
+    core = client.CoreV1Api(kube)
+    create_pod_group(kube, {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+                            "metadata": {"name": "pre", "namespace": namespace}, "spec": {"minMember": 3}})
+    before = _calls(stack)
+    for i in range(3):
+        core.create_namespaced_pod(namespace, _pod(f"pre-{i}", "pre", gate=stack.gate_name))
+    assert _calls(stack) == before, "a pre-gated member was sent to the webhook"
+    wait_for(lambda: sum(bound(p) for p in group_pods(kube, namespace, "pre")) == 3, 30,
+             what="the pre-gated group released and bound")
+    assert all(not p.spec.scheduling_gates for p in group_pods(kube, namespace, "pre"))
+    with pytest.raises(client.ApiException) as refused:
+        core.create_namespaced_pod(namespace, _pod("bad", "Bad_Name", gate=stack.gate_name))
+    assert refused.value.status == 422 and "cannot name a PodGroup" in refused.value.body, refused.value.body
+    core.create_namespaced_pod(namespace, _pod("other", "pre", gate=stack.gate_name, schedulerName="batch"))
+    assert _calls(stack) == before + 2, "a pre-gated pod the webhook refuses or warns about is still sent"
 
 
 @pytest.mark.parametrize("groups", [

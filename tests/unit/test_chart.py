@@ -157,7 +157,8 @@ def test_webhook_registration_matches_the_builder(helm):
         assert late.get(key) == ref_late.get(key), key
     assert hook["reinvocationPolicy"] == late["reinvocationPolicy"] == "IfNeeded"
     assert "objectSelector" not in late and late["failurePolicy"] == "Ignore"
-    assert "matchConditions" not in hook and [c["name"] for c in late["matchConditions"]] == ["not-gated-yet"]
+    assert [c["name"] for c in hook["matchConditions"]] == ["not-pre-gated"]
+    assert [c["name"] for c in late["matchConditions"]] == ["not-gated-yet"]
     assert late["clientConfig"] == hook["clientConfig"]
     assert hook["objectSelector"] == {"matchExpressions": [{"key": POD_GROUP_LABEL, "operator": "Exists"}]}
     assert hook["failurePolicy"] == "Fail" and hook["sideEffects"] == "None" and hook["timeoutSeconds"] == 5

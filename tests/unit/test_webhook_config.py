@@ -95,3 +95,65 @@ def test_late_entry_skips_pods_carrying_the_configured_gate(gate):
     expression = late["matchConditions"][0]["expression"]
     assert expression == config.not_gated_expression(gate)
     assert f"g.name == '{gate}'" in expression and expression.startswith("!has(object.spec.schedulingGates) || ")
+
+
+# -- the first entry's match condition: a pre-gated member skips the webhook (issue 40) ----------------
+
+ADOPTED = frozenset({"scheduler-plugins-scheduler"})
+PLANNED = frozenset({"default-scheduler", "batch-scheduler"})
+LABELS = ["g", "a.b", "x" * 63, "", "Bad_x", "-a", "x" * 64]
+GATE_SETS = [None, [], ["scheduling.x-k8s.io/pod-group"], ["example.com/other"],
+             ["example.com/other", "scheduling.x-k8s.io/pod-group"]]
+SCHEDULERS = [None, "default-scheduler", "batch-scheduler", "scheduler-plugins-scheduler", "volcano"]
+EXTRAS = [{}, {"nodeName": "n1"}, {"schedulingGroup": {"podGroupName": "w"}}, {"workloadRef": {"name": "w"}}]
+
+
+def _pod(label, gates, scheduler, extra):
+    spec = {"containers": [{"name": "c", "image": "x"}], **extra}
+    if gates is not None:
+        spec["schedulingGates"] = [{"name": g} for g in gates]
+    if scheduler is not None:
+        spec["schedulerName"] = scheduler
+    return {"metadata": {"name": "p", "labels": {POD_GROUP_LABEL: label, "app": "x"}}, "spec": spec}
+
+
+def _needs(expression):
+    import celpy
+    env = celpy.Environment()
+    program = env.program(env.compile(expression))
+    return lambda pod: bool(program.evaluate({"object": celpy.json_to_cel(pod)}))
+
+
+@pytest.mark.parametrize("gate", ["scheduling.x-k8s.io/pod-group", "example.com/gang"])
+def test_the_first_entry_skips_exactly_pods_the_webhook_would_leave_alone(gate):
+    """Every combination of label value, gates, scheduler name, ``nodeName`` and native gang field
+    (700 pods), evaluated as kube-apiserver evaluates the match condition (CEL) and as the webhook
+    decides: a pod the condition skips is one the webhook would allow unchanged, with no warning and
+    no refusal; and a member pre-gated by its template (the gate, a nameable label, the default
+    scheduler, nothing else) is always skipped."""
+    (first,) = [h for h in hooks(gate_name=gate, late_labels=None).values()]
+    assert first["matchConditions"] == [{"name": config.NEEDS_ADMISSION_CONDITION,
+                                         "expression": config.needs_admission_expression(gate)}]
+    needs = _needs(first["matchConditions"][0]["expression"])
+    skipped = 0
+    for label in LABELS:
+        for gates in GATE_SETS:
+            for scheduler in SCHEDULERS:
+                for extra in EXTRAS:
+                    pod = _pod(label, [gate if g == "scheduling.x-k8s.io/pod-group" else g for g in gates]
+                               if gates is not None else None, scheduler, extra)
+                    review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                              "request": {"uid": "u", "operation": "CREATE", "namespace": "ns", "object": pod,
+                                          "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                                          "resource": {"group": "", "version": "v1", "resource": "pods"}}}
+                    got = evaluate(review, gate, PLANNED, ADOPTED)
+                    acts = bool(got.patch) or bool(got.warnings) or bool(got.refusal)
+                    carried = [g["name"] for g in pod["spec"].get("schedulingGates", [])]
+                    pre_gated = (gate in carried
+                                 and label in ("g", "a.b", "x" * 63) and scheduler in (None, "default-scheduler")
+                                 and not extra)
+                    if not needs(pod):
+                        skipped += 1
+                        assert not acts, (pod, got)
+                    assert needs(pod) is not pre_gated, pod
+    assert skipped == 3 * 2 * 2  # labels x gate lists holding the gate x (unset, default-scheduler)
