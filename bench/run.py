@@ -44,6 +44,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from cogate.localcluster import provenance
+
 BENCH_DIR = Path(__file__).resolve().parent
 REPO = BENCH_DIR.parent
 if str(BENCH_DIR) not in sys.path:
@@ -119,11 +121,8 @@ def git_commit(outputs: tuple[str, ...] = ("docs/benchmarks", "docs/benchmarks.m
     """The checkout's short commit, with ``-dirty`` when tracked files other than the report's own
     outputs (``outputs``, paths relative to the repository: a run rewrites its plots and results
     files as it goes) differ from it: a section run on uncommitted code names no commit that
-    reproduces it."""
-    commit = _cmd("git", "-C", str(REPO), "rev-parse", "--short", "HEAD")
-    dirty = _cmd("git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no", "--", ".",
-                 *(f":(exclude){p}" for p in outputs))
-    return commit + ("-dirty" if dirty and commit else "")
+    reproduces it (:func:`cogate.localcluster.provenance.git_commit`)."""
+    return provenance.git_commit(REPO, outputs)
 
 
 def section_facts(mod: Any, quick: bool, outputs: tuple[str, ...] = ()) -> dict[str, Any]:

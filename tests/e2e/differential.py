@@ -49,9 +49,11 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from cogate.controller.model.records import node_info, pod_info
+from cogate.localcluster import provenance
 from cogate.controller.planning.planner import GroupRequest, PlannerConfig, decide
 from cogate.controller.planning.planner import Outcome as PlannerOutcome
 from cogate.controller.planning.patches import release_patch
@@ -778,22 +780,18 @@ def summarize(outcomes: Sequence[Outcome]) -> dict[str, dict[str, int]]:
     return out
 
 
+#: What the recorded runs write (docs/differential.md): left out of the ``-dirty`` check, so the second
+#: family of a sitting names the commit the first ran at.
+RECORDED = ("docs/results/differential", "docs/results/differential.md")
+
+
 def run_facts(settings: dict[str, Any]) -> dict[str, Any]:
     """What a results file records of the run besides its outcomes: the commit (``-dirty`` when the
-    checkout had changes), the UTC date, the load average and cores, and ``settings``."""
+    checkout had changes other than the recorded results, :data:`RECORDED`), the UTC date, the load
+    average and cores, and ``settings``."""
     import datetime
-    import subprocess
 
-    def git(*args: str) -> str:
-        try:
-            return subprocess.run(["git", *args], capture_output=True, text=True, timeout=10,
-                                  cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
-        except OSError:
-            return ""
-
-    commit = git("rev-parse", "--short", "HEAD")
-    dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
-    return {"commit": commit + ("-dirty" if dirty and commit else ""),
+    return {"commit": provenance.git_commit(Path(__file__).resolve().parents[2], RECORDED),
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "load_average": [round(x, 1) for x in os.getloadavg()], "cores": os.cpu_count(),
             "settings": settings}
