@@ -7,8 +7,9 @@ start"); this room finds the owner, reads it and says what it found. Verbs:
   operator object (its controller ``ownerReference``, else a member's controller owner of such a
   kind) and that is short of minMember (fewer live members) or follows its owner's size
   (annotation ``cogate.dev/follow-owner-size: "true"``), the owner is read (``get``, cached
-  :data:`CACHE_SECONDS` while the group's members are unchanged: a scale-down deletes pods, so the
-  pass that sees them go reads it again) and judged. A group that can never form gets a Warning
+  :data:`CACHE_SECONDS` while the group's members stay unchanged from pass to pass: a scale-down
+  deletes pods, so the pass that sees them go reads it again, also when the members left are a set
+  the group had before, e.g. the first 3 pods of a RayCluster created moments ago) and judged. A group that can never form gets a Warning
   ``OwnerCannotComplete`` event on the PodGroup **and on the owner** in that pass; a following group
   is planned, counted and reported with minMember lowered to its owner's size and without its
   ``spec.minResources`` (summed for the larger gang; the PodGroup's spec is left as written),
@@ -117,8 +118,11 @@ class OwnerSizes:
         self._monotonic = monotonic
         self._cache_seconds = cache_seconds
         self._lock = threading.Lock()
-        #: (kind, namespace, name) -> (read at, the members then, object or None).
-        self._cache: dict[tuple[tuple[str, str], str, str], tuple[float, tuple[Any, ...], Any]] = {}
+        #: (kind, namespace, name) -> (read at, object or None).
+        self._cache: dict[tuple[tuple[str, str], str, str], tuple[float, Any]] = {}
+        #: PodGroup uid -> its members at the last pass ((uid, phase, deleting), sorted): a change
+        #: makes the next judgement read the owner again.
+        self._seen: dict[str, tuple[tuple[str, str, bool], ...]] = {}
         #: PodGroup uid -> what the last pass found.
         self._found: dict[str, Found] = {}
         #: PodGroup uids whose operator could not be read or judged in the last pass (404, error,
@@ -154,6 +158,8 @@ class OwnerSizes:
                 out[key] = replace(g, pg=g.pg.model_copy(update={"spec": spec}))
         with self._lock:
             self._found, self._unknown = found, unknown
+            live = {g.uid for g in groups.values()}
+            self._seen = {uid: m for uid, m in self._seen.items() if uid in live}
             t = self._monotonic()
             for k in [k for k, v in self._cache.items() if t - v[0] >= self._cache_seconds]:
                 del self._cache[k]
@@ -162,6 +168,9 @@ class OwnerSizes:
     def _judge(self, g: GroupObject, members: Sequence[PodInfo]) -> Found | object | None:
         """What the group's operator says (:class:`Found`), ``None`` when nothing is to be judged
         (no operator, or not short and not following), :data:`_UNKNOWN` when it could not be read."""
+        mine = tuple(sorted((m.uid, m.phase, m.deleting) for m in members))
+        with self._lock:
+            changed, self._seen[g.uid] = self._seen.get(g.uid) != mine, mine
         following = follows(g.pg.metadata.annotations)
         spec_min = min_member_of(g.pg)
         present = sum(1 for m in members if m.phase != "Failed" and not m.deleting)
@@ -171,7 +180,7 @@ class OwnerSizes:
         if who is None:
             return None
         kind, name, uid = who
-        raw = self._object(kind, g.key[0], name, members)
+        raw = self._object(kind, g.key[0], name, fresh=changed)
         if not isinstance(raw, Mapping):
             return _UNKNOWN
         meta = raw.get("metadata") if isinstance(raw.get("metadata"), Mapping) else {}
@@ -203,16 +212,17 @@ class OwnerSizes:
         relayed = notice._replace(message=f"PodGroup {g.key[0]}/{g.key[1]}: {notice.message}"[:1000])
         self._events.emit(f.owner, "operator-owner", relayed, now, key=key, obj=g.uid)
 
-    def _object(self, kind: tuple[str, str], namespace: str, name: str, members: Sequence[PodInfo]) -> Any:
-        """The owner's object, cached while the group's members are unchanged (None: absent or unknown)."""
+    def _object(self, kind: tuple[str, str], namespace: str, name: str, *, fresh: bool) -> Any:
+        """The owner's object (None: absent or unknown), read again when ``fresh`` (the group's members
+        changed since the last pass) or the read is :data:`CACHE_SECONDS` old. Comparing the members
+        with those at the read instead would miss a change and its undoing between two reads."""
         assert self._read is not None
-        mine = tuple(sorted((m.uid, m.phase, m.deleting) for m in members))
         key = (kind, namespace, name)
         t = self._monotonic()
         with self._lock:
             hit = self._cache.get(key)
-        if hit is not None and hit[1] == mine and t - hit[0] < self._cache_seconds:
-            return hit[2]
+        if hit is not None and not fresh and t - hit[0] < self._cache_seconds:
+            return hit[1]
         try:
             raw = self._read(kind, namespace, name)
             self._metrics.owner_reads.labels(kind[1], "ok" if raw is not None else "not_found").inc()
@@ -226,7 +236,7 @@ class OwnerSizes:
                             "(the chart does)", kind[1])
             raw = None
         with self._lock:
-            self._cache[key] = (t, mine, raw)
+            self._cache[key] = (t, raw)
         return raw
 
     def conditions(self, status: PodGroupStatus, g: GroupObject, now: float) -> PodGroupStatus:

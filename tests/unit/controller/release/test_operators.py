@@ -148,6 +148,34 @@ def test_room_tells_the_podgroup_and_the_raycluster_in_one_pass():
     assert r.conditions(st, g, 102.0).condition("OwnerCanComplete").status == "True"
 
 
+def test_a_scale_down_back_to_a_member_set_seen_before_is_judged_in_the_pass_that_sees_it():
+    """The CI flake of tests/e2e/test_operator_sizes.py, as a unit test of its kind: while a RayCluster's
+    5 pods arrive, a pass sees its first 3 (short: the owner is read, 4 workers, it can complete); the 5
+    arrive; the RayCluster is scaled to 2 workers and KubeRay deletes the last 2 pods, leaving exactly
+    those 3. The owner was cached with "the members then", which matched again, so cogate judged the
+    old size for up to CACHE_SECONDS (10 s). Now any change of members between passes reads it again:
+    told in the pass that sees the pods go, whatever members remain, at any time inside the cache window."""
+    cluster = ray({"groupName": "small", "replicas": 4})
+    cluster["metadata"] = {"uid": "rc-1"}
+    for left in ((0, 1, 2), (0, 3, 4), (1, 2, 4)):
+        r, rec, reads = sizes_room({(ops.RAYCLUSTER, "rc"): cluster})
+        g, ms5 = ray_group(pods=5)
+        first = [ms5[i] for i in left]
+        r.adjust({g.key: g}, {g.key: first}, 100.0)  # arriving: 3 of 5, read, can complete
+        assert rec.events == [] and len(reads) == 1
+        r.adjust({g.key: g}, {g.key: ms5}, 100.5)  # all 5: not short, not read
+        cluster["spec"]["workerGroupSpecs"][0]["replicas"] = 2
+        r.adjust({g.key: g}, {g.key: first}, 101.0)  # scaled down to the same 3
+        assert len(reads) == 2, (left, "the owner read again in the pass that saw the pods go")
+        assert [(e[0], e[3]) for e in rec.events] == [("PodGroup", "OwnerCannotComplete"),
+                                                      ("RayCluster", "OwnerCannotComplete")], left
+        c = r.conditions(PodGroupStatus(), g, 101.0).condition("OwnerCanComplete")
+        assert (c.status, c.reason) == ("False", "OwnerTooSmall") and "keeps at most 3 pods" in c.message
+        r.adjust({g.key: g}, {g.key: first}, 102.0)
+        assert len(reads) == 2, "unchanged members: the read is kept"
+        cluster["spec"]["workerGroupSpecs"][0]["replicas"] = 4
+
+
 def test_following_lowers_minmember_to_the_owners_size():
     cluster = ray({"groupName": "small", "replicas": 2})
     r, rec, _ = sizes_room({(ops.RAYCLUSTER, "rc"): cluster})
