@@ -117,11 +117,11 @@ def machine_facts() -> dict[str, str]:
     }
 
 
-def git_commit(outputs: tuple[str, ...] = ("docs/benchmarks", "docs/benchmarks.md")) -> str:
-    """The checkout's short commit, with ``-dirty`` when tracked files other than the report's own
-    outputs (``outputs``, paths relative to the repository: a run rewrites its plots and results
-    files as it goes) differ from it: a section run on uncommitted code names no commit that
-    reproduces it (:func:`cogate.localcluster.provenance.git_commit`)."""
+def git_commit(outputs: tuple[str, ...] = provenance.RECORDED) -> str:
+    """The checkout's short commit, with ``-dirty`` when tracked files other than the recorded
+    evidence (``outputs``, paths relative to the repository: a run rewrites its plots and results
+    files as it goes, and a sitting's differential writes its own) differ from it: a section run on
+    uncommitted code names no commit that reproduces it (:func:`cogate.localcluster.provenance.git_commit`)."""
     return provenance.git_commit(REPO, outputs)
 
 
@@ -147,7 +147,7 @@ def section_facts(mod: Any, quick: bool, outputs: tuple[str, ...] = ()) -> dict[
     settings["env"] = {k: v for k, v in sorted(os.environ.items()) if k.startswith("COGATE_")}
     settings.update(getattr(mod, "SETTINGS", {}) or {})
     load = os.getloadavg() if hasattr(os, "getloadavg") else (0.0, 0.0, 0.0)
-    return {"commit": git_commit(outputs) if outputs else git_commit(),
+    return {"commit": git_commit((*outputs, *provenance.RECORDED)),
             "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "load_average": [round(x, 1) for x in load], "cores": os.cpu_count(), "settings": settings,
             "machine": machine_facts()}

@@ -14,7 +14,13 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["git_commit"]
+__all__ = ["RECORDED", "git_commit"]
+
+#: Where the repository keeps recorded evidence (paths relative to it): the benchmarks' report, plots
+#: and results files (bench/run.py) and the differential test's results (docs/differential.md). None of
+#: it is code a run executes, so a change there never makes a run ``-dirty``: one sitting runs the
+#: differential and every benchmark one after the other, each writing its own files.
+RECORDED = ("docs/benchmarks", "docs/benchmarks.md", "docs/results")
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -25,9 +31,10 @@ def _git(repo: Path, *args: str) -> str:
     return out.stdout.strip() if out.returncode == 0 else ""
 
 
-def git_commit(repo: Path, outputs: Sequence[str] = ()) -> str:
+def git_commit(repo: Path, outputs: Sequence[str] = RECORDED) -> str:
     """The short commit of ``repo``'s checkout, with ``-dirty`` when a tracked file other than
-    ``outputs`` (paths relative to ``repo``, files or directories) differs from it; '' when ``repo``
+    ``outputs`` (paths relative to ``repo``, files or directories; default :data:`RECORDED`) differs
+    from it; '' when ``repo``
     is not a git checkout or git is missing. Never raises."""
     commit = _git(repo, "rev-parse", "--short", "HEAD")
     if not commit:

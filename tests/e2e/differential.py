@@ -780,18 +780,13 @@ def summarize(outcomes: Sequence[Outcome]) -> dict[str, dict[str, int]]:
     return out
 
 
-#: What the recorded runs write (docs/differential.md): left out of the ``-dirty`` check, so the second
-#: family of a sitting names the commit the first ran at.
-RECORDED = ("docs/results/differential", "docs/results/differential.md")
-
-
 def run_facts(settings: dict[str, Any]) -> dict[str, Any]:
     """What a results file records of the run besides its outcomes: the commit (``-dirty`` when the
-    checkout had changes other than the recorded results, :data:`RECORDED`), the UTC date, the load
+    checkout had changes other than recorded evidence, ``provenance.RECORDED``), the UTC date, the load
     average and cores, and ``settings``."""
     import datetime
 
-    return {"commit": provenance.git_commit(Path(__file__).resolve().parents[2], RECORDED),
+    return {"commit": provenance.git_commit(Path(__file__).resolve().parents[2]),
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "load_average": [round(x, 1) for x in os.getloadavg()], "cores": os.cpu_count(),
             "settings": settings}

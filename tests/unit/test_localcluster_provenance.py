@@ -36,12 +36,21 @@ def test_a_clean_checkout_names_its_commit(repo):
     ("docs/results/a.json", ("docs/results", "docs/page.md"), False),  # an earlier section's own results file
     ("docs/page.md", ("docs/results", "docs/page.md"), False),      # the page rendered from them
     ("docs/page.md", ("docs/results",), True),                      # not this recording's output
-    ("docs/results/a.json", (), True),                              # nothing left out
+    ("docs/results/a.json", ("docs/page.md",), True),               # not this recording's output
 ])
 def test_only_files_other_than_the_recordings_own_make_it_dirty(repo, changed, outputs, dirty):
     (repo / changed).write_text("changed\n")
     commit = _git(repo, "rev-parse", "--short", "HEAD")
     assert git_commit(repo, outputs) == commit + ("-dirty" if dirty else "")
+
+
+def test_by_default_recorded_evidence_of_either_kind_is_not_code(repo):
+    """One sitting: the differential's results file, then a benchmark section's (issue 29)."""
+    (repo / "docs" / "results" / "a.json").write_text("changed\n")
+    commit = _git(repo, "rev-parse", "--short", "HEAD")
+    assert git_commit(repo) == commit
+    (repo / "code.py").write_text("x = 2\n")
+    assert git_commit(repo) == commit + "-dirty"
 
 
 def test_untracked_files_do_not_count_and_no_checkout_is_empty(repo, tmp_path_factory):
