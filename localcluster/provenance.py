@@ -34,8 +34,7 @@ def _git(repo: Path, *args: str) -> str:
 def git_commit(repo: Path, outputs: Sequence[str] = RECORDED) -> str:
     """The short commit of ``repo``'s checkout, with ``-dirty`` when a tracked file other than
     ``outputs`` (paths relative to ``repo``, files or directories; default :data:`RECORDED`) differs
-    from it; '' when ``repo``
-    is not a git checkout or git is missing. Never raises."""
+    from it; '' when ``repo`` is not a git checkout or git is missing. Never raises."""
     commit = _git(repo, "rev-parse", "--short", "HEAD")
     if not commit:
         return ""

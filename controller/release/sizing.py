@@ -7,11 +7,12 @@ start"); this room finds the owner, reads it and says what it found. Verbs:
   operator object (its controller ``ownerReference``, else a member's controller owner of such a
   kind) and that is short of minMember (fewer live members) or follows its owner's size
   (annotation ``cogate.dev/follow-owner-size: "true"``), the owner is read (``get``, cached
-  :data:`CACHE_SECONDS` while the group's members stay unchanged from pass to pass: a scale-down
-  deletes pods, so the pass that sees them go reads it again, also when the members left are a set
-  the group had before, e.g. the first 3 pods of a RayCluster created moments ago) and judged. A group that can never form gets a Warning
-  ``OwnerCannotComplete`` event on the PodGroup **and on the owner** in that pass; a following group
-  is planned, counted and reported with minMember lowered to its owner's size and without its
+  :data:`CACHE_SECONDS` while the group's members stay unchanged from one judging pass to the next:
+  a scale-down deletes pods, so the pass that sees them go reads it again, also when the members
+  left are a set the group had before, e.g. the first 3 pods of a RayCluster created moments ago)
+  and judged. A group that can never form gets a Warning ``OwnerCannotComplete`` event on the
+  PodGroup **and on the owner** in that pass; a following group is planned, counted and reported
+  with minMember lowered to its owner's size and without its
   ``spec.minResources`` (summed for the larger gang; the PodGroup's spec is left as written),
   with a Normal ``FollowingOwnerSize`` event.
 - :meth:`OwnerSizes.conditions` (per group, with the other conditions): ``OwnerCanComplete``.
@@ -120,8 +121,8 @@ class OwnerSizes:
         self._lock = threading.Lock()
         #: (kind, namespace, name) -> (read at, object or None).
         self._cache: dict[tuple[tuple[str, str], str, str], tuple[float, Any]] = {}
-        #: PodGroup uid -> its members at the last pass ((uid, phase, deleting), sorted): a change
-        #: makes the next judgement read the owner again.
+        #: PodGroup uid -> its members at the last pass that judged it ((uid, phase, deleting), sorted;
+        #: dropped by a pass that did not judge it): a change makes the judgement read the owner again.
         self._seen: dict[str, tuple[tuple[str, str, bool], ...]] = {}
         #: PodGroup uid -> what the last pass found.
         self._found: dict[str, Found] = {}
@@ -168,18 +169,20 @@ class OwnerSizes:
     def _judge(self, g: GroupObject, members: Sequence[PodInfo]) -> Found | object | None:
         """What the group's operator says (:class:`Found`), ``None`` when nothing is to be judged
         (no operator, or not short and not following), :data:`_UNKNOWN` when it could not be read."""
-        mine = tuple(sorted((m.uid, m.phase, m.deleting) for m in members))
-        with self._lock:
-            changed, self._seen[g.uid] = self._seen.get(g.uid) != mine, mine
         following = follows(g.pg.metadata.annotations)
         spec_min = min_member_of(g.pg)
         present = sum(1 for m in members if m.phase != "Failed" and not m.deleting)
         if self._read is None or (not following and present >= spec_min):
+            with self._lock:
+                self._seen.pop(g.uid, None)  # the next judgement reads the owner afresh
             return None
         who = operator_owner(g, members)
         if who is None:
             return None
         kind, name, uid = who
+        mine = tuple(sorted((m.uid, m.phase, m.deleting) for m in members))
+        with self._lock:
+            changed, self._seen[g.uid] = self._seen.get(g.uid) != mine, mine
         raw = self._object(kind, g.key[0], name, fresh=changed)
         if not isinstance(raw, Mapping):
             return _UNKNOWN
@@ -214,7 +217,7 @@ class OwnerSizes:
 
     def _object(self, kind: tuple[str, str], namespace: str, name: str, *, fresh: bool) -> Any:
         """The owner's object (None: absent or unknown), read again when ``fresh`` (the group's members
-        changed since the last pass) or the read is :data:`CACHE_SECONDS` old. Comparing the members
+        changed since the last pass that judged it) or the read is :data:`CACHE_SECONDS` old. Comparing the members
         with those at the read instead would miss a change and its undoing between two reads."""
         assert self._read is not None
         key = (kind, namespace, name)
