@@ -53,11 +53,11 @@ from pathlib import Path
 from typing import Any
 
 from cogate.controller.model.records import node_info, pod_info
-from cogate.localcluster import provenance
 from cogate.controller.planning.planner import GroupRequest, PlannerConfig, decide
 from cogate.controller.planning.planner import Outcome as PlannerOutcome
 from cogate.controller.planning.patches import release_patch
 from cogate.localcluster.nodes import node_manifest
+from cogate.localcluster import provenance
 
 from .kube import wait_for
 
