@@ -81,8 +81,7 @@ def needs_admission_expression(gate_name: str = DEFAULT_GATE_NAME) -> str:
     ``spec.schedulingGroup`` / ``spec.workloadRef`` (warned about). ``object`` is dynamically typed in a
     webhook's match conditions (k8s.io/apiserver ``pkg/admission/plugin/cel/compile.go``), so ``has()``
     of a field a release does not know is false, not an error."""
-    gated = (f"has(object.spec.schedulingGates) && "
-             f"object.spec.schedulingGates.exists(g, g.name == '{gate_name}')")
+    gated = policies.gated_expression(gate_name)
     scheduler = f"has(object.spec.schedulerName) && object.spec.schedulerName != '{DEFAULT_SCHEDULER_NAME}'"
     return (f"!({gated}) || !{policies.inline('variables.nameable')} || {policies.inline('variables.bound')} || "
             f"({scheduler}) || has(object.spec.schedulingGroup) || has(object.spec.workloadRef)")

@@ -56,7 +56,8 @@ from typing import Any
 from cogate.api import DEFAULT_GATE_NAME, DEFAULT_SCHEDULER_NAME, POD_GROUP_LABEL, POD_GROUP_NAME_MAX_LENGTH
 
 __all__ = ["API_VERSION", "DNS1123_SUBDOMAIN_CEL", "FAILURE_POLICIES", "VARIABLES", "admission_policies",
-           "gate_policy", "inline", "late_policy", "mutation_expression", "names", "refusal_policy", "warning_policy"]
+           "gate_policy", "gated_expression", "inline", "late_policy", "mutation_expression", "names",
+           "refusal_policy", "warning_policy"]
 
 API_VERSION = "admissionregistration.k8s.io/v1"
 #: ``failurePolicy`` values.
@@ -85,7 +86,7 @@ def inline(expression: str) -> str:
     return expression
 
 
-def _gated(gate_name: str) -> str:
+def gated_expression(gate_name: str) -> str:
     """CEL: the pod carries gate ``gate_name`` (a qualified name: no quote can occur in it)."""
     return f"has(object.spec.schedulingGates) && object.spec.schedulingGates.exists(g, g.name == '{gate_name}')"
 
@@ -110,7 +111,7 @@ def mutation_expression(gate_name: str = DEFAULT_GATE_NAME, adopted: Iterable[st
     # The list is created empty, then appended to: a list of objects as a JSONPatch value makes
     # kube-apiserver 1.36.3 panic (cel-go baseList.ConvertToNative: *structpb.Struct is not assignable
     # to *structpb.Value) and the request fails.
-    add = (f"(({_gated(gate_name)}) ? [] : has(object.spec.schedulingGates) ? [{append}] : "
+    add = (f"(({gated_expression(gate_name)}) ? [] : has(object.spec.schedulingGates) ? [{append}] : "
            f"[JSONPatch{{op: 'add', path: '/spec/schedulingGates', value: []}}, {append}])")
     adopted = sorted(adopted)
     if adopted:
@@ -169,7 +170,7 @@ def late_policy(name: str, gate_name: str, adopted: Iterable[str], excluded_name
     return _pair("MutatingAdmissionPolicy", name, {
         "matchConstraints": _constraints(excluded_namespaces, labelled=False, extra_namespace_terms=namespace_terms),
         "variables": _variables(),
-        "matchConditions": [{"name": "not-gated-yet", "expression": f"!({_gated(gate_name)})"}],
+        "matchConditions": [{"name": "not-gated-yet", "expression": f"!({gated_expression(gate_name)})"}],
         "failurePolicy": failure_policy,
         "reinvocationPolicy": "IfNeeded",
         "mutations": [{"patchType": "JSONPatch", "jsonPatch": {"expression": mutation_expression(gate_name, adopted)}}],
@@ -198,7 +199,7 @@ def warning_policy(name: str, gate_name: str, scheduler_names: Iterable[str],
                    excluded_namespaces: Sequence[str]) -> list[dict[str, Any]]:
     """The ValidatingAdmissionPolicy (and ``Warn`` binding) giving the webhook's warnings on the pod as
     stored (module doc). ``failurePolicy: Ignore``: a warning is never worth refusing a pod."""
-    kept = f"variables.gateable && {_gated(gate_name)}"
+    kept = f"variables.gateable && {gated_expression(gate_name)}"
     cut = "(size({0}) > 40 ? {0}.substring(0, 40) : {0})"
     planned = _cel_list({DEFAULT_SCHEDULER_NAME, *scheduler_names})
     return _pair("ValidatingAdmissionPolicy", name, {

@@ -3,13 +3,11 @@ report counts it (issue 40)."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-import bench_small_gangs as b  # noqa: E402
+from tests.builders.bench import bench_module
+
+b = bench_module("bench_small_gangs")
 
 REL = {"type": "Released", "status": "True", "reason": "Released", "message": "fits 8 of 8"}
 WAIT = {"type": "Released", "status": "False", "reason": "WaitingForMembers", "message": "3 of 8 members present"}
