@@ -26,6 +26,7 @@ from cogate.controller.model.config import ReconcilerConfig
 from cogate.controller.model.verdicts import GroupRequest, GroupVerdict, Outcome
 from cogate.controller.planning.fenced import domain_annotations
 from cogate.controller.provisioning.room import Provisioning
+from cogate.controller.release.aftercare import Aftercare
 from cogate.controller.release.forcing import Forcing
 from cogate.controller.release.guard import ReleaseGuard
 from cogate.controller.release.memory import ReleaseMemory
@@ -51,6 +52,7 @@ class Releasing:
     forcing: Forcing
     provisioning: Provisioning
     owners: Ownership
+    aftercare: Aftercare
     _drop: Callable[[Iterable[str]], None]
 
     def _ungate_and_announce(self, g: GroupObject, request: GroupRequest, verdict: GroupVerdict,
@@ -64,7 +66,7 @@ class Releasing:
         if outcome is Outcome.RELEASED and release:
             self._count_release(g, request, now)
         if release:
-            ungated, wake_at = self._release(g, outcome, verdict, release, memory, now)
+            ungated, wake_at = self._release(g, request, outcome, verdict, release, memory, now)
         elif not outcome.releases:
             self._announce(g, outcome, verdict.message, now)
         if verdict.waiting:
@@ -94,14 +96,16 @@ class Releasing:
         if since is not None:
             self.metrics.complete_to_release.observe(max(0.0, now - since))
 
-    def _release(self, g: GroupObject, outcome: Outcome, verdict: GroupVerdict, release: Mapping[str, str],
-                 memory: ReleaseMemory, now: float) -> tuple[int, float | None]:
+    def _release(self, g: GroupObject, request: GroupRequest, outcome: Outcome, verdict: GroupVerdict,
+                 release: Mapping[str, str], memory: ReleaseMemory, now: float) -> tuple[int, float | None]:
         """Ungate ``release`` (uid -> pin target); a ``Released`` event; (members ungated, ``wake_at``).
         A patch the API server refuses now (after the dry run) is reported and backed off like a
-        dry-run refusal."""
+        dry-run refusal. The members ungated join the gang whose departures the next pass reports
+        (:meth:`~cogate.controller.release.aftercare.Aftercare.released`)."""
         placement = self.config.placement
         results = self.writer.ungate_members(release, {**self.provisioning.consume(g), **domain_annotations(verdict.domain)})
         removed = {u: n for u, n in release.items() if results.get(u) == WriteResult.REMOVED}
+        self.aftercare.released(g.key, [m for m in request.members if m.uid in removed])
         self.forcing.announce(g, verdict, removed, now)
         refused = {u for u, r in results.items() if r == WriteResult.REFUSED}
         stopped = sum(1 for r in results.values() if r == WriteResult.STOPPED)

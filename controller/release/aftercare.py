@@ -109,8 +109,10 @@ class Aftercare:
         #: node name -> when first seen not Ready with a member waiting for it (epoch seconds; the start
         #: of its deadline when the node gives no time of its own: ``notready.start``).
         self._not_ready_seen: dict[str, float] = {}
-        #: Members of standing releases at the last pass (lifecycle.gang_members).
+        #: Members of standing releases at the last pass (lifecycle.gang_members), and those its
+        #: releases ungated (:meth:`released`).
         self._gang: dict[str, tuple[PodInfo, tuple[str, str]]] = {}
+        self._gang_lock = threading.Lock()  # the pass's group workers add, the informer thread reads
         #: The last record of members the watch reported deleted since the last pass.
         self._departed: dict[str, PodInfo] = {}
         self._departed_lock = threading.Lock()  # the informer thread adds, the pass takes
@@ -129,6 +131,16 @@ class Aftercare:
         if pod.uid in self._gang:
             with self._departed_lock:
                 self._departed[pod.uid] = pod
+
+    def released(self, key: tuple[str, str], members: Sequence[PodInfo]) -> None:
+        """A release of this pass ungated ``members`` of group ``key`` (namespace, name): they are
+        in its gang from now on, so the next pass reports them should they leave before it (bound
+        and preempted, deleted): the gang of the pass was taken before its releases, with them
+        gated. Called from the pass's group workers."""
+        with self._gang_lock:
+            gang = dict(self._gang)
+            gang.update((m.uid, (m, key)) for m in members)
+            self._gang = gang  # a new dict: the informer thread's ``in`` never sees one half-updated
 
     def mark_going(self, pods: Sequence[PodInfo]) -> Sequence[PodInfo]:
         """``pods`` (the members' watch) with those cogate evicted or deleted itself, and that the API
@@ -174,7 +186,8 @@ class Aftercare:
             _, key = self._gang[d.member.uid]
             contexts.setdefault(key, Context()).lost.append(d)
         self.metrics.members_lost.inc(len(lost))
-        self._gang = lifecycle.gang_members(requests, self.config.gate_name)
+        with self._gang_lock:
+            self._gang = lifecycle.gang_members(requests, self.config.gate_name)
         self._removed_by_us &= set(current)
         self._going &= set(current)
         return Survey(contexts, frozenset(confirmed), wake_at)

@@ -221,14 +221,16 @@ class Departure:
 
 def gang_members(requests: Iterable[GroupRequest], gate: str) -> dict[str, tuple[PodInfo, tuple[str, str]]]:
     """Members that belong to a standing release now: ``{uid: (member, (namespace, group))}`` for
-    released groups' members that carry no gate of ours, are bound, and are not terminal (what
-    :func:`departures` compares between passes)."""
+    released groups' members that carry no gate of ours and are neither terminal nor being
+    deleted, bound or still waiting for kube-scheduler (what :func:`departures` compares between
+    passes: a member released, bound and preempted between two passes left the release as much
+    as one a pass saw bound; docs/semantics.md "A member leaves a released group")."""
     out = {}
     for r in requests:
         if not r.released:
             continue
         for m in r.members:
-            if not m.gated_by(gate) and m.bound and not m.terminal and not m.deleting:
+            if not m.gated_by(gate) and not m.terminal and not m.deleting:
                 out[m.uid] = (m, (r.namespace, r.name))
     return out
 

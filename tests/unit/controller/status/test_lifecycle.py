@@ -490,3 +490,62 @@ def test_verdict_names_waiting_members_and_the_shell_says_so():
     assert ev[0] == "Normal" and "(b)" in ev[2]
     (c,) = [c for c in h.cluster.pgs["pg"]["status"]["conditions"] if c["type"] == "MembersWaiting"]
     assert c["status"] == "True" and c["reason"] == "WaitingForCapacity"
+
+
+# -- departures between the release and the next pass ------------------------------------------------
+
+
+def _preempted(p: dict) -> None:
+    p["metadata"]["deletionTimestamp"] = "2024-01-01T00:02:00Z"
+    p["status"]["conditions"] = [{"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}]
+
+
+#: What happens to member k-0 after the pass that released it and before the next one starts:
+#: (bind it first, change to its pod or None: deleted, the cause the MemberLost event names).
+BETWEEN = {
+    "bound then preempted": (True, _preempted, "preempted by kube-scheduler (DisruptionTarget PreemptionByScheduler)"),
+    "bound then deleted": (True, None, "deleted"),
+    "bound then failed": (True, lambda p: p["status"].update(phase="Failed"), "failed"),
+    "bound then relabelled": (True, lambda p: p["metadata"]["labels"].update({api.POD_GROUP_LABEL: "other"}),
+                              "left the group (its label changed)"),
+    "deleted before it was bound": (False, None, "deleted"),
+    "relabelled before it was bound": (False, lambda p: p["metadata"]["labels"].update({api.POD_GROUP_LABEL: "other"}),
+                                       "left the group (its label changed)"),
+}
+
+
+@pytest.mark.parametrize("bind, change, cause", BETWEEN.values(), ids=BETWEEN.keys())
+@pytest.mark.parametrize("min_member", [2, 1])
+def test_a_member_that_leaves_before_any_pass_saw_it_bound_is_reported_once(bind, change, cause, min_member):
+    """Seen in CI (1.30.14, under load): a ReplicaSet's 2 members were released, bound and Running, and
+    one was preempted before the controller's next pass; the departures were judged against the
+    members of the standing release at the last pass, taken before its release (gated then) and only
+    once bound, so no ``MemberLost`` came at all and the PodGroup kept saying all was well. Every
+    member a release ungates belongs to it from that moment: the next pass reports it once, with
+    its cause, and ``Disrupted`` says whether minMember are still placed."""
+    from tests.builders import World, pod
+
+    pods = [pod(f"k-{i}").req(cpu="1").group("pg").owner("ReplicaSet", "k", "rs1", "apps/v1").gated().raw()
+            for i in range(2)]
+    w = World(pods, [raw_pg("pg", min_member)], nodes=(ready_node("n1", "4"),), preemption=False)
+    w.run()
+    assert not w.gated("k-0") and not w.gated("k-1")
+    w.bind("k-1")
+    if bind:
+        w.bind("k-0")
+    if change is None:
+        del w.cluster.pods["k-0"]
+    else:
+        change(w.cluster.pods["k-0"])
+        w.cluster._bump(w.cluster.pods["k-0"])
+    w.run(1)
+    lost = w.reasons("MemberLost")
+    assert [e[3] for e in lost] == [f"member k-0 left the released group: {cause}; 1 of minMember {min_member} placed"], \
+        w.events
+    disrupted = w.condition(type_="Disrupted")
+    assert (disrupted["status"], disrupted["reason"]) == (("True", "MemberLost") if min_member == 2
+                                                          else ("False", "MembersPlaced")), disrupted
+    assert "member k-0 left the released group" in disrupted["message"], disrupted
+    w.run(1)
+    w.run(30)
+    assert len(w.reasons("MemberLost")) == 1, w.events  # once
