@@ -75,19 +75,18 @@ TITLE = "Pod creation through the API server with and without the webhook"
 NEEDS_CLUSTER = True
 HOLD_GATE = "bench.cogate.dev/hold"
 CONCURRENCY = (1, 16, 100)
+BARE_SETUP = "bare webhook, labelled"
+PRE_GATED_SETUP = "webhook (chart default, late entry off), pre-gated: the template carries cogate's gate"
+POLICY_SETUP = "policies in kube-apiserver (admission.mode policy), labelled"
 #: Set-ups: (label, registration: "none" | "late-on" | "late-off" | "bare" | "policy", pods: True labelled,
 #: False unlabelled, "pre-gated" labelled and carrying cogate's gate); "bare" is "late-on" pointing at the
 #: bare webhook.
 SETUPS = (("no webhook", "none", True), ("webhook, labelled", "late-on", True),
-          ("bare webhook, labelled", "bare", True),
+          (BARE_SETUP, "bare", True),
           ("webhook, unlabelled, late entry on", "late-on", False),
           ("webhook, unlabelled, late entry off", "late-off", False),
-          ("webhook (chart default, late entry off), pre-gated: the template carries cogate's gate", "late-off",
-           "pre-gated"),
-          ("policies in kube-apiserver (admission.mode policy), labelled", "policy", True))
-POLICY_SETUP = SETUPS[-1][0]
-BARE_SETUP = SETUPS[2][0]
-PRE_GATED_SETUP = SETUPS[-2][0]
+          (PRE_GATED_SETUP, "late-off", "pre-gated"),
+          (POLICY_SETUP, "policy", True))
 TARGET = 0.9  # issue 40: creation with the webhook >= 0.9x of without, at 100 creators
 HERE = Path(__file__).resolve().parent
 
