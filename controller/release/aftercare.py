@@ -137,10 +137,10 @@ class Aftercare:
         in its gang from now on, so the next pass reports them should they leave before it (bound
         and preempted, deleted): the gang of the pass was taken before its releases, with them
         gated. Called from the pass's group workers."""
+        # workers of one pass add at once; the informer thread's ``in`` needs no lock, and
+        # :meth:`survey`, which iterates it, runs before the pass's workers start
         with self._gang_lock:
-            gang = dict(self._gang)
-            gang.update((m.uid, (m, key)) for m in members)
-            self._gang = gang  # a new dict: the informer thread's ``in`` never sees one half-updated
+            self._gang.update((m.uid, (m, key)) for m in members)
 
     def mark_going(self, pods: Sequence[PodInfo]) -> Sequence[PodInfo]:
         """``pods`` (the members' watch) with those cogate evicted or deleted itself, and that the API
