@@ -14,7 +14,8 @@ can be left behind by a migration, and neither fails loudly by itself:
   counts of the same objects (phase ``Pending`` at once, ``Scheduling`` once minMember pods
   *exist*, gated or not: ``pkg/controllers/podgroup_controller.go`` ``Reconcile``).
   :func:`foreign_status_writers` reads the object's ``metadata.managedFields`` (entries of the
-  ``status`` subresource whose manager is not cogate's, :data:`FIELD_MANAGER`), and
+  ``status`` subresource whose manager is not cogate's, :data:`FIELD_MANAGER`:
+  :func:`cogate.controller.model.managedfields.status_writers`), and
   :func:`phase_for_release` replaces a phase another manager wrote by cogate's own record of its
   release (its ``Released`` condition, which scheduler-plugins never writes), so another writer's
   phase is never taken for a release.
@@ -22,8 +23,10 @@ can be left behind by a migration, and neither fails loudly by itself:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
+
+from cogate.controller.model.managedfields import status_writers
 
 __all__ = [
     "FIELD_MANAGER",
@@ -98,18 +101,10 @@ def to_write_now(body: Mapping[str, Any], contested: Sequence[str], last_write: 
     return without(body, contested)
 
 
-def _status_fields(fields_v1: Any) -> tuple[str, ...]:
-    """Top-level status fields a managedFields ``fieldsV1`` entry owns (``f:status`` -> ``f:<name>``)."""
-    status = fields_v1.get("f:status") if isinstance(fields_v1, Mapping) else None
-    if not isinstance(status, Mapping):
-        return ()
-    return tuple(sorted(k[2:] for k in status if isinstance(k, str) and k.startswith("f:")))
-
-
-def _entries(raw: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+def _writers(raw: Mapping[str, Any]) -> Iterator[tuple[str, tuple[str, ...]]]:
+    """:func:`~cogate.controller.model.managedfields.status_writers` of object ``raw`` (API JSON)."""
     meta = raw.get("metadata") if isinstance(raw, Mapping) else None
-    entries = meta.get("managedFields") if isinstance(meta, Mapping) else None
-    return [e for e in entries if isinstance(e, Mapping)] if isinstance(entries, list) else []
+    return status_writers(meta) if isinstance(meta, Mapping) else iter(())
 
 
 def foreign_status_writers(raw: Mapping[str, Any], own: frozenset[str] = OWN_FIELD_MANAGERS
@@ -119,23 +114,16 @@ def foreign_status_writers(raw: Mapping[str, Any], own: frozenset[str] = OWN_FIE
     owns a field when its last write of the ``status`` subresource changed it (server-side field
     management), so a manager that owns none of them any more is not listed."""
     out: dict[str, set[str]] = {}
-    for e in _entries(raw):
-        manager = e.get("manager")
-        if e.get("subresource") != "status" or not isinstance(manager, str) or manager in own:
-            continue
-        fields = [f for f in _status_fields(e.get("fieldsV1")) if f in STATUS_FIELDS]
-        if fields:
+    for manager, owned in _writers(raw):
+        fields = [f for f in owned if f in STATUS_FIELDS]
+        if fields and manager not in own:
             out.setdefault(manager, set()).update(fields)
     return {m: tuple(sorted(f)) for m, f in sorted(out.items())}
 
 
 def phase_writer(raw: Mapping[str, Any]) -> str | None:
     """The manager that owns ``status.phase`` of ``raw`` (its last writer), ``None`` when unknown."""
-    for e in _entries(raw):
-        if e.get("subresource") == "status" and "phase" in _status_fields(e.get("fieldsV1")):
-            manager = e.get("manager")
-            return manager if isinstance(manager, str) else None
-    return None
+    return next((manager for manager, fields in _writers(raw) if "phase" in fields), None)
 
 
 def phase_for_release(raw: Mapping[str, Any], own: frozenset[str] = OWN_FIELD_MANAGERS) -> str | None:

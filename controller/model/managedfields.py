@@ -5,7 +5,9 @@ The API server records, per field manager and per subresource, the fields each r
 (``fieldsV1``: ``{"f:spec": {"f:nodeName": {}}}``). Two facts cogate reads from it:
 
 * :func:`status_field_manager`: the last writer of a status field (``status.nominatedNodeName``:
-  whether cogate's preemption nominated a pod or kube-scheduler did).
+  whether cogate's preemption nominated a pod or kube-scheduler did); :func:`status_writers`, each
+  writer of the ``status`` subresource with the top-level fields it owns (who else writes a
+  PodGroup's status: :mod:`cogate.controller.model.leftovers`).
 * :func:`spec_field_set`: whether a request on the object itself set a spec field. For
   ``spec.nodeName`` that tells a pod **created bound** (the creator's entry owns ``f:nodeName``)
   from one kube-scheduler bound: the binding subresource writes the pod in storage directly
@@ -22,7 +24,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-__all__ = ["status_field_manager", "spec_field_set"]
+__all__ = ["status_writers", "status_field_manager", "spec_field_set"]
 
 
 def _entries(meta: Mapping[str, Any], subresource: str) -> Iterator[tuple[Mapping[str, Any], Mapping[str, Any]]]:
@@ -38,15 +40,22 @@ def _entries(meta: Mapping[str, Any], subresource: str) -> Iterator[tuple[Mappin
                 yield e, fields
 
 
+def status_writers(meta: Mapping[str, Any]) -> Iterator[tuple[str, tuple[str, ...]]]:
+    """``(manager, fields)`` for each well-formed ``status``-subresource entry of ``meta`` (an
+    object's ``metadata``), in the list's order: the top-level status fields the manager owns
+    (``f:status`` -> ``f:<name>``), sorted; a manager owns a field when its last write of the
+    subresource changed it. Entries without a manager name or an ``f:status`` are left out."""
+    for e, fields in _entries(meta, "status"):
+        st = fields.get("f:status")
+        manager = e.get("manager")
+        if isinstance(st, Mapping) and isinstance(manager, str):
+            yield sys.intern(manager), tuple(sorted(k[2:] for k in st if isinstance(k, str) and k.startswith("f:")))
+
+
 def status_field_manager(meta: Mapping[str, Any], name: str) -> str:
     """The manager of the ``status``-subresource entry of ``meta`` (an object's ``metadata``)
     owning ``status.<name>`` (its last writer), '' when none or unreadable."""
-    key = f"f:{name}"
-    for e, fields in _entries(meta, "status"):
-        st = fields.get("f:status")
-        if isinstance(st, Mapping) and key in st and isinstance(e.get("manager"), str):
-            return sys.intern(e["manager"])
-    return ""
+    return next((manager for manager, fields in status_writers(meta) if name in fields), "")
 
 
 def spec_field_set(meta: Mapping[str, Any], name: str) -> bool:

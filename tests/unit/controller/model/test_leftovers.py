@@ -83,6 +83,23 @@ def test_foreign_status_writers(entries, expected):
     assert leftovers.foreign_status_writers(raw) == expected
 
 
+def test_malformed_managed_fields_read_as_no_writer():
+    """managedFields are the API server's bookkeeping: a malformed entry is skipped, never an error,
+    by both readers (``managedfields.status_writers`` for each)."""
+    good = managed(("controller", "status", ("phase",)))[0]
+    odd = [None, "x", {"subresource": "status"}, {"subresource": "status", "fieldsV1": []},
+           {"subresource": "status", "manager": 7, "fieldsV1": {"f:status": {"f:phase": {}}}},
+           {"subresource": "status", "manager": "m", "fieldsV1": {"f:status": "phase"}},
+           {"subresource": "status", "manager": "k", "fieldsV1": {"f:status": {7: {}, "phase": {}}}}]
+    for entries, writers, phase in [(odd, {}, None), (odd + [good], {"controller": ("phase",)}, "controller"),
+                                    ("not a list", {}, None)]:
+        raw = raw_pg(status={"phase": "Scheduling"})
+        raw["metadata"]["managedFields"] = entries
+        assert leftovers.foreign_status_writers(raw) == writers
+        assert leftovers.phase_writer(raw) == phase
+    assert leftovers.phase_writer({"metadata": None}) is None
+
+
 @pytest.mark.parametrize("writer,phase,conds,expected", [
     ("controller", "Scheduling", [], "Pending"),              # scheduler-plugins: minMember pods exist (gated)
     ("controller", "Running", [], "Pending"),
