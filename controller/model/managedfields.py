@@ -55,7 +55,12 @@ def status_writers(meta: Mapping[str, Any]) -> Iterator[tuple[str, tuple[str, ..
 def status_field_manager(meta: Mapping[str, Any], name: str) -> str:
     """The manager of the ``status``-subresource entry of ``meta`` (an object's ``metadata``)
     owning ``status.<name>`` (its last writer), '' when none or unreadable."""
-    return next((manager for manager, fields in status_writers(meta) if name in fields), "")
+    key = f"f:{name}"  # on every pod record's path: one lookup per entry, no list of its fields
+    for e, fields in _entries(meta, "status"):
+        st = fields.get("f:status")
+        if isinstance(st, Mapping) and key in st and isinstance(e.get("manager"), str):
+            return sys.intern(e["manager"])
+    return ""
 
 
 def spec_field_set(meta: Mapping[str, Any], name: str) -> bool:
