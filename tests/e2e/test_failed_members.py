@@ -98,11 +98,22 @@ def replacement_joins(kube, namespace: str, name: str, start: str, running_count
 
     The Job controller makes replacements only after its pod failure back-off: 10 s doubled for each
     failure since the last success (kube-controller-manager job controller, ``DefaultJobPodFailureBackOff``),
-    so ``failed`` failures wait up to ``10 * 2 ** (failed - 1)`` s before the gate is even set; the wait
-    allows that plus 30 s for the webhook, the release and the bind."""
+    so ``failed`` failures wait up to ``10 * 2 ** (failed - 1)`` s before the gate is even set. That wait
+    is the Job controller's, not cogate's, so the replacements' creation is waited for on its own
+    (twice the back-off plus 60 s), then cogate's part, the release and the bind, within 30 s; a
+    timeout names the members left and the status (one wait for both, back-off plus 30 s, timed out
+    once in a full suite under load without saying which part was slow)."""
     backoff = 10 * 2 ** (failed - 1) if failed else 0
-    wait_for(lambda: len([p for p in live(kube, namespace, name) if running(p)]) == running_count, backoff + 30,
-             what=f"{running_count} members running (the replacement among them)")
+    wait_for(lambda: len(active(kube, namespace, name)) == running_count, 2 * backoff + 60,
+             what=f"{running_count} members not ended (the Job controller made the replacement)")
+    try:
+        wait_for(lambda: len([p for p in active(kube, namespace, name) if running(p)]) == running_count, 30,
+                 what=f"{running_count} members running (the replacement among them)")
+    except AssertionError as exc:
+        members = sorted(f"{p.metadata.name} {p.status.phase}{' gated' if gated(p) else ''}"
+                         for p in active(kube, namespace, name))
+        raise AssertionError(f"{exc}; members not ended: {members}; PodGroup status: "
+                             f"{status(kube, namespace, name)}") from None
     st = wait_for(lambda: (s := status(kube, namespace, name)).get("phase") == "Running"
                   and (s.get("running"), s.get("succeeded"), s.get("failed")) == (running_count, succeeded, failed)
                   and s, 15, what=f"Running: running {running_count}, succeeded {succeeded}, failed {failed}")
