@@ -252,18 +252,23 @@ def cause_of(p: PodInfo | None, *, gone: bool) -> str:
 def departures(previous: Mapping[str, tuple[PodInfo, tuple[str, str]]], current: Mapping[str, PodInfo],
                last_seen: Mapping[str, PodInfo] | None = None,
                ignore: Iterable[str] = ()) -> list[Departure]:
-    """Members of :func:`gang_members` at the last pass that have left since: gone from
-    ``current`` (every labelled pod by uid, deleting ones included), deleting, Failed, or
+    """Members of :func:`gang_members` at the last pass that have left since without finishing:
+    gone from ``current`` (every labelled pod by uid, deleting ones included), deleting, Failed, or
     relabelled to another group. ``last_seen``: the last record of pods the watch reported
-    deleted (its ``DisruptionTarget`` says why); ``ignore``: uids cogate removed itself."""
+    deleted (its ``DisruptionTarget`` says why); ``ignore``: uids cogate removed itself. A member
+    whose last record is Succeeded finished its work: deleted afterwards (its Job deleted, a TTL) it
+    is not lost (docs/semantics.md "Generations": members left it without finishing)."""
     skip = set(ignore)
     out = []
     for uid, (before, key) in sorted(previous.items(), key=lambda kv: kv[1][0].name):
         if uid in skip:
             continue
         now = current.get(uid)
+        last = now if now is not None else (last_seen or {}).get(uid) or before
+        if last.phase == "Succeeded":
+            continue
         if now is None:
-            out.append(Departure(before, cause_of((last_seen or {}).get(uid) or before, gone=True)))
+            out.append(Departure(before, cause_of(last, gone=True)))
         elif now.deleting:
             out.append(Departure(now, cause_of(now, gone=True)))
         elif now.phase == "Failed":

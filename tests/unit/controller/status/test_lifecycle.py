@@ -549,3 +549,58 @@ def test_a_member_that_leaves_before_any_pass_saw_it_bound_is_reported_once(bind
     w.run(1)
     w.run(30)
     assert len(w.reasons("MemberLost")) == 1, w.events  # once
+
+
+def _succeeded(p: dict) -> None:
+    p["status"]["phase"] = "Succeeded"
+
+
+#: What happens to member k-0 (bound) before the next pass, once its work is done: nothing is lost.
+FINISHED = {
+    "succeeded": [_succeeded],
+    "succeeded, then being deleted": [_succeeded, lambda p: p["metadata"].update(deletionTimestamp="2024-01-01T00:02:00Z")],
+    "succeeded, then deleted": [_succeeded, None],
+}
+
+
+@pytest.mark.parametrize("seen_running", [True, False], ids=["a pass saw it Running", "released in the last pass"])
+@pytest.mark.parametrize("steps", FINISHED.values(), ids=FINISHED.keys())
+def test_a_member_that_finished_is_never_lost_whatever_happens_to_it_then(steps, seen_running):
+    """A member whose work is done (Succeeded) and that is then deleted (its Job deleted, a TTL, a
+    cleanup) left nothing undone: no ``MemberLost``, ``Disrupted`` stays False, the release stands.
+    Before, a member a pass had seen Running and the next saw Succeeded and deleting, or gone after
+    the watch's last record said Succeeded, was reported "deleted"."""
+    from tests.builders import World, pod
+
+    pods = [pod(f"k-{i}").req(cpu="1").group("pg").owner("Job", "k", "job1", "batch/v1").gated().raw()
+            for i in range(2)]
+    w = World(pods, [raw_pg("pg", 2)], nodes=(ready_node("n1", "4"),), preemption=False)
+    w.run()
+    w.bind("k-0")
+    w.bind("k-1")
+    if seen_running:
+        w.run(1)
+    for step in steps:
+        if step is None:
+            del w.cluster.pods["k-0"]
+        else:
+            step(w.cluster.pods["k-0"])
+            w.cluster._bump(w.cluster.pods["k-0"])
+        w.relist()  # the watch delivers each change (its DELETED event carries the last state)
+    w.run(1)
+    w.run(1)
+    assert w.reasons("MemberLost") == [], w.events
+    disrupted = w.condition(type_="Disrupted")
+    assert disrupted is None or disrupted["status"] == "False", disrupted
+    assert w.condition(type_="Released")["status"] == "True"
+
+
+def test_departures_leave_out_members_whose_last_record_is_succeeded():
+    gang = lifecycle.gang_members([request([member("k-0", node="n1"), member("k-1", node="n1")])], GATE)
+    done = member("k-0", node="n1", phase="Succeeded")
+    assert lifecycle.departures(gang, {"uid-k-1": member("k-1", node="n1")}, {"uid-k-0": done}) == []
+    assert lifecycle.departures(gang, {"uid-k-0": member("k-0", node="n1", phase="Succeeded", deleting=True),
+                                       "uid-k-1": member("k-1", node="n1")}) == []
+    # without a record of its end it was lost
+    (d,) = lifecycle.departures(gang, {"uid-k-1": member("k-1", node="n1")})
+    assert d.member.name == "k-0" and d.cause == "deleted"
