@@ -252,7 +252,8 @@ def cause_of(p: PodInfo | None, *, gone: bool) -> str:
 def departures(previous: Mapping[str, tuple[PodInfo, tuple[str, str]]], current: Mapping[str, PodInfo],
                last_seen: Mapping[str, PodInfo] | None = None,
                ignore: Iterable[str] = ()) -> list[Departure]:
-    """Members of :func:`gang_members` at the last pass that have left since without finishing:
+    """Members of ``previous`` (:func:`gang_members` at the last pass, with the members its releases
+    ungated) that have left since without finishing:
     gone from ``current`` (every labelled pod by uid, deleting ones included), deleting, Failed, or
     relabelled to another group. ``last_seen``: the last record of pods the watch reported
     deleted (its ``DisruptionTarget`` says why); ``ignore``: uids cogate removed itself. A member
