@@ -20,7 +20,7 @@ from cogate.localcluster import example
 from cogate.models import parse_time
 
 from .kube import (bound, condition, controller_flags, create_pod_group, events_for, gated, group_pods, paused,
-                   running, scheduled_reason, scheduler_paused, status, wait_for)
+                   priority_classes, running, scheduled_reason, scheduler_paused, status, wait_for)
 
 pytestmark = pytest.mark.e2e
 
@@ -395,7 +395,6 @@ def test_preempted_member_is_reported_and_its_replacement_waits_gated_for_room(s
         sched.delete_priority_class(pc)
 
 
-
 def test_a_member_preempted_before_the_controller_saw_it_bound_is_reported(stack, kube, namespace, only_nodes):
     """Seen in CI (1.30.14, under load): the two members of a release were bound and Running and one
     was preempted before the controller's next pass; no ``MemberLost`` came at all (its departures
@@ -404,13 +403,9 @@ def test_a_member_preempted_before_the_controller_saw_it_bound_is_reported(stack
     priority-1000 pod takes one member's place, the ReplicaSet makes a gated replacement); its
     first pass after that names the member and ``Disrupted`` says 1 of minMember 2 placed."""
     only_nodes(2, kwok_taint=False, cpu="4", memory="8Gi", pods=110)
-    pc = f"high-{namespace}"[:63]
-    sched = client.SchedulingV1Api(kube)
     core = client.CoreV1Api(kube)
-    sched.create_priority_class({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                                 "metadata": {"name": pc}, "value": 1000})
     controller = stack.processes["controller"]
-    try:
+    with priority_classes(kube, high=1000) as classes:
         create_pod_group(kube, example.pod_group("k", 2, namespace=namespace, timeout_seconds=None))
         with scheduler_paused(stack):
             client.AppsV1Api(kube).create_namespaced_replica_set(
@@ -421,7 +416,7 @@ def test_a_member_preempted_before_the_controller_saw_it_bound_is_reported(stack
         try:
             wait_for(lambda: all(running(core.read_namespaced_pod(p.metadata.name, namespace)) for p in first), 20,
                      what="both members Running")
-            core.create_namespaced_pod(namespace, bare_pod("vip", None, "2", priorityClassName=pc))
+            core.create_namespaced_pod(namespace, bare_pod("vip", None, "2", priorityClassName=classes["high"]))
             (victim,) = wait_for(lambda: [p for p in first if p.metadata.uid not in
                                           {q.metadata.uid for q in group_pods(kube, namespace, "k", deleting=False)}],
                                  20, what="one member gone or going")
@@ -436,8 +431,6 @@ def test_a_member_preempted_before_the_controller_saw_it_bound_is_reported(stack
         cond = wait_for(lambda: (c := condition(status(kube, namespace, "k"), "Disrupted")) and c["status"] == "True"
                         and c, 10, what="Disrupted=True")
         assert cond["reason"] == "MemberLost" and victim.metadata.name in cond["message"], cond
-    finally:
-        sched.delete_priority_class(pc)
 
 
 def test_opt_in_budget_and_quorum_eviction_reform_the_gang_whole(stack, kube, namespace, only_nodes):

@@ -495,9 +495,34 @@ def test_verdict_names_waiting_members_and_the_shell_says_so():
 # -- departures between the release and the next pass ------------------------------------------------
 
 
+def _two_members(owner: tuple[str, str, str, str], min_member: int):
+    """A World: members k-0 and k-1 (1 CPU, gated, of ``owner``: kind, name, uid, apiVersion) of
+    PodGroup pg (``min_member``), one node of 4 CPU; its first pass releases both."""
+    from tests.builders import World, pod
+
+    pods = [pod(f"k-{i}").req(cpu="1").group("pg").owner(*owner).gated().raw() for i in range(2)]
+    w = World(pods, [raw_pg("pg", min_member)], nodes=(ready_node("n1", "4"),), preemption=False)
+    w.run()
+    assert not w.gated("k-0") and not w.gated("k-1")
+    return w
+
+
+def _change_k0(w, change) -> None:
+    """``change`` applied to pod k-0 in the fake API server (None: k-0 deleted)."""
+    if change is None:
+        del w.cluster.pods["k-0"]
+    else:
+        change(w.cluster.pods["k-0"])
+        w.cluster._bump(w.cluster.pods["k-0"])
+
+
 def _preempted(p: dict) -> None:
     p["metadata"]["deletionTimestamp"] = "2024-01-01T00:02:00Z"
     p["status"]["conditions"] = [{"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}]
+
+
+def _relabelled(p: dict) -> None:
+    p["metadata"]["labels"][api.POD_GROUP_LABEL] = "other"
 
 
 #: What happens to member k-0 after the pass that released it and before the next one starts:
@@ -506,11 +531,9 @@ BETWEEN = {
     "bound then preempted": (True, _preempted, "preempted by kube-scheduler (DisruptionTarget PreemptionByScheduler)"),
     "bound then deleted": (True, None, "deleted"),
     "bound then failed": (True, lambda p: p["status"].update(phase="Failed"), "failed"),
-    "bound then relabelled": (True, lambda p: p["metadata"]["labels"].update({api.POD_GROUP_LABEL: "other"}),
-                              "left the group (its label changed)"),
+    "bound then relabelled": (True, _relabelled, "left the group (its label changed)"),
     "deleted before it was bound": (False, None, "deleted"),
-    "relabelled before it was bound": (False, lambda p: p["metadata"]["labels"].update({api.POD_GROUP_LABEL: "other"}),
-                                       "left the group (its label changed)"),
+    "relabelled before it was bound": (False, _relabelled, "left the group (its label changed)"),
 }
 
 
@@ -523,21 +546,11 @@ def test_a_member_that_leaves_before_any_pass_saw_it_bound_is_reported_once(bind
     once bound, so no ``MemberLost`` came at all and the PodGroup kept saying all was well. Every
     member a release ungates belongs to it from that moment: the next pass reports it once, with
     its cause, and ``Disrupted`` says whether minMember are still placed."""
-    from tests.builders import World, pod
-
-    pods = [pod(f"k-{i}").req(cpu="1").group("pg").owner("ReplicaSet", "k", "rs1", "apps/v1").gated().raw()
-            for i in range(2)]
-    w = World(pods, [raw_pg("pg", min_member)], nodes=(ready_node("n1", "4"),), preemption=False)
-    w.run()
-    assert not w.gated("k-0") and not w.gated("k-1")
+    w = _two_members(("ReplicaSet", "k", "rs1", "apps/v1"), min_member)
     w.bind("k-1")
     if bind:
         w.bind("k-0")
-    if change is None:
-        del w.cluster.pods["k-0"]
-    else:
-        change(w.cluster.pods["k-0"])
-        w.cluster._bump(w.cluster.pods["k-0"])
+    _change_k0(w, change)
     w.run(1)
     lost = w.reasons("MemberLost")
     assert [e[3] for e in lost] == [f"member k-0 left the released group: {cause}; 1 of minMember {min_member} placed"], \
@@ -570,22 +583,13 @@ def test_a_member_that_finished_is_never_lost_whatever_happens_to_it_then(steps,
     cleanup) left nothing undone: no ``MemberLost``, ``Disrupted`` stays False, the release stands.
     Before, a member a pass had seen Running and the next saw Succeeded and deleting, or gone after
     the watch's last record said Succeeded, was reported "deleted"."""
-    from tests.builders import World, pod
-
-    pods = [pod(f"k-{i}").req(cpu="1").group("pg").owner("Job", "k", "job1", "batch/v1").gated().raw()
-            for i in range(2)]
-    w = World(pods, [raw_pg("pg", 2)], nodes=(ready_node("n1", "4"),), preemption=False)
-    w.run()
+    w = _two_members(("Job", "k", "job1", "batch/v1"), 2)
     w.bind("k-0")
     w.bind("k-1")
     if seen_running:
         w.run(1)
     for step in steps:
-        if step is None:
-            del w.cluster.pods["k-0"]
-        else:
-            step(w.cluster.pods["k-0"])
-            w.cluster._bump(w.cluster.pods["k-0"])
+        _change_k0(w, step)
         w.relist()  # the watch delivers each change (its DELETED event carries the last state)
     w.run(1)
     w.run(1)
