@@ -322,7 +322,13 @@ def run_goes_on(members: Sequence[PodInfo], min_member: int, gate: str = DEFAULT
     if not start or not any(m.phase == "Succeeded" and not m.deleting for m in members):
         return False
     n = stand_ins(members, gate, start)
-    return n > 0 and generation_quorum(members, gate, start) + n >= min_member
+    # Timestamps are whole seconds: a gated member created in the release's own second counts in its
+    # quorum (planned by it) and may as well be a failed member's replacement made within that second.
+    t0 = parse_time(start)
+    same_second = any(m.gated_by(gate) and not m.bound and not m.terminal and not m.deleting and m.created == t0
+                      for m in members)
+    failed = any(m.phase == "Failed" and not m.deleting for m in members)
+    return (n > 0 or (same_second and failed)) and generation_quorum(members, gate, start) + n >= min_member
 
 
 def release_end(status: PodGroupStatus, members: Sequence[PodInfo], min_member: int,

@@ -449,3 +449,23 @@ def test_pods_deleted_and_recreated_between_two_passes_are_decided_as_a_gang():
     assert st["scheduleStartTime"] == start
     h.run()  # the loss now recorded: still decided as a gang
     assert seen == [True, False, False]
+
+
+@pytest.mark.parametrize("created", [T0, T0 + 0.4, T0 + 1], ids=["the release's second", "within it", "a second later"])
+@pytest.mark.parametrize("status", [released("Running"), released("Running", LOST)], ids=["loss in this pass", "recorded"])
+def test_a_replacement_created_in_the_second_of_the_release_stands_in_for_its_failed_member(created, status):
+    """Seen in CI: an Indexed Job of 4 released at 12:38:35; indexes 0 and 3 succeeded, index 1 failed
+    and the Job controller replaced it, all within that second. Timestamps are whole seconds, so the
+    replacement counted as a member the release planned (created no later than it), not as a stand-in,
+    ``run_goes_on`` found no replacement, the loss ended the release and the replacement waited gated
+    for a gang that could never form (1 of minMember 4 placed, 2 Succeeded not counted). A gated
+    member created in the release's own second may be either; for a run partly done it stands in."""
+    ms = [member("S", 0), member("F", 1), member("R", 2), member("S", 3), member("G", 4, created=created)]
+    pg = podgroup(4, status)
+    lost = not status["conditions"]
+    assert release_end(pg.status, ms, 4, GATE, lost=lost) == ""
+    assert release_stands(pg.status, ms, GATE, min_member=4, lost=lost)
+    # without a member that failed there is nothing to stand in for: the loss of index 1 (deleted)
+    # leaves 3 of minMember 4 and the release ends, whenever the gated pod was made
+    gone = [p for p in ms if p.phase != "Failed"]
+    assert release_end(podgroup(4, released("Running", LOST)).status, gone, 4, GATE) != ""
